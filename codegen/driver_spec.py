@@ -1,0 +1,405 @@
+"""driver_spec.py - what cuda.h cannot say about the CUDA driver API.
+
+gen_driver.py reads cuda.h for every prototype and this file for the rest.
+
+FUNCTIONS has one line per function:
+
+    NAME  CLASS  [FLAG ...]  [PARAM=DIR ...]  [KEY=VALUE ...]    # comment
+
+NAME is a base name (cuMemAlloc applies to cuMemAlloc, cuMemAlloc_v2, ...
+and to their _ptds/_ptsz wrappers) or an exact export name
+(cuDeviceTotalMem_v2), which wins over its base name's line.
+
+CLASS
+  local        hand-written client body that answers without traffic (no op)
+  manual       hand-written client body (src/client/*.c) that talks to the
+               server; the generator reserves an op (OP_<export>) and points
+               op_table at srv_<export> if the lead writes one
+  sync         generated: request and reply
+  async        generated: one-way; errors surface at the next sync call
+  memo         generated sync call answered from the client memo cache
+               after its first success (keyed by op, context, argument bytes)
+  unsupported  generated CUDA_ERROR_NOT_SUPPORTED stub (passthrough still
+               forwards to the real driver)
+A function with no line is `sync` when every parameter can be encoded by
+the default rules, else `unsupported` (the reason lands in coverage.gen.txt).
+
+FLAGS
+  blocking          the server runs it on a worker thread (it waits for the GPU)
+  invalidates_memo  the client clears the memo cache after the call
+
+PARAMETERS (default rules: `const T *` is in, `T *` is out when T is a
+scalar, enum, handle or pointer-free struct; `const char *` is a string;
+a `T *` next to a count-like parameter must be described here):
+  P=in | P=out | P=inout     one element
+  P=in[EXPR] | P=out[EXPR]   EXPR elements; EXPR is C over the scalar
+                             parameters, evaluated on both sides (the
+                             server checks that they agree)
+  P=null                     only NULL is supported (NOT_SUPPORTED else)
+  P=value                    a void * that holds a device address: sent as
+                             its value, never dereferenced
+  out_handle=P               *P receives a new handle; the client picks its
+                             id (handle_new_id), the server handle_put()s it
+  drops=P                    after success the server forgets handle P
+
+LEGACY_ABI_MANUAL: the pre-CUDA-3.2 exports (32-bit sizes, found through
+cudaTypedefs.h's legacy PFN block, e.g. cuMemcpyHtoD next to
+cuMemcpyHtoD_v2) of functions whose newer export is manual or local get
+this class instead (so nobody writes 32-bit copies by hand).
+"""
+
+FUNCTIONS = r"""
+# ---- initialisation, version, errors, entry points ------------------------
+cuInit                        manual
+cuDriverGetVersion            local
+cuGetErrorString              local
+cuGetErrorName                local
+cuGetProcAddress              local                  # both exports: procaddr_lookup()
+cuGetExportTable              local
+
+# ---- devices ----------------------------------------------------------------
+# Session info carries every device's properties (DESIGN 3: `local`).
+cuDeviceGet                   local
+cuDeviceGetCount              local
+cuDeviceGetName               local
+cuDeviceGetAttribute          local
+cuDeviceTotalMem              local
+cuDeviceGetUuid               local
+cuDeviceGetPCIBusId           local
+cuDeviceComputeCapability     local
+cuDeviceGetProperties         local
+cuDeviceGetLuid               sync    luid=out[8]
+cuDeviceGetHostAtomicCapabilities  sync  capabilities=out[count] operations=in[count]
+cuDeviceGetP2PAtomicCapabilities   sync  capabilities=out[count] operations=in[count]
+cuDeviceGetDefaultMemPool     unsupported            # returns an existing handle: needs a reverse map
+cuDeviceGetMemPool            unsupported            # same
+
+# ---- contexts (all hand-written: the client tracks the current context) -----
+cuCtxCreate                   manual  blocking
+cuCtxDestroy                  manual  blocking       invalidates_memo
+cuCtxAttach                   manual
+cuCtxDetach                   manual
+cuCtxGetCurrent               local
+cuCtxSetCurrent               manual
+cuCtxPushCurrent              manual
+cuCtxPopCurrent               manual
+cuCtxGetDevice                local
+cuCtxGetApiVersion            manual
+cuCtxGetCacheConfig           manual
+cuCtxSetCacheConfig           manual
+cuCtxGetSharedMemConfig       manual
+cuCtxSetSharedMemConfig       manual
+cuCtxGetFlags                 manual
+cuCtxSetFlags                 manual
+cuCtxGetId                    manual
+cuCtxGetLimit                 manual
+cuCtxSetLimit                 manual
+cuCtxGetStreamPriorityRange   manual
+cuCtxGetExecAffinity          manual
+cuCtxGetDevResource           manual
+cuCtxFromGreenCtx             manual
+cuCtxRecordEvent              manual
+cuCtxWaitEvent                manual
+cuCtxEnablePeerAccess         manual
+cuCtxDisablePeerAccess        manual
+cuCtxResetPersistingL2Cache   manual
+cuCtxSynchronize              manual  blocking
+cuDevicePrimaryCtxRetain      manual  blocking
+cuDevicePrimaryCtxRelease     manual  blocking
+cuDevicePrimaryCtxReset       manual  blocking
+cuDevicePrimaryCtxSetFlags    manual
+cuDevicePrimaryCtxGetState    local
+
+# ---- device memory ----------------------------------------------------------
+cuMemAlloc                    sync
+cuMemAllocPitch               sync
+cuMemFree                     async
+cuMemGetInfo                  sync
+cuMemGetAddressRange          sync
+cuMemAllocAsync               sync
+cuMemAllocFromPoolAsync       sync
+cuMemFreeAsync                async
+cuMemAllocManaged             unsupported            # needs the client-side mapping of DESIGN 4
+cuMemPrefetchAsync            async
+cuMemAdvise                   sync
+cuMemRangeGetAttribute        sync    data=out[dataSize]
+cuMemSetAccess                sync    desc=in[count]
+cuMemRetainAllocationHandle   sync    addr=value
+cuMemPrefetchBatchAsync       async   dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
+cuMemDiscardBatchAsync        async   dptrs=in[count] sizes=in[count]
+cuMemDiscardAndPrefetchBatchAsync  async  dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
+cuMemPoolDestroy              async   drops=pool
+cuMemPoolTrimTo               sync
+cuMemPoolSetAccess            sync    map=in[count]
+cuMemPoolGetAccess            sync    location=in
+cuMemPoolImportPointer        sync    shareData=in
+cuMemSetMemPool               sync    location=in
+cuMemGetMemPool               unsupported            # returns an existing handle
+cuMemGetDefaultMemPool        unsupported            # returns an existing handle
+cuStreamBatchMemOp            async   paramArray=in[count]
+
+# ---- pinned host memory and pointers (hand-written) ------------------------
+cuMemAllocHost                manual
+cuMemHostAlloc                manual
+cuMemFreeHost                 manual
+cuMemHostGetDevicePointer     manual
+cuMemHostRegister             manual
+cuMemHostUnregister           manual
+cuPointerGetAttribute         manual
+cuPointerGetAttributes        manual
+
+# ---- copies (hand-written: bulk data paths) and memsets --------------------
+cuMemcpy                      manual  blocking
+cuMemcpyAsync                 manual
+cuMemcpyPeer                  manual  blocking
+cuMemcpyPeerAsync             manual
+cuMemcpyHtoD                  manual  blocking
+cuMemcpyHtoDAsync             manual
+cuMemcpyDtoH                  manual  blocking
+cuMemcpyDtoHAsync             manual  blocking
+cuMemcpyDtoD                  manual  blocking
+cuMemcpyDtoDAsync             manual
+cuMemcpyHtoA                  manual  blocking
+cuMemcpyHtoAAsync             manual
+cuMemcpyAtoH                  manual  blocking
+cuMemcpyAtoHAsync             manual  blocking
+cuMemcpyAtoA                  manual  blocking
+cuMemcpyAtoD                  manual  blocking
+cuMemcpyDtoA                  manual  blocking
+cuMemcpy2D                    manual  blocking
+cuMemcpy2DUnaligned           manual  blocking
+cuMemcpy2DAsync               manual
+cuMemcpy3D                    manual  blocking
+cuMemcpy3DAsync               manual
+cuMemcpy3DPeer                manual  blocking
+cuMemcpy3DPeerAsync           manual
+cuMemcpyBatchAsync            manual
+cuMemcpy3DBatchAsync          manual
+cuMemsetD8                    async
+cuMemsetD16                   async
+cuMemsetD32                   async
+cuMemsetD2D8                  async
+cuMemsetD2D16                 async
+cuMemsetD2D32                 async
+cuMemsetD8Async               async
+cuMemsetD16Async              async
+cuMemsetD32Async              async
+cuMemsetD2D8Async             async
+cuMemsetD2D16Async            async
+cuMemsetD2D32Async            async
+
+# ---- modules, libraries, kernels, functions --------------------------------
+cuModuleLoad                  manual  blocking
+cuModuleLoadData              manual  blocking
+cuModuleLoadDataEx            manual  blocking
+cuModuleLoadFatBinary         manual  blocking
+cuModuleUnload                manual  invalidates_memo
+cuModuleGetFunction           manual
+cuModuleGetGlobal             manual
+cuModuleGetTexRef             manual
+cuModuleGetSurfRef            manual
+cuModuleGetLoadingMode        manual
+cuModuleGetFunctionCount      manual
+cuModuleEnumerateFunctions    manual
+cuLibraryLoadData             manual  blocking
+cuLibraryLoadFromFile         manual  blocking
+cuLibraryUnload               manual  invalidates_memo
+cuLibraryGetKernel            manual
+cuLibraryGetKernelCount       manual
+cuLibraryEnumerateKernels     manual
+cuLibraryGetModule            manual
+cuLibraryGetGlobal            manual
+cuLibraryGetManaged           manual
+cuLibraryGetUnifiedFunction   manual
+cuKernelGetFunction           manual
+cuKernelGetAttribute          memo
+cuKernelSetAttribute          sync    invalidates_memo
+cuKernelSetCacheConfig        sync    invalidates_memo
+cuKernelGetParamInfo          memo
+cuFuncGetAttribute            memo
+cuFuncSetAttribute            sync    invalidates_memo
+cuFuncSetCacheConfig          sync    invalidates_memo
+cuFuncSetSharedMemConfig      sync    invalidates_memo
+cuFuncGetParamInfo            memo
+cuFuncLoad                    sync    invalidates_memo
+cuFuncGetModule               unsupported            # returns an existing handle
+cuKernelGetLibrary            unsupported            # returns an existing handle
+
+# ---- launches (hand-written) ------------------------------------------------
+cuLaunchKernel                manual
+cuLaunchKernelEx              manual
+cuLaunchCooperativeKernel     manual
+cuLaunchHostFunc              manual
+cuStreamAddCallback           manual
+# Pre-CUDA-4 execution control (cuParamSet* + cuLaunch/cuLaunchGrid) and the
+# deprecated multi-device launch: not supported remotely.
+cuLaunch                      unsupported
+cuLaunchGrid                  unsupported
+cuLaunchGridAsync             unsupported
+cuLaunchCooperativeKernelMultiDevice  unsupported
+cuFuncSetBlockShape           unsupported
+cuFuncSetSharedSize           unsupported
+cuParamSetSize                unsupported
+cuParamSeti                   unsupported
+cuParamSetf                   unsupported
+cuParamSetv                   unsupported
+cuParamSetTexRef              unsupported
+
+# ---- occupancy --------------------------------------------------------------
+cuOccupancyAvailableDynamicSMemPerBlock               memo
+cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
+cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
+cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
+cuOccupancyMaxPotentialBlockSizeWithFlags   memo  blockSizeToDynamicSMemSize=null
+# CUlaunchConfig carries a stream and an attribute array: encoded by the
+# hand-written launch code, so these two are hand-written too.
+cuOccupancyMaxActiveClusters                manual
+cuOccupancyMaxPotentialClusterSize          manual
+
+# ---- streams ----------------------------------------------------------------
+cuStreamCreate                async   out_handle=phStream
+cuStreamCreateWithPriority    async   out_handle=phStream
+cuStreamDestroy               async   drops=hStream
+cuStreamQuery                 sync
+cuStreamSynchronize           sync    blocking
+cuStreamWaitEvent             async
+cuStreamAttachMemAsync        async
+cuStreamGetPriority           sync
+cuStreamGetFlags              sync
+cuStreamGetId                 sync
+cuStreamGetDevice             sync
+cuStreamIsCapturing           sync
+cuStreamGetCaptureInfo        sync    graph_out=null dependencies_out=null edgeData_out=null
+cuStreamBeginCapture          sync
+cuStreamEndCapture            sync    out_handle=phGraph
+cuStreamCopyAttributes        sync
+cuStreamWaitValue32           async
+cuStreamWaitValue64           async
+cuStreamWriteValue32          async
+cuStreamWriteValue64          async
+cuStreamGetCtx                unsupported            # returns an existing handle
+cuStreamGetGreenCtx           unsupported            # returns an existing handle
+cuThreadExchangeStreamCaptureMode  sync  mode=inout
+
+# ---- events -----------------------------------------------------------------
+cuEventCreate                 async   out_handle=phEvent
+cuEventDestroy                async   drops=hEvent
+cuEventRecord                 async
+cuEventRecordWithFlags        async
+cuEventQuery                  sync
+cuEventSynchronize            sync    blocking
+cuEventElapsedTime            sync
+cuIpcOpenEventHandle          sync    out_handle=phEvent
+
+# ---- graphs (the parts that need no reverse handle map) --------------------
+cuGraphCreate                 sync    out_handle=phGraph
+cuGraphDestroy                async   drops=hGraph
+cuGraphClone                  sync    out_handle=phGraphClone
+cuGraphInstantiateWithFlags   sync    out_handle=phGraphExec
+cuGraphExecDestroy            async   drops=hGraphExec
+cuGraphLaunch                 async
+cuGraphUpload                 async
+cuGraphAddEmptyNode           sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddChildGraphNode      sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddEventRecordNode     sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddEventWaitNode       sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddMemFreeNode         sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddMemsetNode          sync    out_handle=phGraphNode dependencies=in[numDependencies]
+cuGraphAddDependencies        sync    from=in[numDependencies] to=in[numDependencies] edgeData=in[numDependencies]
+cuGraphRemoveDependencies     sync    from=in[numDependencies] to=in[numDependencies] edgeData=in[numDependencies]
+cuGraphDestroyNode            sync    drops=hNode
+
+# ---- arrays -------------------------------------------------------------------
+cuArrayCreate                 sync    out_handle=pHandle
+cuArray3DCreate               sync    out_handle=pHandle
+cuArrayDestroy                sync    drops=hArray
+cuMipmappedArrayCreate        sync    out_handle=pHandle
+cuMipmappedArrayDestroy       sync    drops=hMipmappedArray
+
+# ---- tensor maps (TMA descriptors; globalAddress is a device address) ------
+cuTensorMapEncodeTiled        sync    globalAddress=value globalDim=in[tensorRank] globalStrides=in[tensorRank > 1 ? tensorRank - 1 : 0] boxDim=in[tensorRank] elementStrides=in[tensorRank]
+cuTensorMapEncodeIm2col       sync    globalAddress=value globalDim=in[tensorRank] globalStrides=in[tensorRank > 1 ? tensorRank - 1 : 0] pixelBoxLowerCorner=in[tensorRank > 2 ? tensorRank - 2 : 0] pixelBoxUpperCorner=in[tensorRank > 2 ? tensorRank - 2 : 0] elementStrides=in[tensorRank]
+cuTensorMapEncodeIm2colWide   sync    globalAddress=value globalDim=in[tensorRank] globalStrides=in[tensorRank > 1 ? tensorRank - 1 : 0] elementStrides=in[tensorRank]
+cuTensorMapReplaceAddress     sync    tensorMap=inout globalAddress=value
+
+# ---- not meaningful remotely -------------------------------------------------
+cuCheckpointProcessCheckpoint unsupported            # checkpoints a process on the server
+cuCheckpointProcessGetRestoreThreadId unsupported
+cuCheckpointProcessGetState   unsupported
+cuCheckpointProcessLock       unsupported
+cuCheckpointProcessRestore    unsupported
+cuCheckpointProcessUnlock     unsupported
+cuProfilerInitialize          unsupported            # reads files on the client
+cuGraphDebugDotPrint          unsupported            # writes a file on the server
+cuLogsDumpToFile              unsupported
+cuDeviceGetNvSciSyncAttributes  unsupported
+cuFlushGPUDirectRDMAWrites    sync
+"""
+
+# Protocol-internal ops of the hand-written code, with their flags. Every one
+# gets op OP_<name> and handler srv_<name>.
+INTERNAL_OPS = r"""
+scuda_ping
+scuda_error_string
+scuda_module_load             blocking
+scuda_module_get_function
+scuda_library_load            blocking
+scuda_library_get_kernel
+scuda_launch
+scuda_memcpy_htod             blocking
+scuda_memcpy_dtoh             blocking
+scuda_memcpy_dtod             blocking
+scuda_memcpy_2d               blocking
+scuda_memcpy_3d               blocking
+scuda_memcpy_peer             blocking
+scuda_memset
+scuda_ctx_create              blocking
+scuda_primary_ctx_retain      blocking
+scuda_primary_ctx_release     blocking
+scuda_primary_ctx_reset       blocking
+scuda_primary_ctx_set_flags
+scuda_ctx_destroy             blocking
+scuda_ctx_synchronize         blocking
+scuda_ctx_set_limit
+scuda_ctx_get_limit
+scuda_host_callback
+scuda_pointer_get_attributes
+scuda_module_get_global
+scuda_get_proc_name
+"""
+
+# Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A
+# pointer typedef that is not listed here cannot be forwarded.
+HANDLE_KINDS = {
+    "CUcontext": "HK_CONTEXT",
+    "CUstream": "HK_STREAM",
+    "CUevent": "HK_EVENT",
+    "CUmodule": "HK_MODULE",
+    "CUfunction": "HK_FUNCTION",
+    "CUlibrary": "HK_LIBRARY",
+    "CUkernel": "HK_KERNEL",
+    "CUgraph": "HK_GRAPH",
+    "CUgraphExec": "HK_GRAPH_EXEC",
+    "CUgraphNode": "HK_GRAPH_NODE",
+    "CUmemoryPool": "HK_MEMPOOL",
+    "CUarray": "HK_ARRAY",
+    "CUmipmappedArray": "HK_MIPMAPPED_ARRAY",
+    "CUlinkState": "HK_LINK_STATE",
+    "CUuserObject": "HK_USER_OBJECT",
+    "CUgreenCtx": "HK_GREEN_CTX",
+    "CUexternalMemory": "HK_EXTERNAL_MEMORY",
+    "CUexternalSemaphore": "HK_EXTERNAL_SEMAPHORE",
+    "CUgraphicsResource": "HK_GRAPHICS_RESOURCE",
+    "CUtexref": "HK_TEXREF",
+    "CUsurfref": "HK_SURFREF",
+    "CUdevResourceDesc": "HK_DEV_RESOURCE_DESC",
+    "CUasyncCallbackHandle": "HK_ASYNC_CALLBACK",
+    "CUlogsCallbackHandle": "HK_LOGS_CALLBACK",
+}
+
+LEGACY_ABI_MANUAL = "unsupported"
+
+# Reference hand-written server handlers weakly: a handler the lead has not
+# written (yet) leaves its op_table slot NULL ("op unknown to this server")
+# instead of failing the link. Set False to make every one a link error.
+WEAK_HANDLERS = True

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building and testing SCUDA needs, on a fresh Debian/Ubuntu
+# machine. Safe to run again: it only installs what is missing.
+set -euo pipefail
+
+need_apt=()
+for tool in cmake ninja gcc python3 nm; do
+  command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+done
+if ((${#need_apt[@]})); then
+  pkgs=()
+  for t in "${need_apt[@]}"; do
+    case "$t" in
+      ninja) pkgs+=(ninja-build) ;;
+      nm) pkgs+=(binutils) ;;
+      *) pkgs+=("$t") ;;
+    esac
+  done
+  echo "deps: installing ${pkgs[*]} with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+
+# The code generator parses cuda.h with pycparser.
+if ! python3 -c 'import pycparser' 2>/dev/null; then
+  echo "deps: installing pycparser with pip"
+  python3 -m pip install -q pycparser || python3 -m pip install -q --break-system-packages pycparser
+fi
+
+if [ ! -f "${CUDA_INCLUDE_DIR:-/usr/local/cuda/include}/cuda.h" ]; then
+  echo "deps: cuda.h not found in ${CUDA_INCLUDE_DIR:-/usr/local/cuda/include}." >&2
+  echo "      Install the CUDA 13 toolkit headers, or set CUDA_INCLUDE_DIR." >&2
+  exit 1
+fi

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds SCUDA and runs every CI test: unit tests, the generator's diff
+# check, and end-to-end tests of client and server over loopback against
+# the CPU stand-in driver; then all of it again under AddressSanitizer and
+# UBSan. No GPU needed. Ends with "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh || exit 1
+
+jobs=$(nproc 2>/dev/null || echo 2)
+total_pass=0; total_fail=0
+
+run_suite() { # name build-dir extra-cmake-args...
+  local name=$1 dir=$2; shift 2
+  echo "=== $name: build ($dir)"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.cmake.log" 2>&1 \
+    || { cat "$dir.cmake.log"; total_fail=$((total_fail + 1)); return; }
+  if ! cmake --build "$dir" -j "$jobs" >"$dir.build.log" 2>&1; then
+    tail -n 60 "$dir.build.log"
+    echo "=== $name: BUILD FAILED"; total_fail=$((total_fail + 1)); return
+  fi
+  echo "=== $name: tests"
+  local log="$dir/ctest.log"
+  ctest --test-dir "$dir" --output-on-failure --timeout 300 -j "$jobs" 2>&1 | tee "$log"
+  local p f
+  p=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
+  f=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*|Failed|Timeout|Not Run)' "$log" || true)
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+}
+
+run_suite "release" build-ci
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  run_suite "asan+ubsan" build-ci-asan -DSCUDA_SANITIZE=ON
+
+echo
+echo "${total_pass} passed, ${total_fail} failed"
+[ "$total_fail" -eq 0 ]

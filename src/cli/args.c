@@ -1,0 +1,60 @@
+/* args.c - the small option parser the subcommands share.
+ *
+ * Hand-rolled rather than getopt_long: each subcommand has a few long
+ * options, `scuda run` must stop at the first word of CMD so that CMD's own
+ * options are left alone, and our errors should name the subcommand and
+ * point at its --help, which getopt's messages do not. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_is_help(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "help") == 0;
+}
+
+static int missing_value(const char *cmd, const char *name)
+{
+    fprintf(stderr, "%s: %s needs a value. Run '%s --help' for usage.\n", cmd, name, cmd);
+    return -1;
+}
+
+int cli_option(int argc, char **argv, int *i, const char *cmd, const char *name, const char *alias,
+               const char **value)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(arg, name, n) == 0 && arg[n] == '=') {
+        *value = arg + n + 1;
+    } else if (strcmp(arg, name) == 0 || (alias != NULL && strcmp(arg, alias) == 0)) {
+        if (*i + 1 >= argc) return missing_value(cmd, name);
+        *value = argv[++*i];
+    } else {
+        return 0;
+    }
+    if ((*value)[0] == '\0') return missing_value(cmd, name);
+    return 1;
+}
+
+int cli_unknown_option(const char *cmd, const char *arg)
+{
+    fprintf(stderr, "%s: unknown option '%s'. Run '%s --help' for usage.\n", cmd, arg, cmd);
+    return CLI_USAGE;
+}
+
+int cli_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* cli.h - the `scuda` command: subcommands and the helpers they share.
+ *
+ * Each subcommand lives in cmd_<name>.c and takes argv with argv[0] = its
+ * own name. It returns the process exit code: 0 success, 1 failure,
+ * CLI_USAGE for a bad command line. Every error message says what went
+ * wrong and how to fix it. */
+#ifndef SCUDA_CLI_H
+#define SCUDA_CLI_H
+
+#include <stddef.h>
+
+#define CLI_USAGE 2
+
+int cmd_server(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_save(const char *addr); /* `scuda HOST:PORT` */
+
+/* ---- args.c: option parsing ---- */
+
+/* "-h", "--help" or "help". */
+int cli_is_help(const char *arg);
+
+/* Match argv[*i] against "--name VALUE", "--name=VALUE" or, when alias is
+ * non-NULL, "ALIAS VALUE". Returns 1 and sets *value (advancing *i past a
+ * separate VALUE), 0 when argv[*i] is something else, or -1 after printing
+ * "<cmd>: --name needs a value" when the value is missing or empty. */
+int cli_option(int argc, char **argv, int *i, const char *cmd, const char *name, const char *alias,
+               const char **value);
+
+/* Print "<cmd>: unknown option 'ARG'" and where to find the usage. */
+int cli_unknown_option(const char *cmd, const char *arg);
+
+/* Parse a decimal integer in [min, max] with nothing after it. */
+int cli_parse_long(const char *s, long min, long max, long *out);
+
+/* ---- shim_env.c: the environment the shim reads ---- */
+
+/* The directory that holds the shim's libcuda.so.1: env SCUDA_LIB_DIR, else
+ * <directory of the scuda executable>/../lib. Returns 0, or -1 after
+ * printing why (and how to fix it) when libcuda.so.1 is not there. */
+int cli_shim_dir(const char *cmd, char *out, size_t outlen);
+
+/* Resolve the server (--server, SCUDA_SERVER, host file; see config.h),
+ * check that it parses, and put it in SCUDA_SERVER for the shim. Returns
+ * 1 with addr and *source set, 0 when none is configured, -1 after
+ * printing an error. */
+int cli_export_server(const char *cmd, const char *cli_value, char *addr, size_t addrlen,
+                      const char **source);
+
+#endif

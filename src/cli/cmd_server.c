@@ -1,0 +1,270 @@
+/* cmd_server.c - `scuda server [options]`, and its short form `scuda -l ADDR`.
+ *
+ * Checks the options, settles the token, refuses an unauthenticated
+ * listener beyond loopback (DESIGN §3), and hands over to server_run(). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cli.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/protocol.h"
+#include "server/server.h"
+
+static const char *const CMD = "scuda server";
+
+#define TOKEN_HINT                                                                       \
+    "  Make one with:  head -c 32 /dev/urandom | base64 > ~/.scuda-token && chmod 600 ~/.scuda-token\n" \
+    "  then start the server with --token-file ~/.scuda-token, and give clients the same\n"             \
+    "  secret in SCUDA_TOKEN.\n"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: scuda server [--listen ADDR:PORT] [--driver PATH] [--token-file FILE]\n"
+            "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
+            "                    [--port-fd FD]\n"
+            "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
+            "\n"
+            "Serve this machine's GPUs to SCUDA clients.\n"
+            "\n"
+            "Options:\n"
+            "  -l, --listen ADDR:PORT  address to listen on (default %s);\n"
+            "                          port 0 picks a free port, which is printed\n"
+            "  --driver PATH           the real libcuda.so.1 to use (default: the system's)\n"
+            "  --token-file FILE       shared secret clients must prove (default: SCUDA_TOKEN);\n"
+            "                          required unless ADDR is a loopback address\n"
+            "  --max-sessions N        most client connections at once (default 64)\n"
+            "  --mem-quota SIZE        device memory per session: bytes, or with a K, M, G\n"
+            "                          or T suffix (powers of 1024); default unlimited\n"
+            "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
+            "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
+            "                          (for scripts that start the server on port 0)\n"
+            "  -h, --help              show this help\n"
+            "\n"
+            "Environment: SCUDA_TOKEN, SCUDA_LOG.\n"
+            "\n"
+            "Examples:\n"
+            "  scuda server\n"
+            "  scuda server --listen 0.0.0.0:14833 --token-file ~/.scuda-token --mem-quota 40G\n"
+            "  SCUDA_TOKEN=s3cret scuda -l 0.0.0.0:0\n",
+            SCUDA_DEFAULT_ADDR);
+}
+
+/* ---- value parsers ---- */
+
+/* "123", "512K", "40G", "1TiB", "8MB": powers of 1024. */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0])) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0) return -1;
+
+    static const char units[] = "KMGT";
+    const char *u = *end != '\0' ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    unsigned shift = 0;
+    if (u != NULL) {
+        shift = 10u * (unsigned)(u - units + 1);
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end != '\0') return -1;
+    if (shift > 0 && v > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (strcasecmp(host, "localhost") == 0) return 1;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return 0; /* another name could resolve anywhere: assume it is reachable */
+}
+
+/* The token is the file's one line, without trailing whitespace. Returns a
+ * malloc'd string or NULL after printing why. */
+static char *read_token_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot open token file %s: %s.\n" TOKEN_HINT, CMD, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int shared = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0;
+
+    /* One byte more than the largest token we take, to detect a longer file. */
+    char buf[4096 + 2];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            fprintf(stderr, "%s: cannot read token file %s: %s\n", CMD, path, strerror(errno));
+            close(fd);
+            return NULL;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+        if (n == sizeof buf - 1) break;
+    }
+    close(fd);
+    int too_long = n > 4096;
+    buf[n] = '\0';
+    while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
+
+    const char *problem = NULL;
+    if (too_long)
+        problem = "is larger than 4 KiB";
+    else if (n == 0)
+        problem = "is empty";
+    else if (strpbrk(buf, "\r\n") != NULL)
+        problem = "holds more than one line";
+    else if (memchr(buf, '\0', n) != NULL)
+        problem = "holds a NUL byte";
+    if (problem != NULL) {
+        fprintf(stderr, "%s: token file %s %s: it must hold the secret on one line.\n" TOKEN_HINT, CMD, path,
+                problem);
+        return NULL;
+    }
+    if (shared)
+        fprintf(stderr, "%s: warning: token file %s can be read by other users; run: chmod 600 %s\n", CMD,
+                path, path);
+    return strdup(buf);
+}
+
+/* ---- options ---- */
+
+struct args {
+    struct server_options opt;
+    const char *token_file;
+};
+
+/* Applies one option at argv[*i]. Returns 0, or an exit code (CLI_USAGE). */
+static int apply(int argc, char **argv, int *i, struct args *a)
+{
+    const char *v;
+    long n;
+    int r;
+
+    /* Options that take their value as it is; it is checked in check(). */
+    if ((r = cli_option(argc, argv, i, CMD, "--listen", "-l", &a->opt.listen)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--driver", NULL, &a->opt.driver_path)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0)
+        return r < 0 ? CLI_USAGE : 0;
+
+    if ((r = cli_option(argc, argv, i, CMD, "--max-sessions", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 1, 100000, &n) == 0) {
+            a->opt.max_sessions = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --max-sessions '%s' is not a number from 1 to 100000.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--mem-quota", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
+        fprintf(stderr, "%s: --mem-quota '%s' is not a size: give bytes or a whole number with K, M, G or T,\n"
+                        "  e.g. 40G or 1536M.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--idle-timeout", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 0, INT_MAX, &n) == 0) {
+            a->opt.idle_timeout_s = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --idle-timeout '%s' is not a number of seconds (0 = never).\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--port-fd", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 0, INT_MAX, &n) == 0 && fcntl((int)n, F_GETFD) != -1) {
+            a->opt.print_port_fd = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --port-fd '%s' is not an open file descriptor.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    return cli_unknown_option(CMD, argv[*i]);
+}
+
+/* Checks that need all the options. Returns 0 or an exit code. */
+static int check(struct args *a, char **token_owned)
+{
+    char host[256];
+    int port;
+    if (scuda_parse_hostport(a->opt.listen, host, sizeof host, &port) != 0) {
+        fprintf(stderr, "%s: --listen '%s' is not an address: expected ADDR:PORT or [IPv6]:PORT,\n"
+                        "  e.g. 127.0.0.1:14833, 0.0.0.0:0 or [::]:14833.\n", CMD, a->opt.listen);
+        return CLI_USAGE;
+    }
+    if (a->opt.driver_path != NULL && access(a->opt.driver_path, R_OK) != 0) {
+        fprintf(stderr, "%s: --driver %s: %s. Give the path of the real libcuda.so.1,\n"
+                        "  e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1, or leave --driver out.\n",
+                CMD, a->opt.driver_path, strerror(errno));
+        return 1;
+    }
+
+    if (a->token_file != NULL) {
+        if ((*token_owned = read_token_file(a->token_file)) == NULL) return 1;
+        a->opt.token = *token_owned;
+    } else {
+        a->opt.token = scuda_token();
+    }
+
+    if (a->opt.token == NULL && !is_loopback(host)) {
+        fprintf(stderr,
+                "%s: refusing to listen on %s without a token: anyone who can reach that address\n"
+                "  could use this machine's GPUs. Set a shared secret with --token-file FILE or\n"
+                "  SCUDA_TOKEN, or listen on loopback only (--listen 127.0.0.1:%d).\n" TOKEN_HINT,
+                CMD, a->opt.listen, port);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_server(int argc, char **argv)
+{
+    struct args a;
+    memset(&a, 0, sizeof a);
+    a.opt.listen = SCUDA_DEFAULT_ADDR;
+    a.opt.print_port_fd = -1;
+
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return 0;
+        }
+        int rc = apply(argc, argv, &i, &a);
+        if (rc != 0) return rc;
+    }
+
+    char *token = NULL;
+    int rc = check(&a, &token);
+    if (rc == 0) rc = server_run(&a.opt);
+    free(token);
+    return rc;
+}

@@ -1,0 +1,103 @@
+/* scuda.c - main() of the `scuda` command: picks the subcommand.
+ *
+ *   scuda server [options]        serve this machine's GPUs (cmd_server.c)
+ *   scuda -l ADDR:PORT [options]  short for scuda server --listen ADDR:PORT
+ *   scuda run [...] -- CMD        run CMD against a server (cmd_run.c)
+ *   scuda info [...]              show the server's GPUs (cmd_info.c)
+ *   scuda HOST:PORT               save the default server (cmd_save.c) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/config.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: scuda COMMAND [ARGS...]\n"
+            "\n"
+            "Run CUDA programs on a GPU in another machine.\n"
+            "\n"
+            "Commands:\n"
+            "  run [--server HOST:PORT] -- CMD [ARGS...]\n"
+            "                       run CMD with its CUDA calls sent to the server\n"
+            "  info [--server HOST:PORT]\n"
+            "                       show the server's GPUs, driver version and round trip\n"
+            "  server [--listen ADDR:PORT] [options]\n"
+            "                       serve this machine's GPUs\n"
+            "  -l ADDR:PORT         short for 'scuda server --listen ADDR:PORT'\n"
+            "  HOST:PORT            save HOST:PORT as the default server\n"
+            "  help [COMMAND]       show this help, or a command's\n"
+            "\n"
+            "Run 'scuda COMMAND --help' for a command's options.\n"
+            "\n"
+            "Environment:\n"
+            "  SCUDA_SERVER   server for 'run' and 'info' (HOST:PORT[,HOST:PORT...])\n"
+            "  SCUDA_TOKEN    shared secret; must match the server's\n"
+            "  SCUDA_LOG      log level: error, warn (default), info, debug\n"
+            "  SCUDA_LIB_DIR  directory holding SCUDA's libcuda.so.1 (default: ../lib\n"
+            "                 next to the scuda executable)\n"
+            "\n"
+            "Examples:\n"
+            "  scuda server --listen 0.0.0.0:14833 --token-file ~/.scuda-token   (GPU machine)\n"
+            "  scuda gpubox:14833                                                (client, once)\n"
+            "  scuda info\n"
+            "  scuda run -- python train.py\n");
+}
+
+/* `scuda help CMD` is `scuda CMD --help`. */
+static int help(const char *name)
+{
+    char *argv[] = {(char *)name, "--help", NULL};
+    if (name == NULL) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "run") == 0) return cmd_run(2, argv);
+    if (strcmp(name, "info") == 0) return cmd_info(2, argv);
+    if (strcmp(name, "server") == 0) return cmd_server(2, argv);
+    fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
+    return CLI_USAGE;
+}
+
+static int is_listen_flag(const char *a)
+{
+    return strcmp(a, "-l") == 0 || strcmp(a, "--listen") == 0 || strncmp(a, "--listen=", 9) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *c = argv[1];
+
+    if (cli_is_help(c)) return help(argc > 2 ? argv[2] : NULL);
+    if (strcmp(c, "server") == 0) return cmd_server(argc - 1, argv + 1);
+    if (strcmp(c, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(c, "info") == 0) return cmd_info(argc - 1, argv + 1);
+    /* The short form: argv[0] stands in for "server" and -l is its alias. */
+    if (is_listen_flag(c)) return cmd_server(argc, argv);
+
+    /* A lone HOST:PORT. The colon is required, so that a mistyped command
+     * name ("scuda inf") is reported rather than saved as a host name. */
+    if (argc == 2 && c[0] != '-' && strchr(c, ':') != NULL && scuda_parse_hostport(c, NULL, 0, NULL) == 0)
+        return cmd_save(c);
+
+    if (c[0] == '-')
+        fprintf(stderr, "scuda: unknown option '%s'. Run 'scuda --help' for usage.\n", c);
+    else if (strchr(c, ':') != NULL && argc == 2)
+        fprintf(stderr, "scuda: '%s' is not a server address: expected HOST:PORT or [IPv6]:PORT, e.g. gpubox:14833.\n",
+                c);
+    else
+        fprintf(stderr,
+                "scuda: unknown command '%s'. Run 'scuda --help' for the list of commands.\n"
+                "  To save a default server, give HOST:PORT alone, e.g. 'scuda gpubox:14833'.\n",
+                c);
+    return CLI_USAGE;
+}

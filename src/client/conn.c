@@ -1,0 +1,414 @@
+/* conn.c - see conn.h. */
+#define _GNU_SOURCE
+#include "conn.h"
+#include "rpc.h"
+#include "shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/auth.h"
+#include "../common/config.h"
+#include "../common/log.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+/* The session runs cuInit before it welcomes us; that can take seconds. */
+#define WELCOME_TIMEOUT_MS 60000
+#define DEAD_PEER_S 10
+
+/* A thread waiting for its reply. Lives on the waiter's stack. */
+struct waiter {
+    uint32_t seq;
+    struct rpc_call *call;
+    int done;
+    CUresult result;
+    pthread_cond_t cv;
+    struct waiter *next;
+};
+
+static struct {
+    int fd;
+    char addr[256];
+    struct session_info info;
+    pthread_mutex_t send_lock;
+    pthread_mutex_t recv_lock; /* guards everything below */
+    struct waiter *waiters;
+    int reader_active;
+    int dead;
+    _Atomic uint32_t next_seq;
+} conn = {
+    .fd = -1,
+    .send_lock = PTHREAD_MUTEX_INITIALIZER,
+    .recv_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+const struct session_info *conn_info(void) { return &conn.info; }
+const char *conn_addr(void) { return conn.addr; }
+
+/* ---- connect and handshake ------------------------------------------- */
+
+static CUresult handshake_fail(const char *what, const char *fix)
+{
+    LOG_ERROR("server %s: %s; %s", conn.addr, what, fix);
+    if (conn.fd >= 0) close(conn.fd);
+    conn.fd = -1;
+    return CUDA_ERROR_NO_DEVICE;
+}
+
+static CUresult read_welcome(void)
+{
+    uint8_t hdr[8];
+    if (io_read_full_timeout(conn.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0)
+        return handshake_fail("no welcome from the server", "check the server's log");
+    uint32_t status, len;
+    memcpy(&status, hdr, 4);
+    memcpy(&len, hdr + 4, 4);
+    if (len > (1u << 20)) return handshake_fail("malformed welcome", "is this a SCUDA server of the same version?");
+    uint8_t *body = malloc(len ? len : 1);
+    if (!body || io_read_full_timeout(conn.fd, body, len, WELCOME_TIMEOUT_MS) != 0) {
+        free(body);
+        return handshake_fail("connection closed during the welcome", "check the server's log");
+    }
+    wire_reader r;
+    wr_init(&r, body, len);
+    const char *msg = wr_str(&r);
+    CUresult rc = CUDA_SUCCESS;
+    if (status != WELCOME_OK) {
+        static const char *fixes[] = {
+            [WELCOME_BAD_VERSION] = "use a client and server of the same SCUDA version",
+            [WELCOME_BAD_TOKEN] = "set SCUDA_TOKEN to the server's token",
+            [WELCOME_SERVER_FULL] = "wait for a session to end, or raise the server's --max-sessions",
+            [WELCOME_NO_DEVICE] = "check the GPU and driver on the server",
+            [WELCOME_INTERNAL] = "check the server's log",
+        };
+        const char *fix = status < sizeof fixes / sizeof fixes[0] && fixes[status] ? fixes[status] : "check the server's log";
+        char what[512];
+        snprintf(what, sizeof what, "refused: %s", msg ? msg : "no reason given");
+        rc = handshake_fail(what, fix);
+    } else if (session_info_decode(&r, &conn.info) != 0) {
+        rc = handshake_fail("malformed session info", "use a client and server of the same SCUDA version");
+    }
+    free(body);
+    return rc;
+}
+
+CUresult conn_open(const char *addr)
+{
+    char err[256];
+    snprintf(conn.addr, sizeof conn.addr, "%s", addr);
+    conn.fd = tcp_connect(addr, CONNECT_TIMEOUT_MS, err, sizeof err);
+    if (conn.fd < 0) {
+        LOG_ERROR("cannot reach server %s: %s; start `scuda server` on the GPU machine, "
+                  "or point SCUDA_SERVER (or `scuda run --server`) at a running one", addr, err);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    tcp_tune(conn.fd, DEAD_PEER_S);
+
+    uint8_t hello[8 + SCUDA_NONCE_LEN];
+    if (io_read_full_timeout(conn.fd, hello, sizeof hello, CONNECT_TIMEOUT_MS) != 0)
+        return handshake_fail("no greeting within 5 s", "is a SCUDA server listening at this address?");
+    uint32_t magic;
+    uint16_t version;
+    memcpy(&magic, hello, 4);
+    memcpy(&version, hello + 4, 2);
+    if (magic != SCUDA_MAGIC) return handshake_fail("not a SCUDA server", "check the address and port");
+    if (version != SCUDA_PROTOCOL_VERSION) {
+        char what[128];
+        snprintf(what, sizeof what, "speaks protocol v%u, this client v%u", version, SCUDA_PROTOCOL_VERSION);
+        return handshake_fail(what, "use a client and server of the same SCUDA version");
+    }
+
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u32(&b, SCUDA_MAGIC);
+    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
+    wb_put_u16(&b, 0);
+    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
+    wb_put_u64(&b, ~0ull); /* device mask: every device the server offers */
+    uint8_t proof[SCUDA_PROOF_LEN];
+    auth_proof(scuda_token(), hello + 8, proof);
+    wb_put_raw(&b, proof, sizeof proof);
+    int w = io_write_full(conn.fd, b.data, b.len);
+    wb_free(&b);
+    if (w != 0) return handshake_fail("connection closed during the handshake", "check the server's log");
+    return read_welcome();
+}
+
+/* ---- failure ---------------------------------------------------------- */
+
+/* Called with recv_lock held. Every waiter gets the error. */
+static void mark_dead_locked(const char *why)
+{
+    if (!conn.dead) {
+        conn.dead = 1;
+        LOG_ERROR("lost the connection to server %s: %s; CUDA calls now fail with "
+                  "CUDA_ERROR_DEVICES_UNAVAILABLE", conn.addr, why);
+    }
+    for (struct waiter *w = conn.waiters; w; w = w->next) {
+        if (!w->done) {
+            w->done = 1;
+            w->result = CUDA_ERROR_DEVICES_UNAVAILABLE;
+            pthread_cond_signal(&w->cv);
+        }
+    }
+}
+
+void conn_forget_after_fork(void)
+{
+    /* The child must never write to the parent's socket: like real CUDA
+     * after fork, calls in the child fail, and the parent is unharmed. */
+    if (conn.fd >= 0) close(conn.fd);
+    conn.fd = -1;
+    conn.dead = 1;
+    conn.waiters = NULL;
+    conn.reader_active = 0;
+    pthread_mutex_init(&conn.send_lock, NULL);
+    pthread_mutex_init(&conn.recv_lock, NULL);
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+static __thread struct waiter *pending_waiter;
+static void unlink_waiter_locked(struct waiter *target);
+
+CUresult conn_send(struct rpc_call *c, int async)
+{
+    if (c->req.oom) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t len = c->req.len + c->bulk_len;
+    if (len > SCUDA_MAX_FRAME) return CUDA_ERROR_INVALID_VALUE;
+    struct frame_header h = {
+        .length = (uint32_t)len,
+        .op = c->op,
+        .flags = async ? FRAME_ASYNC : 0,
+        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+        .ctx = shim_current_ctx_id(),
+    };
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[3] = {
+        {.iov_base = hdr, .iov_len = sizeof hdr},
+        {.iov_base = c->req.data, .iov_len = c->req.len},
+        {.iov_base = (void *)c->bulk, .iov_len = c->bulk_len},
+    };
+
+    struct waiter *w = NULL;
+    if (!async) {
+        /* Register before sending: the reply can come before we wait. */
+        w = pending_waiter;
+        w->seq = h.seq;
+        w->call = c;
+        w->done = 0;
+        pthread_mutex_lock(&conn.recv_lock);
+        if (conn.dead) {
+            pthread_mutex_unlock(&conn.recv_lock);
+            return CUDA_ERROR_DEVICES_UNAVAILABLE;
+        }
+        w->next = conn.waiters;
+        conn.waiters = w;
+        pthread_mutex_unlock(&conn.recv_lock);
+    } else if (conn.dead) {
+        return CUDA_ERROR_DEVICES_UNAVAILABLE;
+    }
+
+    pthread_mutex_lock(&conn.send_lock);
+    int rc = io_writev_full(conn.fd, iov, c->bulk_len ? 3 : 2);
+    pthread_mutex_unlock(&conn.send_lock);
+    if (rc != 0) {
+        pthread_mutex_lock(&conn.recv_lock);
+        mark_dead_locked(strerror(errno));
+        if (w) unlink_waiter_locked(w);
+        pthread_mutex_unlock(&conn.recv_lock);
+        return CUDA_ERROR_DEVICES_UNAVAILABLE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- receiving -------------------------------------------------------- */
+
+static struct waiter *find_waiter_locked(uint32_t seq)
+{
+    for (struct waiter *w = conn.waiters; w; w = w->next)
+        if (w->seq == seq && !w->done) return w;
+    return NULL;
+}
+
+static void unlink_waiter_locked(struct waiter *target)
+{
+    for (struct waiter **pp = &conn.waiters; *pp; pp = &(*pp)->next) {
+        if (*pp == target) {
+            *pp = target->next;
+            return;
+        }
+    }
+}
+
+/* Device printf text from the session: written through stdio so it stays
+ * in order with the application's own buffered output. */
+static int deliver_output(uint32_t len)
+{
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf || io_read_full(conn.fd, buf, len) != 0) {
+        free(buf);
+        return -1;
+    }
+    if (len > 1) {
+        FILE *f = buf[0] == 2 ? stderr : stdout;
+        fwrite(buf + 1, 1, len - 1, f);
+        if (f == stderr) fflush(f);
+    }
+    free(buf);
+    return 0;
+}
+
+/* Reads a bulk reply straight into the caller's sink: [u32 result][u64 n][n bytes][outputs]. */
+static int read_bulk_reply(struct waiter *w, uint32_t len)
+{
+    struct rpc_call *c = w->call;
+    uint8_t head[12];
+    if (len < sizeof head || io_read_full(conn.fd, head, sizeof head) != 0) return -1;
+    uint32_t result;
+    uint64_t n;
+    memcpy(&result, head, 4);
+    memcpy(&n, head + 4, 8);
+    if (n > len - sizeof head || n > c->sink_len) return -1;
+    if (io_read_full(conn.fd, c->sink, (size_t)n) != 0) return -1;
+    size_t rest = len - sizeof head - (size_t)n;
+    c->reply = malloc(rest ? rest : 1);
+    if (!c->reply || io_read_full(conn.fd, c->reply, rest) != 0) return -1;
+    wr_init(&c->out, c->reply, rest);
+    w->result = (CUresult)result;
+    return 0;
+}
+
+static int read_plain_reply(struct waiter *w, uint32_t len)
+{
+    struct rpc_call *c = w->call;
+    c->reply = malloc(len ? len : 1);
+    if (!c->reply || len < 4 || io_read_full(conn.fd, c->reply, len) != 0) return -1;
+    uint32_t result;
+    memcpy(&result, c->reply, 4);
+    wr_init(&c->out, (uint8_t *)c->reply + 4, len - 4);
+    w->result = (CUresult)result;
+    return 0;
+}
+
+/* Skip a frame nobody waits for (a late reply after an error). */
+static int discard(uint32_t len)
+{
+    uint8_t buf[4096];
+    while (len > 0) {
+        uint32_t n = len < sizeof buf ? len : (uint32_t)sizeof buf;
+        if (io_read_full(conn.fd, buf, n) != 0) return -1;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Read one frame as the reader. Called without recv_lock; takes it to
+ * find the waiter, which cannot leave while it is not done. */
+static int read_one_frame(void)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct frame_header h;
+    if (io_read_full(conn.fd, hdr, sizeof hdr) != 0) return -1;
+    frame_header_decode(hdr, &h);
+    if (h.length > SCUDA_MAX_FRAME + 64) {
+        errno = EPROTO;
+        return -1;
+    }
+    if (h.flags & FRAME_OUTPUT) return deliver_output(h.length);
+
+    pthread_mutex_lock(&conn.recv_lock);
+    struct waiter *w = find_waiter_locked(h.seq);
+    pthread_mutex_unlock(&conn.recv_lock);
+    if (w == NULL) return discard(h.length);
+
+    int rc = (h.flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, h.length)
+                                                     : read_plain_reply(w, h.length);
+    if (rc != 0) return -1;
+    pthread_mutex_lock(&conn.recv_lock);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&conn.recv_lock);
+    return 0;
+}
+
+CUresult conn_wait(struct rpc_call *c)
+{
+    struct waiter *me = pending_waiter;
+    (void)c;
+    pthread_mutex_lock(&conn.recv_lock);
+    while (!me->done) {
+        if (conn.reader_active) {
+            pthread_cond_wait(&me->cv, &conn.recv_lock);
+            continue;
+        }
+        conn.reader_active = 1;
+        pthread_mutex_unlock(&conn.recv_lock);
+        int rc = read_one_frame();
+        int saved = errno;
+        pthread_mutex_lock(&conn.recv_lock);
+        conn.reader_active = 0;
+        if (rc != 0) mark_dead_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved));
+    }
+    unlink_waiter_locked(me);
+    /* Hand the reader role to another waiter, if any. */
+    for (struct waiter *w = conn.waiters; w; w = w->next) {
+        if (!w->done) {
+            pthread_cond_signal(&w->cv);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&conn.recv_lock);
+    return me->result;
+}
+
+/* ---- rpc.h ------------------------------------------------------------ */
+
+static __thread struct waiter thread_waiter;
+static __thread int thread_waiter_ready;
+
+void rpc_begin(rpc_call *c, uint16_t op)
+{
+    c->op = op;
+    wb_init(&c->req);
+    wr_init(&c->out, NULL, 0);
+    c->reply = NULL;
+    c->bulk = NULL;
+    c->bulk_len = 0;
+    c->sink = NULL;
+    c->sink_len = 0;
+}
+
+CUresult rpc_sync(rpc_call *c)
+{
+    if (!thread_waiter_ready) {
+        pthread_cond_init(&thread_waiter.cv, NULL);
+        thread_waiter_ready = 1;
+    }
+    pending_waiter = &thread_waiter;
+    CUresult r = conn_send(c, 0);
+    if (r != CUDA_SUCCESS) return r;
+    return conn_wait(c);
+}
+
+CUresult rpc_async(rpc_call *c)
+{
+    CUresult r = conn_send(c, 1);
+    rpc_end(c);
+    return r;
+}
+
+void rpc_end(rpc_call *c)
+{
+    wb_free(&c->req);
+    free(c->reply);
+    c->reply = NULL;
+}

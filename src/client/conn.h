@@ -1,0 +1,35 @@
+/* conn.h - the client's one connection to its session on the server.
+ *
+ * Threads of the application share it. Sends are serialized by a mutex.
+ * Replies are read by whichever waiting thread currently holds the reader
+ * role (leader/follower): it hands other threads' replies to them and
+ * passes the role on when its own reply has come, so a thread blocked in
+ * cuStreamSynchronize never holds up another thread's calls, and no extra
+ * receiver thread sits between the socket and the caller. */
+#ifndef SCUDA_CLIENT_CONN_H
+#define SCUDA_CLIENT_CONN_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#include "../common/session_info.h"
+
+/* Connect, authenticate and receive the session info. On failure returns
+ * CUDA_ERROR_NO_DEVICE and has logged a message naming the address, the
+ * cause and the fix. */
+CUresult conn_open(const char *addr);
+
+/* The session info received at connect (valid in REMOTE mode). */
+const struct session_info *conn_info(void);
+const char *conn_addr(void);
+
+/* Send one frame: header, then `req` bytes, then `bulk` bytes. */
+struct rpc_call;
+CUresult conn_send(struct rpc_call *c, int async);
+/* Wait for the reply to the frame last sent by c (sync calls only). */
+CUresult conn_wait(struct rpc_call *c);
+
+/* Called in a forked child: the connection belongs to the parent. */
+void conn_forget_after_fork(void);
+
+#endif

@@ -1,0 +1,370 @@
+/* context.c - contexts in the client.
+ *
+ * The context stack is per thread and lives here: cuCtxGetCurrent,
+ * cuCtxSetCurrent, push/pop and cuCtxGetDevice never touch the network
+ * (they are ~90% of the calls a PyTorch training step makes). Every frame
+ * carries the caller's current context id, and the session makes that
+ * context current before it runs the call. Creation, destruction and the
+ * primary context's retain/release go to the server. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "conn.h"
+#include "rpc.h"
+#include "shim.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_CONTEXTS 256
+#define STACK_DEPTH 32
+
+struct client_ctx {
+    uint64_t id;
+    CUdevice dev;
+    unsigned flags;
+    int primary;
+    int live;
+};
+
+static struct client_ctx contexts[MAX_CONTEXTS];
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct primary_state {
+    struct client_ctx *ctx; /* NULL until first retained */
+    int refcount;
+    unsigned flags;
+};
+static struct primary_state primaries[SCUDA_MAX_DEVICES];
+
+static __thread struct client_ctx *ctx_stack[STACK_DEPTH];
+static __thread int ctx_depth;
+
+static _Atomic uint64_t next_handle_id = 0x10000;
+
+uint64_t handle_new_id(void)
+{
+    /* Ids are multiples of 16 so they look like aligned pointers to code
+     * that inspects handles, and never collide with the special stream
+     * values 0, 1 and 2. */
+    return atomic_fetch_add_explicit(&next_handle_id, 16, memory_order_relaxed);
+}
+
+static struct client_ctx *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+uint32_t shim_current_ctx_id(void)
+{
+    struct client_ctx *c = current();
+    return c ? (uint32_t)c->id : 0;
+}
+
+static struct client_ctx *lookup(CUcontext h)
+{
+    uint64_t id = (uint64_t)(uintptr_t)h;
+    for (int i = 0; i < MAX_CONTEXTS; i++)
+        if (contexts[i].live && contexts[i].id == id) return &contexts[i];
+    return NULL;
+}
+
+static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
+{
+    pthread_mutex_lock(&ctx_lock);
+    struct client_ctx *c = NULL;
+    for (int i = 0; i < MAX_CONTEXTS && !c; i++) {
+        if (!contexts[i].live) {
+            c = &contexts[i];
+            c->id = handle_new_id();
+            c->dev = dev;
+            c->flags = flags;
+            c->primary = primary;
+            c->live = 1;
+        }
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return c;
+}
+
+static void ctx_free(struct client_ctx *c)
+{
+    pthread_mutex_lock(&ctx_lock);
+    c->live = 0;
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+/* A destroyed context must not stay current in this thread. Other threads
+ * that still have it current get INVALID_CONTEXT from the server. */
+static void unbind_everywhere_in_thread(struct client_ctx *c)
+{
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] == c) ctx_stack[i] = NULL;
+    while (ctx_depth && ctx_stack[ctx_depth - 1] == NULL) ctx_depth--;
+}
+
+static int valid_device(CUdevice dev) { return dev >= 0 && (unsigned)dev < conn_info()->device_count; }
+
+static CUresult simple_call(uint16_t op, uint64_t a, uint64_t b)
+{
+    rpc_call c;
+    rpc_begin(&c, op);
+    wb_put_u64(&c.req, a);
+    wb_put_u64(&c.req, b);
+    CUresult r = rpc_sync(&c);
+    rpc_end(&c);
+    return r;
+}
+
+/* ---- current context ------------------------------------------------- */
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    SHIM_ENTER(cuCtxGetCurrent, (pctx));
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    struct client_ctx *c = current();
+    *pctx = c ? (CUcontext)handle_from_id(c->id) : NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    SHIM_ENTER(cuCtxSetCurrent, (ctx));
+    struct client_ctx *c = NULL;
+    if (ctx && !(c = lookup(ctx))) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == 0) {
+        if (c) ctx_stack[ctx_depth++] = c;
+    } else if (c) {
+        ctx_stack[ctx_depth - 1] = c;
+    } else {
+        ctx_depth--;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult push(CUcontext ctx)
+{
+    struct client_ctx *c = lookup(ctx);
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == STACK_DEPTH) return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult pop(CUcontext *pctx)
+{
+    if (ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    struct client_ctx *c = ctx_stack[--ctx_depth];
+    if (pctx) *pctx = (CUcontext)handle_from_id(c->id);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) { SHIM_ENTER(cuCtxPushCurrent_v2, (ctx)); return push(ctx); }
+EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) { SHIM_ENTER(cuCtxPushCurrent, (ctx)); return push(ctx); }
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) { SHIM_ENTER(cuCtxPopCurrent_v2, (pctx)); return pop(pctx); }
+EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx) { SHIM_ENTER(cuCtxPopCurrent, (pctx)); return pop(pctx); }
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    SHIM_ENTER(cuCtxGetDevice, (device));
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    struct client_ctx *c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    SHIM_ENTER(cuCtxGetDevice_v2, (device, ctx));
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    struct client_ctx *c = ctx ? lookup(ctx) : current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    SHIM_ENTER(cuCtxGetFlags, (flags));
+    if (!flags) return CUDA_ERROR_INVALID_VALUE;
+    struct client_ctx *c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *flags = c->primary ? primaries[c->dev].flags : c->flags;
+    return CUDA_SUCCESS;
+}
+
+/* ---- synchronize ------------------------------------------------------ */
+
+static CUresult ctx_sync(CUcontext ctx)
+{
+    struct client_ctx *c = ctx ? lookup(ctx) : current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    return simple_call(OP_scuda_ctx_synchronize, c->id, 0);
+}
+
+EXPORT CUresult cuCtxSynchronize(void) { SHIM_ENTER(cuCtxSynchronize, ()); return ctx_sync(NULL); }
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { SHIM_ENTER(cuCtxSynchronize_v2, (ctx)); return ctx_sync(ctx); }
+
+/* ---- regular contexts ------------------------------------------------- */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    struct client_ctx *c = ctx_new(dev, flags, 0);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    rpc_call call;
+    rpc_begin(&call, OP_scuda_ctx_create);
+    wb_put_u64(&call.req, c->id);
+    wb_put_u32(&call.req, flags);
+    wb_put_i32(&call.req, dev);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
+    if (r != CUDA_SUCCESS) {
+        ctx_free(c);
+        return r;
+    }
+    if (ctx_depth == STACK_DEPTH) ctx_depth--;
+    ctx_stack[ctx_depth++] = c; /* a new context becomes current */
+    *pctx = (CUcontext)handle_from_id(c->id);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    SHIM_ENTER(cuCtxCreate, (pctx, flags, dev));
+    return ctx_create(pctx, flags, dev);
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    SHIM_ENTER(cuCtxCreate_v2, (pctx, flags, dev));
+    return ctx_create(pctx, flags, dev);
+}
+
+EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                               unsigned int flags, CUdevice dev)
+{
+    SHIM_ENTER(cuCtxCreate_v3, (pctx, paramsArray, numParams, flags, dev));
+    if (numParams != 0) return CUDA_ERROR_NOT_SUPPORTED; /* execution affinity: not forwarded yet */
+    return ctx_create(pctx, flags, dev);
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                               CUdevice dev)
+{
+    SHIM_ENTER(cuCtxCreate_v4, (pctx, ctxCreateParams, flags, dev));
+    if (ctxCreateParams && (ctxCreateParams->numExecAffinityParams || ctxCreateParams->cigParams))
+        return CUDA_ERROR_NOT_SUPPORTED; /* affinity and CIG need host resources we don't forward */
+    return ctx_create(pctx, flags, dev);
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+    struct client_ctx *c = lookup(ctx);
+    if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = simple_call(OP_scuda_ctx_destroy, c->id, 0);
+    if (r == CUDA_SUCCESS) {
+        unbind_everywhere_in_thread(c);
+        ctx_free(c);
+    }
+    return r;
+}
+
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { SHIM_ENTER(cuCtxDestroy_v2, (ctx)); return ctx_destroy(ctx); }
+EXPORT CUresult cuCtxDestroy(CUcontext ctx) { SHIM_ENTER(cuCtxDestroy, (ctx)); return ctx_destroy(ctx); }
+
+/* ---- primary contexts ------------------------------------------------- */
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    SHIM_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    struct primary_state *p = &primaries[dev];
+    pthread_mutex_lock(&ctx_lock);
+    int first = p->refcount == 0;
+    pthread_mutex_unlock(&ctx_lock);
+    if (first) {
+        /* The server holds one retain for all of ours; the id stays the same
+         * for the life of the process, as the real primary context does. */
+        if (!p->ctx && !(p->ctx = ctx_new(dev, 0, 1))) return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = simple_call(OP_scuda_primary_ctx_retain, (uint64_t)dev, p->ctx->id);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    pthread_mutex_lock(&ctx_lock);
+    p->refcount++;
+    pthread_mutex_unlock(&ctx_lock);
+    *pctx = (CUcontext)handle_from_id(p->ctx->id);
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    struct primary_state *p = &primaries[dev];
+    pthread_mutex_lock(&ctx_lock);
+    int last = p->refcount == 1;
+    int none = p->refcount == 0;
+    if (!none) p->refcount--;
+    pthread_mutex_unlock(&ctx_lock);
+    if (none) return CUDA_ERROR_INVALID_CONTEXT;
+    return last ? simple_call(OP_scuda_primary_ctx_release, (uint64_t)dev, 0) : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxRelease_v2, (dev)); return primary_release(dev); }
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxRelease, (dev)); return primary_release(dev); }
+
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    SHIM_ENTER(cuDevicePrimaryCtxGetState, (dev, flags, active));
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = primaries[dev].flags;
+    *active = primaries[dev].refcount > 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_set_flags(CUdevice dev, unsigned flags)
+{
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = simple_call(OP_scuda_primary_ctx_set_flags, (uint64_t)dev, flags);
+    if (r == CUDA_SUCCESS) primaries[dev].flags = flags;
+    return r;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) { SHIM_ENTER(cuDevicePrimaryCtxSetFlags_v2, (dev, flags)); return primary_set_flags(dev, flags); }
+EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { SHIM_ENTER(cuDevicePrimaryCtxSetFlags, (dev, flags)); return primary_set_flags(dev, flags); }
+
+static CUresult primary_reset(CUdevice dev)
+{
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&ctx_lock);
+        primaries[dev].refcount = 0;
+        primaries[dev].flags = 0;
+        pthread_mutex_unlock(&ctx_lock);
+    }
+    return r;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxReset_v2, (dev)); return primary_reset(dev); }
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxReset, (dev)); return primary_reset(dev); }
+
+/* Legacy attach/detach (CUDA 2.x): not forwarded. */
+EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    static int once;
+    SHIM_ENTER(cuCtxAttach, (pctx, flags));
+    scuda_log_unsupported_once(&once, "cuCtxAttach");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuCtxDetach(CUcontext ctx)
+{
+    static int once;
+    SHIM_ENTER(cuCtxDetach, (ctx));
+    scuda_log_unsupported_once(&once, "cuCtxDetach");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

@@ -1,0 +1,121 @@
+/* init.c - cuInit: decide between a remote server and the local driver.
+ *
+ * With a server configured (scuda run --server, SCUDA_SERVER, or
+ * ~/.config/scuda/host) every call goes to it. With none, the shim passes
+ * every call through to this machine's real driver, found by PATH so that
+ * it can never resolve to the shim itself. With neither, cuInit returns
+ * CUDA_ERROR_NO_DEVICE and says how to configure a server. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "shim.h"
+#include "../common/config.h"
+#include "../common/log.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+volatile int shim_mode = SHIM_UNINITIALIZED;
+CUresult shim_init_error = CUDA_ERROR_NOT_INITIALIZED;
+struct driver_table real_driver;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static const char *driver_candidates[] = {
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "/usr/lib/wsl/lib/libcuda.so.1",
+};
+
+static int same_file_as_shim(const char *path)
+{
+    Dl_info self;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!dladdr((void *)&same_file_as_shim, &self) || !self.dli_fname) return 0;
+    if (!realpath(self.dli_fname, a) || !realpath(path, b)) return 0;
+    return strcmp(a, b) == 0;
+}
+
+static int try_load_driver(const char *path)
+{
+    if (same_file_as_shim(path)) return 0;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return 0;
+    if (!dlsym(h, "cuGetExportTable") || driver_table_load(&real_driver, h) <= 0) {
+        dlclose(h);
+        return 0;
+    }
+    LOG_INFO("no server configured: passing calls through to the local driver %s", path);
+    return 1;
+}
+
+static int load_local_driver(void)
+{
+    const char *forced = getenv("SCUDA_REAL_DRIVER");
+    if (forced && *forced) return try_load_driver(forced);
+    for (size_t i = 0; i < sizeof driver_candidates / sizeof driver_candidates[0]; i++)
+        if (try_load_driver(driver_candidates[i])) return 1;
+    return 0;
+}
+
+static void child_after_fork(void)
+{
+    if (shim_mode == SHIM_REMOTE) {
+        conn_forget_after_fork();
+        shim_mode = SHIM_FAILED;
+        shim_init_error = CUDA_ERROR_NOT_INITIALIZED;
+    }
+}
+
+static void init_once_fn(void)
+{
+    char addr[256];
+    const char *source = NULL;
+    pthread_atfork(NULL, NULL, child_after_fork);
+    if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
+        LOG_INFO("using server %s (from %s)", addr, source);
+        CUresult r = conn_open(addr);
+        if (r == CUDA_SUCCESS) {
+            shim_mode = SHIM_REMOTE;
+            return;
+        }
+        shim_init_error = r;
+        shim_mode = SHIM_FAILED;
+        return;
+    }
+    if (load_local_driver()) {
+        shim_mode = SHIM_PASSTHROUGH;
+        return;
+    }
+    LOG_ERROR("no SCUDA server is configured and this machine has no GPU driver; "
+              "set SCUDA_SERVER=HOST:PORT, save one with `scuda HOST:PORT`, "
+              "or run the program as `scuda run --server HOST:PORT -- CMD`");
+    shim_init_error = CUDA_ERROR_NO_DEVICE;
+    shim_mode = SHIM_FAILED;
+}
+
+void shim_ensure_init(void) { pthread_once(&init_once, init_once_fn); }
+
+EXPORT CUresult cuInit(unsigned int Flags)
+{
+    shim_ensure_init();
+    if (shim_mode == SHIM_PASSTHROUGH) return real_driver.cuInit(Flags);
+    if (shim_mode != SHIM_REMOTE) return shim_init_error;
+    return Flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+    /* Answered before cuInit too, as the real driver does. */
+    if (driverVersion == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (shim_mode == SHIM_PASSTHROUGH) return real_driver.cuDriverGetVersion(driverVersion);
+    *driverVersion = shim_mode == SHIM_REMOTE ? conn_info()->driver_version : CUDA_VERSION;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,342 @@
+/* memcpy.c - every form of copy between host, device and array memory.
+ *
+ * Host-to-device bytes go from the caller's buffer straight to the socket
+ * (writev, no staging copy) as one-way frames: CUDA only promises that the
+ * source can be reused when the call returns, and the bytes are in the
+ * kernel's socket buffer by then. Device-to-host bytes are received
+ * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
+ * travels in several frames. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.h"
+#include "shim.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
+
+static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
+{
+    if (n && !src) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
+        size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        rpc_call c;
+        rpc_begin(&c, OP_scuda_memcpy_htod);
+        wb_put_u64(&c.req, dst + off);
+        wb_put_u64(&c.req, sid(st));
+        wb_put_u8(&c.req, (uint8_t)mode);
+        wb_put_u64(&c.req, len);
+        c.bulk = (const char *)src + off;
+        c.bulk_len = len;
+        CUresult r = rpc_async(&c);
+        if (r != CUDA_SUCCESS || n == 0) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+{
+    if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
+        size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        rpc_call c;
+        rpc_begin(&c, OP_scuda_memcpy_dtoh);
+        wb_put_u64(&c.req, src + off);
+        wb_put_u64(&c.req, len);
+        wb_put_u64(&c.req, sid(st));
+        wb_put_u8(&c.req, (uint8_t)mode);
+        c.sink = (char *)dst + off;
+        c.sink_len = len;
+        CUresult r = rpc_sync(&c);
+        rpc_end(&c);
+        if (r != CUDA_SUCCESS || n == 0) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_memcpy_dtod);
+    wb_put_u64(&c.req, dst);
+    wb_put_u64(&c.req, src);
+    wb_put_u64(&c.req, n);
+    wb_put_u64(&c.req, sid(st));
+    wb_put_u8(&c.req, (uint8_t)mode);
+    return rpc_async(&c);
+}
+
+/* Which side of a unified-address copy is device memory? Only the server's
+ * driver knows; client host memory is unknown to it (type 0). */
+static CUresult pointer_kinds(const uint64_t *ptrs, unsigned n, unsigned *types)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_pointer_kind);
+    wb_put_u32(&c.req, n);
+    for (unsigned i = 0; i < n; i++) wb_put_u64(&c.req, ptrs[i]);
+    CUresult r = rpc_sync(&c);
+    for (unsigned i = 0; i < n; i++) types[i] = r == CUDA_SUCCESS ? wr_u32(&c.out) : 0;
+    rpc_end(&c);
+    return r;
+}
+
+static int on_device(unsigned type) { return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED; }
+
+static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+{
+    uint64_t ptrs[2] = {dst, src};
+    unsigned types[2];
+    CUresult r = pointer_kinds(ptrs, 2, types);
+    if (r != CUDA_SUCCESS) return r;
+    int dd = on_device(types[0]), sd = on_device(types[1]);
+    if (dd && sd) return dtod(dst, src, n, st, mode);
+    if (dd) return htod(dst, (const void *)(uintptr_t)src, n, st, mode);
+    if (sd) return dtoh((void *)(uintptr_t)dst, src, n, st, mode);
+    /* Host to host: both sides are ours. Order it after queued work on the
+     * stream, as the driver would. */
+    if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    SHIM_ENTER(cuMemcpyHtoD_v2, (dst, src, n));
+    return htod(dst, src, n, NULL, COPY_SYNC);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream st)
+{
+    SHIM_ENTER(cuMemcpyHtoDAsync_v2, (dst, src, n, st));
+    return htod(dst, src, n, st, COPY_ASYNC);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    SHIM_ENTER(cuMemcpyDtoH_v2, (dst, src, n));
+    return dtoh(dst, src, n, NULL, COPY_SYNC);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    SHIM_ENTER(cuMemcpyDtoHAsync_v2, (dst, src, n, st));
+    return dtoh(dst, src, n, st, COPY_ASYNC);
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    SHIM_ENTER(cuMemcpyDtoD_v2, (dst, src, n));
+    return dtod(dst, src, n, NULL, COPY_SYNC);
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    SHIM_ENTER(cuMemcpyDtoDAsync_v2, (dst, src, n, st));
+    return dtod(dst, src, n, st, COPY_ASYNC);
+}
+
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    SHIM_ENTER(cuMemcpy, (dst, src, n));
+    return unified_copy(dst, src, n, NULL, COPY_SYNC);
+}
+
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    SHIM_ENTER(cuMemcpyAsync, (dst, src, n, st));
+    return unified_copy(dst, src, n, st, COPY_ASYNC);
+}
+
+static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream st,
+                     int mode)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_memcpy_peer);
+    wb_put_u64(&c.req, dst);
+    rpc_put_handle(&c.req, dctx);
+    wb_put_u64(&c.req, src);
+    rpc_put_handle(&c.req, sctx);
+    wb_put_u64(&c.req, n);
+    wb_put_u64(&c.req, sid(st));
+    wb_put_u8(&c.req, (uint8_t)mode);
+    return rpc_async(&c);
+}
+
+EXPORT CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)
+{
+    SHIM_ENTER(cuMemcpyPeer, (dst, dctx, src, sctx, n));
+    return peer(dst, dctx, src, sctx, n, NULL, COPY_SYNC);
+}
+
+EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                                  CUstream st)
+{
+    SHIM_ENTER(cuMemcpyPeerAsync, (dst, dctx, src, sctx, n, st));
+    return peer(dst, dctx, src, sctx, n, st, COPY_ASYNC);
+}
+
+/* ---- 2D and 3D ---------------------------------------------------------- */
+
+/* One side of a 2D/3D copy in the client's terms. */
+struct side {
+    CUmemorytype type;
+    size_t x, y, z, lod;
+    const void *host;
+    CUdeviceptr dev;
+    CUarray array;
+    size_t pitch, height;
+};
+
+/* A unified side is host or device memory; ask the server which. */
+static CUresult resolve_unified(struct side *sd)
+{
+    if (sd->type != CU_MEMORYTYPE_UNIFIED) return CUDA_SUCCESS;
+    unsigned type;
+    CUresult r = pointer_kinds(&sd->dev, 1, &type);
+    if (r != CUDA_SUCCESS) return r;
+    if (on_device(type)) {
+        sd->type = CU_MEMORYTYPE_DEVICE;
+    } else {
+        sd->type = CU_MEMORYTYPE_HOST;
+        sd->host = (const void *)(uintptr_t)sd->dev;
+    }
+    return CUDA_SUCCESS;
+}
+
+static void put_side(wire_buf *b, const struct side *sd)
+{
+    wb_put_u32(b, (uint32_t)sd->type);
+    wb_put_u64(b, sd->x);
+    wb_put_u64(b, sd->y);
+    wb_put_u64(b, sd->z);
+    wb_put_u64(b, sd->lod);
+    wb_put_u64(b, sd->dev);
+    rpc_put_handle(b, sd->array);
+    wb_put_u64(b, sd->pitch);
+    wb_put_u64(b, sd->height);
+}
+
+/* Address of row (y, z) of a host side. */
+static char *host_row(const struct side *sd, size_t y, size_t z)
+{
+    size_t height = sd->height ? sd->height : 1;
+    return (char *)sd->host + ((sd->z + z) * height + sd->y + y) * sd->pitch + sd->x;
+}
+
+static void pack(const struct side *sd, char *out, size_t w, size_t h, size_t d)
+{
+    for (size_t z = 0; z < d; z++)
+        for (size_t y = 0; y < h; y++) memcpy(out + (z * h + y) * w, host_row(sd, y, z), w);
+}
+
+static void unpack(const struct side *sd, const char *in, size_t w, size_t h, size_t d)
+{
+    for (size_t z = 0; z < d; z++)
+        for (size_t y = 0; y < h; y++) memcpy(host_row(sd, y, z), in + (z * h + y) * w, w);
+}
+
+static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
+                        int mode)
+{
+    CUresult r;
+    if ((r = resolve_unified(src)) != CUDA_SUCCESS || (r = resolve_unified(dst)) != CUDA_SUCCESS) return r;
+    size_t packed = w * h * d;
+    if (packed > SCUDA_MAX_FRAME - 4096) {
+        static int once;
+        scuda_log_unsupported_once(&once, "2D/3D copies over 64 MiB with a host side");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (src->type == CU_MEMORYTYPE_HOST && dst->type == CU_MEMORYTYPE_HOST) {
+        if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+        for (size_t z = 0; z < d; z++)
+            for (size_t y = 0; y < h; y++) memmove(host_row(dst, y, z), host_row(src, y, z), w);
+        return CUDA_SUCCESS;
+    }
+    char *buf = NULL;
+    if ((src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) && !(buf = malloc(packed ? packed : 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rpc_call c;
+    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
+    wb_put_u8(&c.req, (uint8_t)dims);
+    wb_put_u8(&c.req, (uint8_t)mode);
+    wb_put_u64(&c.req, sid(st));
+    put_side(&c.req, src);
+    put_side(&c.req, dst);
+    wb_put_u64(&c.req, w);
+    wb_put_u64(&c.req, h);
+    wb_put_u64(&c.req, d);
+    if (src->type == CU_MEMORYTYPE_HOST) {
+        pack(src, buf, w, h, d);
+        wb_put_u64(&c.req, packed);
+        c.bulk = buf;
+        c.bulk_len = packed;
+    } else {
+        wb_put_u64(&c.req, 0);
+    }
+    if (dst->type == CU_MEMORYTYPE_HOST) {
+        c.sink = buf;
+        c.sink_len = packed;
+        r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS) unpack(dst, buf, w, h, d);
+        rpc_end(&c);
+    } else if (src->type == CU_MEMORYTYPE_HOST) {
+        r = rpc_async(&c); /* the bytes are on their way: buf may go */
+    } else {
+        r = rpc_async(&c);
+    }
+    free(buf);
+    return r;
+}
+
+static void side_2d(struct side *sd, CUmemorytype type, size_t x, size_t y, const void *host, CUdeviceptr dev,
+                    CUarray arr, size_t pitch)
+{
+    *sd = (struct side){.type = type, .x = x, .y = y, .host = host, .dev = dev, .array = arr, .pitch = pitch};
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, int mode)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct side s, d;
+    side_2d(&s, p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcHost, p->srcDevice, p->srcArray, p->srcPitch);
+    side_2d(&d, p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstHost, p->dstDevice, p->dstArray, p->dstPitch);
+    return copy_nd(2, &s, &d, p->WidthInBytes, p->Height, 1, st, mode);
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct side s = {p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcZ, p->srcLOD, p->srcHost,
+                     p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
+    struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
+                     p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
+    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+}
+
+EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2D_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2DUnaligned_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream st) { SHIM_ENTER(cuMemcpy2DAsync_v2, (p, st)); return copy_2d(p, st, COPY_ASYNC); }
+EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { SHIM_ENTER(cuMemcpy3D_v2, (p)); return copy_3d(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream st) { SHIM_ENTER(cuMemcpy3DAsync_v2, (p, st)); return copy_3d(p, st, COPY_ASYNC); }
+
+/* Peer 3D copies on one server: the contexts name devices of the same
+ * session, and unified addressing makes the plain 3D copy correct. */
+static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream st, int mode)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct side s = {p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcZ, p->srcLOD, p->srcHost,
+                     p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
+    struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
+                     p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
+    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+}
+
+EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { SHIM_ENTER(cuMemcpy3DPeer, (p)); return copy_3d_peer(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream st) { SHIM_ENTER(cuMemcpy3DPeerAsync, (p, st)); return copy_3d_peer(p, st, COPY_ASYNC); }

@@ -1,0 +1,490 @@
+/* module.c - modules, libraries, kernels and functions in the client.
+ *
+ * Loading sends the image (its size found from its own headers: fatbin,
+ * ELF cubin or PTX text) and receives every function's name and parameter
+ * layout. Function and kernel handles are ids the client picks; binding
+ * them on the server is a one-way message. */
+#define _GNU_SOURCE
+#include "module.h"
+
+#include <elf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.h"
+#include "shim.h"
+#include "../common/idmap.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { TAG_MODULE = 1, TAG_LIBRARY = 2, TAG_FUNCTION = 3, TAG_KERNEL = 4 };
+
+struct loaded {
+    uint64_t id;
+    int is_library;
+    uint32_t nfuncs;
+    struct func_desc *funcs;
+};
+
+/* A function or kernel handle: which loaded image, which function. */
+struct func_ref {
+    struct loaded *owner;
+    const struct func_desc *desc;
+};
+
+static struct idmap objects = IDMAP_INIT;
+
+const struct func_desc *func_lookup(const void *h)
+{
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v)) return NULL;
+    if (tag != TAG_FUNCTION && tag != TAG_KERNEL) return NULL;
+    return ((struct func_ref *)v)->desc;
+}
+
+static struct loaded *loaded_lookup(const void *h, int is_library)
+{
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v)) return NULL;
+    return tag == (is_library ? TAG_LIBRARY : TAG_MODULE) ? v : NULL;
+}
+
+/* ---- image size --------------------------------------------------------- */
+
+#define FATBIN_WRAPPER_MAGIC 0x466243b1u
+#define FATBIN_MAGIC 0xBA55ED50u
+
+/* cudart hands the driver either a fatbin wrapper { magic, version,
+ * const void *data, ... } or the fatbin itself; cubins are ELF; anything
+ * else is NUL-terminated PTX. */
+static const void *image_unwrap(const void *image)
+{
+    uint32_t magic;
+    memcpy(&magic, image, 4);
+    if (magic == FATBIN_WRAPPER_MAGIC) {
+        const void *data;
+        memcpy(&data, (const char *)image + 8, sizeof data);
+        return data;
+    }
+    return image;
+}
+
+static size_t elf_size(const unsigned char *p)
+{
+    Elf64_Ehdr eh;
+    memcpy(&eh, p, sizeof eh);
+    size_t end = eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
+    size_t ph_end = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+    if (ph_end > end) end = ph_end;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, p + eh.e_shoff + (size_t)i * eh.e_shentsize, sizeof sh);
+        if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > end) end = sh.sh_offset + sh.sh_size;
+    }
+    return end;
+}
+
+static size_t image_size(const void *image)
+{
+    const unsigned char *p = image;
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == FATBIN_MAGIC) {
+        uint16_t header_size;
+        uint64_t fat_size;
+        memcpy(&header_size, p + 6, 2);
+        memcpy(&fat_size, p + 8, 8);
+        return header_size + fat_size;
+    }
+    if (memcmp(p, ELFMAG, SELFMAG) == 0 && p[EI_CLASS] == ELFCLASS64) return elf_size(p);
+    return strlen(image) + 1;
+}
+
+/* ---- load and describe ------------------------------------------------- */
+
+static void free_loaded(struct loaded *l)
+{
+    for (uint32_t i = 0; l && i < l->nfuncs; i++) {
+        free(l->funcs[i].name);
+        free(l->funcs[i].offset);
+        free(l->funcs[i].size);
+    }
+    if (l) free(l->funcs);
+    free(l);
+}
+
+static int read_desc(wire_reader *r, struct func_desc *d)
+{
+    const char *name = wr_str(r);
+    d->nparams = wr_u32(r);
+    if (r->bad || !name || d->nparams > 4096) return -1;
+    d->name = strdup(name);
+    d->offset = calloc(d->nparams + 1, sizeof *d->offset);
+    d->size = calloc(d->nparams + 1, sizeof *d->size);
+    if (!d->name || !d->offset || !d->size) return -1;
+    for (uint32_t i = 0; i < d->nparams; i++) {
+        d->offset[i] = wr_u32(r);
+        d->size[i] = wr_u32(r);
+        if (d->offset[i] + d->size[i] > d->param_bytes) d->param_bytes = d->offset[i] + d->size[i];
+    }
+    return r->bad ? -1 : 0;
+}
+
+static struct loaded *read_description(wire_reader *r, uint64_t id, int is_library)
+{
+    struct loaded *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->id = id;
+    l->is_library = is_library;
+    uint32_t n = wr_u32(r);
+    if (r->bad || n > 1000000 || !(l->funcs = calloc(n ? n : 1, sizeof *l->funcs))) {
+        free(l);
+        return NULL;
+    }
+    for (l->nfuncs = 0; l->nfuncs < n; l->nfuncs++) {
+        if (read_desc(r, &l->funcs[l->nfuncs]) != 0) {
+            l->nfuncs++;
+            free_loaded(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static CUresult load_image(void **out, const void *image, int is_library)
+{
+    if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+    const void *img = image_unwrap(image);
+    size_t len = image_size(img);
+    uint64_t id = handle_new_id();
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_module_load);
+    wb_put_u64(&c.req, id);
+    wb_put_u8(&c.req, (uint8_t)is_library);
+    wb_put_u64(&c.req, len);
+    c.bulk = img;
+    c.bulk_len = len;
+    CUresult r = rpc_sync(&c);
+    struct loaded *l = NULL;
+    if (r == CUDA_SUCCESS && !(l = read_description(&c.out, id, is_library))) r = CUDA_ERROR_INVALID_IMAGE;
+    rpc_end(&c);
+    if (r != CUDA_SUCCESS) return r;
+    if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
+        free_loaded(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = handle_from_id(id);
+    return CUDA_SUCCESS;
+}
+
+static CUresult load_file(void **out, const char *fname, int is_library)
+{
+    if (!out || !fname) return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fname, "rb");
+    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = (cap + 65536) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, 65536, f);
+        len += n;
+        if (n == 0) break;
+    }
+    fclose(f);
+    buf[len] = '\0'; /* a PTX file has no NUL of its own */
+    CUresult r = load_image(out, buf, is_library);
+    free(buf);
+    return r;
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    SHIM_ENTER(cuModuleLoadData, (module, image));
+    return load_image((void **)module, image, 0);
+}
+
+/* JIT options only tune compilation or ask for logs in host buffers; the
+ * image loads without them. */
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                   CUjit_option *options, void **optionValues)
+{
+    SHIM_ENTER(cuModuleLoadDataEx, (module, image, numOptions, options, optionValues));
+    return load_image((void **)module, image, 0);
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    SHIM_ENTER(cuModuleLoadFatBinary, (module, fatCubin));
+    return load_image((void **)module, fatCubin, 0);
+}
+
+EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    SHIM_ENTER(cuModuleLoad, (module, fname));
+    return load_file((void **)module, fname, 0);
+}
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                  void **jitOptionsValues, unsigned int numJitOptions,
+                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                  unsigned int numLibraryOptions)
+{
+    SHIM_ENTER(cuLibraryLoadData, (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                                   libraryOptionValues, numLibraryOptions));
+    return load_image((void **)library, code, 1);
+}
+
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                      void **jitOptionsValues, unsigned int numJitOptions,
+                                      CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                      unsigned int numLibraryOptions)
+{
+    SHIM_ENTER(cuLibraryLoadFromFile, (library, fileName, jitOptions, jitOptionsValues, numJitOptions,
+                                       libraryOptions, libraryOptionValues, numLibraryOptions));
+    return load_file((void **)library, fileName, 1);
+}
+
+static CUresult unload(void *h, int is_library)
+{
+    struct loaded *l = loaded_lookup(h, is_library);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_module_unload);
+    wb_put_u64(&c.req, l->id);
+    wb_put_u8(&c.req, (uint8_t)is_library);
+    CUresult r = rpc_sync(&c);
+    rpc_end(&c);
+    /* Function handles of the module stay in the map, pointing at freed
+     * descriptions, unless we keep them: leak the description instead of
+     * risking a dangling launch. Modules are unloaded rarely. */
+    if (r == CUDA_SUCCESS) idmap_del(&objects, l->id);
+    return r;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule hmod) { SHIM_ENTER(cuModuleUnload, (hmod)); return unload(hmod, 0); }
+EXPORT CUresult cuLibraryUnload(CUlibrary library) { SHIM_ENTER(cuLibraryUnload, (library)); return unload(library, 1); }
+
+/* ---- functions and kernels --------------------------------------------- */
+
+static const struct func_desc *find_desc(const struct loaded *l, const char *name)
+{
+    for (uint32_t i = 0; i < l->nfuncs; i++)
+        if (strcmp(l->funcs[i].name, name) == 0) return &l->funcs[i];
+    return NULL;
+}
+
+/* Give `desc` a new handle of kind tag, bound on the server by `op`. */
+static CUresult bind_handle(void **out, struct loaded *l, const struct func_desc *desc, uint32_t tag,
+                            uint16_t op, uint64_t parent_id)
+{
+    struct func_ref *ref = malloc(sizeof *ref);
+    if (!ref) return CUDA_ERROR_OUT_OF_MEMORY;
+    ref->owner = l;
+    ref->desc = desc;
+    uint64_t id = handle_new_id();
+    if (idmap_put(&objects, id, tag, ref) != 0) {
+        free(ref);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rpc_call c;
+    rpc_begin(&c, op);
+    wb_put_u64(&c.req, parent_id);
+    wb_put_u64(&c.req, id);
+    if (op != OP_scuda_kernel_get_function) wb_put_str(&c.req, desc->name);
+    CUresult r = rpc_async(&c);
+    if (r == CUDA_SUCCESS) *out = handle_from_id(id);
+    return r;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    SHIM_ENTER(cuModuleGetFunction, (hfunc, hmod, name));
+    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *l = loaded_lookup(hmod, 0);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    const struct func_desc *d = find_desc(l, name);
+    if (!d) return CUDA_ERROR_NOT_FOUND;
+    return bind_handle((void **)hfunc, l, d, TAG_FUNCTION, OP_scuda_module_get_function, l->id);
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    SHIM_ENTER(cuLibraryGetKernel, (pKernel, library, name));
+    if (!pKernel || !name) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *l = loaded_lookup(library, 1);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    const struct func_desc *d = find_desc(l, name);
+    if (!d) return CUDA_ERROR_NOT_FOUND;
+    return bind_handle((void **)pKernel, l, d, TAG_KERNEL, OP_scuda_library_get_kernel, l->id);
+}
+
+EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    SHIM_ENTER(cuKernelGetFunction, (pFunc, kernel));
+    if (!pFunc) return CUDA_ERROR_INVALID_VALUE;
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)kernel, &tag, &v) || tag != TAG_KERNEL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct func_ref *ref = v;
+    return bind_handle((void **)pFunc, ref->owner, ref->desc, TAG_FUNCTION, OP_scuda_kernel_get_function,
+                       (uint64_t)(uintptr_t)kernel);
+}
+
+static CUresult count_funcs(unsigned *count, void *h, int is_library)
+{
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *l = loaded_lookup(h, is_library);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    *count = l->nfuncs;
+    return CUDA_SUCCESS;
+}
+
+static CUresult enumerate(void **out, unsigned n, void *h, int is_library)
+{
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *l = loaded_lookup(h, is_library);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    for (unsigned i = 0; i < n && i < l->nfuncs; i++) {
+        CUresult r = bind_handle(&out[i], l, &l->funcs[i], is_library ? TAG_KERNEL : TAG_FUNCTION,
+                                 is_library ? OP_scuda_library_get_kernel : OP_scuda_module_get_function, l->id);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod) { SHIM_ENTER(cuModuleGetFunctionCount, (count, mod)); return count_funcs(count, mod, 0); }
+EXPORT CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) { SHIM_ENTER(cuLibraryGetKernelCount, (count, lib)); return count_funcs(count, lib, 1); }
+EXPORT CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod)
+{
+    SHIM_ENTER(cuModuleEnumerateFunctions, (functions, numFunctions, mod));
+    return enumerate((void **)functions, numFunctions, mod, 0);
+}
+EXPORT CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+    SHIM_ENTER(cuLibraryEnumerateKernels, (kernels, numKernels, lib));
+    return enumerate((void **)kernels, numKernels, lib, 1);
+}
+
+static CUresult param_info(const void *h, size_t index, size_t *offset, size_t *size)
+{
+    const struct func_desc *d = func_lookup(h);
+    if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    if (index >= d->nparams) return CUDA_ERROR_INVALID_VALUE;
+    if (offset) *offset = d->offset[index];
+    if (size) *size = d->size[index];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+    SHIM_ENTER(cuFuncGetParamInfo, (func, paramIndex, paramOffset, paramSize));
+    return param_info(func, paramIndex, paramOffset, paramSize);
+}
+
+EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+    SHIM_ENTER(cuKernelGetParamInfo, (kernel, paramIndex, paramOffset, paramSize));
+    return param_info(kernel, paramIndex, paramOffset, paramSize);
+}
+
+EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    SHIM_ENTER(cuFuncGetName, (name, hfunc));
+    const struct func_desc *d = func_lookup(hfunc);
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    *name = d->name;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    SHIM_ENTER(cuKernelGetName, (name, hfunc));
+    const struct func_desc *d = func_lookup(hfunc);
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    *name = d->name;
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, int is_library, const char *name)
+{
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *l = loaded_lookup(h, is_library);
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_module_get_global);
+    wb_put_u64(&c.req, l->id);
+    wb_put_u8(&c.req, (uint8_t)is_library);
+    wb_put_str(&c.req, name);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        uint64_t p = wr_u64(&c.out), size = wr_u64(&c.out);
+        if (dptr) *dptr = p;
+        if (bytes) *bytes = size;
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    SHIM_ENTER(cuModuleGetGlobal_v2, (dptr, bytes, hmod, name));
+    return get_global(dptr, bytes, hmod, 0, name);
+}
+
+EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    SHIM_ENTER(cuLibraryGetGlobal, (dptr, bytes, library, name));
+    return get_global(dptr, bytes, library, 1, name);
+}
+
+EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    SHIM_ENTER(cuModuleGetLoadingMode, (mode));
+    if (!mode) return CUDA_ERROR_INVALID_VALUE;
+    /* The server enumerates every function at load, which loads eagerly. */
+    *mode = CU_MODULE_EAGER_LOADING;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    SHIM_ENTER(cuKernelGetLibrary, (pLib, kernel));
+    uint32_t tag;
+    void *v;
+    if (!pLib) return CUDA_ERROR_INVALID_VALUE;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)kernel, &tag, &v) || tag != TAG_KERNEL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pLib = handle_from_id(((struct func_ref *)v)->owner->id);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    SHIM_ENTER(cuFuncGetModule, (hmod, hfunc));
+    uint32_t tag;
+    void *v;
+    if (!hmod) return CUDA_ERROR_INVALID_VALUE;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)hfunc, &tag, &v) || tag != TAG_FUNCTION)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct loaded *owner = ((struct func_ref *)v)->owner;
+    if (owner->is_library) return CUDA_ERROR_NOT_SUPPORTED;
+    *hmod = handle_from_id(owner->id);
+    return CUDA_SUCCESS;
+}

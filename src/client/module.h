@@ -1,0 +1,21 @@
+/* module.h - what the client knows of loaded modules, libraries and their
+ * functions: names and parameter layouts, so that cuModuleGetFunction and
+ * launches need no round trip (DESIGN §3, Modules). */
+#ifndef SCUDA_CLIENT_MODULE_H
+#define SCUDA_CLIENT_MODULE_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+struct func_desc {
+    char *name;
+    uint32_t nparams;
+    uint32_t *offset;
+    uint32_t *size;
+    uint32_t param_bytes; /* size of the packed parameter buffer */
+};
+
+/* Layout of the function or kernel whose handle is h; NULL if unknown. */
+const struct func_desc *func_lookup(const void *h);
+
+#endif

@@ -1,0 +1,50 @@
+/* rpc.h - how client code (generated stubs and hand-written calls) talks to
+ * the session on the server.
+ *
+ *   rpc_call c;
+ *   rpc_begin(&c, OP_cuStreamQuery);
+ *   rpc_put_handle(&c.req, hStream);
+ *   CUresult r = rpc_sync(&c);      // flushes queued async calls, waits
+ *   ... read outputs from c.out when r == CUDA_SUCCESS ...
+ *   rpc_end(&c);
+ *
+ * rpc_async() queues a one-way request and returns at once. Its error, if
+ * any, comes back from the next rpc_sync() of this process (CUDA's contract
+ * for asynchronous errors). */
+#ifndef SCUDA_CLIENT_RPC_H
+#define SCUDA_CLIENT_RPC_H
+
+#include <cuda.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "../common/wire.h"
+
+typedef struct rpc_call {
+    uint16_t op;
+    wire_buf req;     /* arguments */
+    wire_reader out;  /* outputs, positioned after the CUresult */
+    void *reply;      /* reply payload, owned until rpc_end */
+    /* Optional bulk bytes sent after `req` without a staging copy
+     * (writev from the caller's buffer). */
+    const void *bulk;
+    size_t bulk_len;
+    /* Optional destination for bulk reply bytes: when set, the reply's
+     * trailing blob (u64 length + bytes, the last output) is received
+     * straight into this buffer instead of into `reply`. */
+    void *sink;
+    size_t sink_len;
+} rpc_call;
+
+void rpc_begin(rpc_call *c, uint16_t op);
+CUresult rpc_sync(rpc_call *c);
+CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
+void rpc_end(rpc_call *c);
+
+/* Virtual handles: a handle the application holds IS its id (DESIGN §3).
+ * The client picks ids for handles it creates, so creation can be async. */
+static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, (uint64_t)(uintptr_t)h); }
+uint64_t handle_new_id(void);
+static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
+
+#endif

@@ -1,0 +1,43 @@
+/* shim.h - the state every exported driver entry point checks first.
+ *
+ * The shim runs in one of three modes, settled by cuInit:
+ *   REMOTE       a SCUDA server is configured: calls go over the wire
+ *   PASSTHROUGH  no server is configured and this machine has a real
+ *                driver: every call goes straight to it
+ *   (neither)    before cuInit, or cuInit failed: calls return the error
+ *                the real driver would (NOT_INITIALIZED) or cuInit's error */
+#ifndef SCUDA_CLIENT_SHIM_H
+#define SCUDA_CLIENT_SHIM_H
+
+#include <cuda.h>
+
+#include "../common/driver_table.gen.h"
+
+enum shim_mode {
+    SHIM_UNINITIALIZED = 0,
+    SHIM_REMOTE = 1,
+    SHIM_PASSTHROUGH = 2,
+    SHIM_FAILED = 3,
+};
+
+extern volatile int shim_mode;
+extern CUresult shim_init_error;            /* cuInit's result when FAILED */
+extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
+
+/* First statement of every exported entry point. `args` is the
+ * parenthesised argument list, forwarded unchanged in passthrough mode. */
+#define SHIM_ENTER(name, args)                                                  \
+    do {                                                                        \
+        if (__builtin_expect(shim_mode != SHIM_REMOTE, 0)) {                    \
+            if (shim_mode == SHIM_PASSTHROUGH)                                  \
+                return real_driver.name ? real_driver.name args                 \
+                                        : CUDA_ERROR_NOT_SUPPORTED;             \
+            return shim_mode == SHIM_FAILED ? shim_init_error                   \
+                                            : CUDA_ERROR_NOT_INITIALIZED;       \
+        }                                                                       \
+    } while (0)
+
+/* The virtual id of the calling thread's current context (0 = none). */
+uint32_t shim_current_ctx_id(void);
+
+#endif

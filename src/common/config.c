@@ -1,0 +1,278 @@
+/* config.c - server address and token lookup. See config.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+/* Copy s[0..n) into out without surrounding whitespace. Returns the copied
+ * length, or -1 if it does not fit. */
+static int copy_trimmed(const char *s, size_t n, char *out, size_t outlen)
+{
+    while (n > 0 && isspace((unsigned char)s[0])) s++, n--;
+    while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+    if (n >= outlen) return -1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return (int)n;
+}
+
+static const char *home_dir(void)
+{
+    const char *home = getenv("HOME");
+    if (home != NULL && home[0] != '\0') return home;
+    /* HOME can be missing under sudo -i, systemd units and cron. */
+    struct passwd *pw = getpwuid(getuid());
+    return pw != NULL && pw->pw_dir != NULL && pw->pw_dir[0] != '\0' ? pw->pw_dir : NULL;
+}
+
+int scuda_host_file_path(char *out, size_t outlen)
+{
+    const char *home = home_dir();
+    if (home == NULL) return -1;
+    int n = snprintf(out, outlen, "%s/%s", home, SCUDA_HOST_FILE);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+/* The first non-empty entry of a comma-separated list. */
+static int from_list(const char *list, char *out, size_t outlen)
+{
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        int got = copy_trimmed(p, n, out, outlen);
+        if (got != 0) return got < 0 ? -2 : 0;
+        if (comma == NULL) return -1;
+        p = comma + 1;
+    }
+}
+
+/* The first line of the host file that is neither blank nor a # comment. */
+static int from_file(const char *path, char *out, size_t outlen)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return -1;
+    char line[1024];
+    int rc = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n') {
+            rc = -2; /* no address is this long */
+            break;
+        }
+        int got = copy_trimmed(line, n, out, outlen);
+        if (got < 0) {
+            rc = -2;
+            break;
+        }
+        if (got > 0 && out[0] != '#') {
+            rc = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const char **source)
+{
+    static char path[4096];
+    const char *src_dummy;
+    if (source == NULL) source = &src_dummy;
+
+    if (cli_value != NULL && cli_value[0] != '\0') {
+        *source = "--server";
+        return copy_trimmed(cli_value, strlen(cli_value), out, outlen) < 0 ? -2 : 0;
+    }
+
+    const char *env = getenv("SCUDA_SERVER");
+    if (env != NULL) {
+        int rc = from_list(env, out, outlen);
+        if (rc != -1) {
+            *source = "SCUDA_SERVER";
+            return rc;
+        }
+        /* Set but empty: treat as unset, like most tools do. */
+    }
+
+    if (scuda_host_file_path(path, sizeof path) == 0) {
+        int rc = from_file(path, out, outlen);
+        if (rc != -1) {
+            *source = path;
+            return rc;
+        }
+    }
+    *source = NULL;
+    return -1;
+}
+
+/* ---- saving ----------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4)))
+static int set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int fail(char *err, size_t errlen, const char *what, const char *path)
+{
+    if (err != NULL && errlen > 0) snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+    return -1;
+}
+
+/* mkdir -p for the directories between HOME and the file. $HOME itself is
+ * never created: a missing home directory is a misconfiguration to report. */
+static int make_parents(const char *path, size_t home_len, char *err, size_t errlen)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + home_len + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) return fail(err, errlen, "cannot create directory", dir);
+        *p = '/';
+    }
+    return 0;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int scuda_save_server(const char *addr, char *err, size_t errlen)
+{
+    char path[4096], tmp[4200];
+    int port;
+    if (scuda_parse_hostport(addr, NULL, 0, &port) != 0)
+        return set_err(err, errlen, "'%s' is not a server address: expected HOST:PORT or [IPv6]:PORT",
+                       addr != NULL ? addr : "");
+    if (port == 0) /* port 0 means "pick one" when listening; no server has it */
+        return set_err(err, errlen, "'%s' has port 0: give the port the server printed", addr);
+    const char *home = home_dir();
+    if (home == NULL || scuda_host_file_path(path, sizeof path) != 0)
+        return set_err(err, errlen, "cannot find the home directory: set HOME");
+    if (make_parents(path, strlen(home), err, errlen) != 0) return -1;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp); /* left over from a crashed save by a process with our pid */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return fail(err, errlen, "cannot create", tmp);
+
+    char line[1100];
+    int n = snprintf(line, sizeof line, "%s\n", addr);
+    /* fchmod: the umask could have left the file narrower than 0600. */
+    if (n < 0 || (size_t)n >= sizeof line || fchmod(fd, 0600) != 0 || write_all(fd, line, (size_t)n) != 0 ||
+        fsync(fd) != 0) {
+        if (n < 0 || (size_t)n >= sizeof line) errno = ENAMETOOLONG;
+        fail(err, errlen, "cannot write", tmp);
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    if (close(fd) != 0) {
+        fail(err, errlen, "cannot write", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        fail(err, errlen, "cannot replace", path);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static int parse_port(const char *s, int *port)
+{
+    int v = 0;
+    if (*s == '\0') return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (*s - '0');
+        if (v > 65535) return -1;
+    }
+    if (port != NULL) *port = v;
+    return 0;
+}
+
+static int valid_host_chars(const char *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (isspace(c) || !isprint(c) || c == '[' || c == ']' || c == '/' || c == ',') return 0;
+    }
+    return 1;
+}
+
+int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+    if (s == NULL) return -1;
+    const char *h, *rest;
+    size_t hn;
+
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL) return -1;
+        h = s + 1;
+        hn = (size_t)(close - h);
+        rest = close + 1;
+        if (hn == 0 || memchr(h, ':', hn) == NULL) return -1; /* brackets are for IPv6 */
+    } else {
+        const char *colon = strchr(s, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL) return -1; /* bare IPv6 */
+        h = s;
+        hn = colon != NULL ? (size_t)(colon - s) : strlen(s);
+        rest = s + hn;
+        if (hn == 0) return -1;
+    }
+    if (!valid_host_chars(h, hn)) return -1;
+
+    int p = SCUDA_DEFAULT_PORT;
+    if (*rest == ':') {
+        if (parse_port(rest + 1, &p) != 0) return -1;
+    } else if (*rest != '\0') {
+        return -1;
+    }
+
+    if (host != NULL) {
+        if (hn >= hostlen) return -1;
+        memcpy(host, h, hn);
+        host[hn] = '\0';
+    }
+    if (port != NULL) *port = p;
+    return 0;
+}
+
+const char *scuda_token(void)
+{
+    const char *t = getenv("SCUDA_TOKEN");
+    return t != NULL && t[0] != '\0' ? t : NULL;
+}

@@ -1,0 +1,47 @@
+/* config.h - where the client finds its server and token.
+ *
+ * The server address comes from, in order:
+ *   1. a --server flag on the command line
+ *   2. env SCUDA_SERVER, a comma-separated list (the first entry is used
+ *      for now; the rest are reserved for failover)
+ *   3. the first line of ~/.config/scuda/host, written by `scuda HOST:PORT`
+ *
+ * Addresses are "host:port", "[ipv6]:port", or "host" (default port). */
+#ifndef SCUDA_CONFIG_H
+#define SCUDA_CONFIG_H
+
+#include <stddef.h>
+
+/* Relative to the home directory. */
+#define SCUDA_HOST_FILE ".config/scuda/host"
+
+/* Resolve the server address into out. Returns 0 and sets *source (if
+ * non-NULL) to "--server", "SCUDA_SERVER", or the host file's path; -1 when
+ * none is configured; -2 when the configured value does not fit in outlen
+ * (*source then names where it came from). The host file's path is kept in
+ * a static buffer, valid until the next call: not thread-safe. The address
+ * is not validated here; use scuda_parse_hostport. */
+int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const char **source);
+
+/* Write addr as the only line of ~/.config/scuda/host (mode 0600), creating
+ * the directories. The file is replaced atomically (write then rename), so
+ * a reader never sees half an address. Returns 0, or -1 with a message that
+ * names the file and the cause in err. */
+int scuda_save_server(const char *addr, char *err, size_t errlen);
+
+/* The host file's full path: "$HOME/.config/scuda/host", or the passwd
+ * entry's home when HOME is unset. Returns 0, or -1 if no home is known or
+ * the path does not fit. */
+int scuda_host_file_path(char *out, size_t outlen);
+
+/* Split "host:port", "[v6]:port" or "host" (port SCUDA_DEFAULT_PORT).
+ * A bare IPv6 address must be bracketed: "::1:80" is ambiguous. The port
+ * must be 0..65535 and the host non-empty, without spaces. host or port may
+ * be NULL to only validate. Returns 0, or -1 on a malformed address or a
+ * host longer than hostlen - 1. */
+int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+/* env SCUDA_TOKEN, or NULL when it is unset or empty. */
+const char *scuda_token(void);
+
+#endif

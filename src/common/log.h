@@ -1,0 +1,40 @@
+/* log.h - leveled logging to stderr for the shim, the server and the CLI.
+ *
+ * The level comes from SCUDA_LOG (error, warn, info, debug; default warn).
+ * Every line is prefixed with "scuda[<role> <pid>]" so that output from a
+ * client, a server parent and its session processes can be told apart. */
+#ifndef SCUDA_LOG_H
+#define SCUDA_LOG_H
+
+enum scuda_log_level {
+    SCUDA_LOG_ERROR = 0,
+    SCUDA_LOG_WARN = 1,
+    SCUDA_LOG_INFO = 2,
+    SCUDA_LOG_DEBUG = 3,
+};
+
+/* Name the process ("client", "server", "session", "cli") for the prefix. */
+void scuda_log_set_role(const char *role);
+
+/* Redirect log output to this file descriptor (default 2). The server's
+ * session processes capture fd 1 and 2 for device printf, so they keep a
+ * duplicate of the original stderr for their own log. */
+void scuda_log_set_fd(int fd);
+
+int scuda_log_enabled(enum scuda_log_level level);
+
+void scuda_log(enum scuda_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define LOG_ERROR(...) scuda_log(SCUDA_LOG_ERROR, __VA_ARGS__)
+#define LOG_WARN(...) scuda_log(SCUDA_LOG_WARN, __VA_ARGS__)
+#define LOG_INFO(...) scuda_log(SCUDA_LOG_INFO, __VA_ARGS__)
+#define LOG_DEBUG(...) \
+    do { if (scuda_log_enabled(SCUDA_LOG_DEBUG)) scuda_log(SCUDA_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* Log "NAME is not supported by SCUDA" once per name, at warn level.
+ * `once_flag` is a static int owned by the caller; it makes the check
+ * a single load on the hot path. */
+void scuda_log_unsupported_once(int *once_flag, const char *name);
+
+#endif

@@ -1,0 +1,78 @@
+/* protocol.h - SCUDA wire protocol, version 1.
+ *
+ * Everything on the wire is little-endian with explicit sizes; no C struct
+ * containing pointers is ever sent raw.
+ *
+ * Connection start (DESIGN §3):
+ *   server -> client  server_hello  { magic u32, version u16, flags u16, nonce[16] }
+ *   client -> server  client_hello  { magic u32, version u16, flags u16,
+ *                                     client_build u32, device_mask u64, proof[32] }
+ *   server -> client  welcome       { status u32, message blob,
+ *                                     then, if status == 0, the session info
+ *                                     (see session_info.h) }
+ * proof = HMAC-SHA256(token, nonce) when the server has a token, else zeros.
+ *
+ * Then frames, both ways. Each frame is a 16-byte header and `length` bytes
+ * of payload.
+ *   request  (client -> server): op, flags, seq, ctx; payload = arguments
+ *   reply    (server -> client): op echoed, FRAME_REPLY, seq echoed;
+ *                                payload = u32 CUresult, then outputs
+ *   output   (server -> client): FRAME_OUTPUT, payload = u8 stream (1 stdout,
+ *                                2 stderr) then bytes: device printf text
+ *                                captured in the session, sent before the
+ *                                reply of the synchronizing call that
+ *                                flushed it.
+ * A request with FRAME_ASYNC gets no reply. If it fails, the server keeps
+ * the error and returns it from the next synchronizing call (CUDA's
+ * contract for asynchronous errors). */
+#ifndef SCUDA_PROTOCOL_H
+#define SCUDA_PROTOCOL_H
+
+#include <stdint.h>
+
+#define SCUDA_MAGIC 0x31554353u /* "SCU1" */
+#define SCUDA_PROTOCOL_VERSION 1
+/* Sent in the handshake for the server's log; bump with each release. */
+#define SCUDA_CLIENT_BUILD 1
+#define SCUDA_DEFAULT_PORT 14833
+#define SCUDA_DEFAULT_ADDR "127.0.0.1:14833"
+
+#define SCUDA_NONCE_LEN 16
+#define SCUDA_PROOF_LEN 32
+
+/* Largest frame payload either side accepts. Bulk copies larger than
+ * SCUDA_CHUNK are split into several frames by the sender. */
+#define SCUDA_MAX_FRAME (64u << 20)
+#define SCUDA_CHUNK (8u << 20)
+
+#define FRAME_HEADER_LEN 16
+
+enum frame_flags {
+    FRAME_ASYNC = 1u << 0,  /* request: no reply wanted */
+    FRAME_REPLY = 1u << 1,  /* reply to request `seq` */
+    FRAME_OUTPUT = 1u << 2, /* captured stdout/stderr of the session */
+    FRAME_BULK = 1u << 3,   /* reply payload: u32 result, u64 n, n bulk bytes, outputs */
+};
+
+struct frame_header {
+    uint32_t length; /* payload bytes, <= SCUDA_MAX_FRAME */
+    uint16_t op;     /* op id, see ops.gen.h; stable forever */
+    uint16_t flags;  /* enum frame_flags */
+    uint32_t seq;    /* request sequence number, echoed in the reply */
+    uint32_t ctx;    /* virtual id of the caller thread's current context, 0 = none */
+};
+
+void frame_header_encode(const struct frame_header *h, uint8_t out[FRAME_HEADER_LEN]);
+void frame_header_decode(const uint8_t in[FRAME_HEADER_LEN], struct frame_header *h);
+
+/* Welcome status codes. */
+enum welcome_status {
+    WELCOME_OK = 0,
+    WELCOME_BAD_VERSION = 1,
+    WELCOME_BAD_TOKEN = 2,
+    WELCOME_SERVER_FULL = 3,
+    WELCOME_NO_DEVICE = 4,
+    WELCOME_INTERNAL = 5,
+};
+
+#endif

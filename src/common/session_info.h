@@ -1,0 +1,41 @@
+/* session_info.h - what the session tells the client when it starts.
+ *
+ * Device queries are the bulk of the driver calls real workloads make
+ * (driver-calls.md: ~13,000 of 15,000 per GPT-2 step), so every device
+ * attribute is fetched once, here, and answered in the client from then on. */
+#ifndef SCUDA_SESSION_INFO_H
+#define SCUDA_SESSION_INFO_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+#define SCUDA_MAX_DEVICES 16
+/* Attribute slots we carry, indexed by CUdevice_attribute. Larger than
+ * CU_DEVICE_ATTRIBUTE_MAX so a newer server can send attributes an older
+ * client does not know by name; the count travels on the wire. */
+#define SCUDA_ATTR_SLOTS 256
+
+struct device_info {
+    char name[256];
+    CUuuid uuid;
+    uint64_t total_mem;
+    char pci_bus_id[32];
+    int32_t attr_value[SCUDA_ATTR_SLOTS];
+    int32_t attr_result[SCUDA_ATTR_SLOTS]; /* the real driver's CUresult for that attribute */
+    uint32_t attr_count;                   /* slots filled (the server's CU_DEVICE_ATTRIBUTE_MAX) */
+};
+
+struct session_info {
+    int32_t driver_version;
+    uint32_t device_count;
+    uint32_t session_pid; /* the server-side session process, for logs */
+    struct device_info dev[SCUDA_MAX_DEVICES];
+};
+
+void session_info_encode(wire_buf *b, const struct session_info *si);
+/* Returns 0, or -1 when the payload is malformed or out of bounds. */
+int session_info_decode(wire_reader *r, struct session_info *si);
+
+#endif

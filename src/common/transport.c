@@ -1,0 +1,202 @@
+/* transport.c - see transport.h. */
+#define _GNU_SOURCE
+#include "transport.h"
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int resolve(const char *hostport, int passive, struct addrinfo **res, char *err, size_t errlen)
+{
+    char host[256];
+    int port;
+    if (scuda_parse_hostport(hostport, host, sizeof host, &port) != 0) {
+        snprintf(err, errlen, "bad address '%s' (expected HOST:PORT)", hostport);
+        return -1;
+    }
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    struct addrinfo hints = {0};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    int rc = getaddrinfo(host, portstr, &hints, res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int connect_one(const struct addrinfo *ai, int timeout_ms, char *err, size_t errlen)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int rc;
+    do rc = poll(&p, 1, timeout_ms); while (rc < 0 && errno == EINTR);
+    if (rc == 0) {
+        snprintf(err, errlen, "timed out after %d ms", timeout_ms);
+        close(fd);
+        return -1;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    if (rc < 0 || soerr != 0) {
+        snprintf(err, errlen, "%s", strerror(rc < 0 ? errno : soerr));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int tcp_connect(const char *hostport, int timeout_ms, char *err, size_t errlen)
+{
+    struct addrinfo *res;
+    if (resolve(hostport, 0, &res, err, errlen) != 0) return -1;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+        fd = connect_one(ai, timeout_ms, err, errlen);
+    freeaddrinfo(res);
+    return fd;
+}
+
+int tcp_listen(const char *hostport, int *port_out, char *err, size_t errlen)
+{
+    struct addrinfo *res;
+    if (resolve(hostport, 1, &res, err, errlen) != 0) return -1;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+            snprintf(err, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0 && port_out) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &len);
+        *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return fd;
+}
+
+void tcp_tune(int fd, int dead_peer_s)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    int idle = dead_peer_s / 2 > 0 ? dead_peer_s / 2 : 1;
+    int intvl = 1, cnt = dead_peer_s - idle > 0 ? dead_peer_s - idle : 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    /* Unacknowledged data older than this kills the connection: covers a
+     * peer that disappears while we are sending. */
+    unsigned user_timeout_ms = (unsigned)dead_peer_s * 1000u;
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+    int buf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+int addr_is_loopback(const char *hostport)
+{
+    char host[256];
+    int port;
+    if (scuda_parse_hostport(hostport, host, sizeof host, &port) != 0) return 0;
+    if (!strcmp(host, "localhost") || !strcmp(host, "::1")) return 1;
+    struct in_addr a;
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+int io_read_full(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = ECONNRESET;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+int io_write_full(int fd, const void *buf, size_t n)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
+    return io_writev_full(fd, &iov, 1);
+}
+
+int io_writev_full(int fd, struct iovec *iov, int iovcnt)
+{
+    while (iovcnt > 0) {
+        /* MSG_NOSIGNAL: a dead peer must give EPIPE, not kill the process. */
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > 1024 ? 1024 : iovcnt)};
+        ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        size_t left = (size_t)w;
+        while (iovcnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms)
+{
+    char *p = buf;
+    while (n > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, timeout_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc == 0) { errno = ETIMEDOUT; return -1; }
+        if (rc < 0) return -1;
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) {
+            if (r == 0) errno = ECONNRESET;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* transport.h - TCP sockets for SCUDA: connect with a deadline, listen,
+ * full reads and writes that survive EINTR and short transfers, and the
+ * socket options that bound how long a dead peer can go unnoticed. */
+#ifndef SCUDA_TRANSPORT_H
+#define SCUDA_TRANSPORT_H
+
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Connect to "HOST:PORT" within timeout_ms. Returns the fd, or -1 with a
+ * human-readable reason in err ("connection refused", "timed out after 5 s"). */
+int tcp_connect(const char *hostport, int timeout_ms, char *err, size_t errlen);
+
+/* Listen on "HOST:PORT" (port 0 = any free port). *port_out gets the port. */
+int tcp_listen(const char *hostport, int *port_out, char *err, size_t errlen);
+
+/* TCP_NODELAY, keepalive probes and TCP_USER_TIMEOUT, so that a peer that
+ * vanishes (host down, cable pulled) is detected within about
+ * dead_peer_s seconds even while we block in a read. */
+void tcp_tune(int fd, int dead_peer_s);
+
+/* Returns 1 when the address is a loopback address (127/8, ::1, localhost). */
+int addr_is_loopback(const char *hostport);
+
+/* Read or write exactly n bytes. Return 0, or -1 on error/EOF (errno set;
+ * EOF gives ECONNRESET). */
+int io_read_full(int fd, void *buf, size_t n);
+int io_write_full(int fd, const void *buf, size_t n);
+/* Write every iovec completely. The array is modified. */
+int io_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* Read exactly n bytes, waiting at most timeout_ms for each chunk. */
+int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms);
+
+#endif

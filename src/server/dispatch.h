@@ -1,0 +1,76 @@
+/* dispatch.h - how a session executes one request.
+ *
+ * Every op has a handler. The generated table (dispatch.gen.c) maps op ids
+ * to handlers: generated ones for calls whose arguments the generator can
+ * encode, hand-written ones (srv_<name> in the server's *.c files) for the
+ * rest. A handler decodes its arguments from c->in, calls the real driver
+ * through `real` (driver_table.gen.h), appends outputs to c->out and returns
+ * the CUresult. A malformed request returns CUDA_ERROR_INVALID_VALUE; the
+ * session logs it and carries on. */
+#ifndef SCUDA_SERVER_DISPATCH_H
+#define SCUDA_SERVER_DISPATCH_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "../common/driver_table.gen.h"
+#include "../common/wire.h"
+
+struct session;
+
+typedef struct srv_call {
+    struct session *s;
+    uint16_t op;
+    uint32_t seq;
+    int async;        /* the client wants no reply */
+    wire_reader in;   /* arguments */
+    wire_buf out;     /* outputs after the CUresult */
+    /* A handler may send bulk bytes without copying them into `out`: they
+     * go on the wire after `out` as a blob (u64 length + bytes). */
+    const void *bulk;
+    size_t bulk_len;
+    void *bulk_free;  /* freed after the reply is sent */
+} srv_call;
+
+typedef CUresult (*op_handler)(srv_call *c);
+
+struct op_entry {
+    const char *name;
+    op_handler handler;
+    /* May wait for the GPU (synchronize, blocking copies): run it on a
+     * worker thread so that other client threads' calls go on. */
+    uint8_t blocking;
+};
+
+/* Indexed by op id; handler NULL = op unknown to this server. */
+extern const struct op_entry op_table[];
+extern const unsigned op_table_len;
+
+/* The real driver, loaded by path in the session process. */
+extern struct driver_table real;
+
+/* Virtual handles: the session maps the client's ids to real handles. */
+enum handle_kind {
+    HK_NONE = 0,
+    HK_CONTEXT, HK_STREAM, HK_EVENT, HK_MODULE, HK_FUNCTION, HK_LIBRARY,
+    HK_KERNEL, HK_GRAPH, HK_GRAPH_EXEC, HK_GRAPH_NODE, HK_MEMPOOL, HK_ARRAY,
+    HK_MIPMAPPED_ARRAY, HK_LINK_STATE, HK_USER_OBJECT, HK_GREEN_CTX,
+    HK_EXTERNAL_MEMORY, HK_EXTERNAL_SEMAPHORE, HK_GRAPHICS_RESOURCE,
+    HK_TEXREF, HK_SURFREF, HK_DEV_RESOURCE_DESC, HK_ASYNC_CALLBACK,
+    HK_LOGS_CALLBACK, HK_MEM_DECOMPRESS, HK_COUNT
+};
+
+/* Look up id as a handle of `kind`. Id 0 is NULL. For streams, the special
+ * values CU_STREAM_LEGACY and CU_STREAM_PER_THREAD map to themselves. A
+ * CUkernel id is accepted where a CUfunction is asked for (the driver
+ * allows launching a CUkernel). Unknown id: CUDA_ERROR_INVALID_HANDLE. */
+CUresult handle_get(struct session *s, uint64_t id, enum handle_kind kind, void **real_handle);
+/* Record that client id `id` now names `real_handle`. Fails (INVALID_VALUE)
+ * when the id is 0, a special value, or already in use. */
+CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle);
+/* Forget id (after the real handle was destroyed). */
+void handle_drop(struct session *s, uint64_t id);
+/* The client id of a real handle, or 0 (a linear scan: rare calls only). */
+uint64_t handle_find_id(struct session *s, enum handle_kind kind, const void *real_handle);
+
+#endif

@@ -1,0 +1,197 @@
+/* server.c - the parent process: listen, greet, authenticate, fork.
+ *
+ * The parent never touches CUDA. It checks the client's handshake itself
+ * (cheap, and a bad token never costs a process), enforces the session
+ * limit, and hands the connection to a forked session process. */
+#define _GNU_SOURCE
+#include "server.h"
+#include "session.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/auth.h"
+#include "../common/log.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+#define HANDSHAKE_TIMEOUT_MS 5000
+#define DEFAULT_MAX_SESSIONS 64
+
+static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t live_sessions;
+
+static void on_stop(int sig) { (void)sig; stopping = 1; }
+
+static void reap_children(void)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        live_sessions--;
+        if (WIFSIGNALED(status))
+            LOG_WARN("session %d died from signal %d", (int)pid, WTERMSIG(status));
+        else
+            LOG_INFO("session %d ended (status %d)", (int)pid, WEXITSTATUS(status));
+    }
+}
+
+static void refuse(int fd, uint32_t status, const char *msg)
+{
+    uint8_t hdr[8];
+    wire_buf b;
+    wb_init(&b);
+    wb_put_str(&b, msg);
+    uint32_t len = (uint32_t)b.len;
+    memcpy(hdr, &status, 4);
+    memcpy(hdr + 4, &len, 4);
+    struct iovec iov[2] = {{hdr, 8}, {b.data, b.len}};
+    io_writev_full(fd, iov, 2);
+    wb_free(&b);
+}
+
+/* Returns 0 when the client may have a session. */
+static int check_client(int fd, const struct server_options *opt, const char *peer)
+{
+    uint8_t hello[8 + SCUDA_NONCE_LEN];
+    uint32_t magic = SCUDA_MAGIC;
+    uint16_t version = SCUDA_PROTOCOL_VERSION, flags = opt->token ? 1 : 0;
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    memcpy(hello + 6, &flags, 2);
+    auth_nonce(hello + 8, SCUDA_NONCE_LEN);
+    if (io_write_full(fd, hello, sizeof hello) != 0) return -1;
+
+    uint8_t in[4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN];
+    if (io_read_full_timeout(fd, in, sizeof in, HANDSHAKE_TIMEOUT_MS) != 0) {
+        LOG_INFO("%s: no handshake within %d ms", peer, HANDSHAKE_TIMEOUT_MS);
+        return -1;
+    }
+    uint16_t their_version;
+    uint32_t build;
+    memcpy(&magic, in, 4);
+    memcpy(&their_version, in + 4, 2);
+    memcpy(&build, in + 8, 4);
+    if (magic != SCUDA_MAGIC) {
+        LOG_INFO("%s: not a SCUDA client", peer);
+        return -1;
+    }
+    if (their_version != SCUDA_PROTOCOL_VERSION) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", their_version, SCUDA_PROTOCOL_VERSION);
+        LOG_WARN("%s refused: %s", peer, msg);
+        refuse(fd, WELCOME_BAD_VERSION, msg);
+        return -1;
+    }
+    uint8_t expect[SCUDA_PROOF_LEN];
+    auth_proof(opt->token, hello + 8, expect);
+    if (!auth_equal(expect, in + 20, SCUDA_PROOF_LEN)) {
+        LOG_WARN("%s refused: bad token", peer);
+        refuse(fd, WELCOME_BAD_TOKEN, "bad token");
+        return -1;
+    }
+    int max = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS;
+    if (live_sessions >= max) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "server full: %d sessions", max);
+        LOG_WARN("%s refused: %s", peer, msg);
+        refuse(fd, WELCOME_SERVER_FULL, msg);
+        return -1;
+    }
+    LOG_INFO("%s: client build %u accepted", peer, build);
+    return 0;
+}
+
+static void serve_one(int lfd, int fd, const struct server_options *opt, int log_fd, const char *peer)
+{
+    if (check_client(fd, opt, peer) != 0) {
+        close(fd);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(lfd);
+        signal(SIGCHLD, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        session_main(fd, opt, log_fd);
+    }
+    if (pid < 0) {
+        LOG_ERROR("fork failed: %s", strerror(errno));
+        refuse(fd, WELCOME_INTERNAL, "the server could not start a session");
+    } else {
+        live_sessions++;
+        LOG_INFO("%s: session %d", peer, (int)pid);
+    }
+    close(fd);
+}
+
+static void peer_name(int fd, char *out, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[64] = "?";
+    int port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(out, len, "%s:%d", host, port);
+}
+
+int server_run(const struct server_options *opt)
+{
+    scuda_log_set_role("server");
+    char err[256];
+    int port = 0;
+    const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
+    int lfd = tcp_listen(listen_addr, &port, err, sizeof err);
+    if (lfd < 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
+    fprintf(stderr, "scuda server listening on %s (port %d)\n", listen_addr, port);
+    if (opt->print_port_fd >= 0) dprintf(opt->print_port_fd, "%d\n", port);
+
+    /* Sessions redirect their stdout/stderr for device printf; they log
+     * through a duplicate of the server's stderr. */
+    int log_fd = dup(2);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    while (!stopping) {
+        reap_children();
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0) continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        /* The session process must keep the socket across exec-free fork;
+         * CLOEXEC only matters for children that exec, which we never do. */
+        tcp_tune(fd, 10);
+        char peer[96];
+        peer_name(fd, peer, sizeof peer);
+        serve_one(lfd, fd, opt, log_fd, peer);
+    }
+    LOG_INFO("stopping: %d session(s) still running end with their clients", (int)live_sessions);
+    close(lfd);
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* session.c - one client's session process.
+ *
+ * The dispatch loop reads frames in arrival order and runs each call
+ * inline, so the GPU sees a client's work in the order the client issued
+ * it. Calls marked blocking (synchronize, blocking copies) go to a worker
+ * thread instead: their caller waits for the reply anyway, so nothing
+ * after them from the same client thread can overtake them, and other
+ * client threads' calls go on meanwhile (DESIGN §3). */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "output.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+#include "../common/session_info.h"
+#include "../common/transport.h"
+
+struct driver_table real;
+
+static __thread uint32_t bound_ctx_id = UINT32_MAX;
+
+/* ---- driver and session info ---------------------------------------- */
+
+static const char *default_drivers[] = {
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "libcuda.so.1",
+};
+
+static int load_driver(const char *path, char *err, size_t errlen)
+{
+    size_t n = path ? 1 : sizeof default_drivers / sizeof default_drivers[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *p = path ? path : default_drivers[i];
+        void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(err, errlen, "%s", dlerror());
+            continue;
+        }
+        if (driver_table_load(&real, h) > 0 && real.cuInit) {
+            LOG_INFO("driver %s", p);
+            return 0;
+        }
+        dlclose(h);
+    }
+    return -1;
+}
+
+static void gather_device(CUdevice d, struct device_info *di)
+{
+    real.cuDeviceGetName(di->name, sizeof di->name, d);
+    if (real.cuDeviceGetUuid_v2) real.cuDeviceGetUuid_v2(&di->uuid, d);
+    size_t mem = 0;
+    real.cuDeviceTotalMem_v2(&mem, d);
+    di->total_mem = mem;
+    if (real.cuDeviceGetPCIBusId) real.cuDeviceGetPCIBusId(di->pci_bus_id, sizeof di->pci_bus_id, d);
+    di->attr_count = CU_DEVICE_ATTRIBUTE_MAX < SCUDA_ATTR_SLOTS ? CU_DEVICE_ATTRIBUTE_MAX : SCUDA_ATTR_SLOTS;
+    for (uint32_t a = 0; a < di->attr_count; a++) {
+        int v = 0;
+        di->attr_result[a] = real.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, d);
+        di->attr_value[a] = v;
+    }
+}
+
+static CUresult gather_info(struct session_info *si)
+{
+    memset(si, 0, sizeof *si);
+    CUresult r = real.cuInit(0);
+    if (r != CUDA_SUCCESS) return r;
+    real.cuDriverGetVersion(&si->driver_version);
+    int count = 0;
+    if ((r = real.cuDeviceGetCount(&count)) != CUDA_SUCCESS) return r;
+    si->device_count = count > SCUDA_MAX_DEVICES ? SCUDA_MAX_DEVICES : (uint32_t)count;
+    si->session_pid = (uint32_t)getpid();
+    for (uint32_t d = 0; d < si->device_count; d++) gather_device((CUdevice)d, &si->dev[d]);
+    return CUDA_SUCCESS;
+}
+
+static void send_welcome(int fd, uint32_t status, const char *msg, const struct session_info *si)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_str(&b, msg);
+    if (si) session_info_encode(&b, si);
+    uint8_t hdr[8];
+    uint32_t len = (uint32_t)b.len;
+    memcpy(hdr, &status, 4);
+    memcpy(hdr + 4, &len, 4);
+    struct iovec iov[2] = {{hdr, 8}, {b.data, b.len}};
+    io_writev_full(fd, iov, 2);
+    wb_free(&b);
+}
+
+/* ---- context binding and deferred errors ---------------------------- */
+
+CUresult session_bind_ctx(struct session *s, uint32_t ctx_id)
+{
+    if (ctx_id == bound_ctx_id) return CUDA_SUCCESS;
+    void *ctx = NULL;
+    CUresult r = handle_get(s, ctx_id, HK_CONTEXT, &ctx);
+    if (r != CUDA_SUCCESS) return r;
+    r = real.cuCtxSetCurrent((CUcontext)ctx);
+    if (r == CUDA_SUCCESS) bound_ctx_id = ctx_id;
+    return r;
+}
+
+/* Contexts can be destroyed under us: forget what this thread bound. */
+void session_forget_bound_ctx(void) { bound_ctx_id = UINT32_MAX; }
+
+void session_defer_error(struct session *s, CUresult r, uint16_t op)
+{
+    LOG_DEBUG("async %s failed: %d (reported at the next synchronizing call)", scuda_op_name(op), r);
+    pthread_mutex_lock(&s->error_lock);
+    if (s->deferred_error == CUDA_SUCCESS) s->deferred_error = r;
+    pthread_mutex_unlock(&s->error_lock);
+}
+
+static CUresult take_deferred_error(struct session *s)
+{
+    pthread_mutex_lock(&s->error_lock);
+    CUresult r = s->deferred_error;
+    s->deferred_error = CUDA_SUCCESS;
+    pthread_mutex_unlock(&s->error_lock);
+    return r;
+}
+
+/* ---- executing one call --------------------------------------------- */
+
+struct pending_call {
+    srv_call call;
+    uint32_t ctx;
+    void *payload;
+};
+
+static void send_reply(struct session *s, srv_call *c, CUresult r)
+{
+    output_forward(s);
+    CUresult deferred = take_deferred_error(s);
+    if (deferred != CUDA_SUCCESS) r = deferred;
+    int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
+    uint32_t result = (uint32_t)r;
+    uint64_t bulk_len = bulk ? c->bulk_len : 0;
+    size_t out_len = r == CUDA_SUCCESS ? c->out.len : 0;
+    struct frame_header h = {
+        .length = (uint32_t)(4 + (bulk ? 8 + bulk_len : 0) + out_len),
+        .op = c->op,
+        .flags = FRAME_REPLY | (bulk ? FRAME_BULK : 0),
+        .seq = c->seq,
+    };
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[5];
+    int n = 0;
+    iov[n++] = (struct iovec){hdr, sizeof hdr};
+    iov[n++] = (struct iovec){&result, 4};
+    if (bulk) {
+        iov[n++] = (struct iovec){&bulk_len, 8};
+        iov[n++] = (struct iovec){(void *)c->bulk, (size_t)bulk_len};
+    }
+    if (out_len) iov[n++] = (struct iovec){c->out.data, out_len};
+    pthread_mutex_lock(&s->write_lock);
+    int w = io_writev_full(s->fd, iov, n);
+    pthread_mutex_unlock(&s->write_lock);
+    if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
+}
+
+static void run_call(struct session *s, struct pending_call *p)
+{
+    srv_call *c = &p->call;
+    const struct op_entry *e = c->op < op_table_len ? &op_table[c->op] : NULL;
+    CUresult r;
+    if (!e || !e->handler) {
+        LOG_WARN("client asked for op %u, which this server does not know; "
+                 "upgrade the server to the client's version", c->op);
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    } else if ((r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS ||
+               p->ctx == 0 || c->op == OP_scuda_ctx_destroy) {
+        r = e->handler(c);
+    }
+    if (c->async) {
+        if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
+    } else {
+        send_reply(s, c, r);
+    }
+    wb_free(&c->out);
+    free(c->bulk_free);
+    free(p->payload);
+    free(p);
+}
+
+/* ---- workers for blocking calls -------------------------------------- */
+
+struct work_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    struct pending_call **items;
+    size_t head, tail, cap;
+    int idle;
+    int threads;
+    struct session *s;
+};
+
+static struct work_queue wq = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+#define MAX_WORKERS 64
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&wq.lock);
+        wq.idle++;
+        while (wq.head == wq.tail) pthread_cond_wait(&wq.cv, &wq.lock);
+        wq.idle--;
+        struct pending_call *p = wq.items[wq.head++ % wq.cap];
+        pthread_mutex_unlock(&wq.lock);
+        run_call(wq.s, p);
+    }
+    return NULL;
+}
+
+static int enqueue_blocking(struct session *s, struct pending_call *p)
+{
+    pthread_mutex_lock(&wq.lock);
+    wq.s = s;
+    if (wq.tail - wq.head == wq.cap) {
+        size_t cap = wq.cap ? wq.cap * 2 : 64;
+        struct pending_call **items = malloc(cap * sizeof *items);
+        if (!items) {
+            pthread_mutex_unlock(&wq.lock);
+            return -1;
+        }
+        for (size_t i = 0; i < wq.tail - wq.head; i++) items[i] = wq.items[(wq.head + i) % wq.cap];
+        wq.tail -= wq.head;
+        wq.head = 0;
+        free(wq.items);
+        wq.items = items;
+        wq.cap = cap;
+    }
+    wq.items[wq.tail++ % wq.cap] = p;
+    int spawn = wq.idle == 0 && wq.threads < MAX_WORKERS;
+    if (spawn) wq.threads++;
+    pthread_cond_signal(&wq.cv);
+    pthread_mutex_unlock(&wq.lock);
+    if (spawn) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker_main, NULL) == 0) pthread_detach(t);
+    }
+    return 0;
+}
+
+/* ---- the dispatch loop ----------------------------------------------- */
+
+static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct frame_header h;
+    int rc = idle_timeout_ms > 0 ? io_read_full_timeout(s->fd, hdr, sizeof hdr, idle_timeout_ms)
+                                 : io_read_full(s->fd, hdr, sizeof hdr);
+    if (rc != 0) {
+        if (errno == ETIMEDOUT) LOG_WARN("client idle for %d s: closing the session", idle_timeout_ms / 1000);
+        return NULL;
+    }
+    frame_header_decode(hdr, &h);
+    if (h.length > SCUDA_MAX_FRAME) {
+        LOG_WARN("client sent a %u-byte frame (limit %u): closing the session", h.length, SCUDA_MAX_FRAME);
+        return NULL;
+    }
+    struct pending_call *p = calloc(1, sizeof *p);
+    void *payload = malloc(h.length ? h.length : 1);
+    if (!p || !payload || io_read_full(s->fd, payload, h.length) != 0) {
+        free(p);
+        free(payload);
+        return NULL;
+    }
+    p->payload = payload;
+    p->ctx = h.ctx;
+    p->call.s = s;
+    p->call.op = h.op;
+    p->call.seq = h.seq;
+    p->call.async = (h.flags & FRAME_ASYNC) != 0;
+    wr_init(&p->call.in, payload, h.length);
+    wb_init(&p->call.out);
+    return p;
+}
+
+static void dispatch_loop(struct session *s)
+{
+    int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
+    struct pending_call *p;
+    while ((p = read_call(s, idle_ms)) != NULL) {
+        int blocking = p->call.op < op_table_len && op_table[p->call.op].blocking && !p->call.async;
+        if (blocking && enqueue_blocking(s, p) == 0) continue;
+        run_call(s, p);
+    }
+}
+
+void session_main(int fd, const struct server_options *opt, int log_fd)
+{
+    static struct session s;
+    s.fd = fd;
+    s.opt = opt;
+    s.log_fd = log_fd;
+    pthread_mutex_init(&s.write_lock, NULL);
+    pthread_mutex_init(&s.error_lock, NULL);
+    scuda_log_set_role("session");
+    scuda_log_set_fd(log_fd);
+    tcp_tune(fd, 10);
+
+    char err[512] = "";
+    if (load_driver(opt->driver_path, err, sizeof err) != 0) {
+        LOG_ERROR("cannot load the CUDA driver (%s); install it or pass --driver PATH", err);
+        send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver", NULL);
+        _exit(1);
+    }
+    if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
+    static struct session_info si;
+    CUresult r = gather_info(&si);
+    if (r != CUDA_SUCCESS) {
+        LOG_ERROR("cuInit on the server failed with %d", r);
+        char msg[128];
+        snprintf(msg, sizeof msg, "cuInit failed on the server with CUresult %d", r);
+        send_welcome(fd, WELCOME_NO_DEVICE, msg, NULL);
+        _exit(1);
+    }
+    send_welcome(fd, WELCOME_OK, "", &si);
+    LOG_INFO("session started: %u device(s)", si.device_count);
+    dispatch_loop(&s);
+    /* The client is gone: exiting frees every allocation, context and
+     * module it held, in the driver (DESIGN §2). */
+    LOG_INFO("client disconnected; session ends");
+    _exit(0);
+}

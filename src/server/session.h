@@ -1,0 +1,30 @@
+/* session.h - one client's session: a process of its own (DESIGN §2). */
+#ifndef SCUDA_SERVER_SESSION_H
+#define SCUDA_SERVER_SESSION_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "server.h"
+
+struct session {
+    int fd;
+    const struct server_options *opt;
+    pthread_mutex_t write_lock;      /* one frame at a time on the socket */
+    pthread_mutex_t error_lock;
+    CUresult deferred_error;         /* first failure of an async call, not yet reported */
+    int log_fd;                      /* the server's stderr; fd 1 and 2 carry device printf */
+};
+
+/* Runs the session on an accepted, authenticated connection, in the forked
+ * child. Never returns: the process exits when the client goes away. */
+void session_main(int fd, const struct server_options *opt, int log_fd) __attribute__((noreturn));
+
+/* Make the client's context `ctx_id` current on the calling thread. */
+CUresult session_bind_ctx(struct session *s, uint32_t ctx_id);
+
+/* Remember the first failure of an async call for the next sync reply. */
+void session_defer_error(struct session *s, CUresult r, uint16_t op);
+
+#endif

@@ -1,0 +1,253 @@
+/* srv_memory.c - copies between the client's memory and the GPU.
+ *
+ * Host memory on the client is never addressable here: host-to-device
+ * bytes arrive in the request, device-to-host bytes leave in the reply, and
+ * the session copies through its own buffers. 2D/3D copies with a host
+ * side travel packed (rows back to back) and are unpacked here by giving
+ * the driver the packed buffer with pitch = row width. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "session.h"
+
+enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
+
+static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
+{
+    void *h;
+    CUresult r = handle_get(c->s, id, HK_STREAM, &h);
+    *out = (CUstream)h;
+    return r;
+}
+
+/* Request: u64 dst, u64 stream, u8 mode, u64 n, then n raw bytes. */
+CUresult srv_scuda_memcpy_htod(srv_call *c)
+{
+    uint64_t dst = wr_u64(&c->in), sid = wr_u64(&c->in);
+    uint8_t mode = wr_u8(&c->in);
+    uint64_t n = wr_u64(&c->in);
+    const void *src = wr_view(&c->in, (size_t)n);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = stream_of(c, sid, &st);
+    if (r != CUDA_SUCCESS) return r;
+    /* From pageable memory the driver has consumed the source when the
+     * async call returns, so the request buffer may be freed after it. */
+    return mode == COPY_ASYNC ? real.cuMemcpyHtoDAsync_v2(dst, src, n, st) : real.cuMemcpyHtoD_v2(dst, src, n);
+}
+
+/* Request: u64 src, u64 n, u64 stream, u8 mode. Reply: bulk n bytes. */
+CUresult srv_scuda_memcpy_dtoh(srv_call *c)
+{
+    uint64_t src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
+    uint8_t mode = wr_u8(&c->in);
+    if (!wr_ok_end(&c->in) || n > (1ull << 34)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = stream_of(c, sid, &st);
+    if (r != CUDA_SUCCESS) return r;
+    void *buf = malloc(n ? n : 1);
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (mode == COPY_ASYNC) {
+        r = real.cuMemcpyDtoHAsync_v2(buf, src, n, st);
+        if (r == CUDA_SUCCESS) r = real.cuStreamSynchronize(st);
+    } else {
+        r = real.cuMemcpyDtoH_v2(buf, src, n);
+    }
+    c->bulk = buf;
+    c->bulk_len = n;
+    c->bulk_free = buf;
+    return r;
+}
+
+/* Request: u64 dst, u64 src, u64 n, u64 stream, u8 mode. */
+CUresult srv_scuda_memcpy_dtod(srv_call *c)
+{
+    uint64_t dst = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
+    uint8_t mode = wr_u8(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = stream_of(c, sid, &st);
+    if (r != CUDA_SUCCESS) return r;
+    return mode == COPY_ASYNC ? real.cuMemcpyDtoDAsync_v2(dst, src, n, st) : real.cuMemcpyDtoD_v2(dst, src, n);
+}
+
+/* Request: u64 dst, u64 dst ctx, u64 src, u64 src ctx, u64 n, u64 stream, u8 mode. */
+CUresult srv_scuda_memcpy_peer(srv_call *c)
+{
+    uint64_t dst = wr_u64(&c->in), dctx_id = wr_u64(&c->in);
+    uint64_t src = wr_u64(&c->in), sctx_id = wr_u64(&c->in);
+    uint64_t n = wr_u64(&c->in), sid = wr_u64(&c->in);
+    uint8_t mode = wr_u8(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *dctx, *sctx;
+    CUstream st;
+    CUresult r;
+    if ((r = handle_get(c->s, dctx_id, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get(c->s, sctx_id, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
+    if ((r = stream_of(c, sid, &st)) != CUDA_SUCCESS) return r;
+    return mode == COPY_ASYNC ? real.cuMemcpyPeerAsync(dst, (CUcontext)dctx, src, (CUcontext)sctx, n, st)
+                              : real.cuMemcpyPeer(dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
+}
+
+/* Request: u32 count, count x u64 pointers. Reply: count x u32 memory
+ * type (0 when the driver does not know the pointer: client host memory). */
+CUresult srv_scuda_pointer_kind(srv_call *c)
+{
+    uint32_t n = wr_u32(&c->in);
+    if (n > 64) return CUDA_ERROR_INVALID_VALUE;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t p = wr_u64(&c->in);
+        unsigned type = 0;
+        if (real.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) type = 0;
+        wb_put_u32(&c->out, type);
+    }
+    return wr_ok_end(&c->in) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- 2D and 3D ---------------------------------------------------------- */
+
+/* One side of a 2D/3D copy, as it travels. */
+struct side {
+    uint32_t type; /* CU_MEMORYTYPE_HOST (packed), DEVICE or ARRAY */
+    uint64_t x, y, z, lod, ptr, array_id, pitch, height;
+};
+
+static void read_side(wire_reader *in, struct side *sd)
+{
+    sd->type = wr_u32(in);
+    sd->x = wr_u64(in);
+    sd->y = wr_u64(in);
+    sd->z = wr_u64(in);
+    sd->lod = wr_u64(in);
+    sd->ptr = wr_u64(in);
+    sd->array_id = wr_u64(in);
+    sd->pitch = wr_u64(in);
+    sd->height = wr_u64(in);
+}
+
+/* Fill one side of the driver's descriptor. `host` is the packed buffer
+ * for a host side, whose rows start at x=y=z=0 with pitch = width. */
+static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64_t width, uint64_t height,
+                          CUmemorytype *type, size_t *x, size_t *y, size_t *z, size_t *lod, void **hptr,
+                          CUdeviceptr *dptr, CUarray *arr, size_t *pitch, size_t *h)
+{
+    *type = (CUmemorytype)sd->type;
+    *x = sd->x; *y = sd->y; *z = sd->z; *lod = sd->lod;
+    *pitch = sd->pitch; *h = sd->height;
+    switch (sd->type) {
+    case CU_MEMORYTYPE_HOST:
+        *hptr = host;
+        *x = *y = *z = 0;
+        *pitch = width;
+        *h = height;
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+        *dptr = sd->ptr;
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_ARRAY: {
+        void *a;
+        CUresult r = handle_get(c->s, sd->array_id, HK_ARRAY, &a);
+        *arr = (CUarray)a;
+        return r;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Request: u8 dims (2 or 3), u8 mode, u64 stream, src side, dst side,
+ * u64 width in bytes, u64 height, u64 depth, u64 n, n packed host bytes
+ * (when src is host). Reply: bulk packed bytes (when dst is host). */
+CUresult srv_scuda_memcpy_3d(srv_call *c)
+{
+    uint8_t dims = wr_u8(&c->in), mode = wr_u8(&c->in);
+    uint64_t sid = wr_u64(&c->in);
+    struct side src, dst;
+    read_side(&c->in, &src);
+    read_side(&c->in, &dst);
+    uint64_t width = wr_u64(&c->in), height = wr_u64(&c->in), depth = wr_u64(&c->in);
+    uint64_t n = wr_u64(&c->in);
+    const void *in_bytes = wr_view(&c->in, (size_t)n);
+    if (!wr_ok_end(&c->in) || (dims != 2 && dims != 3)) return CUDA_ERROR_INVALID_VALUE;
+    if (width > (1ull << 32) || height > (1ull << 24) || depth > (1ull << 24)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t packed = width * height * (dims == 3 ? depth : 1);
+    if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
+    if (dst.type == CU_MEMORYTYPE_HOST && packed > (1ull << 34)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = stream_of(c, sid, &st);
+    if (r != CUDA_SUCCESS) return r;
+
+    void *src_host = (void *)in_bytes;
+    void *dst_host = NULL;
+    if (dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1))) return CUDA_ERROR_OUT_OF_MEMORY;
+
+    CUDA_MEMCPY3D d = {0};
+    r = fill_side(c, &src, src_host, width, height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY, &d.srcZ,
+                  &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
+    if (r == CUDA_SUCCESS)
+        r = fill_side(c, &dst, dst_host, width, height, &d.dstMemoryType, &d.dstXInBytes, &d.dstY, &d.dstZ,
+                      &d.dstLOD, &d.dstHost, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
+    d.WidthInBytes = width;
+    d.Height = height;
+    d.Depth = dims == 3 ? depth : 1;
+    if (r == CUDA_SUCCESS && dims == 2) {
+        CUDA_MEMCPY2D d2 = {
+            .srcXInBytes = d.srcXInBytes, .srcY = d.srcY, .srcMemoryType = d.srcMemoryType,
+            .srcHost = d.srcHost, .srcDevice = d.srcDevice, .srcArray = d.srcArray, .srcPitch = d.srcPitch,
+            .dstXInBytes = d.dstXInBytes, .dstY = d.dstY, .dstMemoryType = d.dstMemoryType,
+            .dstHost = d.dstHost, .dstDevice = d.dstDevice, .dstArray = d.dstArray, .dstPitch = d.dstPitch,
+            .WidthInBytes = d.WidthInBytes, .Height = d.Height,
+        };
+        r = mode == COPY_ASYNC ? real.cuMemcpy2DAsync_v2(&d2, st) : real.cuMemcpy2DUnaligned_v2(&d2);
+    } else if (r == CUDA_SUCCESS) {
+        r = mode == COPY_ASYNC ? real.cuMemcpy3DAsync_v2(&d, st) : real.cuMemcpy3D_v2(&d);
+    }
+    if (r == CUDA_SUCCESS && dst_host && mode == COPY_ASYNC) r = real.cuStreamSynchronize(st);
+    if (dst_host) {
+        c->bulk = dst_host;
+        c->bulk_len = packed;
+        c->bulk_free = dst_host;
+    }
+    return r;
+}
+
+CUresult srv_scuda_memcpy_2d(srv_call *c) { return srv_scuda_memcpy_3d(c); }
+
+/* ---- pointer attributes -------------------------------------------------- */
+
+/* The driver writes a different size for each attribute. Running the query
+ * into two buffers pre-filled differently shows which bytes it wrote, so
+ * exactly those travel back and the client never overruns its variable. */
+static size_t written_bytes(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    size_t last = 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == b[i]) last = i + 1;
+    return last;
+}
+
+/* Request: u32 attribute, u64 pointer. Reply: blob of the value. */
+CUresult srv_scuda_pointer_get_attributes(srv_call *c)
+{
+    uint32_t attr = wr_u32(&c->in);
+    uint64_t ptr = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    uint8_t a[64], b[64];
+    memset(a, 0x00, sizeof a);
+    memset(b, 0xff, sizeof b);
+    CUresult r = real.cuPointerGetAttribute(a, (CUpointer_attribute)attr, ptr);
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = real.cuPointerGetAttribute(b, (CUpointer_attribute)attr, ptr)) != CUDA_SUCCESS) return r;
+    size_t n = written_bytes(a, b, sizeof a);
+    if (attr == CU_POINTER_ATTRIBUTE_CONTEXT) {
+        void *ctx;
+        memcpy(&ctx, a, sizeof ctx);
+        uint64_t id = handle_find_id(c->s, HK_CONTEXT, ctx);
+        memcpy(a, &id, sizeof id);
+        n = sizeof id;
+    }
+    wb_put_blob(&c->out, a, n);
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,184 @@
+/* srv_module.c - modules, libraries, kernels and functions.
+ *
+ * A load replies with every function's name and parameter layout, so the
+ * client can answer cuModuleGetFunction and pack launch parameters without
+ * another round trip (DESIGN §3, Modules). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "session.h"
+
+#define MAX_PARAMS 4096
+
+static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *, size_t *), void *f)
+{
+    size_t mark = out->len;
+    wb_put_u32(out, 0);
+    uint32_t n = 0;
+    size_t off, size;
+    while (n < MAX_PARAMS && info(f, n, &off, &size) == CUDA_SUCCESS) {
+        wb_put_u32(out, (uint32_t)off);
+        wb_put_u32(out, (uint32_t)size);
+        n++;
+    }
+    if (!out->oom) memcpy(out->data + mark, &n, 4);
+}
+
+static CUresult func_param_info(void *f, size_t i, size_t *off, size_t *size)
+{
+    return real.cuFuncGetParamInfo((CUfunction)f, i, off, size);
+}
+
+static CUresult kernel_param_info(void *k, size_t i, size_t *off, size_t *size)
+{
+    return real.cuKernelGetParamInfo((CUkernel)k, i, off, size);
+}
+
+static CUresult describe_module(wire_buf *out, CUmodule mod)
+{
+    unsigned count = 0;
+    CUresult r = real.cuModuleGetFunctionCount(&count, mod);
+    if (r != CUDA_SUCCESS) return r;
+    CUfunction *fs = calloc(count ? count : 1, sizeof *fs);
+    if (!fs) return CUDA_ERROR_OUT_OF_MEMORY;
+    r = real.cuModuleEnumerateFunctions(fs, count, mod);
+    wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
+        const char *name = "";
+        real.cuFuncGetName(&name, fs[i]);
+        wb_put_str(out, name);
+        put_params(out, func_param_info, fs[i]);
+    }
+    free(fs);
+    return r;
+}
+
+static CUresult describe_library(wire_buf *out, CUlibrary lib)
+{
+    unsigned count = 0;
+    CUresult r = real.cuLibraryGetKernelCount(&count, lib);
+    if (r != CUDA_SUCCESS) return r;
+    CUkernel *ks = calloc(count ? count : 1, sizeof *ks);
+    if (!ks) return CUDA_ERROR_OUT_OF_MEMORY;
+    r = real.cuLibraryEnumerateKernels(ks, count, lib);
+    wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
+        const char *name = "";
+        real.cuKernelGetName(&name, ks[i]);
+        wb_put_str(out, name);
+        put_params(out, kernel_param_info, ks[i]);
+    }
+    free(ks);
+    return r;
+}
+
+/* Request: u64 id, u8 is_library, blob image. The image is copied to an
+ * aligned buffer: an ELF inside a frame need not be 8-byte aligned. */
+CUresult srv_scuda_module_load(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    uint8_t is_library = wr_u8(&c->in);
+    size_t len;
+    const void *image = wr_blob(&c->in, &len);
+    if (!wr_ok_end(&c->in) || !image) return CUDA_ERROR_INVALID_VALUE;
+    void *copy = malloc(len + 1);
+    if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, image, len);
+    ((char *)copy)[len] = '\0'; /* PTX must be NUL-terminated */
+    CUresult r;
+    if (is_library) {
+        CUlibrary lib = NULL;
+        r = real.cuLibraryLoadData(&lib, copy, NULL, NULL, 0, NULL, NULL, 0);
+        if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
+            r = handle_put(c->s, id, HK_LIBRARY, lib);
+        if (r != CUDA_SUCCESS && lib) real.cuLibraryUnload(lib);
+    } else {
+        CUmodule mod = NULL;
+        r = real.cuModuleLoadData(&mod, copy);
+        if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
+            r = handle_put(c->s, id, HK_MODULE, mod);
+        if (r != CUDA_SUCCESS && mod) real.cuModuleUnload(mod);
+    }
+    free(copy);
+    return r;
+}
+
+CUresult srv_scuda_library_load(srv_call *c) { return srv_scuda_module_load(c); }
+
+/* Request: u64 module id, u64 new function id, str name. */
+CUresult srv_scuda_module_get_function(srv_call *c)
+{
+    uint64_t mod_id = wr_u64(&c->in), fid = wr_u64(&c->in);
+    const char *name = wr_str(&c->in);
+    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    void *mod;
+    CUresult r = handle_get(c->s, mod_id, HK_MODULE, &mod);
+    if (r != CUDA_SUCCESS) return r;
+    CUfunction f;
+    if ((r = real.cuModuleGetFunction(&f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
+    return handle_put(c->s, fid, HK_FUNCTION, f);
+}
+
+/* Request: u64 library id, u64 new kernel id, str name. */
+CUresult srv_scuda_library_get_kernel(srv_call *c)
+{
+    uint64_t lib_id = wr_u64(&c->in), kid = wr_u64(&c->in);
+    const char *name = wr_str(&c->in);
+    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    void *lib;
+    CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
+    if (r != CUDA_SUCCESS) return r;
+    CUkernel k;
+    if ((r = real.cuLibraryGetKernel(&k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
+    return handle_put(c->s, kid, HK_KERNEL, k);
+}
+
+/* Request: u64 kernel id, u64 new function id. */
+CUresult srv_scuda_kernel_get_function(srv_call *c)
+{
+    uint64_t kid = wr_u64(&c->in), fid = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *k;
+    CUresult r = handle_get(c->s, kid, HK_KERNEL, &k);
+    if (r != CUDA_SUCCESS) return r;
+    CUfunction f;
+    if ((r = real.cuKernelGetFunction(&f, (CUkernel)k)) != CUDA_SUCCESS) return r;
+    return handle_put(c->s, fid, HK_FUNCTION, f);
+}
+
+/* Request: u64 module-or-library id, u8 is_library, str name.
+ * Reply: u64 device pointer, u64 size. */
+CUresult srv_scuda_module_get_global(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    uint8_t is_library = wr_u8(&c->in);
+    const char *name = wr_str(&c->in);
+    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
+    if (r != CUDA_SUCCESS) return r;
+    CUdeviceptr p = 0;
+    size_t size = 0;
+    r = is_library ? real.cuLibraryGetGlobal(&p, &size, (CUlibrary)h, name)
+                   : real.cuModuleGetGlobal_v2(&p, &size, (CUmodule)h, name);
+    if (r != CUDA_SUCCESS) return r;
+    wb_put_u64(&c->out, p);
+    wb_put_u64(&c->out, size);
+    return CUDA_SUCCESS;
+}
+
+/* Request: u64 id, u8 is_library. */
+CUresult srv_scuda_module_unload(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    uint8_t is_library = wr_u8(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
+    if (r != CUDA_SUCCESS) return r;
+    r = is_library ? real.cuLibraryUnload((CUlibrary)h) : real.cuModuleUnload((CUmodule)h);
+    if (r == CUDA_SUCCESS) handle_drop(c->s, id);
+    return r;
+}

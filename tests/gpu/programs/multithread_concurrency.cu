@@ -1,0 +1,100 @@
+// Four host threads, one stream each. Thread 0 launches a ~1 s spin kernel and
+// blocks in cudaStreamSynchronize. Thread 1 meanwhile completes 1000 small
+// H2D+D2H round trips on its own non-blocking stream, and must finish BEFORE
+// the spin kernel does: a blocked thread must not stall the others (a shim
+// that serializes calls fails here). Threads 2 and 3 run small kernels.
+// BUILD: -lpthread
+#include <pthread.h>
+#include "common.h"
+
+#define SPIN_NS 1000000000ull
+
+static pthread_barrier_t started;  // all threads start work after the spin is launched
+static double t_launch, t_spin_done, t_copies_done;
+static int copies_ok, workers_ok[4];
+
+__global__ void inc(int *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+
+static void *spinner(void *arg) {
+  (void)arg;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  t_launch = now_s();
+  spin_kernel<<<1, 1, 0, s>>>(SPIN_NS, NULL);
+  CK(cudaGetLastError());
+  pthread_barrier_wait(&started);
+  CK(cudaStreamSynchronize(s));  // blocks ~1 s
+  t_spin_done = now_s();
+  CK(cudaStreamDestroy(s));
+  return NULL;
+}
+
+static void *copier(void *arg) {
+  (void)arg;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int *d, *hin, *hout;
+  CK(cudaMalloc(&d, 256));
+  CK(cudaMallocHost(&hin, 256));
+  CK(cudaMallocHost(&hout, 256));
+  pthread_barrier_wait(&started);
+  int bad = 0;
+  for (int i = 0; i < 1000; i++) {
+    for (int k = 0; k < 64; k++) hin[k] = i * 64 + k;
+    CK(cudaMemcpyAsync(d, hin, 256, cudaMemcpyHostToDevice, s));
+    CK(cudaMemcpyAsync(hout, d, 256, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    bad += memcmp(hin, hout, 256) != 0;
+  }
+  t_copies_done = now_s();
+  copies_ok = bad == 0;
+  CK(cudaFree(d)); CK(cudaFreeHost(hin)); CK(cudaFreeHost(hout));
+  CK(cudaStreamDestroy(s));
+  return NULL;
+}
+
+static void *worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int n = 4096;
+  int *d, h[n];
+  CK(cudaMalloc(&d, sizeof h));
+  CK(cudaMemsetAsync(d, 0, sizeof h, s));
+  pthread_barrier_wait(&started);
+  for (int k = 0; k < 50; k++) inc<<<n / 256, 256, 0, s>>>(d, n);
+  CK(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s));
+  CK(cudaStreamSynchronize(s));
+  int bad = 0;
+  for (int i = 0; i < n; i++) bad += h[i] != 50;
+  workers_ok[id] = bad == 0;
+  CK(cudaFree(d));
+  CK(cudaStreamDestroy(s));
+  return NULL;
+}
+
+int main(void) {
+  test_init();
+  CK(cudaFree(0));  // create the context before the threads race for it
+  pthread_barrier_init(&started, NULL, 4);
+  pthread_t th[4];
+  pthread_create(&th[0], NULL, spinner, NULL);
+  pthread_create(&th[1], NULL, copier, NULL);
+  pthread_create(&th[2], NULL, worker, (void *)2);
+  pthread_create(&th[3], NULL, worker, (void *)3);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  printf("# spin kernel: %.3f s after launch; copies done %.3f s after launch\n", t_spin_done - t_launch,
+         t_copies_done - t_launch);
+  printf("spin kernel lasted >= 0.9 s: %s\n", t_spin_done - t_launch >= 0.9 ? "yes" : "no");
+  printf("1000 round trips correct: %s\n", copies_ok ? "yes" : "no");
+  printf("workers correct: %s\n", workers_ok[2] && workers_ok[3] ? "yes" : "no");
+  int conc = t_copies_done < t_spin_done;
+  printf("%s\n", conc ? "concurrency ok" : "concurrency FAILED: copies waited for the blocked thread");
+  EXPECT(t_spin_done - t_launch >= 0.9, "spin too short");
+  EXPECT(copies_ok && workers_ok[2] && workers_ok[3], "wrong data");
+  EXPECT(conc, "no concurrency");
+  return test_finish();
+}

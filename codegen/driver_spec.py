@@ -71,6 +71,9 @@ cuDeviceGetProperties         local
 cuDeviceGetLuid               sync    luid=out[8]
 cuDeviceGetHostAtomicCapabilities  sync  capabilities=out[count] operations=in[count]
 cuDeviceGetP2PAtomicCapabilities   sync  capabilities=out[count] operations=in[count]
+cuDeviceGetTexture1DLinearMaxWidth  sync  maxWidthInElements=out
+cuDeviceGetGraphMemAttribute  sync    value=out[8]           # every attribute is a cuuint64_t
+cuDeviceSetGraphMemAttribute  sync    value=in[8]
 cuDeviceGetDefaultMemPool     unsupported            # returns an existing handle: needs a reverse map
 cuDeviceGetMemPool            unsupported            # same
 
@@ -246,7 +249,7 @@ cuParamSetv                   unsupported
 cuParamSetTexRef              unsupported
 
 # ---- occupancy --------------------------------------------------------------
-cuOccupancyAvailableDynamicSMemPerBlock               memo
+cuOccupancyAvailableDynamicSMemPerBlock               memo  dynamicSmemSize=out
 cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
 cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
 cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
@@ -273,6 +276,7 @@ cuStreamGetCaptureInfo        sync    graph_out=null dependencies_out=null edgeD
 cuStreamBeginCapture          sync
 cuStreamEndCapture            sync    out_handle=phGraph
 cuStreamCopyAttributes        sync
+cuStreamBeginCaptureToGraph   sync    dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamWaitValue32           async
 cuStreamWaitValue64           async
 cuStreamWriteValue32          async
@@ -313,7 +317,7 @@ cuGraphDestroyNode            sync    drops=hNode
 cuArrayCreate                 sync    out_handle=pHandle
 cuArray3DCreate               sync    out_handle=pHandle
 cuArrayDestroy                sync    drops=hArray
-cuMipmappedArrayCreate        sync    out_handle=pHandle
+cuMipmappedArrayCreate        sync    out_handle=pHandle pMipmappedArrayDesc=in
 cuMipmappedArrayDestroy       sync    drops=hMipmappedArray
 
 # ---- tensor maps (TMA descriptors; globalAddress is a device address) ------
@@ -334,6 +338,10 @@ cuGraphDebugDotPrint          unsupported            # writes a file on the serv
 cuLogsDumpToFile              unsupported
 cuDeviceGetNvSciSyncAttributes  unsupported
 cuFlushGPUDirectRDMAWrites    sync
+
+# ---- legacy texture references ------------------------------------------------
+cuTexRefGetBorderColor        sync    pBorderColor=out[4]
+cuTexRefSetBorderColor        sync    pBorderColor=in[4]
 """
 
 # Protocol-internal ops of the hand-written code, with their flags. Every one

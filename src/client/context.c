@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "export_tables.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -23,6 +24,7 @@
 
 struct client_ctx {
     uint64_t id;
+    unsigned long long uid; /* cuCtxGetId: unique per process, 1 for the first */
     CUdevice dev;
     unsigned flags;
     int primary;
@@ -30,6 +32,7 @@ struct client_ctx {
 };
 
 static struct client_ctx contexts[MAX_CONTEXTS];
+static unsigned long long next_ctx_uid = 1;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct primary_state {
@@ -76,6 +79,7 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
         if (!contexts[i].live) {
             c = &contexts[i];
             c->id = handle_new_id();
+            c->uid = next_ctx_uid++;
             c->dev = dev;
             c->flags = flags;
             c->primary = primary;
@@ -193,6 +197,18 @@ EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
     return CUDA_SUCCESS;
 }
 
+/* cuBLAS asks for this (through an export table) about 30 times a
+ * training step: answered here. */
+EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    SHIM_ENTER(cuCtxGetId, (ctx, ctxId));
+    if (!ctxId) return CUDA_ERROR_INVALID_VALUE;
+    struct client_ctx *c = ctx ? lookup(ctx) : current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *ctxId = c->uid;
+    return CUDA_SUCCESS;
+}
+
 /* ---- synchronize ------------------------------------------------------ */
 
 static CUresult ctx_sync(CUcontext ctx)
@@ -265,6 +281,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = simple_call(OP_scuda_ctx_destroy, c->id, 0);
     if (r == CUDA_SUCCESS) {
+        scuda_export_tables_context_destroyed(ctx);
         unbind_everywhere_in_thread(c);
         ctx_free(c);
     }
@@ -309,7 +326,9 @@ static CUresult primary_release(CUdevice dev)
     if (!none) p->refcount--;
     pthread_mutex_unlock(&ctx_lock);
     if (none) return CUDA_ERROR_INVALID_CONTEXT;
-    return last ? simple_call(OP_scuda_primary_ctx_release, (uint64_t)dev, 0) : CUDA_SUCCESS;
+    if (!last) return CUDA_SUCCESS;
+    scuda_export_tables_context_destroyed((CUcontext)handle_from_id(p->ctx->id));
+    return simple_call(OP_scuda_primary_ctx_release, (uint64_t)dev, 0);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxRelease_v2, (dev)); return primary_release(dev); }
@@ -339,6 +358,7 @@ EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { S
 static CUresult primary_reset(CUdevice dev)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (primaries[dev].ctx) scuda_export_tables_context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
     if (r == CUDA_SUCCESS) {
         pthread_mutex_lock(&ctx_lock);
@@ -351,6 +371,21 @@ static CUresult primary_reset(CUdevice dev)
 
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxReset_v2, (dev)); return primary_reset(dev); }
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxReset, (dev)); return primary_reset(dev); }
+
+/* For cudart's interface table: the primary context without a reference.
+ * It exists (as an id) from the first retain on; before that, create it. */
+CUresult scuda_primary_ctx_lookup(CUdevice dev, CUcontext *pctx)
+{
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    struct primary_state *p = &primaries[dev];
+    if (p->refcount == 0) {
+        CUresult r = cuDevicePrimaryCtxRetain(pctx, dev);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    *pctx = (CUcontext)handle_from_id(p->ctx->id);
+    return CUDA_SUCCESS;
+}
 
 /* Legacy attach/detach (CUDA 2.x): not forwarded. */
 EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)

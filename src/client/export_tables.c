@@ -102,7 +102,8 @@ static CUresult cudart_get_primary_ctx(CUcontext *pctx, CUdevice dev)
     if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = scuda_primary_ctx_lookup != NULL ? scuda_primary_ctx_lookup(dev, pctx)
                                                    : cuDevicePrimaryCtxRetain(pctx, dev);
-    LOG_DEBUG("cudart_iface[2]: primary context of device %d: %p, rc %d", (int)dev, (void *)*pctx, (int)rc);
+    LOG_DEBUG("cudart_iface[2]: primary context of device %d: %p, rc %d", (int)dev,
+              rc == CUDA_SUCCESS ? (void *)*pctx : NULL, (int)rc);
     return rc;
 }
 
@@ -132,9 +133,38 @@ static void *tools_hooks_buffer6(void **ptr, size_t *size)
 }
 
 /* ---------------------------------------------------------------------------
- * Context checks (263e8860...). Slot 2 asks whether a context is a wrapper
- * around another one (a green context, say) and for the inner one; ours never
- * are. Slot 3 asks whether some driver-wide mode is on; it never is here. */
+ * Tools TLS (42d85a81...), slot 2: the calling thread's current context.
+ * The cudart inside cuBLAS, cuDNN and JAX's libraries asks before most of its
+ * calls, then asks tools context slot 4 for that context's number. Traces on
+ * driver 580 show only the first argument used, an out-pointer. */
+
+static CUresult tools_tls_current_ctx(CUcontext *pctx)
+{
+    if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+    return cuCtxGetCurrent(pctx);
+}
+
+/* ---------------------------------------------------------------------------
+ * Tools context (21318c60...), slot 4: a context's number, a 64-bit value
+ * unique in the process (1 for the first context). That is what the public
+ * cuCtxGetId() returns. */
+
+static CUresult tools_ctx_number(CUcontext ctx, uint64_t *number)
+{
+    if (number == NULL) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long id = 0;
+    CUresult rc = cuCtxGetId(ctx, &id);
+    if (rc == CUDA_SUCCESS) *number = id;
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Context checks (263e8860...). Slot 2 takes a context and two out-pointers;
+ * driver 580 sets the 32-bit flag to 0 and leaves the second alone, for
+ * every context we tried. Public reverse engineering reads it as "is this a
+ * wrapped context, and which one is inside"; ours never are. Slot 3 takes
+ * nothing and returns 0 on driver 580; what a nonzero answer would mean is
+ * not known. */
 
 static CUresult ctx_checks_is_wrapped(CUcontext ctx, uint32_t *is_wrapped, CUcontext *inner)
 {
@@ -512,6 +542,7 @@ static const void *const tools_hooks_table[7] = {
 static const void *const tools_tls_table[3] = {
     REF(tools_tls, 0), REF(tools_tls, 1), REF(tools_tls, 2),
     [0] = TABLE_SIZE(3),
+    [2] = (const void *)tools_tls_current_ctx,
 };
 
 /* No size word: cudart reads exactly four entries, the last of them NULL. */
@@ -536,16 +567,20 @@ static const void *const integrity_table[3] = {
     [1] = (const void *)integrity_check,
 };
 
-/* 93 entries on driver 580 (newer drivers have more); entry 91 is NULL. */
+/* 93 entries on driver 580 (newer drivers have more); entry 91 is NULL.
+ * Slot 4 is the context number, above. */
 static const void *const tools_ctx_table[93] = {
     REFS_ONES(tools_ctx), REFS_TENS(tools_ctx, 1), REFS_TENS(tools_ctx, 2),
     REFS_TENS(tools_ctx, 3), REFS_TENS(tools_ctx, 4), REFS_TENS(tools_ctx, 5),
     REFS_TENS(tools_ctx, 6), REFS_TENS(tools_ctx, 7), REFS_TENS(tools_ctx, 8),
     REF(tools_ctx, 90), NULL, REF(tools_ctx, 92),
     [0] = TABLE_SIZE(93),
+    [4] = (const void *)tools_ctx_number,
 };
 
-/* 99 entries; entry 93 is NULL. */
+/* 99 entries; entry 93 is NULL. Slot 7 is called by cuFFT: it walks a
+ * module's functions and calls back the caller for each. Not implemented:
+ * see docs/export-tables.md. */
 static const void *const tools_module_table[99] = {
     REFS_ONES(tools_module), REFS_TENS(tools_module, 1), REFS_TENS(tools_module, 2),
     REFS_TENS(tools_module, 3), REFS_TENS(tools_module, 4), REFS_TENS(tools_module, 5),
@@ -556,18 +591,26 @@ static const void *const tools_module_table[99] = {
     [0] = TABLE_SIZE(99),
 };
 
+/* Asked for and called by libnvidia-ml (NVML), not by cudart. SCUDA ships
+ * its own NVML, which never asks; the slots stay stubs. */
 static const void *const unknown_69a2_table[34] = {
     REFS_ONES(unknown_69a2), REFS_TENS(unknown_69a2, 1), REFS_TENS(unknown_69a2, 2),
     REF(unknown_69a2, 30), REF(unknown_69a2, 31), REF(unknown_69a2, 32), REF(unknown_69a2, 33),
     [0] = TABLE_SIZE(34),
 };
 
+/* 17 entries per the measured map; driver 580 refused it in our probes
+ * (after cuInit, with and without a current context), so its layout is
+ * taken on trust from the map. */
 static const void *const unknown_1734_table[17] = {
     REFS_ONES(unknown_1734), REF(unknown_1734, 10), REF(unknown_1734, 11), REF(unknown_1734, 12),
     REF(unknown_1734, 13), REF(unknown_1734, 14), REF(unknown_1734, 15), REF(unknown_1734, 16),
     [0] = TABLE_SIZE(17),
 };
 
+/* A compile service: CuPy's and JAX's calls pass PTX text, ELF images and
+ * "-arch=" options through it. Not implemented (it would have to run on the
+ * server); see docs/export-tables.md. */
 static const void *const unknown_da91_table[7] = {
     REF(unknown_da91, 0), REF(unknown_da91, 1), REF(unknown_da91, 2), REF(unknown_da91, 3),
     REF(unknown_da91, 4), REF(unknown_da91, 5), REF(unknown_da91, 6),

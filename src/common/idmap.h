@@ -25,7 +25,7 @@ struct idmap {
 
 #define IDMAP_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0}
 
-/* Returns 1 and fills *tag/*value when id is present. */
+/* Returns 1 and fills tag and value (either may be NULL) when id is present. */
 int idmap_get(struct idmap *m, uint64_t id, uint32_t *tag, void **value);
 /* Returns 0, -1 when id is reserved or already present, -2 on oom. */
 int idmap_put(struct idmap *m, uint64_t id, uint32_t tag, void *value);

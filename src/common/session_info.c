@@ -1,4 +1,5 @@
 /* session_info.c - see session_info.h. */
+#define _GNU_SOURCE
 #include "session_info.h"
 
 #include <string.h>

@@ -23,6 +23,7 @@
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
+#include "../common/wire.h"
 
 #define HANDSHAKE_TIMEOUT_MS 5000
 #define DEFAULT_MAX_SESSIONS 64

@@ -7,8 +7,9 @@
 #               (server on loopback, client in a mount namespace with the GPU
 #               hidden); compare stdout minus lines starting "# "; plus the
 #               special tests (exports, no server, SIGKILL cleanup, fault isolation).
-#   --native    run every program natively only; print the results table
-#               (plus the special tests that make sense without SCUDA).
+#   --native    run every program natively only, twice (the second run checks
+#               that stdout minus "# " lines is deterministic); print the results
+#               table (plus the special tests that make sense without SCUDA).
 #   --no-build  skip the cmake build of the product (programs are still built).
 #   --only RE   run only the tests whose name matches the bash regex RE.
 #   --timeout S per-test timeout in seconds (default 60).
@@ -74,7 +75,8 @@ no_comments() { grep -v '^# ' "$1" || true; }  # drop the non-deterministic line
 HIDE_SCRIPT='
 set -eu
 fail() { echo "hidden_run: $*" >&2; exit 97; }
-nodes=$(ls -d /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset /dev/nvidia[0-9]* 2>/dev/null | sort -u || true)
+nodes=$(ls -d /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset /dev/nvidia[0-9]* \
+  /dev/nvidia-caps/* 2>/dev/null | sort -u || true)
 for d in $nodes; do mount --bind /dev/null "$d" || fail "cannot bind /dev/null over $d"; done
 if [ -d /usr/local/nvidia/lib64 ]; then
   mount -t tmpfs -o size=1m,mode=755 scuda-hidden /usr/local/nvidia/lib64 || fail "cannot mount tmpfs on /usr/local/nvidia/lib64"
@@ -83,7 +85,8 @@ fi
 for d in $nodes; do
   [ "$(stat -L -c %t:%T "$d")" = "1:3" ] || fail "$d is still a GPU device"
 done
-# The real libcuda.so.1 (a symlink into the driver directory) must dangle now.
+# The real libcuda.so.1 (a symlink into the driver directory: /lib/libcuda.so.1
+# on the H200 image, /lib/x86_64-linux-gnu/libcuda.so.1 elsewhere) must dangle now.
 # Any other copy the loader cache knows (an unusual layout: a real file, a
 # compat directory) is covered with /dev/null, loudly.
 libs="/lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1
@@ -279,8 +282,20 @@ for t in "${TESTS[@]}"; do
   native_ok=0
   if [[ $NRC == 0 ]] && grep -qx PASS "$T.native.out"; then native_ok=1; fi
   if [[ $MODE == native ]]; then
+    # A second run checks the output contract: stdout minus "# " lines is deterministic.
+    if ((native_ok)); then
+      run_native "$T.native2" "$t"
+      echo "rc=$RC ms=$MS" >"$T.native2.rc"
+      diff <(no_comments "$T.native.out") <(no_comments "$T.native2.out") >"$T.diff" || true
+    fi
+    if ((!native_ok)); then
+      record "$t" FAIL "native $(describe_rc "$NRC")"
+    elif [[ $RC != 0 || -s $T.diff ]]; then
+      record "$t" FAIL "second native run differs (rc=$RC, $(grep -c '^[<>]' "$T.diff") lines)"
+    else
+      record "$t" PASS "${NMS} ms"
+    fi
     write_log "$t"
-    if ((native_ok)); then record "$t" PASS "${NMS} ms"; else record "$t" FAIL "native $(describe_rc "$NRC")"; fi
     continue
   fi
   run_scuda "$T.scuda" "$t"
@@ -311,8 +326,9 @@ special_hidden() {
   # What the namespace looks like, for the log.
   # shellcheck disable=SC2016
   hidden_run bash -c 'ls -la /usr/local/nvidia/lib64 /dev/nvidia* 2>&1
-    l=/lib/x86_64-linux-gnu/libcuda.so.1
-    echo "$l -> $(readlink "$l" || echo "(not a link)"): $([ -e "$l" ] && echo present || echo dangling/absent)"' \
+    for l in /lib/x86_64-linux-gnu/libcuda.so.1 $(ldconfig -p | awk "/libcuda\\.so\\.1 /{print \$NF}"); do
+      echo "$l -> $(readlink "$l" || echo "(not a link)"): $([ -e "$l" ] && echo present || echo dangling/absent)"
+    done' \
     >"$T.namespace" 2>&1 || true
   echo "probe rc=$rc1 rt_device_query rc=$rc2" >"$T.rc"
   write_log special_gpu_hidden
@@ -350,7 +366,7 @@ special_no_server() {
   [[ $rc != 0 && $rc != 97 ]] || why+="vector_add rc=$rc; "
   ((ms < NO_SERVER_LIMIT_S * 1000)) || why+="took ${ms} ms; "
   grep -qF "127.0.0.1:$closed" "$T.vadd.err" || why+="stderr does not name 127.0.0.1:$closed; "
-  grep -q '^cuInit = 100 ' "$T.probe.out" || why+="probe: $(head -n1 "$T.probe.out" 2>/dev/null || echo 'no output'); "
+  grep -q '^cuInit = 100 ' "$T.probe.out" || why+="probe printed '$(head -n1 "$T.probe.out" 2>/dev/null)'; "
   write_log special_no_server
   if [[ -z $why ]]; then record $name PASS "failed in ${ms} ms"; else record $name FAIL "$why"; fi
 }
@@ -375,7 +391,7 @@ special_sigkill() {
   if ! grep -q '^allocated' "$T.out"; then
     mapfile -t victims < <(tree_of "$pid")
     kill -KILL "${victims[@]}" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    { wait "$pid"; } 2>/dev/null || true
     write_log special_sigkill
     record $name FAIL "client never reported its allocation"
     return
@@ -401,7 +417,7 @@ special_sigkill() {
     if ((now - t0 > 10000)); then break; fi
     sleep 0.1
   done
-  wait "$pid" 2>/dev/null || true
+  { wait "$pid"; } 2>/dev/null || true  # (the braces also silence bash's "Killed")
   echo "baseline=${base}MiB during=${during}MiB after=${used}MiB sessions=[$new_sessions] killed=[${victims[*]}] cleanup_ms=$ms" >"$T.info"
   write_log special_sigkill
   if ((during < base + 1800)); then

@@ -76,6 +76,14 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    if (ctx == NULL) ctx = fake_current;
+    if (ctx == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    *id = (uintptr_t)ctx >> 12; /* any number unique per context */
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDriverGetVersion(int *v)
 {
     *v = FAKE_DRIVER_VERSION;
@@ -329,7 +337,7 @@ static void test_lookup(void)
 static void test_stubs(void)
 {
     static const struct { int table, slot; } unimplemented[] = {
-        {1, 1}, {1, 6}, {1, 8}, {3, 2}, {7, 4}, {7, 39}, {7, 51}, {8, 7},
+        {1, 1}, {1, 6}, {1, 8}, {3, 1}, {7, 3}, {7, 39}, {7, 51}, {8, 7},
         {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 1}, {11, 6}, {2, 1},
     };
     for (size_t i = 0; i < sizeof unimplemented / sizeof unimplemented[0]; i++) {
@@ -340,7 +348,7 @@ static void test_stubs(void)
         CHECK(fn() == CUDA_ERROR_NOT_SUPPORTED, "%s[%d] again (logged once)", known[ti].name, s);
     }
     void *const *t = table_of(known[7].uuid);
-    CHECK(t[4] != t[39] && t[39] != t[51], "each unimplemented slot has its own function");
+    CHECK(t[3] != t[39] && t[39] != t[51], "each unimplemented slot has its own function");
 }
 
 static void test_simple_slots(void)
@@ -369,6 +377,24 @@ static void test_simple_slots(void)
     buf_ret = (void *(*)(void **, size_t *))hooks[2];
     CHECK(buf_ret(&p6, &n6) == p2, "tools_hooks[2] also returns its buffer, as driver 580 does");
     CHECK(((uint64_t *)p2)[0] == 0 && ((uint64_t *)p6)[0] == 0, "tools_hooks buffers start zeroed");
+
+    void *const *tls = table_of("42d85a8123f6cb478298f6e78a3aecdc");
+    CUresult (*current)(CUcontext *) = (CUresult (*)(CUcontext *))tls[2];
+    fake_current = (CUcontext)(uintptr_t)0x7000;
+    ctx = NULL;
+    CHECK(current(&ctx) == CUDA_SUCCESS && ctx == fake_current, "tools_tls[2] gives the thread's current context");
+    CHECK(current(NULL) == CUDA_ERROR_INVALID_VALUE, "tools_tls[2] with NULL: CUDA_ERROR_INVALID_VALUE");
+
+    void *const *tctx = table_of("21318c60971432488ca641ff7324c8f2");
+    CUresult (*number)(CUcontext, uint64_t *) = (CUresult (*)(CUcontext, uint64_t *))tctx[4];
+    uint64_t id1 = 0, id2 = 0;
+    CHECK(number((CUcontext)(uintptr_t)0x7000, &id1) == CUDA_SUCCESS && id1 == 7 &&
+              number((CUcontext)(uintptr_t)0x9000, &id2) == CUDA_SUCCESS && id2 == 9,
+          "tools_ctx[4] gives each context's number (cuCtxGetId)");
+    CHECK(number(NULL, &id1) == CUDA_SUCCESS && id1 == 7, "tools_ctx[4] of NULL: the current context's number");
+    fake_current = NULL;
+    CHECK(number(NULL, &id1) == CUDA_ERROR_INVALID_CONTEXT, "tools_ctx[4] passes the driver's error through");
+    CHECK(number(ctx, NULL) == CUDA_ERROR_INVALID_VALUE, "tools_ctx[4] with NULL out: CUDA_ERROR_INVALID_VALUE");
 
     void *const *checks_t = table_of("263e88607cd2614392f6bbd5006dfa7e");
     uint32_t wrapped = 7;

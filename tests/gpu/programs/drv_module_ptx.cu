@@ -21,8 +21,11 @@ int main(void) {
   void *vals[] = {info, (void *)(uintptr_t)sizeof info, err, (void *)(uintptr_t)sizeof err, (void *)(uintptr_t)4,
                   (void *)(uintptr_t)1};
   CU(cuModuleLoadDataEx(&m3, ptx, 6, opts, vals));
-  // The verbose JIT log must come back into our buffer (content varies: '# ').
-  printf("jit info log non-empty: %d, error log empty: %d\n", info[0] != 0, err[0] == 0);
+  // The info log is empty when the driver's JIT cache already holds this PTX,
+  // so only the error log is deterministic.
+  printf("jit error log empty: %d\n", err[0] == 0);
+  printf("# jit info log non-empty: %d\n", info[0] != 0);
+  for (char *c = info; *c; c++) if (*c == '\n') *c = ' ';  // keep it on one "# " line
   printf("# jit info log: %.200s\n", info);
   exercise_module("ptx dataEx", m3);
 

@@ -3,15 +3,23 @@
 // H2D+D2H round trips on its own non-blocking stream, and must finish BEFORE
 // the spin kernel does: a blocked thread must not stall the others (a shim
 // that serializes calls fails here). Threads 2 and 3 run small kernels.
+//
+// Every allocation, free and stream creation happens in main, outside the
+// timed window: cudaMallocHost/cudaFree synchronize with the device natively
+// (seen on H200: a cudaMallocHost in thread 1 waited for the spin kernel).
 // BUILD: -lpthread
 #include <pthread.h>
 #include "common.h"
 
 #define SPIN_NS 1000000000ull
+#define N 4096
 
-static pthread_barrier_t started;  // all threads start work after the spin is launched
+static pthread_barrier_t started;  // threads 1-3 start once the spin kernel is launched
 static double t_launch, t_spin_done, t_copies_done;
 static int copies_ok, workers_ok[4];
+static cudaStream_t streams[4];
+static int *dcopy, *hin, *hout;   // thread 1
+static int *dwork[4], *hwork[4];  // threads 2, 3
 
 __global__ void inc(int *x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -20,65 +28,57 @@ __global__ void inc(int *x, int n) {
 
 static void *spinner(void *arg) {
   (void)arg;
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   t_launch = now_s();
-  spin_kernel<<<1, 1, 0, s>>>(SPIN_NS, NULL);
+  spin_kernel<<<1, 1, 0, streams[0]>>>(SPIN_NS, NULL);
   CK(cudaGetLastError());
   pthread_barrier_wait(&started);
-  CK(cudaStreamSynchronize(s));  // blocks ~1 s
+  CK(cudaStreamSynchronize(streams[0]));  // blocks ~1 s
   t_spin_done = now_s();
-  CK(cudaStreamDestroy(s));
   return NULL;
 }
 
 static void *copier(void *arg) {
   (void)arg;
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  int *d, *hin, *hout;
-  CK(cudaMalloc(&d, 256));
-  CK(cudaMallocHost(&hin, 256));
-  CK(cudaMallocHost(&hout, 256));
+  cudaStream_t s = streams[1];
   pthread_barrier_wait(&started);
   int bad = 0;
   for (int i = 0; i < 1000; i++) {
     for (int k = 0; k < 64; k++) hin[k] = i * 64 + k;
-    CK(cudaMemcpyAsync(d, hin, 256, cudaMemcpyHostToDevice, s));
-    CK(cudaMemcpyAsync(hout, d, 256, cudaMemcpyDeviceToHost, s));
+    CK(cudaMemcpyAsync(dcopy, hin, 256, cudaMemcpyHostToDevice, s));
+    CK(cudaMemcpyAsync(hout, dcopy, 256, cudaMemcpyDeviceToHost, s));
     CK(cudaStreamSynchronize(s));
     bad += memcmp(hin, hout, 256) != 0;
   }
   t_copies_done = now_s();
   copies_ok = bad == 0;
-  CK(cudaFree(d)); CK(cudaFreeHost(hin)); CK(cudaFreeHost(hout));
-  CK(cudaStreamDestroy(s));
   return NULL;
 }
 
 static void *worker(void *arg) {
   int id = (int)(intptr_t)arg;
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const int n = 4096;
-  int *d, h[n];
-  CK(cudaMalloc(&d, sizeof h));
-  CK(cudaMemsetAsync(d, 0, sizeof h, s));
+  cudaStream_t s = streams[id];
   pthread_barrier_wait(&started);
-  for (int k = 0; k < 50; k++) inc<<<n / 256, 256, 0, s>>>(d, n);
-  CK(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s));
+  CK(cudaMemsetAsync(dwork[id], 0, N * sizeof(int), s));
+  for (int k = 0; k < 50; k++) inc<<<N / 256, 256, 0, s>>>(dwork[id], N);
+  CK(cudaMemcpyAsync(hwork[id], dwork[id], N * sizeof(int), cudaMemcpyDeviceToHost, s));
   CK(cudaStreamSynchronize(s));
   int bad = 0;
-  for (int i = 0; i < n; i++) bad += h[i] != 50;
+  for (int i = 0; i < N; i++) bad += hwork[id][i] != 50;
   workers_ok[id] = bad == 0;
-  CK(cudaFree(d));
-  CK(cudaStreamDestroy(s));
   return NULL;
 }
 
 int main(void) {
   test_init();
-  CK(cudaFree(0));  // create the context before the threads race for it
+  for (int i = 0; i < 4; i++) CK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+  CK(cudaMalloc(&dcopy, 256));
+  CK(cudaMallocHost(&hin, 256));
+  CK(cudaMallocHost(&hout, 256));
+  for (int i = 2; i < 4; i++) {
+    CK(cudaMalloc(&dwork[i], N * sizeof(int)));
+    CK(cudaMallocHost(&hwork[i], N * sizeof(int)));
+  }
+  CK(cudaDeviceSynchronize());
   pthread_barrier_init(&started, NULL, 4);
   pthread_t th[4];
   pthread_create(&th[0], NULL, spinner, NULL);
@@ -96,5 +96,8 @@ int main(void) {
   EXPECT(t_spin_done - t_launch >= 0.9, "spin too short");
   EXPECT(copies_ok && workers_ok[2] && workers_ok[3], "wrong data");
   EXPECT(conc, "no concurrency");
+  for (int i = 0; i < 4; i++) CK(cudaStreamDestroy(streams[i]));
+  CK(cudaFree(dcopy)); CK(cudaFreeHost(hin)); CK(cudaFreeHost(hout));
+  for (int i = 2; i < 4; i++) { CK(cudaFree(dwork[i])); CK(cudaFreeHost(hwork[i])); }
   return test_finish();
 }

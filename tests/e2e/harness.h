@@ -1,0 +1,136 @@
+/* harness.h - end-to-end tests of the shim and `scuda server` over loopback.
+ *
+ * A test program is an ordinary CUDA driver API client linked against the
+ * shim (build/lib/libcuda.so.1). The harness starts `scuda server` on
+ * 127.0.0.1:0 with the CPU stand-in driver, in a process group of its own,
+ * and always kills that group when the test ends: on success, on a failed
+ * check, on the alarm that bounds every test, and (through
+ * PR_SET_PDEATHSIG) when the test itself is killed.
+ *
+ * Client code runs in the test process after h_server_start() (which sets
+ * SCUDA_SERVER), or in children made with h_spawn(), each with a time limit.
+ *
+ * The server's stderr (SCUDA_LOG=info) goes to a file in E2E_LOG_DIR; a
+ * failing test prints its tail. Sanitizer reports of the server and its
+ * sessions go to files next to it, and h_server_stop() fails the test when
+ * there are any, or when a session died from a signal. */
+#ifndef SCUDA_E2E_HARNESS_H
+#define SCUDA_E2E_HARNESS_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- checks ---------------------------------------------------------- */
+
+/* Print where and what, then exit(1) (the exit handler stops the server). */
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (!(cond)) h_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__);          \
+    } while (0)
+
+/* A driver call that must succeed. */
+#define CU(call)                                                                 \
+    do {                                                                         \
+        CUresult cu_r_ = (call);                                                 \
+        if (cu_r_ != CUDA_SUCCESS) h_fail_cu(__FILE__, __LINE__, #call, cu_r_);  \
+    } while (0)
+
+/* A driver call that must return `want`. */
+#define CU_EXPECT(want, call)                                                    \
+    do {                                                                         \
+        CUresult cu_r_ = (call), cu_w_ = (want);                                 \
+        if (cu_r_ != cu_w_) h_fail_expect(__FILE__, __LINE__, #call, cu_r_, cu_w_); \
+    } while (0)
+
+void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
+void h_fail_cu(const char *file, int line, const char *call, CUresult r) __attribute__((noreturn));
+void h_fail_expect(const char *file, int line, const char *call, CUresult got, CUresult want)
+    __attribute__((noreturn));
+const char *h_cu_name(CUresult r); /* "CUDA_ERROR_..." without a server round trip */
+
+/* Name the test (log file names) and bound it: after `seconds` the test
+ * fails, printing where it was stuck. */
+void h_begin(const char *name, unsigned seconds);
+/* Milliseconds on CLOCK_MONOTONIC. */
+uint64_t h_now_ms(void);
+void h_sleep_ms(unsigned ms);
+
+/* ---- the server ------------------------------------------------------ */
+
+struct h_server {
+    pid_t pid;          /* the server parent; also its process group */
+    int port;
+    char addr[64];      /* "127.0.0.1:PORT" */
+    char log_path[512]; /* its stderr */
+    char san_prefix[512];
+};
+
+struct h_server_opts {
+    const char *token;          /* SCUDA_TOKEN for the server (NULL: unset) */
+    const char *token_file;     /* --token-file (NULL: none) */
+    const char *extra_args[8];  /* more options, NULL-terminated */
+};
+
+/* Start `scuda server --listen 127.0.0.1:0 --driver STANDIN --port-fd N`,
+ * wait for its port (10 s at most) and set SCUDA_SERVER. `tag` names the
+ * log file (several servers per test need different tags). */
+void h_server_start(struct h_server *s, const char *tag, const struct h_server_opts *opt);
+/* Stop it: SIGTERM to the group, SIGKILL after 2 s. Then fail the test if
+ * the log says a session died from a signal, or a sanitizer wrote a report. */
+void h_server_stop(struct h_server *s);
+/* The server's log so far (malloc'd, NUL-terminated; never NULL). */
+char *h_server_log(const struct h_server *s);
+int h_server_log_count(const struct h_server *s, const char *needle);
+/* Session process ids in the order the log announced them ("session PID"). */
+int h_server_sessions(const struct h_server *s, pid_t *out, int max);
+/* Wait until the log has at least n "session PID" lines (timeout_ms). */
+int h_wait_sessions(const struct h_server *s, int n, int timeout_ms);
+/* 1 while pid is a live process (a zombie counts as gone). */
+int h_pid_alive(pid_t pid);
+void h_dump_log(const struct h_server *s, size_t tail_bytes);
+
+/* ---- child processes ------------------------------------------------- */
+
+/* Fork a child that runs fn(arg) under an alarm of `seconds` and exits with
+ * its return value (through exit(), so the shim's exit handlers run).
+ * out_fd / err_fd, when >= 0, become its stdout / stderr. */
+pid_t h_spawn(int (*fn)(void *), void *arg, unsigned seconds, int out_fd, int err_fd);
+/* Wait for pid at most timeout_ms. Returns its wait status, or -1 after
+ * killing it (SIGKILL) when the time ran out. */
+int h_wait(pid_t pid, int timeout_ms);
+/* Wait and require a clean exit with status 0. */
+void h_wait_ok(pid_t pid, int timeout_ms, const char *what);
+/* A temporary file for a child's output: returns an fd open for writing
+ * and fills path (in E2E_LOG_DIR). */
+int h_temp_file(const char *tag, char *path, size_t pathlen);
+char *h_read_file(const char *path, size_t *len); /* malloc'd, NUL-terminated */
+
+/* ---- CUDA helpers ---------------------------------------------------- */
+
+/* cuInit, device 0, its primary context made current. */
+CUcontext h_cuda_setup(void);
+/* The stand-in's kernels (tests/standin/kernels.ptx), loaded once. */
+CUmodule h_module(void);
+CUfunction h_func(const char *name);
+/* Fill n bytes with a pattern derived from seed. */
+void h_pattern(void *p, size_t n, uint32_t seed);
+/* Index of the first differing byte, or -1. */
+long h_diff(const void *a, const void *b, size_t n);
+
+/* ---- raw protocol (for bad-input tests) ------------------------------ */
+
+/* Connect and complete the handshake with `token` (NULL: zero proof).
+ * Returns the fd, or -1; *status gets the welcome status. */
+int h_raw_connect(const char *addr, const char *token, uint32_t *status);
+/* Send one frame (header + payload). Returns 0 or -1. */
+int h_raw_send(int fd, uint16_t op, uint16_t flags, uint32_t seq, uint32_t ctx, const void *payload,
+               uint32_t len);
+/* Read frames until the reply to `seq` (skipping output frames). Returns
+ * the CUresult, or -1 on EOF/timeout. The reply payload after the CUresult
+ * goes to out (malloc'd) when out != NULL. */
+long h_raw_call_reply(int fd, uint32_t seq, int timeout_ms, uint8_t **out, size_t *out_len);
+
+#endif

@@ -47,13 +47,13 @@ PFN_RE = re.compile(r"^PFN_(\w+?)_v(\d+)(?:_(ptds|ptsz))?$")
 
 
 def find_cuda_include():
-    for cand in (os.environ.get("CUDA_INCLUDE"),
+    for cand in (os.environ.get("CUDA_INCLUDE_DIR"), os.environ.get("CUDA_INCLUDE"),
                  os.environ.get("CUDA_HOME") and os.path.join(os.environ["CUDA_HOME"], "include"),
                  os.environ.get("CUDA_PATH") and os.path.join(os.environ["CUDA_PATH"], "include"),
                  "/usr/local/cuda/include"):
         if cand and os.path.exists(os.path.join(cand, "cuda.h")):
             return cand
-    raise SystemExit("cuda.h not found: set CUDA_INCLUDE or CUDA_HOME")
+    raise SystemExit("cuda.h not found: set CUDA_INCLUDE_DIR or CUDA_HOME")
 
 
 def preprocess(cuda_inc, headers, extra_inc=None):

@@ -63,7 +63,8 @@ cuDeviceGet                   local
 cuDeviceGetCount              local
 cuDeviceGetName               local
 cuDeviceGetAttribute          local
-cuDeviceTotalMem              local
+cuDeviceTotalMem              local   legacy         # both exports are hand-written
+cuDeviceGetByPCIBusId         local
 cuDeviceGetUuid               local
 cuDeviceGetPCIBusId           local
 cuDeviceComputeCapability     local
@@ -77,7 +78,9 @@ cuDeviceSetGraphMemAttribute  sync    value=in[8]
 cuDeviceGetDefaultMemPool     unsupported            # returns an existing handle: needs a reverse map
 cuDeviceGetMemPool            unsupported            # same
 
-# ---- contexts (all hand-written: the client tracks the current context) -----
+# ---- contexts ------------------------------------------------------------------
+# The client keeps the context stack; every request carries the caller's
+# current context (frame header), so per-context queries can be forwarded.
 cuCtxCreate                   manual  blocking
 cuCtxDestroy                  manual  blocking       invalidates_memo
 cuCtxAttach                   manual
@@ -87,31 +90,31 @@ cuCtxSetCurrent               manual
 cuCtxPushCurrent              manual
 cuCtxPopCurrent               manual
 cuCtxGetDevice                local
-cuCtxGetApiVersion            manual
-cuCtxGetCacheConfig           manual
-cuCtxSetCacheConfig           manual
-cuCtxGetSharedMemConfig       manual
-cuCtxSetSharedMemConfig       manual
 cuCtxGetFlags                 manual
-cuCtxSetFlags                 manual
-cuCtxGetId                    manual
-cuCtxGetLimit                 manual
-cuCtxSetLimit                 manual
-cuCtxGetStreamPriorityRange   manual
-cuCtxGetExecAffinity          manual
-cuCtxGetDevResource           manual
-cuCtxFromGreenCtx             manual
-cuCtxRecordEvent              manual
-cuCtxWaitEvent                manual
-cuCtxEnablePeerAccess         manual
-cuCtxDisablePeerAccess        manual
-cuCtxResetPersistingL2Cache   manual
 cuCtxSynchronize              manual  blocking
 cuDevicePrimaryCtxRetain      manual  blocking
 cuDevicePrimaryCtxRelease     manual  blocking
-cuDevicePrimaryCtxReset       manual  blocking
+cuDevicePrimaryCtxReset       manual  blocking       invalidates_memo
 cuDevicePrimaryCtxSetFlags    manual
 cuDevicePrimaryCtxGetState    local
+cuCtxGetStreamPriorityRange   memo
+cuCtxGetLimit                 memo
+cuCtxSetLimit                 sync    invalidates_memo
+cuCtxGetApiVersion            sync
+cuCtxGetId                    sync
+cuCtxGetCacheConfig           sync
+cuCtxSetCacheConfig           sync    invalidates_memo
+cuCtxGetSharedMemConfig       sync
+cuCtxSetSharedMemConfig       sync    invalidates_memo
+cuCtxGetExecAffinity          sync
+cuCtxGetDevResource           sync
+cuCtxRecordEvent              async
+cuCtxWaitEvent                async
+cuCtxEnablePeerAccess         sync
+cuCtxDisablePeerAccess        sync
+cuCtxResetPersistingL2Cache   sync
+cuCtxSetFlags                 unsupported            # TODO(lead): the client keeps the flags (cuCtxGetFlags)
+cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
@@ -146,12 +149,16 @@ cuMemAllocHost                manual
 cuMemHostAlloc                manual
 cuMemFreeHost                 manual
 cuMemHostGetDevicePointer     manual
-cuMemHostRegister             manual
+cuMemHostRegister_v2          manual
+cuMemHostRegister             alias=cuMemHostRegister_v2
 cuMemHostUnregister           manual
+cuMemHostGetFlags             local
 cuPointerGetAttribute         manual
 cuPointerGetAttributes        manual
 
-# ---- copies (hand-written: bulk data paths) and memsets --------------------
+# ---- copies (hand-written: bulk data paths) and memsets ----------------------
+# The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) become
+# `unsupported` by LEGACY_ABI_MANUAL.
 cuMemcpy                      manual  blocking
 cuMemcpyAsync                 manual
 cuMemcpyPeer                  manual  blocking
@@ -162,13 +169,6 @@ cuMemcpyDtoH                  manual  blocking
 cuMemcpyDtoHAsync             manual  blocking
 cuMemcpyDtoD                  manual  blocking
 cuMemcpyDtoDAsync             manual
-cuMemcpyHtoA                  manual  blocking
-cuMemcpyHtoAAsync             manual
-cuMemcpyAtoH                  manual  blocking
-cuMemcpyAtoHAsync             manual  blocking
-cuMemcpyAtoA                  manual  blocking
-cuMemcpyAtoD                  manual  blocking
-cuMemcpyDtoA                  manual  blocking
 cuMemcpy2D                    manual  blocking
 cuMemcpy2DUnaligned           manual  blocking
 cuMemcpy2DAsync               manual
@@ -176,8 +176,17 @@ cuMemcpy3D                    manual  blocking
 cuMemcpy3DAsync               manual
 cuMemcpy3DPeer                manual  blocking
 cuMemcpy3DPeerAsync           manual
-cuMemcpyBatchAsync            manual
-cuMemcpy3DBatchAsync          manual
+# CUDA-array copies: generated until they get a hand-written bulk path
+# (host buffers travel inside one frame, so at most SCUDA_MAX_FRAME bytes).
+cuMemcpyAtoA                  sync    blocking
+cuMemcpyAtoD                  sync    blocking
+cuMemcpyDtoA                  sync    blocking
+cuMemcpyHtoA                  sync    blocking       srcHost=in[ByteCount]
+cuMemcpyHtoAAsync             async                  srcHost=in[ByteCount]
+cuMemcpyAtoH                  sync    blocking       dstHost=out[ByteCount]
+cuMemcpyAtoHAsync             sync    blocking       dstHost=out[ByteCount]
+cuMemcpyBatchAsync            unsupported            # TODO(lead): hand-write (host pointers in arrays)
+cuMemcpy3DBatchAsync          unsupported            # TODO(lead): hand-write
 cuMemsetD8                    async
 cuMemsetD16                   async
 cuMemsetD32                   async
@@ -191,7 +200,9 @@ cuMemsetD2D8Async             async
 cuMemsetD2D16Async            async
 cuMemsetD2D32Async            async
 
-# ---- modules, libraries, kernels, functions --------------------------------
+# ---- modules, libraries, kernels, functions ------------------------------------
+# Module loads reply with every function and its parameter layout, so the
+# client answers the name/parameter/ownership queries itself.
 cuModuleLoad                  manual  blocking
 cuModuleLoadData              manual  blocking
 cuModuleLoadDataEx            manual  blocking
@@ -199,34 +210,36 @@ cuModuleLoadFatBinary         manual  blocking
 cuModuleUnload                manual  invalidates_memo
 cuModuleGetFunction           manual
 cuModuleGetGlobal             manual
-cuModuleGetTexRef             manual
-cuModuleGetSurfRef            manual
 cuModuleGetLoadingMode        manual
 cuModuleGetFunctionCount      manual
 cuModuleEnumerateFunctions    manual
+cuModuleGetTexRef             unsupported            # legacy texture references
+cuModuleGetSurfRef            unsupported
 cuLibraryLoadData             manual  blocking
 cuLibraryLoadFromFile         manual  blocking
 cuLibraryUnload               manual  invalidates_memo
 cuLibraryGetKernel            manual
 cuLibraryGetKernelCount       manual
 cuLibraryEnumerateKernels     manual
-cuLibraryGetModule            manual
 cuLibraryGetGlobal            manual
-cuLibraryGetManaged           manual
-cuLibraryGetUnifiedFunction   manual
+cuLibraryGetModule            unsupported            # TODO(lead): the client knows the library's module
+cuLibraryGetManaged           unsupported            # managed memory (DESIGN 4)
+cuLibraryGetUnifiedFunction   unsupported            # host function pointers
 cuKernelGetFunction           manual
+cuKernelGetName               local
+cuKernelGetLibrary            local
+cuKernelGetParamInfo          local
+cuFuncGetName                 local
+cuFuncGetModule               local
+cuFuncGetParamInfo            local
 cuKernelGetAttribute          memo
 cuKernelSetAttribute          sync    invalidates_memo
 cuKernelSetCacheConfig        sync    invalidates_memo
-cuKernelGetParamInfo          memo
 cuFuncGetAttribute            memo
 cuFuncSetAttribute            sync    invalidates_memo
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
-cuFuncGetParamInfo            memo
 cuFuncLoad                    sync    invalidates_memo
-cuFuncGetModule               unsupported            # returns an existing handle
-cuKernelGetLibrary            unsupported            # returns an existing handle
 
 # ---- launches (hand-written) ------------------------------------------------
 cuLaunchKernel                manual
@@ -254,10 +267,8 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
 cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
 cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
 cuOccupancyMaxPotentialBlockSizeWithFlags   memo  blockSizeToDynamicSMemSize=null
-# CUlaunchConfig carries a stream and an attribute array: encoded by the
-# hand-written launch code, so these two are hand-written too.
-cuOccupancyMaxActiveClusters                manual
-cuOccupancyMaxPotentialClusterSize          manual
+cuOccupancyMaxActiveClusters                memo  config=launch_config
+cuOccupancyMaxPotentialClusterSize          memo  config=launch_config
 
 # ---- streams ----------------------------------------------------------------
 cuStreamCreate                async   out_handle=phStream
@@ -281,8 +292,8 @@ cuStreamWaitValue32           async
 cuStreamWaitValue64           async
 cuStreamWriteValue32          async
 cuStreamWriteValue64          async
-cuStreamGetCtx                unsupported            # returns an existing handle
-cuStreamGetGreenCtx           unsupported            # returns an existing handle
+cuStreamGetCtx                sync    pctx=existing pCtx=existing pGreenCtx=existing
+cuStreamGetGreenCtx           sync    phCtx=existing
 cuThreadExchangeStreamCaptureMode  sync  mode=inout
 
 # ---- events -----------------------------------------------------------------
@@ -312,6 +323,9 @@ cuGraphAddMemsetNode          sync    out_handle=phGraphNode dependencies=in[num
 cuGraphAddDependencies        sync    from=in[numDependencies] to=in[numDependencies] edgeData=in[numDependencies]
 cuGraphRemoveDependencies     sync    from=in[numDependencies] to=in[numDependencies] edgeData=in[numDependencies]
 cuGraphDestroyNode            sync    drops=hNode
+cuGraphChildGraphNodeGetGraph sync    phGraph=existing
+cuGraphEventRecordNodeGetEvent  sync  event_out=existing
+cuGraphEventWaitNodeGetEvent  sync    event_out=existing
 
 # ---- arrays -------------------------------------------------------------------
 cuArrayCreate                 sync    out_handle=pHandle
@@ -374,6 +388,9 @@ scuda_host_callback
 scuda_pointer_get_attributes
 scuda_module_get_global
 scuda_get_proc_name
+scuda_kernel_get_function
+scuda_module_unload
+scuda_pointer_kind
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -365,7 +365,7 @@ class Model:
             e.args = []
             return
         e.cls = sl.cls if sl is not None else "sync"
-        if e.cls == "async" and any(a.kind in ("out1", "outN", "inout") for a in e.args):
+        if e.cls == "async" and any(a.kind in ("out1", "outN", "inout", "hexist") for a in e.args):
             raise SpecError("%s: an async call cannot return values" % e.name)
         if e.cls == "memo" and any(a.kind == "ohandle" for a in e.args):
             raise SpecError("%s: a memo call cannot create handles" % e.name)
@@ -769,7 +769,7 @@ class Emitter:
             return ("EXPORT %s\n{\n    SHIM_ENTER(%s, (%s));\n    static int once;\n"
                     "    scuda_log_unsupported_once(&once, \"%s\");\n    return CUDA_ERROR_NOT_SUPPORTED;\n}\n"
                     % (self.decl(e), e.name, self.argnames(e), e.name))
-        if e.cls == "wrapper":
+        if e.cls in ("wrapper", "alias"):
             return self.wrapper(e)
         return self.forward(e)
 
@@ -787,7 +787,9 @@ class Emitter:
                    "    if (config != NULL && config->hStream == NULL) {\n"
                    "        cfg = *config;\n        cfg.hStream = CU_STREAM_PER_THREAD;\n"
                    "        config = &cfg;\n    }\n")
-        kind = "per-thread default stream" if e.flavour == "ptsz" else "legacy-stream semantics (stronger, still correct)"
+        kind = ("per-thread default stream" if e.flavour == "ptsz" else
+                "legacy-stream semantics (stronger, still correct)" if e.flavour == "ptds" else
+                "same parameters")
         return ("EXPORT %s\n{\n    SHIM_ENTER(%s, (%s));\n%s    return %s(%s); /* %s */\n}\n"
                 % (self.decl(e), e.name, self.argnames(e), pre, e.wrap_base.name, ", ".join(args), kind))
 
@@ -799,6 +801,10 @@ class Emitter:
                 o.append("    if (%s != NULL) {\n        static int once;\n"
                          "        scuda_log_unsupported_once(&once, \"%s with non-NULL %s\");\n"
                          "        return CUDA_ERROR_NOT_SUPPORTED;\n    }\n" % (a.name, e.name, a.name))
+        for a in e.args:
+            if a.kind == "lcfg":
+                o.append("    if (%s != NULL && %s->numAttrs != 0 && %s->attrs == NULL)\n"
+                         "        return CUDA_ERROR_INVALID_VALUE;\n" % (a.name, a.name, a.name))
         sync_if_null = []
         if e.cls == "memo":
             o.append("    wire_buf key;\n    wb_init(&key);\n")
@@ -897,6 +903,25 @@ class Emitter:
             return ["wb_put_u8(%s, %s != NULL);" % (B, n),
                     "if (%s != NULL)" % n,
                     "    wb_put_u64(%s, (uint64_t)(size_t)(%s));" % (B, a.count)]
+        if k == "hexist":
+            return ["wb_put_u8(%s, %s != NULL);" % (B, n)]
+        if k == "lcfg":
+            return ["wb_put_u8(%s, %s != NULL);" % (B, n),
+                    "if (%s != NULL) {" % n,
+                    "    wb_put_u32(%s, %s->gridDimX);" % (B, n),
+                    "    wb_put_u32(%s, %s->gridDimY);" % (B, n),
+                    "    wb_put_u32(%s, %s->gridDimZ);" % (B, n),
+                    "    wb_put_u32(%s, %s->blockDimX);" % (B, n),
+                    "    wb_put_u32(%s, %s->blockDimY);" % (B, n),
+                    "    wb_put_u32(%s, %s->blockDimZ);" % (B, n),
+                    "    wb_put_u32(%s, %s->sharedMemBytes);" % (B, n),
+                    "    rpc_put_handle(%s, %s->hStream);" % (B, n),
+                    "    wb_put_u32(%s, %s->numAttrs);" % (B, n),
+                    "    for (unsigned i_ = 0; i_ < %s->numAttrs; i_++) {" % n,
+                    "        wb_put_u32(%s, (uint32_t)%s->attrs[i_].id);" % (B, n),
+                    "        wb_put_raw(%s, &%s->attrs[i_].value, sizeof %s->attrs[i_].value);" % (B, n, n),
+                    "    }",
+                    "}"]
         if k == "ohandle":
             return ["uint64_t %s_id = %s != NULL ? handle_new_id() : 0;" % (n, n),
                     "wb_put_u8(%s, %s != NULL);" % (B, n),
@@ -918,6 +943,8 @@ class Emitter:
                              % (n, R, n, a.count, n))
             elif a.kind == "ohandle":
                 lines.append("if (%s != NULL)\n            *%s = (%s)handle_from_id(%s_id);" % (n, n, a.ctype, n))
+            elif a.kind == "hexist":
+                lines.append("if (%s != NULL)\n            *%s = (%s)handle_from_id(wr_u64(%s));" % (n, n, a.ctype, R))
         return lines
 
     def trampolines(self, tramps):
@@ -1010,10 +1037,28 @@ class Emitter:
                  "static void *alloc_n(uint64_t n, size_t sz)\n{\n"
                  "    if (n > SCUDA_MAX_FRAME / (sz ? sz : 1))\n        return NULL;\n"
                  "    return malloc(n ? (size_t)n * sz : 1);\n}\n\n")
+        self.need_map_attr = False
+        handlers = []
         for e in self.sorted_exports():
             if e.op and e.cls in ("sync", "async", "memo"):
-                o.append(self.handler(e))
-                o.append("\n")
+                handlers.append(self.handler(e))
+                handlers.append("\n")
+        if self.need_map_attr:
+            o.append("/* Launch attributes that carry an event handle need it translated;\n"
+                     " * one that returns a device-side node handle cannot be forwarded. */\n"
+                     "static CUresult map_launch_attr(struct session *s, CUlaunchAttribute *a)\n{\n"
+                     "    void *ev = NULL;\n    CUresult r = CUDA_SUCCESS;\n"
+                     "    switch (a->id) {\n"
+                     "    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:\n"
+                     "        r = handle_get(s, (uint64_t)(uintptr_t)a->value.programmaticEvent.event, HK_EVENT, &ev);\n"
+                     "        a->value.programmaticEvent.event = (CUevent)ev;\n        break;\n"
+                     "    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:\n"
+                     "        r = handle_get(s, (uint64_t)(uintptr_t)a->value.launchCompletionEvent.event, HK_EVENT, &ev);\n"
+                     "        a->value.launchCompletionEvent.event = (CUevent)ev;\n        break;\n"
+                     "    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:\n"
+                     "        r = CUDA_ERROR_NOT_SUPPORTED;\n        break;\n"
+                     "    default:\n        break;\n    }\n    return r;\n}\n\n")
+        o.extend(handlers)
         blocking_manual = {e.name for e in self.m.exports.values() if e.op and e.cls == "manual" and e.blocking}
         internal_blocking = dict(self.m.internal)
         o.append("const struct op_entry op_table[OP_COUNT] = {\n")
@@ -1133,12 +1178,60 @@ class Emitter:
                 call_args.append(n + "_a")
                 outs.append("if (%s_p)\n            wb_put_raw(%s, %s_a, (size_t)%s_n * sizeof *%s_a);"
                             % (n, OUT, n, n, n))
+            elif k == "hexist":
+                dec.append("uint8_t %s_p = wr_u8(%s);" % (n, IN))
+                dec.append("%s %s_v = NULL;" % (a.ctype, n))
+                call_args.append("%s_p ? &%s_v : NULL" % (n, n))
+                outs.append("if (%s_p) {\n"
+                            "            /* an existing handle: the client must know it */\n"
+                            "            uint64_t id = %s_v != NULL ? handle_find_id(call->s, %s, (const void *)%s_v) : 0;\n"
+                            "            if (%s_v != NULL && id == 0)\n"
+                            "                r = CUDA_ERROR_NOT_SUPPORTED;\n"
+                            "            wb_put_u64(%s, id);\n        }" % (n, n, a.hk, n, n, OUT))
+            elif k == "lcfg":
+                dec.append("uint8_t %s_p = wr_u8(%s);" % (n, IN))
+                dec.append("CUlaunchConfig %s_v;" % n)
+                dec.append("memset(&%s_v, 0, sizeof %s_v);" % (n, n))
+                dec.append("uint64_t %s_stream = 0;" % n)
+                dec.append("const uint8_t *%s_w = NULL;" % n)
+                dec.append("if (%s_p) {\n"
+                           "        %s_v.gridDimX = wr_u32(%s);\n        %s_v.gridDimY = wr_u32(%s);\n"
+                           "        %s_v.gridDimZ = wr_u32(%s);\n        %s_v.blockDimX = wr_u32(%s);\n"
+                           "        %s_v.blockDimY = wr_u32(%s);\n        %s_v.blockDimZ = wr_u32(%s);\n"
+                           "        %s_v.sharedMemBytes = wr_u32(%s);\n        %s_stream = wr_u64(%s);\n"
+                           "        %s_v.numAttrs = wr_u32(%s);\n"
+                           "        %s_w = %s_v.numAttrs <= 1024 ? wr_view(%s, %s_v.numAttrs * (4 + sizeof(CUlaunchAttributeValue))) : NULL;\n"
+                           "        if (%s_w == NULL && %s_v.numAttrs != 0)\n            call->in.bad = 1;\n    }"
+                           % ((n,) + (n, IN) * 9 + (n, n, IN, n, n, n)))
+                post_decl.append("CUlaunchAttribute *%s_a = NULL;" % n)
+                post.append("if (%s_p) {\n"
+                            "        void *h = NULL;\n"
+                            "        r = handle_get(call->s, %s_stream, HK_STREAM, &h);\n"
+                            "        if (r != CUDA_SUCCESS)\n            goto done;\n"
+                            "        %s_v.hStream = (CUstream)h;\n"
+                            "        %s_a = alloc_n(%s_v.numAttrs, sizeof *%s_a);\n"
+                            "        if (%s_a == NULL) {\n            r = CUDA_ERROR_OUT_OF_MEMORY;\n            goto done;\n        }\n"
+                            "        for (unsigned i = 0; i < %s_v.numAttrs; i++) {\n"
+                            "            const uint8_t *w = %s_w + i * (4 + sizeof(CUlaunchAttributeValue));\n"
+                            "            uint32_t id;\n"
+                            "            memcpy(&id, w, 4);\n"
+                            "            memset(&%s_a[i], 0, sizeof %s_a[i]);\n"
+                            "            %s_a[i].id = (CUlaunchAttributeID)id;\n"
+                            "            memcpy(&%s_a[i].value, w + 4, sizeof %s_a[i].value);\n"
+                            "            r = map_launch_attr(call->s, &%s_a[i]);\n"
+                            "            if (r != CUDA_SUCCESS)\n                goto done;\n"
+                            "        }\n"
+                            "        %s_v.attrs = %s_a;\n    }"
+                            % ((n,) * 17))
+                frees.append("free(%s_a);" % n)
+                call_args.append("%s_p ? &%s_v : NULL" % (n, n))
+                self.need_map_attr = True
             elif k == "ohandle":
                 dec.append("uint8_t %s_p = wr_u8(%s);" % (n, IN))
                 dec.append("uint64_t %s_id = %s_p ? wr_u64(%s) : 0;" % (n, n, IN))
                 dec.append("%s %s_v = NULL;" % (a.ctype, n))
                 call_args.append("%s_p ? &%s_v : NULL" % (n, n))
-                outs.append("if (%s_p)\n            r = handle_put(call->s, %s_id, %s, (void *)%s_v);"
+                outs.append("if (%s_p && r == CUDA_SUCCESS)\n            r = handle_put(call->s, %s_id, %s, (void *)%s_v);"
                             % (n, n, a.hk, n))
             else:
                 raise AssertionError(k)

@@ -325,6 +325,319 @@ EXPORT CUresult cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *va
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    SHIM_ENTER(cuCtxDisablePeerAccess, (peerContext));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxDisablePeerAccess);
+    rpc_put_handle(&c.req, peerContext);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxDisablePeerAccess");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    SHIM_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxEnablePeerAccess);
+    rpc_put_handle(&c.req, peerContext);
+    wb_put_u32(&c.req, (uint32_t)(Flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxEnablePeerAccess");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    SHIM_ENTER(cuCtxFromGreenCtx, (pContext, hCtx));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    SHIM_ENTER(cuCtxGetApiVersion, (ctx, version));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetApiVersion);
+    rpc_put_handle(&c.req, ctx);
+    wb_put_u8(&c.req, version != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (version != NULL)
+            *version = (unsigned int)wr_u32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetApiVersion");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    SHIM_ENTER(cuCtxGetCacheConfig, (pconfig));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetCacheConfig);
+    wb_put_u8(&c.req, pconfig != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pconfig != NULL)
+            *pconfig = (CUfunc_cache)wr_u32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetCacheConfig");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type)
+{
+    SHIM_ENTER(cuCtxGetDevResource, (hCtx, resource, type));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetDevResource);
+    rpc_put_handle(&c.req, hCtx);
+    wb_put_u8(&c.req, resource != NULL);
+    wb_put_u32(&c.req, (uint32_t)(type));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (resource != NULL)
+            wr_raw(&c.out, resource, sizeof *resource);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetDevResource");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+    SHIM_ENTER(cuCtxGetExecAffinity, (pExecAffinity, type));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetExecAffinity);
+    wb_put_u8(&c.req, pExecAffinity != NULL);
+    wb_put_u32(&c.req, (uint32_t)(type));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pExecAffinity != NULL)
+            wr_raw(&c.out, pExecAffinity, sizeof *pExecAffinity);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetExecAffinity");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    SHIM_ENTER(cuCtxGetId, (ctx, ctxId));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetId);
+    rpc_put_handle(&c.req, ctx);
+    wb_put_u8(&c.req, ctxId != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (ctxId != NULL)
+            *ctxId = (unsigned long long)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetId");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    SHIM_ENTER(cuCtxGetLimit, (pvalue, limit));
+    wire_buf key;
+    wb_init(&key);
+    wb_put_u8(&key, pvalue != NULL);
+    wb_put_u32(&key, (uint32_t)(limit));
+    uint8_t val[MEMO_MAX_VALUE];
+    size_t val_len = 0;
+    uint64_t gen = 0;
+    uint32_t ctx = shim_current_ctx_id();
+    if (!key.oom && memo_lookup(OP_cuCtxGetLimit, ctx, key.data, key.len, val, &val_len, &gen)) {
+        wb_free(&key);
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (pvalue != NULL)
+            *pvalue = (size_t)wr_u64(&o);
+        return CUDA_SUCCESS;
+    }
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetLimit);
+    wb_put_raw(&c.req, key.data, key.len);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!key.oom)
+            memo_insert(OP_cuCtxGetLimit, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        if (pvalue != NULL)
+            *pvalue = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetLimit");
+    }
+    rpc_end(&c);
+    wb_free(&key);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    SHIM_ENTER(cuCtxGetSharedMemConfig, (pConfig));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetSharedMemConfig);
+    wb_put_u8(&c.req, pConfig != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pConfig != NULL)
+            *pConfig = (CUsharedconfig)wr_u32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetSharedMemConfig");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    SHIM_ENTER(cuCtxGetStreamPriorityRange, (leastPriority, greatestPriority));
+    wire_buf key;
+    wb_init(&key);
+    wb_put_u8(&key, leastPriority != NULL);
+    wb_put_u8(&key, greatestPriority != NULL);
+    uint8_t val[MEMO_MAX_VALUE];
+    size_t val_len = 0;
+    uint64_t gen = 0;
+    uint32_t ctx = shim_current_ctx_id();
+    if (!key.oom && memo_lookup(OP_cuCtxGetStreamPriorityRange, ctx, key.data, key.len, val, &val_len, &gen)) {
+        wb_free(&key);
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (leastPriority != NULL)
+            *leastPriority = (int)wr_i32(&o);
+        if (greatestPriority != NULL)
+            *greatestPriority = (int)wr_i32(&o);
+        return CUDA_SUCCESS;
+    }
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxGetStreamPriorityRange);
+    wb_put_raw(&c.req, key.data, key.len);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!key.oom)
+            memo_insert(OP_cuCtxGetStreamPriorityRange, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        if (leastPriority != NULL)
+            *leastPriority = (int)wr_i32(&c.out);
+        if (greatestPriority != NULL)
+            *greatestPriority = (int)wr_i32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxGetStreamPriorityRange");
+    }
+    rpc_end(&c);
+    wb_free(&key);
+    return r;
+}
+
+EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    SHIM_ENTER(cuCtxRecordEvent, (hCtx, hEvent));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxRecordEvent);
+    rpc_put_handle(&c.req, hCtx);
+    rpc_put_handle(&c.req, hEvent);
+    return rpc_async(&c);
+}
+
+EXPORT CUresult cuCtxResetPersistingL2Cache(void)
+{
+    SHIM_ENTER(cuCtxResetPersistingL2Cache, ());
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxResetPersistingL2Cache);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxResetPersistingL2Cache");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    SHIM_ENTER(cuCtxSetCacheConfig, (config));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxSetCacheConfig);
+    wb_put_u32(&c.req, (uint32_t)(config));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxSetCacheConfig");
+    }
+    rpc_end(&c);
+    memo_invalidate_all();
+    return r;
+}
+
+EXPORT CUresult cuCtxSetFlags(unsigned int flags)
+{
+    SHIM_ENTER(cuCtxSetFlags, (flags));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuCtxSetFlags");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    SHIM_ENTER(cuCtxSetLimit, (limit, value));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxSetLimit);
+    wb_put_u32(&c.req, (uint32_t)(limit));
+    wb_put_u64(&c.req, (uint64_t)(value));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxSetLimit");
+    }
+    rpc_end(&c);
+    memo_invalidate_all();
+    return r;
+}
+
+EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    SHIM_ENTER(cuCtxSetSharedMemConfig, (config));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxSetSharedMemConfig);
+    wb_put_u32(&c.req, (uint32_t)(config));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxSetSharedMemConfig");
+    }
+    rpc_end(&c);
+    memo_invalidate_all();
+    return r;
+}
+
+EXPORT CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+    SHIM_ENTER(cuCtxWaitEvent, (hCtx, hEvent));
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxWaitEvent);
+    rpc_put_handle(&c.req, hCtx);
+    rpc_put_handle(&c.req, hEvent);
+    return rpc_async(&c);
+}
+
 EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
 {
     SHIM_ENTER(cuDestroyExternalMemory, (extMem));
@@ -385,24 +698,6 @@ EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice
             *canAccessPeer = (int)wr_i32(&c.out);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceCanAccessPeer");
-    }
-    rpc_end(&c);
-    return r;
-}
-
-EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
-{
-    SHIM_ENTER(cuDeviceGetByPCIBusId, (dev, pciBusId));
-    rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetByPCIBusId);
-    wb_put_u8(&c.req, dev != NULL);
-    wb_put_str(&c.req, pciBusId);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (dev != NULL)
-            *dev = (CUdevice)wr_i32(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuDeviceGetByPCIBusId");
     }
     rpc_end(&c);
     return r;
@@ -907,64 +1202,6 @@ EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunct
     return r;
 }
 
-EXPORT CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
-{
-    SHIM_ENTER(cuFuncGetModule, (hmod, hfunc));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncGetModule");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
-{
-    SHIM_ENTER(cuFuncGetName, (name, hfunc));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncGetName");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
-{
-    SHIM_ENTER(cuFuncGetParamInfo, (func, paramIndex, paramOffset, paramSize));
-    wire_buf key;
-    wb_init(&key);
-    rpc_put_handle(&key, func);
-    wb_put_u64(&key, (uint64_t)(paramIndex));
-    wb_put_u8(&key, paramOffset != NULL);
-    wb_put_u8(&key, paramSize != NULL);
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t val_len = 0;
-    uint64_t gen = 0;
-    uint32_t ctx = shim_current_ctx_id();
-    if (!key.oom && memo_lookup(OP_cuFuncGetParamInfo, ctx, key.data, key.len, val, &val_len, &gen)) {
-        wb_free(&key);
-        wire_reader o;
-        wr_init(&o, val, val_len);
-        if (paramOffset != NULL)
-            *paramOffset = (size_t)wr_u64(&o);
-        if (paramSize != NULL)
-            *paramSize = (size_t)wr_u64(&o);
-        return CUDA_SUCCESS;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuFuncGetParamInfo);
-    wb_put_raw(&c.req, key.data, key.len);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!key.oom)
-            memo_insert(OP_cuFuncGetParamInfo, ctx, key.data, key.len, c.out.p, c.out.left, gen);
-        if (paramOffset != NULL)
-            *paramOffset = (size_t)wr_u64(&c.out);
-        if (paramSize != NULL)
-            *paramSize = (size_t)wr_u64(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuFuncGetParamInfo");
-    }
-    rpc_end(&c);
-    wb_free(&key);
-    return r;
-}
-
 EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
 {
     SHIM_ENTER(cuFuncIsLoaded, (state, function));
@@ -1414,9 +1651,19 @@ EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BAT
 EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     SHIM_ENTER(cuGraphChildGraphNodeGetGraph, (hNode, phGraph));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphChildGraphNodeGetGraph");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphChildGraphNodeGetGraph);
+    rpc_put_handle(&c.req, hNode);
+    wb_put_u8(&c.req, phGraph != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phGraph != NULL)
+            *phGraph = (CUgraph)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphChildGraphNodeGetGraph");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
@@ -1517,9 +1764,19 @@ EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode)
 EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     SHIM_ENTER(cuGraphEventRecordNodeGetEvent, (hNode, event_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphEventRecordNodeGetEvent");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphEventRecordNodeGetEvent);
+    rpc_put_handle(&c.req, hNode);
+    wb_put_u8(&c.req, event_out != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (event_out != NULL)
+            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphEventRecordNodeGetEvent");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
@@ -1541,9 +1798,19 @@ EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
     SHIM_ENTER(cuGraphEventWaitNodeGetEvent, (hNode, event_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphEventWaitNodeGetEvent");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphEventWaitNodeGetEvent);
+    rpc_put_handle(&c.req, hNode);
+    wb_put_u8(&c.req, event_out != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (event_out != NULL)
+            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphEventWaitNodeGetEvent");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
@@ -2646,64 +2913,6 @@ EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUker
     return r;
 }
 
-EXPORT CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-    SHIM_ENTER(cuKernelGetLibrary, (pLib, kernel));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuKernelGetLibrary");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
-{
-    SHIM_ENTER(cuKernelGetName, (name, hfunc));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuKernelGetName");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
-{
-    SHIM_ENTER(cuKernelGetParamInfo, (kernel, paramIndex, paramOffset, paramSize));
-    wire_buf key;
-    wb_init(&key);
-    rpc_put_handle(&key, kernel);
-    wb_put_u64(&key, (uint64_t)(paramIndex));
-    wb_put_u8(&key, paramOffset != NULL);
-    wb_put_u8(&key, paramSize != NULL);
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t val_len = 0;
-    uint64_t gen = 0;
-    uint32_t ctx = shim_current_ctx_id();
-    if (!key.oom && memo_lookup(OP_cuKernelGetParamInfo, ctx, key.data, key.len, val, &val_len, &gen)) {
-        wb_free(&key);
-        wire_reader o;
-        wr_init(&o, val, val_len);
-        if (paramOffset != NULL)
-            *paramOffset = (size_t)wr_u64(&o);
-        if (paramSize != NULL)
-            *paramSize = (size_t)wr_u64(&o);
-        return CUDA_SUCCESS;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuKernelGetParamInfo);
-    wb_put_raw(&c.req, key.data, key.len);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!key.oom)
-            memo_insert(OP_cuKernelGetParamInfo, ctx, key.data, key.len, c.out.p, c.out.left, gen);
-        if (paramOffset != NULL)
-            *paramOffset = (size_t)wr_u64(&c.out);
-        if (paramSize != NULL)
-            *paramSize = (size_t)wr_u64(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuKernelGetParamInfo");
-    }
-    rpc_end(&c);
-    wb_free(&key);
-    return r;
-}
-
 EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
     SHIM_ENTER(cuKernelSetAttribute, (attrib, val, kernel, dev));
@@ -2801,6 +3010,30 @@ EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigne
 {
     SHIM_ENTER(cuLaunchKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra));
     return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream == NULL ? CU_STREAM_PER_THREAD : hStream, kernelParams, extra); /* per-thread default stream */
+}
+
+EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuLibraryGetManaged");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    SHIM_ENTER(cuLibraryGetModule, (pMod, library));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuLibraryGetModule");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
+{
+    SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)
@@ -3071,6 +3304,14 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 {
     SHIM_ENTER(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
     return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
+}
+
+EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    SHIM_ENTER(cuMemAllocHost, (pp, bytesize));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemAllocHost");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -3423,12 +3664,18 @@ EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUm
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
 {
-    SHIM_ENTER(cuMemHostGetFlags, (pFlags, p));
+    SHIM_ENTER(cuMemHostGetDevicePointer, (pdptr, p, Flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemHostGetFlags");
+    scuda_log_unsupported_once(&once, "cuMemHostGetDevicePointer");
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    SHIM_ENTER(cuMemHostRegister, (p, bytesize, Flags));
+    return cuMemHostRegister_v2(p, bytesize, Flags); /* same parameters */
 }
 
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
@@ -3820,10 +4067,34 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
+{
+    SHIM_ENTER(cuMemcpy2D, (pCopy));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy2D");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpy2DAsync, (pCopy, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy2DAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy2DAsync_v2_ptsz, (pCopy, hStream));
     return cuMemcpy2DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
+}
+
+EXPORT CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
+{
+    SHIM_ENTER(cuMemcpy2DUnaligned, (pCopy));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy2DUnaligned");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -3838,16 +4109,48 @@ EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
     return cuMemcpy2D_v2(pCopy); /* legacy-stream semantics (stronger, still correct) */
 }
 
+EXPORT CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
+{
+    SHIM_ENTER(cuMemcpy3D, (pCopy));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy3D");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpy3DAsync, (pCopy, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy3DAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy3DAsync_v2_ptsz, (pCopy, hStream));
     return cuMemcpy3DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
+EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy3DBatchAsync_ptsz, (numOps, opList, failIdx, flags, hStream));
     return cuMemcpy3DBatchAsync(numOps, opList, failIdx, flags, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
+}
+
+EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync_v2");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
@@ -3880,10 +4183,84 @@ EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t Byte
     return cuMemcpyAsync(dst, src, ByteCount, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
+EXPORT CUresult cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoA, (dstArray, dstOffset, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoA);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u32(&c.req, (uint32_t)(dstOffset));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u32(&c.req, (uint32_t)(srcOffset));
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoA");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoA_v2, (dstArray, dstOffset, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoA_v2);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u64(&c.req, (uint64_t)(dstOffset));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u64(&c.req, (uint64_t)(srcOffset));
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoA_v2");
+    }
+    rpc_end(&c);
+    return r;
+}
+
 EXPORT CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
     SHIM_ENTER(cuMemcpyAtoA_v2_ptds, (dstArray, dstOffset, srcArray, srcOffset, ByteCount));
     return cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount); /* legacy-stream semantics (stronger, still correct) */
+}
+
+EXPORT CUresult cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoD, (dstDevice, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoD);
+    wb_put_u32(&c.req, (uint32_t)(dstDevice));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u32(&c.req, (uint32_t)(srcOffset));
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoD");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoD_v2, (dstDevice, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoD_v2);
+    wb_put_u64(&c.req, (uint64_t)(dstDevice));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u64(&c.req, (uint64_t)(srcOffset));
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoD_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
@@ -3892,10 +4269,100 @@ EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, si
     return cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
+EXPORT CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoH, (dstHost, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoH);
+    wb_put_u8(&c.req, dstHost != NULL);
+    if (dstHost != NULL)
+        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u32(&c.req, (uint32_t)(srcOffset));
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost != NULL)
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoH");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyAtoHAsync, (dstHost, srcArray, srcOffset, ByteCount, hStream));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoHAsync);
+    wb_put_u8(&c.req, dstHost != NULL);
+    if (dstHost != NULL)
+        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u32(&c.req, (uint32_t)(srcOffset));
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    rpc_put_handle(&c.req, hStream);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost != NULL)
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoHAsync");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyAtoHAsync_v2, (dstHost, srcArray, srcOffset, ByteCount, hStream));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoHAsync_v2);
+    wb_put_u8(&c.req, dstHost != NULL);
+    if (dstHost != NULL)
+        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u64(&c.req, (uint64_t)(srcOffset));
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    rpc_put_handle(&c.req, hStream);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost != NULL)
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoHAsync_v2");
+    }
+    rpc_end(&c);
+    return r;
+}
+
 EXPORT CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyAtoHAsync_v2_ptsz, (dstHost, srcArray, srcOffset, ByteCount, hStream));
     return cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
+}
+
+EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+    SHIM_ENTER(cuMemcpyAtoH_v2, (dstHost, srcArray, srcOffset, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyAtoH_v2);
+    wb_put_u8(&c.req, dstHost != NULL);
+    if (dstHost != NULL)
+        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+    rpc_put_handle(&c.req, srcArray);
+    wb_put_u64(&c.req, (uint64_t)(srcOffset));
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost != NULL)
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyAtoH_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
@@ -3904,10 +4371,26 @@ EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t src
     return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
+EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyBatchAsync_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
     return cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
+}
+
+EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync_v2");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
@@ -3916,10 +4399,62 @@ EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs,
     return cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
+EXPORT CUresult cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyDtoA, (dstArray, dstOffset, srcDevice, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyDtoA);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u32(&c.req, (uint32_t)(dstOffset));
+    wb_put_u32(&c.req, (uint32_t)(srcDevice));
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyDtoA");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SHIM_ENTER(cuMemcpyDtoA_v2, (dstArray, dstOffset, srcDevice, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyDtoA_v2);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u64(&c.req, (uint64_t)(dstOffset));
+    wb_put_u64(&c.req, (uint64_t)(srcDevice));
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyDtoA_v2");
+    }
+    rpc_end(&c);
+    return r;
+}
+
 EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
 {
     SHIM_ENTER(cuMemcpyDtoA_v2_ptds, (dstArray, dstOffset, srcDevice, ByteCount));
     return cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
+}
+
+EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyDtoD, (dstDevice, srcDevice, ByteCount));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyDtoD");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyDtoDAsync, (dstDevice, srcDevice, ByteCount, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyDtoDAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
@@ -3934,6 +4469,22 @@ EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevic
     return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
+EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyDtoH, (dstHost, srcDevice, ByteCount));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyDtoH");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyDtoHAsync, (dstHost, srcDevice, ByteCount, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyDtoHAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyDtoHAsync_v2_ptsz, (dstHost, srcDevice, ByteCount, hStream));
@@ -3946,16 +4497,114 @@ EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_
     return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
+EXPORT CUresult cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyHtoA, (dstArray, dstOffset, srcHost, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyHtoA);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u32(&c.req, (uint32_t)(dstOffset));
+    wb_put_u8(&c.req, srcHost != NULL);
+    if (srcHost != NULL) {
+        size_t n_ = (size_t)(ByteCount);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+    }
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyHtoA");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, const void *srcHost, unsigned int ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyHtoAAsync, (dstArray, dstOffset, srcHost, ByteCount, hStream));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyHtoAAsync);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u32(&c.req, (uint32_t)(dstOffset));
+    wb_put_u8(&c.req, srcHost != NULL);
+    if (srcHost != NULL) {
+        size_t n_ = (size_t)(ByteCount);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+    }
+    wb_put_u32(&c.req, (uint32_t)(ByteCount));
+    rpc_put_handle(&c.req, hStream);
+    return rpc_async(&c);
+}
+
+EXPORT CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyHtoAAsync_v2, (dstArray, dstOffset, srcHost, ByteCount, hStream));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyHtoAAsync_v2);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u64(&c.req, (uint64_t)(dstOffset));
+    wb_put_u8(&c.req, srcHost != NULL);
+    if (srcHost != NULL) {
+        size_t n_ = (size_t)(ByteCount);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+    }
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    rpc_put_handle(&c.req, hStream);
+    return rpc_async(&c);
+}
+
 EXPORT CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyHtoAAsync_v2_ptsz, (dstArray, dstOffset, srcHost, ByteCount, hStream));
     return cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
+EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{
+    SHIM_ENTER(cuMemcpyHtoA_v2, (dstArray, dstOffset, srcHost, ByteCount));
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemcpyHtoA_v2);
+    rpc_put_handle(&c.req, dstArray);
+    wb_put_u64(&c.req, (uint64_t)(dstOffset));
+    wb_put_u8(&c.req, srcHost != NULL);
+    if (srcHost != NULL) {
+        size_t n_ = (size_t)(ByteCount);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+    }
+    wb_put_u64(&c.req, (uint64_t)(ByteCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemcpyHtoA_v2");
+    }
+    rpc_end(&c);
+    return r;
+}
+
 EXPORT CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
 {
     SHIM_ENTER(cuMemcpyHtoA_v2_ptds, (dstArray, dstOffset, srcHost, ByteCount));
     return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount); /* legacy-stream semantics (stronger, still correct) */
+}
+
+EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
+{
+    SHIM_ENTER(cuMemcpyHtoD, (dstDevice, srcHost, ByteCount));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyHtoD");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream)
+{
+    SHIM_ENTER(cuMemcpyHtoDAsync, (dstDevice, srcHost, ByteCount, hStream));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuMemcpyHtoDAsync");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
@@ -4366,6 +5015,30 @@ EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
     return r;
 }
 
+EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name)
+{
+    SHIM_ENTER(cuModuleGetGlobal, (dptr, bytes, hmod, name));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuModuleGetGlobal");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)
+{
+    SHIM_ENTER(cuModuleGetSurfRef, (pSurfRef, hmod, name));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuModuleGetSurfRef");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name)
+{
+    SHIM_ENTER(cuModuleGetTexRef, (pTexRef, hmod, name));
+    static int once;
+    scuda_log_unsupported_once(&once, "cuModuleGetTexRef");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev)
 {
     SHIM_ENTER(cuMulticastAddDevice, (mcHandle, dev));
@@ -4595,6 +5268,60 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
     return r;
 }
 
+EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+    SHIM_ENTER(cuOccupancyMaxActiveClusters, (numClusters, func, config));
+    if (config != NULL && config->numAttrs != 0 && config->attrs == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    wire_buf key;
+    wb_init(&key);
+    wb_put_u8(&key, numClusters != NULL);
+    rpc_put_handle(&key, func);
+    wb_put_u8(&key, config != NULL);
+    if (config != NULL) {
+        wb_put_u32(&key, config->gridDimX);
+        wb_put_u32(&key, config->gridDimY);
+        wb_put_u32(&key, config->gridDimZ);
+        wb_put_u32(&key, config->blockDimX);
+        wb_put_u32(&key, config->blockDimY);
+        wb_put_u32(&key, config->blockDimZ);
+        wb_put_u32(&key, config->sharedMemBytes);
+        rpc_put_handle(&key, config->hStream);
+        wb_put_u32(&key, config->numAttrs);
+        for (unsigned i_ = 0; i_ < config->numAttrs; i_++) {
+            wb_put_u32(&key, (uint32_t)config->attrs[i_].id);
+            wb_put_raw(&key, &config->attrs[i_].value, sizeof config->attrs[i_].value);
+        }
+    }
+    uint8_t val[MEMO_MAX_VALUE];
+    size_t val_len = 0;
+    uint64_t gen = 0;
+    uint32_t ctx = shim_current_ctx_id();
+    if (!key.oom && memo_lookup(OP_cuOccupancyMaxActiveClusters, ctx, key.data, key.len, val, &val_len, &gen)) {
+        wb_free(&key);
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (numClusters != NULL)
+            *numClusters = (int)wr_i32(&o);
+        return CUDA_SUCCESS;
+    }
+    rpc_call c;
+    rpc_begin(&c, OP_cuOccupancyMaxActiveClusters);
+    wb_put_raw(&c.req, key.data, key.len);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!key.oom)
+            memo_insert(OP_cuOccupancyMaxActiveClusters, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        if (numClusters != NULL)
+            *numClusters = (int)wr_i32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuOccupancyMaxActiveClusters");
+    }
+    rpc_end(&c);
+    wb_free(&key);
+    return r;
+}
+
 EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)
 {
     SHIM_ENTER(cuOccupancyMaxPotentialBlockSize, (minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit));
@@ -4686,6 +5413,60 @@ EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int 
             *blockSize = (int)wr_i32(&c.out);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuOccupancyMaxPotentialBlockSizeWithFlags");
+    }
+    rpc_end(&c);
+    wb_free(&key);
+    return r;
+}
+
+EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+    SHIM_ENTER(cuOccupancyMaxPotentialClusterSize, (clusterSize, func, config));
+    if (config != NULL && config->numAttrs != 0 && config->attrs == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    wire_buf key;
+    wb_init(&key);
+    wb_put_u8(&key, clusterSize != NULL);
+    rpc_put_handle(&key, func);
+    wb_put_u8(&key, config != NULL);
+    if (config != NULL) {
+        wb_put_u32(&key, config->gridDimX);
+        wb_put_u32(&key, config->gridDimY);
+        wb_put_u32(&key, config->gridDimZ);
+        wb_put_u32(&key, config->blockDimX);
+        wb_put_u32(&key, config->blockDimY);
+        wb_put_u32(&key, config->blockDimZ);
+        wb_put_u32(&key, config->sharedMemBytes);
+        rpc_put_handle(&key, config->hStream);
+        wb_put_u32(&key, config->numAttrs);
+        for (unsigned i_ = 0; i_ < config->numAttrs; i_++) {
+            wb_put_u32(&key, (uint32_t)config->attrs[i_].id);
+            wb_put_raw(&key, &config->attrs[i_].value, sizeof config->attrs[i_].value);
+        }
+    }
+    uint8_t val[MEMO_MAX_VALUE];
+    size_t val_len = 0;
+    uint64_t gen = 0;
+    uint32_t ctx = shim_current_ctx_id();
+    if (!key.oom && memo_lookup(OP_cuOccupancyMaxPotentialClusterSize, ctx, key.data, key.len, val, &val_len, &gen)) {
+        wb_free(&key);
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (clusterSize != NULL)
+            *clusterSize = (int)wr_i32(&o);
+        return CUDA_SUCCESS;
+    }
+    rpc_call c;
+    rpc_begin(&c, OP_cuOccupancyMaxPotentialClusterSize);
+    wb_put_raw(&c.req, key.data, key.len);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!key.oom)
+            memo_insert(OP_cuOccupancyMaxPotentialClusterSize, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        if (clusterSize != NULL)
+            *clusterSize = (int)wr_i32(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuOccupancyMaxPotentialClusterSize");
     }
     rpc_end(&c);
     wb_free(&key);
@@ -5177,9 +5958,19 @@ EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCapture
 EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
     SHIM_ENTER(cuStreamGetCtx, (hStream, pctx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamGetCtx");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuStreamGetCtx);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, pctx != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pctx != NULL)
+            *pctx = (CUcontext)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuStreamGetCtx");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
@@ -5191,9 +5982,22 @@ EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 EXPORT CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
     SHIM_ENTER(cuStreamGetCtx_v2, (hStream, pCtx, pGreenCtx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamGetCtx_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuStreamGetCtx_v2);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, pCtx != NULL);
+    wb_put_u8(&c.req, pGreenCtx != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pCtx != NULL)
+            *pCtx = (CUcontext)handle_from_id(wr_u64(&c.out));
+        if (pGreenCtx != NULL)
+            *pGreenCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuStreamGetCtx_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
@@ -5253,9 +6057,19 @@ EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 EXPORT CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     SHIM_ENTER(cuStreamGetGreenCtx, (hStream, phCtx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamGetGreenCtx");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuStreamGetGreenCtx);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, phCtx != NULL);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phCtx != NULL)
+            *phCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuStreamGetGreenCtx");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)

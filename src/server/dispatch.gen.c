@@ -37,6 +37,9 @@ extern CUresult srv_scuda_host_callback(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_get_attributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_get_proc_name(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -45,32 +48,14 @@ extern CUresult srv_cuCtxCreate_v4(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxDestroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxDestroy_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxDetach(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxDisablePeerAccess(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxEnablePeerAccess(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxFromGreenCtx(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetApiVersion(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetCacheConfig(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetDevResource(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetExecAffinity(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxGetFlags(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetId(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetLimit(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetSharedMemConfig(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetStreamPriorityRange(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxPopCurrent(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxPopCurrent_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxPushCurrent(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxPushCurrent_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxRecordEvent(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxResetPersistingL2Cache(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSetCacheConfig(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxSetCurrent(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSetFlags(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSetLimit(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSetSharedMemConfig(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxSynchronize(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxSynchronize_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxWaitEvent(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuDevicePrimaryCtxRelease(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuDevicePrimaryCtxRelease_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuDevicePrimaryCtxReset(srv_call *c) __attribute__((weak));
@@ -88,63 +73,28 @@ extern CUresult srv_cuLibraryEnumerateKernels(srv_call *c) __attribute__((weak))
 extern CUresult srv_cuLibraryGetGlobal(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryGetKernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryGetKernelCount(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetManaged(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetModule(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetUnifiedFunction(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryLoadData(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryLoadFromFile(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryUnload(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemAllocHost(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocHost_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemFreeHost(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostAlloc(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostGetDevicePointer(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostGetDevicePointer_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostRegister(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostRegister_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostUnregister(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2D(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2DAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy2DAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2DUnaligned(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy2DUnaligned_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy2D_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3D(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy3DAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DBatchAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DBatchAsync_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy3DPeer(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy3DPeerAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpy3D_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoA(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoA_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoD(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoD_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoH(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoHAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoHAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAtoH_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyBatchAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyBatchAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoA(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoA_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoD(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoDAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyDtoDAsync_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyDtoD_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoH(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoHAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyDtoHAsync_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyDtoH_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoA(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoAAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoAAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoA_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoD(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoDAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyHtoDAsync_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyHtoD_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemcpyPeer(srv_call *c) __attribute__((weak));
@@ -152,18 +102,13 @@ extern CUresult srv_cuMemcpyPeerAsync(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleEnumerateFunctions(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleGetFunction(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleGetFunctionCount(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetGlobal(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleGetGlobal_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleGetLoadingMode(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetSurfRef(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetTexRef(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleLoad(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleLoadData(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleLoadDataEx(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleLoadFatBinary(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuModuleUnload(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuOccupancyMaxActiveClusters(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuOccupancyMaxPotentialClusterSize(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuPointerGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuPointerGetAttributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamAddCallback(srv_call *c) __attribute__((weak));
@@ -174,6 +119,30 @@ static void *alloc_n(uint64_t n, size_t sz)
     if (n > SCUDA_MAX_FRAME / (sz ? sz : 1))
         return NULL;
     return malloc(n ? (size_t)n * sz : 1);
+}
+
+/* Launch attributes that carry an event handle need it translated;
+ * one that returns a device-side node handle cannot be forwarded. */
+static CUresult map_launch_attr(struct session *s, CUlaunchAttribute *a)
+{
+    void *ev = NULL;
+    CUresult r = CUDA_SUCCESS;
+    switch (a->id) {
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        r = handle_get(s, (uint64_t)(uintptr_t)a->value.programmaticEvent.event, HK_EVENT, &ev);
+        a->value.programmaticEvent.event = (CUevent)ev;
+        break;
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        r = handle_get(s, (uint64_t)(uintptr_t)a->value.launchCompletionEvent.event, HK_EVENT, &ev);
+        a->value.launchCompletionEvent.event = (CUevent)ev;
+        break;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+        r = CUDA_ERROR_NOT_SUPPORTED;
+        break;
+    default:
+        break;
+    }
+    return r;
 }
 
 static CUresult gen_srv_cuArray3DCreate(srv_call *call)
@@ -193,7 +162,7 @@ static CUresult gen_srv_cuArray3DCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuArray3DCreate(pHandle_p ? &pHandle_v : NULL, pAllocateArray_p ? &pAllocateArray_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, pHandle_id, HK_ARRAY, (void *)pHandle_v);
     }
     return r;
@@ -216,7 +185,7 @@ static CUresult gen_srv_cuArray3DCreate_v2(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuArray3DCreate_v2(pHandle_p ? &pHandle_v : NULL, pAllocateArray_p ? &pAllocateArray_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, pHandle_id, HK_ARRAY, (void *)pHandle_v);
     }
     return r;
@@ -287,7 +256,7 @@ static CUresult gen_srv_cuArrayCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuArrayCreate(pHandle_p ? &pHandle_v : NULL, pAllocateArray_p ? &pAllocateArray_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, pHandle_id, HK_ARRAY, (void *)pHandle_v);
     }
     return r;
@@ -310,7 +279,7 @@ static CUresult gen_srv_cuArrayCreate_v2(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuArrayCreate_v2(pHandle_p ? &pHandle_v : NULL, pAllocateArray_p ? &pAllocateArray_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, pHandle_id, HK_ARRAY, (void *)pHandle_v);
     }
     return r;
@@ -433,6 +402,303 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuCtxDisablePeerAccess(srv_call *call)
+{
+    uint64_t peerContext_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxDisablePeerAccess == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *peerContext_h = NULL;
+    r = handle_get(call->s, peerContext_id, HK_CONTEXT, &peerContext_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxDisablePeerAccess((CUcontext)peerContext_h);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxEnablePeerAccess(srv_call *call)
+{
+    uint64_t peerContext_id = wr_u64(&call->in);
+    unsigned int Flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxEnablePeerAccess == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *peerContext_h = NULL;
+    r = handle_get(call->s, peerContext_id, HK_CONTEXT, &peerContext_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxEnablePeerAccess((CUcontext)peerContext_h, Flags);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetApiVersion(srv_call *call)
+{
+    uint64_t ctx_id = wr_u64(&call->in);
+    uint8_t version_p = wr_u8(&call->in);
+    unsigned int version_v;
+    memset(&version_v, 0, sizeof version_v);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetApiVersion == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *ctx_h = NULL;
+    r = handle_get(call->s, ctx_id, HK_CONTEXT, &ctx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxGetApiVersion((CUcontext)ctx_h, version_p ? &version_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (version_p)
+            wb_put_u32(&call->out, (uint32_t)(version_v));
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetCacheConfig(srv_call *call)
+{
+    uint8_t pconfig_p = wr_u8(&call->in);
+    CUfunc_cache pconfig_v;
+    memset(&pconfig_v, 0, sizeof pconfig_v);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetCacheConfig == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxGetCacheConfig(pconfig_p ? &pconfig_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pconfig_p)
+            wb_put_u32(&call->out, (uint32_t)(pconfig_v));
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetDevResource(srv_call *call)
+{
+    uint64_t hCtx_id = wr_u64(&call->in);
+    uint8_t resource_p = wr_u8(&call->in);
+    CUdevResource resource_v;
+    memset(&resource_v, 0, sizeof resource_v);
+    CUdevResourceType type = (CUdevResourceType)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetDevResource == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hCtx_h = NULL;
+    r = handle_get(call->s, hCtx_id, HK_CONTEXT, &hCtx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxGetDevResource((CUcontext)hCtx_h, resource_p ? &resource_v : NULL, type);
+    if (r == CUDA_SUCCESS) {
+        if (resource_p)
+            wb_put_raw(&call->out, &resource_v, sizeof resource_v);
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetExecAffinity(srv_call *call)
+{
+    uint8_t pExecAffinity_p = wr_u8(&call->in);
+    CUexecAffinityParam pExecAffinity_v;
+    memset(&pExecAffinity_v, 0, sizeof pExecAffinity_v);
+    CUexecAffinityType type = (CUexecAffinityType)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetExecAffinity == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxGetExecAffinity(pExecAffinity_p ? &pExecAffinity_v : NULL, type);
+    if (r == CUDA_SUCCESS) {
+        if (pExecAffinity_p)
+            wb_put_raw(&call->out, &pExecAffinity_v, sizeof pExecAffinity_v);
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetId(srv_call *call)
+{
+    uint64_t ctx_id = wr_u64(&call->in);
+    uint8_t ctxId_p = wr_u8(&call->in);
+    unsigned long long ctxId_v;
+    memset(&ctxId_v, 0, sizeof ctxId_v);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetId == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *ctx_h = NULL;
+    r = handle_get(call->s, ctx_id, HK_CONTEXT, &ctx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxGetId((CUcontext)ctx_h, ctxId_p ? &ctxId_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (ctxId_p)
+            wb_put_u64(&call->out, (uint64_t)(ctxId_v));
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetLimit(srv_call *call)
+{
+    uint8_t pvalue_p = wr_u8(&call->in);
+    size_t pvalue_v;
+    memset(&pvalue_v, 0, sizeof pvalue_v);
+    CUlimit limit = (CUlimit)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetLimit == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxGetLimit(pvalue_p ? &pvalue_v : NULL, limit);
+    if (r == CUDA_SUCCESS) {
+        if (pvalue_p)
+            wb_put_u64(&call->out, (uint64_t)(pvalue_v));
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetSharedMemConfig(srv_call *call)
+{
+    uint8_t pConfig_p = wr_u8(&call->in);
+    CUsharedconfig pConfig_v;
+    memset(&pConfig_v, 0, sizeof pConfig_v);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetSharedMemConfig == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxGetSharedMemConfig(pConfig_p ? &pConfig_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pConfig_p)
+            wb_put_u32(&call->out, (uint32_t)(pConfig_v));
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuCtxGetStreamPriorityRange(srv_call *call)
+{
+    uint8_t leastPriority_p = wr_u8(&call->in);
+    int leastPriority_v;
+    memset(&leastPriority_v, 0, sizeof leastPriority_v);
+    uint8_t greatestPriority_p = wr_u8(&call->in);
+    int greatestPriority_v;
+    memset(&greatestPriority_v, 0, sizeof greatestPriority_v);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxGetStreamPriorityRange == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxGetStreamPriorityRange(leastPriority_p ? &leastPriority_v : NULL, greatestPriority_p ? &greatestPriority_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (leastPriority_p)
+            wb_put_i32(&call->out, (int32_t)(leastPriority_v));
+        if (greatestPriority_p)
+            wb_put_i32(&call->out, (int32_t)(greatestPriority_v));
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuCtxRecordEvent(srv_call *call)
+{
+    uint64_t hCtx_id = wr_u64(&call->in);
+    uint64_t hEvent_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxRecordEvent == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hCtx_h = NULL;
+    void *hEvent_h = NULL;
+    r = handle_get(call->s, hCtx_id, HK_CONTEXT, &hCtx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hEvent_id, HK_EVENT, &hEvent_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxRecordEvent((CUcontext)hCtx_h, (CUevent)hEvent_h);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuCtxResetPersistingL2Cache(srv_call *call)
+{
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxResetPersistingL2Cache == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxResetPersistingL2Cache();
+    return r;
+}
+
+static CUresult gen_srv_cuCtxSetCacheConfig(srv_call *call)
+{
+    CUfunc_cache config = (CUfunc_cache)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxSetCacheConfig == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxSetCacheConfig(config);
+    return r;
+}
+
+static CUresult gen_srv_cuCtxSetLimit(srv_call *call)
+{
+    CUlimit limit = (CUlimit)wr_u32(&call->in);
+    size_t value = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxSetLimit == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxSetLimit(limit, value);
+    return r;
+}
+
+static CUresult gen_srv_cuCtxSetSharedMemConfig(srv_call *call)
+{
+    CUsharedconfig config = (CUsharedconfig)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxSetSharedMemConfig == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxSetSharedMemConfig(config);
+    return r;
+}
+
+static CUresult gen_srv_cuCtxWaitEvent(srv_call *call)
+{
+    uint64_t hCtx_id = wr_u64(&call->in);
+    uint64_t hEvent_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxWaitEvent == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hCtx_h = NULL;
+    void *hEvent_h = NULL;
+    r = handle_get(call->s, hCtx_id, HK_CONTEXT, &hCtx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hEvent_id, HK_EVENT, &hEvent_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuCtxWaitEvent((CUcontext)hCtx_h, (CUevent)hEvent_h);
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuDestroyExternalMemory(srv_call *call)
 {
     uint64_t extMem_id = wr_u64(&call->in);
@@ -483,25 +749,6 @@ static CUresult gen_srv_cuDeviceCanAccessPeer(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (canAccessPeer_p)
             wb_put_i32(&call->out, (int32_t)(canAccessPeer_v));
-    }
-    return r;
-}
-
-static CUresult gen_srv_cuDeviceGetByPCIBusId(srv_call *call)
-{
-    uint8_t dev_p = wr_u8(&call->in);
-    CUdevice dev_v;
-    memset(&dev_v, 0, sizeof dev_v);
-    const char *pciBusId = wr_str(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuDeviceGetByPCIBusId == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    r = real.cuDeviceGetByPCIBusId(dev_p ? &dev_v : NULL, pciBusId);
-    if (r == CUDA_SUCCESS) {
-        if (dev_p)
-            wb_put_i32(&call->out, (int32_t)(dev_v));
     }
     return r;
 }
@@ -850,7 +1097,7 @@ static CUresult gen_srv_cuEventCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuEventCreate(phEvent_p ? &phEvent_v : NULL, Flags);
     if (r == CUDA_SUCCESS) {
-        if (phEvent_p)
+        if (phEvent_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phEvent_id, HK_EVENT, (void *)phEvent_v);
     }
     return r;
@@ -1100,36 +1347,6 @@ done:
     return r;
 }
 
-static CUresult gen_srv_cuFuncGetParamInfo(srv_call *call)
-{
-    uint64_t func_id = wr_u64(&call->in);
-    size_t paramIndex = (size_t)wr_u64(&call->in);
-    uint8_t paramOffset_p = wr_u8(&call->in);
-    size_t paramOffset_v;
-    memset(&paramOffset_v, 0, sizeof paramOffset_v);
-    uint8_t paramSize_p = wr_u8(&call->in);
-    size_t paramSize_v;
-    memset(&paramSize_v, 0, sizeof paramSize_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuFuncGetParamInfo == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *func_h = NULL;
-    r = handle_get(call->s, func_id, HK_FUNCTION, &func_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuFuncGetParamInfo((CUfunction)func_h, paramIndex, paramOffset_p ? &paramOffset_v : NULL, paramSize_p ? &paramSize_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (paramOffset_p)
-            wb_put_u64(&call->out, (uint64_t)(paramOffset_v));
-        if (paramSize_p)
-            wb_put_u64(&call->out, (uint64_t)(paramSize_v));
-    }
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuFuncIsLoaded(srv_call *call)
 {
     uint8_t state_p = wr_u8(&call->in);
@@ -1273,7 +1490,7 @@ static CUresult gen_srv_cuGraphAddChildGraphNode(srv_call *call)
         goto done;
     r = real.cuGraphAddChildGraphNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies, (CUgraph)childGraph_h);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
@@ -1477,7 +1694,7 @@ static CUresult gen_srv_cuGraphAddEmptyNode(srv_call *call)
     }
     r = real.cuGraphAddEmptyNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
@@ -1532,7 +1749,7 @@ static CUresult gen_srv_cuGraphAddEventRecordNode(srv_call *call)
         goto done;
     r = real.cuGraphAddEventRecordNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies, (CUevent)event_h);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
@@ -1587,7 +1804,7 @@ static CUresult gen_srv_cuGraphAddEventWaitNode(srv_call *call)
         goto done;
     r = real.cuGraphAddEventWaitNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies, (CUevent)event_h);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
@@ -1638,7 +1855,7 @@ static CUresult gen_srv_cuGraphAddMemFreeNode(srv_call *call)
     }
     r = real.cuGraphAddMemFreeNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies, dptr);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
@@ -1698,11 +1915,39 @@ static CUresult gen_srv_cuGraphAddMemsetNode(srv_call *call)
         goto done;
     r = real.cuGraphAddMemsetNode(phGraphNode_p ? &phGraphNode_v : NULL, (CUgraph)hGraph_h, dependencies_a, numDependencies, memsetParams_p ? &memsetParams_v : NULL, (CUcontext)ctx_h);
     if (r == CUDA_SUCCESS) {
-        if (phGraphNode_p)
+        if (phGraphNode_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphNode_id, HK_GRAPH_NODE, (void *)phGraphNode_v);
     }
 done:
     free(dependencies_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphChildGraphNodeGetGraph(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t phGraph_p = wr_u8(&call->in);
+    CUgraph phGraph_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphChildGraphNodeGetGraph == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGraphChildGraphNodeGetGraph((CUgraphNode)hNode_h, phGraph_p ? &phGraph_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (phGraph_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = phGraph_v != NULL ? handle_find_id(call->s, HK_GRAPH, (const void *)phGraph_v) : 0;
+            if (phGraph_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
     return r;
 }
 
@@ -1723,7 +1968,7 @@ static CUresult gen_srv_cuGraphClone(srv_call *call)
         goto done;
     r = real.cuGraphClone(phGraphClone_p ? &phGraphClone_v : NULL, (CUgraph)originalGraph_h);
     if (r == CUDA_SUCCESS) {
-        if (phGraphClone_p)
+        if (phGraphClone_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphClone_id, HK_GRAPH, (void *)phGraphClone_v);
     }
 done:
@@ -1774,7 +2019,7 @@ static CUresult gen_srv_cuGraphCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuGraphCreate(phGraph_p ? &phGraph_v : NULL, flags);
     if (r == CUDA_SUCCESS) {
-        if (phGraph_p)
+        if (phGraph_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraph_id, HK_GRAPH, (void *)phGraph_v);
     }
     return r;
@@ -1820,6 +2065,34 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuGraphEventRecordNodeGetEvent(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t event_out_p = wr_u8(&call->in);
+    CUevent event_out_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphEventRecordNodeGetEvent == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGraphEventRecordNodeGetEvent((CUgraphNode)hNode_h, event_out_p ? &event_out_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (event_out_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = event_out_v != NULL ? handle_find_id(call->s, HK_EVENT, (const void *)event_out_v) : 0;
+            if (event_out_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuGraphEventRecordNodeSetEvent(srv_call *call)
 {
     uint64_t hNode_id = wr_u64(&call->in);
@@ -1838,6 +2111,34 @@ static CUresult gen_srv_cuGraphEventRecordNodeSetEvent(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuGraphEventRecordNodeSetEvent((CUgraphNode)hNode_h, (CUevent)event_h);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuGraphEventWaitNodeGetEvent(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t event_out_p = wr_u8(&call->in);
+    CUevent event_out_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphEventWaitNodeGetEvent == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGraphEventWaitNodeGetEvent((CUgraphNode)hNode_h, event_out_p ? &event_out_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (event_out_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = event_out_v != NULL ? handle_find_id(call->s, HK_EVENT, (const void *)event_out_v) : 0;
+            if (event_out_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
 done:
     return r;
 }
@@ -2039,7 +2340,7 @@ static CUresult gen_srv_cuGraphInstantiateWithFlags(srv_call *call)
         goto done;
     r = real.cuGraphInstantiateWithFlags(phGraphExec_p ? &phGraphExec_v : NULL, (CUgraph)hGraph_h, flags);
     if (r == CUDA_SUCCESS) {
-        if (phGraphExec_p)
+        if (phGraphExec_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraphExec_id, HK_GRAPH_EXEC, (void *)phGraphExec_v);
     }
 done:
@@ -2749,7 +3050,7 @@ static CUresult gen_srv_cuIpcOpenEventHandle(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuIpcOpenEventHandle(phEvent_p ? &phEvent_v : NULL, handle);
     if (r == CUDA_SUCCESS) {
-        if (phEvent_p)
+        if (phEvent_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phEvent_id, HK_EVENT, (void *)phEvent_v);
     }
     return r;
@@ -2818,36 +3119,6 @@ static CUresult gen_srv_cuKernelGetAttribute(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (pi_p)
             wb_put_i32(&call->out, (int32_t)(pi_v));
-    }
-done:
-    return r;
-}
-
-static CUresult gen_srv_cuKernelGetParamInfo(srv_call *call)
-{
-    uint64_t kernel_id = wr_u64(&call->in);
-    size_t paramIndex = (size_t)wr_u64(&call->in);
-    uint8_t paramOffset_p = wr_u8(&call->in);
-    size_t paramOffset_v;
-    memset(&paramOffset_v, 0, sizeof paramOffset_v);
-    uint8_t paramSize_p = wr_u8(&call->in);
-    size_t paramSize_v;
-    memset(&paramSize_v, 0, sizeof paramSize_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuKernelGetParamInfo == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *kernel_h = NULL;
-    r = handle_get(call->s, kernel_id, HK_KERNEL, &kernel_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuKernelGetParamInfo((CUkernel)kernel_h, paramIndex, paramOffset_p ? &paramOffset_v : NULL, paramSize_p ? &paramSize_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (paramOffset_p)
-            wb_put_u64(&call->out, (uint64_t)(paramOffset_v));
-        if (paramSize_p)
-            wb_put_u64(&call->out, (uint64_t)(paramSize_v));
     }
 done:
     return r;
@@ -3898,6 +4169,452 @@ static CUresult gen_srv_cuMemUnmap(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuMemcpyAtoA(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    unsigned int dstOffset = (unsigned int)wr_u32(&call->in);
+    uint64_t srcArray_id = wr_u64(&call->in);
+    unsigned int srcOffset = (unsigned int)wr_u32(&call->in);
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoA == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    void *srcArray_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoA((CUarray)dstArray_h, dstOffset, (CUarray)srcArray_h, srcOffset, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoA_v2(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    size_t dstOffset = (size_t)wr_u64(&call->in);
+    uint64_t srcArray_id = wr_u64(&call->in);
+    size_t srcOffset = (size_t)wr_u64(&call->in);
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoA_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    void *srcArray_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoA_v2((CUarray)dstArray_h, dstOffset, (CUarray)srcArray_h, srcOffset, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoD(srv_call *call)
+{
+    CUdeviceptr_v1 dstDevice = (CUdeviceptr_v1)wr_u32(&call->in);
+    uint64_t srcArray_id = wr_u64(&call->in);
+    unsigned int srcOffset = (unsigned int)wr_u32(&call->in);
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoD == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *srcArray_h = NULL;
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoD(dstDevice, (CUarray)srcArray_h, srcOffset, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoD_v2(srv_call *call)
+{
+    CUdeviceptr dstDevice = (CUdeviceptr)wr_u64(&call->in);
+    uint64_t srcArray_id = wr_u64(&call->in);
+    size_t srcOffset = (size_t)wr_u64(&call->in);
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoD_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *srcArray_h = NULL;
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoD_v2(dstDevice, (CUarray)srcArray_h, srcOffset, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoH(srv_call *call)
+{
+    uint8_t dstHost_p = wr_u8(&call->in);
+    uint64_t dstHost_n = dstHost_p ? wr_u64(&call->in) : 0;
+    uint64_t srcArray_id = wr_u64(&call->in);
+    unsigned int srcOffset = (unsigned int)wr_u32(&call->in);
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dstHost_p && dstHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoH == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *dstHost_a = NULL;
+    void *srcArray_h = NULL;
+    if (dstHost_p) {
+        dstHost_a = alloc_n(dstHost_n, sizeof *dstHost_a);
+        if (dstHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dstHost_a, 0, dstHost_n ? (size_t)dstHost_n * sizeof *dstHost_a : 1);
+    }
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoH(dstHost_a, (CUarray)srcArray_h, srcOffset, ByteCount);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost_p)
+            wb_put_raw(&call->out, dstHost_a, (size_t)dstHost_n * sizeof *dstHost_a);
+    }
+done:
+    free(dstHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoHAsync(srv_call *call)
+{
+    uint8_t dstHost_p = wr_u8(&call->in);
+    uint64_t dstHost_n = dstHost_p ? wr_u64(&call->in) : 0;
+    uint64_t srcArray_id = wr_u64(&call->in);
+    unsigned int srcOffset = (unsigned int)wr_u32(&call->in);
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    uint64_t hStream_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dstHost_p && dstHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoHAsync == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *dstHost_a = NULL;
+    void *srcArray_h = NULL;
+    void *hStream_h = NULL;
+    if (dstHost_p) {
+        dstHost_a = alloc_n(dstHost_n, sizeof *dstHost_a);
+        if (dstHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dstHost_a, 0, dstHost_n ? (size_t)dstHost_n * sizeof *dstHost_a : 1);
+    }
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoHAsync(dstHost_a, (CUarray)srcArray_h, srcOffset, ByteCount, (CUstream)hStream_h);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost_p)
+            wb_put_raw(&call->out, dstHost_a, (size_t)dstHost_n * sizeof *dstHost_a);
+    }
+done:
+    free(dstHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoHAsync_v2(srv_call *call)
+{
+    uint8_t dstHost_p = wr_u8(&call->in);
+    uint64_t dstHost_n = dstHost_p ? wr_u64(&call->in) : 0;
+    uint64_t srcArray_id = wr_u64(&call->in);
+    size_t srcOffset = (size_t)wr_u64(&call->in);
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    uint64_t hStream_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dstHost_p && dstHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoHAsync_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *dstHost_a = NULL;
+    void *srcArray_h = NULL;
+    void *hStream_h = NULL;
+    if (dstHost_p) {
+        dstHost_a = alloc_n(dstHost_n, sizeof *dstHost_a);
+        if (dstHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dstHost_a, 0, dstHost_n ? (size_t)dstHost_n * sizeof *dstHost_a : 1);
+    }
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoHAsync_v2(dstHost_a, (CUarray)srcArray_h, srcOffset, ByteCount, (CUstream)hStream_h);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost_p)
+            wb_put_raw(&call->out, dstHost_a, (size_t)dstHost_n * sizeof *dstHost_a);
+    }
+done:
+    free(dstHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyAtoH_v2(srv_call *call)
+{
+    uint8_t dstHost_p = wr_u8(&call->in);
+    uint64_t dstHost_n = dstHost_p ? wr_u64(&call->in) : 0;
+    uint64_t srcArray_id = wr_u64(&call->in);
+    size_t srcOffset = (size_t)wr_u64(&call->in);
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dstHost_p && dstHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyAtoH_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *dstHost_a = NULL;
+    void *srcArray_h = NULL;
+    if (dstHost_p) {
+        dstHost_a = alloc_n(dstHost_n, sizeof *dstHost_a);
+        if (dstHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dstHost_a, 0, dstHost_n ? (size_t)dstHost_n * sizeof *dstHost_a : 1);
+    }
+    r = handle_get(call->s, srcArray_id, HK_ARRAY, &srcArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyAtoH_v2(dstHost_a, (CUarray)srcArray_h, srcOffset, ByteCount);
+    if (r == CUDA_SUCCESS) {
+        if (dstHost_p)
+            wb_put_raw(&call->out, dstHost_a, (size_t)dstHost_n * sizeof *dstHost_a);
+    }
+done:
+    free(dstHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyDtoA(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    unsigned int dstOffset = (unsigned int)wr_u32(&call->in);
+    CUdeviceptr_v1 srcDevice = (CUdeviceptr_v1)wr_u32(&call->in);
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyDtoA == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyDtoA((CUarray)dstArray_h, dstOffset, srcDevice, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyDtoA_v2(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    size_t dstOffset = (size_t)wr_u64(&call->in);
+    CUdeviceptr srcDevice = (CUdeviceptr)wr_u64(&call->in);
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyDtoA_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyDtoA_v2((CUarray)dstArray_h, dstOffset, srcDevice, ByteCount);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyHtoA(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    unsigned int dstOffset = (unsigned int)wr_u32(&call->in);
+    uint8_t srcHost_p = wr_u8(&call->in);
+    uint64_t srcHost_n = srcHost_p ? wr_u64(&call->in) : 0;
+    const void *srcHost_w = srcHost_p && srcHost_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)srcHost_n * sizeof(unsigned char)) : NULL;
+    if (srcHost_p && srcHost_w == NULL && srcHost_n != 0)
+        call->in.bad = 1;
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (srcHost_p && srcHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyHtoA == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    unsigned char *srcHost_a = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (srcHost_p) {
+        srcHost_a = alloc_n(srcHost_n, sizeof *srcHost_a);
+        if (srcHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (srcHost_n)
+            memcpy(srcHost_a, srcHost_w, (size_t)srcHost_n * sizeof *srcHost_a);
+    }
+    r = real.cuMemcpyHtoA((CUarray)dstArray_h, dstOffset, srcHost_a, ByteCount);
+done:
+    free(srcHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyHtoAAsync(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    unsigned int dstOffset = (unsigned int)wr_u32(&call->in);
+    uint8_t srcHost_p = wr_u8(&call->in);
+    uint64_t srcHost_n = srcHost_p ? wr_u64(&call->in) : 0;
+    const void *srcHost_w = srcHost_p && srcHost_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)srcHost_n * sizeof(unsigned char)) : NULL;
+    if (srcHost_p && srcHost_w == NULL && srcHost_n != 0)
+        call->in.bad = 1;
+    unsigned int ByteCount = (unsigned int)wr_u32(&call->in);
+    uint64_t hStream_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (srcHost_p && srcHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyHtoAAsync == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    unsigned char *srcHost_a = NULL;
+    void *hStream_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (srcHost_p) {
+        srcHost_a = alloc_n(srcHost_n, sizeof *srcHost_a);
+        if (srcHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (srcHost_n)
+            memcpy(srcHost_a, srcHost_w, (size_t)srcHost_n * sizeof *srcHost_a);
+    }
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyHtoAAsync((CUarray)dstArray_h, dstOffset, srcHost_a, ByteCount, (CUstream)hStream_h);
+done:
+    free(srcHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyHtoAAsync_v2(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    size_t dstOffset = (size_t)wr_u64(&call->in);
+    uint8_t srcHost_p = wr_u8(&call->in);
+    uint64_t srcHost_n = srcHost_p ? wr_u64(&call->in) : 0;
+    const void *srcHost_w = srcHost_p && srcHost_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)srcHost_n * sizeof(unsigned char)) : NULL;
+    if (srcHost_p && srcHost_w == NULL && srcHost_n != 0)
+        call->in.bad = 1;
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    uint64_t hStream_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (srcHost_p && srcHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyHtoAAsync_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    unsigned char *srcHost_a = NULL;
+    void *hStream_h = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (srcHost_p) {
+        srcHost_a = alloc_n(srcHost_n, sizeof *srcHost_a);
+        if (srcHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (srcHost_n)
+            memcpy(srcHost_a, srcHost_w, (size_t)srcHost_n * sizeof *srcHost_a);
+    }
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemcpyHtoAAsync_v2((CUarray)dstArray_h, dstOffset, srcHost_a, ByteCount, (CUstream)hStream_h);
+done:
+    free(srcHost_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemcpyHtoA_v2(srv_call *call)
+{
+    uint64_t dstArray_id = wr_u64(&call->in);
+    size_t dstOffset = (size_t)wr_u64(&call->in);
+    uint8_t srcHost_p = wr_u8(&call->in);
+    uint64_t srcHost_n = srcHost_p ? wr_u64(&call->in) : 0;
+    const void *srcHost_w = srcHost_p && srcHost_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)srcHost_n * sizeof(unsigned char)) : NULL;
+    if (srcHost_p && srcHost_w == NULL && srcHost_n != 0)
+        call->in.bad = 1;
+    size_t ByteCount = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (srcHost_p && srcHost_n != (uint64_t)(size_t)(ByteCount))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemcpyHtoA_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *dstArray_h = NULL;
+    unsigned char *srcHost_a = NULL;
+    r = handle_get(call->s, dstArray_id, HK_ARRAY, &dstArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (srcHost_p) {
+        srcHost_a = alloc_n(srcHost_n, sizeof *srcHost_a);
+        if (srcHost_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (srcHost_n)
+            memcpy(srcHost_a, srcHost_w, (size_t)srcHost_n * sizeof *srcHost_a);
+    }
+    r = real.cuMemcpyHtoA_v2((CUarray)dstArray_h, dstOffset, srcHost_a, ByteCount);
+done:
+    free(srcHost_a);
+    return r;
+}
+
 static CUresult gen_srv_cuMemsetD16(srv_call *call)
 {
     CUdeviceptr_v1 dstDevice = (CUdeviceptr_v1)wr_u32(&call->in);
@@ -4222,7 +4939,7 @@ static CUresult gen_srv_cuMipmappedArrayCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuMipmappedArrayCreate(pHandle_p ? &pHandle_v : NULL, pMipmappedArrayDesc_p ? &pMipmappedArrayDesc_v : NULL, numMipmapLevels);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, pHandle_id, HK_MIPMAPPED_ARRAY, (void *)pHandle_v);
     }
     return r;
@@ -4484,6 +5201,75 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuOccupancyMaxActiveClusters(srv_call *call)
+{
+    uint8_t numClusters_p = wr_u8(&call->in);
+    int numClusters_v;
+    memset(&numClusters_v, 0, sizeof numClusters_v);
+    uint64_t func_id = wr_u64(&call->in);
+    uint8_t config_p = wr_u8(&call->in);
+    CUlaunchConfig config_v;
+    memset(&config_v, 0, sizeof config_v);
+    uint64_t config_stream = 0;
+    const uint8_t *config_w = NULL;
+    if (config_p) {
+        config_v.gridDimX = wr_u32(&call->in);
+        config_v.gridDimY = wr_u32(&call->in);
+        config_v.gridDimZ = wr_u32(&call->in);
+        config_v.blockDimX = wr_u32(&call->in);
+        config_v.blockDimY = wr_u32(&call->in);
+        config_v.blockDimZ = wr_u32(&call->in);
+        config_v.sharedMemBytes = wr_u32(&call->in);
+        config_stream = wr_u64(&call->in);
+        config_v.numAttrs = wr_u32(&call->in);
+        config_w = config_v.numAttrs <= 1024 ? wr_view(&call->in, config_v.numAttrs * (4 + sizeof(CUlaunchAttributeValue))) : NULL;
+        if (config_w == NULL && config_v.numAttrs != 0)
+            call->in.bad = 1;
+    }
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuOccupancyMaxActiveClusters == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *func_h = NULL;
+    CUlaunchAttribute *config_a = NULL;
+    r = handle_get(call->s, func_id, HK_FUNCTION, &func_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (config_p) {
+        void *h = NULL;
+        r = handle_get(call->s, config_stream, HK_STREAM, &h);
+        if (r != CUDA_SUCCESS)
+            goto done;
+        config_v.hStream = (CUstream)h;
+        config_a = alloc_n(config_v.numAttrs, sizeof *config_a);
+        if (config_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        for (unsigned i = 0; i < config_v.numAttrs; i++) {
+            const uint8_t *w = config_w + i * (4 + sizeof(CUlaunchAttributeValue));
+            uint32_t id;
+            memcpy(&id, w, 4);
+            memset(&config_a[i], 0, sizeof config_a[i]);
+            config_a[i].id = (CUlaunchAttributeID)id;
+            memcpy(&config_a[i].value, w + 4, sizeof config_a[i].value);
+            r = map_launch_attr(call->s, &config_a[i]);
+            if (r != CUDA_SUCCESS)
+                goto done;
+        }
+        config_v.attrs = config_a;
+    }
+    r = real.cuOccupancyMaxActiveClusters(numClusters_p ? &numClusters_v : NULL, (CUfunction)func_h, config_p ? &config_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (numClusters_p)
+            wb_put_i32(&call->out, (int32_t)(numClusters_v));
+    }
+done:
+    free(config_a);
+    return r;
+}
+
 static CUresult gen_srv_cuOccupancyMaxPotentialBlockSize(srv_call *call)
 {
     uint8_t minGridSize_p = wr_u8(&call->in);
@@ -4544,6 +5330,75 @@ static CUresult gen_srv_cuOccupancyMaxPotentialBlockSizeWithFlags(srv_call *call
             wb_put_i32(&call->out, (int32_t)(blockSize_v));
     }
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuOccupancyMaxPotentialClusterSize(srv_call *call)
+{
+    uint8_t clusterSize_p = wr_u8(&call->in);
+    int clusterSize_v;
+    memset(&clusterSize_v, 0, sizeof clusterSize_v);
+    uint64_t func_id = wr_u64(&call->in);
+    uint8_t config_p = wr_u8(&call->in);
+    CUlaunchConfig config_v;
+    memset(&config_v, 0, sizeof config_v);
+    uint64_t config_stream = 0;
+    const uint8_t *config_w = NULL;
+    if (config_p) {
+        config_v.gridDimX = wr_u32(&call->in);
+        config_v.gridDimY = wr_u32(&call->in);
+        config_v.gridDimZ = wr_u32(&call->in);
+        config_v.blockDimX = wr_u32(&call->in);
+        config_v.blockDimY = wr_u32(&call->in);
+        config_v.blockDimZ = wr_u32(&call->in);
+        config_v.sharedMemBytes = wr_u32(&call->in);
+        config_stream = wr_u64(&call->in);
+        config_v.numAttrs = wr_u32(&call->in);
+        config_w = config_v.numAttrs <= 1024 ? wr_view(&call->in, config_v.numAttrs * (4 + sizeof(CUlaunchAttributeValue))) : NULL;
+        if (config_w == NULL && config_v.numAttrs != 0)
+            call->in.bad = 1;
+    }
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuOccupancyMaxPotentialClusterSize == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *func_h = NULL;
+    CUlaunchAttribute *config_a = NULL;
+    r = handle_get(call->s, func_id, HK_FUNCTION, &func_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (config_p) {
+        void *h = NULL;
+        r = handle_get(call->s, config_stream, HK_STREAM, &h);
+        if (r != CUDA_SUCCESS)
+            goto done;
+        config_v.hStream = (CUstream)h;
+        config_a = alloc_n(config_v.numAttrs, sizeof *config_a);
+        if (config_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        for (unsigned i = 0; i < config_v.numAttrs; i++) {
+            const uint8_t *w = config_w + i * (4 + sizeof(CUlaunchAttributeValue));
+            uint32_t id;
+            memcpy(&id, w, 4);
+            memset(&config_a[i], 0, sizeof config_a[i]);
+            config_a[i].id = (CUlaunchAttributeID)id;
+            memcpy(&config_a[i].value, w + 4, sizeof config_a[i].value);
+            r = map_launch_attr(call->s, &config_a[i]);
+            if (r != CUDA_SUCCESS)
+                goto done;
+        }
+        config_v.attrs = config_a;
+    }
+    r = real.cuOccupancyMaxPotentialClusterSize(clusterSize_p ? &clusterSize_v : NULL, (CUfunction)func_h, config_p ? &config_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (clusterSize_p)
+            wb_put_i32(&call->out, (int32_t)(clusterSize_v));
+    }
+done:
+    free(config_a);
     return r;
 }
 
@@ -4800,7 +5655,7 @@ static CUresult gen_srv_cuStreamCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuStreamCreate(phStream_p ? &phStream_v : NULL, Flags);
     if (r == CUDA_SUCCESS) {
-        if (phStream_p)
+        if (phStream_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phStream_id, HK_STREAM, (void *)phStream_v);
     }
     return r;
@@ -4820,7 +5675,7 @@ static CUresult gen_srv_cuStreamCreateWithPriority(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuStreamCreateWithPriority(phStream_p ? &phStream_v : NULL, flags, priority);
     if (r == CUDA_SUCCESS) {
-        if (phStream_p)
+        if (phStream_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phStream_id, HK_STREAM, (void *)phStream_v);
     }
     return r;
@@ -4883,7 +5738,7 @@ static CUresult gen_srv_cuStreamEndCapture(srv_call *call)
         goto done;
     r = real.cuStreamEndCapture((CUstream)hStream_h, phGraph_p ? &phGraph_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (phGraph_p)
+        if (phGraph_p && r == CUDA_SUCCESS)
             r = handle_put(call->s, phGraph_id, HK_GRAPH, (void *)phGraph_v);
     }
 done:
@@ -4987,6 +5842,71 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuStreamGetCtx(srv_call *call)
+{
+    uint64_t hStream_id = wr_u64(&call->in);
+    uint8_t pctx_p = wr_u8(&call->in);
+    CUcontext pctx_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuStreamGetCtx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hStream_h = NULL;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuStreamGetCtx((CUstream)hStream_h, pctx_p ? &pctx_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pctx_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = pctx_v != NULL ? handle_find_id(call->s, HK_CONTEXT, (const void *)pctx_v) : 0;
+            if (pctx_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuStreamGetCtx_v2(srv_call *call)
+{
+    uint64_t hStream_id = wr_u64(&call->in);
+    uint8_t pCtx_p = wr_u8(&call->in);
+    CUcontext pCtx_v = NULL;
+    uint8_t pGreenCtx_p = wr_u8(&call->in);
+    CUgreenCtx pGreenCtx_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuStreamGetCtx_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hStream_h = NULL;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuStreamGetCtx_v2((CUstream)hStream_h, pCtx_p ? &pCtx_v : NULL, pGreenCtx_p ? &pGreenCtx_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pCtx_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = pCtx_v != NULL ? handle_find_id(call->s, HK_CONTEXT, (const void *)pCtx_v) : 0;
+            if (pCtx_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (pGreenCtx_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = pGreenCtx_v != NULL ? handle_find_id(call->s, HK_GREEN_CTX, (const void *)pGreenCtx_v) : 0;
+            if (pGreenCtx_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuStreamGetDevice(srv_call *call)
 {
     uint64_t hStream_id = wr_u64(&call->in);
@@ -5030,6 +5950,34 @@ static CUresult gen_srv_cuStreamGetFlags(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (flags_p)
             wb_put_u32(&call->out, (uint32_t)(flags_v));
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuStreamGetGreenCtx(srv_call *call)
+{
+    uint64_t hStream_id = wr_u64(&call->in);
+    uint8_t phCtx_p = wr_u8(&call->in);
+    CUgreenCtx phCtx_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuStreamGetGreenCtx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hStream_h = NULL;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuStreamGetGreenCtx((CUstream)hStream_h, phCtx_p ? &phCtx_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (phCtx_p) {
+            /* an existing handle: the client must know it */
+            uint64_t id = phCtx_v != NULL ? handle_find_id(call->s, HK_GREEN_CTX, (const void *)phCtx_v) : 0;
+            if (phCtx_v != NULL && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
     }
 done:
     return r;
@@ -6470,6 +7418,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_pointer_get_attributes] = {"scuda_pointer_get_attributes", srv_scuda_pointer_get_attributes, 0},
     [OP_scuda_module_get_global] = {"scuda_module_get_global", srv_scuda_module_get_global, 0},
     [OP_scuda_get_proc_name] = {"scuda_get_proc_name", srv_scuda_get_proc_name, 0},
+    [OP_scuda_kernel_get_function] = {"scuda_kernel_get_function", srv_scuda_kernel_get_function, 0},
+    [OP_scuda_module_unload] = {"scuda_module_unload", srv_scuda_module_unload, 0},
+    [OP_scuda_pointer_kind] = {"scuda_pointer_kind", srv_scuda_pointer_kind, 0},
     [OP_cuArray3DCreate] = {"cuArray3DCreate", gen_srv_cuArray3DCreate, 0},
     [OP_cuArray3DCreate_v2] = {"cuArray3DCreate_v2", gen_srv_cuArray3DCreate_v2, 0},
     [OP_cuArray3DGetDescriptor] = {"cuArray3DGetDescriptor", gen_srv_cuArray3DGetDescriptor, 0},
@@ -6489,36 +7440,33 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuCtxDestroy] = {"cuCtxDestroy", srv_cuCtxDestroy, 1},
     [OP_cuCtxDestroy_v2] = {"cuCtxDestroy_v2", srv_cuCtxDestroy_v2, 1},
     [OP_cuCtxDetach] = {"cuCtxDetach", srv_cuCtxDetach, 0},
-    [OP_cuCtxDisablePeerAccess] = {"cuCtxDisablePeerAccess", srv_cuCtxDisablePeerAccess, 0},
-    [OP_cuCtxEnablePeerAccess] = {"cuCtxEnablePeerAccess", srv_cuCtxEnablePeerAccess, 0},
-    [OP_cuCtxFromGreenCtx] = {"cuCtxFromGreenCtx", srv_cuCtxFromGreenCtx, 0},
-    [OP_cuCtxGetApiVersion] = {"cuCtxGetApiVersion", srv_cuCtxGetApiVersion, 0},
-    [OP_cuCtxGetCacheConfig] = {"cuCtxGetCacheConfig", srv_cuCtxGetCacheConfig, 0},
-    [OP_cuCtxGetDevResource] = {"cuCtxGetDevResource", srv_cuCtxGetDevResource, 0},
-    [OP_cuCtxGetExecAffinity] = {"cuCtxGetExecAffinity", srv_cuCtxGetExecAffinity, 0},
+    [OP_cuCtxDisablePeerAccess] = {"cuCtxDisablePeerAccess", gen_srv_cuCtxDisablePeerAccess, 0},
+    [OP_cuCtxEnablePeerAccess] = {"cuCtxEnablePeerAccess", gen_srv_cuCtxEnablePeerAccess, 0},
+    [OP_cuCtxGetApiVersion] = {"cuCtxGetApiVersion", gen_srv_cuCtxGetApiVersion, 0},
+    [OP_cuCtxGetCacheConfig] = {"cuCtxGetCacheConfig", gen_srv_cuCtxGetCacheConfig, 0},
+    [OP_cuCtxGetDevResource] = {"cuCtxGetDevResource", gen_srv_cuCtxGetDevResource, 0},
+    [OP_cuCtxGetExecAffinity] = {"cuCtxGetExecAffinity", gen_srv_cuCtxGetExecAffinity, 0},
     [OP_cuCtxGetFlags] = {"cuCtxGetFlags", srv_cuCtxGetFlags, 0},
-    [OP_cuCtxGetId] = {"cuCtxGetId", srv_cuCtxGetId, 0},
-    [OP_cuCtxGetLimit] = {"cuCtxGetLimit", srv_cuCtxGetLimit, 0},
-    [OP_cuCtxGetSharedMemConfig] = {"cuCtxGetSharedMemConfig", srv_cuCtxGetSharedMemConfig, 0},
-    [OP_cuCtxGetStreamPriorityRange] = {"cuCtxGetStreamPriorityRange", srv_cuCtxGetStreamPriorityRange, 0},
+    [OP_cuCtxGetId] = {"cuCtxGetId", gen_srv_cuCtxGetId, 0},
+    [OP_cuCtxGetLimit] = {"cuCtxGetLimit", gen_srv_cuCtxGetLimit, 0},
+    [OP_cuCtxGetSharedMemConfig] = {"cuCtxGetSharedMemConfig", gen_srv_cuCtxGetSharedMemConfig, 0},
+    [OP_cuCtxGetStreamPriorityRange] = {"cuCtxGetStreamPriorityRange", gen_srv_cuCtxGetStreamPriorityRange, 0},
     [OP_cuCtxPopCurrent] = {"cuCtxPopCurrent", srv_cuCtxPopCurrent, 0},
     [OP_cuCtxPopCurrent_v2] = {"cuCtxPopCurrent_v2", srv_cuCtxPopCurrent_v2, 0},
     [OP_cuCtxPushCurrent] = {"cuCtxPushCurrent", srv_cuCtxPushCurrent, 0},
     [OP_cuCtxPushCurrent_v2] = {"cuCtxPushCurrent_v2", srv_cuCtxPushCurrent_v2, 0},
-    [OP_cuCtxRecordEvent] = {"cuCtxRecordEvent", srv_cuCtxRecordEvent, 0},
-    [OP_cuCtxResetPersistingL2Cache] = {"cuCtxResetPersistingL2Cache", srv_cuCtxResetPersistingL2Cache, 0},
-    [OP_cuCtxSetCacheConfig] = {"cuCtxSetCacheConfig", srv_cuCtxSetCacheConfig, 0},
+    [OP_cuCtxRecordEvent] = {"cuCtxRecordEvent", gen_srv_cuCtxRecordEvent, 0},
+    [OP_cuCtxResetPersistingL2Cache] = {"cuCtxResetPersistingL2Cache", gen_srv_cuCtxResetPersistingL2Cache, 0},
+    [OP_cuCtxSetCacheConfig] = {"cuCtxSetCacheConfig", gen_srv_cuCtxSetCacheConfig, 0},
     [OP_cuCtxSetCurrent] = {"cuCtxSetCurrent", srv_cuCtxSetCurrent, 0},
-    [OP_cuCtxSetFlags] = {"cuCtxSetFlags", srv_cuCtxSetFlags, 0},
-    [OP_cuCtxSetLimit] = {"cuCtxSetLimit", srv_cuCtxSetLimit, 0},
-    [OP_cuCtxSetSharedMemConfig] = {"cuCtxSetSharedMemConfig", srv_cuCtxSetSharedMemConfig, 0},
+    [OP_cuCtxSetLimit] = {"cuCtxSetLimit", gen_srv_cuCtxSetLimit, 0},
+    [OP_cuCtxSetSharedMemConfig] = {"cuCtxSetSharedMemConfig", gen_srv_cuCtxSetSharedMemConfig, 0},
     [OP_cuCtxSynchronize] = {"cuCtxSynchronize", srv_cuCtxSynchronize, 1},
     [OP_cuCtxSynchronize_v2] = {"cuCtxSynchronize_v2", srv_cuCtxSynchronize_v2, 1},
-    [OP_cuCtxWaitEvent] = {"cuCtxWaitEvent", srv_cuCtxWaitEvent, 0},
+    [OP_cuCtxWaitEvent] = {"cuCtxWaitEvent", gen_srv_cuCtxWaitEvent, 0},
     [OP_cuDestroyExternalMemory] = {"cuDestroyExternalMemory", gen_srv_cuDestroyExternalMemory, 0},
     [OP_cuDestroyExternalSemaphore] = {"cuDestroyExternalSemaphore", gen_srv_cuDestroyExternalSemaphore, 0},
     [OP_cuDeviceCanAccessPeer] = {"cuDeviceCanAccessPeer", gen_srv_cuDeviceCanAccessPeer, 0},
-    [OP_cuDeviceGetByPCIBusId] = {"cuDeviceGetByPCIBusId", gen_srv_cuDeviceGetByPCIBusId, 0},
     [OP_cuDeviceGetDevResource] = {"cuDeviceGetDevResource", gen_srv_cuDeviceGetDevResource, 0},
     [OP_cuDeviceGetExecAffinitySupport] = {"cuDeviceGetExecAffinitySupport", gen_srv_cuDeviceGetExecAffinitySupport, 0},
     [OP_cuDeviceGetGraphMemAttribute] = {"cuDeviceGetGraphMemAttribute", gen_srv_cuDeviceGetGraphMemAttribute, 0},
@@ -6550,7 +7498,6 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuExternalMemoryGetMappedBuffer] = {"cuExternalMemoryGetMappedBuffer", gen_srv_cuExternalMemoryGetMappedBuffer, 0},
     [OP_cuFlushGPUDirectRDMAWrites] = {"cuFlushGPUDirectRDMAWrites", gen_srv_cuFlushGPUDirectRDMAWrites, 0},
     [OP_cuFuncGetAttribute] = {"cuFuncGetAttribute", gen_srv_cuFuncGetAttribute, 0},
-    [OP_cuFuncGetParamInfo] = {"cuFuncGetParamInfo", gen_srv_cuFuncGetParamInfo, 0},
     [OP_cuFuncIsLoaded] = {"cuFuncIsLoaded", gen_srv_cuFuncIsLoaded, 0},
     [OP_cuFuncLoad] = {"cuFuncLoad", gen_srv_cuFuncLoad, 0},
     [OP_cuFuncSetAttribute] = {"cuFuncSetAttribute", gen_srv_cuFuncSetAttribute, 0},
@@ -6564,12 +7511,15 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphAddEventWaitNode] = {"cuGraphAddEventWaitNode", gen_srv_cuGraphAddEventWaitNode, 0},
     [OP_cuGraphAddMemFreeNode] = {"cuGraphAddMemFreeNode", gen_srv_cuGraphAddMemFreeNode, 0},
     [OP_cuGraphAddMemsetNode] = {"cuGraphAddMemsetNode", gen_srv_cuGraphAddMemsetNode, 0},
+    [OP_cuGraphChildGraphNodeGetGraph] = {"cuGraphChildGraphNodeGetGraph", gen_srv_cuGraphChildGraphNodeGetGraph, 0},
     [OP_cuGraphClone] = {"cuGraphClone", gen_srv_cuGraphClone, 0},
     [OP_cuGraphConditionalHandleCreate] = {"cuGraphConditionalHandleCreate", gen_srv_cuGraphConditionalHandleCreate, 0},
     [OP_cuGraphCreate] = {"cuGraphCreate", gen_srv_cuGraphCreate, 0},
     [OP_cuGraphDestroy] = {"cuGraphDestroy", gen_srv_cuGraphDestroy, 0},
     [OP_cuGraphDestroyNode] = {"cuGraphDestroyNode", gen_srv_cuGraphDestroyNode, 0},
+    [OP_cuGraphEventRecordNodeGetEvent] = {"cuGraphEventRecordNodeGetEvent", gen_srv_cuGraphEventRecordNodeGetEvent, 0},
     [OP_cuGraphEventRecordNodeSetEvent] = {"cuGraphEventRecordNodeSetEvent", gen_srv_cuGraphEventRecordNodeSetEvent, 0},
+    [OP_cuGraphEventWaitNodeGetEvent] = {"cuGraphEventWaitNodeGetEvent", gen_srv_cuGraphEventWaitNodeGetEvent, 0},
     [OP_cuGraphEventWaitNodeSetEvent] = {"cuGraphEventWaitNodeSetEvent", gen_srv_cuGraphEventWaitNodeSetEvent, 0},
     [OP_cuGraphExecChildGraphNodeSetParams] = {"cuGraphExecChildGraphNodeSetParams", gen_srv_cuGraphExecChildGraphNodeSetParams, 0},
     [OP_cuGraphExecDestroy] = {"cuGraphExecDestroy", gen_srv_cuGraphExecDestroy, 0},
@@ -6610,7 +7560,6 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuIpcOpenMemHandle_v2] = {"cuIpcOpenMemHandle_v2", gen_srv_cuIpcOpenMemHandle_v2, 0},
     [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0},
     [OP_cuKernelGetFunction] = {"cuKernelGetFunction", srv_cuKernelGetFunction, 0},
-    [OP_cuKernelGetParamInfo] = {"cuKernelGetParamInfo", gen_srv_cuKernelGetParamInfo, 0},
     [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0},
     [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0},
     [OP_cuLaunchCooperativeKernel] = {"cuLaunchCooperativeKernel", srv_cuLaunchCooperativeKernel, 0},
@@ -6621,9 +7570,6 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuLibraryGetGlobal] = {"cuLibraryGetGlobal", srv_cuLibraryGetGlobal, 0},
     [OP_cuLibraryGetKernel] = {"cuLibraryGetKernel", srv_cuLibraryGetKernel, 0},
     [OP_cuLibraryGetKernelCount] = {"cuLibraryGetKernelCount", srv_cuLibraryGetKernelCount, 0},
-    [OP_cuLibraryGetManaged] = {"cuLibraryGetManaged", srv_cuLibraryGetManaged, 0},
-    [OP_cuLibraryGetModule] = {"cuLibraryGetModule", srv_cuLibraryGetModule, 0},
-    [OP_cuLibraryGetUnifiedFunction] = {"cuLibraryGetUnifiedFunction", srv_cuLibraryGetUnifiedFunction, 0},
     [OP_cuLibraryLoadData] = {"cuLibraryLoadData", srv_cuLibraryLoadData, 1},
     [OP_cuLibraryLoadFromFile] = {"cuLibraryLoadFromFile", srv_cuLibraryLoadFromFile, 1},
     [OP_cuLibraryUnload] = {"cuLibraryUnload", srv_cuLibraryUnload, 0},
@@ -6637,7 +7583,6 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemAlloc] = {"cuMemAlloc", gen_srv_cuMemAlloc, 0},
     [OP_cuMemAllocAsync] = {"cuMemAllocAsync", gen_srv_cuMemAllocAsync, 0},
     [OP_cuMemAllocFromPoolAsync] = {"cuMemAllocFromPoolAsync", gen_srv_cuMemAllocFromPoolAsync, 0},
-    [OP_cuMemAllocHost] = {"cuMemAllocHost", srv_cuMemAllocHost, 0},
     [OP_cuMemAllocHost_v2] = {"cuMemAllocHost_v2", srv_cuMemAllocHost_v2, 0},
     [OP_cuMemAllocPitch] = {"cuMemAllocPitch", gen_srv_cuMemAllocPitch, 0},
     [OP_cuMemAllocPitch_v2] = {"cuMemAllocPitch_v2", gen_srv_cuMemAllocPitch_v2, 0},
@@ -6654,9 +7599,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemGetInfo] = {"cuMemGetInfo", gen_srv_cuMemGetInfo, 0},
     [OP_cuMemGetInfo_v2] = {"cuMemGetInfo_v2", gen_srv_cuMemGetInfo_v2, 0},
     [OP_cuMemHostAlloc] = {"cuMemHostAlloc", srv_cuMemHostAlloc, 0},
-    [OP_cuMemHostGetDevicePointer] = {"cuMemHostGetDevicePointer", srv_cuMemHostGetDevicePointer, 0},
     [OP_cuMemHostGetDevicePointer_v2] = {"cuMemHostGetDevicePointer_v2", srv_cuMemHostGetDevicePointer_v2, 0},
-    [OP_cuMemHostRegister] = {"cuMemHostRegister", srv_cuMemHostRegister, 0},
     [OP_cuMemHostRegister_v2] = {"cuMemHostRegister_v2", srv_cuMemHostRegister_v2, 0},
     [OP_cuMemHostUnregister] = {"cuMemHostUnregister", srv_cuMemHostUnregister, 0},
     [OP_cuMemMap] = {"cuMemMap", gen_srv_cuMemMap, 0},
@@ -6676,47 +7619,32 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemSetMemPool] = {"cuMemSetMemPool", gen_srv_cuMemSetMemPool, 0},
     [OP_cuMemUnmap] = {"cuMemUnmap", gen_srv_cuMemUnmap, 0},
     [OP_cuMemcpy] = {"cuMemcpy", srv_cuMemcpy, 1},
-    [OP_cuMemcpy2D] = {"cuMemcpy2D", srv_cuMemcpy2D, 1},
-    [OP_cuMemcpy2DAsync] = {"cuMemcpy2DAsync", srv_cuMemcpy2DAsync, 0},
     [OP_cuMemcpy2DAsync_v2] = {"cuMemcpy2DAsync_v2", srv_cuMemcpy2DAsync_v2, 0},
-    [OP_cuMemcpy2DUnaligned] = {"cuMemcpy2DUnaligned", srv_cuMemcpy2DUnaligned, 1},
     [OP_cuMemcpy2DUnaligned_v2] = {"cuMemcpy2DUnaligned_v2", srv_cuMemcpy2DUnaligned_v2, 1},
     [OP_cuMemcpy2D_v2] = {"cuMemcpy2D_v2", srv_cuMemcpy2D_v2, 1},
-    [OP_cuMemcpy3D] = {"cuMemcpy3D", srv_cuMemcpy3D, 1},
-    [OP_cuMemcpy3DAsync] = {"cuMemcpy3DAsync", srv_cuMemcpy3DAsync, 0},
     [OP_cuMemcpy3DAsync_v2] = {"cuMemcpy3DAsync_v2", srv_cuMemcpy3DAsync_v2, 0},
-    [OP_cuMemcpy3DBatchAsync] = {"cuMemcpy3DBatchAsync", srv_cuMemcpy3DBatchAsync, 0},
-    [OP_cuMemcpy3DBatchAsync_v2] = {"cuMemcpy3DBatchAsync_v2", srv_cuMemcpy3DBatchAsync_v2, 0},
     [OP_cuMemcpy3DPeer] = {"cuMemcpy3DPeer", srv_cuMemcpy3DPeer, 1},
     [OP_cuMemcpy3DPeerAsync] = {"cuMemcpy3DPeerAsync", srv_cuMemcpy3DPeerAsync, 0},
     [OP_cuMemcpy3D_v2] = {"cuMemcpy3D_v2", srv_cuMemcpy3D_v2, 1},
     [OP_cuMemcpyAsync] = {"cuMemcpyAsync", srv_cuMemcpyAsync, 0},
-    [OP_cuMemcpyAtoA] = {"cuMemcpyAtoA", srv_cuMemcpyAtoA, 1},
-    [OP_cuMemcpyAtoA_v2] = {"cuMemcpyAtoA_v2", srv_cuMemcpyAtoA_v2, 1},
-    [OP_cuMemcpyAtoD] = {"cuMemcpyAtoD", srv_cuMemcpyAtoD, 1},
-    [OP_cuMemcpyAtoD_v2] = {"cuMemcpyAtoD_v2", srv_cuMemcpyAtoD_v2, 1},
-    [OP_cuMemcpyAtoH] = {"cuMemcpyAtoH", srv_cuMemcpyAtoH, 1},
-    [OP_cuMemcpyAtoHAsync] = {"cuMemcpyAtoHAsync", srv_cuMemcpyAtoHAsync, 1},
-    [OP_cuMemcpyAtoHAsync_v2] = {"cuMemcpyAtoHAsync_v2", srv_cuMemcpyAtoHAsync_v2, 1},
-    [OP_cuMemcpyAtoH_v2] = {"cuMemcpyAtoH_v2", srv_cuMemcpyAtoH_v2, 1},
-    [OP_cuMemcpyBatchAsync] = {"cuMemcpyBatchAsync", srv_cuMemcpyBatchAsync, 0},
-    [OP_cuMemcpyBatchAsync_v2] = {"cuMemcpyBatchAsync_v2", srv_cuMemcpyBatchAsync_v2, 0},
-    [OP_cuMemcpyDtoA] = {"cuMemcpyDtoA", srv_cuMemcpyDtoA, 1},
-    [OP_cuMemcpyDtoA_v2] = {"cuMemcpyDtoA_v2", srv_cuMemcpyDtoA_v2, 1},
-    [OP_cuMemcpyDtoD] = {"cuMemcpyDtoD", srv_cuMemcpyDtoD, 1},
-    [OP_cuMemcpyDtoDAsync] = {"cuMemcpyDtoDAsync", srv_cuMemcpyDtoDAsync, 0},
+    [OP_cuMemcpyAtoA] = {"cuMemcpyAtoA", gen_srv_cuMemcpyAtoA, 1},
+    [OP_cuMemcpyAtoA_v2] = {"cuMemcpyAtoA_v2", gen_srv_cuMemcpyAtoA_v2, 1},
+    [OP_cuMemcpyAtoD] = {"cuMemcpyAtoD", gen_srv_cuMemcpyAtoD, 1},
+    [OP_cuMemcpyAtoD_v2] = {"cuMemcpyAtoD_v2", gen_srv_cuMemcpyAtoD_v2, 1},
+    [OP_cuMemcpyAtoH] = {"cuMemcpyAtoH", gen_srv_cuMemcpyAtoH, 1},
+    [OP_cuMemcpyAtoHAsync] = {"cuMemcpyAtoHAsync", gen_srv_cuMemcpyAtoHAsync, 1},
+    [OP_cuMemcpyAtoHAsync_v2] = {"cuMemcpyAtoHAsync_v2", gen_srv_cuMemcpyAtoHAsync_v2, 1},
+    [OP_cuMemcpyAtoH_v2] = {"cuMemcpyAtoH_v2", gen_srv_cuMemcpyAtoH_v2, 1},
+    [OP_cuMemcpyDtoA] = {"cuMemcpyDtoA", gen_srv_cuMemcpyDtoA, 1},
+    [OP_cuMemcpyDtoA_v2] = {"cuMemcpyDtoA_v2", gen_srv_cuMemcpyDtoA_v2, 1},
     [OP_cuMemcpyDtoDAsync_v2] = {"cuMemcpyDtoDAsync_v2", srv_cuMemcpyDtoDAsync_v2, 0},
     [OP_cuMemcpyDtoD_v2] = {"cuMemcpyDtoD_v2", srv_cuMemcpyDtoD_v2, 1},
-    [OP_cuMemcpyDtoH] = {"cuMemcpyDtoH", srv_cuMemcpyDtoH, 1},
-    [OP_cuMemcpyDtoHAsync] = {"cuMemcpyDtoHAsync", srv_cuMemcpyDtoHAsync, 1},
     [OP_cuMemcpyDtoHAsync_v2] = {"cuMemcpyDtoHAsync_v2", srv_cuMemcpyDtoHAsync_v2, 1},
     [OP_cuMemcpyDtoH_v2] = {"cuMemcpyDtoH_v2", srv_cuMemcpyDtoH_v2, 1},
-    [OP_cuMemcpyHtoA] = {"cuMemcpyHtoA", srv_cuMemcpyHtoA, 1},
-    [OP_cuMemcpyHtoAAsync] = {"cuMemcpyHtoAAsync", srv_cuMemcpyHtoAAsync, 0},
-    [OP_cuMemcpyHtoAAsync_v2] = {"cuMemcpyHtoAAsync_v2", srv_cuMemcpyHtoAAsync_v2, 0},
-    [OP_cuMemcpyHtoA_v2] = {"cuMemcpyHtoA_v2", srv_cuMemcpyHtoA_v2, 1},
-    [OP_cuMemcpyHtoD] = {"cuMemcpyHtoD", srv_cuMemcpyHtoD, 1},
-    [OP_cuMemcpyHtoDAsync] = {"cuMemcpyHtoDAsync", srv_cuMemcpyHtoDAsync, 0},
+    [OP_cuMemcpyHtoA] = {"cuMemcpyHtoA", gen_srv_cuMemcpyHtoA, 1},
+    [OP_cuMemcpyHtoAAsync] = {"cuMemcpyHtoAAsync", gen_srv_cuMemcpyHtoAAsync, 0},
+    [OP_cuMemcpyHtoAAsync_v2] = {"cuMemcpyHtoAAsync_v2", gen_srv_cuMemcpyHtoAAsync_v2, 0},
+    [OP_cuMemcpyHtoA_v2] = {"cuMemcpyHtoA_v2", gen_srv_cuMemcpyHtoA_v2, 1},
     [OP_cuMemcpyHtoDAsync_v2] = {"cuMemcpyHtoDAsync_v2", srv_cuMemcpyHtoDAsync_v2, 0},
     [OP_cuMemcpyHtoD_v2] = {"cuMemcpyHtoD_v2", srv_cuMemcpyHtoD_v2, 1},
     [OP_cuMemcpyPeer] = {"cuMemcpyPeer", srv_cuMemcpyPeer, 1},
@@ -6746,11 +7674,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuModuleEnumerateFunctions] = {"cuModuleEnumerateFunctions", srv_cuModuleEnumerateFunctions, 0},
     [OP_cuModuleGetFunction] = {"cuModuleGetFunction", srv_cuModuleGetFunction, 0},
     [OP_cuModuleGetFunctionCount] = {"cuModuleGetFunctionCount", srv_cuModuleGetFunctionCount, 0},
-    [OP_cuModuleGetGlobal] = {"cuModuleGetGlobal", srv_cuModuleGetGlobal, 0},
     [OP_cuModuleGetGlobal_v2] = {"cuModuleGetGlobal_v2", srv_cuModuleGetGlobal_v2, 0},
     [OP_cuModuleGetLoadingMode] = {"cuModuleGetLoadingMode", srv_cuModuleGetLoadingMode, 0},
-    [OP_cuModuleGetSurfRef] = {"cuModuleGetSurfRef", srv_cuModuleGetSurfRef, 0},
-    [OP_cuModuleGetTexRef] = {"cuModuleGetTexRef", srv_cuModuleGetTexRef, 0},
     [OP_cuModuleLoad] = {"cuModuleLoad", srv_cuModuleLoad, 1},
     [OP_cuModuleLoadData] = {"cuModuleLoadData", srv_cuModuleLoadData, 1},
     [OP_cuModuleLoadDataEx] = {"cuModuleLoadDataEx", srv_cuModuleLoadDataEx, 1},
@@ -6765,10 +7690,10 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuOccupancyAvailableDynamicSMemPerBlock] = {"cuOccupancyAvailableDynamicSMemPerBlock", gen_srv_cuOccupancyAvailableDynamicSMemPerBlock, 0},
     [OP_cuOccupancyMaxActiveBlocksPerMultiprocessor] = {"cuOccupancyMaxActiveBlocksPerMultiprocessor", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessor, 0},
     [OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 0},
-    [OP_cuOccupancyMaxActiveClusters] = {"cuOccupancyMaxActiveClusters", srv_cuOccupancyMaxActiveClusters, 0},
+    [OP_cuOccupancyMaxActiveClusters] = {"cuOccupancyMaxActiveClusters", gen_srv_cuOccupancyMaxActiveClusters, 0},
     [OP_cuOccupancyMaxPotentialBlockSize] = {"cuOccupancyMaxPotentialBlockSize", gen_srv_cuOccupancyMaxPotentialBlockSize, 0},
     [OP_cuOccupancyMaxPotentialBlockSizeWithFlags] = {"cuOccupancyMaxPotentialBlockSizeWithFlags", gen_srv_cuOccupancyMaxPotentialBlockSizeWithFlags, 0},
-    [OP_cuOccupancyMaxPotentialClusterSize] = {"cuOccupancyMaxPotentialClusterSize", srv_cuOccupancyMaxPotentialClusterSize, 0},
+    [OP_cuOccupancyMaxPotentialClusterSize] = {"cuOccupancyMaxPotentialClusterSize", gen_srv_cuOccupancyMaxPotentialClusterSize, 0},
     [OP_cuPointerGetAttribute] = {"cuPointerGetAttribute", srv_cuPointerGetAttribute, 0},
     [OP_cuPointerGetAttributes] = {"cuPointerGetAttributes", srv_cuPointerGetAttributes, 0},
     [OP_cuProfilerStart] = {"cuProfilerStart", gen_srv_cuProfilerStart, 0},
@@ -6789,8 +7714,11 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamGetCaptureInfo] = {"cuStreamGetCaptureInfo", gen_srv_cuStreamGetCaptureInfo, 0},
     [OP_cuStreamGetCaptureInfo_v2] = {"cuStreamGetCaptureInfo_v2", gen_srv_cuStreamGetCaptureInfo_v2, 0},
     [OP_cuStreamGetCaptureInfo_v3] = {"cuStreamGetCaptureInfo_v3", gen_srv_cuStreamGetCaptureInfo_v3, 0},
+    [OP_cuStreamGetCtx] = {"cuStreamGetCtx", gen_srv_cuStreamGetCtx, 0},
+    [OP_cuStreamGetCtx_v2] = {"cuStreamGetCtx_v2", gen_srv_cuStreamGetCtx_v2, 0},
     [OP_cuStreamGetDevice] = {"cuStreamGetDevice", gen_srv_cuStreamGetDevice, 0},
     [OP_cuStreamGetFlags] = {"cuStreamGetFlags", gen_srv_cuStreamGetFlags, 0},
+    [OP_cuStreamGetGreenCtx] = {"cuStreamGetGreenCtx", gen_srv_cuStreamGetGreenCtx, 0},
     [OP_cuStreamGetId] = {"cuStreamGetId", gen_srv_cuStreamGetId, 0},
     [OP_cuStreamGetPriority] = {"cuStreamGetPriority", gen_srv_cuStreamGetPriority, 0},
     [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", gen_srv_cuStreamIsCapturing, 0},

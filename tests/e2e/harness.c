@@ -105,6 +105,7 @@ void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     fflush(stdout);
     fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
+    while (fmt && *fmt == ' ') fmt++; /* CHECK prefixes a space */
     if (fmt && *fmt) {
         va_list ap;
         va_start(ap, fmt);
@@ -491,6 +492,8 @@ CUcontext h_cuda_setup(void)
     CU(cuCtxSetCurrent(ctx));
     return ctx;
 }
+
+const char *h_ptx_path(void) { return STANDIN_PTX; }
 
 static CUmodule the_module;
 static pid_t the_module_pid;

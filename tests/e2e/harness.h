@@ -27,7 +27,7 @@
 /* Print where and what, then exit(1) (the exit handler stops the server). */
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
-        if (!(cond)) h_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__);          \
+        if (!(cond)) h_fail(__FILE__, __LINE__, #cond, " " __VA_ARGS__);          \
     } while (0)
 
 /* A driver call that must succeed. */
@@ -114,6 +114,7 @@ char *h_read_file(const char *path, size_t *len); /* malloc'd, NUL-terminated */
 CUcontext h_cuda_setup(void);
 /* The stand-in's kernels (tests/standin/kernels.ptx), loaded once. */
 CUmodule h_module(void);
+const char *h_ptx_path(void);
 CUfunction h_func(const char *name);
 /* Fill n bytes with a pattern derived from seed. */
 void h_pattern(void *p, size_t n, uint32_t seed);

@@ -479,6 +479,6 @@ rmdir "$LOGDIR/.tmp" 2>/dev/null || true
 
 echo
 echo "== results ($MODE)"
-printf '%s\n' "${RESULTS[@]}"
+if ((${#RESULTS[@]})); then printf '%s\n' "${RESULTS[@]}"; fi
 echo "$NPASS passed, $NFAIL failed"
 ((NFAIL == 0))

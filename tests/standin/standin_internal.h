@@ -423,6 +423,8 @@ uint64_t si_submit(si_stream *s, si_op *op);
 void si_wait_seq(si_stream *s, uint64_t seq);
 void si_stream_wait_idle(si_stream *s);
 bool si_stream_idle(const si_stream *s);
+/* true if an op submitted to s now would run at once (no queue, no barrier) */
+bool si_would_inline(const si_stream *s);
 bool si_stream_live(const si_stream *s, uint64_t id);
 void si_destroy_ctx_streams_events(si_ctx *c);
 void si_exec_kick(void);

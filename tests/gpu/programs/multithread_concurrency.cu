@@ -4,9 +4,12 @@
 // the spin kernel does: a blocked thread must not stall the others (a shim
 // that serializes calls fails here). Threads 2 and 3 run small kernels.
 //
-// Every allocation, free and stream creation happens in main, outside the
-// timed window: cudaMallocHost/cudaFree synchronize with the device natively
-// (seen on H200: a cudaMallocHost in thread 1 waited for the spin kernel).
+// Setup happens in main, outside the timed window: allocations, frees, stream
+// creation, and one warm-up launch of every kernel. The warm-up matters: with
+// lazy loading (CUDA's default since 12.2) the first launch of a kernel loads
+// it, which may synchronize the context, i.e. wait for the spin kernel, and
+// natively on H200 that stalled every thread's copies until the spin ended.
+// Allocations and frees can synchronize the device too.
 // BUILD: -lpthread
 #include <pthread.h>
 #include "common.h"
@@ -78,6 +81,16 @@ int main(void) {
     CK(cudaMalloc(&dwork[i], N * sizeof(int)));
     CK(cudaMallocHost(&hwork[i], N * sizeof(int)));
   }
+  // Warm-up: load every kernel and exercise every call the threads will make.
+  spin_kernel<<<1, 1, 0, streams[0]>>>(0, NULL);
+  for (int i = 2; i < 4; i++) {
+    CK(cudaMemsetAsync(dwork[i], 0, N * sizeof(int), streams[i]));
+    inc<<<N / 256, 256, 0, streams[i]>>>(dwork[i], N);
+    CK(cudaMemcpyAsync(hwork[i], dwork[i], N * sizeof(int), cudaMemcpyDeviceToHost, streams[i]));
+  }
+  CK(cudaMemcpyAsync(dcopy, hin, 256, cudaMemcpyHostToDevice, streams[1]));
+  CK(cudaMemcpyAsync(hout, dcopy, 256, cudaMemcpyDeviceToHost, streams[1]));
+  CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   pthread_barrier_init(&started, NULL, 4);
   pthread_t th[4];

@@ -2,8 +2,10 @@
 // own stream (cudaStreamPerThread), which does not wait for other threads'
 // work. Thread A keeps its per-thread stream busy with a 500 ms spin; thread B
 // does a kernel + copy on its own default stream and must finish first.
-// Allocations happen in main and both per-thread streams exist before the
-// spin starts (allocating pinned memory synchronizes with the device).
+// Allocations and a warm-up launch of both kernels happen in main, and both
+// per-thread streams exist before the spin starts: with lazy loading (CUDA's
+// default) a kernel's first launch may synchronize the context, which natively
+// on H200 made thread B wait for A's spin. Allocations can synchronize too.
 // BUILD: --default-stream per-thread -lpthread
 #include <pthread.h>
 #include "common.h"
@@ -51,6 +53,10 @@ int main(void) {
   test_init();
   CK(cudaMalloc(&dbuf, N * sizeof(int)));
   CK(cudaMallocHost(&hbuf, N * sizeof(int)));
+  spin_kernel<<<1, 1>>>(0, NULL);  // warm-up: load both kernels now
+  fill<<<N / 256, 256>>>(dbuf, 0, N);
+  CK(cudaMemcpyAsync(hbuf, dbuf, N * sizeof(int), cudaMemcpyDeviceToHost, 0));
+  CK(cudaDeviceSynchronize());
   // In this build, stream 0 and cudaStreamPerThread are the same stream.
   printf("query stream 0: %s\n", cudaGetErrorName(cudaStreamQuery(0)));
   printf("query cudaStreamPerThread: %s\n", cudaGetErrorName(cudaStreamQuery(cudaStreamPerThread)));

@@ -1,0 +1,135 @@
+/* loopback_runtime.c - just enough of the shim and the session for the
+ * generated code to run in one process: rpc_sync() hands the encoded
+ * request straight to op_table[] (dispatch.gen.c) and the reply back to
+ * the generated client stub. The "real driver" is whatever the test puts
+ * into `real` and `real_driver`. Test-only (codegen/test_gen.py). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loopback.h"
+
+volatile int shim_mode = SHIM_REMOTE;
+CUresult shim_init_error = CUDA_SUCCESS;
+struct driver_table real_driver;
+struct driver_table real;
+uint32_t lb_ctx_id = 1;
+struct lb_counts lb;
+
+uint32_t shim_current_ctx_id(void) { return lb_ctx_id; }
+
+static uint64_t next_id = 0x1000;
+uint64_t handle_new_id(void) { return next_id += 0x10; }
+
+/* ---- handles ------------------------------------------------------------ */
+
+#define MAXH 256
+static struct { uint64_t id; int kind; void *real; } handles[MAXH];
+
+CUresult handle_get(struct session *s, uint64_t id, enum handle_kind kind, void **real_handle)
+{
+    (void)s;
+    *real_handle = NULL;
+    if (id == 0) return CUDA_SUCCESS;
+    if (kind == HK_STREAM && (id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
+                              id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD)) {
+        *real_handle = (void *)(uintptr_t)id;
+        return CUDA_SUCCESS;
+    }
+    for (int i = 0; i < MAXH; i++)
+        if (handles[i].id == id && (handles[i].kind == (int)kind || (kind == HK_FUNCTION && handles[i].kind == HK_KERNEL))) {
+            *real_handle = handles[i].real;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle)
+{
+    (void)s;
+    for (int i = 0; i < MAXH; i++)
+        if (handles[i].id == id) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAXH; i++)
+        if (handles[i].id == 0) {
+            handles[i].id = id;
+            handles[i].kind = (int)kind;
+            handles[i].real = real_handle;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void handle_drop(struct session *s, uint64_t id)
+{
+    (void)s;
+    for (int i = 0; i < MAXH; i++)
+        if (handles[i].id == id) handles[i].id = 0;
+}
+
+uint64_t handle_find_id(struct session *s, enum handle_kind kind, const void *real_handle)
+{
+    (void)s;
+    for (int i = 0; i < MAXH; i++)
+        if (handles[i].id && handles[i].kind == (int)kind && handles[i].real == real_handle) return handles[i].id;
+    return 0;
+}
+
+/* ---- rpc ------------------------------------------------------------------ */
+
+void rpc_begin(rpc_call *c, uint16_t op)
+{
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    wb_init(&c->req);
+}
+
+static CUresult pending_error = CUDA_SUCCESS;
+
+static CUresult dispatch(rpc_call *c, int async)
+{
+    srv_call call;
+    memset(&call, 0, sizeof call);
+    call.op = c->op;
+    call.async = async;
+    wr_init(&call.in, c->req.data, c->req.len);
+    wb_init(&call.out);
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (c->op < op_table_len && op_table[c->op].handler) r = op_table[c->op].handler(&call);
+    lb.last_op = c->op;
+    lb.last_blocking = c->op < op_table_len ? op_table[c->op].blocking : 0;
+    if (async) {
+        lb.async_calls++;
+        if (r != CUDA_SUCCESS && pending_error == CUDA_SUCCESS) pending_error = r;
+        wb_free(&call.out);
+        return CUDA_SUCCESS;
+    }
+    lb.sync_calls++;
+    c->reply = malloc(call.out.len ? call.out.len : 1);
+    memcpy(c->reply, call.out.data, call.out.len);
+    wr_init(&c->out, c->reply, call.out.len);
+    wb_free(&call.out);
+    return r;
+}
+
+CUresult rpc_sync(rpc_call *c)
+{
+    CUresult r = dispatch(c, 0);
+    if (pending_error != CUDA_SUCCESS) {
+        r = pending_error;
+        pending_error = CUDA_SUCCESS;
+    }
+    return r;
+}
+
+CUresult rpc_async(rpc_call *c)
+{
+    CUresult r = dispatch(c, 1);
+    rpc_end(c);
+    return r;
+}
+
+void rpc_end(rpc_call *c)
+{
+    free(c->reply);
+    c->reply = NULL;
+    wb_free(&c->req);
+}

@@ -1,0 +1,46 @@
+/* memo.h - the client's cache of query results (call class `memo`, DESIGN §3).
+ *
+ * Queries whose answer only changes when the application changes it
+ * (cuFuncGetAttribute, cuKernelGetAttribute, cuOccupancy*, ...) go to the
+ * server once; later calls with the same op, current context and argument
+ * bytes are answered here. Any call marked `invalidates_memo` in
+ * codegen/driver_spec.py (cuFuncSetAttribute, cuKernelSetAttribute, module
+ * unload, ...) clears the whole cache.
+ *
+ * The key is the request payload exactly as the generated stub encodes it
+ * (handles travel as their ids), the value is the reply's outputs.
+ *
+ *   uint64_t gen;
+ *   if (memo_lookup(op, ctx, key, key_len, val, &val_len, &gen)) -> answered
+ *   else { call the server; on success memo_insert(op, ctx, key, key_len,
+ *                                                  out, out_len, gen); }
+ *
+ * `gen` closes the race with an invalidation that happens while the query
+ * is in flight: memo_insert drops a value fetched before the latest
+ * memo_invalidate_all(). Thread-safe; bounded (MEMO_SLOTS entries, least
+ * recently inserted evicted per set). */
+#ifndef SCUDA_CLIENT_MEMO_H
+#define SCUDA_CLIENT_MEMO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MEMO_MAX_KEY 192   /* longer keys are never cached */
+#define MEMO_MAX_VALUE 64  /* longer values are never cached */
+#define MEMO_SLOTS 4096
+
+/* 1 and the value (copied to value[MEMO_MAX_VALUE], its length in
+ * *value_len) on a hit; 0 on a miss, with *gen set for memo_insert. */
+int memo_lookup(uint16_t op, uint32_t ctx, const void *key, size_t key_len, void *value, size_t *value_len,
+                uint64_t *gen);
+void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
+                 uint64_t gen);
+void memo_invalidate_all(void);
+
+/* For tests and SCUDA_LOG=debug statistics. */
+struct memo_stats {
+    uint64_t hits, misses, inserts, invalidations;
+};
+void memo_get_stats(struct memo_stats *st);
+
+#endif

@@ -1,0 +1,160 @@
+/* deferred_errors.c - errors of one-way (async) calls.
+ *
+ * An async call that fails on the server returns CUDA_SUCCESS to the
+ * caller; the next synchronizing call returns the error, exactly once
+ * (DESIGN §3, protocol.h). Checked through the shim (memsets on a bad
+ * device pointer, a launch of a function whose module is gone) and at the
+ * protocol level with a raw connection (a launch of a function id the
+ * session never saw, an async op the server does not know). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ops.gen.h"
+#include "common/protocol.h"
+#include "common/wire.h"
+#include "harness.h"
+
+#define BOGUS_PTR ((CUdeviceptr)0xdead0000ull)
+
+static void through_shim(void)
+{
+    h_cuda_setup();
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 4096));
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+
+    /* memset on an invalid device pointer: legacy stream, then a stream */
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD32_v2(BOGUS_PTR, 7, 16));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuCtxSynchronize());
+    CU_EXPECT(CUDA_SUCCESS, cuCtxSynchronize()); /* reported once */
+
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD8Async(BOGUS_PTR, 1, 100, st));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuStreamSynchronize(st));
+    CU_EXPECT(CUDA_SUCCESS, cuStreamSynchronize(st));
+
+    /* Two failures before one sync: the first is reported, once. */
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD16_v2(BOGUS_PTR, 1, 8));
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD2D8_v2(BOGUS_PTR, 64, 1, 8, 8));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuCtxSynchronize());
+    CU_EXPECT(CUDA_SUCCESS, cuCtxSynchronize());
+
+    /* Any synchronizing call reports it: here a device-to-host copy. */
+    uint32_t out[4] = {0};
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD32_v2(BOGUS_PTR, 7, 16));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoH_v2(out, d, sizeof out));
+    CU_EXPECT(CUDA_SUCCESS, cuCtxSynchronize());
+
+    /* The session still works, and valid work around a failure happens. */
+    CU(cuMemsetD32_v2(d, 0x01020304, 1024));
+    CU_EXPECT(CUDA_SUCCESS, cuMemsetD32_v2(BOGUS_PTR, 9, 4));
+    CU(cuMemsetD32_v2(d + 4, 0x0a0b0c0d, 1));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuCtxSynchronize());
+    CU(cuMemcpyDtoH_v2(out, d, sizeof out));
+    CHECK(out[0] == 0x01020304 && out[1] == 0x0a0b0c0d && out[2] == 0x01020304, "got %08x %08x %08x", out[0],
+          out[1], out[2]);
+
+    /* A launch of a function whose module was unloaded: the client still
+     * has the handle, the server no longer has a live function for it. */
+    size_t len;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CHECK(len > 0);
+    CUmodule m;
+    CU(cuModuleLoadData(&m, ptx));
+    free(ptx);
+    CUfunction f;
+    CU(cuModuleGetFunction(&f, m, "fill_u32"));
+    CU(cuCtxSynchronize());
+    CU(cuModuleUnload(m));
+    uint32_t v = 5;
+    uint64_t n = 16;
+    void *args[] = {&d, &v, &n};
+    CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+    if (r == CUDA_SUCCESS) {
+        CUresult s = cuStreamSynchronize(st);
+        CHECK(s != CUDA_SUCCESS, "a launch of an unloaded module's function was reported as success");
+        CU_EXPECT(CUDA_SUCCESS, cuStreamSynchronize(st));
+        printf("ok stale function: launch returned SUCCESS, the next sync %s, then SUCCESS\n", h_cu_name(s));
+    } else {
+        printf("ok stale function: the launch itself returned %s\n", h_cu_name(r));
+    }
+    CU(cuStreamDestroy_v2(st));
+    CU(cuMemFree_v2(d));
+    printf("ok deferred errors through the shim\n");
+}
+
+static uint32_t seq = 1;
+
+static long call(int fd, uint16_t op, uint32_t ctx, const wire_buf *b)
+{
+    uint32_t s = seq++;
+    CHECK(h_raw_send(fd, op, 0, s, ctx, b ? b->data : NULL, b ? (uint32_t)b->len : 0) == 0);
+    return h_raw_call_reply(fd, s, 10000, NULL, NULL);
+}
+
+static void post(int fd, uint16_t op, uint32_t ctx, const wire_buf *b)
+{
+    CHECK(h_raw_send(fd, op, FRAME_ASYNC, seq++, ctx, b ? b->data : NULL, b ? (uint32_t)b->len : 0) == 0);
+}
+
+static void raw_protocol(const char *addr)
+{
+    uint32_t status;
+    int fd = h_raw_connect(addr, NULL, &status);
+    CHECK(fd >= 0, "raw handshake failed (welcome status %u)", status);
+    const uint32_t ctx = 0x100;
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, 0);   /* device */
+    wb_put_u64(&b, ctx); /* context id */
+    CHECK(call(fd, OP_scuda_primary_ctx_retain, 0, &b) == CUDA_SUCCESS);
+    CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS);
+
+    /* launch of a function id the session never saw */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x777770); /* function id */
+    for (int i = 0; i < 6; i++) wb_put_u32(&b, 1);
+    wb_put_u32(&b, 0);  /* shared memory */
+    wb_put_u64(&b, 0);  /* stream */
+    wb_put_u32(&b, 0);  /* attributes */
+    wb_put_blob(&b, NULL, 0);
+    post(fd, OP_scuda_launch, ctx, &b);
+    long r = call(fd, OP_scuda_ping, ctx, NULL);
+    CHECK(r == CUDA_ERROR_INVALID_HANDLE, "ping after a bad launch returned %ld", r);
+    CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS, "the error was reported twice");
+
+    /* an async op this server does not know */
+    post(fd, 60000, ctx, NULL);
+    r = call(fd, OP_scuda_ping, ctx, NULL);
+    CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "ping after an unknown async op returned %ld", r);
+    CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS);
+
+    /* an unknown op as a request gets its own reply */
+    r = call(fd, 60001, ctx, NULL);
+    CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "unknown sync op returned %ld", r);
+    wb_free(&b);
+    close(fd);
+    printf("ok deferred errors at the protocol level\n");
+}
+
+static int shim_client(void *arg)
+{
+    (void)arg;
+    through_shim();
+    return 0;
+}
+
+int main(void)
+{
+    h_begin("deferred_errors", 25);
+    struct h_server srv;
+    h_server_start(&srv, "main", NULL);
+    raw_protocol(srv.addr);
+    h_wait_ok(h_spawn(shim_client, NULL, 20, -1, -1), 20000, "shim client");
+    h_server_stop(&srv);
+    printf("PASS deferred_errors\n");
+    return 0;
+}

@@ -1,0 +1,101 @@
+/* no_server.c - SCUDA_SERVER names an address where no server answers.
+ *
+ * cuInit must fail with CUDA_ERROR_NO_DEVICE within a bounded time and say
+ * on stderr which address it tried; later calls fail the same way instead
+ * of crashing or hanging. Three cases: a closed port (connection refused),
+ * a malformed address, and a port that accepts TCP connections but never
+ * speaks (the greeting times out). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+struct client_arg {
+    char addr[64];
+    unsigned limit_ms;
+};
+
+static int client(void *p)
+{
+    const struct client_arg *a = p;
+    setenv("SCUDA_SERVER", a->addr, 1);
+    uint64_t t0 = h_now_ms();
+    CUresult r = cuInit(0);
+    uint64_t took = h_now_ms() - t0;
+    CHECK(r == CUDA_ERROR_NO_DEVICE, "cuInit returned %s", h_cu_name(r));
+    CHECK(took <= a->limit_ms, "cuInit took %llu ms (limit %u)", (unsigned long long)took, a->limit_ms);
+    /* Everything after fails the same way, at once. */
+    CU_EXPECT(CUDA_ERROR_NO_DEVICE, cuInit(0));
+    CUdeviceptr d;
+    CUresult m = cuMemAlloc_v2(&d, 16);
+    CHECK(m != CUDA_SUCCESS, "cuMemAlloc succeeded without a server");
+    int count = -1;
+    CUresult c = cuDeviceGetCount(&count);
+    CHECK(c != CUDA_SUCCESS || count == 0, "cuDeviceGetCount: %s, count %d", h_cu_name(c), count);
+    fprintf(stdout, "cuInit failed in %llu ms\n", (unsigned long long)took);
+    return 0;
+}
+
+/* Runs the client against addr; its stderr must mention `mention`. */
+static void run_case(const char *addr, unsigned limit_ms, const char *mention, const char *tag)
+{
+    struct client_arg a;
+    snprintf(a.addr, sizeof a.addr, "%s", addr);
+    a.limit_ms = limit_ms;
+    char err_path[512];
+    int err_fd = h_temp_file(tag, err_path, sizeof err_path);
+    pid_t pid = h_spawn(client, &a, limit_ms / 1000 + 5, -1, err_fd);
+    close(err_fd);
+    h_wait_ok(pid, (int)limit_ms + 5000, tag);
+    char *err = h_read_file(err_path, NULL);
+    CHECK(strstr(err, mention) != NULL, "%s: stderr does not mention \"%s\":\n%s", tag, mention, err);
+    printf("ok %s: NO_DEVICE within %u ms; stderr: %s", tag, limit_ms, err);
+    free(err);
+}
+
+static int bound_port(int *fd_out, int do_listen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    if (do_listen) CHECK(listen(fd, 8) == 0);
+    socklen_t len = sizeof sa;
+    CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    *fd_out = fd;
+    return ntohs(sa.sin_port);
+}
+
+int main(void)
+{
+    h_begin("no_server", 18);
+    unsetenv("SCUDA_TOKEN");
+
+    /* A port that was free a moment ago: bound (so nobody else takes it)
+     * but not listening, so connections are refused. */
+    int closed_fd;
+    int port = bound_port(&closed_fd, 0);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    run_case(addr, 5000, addr, "refused");
+    close(closed_fd);
+
+    run_case("127.0.0.1:notaport", 5000, "127.0.0.1:notaport", "malformed");
+
+    /* Accepts (the kernel completes the handshake from the backlog) but
+     * never sends the server hello. */
+    int mute_fd;
+    port = bound_port(&mute_fd, 1);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    run_case(addr, 8000, addr, "mute");
+    close(mute_fd);
+
+    printf("PASS no_server\n");
+    return 0;
+}

@@ -40,7 +40,7 @@ GFX_STUBS = {
 GNU_DEFINES = [
     "-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
     "-D__inline=", "-D__inline__=", "-D__asm__(x)=", "-D__asm(x)=",
-    "-D__builtin_va_list=void*", "-D__alignof__(x)=8", "-D_Noreturn=",
+    "-D__builtin_va_list=void*", "-D__alignof__(x)=8", "-D_Noreturn=", "-D_Alignas(x)=",
 ]
 
 PFN_RE = re.compile(r"^PFN_(\w+?)_v(\d+)(?:_(ptds|ptsz))?$")

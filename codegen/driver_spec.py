@@ -1,51 +1,67 @@
 """driver_spec.py - what cuda.h cannot say about the CUDA driver API.
 
 gen_driver.py reads cuda.h for every prototype and this file for the rest.
+codegen/coverage.gen.txt lists the outcome for every export.
 
 FUNCTIONS has one line per function:
 
-    NAME  CLASS  [FLAG ...]  [PARAM=DIR ...]  [KEY=VALUE ...]    # comment
+    NAME  CLASS  [FLAG ...]  [PARAM=RULE ...]  [out_handle=P] [drops=P]   # comment
 
 NAME is a base name (cuMemAlloc applies to cuMemAlloc, cuMemAlloc_v2, ...
 and to their _ptds/_ptsz wrappers) or an exact export name
-(cuDeviceTotalMem_v2), which wins over its base name's line.
+(cuMemHostRegister_v2), which wins over its base name's line.
 
 CLASS
-  local        hand-written client body that answers without traffic (no op)
-  manual       hand-written client body (src/client/*.c) that talks to the
-               server; the generator reserves an op (OP_<export>) and points
-               op_table at srv_<export> if the lead writes one
+  local        hand-written client body (src/client/*.c), no traffic, no op
+  manual       hand-written client body that talks to the server; the
+               generator reserves op OP_<export> and points op_table at
+               srv_<export> (weakly: NULL until someone writes it)
   sync         generated: request and reply
   async        generated: one-way; errors surface at the next sync call
+               (a NULL out_handle pointer turns it into a sync call, so the
+               driver's own error comes back at once)
   memo         generated sync call answered from the client memo cache
-               after its first success (keyed by op, context, argument bytes)
-  unsupported  generated CUDA_ERROR_NOT_SUPPORTED stub (passthrough still
-               forwards to the real driver)
-A function with no line is `sync` when every parameter can be encoded by
-the default rules, else `unsupported` (the reason lands in coverage.gen.txt).
+               (src/client/memo.c) after its first success; the key is
+               (op, current context, encoded arguments)
+  unsupported  generated CUDA_ERROR_NOT_SUPPORTED stub (passthrough mode
+               still forwards to the real driver)
+  alias=EXPORT generated: calls EXPORT, which has the same parameters
+A function without a line is `sync` when the default rules can encode
+every parameter, else `unsupported` (the reason is in coverage.gen.txt).
+Per-thread exports (_ptds/_ptsz) always become wrappers of their base
+export; _ptsz ones map a NULL stream to CU_STREAM_PER_THREAD.
 
 FLAGS
   blocking          the server runs it on a worker thread (it waits for the GPU)
   invalidates_memo  the client clears the memo cache after the call
+  legacy            (local/manual) the pre-3.2 32-bit export is hand-written
+                    too; without it that export gets LEGACY_ABI_MANUAL
 
-PARAMETERS (default rules: `const T *` is in, `T *` is out when T is a
-scalar, enum, handle or pointer-free struct; `const char *` is a string;
-a `T *` next to a count-like parameter must be described here):
+PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
+enum or pointer-free struct), `const char *` a string, a handle by value
+travels as its id. A pointer next to a count-like parameter (count, num*,
+n*, len) must be described here, and so must a handle returned through a
+pointer (out_handle or existing).
   P=in | P=out | P=inout     one element
-  P=in[EXPR] | P=out[EXPR]   EXPR elements; EXPR is C over the scalar
-                             parameters, evaluated on both sides (the
-                             server checks that they agree)
-  P=null                     only NULL is supported (NOT_SUPPORTED else)
-  P=value                    a void * that holds a device address: sent as
-                             its value, never dereferenced
+  P=in[EXPR] | P=out[EXPR]   EXPR elements (EXPR: C over the scalar
+                             parameters, evaluated on both sides; the server
+                             rejects a request where they disagree). For a
+                             void * the elements are bytes; for a handle
+                             array each id is translated.
+  P=null                     only NULL is supported (else NOT_SUPPORTED)
+  P=value                    a void * holding a device address: sent as a
+                             value, never dereferenced
+  P=existing                 *P receives a handle the client already knows
+                             (server: handle_find_id; unknown -> NOT_SUPPORTED)
+  P=launch_config            a const CUlaunchConfig * (stream and attributes
+                             translated like the hand-written launch)
   out_handle=P               *P receives a new handle; the client picks its
                              id (handle_new_id), the server handle_put()s it
   drops=P                    after success the server forgets handle P
 
-LEGACY_ABI_MANUAL: the pre-CUDA-3.2 exports (32-bit sizes, found through
-cudaTypedefs.h's legacy PFN block, e.g. cuMemcpyHtoD next to
-cuMemcpyHtoD_v2) of functions whose newer export is manual or local get
-this class instead (so nobody writes 32-bit copies by hand).
+LEGACY_ABI_MANUAL: what the pre-CUDA-3.2 exports of hand-written functions
+become (e.g. cuMemcpyHtoD, 32-bit sizes, next to cuMemcpyHtoD_v2). They are
+found through cudaTypedefs.h's legacy PFN block and differ from their _v2.
 """
 
 FUNCTIONS = r"""
@@ -75,7 +91,7 @@ cuDeviceGetP2PAtomicCapabilities   sync  capabilities=out[count] operations=in[c
 cuDeviceGetTexture1DLinearMaxWidth  sync  maxWidthInElements=out
 cuDeviceGetGraphMemAttribute  sync    value=out[8]           # every attribute is a cuuint64_t
 cuDeviceSetGraphMemAttribute  sync    value=in[8]
-cuDeviceGetDefaultMemPool     unsupported            # returns an existing handle: needs a reverse map
+cuDeviceGetDefaultMemPool     unsupported            # the driver's pools have no client id yet
 cuDeviceGetMemPool            unsupported            # same
 
 # ---- contexts ------------------------------------------------------------------
@@ -101,7 +117,7 @@ cuCtxGetStreamPriorityRange   memo
 cuCtxGetLimit                 memo
 cuCtxSetLimit                 sync    invalidates_memo
 cuCtxGetApiVersion            sync
-cuCtxGetId                    sync
+cuCtxGetId                    local
 cuCtxGetCacheConfig           sync
 cuCtxSetCacheConfig           sync    invalidates_memo
 cuCtxGetSharedMemConfig       sync
@@ -140,8 +156,8 @@ cuMemPoolSetAccess            sync    map=in[count]
 cuMemPoolGetAccess            sync    location=in
 cuMemPoolImportPointer        sync    shareData=in
 cuMemSetMemPool               sync    location=in
-cuMemGetMemPool               unsupported            # returns an existing handle
-cuMemGetDefaultMemPool        unsupported            # returns an existing handle
+cuMemGetMemPool               unsupported            # the driver's pools have no client id yet
+cuMemGetDefaultMemPool        unsupported            # same
 cuStreamBatchMemOp            async   paramArray=in[count]
 
 # ---- pinned host memory and pointers (hand-written) ------------------------

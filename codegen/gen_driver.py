@@ -889,7 +889,7 @@ class Emitter:
                     "if (%s != NULL) {" % n,
                     "    size_t n_ = (size_t)(%s);" % a.count,
                     "    wb_put_u64(%s, n_);" % B,
-                    "    wb_put_raw(%s, %s, n_ * sizeof *%s);" % (B, n, n),
+                    "    wb_put_raw(%s, %s, n_ * sizeof(%s));" % (B, n, a.ctype),
                     "}"]
         if k == "hin":
             return ["wb_put_u8(%s, %s != NULL);" % (B, n),
@@ -939,8 +939,8 @@ class Emitter:
                 else:
                     lines.append("if (%s != NULL)\n            *%s = %s;" % (n, n, get_scalar(R, a.width, a.ctype)))
             elif a.kind == "outN":
-                lines.append("if (%s != NULL)\n            wr_raw(%s, %s, (size_t)(%s) * sizeof *%s);"
-                             % (n, R, n, a.count, n))
+                lines.append("if (%s != NULL)\n            wr_raw(%s, %s, (size_t)(%s) * sizeof(%s));"
+                             % (n, R, n, a.count, a.ctype))
             elif a.kind == "ohandle":
                 lines.append("if (%s != NULL)\n            *%s = (%s)handle_from_id(%s_id);" % (n, n, a.ctype, n))
             elif a.kind == "hexist":

@@ -41,6 +41,7 @@ static CUresult f_alloc(CUdeviceptr *p, size_t n)
 }
 static CUresult f_stream_create(CUstream *p, unsigned flags)
 {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     *p = (CUstream)(uintptr_t)(0x5000 + flags);
     return CUDA_SUCCESS;
 }

@@ -149,12 +149,12 @@ static void mark_dead_locked(const char *why)
     if (!conn.dead) {
         conn.dead = 1;
         LOG_ERROR("lost the connection to server %s: %s; CUDA calls now fail with "
-                  "CUDA_ERROR_DEVICES_UNAVAILABLE", conn.addr, why);
+                  "CUDA_ERROR_DEVICE_UNAVAILABLE", conn.addr, why);
     }
     for (struct waiter *w = conn.waiters; w; w = w->next) {
         if (!w->done) {
             w->done = 1;
-            w->result = CUDA_ERROR_DEVICES_UNAVAILABLE;
+            w->result = CUDA_ERROR_DEVICE_UNAVAILABLE;
             pthread_cond_signal(&w->cv);
         }
     }
@@ -208,13 +208,13 @@ CUresult conn_send(struct rpc_call *c, int async)
         pthread_mutex_lock(&conn.recv_lock);
         if (conn.dead) {
             pthread_mutex_unlock(&conn.recv_lock);
-            return CUDA_ERROR_DEVICES_UNAVAILABLE;
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
         }
         w->next = conn.waiters;
         conn.waiters = w;
         pthread_mutex_unlock(&conn.recv_lock);
     } else if (conn.dead) {
-        return CUDA_ERROR_DEVICES_UNAVAILABLE;
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
 
     pthread_mutex_lock(&conn.send_lock);
@@ -225,7 +225,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         mark_dead_locked(strerror(errno));
         if (w) unlink_waiter_locked(w);
         pthread_mutex_unlock(&conn.recv_lock);
-        return CUDA_ERROR_DEVICES_UNAVAILABLE;
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     return CUDA_SUCCESS;
 }

@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "export_tables.h"
+#include "memo.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -282,6 +283,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     CUresult r = simple_call(OP_scuda_ctx_destroy, c->id, 0);
     if (r == CUDA_SUCCESS) {
         scuda_export_tables_context_destroyed(ctx);
+        memo_invalidate_all(); /* memo entries are keyed by context id */
         unbind_everywhere_in_thread(c);
         ctx_free(c);
     }
@@ -361,6 +363,7 @@ static CUresult primary_reset(CUdevice dev)
     if (primaries[dev].ctx) scuda_export_tables_context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
     if (r == CUDA_SUCCESS) {
+        memo_invalidate_all();
         pthread_mutex_lock(&ctx_lock);
         primaries[dev].refcount = 0;
         primaries[dev].flags = 0;

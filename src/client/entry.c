@@ -81,7 +81,7 @@ static const char *offline_name(CUresult e)
     case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
-    case CUDA_ERROR_DEVICES_UNAVAILABLE: return "CUDA_ERROR_DEVICES_UNAVAILABLE";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE: return "CUDA_ERROR_DEVICE_UNAVAILABLE";
     default: return NULL;
     }
 }
@@ -92,7 +92,7 @@ static const char *offline_text(CUresult e)
     case CUDA_SUCCESS: return "no error";
     case CUDA_ERROR_NO_DEVICE: return "no CUDA-capable device is detected";
     case CUDA_ERROR_NOT_INITIALIZED: return "initialization error";
-    case CUDA_ERROR_DEVICES_UNAVAILABLE: return "CUDA-capable device(s) is/are busy or unavailable";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE: return "CUDA-capable device(s) is/are busy or unavailable";
     default: return NULL;
     }
 }

@@ -199,7 +199,8 @@ static CUresult resolve_unified(struct side *sd)
 {
     if (sd->type != CU_MEMORYTYPE_UNIFIED) return CUDA_SUCCESS;
     unsigned type;
-    CUresult r = pointer_kinds(&sd->dev, 1, &type);
+    uint64_t ptr = sd->dev;
+    CUresult r = pointer_kinds(&ptr, 1, &type);
     if (r != CUDA_SUCCESS) return r;
     if (on_device(type)) {
         sd->type = CU_MEMORYTYPE_DEVICE;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memo.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/idmap.h"
@@ -271,7 +272,10 @@ static CUresult unload(void *h, int is_library)
     /* Function handles of the module stay in the map, pointing at freed
      * descriptions, unless we keep them: leak the description instead of
      * risking a dangling launch. Modules are unloaded rarely. */
-    if (r == CUDA_SUCCESS) idmap_del(&objects, l->id);
+    if (r == CUDA_SUCCESS) {
+        idmap_del(&objects, l->id);
+        memo_invalidate_all(); /* cached function attributes may name freed functions */
+    }
     return r;
 }
 

@@ -436,24 +436,6 @@ EXPORT CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecA
     return r;
 }
 
-EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
-{
-    SHIM_ENTER(cuCtxGetId, (ctx, ctxId));
-    rpc_call c;
-    rpc_begin(&c, OP_cuCtxGetId);
-    rpc_put_handle(&c.req, ctx);
-    wb_put_u8(&c.req, ctxId != NULL);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (ctxId != NULL)
-            *ctxId = (unsigned long long)wr_u64(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuCtxGetId");
-    }
-    rpc_end(&c);
-    return r;
-}
-
 EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     SHIM_ENTER(cuCtxGetLimit, (pvalue, limit));
@@ -762,7 +744,7 @@ EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (value != NULL)
-            wr_raw(&c.out, value, (size_t)(8) * sizeof *value);
+            wr_raw(&c.out, value, (size_t)(8) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetGraphMemAttribute");
     }
@@ -782,14 +764,14 @@ EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
     if (operations != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, operations, n_ * sizeof *operations);
+        wb_put_raw(&c.req, operations, n_ * sizeof(CUatomicOperation));
     }
     wb_put_u32(&c.req, (uint32_t)(count));
     wb_put_i32(&c.req, (int32_t)(dev));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
-            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof *capabilities);
+            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof(unsigned int));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetHostAtomicCapabilities");
     }
@@ -810,7 +792,7 @@ EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevi
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (luid != NULL)
-            wr_raw(&c.out, luid, (size_t)(8) * sizeof *luid);
+            wr_raw(&c.out, luid, (size_t)(8) * sizeof(char));
         if (deviceNodeMask != NULL)
             *deviceNodeMask = (unsigned int)wr_u32(&c.out);
         if (!wr_ok_end(&c.out))
@@ -848,7 +830,7 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
     if (operations != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, operations, n_ * sizeof *operations);
+        wb_put_raw(&c.req, operations, n_ * sizeof(CUatomicOperation));
     }
     wb_put_u32(&c.req, (uint32_t)(count));
     wb_put_i32(&c.req, (int32_t)(srcDevice));
@@ -856,7 +838,7 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
-            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof *capabilities);
+            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof(unsigned int));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetP2PAtomicCapabilities");
     }
@@ -938,7 +920,7 @@ EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
     if (value != NULL) {
         size_t n_ = (size_t)(8);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, value, n_ * sizeof *value);
+        wb_put_raw(&c.req, value, n_ * sizeof(unsigned char));
     }
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1396,7 +1378,7 @@ EXPORT CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *fro
     if (edgeData != NULL) {
         size_t n_ = (size_t)(numDependencies);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, edgeData, n_ * sizeof *edgeData);
+        wb_put_raw(&c.req, edgeData, n_ * sizeof(CUgraphEdgeData));
     }
     wb_put_u64(&c.req, (uint64_t)(numDependencies));
     CUresult r = rpc_sync(&c);
@@ -2470,7 +2452,7 @@ EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *
     if (edgeData != NULL) {
         size_t n_ = (size_t)(numDependencies);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, edgeData, n_ * sizeof *edgeData);
+        wb_put_raw(&c.req, edgeData, n_ * sizeof(CUgraphEdgeData));
     }
     wb_put_u64(&c.req, (uint64_t)(numDependencies));
     CUresult r = rpc_sync(&c);
@@ -3417,26 +3399,26 @@ EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *si
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, dptrs, n_ * sizeof *dptrs);
+        wb_put_raw(&c.req, dptrs, n_ * sizeof(CUdeviceptr));
     }
     wb_put_u8(&c.req, sizes != NULL);
     if (sizes != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, sizes, n_ * sizeof *sizes);
+        wb_put_raw(&c.req, sizes, n_ * sizeof(size_t));
     }
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u8(&c.req, prefetchLocs != NULL);
     if (prefetchLocs != NULL) {
         size_t n_ = (size_t)(numPrefetchLocs);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, prefetchLocs, n_ * sizeof *prefetchLocs);
+        wb_put_raw(&c.req, prefetchLocs, n_ * sizeof(CUmemLocation));
     }
     wb_put_u8(&c.req, prefetchLocIdxs != NULL);
     if (prefetchLocIdxs != NULL) {
         size_t n_ = (size_t)(numPrefetchLocs);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, prefetchLocIdxs, n_ * sizeof *prefetchLocIdxs);
+        wb_put_raw(&c.req, prefetchLocIdxs, n_ * sizeof(size_t));
     }
     wb_put_u64(&c.req, (uint64_t)(numPrefetchLocs));
     wb_put_u64(&c.req, (uint64_t)(flags));
@@ -3459,13 +3441,13 @@ EXPORT CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, dptrs, n_ * sizeof *dptrs);
+        wb_put_raw(&c.req, dptrs, n_ * sizeof(CUdeviceptr));
     }
     wb_put_u8(&c.req, sizes != NULL);
     if (sizes != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, sizes, n_ * sizeof *sizes);
+        wb_put_raw(&c.req, sizes, n_ * sizeof(size_t));
     }
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u64(&c.req, (uint64_t)(flags));
@@ -3830,7 +3812,7 @@ EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
     if (map != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, map, n_ * sizeof *map);
+        wb_put_raw(&c.req, map, n_ * sizeof(CUmemAccessDesc));
     }
     wb_put_u64(&c.req, (uint64_t)(count));
     CUresult r = rpc_sync(&c);
@@ -3912,26 +3894,26 @@ EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, dptrs, n_ * sizeof *dptrs);
+        wb_put_raw(&c.req, dptrs, n_ * sizeof(CUdeviceptr));
     }
     wb_put_u8(&c.req, sizes != NULL);
     if (sizes != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, sizes, n_ * sizeof *sizes);
+        wb_put_raw(&c.req, sizes, n_ * sizeof(size_t));
     }
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u8(&c.req, prefetchLocs != NULL);
     if (prefetchLocs != NULL) {
         size_t n_ = (size_t)(numPrefetchLocs);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, prefetchLocs, n_ * sizeof *prefetchLocs);
+        wb_put_raw(&c.req, prefetchLocs, n_ * sizeof(CUmemLocation));
     }
     wb_put_u8(&c.req, prefetchLocIdxs != NULL);
     if (prefetchLocIdxs != NULL) {
         size_t n_ = (size_t)(numPrefetchLocs);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, prefetchLocIdxs, n_ * sizeof *prefetchLocIdxs);
+        wb_put_raw(&c.req, prefetchLocIdxs, n_ * sizeof(size_t));
     }
     wb_put_u64(&c.req, (uint64_t)(numPrefetchLocs));
     wb_put_u64(&c.req, (uint64_t)(flags));
@@ -3960,7 +3942,7 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (data != NULL)
-            wr_raw(&c.out, data, (size_t)(dataSize) * sizeof *data);
+            wr_raw(&c.out, data, (size_t)(dataSize) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemRangeGetAttribute");
     }
@@ -4020,7 +4002,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
     if (desc != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, desc, n_ * sizeof *desc);
+        wb_put_raw(&c.req, desc, n_ * sizeof(CUmemAccessDesc));
     }
     wb_put_u64(&c.req, (uint64_t)(count));
     CUresult r = rpc_sync(&c);
@@ -4283,7 +4265,7 @@ EXPORT CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOf
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoH");
     }
@@ -4306,7 +4288,7 @@ EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoHAsync");
     }
@@ -4329,7 +4311,7 @@ EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t src
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoHAsync_v2");
     }
@@ -4357,7 +4339,7 @@ EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffse
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof *dstHost);
+            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoH_v2");
     }
@@ -4508,7 +4490,7 @@ EXPORT CUresult cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const voi
     if (srcHost != NULL) {
         size_t n_ = (size_t)(ByteCount);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof(unsigned char));
     }
     wb_put_u32(&c.req, (uint32_t)(ByteCount));
     CUresult r = rpc_sync(&c);
@@ -4531,7 +4513,7 @@ EXPORT CUresult cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, cons
     if (srcHost != NULL) {
         size_t n_ = (size_t)(ByteCount);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof(unsigned char));
     }
     wb_put_u32(&c.req, (uint32_t)(ByteCount));
     rpc_put_handle(&c.req, hStream);
@@ -4549,7 +4531,7 @@ EXPORT CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const v
     if (srcHost != NULL) {
         size_t n_ = (size_t)(ByteCount);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof(unsigned char));
     }
     wb_put_u64(&c.req, (uint64_t)(ByteCount));
     rpc_put_handle(&c.req, hStream);
@@ -4573,7 +4555,7 @@ EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *
     if (srcHost != NULL) {
         size_t n_ = (size_t)(ByteCount);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, srcHost, n_ * sizeof *srcHost);
+        wb_put_raw(&c.req, srcHost, n_ * sizeof(unsigned char));
     }
     wb_put_u64(&c.req, (uint64_t)(ByteCount));
     CUresult r = rpc_sync(&c);
@@ -5606,7 +5588,7 @@ EXPORT CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstream
     if (paramArray != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, paramArray, n_ * sizeof *paramArray);
+        wb_put_raw(&c.req, paramArray, n_ * sizeof(CUstreamBatchMemOpParams));
     }
     wb_put_u32(&c.req, (uint32_t)(flags));
     return rpc_async(&c);
@@ -5629,7 +5611,7 @@ EXPORT CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstr
     if (paramArray != NULL) {
         size_t n_ = (size_t)(count);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, paramArray, n_ * sizeof *paramArray);
+        wb_put_raw(&c.req, paramArray, n_ * sizeof(CUstreamBatchMemOpParams));
     }
     wb_put_u32(&c.req, (uint32_t)(flags));
     return rpc_async(&c);
@@ -5674,7 +5656,7 @@ EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, co
     if (dependencyData != NULL) {
         size_t n_ = (size_t)(numDependencies);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, dependencyData, n_ * sizeof *dependencyData);
+        wb_put_raw(&c.req, dependencyData, n_ * sizeof(CUgraphEdgeData));
     }
     wb_put_u64(&c.req, (uint64_t)(numDependencies));
     wb_put_u32(&c.req, (uint32_t)(mode));
@@ -6458,25 +6440,25 @@ EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataT
     if (globalDim != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalDim, n_ * sizeof *globalDim);
+        wb_put_raw(&c.req, globalDim, n_ * sizeof(cuuint64_t));
     }
     wb_put_u8(&c.req, globalStrides != NULL);
     if (globalStrides != NULL) {
         size_t n_ = (size_t)(tensorRank > 1 ? tensorRank - 1 : 0);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalStrides, n_ * sizeof *globalStrides);
+        wb_put_raw(&c.req, globalStrides, n_ * sizeof(cuuint64_t));
     }
     wb_put_u8(&c.req, pixelBoxLowerCorner != NULL);
     if (pixelBoxLowerCorner != NULL) {
         size_t n_ = (size_t)(tensorRank > 2 ? tensorRank - 2 : 0);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, pixelBoxLowerCorner, n_ * sizeof *pixelBoxLowerCorner);
+        wb_put_raw(&c.req, pixelBoxLowerCorner, n_ * sizeof(int));
     }
     wb_put_u8(&c.req, pixelBoxUpperCorner != NULL);
     if (pixelBoxUpperCorner != NULL) {
         size_t n_ = (size_t)(tensorRank > 2 ? tensorRank - 2 : 0);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, pixelBoxUpperCorner, n_ * sizeof *pixelBoxUpperCorner);
+        wb_put_raw(&c.req, pixelBoxUpperCorner, n_ * sizeof(int));
     }
     wb_put_u32(&c.req, (uint32_t)(channelsPerPixel));
     wb_put_u32(&c.req, (uint32_t)(pixelsPerColumn));
@@ -6484,7 +6466,7 @@ EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataT
     if (elementStrides != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, elementStrides, n_ * sizeof *elementStrides);
+        wb_put_raw(&c.req, elementStrides, n_ * sizeof(cuuint32_t));
     }
     wb_put_u32(&c.req, (uint32_t)(interleave));
     wb_put_u32(&c.req, (uint32_t)(swizzle));
@@ -6514,13 +6496,13 @@ EXPORT CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapD
     if (globalDim != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalDim, n_ * sizeof *globalDim);
+        wb_put_raw(&c.req, globalDim, n_ * sizeof(cuuint64_t));
     }
     wb_put_u8(&c.req, globalStrides != NULL);
     if (globalStrides != NULL) {
         size_t n_ = (size_t)(tensorRank > 1 ? tensorRank - 1 : 0);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalStrides, n_ * sizeof *globalStrides);
+        wb_put_raw(&c.req, globalStrides, n_ * sizeof(cuuint64_t));
     }
     wb_put_i32(&c.req, (int32_t)(pixelBoxLowerCornerWidth));
     wb_put_i32(&c.req, (int32_t)(pixelBoxUpperCornerWidth));
@@ -6530,7 +6512,7 @@ EXPORT CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapD
     if (elementStrides != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, elementStrides, n_ * sizeof *elementStrides);
+        wb_put_raw(&c.req, elementStrides, n_ * sizeof(cuuint32_t));
     }
     wb_put_u32(&c.req, (uint32_t)(interleave));
     wb_put_u32(&c.req, (uint32_t)(mode));
@@ -6561,25 +6543,25 @@ EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataTy
     if (globalDim != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalDim, n_ * sizeof *globalDim);
+        wb_put_raw(&c.req, globalDim, n_ * sizeof(cuuint64_t));
     }
     wb_put_u8(&c.req, globalStrides != NULL);
     if (globalStrides != NULL) {
         size_t n_ = (size_t)(tensorRank > 1 ? tensorRank - 1 : 0);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, globalStrides, n_ * sizeof *globalStrides);
+        wb_put_raw(&c.req, globalStrides, n_ * sizeof(cuuint64_t));
     }
     wb_put_u8(&c.req, boxDim != NULL);
     if (boxDim != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, boxDim, n_ * sizeof *boxDim);
+        wb_put_raw(&c.req, boxDim, n_ * sizeof(cuuint32_t));
     }
     wb_put_u8(&c.req, elementStrides != NULL);
     if (elementStrides != NULL) {
         size_t n_ = (size_t)(tensorRank);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, elementStrides, n_ * sizeof *elementStrides);
+        wb_put_raw(&c.req, elementStrides, n_ * sizeof(cuuint32_t));
     }
     wb_put_u32(&c.req, (uint32_t)(interleave));
     wb_put_u32(&c.req, (uint32_t)(swizzle));
@@ -6781,7 +6763,7 @@ EXPORT CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pBorderColor != NULL)
-            wr_raw(&c.out, pBorderColor, (size_t)(4) * sizeof *pBorderColor);
+            wr_raw(&c.out, pBorderColor, (size_t)(4) * sizeof(float));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetBorderColor");
     }
@@ -7073,7 +7055,7 @@ EXPORT CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
     if (pBorderColor != NULL) {
         size_t n_ = (size_t)(4);
         wb_put_u64(&c.req, n_);
-        wb_put_raw(&c.req, pBorderColor, n_ * sizeof *pBorderColor);
+        wb_put_raw(&c.req, pBorderColor, n_ * sizeof(float));
     }
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {

@@ -523,30 +523,6 @@ static CUresult gen_srv_cuCtxGetExecAffinity(srv_call *call)
     return r;
 }
 
-static CUresult gen_srv_cuCtxGetId(srv_call *call)
-{
-    uint64_t ctx_id = wr_u64(&call->in);
-    uint8_t ctxId_p = wr_u8(&call->in);
-    unsigned long long ctxId_v;
-    memset(&ctxId_v, 0, sizeof ctxId_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuCtxGetId == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *ctx_h = NULL;
-    r = handle_get(call->s, ctx_id, HK_CONTEXT, &ctx_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuCtxGetId((CUcontext)ctx_h, ctxId_p ? &ctxId_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (ctxId_p)
-            wb_put_u64(&call->out, (uint64_t)(ctxId_v));
-    }
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuCtxGetLimit(srv_call *call)
 {
     uint8_t pvalue_p = wr_u8(&call->in);
@@ -7447,7 +7423,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuCtxGetDevResource] = {"cuCtxGetDevResource", gen_srv_cuCtxGetDevResource, 0},
     [OP_cuCtxGetExecAffinity] = {"cuCtxGetExecAffinity", gen_srv_cuCtxGetExecAffinity, 0},
     [OP_cuCtxGetFlags] = {"cuCtxGetFlags", srv_cuCtxGetFlags, 0},
-    [OP_cuCtxGetId] = {"cuCtxGetId", gen_srv_cuCtxGetId, 0},
+    [OP_cuCtxGetId] = {"cuCtxGetId", NULL, 0}, /* retired */
     [OP_cuCtxGetLimit] = {"cuCtxGetLimit", gen_srv_cuCtxGetLimit, 0},
     [OP_cuCtxGetSharedMemConfig] = {"cuCtxGetSharedMemConfig", gen_srv_cuCtxGetSharedMemConfig, 0},
     [OP_cuCtxGetStreamPriorityRange] = {"cuCtxGetStreamPriorityRange", gen_srv_cuCtxGetStreamPriorityRange, 0},

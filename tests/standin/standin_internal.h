@@ -192,12 +192,14 @@ typedef struct si_entry {
     size_t n_params;
     size_t param_bytes;     /* offset + size of the last parameter */
     unsigned max_threads;   /* from .maxntid/.reqntid, else 1024 */
+    bool warned;            /* built-in name with an unexpected signature */
 } si_entry;
 
 typedef struct si_gvar {
     char *name;
     size_t size, align;
-    unsigned char *init;    /* size bytes */
+    unsigned char *init;    /* initializer bytes (init_len <= size) */
+    size_t init_len;
 } si_gvar;
 
 struct si_image {

@@ -1,0 +1,440 @@
+/* bad_frames.c - a raw TCP client that completes the handshake and then
+ * sends what no shim would: unknown ops, truncated and extended payloads,
+ * lengths that lie, a frame over SCUDA_MAX_FRAME, random bytes, bad
+ * context ids, and bad handshakes.
+ *
+ * Asserts, per case, what the server answers (INVALID_VALUE for a
+ * malformed payload, NOT_SUPPORTED for an unknown op, the connection
+ * closed for an oversized frame), and at the end that the server parent
+ * still serves, that a normal client works, and that no session died from
+ * a signal (h_server_stop). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ops.gen.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "common/wire.h"
+#include "harness.h"
+
+static const char *addr;
+static uint32_t seq = 1;
+static const uint32_t CTX = 0x200;
+
+static int open_session(void)
+{
+    uint32_t status;
+    int fd = h_raw_connect(addr, NULL, &status);
+    CHECK(fd >= 0, "handshake failed (status %u)", status);
+    return fd;
+}
+
+static long call_raw(int fd, uint16_t op, uint16_t flags, uint32_t ctx, const void *p, uint32_t len)
+{
+    uint32_t s = seq++;
+    CHECK(h_raw_send(fd, op, flags, s, ctx, p, len) == 0, "send: %s", strerror(errno));
+    return h_raw_call_reply(fd, s, 15000, NULL, NULL);
+}
+
+static long call(int fd, uint16_t op, const wire_buf *b) { return call_raw(fd, op, 0, CTX, b ? b->data : NULL, b ? (uint32_t)b->len : 0); }
+
+static void retain_ctx(int fd)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, 0);
+    wb_put_u64(&b, CTX);
+    CHECK(call_raw(fd, OP_scuda_primary_ctx_retain, 0, 0, b.data, (uint32_t)b.len) == CUDA_SUCCESS);
+    wb_free(&b);
+}
+
+static void ping_ok(int fd, const char *after)
+{
+    long r = call(fd, OP_scuda_ping, NULL);
+    CHECK(r >= 0, "after %s: the session no longer answers", after);
+    if (r != CUDA_SUCCESS) r = call(fd, OP_scuda_ping, NULL); /* a deferred error, once */
+    CHECK(r == CUDA_SUCCESS, "after %s: ping returned %ld", after, r);
+}
+
+/* 1 when the peer closes the connection within timeout_ms. */
+static int closed_within(int fd, int timeout_ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+    char buf[4096];
+    for (;;) {
+        int left = (int)(deadline - h_now_ms());
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 1;
+    }
+}
+
+/* ---- valid requests, built as the shim builds them ---------------------- */
+
+struct req {
+    const char *name;
+    uint16_t op;
+    wire_buf b;
+};
+
+static void build_requests(struct req *r, int *n, CUdeviceptr dev)
+{
+    static uint8_t data[100];
+    for (int i = 0; i < 100; i++) data[i] = (uint8_t)i;
+    *n = 0;
+#define NEW(nm, o) (r[*n].name = nm, r[*n].op = o, wb_init(&r[*n].b), &r[(*n)++].b)
+    wire_buf *b = NEW("cuMemAlloc_v2", OP_cuMemAlloc_v2);
+    wb_put_u8(b, 1);
+    wb_put_u64(b, 4096);
+    b = NEW("cuMemsetD32_v2", OP_cuMemsetD32_v2);
+    wb_put_u64(b, dev);
+    wb_put_u32(b, 7);
+    wb_put_u64(b, 16);
+    b = NEW("scuda_memcpy_htod", OP_scuda_memcpy_htod);
+    wb_put_u64(b, dev);
+    wb_put_u64(b, 0);
+    wb_put_u8(b, 0);
+    wb_put_u64(b, sizeof data);
+    wb_put_raw(b, data, sizeof data);
+    b = NEW("scuda_memcpy_dtoh", OP_scuda_memcpy_dtoh);
+    wb_put_u64(b, dev);
+    wb_put_u64(b, 64);
+    wb_put_u64(b, 0);
+    wb_put_u8(b, 0);
+    b = NEW("scuda_memcpy_dtod", OP_scuda_memcpy_dtod);
+    wb_put_u64(b, dev + 256);
+    wb_put_u64(b, dev);
+    wb_put_u64(b, 64);
+    wb_put_u64(b, 0);
+    wb_put_u8(b, 0);
+    b = NEW("scuda_ctx_synchronize", OP_scuda_ctx_synchronize);
+    wb_put_u64(b, CTX);
+    wb_put_u64(b, 0);
+    b = NEW("cuStreamCreate", OP_cuStreamCreate);
+    wb_put_u8(b, 1);
+    wb_put_u64(b, 0x5550);
+    wb_put_u32(b, 0);
+    b = NEW("scuda_error_string", OP_scuda_error_string);
+    wb_put_u32(b, CUDA_ERROR_INVALID_VALUE);
+    b = NEW("scuda_pointer_get_attributes", OP_scuda_pointer_get_attributes);
+    wb_put_u32(b, CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
+    wb_put_u64(b, dev);
+    b = NEW("scuda_module_get_global", OP_scuda_module_get_global);
+    wb_put_u64(b, 0x9990);
+    wb_put_u8(b, 0);
+    wb_put_str(b, "nosuchglobal");
+#undef NEW
+}
+
+/* Every strict prefix of a valid request is malformed; so is the request
+ * with a byte appended. Both must get INVALID_VALUE, and the session must
+ * go on. The valid request itself must not. */
+static void truncations(void)
+{
+    int fd = open_session();
+    retain_ctx(fd);
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u8(&b, 1);
+    wb_put_u64(&b, 1 << 16);
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    uint32_t s = seq++;
+    CHECK(h_raw_send(fd, OP_cuMemAlloc_v2, 0, s, CTX, b.data, (uint32_t)b.len) == 0);
+    CHECK(h_raw_call_reply(fd, s, 10000, &out, &out_len) == CUDA_SUCCESS && out_len == 8);
+    CUdeviceptr dev;
+    memcpy(&dev, out, 8);
+    free(out);
+    wb_free(&b);
+
+    struct req reqs[16];
+    int n;
+    build_requests(reqs, &n, dev);
+    for (int i = 0; i < n; i++) {
+        wire_buf *rb = &reqs[i].b;
+        long r = call(fd, reqs[i].op, rb);
+        /* module_get_global names an unknown module: INVALID_HANDLE */
+        CHECK(r >= 0 && r != CUDA_ERROR_INVALID_VALUE, "%s: the valid request returned %ld", reqs[i].name, r);
+        for (size_t len = 0; len < rb->len; len++) {
+            if (rb->len > 64 && len > 40 && len < rb->len - 8) continue; /* the bulk tail: a few suffices */
+            r = call_raw(fd, reqs[i].op, 0, CTX, rb->data, (uint32_t)len);
+            CHECK(r == CUDA_ERROR_INVALID_VALUE, "%s truncated to %zu of %zu bytes returned %ld", reqs[i].name, len,
+                  rb->len, r);
+        }
+        wb_put_u8(rb, 0);
+        r = call(fd, reqs[i].op, rb);
+        CHECK(r == CUDA_ERROR_INVALID_VALUE, "%s with a byte appended returned %ld", reqs[i].name, r);
+        ping_ok(fd, reqs[i].name);
+        wb_free(rb);
+    }
+    close(fd);
+    printf("ok truncated and extended payloads get INVALID_VALUE\n");
+}
+
+/* Bulk lengths inside the payload that lie. */
+static void inner_lengths(void)
+{
+    int fd = open_session();
+    retain_ctx(fd);
+    wire_buf b;
+    wb_init(&b);
+    /* htod claims 1 GiB of data, carries 8 bytes */
+    wb_put_u64(&b, 0x1000);
+    wb_put_u64(&b, 0);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, 1ull << 30);
+    wb_put_u64(&b, 0);
+    CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* htod claims 2^64 - 1 bytes */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x1000);
+    wb_put_u64(&b, 0);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, UINT64_MAX);
+    CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* module load with a blob length past the end */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x4440);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, 1ull << 40);
+    wb_put_raw(&b, "hello", 5);
+    CHECK(call(fd, OP_scuda_module_load, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* module load with an empty image */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x4450);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, 0);
+    long r = call(fd, OP_scuda_module_load, &b);
+    CHECK(r != CUDA_SUCCESS && r >= 0, "empty module image returned %ld", r);
+    /* dtoh of 2^40 bytes from a bogus address: an error, not an allocation */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x1000);
+    wb_put_u64(&b, 1ull << 40);
+    wb_put_u64(&b, 0);
+    wb_put_u8(&b, 0);
+    r = call(fd, OP_scuda_memcpy_dtoh, &b);
+    CHECK(r != CUDA_SUCCESS && r >= 0, "dtoh of 1 TiB returned %ld", r);
+    /* a launch with 1000 attributes */
+    wb_reset(&b);
+    wb_put_u64(&b, 0x7770);
+    for (int i = 0; i < 7; i++) wb_put_u32(&b, 1);
+    wb_put_u64(&b, 0);
+    wb_put_u32(&b, 1000);
+    CHECK(call(fd, OP_scuda_launch, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* pointer_kind with 2^32 - 1 pointers */
+    wb_reset(&b);
+    wb_put_u32(&b, UINT32_MAX);
+    CHECK(call(fd, OP_scuda_pointer_kind, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* a 2D copy with absurd extents and a host side */
+    wb_reset(&b);
+    wb_put_u8(&b, 2);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, 0);
+    for (int side = 0; side < 2; side++) {
+        wb_put_u32(&b, side ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
+        for (int k = 0; k < 8; k++) wb_put_u64(&b, 0x1000);
+    }
+    wb_put_u64(&b, 1ull << 32);
+    wb_put_u64(&b, 1ull << 24);
+    wb_put_u64(&b, 1);
+    wb_put_u64(&b, 0);
+    r = call(fd, OP_scuda_memcpy_2d, &b);
+    CHECK(r != CUDA_SUCCESS && r >= 0, "a 2^56-byte 2D copy returned %ld", r);
+    ping_ok(fd, "lying inner lengths");
+    wb_free(&b);
+    close(fd);
+    printf("ok lying inner lengths are refused\n");
+}
+
+static void unknown_ops_and_contexts(void)
+{
+    int fd = open_session();
+    retain_ctx(fd);
+    static const uint16_t unknown[] = {0, OP_COUNT, OP_COUNT + 1, 1000, 32768, 65535};
+    for (unsigned i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        long r = call(fd, unknown[i], NULL);
+        CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "unknown op %u returned %ld", unknown[i], r);
+        uint8_t junk[40];
+        h_pattern(junk, sizeof junk, i);
+        r = call_raw(fd, unknown[i], 0, CTX, junk, sizeof junk);
+        CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "unknown op %u with a payload returned %ld", unknown[i], r);
+    }
+    ping_ok(fd, "unknown ops");
+    /* a context id the session does not know */
+    long r = call_raw(fd, OP_scuda_ping, 0, 0xdeadbee0, NULL, 0);
+    CHECK(r == CUDA_ERROR_INVALID_CONTEXT, "ping with an unknown context returned %ld", r);
+    ping_ok(fd, "an unknown context");
+    /* reply/output flags on a request, and every flag bit at once */
+    r = call_raw(fd, OP_scuda_ping, FRAME_REPLY | FRAME_OUTPUT | FRAME_BULK | 0xfff0, CTX, NULL, 0);
+    CHECK(r == CUDA_SUCCESS || r == -1, "ping with odd flags returned %ld", r);
+    ping_ok(fd, "odd flags");
+    close(fd);
+    printf("ok unknown ops, unknown contexts, odd flags\n");
+}
+
+/* Every op the server knows, with an empty payload and with a payload of
+ * 0xff bytes, as a request: each gets a reply, and the session lives. Then
+ * the same as one-way frames. */
+static void every_op(void)
+{
+    int fd = open_session();
+    retain_ctx(fd);
+    uint8_t ff[300];
+    memset(ff, 0xff, sizeof ff);
+    for (unsigned op = 1; op < OP_COUNT; op++) {
+        long r = call(fd, (uint16_t)op, NULL);
+        CHECK(r >= 0, "op %u (%s) with an empty payload: no reply", op, scuda_op_name(op));
+        r = call_raw(fd, (uint16_t)op, 0, CTX, ff, sizeof ff);
+        CHECK(r >= 0, "op %u (%s) with 0xff bytes: no reply", op, scuda_op_name(op));
+    }
+    ping_ok(fd, "every op as a request");
+    for (unsigned op = 1; op < OP_COUNT; op++) {
+        uint32_t s = seq++;
+        CHECK(h_raw_send(fd, (uint16_t)op, FRAME_ASYNC, s, CTX, ff, 1 + op % 64) == 0);
+    }
+    ping_ok(fd, "every op one-way");
+    close(fd);
+    printf("ok every op with empty and 0xff payloads\n");
+}
+
+static void framing(void)
+{
+    /* A frame longer than SCUDA_MAX_FRAME: the session closes the connection. */
+    uint32_t lens[] = {SCUDA_MAX_FRAME + 1, UINT32_MAX};
+    for (int i = 0; i < 2; i++) {
+        int fd = open_session();
+        CHECK(h_raw_send(fd, OP_scuda_ping, 0, seq++, 0, NULL, 0) == 0);
+        struct frame_header h = {.length = lens[i], .op = OP_scuda_memcpy_htod, .seq = seq++};
+        uint8_t hdr[FRAME_HEADER_LEN];
+        frame_header_encode(&h, hdr);
+        CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
+        CHECK(closed_within(fd, 5000), "a %u-byte frame did not close the connection", lens[i]);
+        close(fd);
+    }
+    /* A header that promises more than comes, then the client leaves. */
+    {
+        int fd = open_session();
+        struct frame_header h = {.length = 1 << 20, .op = OP_scuda_memcpy_htod, .seq = seq++};
+        uint8_t hdr[FRAME_HEADER_LEN];
+        frame_header_encode(&h, hdr);
+        CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
+        CHECK(io_write_full(fd, "0123456789", 10) == 0);
+        close(fd);
+    }
+    /* A header that promises less than comes: the rest is read as frames. */
+    {
+        int fd = open_session();
+        retain_ctx(fd);
+        uint8_t junk[200];
+        h_pattern(junk, sizeof junk, 42);
+        struct frame_header h = {.length = 10, .op = OP_scuda_ping, .seq = seq++, .ctx = CTX};
+        uint8_t hdr[FRAME_HEADER_LEN];
+        frame_header_encode(&h, hdr);
+        CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
+        (void)io_write_full(fd, junk, sizeof junk);
+        h_sleep_ms(100);
+        close(fd);
+    }
+    /* A partial header, then nothing. */
+    {
+        int fd = open_session();
+        CHECK(io_write_full(fd, "\x10\x00\x00", 3) == 0);
+        close(fd);
+    }
+    /* Random bytes right after the handshake, in several sizes. */
+    for (int i = 0; i < 6; i++) {
+        int fd = open_session();
+        size_t n = (size_t)1 << (4 + 3 * i); /* 16 B .. 512 KiB */
+        uint8_t *junk = malloc(n);
+        CHECK(junk != NULL);
+        h_pattern(junk, n, 100 + i);
+        (void)io_write_full(fd, junk, n);
+        free(junk);
+        h_sleep_ms(20);
+        close(fd);
+    }
+    printf("ok oversized frames close the session; lying lengths and random bytes do no harm\n");
+}
+
+static void handshakes(void)
+{
+    char err[256];
+    /* wrong magic */
+    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    CHECK(fd >= 0, "%s", err);
+    uint8_t hello[8 + SCUDA_NONCE_LEN];
+    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    uint8_t junk[52];
+    memset(junk, 0x41, sizeof junk);
+    CHECK(io_write_full(fd, junk, sizeof junk) == 0);
+    CHECK(closed_within(fd, 5000), "a client hello with a wrong magic was not closed");
+    close(fd);
+    /* wrong version: refused with WELCOME_BAD_VERSION */
+    fd = tcp_connect(addr, 5000, err, sizeof err);
+    CHECK(fd >= 0, "%s", err);
+    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    uint8_t ch[52] = {0};
+    uint32_t magic = SCUDA_MAGIC;
+    uint16_t ver = SCUDA_PROTOCOL_VERSION + 7;
+    memcpy(ch, &magic, 4);
+    memcpy(ch + 4, &ver, 2);
+    CHECK(io_write_full(fd, ch, sizeof ch) == 0);
+    uint8_t wh[8];
+    CHECK(io_read_full_timeout(fd, wh, sizeof wh, 5000) == 0, "no welcome for a wrong version");
+    uint32_t status;
+    memcpy(&status, wh, 4);
+    CHECK(status == WELCOME_BAD_VERSION, "wrong version got welcome status %u", status);
+    close(fd);
+    /* half a client hello, then gone */
+    fd = tcp_connect(addr, 5000, err, sizeof err);
+    CHECK(fd >= 0, "%s", err);
+    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    CHECK(io_write_full(fd, ch, 20) == 0);
+    close(fd);
+    printf("ok bad handshakes are refused\n");
+}
+
+static int good_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 1 << 20));
+    uint8_t *h = malloc(1 << 20), *o = malloc(1 << 20);
+    CHECK(h && o);
+    h_pattern(h, 1 << 20, 5);
+    CU(cuMemcpyHtoD_v2(d, h, 1 << 20));
+    CU(cuMemcpyDtoH_v2(o, d, 1 << 20));
+    CHECK(h_diff(h, o, 1 << 20) < 0);
+    CU(cuMemFree_v2(d));
+    return 0;
+}
+
+int main(void)
+{
+    h_begin("bad_frames", 55);
+    struct h_server srv;
+    h_server_start(&srv, "main", NULL);
+    addr = srv.addr;
+
+    unknown_ops_and_contexts();
+    truncations();
+    inner_lengths();
+    every_op();
+    framing();
+    handshakes();
+
+    h_wait_ok(h_spawn(good_client, NULL, 15, -1, -1), 15000, "a normal client after the bad ones");
+    /* give the parent a moment to reap the sessions that ended */
+    h_sleep_ms(500);
+    h_server_stop(&srv);
+    printf("PASS bad_frames\n");
+    return 0;
+}

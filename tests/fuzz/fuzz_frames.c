@@ -1,0 +1,472 @@
+/* fuzz_frames.c - mutate real request frames and throw them at a server.
+ *
+ * 1. Record. A client linked against the shim runs a workload that touches
+ *    most of the protocol (contexts, streams, events, allocations, every
+ *    copy and memset form, module load, launches with parameters, device
+ *    printf, errors). It talks to the server through a recording proxy, so
+ *    the corpus is exactly the frames the shim builds.
+ * 2. Fuzz. For FUZZ_SECONDS (default 20), FUZZ_THREADS connections at a time
+ *    (default 2) replay the recording with mutations: bit flips, truncation,
+ *    extension, lying header lengths, changed op ids and flags, interesting
+ *    values over 8-byte fields, payloads spliced from other frames, frames
+ *    dropped and repeated. Replies are drained and ignored.
+ * 3. Judge. No session died from a signal or wrote a sanitizer report
+ *    (h_server_stop), the parent still accepts and greets, and a normal
+ *    client afterwards passes.
+ *
+ * When a session dies, the bytes sent on its connection are saved to
+ * build/tests/e2e/logs/fuzz_frames.crash-PID.bin; `fuzz_frames --replay FILE`
+ * sends them again over a fresh handshake (against a server it starts).
+ *
+ * FUZZ_SEED fixes the random seed (printed at the start). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ops.gen.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "common/wire.h"
+#include "harness.h"
+#include "workload.h"
+
+/* ---- the corpus ---------------------------------------------------------- */
+
+struct frame {
+    struct frame_header h;
+    uint8_t *p;
+};
+
+#define MAX_FRAMES 4096
+static struct frame corpus[MAX_FRAMES];
+static int ncorpus;
+static size_t corpus_bytes;
+
+/* The proxy: relays one client connection to the server and records the
+ * client's frames (after its 52-byte hello). */
+struct proxy {
+    int lfd;
+    int port;
+    const char *server_addr;
+};
+
+static void record(const uint8_t *data, size_t n)
+{
+    static uint8_t *buf;
+    static size_t len, cap;
+    static size_t skip = 4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN;
+    if (len + n > cap) {
+        cap = (len + n) * 2;
+        buf = realloc(buf, cap);
+        CHECK(buf != NULL);
+    }
+    memcpy(buf + len, data, n);
+    len += n;
+    size_t off = 0;
+    if (skip) {
+        size_t k = skip < len ? skip : len;
+        off = k;
+        skip -= k;
+    }
+    while (len - off >= FRAME_HEADER_LEN) {
+        struct frame_header h;
+        frame_header_decode(buf + off, &h);
+        if (len - off < FRAME_HEADER_LEN + (size_t)h.length) break;
+        /* Keep frames small enough to send many of: bulk beyond 64 KiB is
+         * truncated, with its header length adjusted. */
+        if (ncorpus < MAX_FRAMES && h.length <= (1u << 16) && corpus_bytes < (64u << 20)) {
+            corpus[ncorpus].h = h;
+            corpus[ncorpus].p = malloc(h.length + 1);
+            CHECK(corpus[ncorpus].p != NULL);
+            memcpy(corpus[ncorpus].p, buf + off + FRAME_HEADER_LEN, h.length);
+            corpus_bytes += h.length;
+            ncorpus++;
+        }
+        off += FRAME_HEADER_LEN + h.length;
+    }
+    memmove(buf, buf + off, len - off);
+    len -= off;
+}
+
+static void *proxy_main(void *arg)
+{
+    struct proxy *px = arg;
+    int cfd = accept4(px->lfd, NULL, NULL, SOCK_CLOEXEC);
+    CHECK(cfd >= 0);
+    char err[256];
+    int sfd = tcp_connect(px->server_addr, 5000, err, sizeof err);
+    CHECK(sfd >= 0, "proxy: %s", err);
+    struct pollfd p[2] = {{.fd = cfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    static uint8_t buf[1 << 16];
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (p[0].revents) {
+            ssize_t n = read(cfd, buf, sizeof buf);
+            if (n <= 0) break;
+            record(buf, (size_t)n);
+            if (io_write_full(sfd, buf, (size_t)n) != 0) break;
+        }
+        if (p[1].revents) {
+            ssize_t n = read(sfd, buf, sizeof buf);
+            if (n <= 0) break;
+            if (io_write_full(cfd, buf, (size_t)n) != 0) break;
+        }
+    }
+    close(cfd);
+    close(sfd);
+    return NULL;
+}
+
+static int recorder_client(void *arg)
+{
+    (void)arg;
+    workload_full(1);
+    return 0;
+}
+
+static void record_corpus(const char *server_addr)
+{
+    struct proxy px = {.server_addr = server_addr};
+    px.lfd = tcp_listen("127.0.0.1:0", &px.port, (char[256]){0}, 256);
+    CHECK(px.lfd >= 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, proxy_main, &px) == 0);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", px.port);
+    setenv("SCUDA_SERVER", addr, 1);
+    h_wait_ok(h_spawn(recorder_client, NULL, 30, -1, -1), 30000, "the recording client");
+    setenv("SCUDA_SERVER", server_addr, 1);
+    pthread_join(t, NULL);
+    close(px.lfd);
+    CHECK(ncorpus > 50, "only %d frames recorded", ncorpus);
+    int ops_seen = 0;
+    static uint8_t seen[65536];
+    for (int i = 0; i < ncorpus; i++)
+        if (!seen[corpus[i].h.op]++) ops_seen++;
+    printf("recorded %d frames (%zu payload bytes) of %d different ops\n", ncorpus, corpus_bytes, ops_seen);
+}
+
+/* ---- mutation -------------------------------------------------------------- */
+
+static _Thread_local uint64_t rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static uint32_t below(uint32_t n) { return n ? (uint32_t)(rnd() % n) : 0; }
+
+static const uint64_t interesting[] = {
+    0, 1, 2, 3, 7, 8, 15, 16, 255, 256, 4095, 4096, 65535, 65536, 0x7fffffff, 0x80000000u, 0xffffffffu,
+    0x100000000ull, (1ull << 40), 0x7fffffffffffffffull, 0x8000000000000000ull, UINT64_MAX, UINT64_MAX - 1,
+    SCUDA_MAX_FRAME, SCUDA_MAX_FRAME + 1ull, SCUDA_CHUNK,
+};
+
+/* Mutate f into out (buffer of at least f->h.length + 4096 bytes); returns
+ * the payload length to send; *hdr gets the header to send. */
+static uint32_t mutate(const struct frame *f, uint8_t *out, struct frame_header *hdr)
+{
+    *hdr = f->h;
+    uint32_t len = f->h.length;
+    memcpy(out, f->p, len);
+    int rounds = 1 + (int)below(3);
+    for (int k = 0; k < rounds; k++) {
+        switch (below(12)) {
+        case 0: /* flip bits */
+        case 1:
+            if (len) {
+                int flips = 1 + (int)below(8);
+                for (int i = 0; i < flips; i++) out[below(len)] ^= (uint8_t)(1u << below(8));
+            }
+            break;
+        case 2: /* truncate */
+            if (len) len = below(len);
+            break;
+        case 3: { /* extend */
+            uint32_t extra = 1 + below(64);
+            for (uint32_t i = 0; i < extra; i++) out[len + i] = (uint8_t)rnd();
+            len += extra;
+            break;
+        }
+        case 4: /* interesting value over an 8-byte field */
+        case 5:
+            if (len >= 8) {
+                uint32_t at = below(len - 7);
+                if (below(2)) at &= ~7u; /* aligned: hits fields more often */
+                uint64_t v = interesting[below(sizeof interesting / sizeof interesting[0])];
+                memcpy(out + at, &v, 8);
+            }
+            break;
+        case 6: /* interesting value over a 4-byte field */
+            if (len >= 4) {
+                uint32_t v = (uint32_t)interesting[below(sizeof interesting / sizeof interesting[0])];
+                memcpy(out + below(len - 3), &v, 4);
+            }
+            break;
+        case 7: /* another op */
+            hdr->op = below(4) ? corpus[below((uint32_t)ncorpus)].h.op : (uint16_t)below(OP_COUNT + 8);
+            break;
+        case 8: /* toggle one-way */
+            hdr->flags ^= FRAME_ASYNC;
+            break;
+        case 9: { /* splice: the tail of another frame */
+            const struct frame *g = &corpus[below((uint32_t)ncorpus)];
+            uint32_t from = below(g->h.length + 1), at = below(len + 1);
+            uint32_t n = g->h.length - from;
+            if (n > 4096) n = 4096;
+            memcpy(out + at, g->p + from, n);
+            len = at + n;
+            break;
+        }
+        case 10: /* context id */
+            hdr->ctx = below(2) ? (uint32_t)rnd() : 0;
+            break;
+        case 11: /* a byte set to an extreme */
+            if (len) out[below(len)] = below(2) ? 0xff : 0x00;
+            break;
+        }
+    }
+    hdr->length = len;
+    return len;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+struct trace {
+    int port;          /* our local port: names the session in the server log */
+    uint8_t *bytes;    /* everything sent after the handshake */
+    size_t len, cap;
+};
+
+#define TRACE_KEEP 256
+static struct trace traces[TRACE_KEEP];
+static atomic_uint trace_next;
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void trace_add(struct trace *t, const void *p, size_t n)
+{
+    if (t->len + n > (8u << 20)) return; /* keep the first 8 MiB */
+    if (t->len + n > t->cap) {
+        t->cap = (t->len + n) * 2;
+        t->bytes = realloc(t->bytes, t->cap);
+        CHECK(t->bytes != NULL);
+    }
+    memcpy(t->bytes + t->len, p, n);
+    t->len += n;
+}
+
+static void drain(int fd)
+{
+    static _Thread_local uint8_t sink[1 << 16];
+    for (;;) {
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n <= 0) return;
+    }
+}
+
+/* Send all of buf, draining replies meanwhile; gives up after 2 s of no
+ * progress (the session may be busy in a long call). */
+static int send_all(int fd, const uint8_t *buf, size_t n)
+{
+    uint64_t stall = h_now_ms() + 2000;
+    while (n > 0) {
+        ssize_t w = send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            buf += w;
+            n -= (size_t)w;
+            stall = h_now_ms() + 2000;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+        drain(fd);
+        if (h_now_ms() > stall) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
+        poll(&p, 1, 20);
+    }
+    return 0;
+}
+
+static atomic_ullong stat_conns, stat_frames, stat_mutated, stat_refused;
+static const char *server_addr;
+static uint64_t deadline_ms;
+
+static void one_connection(void)
+{
+    uint32_t status;
+    int fd = h_raw_connect(server_addr, NULL, &status);
+    if (fd < 0) {
+        atomic_fetch_add(&stat_refused, 1);
+        h_sleep_ms(50);
+        return;
+    }
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(fd, (struct sockaddr *)&me, &ml);
+    unsigned slot = atomic_fetch_add(&trace_next, 1) % TRACE_KEEP;
+    pthread_mutex_lock(&trace_lock);
+    struct trace *t = &traces[slot];
+    t->port = ntohs(me.sin_port);
+    t->len = 0;
+    pthread_mutex_unlock(&trace_lock);
+
+    /* How wild this connection is: some stay close to the recording so that
+     * mutations land in a session with real state. */
+    uint32_t rate = 1 + below(30); /* percent of frames mutated */
+    uint8_t *buf = malloc((1u << 16) + 8192 + FRAME_HEADER_LEN);
+    CHECK(buf != NULL);
+    for (int i = 0; i < ncorpus && h_now_ms() < deadline_ms; i++) {
+        const struct frame *f = &corpus[i];
+        struct frame_header h = f->h;
+        uint32_t len = f->h.length;
+        uint8_t *payload = f->p;
+        uint32_t roll = below(100);
+        if (roll < 2) continue; /* dropped */
+        if (roll < 2 + rate) {
+            len = mutate(f, buf + FRAME_HEADER_LEN, &h);
+            payload = buf + FRAME_HEADER_LEN;
+            atomic_fetch_add(&stat_mutated, 1);
+            if (below(40) == 0) h.length = (uint32_t)(h.length + below(64)) - 32; /* a lying header */
+        }
+        if (payload != buf + FRAME_HEADER_LEN) memcpy(buf + FRAME_HEADER_LEN, payload, len);
+        frame_header_encode(&h, buf);
+        trace_add(t, buf, FRAME_HEADER_LEN + len);
+        if (send_all(fd, buf, FRAME_HEADER_LEN + len) != 0) break;
+        atomic_fetch_add(&stat_frames, 1);
+        if (below(100) == 0) i -= (int)below(10); /* repeat a few */
+        if (i < -1) i = -1;
+        drain(fd);
+    }
+    free(buf);
+    close(fd);
+    atomic_fetch_add(&stat_conns, 1);
+}
+
+static void *fuzz_thread(void *arg)
+{
+    rng = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+    while (h_now_ms() < deadline_ms) one_connection();
+    return NULL;
+}
+
+/* A session died: save what its connection sent, for --replay. */
+static void save_crash_traces(const struct h_server *s)
+{
+    char *log = h_server_log(s);
+    static const char key[] = "died from signal";
+    for (char *p = log; (p = strstr(p, key)); p += sizeof key) {
+        /* "... session PID died from signal N" */
+        char *line = p;
+        while (line > log && line[-1] != '\n') line--;
+        char *sp = strstr(line, "session ");
+        if (!sp || sp > p) continue;
+        int pid = atoi(sp + 8);
+        /* find "127.0.0.1:PORT: session PID\n" */
+        char needle[64];
+        snprintf(needle, sizeof needle, ": session %d\n", pid);
+        char *start = strstr(log, needle);
+        if (!start) continue;
+        char *colon = start;
+        while (colon > log && colon[-1] != ':') colon--;
+        int port = atoi(colon);
+        for (int i = 0; i < TRACE_KEEP; i++) {
+            if (traces[i].port != port || !traces[i].len) continue;
+            char path[512];
+            int fd = h_temp_file("crash", path, sizeof path);
+            CHECK(write(fd, traces[i].bytes, traces[i].len) == (ssize_t)traces[i].len);
+            close(fd);
+            fprintf(stderr, "session %d (port %d) died; its %zu bytes are in %s\n"
+                            "replay: %s --replay %s\n", pid, port, traces[i].len, path, "fuzz_frames", path);
+        }
+    }
+    free(log);
+}
+
+static int good_client(void *arg)
+{
+    (void)arg;
+    workload_check();
+    return 0;
+}
+
+static int replay(const char *path)
+{
+    h_begin("fuzz_replay", 60);
+    struct h_server srv;
+    h_server_start(&srv, "replay", NULL);
+    size_t len;
+    char *bytes = h_read_file(path, &len);
+    CHECK(len > 0, "cannot read %s", path);
+    uint32_t status;
+    int fd = h_raw_connect(srv.addr, NULL, &status);
+    CHECK(fd >= 0);
+    (void)send_all(fd, (const uint8_t *)bytes, len);
+    h_sleep_ms(2000);
+    close(fd);
+    h_sleep_ms(500);
+    h_server_stop(&srv);
+    printf("replay of %zu bytes: no session died\n", len);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--replay") == 0) return replay(argv[2]);
+    const char *env = getenv("FUZZ_SECONDS");
+    unsigned seconds = env ? (unsigned)atoi(env) : 20;
+    env = getenv("FUZZ_THREADS");
+    int nthreads = env ? atoi(env) : 2;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 16) nthreads = 16;
+    env = getenv("FUZZ_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    h_begin("fuzz_frames", seconds + 60);
+    printf("fuzz_frames: %u s, %d connections at a time, FUZZ_SEED=%llu\n", seconds, nthreads,
+           (unsigned long long)seed);
+
+    struct h_server srv;
+    struct h_server_opts opt = {.extra_args = {"--max-sessions", "64"}};
+    h_server_start(&srv, "main", &opt);
+    server_addr = srv.addr;
+    record_corpus(srv.addr);
+
+    deadline_ms = h_now_ms() + seconds * 1000ull;
+    pthread_t t[16];
+    for (int i = 0; i < nthreads; i++)
+        CHECK(pthread_create(&t[i], NULL, fuzz_thread, (void *)(uintptr_t)(seed + (uint64_t)i)) == 0);
+    for (int i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
+    printf("sent %llu frames (%llu mutated) on %llu connections; %llu handshakes refused\n",
+           (unsigned long long)stat_frames, (unsigned long long)stat_mutated, (unsigned long long)stat_conns,
+           (unsigned long long)stat_refused);
+
+    /* Sessions end when their connection closes; give them a moment. */
+    h_sleep_ms(1000);
+    if (h_server_log_count(&srv, "died from signal")) save_crash_traces(&srv);
+
+    /* The parent still greets, and a normal client works. */
+    uint32_t status;
+    int fd = h_raw_connect(srv.addr, NULL, &status);
+    CHECK(fd >= 0, "the server no longer completes a handshake (status %u)", status);
+    close(fd);
+    h_wait_ok(h_spawn(good_client, NULL, 30, -1, -1), 30000, "a normal client after fuzzing");
+    h_server_stop(&srv);
+    printf("PASS fuzz_frames\n");
+    return 0;
+}

@@ -238,7 +238,7 @@ cuLibraryGetKernel            manual
 cuLibraryGetKernelCount       manual
 cuLibraryEnumerateKernels     manual
 cuLibraryGetGlobal            manual
-cuLibraryGetModule            unsupported            # TODO(lead): the client knows the library's module
+cuLibraryGetModule            manual
 cuLibraryGetManaged           unsupported            # managed memory (DESIGN 4)
 cuLibraryGetUnifiedFunction   unsupported            # host function pointers
 cuKernelGetFunction           manual
@@ -407,6 +407,7 @@ scuda_get_proc_name
 scuda_kernel_get_function
 scuda_module_unload
 scuda_pointer_kind
+scuda_library_get_module
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

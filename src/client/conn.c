@@ -399,8 +399,26 @@ CUresult rpc_sync(rpc_call *c)
     return conn_wait(c);
 }
 
+/* SCUDA_SYNC=1 makes every one-way call wait for its reply, so an error
+ * comes back from the call that caused it: a debugging aid. */
+static int sync_all(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SCUDA_SYNC");
+        v = e && *e && strcmp(e, "0") != 0;
+    }
+    return v;
+}
+
 CUresult rpc_async(rpc_call *c)
 {
+    if (sync_all()) {
+        CUresult r = rpc_sync(c);
+        if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);
+        rpc_end(c);
+        return r;
+    }
     CUresult r = conn_send(c, 1);
     rpc_end(c);
     return r;

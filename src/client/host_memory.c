@@ -78,7 +78,9 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     if (shim_current_ctx_id() == 0) return CUDA_ERROR_INVALID_CONTEXT;
     void *p = NULL;
     if (posix_memalign(&p, 4096, bytesize ? bytesize : 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = add_range(p, bytesize, flags, 1);
+    /* Under unified addressing the driver maps every allocation and reports
+     * CU_MEMHOSTALLOC_DEVICEMAP in its flags; so do we. */
+    CUresult r = add_range(p, bytesize, flags | CU_MEMHOSTALLOC_DEVICEMAP, 1);
     if (r != CUDA_SUCCESS) {
         free(p);
         return r;

@@ -38,6 +38,52 @@ static CUresult pack_params(const struct func_desc *d, void **kernelParams, void
     return CUDA_SUCCESS;
 }
 
+/* A function attribute, from the memo cache after the first query. */
+static int func_attr(CUfunction f, int is_kernel, CUfunction_attribute a, int *v)
+{
+    if (!is_kernel) return cuFuncGetAttribute(v, a, f) == CUDA_SUCCESS;
+    CUdevice dev;
+    return cuCtxGetDevice(&dev) == CUDA_SUCCESS && cuKernelGetAttribute(v, a, (CUkernel)f, dev) == CUDA_SUCCESS;
+}
+
+static int dev_attr(CUdevice_attribute a)
+{
+    CUdevice dev = 0;
+    int v = 0;
+    cuCtxGetDevice(&dev);
+    cuDeviceGetAttribute(&v, a, dev);
+    return v;
+}
+
+/* The driver rejects a bad launch configuration at the launch itself, and
+ * programs check for it there (cudaGetLastError after <<<>>>). Launches
+ * are one-way messages, so the client makes the same checks first, from
+ * cached device and function attributes. */
+static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3], const unsigned block[3],
+                             unsigned shmem)
+{
+    static const CUdevice_attribute max_block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+                                                    CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+                                                    CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+    static const CUdevice_attribute max_grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+                                                   CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                                   CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    for (int i = 0; i < 3; i++) {
+        if (grid[i] == 0 || block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
+        if (block[i] > (unsigned)dev_attr(max_block[i]) || grid[i] > (unsigned)dev_attr(max_grid[i]))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    int max_threads, max_dyn_smem;
+    unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
+    if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) &&
+        threads > (unsigned long long)max_threads)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
+        shmem > (unsigned)max_dyn_smem)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 static void put_attr(wire_buf *b, const CUlaunchAttribute *a)
 {
     wb_put_u32(b, (uint32_t)a->id);
@@ -47,9 +93,12 @@ static void put_attr(wire_buf *b, const CUlaunchAttribute *a)
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem, CUstream st,
                        const CUlaunchAttribute *attrs, unsigned nattrs, void **kernelParams, void **extra)
 {
-    const struct func_desc *d = func_lookup(f);
+    int is_kernel = 0;
+    const struct func_desc *d = func_lookup_kind(f, &is_kernel);
     if (!d) return CUDA_ERROR_INVALID_HANDLE;
     if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_config(f, is_kernel, grid, block, shmem);
+    if (r != CUDA_SUCCESS) return r;
     rpc_call c;
     rpc_begin(&c, OP_scuda_launch);
     rpc_put_handle(&c.req, f);
@@ -59,7 +108,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     rpc_put_handle(&c.req, st);
     wb_put_u32(&c.req, nattrs);
     for (unsigned i = 0; i < nattrs; i++) put_attr(&c.req, &attrs[i]);
-    CUresult r = pack_params(d, kernelParams, extra, &c.req);
+    r = pack_params(d, kernelParams, extra, &c.req);
     if (r != CUDA_SUCCESS) {
         rpc_end(&c);
         return r;

@@ -244,22 +244,52 @@ static void unpack(const struct side *sd, const char *in, size_t w, size_t h, si
 }
 
 static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
+                        int mode);
+
+/* A host side larger than one frame: copy it in bands of rows (2D) or of
+ * slices (3D), each small enough to travel in one frame. */
+static CUresult copy_nd_split(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d,
+                              CUstream st, int mode)
+{
+    size_t limit = SCUDA_MAX_FRAME - 4096;
+    if (w > limit) return CUDA_ERROR_NOT_SUPPORTED; /* a single row over 64 MiB */
+    if (d > 1) {
+        if (w * h > limit) return CUDA_ERROR_NOT_SUPPORTED;
+        size_t band = limit / (w * h);
+        for (size_t z = 0; z < d; z += band) {
+            struct side s2 = *src, d2 = *dst;
+            s2.z += z;
+            d2.z += z;
+            CUresult r = copy_nd(dims, &s2, &d2, w, h, d - z < band ? d - z : band, st, mode);
+            if (r != CUDA_SUCCESS) return r;
+        }
+        return CUDA_SUCCESS;
+    }
+    size_t band = limit / w;
+    for (size_t y = 0; y < h; y += band) {
+        struct side s2 = *src, d2 = *dst;
+        s2.y += y;
+        d2.y += y;
+        CUresult r = copy_nd(dims, &s2, &d2, w, h - y < band ? h - y : band, 1, st, mode);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
                         int mode)
 {
     CUresult r;
     if ((r = resolve_unified(src)) != CUDA_SUCCESS || (r = resolve_unified(dst)) != CUDA_SUCCESS) return r;
     size_t packed = w * h * d;
-    if (packed > SCUDA_MAX_FRAME - 4096) {
-        static int once;
-        scuda_log_unsupported_once(&once, "2D/3D copies over 64 MiB with a host side");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     if (src->type == CU_MEMORYTYPE_HOST && dst->type == CU_MEMORYTYPE_HOST) {
         if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
         for (size_t z = 0; z < d; z++)
             for (size_t y = 0; y < h; y++) memmove(host_row(dst, y, z), host_row(src, y, z), w);
         return CUDA_SUCCESS;
     }
+    if (packed > SCUDA_MAX_FRAME - 4096 && (src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST))
+        return copy_nd_split(dims, src, dst, w, h, d, st, mode);
     char *buf = NULL;
     if ((src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) && !(buf = malloc(packed ? packed : 1)))
         return CUDA_ERROR_OUT_OF_MEMORY;

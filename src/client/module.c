@@ -16,6 +16,7 @@
 #include "rpc.h"
 #include "shim.h"
 #include "../common/idmap.h"
+#include "../common/jit_options.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
@@ -38,12 +39,13 @@ struct func_ref {
 
 static struct idmap objects = IDMAP_INIT;
 
-const struct func_desc *func_lookup(const void *h)
+const struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
 {
     uint32_t tag;
     void *v;
     if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v)) return NULL;
     if (tag != TAG_FUNCTION && tag != TAG_KERNEL) return NULL;
+    if (is_kernel) *is_kernel = tag == TAG_KERNEL;
     return ((struct func_ref *)v)->desc;
 }
 
@@ -157,7 +159,60 @@ static struct loaded *read_description(wire_reader *r, uint64_t id, int is_libra
     return l;
 }
 
-static CUresult load_image(void **out, const void *image, int is_library)
+/* JIT options: scalar ones travel by value; for the log buffers we send
+ * their sizes and copy the session's logs back into them, updating the
+ * size options as the driver does. Wall time (an output) is not reported. */
+struct jit_request {
+    unsigned n;
+    CUjit_option *opt;
+    void **val;
+};
+
+static int jit_is_forwarded(CUjit_option o)
+{
+    return jit_option_is_scalar(o) || o == CU_JIT_INFO_LOG_BUFFER || o == CU_JIT_ERROR_LOG_BUFFER;
+}
+
+static size_t jit_log_size(const struct jit_request *j, CUjit_option size_opt)
+{
+    for (unsigned i = 0; i < j->n; i++)
+        if (j->opt[i] == size_opt) return (size_t)(uintptr_t)j->val[i];
+    return 0;
+}
+
+static void put_jit(wire_buf *b, const struct jit_request *j)
+{
+    size_t mark = b->len;
+    uint32_t count = 0;
+    wb_put_u32(b, 0);
+    for (unsigned i = 0; j && i < j->n; i++) {
+        if (!jit_is_forwarded(j->opt[i])) continue;
+        uint64_t v = (uint64_t)(uintptr_t)j->val[i];
+        if (j->opt[i] == CU_JIT_INFO_LOG_BUFFER) v = jit_log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+        if (j->opt[i] == CU_JIT_ERROR_LOG_BUFFER) v = jit_log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+        wb_put_u32(b, (uint32_t)j->opt[i]);
+        wb_put_u64(b, v);
+        count++;
+    }
+    if (!b->oom) memcpy(b->data + mark, &count, 4);
+}
+
+static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log)
+{
+    for (unsigned i = 0; j && i < j->n; i++) {
+        if (j->opt[i] != buf_opt || !j->val[i]) continue;
+        size_t cap = jit_log_size(j, size_opt);
+        size_t len = log ? strlen(log) : 0;
+        if (cap == 0) return;
+        if (len >= cap) len = cap - 1;
+        memcpy(j->val[i], log ? log : "", len);
+        ((char *)j->val[i])[len] = '\0';
+        for (unsigned k = 0; k < j->n; k++)
+            if (j->opt[k] == size_opt) j->val[k] = (void *)(uintptr_t)(len + 1);
+    }
+}
+
+static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     const void *img = image_unwrap(image);
@@ -167,10 +222,16 @@ static CUresult load_image(void **out, const void *image, int is_library)
     rpc_begin(&c, OP_scuda_module_load);
     wb_put_u64(&c.req, id);
     wb_put_u8(&c.req, (uint8_t)is_library);
+    put_jit(&c.req, jit);
     wb_put_u64(&c.req, len);
     c.bulk = img;
     c.bulk_len = len;
     CUresult r = rpc_sync(&c);
+    if (c.out.left) {
+        const char *info = wr_str(&c.out), *err = wr_str(&c.out);
+        take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info);
+        take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, err);
+    }
     struct loaded *l = NULL;
     if (r == CUDA_SUCCESS && !(l = read_description(&c.out, id, is_library))) r = CUDA_ERROR_INVALID_IMAGE;
     rpc_end(&c);
@@ -183,7 +244,7 @@ static CUresult load_image(void **out, const void *image, int is_library)
     return CUDA_SUCCESS;
 }
 
-static CUresult load_file(void **out, const char *fname, int is_library)
+static CUresult load_file(void **out, const char *fname, int is_library, const struct jit_request *jit)
 {
     if (!out || !fname) return CUDA_ERROR_INVALID_VALUE;
     FILE *f = fopen(fname, "rb");
@@ -207,7 +268,7 @@ static CUresult load_file(void **out, const char *fname, int is_library)
     }
     fclose(f);
     buf[len] = '\0'; /* a PTX file has no NUL of its own */
-    CUresult r = load_image(out, buf, is_library);
+    CUresult r = load_image(out, buf, is_library, jit);
     free(buf);
     return r;
 }
@@ -215,7 +276,7 @@ static CUresult load_file(void **out, const char *fname, int is_library)
 EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     SHIM_ENTER(cuModuleLoadData, (module, image));
-    return load_image((void **)module, image, 0);
+    return load_image((void **)module, image, 0, NULL);
 }
 
 /* JIT options only tune compilation or ask for logs in host buffers; the
@@ -224,19 +285,21 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned
                                    CUjit_option *options, void **optionValues)
 {
     SHIM_ENTER(cuModuleLoadDataEx, (module, image, numOptions, options, optionValues));
-    return load_image((void **)module, image, 0);
+    struct jit_request j = {numOptions, options, optionValues};
+    if (numOptions && (!options || !optionValues)) return CUDA_ERROR_INVALID_VALUE;
+    return load_image((void **)module, image, 0, &j);
 }
 
 EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
     SHIM_ENTER(cuModuleLoadFatBinary, (module, fatCubin));
-    return load_image((void **)module, fatCubin, 0);
+    return load_image((void **)module, fatCubin, 0, NULL);
 }
 
 EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
     SHIM_ENTER(cuModuleLoad, (module, fname));
-    return load_file((void **)module, fname, 0);
+    return load_file((void **)module, fname, 0, NULL);
 }
 
 EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
@@ -246,7 +309,9 @@ EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_op
 {
     SHIM_ENTER(cuLibraryLoadData, (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
                                    libraryOptionValues, numLibraryOptions));
-    return load_image((void **)library, code, 1);
+    struct jit_request j = {numJitOptions, jitOptions, jitOptionsValues};
+    if (numJitOptions && (!jitOptions || !jitOptionsValues)) return CUDA_ERROR_INVALID_VALUE;
+    return load_image((void **)library, code, 1, &j);
 }
 
 EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
@@ -256,7 +321,9 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, 
 {
     SHIM_ENTER(cuLibraryLoadFromFile, (library, fileName, jitOptions, jitOptionsValues, numJitOptions,
                                        libraryOptions, libraryOptionValues, numLibraryOptions));
-    return load_file((void **)library, fileName, 1);
+    struct jit_request j = {numJitOptions, jitOptions, jitOptionsValues};
+    if (numJitOptions && (!jitOptions || !jitOptionsValues)) return CUDA_ERROR_INVALID_VALUE;
+    return load_file((void **)library, fileName, 1, &j);
 }
 
 static CUresult unload(void *h, int is_library)
@@ -456,6 +523,34 @@ EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
 {
     SHIM_ENTER(cuLibraryGetGlobal, (dptr, bytes, library, name));
     return get_global(dptr, bytes, library, 1, name);
+}
+
+/* The library's module in the current context: a module record of our own
+ * that shares the library's function descriptions. */
+EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    SHIM_ENTER(cuLibraryGetModule, (pMod, library));
+    if (!pMod) return CUDA_ERROR_INVALID_VALUE;
+    struct loaded *lib = loaded_lookup(library, 1);
+    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    struct loaded *mod = malloc(sizeof *mod);
+    if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
+    *mod = *lib;
+    mod->id = handle_new_id();
+    mod->is_library = 0;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_library_get_module);
+    wb_put_u64(&c.req, lib->id);
+    wb_put_u64(&c.req, mod->id);
+    CUresult r = rpc_sync(&c);
+    rpc_end(&c);
+    if (r == CUDA_SUCCESS && idmap_put(&objects, mod->id, TAG_MODULE, mod) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
+        free(mod);
+        return r;
+    }
+    *pMod = handle_from_id(mod->id);
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)

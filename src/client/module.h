@@ -15,7 +15,9 @@ struct func_desc {
     uint32_t param_bytes; /* size of the packed parameter buffer */
 };
 
-/* Layout of the function or kernel whose handle is h; NULL if unknown. */
-const struct func_desc *func_lookup(const void *h);
+/* Layout of the function or kernel whose handle is h; NULL if unknown.
+ * *is_kernel (if not NULL) tells a CUkernel from a CUfunction. */
+const struct func_desc *func_lookup_kind(const void *h, int *is_kernel);
+static inline const struct func_desc *func_lookup(const void *h) { return func_lookup_kind(h, 0); }
 
 #endif

@@ -3002,14 +3002,6 @@ EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
-{
-    SHIM_ENTER(cuLibraryGetModule, (pMod, library));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetModule");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
     SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));

@@ -386,6 +386,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuThreadExchangeStreamCaptureMode] = "cuThreadExchangeStreamCaptureMode",
     [OP_cuUserObjectRelease] = "cuUserObjectRelease",
     [OP_cuUserObjectRetain] = "cuUserObjectRetain",
+    [OP_scuda_library_get_module] = "scuda_library_get_module",
+    [OP_cuLibraryGetModule] = "cuLibraryGetModule",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -387,7 +387,9 @@ enum scuda_op {
     OP_cuThreadExchangeStreamCaptureMode = 380,
     OP_cuUserObjectRelease = 381,
     OP_cuUserObjectRetain = 382,
-    OP_COUNT = 383
+    OP_scuda_library_get_module = 383,
+    OP_cuLibraryGetModule = 384,
+    OP_COUNT = 385
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -40,6 +40,7 @@ extern CUresult srv_scuda_get_proc_name(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -73,6 +74,7 @@ extern CUresult srv_cuLibraryEnumerateKernels(srv_call *c) __attribute__((weak))
 extern CUresult srv_cuLibraryGetGlobal(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryGetKernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryGetKernelCount(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuLibraryGetModule(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryLoadData(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryLoadFromFile(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryUnload(srv_call *c) __attribute__((weak));
@@ -7749,6 +7751,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuThreadExchangeStreamCaptureMode] = {"cuThreadExchangeStreamCaptureMode", gen_srv_cuThreadExchangeStreamCaptureMode, 0},
     [OP_cuUserObjectRelease] = {"cuUserObjectRelease", gen_srv_cuUserObjectRelease, 0},
     [OP_cuUserObjectRetain] = {"cuUserObjectRetain", gen_srv_cuUserObjectRetain, 0},
+    [OP_scuda_library_get_module] = {"scuda_library_get_module", srv_scuda_library_get_module, 0},
+    [OP_cuLibraryGetModule] = {"cuLibraryGetModule", srv_cuLibraryGetModule, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -30,6 +30,7 @@ typedef struct srv_call {
     const void *bulk;
     size_t bulk_len;
     void *bulk_free;  /* freed after the reply is sent */
+    int out_on_error; /* send `out` even when the call fails (JIT logs) */
 } srv_call;
 
 typedef CUresult (*op_handler)(srv_call *c);

@@ -122,7 +122,7 @@ void session_forget_bound_ctx(void) { bound_ctx_id = UINT32_MAX; }
 
 void session_defer_error(struct session *s, CUresult r, uint16_t op)
 {
-    LOG_DEBUG("async %s failed: %d (reported at the next synchronizing call)", scuda_op_name(op), r);
+    LOG_INFO("async %s failed: %d (reported at the next synchronizing call)", scuda_op_name(op), r);
     pthread_mutex_lock(&s->error_lock);
     if (s->deferred_error == CUDA_SUCCESS) s->deferred_error = r;
     pthread_mutex_unlock(&s->error_lock);
@@ -153,7 +153,7 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
     uint32_t result = (uint32_t)r;
     uint64_t bulk_len = bulk ? c->bulk_len : 0;
-    size_t out_len = r == CUDA_SUCCESS ? c->out.len : 0;
+    size_t out_len = r == CUDA_SUCCESS || c->out_on_error ? c->out.len : 0;
     struct frame_header h = {
         .length = (uint32_t)(4 + (bulk ? 8 + bulk_len : 0) + out_len),
         .op = c->op,

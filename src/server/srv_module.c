@@ -9,6 +9,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "../common/jit_options.h"
 
 #define MAX_PARAMS 4096
 
@@ -74,32 +75,90 @@ static CUresult describe_library(wire_buf *out, CUlibrary lib)
     return r;
 }
 
-/* Request: u64 id, u8 is_library, blob image. The image is copied to an
- * aligned buffer: an ELF inside a frame need not be 8-byte aligned. */
+#define MAX_JIT_OPTIONS 32
+#define MAX_JIT_LOG (1u << 20)
+
+/* JIT options as they travel: scalar values, and the sizes of the log
+ * buffers the client wants filled. The session supplies its own buffers. */
+struct jit_options {
+    unsigned n;
+    CUjit_option opt[MAX_JIT_OPTIONS];
+    void *val[MAX_JIT_OPTIONS];
+    char *info_log, *error_log;
+};
+
+static int read_jit_options(wire_reader *in, struct jit_options *j)
+{
+    memset(j, 0, sizeof *j);
+    uint32_t n = wr_u32(in);
+    if (n > MAX_JIT_OPTIONS) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        CUjit_option o = (CUjit_option)wr_u32(in);
+        uint64_t v = wr_u64(in);
+        char **log = o == CU_JIT_INFO_LOG_BUFFER ? &j->info_log : o == CU_JIT_ERROR_LOG_BUFFER ? &j->error_log : NULL;
+        if (log) {
+            /* v is the size the client asked for; the size option follows. */
+            if (v > MAX_JIT_LOG || *log) return -1;
+            if (!(*log = calloc(1, v + 1))) return -1;
+            j->val[j->n] = *log;
+        } else if (jit_option_is_scalar(o)) {
+            j->val[j->n] = (void *)(uintptr_t)v;
+        } else {
+            return -1; /* a pointer-valued option: never dereference client values */
+        }
+        j->opt[j->n++] = o;
+    }
+    return in->bad ? -1 : 0;
+}
+
+static void put_jit_logs(wire_buf *out, struct jit_options *j)
+{
+    wb_put_str(out, j->info_log ? j->info_log : "");
+    wb_put_str(out, j->error_log ? j->error_log : "");
+    free(j->info_log);
+    free(j->error_log);
+}
+
+/* Request: u64 id, u8 is_library, JIT options, blob image. Reply (also on
+ * failure): str info log, str error log; then, on success, the functions.
+ * The image is copied to an aligned buffer: an ELF inside a frame need not
+ * be 8-byte aligned. */
 CUresult srv_scuda_module_load(srv_call *c)
 {
     uint64_t id = wr_u64(&c->in);
     uint8_t is_library = wr_u8(&c->in);
+    struct jit_options j;
+    if (read_jit_options(&c->in, &j) != 0) {
+        free(j.info_log);
+        free(j.error_log);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     size_t len;
     const void *image = wr_blob(&c->in, &len);
-    if (!wr_ok_end(&c->in) || !image) return CUDA_ERROR_INVALID_VALUE;
-    void *copy = malloc(len + 1);
-    if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(copy, image, len);
-    ((char *)copy)[len] = '\0'; /* PTX must be NUL-terminated */
-    CUresult r;
-    if (is_library) {
+    void *copy = NULL;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (wr_ok_end(&c->in) && image && (copy = malloc(len + 1))) {
+        memcpy(copy, image, len);
+        ((char *)copy)[len] = '\0'; /* PTX must be NUL-terminated */
+        r = CUDA_SUCCESS;
+    }
+    c->out_on_error = 1;
+    if (r == CUDA_SUCCESS && is_library) {
         CUlibrary lib = NULL;
-        r = real.cuLibraryLoadData(&lib, copy, NULL, NULL, 0, NULL, NULL, 0);
+        r = real.cuLibraryLoadData(&lib, copy, j.n ? j.opt : NULL, j.n ? j.val : NULL, j.n, NULL, NULL, 0);
+        put_jit_logs(&c->out, &j);
         if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
             r = handle_put(c->s, id, HK_LIBRARY, lib);
         if (r != CUDA_SUCCESS && lib) real.cuLibraryUnload(lib);
-    } else {
+    } else if (r == CUDA_SUCCESS) {
         CUmodule mod = NULL;
-        r = real.cuModuleLoadData(&mod, copy);
+        r = real.cuModuleLoadDataEx(&mod, copy, j.n, j.n ? j.opt : NULL, j.n ? j.val : NULL);
+        put_jit_logs(&c->out, &j);
         if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
             r = handle_put(c->s, id, HK_MODULE, mod);
         if (r != CUDA_SUCCESS && mod) real.cuModuleUnload(mod);
+    } else {
+        put_jit_logs(&c->out, &j);
     }
     free(copy);
     return r;
@@ -181,4 +240,17 @@ CUresult srv_scuda_module_unload(srv_call *c)
     r = is_library ? real.cuLibraryUnload((CUlibrary)h) : real.cuModuleUnload((CUmodule)h);
     if (r == CUDA_SUCCESS) handle_drop(c->s, id);
     return r;
+}
+
+/* Request: u64 library id, u64 new module id. */
+CUresult srv_scuda_library_get_module(srv_call *c)
+{
+    uint64_t lib_id = wr_u64(&c->in), mod_id = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *lib;
+    CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
+    if (r != CUDA_SUCCESS) return r;
+    CUmodule mod;
+    if ((r = real.cuLibraryGetModule(&mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
+    return handle_put(c->s, mod_id, HK_MODULE, mod);
 }

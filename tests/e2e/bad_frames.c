@@ -247,6 +247,24 @@ static void inner_lengths(void)
     wb_put_u64(&b, 0);
     r = call(fd, OP_scuda_memcpy_2d, &b);
     CHECK(r != CUDA_SUCCESS && r >= 0, "a 2^56-byte 2D copy returned %ld", r);
+    /* A 3D host-to-host copy whose packed size width*height*depth
+     * = 2^32 * 2^24 * 2^8 wraps to 0 in 64 bits: it carries 0 bytes but
+     * describes 2^64. */
+    wb_reset(&b);
+    wb_put_u8(&b, 3);
+    wb_put_u8(&b, 0);
+    wb_put_u64(&b, 0);
+    for (int side = 0; side < 2; side++) {
+        wb_put_u32(&b, CU_MEMORYTYPE_HOST);
+        for (int k = 0; k < 8; k++) wb_put_u64(&b, 0);
+    }
+    wb_put_u64(&b, 1ull << 32);
+    wb_put_u64(&b, 1ull << 24);
+    wb_put_u64(&b, 1ull << 8);
+    wb_put_u64(&b, 0);
+    r = call(fd, OP_scuda_memcpy_3d, &b);
+    CHECK(r >= 0, "a 3D copy whose packed size wraps to 0 killed the session");
+    CHECK(r != CUDA_SUCCESS, "a 3D copy whose packed size wraps to 0 returned SUCCESS");
     ping_ok(fd, "lying inner lengths");
     wb_free(&b);
     close(fd);

@@ -386,6 +386,17 @@ void h_dump_log(const struct h_server *s, size_t tail_bytes)
     dump_tail_raw(s->log_path, tail_bytes);
 }
 
+void h_server_kill(struct h_server *s)
+{
+    if (s->pid <= 0) return;
+    kill(-s->pid, SIGKILL);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (servers[i] == s) servers[i] = NULL;
+    s->pid = 0;
+}
+
 static int sanitizer_reports(const struct h_server *s)
 {
     int found = 0;

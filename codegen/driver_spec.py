@@ -135,7 +135,7 @@ cuCtxFromGreenCtx             unsupported            # green contexts cannot be 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
 cuMemAllocPitch               sync
-cuMemFree                     async
+cuMemFree                     sync                   # a bad pointer is reported by the call itself
 cuMemGetInfo                  sync
 cuMemGetAddressRange          sync
 cuMemAllocAsync               sync

@@ -13,8 +13,12 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* Pack kernelParams (an array of pointers to each argument) or take the
- * caller's own buffer from `extra`. */
+/* The packed parameters, as they travel: u32 count, then each parameter's
+ * offset and size, then a blob of the packed bytes. The session rebuilds
+ * kernelParams from them. A buffer the caller passed through `extra`
+ * travels as count RAW_PARAMS and is handed to the driver as it came. */
+#define RAW_PARAMS 0xffffffffu
+
 static CUresult pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b)
 {
     if (extra) {
@@ -26,10 +30,16 @@ static CUresult pack_params(const struct func_desc *d, void **kernelParams, void
             else return CUDA_ERROR_INVALID_VALUE;
         }
         if (size && !buf) return CUDA_ERROR_INVALID_VALUE;
+        wb_put_u32(b, RAW_PARAMS);
         wb_put_blob(b, buf, size);
         return CUDA_SUCCESS;
     }
     if (d->nparams && !kernelParams) return CUDA_ERROR_INVALID_VALUE;
+    wb_put_u32(b, d->nparams);
+    for (uint32_t i = 0; i < d->nparams; i++) {
+        wb_put_u32(b, d->offset[i]);
+        wb_put_u32(b, d->size[i]);
+    }
     wb_put_u64(b, d->param_bytes);
     uint8_t *dst = wb_reserve(b, d->param_bytes);
     if (!dst) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -59,8 +69,26 @@ static int dev_attr(CUdevice_attribute a)
  * programs check for it there (cudaGetLastError after <<<>>>). Launches
  * are one-way messages, so the client makes the same checks first, from
  * cached device and function attributes. */
+/* A cooperative grid must fit on the device at once. */
+static CUresult check_cooperative(CUfunction f, const unsigned grid[3], unsigned long long threads, unsigned shmem)
+{
+    int per_sm = 0;
+    if (cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)threads, shmem) != CUDA_SUCCESS)
+        return CUDA_SUCCESS; /* the session's driver decides */
+    unsigned long long blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
+    unsigned long long fit = (unsigned long long)per_sm * (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    return blocks > fit ? CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE : CUDA_SUCCESS;
+}
+
+static int is_cooperative(const CUlaunchAttribute *attrs, unsigned nattrs)
+{
+    for (unsigned i = 0; i < nattrs; i++)
+        if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && attrs[i].value.cooperative) return 1;
+    return 0;
+}
+
 static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3], const unsigned block[3],
-                             unsigned shmem)
+                             unsigned shmem, int cooperative)
 {
     static const CUdevice_attribute max_block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
                                                     CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
@@ -81,7 +109,7 @@ static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3]
     if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
         shmem > (unsigned)max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    return cooperative ? check_cooperative(f, grid, threads, shmem) : CUDA_SUCCESS;
 }
 
 static void put_attr(wire_buf *b, const CUlaunchAttribute *a)
@@ -97,7 +125,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     const struct func_desc *d = func_lookup_kind(f, &is_kernel);
     if (!d) return CUDA_ERROR_INVALID_HANDLE;
     if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = check_config(f, is_kernel, grid, block, shmem);
+    CUresult r = check_config(f, is_kernel, grid, block, shmem, is_cooperative(attrs, nattrs));
     if (r != CUDA_SUCCESS) return r;
     rpc_call c;
     rpc_begin(&c, OP_scuda_launch);

@@ -3467,7 +3467,13 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
     rpc_call c;
     rpc_begin(&c, OP_cuMemFree);
     wb_put_u32(&c.req, (uint32_t)(dptr));
-    return rpc_async(&c);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemFree");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -3492,7 +3498,13 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     rpc_call c;
     rpc_begin(&c, OP_cuMemFree_v2);
     wb_put_u64(&c.req, (uint64_t)(dptr));
-    return rpc_async(&c);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemFree_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)

@@ -82,8 +82,8 @@ static CUresult describe_library(wire_buf *out, CUlibrary lib)
  * buffers the client wants filled. The session supplies its own buffers. */
 struct jit_options {
     unsigned n;
-    CUjit_option opt[MAX_JIT_OPTIONS];
-    void *val[MAX_JIT_OPTIONS];
+    CUjit_option opt[MAX_JIT_OPTIONS + 2]; /* + the size options of two logs */
+    void *val[MAX_JIT_OPTIONS + 2];
     char *info_log, *error_log;
 };
 
@@ -101,6 +101,11 @@ static int read_jit_options(wire_reader *in, struct jit_options *j)
             if (v > MAX_JIT_LOG || *log) return -1;
             if (!(*log = calloc(1, v + 1))) return -1;
             j->val[j->n] = *log;
+            j->opt[j->n] = o;
+            j->n++;
+            /* The driver learns a log buffer's size from its size option. */
+            o = o == CU_JIT_INFO_LOG_BUFFER ? CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES : CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+            j->val[j->n] = (void *)(uintptr_t)v;
         } else if (jit_option_is_scalar(o)) {
             j->val[j->n] = (void *)(uintptr_t)v;
         } else {

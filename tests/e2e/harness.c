@@ -38,7 +38,6 @@
 #define MAX_SERVERS 8
 
 static const char *test_name = "e2e";
-static pid_t owner_pid;         /* the test process; children never clean up */
 static unsigned time_limit_s;
 static struct h_server *servers[MAX_SERVERS];
 
@@ -46,9 +45,8 @@ static struct h_server *servers[MAX_SERVERS];
 
 static void kill_servers_now(void)
 {
-    if (getpid() != owner_pid) return;
     for (int i = 0; i < MAX_SERVERS; i++) {
-        if (servers[i] && servers[i]->pid > 0) {
+        if (servers[i] && servers[i]->pid > 0 && servers[i]->owner == getpid()) {
             kill(-servers[i]->pid, SIGKILL);
             kill(servers[i]->pid, SIGKILL);
             waitpid(servers[i]->pid, NULL, 0);
@@ -77,7 +75,7 @@ static void dump_tail_raw(const char *path, size_t tail)
 static void dump_all_logs(void)
 {
     for (int i = 0; i < MAX_SERVERS; i++) {
-        if (!servers[i]) continue;
+        if (!servers[i] || servers[i]->owner != getpid()) continue;
         static const char head[] = "---- server log (tail) ----\n";
         ssize_t w = write(2, head, sizeof head - 1);
         (void)w;
@@ -94,10 +92,8 @@ static void on_alarm(int sig)
     int n = snprintf(msg, sizeof msg, "FAIL %s: timed out after %u s\n", test_name, time_limit_s);
     ssize_t w = write(2, msg, (size_t)n);
     (void)w;
-    if (getpid() == owner_pid) {
-        dump_all_logs();
-        kill_servers_now();
-    }
+    dump_all_logs();
+    kill_servers_now();
     _exit(124);
 }
 
@@ -114,7 +110,7 @@ void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
         va_end(ap);
     }
     fputc('\n', stderr);
-    if (getpid() == owner_pid) dump_all_logs();
+    dump_all_logs();
     exit(1);
 }
 
@@ -162,7 +158,6 @@ void h_fail_expect(const char *file, int line, const char *call, CUresult got, C
 void h_begin(const char *name, unsigned seconds)
 {
     test_name = name;
-    owner_pid = getpid();
     time_limit_s = seconds;
     setvbuf(stdout, NULL, _IOLBF, 0);
     atexit(at_exit_cleanup);
@@ -217,7 +212,12 @@ char *h_read_file(const char *path, size_t *len)
 
 int h_temp_file(const char *tag, char *path, size_t pathlen)
 {
-    snprintf(path, pathlen, "%s/%s.%s.%d.out", E2E_LOG_DIR, test_name, tag, (int)getpid());
+    char clean[64];
+    size_t k = 0;
+    for (const char *t = tag; *t && k < sizeof clean - 1; t++)
+        clean[k++] = (char)((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || (*t >= '0' && *t <= '9') ? *t : '-');
+    clean[k] = '\0';
+    snprintf(path, pathlen, "%s/%s.%s.%d.out", E2E_LOG_DIR, test_name, clean, (int)getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(fd >= 0, "%s: %s", path, strerror(errno));
     return fd;
@@ -288,8 +288,11 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
         argv[n++] = "server";
         argv[n++] = "--listen";
         argv[n++] = "127.0.0.1:0";
+        /* E2E_DRIVER runs the suite against another driver (the real one
+         * on a GPU machine: kernels.ptx is real PTX). */
+        const char *driver = getenv("E2E_DRIVER");
         argv[n++] = "--driver";
-        argv[n++] = STANDIN_LIB;
+        argv[n++] = driver && *driver ? driver : STANDIN_LIB;
         argv[n++] = "--port-fd";
         argv[n++] = fdstr;
         if (opt->token_file) {
@@ -304,6 +307,7 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     }
     setpgid(pid, pid);
     s->pid = pid;
+    s->owner = getpid();
     servers[slot] = s;
     close(port_pipe[1]);
     close(log_fd);
@@ -446,6 +450,8 @@ static void child_alarm(int sig)
     static const char msg[] = "FAIL: client child timed out\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
+    dump_all_logs();
+    kill_servers_now();
     _exit(124);
 }
 

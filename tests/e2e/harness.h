@@ -10,6 +10,8 @@
  * Client code runs in the test process after h_server_start() (which sets
  * SCUDA_SERVER), or in children made with h_spawn(), each with a time limit.
  *
+ * E2E_DRIVER=PATH replaces the stand-in (e.g. the real libcuda.so.1).
+ *
  * The server's stderr (SCUDA_LOG=info) goes to a file in E2E_LOG_DIR; a
  * failing test prints its tail. Sanitizer reports of the server and its
  * sessions go to files next to it, and h_server_stop() fails the test when
@@ -66,6 +68,7 @@ struct h_server {
     char addr[64];      /* "127.0.0.1:PORT" */
     char log_path[512]; /* its stderr */
     char san_prefix[512];
+    pid_t owner;        /* the process that started it (and cleans up) */
 };
 
 struct h_server_opts {

@@ -22,6 +22,7 @@ static int hold[2];
 static int holder(void *arg)
 {
     (void)arg;
+    close(hold[1]); /* EOF on hold[0] once the test closes its end */
     h_cuda_setup();
     char c;
     CHECK(read(hold[0], &c, 1) == 0);
@@ -129,12 +130,32 @@ static void idle_timeout(void)
     printf("ok --idle-timeout 1 closes idle sessions, not busy ones\n");
 }
 
+static int part(void *arg)
+{
+    ((void (*)(void))arg)();
+    return 0;
+}
+
 int main(void)
 {
     h_begin("limits", 45);
-    max_sessions();
-    idle_timeout();
-    mem_quota();
+    /* Each limit in a process of its own, so that one failing does not
+     * hide the others. */
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } parts[] = {{"--max-sessions", max_sessions}, {"--idle-timeout", idle_timeout}, {"--mem-quota", mem_quota}};
+    pid_t pids[3];
+    for (int i = 0; i < 3; i++) pids[i] = h_spawn(part, (void *)parts[i].fn, 40, -1, -1);
+    int failed = 0;
+    for (int i = 0; i < 3; i++) {
+        int st = h_wait(pids[i], 42000);
+        if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "FAIL limits: %s\n", parts[i].name);
+            failed++;
+        }
+    }
+    CHECK(failed == 0, "%d of 3 limits not enforced as documented", failed);
     printf("PASS limits\n");
     return 0;
 }

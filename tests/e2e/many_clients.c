@@ -21,6 +21,7 @@ static int go[2];
 static int client(void *arg)
 {
     (void)arg;
+    close(go[1]); /* EOF on go[0] once the test closes its end */
     h_cuda_setup();
     char c;
     CHECK(read(go[0], &c, 1) == 0, "go pipe"); /* EOF = go */

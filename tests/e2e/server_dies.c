@@ -26,6 +26,7 @@ static int client(void *arg)
     CU(cuStreamCreate(&st, 0));
     CUdeviceptr d;
     CU(cuMemAlloc_v2(&d, 1 << 20));
+    CUfunction noop = h_func("noop");
     uint32_t ms = 10000;
     void *args[] = {&ms};
     CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
@@ -43,7 +44,7 @@ static int client(void *arg)
     CUdeviceptr e;
     CHECK(cuMemAlloc_v2(&e, 16) != CUDA_SUCCESS);
     CHECK(cuMemsetD32_v2(d, 0, 4) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS);
-    CHECK(cuLaunchKernel(h_func("noop"), 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+    CHECK(cuLaunchKernel(noop, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
           cuCtxSynchronize() != CUDA_SUCCESS);
     took = h_now_ms() - t0;
     CHECK(took < 1000, "calls after the loss took %llu ms", (unsigned long long)took);

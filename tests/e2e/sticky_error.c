@@ -21,6 +21,8 @@ static int ready[2]; /* A and B report that they saw their error */
 static int faulting(void *arg)
 {
     const char *kernel = arg;
+    close(hold[1]); /* EOF on hold[0] once the test closes its end */
+    close(ready[0]);
     CUresult want = strcmp(kernel, "fault") == 0 ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_ERROR_ASSERT;
     h_cuda_setup();
     CUdeviceptr d;

@@ -18,7 +18,9 @@
  * build/tests/e2e/logs/fuzz_frames.crash-PID.bin; `fuzz_frames --replay FILE`
  * sends them again over a fresh handshake (against a server it starts).
  *
- * FUZZ_SEED fixes the random seed (printed at the start). */
+ * FUZZ_SEED fixes the random seed (printed at the start); FUZZ_MUTATE (default
+ * 30) is the most frames per connection mutated, in percent (0: replay the
+ * recording unchanged, to check that it replays cleanly). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -273,18 +275,65 @@ static void trace_add(struct trace *t, const void *p, size_t n)
     t->len += n;
 }
 
-static void drain(int fd)
+/* The server's side of one connection, parsed just enough to know which
+ * requests have been answered. */
+struct rx {
+    uint8_t hdr[FRAME_HEADER_LEN];
+    size_t hdr_got;
+    uint64_t body_left;
+    uint32_t replied[64]; /* recent reply seqs */
+    unsigned nreplied;
+};
+
+static void drain(int fd, struct rx *rx)
 {
     static _Thread_local uint8_t sink[1 << 16];
     for (;;) {
         ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
         if (n <= 0) return;
+        for (size_t i = 0; i < (size_t)n;) {
+            if (rx->body_left) {
+                size_t k = (size_t)n - i < rx->body_left ? (size_t)n - i : (size_t)rx->body_left;
+                rx->body_left -= k;
+                i += k;
+                continue;
+            }
+            rx->hdr[rx->hdr_got++] = sink[i++];
+            if (rx->hdr_got == FRAME_HEADER_LEN) {
+                struct frame_header h;
+                frame_header_decode(rx->hdr, &h);
+                rx->hdr_got = 0;
+                rx->body_left = h.length;
+                if (h.flags & FRAME_REPLY) rx->replied[rx->nreplied++ % 64] = h.seq;
+            }
+        }
+    }
+}
+
+static int replied(const struct rx *rx, uint32_t seq)
+{
+    for (unsigned i = 0; i < 64 && i < rx->nreplied; i++)
+        if (rx->replied[i] == seq) return 1;
+    return 0;
+}
+
+/* Wait (at most timeout_ms) for the reply to seq, as the shim would. */
+static void await_reply(int fd, struct rx *rx, uint32_t seq, int timeout_ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        drain(fd, rx);
+        if (replied(rx, seq)) return;
+        int left = (int)(deadline - h_now_ms());
+        if (left <= 0) return;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) > 0 && (p.revents & (POLLERR | POLLHUP))) return;
     }
 }
 
 /* Send all of buf, draining replies meanwhile; gives up after 2 s of no
  * progress (the session may be busy in a long call). */
-static int send_all(int fd, const uint8_t *buf, size_t n)
+static int send_all(int fd, const uint8_t *buf, size_t n, struct rx *rx)
 {
     uint64_t stall = h_now_ms() + 2000;
     while (n > 0) {
@@ -296,7 +345,7 @@ static int send_all(int fd, const uint8_t *buf, size_t n)
             continue;
         }
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-        drain(fd);
+        drain(fd, rx);
         if (h_now_ms() > stall) return -1;
         struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
         poll(&p, 1, 20);
@@ -306,6 +355,7 @@ static int send_all(int fd, const uint8_t *buf, size_t n)
 
 static atomic_ullong stat_conns, stat_frames, stat_mutated, stat_refused;
 static const char *server_addr;
+static uint32_t max_rate = 30; /* FUZZ_MUTATE: most frames mutated, percent */
 static uint64_t deadline_ms;
 
 static void one_connection(void)
@@ -329,7 +379,9 @@ static void one_connection(void)
 
     /* How wild this connection is: some stay close to the recording so that
      * mutations land in a session with real state. */
-    uint32_t rate = 1 + below(30); /* percent of frames mutated */
+    uint32_t rate = max_rate ? 1 + below(max_rate) : 0; /* percent of frames mutated */
+    struct rx rx;
+    memset(&rx, 0, sizeof rx);
     uint8_t *buf = malloc((1u << 16) + 8192 + FRAME_HEADER_LEN);
     CHECK(buf != NULL);
     for (int i = 0; i < ncorpus && h_now_ms() < deadline_ms; i++) {
@@ -337,7 +389,7 @@ static void one_connection(void)
         struct frame_header h = f->h;
         uint32_t len = f->h.length;
         uint8_t *payload = f->p;
-        uint32_t roll = below(100);
+        uint32_t roll = max_rate ? below(100) : 100;
         if (roll < 2) continue; /* dropped */
         if (roll < 2 + rate) {
             len = mutate(f, buf + FRAME_HEADER_LEN, &h);
@@ -348,11 +400,20 @@ static void one_connection(void)
         if (payload != buf + FRAME_HEADER_LEN) memcpy(buf + FRAME_HEADER_LEN, payload, len);
         frame_header_encode(&h, buf);
         trace_add(t, buf, FRAME_HEADER_LEN + len);
-        if (send_all(fd, buf, FRAME_HEADER_LEN + len) != 0) break;
+        if (send_all(fd, buf, FRAME_HEADER_LEN + len, &rx) != 0) break;
         atomic_fetch_add(&stat_frames, 1);
-        if (below(100) == 0) i -= (int)below(10); /* repeat a few */
+        /* A request the shim would wait for: wait for it too, so that the
+         * frames after it meet the state they were recorded in. */
+        if (!(h.flags & FRAME_ASYNC)) {
+            uint64_t t0 = h_now_ms();
+            await_reply(fd, &rx, h.seq, payload == f->p ? 1000 : 20);
+            if (getenv("FUZZ_DEBUG") && h_now_ms() - t0 > 5)
+                fprintf(stderr, "frame %d op %u (%s) seq %u: no reply for %llu ms\n", i, h.op, scuda_op_name(h.op),
+                        h.seq, (unsigned long long)(h_now_ms() - t0));
+        }
+        if (max_rate && below(100) == 0) i -= (int)below(10); /* repeat a few */
         if (i < -1) i = -1;
-        drain(fd);
+        drain(fd, &rx);
     }
     free(buf);
     close(fd);
@@ -417,7 +478,9 @@ static int replay(const char *path)
     uint32_t status;
     int fd = h_raw_connect(srv.addr, NULL, &status);
     CHECK(fd >= 0);
-    (void)send_all(fd, (const uint8_t *)bytes, len);
+    struct rx rx;
+    memset(&rx, 0, sizeof rx);
+    (void)send_all(fd, (const uint8_t *)bytes, len, &rx);
     h_sleep_ms(2000);
     close(fd);
     h_sleep_ms(500);
@@ -435,6 +498,8 @@ int main(int argc, char **argv)
     int nthreads = env ? atoi(env) : 2;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 16) nthreads = 16;
+    env = getenv("FUZZ_MUTATE");
+    if (env) max_rate = (uint32_t)atoi(env) > 100 ? 100 : (uint32_t)atoi(env);
     env = getenv("FUZZ_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
     h_begin("fuzz_frames", seconds + 60);

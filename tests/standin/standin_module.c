@@ -81,11 +81,12 @@ static si_tok si_lex_raw(si_lex *L)
     const char *b = L->p;
     unsigned char c = (unsigned char)*b;
     if (c == '.' && L->p + 1 < L->end && si_ident_start((unsigned char)L->p[1])) {
-        L->p++;
+        L->p += 2;
         while (L->p < L->end && si_ident_char((unsigned char)*L->p))
             L->p++;
         t.t = TK_DIR;
     } else if (si_ident_start(c)) {
+        L->p++;
         while (L->p < L->end && si_ident_char((unsigned char)*L->p))
             L->p++;
         t.t = TK_IDENT;

@@ -295,7 +295,7 @@ static void test_context(void)
     CHECK(cur == c2);
     OK(cuCtxSynchronize_v2(c2));
     OK(cuCtxDestroy(c2));
-    CK(cuCtxDestroy(c2), CUDA_ERROR_INVALID_CONTEXT);
+    SI_CK(cuCtxDestroy(c2), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxGetCurrent(&cur));
     CHECK(cur == g_primary);
     CK(cuCtxPushCurrent(NULL), CUDA_ERROR_INVALID_CONTEXT);
@@ -842,7 +842,7 @@ static void test_modules(void)
     CUmodule m2;
     OK(cuModuleLoad(&m2, g_ptx_path));
     OK(cuModuleUnload(m2));
-    CK(cuModuleUnload(m2), CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuModuleUnload(m2), CUDA_ERROR_INVALID_HANDLE);
     CK(cuModuleLoad(&m2, "/nonexistent/kernels.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
     char elog[1024] = "", ilog[1024] = "";
     CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
@@ -959,7 +959,7 @@ static void test_modules(void)
     }
     free(tmp);
     OK(cuLibraryUnload(lib));
-    CK(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1094,8 +1094,8 @@ static void test_launch(void)
     OK(cuLaunchKernel(nf, 1, 1, 1, 32, 1, 1, 60000, NULL, NULL, NULL));
     CK(cuLaunchKernel(nf, 1, 1, 1, 32, 1, 1, 0, NULL, fp, extra), CUDA_ERROR_INVALID_VALUE);
     CK(cuLaunchKernel(NULL, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
-    CK(cuLaunchKernel(nf, 1, 1, 1, 32, 1, 1, 0, (CUstream)&ok, NULL, NULL),
-       CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuLaunchKernel(nf, 1, 1, 1, 32, 1, 1, 0, (CUstream)&ok, NULL, NULL),
+          CUDA_ERROR_INVALID_HANDLE);
 
     /* cuLaunchKernelEx, cooperative launches */
     CUlaunchConfig cfg;
@@ -1435,17 +1435,17 @@ static void test_streams(void)
     t0 = now_ms();
     OK(cuStreamDestroy(s3));
     CHECK(now_ms() - t0 < 50);
-    CK(cuStreamQuery(s3), CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuStreamQuery(s3), CUDA_ERROR_INVALID_HANDLE);
     OK(cuCtxSynchronize());
     CHECK(atomic_load(&g_flag) == 13);
 
     OK(cuEventDestroy(e0));
     OK(cuEventDestroy(e1));
     OK(cuEventDestroy(e2));
-    CK(cuEventQuery(e2), CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuEventQuery(e2), CUDA_ERROR_INVALID_HANDLE);
     OK(cuStreamDestroy(s1));
     OK(cuStreamDestroy(s2));
-    CK(cuStreamDestroy(s1), CUDA_ERROR_INVALID_HANDLE);
+    SI_CK(cuStreamDestroy(s1), CUDA_ERROR_INVALID_HANDLE);
     OK(cuMemFreeHost(pin));
     OK(cuMemFree(d));
 }
@@ -1577,10 +1577,10 @@ int main(int argc, char **argv)
     load_module();
     test_modules();
     test_launch();
-    test_sticky();
     test_streams();
     test_errors();
     test_procaddr();
+    test_sticky();
     OK(cuModuleUnload(g_mod));
     test_reset();
     free(g_ptx);

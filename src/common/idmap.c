@@ -98,3 +98,12 @@ uint64_t idmap_find_value(struct idmap *m, uint32_t tag, const void *value)
     pthread_mutex_unlock(&m->lock);
     return id;
 }
+
+void idmap_clear(struct idmap *m)
+{
+    pthread_mutex_lock(&m->lock);
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->used = 0;
+    pthread_mutex_unlock(&m->lock);
+}

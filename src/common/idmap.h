@@ -31,6 +31,8 @@ int idmap_get(struct idmap *m, uint64_t id, uint32_t *tag, void **value);
 int idmap_put(struct idmap *m, uint64_t id, uint32_t tag, void *value);
 /* Removes id; returns its value (NULL when absent). */
 void *idmap_del(struct idmap *m, uint64_t id);
+/* Empties the map and frees its memory. */
+void idmap_clear(struct idmap *m);
 /* Finds the id of a value with this tag (a linear scan: rare calls only). */
 uint64_t idmap_find_value(struct idmap *m, uint32_t tag, const void *value);
 

@@ -9,6 +9,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "../common/log.h"
 #include "../common/jit_options.h"
 
 #define MAX_PARAMS 4096
@@ -19,11 +20,13 @@ static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *,
     wb_put_u32(out, 0);
     uint32_t n = 0;
     size_t off, size;
-    while (n < MAX_PARAMS && info(f, n, &off, &size) == CUDA_SUCCESS) {
+    CUresult r;
+    while (n < MAX_PARAMS && (r = info(f, n, &off, &size)) == CUDA_SUCCESS) {
         wb_put_u32(out, (uint32_t)off);
         wb_put_u32(out, (uint32_t)size);
         n++;
     }
+    if (r != CUDA_ERROR_INVALID_VALUE) LOG_WARN("parameter %u of a function: no layout (%d)", n, r);
     if (!out->oom) memcpy(out->data + mark, &n, 4);
 }
 
@@ -32,8 +35,17 @@ static CUresult func_param_info(void *f, size_t i, size_t *off, size_t *size)
     return real.cuFuncGetParamInfo((CUfunction)f, i, off, size);
 }
 
+/* A library kernel's layout. cuKernelGetParamInfo reports no parameters
+ * for kernels of cudart's libraries (seen on driver 580), while the
+ * kernel's function in the current context knows them: ask the function
+ * first, the kernel only when no context is current. */
 static CUresult kernel_param_info(void *k, size_t i, size_t *off, size_t *size)
 {
+    CUfunction f;
+    CUcontext ctx = NULL;
+    if (real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx &&
+        real.cuKernelGetFunction(&f, (CUkernel)k) == CUDA_SUCCESS)
+        return real.cuFuncGetParamInfo(f, i, off, size);
     return real.cuKernelGetParamInfo((CUkernel)k, i, off, size);
 }
 

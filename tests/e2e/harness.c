@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -563,6 +565,8 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
     if (status) *status = UINT32_MAX;
     int fd = tcp_connect(addr, 5000, err, sizeof err);
     if (fd < 0) return -1;
+    int one = 1; /* as the shim: no Nagle delay between a frame and the next */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint8_t hello[8 + SCUDA_NONCE_LEN];
     if (io_read_full_timeout(fd, hello, sizeof hello, 5000) != 0) goto fail;
     uint32_t magic;

@@ -20,13 +20,13 @@ static __thread int si_tls_depth;
 
 static const size_t si_default_limits[SI_N_LIMITS] = {
     [CU_LIMIT_STACK_SIZE] = 1024,
-    [CU_LIMIT_PRINTF_FIFO_SIZE] = 1048576,
+    [CU_LIMIT_PRINTF_FIFO_SIZE] = 8650752,
     [CU_LIMIT_MALLOC_HEAP_SIZE] = 8388608,
-    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 0,
     [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
     [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64,
     [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
-    [CU_LIMIT_SHMEM_SIZE] = 0,
+    [CU_LIMIT_SHMEM_SIZE] = SI_MAX_DYN_SHMEM_OPTIN,
     [CU_LIMIT_CIG_ENABLED] = 0,
     [CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 0,
 };
@@ -374,6 +374,8 @@ CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
 {
     si_enter();
     CUresult rc = si_check_init();
+    if (!rc && !ctx)
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc && !si_ctx_valid((si_ctx *)ctx))
         rc = CUDA_ERROR_INVALID_CONTEXT;
     if (!rc)
@@ -496,6 +498,10 @@ CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     CUresult rc = si_get_ctx_nosticky(&c);
     if (!rc && (!pvalue || (unsigned)limit >= SI_N_LIMITS))
         rc = CUDA_ERROR_INVALID_VALUE;
+    /* as driver 580: no device-runtime sync depth (CDP2), no CIG fallback */
+    if (!rc && (limit == CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH ||
+                limit == CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED))
+        rc = CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (!rc)
         *pvalue = c->limits[limit];
     si_leave();
@@ -511,6 +517,7 @@ CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc) {
         switch (limit) {
+        case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
         case CU_LIMIT_SHMEM_SIZE:
         case CU_LIMIT_CIG_ENABLED:
         case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
@@ -555,7 +562,7 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
     if (!rc && !flags)
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc)
-        *flags = c->flags;
+        *flags = c->flags | CU_CTX_MAP_HOST; /* always on, reported as the driver does */
     si_leave();
     return rc;
 }

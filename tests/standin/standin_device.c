@@ -178,7 +178,7 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
         return rc;
     if (!pciBusId || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", si_pci_bus(dev));
+    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", si_pci_bus(dev));
     return CUDA_SUCCESS;
 }
 
@@ -319,7 +319,7 @@ static bool si_attr_value(CUdevice_attribute a, CUdevice dev, int *v)
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *v = 32; break;
     case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: *v = 32505856; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *v = 134213632; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *v = 134217728; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: *v = 1; break;

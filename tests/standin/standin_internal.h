@@ -11,7 +11,11 @@
 #ifndef SCUDA_STANDIN_INTERNAL_H
 #define SCUDA_STANDIN_INTERNAL_H
 
+/* The CUDA entry points are exported even under -fvisibility=hidden: the
+ * prototypes in cuda.h give the definitions their visibility. */
+#pragma GCC visibility push(default)
 #include <cuda.h>
+#pragma GCC visibility pop
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -746,19 +746,13 @@ static CUresult si_parse_ptx(const char *text, size_t len, si_image **out, char 
 #define SI_FATBIN_COMPRESSED 0xA000u /* 0x2000: LZ4 (CUDA 11), 0x8000: ZSTD */
 
 /* 1: a fatbin with an uncompressed PTX entry (*ptx, *len set),
- * 0: a fatbin without one, -1: not a fatbin */
+ * 0: a fatbin without one (or cudart's wrapper), -1: not a fatbin */
 static int si_fatbin_ptx(const unsigned char *img, const char **ptx, size_t *len)
 {
     uint32_t magic;
     memcpy(&magic, img, 4);
-    if (magic == SI_FATBIN_WRAPPER_MAGIC) {
-        const unsigned char *data = NULL;
-        memcpy(&data, img + 8, sizeof(data));
-        if (!data)
-            return 0;
-        img = data;
-        memcpy(&magic, img, 4);
-    }
+    if (magic == SI_FATBIN_WRAPPER_MAGIC)
+        return 0; /* cudart's __fatBinC_Wrapper_t: the driver wants the fatbin itself */
     if (magic != SI_FATBIN_MAGIC)
         return -1;
     uint16_t hsize;
@@ -1226,7 +1220,7 @@ CUresult si_func_get_attr(const si_entry *e, const si_image *img, const si_func_
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *out = 0; break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *out = 0; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *out = 16; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *out = img->ptx_version; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *out = img->target_sm ? img->target_sm : 52; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *out = 90; break;
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *out = 0; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *out = a->max_dyn_shmem; break;

@@ -257,13 +257,19 @@ static void test_context(void)
     CHECK(least == 0 && greatest < 0);
     size_t lim = 0;
     OK(cuCtxGetLimit(&lim, CU_LIMIT_PRINTF_FIFO_SIZE));
-    CHECK(lim > 0);
+    CHECK(lim == 8650752);
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE));
+    CHECK(lim == 1024);
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_MALLOC_HEAP_SIZE));
+    CHECK(lim == 8388608);
+    CK(cuCtxGetLimit(&lim, CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH), CUDA_ERROR_UNSUPPORTED_LIMIT);
     OK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 2u << 20));
     OK(cuCtxGetLimit(&lim, CU_LIMIT_PRINTF_FIFO_SIZE));
     CHECK(lim == 2u << 20);
     CK(cuCtxGetLimit(&lim, (CUlimit)0x55), CUDA_ERROR_INVALID_VALUE);
     CK(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxGetFlags(&flags));
+    CHECK(flags & CU_CTX_MAP_HOST);
     OK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
     CUfunc_cache cc;
     OK(cuCtxGetCacheConfig(&cc));
@@ -298,7 +304,7 @@ static void test_context(void)
     SI_CK(cuCtxDestroy(c2), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxGetCurrent(&cur));
     CHECK(cur == g_primary);
-    CK(cuCtxPushCurrent(NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxPushCurrent(NULL), CUDA_ERROR_INVALID_VALUE);
 
     /* the current context is per thread */
     int res[4] = {0, 0, 0, 0};
@@ -372,7 +378,11 @@ static void test_memory(void)
         size_t sz2 = 99;
         void *data[3] = {&t2, &c2, &sz2};
         OK(cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)&host_var));
-        CHECK(t2 == 0 && c2 == NULL && sz2 == 0);
+        if (!(t2 == 0 && c2 == NULL && sz2 == 0))
+            fprintf(stderr, "  host pointer attributes: type %u ctx %p size %zu\n", t2, (void *)c2,
+                    sz2);
+        CHECK(t2 == 0 && c2 == NULL);
+        SI_CHECK(sz2 == 0);
         OK(cuPointerGetAttributes(3, attrs, data, p));
         CHECK(t2 == CU_MEMORYTYPE_DEVICE && c2 == g_primary && sz2 >= (1 << 20));
     }
@@ -607,8 +617,9 @@ static void test_copies(void)
                 ok &= vb[(z * 3 + y) * 3 + x] == want;
             }
     CHECK(ok);
-    c3.Depth = 3; /* one plane too many for the device volume */
-    CK(cuMemcpy3D(&c3), CUDA_ERROR_INVALID_VALUE);
+    c3.Depth = 3; /* one plane too many for the device volume (the real driver
+                   * does not check 3D copies against the allocation) */
+    SI_CK(cuMemcpy3D(&c3), CUDA_ERROR_INVALID_VALUE);
     c3.Depth = 2;
     c3.reserved0 = (void *)1;
     CK(cuMemcpy3D(&c3), CUDA_ERROR_INVALID_VALUE);
@@ -821,7 +832,9 @@ static void test_modules(void)
     OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
     CHECK(v == 1024);
     OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
-    CHECK(v == 80);
+    if (v != 75)
+        fprintf(stderr, "  PTX_VERSION %d\n", v);
+    CHECK(v == 75); /* the virtual architecture of .target */
     OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f));
     CHECK(v == 90);
     OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
@@ -842,7 +855,8 @@ static void test_modules(void)
     CUmodule m2;
     OK(cuModuleLoad(&m2, g_ptx_path));
     OK(cuModuleUnload(m2));
-    SI_CK(cuModuleUnload(m2), CUDA_ERROR_INVALID_HANDLE);
+    if (STANDIN)
+        CK(cuModuleUnload(m2), CUDA_ERROR_INVALID_HANDLE);
     CK(cuModuleLoad(&m2, "/nonexistent/kernels.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
     char elog[1024] = "", ilog[1024] = "";
     CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
@@ -882,7 +896,10 @@ static void test_modules(void)
         const void *data;
         void *filename;
     } wrapper = {0x466243b1, 1, fb, NULL};
-    OK(cuModuleLoadFatBinary(&m2, &wrapper));
+    /* the driver takes the fatbin itself, not cudart's wrapper */
+    CK(cuModuleLoadFatBinary(&m2, &wrapper), CUDA_ERROR_INVALID_IMAGE);
+    CK(cuModuleLoadData(&m2, &wrapper), CUDA_ERROR_INVALID_IMAGE);
+    OK(cuModuleLoadFatBinary(&m2, fb));
     OK(cuModuleUnload(m2));
     free(fb);
     if (STANDIN) {

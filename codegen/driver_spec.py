@@ -408,6 +408,7 @@ scuda_kernel_get_function
 scuda_module_unload
 scuda_pointer_kind
 scuda_library_get_module
+scuda_param_info
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

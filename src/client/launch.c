@@ -122,8 +122,12 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
                        const CUlaunchAttribute *attrs, unsigned nattrs, void **kernelParams, void **extra)
 {
     int is_kernel = 0;
-    const struct func_desc *d = func_lookup_kind(f, &is_kernel);
+    struct func_desc *d = func_lookup_kind(f, &is_kernel);
     if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    if (!d->layout_known && !extra) {
+        CUresult lr = func_layout(f, d);
+        if (lr != CUDA_SUCCESS) return lr;
+    }
     if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = check_config(f, is_kernel, grid, block, shmem, is_cooperative(attrs, nattrs));
     if (r != CUDA_SUCCESS) return r;

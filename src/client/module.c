@@ -8,6 +8,7 @@
 #include "module.h"
 
 #include <elf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,12 +35,15 @@ struct loaded {
 /* A function or kernel handle: which loaded image, which function. */
 struct func_ref {
     struct loaded *owner;
-    const struct func_desc *desc;
+    struct func_desc *desc;
 };
+
+#define PARAMS_UNKNOWN 0xffffffffu
+static pthread_mutex_t layout_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct idmap objects = IDMAP_INIT;
 
-const struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
+struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
 {
     uint32_t tag;
     void *v;
@@ -121,21 +125,61 @@ static void free_loaded(struct loaded *l)
     free(l);
 }
 
+/* u32 count (or PARAMS_UNKNOWN), then offset and size of each parameter. */
+static int read_layout(wire_reader *r, struct func_desc *d)
+{
+    uint32_t n = wr_u32(r);
+    if (r->bad) return -1;
+    if (n == PARAMS_UNKNOWN) return 0;
+    if (n > 4096) return -1;
+    uint32_t *offset = calloc(n + 1, sizeof *offset), *size = calloc(n + 1, sizeof *size);
+    if (!offset || !size) {
+        free(offset);
+        free(size);
+        return -1;
+    }
+    uint32_t bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        offset[i] = wr_u32(r);
+        size[i] = wr_u32(r);
+        if (offset[i] + size[i] > bytes) bytes = offset[i] + size[i];
+    }
+    if (r->bad) {
+        free(offset);
+        free(size);
+        return -1;
+    }
+    free(d->offset);
+    free(d->size);
+    d->offset = offset;
+    d->size = size;
+    d->nparams = n;
+    d->param_bytes = bytes;
+    d->layout_known = 1;
+    return 0;
+}
+
 static int read_desc(wire_reader *r, struct func_desc *d)
 {
     const char *name = wr_str(r);
-    d->nparams = wr_u32(r);
-    if (r->bad || !name || d->nparams > 4096) return -1;
-    d->name = strdup(name);
-    d->offset = calloc(d->nparams + 1, sizeof *d->offset);
-    d->size = calloc(d->nparams + 1, sizeof *d->size);
-    if (!d->name || !d->offset || !d->size) return -1;
-    for (uint32_t i = 0; i < d->nparams; i++) {
-        d->offset[i] = wr_u32(r);
-        d->size[i] = wr_u32(r);
-        if (d->offset[i] + d->size[i] > d->param_bytes) d->param_bytes = d->offset[i] + d->size[i];
+    if (r->bad || !name || !(d->name = strdup(name))) return -1;
+    return read_layout(r, d);
+}
+
+CUresult func_layout(const void *h, struct func_desc *d)
+{
+    pthread_mutex_lock(&layout_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!d->layout_known) {
+        rpc_call c;
+        rpc_begin(&c, OP_scuda_param_info);
+        rpc_put_handle(&c.req, h);
+        r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS && (read_layout(&c.out, d) != 0 || !d->layout_known)) r = CUDA_ERROR_INVALID_CONTEXT;
+        rpc_end(&c);
     }
-    return r->bad ? -1 : 0;
+    pthread_mutex_unlock(&layout_lock);
+    return r;
 }
 
 static struct loaded *read_description(wire_reader *r, uint64_t id, int is_library)
@@ -351,7 +395,7 @@ EXPORT CUresult cuLibraryUnload(CUlibrary library) { SHIM_ENTER(cuLibraryUnload,
 
 /* ---- functions and kernels --------------------------------------------- */
 
-static const struct func_desc *find_desc(const struct loaded *l, const char *name)
+static struct func_desc *find_desc(const struct loaded *l, const char *name)
 {
     for (uint32_t i = 0; i < l->nfuncs; i++)
         if (strcmp(l->funcs[i].name, name) == 0) return &l->funcs[i];
@@ -359,7 +403,7 @@ static const struct func_desc *find_desc(const struct loaded *l, const char *nam
 }
 
 /* Give `desc` a new handle of kind tag, bound on the server by `op`. */
-static CUresult bind_handle(void **out, struct loaded *l, const struct func_desc *desc, uint32_t tag,
+static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc, uint32_t tag,
                             uint16_t op, uint64_t parent_id)
 {
     struct func_ref *ref = malloc(sizeof *ref);
@@ -387,7 +431,7 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char
     if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
     struct loaded *l = loaded_lookup(hmod, 0);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    const struct func_desc *d = find_desc(l, name);
+    struct func_desc *d = find_desc(l, name);
     if (!d) return CUDA_ERROR_NOT_FOUND;
     return bind_handle((void **)hfunc, l, d, TAG_FUNCTION, OP_scuda_module_get_function, l->id);
 }
@@ -398,7 +442,7 @@ EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const c
     if (!pKernel || !name) return CUDA_ERROR_INVALID_VALUE;
     struct loaded *l = loaded_lookup(library, 1);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    const struct func_desc *d = find_desc(l, name);
+    struct func_desc *d = find_desc(l, name);
     if (!d) return CUDA_ERROR_NOT_FOUND;
     return bind_handle((void **)pKernel, l, d, TAG_KERNEL, OP_scuda_library_get_kernel, l->id);
 }
@@ -453,8 +497,10 @@ EXPORT CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKer
 
 static CUresult param_info(const void *h, size_t index, size_t *offset, size_t *size)
 {
-    const struct func_desc *d = func_lookup(h);
+    struct func_desc *d = func_lookup(h);
     if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = func_layout(h, d);
+    if (r != CUDA_SUCCESS) return r;
     if (index >= d->nparams) return CUDA_ERROR_INVALID_VALUE;
     if (offset) *offset = d->offset[index];
     if (size) *size = d->size[index];

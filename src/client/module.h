@@ -13,11 +13,17 @@ struct func_desc {
     uint32_t *offset;
     uint32_t *size;
     uint32_t param_bytes; /* size of the packed parameter buffer */
+    int layout_known;     /* 0 until the session could tell (see func_layout) */
 };
+
+/* The function's parameter layout, asked of the session the first time if
+ * the load could not tell it (a library loaded before any context was
+ * current). Returns CUDA_SUCCESS when d's layout fields are valid. */
+CUresult func_layout(const void *h, struct func_desc *d);
 
 /* Layout of the function or kernel whose handle is h; NULL if unknown.
  * *is_kernel (if not NULL) tells a CUkernel from a CUfunction. */
-const struct func_desc *func_lookup_kind(const void *h, int *is_kernel);
-static inline const struct func_desc *func_lookup(const void *h) { return func_lookup_kind(h, 0); }
+struct func_desc *func_lookup_kind(const void *h, int *is_kernel);
+static inline struct func_desc *func_lookup(const void *h) { return func_lookup_kind(h, 0); }
 
 #endif

@@ -388,6 +388,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuUserObjectRetain] = "cuUserObjectRetain",
     [OP_scuda_library_get_module] = "scuda_library_get_module",
     [OP_cuLibraryGetModule] = "cuLibraryGetModule",
+    [OP_scuda_param_info] = "scuda_param_info",
 };
 
 const char *scuda_op_name(unsigned op)

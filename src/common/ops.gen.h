@@ -389,7 +389,8 @@ enum scuda_op {
     OP_cuUserObjectRetain = 382,
     OP_scuda_library_get_module = 383,
     OP_cuLibraryGetModule = 384,
-    OP_COUNT = 385
+    OP_scuda_param_info = 385,
+    OP_COUNT = 386
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

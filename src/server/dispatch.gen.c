@@ -41,6 +41,7 @@ extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -7753,6 +7754,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuUserObjectRetain] = {"cuUserObjectRetain", gen_srv_cuUserObjectRetain, 0},
     [OP_scuda_library_get_module] = {"scuda_library_get_module", srv_scuda_library_get_module, 0},
     [OP_cuLibraryGetModule] = {"cuLibraryGetModule", srv_cuLibraryGetModule, 0},
+    [OP_scuda_param_info] = {"scuda_param_info", srv_scuda_param_info, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

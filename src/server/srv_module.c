@@ -13,6 +13,9 @@
 #include "../common/jit_options.h"
 
 #define MAX_PARAMS 4096
+/* Parameter count for "layout not known yet": the client asks again with
+ * scuda_param_info when a context is current. */
+#define PARAMS_UNKNOWN 0xffffffffu
 
 static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *, size_t *), void *f)
 {
@@ -26,7 +29,12 @@ static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *,
         wb_put_u32(out, (uint32_t)size);
         n++;
     }
-    if (r != CUDA_ERROR_INVALID_VALUE) LOG_WARN("parameter %u of a function: no layout (%d)", n, r);
+    /* Index n past the last parameter gives INVALID_VALUE; anything else
+     * (no context current yet) leaves the layout to be asked for later. */
+    if (r != CUDA_ERROR_INVALID_VALUE) {
+        out->len = mark + 4;
+        n = PARAMS_UNKNOWN;
+    }
     if (!out->oom) memcpy(out->data + mark, &n, 4);
 }
 
@@ -270,4 +278,21 @@ CUresult srv_scuda_library_get_module(srv_call *c)
     CUmodule mod;
     if ((r = real.cuLibraryGetModule(&mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
     return handle_put(c->s, mod_id, HK_MODULE, mod);
+}
+
+/* Request: u64 function-or-kernel id. Reply: the parameter layout, as in
+ * a load's description. */
+CUresult srv_scuda_param_info(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    if (handle_get(c->s, id, HK_KERNEL, &h) == CUDA_SUCCESS) {
+        put_params(&c->out, kernel_param_info, h);
+    } else {
+        CUresult r = handle_get(c->s, id, HK_FUNCTION, &h);
+        if (r != CUDA_SUCCESS) return r;
+        put_params(&c->out, func_param_info, h);
+    }
+    return CUDA_SUCCESS;
 }

@@ -233,6 +233,85 @@ void workload_full(int quiet_printf)
     CU(cuMemcpyDtoH_v2(words, d, sizeof words));
     CHECK(words[0] == 78, "last fill left %u", words[0]);
 
+    /* More of the forwarded surface, results not checked here (the fuzzer
+     * records these frames; other tests check behaviour). */
+    size_t lim;
+    (void)cuCtxGetLimit(&lim, CU_LIMIT_PRINTF_FIFO_SIZE);
+    (void)cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 1 << 20);
+    CUfunc_cache cc;
+    (void)cuCtxGetCacheConfig(&cc);
+    (void)cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_NONE);
+    int lo, hi;
+    (void)cuCtxGetStreamPriorityRange(&lo, &hi);
+    unsigned ver, flags;
+    (void)cuCtxGetApiVersion(ctx, &ver);
+    unsigned long long id;
+    (void)cuCtxGetId(ctx, &id);
+    (void)cuCtxGetFlags(&flags);
+    int prio;
+    (void)cuStreamGetPriority(s2, &prio);
+    (void)cuStreamGetFlags(s1, &flags);
+    (void)cuStreamGetId(s1, &id);
+    CUstreamCaptureStatus cs;
+    (void)cuStreamIsCapturing(s1, &cs);
+    (void)cuEventRecordWithFlags(e1, s2, 0);
+    (void)cuFuncSetAttribute(cps, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024);
+    (void)cuFuncSetCacheConfig(cps, CU_FUNC_CACHE_PREFER_L1);
+    int blocks;
+    (void)cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, cps, 128, 0);
+    CUdeviceptr base;
+    size_t range;
+    (void)cuMemGetAddressRange_v2(&base, &range, d + 100);
+    CUpointer_attribute pattrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned ptype = 0;
+    int pdev = -1;
+    void *pdata[2] = {&ptype, &pdev};
+    (void)cuPointerGetAttributes(2, pattrs, pdata, d);
+    (void)cuMemHostGetFlags(&flags, pin);
+    static uint8_t reg[8192] __attribute__((aligned(4096)));
+    if (cuMemHostRegister_v2(reg, sizeof reg, 0) == CUDA_SUCCESS) (void)cuMemHostUnregister(reg);
+    CUdeviceptr ad;
+    if (cuMemAllocAsync(&ad, 4096, s1) == CUDA_SUCCESS) (void)cuMemFreeAsync(ad, s1);
+    int can;
+    (void)cuDeviceCanAccessPeer(&can, 0, 0);
+    (void)cuKernelGetAttribute(&attrv, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0);
+    CUdeviceptr lg;
+    size_t lgs;
+    (void)cuLibraryGetGlobal(&lg, &lgs, lib, "g_pi");
+    CUmodule lm;
+    (void)cuLibraryGetModule(&lm, lib);
+    unsigned fcount;
+    (void)cuModuleGetFunctionCount(&fcount, h_module());
+    const char *fname;
+    (void)cuFuncGetName(&fname, cps);
+    (void)cuMemcpyPeer(d + 256, ctx, d, ctx, 64);
+    (void)cuStreamWriteValue32_v2(s1, d, 5, 0);
+    (void)cuStreamWaitValue32_v2(s1, d, 5, 0);
+    (void)cuCtxResetPersistingL2Cache();
+    if (cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS) {
+        (void)cuMemsetD32Async(d, 1, 16, s1);
+        CUgraph graph;
+        if (cuStreamEndCapture(s1, &graph) == CUDA_SUCCESS) {
+            CUgraphExec exec;
+            if (cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS) {
+                (void)cuGraphLaunch(exec, s1);
+                (void)cuGraphExecDestroy(exec);
+            }
+            (void)cuGraphDestroy(graph);
+        }
+    }
+    CUcontext extra_ctx;
+    if (cuCtxCreate_v4(&extra_ctx, NULL, 0, 0) == CUDA_SUCCESS) {
+        CUdeviceptr xd;
+        if (cuMemAlloc_v2(&xd, 256) == CUDA_SUCCESS) (void)cuMemFree_v2(xd);
+        (void)cuCtxSynchronize();
+        (void)cuCtxPopCurrent_v2(NULL);
+        (void)cuCtxDestroy_v2(extra_ctx);
+    }
+    CU(cuCtxSetCurrent(ctx));
+    (void)cuCtxSynchronize(); /* whatever failed above is reported here */
+    CU(cuCtxSynchronize());
+
     CU(cuLibraryUnload(lib));
     CU(cuEventDestroy_v2(e1));
     CU(cuEventDestroy_v2(e2));

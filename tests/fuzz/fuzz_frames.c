@@ -9,7 +9,10 @@
  *    (default 2) replay the recording with mutations: bit flips, truncation,
  *    extension, lying header lengths, changed op ids and flags, interesting
  *    values over 8-byte fields, payloads spliced from other frames, frames
- *    dropped and repeated. Replies are drained and ignored.
+ *    dropped and repeated. Requests the shim would wait for are waited for
+ *    (briefly), so that later frames meet the state they were recorded in.
+ *    Interleaved are synthesized frames for every op, of the payload
+ *    lengths a discovery pass found to decode (zeros, probed per op).
  * 3. Judge. No session died from a signal or wrote a sanitizer report
  *    (h_server_stop), the parent still accepts and greets, and a normal
  *    client afterwards passes.
@@ -250,6 +253,117 @@ static uint32_t mutate(const struct frame *f, uint8_t *out, struct frame_header 
     return len;
 }
 
+/* ---- shapes of the ops the recording does not use ------------------------- */
+
+/* For every op, the payload lengths (up to 128 bytes) at which a payload of
+ * zeros decodes: the server answers something other than INVALID_VALUE.
+ * Found by asking the server (ctx 0, so that the handler always runs). The
+ * fuzzer then synthesizes frames of those shapes with interesting values. */
+struct shape {
+    uint16_t op;
+    uint16_t len;
+};
+#define MAX_SHAPES 2048
+static struct shape shapes[MAX_SHAPES];
+static int nshapes;
+
+static void discover_shapes(const char *addr)
+{
+    int fd = -1, timeouts = 0;
+    uint32_t seq = 1u << 30;
+    static uint8_t zeros[128];
+    uint64_t t0 = h_now_ms();
+    /* Pass 0 with zeros; pass 1 with 0x01 bytes (present flags set, odd
+     * sizes) for the ops pass 0 found nothing for. */
+    static uint8_t has_shape[OP_COUNT];
+    for (int pass = 0; pass < 2; pass++)
+    for (unsigned op = 1; op < OP_COUNT && nshapes < MAX_SHAPES; op++) {
+        if (has_shape[op]) continue;
+        memset(zeros, pass, sizeof zeros);
+        if (fd < 0) {
+            uint32_t status;
+            fd = h_raw_connect(addr, NULL, &status);
+            CHECK(fd >= 0, "discovery: handshake failed (status %u)", status);
+        }
+        uint32_t first = seq;
+        int ok = 1;
+        for (uint32_t len = 0; len <= sizeof zeros && ok; len++)
+            ok = h_raw_send(fd, (uint16_t)op, 0, seq++, 0, zeros, len) == 0;
+        int found = 0, answered = 0;
+        while (ok && answered <= (int)sizeof zeros) {
+            uint8_t hdr[FRAME_HEADER_LEN];
+            if (io_read_full_timeout(fd, hdr, sizeof hdr, 500) != 0) { ok = 0; break; }
+            struct frame_header h;
+            frame_header_decode(hdr, &h);
+            uint8_t body[4096];
+            uint32_t r = CUDA_ERROR_INVALID_VALUE, left = h.length;
+            for (int k = 0; left > 0; k++) {
+                uint32_t n = left < sizeof body ? left : (uint32_t)sizeof body;
+                if (io_read_full_timeout(fd, body, n, 500) != 0) { ok = 0; break; }
+                if (k == 0 && n >= 4) memcpy(&r, body, 4);
+                left -= n;
+            }
+            if (!ok || !(h.flags & FRAME_REPLY)) continue;
+            answered++;
+            if (r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED && found < 4 && nshapes < MAX_SHAPES) {
+                shapes[nshapes].op = (uint16_t)op;
+                shapes[nshapes].len = (uint16_t)(h.seq - first);
+                nshapes++;
+                found++;
+                has_shape[op] = 1;
+            }
+        }
+        if (!ok) { /* a call that does not return: start a new session */
+            close(fd);
+            fd = -1;
+            if (++timeouts > 20) break;
+        }
+    }
+    if (fd >= 0) close(fd);
+    printf("discovered %d payload shapes over %d ops in %llu ms (%d sessions stuck)\n", nshapes, OP_COUNT - 1,
+           (unsigned long long)(h_now_ms() - t0), timeouts);
+}
+
+/* A frame of a discovered shape, full of values chosen to hurt. */
+static uint32_t synthesize(uint8_t *out, struct frame_header *h)
+{
+    const struct shape *sh = &shapes[below((uint32_t)nshapes)];
+    memset(h, 0, sizeof *h);
+    h->op = sh->op;
+    h->flags = below(3) ? 0 : FRAME_ASYNC;
+    h->seq = (uint32_t)rnd();
+    h->ctx = corpus[0].h.ctx ? corpus[below((uint32_t)ncorpus)].h.ctx : 0;
+    uint32_t len = sh->len;
+    memset(out, 0, len);
+    for (uint32_t at = 0; at < len;) {
+        switch (below(6)) {
+        case 0: at += 1 + below(8); break; /* zeros */
+        case 1: out[at++] = (uint8_t)(below(2) ? 1 : rnd()); break;
+        case 2: case 3: {
+            uint64_t v = interesting[below(sizeof interesting / sizeof interesting[0])];
+            size_t n = len - at < 8 ? len - at : 8;
+            memcpy(out + at, &v, n);
+            at += (uint32_t)n;
+            break;
+        }
+        case 4: { /* a value from a recorded frame: a real handle or pointer */
+            const struct frame *g = &corpus[below((uint32_t)ncorpus)];
+            if (g->h.length >= 8) {
+                size_t n = len - at < 8 ? len - at : 8;
+                memcpy(out + at, g->p + (below(g->h.length - 7) & ~7u), n);
+                at += (uint32_t)n;
+            } else {
+                at++;
+            }
+            break;
+        }
+        default: out[at++] = (uint8_t)rnd(); break;
+        }
+    }
+    h->length = len;
+    return len;
+}
+
 /* ---- connections ------------------------------------------------------------ */
 
 struct trace {
@@ -353,7 +467,7 @@ static int send_all(int fd, const uint8_t *buf, size_t n, struct rx *rx)
     return 0;
 }
 
-static atomic_ullong stat_conns, stat_frames, stat_mutated, stat_refused;
+static atomic_ullong stat_conns, stat_frames, stat_mutated, stat_synth, stat_refused;
 static const char *server_addr;
 static uint32_t max_rate = 30; /* FUZZ_MUTATE: most frames mutated, percent */
 static uint64_t deadline_ms;
@@ -393,7 +507,12 @@ static void one_connection(void)
         uint8_t *payload = f->p;
         uint32_t roll = max_rate ? below(100) : 100;
         if (roll < 2) continue; /* dropped */
-        if (roll < 2 + rate) {
+        if (roll >= 2 + rate && roll < 2 + rate + rate / 3 && nshapes) {
+            len = synthesize(buf + FRAME_HEADER_LEN, &h);
+            payload = buf + FRAME_HEADER_LEN;
+            atomic_fetch_add(&stat_synth, 1);
+            i--; /* an extra frame: the recorded one still follows */
+        } else if (roll < 2 + rate) {
             len = mutate(f, buf + FRAME_HEADER_LEN, &h);
             payload = buf + FRAME_HEADER_LEN;
             atomic_fetch_add(&stat_mutated, 1);
@@ -512,15 +631,16 @@ int main(int argc, char **argv)
     h_server_start(&srv, "main", &opt);
     server_addr = srv.addr;
     record_corpus(srv.addr);
+    if (max_rate) discover_shapes(srv.addr);
 
     deadline_ms = h_now_ms() + seconds * 1000ull;
     pthread_t t[16];
     for (int i = 0; i < nthreads; i++)
         CHECK(pthread_create(&t[i], NULL, fuzz_thread, (void *)(uintptr_t)(seed + (uint64_t)i)) == 0);
     for (int i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
-    printf("sent %llu frames (%llu mutated) on %llu connections; %llu handshakes refused\n",
-           (unsigned long long)stat_frames, (unsigned long long)stat_mutated, (unsigned long long)stat_conns,
-           (unsigned long long)stat_refused);
+    printf("sent %llu frames (%llu mutated, %llu synthesized) on %llu connections; %llu handshakes refused\n",
+           (unsigned long long)stat_frames, (unsigned long long)stat_mutated, (unsigned long long)stat_synth,
+           (unsigned long long)stat_conns, (unsigned long long)stat_refused);
 
     /* Sessions end when their connection closes; give them a moment. */
     h_sleep_ms(1000);

@@ -387,6 +387,70 @@ void rpc_begin(rpc_call *c, uint16_t op)
     c->sink_len = 0;
 }
 
+/* ---- sticky errors ---------------------------------------------------- */
+
+/* After a kernel fault the driver fails every later call in the context
+ * with the same error. One-way calls never see the session's answer, so
+ * the client remembers the fault per context and fails them itself. */
+#define STICKY_SLOTS 64
+
+static struct {
+    uint32_t ctx;
+    CUresult error;
+} sticky[STICKY_SLOTS];
+static pthread_mutex_t sticky_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_sticky(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static CUresult sticky_of(uint32_t ctx)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&sticky_lock);
+    for (int i = 0; i < STICKY_SLOTS && r == CUDA_SUCCESS; i++)
+        if (sticky[i].error && sticky[i].ctx == ctx) r = sticky[i].error;
+    pthread_mutex_unlock(&sticky_lock);
+    return r;
+}
+
+static void sticky_note(uint32_t ctx, CUresult r)
+{
+    if (!is_sticky(r) || ctx == 0 || sticky_of(ctx) != CUDA_SUCCESS) return;
+    pthread_mutex_lock(&sticky_lock);
+    for (int i = 0; i < STICKY_SLOTS; i++) {
+        if (!sticky[i].error) {
+            sticky[i].ctx = ctx;
+            sticky[i].error = r;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sticky_lock);
+}
+
+void rpc_forget_sticky(uint32_t ctx)
+{
+    pthread_mutex_lock(&sticky_lock);
+    for (int i = 0; i < STICKY_SLOTS; i++)
+        if (sticky[i].ctx == ctx) sticky[i].error = CUDA_SUCCESS;
+    pthread_mutex_unlock(&sticky_lock);
+}
+
 CUresult rpc_sync(rpc_call *c)
 {
     if (!thread_waiter_ready) {
@@ -396,7 +460,9 @@ CUresult rpc_sync(rpc_call *c)
     pending_waiter = &thread_waiter;
     CUresult r = conn_send(c, 0);
     if (r != CUDA_SUCCESS) return r;
-    return conn_wait(c);
+    r = conn_wait(c);
+    if (r != CUDA_SUCCESS) sticky_note(shim_current_ctx_id(), r);
+    return r;
 }
 
 /* SCUDA_SYNC=1 makes every one-way call wait for its reply, so an error
@@ -419,7 +485,8 @@ CUresult rpc_async(rpc_call *c)
         rpc_end(c);
         return r;
     }
-    CUresult r = conn_send(c, 1);
+    CUresult r = sticky_of(shim_current_ctx_id());
+    if (r == CUDA_SUCCESS) r = conn_send(c, 1);
     rpc_end(c);
     return r;
 }

@@ -58,6 +58,37 @@ uint64_t handle_new_id(void)
 
 static struct client_ctx *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
 
+/* The calling thread's default stream in its current context, created on
+ * first use. Like the driver's, it synchronizes with the legacy stream. */
+#define PTDS_SLOTS 8
+static __thread struct {
+    uint64_t ctx, stream;
+    unsigned generation;
+} ptds[PTDS_SLOTS];
+/* Bumped when a context goes away: every thread's cached streams of the
+ * old generation are stale (their real streams died with the context). */
+static _Atomic unsigned ptds_generation;
+
+uint64_t per_thread_stream_id(void)
+{
+    struct client_ctx *c = current();
+    uint64_t ctx = c ? c->id : 0;
+    int free_slot = -1;
+    unsigned gen = atomic_load(&ptds_generation);
+    for (int i = 0; i < PTDS_SLOTS; i++) {
+        if (ptds[i].stream && ptds[i].generation != gen) ptds[i].stream = 0;
+        if (ptds[i].stream && ptds[i].ctx == ctx) return ptds[i].stream;
+        if (!ptds[i].stream && free_slot < 0) free_slot = i;
+    }
+    CUstream s;
+    if (cuStreamCreate(&s, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
+    if (free_slot < 0) free_slot = 0; /* more contexts than slots: replace one */
+    ptds[free_slot].ctx = ctx;
+    ptds[free_slot].stream = (uint64_t)(uintptr_t)s;
+    ptds[free_slot].generation = gen;
+    return ptds[free_slot].stream;
+}
+
 uint32_t shim_current_ctx_id(void)
 {
     struct client_ctx *c = current();
@@ -284,6 +315,8 @@ static CUresult ctx_destroy(CUcontext ctx)
     if (r == CUDA_SUCCESS) {
         scuda_export_tables_context_destroyed(ctx);
         memo_invalidate_all(); /* memo entries are keyed by context id */
+        rpc_forget_sticky((uint32_t)c->id);
+        atomic_fetch_add(&ptds_generation, 1);
         unbind_everywhere_in_thread(c);
         ctx_free(c);
     }
@@ -364,6 +397,8 @@ static CUresult primary_reset(CUdevice dev)
     CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
     if (r == CUDA_SUCCESS) {
         memo_invalidate_all();
+        if (primaries[dev].ctx) rpc_forget_sticky((uint32_t)primaries[dev].ctx->id);
+        atomic_fetch_add(&ptds_generation, 1);
         pthread_mutex_lock(&ctx_lock);
         primaries[dev].refcount = 0;
         primaries[dev].flags = 0;

@@ -41,9 +41,21 @@ CUresult rpc_sync(rpc_call *c);
 CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
 void rpc_end(rpc_call *c);
 
+/* A context was reset or destroyed: its sticky error is gone with it. */
+void rpc_forget_sticky(uint32_t ctx);
+
 /* Virtual handles: a handle the application holds IS its id (DESIGN §3).
- * The client picks ids for handles it creates, so creation can be async. */
-static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, (uint64_t)(uintptr_t)h); }
+ * The client picks ids for handles it creates, so creation can be async.
+ * CU_STREAM_PER_THREAD becomes the calling thread's own stream: the
+ * session runs calls on several threads of its own, so the driver's
+ * per-thread stream there would not be this thread's. */
+uint64_t per_thread_stream_id(void);
+static inline void rpc_put_handle(wire_buf *b, const void *h)
+{
+    uint64_t id = (uint64_t)(uintptr_t)h;
+    if (__builtin_expect(id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD, 0)) id = per_thread_stream_id();
+    wb_put_u64(b, id);
+}
 uint64_t handle_new_id(void);
 static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 

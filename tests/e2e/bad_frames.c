@@ -432,6 +432,8 @@ static int good_client(void *arg)
     CU(cuMemcpyDtoH_v2(o, d, 1 << 20));
     CHECK(h_diff(h, o, 1 << 20) < 0);
     CU(cuMemFree_v2(d));
+    free(h);
+    free(o);
     return 0;
 }
 

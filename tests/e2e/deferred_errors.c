@@ -4,8 +4,8 @@
  * caller; the next synchronizing call returns the error, exactly once
  * (DESIGN §3, protocol.h). Checked through the shim (memsets on a bad
  * device pointer, a launch of a function whose module is gone) and at the
- * protocol level with a raw connection (a launch of a function id the
- * session never saw, an async op the server does not know). */
+ * protocol level with a raw connection (a memset of a pointer the session
+ * never allocated, an async op the server does not know). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +81,22 @@ static void through_shim(void)
     } else {
         printf("ok stale function: the launch itself returned %s\n", h_cu_name(r));
     }
+    /* A launch the driver refuses (2048 threads per block): the refusal
+     * comes from the server, so it is deferred too. */
+    r = cuLaunchKernel(h_func("fill_u32"), 1, 1, 1, 2048, 1, 1, 0, st, args, NULL);
+    if (r == CUDA_SUCCESS) {
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuStreamSynchronize(st));
+        CU_EXPECT(CUDA_SUCCESS, cuStreamSynchronize(st));
+    } else {
+        CHECK(r == CUDA_ERROR_INVALID_VALUE, "a 2048-thread launch returned %s", h_cu_name(r));
+    }
+    /* and the stream still runs good launches */
+    v = 0x600d;
+    CU(cuLaunchKernel(h_func("fill_u32"), 1, 1, 1, 64, 1, 1, 0, st, args, NULL));
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH_v2(out, d, sizeof out));
+    CHECK(out[0] == 0x600d && out[3] == 0x600d, "fill after a refused launch: %08x", out[0]);
+
     CU(cuStreamDestroy_v2(st));
     CU(cuMemFree_v2(d));
     printf("ok deferred errors through the shim\n");
@@ -113,17 +129,15 @@ static void raw_protocol(const char *addr)
     CHECK(call(fd, OP_scuda_primary_ctx_retain, 0, &b) == CUDA_SUCCESS);
     CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS);
 
-    /* launch of a function id the session never saw */
+    /* memset of a pointer the session never allocated (cuMemsetD32_v2's
+     * generated encoding: u64 pointer, u32 value, u64 count) */
     wb_reset(&b);
-    wb_put_u64(&b, 0x777770); /* function id */
-    for (int i = 0; i < 6; i++) wb_put_u32(&b, 1);
-    wb_put_u32(&b, 0);  /* shared memory */
-    wb_put_u64(&b, 0);  /* stream */
-    wb_put_u32(&b, 0);  /* attributes */
-    wb_put_blob(&b, NULL, 0);
-    post(fd, OP_scuda_launch, ctx, &b);
+    wb_put_u64(&b, 0xdead0000ull);
+    wb_put_u32(&b, 7);
+    wb_put_u64(&b, 16);
+    post(fd, OP_cuMemsetD32_v2, ctx, &b);
     long r = call(fd, OP_scuda_ping, ctx, NULL);
-    CHECK(r == CUDA_ERROR_INVALID_HANDLE, "ping after a bad launch returned %ld", r);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "ping after a bad memset returned %ld", r);
     CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS, "the error was reported twice");
 
     /* an async op this server does not know */

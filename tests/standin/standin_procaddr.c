@@ -75,11 +75,14 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
     }
 
     void *p = NULL;
+    /* as driver 580: a miss is CUDA_SUCCESS when symbolStatus can say why,
+     * CUDA_ERROR_NOT_FOUND otherwise */
     if (known) {
         if (!best) {
-            if (symbolStatus)
-                *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-            return CUDA_ERROR_NOT_FOUND;
+            if (!symbolStatus)
+                return CUDA_ERROR_NOT_FOUND;
+            *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            return CUDA_SUCCESS;
         }
         if (per_thread && best_pt)
             p = si_lookup(best_pt->symbol);
@@ -89,9 +92,10 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
         p = si_lookup(symbol);
     }
     if (!p) {
-        if (symbolStatus)
-            *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        return CUDA_ERROR_NOT_FOUND;
+        if (!symbolStatus)
+            return CUDA_ERROR_NOT_FOUND;
+        *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_SUCCESS;
     }
     *pfn = p;
     if (symbolStatus)

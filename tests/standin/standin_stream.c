@@ -1016,9 +1016,9 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
     si_enter();
     CUresult rc = si_check_init();
     si_event *a = (si_event *)hStart, *b = (si_event *)hEnd;
-    if (!rc && !pMilliseconds)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc && (!si_hset_has(&si_g.events, a) || !si_hset_has(&si_g.events, b)))
+    /* driver 580 answers a NULL output with CUDA_ERROR_INVALID_HANDLE too */
+    if (!rc && (!pMilliseconds || !si_hset_has(&si_g.events, a) ||
+                !si_hset_has(&si_g.events, b)))
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (!rc && (a->ctx->sticky || b->ctx->sticky))
         rc = a->ctx->sticky ? a->ctx->sticky : b->ctx->sticky;

@@ -19,6 +19,9 @@ uint32_t shim_current_ctx_id(void) { return lb_ctx_id; }
 
 static uint64_t next_id = 0x1000;
 uint64_t handle_new_id(void) { return next_id += 0x10; }
+/* The loopback has one thread and no real streams: the special handle
+ * stands in for the thread's own stream, so wrappers stay checkable. */
+uint64_t per_thread_stream_id(void) { return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD; }
 
 /* ---- handles ------------------------------------------------------------ */
 

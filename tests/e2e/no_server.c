@@ -2,18 +2,23 @@
  *
  * cuInit must fail with CUDA_ERROR_NO_DEVICE within a bounded time and say
  * on stderr which address it tried; later calls fail the same way instead
- * of crashing or hanging. Three cases: a closed port (connection refused),
- * a malformed address, and a port that accepts TCP connections but never
- * speaks (the greeting times out). */
+ * of crashing or hanging. Cases: a closed port (connection refused), a
+ * malformed address, a port that accepts TCP connections but never speaks
+ * (the greeting times out), and fake servers that answer wrongly: another
+ * protocol version, not SCUDA at all, a welcome with garbage session info,
+ * a welcome that claims 4 GiB. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/protocol.h"
+#include "common/transport.h"
 #include "harness.h"
 
 struct client_arg {
@@ -72,9 +77,58 @@ static int bound_port(int *fd_out, int do_listen)
     return ntohs(sa.sin_port);
 }
 
+/* ---- servers that answer, but wrongly ------------------------------------ */
+
+enum fake { FAKE_VERSION, FAKE_MAGIC, FAKE_BAD_INFO, FAKE_HUGE_WELCOME };
+
+struct fake_server {
+    int lfd;
+    enum fake mode;
+};
+
+static void *fake_main(void *arg)
+{
+    struct fake_server *f = arg;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    uint8_t hello[8 + SCUDA_NONCE_LEN] = {0};
+    uint32_t magic = f->mode == FAKE_MAGIC ? 0x50545448u /* "HTTP" */ : SCUDA_MAGIC;
+    uint16_t version = f->mode == FAKE_VERSION ? 99 : SCUDA_PROTOCOL_VERSION;
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    (void)io_write_full(fd, hello, sizeof hello);
+    uint8_t client_hello[52];
+    if (f->mode >= FAKE_BAD_INFO && io_read_full_timeout(fd, client_hello, sizeof client_hello, 5000) == 0) {
+        /* welcome OK, then a session info that is garbage or too large */
+        uint8_t w[8 + 64];
+        uint32_t status = 0, len = f->mode == FAKE_HUGE_WELCOME ? 0xfffffff0u : 64;
+        memcpy(w, &status, 4);
+        memcpy(w + 4, &len, 4);
+        memset(w + 8, 0xff, 64);
+        w[8] = 0; /* message: absent */
+        (void)io_write_full(fd, w, sizeof w);
+    }
+    h_sleep_ms(1500);
+    close(fd);
+    return NULL;
+}
+
+static void fake_case(enum fake mode, const char *mention, const char *tag)
+{
+    struct fake_server f = {.mode = mode};
+    int port = bound_port(&f.lfd, 1);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fake_main, &f) == 0);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    run_case(addr, 3000, mention, tag);
+    pthread_join(t, NULL);
+    close(f.lfd);
+}
+
 int main(void)
 {
-    h_begin("no_server", 18);
+    h_begin("no_server", 25);
     unsetenv("SCUDA_TOKEN");
 
     /* A port that was free a moment ago: bound (so nobody else takes it)
@@ -95,6 +149,12 @@ int main(void)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     run_case(addr, 8000, addr, "mute");
     close(mute_fd);
+
+    /* Something answers, but not a usable SCUDA server. */
+    fake_case(FAKE_VERSION, "protocol", "other protocol version");
+    fake_case(FAKE_MAGIC, "not a SCUDA server", "not a SCUDA server");
+    fake_case(FAKE_BAD_INFO, "127.0.0.1", "garbage session info");
+    fake_case(FAKE_HUGE_WELCOME, "127.0.0.1", "4 GiB welcome");
 
     printf("PASS no_server\n");
     return 0;

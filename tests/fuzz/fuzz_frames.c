@@ -18,8 +18,9 @@
  *    client afterwards passes.
  *
  * When a session dies, the bytes sent on its connection are saved to
- * build/tests/e2e/logs/fuzz_frames.crash-PID.bin; `fuzz_frames --replay FILE`
- * sends them again over a fresh handshake (against a server it starts).
+ * build/tests/e2e/logs/fuzz_frames.crash-SESSIONPID.*.out, and
+ * `fuzz_frames --replay FILE` sends them again after a fresh handshake, to
+ * a server of its own.
  *
  * FUZZ_SEED fixes the random seed (printed at the start); FUZZ_MUTATE (default
  * 30) is the most frames per connection mutated, in percent (0: replay the
@@ -469,6 +470,7 @@ static int send_all(int fd, const uint8_t *buf, size_t n, struct rx *rx)
 
 static atomic_ullong stat_conns, stat_frames, stat_mutated, stat_synth, stat_refused;
 static const char *server_addr;
+static const char *argv0 = "fuzz_frames";
 static uint32_t max_rate = 30; /* FUZZ_MUTATE: most frames mutated, percent */
 static uint64_t deadline_ms;
 
@@ -569,12 +571,13 @@ static void save_crash_traces(const struct h_server *s)
         int port = atoi(colon);
         for (int i = 0; i < TRACE_KEEP; i++) {
             if (traces[i].port != port || !traces[i].len) continue;
-            char path[512];
-            int fd = h_temp_file("crash", path, sizeof path);
+            char path[512], tag[32];
+            snprintf(tag, sizeof tag, "crash-%d", pid);
+            int fd = h_temp_file(tag, path, sizeof path);
             CHECK(write(fd, traces[i].bytes, traces[i].len) == (ssize_t)traces[i].len);
             close(fd);
             fprintf(stderr, "session %d (port %d) died; its %zu bytes are in %s\n"
-                            "replay: %s --replay %s\n", pid, port, traces[i].len, path, "fuzz_frames", path);
+                            "replay: %s --replay %s\n", pid, port, traces[i].len, path, argv0, path);
         }
     }
     free(log);
@@ -611,6 +614,7 @@ static int replay(const char *path)
 
 int main(int argc, char **argv)
 {
+    argv0 = argv[0];
     if (argc == 3 && strcmp(argv[1], "--replay") == 0) return replay(argv[2]);
     const char *env = getenv("FUZZ_SECONDS");
     unsigned seconds = env ? (unsigned)atoi(env) : 20;

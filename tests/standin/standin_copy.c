@@ -133,7 +133,7 @@ static CUresult si_copy_submit(si_copy *c, bool src_cuda, bool dst_cuda, CUstrea
         si_wait_seq(s, seq);
         if (si_ctx_valid(ctx)) {
             si_flush_printf(ctx);
-            return ctx->sticky;
+            return si_g.sticky;
         }
     }
     return CUDA_SUCCESS;

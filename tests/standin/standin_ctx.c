@@ -71,8 +71,8 @@ CUresult si_get_ctx(si_ctx **out)
     CUresult rc = si_get_ctx_nosticky(&c);
     if (rc)
         return rc;
-    if (c->sticky)
-        return c->sticky;
+    if (si_g.sticky)
+        return si_g.sticky;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -91,10 +91,10 @@ static CUresult si_ctx_arg(CUcontext h, si_ctx **out)
     return CUDA_SUCCESS;
 }
 
-void si_set_sticky(si_ctx *c, CUresult err)
+void si_set_sticky(CUresult err)
 {
-    if (c && !c->sticky)
-        c->sticky = err;
+    if (!si_g.sticky)
+        si_g.sticky = err;
 }
 
 void si_flush_printf(si_ctx *c)
@@ -150,7 +150,6 @@ static void si_ctx_activate(si_ctx *c, unsigned flags)
     c->id = si_next_id();
     c->flags = flags;
     c->active = true;
-    c->sticky = CUDA_SUCCESS;
     memcpy(c->limits, si_default_limits, sizeof(c->limits));
     c->cache_config = CU_FUNC_CACHE_PREFER_NONE;
     c->shmem_config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
@@ -171,7 +170,6 @@ static void si_ctx_teardown(si_ctx *c)
     si_strbuf_free(&c->printf_buf);
     c->active = false;
     c->refcount = 0;
-    c->sticky = CUDA_SUCCESS;
 }
 
 static CUresult si_tls_push(si_ctx *c)
@@ -193,6 +191,8 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult rc = si_device_check(dev);
     if (!rc && !pctx)
         rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && si_g.sticky)
+        rc = si_g.sticky;
     if (!rc) {
         si_ctx *c = si_g.dev[dev].primary;
         if (!c->active)
@@ -278,6 +278,8 @@ static CUresult si_ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
         return rc;
     if (!pctx || !si_flags_ok(flags))
         return CUDA_ERROR_INVALID_VALUE;
+    if (si_g.sticky)
+        return si_g.sticky;
     if (si_tls_depth >= SI_MAX_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     si_ctx *c = si_xcalloc(1, sizeof(*c));
@@ -466,7 +468,7 @@ static CUresult si_ctx_sync(si_ctx *c)
         return CUDA_ERROR_NOT_PERMITTED;
     si_ctx_wait_idle(c);
     si_flush_printf(c);
-    return c->sticky;
+    return si_g.sticky;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void)

@@ -142,7 +142,6 @@ struct si_ctx {
     bool active;
     int refcount;          /* primary: retain count */
     unsigned primary_flags;
-    CUresult sticky;       /* sticky error, CUDA_SUCCESS if none */
     size_t limits[SI_N_LIMITS];
     CUfunc_cache cache_config;
     CUsharedconfig shmem_config;
@@ -346,6 +345,9 @@ struct si_op {
 typedef struct si_global {
     bool initialized;
     CUresult init_error;  /* result of a failed cuInit */
+    /* sticky error (a kernel fault): as on driver 580 it poisons the whole
+     * process, every context; only destroy/reset/release still succeed */
+    CUresult sticky;
     int ndev;
     size_t mem_bytes;
     si_device dev[SI_MAX_DEVICES];
@@ -386,7 +388,7 @@ void si_ctx_wait_idle(si_ctx *c);
 /* waits until every stream of every context on dev is idle (lock held) */
 void si_dev_wait_idle(int dev);
 void si_flush_printf(si_ctx *c);
-void si_set_sticky(si_ctx *c, CUresult err);
+void si_set_sticky(CUresult err);
 CUresult si_device_check(CUdevice dev);
 
 /* ------------------------------------------------------------------ */

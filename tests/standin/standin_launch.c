@@ -176,6 +176,8 @@ static void si_decode(const si_entry *e, const unsigned char *buf, si_kargs *k)
 
 void si_kernel_exec(si_ctx *c, const si_kargs *k)
 {
+    if (si_g.sticky)
+        return;
     switch (k->builtin) {
     case SI_BI_FILL_U32: {
         size_t bytes;
@@ -183,7 +185,7 @@ void si_kernel_exec(si_ctx *c, const si_kargs *k)
             break;
         if (__builtin_mul_overflow((size_t)k->n, (size_t)4, &bytes) ||
             !si_range((uintptr_t)k->p[0], bytes)) {
-            si_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+            si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
             break;
         }
         unsigned char *out = (unsigned char *)(uintptr_t)k->p[0];
@@ -198,7 +200,7 @@ void si_kernel_exec(si_ctx *c, const si_kargs *k)
         if (__builtin_mul_overflow((size_t)k->n, (size_t)4, &bytes) ||
             !si_range((uintptr_t)k->p[0], bytes) || !si_range((uintptr_t)k->p[1], bytes) ||
             !si_range((uintptr_t)k->p[2], bytes)) {
-            si_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+            si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
             break;
         }
         const unsigned char *a = (const unsigned char *)(uintptr_t)k->p[0];
@@ -215,19 +217,19 @@ void si_kernel_exec(si_ctx *c, const si_kargs *k)
     }
     case SI_BI_COPY_PARAMS:
         if (!si_range((uintptr_t)k->p[0], k->blob_len)) {
-            si_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+            si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
             break;
         }
         memcpy((void *)(uintptr_t)k->p[0], k->blob, k->blob_len);
         break;
     case SI_BI_FAULT:
-        si_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+        si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         break;
     case SI_BI_TRAP_ASSERT:
         fprintf(stderr, "kernels.cu:1: void trap_assert(): block: [0,0,0], thread: [0,0,0] "
                         "Assertion `false` failed.\n");
         fflush(stderr);
-        si_set_sticky(c, CUDA_ERROR_ASSERT);
+        si_set_sticky(CUDA_ERROR_ASSERT);
         break;
     case SI_BI_SAY_HELLO: {
         uint64_t n = k->n < SI_MAX_HELLO ? k->n : SI_MAX_HELLO;

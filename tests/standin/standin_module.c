@@ -1056,6 +1056,8 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (!rc && m->library)
         rc = CUDA_ERROR_NOT_PERMITTED; /* owned by its library */
+    if (!rc && si_g.sticky)
+        rc = si_g.sticky;
     if (!rc && si_in_callback)
         rc = CUDA_ERROR_NOT_PERMITTED;
     if (!rc) {

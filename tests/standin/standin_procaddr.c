@@ -2,8 +2,10 @@
  *
  * A name and a CUDA version pick a symbol through the table generated from
  * cudaTypedefs.h (standin_tables.h); the symbol is then looked up in this
- * library with dlsym. What the stand-in does not implement is absent, and
- * cuGetProcAddress says CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND for it. */
+ * library with dlsym. What the stand-in does not implement is absent: as
+ * on driver 580, cuGetProcAddress then returns CUDA_SUCCESS with a NULL
+ * pointer and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (or
+ * CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) in symbolStatus. */
 #include "standin_internal.h"
 #include "standin_tables.h"
 
@@ -75,13 +77,12 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
     }
 
     void *p = NULL;
-    /* as driver 580: a miss is CUDA_SUCCESS when symbolStatus can say why,
-     * CUDA_ERROR_NOT_FOUND otherwise */
+    /* as driver 580: a miss is CUDA_SUCCESS with *pfn = NULL, the reason in
+     * symbolStatus (if given) */
     if (known) {
         if (!best) {
-            if (!symbolStatus)
-                return CUDA_ERROR_NOT_FOUND;
-            *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            if (symbolStatus)
+                *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
             return CUDA_SUCCESS;
         }
         if (per_thread && best_pt)
@@ -92,9 +93,8 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
         p = si_lookup(symbol);
     }
     if (!p) {
-        if (!symbolStatus)
-            return CUDA_ERROR_NOT_FOUND;
-        *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (symbolStatus)
+            *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_SUCCESS;
     }
     *pfn = p;

@@ -120,8 +120,8 @@ CUresult si_resolve_stream(CUstream h, bool ptsz, si_stream **out)
     si_stream *s = (si_stream *)h;
     if (!si_hset_has(&si_g.streams, s))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (s->ctx->sticky)
-        return s->ctx->sticky;
+    if (si_g.sticky)
+        return si_g.sticky;
     *out = s;
     return CUDA_SUCCESS;
 }
@@ -240,16 +240,15 @@ static void si_op_exec(si_stream *s, si_op *op)
     si_ctx *c = s->ctx;
     switch (op->kind) {
     case SI_OP_COPY:
-        if (!c->sticky && si_copy_validate(&op->u.copy.c) == CUDA_SUCCESS)
+        if (!si_g.sticky && si_copy_validate(&op->u.copy.c) == CUDA_SUCCESS)
             si_copy_exec(&op->u.copy.c);
         break;
     case SI_OP_MEMSET:
-        if (!c->sticky)
+        if (!si_g.sticky)
             si_memset_exec(op);
         break;
     case SI_OP_KERNEL:
-        if (!c->sticky)
-            si_kernel_exec(c, &op->u.kernel);
+        si_kernel_exec(c, &op->u.kernel);
         break;
     case SI_OP_EVENT: {
         si_event *e = op->u.event.ev;
@@ -418,7 +417,7 @@ static void si_dispatch_callback(si_stream *s, si_op *op)
     si_job *j = si_xcalloc(1, sizeof(*j));
     j->s = s;
     j->op = op;
-    j->status = s->ctx->sticky;
+    j->status = si_g.sticky;
     if (si_jobs_tail)
         si_jobs_tail->next = j;
     else
@@ -440,7 +439,7 @@ static bool si_pump(si_stream *s, uint64_t now, uint64_t *next)
                 op->u.sleep.started = true;
                 op->u.sleep.deadline = now + op->u.sleep.ms * 1000000ull;
             }
-            if (now < op->u.sleep.deadline && !s->ctx->sticky) {
+            if (now < op->u.sleep.deadline && !si_g.sticky) {
                 if (op->u.sleep.deadline < *next)
                     *next = op->u.sleep.deadline;
                 return progressed;
@@ -651,7 +650,7 @@ static CUresult si_stream_sync(CUstream h, bool ptsz)
     }
     if (si_ctx_valid(c)) {
         si_flush_printf(c);
-        return c->sticky;
+        return si_g.sticky;
     }
     return CUDA_SUCCESS;
 }
@@ -980,8 +979,8 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
     si_event *e = (si_event *)hEvent;
     if (!rc && !si_hset_has(&si_g.events, e))
         rc = CUDA_ERROR_INVALID_HANDLE;
-    if (!rc && e->ctx->sticky)
-        rc = e->ctx->sticky;
+    if (!rc && si_g.sticky)
+        rc = si_g.sticky;
     if (!rc && !si_event_complete(e))
         rc = CUDA_ERROR_NOT_READY;
     si_leave();
@@ -1004,7 +1003,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
             si_wait_done();
         if (si_ctx_valid(c)) {
             si_flush_printf(c);
-            rc = c->sticky;
+            rc = si_g.sticky;
         }
     }
     si_leave();
@@ -1020,8 +1019,8 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
     if (!rc && (!pMilliseconds || !si_hset_has(&si_g.events, a) ||
                 !si_hset_has(&si_g.events, b)))
         rc = CUDA_ERROR_INVALID_HANDLE;
-    if (!rc && (a->ctx->sticky || b->ctx->sticky))
-        rc = a->ctx->sticky ? a->ctx->sticky : b->ctx->sticky;
+    if (!rc && si_g.sticky)
+        rc = si_g.sticky;
     if (!rc && ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (!rc && (!a->recorded || !b->recorded))

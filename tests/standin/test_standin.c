@@ -1529,15 +1529,17 @@ static void test_procaddr(void)
     OK(cuGetProcAddress("cuCtxCreate", &p, 12050, 0, &st));
     SI_CHECK(p == (void *)&cuCtxCreate_v4);
     /* driver 580: a symbol not found is CUDA_SUCCESS with a NULL pointer and
-     * the reason in symbolStatus; CUDA_ERROR_NOT_FOUND without symbolStatus */
+     * the reason in symbolStatus (if given) */
     p = (void *)1;
     OK(cuGetProcAddress("cuNoSuchFunction", &p, 13000, 0, &st));
     CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    CK(cuGetProcAddress("cuNoSuchFunction", &p, 13000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+    p = (void *)1;
+    OK(cuGetProcAddress("cuNoSuchFunction", &p, 13000, 0, NULL));
+    CHECK(p == NULL);
     p = (void *)1;
     OK(cuGetProcAddress("cuLibraryLoadData", &p, 11000, 0, &st));
     CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    CK(cuGetProcAddress("cuLibraryLoadData", &p, 11000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+    OK(cuGetProcAddress("cuLibraryLoadData", &p, 11000, 0, NULL));
     SI_CK(cuGetProcAddress(NULL, &p, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE); /* 580 crashes */
     CK(cuGetProcAddress("cuInit", &p, 13000, 0x100, &st), CUDA_ERROR_INVALID_VALUE);
     OK(cuGetProcAddress("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,

@@ -47,6 +47,10 @@
 
 #define FRAME_HEADER_LEN 16
 
+/* Op ids from here on belong to NVML (libnvidia-ml.so.1 shim); their
+ * registry is codegen/nvml_ops.txt, as append-only as codegen/ops.txt. */
+#define NVML_OP_BASE 0x8000u
+
 enum frame_flags {
     FRAME_ASYNC = 1u << 0,  /* request: no reply wanted */
     FRAME_REPLY = 1u << 1,  /* reply to request `seq` */

@@ -47,6 +47,9 @@ struct op_entry {
 extern const struct op_entry op_table[];
 extern const unsigned op_table_len;
 
+/* NVML ops (op >= NVML_OP_BASE), provided by src/server/nvml/ when built. */
+const struct op_entry *nvml_op_lookup(uint16_t op) __attribute__((weak));
+
 /* The real driver, loaded by path in the session process. */
 extern struct driver_table real;
 

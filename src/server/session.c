@@ -177,16 +177,22 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
 }
 
+static const struct op_entry *op_entry_of(uint16_t op)
+{
+    if (op >= NVML_OP_BASE) return nvml_op_lookup ? nvml_op_lookup(op) : NULL;
+    return op < op_table_len ? &op_table[op] : NULL;
+}
+
 static void run_call(struct session *s, struct pending_call *p)
 {
     srv_call *c = &p->call;
-    const struct op_entry *e = c->op < op_table_len ? &op_table[c->op] : NULL;
+    const struct op_entry *e = op_entry_of(c->op);
     CUresult r;
     if (!e || !e->handler) {
         LOG_WARN("client asked for op %u, which this server does not know; "
                  "upgrade the server to the client's version", c->op);
         r = CUDA_ERROR_NOT_SUPPORTED;
-    } else if ((r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS ||
+    } else if (c->op >= NVML_OP_BASE || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS ||
                p->ctx == 0 || c->op == OP_scuda_ctx_destroy) {
         r = e->handler(c);
     }
@@ -302,7 +308,8 @@ static void dispatch_loop(struct session *s)
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     struct pending_call *p;
     while ((p = read_call(s, idle_ms)) != NULL) {
-        int blocking = p->call.op < op_table_len && op_table[p->call.op].blocking && !p->call.async;
+        const struct op_entry *e = op_entry_of(p->call.op);
+        int blocking = e && e->blocking && !p->call.async;
         if (blocking && enqueue_blocking(s, p) == 0) continue;
         run_call(s, p);
     }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef REAL_DRIVER
@@ -1186,52 +1187,81 @@ static void test_launch(void)
     free(host);
 }
 
-/* sticky errors, each in a context of its own */
-static void test_sticky(void)
+/* Sticky errors. On driver 580 a kernel fault poisons the whole process:
+ * every later call that does work returns the error, in every context, and
+ * new contexts cannot be made; only destroy/reset still succeed. So each case
+ * runs in a child process (this program again, with --sticky KERNEL). */
+static int sticky_child(const char *kernel)
 {
-    const char *kernels[2] = {"fault", "trap_assert"};
-    CUresult want[2] = {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_ASSERT};
-    for (int i = 0; i < 2; i++) {
-        CUcontext c;
-        OK(cuCtxCreate(&c, NULL, 0, g_dev));
-        CUmodule m;
-        OK(cuModuleLoadData(&m, g_ptx));
-        CUfunction f;
-        OK(cuModuleGetFunction(&f, m, kernels[i]));
-        CUdeviceptr p;
-        OK(cuMemAlloc(&p, 64));
-        OK(launch1(f, NULL, NULL));
-        CK(cuCtxSynchronize(), want[i]);
-        CK(cuMemAlloc(&p, 64), want[i]);
-        uint32_t x;
-        CK(cuMemcpyDtoH(&x, p, 4), want[i]);
-        CUstream s;
-        CK(cuStreamCreate(&s, 0), want[i]);
-        CK(cuCtxSynchronize(), want[i]);
-        OK(cuCtxDestroy(c));
-    }
-    CUcontext cur;
-    OK(cuCtxGetCurrent(&cur));
-    CHECK(cur == g_primary);
-    CUdeviceptr p;
+    bool oob = strcmp(kernel, "oob") == 0;
+    CUresult want = strcmp(kernel, "trap_assert") == 0 ? CUDA_ERROR_ASSERT
+                                                         : CUDA_ERROR_ILLEGAL_ADDRESS;
+    OK(cuInit(0));
+    OK(cuDeviceGet(&g_dev, 0));
+    OK(cuDevicePrimaryCtxRetain(&g_primary, g_dev));
+    OK(cuCtxSetCurrent(g_primary));
+    load_module();
+    CUfunction f = fn(oob ? "fill_u32" : kernel), noop = fn("noop");
+    CUcontext other = NULL;
+    OK(cuCtxCreate(&other, NULL, 0, g_dev));
+    OK(cuCtxPopCurrent(NULL));
+    CUdeviceptr p = 0, q = 0;
     OK(cuMemAlloc(&p, 64));
-    OK(cuMemFree(p));
-
-    if (STANDIN) {
-        /* a kernel writing outside any allocation faults instead */
-        CUcontext c;
-        OK(cuCtxCreate(&c, NULL, 0, g_dev));
-        CUmodule m;
-        OK(cuModuleLoadData(&m, g_ptx));
-        CUfunction f;
-        OK(cuModuleGetFunction(&f, m, "fill_u32"));
-        OK(cuMemAlloc(&p, 64));
+    CUstream s, s2;
+    OK(cuStreamCreate(&s, 0));
+    if (oob) {
+        /* a kernel writing past its allocation faults (stand-in: always) */
         uint32_t v = 1;
         uint64_t n = 17; /* 68 bytes into 64 */
         void *fp[3] = {&p, &v, &n};
         OK(launch1(f, NULL, fp));
-        CK(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
-        OK(cuCtxDestroy(c));
+    } else {
+        OK(launch1(f, NULL, NULL));
+    }
+    CK(cuCtxSynchronize(), want);
+    CK(cuCtxSynchronize(), want);
+    CK(cuMemAlloc(&q, 64), want);
+    uint32_t x;
+    CK(cuMemcpyDtoH(&x, p, 4), want);
+    CK(cuStreamCreate(&s2, 0), want);
+    CK(cuStreamSynchronize(s), want);
+    CK(launch1(noop, NULL, NULL), want);
+    /* the whole process */
+    OK(cuCtxPushCurrent(other));
+    CK(cuMemAlloc(&q, 64), want);
+    OK(cuCtxPopCurrent(NULL));
+    CUcontext c3;
+    CK(cuCtxCreate(&c3, NULL, 0, g_dev), want);
+    int n = 0;
+    OK(cuDeviceGetCount(&n));
+    OK(cuCtxDestroy(other));
+    OK(cuDevicePrimaryCtxReset(g_dev));
+    CK(cuDevicePrimaryCtxRetain(&c3, g_dev), want);
+    free(g_ptx);
+    fprintf(stderr, "  sticky %s: %d passed, %d failed\n", kernel, g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
+
+static void test_sticky(void)
+{
+    const char *cases[3] = {"fault", "trap_assert", "oob"};
+    for (int i = 0; i < (STANDIN ? 3 : 2); i++) {
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/proc/self/exe", "test_standin", "--sticky", cases[i], g_ptx_path,
+                  (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        TRACE();
+        if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            g_pass++;
+        } else {
+            g_fail++;
+            fprintf(stderr, "FAIL: sticky case %s (status 0x%x)\n", cases[i], st);
+        }
     }
 }
 
@@ -1593,6 +1623,10 @@ int main(int argc, char **argv)
 {
     static char def[4096];
     g_trace = getenv("STANDIN_TEST_TRACE") != NULL;
+    if (argc > 3 && strcmp(argv[1], "--sticky") == 0) {
+        g_ptx_path = argv[3];
+        return sticky_child(argv[2]);
+    }
     if (argc > 1) {
         g_ptx_path = argv[1];
     } else {

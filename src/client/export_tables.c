@@ -658,7 +658,7 @@ static const struct export_table export_tables[] = {
     {"tools_ctx", UUID16(21,31,8c,60,97,14,32,48,8c,a6,41,ff,73,24,c8,f2), tools_ctx_table},
     {"tools_module", UUID16(6e,16,3f,be,b9,58,44,4d,83,5c,e1,82,af,f1,99,1e), tools_module_table},
     {"unknown_69a2", UUID16(69,a2,8e,9f,24,49,8b,47,b0,30,c5,da,33,0e,a4,e9), unknown_69a2_table},
-    {"unknown_1734", UUID16(17,34,dc,26,80,0d,47,45,87,26,c0,f1,e7,dc,8b,ca), unknown_1734_table},
+    {"unknown_1734", UUID16(17,34,dc,26,80,0d,47,45,87,26,c0,f1,e7,dd,8b,ca), unknown_1734_table},
     {"unknown_da91", UUID16(da,91,51,d3,3a,e6,cc,41,a5,c0,4f,26,d5,33,e3,28), unknown_da91_table},
     {"ctx_create_bypass", UUID16(0c,a5,0b,8c,10,04,92,9a,89,a7,d0,df,10,e7,72,86), ctx_create_bypass_table},
     {"device_ext_rt", UUID16(b1,05,41,e1,f7,c7,c7,4a,9f,64,f2,23,be,99,f1,e2), device_ext_rt_table},

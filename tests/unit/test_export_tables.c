@@ -289,7 +289,7 @@ static const struct {
     {"tools_ctx", "21318c60971432488ca641ff7324c8f2", 93, 1, 91},
     {"tools_module", "6e163fbeb958444d835ce182aff1991e", 99, 1, 93},
     {"unknown_69a2", "69a28e9f24498b47b030c5da330ea4e9", 34, 1, 0},
-    {"unknown_1734", "1734dc26800d47458726c0f1e7dc8bca", 17, 1, 0},
+    {"unknown_1734", "1734dc26800d47458726c0f1e7dd8bca", 17, 1, 0},
     {"unknown_da91", "da9151d33ae6cc41a5c04f26d533e328", 7, 1, 0},
     {"ctx_create_bypass", "0ca50b8c1004929a89a7d0df10e77286", 2, 1, 0},
     {"device_ext_rt", "b10541e1f7c7c74a9f64f223be99f1e2", 31, 1, 30},

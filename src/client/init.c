@@ -78,6 +78,7 @@ static void init_once_fn(void)
 {
     char addr[256];
     const char *source = NULL;
+    scuda_log_set_role("client");
     pthread_atfork(NULL, NULL, child_after_fork);
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("using server %s (from %s)", addr, source);

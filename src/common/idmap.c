@@ -107,3 +107,19 @@ void idmap_clear(struct idmap *m)
     m->cap = m->used = 0;
     pthread_mutex_unlock(&m->lock);
 }
+
+size_t idmap_take_by_value(struct idmap *m, const void *value, uint64_t *ids, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->cap && n < max; i++) {
+        struct idmap_slot *s = &m->slots[i];
+        if (s->id && s->id != TOMBSTONE && s->value == value) {
+            ids[n++] = s->id;
+            s->id = TOMBSTONE;
+            s->value = NULL;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}

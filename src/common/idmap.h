@@ -31,6 +31,9 @@ int idmap_get(struct idmap *m, uint64_t id, uint32_t *tag, void **value);
 int idmap_put(struct idmap *m, uint64_t id, uint32_t tag, void *value);
 /* Removes id; returns its value (NULL when absent). */
 void *idmap_del(struct idmap *m, uint64_t id);
+/* Removes up to max entries whose value is `value`, storing their ids;
+ * returns how many it removed (call again while it returns max). */
+size_t idmap_take_by_value(struct idmap *m, const void *value, uint64_t *ids, size_t max);
 /* Empties the map and frees its memory. */
 void idmap_clear(struct idmap *m);
 /* Finds the id of a value with this tag (a linear scan: rare calls only). */

@@ -10,6 +10,7 @@
 #include "session.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #include "dispatch.h"
 #include "output.h"
+#include "quota.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -27,7 +29,15 @@
 
 struct driver_table real;
 
+/* Each thread remembers which context it made current, so a call costs a
+ * cuCtxSetCurrent only when the context changes. Destroying, releasing or
+ * resetting a context bumps the generation: every thread's memory is then
+ * stale (an id can name a new context after a primary context comes back). */
 static __thread uint32_t bound_ctx_id = UINT32_MAX;
+static __thread unsigned bound_generation;
+static _Atomic unsigned ctx_generation;
+/* Blocking calls running on workers: a session waiting on the GPU is not idle. */
+static _Atomic int calls_in_flight;
 
 /* ---- driver and session info ---------------------------------------- */
 
@@ -108,17 +118,25 @@ static void send_welcome(int fd, uint32_t status, const char *msg, const struct 
 
 CUresult session_bind_ctx(struct session *s, uint32_t ctx_id)
 {
-    if (ctx_id == bound_ctx_id) return CUDA_SUCCESS;
+    unsigned gen = atomic_load(&ctx_generation);
+    if (ctx_id == bound_ctx_id && gen == bound_generation) return CUDA_SUCCESS;
     void *ctx = NULL;
     CUresult r = handle_get(s, ctx_id, HK_CONTEXT, &ctx);
     if (r != CUDA_SUCCESS) return r;
     r = real.cuCtxSetCurrent((CUcontext)ctx);
-    if (r == CUDA_SUCCESS) bound_ctx_id = ctx_id;
+    if (r == CUDA_SUCCESS) {
+        bound_ctx_id = ctx_id;
+        bound_generation = gen;
+    }
     return r;
 }
 
-/* Contexts can be destroyed under us: forget what this thread bound. */
-void session_forget_bound_ctx(void) { bound_ctx_id = UINT32_MAX; }
+/* A context went away or changed: every thread must bind again. */
+void session_forget_bound_ctx(void)
+{
+    bound_ctx_id = UINT32_MAX;
+    atomic_fetch_add(&ctx_generation, 1);
+}
 
 void session_defer_error(struct session *s, CUresult r, uint16_t op)
 {
@@ -151,6 +169,12 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     CUresult deferred = take_deferred_error(s);
     if (deferred != CUDA_SUCCESS) r = deferred;
     int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
+    if (bulk && c->bulk_len > SCUDA_MAX_FRAME - 64) {
+        /* Handlers cap what they return; this is the last line of defence. */
+        LOG_ERROR("%s: reply of %zu bytes exceeds the frame limit", scuda_op_name(c->op), c->bulk_len);
+        r = CUDA_ERROR_INVALID_VALUE;
+        bulk = 0;
+    }
     uint32_t result = (uint32_t)r;
     uint64_t bulk_len = bulk ? c->bulk_len : 0;
     size_t out_len = r == CUDA_SUCCESS || c->out_on_error ? c->out.len : 0;
@@ -183,6 +207,26 @@ static const struct op_entry *op_entry_of(uint16_t op)
     return op < op_table_len ? &op_table[op] : NULL;
 }
 
+/* Calls that manage contexts, or need none, run whatever context the
+ * caller has current: it may be the very one being released or destroyed. */
+static int needs_context(uint16_t op)
+{
+    switch (op) {
+    case OP_scuda_ping:
+    case OP_scuda_error_string:
+    case OP_scuda_primary_ctx_retain:
+    case OP_scuda_primary_ctx_release:
+    case OP_scuda_primary_ctx_reset:
+    case OP_scuda_primary_ctx_set_flags:
+    case OP_scuda_ctx_create:
+    case OP_scuda_ctx_destroy:
+    case OP_scuda_ctx_synchronize:
+        return 0;
+    default:
+        return op < NVML_OP_BASE;
+    }
+}
+
 static void run_call(struct session *s, struct pending_call *p)
 {
     srv_call *c = &p->call;
@@ -192,8 +236,7 @@ static void run_call(struct session *s, struct pending_call *p)
         LOG_WARN("client asked for op %u, which this server does not know; "
                  "upgrade the server to the client's version", c->op);
         r = CUDA_ERROR_NOT_SUPPORTED;
-    } else if (c->op >= NVML_OP_BASE || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS ||
-               p->ctx == 0 || c->op == OP_scuda_ctx_destroy) {
+    } else if (!needs_context(c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
         r = e->handler(c);
     }
     if (c->async) {
@@ -234,6 +277,7 @@ static void *worker_main(void *arg)
         struct pending_call *p = wq.items[wq.head++ % wq.cap];
         pthread_mutex_unlock(&wq.lock);
         run_call(wq.s, p);
+        atomic_fetch_sub(&calls_in_flight, 1);
     }
     return NULL;
 }
@@ -270,16 +314,30 @@ static int enqueue_blocking(struct session *s, struct pending_call *p)
 
 /* ---- the dispatch loop ----------------------------------------------- */
 
+/* Wait for the next frame header. With an idle timeout, a quiet socket
+ * ends the session only when no call is still running on the GPU. */
+static int read_header(struct session *s, uint8_t *hdr, int idle_timeout_ms)
+{
+    if (idle_timeout_ms <= 0) return io_read_full(s->fd, hdr, FRAME_HEADER_LEN);
+    for (;;) {
+        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, idle_timeout_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc < 0) return -1;
+        if (rc > 0) return io_read_full(s->fd, hdr, FRAME_HEADER_LEN);
+        if (atomic_load(&calls_in_flight) == 0) {
+            LOG_WARN("client idle for %d s: closing the session", idle_timeout_ms / 1000);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+}
+
 static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
-    int rc = idle_timeout_ms > 0 ? io_read_full_timeout(s->fd, hdr, sizeof hdr, idle_timeout_ms)
-                                 : io_read_full(s->fd, hdr, sizeof hdr);
-    if (rc != 0) {
-        if (errno == ETIMEDOUT) LOG_WARN("client idle for %d s: closing the session", idle_timeout_ms / 1000);
-        return NULL;
-    }
+    if (read_header(s, hdr, idle_timeout_ms) != 0) return NULL;
     frame_header_decode(hdr, &h);
     if (h.length > SCUDA_MAX_FRAME) {
         LOG_WARN("client sent a %u-byte frame (limit %u): closing the session", h.length, SCUDA_MAX_FRAME);
@@ -310,7 +368,11 @@ static void dispatch_loop(struct session *s)
     while ((p = read_call(s, idle_ms)) != NULL) {
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async;
-        if (blocking && enqueue_blocking(s, p) == 0) continue;
+        if (blocking) {
+            atomic_fetch_add(&calls_in_flight, 1);
+            if (enqueue_blocking(s, p) == 0) continue;
+            atomic_fetch_sub(&calls_in_flight, 1);
+        }
         run_call(s, p);
     }
 }
@@ -333,6 +395,7 @@ void session_main(int fd, const struct server_options *opt, int log_fd)
         send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver", NULL);
         _exit(1);
     }
+    quota_install(&real, opt->mem_quota);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);

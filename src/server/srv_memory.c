@@ -11,6 +11,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "../common/protocol.h"
 
 enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
@@ -43,7 +44,9 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
 {
     uint64_t src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
     uint8_t mode = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in) || n > (1ull << 34)) return CUDA_ERROR_INVALID_VALUE;
+    /* The reply carries the bytes: it must fit in one frame (the client
+     * sends copies in SCUDA_CHUNK pieces). */
+    if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
     if (r != CUDA_SUCCESS) return r;
@@ -171,10 +174,14 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
     uint64_t n = wr_u64(&c->in);
     const void *in_bytes = wr_view(&c->in, (size_t)n);
     if (!wr_ok_end(&c->in) || (dims != 2 && dims != 3)) return CUDA_ERROR_INVALID_VALUE;
-    if (width > (1ull << 32) || height > (1ull << 24) || depth > (1ull << 24)) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t packed = width * height * (dims == 3 ? depth : 1);
+    uint64_t packed;
+    if (__builtin_mul_overflow(width, height, &packed) ||
+        __builtin_mul_overflow(packed, dims == 3 ? depth : 1, &packed))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A host side travels in one frame, either way. */
+    int host_side = src.type == CU_MEMORYTYPE_HOST || dst.type == CU_MEMORYTYPE_HOST;
+    if (host_side && packed > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
     if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
-    if (dst.type == CU_MEMORYTYPE_HOST && packed > (1ull << 34)) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
     if (r != CUDA_SUCCESS) return r;

@@ -9,10 +9,39 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "../common/idmap.h"
 #include "../common/log.h"
 #include "../common/jit_options.h"
 
 #define MAX_PARAMS 4096
+
+/* Which module or library each function and kernel id came from, so that
+ * unloading drops them too: a stale id must never reach the driver. */
+static struct idmap owners = IDMAP_INIT;
+
+static CUresult put_owned(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle,
+                          uint64_t owner_id)
+{
+    CUresult r = handle_put(s, id, kind, real_handle);
+    if (r == CUDA_SUCCESS && idmap_put(&owners, id, 0, (void *)(uintptr_t)owner_id) != 0) {
+        handle_drop(s, id);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+static void drop_owned(struct session *s, uint64_t owner_id)
+{
+    uint64_t ids[256];
+    size_t n;
+    do {
+        n = idmap_take_by_value(&owners, (void *)(uintptr_t)owner_id, ids, 256);
+        for (size_t i = 0; i < n; i++) {
+            drop_owned(s, ids[i]); /* functions of a kernel of a library */
+            handle_drop(s, ids[i]);
+        }
+    } while (n == 256);
+}
 /* Parameter count for "layout not known yet": the client asks again with
  * scuda_param_info when a context is current. */
 #define PARAMS_UNKNOWN 0xffffffffu
@@ -202,7 +231,7 @@ CUresult srv_scuda_module_get_function(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = real.cuModuleGetFunction(&f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
-    return handle_put(c->s, fid, HK_FUNCTION, f);
+    return put_owned(c->s, fid, HK_FUNCTION, f, mod_id);
 }
 
 /* Request: u64 library id, u64 new kernel id, str name. */
@@ -216,7 +245,7 @@ CUresult srv_scuda_library_get_kernel(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUkernel k;
     if ((r = real.cuLibraryGetKernel(&k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
-    return handle_put(c->s, kid, HK_KERNEL, k);
+    return put_owned(c->s, kid, HK_KERNEL, k, lib_id);
 }
 
 /* Request: u64 kernel id, u64 new function id. */
@@ -229,7 +258,7 @@ CUresult srv_scuda_kernel_get_function(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = real.cuKernelGetFunction(&f, (CUkernel)k)) != CUDA_SUCCESS) return r;
-    return handle_put(c->s, fid, HK_FUNCTION, f);
+    return put_owned(c->s, fid, HK_FUNCTION, f, kid);
 }
 
 /* Request: u64 module-or-library id, u8 is_library, str name.
@@ -263,7 +292,10 @@ CUresult srv_scuda_module_unload(srv_call *c)
     CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
     if (r != CUDA_SUCCESS) return r;
     r = is_library ? real.cuLibraryUnload((CUlibrary)h) : real.cuModuleUnload((CUmodule)h);
-    if (r == CUDA_SUCCESS) handle_drop(c->s, id);
+    if (r == CUDA_SUCCESS) {
+        drop_owned(c->s, id);
+        handle_drop(c->s, id);
+    }
     return r;
 }
 
@@ -277,7 +309,7 @@ CUresult srv_scuda_library_get_module(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUmodule mod;
     if ((r = real.cuLibraryGetModule(&mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
-    return handle_put(c->s, mod_id, HK_MODULE, mod);
+    return put_owned(c->s, mod_id, HK_MODULE, mod, lib_id);
 }
 
 /* Request: u64 function-or-kernel id. Reply: the parameter layout, as in

@@ -4,6 +4,7 @@
  *   scuda -l ADDR:PORT [options]  short for scuda server --listen ADDR:PORT
  *   scuda run [...] -- CMD        run CMD against a server (cmd_run.c)
  *   scuda info [...]              show the server's GPUs (cmd_info.c)
+ *   scuda bench [...]             measure SCUDA against the raw link (cmd_bench.c)
  *   scuda HOST:PORT               save the default server (cmd_save.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -27,6 +28,8 @@ static void usage(FILE *f)
             "                       run CMD with its CUDA calls sent to the server\n"
             "  info [--server HOST:PORT]\n"
             "                       show the server's GPUs, driver version and round trip\n"
+            "  bench [--server HOST:PORT] [--json FILE] [--quick]\n"
+            "                       measure latency, launches, copies against the raw link\n"
             "  server [--listen ADDR:PORT] [options]\n"
             "                       serve this machine's GPUs\n"
             "  -l ADDR:PORT         short for 'scuda server --listen ADDR:PORT'\n"
@@ -59,6 +62,7 @@ static int help(const char *name)
     }
     if (strcmp(name, "run") == 0) return cmd_run(2, argv);
     if (strcmp(name, "info") == 0) return cmd_info(2, argv);
+    if (strcmp(name, "bench") == 0) return cmd_bench(2, argv);
     if (strcmp(name, "server") == 0) return cmd_server(2, argv);
     fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
     return CLI_USAGE;
@@ -81,6 +85,7 @@ int main(int argc, char **argv)
     if (strcmp(c, "server") == 0) return cmd_server(argc - 1, argv + 1);
     if (strcmp(c, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(c, "info") == 0) return cmd_info(argc - 1, argv + 1);
+    if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     /* The short form: argv[0] stands in for "server" and -l is its alias. */
     if (is_listen_flag(c)) return cmd_server(argc, argv);
 

@@ -12,6 +12,17 @@
  *                                     (see session_info.h) }
  * proof = HMAC-SHA256(token, nonce) when the server has a token, else zeros.
  *
+ * client_hello flags: 0 asks for a CUDA session. One HELLO_RAW_* bit asks
+ * instead, after the same token check and under the same session limit,
+ * for a child that never touches CUDA and only measures the link
+ * (`scuda bench`). Its welcome is { status, message blob } with no session
+ * info, the message being "raw echo" or "raw sink". Then:
+ *   HELLO_RAW_ECHO  every byte the client sends comes back, in order.
+ *   HELLO_RAW_SINK  transfers: the client sends n u64 (1..RAW_SINK_MAX),
+ *                   then n bytes; the server discards them and answers
+ *                   with the count it read, u64. n = 0 or EOF ends.
+ * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
+ *
  * Then frames, both ways. Each frame is a 16-byte header and `length` bytes
  * of payload.
  *   request  (client -> server): op, flags, seq, ctx; payload = arguments
@@ -39,6 +50,11 @@
 
 #define SCUDA_NONCE_LEN 16
 #define SCUDA_PROOF_LEN 32
+
+/* client_hello flags (see above). */
+#define HELLO_RAW_ECHO (1u << 0)
+#define HELLO_RAW_SINK (1u << 1)
+#define RAW_SINK_MAX (64ull << 30) /* largest raw sink transfer */
 
 /* Largest frame payload either side accepts. Bulk copies larger than
  * SCUDA_CHUNK are split into several frames by the sender. */

@@ -1,9 +1,12 @@
-/* server.c - the parent process: listen, greet, authenticate, fork.
+/* server.c - the parent process: listen, fork, and let the child greet,
+ * authenticate and become the session.
  *
- * The parent never touches CUDA. It checks the client's handshake itself
- * (cheap, and a bad token never costs a process), enforces the session
- * limit, and hands the connection to a forked session process. */
+ * The parent never touches CUDA, and never waits on a client: the
+ * handshake runs in the forked child, so a client that connects and says
+ * nothing cannot stall the accept loop for everyone else. The parent only
+ * counts its children against the session limit. */
 #define _GNU_SOURCE
+#include "raw_link.h"
 #include "server.h"
 #include "session.h"
 
@@ -60,8 +63,10 @@ static void refuse(int fd, uint32_t status, const char *msg)
     wb_free(&b);
 }
 
-/* Returns 0 when the client may have a session. */
-static int check_client(int fd, const struct server_options *opt, const char *peer)
+/* Returns 0 when the client may have a session, or a raw link child when
+ * *hello_flags has a HELLO_RAW_* bit. */
+static int check_client(int fd, const struct server_options *opt, const char *peer, uint16_t *hello_flags,
+                        int server_full)
 {
     uint8_t hello[8 + SCUDA_NONCE_LEN];
     uint32_t magic = SCUDA_MAGIC;
@@ -81,6 +86,7 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
     uint32_t build;
     memcpy(&magic, in, 4);
     memcpy(&their_version, in + 4, 2);
+    memcpy(hello_flags, in + 6, 2);
     memcpy(&build, in + 8, 4);
     if (magic != SCUDA_MAGIC) {
         LOG_INFO("%s: not a SCUDA client", peer);
@@ -100,10 +106,17 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
         refuse(fd, WELCOME_BAD_TOKEN, "bad token");
         return -1;
     }
-    int max = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS;
-    if (live_sessions >= max) {
+    if (*hello_flags != 0 && *hello_flags != HELLO_RAW_ECHO && *hello_flags != HELLO_RAW_SINK) {
         char msg[128];
-        snprintf(msg, sizeof msg, "server full: %d sessions", max);
+        snprintf(msg, sizeof msg, "unknown hello flags 0x%x", *hello_flags);
+        LOG_WARN("%s refused: %s", peer, msg);
+        refuse(fd, WELCOME_BAD_VERSION, msg);
+        return -1;
+    }
+    if (server_full) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "server full: %d sessions",
+                 opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS);
         LOG_WARN("%s refused: %s", peer, msg);
         refuse(fd, WELCOME_SERVER_FULL, msg);
         return -1;
@@ -114,21 +127,21 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
 
 static void serve_one(int lfd, int fd, const struct server_options *opt, int log_fd, const char *peer)
 {
-    if (check_client(fd, opt, peer) != 0) {
-        close(fd);
-        return;
-    }
+    int max = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS;
+    int full = live_sessions >= max;
     pid_t pid = fork();
     if (pid == 0) {
         close(lfd);
         signal(SIGCHLD, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        uint16_t hello_flags = 0;
+        if (check_client(fd, opt, peer, &hello_flags, full) != 0) _exit(0);
+        if (hello_flags != 0) raw_link_main(fd, hello_flags, log_fd);
         session_main(fd, opt, log_fd);
     }
     if (pid < 0) {
-        LOG_ERROR("fork failed: %s", strerror(errno));
-        refuse(fd, WELCOME_INTERNAL, "the server could not start a session");
+        LOG_ERROR("%s: fork failed: %s; connection closed", peer, strerror(errno));
     } else {
         live_sessions++;
         LOG_INFO("%s: session %d", peer, (int)pid);

@@ -212,7 +212,6 @@ static const struct op_entry *op_entry_of(uint16_t op)
 static int needs_context(uint16_t op)
 {
     switch (op) {
-    case OP_scuda_ping:
     case OP_scuda_error_string:
     case OP_scuda_primary_ctx_retain:
     case OP_scuda_primary_ctx_release:

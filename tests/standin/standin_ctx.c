@@ -1,5 +1,5 @@
 /* SCUDA CPU stand-in driver: contexts (primary and created), the per-thread
- * context stack, limits, sticky errors. */
+ * context stack, limits. The sticky error is process-wide (si_g.sticky). */
 #include "standin_internal.h"
 
 #include <stdio.h>
@@ -42,10 +42,13 @@ static si_tls_ent *si_tls_top(void)
     return si_tls_depth > 0 ? &si_tls_stack[si_tls_depth - 1] : NULL;
 }
 
+/* A binding to a created context dies with it. A binding to a primary
+ * context lives on: it works again once the primary is retained again
+ * (driver 580 behaves so). */
 si_ctx *si_current(void)
 {
     si_tls_ent *t = si_tls_top();
-    if (!t || !si_ctx_valid(t->c) || t->c->id != t->id)
+    if (!t || !si_ctx_valid(t->c) || (t->c->id != t->id && !t->c->primary))
         return NULL;
     return t->c;
 }
@@ -169,7 +172,6 @@ static void si_ctx_teardown(si_ctx *c)
     si_hset_del(&si_g.ctxs, c);
     si_strbuf_free(&c->printf_buf);
     c->active = false;
-    c->refcount = 0;
 }
 
 static CUresult si_tls_push(si_ctx *c)
@@ -212,9 +214,9 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         rc = CUDA_ERROR_NOT_PERMITTED;
     if (!rc) {
         si_ctx *c = si_g.dev[dev].primary;
-        if (!c->active || c->refcount <= 0)
+        if (c->refcount <= 0)
             rc = CUDA_ERROR_INVALID_CONTEXT;
-        else if (--c->refcount == 0)
+        else if (--c->refcount == 0 && c->active)
             si_ctx_teardown(c);
     }
     si_leave();
@@ -259,10 +261,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
     if (!rc && si_in_callback)
         rc = CUDA_ERROR_NOT_PERMITTED;
     if (!rc) {
+        /* destroys the context; the retain count stays (driver 580) */
         si_ctx *c = si_g.dev[dev].primary;
         if (c->active)
             si_ctx_teardown(c);
-        c->refcount = 0;
     }
     si_leave();
     return rc;

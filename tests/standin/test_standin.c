@@ -9,7 +9,7 @@
  * With -DREAL_DRIVER it links against the real libcuda instead (-lcuda) and
  * skips what only the stand-in promises (its device name, memory size,
  * launch log, exact accounting): that is how the expectations here were
- * checked against driver 580 on an H100.
+ * checked against driver 580 (on an H200).
  */
 #ifdef STANDIN_TEST_MAIN
 
@@ -1600,23 +1600,62 @@ static void test_procaddr(void)
     CHECK(get_count && get_count(&n) == CUDA_SUCCESS && n >= 1);
 }
 
+/* A thread bound to the primary context: its binding works again once the
+ * primary is retained again (driver 580), and is dead while it is not. */
+static pthread_barrier_t g_b1, g_b2;
+
+static void *bound_thread(void *arg)
+{
+    int *res = arg;
+    CUdeviceptr d;
+    cuCtxSetCurrent(g_primary);
+    res[0] = cuMemAlloc(&d, 64) == CUDA_SUCCESS && cuMemFree(d) == CUDA_SUCCESS;
+    pthread_barrier_wait(&g_b1); /* main: full release, retain again */
+    pthread_barrier_wait(&g_b2);
+    res[1] = cuMemAlloc(&d, 64) == CUDA_SUCCESS && cuMemFree(d) == CUDA_SUCCESS;
+    pthread_barrier_wait(&g_b1); /* main: reset */
+    pthread_barrier_wait(&g_b2);
+    res[2] = cuMemAlloc(&d, 64) == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    return NULL;
+}
+
 static void test_reset(void)
 {
-    CUdeviceptr p;
-    OK(cuMemAlloc(&p, 64));
-    OK(cuDevicePrimaryCtxReset(g_dev));
+    int res[3] = {0, 0, 0};
+    pthread_barrier_init(&g_b1, NULL, 2);
+    pthread_barrier_init(&g_b2, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, bound_thread, res);
+    pthread_barrier_wait(&g_b1);
+    OK(cuDevicePrimaryCtxRelease(g_dev)); /* retain count 1 -> 0: destroyed */
     unsigned flags;
     int active = 1;
     OK(cuDevicePrimaryCtxGetState(g_dev, &flags, &active));
     CHECK(active == 0);
-    unsigned mt;
-    CK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 64), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     CUcontext c;
     OK(cuDevicePrimaryCtxRetain(&c, g_dev));
-    OK(cuCtxSetCurrent(c));
+    CHECK(c == g_primary);
+    OK(cuMemAlloc(&p, 64)); /* no cuCtxSetCurrent needed */
+    pthread_barrier_wait(&g_b2);
+    pthread_barrier_wait(&g_b1);
+    OK(cuDevicePrimaryCtxReset(g_dev));
+    pthread_barrier_wait(&g_b2);
+    pthread_join(t, NULL);
+    CHECK(res[0] && res[1] && res[2]);
+    OK(cuDevicePrimaryCtxGetState(g_dev, &flags, &active));
+    CHECK(active == 0);
+    unsigned mt;
+    CK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), CUDA_ERROR_INVALID_VALUE);
+    OK(cuDevicePrimaryCtxRelease(g_dev)); /* the retain count survived the reset */
+    CK(cuDevicePrimaryCtxRelease(g_dev), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuDevicePrimaryCtxRetain(&c, g_dev));
     OK(cuMemAlloc(&p, 64));
     OK(cuMemFree(p));
     OK(cuDevicePrimaryCtxRelease(g_dev));
+    pthread_barrier_destroy(&g_b1);
+    pthread_barrier_destroy(&g_b2);
 }
 
 int main(int argc, char **argv)

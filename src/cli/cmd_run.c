@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "With no server configured, CMD still runs: the shim then uses this\n"
             "machine's own driver if it has one, or says how to configure a server.\n"
             "\n"
-            "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_LOG, SCUDA_LIB_DIR.\n"
+            "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_LOG, SCUDA_LIB_DIR; sets TRITON_LIBCUDA_PATH.\n"
             "\n"
             "Examples:\n"
             "  scuda run --server gpubox:14833 -- python train.py\n"
@@ -105,6 +105,10 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "%s: cannot set LD_LIBRARY_PATH: %s\n", CMD, strerror(errno));
         return 1;
     }
+    /* Triton links its launchers against libcuda.so from the first
+     * directory ldconfig knows for libcuda.so.1, which is the machine's own
+     * (absent or hidden) driver; point it at the shim instead. */
+    setenv("TRITON_LIBCUDA_PATH", libdir, 0);
 
     execvp(argv[first], argv + first);
 

@@ -389,16 +389,11 @@ void rpc_begin(rpc_call *c, uint16_t op)
 
 /* ---- sticky errors ---------------------------------------------------- */
 
-/* After a kernel fault the driver fails every later call in the context
- * with the same error. One-way calls never see the session's answer, so
- * the client remembers the fault per context and fails them itself. */
-#define STICKY_SLOTS 64
-
-static struct {
-    uint32_t ctx;
-    CUresult error;
-} sticky[STICKY_SLOTS];
-static pthread_mutex_t sticky_lock = PTHREAD_MUTEX_INITIALIZER;
+/* After a kernel fault, driver 580 fails every later call that does work,
+ * in every context of the process, with the same error (measured: not even
+ * a reset clears it). One-way calls never see the session's answer, so the
+ * client remembers the fault and fails them itself. */
+static _Atomic int sticky_error;
 
 static int is_sticky(CUresult r)
 {
@@ -419,36 +414,10 @@ static int is_sticky(CUresult r)
     }
 }
 
-static CUresult sticky_of(uint32_t ctx)
+static void sticky_note(CUresult r)
 {
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&sticky_lock);
-    for (int i = 0; i < STICKY_SLOTS && r == CUDA_SUCCESS; i++)
-        if (sticky[i].error && sticky[i].ctx == ctx) r = sticky[i].error;
-    pthread_mutex_unlock(&sticky_lock);
-    return r;
-}
-
-static void sticky_note(uint32_t ctx, CUresult r)
-{
-    if (!is_sticky(r) || ctx == 0 || sticky_of(ctx) != CUDA_SUCCESS) return;
-    pthread_mutex_lock(&sticky_lock);
-    for (int i = 0; i < STICKY_SLOTS; i++) {
-        if (!sticky[i].error) {
-            sticky[i].ctx = ctx;
-            sticky[i].error = r;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&sticky_lock);
-}
-
-void rpc_forget_sticky(uint32_t ctx)
-{
-    pthread_mutex_lock(&sticky_lock);
-    for (int i = 0; i < STICKY_SLOTS; i++)
-        if (sticky[i].ctx == ctx) sticky[i].error = CUDA_SUCCESS;
-    pthread_mutex_unlock(&sticky_lock);
+    int none = 0;
+    if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
 }
 
 CUresult rpc_sync(rpc_call *c)
@@ -461,7 +430,7 @@ CUresult rpc_sync(rpc_call *c)
     CUresult r = conn_send(c, 0);
     if (r != CUDA_SUCCESS) return r;
     r = conn_wait(c);
-    if (r != CUDA_SUCCESS) sticky_note(shim_current_ctx_id(), r);
+    if (r != CUDA_SUCCESS) sticky_note(r);
     return r;
 }
 
@@ -485,7 +454,7 @@ CUresult rpc_async(rpc_call *c)
         rpc_end(c);
         return r;
     }
-    CUresult r = sticky_of(shim_current_ctx_id());
+    CUresult r = (CUresult)atomic_load(&sticky_error);
     if (r == CUDA_SUCCESS) r = conn_send(c, 1);
     rpc_end(c);
     return r;

@@ -315,7 +315,6 @@ static CUresult ctx_destroy(CUcontext ctx)
     if (r == CUDA_SUCCESS) {
         scuda_export_tables_context_destroyed(ctx);
         memo_invalidate_all(); /* memo entries are keyed by context id */
-        rpc_forget_sticky((uint32_t)c->id);
         atomic_fetch_add(&ptds_generation, 1);
         unbind_everywhere_in_thread(c);
         ctx_free(c);
@@ -397,7 +396,6 @@ static CUresult primary_reset(CUdevice dev)
     CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
     if (r == CUDA_SUCCESS) {
         memo_invalidate_all();
-        if (primaries[dev].ctx) rpc_forget_sticky((uint32_t)primaries[dev].ctx->id);
         atomic_fetch_add(&ptds_generation, 1);
         pthread_mutex_lock(&ctx_lock);
         primaries[dev].refcount = 0;

@@ -41,9 +41,6 @@ CUresult rpc_sync(rpc_call *c);
 CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
 void rpc_end(rpc_call *c);
 
-/* A context was reset or destroyed: its sticky error is gone with it. */
-void rpc_forget_sticky(uint32_t ctx);
-
 /* Virtual handles: a handle the application holds IS its id (DESIGN §3).
  * The client picks ids for handles it creates, so creation can be async.
  * CU_STREAM_PER_THREAD becomes the calling thread's own stream: the

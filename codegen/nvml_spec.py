@@ -132,9 +132,9 @@ nvmlDeviceGetSupportedGraphicsClocks      clocksMHz=out[count]
 nvmlDeviceGetSupportedPerformanceStates   pstates=outbytes[size]
 nvmlDeviceGetRetiredPages                 addresses=out[pageCount]
 nvmlDeviceGetRetiredPages_v2              addresses=out[pageCount] timestamps=out[pageCount]
-nvmlDeviceGetSamples                      samples=out[sampleCount]
+nvmlDeviceGetSamples                      sampleValType=out samples=out[sampleCount]
 nvmlDeviceGetProcessUtilization           utilization=out[processSamplesCount]
-nvmlDeviceGetVgpuUtilization              utilizationSamples=out[vgpuInstanceSamplesCount]
+nvmlDeviceGetVgpuUtilization              sampleValType=out utilizationSamples=out[vgpuInstanceSamplesCount]
 nvmlDeviceGetVgpuProcessUtilization       utilizationSamples=out[vgpuProcessSamplesCount]
 nvmlDeviceGetFieldValues                  values=inout[valuesCount]
 nvmlDeviceClearFieldValues                values=inout[valuesCount]
@@ -142,7 +142,7 @@ nvmlDeviceGetCpuAffinity                  cpuSet=out[cpuSetSize]
 nvmlDeviceGetCpuAffinityWithinScope       cpuSet=out[cpuSetSize]
 nvmlDeviceGetMemoryAffinity               nodeSet=out[nodeSetSize]
 nvmlSystemGetHicVersion                   hwbcEntries=out[hwbcCount]
-nvmlSystemGetTopologyGpuSet               deviceArray=out[count]
+nvmlSystemGetTopologyGpuSet               count=inout deviceArray=out[count]
 nvmlDeviceGetTopologyNearestGpus          deviceArray=out[count]
 nvmlUnitGetDevices                        devices=out[deviceCount]
 nvmlDeviceGetGpuInstances                 gpuInstances=out[count]
@@ -159,6 +159,13 @@ nvmlGpuInstanceGetComputeInstanceRemainingCapacity count=out
 nvmlDeviceGetMaxMigDeviceCount            count=out
 nvmlDeviceGetMemoryErrorCounter           count=out
 nvmlDeviceGetNvLinkErrorCounter           counterValue=out
+# (one value each: the count-like neighbour is a counter type or number)
+nvmlDeviceGetDetailedEccErrors            eccCounts=out
+nvmlDeviceGetTotalEccErrors               eccCounts=out
+nvmlDeviceGetNvLinkUtilizationControl     control=out
+nvmlDeviceSetNvLinkUtilizationControl     control=in
+nvmlDeviceGetNvLinkUtilizationCounter     rxcounter=out txcounter=out
+nvmlDeviceGetPcieThroughput               value=out
 
 # ---- structs that point to an array of the caller's ------------------------------
 nvmlDeviceGetRunningProcessDetailList     plist=struct_array(procArray,numProcArrayEntries)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "conn.h"
 #include "rpc.h"
+#include "send_queue.h"
 #include "shim.h"
 
 #include <errno.h>
@@ -37,7 +38,6 @@ static struct {
     int fd;
     char addr[256];
     struct session_info info;
-    pthread_mutex_t send_lock;
     pthread_mutex_t recv_lock; /* guards everything below */
     struct waiter *waiters;
     int reader_active;
@@ -45,12 +45,13 @@ static struct {
     _Atomic uint32_t next_seq;
 } conn = {
     .fd = -1,
-    .send_lock = PTHREAD_MUTEX_INITIALIZER,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 const struct session_info *conn_info(void) { return &conn.info; }
 const char *conn_addr(void) { return conn.addr; }
+
+static void on_writer_error(int err);
 
 /* ---- connect and handshake ------------------------------------------- */
 
@@ -110,6 +111,7 @@ CUresult conn_open(const char *addr)
         return CUDA_ERROR_NO_DEVICE;
     }
     tcp_tune(conn.fd, DEAD_PEER_S);
+    if (sendq_start(conn.fd, on_writer_error) != 0) LOG_WARN("no writer thread: every call is written directly");
 
     uint8_t hello[8 + SCUDA_NONCE_LEN];
     if (io_read_full_timeout(conn.fd, hello, sizeof hello, CONNECT_TIMEOUT_MS) != 0)
@@ -160,8 +162,16 @@ static void mark_dead_locked(const char *why)
     }
 }
 
+static void on_writer_error(int err)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    mark_dead_locked(strerror(err));
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
 void conn_forget_after_fork(void)
 {
+    sendq_forget_after_fork();
     /* The child must never write to the parent's socket: like real CUDA
      * after fork, calls in the child fail, and the parent is unharmed. */
     if (conn.fd >= 0) close(conn.fd);
@@ -169,7 +179,6 @@ void conn_forget_after_fork(void)
     conn.dead = 1;
     conn.waiters = NULL;
     conn.reader_active = 0;
-    pthread_mutex_init(&conn.send_lock, NULL);
     pthread_mutex_init(&conn.recv_lock, NULL);
 }
 
@@ -217,9 +226,10 @@ CUresult conn_send(struct rpc_call *c, int async)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
 
-    pthread_mutex_lock(&conn.send_lock);
-    int rc = io_writev_full(conn.fd, iov, c->bulk_len ? 3 : 2);
-    pthread_mutex_unlock(&conn.send_lock);
+    int n = c->bulk_len ? 3 : 2;
+    int rc = 0;
+    if (!async || FRAME_HEADER_LEN + len > SENDQ_SMALL_FRAME || sendq_enqueue(iov, n) != 0)
+        rc = sendq_write_direct(iov, n);
     if (rc != 0) {
         pthread_mutex_lock(&conn.recv_lock);
         mark_dead_locked(strerror(errno));

@@ -311,25 +311,113 @@ static int enqueue_blocking(struct session *s, struct pending_call *p)
     return 0;
 }
 
+/* ---- blocking calls that would not block ------------------------------- */
+
+/* A synchronize on a stream or event whose work is already done returns at
+ * once; so does a copy to the client on an idle stream. Running those
+ * inline saves the hand-off to a worker thread, which is most of the cost
+ * of a round trip like PyTorch's .item(). The driver's query calls answer
+ * without waiting. */
+static int would_block(struct session *s, struct pending_call *p)
+{
+    wire_reader r = p->call.in; /* a copy: the handler reads the original */
+    uint64_t id;
+    void *h;
+    CUresult q;
+    if (session_bind_ctx(s, p->ctx) != CUDA_SUCCESS) return 1;
+    switch (p->call.op) {
+    case OP_cuStreamSynchronize:
+        id = wr_u64(&r);
+        if (r.bad || handle_get(s, id, HK_STREAM, &h) != CUDA_SUCCESS) return 1;
+        q = real.cuStreamQuery((CUstream)h);
+        break;
+    case OP_cuEventSynchronize:
+        id = wr_u64(&r);
+        if (r.bad || handle_get(s, id, HK_EVENT, &h) != CUDA_SUCCESS) return 1;
+        q = real.cuEventQuery((CUevent)h);
+        break;
+    case OP_scuda_memcpy_dtoh:
+        wr_u64(&r);
+        wr_u64(&r);
+        id = wr_u64(&r);
+        if (wr_u8(&r) != 1 /* async on a stream */ || r.bad || handle_get(s, id, HK_STREAM, &h) != CUDA_SUCCESS)
+            return 1;
+        q = real.cuStreamQuery((CUstream)h);
+        break;
+    default:
+        return 1;
+    }
+    return q == CUDA_ERROR_NOT_READY;
+}
+
 /* ---- the dispatch loop ----------------------------------------------- */
+
+/* The dispatch thread's input buffer. The client batches small one-way
+ * frames into single writes; reading them back in large chunks keeps the
+ * session's cost per launch at a parse instead of two system calls. Large
+ * payloads (bulk copies) skip the buffer and land in their own memory. */
+#define INBUF_SIZE (1u << 20)
+
+static struct {
+    uint8_t *data;
+    size_t start, end;
+} inbuf;
+
+static int inbuf_fill(struct session *s)
+{
+    if (!inbuf.data && !(inbuf.data = malloc(INBUF_SIZE))) return -1;
+    if (inbuf.start == inbuf.end) inbuf.start = inbuf.end = 0;
+    for (;;) {
+        ssize_t n = read(s->fd, inbuf.data + inbuf.end, INBUF_SIZE - inbuf.end);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ECONNRESET;
+            return -1;
+        }
+        inbuf.end += (size_t)n;
+        return 0;
+    }
+}
+
+/* Read exactly n bytes: what is buffered first, then from the socket. */
+static int read_exact(struct session *s, void *dst, size_t n)
+{
+    uint8_t *d = dst;
+    while (n > 0) {
+        size_t have = inbuf.end - inbuf.start;
+        if (have) {
+            size_t k = have < n ? have : n;
+            memcpy(d, inbuf.data + inbuf.start, k);
+            inbuf.start += k;
+            d += k;
+            n -= k;
+        } else if (n >= INBUF_SIZE / 2) {
+            return io_read_full(s->fd, d, n);
+        } else {
+            if (inbuf.end > INBUF_SIZE / 2) inbuf.start = inbuf.end = 0;
+            if (inbuf_fill(s) != 0) return -1;
+        }
+    }
+    return 0;
+}
 
 /* Wait for the next frame header. With an idle timeout, a quiet socket
  * ends the session only when no call is still running on the GPU. */
 static int read_header(struct session *s, uint8_t *hdr, int idle_timeout_ms)
 {
-    if (idle_timeout_ms <= 0) return io_read_full(s->fd, hdr, FRAME_HEADER_LEN);
-    for (;;) {
+    while (idle_timeout_ms > 0 && inbuf.end == inbuf.start) {
         struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
         int rc = poll(&pfd, 1, idle_timeout_ms);
         if (rc < 0 && errno == EINTR) continue;
         if (rc < 0) return -1;
-        if (rc > 0) return io_read_full(s->fd, hdr, FRAME_HEADER_LEN);
+        if (rc > 0) break;
         if (atomic_load(&calls_in_flight) == 0) {
             LOG_WARN("client idle for %d s: closing the session", idle_timeout_ms / 1000);
             errno = ETIMEDOUT;
             return -1;
         }
     }
+    return read_exact(s, hdr, FRAME_HEADER_LEN);
 }
 
 static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
@@ -344,7 +432,7 @@ static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
     }
     struct pending_call *p = calloc(1, sizeof *p);
     void *payload = malloc(h.length ? h.length : 1);
-    if (!p || !payload || io_read_full(s->fd, payload, h.length) != 0) {
+    if (!p || !payload || read_exact(s, payload, h.length) != 0) {
         free(p);
         free(payload);
         return NULL;
@@ -366,7 +454,7 @@ static void dispatch_loop(struct session *s)
     struct pending_call *p;
     while ((p = read_call(s, idle_ms)) != NULL) {
         const struct op_entry *e = op_entry_of(p->call.op);
-        int blocking = e && e->blocking && !p->call.async;
+        int blocking = e && e->blocking && !p->call.async && would_block(s, p);
         if (blocking) {
             atomic_fetch_add(&calls_in_flight, 1);
             if (enqueue_blocking(s, p) == 0) continue;

@@ -1,0 +1,131 @@
+/* nvml_init.c - the first nvmlInit: a remote server or the local NVML.
+ *
+ * With a server configured (scuda run --server, SCUDA_SERVER, or
+ * ~/.config/scuda/host) the shim connects to it, through the same
+ * connection code as the driver shim (src/client/conn.c), and gets a
+ * session of its own. With none, every call passes through to this
+ * machine's libnvidia-ml, found by path so that it can never resolve to
+ * the shim itself. With neither, nvmlInit fails with
+ * NVML_ERROR_DRIVER_NOT_LOADED (what NVML says on a machine without a
+ * driver) and says how to configure a server. */
+#define _GNU_SOURCE
+#include "nvml_shim.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../conn.h"
+#include "../../common/config.h"
+#include "../../common/log.h"
+
+volatile int nvml_mode = NVML_MODE_NONE;
+struct nvml_table nvml_local;
+int nvml_trace_on;
+
+/* Lets the session refuse to load the shim as the "real" NVML. */
+NVML_EXPORT const int scuda_nvml_shim = 1;
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static nvmlReturn_t init_error = NVML_SUCCESS; /* sticky once set */
+
+static const char *local_candidates[] = {
+    "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/usr/lib64/libnvidia-ml.so.1",
+    "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1",
+    "/usr/lib/wsl/lib/libnvidia-ml.so.1",
+};
+
+static int same_file_as_shim(const char *path)
+{
+    Dl_info self;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!dladdr((void *)&same_file_as_shim, &self) || !self.dli_fname) return 0;
+    if (!realpath(self.dli_fname, a) || !realpath(path, b)) return 0;
+    return strcmp(a, b) == 0;
+}
+
+static int try_load_local(const char *path)
+{
+    if (same_file_as_shim(path)) return 0;
+    /* RTLD_DEEPBIND: the real library's calls to its own exports must bind
+     * to it, not to the shim's same-named functions loaded before it. The
+     * sanitizers refuse DEEPBIND, so sanitized test builds go without. */
+    int flags = RTLD_NOW | RTLD_LOCAL;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    flags |= RTLD_DEEPBIND;
+#endif
+    void *h = dlopen(path, flags);
+    if (!h) return 0;
+    if (dlsym(h, "scuda_nvml_shim") || nvml_table_load(&nvml_local, h) <= 0 || !nvml_local.nvmlInit_v2) {
+        dlclose(h);
+        memset(&nvml_local, 0, sizeof nvml_local);
+        return 0;
+    }
+    LOG_INFO("no server configured: passing NVML calls through to %s", path);
+    return 1;
+}
+
+static int load_local(void)
+{
+    const char *forced = getenv("SCUDA_REAL_NVML");
+    if (forced && *forced) return try_load_local(forced);
+    for (size_t i = 0; i < sizeof local_candidates / sizeof local_candidates[0]; i++)
+        if (try_load_local(local_candidates[i])) return 1;
+    return 0;
+}
+
+/* A forked child must not use the parent's connection; its next nvmlInit
+ * connects anew (its handles from before the fork are not valid there). */
+static void child_after_fork(void)
+{
+    if (nvml_mode == NVML_MODE_REMOTE) {
+        conn_forget_after_fork();
+        nvml_mode = NVML_MODE_NONE;
+        init_error = NVML_SUCCESS;
+    }
+    pthread_mutex_init(&init_lock, NULL);
+}
+
+static nvmlReturn_t decide(void)
+{
+    char addr[256];
+    const char *source = NULL;
+    if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
+        LOG_INFO("NVML: using server %s (from %s)", addr, source);
+        /* conn_open has logged the address, the cause and the fix. */
+        if (conn_open(addr) != CUDA_SUCCESS) return NVML_ERROR_DRIVER_NOT_LOADED;
+        nvml_mode = NVML_MODE_REMOTE;
+        return NVML_SUCCESS;
+    }
+    if (load_local()) {
+        nvml_mode = NVML_MODE_PASSTHROUGH;
+        return NVML_SUCCESS;
+    }
+    LOG_ERROR("NVML: no SCUDA server is configured and this machine has no libnvidia-ml; "
+              "set SCUDA_SERVER=HOST:PORT, save one with `scuda HOST:PORT`, "
+              "or run the program as `scuda run --server HOST:PORT -- CMD`");
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+}
+
+nvmlReturn_t nvml_shim_init(void)
+{
+    if (nvml_mode != NVML_MODE_NONE) return NVML_SUCCESS;
+    pthread_mutex_lock(&init_lock);
+    static int atfork_done;
+    if (!atfork_done) {
+        atfork_done = 1;
+        scuda_log_set_role("nvml");
+        const char *t = getenv("SCUDA_NVML_TRACE");
+        nvml_trace_on = t && *t && strcmp(t, "0") != 0;
+        pthread_atfork(NULL, NULL, child_after_fork);
+    }
+    if (nvml_mode == NVML_MODE_NONE && init_error == NVML_SUCCESS) init_error = decide();
+    nvmlReturn_t r = nvml_mode != NVML_MODE_NONE ? NVML_SUCCESS : init_error;
+    pthread_mutex_unlock(&init_lock);
+    return r;
+}

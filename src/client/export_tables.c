@@ -158,6 +158,51 @@ static CUresult tools_ctx_number(CUcontext ctx, uint64_t *number)
     return rc;
 }
 
+/* Tools context (21318c60...), slot 51: HYPOTHESIS, to be checked against
+ * the driver: the driver's own object for a public stream, through the third
+ * argument. Ours: the public handle itself (the special handles as they are).
+ * Slot 39: HYPOTHESIS: the number of that stream, as cuStreamGetId. */
+static CUresult tools_ctx_stream_object(CUcontext ctx, CUstream stream, void **object)
+{
+    (void)ctx;
+    if (object == NULL) return CUDA_ERROR_INVALID_VALUE;
+    *object = (void *)stream;
+    LOG_DEBUG("tools_ctx[51]: ctx %p stream %p", (void *)ctx, (void *)stream);
+    return CUDA_SUCCESS;
+}
+
+static CUresult tools_ctx_stream_number(CUcontext ctx, void *object, uint64_t *number)
+{
+    (void)ctx;
+    if (number == NULL) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long id = 0;
+    CUresult rc = cuStreamGetId((CUstream)object, &id);
+    if (rc == CUDA_SUCCESS) *number = id;
+    LOG_DEBUG("tools_ctx[39]: ctx %p object %p -> rc %d id %llu", (void *)ctx, object, (int)rc, id);
+    return rc;
+}
+
+/* Tools module (6e163fbe...), slot 7: HYPOTHESIS: calls back (user data,
+ * function) for each function of the module; returns how many. */
+typedef void (*tools_module_fn_cb)(void *user, CUfunction fn);
+
+static CUresult tools_module_each_function(CUcontext ctx, CUmodule mod, tools_module_fn_cb cb, void *user)
+{
+    (void)ctx;
+    unsigned n = 0;
+    CUresult rc = cuModuleGetFunctionCount(&n, mod);
+    LOG_DEBUG("tools_module[7]: module %p: %u functions, rc %d", (void *)mod, n, (int)rc);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (n == 0 || cb == NULL) return (CUresult)n;
+    CUfunction *fns = calloc(n, sizeof *fns);
+    if (fns == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cuModuleEnumerateFunctions(fns, n, mod);
+    if (rc == CUDA_SUCCESS)
+        for (unsigned i = 0; i < n; i++) cb(user, fns[i]);
+    free(fns);
+    return rc == CUDA_SUCCESS ? (CUresult)n : rc;
+}
+
 /* ---------------------------------------------------------------------------
  * Context checks (263e8860...). Slot 2 takes a context and two out-pointers;
  * driver 580 sets the 32-bit flag to 0 and leaves the second alone, for
@@ -576,6 +621,8 @@ static const void *const tools_ctx_table[93] = {
     REF(tools_ctx, 90), NULL, REF(tools_ctx, 92),
     [0] = TABLE_SIZE(93),
     [4] = (const void *)tools_ctx_number,
+    [39] = (const void *)tools_ctx_stream_number,
+    [51] = (const void *)tools_ctx_stream_object,
 };
 
 /* 99 entries; entry 93 is NULL. Slot 7 is called by cuFFT: it walks a
@@ -589,6 +636,7 @@ static const void *const tools_module_table[99] = {
     REF(tools_module, 94), REF(tools_module, 95), REF(tools_module, 96), REF(tools_module, 97),
     REF(tools_module, 98),
     [0] = TABLE_SIZE(99),
+    [7] = (const void *)tools_module_each_function,
 };
 
 /* Asked for and called by libnvidia-ml (NVML), not by cudart. SCUDA ships

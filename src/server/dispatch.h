@@ -61,8 +61,20 @@ enum handle_kind {
     HK_MIPMAPPED_ARRAY, HK_LINK_STATE, HK_USER_OBJECT, HK_GREEN_CTX,
     HK_EXTERNAL_MEMORY, HK_EXTERNAL_SEMAPHORE, HK_GRAPHICS_RESOURCE,
     HK_TEXREF, HK_SURFREF, HK_DEV_RESOURCE_DESC, HK_ASYNC_CALLBACK,
-    HK_LOGS_CALLBACK, HK_MEM_DECOMPRESS, HK_COUNT
+    HK_LOGS_CALLBACK, HK_MEM_DECOMPRESS,
+    HK_MEM_ALLOC, /* CUmemGenericAllocationHandle: a 64-bit value, reference counted */
+    HK_COUNT
 };
+
+/* Ids. The client picks the id of every handle it creates
+ * (handle_new_id(): 0x10000 upward in steps of 16, so never 0 or the
+ * special streams 1 and 2). Handles the driver returns that the client
+ * never created (a device's default memory pool, the nodes of a captured
+ * graph, a retained VMM allocation) get an id the SESSION picks, from a
+ * range the client never reaches: bit 62 set, upward in steps of 16.
+ * handle_put() refuses ids in that range, so the two never collide. */
+#define HANDLE_SERVER_ID_BASE (1ull << 62)
+static inline int handle_is_server_id(uint64_t id) { return (id & HANDLE_SERVER_ID_BASE) != 0; }
 
 /* Look up id as a handle of `kind`. Id 0 is NULL. For streams, the special
  * values CU_STREAM_LEGACY and CU_STREAM_PER_THREAD map to themselves. A
@@ -70,11 +82,18 @@ enum handle_kind {
  * allows launching a CUkernel). Unknown id: CUDA_ERROR_INVALID_HANDLE. */
 CUresult handle_get(struct session *s, uint64_t id, enum handle_kind kind, void **real_handle);
 /* Record that client id `id` now names `real_handle`. Fails (INVALID_VALUE)
- * when the id is 0, a special value, or already in use. */
+ * when the id is 0, a special value, a server id, or already in use. */
 CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle);
-/* Forget id (after the real handle was destroyed). */
+/* Forget id (after the real handle was destroyed). For HK_MEM_ALLOC, drop
+ * one reference: the id goes with the last one. */
 void handle_drop(struct session *s, uint64_t id);
-/* The client id of a real handle, or 0 (a linear scan: rare calls only). */
+/* The id of a real handle, or 0 when it has none. */
 uint64_t handle_find_id(struct session *s, enum handle_kind kind, const void *real_handle);
+/* The id of a real handle the driver returned: its existing id, or a new
+ * server id registered now. NULL is 0; CU_STREAM_LEGACY/PER_THREAD map to
+ * themselves. For HK_MEM_ALLOC each call adds a reference (the driver's
+ * retain). Contexts come only from the client (it keeps the context
+ * stack): one without an id is 0, as is running out of memory. */
+uint64_t handle_export(struct session *s, enum handle_kind kind, void *real_handle);
 
 #endif

@@ -3,14 +3,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "check.h"
+
 #include "common/idmap.h"
 
-static int failures, checks;
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) { failures++; printf("FAIL %s:%d %s\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
 
 int main(void)
 {

@@ -1,17 +1,13 @@
 /* test_wire.c - the bounded encoder/decoder: round trips, and readers that
  * must refuse to run past the end of short or malformed payloads. */
 #include <stdio.h>
+
+#include "check.h"
 #include <string.h>
 
 #include "common/protocol.h"
 #include "common/wire.h"
 
-static int failures, checks;
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(cond)) { failures++; printf("FAIL %s:%d %s\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
 
 static void round_trip(void)
 {

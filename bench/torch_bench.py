@@ -149,7 +149,7 @@ def w_d2h(quick, _):
 def w_matmul(quick, _):
     import torch
     n = 4096
-    iters = 5 if quick else 20
+    iters = 50 if quick else 200  # at least ~10 ms of GPU work, so one sync does not dominate
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(n, n, device="cuda", dtype=torch.float16, generator=g)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16, generator=g)
@@ -172,7 +172,7 @@ def w_matmul(quick, _):
 def w_conv2d(quick, _):
     import torch
     import torch.nn.functional as F
-    iters = 5 if quick else 20
+    iters = 100 if quick else 400  # at least ~10 ms of GPU work
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(32, 64, 56, 56, device="cuda", generator=g)
     w = torch.randn(64, 64, 3, 3, device="cuda", generator=g)
@@ -648,6 +648,10 @@ def main():
     if summary:
         print("Not measured:")
         print("\n".join(summary))
+    nvml = sorted({d for r in results.values() for d in ((r.get("scuda_detail") or {}).get("drivers") or [])
+                   if os.path.basename(d).startswith("libnvidia-ml") and os.path.dirname(d) != shim_dir})
+    if nvml:
+        print("Note: the SCUDA runs loaded this machine's NVML (%s), not a SCUDA NVML shim." % ", ".join(nvml))
 
     if args.json:
         with open(args.json, "w") as f:

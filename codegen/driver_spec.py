@@ -36,23 +36,37 @@ FLAGS
   invalidates_memo  the client clears the memo cache after the call
   legacy            (local/manual) the pre-3.2 32-bit export is hand-written
                     too; without it that export gets LEGACY_ABI_MANUAL
+  capture_begin     (sync) a stream capture began when it succeeds: the
+                    client counts captures in progress (capture_begun())
+  capture_end       (sync) a stream capture may have ended: capture_ended(r)
 
 PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
-enum or pointer-free struct), `const char *` a string, a handle by value
-travels as its id. A pointer next to a count-like parameter (count, num*,
-n*, len) must be described here, and so must a handle returned through a
-pointer (out_handle or existing).
+enum or pointer-free struct, or one of NULLED_POINTER_FIELDS), `const char *`
+a string, a handle by value travels as its id. A pointer next to a
+count-like parameter (count, num*, n*, len) must be described here, and so
+must a handle returned through a pointer (out_handle or existing).
   P=in | P=out | P=inout     one element
   P=in[EXPR] | P=out[EXPR]   EXPR elements (EXPR: C over the scalar
                              parameters, evaluated on both sides; the server
                              rejects a request where they disagree). For a
                              void * the elements are bytes; for a handle
-                             array each id is translated.
+                             array each id is translated (out: as for
+                             `existing`). EXPR may read a scalar inout/in
+                             pointer parameter as `*Q`: its value before the
+                             call (`nodes=out[*numNodes] numNodes=inout`; a
+                             NULL array is the driver's query of the count).
+                             EXPR may call a size helper scuda_*() from
+                             src/common/value_sizes.h; when it says 0 (a
+                             value it does not know) both sides refuse the
+                             call with CUDA_ERROR_INVALID_VALUE.
   P=null                     only NULL is supported (else NOT_SUPPORTED)
   P=value                    a void * holding a device address: sent as a
                              value, never dereferenced
-  P=existing                 *P receives a handle the client already knows
-                             (server: handle_find_id; unknown -> NOT_SUPPORTED)
+  P=existing                 *P receives a handle the driver already has:
+                             its id, or a new server-chosen one when the
+                             client never created it (handle_export). A
+                             context the client does not know is
+                             NOT_SUPPORTED (contexts come from the client).
   P=launch_config            a const CUlaunchConfig * (stream and attributes
                              translated like the hand-written launch)
   out_handle=P               *P receives a new handle; the client picks its
@@ -91,8 +105,8 @@ cuDeviceGetP2PAtomicCapabilities   sync  capabilities=out[count] operations=in[c
 cuDeviceGetTexture1DLinearMaxWidth  sync  maxWidthInElements=out
 cuDeviceGetGraphMemAttribute  sync    value=out[8]           # every attribute is a cuuint64_t
 cuDeviceSetGraphMemAttribute  sync    value=in[8]
-cuDeviceGetDefaultMemPool     unsupported            # the driver's pools have no client id yet
-cuDeviceGetMemPool            unsupported            # same
+cuDeviceGetDefaultMemPool     sync    pool_out=existing
+cuDeviceGetMemPool            sync    pool=existing
 
 # ---- contexts ------------------------------------------------------------------
 # The client keeps the context stack; every request carries the caller's
@@ -146,18 +160,31 @@ cuMemPrefetchAsync            async
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
 cuMemSetAccess                sync    desc=in[count]
-cuMemRetainAllocationHandle   sync    addr=value
+# VMM: CUmemGenericAllocationHandle is a driver value mapped through ids
+# like any handle (HK_MEM_ALLOC, reference counted like the driver's).
+# CUmemAllocationProp's win32HandleMetaData travels as NULL.
+cuMemCreate                   sync    out_handle=handle
+cuMemRelease                  sync    drops=handle
+cuMemRetainAllocationHandle   sync    addr=value handle=existing
+cuMemExportToShareableHandle  unsupported            # an OS handle of the server's process
+cuMemImportFromShareableHandle  unsupported
+cuMulticastCreate             sync    out_handle=mcHandle
 cuMemPrefetchBatchAsync       async   dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
 cuMemDiscardBatchAsync        async   dptrs=in[count] sizes=in[count]
 cuMemDiscardAndPrefetchBatchAsync  async  dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
+cuMemPoolCreate               sync    out_handle=pool    # poolProps: win32SecurityAttributes travels as NULL
 cuMemPoolDestroy              async   drops=pool
 cuMemPoolTrimTo               sync
+cuMemPoolGetAttribute         sync    value=out[scuda_mempool_attr_size(attr)]   # int or cuuint64_t by attribute
+cuMemPoolSetAttribute         sync    value=in[scuda_mempool_attr_size(attr)]
+cuMemPoolExportToShareableHandle    unsupported      # an OS handle of the server's process
+cuMemPoolImportFromShareableHandle  unsupported
 cuMemPoolSetAccess            sync    map=in[count]
 cuMemPoolGetAccess            sync    location=in
 cuMemPoolImportPointer        sync    shareData=in
 cuMemSetMemPool               sync    location=in
-cuMemGetMemPool               unsupported            # the driver's pools have no client id yet
-cuMemGetDefaultMemPool        unsupported            # same
+cuMemGetMemPool               sync    pool=existing location=in
+cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
@@ -299,11 +326,14 @@ cuStreamGetFlags              sync
 cuStreamGetId                 sync
 cuStreamGetDevice             sync
 cuStreamIsCapturing           sync
-cuStreamGetCaptureInfo        sync    graph_out=null dependencies_out=null edgeData_out=null
-cuStreamBeginCapture          sync
-cuStreamEndCapture            sync    out_handle=phGraph
+cuStreamGetCaptureInfo        sync
+cuStreamGetCaptureInfo_v2     manual                 # driver-owned dependency arrays (src/client/graph.c)
+cuStreamGetCaptureInfo_v3     manual
+cuStreamBeginCapture          sync    capture_begin
+cuStreamEndCapture            sync    out_handle=phGraph capture_end
 cuStreamCopyAttributes        sync
-cuStreamBeginCaptureToGraph   sync    dependencies=in[numDependencies] dependencyData=in[numDependencies]
+cuStreamBeginCaptureToGraph   sync    capture_begin  dependencies=in[numDependencies] dependencyData=in[numDependencies]
+cuStreamUpdateCaptureDependencies  sync  dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamWaitValue32           async
 cuStreamWaitValue64           async
 cuStreamWriteValue32          async
@@ -322,11 +352,36 @@ cuEventSynchronize            sync    blocking
 cuEventElapsedTime            sync
 cuIpcOpenEventHandle          sync    out_handle=phEvent
 
-# ---- graphs (the parts that need no reverse handle map) --------------------
+# ---- graphs -------------------------------------------------------------------
+# Node handles of captured graphs get server ids (handle_export). Kernel
+# and memcpy node parameters hold functions, parameter pointers and host
+# pointers: hand-written (src/client/graph.c, src/server/srv_graph.c).
+# Host nodes would run client code: not supported (stream capture of
+# cuLaunchHostFunc fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 cuGraphCreate                 sync    out_handle=phGraph
 cuGraphDestroy                async   drops=hGraph
 cuGraphClone                  sync    out_handle=phGraphClone
 cuGraphInstantiateWithFlags   sync    out_handle=phGraphExec
+cuGraphInstantiate            sync    out_handle=phGraphExec phErrorNode=existing logBuffer=out[bufferSize]
+cuGraphInstantiateWithParams  manual                 # CUDA_GRAPH_INSTANTIATE_PARAMS holds handles
+cuGraphGetNodes               sync    nodes=out[*numNodes] numNodes=inout
+cuGraphGetRootNodes           sync    rootNodes=out[*numRootNodes] numRootNodes=inout
+cuGraphGetEdges               sync    from=out[*numEdges] to=out[*numEdges] edgeData=out[*numEdges] numEdges=inout
+cuGraphNodeGetDependencies    sync    dependencies=out[*numDependencies] edgeData=out[*numDependencies] numDependencies=inout
+cuGraphNodeGetDependentNodes  sync    dependentNodes=out[*numDependentNodes] edgeData=out[*numDependentNodes] numDependentNodes=inout
+cuGraphNodeFindInClone        sync    phNode=existing
+cuGraphAddKernelNode          manual
+cuGraphKernelNodeGetParams    manual
+cuGraphKernelNodeSetParams    manual
+cuGraphExecKernelNodeSetParams  manual
+cuGraphAddMemcpyNode          manual                 # device and array sides only
+cuGraphMemcpyNodeGetParams    manual
+cuGraphMemcpyNodeSetParams    manual
+cuGraphExecMemcpyNodeSetParams  manual
+cuGraphAddHostNode            unsupported            # would run client code from the server's GPU
+cuGraphHostNodeGetParams      unsupported
+cuGraphHostNodeSetParams      unsupported
+cuGraphExecHostNodeSetParams  unsupported
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 async
 cuGraphUpload                 async
@@ -438,6 +493,16 @@ HANDLE_KINDS = {
     "CUdevResourceDesc": "HK_DEV_RESOURCE_DESC",
     "CUasyncCallbackHandle": "HK_ASYNC_CALLBACK",
     "CUlogsCallbackHandle": "HK_LOGS_CALLBACK",
+    "CUmemGenericAllocationHandle": "HK_MEM_ALLOC",   # an integer, not a pointer
+}
+
+# Structs that travel as raw bytes although they hold a pointer field the
+# server must never see: the client sends a copy with the field NULL, and
+# the server forces it to NULL again after decoding an input and before
+# encoding an output. Only fields that must be NULL on Linux belong here.
+NULLED_POINTER_FIELDS = {
+    "CUmemPoolProps": ["win32SecurityAttributes"],
+    "CUmemAllocationProp": ["win32HandleMetaData"],
 }
 
 LEGACY_ABI_MANUAL = "unsupported"

@@ -719,8 +719,10 @@ class Emitter:
             return ["    ns_put_handles(&k, %s, (void **)%s, r, %s);\n" % (a.hk, n, e)]
         if a.kind == "struct_array":
             field, count, d, elem = a.sa
-            return ["    ns_put_ptr(&k, %s, %s_n);\n" % (n, n),
-                    "    ns_put_array(&k, %s_array, r, %s ? %s->%s * sizeof(%s) : 0);\n" % (n, n, n, count, elem)]
+            return ["    size_t %s_count = %s ? %s->%s : 0;\n" % (n, n, n, count),
+                    "    if (%s) %s->%s = NULL; /* the client puts its own pointer back */\n" % (n, n, field),
+                    "    ns_put_ptr(&k, %s, %s_n);\n" % (n, n),
+                    "    ns_put_array(&k, %s_array, r, %s_count * sizeof(%s));\n" % (n, n, elem)]
         raise AssertionError(a.kind)
 
 

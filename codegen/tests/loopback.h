@@ -15,5 +15,6 @@ struct lb_counts {
 };
 extern struct lb_counts lb;
 extern uint32_t lb_ctx_id;
+extern int lb_captures; /* capture_begun() minus capture_ended() */
 
 #endif

@@ -76,6 +76,26 @@ uint64_t handle_find_id(struct session *s, enum handle_kind kind, const void *re
     return 0;
 }
 
+/* Like the session's: an existing id, else a new one from the server range. */
+static uint64_t next_server_id = HANDLE_SERVER_ID_BASE;
+uint64_t handle_export(struct session *s, enum handle_kind kind, void *real_handle)
+{
+    if (real_handle == NULL) return 0;
+    uint64_t id = handle_find_id(s, kind, real_handle);
+    if (id || kind == HK_CONTEXT) return id;
+    id = next_server_id += 16;
+    return handle_put(s, id, kind, real_handle) == CUDA_SUCCESS ? id : 0;
+}
+
+/* ---- capture bookkeeping (src/client/graph.c) ------------------------------ */
+
+int lb_captures;
+void capture_begun(void) { lb_captures++; }
+void capture_ended(CUresult r)
+{
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) lb_captures--;
+}
+
 /* ---- rpc ------------------------------------------------------------------ */
 
 void rpc_begin(rpc_call *c, uint16_t op)

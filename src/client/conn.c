@@ -104,6 +104,7 @@ CUresult conn_open(const char *addr)
 {
     char err[256];
     snprintf(conn.addr, sizeof conn.addr, "%s", addr);
+    conn.dead = 0; /* a forked child that connects anew (the NVML shim does) */
     conn.fd = tcp_connect(addr, CONNECT_TIMEOUT_MS, err, sizeof err);
     if (conn.fd < 0) {
         LOG_ERROR("cannot reach server %s: %s; start `scuda server` on the GPU machine, "

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch.h"
 #include "module.h"
 #include "rpc.h"
 #include "shim.h"
@@ -13,13 +14,9 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* The packed parameters, as they travel: u32 count, then each parameter's
- * offset and size, then a blob of the packed bytes. The session rebuilds
- * kernelParams from them. A buffer the caller passed through `extra`
- * travels as count RAW_PARAMS and is handed to the driver as it came. */
-#define RAW_PARAMS 0xffffffffu
-
-static CUresult pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b)
+/* The packed parameters, as they travel: see launch.h. A buffer the caller
+ * passed through `extra` is handed to the driver as it came. */
+CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b)
 {
     if (extra) {
         const void *buf = NULL;
@@ -30,7 +27,7 @@ static CUresult pack_params(const struct func_desc *d, void **kernelParams, void
             else return CUDA_ERROR_INVALID_VALUE;
         }
         if (size && !buf) return CUDA_ERROR_INVALID_VALUE;
-        wb_put_u32(b, RAW_PARAMS);
+        wb_put_u32(b, LAUNCH_RAW_PARAMS);
         wb_put_blob(b, buf, size);
         return CUDA_SUCCESS;
     }
@@ -140,7 +137,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     rpc_put_handle(&c.req, st);
     wb_put_u32(&c.req, nattrs);
     for (unsigned i = 0; i < nattrs; i++) put_attr(&c.req, &attrs[i]);
-    r = pack_params(d, kernelParams, extra, &c.req);
+    r = launch_pack_params(d, kernelParams, extra, &c.req);
     if (r != CUDA_SUCCESS) {
         rpc_end(&c);
         return r;
@@ -185,12 +182,15 @@ EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, u
  * stream is synchronized first, so the function sees every earlier
  * operation complete, and the caller's later operations are issued after
  * it returns. This orders correctly but blocks the calling thread, where
- * the real driver would return at once. */
+ * the real driver would return at once. A capturing stream cannot take
+ * one: the graph would run on the server, away from the function. */
 EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
     SHIM_ENTER(cuLaunchHostFunc, (hStream, fn, userData));
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuStreamSynchronize(hStream);
+    CUresult r = capture_refuse(hStream, "a host function (cuLaunchHostFunc)");
+    if (r != CUDA_SUCCESS) return r;
+    r = cuStreamSynchronize(hStream);
     if (r != CUDA_SUCCESS) return r;
     fn(userData);
     return CUDA_SUCCESS;
@@ -200,6 +200,8 @@ EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback,
 {
     SHIM_ENTER(cuStreamAddCallback, (hStream, callback, userData, flags));
     if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = capture_refuse(hStream, "a stream callback (cuStreamAddCallback)");
+    if (r != CUDA_SUCCESS) return r;
     CUresult status = cuStreamSynchronize(hStream);
     callback(hStream, status, userData);
     return CUDA_SUCCESS;

@@ -5,11 +5,18 @@
  * source can be reused when the call returns, and the bytes are in the
  * kernel's socket buffer by then. Device-to-host bytes are received
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
- * travels in several frames. */
+ * travels in several frames.
+ *
+ * Stream capture: a graph replays on the server, which cannot reach the
+ * client's memory. An asynchronous copy with a host side on a capturing
+ * stream therefore fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and a
+ * log line saying why) instead of capturing a copy to or from a staging
+ * buffer of the session. Device-to-device copies capture as usual. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -25,6 +32,8 @@ static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     if (n && !src) return CUDA_ERROR_INVALID_VALUE;
+    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a host-to-device copy from client memory") : CUDA_SUCCESS;
+    if (cr != CUDA_SUCCESS) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
@@ -44,6 +53,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, in
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
     if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
+    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a device-to-host copy into client memory") : CUDA_SUCCESS;
+    if (cr != CUDA_SUCCESS) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
@@ -101,6 +112,7 @@ static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
     if (sd) return dtoh((void *)(uintptr_t)dst, src, n, st, mode);
     /* Host to host: both sides are ours. Order it after queued work on the
      * stream, as the driver would. */
+    if (mode == COPY_ASYNC && (r = capture_refuse(st, "a host-to-host copy")) != CUDA_SUCCESS) return r;
     if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -281,6 +293,9 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
 {
     CUresult r;
     if ((r = resolve_unified(src)) != CUDA_SUCCESS || (r = resolve_unified(dst)) != CUDA_SUCCESS) return r;
+    if (mode == COPY_ASYNC && (src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) &&
+        (r = capture_refuse(st, "a 2D/3D copy with a side in client memory")) != CUDA_SUCCESS)
+        return r;
     size_t packed = w * h * d;
     if (src->type == CU_MEMORYTYPE_HOST && dst->type == CU_MEMORYTYPE_HOST) {
         if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;

@@ -40,4 +40,11 @@ extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
 /* The virtual id of the calling thread's current context (0 = none). */
 uint32_t shim_current_ctx_id(void);
 
+/* Stream captures in progress in this process (graph.c), counted by the
+ * generated cuStreamBeginCapture* (after success) and cuStreamEndCapture
+ * stubs. While there are none no stream can be capturing, so copies with a
+ * host side need not ask the session (capture_refuse in launch.h). */
+void capture_begun(void);
+void capture_ended(CUresult r);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "../common/log.h"
 #include "../common/ops.gen.h"
+#include "../common/value_sizes.h"
 #include "memo.h"
 #include "rpc.h"
 #include "shim.h"
@@ -688,9 +689,19 @@ EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice
 EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
     SHIM_ENTER(cuDeviceGetDefaultMemPool, (pool_out, dev));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceGetDefaultMemPool");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuDeviceGetDefaultMemPool);
+    wb_put_u8(&c.req, pool_out != NULL);
+    wb_put_i32(&c.req, (int32_t)(dev));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pool_out != NULL)
+            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuDeviceGetDefaultMemPool");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
@@ -738,13 +749,14 @@ EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
     rpc_begin(&c, OP_cuDeviceGetGraphMemAttribute);
     wb_put_i32(&c.req, (int32_t)(device));
     wb_put_u32(&c.req, (uint32_t)(attr));
+    size_t value_cnt = value != NULL ? (size_t)(8) : 0;
     wb_put_u8(&c.req, value != NULL);
     if (value != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(8));
+        wb_put_u64(&c.req, (uint64_t)value_cnt);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (value != NULL)
-            wr_raw(&c.out, value, (size_t)(8) * sizeof(unsigned char));
+            wr_raw(&c.out, value, value_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetGraphMemAttribute");
     }
@@ -757,9 +769,10 @@ EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
     SHIM_ENTER(cuDeviceGetHostAtomicCapabilities, (capabilities, operations, count, dev));
     rpc_call c;
     rpc_begin(&c, OP_cuDeviceGetHostAtomicCapabilities);
+    size_t capabilities_cnt = capabilities != NULL ? (size_t)(count) : 0;
     wb_put_u8(&c.req, capabilities != NULL);
     if (capabilities != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(count));
+        wb_put_u64(&c.req, (uint64_t)capabilities_cnt);
     wb_put_u8(&c.req, operations != NULL);
     if (operations != NULL) {
         size_t n_ = (size_t)(count);
@@ -771,7 +784,7 @@ EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
-            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof(unsigned int));
+            wr_raw(&c.out, capabilities, capabilities_cnt * sizeof(unsigned int));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetHostAtomicCapabilities");
     }
@@ -784,15 +797,16 @@ EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevi
     SHIM_ENTER(cuDeviceGetLuid, (luid, deviceNodeMask, dev));
     rpc_call c;
     rpc_begin(&c, OP_cuDeviceGetLuid);
+    size_t luid_cnt = luid != NULL ? (size_t)(8) : 0;
     wb_put_u8(&c.req, luid != NULL);
     if (luid != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(8));
+        wb_put_u64(&c.req, (uint64_t)luid_cnt);
     wb_put_u8(&c.req, deviceNodeMask != NULL);
     wb_put_i32(&c.req, (int32_t)(dev));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (luid != NULL)
-            wr_raw(&c.out, luid, (size_t)(8) * sizeof(char));
+            wr_raw(&c.out, luid, luid_cnt * sizeof(char));
         if (deviceNodeMask != NULL)
             *deviceNodeMask = (unsigned int)wr_u32(&c.out);
         if (!wr_ok_end(&c.out))
@@ -805,9 +819,19 @@ EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevi
 EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     SHIM_ENTER(cuDeviceGetMemPool, (pool, dev));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceGetMemPool");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuDeviceGetMemPool);
+    wb_put_u8(&c.req, pool != NULL);
+    wb_put_i32(&c.req, (int32_t)(dev));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pool != NULL)
+            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuDeviceGetMemPool");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice dev, int flags)
@@ -823,9 +847,10 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
     SHIM_ENTER(cuDeviceGetP2PAtomicCapabilities, (capabilities, operations, count, srcDevice, dstDevice));
     rpc_call c;
     rpc_begin(&c, OP_cuDeviceGetP2PAtomicCapabilities);
+    size_t capabilities_cnt = capabilities != NULL ? (size_t)(count) : 0;
     wb_put_u8(&c.req, capabilities != NULL);
     if (capabilities != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(count));
+        wb_put_u64(&c.req, (uint64_t)capabilities_cnt);
     wb_put_u8(&c.req, operations != NULL);
     if (operations != NULL) {
         size_t n_ = (size_t)(count);
@@ -838,7 +863,7 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
-            wr_raw(&c.out, capabilities, (size_t)(count) * sizeof(unsigned int));
+            wr_raw(&c.out, capabilities, capabilities_cnt * sizeof(unsigned int));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetP2PAtomicCapabilities");
     }
@@ -1503,22 +1528,6 @@ EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, con
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddKernelNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddKernelNode");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddKernelNode_v2, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddKernelNode_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
@@ -1555,14 +1564,6 @@ EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    SHIM_ENTER(cuGraphAddMemcpyNode, (phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddMemcpyNode");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
@@ -1921,30 +1922,6 @@ EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecKernelNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecKernelNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecKernelNodeSetParams_v2, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecKernelNodeSetParams_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    SHIM_ENTER(cuGraphExecMemcpyNodeSetParams, (hGraphExec, hNode, copyParams, ctx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecMemcpyNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
     SHIM_ENTER(cuGraphExecMemsetNodeSetParams, (hGraphExec, hNode, memsetParams, ctx));
@@ -2024,33 +2001,137 @@ EXPORT CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, co
 EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
 {
     SHIM_ENTER(cuGraphGetEdges, (hGraph, from, to, numEdges));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphGetEdges");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (from != NULL && numEdges == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (to != NULL && numEdges == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphGetEdges);
+    rpc_put_handle(&c.req, hGraph);
+    size_t from_cnt = from != NULL ? (size_t)(*numEdges) : 0;
+    wb_put_u8(&c.req, from != NULL);
+    if (from != NULL)
+        wb_put_u64(&c.req, (uint64_t)from_cnt);
+    size_t to_cnt = to != NULL ? (size_t)(*numEdges) : 0;
+    wb_put_u8(&c.req, to != NULL);
+    if (to != NULL)
+        wb_put_u64(&c.req, (uint64_t)to_cnt);
+    wb_put_u8(&c.req, numEdges != NULL);
+    if (numEdges != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numEdges));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
+            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
+            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (numEdges != NULL)
+            *numEdges = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphGetEdges");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges)
 {
     SHIM_ENTER(cuGraphGetEdges_v2, (hGraph, from, to, edgeData, numEdges));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphGetEdges_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (from != NULL && numEdges == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (to != NULL && numEdges == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData != NULL && numEdges == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphGetEdges_v2);
+    rpc_put_handle(&c.req, hGraph);
+    size_t from_cnt = from != NULL ? (size_t)(*numEdges) : 0;
+    wb_put_u8(&c.req, from != NULL);
+    if (from != NULL)
+        wb_put_u64(&c.req, (uint64_t)from_cnt);
+    size_t to_cnt = to != NULL ? (size_t)(*numEdges) : 0;
+    wb_put_u8(&c.req, to != NULL);
+    if (to != NULL)
+        wb_put_u64(&c.req, (uint64_t)to_cnt);
+    size_t edgeData_cnt = edgeData != NULL ? (size_t)(*numEdges) : 0;
+    wb_put_u8(&c.req, edgeData != NULL);
+    if (edgeData != NULL)
+        wb_put_u64(&c.req, (uint64_t)edgeData_cnt);
+    wb_put_u8(&c.req, numEdges != NULL);
+    if (numEdges != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numEdges));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
+            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
+            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (edgeData != NULL)
+            wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
+        if (numEdges != NULL)
+            *numEdges = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphGetEdges_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     SHIM_ENTER(cuGraphGetNodes, (hGraph, nodes, numNodes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphGetNodes");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (nodes != NULL && numNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphGetNodes);
+    rpc_put_handle(&c.req, hGraph);
+    size_t nodes_cnt = nodes != NULL ? (size_t)(*numNodes) : 0;
+    wb_put_u8(&c.req, nodes != NULL);
+    if (nodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)nodes_cnt);
+    wb_put_u8(&c.req, numNodes != NULL);
+    if (numNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numNodes));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; nodes != NULL && i_ < nodes_cnt; i_++)
+            nodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (numNodes != NULL)
+            *numNodes = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphGetNodes");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
 {
     SHIM_ENTER(cuGraphGetRootNodes, (hGraph, rootNodes, numRootNodes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphGetRootNodes");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (rootNodes != NULL && numRootNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphGetRootNodes);
+    rpc_put_handle(&c.req, hGraph);
+    size_t rootNodes_cnt = rootNodes != NULL ? (size_t)(*numRootNodes) : 0;
+    wb_put_u8(&c.req, rootNodes != NULL);
+    if (rootNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)rootNodes_cnt);
+    wb_put_u8(&c.req, numRootNodes != NULL);
+    if (numRootNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numRootNodes));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; rootNodes != NULL && i_ < rootNodes_cnt; i_++)
+            rootNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (numRootNodes != NULL)
+            *numRootNodes = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphGetRootNodes");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
@@ -2072,9 +2153,32 @@ EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE
 EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
     SHIM_ENTER(cuGraphInstantiate, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphInstantiate");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphInstantiate);
+    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, phGraphExec != NULL);
+    if (phGraphExec != NULL)
+        wb_put_u64(&c.req, phGraphExec_id);
+    rpc_put_handle(&c.req, hGraph);
+    wb_put_u8(&c.req, phErrorNode != NULL);
+    size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
+    wb_put_u8(&c.req, logBuffer != NULL);
+    if (logBuffer != NULL)
+        wb_put_u64(&c.req, (uint64_t)logBuffer_cnt);
+    wb_put_u64(&c.req, (uint64_t)(bufferSize));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phGraphExec != NULL)
+            *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
+        if (phErrorNode != NULL)
+            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (logBuffer != NULL)
+            wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphInstantiate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
@@ -2099,14 +2203,6 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     return r;
 }
 
-EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    SHIM_ENTER(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphInstantiateWithParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
     SHIM_ENTER(cuGraphInstantiateWithParams_ptsz, (phGraphExec, hGraph, instantiateParams));
@@ -2116,9 +2212,32 @@ EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgr
 EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
     SHIM_ENTER(cuGraphInstantiate_v2, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphInstantiate_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphInstantiate_v2);
+    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, phGraphExec != NULL);
+    if (phGraphExec != NULL)
+        wb_put_u64(&c.req, phGraphExec_id);
+    rpc_put_handle(&c.req, hGraph);
+    wb_put_u8(&c.req, phErrorNode != NULL);
+    size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
+    wb_put_u8(&c.req, logBuffer != NULL);
+    if (logBuffer != NULL)
+        wb_put_u64(&c.req, (uint64_t)logBuffer_cnt);
+    wb_put_u64(&c.req, (uint64_t)(bufferSize));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phGraphExec != NULL)
+            *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
+        if (phErrorNode != NULL)
+            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (logBuffer != NULL)
+            wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphInstantiate_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
@@ -2145,43 +2264,11 @@ EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAtt
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    SHIM_ENTER(cuGraphKernelNodeGetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeGetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphKernelNodeGetParams_v2, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeGetParams_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
 {
     SHIM_ENTER(cuGraphKernelNodeSetAttribute, (hNode, attr, value));
     static int once;
     scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    SHIM_ENTER(cuGraphKernelNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphKernelNodeSetParams_v2, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetParams_v2");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2227,22 +2314,6 @@ EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
     return r;
 }
 
-EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
-{
-    SHIM_ENTER(cuGraphMemcpyNodeGetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphMemcpyNodeGetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
-{
-    SHIM_ENTER(cuGraphMemcpyNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphMemcpyNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphMemsetNodeGetParams, (hNode, nodeParams));
@@ -2282,41 +2353,148 @@ EXPORT CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_
 EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
 {
     SHIM_ENTER(cuGraphNodeFindInClone, (phNode, hOriginalNode, hClonedGraph));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeFindInClone");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphNodeFindInClone);
+    wb_put_u8(&c.req, phNode != NULL);
+    rpc_put_handle(&c.req, hOriginalNode);
+    rpc_put_handle(&c.req, hClonedGraph);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phNode != NULL)
+            *phNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphNodeFindInClone");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies)
 {
     SHIM_ENTER(cuGraphNodeGetDependencies, (hNode, dependencies, numDependencies));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeGetDependencies");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (dependencies != NULL && numDependencies == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphNodeGetDependencies);
+    rpc_put_handle(&c.req, hNode);
+    size_t dependencies_cnt = dependencies != NULL ? (size_t)(*numDependencies) : 0;
+    wb_put_u8(&c.req, dependencies != NULL);
+    if (dependencies != NULL)
+        wb_put_u64(&c.req, (uint64_t)dependencies_cnt);
+    wb_put_u8(&c.req, numDependencies != NULL);
+    if (numDependencies != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numDependencies));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
+            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (numDependencies != NULL)
+            *numDependencies = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphNodeGetDependencies");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)
 {
     SHIM_ENTER(cuGraphNodeGetDependencies_v2, (hNode, dependencies, edgeData, numDependencies));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeGetDependencies_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (dependencies != NULL && numDependencies == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData != NULL && numDependencies == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphNodeGetDependencies_v2);
+    rpc_put_handle(&c.req, hNode);
+    size_t dependencies_cnt = dependencies != NULL ? (size_t)(*numDependencies) : 0;
+    wb_put_u8(&c.req, dependencies != NULL);
+    if (dependencies != NULL)
+        wb_put_u64(&c.req, (uint64_t)dependencies_cnt);
+    size_t edgeData_cnt = edgeData != NULL ? (size_t)(*numDependencies) : 0;
+    wb_put_u8(&c.req, edgeData != NULL);
+    if (edgeData != NULL)
+        wb_put_u64(&c.req, (uint64_t)edgeData_cnt);
+    wb_put_u8(&c.req, numDependencies != NULL);
+    if (numDependencies != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numDependencies));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
+            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (edgeData != NULL)
+            wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
+        if (numDependencies != NULL)
+            *numDependencies = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphNodeGetDependencies_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes)
 {
     SHIM_ENTER(cuGraphNodeGetDependentNodes, (hNode, dependentNodes, numDependentNodes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeGetDependentNodes");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (dependentNodes != NULL && numDependentNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphNodeGetDependentNodes);
+    rpc_put_handle(&c.req, hNode);
+    size_t dependentNodes_cnt = dependentNodes != NULL ? (size_t)(*numDependentNodes) : 0;
+    wb_put_u8(&c.req, dependentNodes != NULL);
+    if (dependentNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)dependentNodes_cnt);
+    wb_put_u8(&c.req, numDependentNodes != NULL);
+    if (numDependentNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numDependentNodes));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
+            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (numDependentNodes != NULL)
+            *numDependentNodes = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphNodeGetDependentNodes");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)
 {
     SHIM_ENTER(cuGraphNodeGetDependentNodes_v2, (hNode, dependentNodes, edgeData, numDependentNodes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeGetDependentNodes_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (dependentNodes != NULL && numDependentNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData != NULL && numDependentNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphNodeGetDependentNodes_v2);
+    rpc_put_handle(&c.req, hNode);
+    size_t dependentNodes_cnt = dependentNodes != NULL ? (size_t)(*numDependentNodes) : 0;
+    wb_put_u8(&c.req, dependentNodes != NULL);
+    if (dependentNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)dependentNodes_cnt);
+    size_t edgeData_cnt = edgeData != NULL ? (size_t)(*numDependentNodes) : 0;
+    wb_put_u8(&c.req, edgeData != NULL);
+    if (edgeData != NULL)
+        wb_put_u64(&c.req, (uint64_t)edgeData_cnt);
+    wb_put_u8(&c.req, numDependentNodes != NULL);
+    if (numDependentNodes != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*numDependentNodes));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
+            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        if (edgeData != NULL)
+            wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
+        if (numDependentNodes != NULL)
+            *numDependentNodes = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGraphNodeGetDependentNodes_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
@@ -3377,9 +3555,29 @@ EXPORT CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams *paramsArra
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
 {
     SHIM_ENTER(cuMemCreate, (handle, size, prop, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemCreate);
+    uint64_t handle_id = handle != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, handle != NULL);
+    if (handle != NULL)
+        wb_put_u64(&c.req, handle_id);
+    wb_put_u64(&c.req, (uint64_t)(size));
+    wb_put_u8(&c.req, prop != NULL);
+    if (prop != NULL) {
+        CUmemAllocationProp prop_c = *prop;
+        prop_c.win32HandleMetaData = NULL;
+        wb_put_raw(&c.req, &prop_c, sizeof prop_c);
+    }
+    wb_put_u64(&c.req, (uint64_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (handle != NULL)
+            *handle = (CUmemGenericAllocationHandle)(handle_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemCreate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
@@ -3573,25 +3771,64 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
 {
     SHIM_ENTER(cuMemGetAllocationGranularity, (granularity, prop, option));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetAllocationGranularity");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemGetAllocationGranularity);
+    wb_put_u8(&c.req, granularity != NULL);
+    wb_put_u8(&c.req, prop != NULL);
+    if (prop != NULL) {
+        CUmemAllocationProp prop_c = *prop;
+        prop_c.win32HandleMetaData = NULL;
+        wb_put_raw(&c.req, &prop_c, sizeof prop_c);
+    }
+    wb_put_u32(&c.req, (uint32_t)(option));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (granularity != NULL)
+            *granularity = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemGetAllocationGranularity");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
 {
     SHIM_ENTER(cuMemGetAllocationPropertiesFromHandle, (prop, handle));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetAllocationPropertiesFromHandle");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemGetAllocationPropertiesFromHandle);
+    wb_put_u8(&c.req, prop != NULL);
+    wb_put_u64(&c.req, (uint64_t)handle);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (prop != NULL)
+            wr_raw(&c.out, prop, sizeof *prop);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemGetAllocationPropertiesFromHandle");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
     SHIM_ENTER(cuMemGetDefaultMemPool, (pool_out, location, type));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetDefaultMemPool");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemGetDefaultMemPool);
+    wb_put_u8(&c.req, pool_out != NULL);
+    wb_put_u8(&c.req, location != NULL);
+    if (location != NULL)
+        wb_put_raw(&c.req, location, sizeof *location);
+    wb_put_u32(&c.req, (uint32_t)(type));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pool_out != NULL)
+            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemGetDefaultMemPool");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)
@@ -3645,9 +3882,22 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
 {
     SHIM_ENTER(cuMemGetMemPool, (pool, location, type));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetMemPool");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemGetMemPool);
+    wb_put_u8(&c.req, pool != NULL);
+    wb_put_u8(&c.req, location != NULL);
+    if (location != NULL)
+        wb_put_raw(&c.req, location, sizeof *location);
+    wb_put_u32(&c.req, (uint32_t)(type));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pool != NULL)
+            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemGetMemPool");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
@@ -3680,7 +3930,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     wb_put_u64(&c.req, (uint64_t)(ptr));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u64(&c.req, (uint64_t)(offset));
-    wb_put_u64(&c.req, (uint64_t)(handle));
+    wb_put_u64(&c.req, (uint64_t)handle);
     wb_put_u64(&c.req, (uint64_t)(flags));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -3708,9 +3958,27 @@ EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned in
 EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
     SHIM_ENTER(cuMemPoolCreate, (pool, poolProps));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemPoolCreate);
+    uint64_t pool_id = pool != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, pool != NULL);
+    if (pool != NULL)
+        wb_put_u64(&c.req, pool_id);
+    wb_put_u8(&c.req, poolProps != NULL);
+    if (poolProps != NULL) {
+        CUmemPoolProps poolProps_c = *poolProps;
+        poolProps_c.win32SecurityAttributes = NULL;
+        wb_put_raw(&c.req, &poolProps_c, sizeof poolProps_c);
+    }
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pool != NULL)
+            *pool = (CUmemoryPool)handle_from_id(pool_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemPoolCreate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
@@ -3772,9 +4040,25 @@ EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPoo
 EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     SHIM_ENTER(cuMemPoolGetAttribute, (pool, attr, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolGetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (value != NULL && (scuda_mempool_attr_size(attr)) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemPoolGetAttribute);
+    rpc_put_handle(&c.req, pool);
+    wb_put_u32(&c.req, (uint32_t)(attr));
+    size_t value_cnt = value != NULL ? (size_t)(scuda_mempool_attr_size(attr)) : 0;
+    wb_put_u8(&c.req, value != NULL);
+    if (value != NULL)
+        wb_put_u64(&c.req, (uint64_t)value_cnt);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (value != NULL)
+            wr_raw(&c.out, value, value_cnt * sizeof(unsigned char));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemPoolGetAttribute");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)
@@ -3831,9 +4115,25 @@ EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
 EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     SHIM_ENTER(cuMemPoolSetAttribute, (pool, attr, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (value != NULL && (scuda_mempool_attr_size(attr)) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemPoolSetAttribute);
+    rpc_put_handle(&c.req, pool);
+    wb_put_u32(&c.req, (uint32_t)(attr));
+    wb_put_u8(&c.req, value != NULL);
+    if (value != NULL) {
+        size_t n_ = (size_t)(scuda_mempool_attr_size(attr));
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, value, n_ * sizeof(unsigned char));
+    }
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemPoolSetAttribute");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
@@ -3936,9 +4236,10 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
     SHIM_ENTER(cuMemRangeGetAttribute, (data, dataSize, attribute, devPtr, count));
     rpc_call c;
     rpc_begin(&c, OP_cuMemRangeGetAttribute);
+    size_t data_cnt = data != NULL ? (size_t)(dataSize) : 0;
     wb_put_u8(&c.req, data != NULL);
     if (data != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(dataSize));
+        wb_put_u64(&c.req, (uint64_t)data_cnt);
     wb_put_u64(&c.req, (uint64_t)(dataSize));
     wb_put_u32(&c.req, (uint32_t)(attribute));
     wb_put_u64(&c.req, (uint64_t)(devPtr));
@@ -3946,7 +4247,7 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (data != NULL)
-            wr_raw(&c.out, data, (size_t)(dataSize) * sizeof(unsigned char));
+            wr_raw(&c.out, data, data_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemRangeGetAttribute");
     }
@@ -3967,7 +4268,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     SHIM_ENTER(cuMemRelease, (handle));
     rpc_call c;
     rpc_begin(&c, OP_cuMemRelease);
-    wb_put_u64(&c.req, (uint64_t)(handle));
+    wb_put_u64(&c.req, (uint64_t)handle);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -3987,7 +4288,7 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (handle != NULL)
-            *handle = (CUmemGenericAllocationHandle)wr_u64(&c.out);
+            *handle = (CUmemGenericAllocationHandle)(wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemRetainAllocationHandle");
     }
@@ -4260,16 +4561,17 @@ EXPORT CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOf
     SHIM_ENTER(cuMemcpyAtoH, (dstHost, srcArray, srcOffset, ByteCount));
     rpc_call c;
     rpc_begin(&c, OP_cuMemcpyAtoH);
+    size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+        wb_put_u64(&c.req, (uint64_t)dstHost_cnt);
     rpc_put_handle(&c.req, srcArray);
     wb_put_u32(&c.req, (uint32_t)(srcOffset));
     wb_put_u32(&c.req, (uint32_t)(ByteCount));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
+            wr_raw(&c.out, dstHost, dstHost_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoH");
     }
@@ -4282,9 +4584,10 @@ EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int 
     SHIM_ENTER(cuMemcpyAtoHAsync, (dstHost, srcArray, srcOffset, ByteCount, hStream));
     rpc_call c;
     rpc_begin(&c, OP_cuMemcpyAtoHAsync);
+    size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+        wb_put_u64(&c.req, (uint64_t)dstHost_cnt);
     rpc_put_handle(&c.req, srcArray);
     wb_put_u32(&c.req, (uint32_t)(srcOffset));
     wb_put_u32(&c.req, (uint32_t)(ByteCount));
@@ -4292,7 +4595,7 @@ EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
+            wr_raw(&c.out, dstHost, dstHost_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoHAsync");
     }
@@ -4305,9 +4608,10 @@ EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t src
     SHIM_ENTER(cuMemcpyAtoHAsync_v2, (dstHost, srcArray, srcOffset, ByteCount, hStream));
     rpc_call c;
     rpc_begin(&c, OP_cuMemcpyAtoHAsync_v2);
+    size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+        wb_put_u64(&c.req, (uint64_t)dstHost_cnt);
     rpc_put_handle(&c.req, srcArray);
     wb_put_u64(&c.req, (uint64_t)(srcOffset));
     wb_put_u64(&c.req, (uint64_t)(ByteCount));
@@ -4315,7 +4619,7 @@ EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t src
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
+            wr_raw(&c.out, dstHost, dstHost_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoHAsync_v2");
     }
@@ -4334,16 +4638,17 @@ EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffse
     SHIM_ENTER(cuMemcpyAtoH_v2, (dstHost, srcArray, srcOffset, ByteCount));
     rpc_call c;
     rpc_begin(&c, OP_cuMemcpyAtoH_v2);
+    size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(ByteCount));
+        wb_put_u64(&c.req, (uint64_t)dstHost_cnt);
     rpc_put_handle(&c.req, srcArray);
     wb_put_u64(&c.req, (uint64_t)(srcOffset));
     wb_put_u64(&c.req, (uint64_t)(ByteCount));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (dstHost != NULL)
-            wr_raw(&c.out, dstHost, (size_t)(ByteCount) * sizeof(unsigned char));
+            wr_raw(&c.out, dstHost, dstHost_cnt * sizeof(unsigned char));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemcpyAtoH_v2");
     }
@@ -5030,7 +5335,7 @@ EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUde
     SHIM_ENTER(cuMulticastAddDevice, (mcHandle, dev));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastAddDevice);
-    wb_put_u64(&c.req, (uint64_t)(mcHandle));
+    wb_put_u64(&c.req, (uint64_t)mcHandle);
     wb_put_i32(&c.req, (int32_t)(dev));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5046,7 +5351,7 @@ EXPORT CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_
     SHIM_ENTER(cuMulticastBindAddr, (mcHandle, mcOffset, memptr, size, flags));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastBindAddr);
-    wb_put_u64(&c.req, (uint64_t)(mcHandle));
+    wb_put_u64(&c.req, (uint64_t)mcHandle);
     wb_put_u64(&c.req, (uint64_t)(mcOffset));
     wb_put_u64(&c.req, (uint64_t)(memptr));
     wb_put_u64(&c.req, (uint64_t)(size));
@@ -5065,9 +5370,9 @@ EXPORT CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t
     SHIM_ENTER(cuMulticastBindMem, (mcHandle, mcOffset, memHandle, memOffset, size, flags));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastBindMem);
-    wb_put_u64(&c.req, (uint64_t)(mcHandle));
+    wb_put_u64(&c.req, (uint64_t)mcHandle);
     wb_put_u64(&c.req, (uint64_t)(mcOffset));
-    wb_put_u64(&c.req, (uint64_t)(memHandle));
+    wb_put_u64(&c.req, (uint64_t)memHandle);
     wb_put_u64(&c.req, (uint64_t)(memOffset));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u64(&c.req, (uint64_t)(flags));
@@ -5085,14 +5390,17 @@ EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const 
     SHIM_ENTER(cuMulticastCreate, (mcHandle, prop));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastCreate);
+    uint64_t mcHandle_id = mcHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, mcHandle != NULL);
+    if (mcHandle != NULL)
+        wb_put_u64(&c.req, mcHandle_id);
     wb_put_u8(&c.req, prop != NULL);
     if (prop != NULL)
         wb_put_raw(&c.req, prop, sizeof *prop);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (mcHandle != NULL)
-            *mcHandle = (CUmemGenericAllocationHandle)wr_u64(&c.out);
+            *mcHandle = (CUmemGenericAllocationHandle)(mcHandle_id);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMulticastCreate");
     }
@@ -5126,7 +5434,7 @@ EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
     SHIM_ENTER(cuMulticastUnbind, (mcHandle, dev, mcOffset, size));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastUnbind);
-    wb_put_u64(&c.req, (uint64_t)(mcHandle));
+    wb_put_u64(&c.req, (uint64_t)mcHandle);
     wb_put_i32(&c.req, (int32_t)(dev));
     wb_put_u64(&c.req, (uint64_t)(mcOffset));
     wb_put_u64(&c.req, (uint64_t)(size));
@@ -5639,6 +5947,8 @@ EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
             r = bad_reply("cuStreamBeginCapture");
     }
     rpc_end(&c);
+    if (r == CUDA_SUCCESS)
+        capture_begun();
     return r;
 }
 
@@ -5670,6 +5980,8 @@ EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, co
             r = bad_reply("cuStreamBeginCaptureToGraph");
     }
     rpc_end(&c);
+    if (r == CUDA_SUCCESS)
+        capture_begun();
     return r;
 }
 
@@ -5698,6 +6010,8 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mo
             r = bad_reply("cuStreamBeginCapture_v2");
     }
     rpc_end(&c);
+    if (r == CUDA_SUCCESS)
+        capture_begun();
     return r;
 }
 
@@ -5806,6 +6120,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
             r = bad_reply("cuStreamEndCapture");
     }
     rpc_end(&c);
+    capture_ended(r);
     return r;
 }
 
@@ -5856,83 +6171,10 @@ EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureSta
     return cuStreamGetCaptureInfo(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, captureStatus_out, id_out); /* per-thread default stream */
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out)
-{
-    SHIM_ENTER(cuStreamGetCaptureInfo_v2, (hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out));
-    if (graph_out != NULL) {
-        static int once;
-        scuda_log_unsupported_once(&once, "cuStreamGetCaptureInfo_v2 with non-NULL graph_out");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (dependencies_out != NULL) {
-        static int once;
-        scuda_log_unsupported_once(&once, "cuStreamGetCaptureInfo_v2 with non-NULL dependencies_out");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetCaptureInfo_v2);
-    rpc_put_handle(&c.req, hStream);
-    wb_put_u8(&c.req, captureStatus_out != NULL);
-    wb_put_u8(&c.req, id_out != NULL);
-    wb_put_u8(&c.req, numDependencies_out != NULL);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus_out != NULL)
-            *captureStatus_out = (CUstreamCaptureStatus)wr_u32(&c.out);
-        if (id_out != NULL)
-            *id_out = (cuuint64_t)wr_u64(&c.out);
-        if (numDependencies_out != NULL)
-            *numDependencies_out = (size_t)wr_u64(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuStreamGetCaptureInfo_v2");
-    }
-    rpc_end(&c);
-    return r;
-}
-
 EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
     SHIM_ENTER(cuStreamGetCaptureInfo_v2_ptsz, (hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out));
     return cuStreamGetCaptureInfo_v2(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out); /* per-thread default stream */
-}
-
-EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    SHIM_ENTER(cuStreamGetCaptureInfo_v3, (hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out));
-    if (graph_out != NULL) {
-        static int once;
-        scuda_log_unsupported_once(&once, "cuStreamGetCaptureInfo_v3 with non-NULL graph_out");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (dependencies_out != NULL) {
-        static int once;
-        scuda_log_unsupported_once(&once, "cuStreamGetCaptureInfo_v3 with non-NULL dependencies_out");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (edgeData_out != NULL) {
-        static int once;
-        scuda_log_unsupported_once(&once, "cuStreamGetCaptureInfo_v3 with non-NULL edgeData_out");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetCaptureInfo_v3);
-    rpc_put_handle(&c.req, hStream);
-    wb_put_u8(&c.req, captureStatus_out != NULL);
-    wb_put_u8(&c.req, id_out != NULL);
-    wb_put_u8(&c.req, numDependencies_out != NULL);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus_out != NULL)
-            *captureStatus_out = (CUstreamCaptureStatus)wr_u32(&c.out);
-        if (id_out != NULL)
-            *id_out = (cuuint64_t)wr_u64(&c.out);
-        if (numDependencies_out != NULL)
-            *numDependencies_out = (size_t)wr_u64(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuStreamGetCaptureInfo_v3");
-    }
-    rpc_end(&c);
-    return r;
 }
 
 EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
@@ -6189,9 +6431,25 @@ EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
 {
     SHIM_ENTER(cuStreamUpdateCaptureDependencies, (hStream, dependencies, numDependencies, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamUpdateCaptureDependencies");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuStreamUpdateCaptureDependencies);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, dependencies != NULL);
+    if (dependencies != NULL) {
+        size_t n_ = (size_t)(numDependencies);
+        wb_put_u64(&c.req, n_);
+        for (size_t i_ = 0; i_ < n_; i_++)
+            rpc_put_handle(&c.req, dependencies[i_]);
+    }
+    wb_put_u64(&c.req, (uint64_t)(numDependencies));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuStreamUpdateCaptureDependencies");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
@@ -6203,9 +6461,31 @@ EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraph
 EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
     SHIM_ENTER(cuStreamUpdateCaptureDependencies_v2, (hStream, dependencies, dependencyData, numDependencies, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamUpdateCaptureDependencies_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuStreamUpdateCaptureDependencies_v2);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, dependencies != NULL);
+    if (dependencies != NULL) {
+        size_t n_ = (size_t)(numDependencies);
+        wb_put_u64(&c.req, n_);
+        for (size_t i_ = 0; i_ < n_; i_++)
+            rpc_put_handle(&c.req, dependencies[i_]);
+    }
+    wb_put_u8(&c.req, dependencyData != NULL);
+    if (dependencyData != NULL) {
+        size_t n_ = (size_t)(numDependencies);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, dependencyData, n_ * sizeof(CUgraphEdgeData));
+    }
+    wb_put_u64(&c.req, (uint64_t)(numDependencies));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuStreamUpdateCaptureDependencies_v2");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
@@ -6760,14 +7040,15 @@ EXPORT CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
     SHIM_ENTER(cuTexRefGetBorderColor, (pBorderColor, hTexRef));
     rpc_call c;
     rpc_begin(&c, OP_cuTexRefGetBorderColor);
+    size_t pBorderColor_cnt = pBorderColor != NULL ? (size_t)(4) : 0;
     wb_put_u8(&c.req, pBorderColor != NULL);
     if (pBorderColor != NULL)
-        wb_put_u64(&c.req, (uint64_t)(size_t)(4));
+        wb_put_u64(&c.req, (uint64_t)pBorderColor_cnt);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pBorderColor != NULL)
-            wr_raw(&c.out, pBorderColor, (size_t)(4) * sizeof(float));
+            wr_raw(&c.out, pBorderColor, pBorderColor_cnt * sizeof(float));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetBorderColor");
     }

@@ -8,6 +8,7 @@
 
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/value_sizes.h"
 #include "dispatch.h"
 
 extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
@@ -65,6 +66,19 @@ extern CUresult srv_cuDevicePrimaryCtxReset_v2(srv_call *c) __attribute__((weak)
 extern CUresult srv_cuDevicePrimaryCtxRetain(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuDevicePrimaryCtxSetFlags(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuDevicePrimaryCtxSetFlags_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddKernelNode(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphExecKernelNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphInstantiateWithParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeGetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuInit(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuKernelGetFunction(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLaunchCooperativeKernel(srv_call *c) __attribute__((weak));
@@ -115,6 +129,8 @@ extern CUresult srv_cuModuleUnload(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuPointerGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuPointerGetAttributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamAddCallback(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
 static void *alloc_n(uint64_t n, size_t sz)
@@ -211,8 +227,9 @@ static CUresult gen_srv_cuArray3DGetDescriptor(srv_call *call)
         goto done;
     r = real.cuArray3DGetDescriptor(pArrayDescriptor_p ? &pArrayDescriptor_v : NULL, (CUarray)hArray_h);
     if (r == CUDA_SUCCESS) {
-        if (pArrayDescriptor_p)
+        if (pArrayDescriptor_p) {
             wb_put_raw(&call->out, &pArrayDescriptor_v, sizeof pArrayDescriptor_v);
+        }
     }
 done:
     return r;
@@ -235,8 +252,9 @@ static CUresult gen_srv_cuArray3DGetDescriptor_v2(srv_call *call)
         goto done;
     r = real.cuArray3DGetDescriptor_v2(pArrayDescriptor_p ? &pArrayDescriptor_v : NULL, (CUarray)hArray_h);
     if (r == CUDA_SUCCESS) {
-        if (pArrayDescriptor_p)
+        if (pArrayDescriptor_p) {
             wb_put_raw(&call->out, &pArrayDescriptor_v, sizeof pArrayDescriptor_v);
+        }
     }
 done:
     return r;
@@ -325,8 +343,9 @@ static CUresult gen_srv_cuArrayGetDescriptor(srv_call *call)
         goto done;
     r = real.cuArrayGetDescriptor(pArrayDescriptor_p ? &pArrayDescriptor_v : NULL, (CUarray)hArray_h);
     if (r == CUDA_SUCCESS) {
-        if (pArrayDescriptor_p)
+        if (pArrayDescriptor_p) {
             wb_put_raw(&call->out, &pArrayDescriptor_v, sizeof pArrayDescriptor_v);
+        }
     }
 done:
     return r;
@@ -349,8 +368,9 @@ static CUresult gen_srv_cuArrayGetDescriptor_v2(srv_call *call)
         goto done;
     r = real.cuArrayGetDescriptor_v2(pArrayDescriptor_p ? &pArrayDescriptor_v : NULL, (CUarray)hArray_h);
     if (r == CUDA_SUCCESS) {
-        if (pArrayDescriptor_p)
+        if (pArrayDescriptor_p) {
             wb_put_raw(&call->out, &pArrayDescriptor_v, sizeof pArrayDescriptor_v);
+        }
     }
 done:
     return r;
@@ -374,8 +394,9 @@ static CUresult gen_srv_cuArrayGetMemoryRequirements(srv_call *call)
         goto done;
     r = real.cuArrayGetMemoryRequirements(memoryRequirements_p ? &memoryRequirements_v : NULL, (CUarray)array_h, device);
     if (r == CUDA_SUCCESS) {
-        if (memoryRequirements_p)
+        if (memoryRequirements_p) {
             wb_put_raw(&call->out, &memoryRequirements_v, sizeof memoryRequirements_v);
+        }
     }
 done:
     return r;
@@ -398,8 +419,9 @@ static CUresult gen_srv_cuArrayGetSparseProperties(srv_call *call)
         goto done;
     r = real.cuArrayGetSparseProperties(sparseProperties_p ? &sparseProperties_v : NULL, (CUarray)array_h);
     if (r == CUDA_SUCCESS) {
-        if (sparseProperties_p)
+        if (sparseProperties_p) {
             wb_put_raw(&call->out, &sparseProperties_v, sizeof sparseProperties_v);
+        }
     }
 done:
     return r;
@@ -500,8 +522,9 @@ static CUresult gen_srv_cuCtxGetDevResource(srv_call *call)
         goto done;
     r = real.cuCtxGetDevResource((CUcontext)hCtx_h, resource_p ? &resource_v : NULL, type);
     if (r == CUDA_SUCCESS) {
-        if (resource_p)
+        if (resource_p) {
             wb_put_raw(&call->out, &resource_v, sizeof resource_v);
+        }
     }
 done:
     return r;
@@ -520,8 +543,9 @@ static CUresult gen_srv_cuCtxGetExecAffinity(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuCtxGetExecAffinity(pExecAffinity_p ? &pExecAffinity_v : NULL, type);
     if (r == CUDA_SUCCESS) {
-        if (pExecAffinity_p)
+        if (pExecAffinity_p) {
             wb_put_raw(&call->out, &pExecAffinity_v, sizeof pExecAffinity_v);
+        }
     }
     return r;
 }
@@ -732,6 +756,29 @@ static CUresult gen_srv_cuDeviceCanAccessPeer(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuDeviceGetDefaultMemPool(srv_call *call)
+{
+    uint8_t pool_out_p = wr_u8(&call->in);
+    CUmemoryPool pool_out_v = NULL;
+    CUdevice dev = (CUdevice)wr_i32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuDeviceGetDefaultMemPool == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuDeviceGetDefaultMemPool(pool_out_p ? &pool_out_v : NULL, dev);
+    if (r == CUDA_SUCCESS) {
+        if (pool_out_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MEMPOOL, (void *)pool_out_v);
+            if (pool_out_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+    return r;
+}
+
 static CUresult gen_srv_cuDeviceGetDevResource(srv_call *call)
 {
     CUdevice device = (CUdevice)wr_i32(&call->in);
@@ -746,8 +793,9 @@ static CUresult gen_srv_cuDeviceGetDevResource(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuDeviceGetDevResource(device, resource_p ? &resource_v : NULL, type);
     if (r == CUDA_SUCCESS) {
-        if (resource_p)
+        if (resource_p) {
             wb_put_raw(&call->out, &resource_v, sizeof resource_v);
+        }
     }
     return r;
 }
@@ -887,6 +935,29 @@ static CUresult gen_srv_cuDeviceGetLuid(srv_call *call)
     }
 done:
     free(luid_a);
+    return r;
+}
+
+static CUresult gen_srv_cuDeviceGetMemPool(srv_call *call)
+{
+    uint8_t pool_p = wr_u8(&call->in);
+    CUmemoryPool pool_v = NULL;
+    CUdevice dev = (CUdevice)wr_i32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuDeviceGetMemPool == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuDeviceGetMemPool(pool_p ? &pool_v : NULL, dev);
+    if (r == CUDA_SUCCESS) {
+        if (pool_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MEMPOOL, (void *)pool_v);
+            if (pool_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
     return r;
 }
 
@@ -1919,9 +1990,9 @@ static CUresult gen_srv_cuGraphChildGraphNodeGetGraph(srv_call *call)
     r = real.cuGraphChildGraphNodeGetGraph((CUgraphNode)hNode_h, phGraph_p ? &phGraph_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (phGraph_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = phGraph_v != NULL ? handle_find_id(call->s, HK_GRAPH, (const void *)phGraph_v) : 0;
-            if (phGraph_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH, (void *)phGraph_v);
+            if (phGraph_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -2061,9 +2132,9 @@ static CUresult gen_srv_cuGraphEventRecordNodeGetEvent(srv_call *call)
     r = real.cuGraphEventRecordNodeGetEvent((CUgraphNode)hNode_h, event_out_p ? &event_out_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (event_out_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = event_out_v != NULL ? handle_find_id(call->s, HK_EVENT, (const void *)event_out_v) : 0;
-            if (event_out_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_EVENT, (void *)event_out_v);
+            if (event_out_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -2111,9 +2182,9 @@ static CUresult gen_srv_cuGraphEventWaitNodeGetEvent(srv_call *call)
     r = real.cuGraphEventWaitNodeGetEvent((CUgraphNode)hNode_h, event_out_p ? &event_out_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (event_out_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = event_out_v != NULL ? handle_find_id(call->s, HK_EVENT, (const void *)event_out_v) : 0;
-            if (event_out_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_EVENT, (void *)event_out_v);
+            if (event_out_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -2301,6 +2372,302 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuGraphGetEdges(srv_call *call)
+{
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t from_p = wr_u8(&call->in);
+    uint64_t from_n = from_p ? wr_u64(&call->in) : 0;
+    uint8_t to_p = wr_u8(&call->in);
+    uint64_t to_n = to_p ? wr_u64(&call->in) : 0;
+    uint8_t numEdges_p = wr_u8(&call->in);
+    size_t numEdges_v;
+    memset(&numEdges_v, 0, sizeof numEdges_v);
+    if (numEdges_p)
+        numEdges_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (from_p && from_n != (uint64_t)(size_t)((numEdges_p ? numEdges_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (to_p && to_n != (uint64_t)(size_t)((numEdges_p ? numEdges_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphGetEdges == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    CUgraphNode *from_a = NULL;
+    CUgraphNode *to_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (from_p) {
+        from_a = alloc_n(from_n, sizeof *from_a);
+        if (from_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(from_a, 0, from_n ? (size_t)from_n * sizeof *from_a : 1);
+    }
+    if (to_p) {
+        to_a = alloc_n(to_n, sizeof *to_a);
+        if (to_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(to_a, 0, to_n ? (size_t)to_n * sizeof *to_a : 1);
+    }
+    r = real.cuGraphGetEdges((CUgraph)hGraph_h, from_a, to_a, numEdges_p ? &numEdges_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; from_p && i < from_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)from_a[i]);
+            if (from_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        for (uint64_t i = 0; to_p && i < to_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)to_a[i]);
+            if (to_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (numEdges_p)
+            wb_put_u64(&call->out, (uint64_t)(numEdges_v));
+    }
+done:
+    free(from_a);
+    free(to_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphGetEdges_v2(srv_call *call)
+{
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t from_p = wr_u8(&call->in);
+    uint64_t from_n = from_p ? wr_u64(&call->in) : 0;
+    uint8_t to_p = wr_u8(&call->in);
+    uint64_t to_n = to_p ? wr_u64(&call->in) : 0;
+    uint8_t edgeData_p = wr_u8(&call->in);
+    uint64_t edgeData_n = edgeData_p ? wr_u64(&call->in) : 0;
+    uint8_t numEdges_p = wr_u8(&call->in);
+    size_t numEdges_v;
+    memset(&numEdges_v, 0, sizeof numEdges_v);
+    if (numEdges_p)
+        numEdges_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (from_p && from_n != (uint64_t)(size_t)((numEdges_p ? numEdges_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (to_p && to_n != (uint64_t)(size_t)((numEdges_p ? numEdges_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData_p && edgeData_n != (uint64_t)(size_t)((numEdges_p ? numEdges_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphGetEdges_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    CUgraphNode *from_a = NULL;
+    CUgraphNode *to_a = NULL;
+    CUgraphEdgeData *edgeData_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (from_p) {
+        from_a = alloc_n(from_n, sizeof *from_a);
+        if (from_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(from_a, 0, from_n ? (size_t)from_n * sizeof *from_a : 1);
+    }
+    if (to_p) {
+        to_a = alloc_n(to_n, sizeof *to_a);
+        if (to_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(to_a, 0, to_n ? (size_t)to_n * sizeof *to_a : 1);
+    }
+    if (edgeData_p) {
+        edgeData_a = alloc_n(edgeData_n, sizeof *edgeData_a);
+        if (edgeData_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(edgeData_a, 0, edgeData_n ? (size_t)edgeData_n * sizeof *edgeData_a : 1);
+    }
+    r = real.cuGraphGetEdges_v2((CUgraph)hGraph_h, from_a, to_a, edgeData_a, numEdges_p ? &numEdges_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; from_p && i < from_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)from_a[i]);
+            if (from_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        for (uint64_t i = 0; to_p && i < to_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)to_a[i]);
+            if (to_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (edgeData_p)
+            wb_put_raw(&call->out, edgeData_a, (size_t)edgeData_n * sizeof *edgeData_a);
+        if (numEdges_p)
+            wb_put_u64(&call->out, (uint64_t)(numEdges_v));
+    }
+done:
+    free(from_a);
+    free(to_a);
+    free(edgeData_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphGetNodes(srv_call *call)
+{
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t nodes_p = wr_u8(&call->in);
+    uint64_t nodes_n = nodes_p ? wr_u64(&call->in) : 0;
+    uint8_t numNodes_p = wr_u8(&call->in);
+    size_t numNodes_v;
+    memset(&numNodes_v, 0, sizeof numNodes_v);
+    if (numNodes_p)
+        numNodes_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodes_p && nodes_n != (uint64_t)(size_t)((numNodes_p ? numNodes_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphGetNodes == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    CUgraphNode *nodes_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (nodes_p) {
+        nodes_a = alloc_n(nodes_n, sizeof *nodes_a);
+        if (nodes_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(nodes_a, 0, nodes_n ? (size_t)nodes_n * sizeof *nodes_a : 1);
+    }
+    r = real.cuGraphGetNodes((CUgraph)hGraph_h, nodes_a, numNodes_p ? &numNodes_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; nodes_p && i < nodes_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)nodes_a[i]);
+            if (nodes_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (numNodes_p)
+            wb_put_u64(&call->out, (uint64_t)(numNodes_v));
+    }
+done:
+    free(nodes_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphGetRootNodes(srv_call *call)
+{
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t rootNodes_p = wr_u8(&call->in);
+    uint64_t rootNodes_n = rootNodes_p ? wr_u64(&call->in) : 0;
+    uint8_t numRootNodes_p = wr_u8(&call->in);
+    size_t numRootNodes_v;
+    memset(&numRootNodes_v, 0, sizeof numRootNodes_v);
+    if (numRootNodes_p)
+        numRootNodes_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rootNodes_p && rootNodes_n != (uint64_t)(size_t)((numRootNodes_p ? numRootNodes_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphGetRootNodes == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    CUgraphNode *rootNodes_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (rootNodes_p) {
+        rootNodes_a = alloc_n(rootNodes_n, sizeof *rootNodes_a);
+        if (rootNodes_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(rootNodes_a, 0, rootNodes_n ? (size_t)rootNodes_n * sizeof *rootNodes_a : 1);
+    }
+    r = real.cuGraphGetRootNodes((CUgraph)hGraph_h, rootNodes_a, numRootNodes_p ? &numRootNodes_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; rootNodes_p && i < rootNodes_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)rootNodes_a[i]);
+            if (rootNodes_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (numRootNodes_p)
+            wb_put_u64(&call->out, (uint64_t)(numRootNodes_v));
+    }
+done:
+    free(rootNodes_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphInstantiate(srv_call *call)
+{
+    uint8_t phGraphExec_p = wr_u8(&call->in);
+    uint64_t phGraphExec_id = phGraphExec_p ? wr_u64(&call->in) : 0;
+    CUgraphExec phGraphExec_v = NULL;
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t phErrorNode_p = wr_u8(&call->in);
+    CUgraphNode phErrorNode_v = NULL;
+    uint8_t logBuffer_p = wr_u8(&call->in);
+    uint64_t logBuffer_n = logBuffer_p ? wr_u64(&call->in) : 0;
+    size_t bufferSize = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (logBuffer_p && logBuffer_n != (uint64_t)(size_t)(bufferSize))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphInstantiate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    char *logBuffer_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (logBuffer_p) {
+        logBuffer_a = alloc_n(logBuffer_n, sizeof *logBuffer_a);
+        if (logBuffer_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(logBuffer_a, 0, logBuffer_n ? (size_t)logBuffer_n * sizeof *logBuffer_a : 1);
+    }
+    r = real.cuGraphInstantiate(phGraphExec_p ? &phGraphExec_v : NULL, (CUgraph)hGraph_h, phErrorNode_p ? &phErrorNode_v : NULL, logBuffer_a, bufferSize);
+    if (r == CUDA_SUCCESS) {
+        if (phGraphExec_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, phGraphExec_id, HK_GRAPH_EXEC, (void *)phGraphExec_v);
+        if (phErrorNode_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)phErrorNode_v);
+            if (phErrorNode_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (logBuffer_p)
+            wb_put_raw(&call->out, logBuffer_a, (size_t)logBuffer_n * sizeof *logBuffer_a);
+    }
+done:
+    free(logBuffer_a);
+    return r;
+}
+
 static CUresult gen_srv_cuGraphInstantiateWithFlags(srv_call *call)
 {
     uint8_t phGraphExec_p = wr_u8(&call->in);
@@ -2323,6 +2690,56 @@ static CUresult gen_srv_cuGraphInstantiateWithFlags(srv_call *call)
             r = handle_put(call->s, phGraphExec_id, HK_GRAPH_EXEC, (void *)phGraphExec_v);
     }
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuGraphInstantiate_v2(srv_call *call)
+{
+    uint8_t phGraphExec_p = wr_u8(&call->in);
+    uint64_t phGraphExec_id = phGraphExec_p ? wr_u64(&call->in) : 0;
+    CUgraphExec phGraphExec_v = NULL;
+    uint64_t hGraph_id = wr_u64(&call->in);
+    uint8_t phErrorNode_p = wr_u8(&call->in);
+    CUgraphNode phErrorNode_v = NULL;
+    uint8_t logBuffer_p = wr_u8(&call->in);
+    uint64_t logBuffer_n = logBuffer_p ? wr_u64(&call->in) : 0;
+    size_t bufferSize = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (logBuffer_p && logBuffer_n != (uint64_t)(size_t)(bufferSize))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphInstantiate_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hGraph_h = NULL;
+    char *logBuffer_a = NULL;
+    r = handle_get(call->s, hGraph_id, HK_GRAPH, &hGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (logBuffer_p) {
+        logBuffer_a = alloc_n(logBuffer_n, sizeof *logBuffer_a);
+        if (logBuffer_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(logBuffer_a, 0, logBuffer_n ? (size_t)logBuffer_n * sizeof *logBuffer_a : 1);
+    }
+    r = real.cuGraphInstantiate_v2(phGraphExec_p ? &phGraphExec_v : NULL, (CUgraph)hGraph_h, phErrorNode_p ? &phErrorNode_v : NULL, logBuffer_a, bufferSize);
+    if (r == CUDA_SUCCESS) {
+        if (phGraphExec_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, phGraphExec_id, HK_GRAPH_EXEC, (void *)phGraphExec_v);
+        if (phErrorNode_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)phErrorNode_v);
+            if (phErrorNode_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (logBuffer_p)
+            wb_put_raw(&call->out, logBuffer_a, (size_t)logBuffer_n * sizeof *logBuffer_a);
+    }
+done:
+    free(logBuffer_a);
     return r;
 }
 
@@ -2411,8 +2828,9 @@ static CUresult gen_srv_cuGraphMemsetNodeGetParams(srv_call *call)
         goto done;
     r = real.cuGraphMemsetNodeGetParams((CUgraphNode)hNode_h, nodeParams_p ? &nodeParams_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (nodeParams_p)
+        if (nodeParams_p) {
             wb_put_raw(&call->out, &nodeParams_v, sizeof nodeParams_v);
+        }
     }
 done:
     return r;
@@ -2437,6 +2855,259 @@ static CUresult gen_srv_cuGraphMemsetNodeSetParams(srv_call *call)
         goto done;
     r = real.cuGraphMemsetNodeSetParams((CUgraphNode)hNode_h, nodeParams_p ? &nodeParams_v : NULL);
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuGraphNodeFindInClone(srv_call *call)
+{
+    uint8_t phNode_p = wr_u8(&call->in);
+    CUgraphNode phNode_v = NULL;
+    uint64_t hOriginalNode_id = wr_u64(&call->in);
+    uint64_t hClonedGraph_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphNodeFindInClone == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hOriginalNode_h = NULL;
+    void *hClonedGraph_h = NULL;
+    r = handle_get(call->s, hOriginalNode_id, HK_GRAPH_NODE, &hOriginalNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hClonedGraph_id, HK_GRAPH, &hClonedGraph_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGraphNodeFindInClone(phNode_p ? &phNode_v : NULL, (CUgraphNode)hOriginalNode_h, (CUgraph)hClonedGraph_h);
+    if (r == CUDA_SUCCESS) {
+        if (phNode_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)phNode_v);
+            if (phNode_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuGraphNodeGetDependencies(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t dependencies_p = wr_u8(&call->in);
+    uint64_t dependencies_n = dependencies_p ? wr_u64(&call->in) : 0;
+    uint8_t numDependencies_p = wr_u8(&call->in);
+    size_t numDependencies_v;
+    memset(&numDependencies_v, 0, sizeof numDependencies_v);
+    if (numDependencies_p)
+        numDependencies_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependencies_p && dependencies_n != (uint64_t)(size_t)((numDependencies_p ? numDependencies_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphNodeGetDependencies == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    CUgraphNode *dependencies_a = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependencies_p) {
+        dependencies_a = alloc_n(dependencies_n, sizeof *dependencies_a);
+        if (dependencies_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dependencies_a, 0, dependencies_n ? (size_t)dependencies_n * sizeof *dependencies_a : 1);
+    }
+    r = real.cuGraphNodeGetDependencies((CUgraphNode)hNode_h, dependencies_a, numDependencies_p ? &numDependencies_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; dependencies_p && i < dependencies_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)dependencies_a[i]);
+            if (dependencies_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (numDependencies_p)
+            wb_put_u64(&call->out, (uint64_t)(numDependencies_v));
+    }
+done:
+    free(dependencies_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphNodeGetDependencies_v2(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t dependencies_p = wr_u8(&call->in);
+    uint64_t dependencies_n = dependencies_p ? wr_u64(&call->in) : 0;
+    uint8_t edgeData_p = wr_u8(&call->in);
+    uint64_t edgeData_n = edgeData_p ? wr_u64(&call->in) : 0;
+    uint8_t numDependencies_p = wr_u8(&call->in);
+    size_t numDependencies_v;
+    memset(&numDependencies_v, 0, sizeof numDependencies_v);
+    if (numDependencies_p)
+        numDependencies_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependencies_p && dependencies_n != (uint64_t)(size_t)((numDependencies_p ? numDependencies_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData_p && edgeData_n != (uint64_t)(size_t)((numDependencies_p ? numDependencies_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphNodeGetDependencies_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    CUgraphNode *dependencies_a = NULL;
+    CUgraphEdgeData *edgeData_a = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependencies_p) {
+        dependencies_a = alloc_n(dependencies_n, sizeof *dependencies_a);
+        if (dependencies_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dependencies_a, 0, dependencies_n ? (size_t)dependencies_n * sizeof *dependencies_a : 1);
+    }
+    if (edgeData_p) {
+        edgeData_a = alloc_n(edgeData_n, sizeof *edgeData_a);
+        if (edgeData_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(edgeData_a, 0, edgeData_n ? (size_t)edgeData_n * sizeof *edgeData_a : 1);
+    }
+    r = real.cuGraphNodeGetDependencies_v2((CUgraphNode)hNode_h, dependencies_a, edgeData_a, numDependencies_p ? &numDependencies_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; dependencies_p && i < dependencies_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)dependencies_a[i]);
+            if (dependencies_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (edgeData_p)
+            wb_put_raw(&call->out, edgeData_a, (size_t)edgeData_n * sizeof *edgeData_a);
+        if (numDependencies_p)
+            wb_put_u64(&call->out, (uint64_t)(numDependencies_v));
+    }
+done:
+    free(dependencies_a);
+    free(edgeData_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphNodeGetDependentNodes(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t dependentNodes_p = wr_u8(&call->in);
+    uint64_t dependentNodes_n = dependentNodes_p ? wr_u64(&call->in) : 0;
+    uint8_t numDependentNodes_p = wr_u8(&call->in);
+    size_t numDependentNodes_v;
+    memset(&numDependentNodes_v, 0, sizeof numDependentNodes_v);
+    if (numDependentNodes_p)
+        numDependentNodes_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependentNodes_p && dependentNodes_n != (uint64_t)(size_t)((numDependentNodes_p ? numDependentNodes_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphNodeGetDependentNodes == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    CUgraphNode *dependentNodes_a = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependentNodes_p) {
+        dependentNodes_a = alloc_n(dependentNodes_n, sizeof *dependentNodes_a);
+        if (dependentNodes_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dependentNodes_a, 0, dependentNodes_n ? (size_t)dependentNodes_n * sizeof *dependentNodes_a : 1);
+    }
+    r = real.cuGraphNodeGetDependentNodes((CUgraphNode)hNode_h, dependentNodes_a, numDependentNodes_p ? &numDependentNodes_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; dependentNodes_p && i < dependentNodes_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)dependentNodes_a[i]);
+            if (dependentNodes_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (numDependentNodes_p)
+            wb_put_u64(&call->out, (uint64_t)(numDependentNodes_v));
+    }
+done:
+    free(dependentNodes_a);
+    return r;
+}
+
+static CUresult gen_srv_cuGraphNodeGetDependentNodes_v2(srv_call *call)
+{
+    uint64_t hNode_id = wr_u64(&call->in);
+    uint8_t dependentNodes_p = wr_u8(&call->in);
+    uint64_t dependentNodes_n = dependentNodes_p ? wr_u64(&call->in) : 0;
+    uint8_t edgeData_p = wr_u8(&call->in);
+    uint64_t edgeData_n = edgeData_p ? wr_u64(&call->in) : 0;
+    uint8_t numDependentNodes_p = wr_u8(&call->in);
+    size_t numDependentNodes_v;
+    memset(&numDependentNodes_v, 0, sizeof numDependentNodes_v);
+    if (numDependentNodes_p)
+        numDependentNodes_v = (size_t)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependentNodes_p && dependentNodes_n != (uint64_t)(size_t)((numDependentNodes_p ? numDependentNodes_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edgeData_p && edgeData_n != (uint64_t)(size_t)((numDependentNodes_p ? numDependentNodes_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGraphNodeGetDependentNodes_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hNode_h = NULL;
+    CUgraphNode *dependentNodes_a = NULL;
+    CUgraphEdgeData *edgeData_a = NULL;
+    r = handle_get(call->s, hNode_id, HK_GRAPH_NODE, &hNode_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependentNodes_p) {
+        dependentNodes_a = alloc_n(dependentNodes_n, sizeof *dependentNodes_a);
+        if (dependentNodes_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(dependentNodes_a, 0, dependentNodes_n ? (size_t)dependentNodes_n * sizeof *dependentNodes_a : 1);
+    }
+    if (edgeData_p) {
+        edgeData_a = alloc_n(edgeData_n, sizeof *edgeData_a);
+        if (edgeData_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(edgeData_a, 0, edgeData_n ? (size_t)edgeData_n * sizeof *edgeData_a : 1);
+    }
+    r = real.cuGraphNodeGetDependentNodes_v2((CUgraphNode)hNode_h, dependentNodes_a, edgeData_a, numDependentNodes_p ? &numDependentNodes_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        for (uint64_t i = 0; dependentNodes_p && i < dependentNodes_n; i++) {
+            /* handles the driver returned: ids, new ones where needed */
+            uint64_t id = handle_export(call->s, HK_GRAPH_NODE, (void *)dependentNodes_a[i]);
+            if (dependentNodes_a[i] && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+        if (edgeData_p)
+            wb_put_raw(&call->out, edgeData_a, (size_t)edgeData_n * sizeof *edgeData_a);
+        if (numDependentNodes_p)
+            wb_put_u64(&call->out, (uint64_t)(numDependentNodes_v));
+    }
+done:
+    free(dependentNodes_a);
+    free(edgeData_a);
     return r;
 }
 
@@ -2885,8 +3556,9 @@ static CUresult gen_srv_cuGreenCtxGetDevResource(srv_call *call)
         goto done;
     r = real.cuGreenCtxGetDevResource((CUgreenCtx)hCtx_h, resource_p ? &resource_v : NULL, type);
     if (r == CUDA_SUCCESS) {
-        if (resource_p)
+        if (resource_p) {
             wb_put_raw(&call->out, &resource_v, sizeof resource_v);
+        }
     }
 done:
     return r;
@@ -2989,8 +3661,9 @@ static CUresult gen_srv_cuIpcGetEventHandle(srv_call *call)
         goto done;
     r = real.cuIpcGetEventHandle(pHandle_p ? &pHandle_v : NULL, (CUevent)event_h);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p) {
             wb_put_raw(&call->out, &pHandle_v, sizeof pHandle_v);
+        }
     }
 done:
     return r;
@@ -3009,8 +3682,9 @@ static CUresult gen_srv_cuIpcGetMemHandle(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuIpcGetMemHandle(pHandle_p ? &pHandle_v : NULL, dptr);
     if (r == CUDA_SUCCESS) {
-        if (pHandle_p)
+        if (pHandle_p) {
             wb_put_raw(&call->out, &pHandle_v, sizeof pHandle_v);
+        }
     }
     return r;
 }
@@ -3406,6 +4080,33 @@ static CUresult gen_srv_cuMemAlloc_v2(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuMemCreate(srv_call *call)
+{
+    uint8_t handle_p = wr_u8(&call->in);
+    uint64_t handle_id = handle_p ? wr_u64(&call->in) : 0;
+    CUmemGenericAllocationHandle handle_v = 0;
+    size_t size = (size_t)wr_u64(&call->in);
+    uint8_t prop_p = wr_u8(&call->in);
+    CUmemAllocationProp prop_v;
+    memset(&prop_v, 0, sizeof prop_v);
+    if (prop_p) {
+        wr_raw(&call->in, &prop_v, sizeof prop_v);
+        prop_v.win32HandleMetaData = NULL;
+    }
+    unsigned long long flags = (unsigned long long)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemCreate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuMemCreate(handle_p ? &handle_v : NULL, size, prop_p ? &prop_v : NULL, flags);
+    if (r == CUDA_SUCCESS) {
+        if (handle_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, handle_id, HK_MEM_ALLOC, (void *)(uintptr_t)handle_v);
+    }
+    return r;
+}
+
 static CUresult gen_srv_cuMemDiscardAndPrefetchBatchAsync(srv_call *call)
 {
     uint8_t dptrs_p = wr_u8(&call->in);
@@ -3667,6 +4368,86 @@ static CUresult gen_srv_cuMemGetAddressRange_v2(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuMemGetAllocationGranularity(srv_call *call)
+{
+    uint8_t granularity_p = wr_u8(&call->in);
+    size_t granularity_v;
+    memset(&granularity_v, 0, sizeof granularity_v);
+    uint8_t prop_p = wr_u8(&call->in);
+    CUmemAllocationProp prop_v;
+    memset(&prop_v, 0, sizeof prop_v);
+    if (prop_p) {
+        wr_raw(&call->in, &prop_v, sizeof prop_v);
+        prop_v.win32HandleMetaData = NULL;
+    }
+    CUmemAllocationGranularity_flags option = (CUmemAllocationGranularity_flags)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemGetAllocationGranularity == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuMemGetAllocationGranularity(granularity_p ? &granularity_v : NULL, prop_p ? &prop_v : NULL, option);
+    if (r == CUDA_SUCCESS) {
+        if (granularity_p)
+            wb_put_u64(&call->out, (uint64_t)(granularity_v));
+    }
+    return r;
+}
+
+static CUresult gen_srv_cuMemGetAllocationPropertiesFromHandle(srv_call *call)
+{
+    uint8_t prop_p = wr_u8(&call->in);
+    CUmemAllocationProp prop_v;
+    memset(&prop_v, 0, sizeof prop_v);
+    uint64_t handle_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemGetAllocationPropertiesFromHandle == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *handle_h = NULL;
+    r = handle_get(call->s, handle_id, HK_MEM_ALLOC, &handle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemGetAllocationPropertiesFromHandle(prop_p ? &prop_v : NULL, (CUmemGenericAllocationHandle)(uintptr_t)handle_h);
+    if (r == CUDA_SUCCESS) {
+        if (prop_p) {
+            prop_v.win32HandleMetaData = NULL;
+            wb_put_raw(&call->out, &prop_v, sizeof prop_v);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemGetDefaultMemPool(srv_call *call)
+{
+    uint8_t pool_out_p = wr_u8(&call->in);
+    CUmemoryPool pool_out_v = NULL;
+    uint8_t location_p = wr_u8(&call->in);
+    CUmemLocation location_v;
+    memset(&location_v, 0, sizeof location_v);
+    if (location_p)
+        wr_raw(&call->in, &location_v, sizeof location_v);
+    CUmemAllocationType type = (CUmemAllocationType)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemGetDefaultMemPool == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuMemGetDefaultMemPool(pool_out_p ? &pool_out_v : NULL, location_p ? &location_v : NULL, type);
+    if (r == CUDA_SUCCESS) {
+        if (pool_out_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MEMPOOL, (void *)pool_out_v);
+            if (pool_out_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+    return r;
+}
+
 static CUresult gen_srv_cuMemGetInfo(srv_call *call)
 {
     uint8_t free_p = wr_u8(&call->in);
@@ -3713,19 +4494,77 @@ static CUresult gen_srv_cuMemGetInfo_v2(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuMemGetMemPool(srv_call *call)
+{
+    uint8_t pool_p = wr_u8(&call->in);
+    CUmemoryPool pool_v = NULL;
+    uint8_t location_p = wr_u8(&call->in);
+    CUmemLocation location_v;
+    memset(&location_v, 0, sizeof location_v);
+    if (location_p)
+        wr_raw(&call->in, &location_v, sizeof location_v);
+    CUmemAllocationType type = (CUmemAllocationType)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemGetMemPool == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuMemGetMemPool(pool_p ? &pool_v : NULL, location_p ? &location_v : NULL, type);
+    if (r == CUDA_SUCCESS) {
+        if (pool_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MEMPOOL, (void *)pool_v);
+            if (pool_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+    return r;
+}
+
 static CUresult gen_srv_cuMemMap(srv_call *call)
 {
     CUdeviceptr ptr = (CUdeviceptr)wr_u64(&call->in);
     size_t size = (size_t)wr_u64(&call->in);
     size_t offset = (size_t)wr_u64(&call->in);
-    CUmemGenericAllocationHandle handle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t handle_id = wr_u64(&call->in);
     unsigned long long flags = (unsigned long long)wr_u64(&call->in);
     if (!wr_ok_end(&call->in))
         return CUDA_ERROR_INVALID_VALUE;
     if (real.cuMemMap == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMemMap(ptr, size, offset, handle, flags);
+    void *handle_h = NULL;
+    r = handle_get(call->s, handle_id, HK_MEM_ALLOC, &handle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemMap(ptr, size, offset, (CUmemGenericAllocationHandle)(uintptr_t)handle_h, flags);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemPoolCreate(srv_call *call)
+{
+    uint8_t pool_p = wr_u8(&call->in);
+    uint64_t pool_id = pool_p ? wr_u64(&call->in) : 0;
+    CUmemoryPool pool_v = NULL;
+    uint8_t poolProps_p = wr_u8(&call->in);
+    CUmemPoolProps poolProps_v;
+    memset(&poolProps_v, 0, sizeof poolProps_v);
+    if (poolProps_p) {
+        wr_raw(&call->in, &poolProps_v, sizeof poolProps_v);
+        poolProps_v.win32SecurityAttributes = NULL;
+    }
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemPoolCreate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuMemPoolCreate(pool_p ? &pool_v : NULL, poolProps_p ? &poolProps_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pool_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, pool_id, HK_MEMPOOL, (void *)pool_v);
+    }
     return r;
 }
 
@@ -3762,8 +4601,9 @@ static CUresult gen_srv_cuMemPoolExportPointer(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuMemPoolExportPointer(shareData_out_p ? &shareData_out_v : NULL, ptr);
     if (r == CUDA_SUCCESS) {
-        if (shareData_out_p)
+        if (shareData_out_p) {
             wb_put_raw(&call->out, &shareData_out_v, sizeof shareData_out_v);
+        }
     }
     return r;
 }
@@ -3794,6 +4634,44 @@ static CUresult gen_srv_cuMemPoolGetAccess(srv_call *call)
             wb_put_u32(&call->out, (uint32_t)(flags_v));
     }
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuMemPoolGetAttribute(srv_call *call)
+{
+    uint64_t pool_id = wr_u64(&call->in);
+    CUmemPool_attribute attr = (CUmemPool_attribute)wr_u32(&call->in);
+    uint8_t value_p = wr_u8(&call->in);
+    uint64_t value_n = value_p ? wr_u64(&call->in) : 0;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n != (uint64_t)(size_t)(scuda_mempool_attr_size(attr)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemPoolGetAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *pool_h = NULL;
+    unsigned char *value_a = NULL;
+    r = handle_get(call->s, pool_id, HK_MEMPOOL, &pool_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (value_p) {
+        value_a = alloc_n(value_n, sizeof *value_a);
+        if (value_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(value_a, 0, value_n ? (size_t)value_n * sizeof *value_a : 1);
+    }
+    r = real.cuMemPoolGetAttribute((CUmemoryPool)pool_h, attr, value_a);
+    if (r == CUDA_SUCCESS) {
+        if (value_p)
+            wb_put_raw(&call->out, value_a, (size_t)value_n * sizeof *value_a);
+    }
+done:
+    free(value_a);
     return r;
 }
 
@@ -3859,6 +4737,44 @@ static CUresult gen_srv_cuMemPoolSetAccess(srv_call *call)
     r = real.cuMemPoolSetAccess((CUmemoryPool)pool_h, map_a, count);
 done:
     free(map_a);
+    return r;
+}
+
+static CUresult gen_srv_cuMemPoolSetAttribute(srv_call *call)
+{
+    uint64_t pool_id = wr_u64(&call->in);
+    CUmemPool_attribute attr = (CUmemPool_attribute)wr_u32(&call->in);
+    uint8_t value_p = wr_u8(&call->in);
+    uint64_t value_n = value_p ? wr_u64(&call->in) : 0;
+    const void *value_w = value_p && value_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)value_n * sizeof(unsigned char)) : NULL;
+    if (value_p && value_w == NULL && value_n != 0)
+        call->in.bad = 1;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n != (uint64_t)(size_t)(scuda_mempool_attr_size(attr)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemPoolSetAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *pool_h = NULL;
+    unsigned char *value_a = NULL;
+    r = handle_get(call->s, pool_id, HK_MEMPOOL, &pool_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (value_p) {
+        value_a = alloc_n(value_n, sizeof *value_a);
+        if (value_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (value_n)
+            memcpy(value_a, value_w, (size_t)value_n * sizeof *value_a);
+    }
+    r = real.cuMemPoolSetAttribute((CUmemoryPool)pool_h, attr, value_a);
+done:
+    free(value_a);
     return r;
 }
 
@@ -4050,21 +4966,28 @@ done:
 
 static CUresult gen_srv_cuMemRelease(srv_call *call)
 {
-    CUmemGenericAllocationHandle handle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t handle_id = wr_u64(&call->in);
     if (!wr_ok_end(&call->in))
         return CUDA_ERROR_INVALID_VALUE;
     if (real.cuMemRelease == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMemRelease(handle);
+    void *handle_h = NULL;
+    r = handle_get(call->s, handle_id, HK_MEM_ALLOC, &handle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)handle_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, handle_id);
+    }
+done:
     return r;
 }
 
 static CUresult gen_srv_cuMemRetainAllocationHandle(srv_call *call)
 {
     uint8_t handle_p = wr_u8(&call->in);
-    CUmemGenericAllocationHandle handle_v;
-    memset(&handle_v, 0, sizeof handle_v);
+    CUmemGenericAllocationHandle handle_v = 0;
     void *addr = (void *)(uintptr_t)wr_u64(&call->in);
     if (!wr_ok_end(&call->in))
         return CUDA_ERROR_INVALID_VALUE;
@@ -4073,8 +4996,13 @@ static CUresult gen_srv_cuMemRetainAllocationHandle(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuMemRetainAllocationHandle(handle_p ? &handle_v : NULL, addr);
     if (r == CUDA_SUCCESS) {
-        if (handle_p)
-            wb_put_u64(&call->out, (uint64_t)(handle_v));
+        if (handle_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MEM_ALLOC, (void *)(uintptr_t)handle_v);
+            if (handle_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
     }
     return r;
 }
@@ -4962,8 +5890,9 @@ static CUresult gen_srv_cuMipmappedArrayGetMemoryRequirements(srv_call *call)
         goto done;
     r = real.cuMipmappedArrayGetMemoryRequirements(memoryRequirements_p ? &memoryRequirements_v : NULL, (CUmipmappedArray)mipmap_h, device);
     if (r == CUDA_SUCCESS) {
-        if (memoryRequirements_p)
+        if (memoryRequirements_p) {
             wb_put_raw(&call->out, &memoryRequirements_v, sizeof memoryRequirements_v);
+        }
     }
 done:
     return r;
@@ -4986,8 +5915,9 @@ static CUresult gen_srv_cuMipmappedArrayGetSparseProperties(srv_call *call)
         goto done;
     r = real.cuMipmappedArrayGetSparseProperties(sparseProperties_p ? &sparseProperties_v : NULL, (CUmipmappedArray)mipmap_h);
     if (r == CUDA_SUCCESS) {
-        if (sparseProperties_p)
+        if (sparseProperties_p) {
             wb_put_raw(&call->out, &sparseProperties_v, sizeof sparseProperties_v);
+        }
     }
 done:
     return r;
@@ -4995,20 +5925,25 @@ done:
 
 static CUresult gen_srv_cuMulticastAddDevice(srv_call *call)
 {
-    CUmemGenericAllocationHandle mcHandle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t mcHandle_id = wr_u64(&call->in);
     CUdevice dev = (CUdevice)wr_i32(&call->in);
     if (!wr_ok_end(&call->in))
         return CUDA_ERROR_INVALID_VALUE;
     if (real.cuMulticastAddDevice == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMulticastAddDevice(mcHandle, dev);
+    void *mcHandle_h = NULL;
+    r = handle_get(call->s, mcHandle_id, HK_MEM_ALLOC, &mcHandle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMulticastAddDevice((CUmemGenericAllocationHandle)(uintptr_t)mcHandle_h, dev);
+done:
     return r;
 }
 
 static CUresult gen_srv_cuMulticastBindAddr(srv_call *call)
 {
-    CUmemGenericAllocationHandle mcHandle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t mcHandle_id = wr_u64(&call->in);
     size_t mcOffset = (size_t)wr_u64(&call->in);
     CUdeviceptr memptr = (CUdeviceptr)wr_u64(&call->in);
     size_t size = (size_t)wr_u64(&call->in);
@@ -5018,15 +5953,20 @@ static CUresult gen_srv_cuMulticastBindAddr(srv_call *call)
     if (real.cuMulticastBindAddr == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags);
+    void *mcHandle_h = NULL;
+    r = handle_get(call->s, mcHandle_id, HK_MEM_ALLOC, &mcHandle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMulticastBindAddr((CUmemGenericAllocationHandle)(uintptr_t)mcHandle_h, mcOffset, memptr, size, flags);
+done:
     return r;
 }
 
 static CUresult gen_srv_cuMulticastBindMem(srv_call *call)
 {
-    CUmemGenericAllocationHandle mcHandle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t mcHandle_id = wr_u64(&call->in);
     size_t mcOffset = (size_t)wr_u64(&call->in);
-    CUmemGenericAllocationHandle memHandle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t memHandle_id = wr_u64(&call->in);
     size_t memOffset = (size_t)wr_u64(&call->in);
     size_t size = (size_t)wr_u64(&call->in);
     unsigned long long flags = (unsigned long long)wr_u64(&call->in);
@@ -5035,15 +5975,24 @@ static CUresult gen_srv_cuMulticastBindMem(srv_call *call)
     if (real.cuMulticastBindMem == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags);
+    void *mcHandle_h = NULL;
+    void *memHandle_h = NULL;
+    r = handle_get(call->s, mcHandle_id, HK_MEM_ALLOC, &mcHandle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, memHandle_id, HK_MEM_ALLOC, &memHandle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMulticastBindMem((CUmemGenericAllocationHandle)(uintptr_t)mcHandle_h, mcOffset, (CUmemGenericAllocationHandle)(uintptr_t)memHandle_h, memOffset, size, flags);
+done:
     return r;
 }
 
 static CUresult gen_srv_cuMulticastCreate(srv_call *call)
 {
     uint8_t mcHandle_p = wr_u8(&call->in);
-    CUmemGenericAllocationHandle mcHandle_v;
-    memset(&mcHandle_v, 0, sizeof mcHandle_v);
+    uint64_t mcHandle_id = mcHandle_p ? wr_u64(&call->in) : 0;
+    CUmemGenericAllocationHandle mcHandle_v = 0;
     uint8_t prop_p = wr_u8(&call->in);
     CUmulticastObjectProp prop_v;
     memset(&prop_v, 0, sizeof prop_v);
@@ -5056,8 +6005,8 @@ static CUresult gen_srv_cuMulticastCreate(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuMulticastCreate(mcHandle_p ? &mcHandle_v : NULL, prop_p ? &prop_v : NULL);
     if (r == CUDA_SUCCESS) {
-        if (mcHandle_p)
-            wb_put_u64(&call->out, (uint64_t)(mcHandle_v));
+        if (mcHandle_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, mcHandle_id, HK_MEM_ALLOC, (void *)(uintptr_t)mcHandle_v);
     }
     return r;
 }
@@ -5088,7 +6037,7 @@ static CUresult gen_srv_cuMulticastGetGranularity(srv_call *call)
 
 static CUresult gen_srv_cuMulticastUnbind(srv_call *call)
 {
-    CUmemGenericAllocationHandle mcHandle = (CUmemGenericAllocationHandle)wr_u64(&call->in);
+    uint64_t mcHandle_id = wr_u64(&call->in);
     CUdevice dev = (CUdevice)wr_i32(&call->in);
     size_t mcOffset = (size_t)wr_u64(&call->in);
     size_t size = (size_t)wr_u64(&call->in);
@@ -5097,7 +6046,12 @@ static CUresult gen_srv_cuMulticastUnbind(srv_call *call)
     if (real.cuMulticastUnbind == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
-    r = real.cuMulticastUnbind(mcHandle, dev, mcOffset, size);
+    void *mcHandle_h = NULL;
+    r = handle_get(call->s, mcHandle_id, HK_MEM_ALLOC, &mcHandle_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMulticastUnbind((CUmemGenericAllocationHandle)(uintptr_t)mcHandle_h, dev, mcOffset, size);
+done:
     return r;
 }
 
@@ -5753,74 +6707,6 @@ done:
     return r;
 }
 
-static CUresult gen_srv_cuStreamGetCaptureInfo_v2(srv_call *call)
-{
-    uint64_t hStream_id = wr_u64(&call->in);
-    uint8_t captureStatus_out_p = wr_u8(&call->in);
-    CUstreamCaptureStatus captureStatus_out_v;
-    memset(&captureStatus_out_v, 0, sizeof captureStatus_out_v);
-    uint8_t id_out_p = wr_u8(&call->in);
-    cuuint64_t id_out_v;
-    memset(&id_out_v, 0, sizeof id_out_v);
-    uint8_t numDependencies_out_p = wr_u8(&call->in);
-    size_t numDependencies_out_v;
-    memset(&numDependencies_out_v, 0, sizeof numDependencies_out_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuStreamGetCaptureInfo_v2 == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hStream_h = NULL;
-    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuStreamGetCaptureInfo_v2((CUstream)hStream_h, captureStatus_out_p ? &captureStatus_out_v : NULL, id_out_p ? &id_out_v : NULL, NULL, NULL, numDependencies_out_p ? &numDependencies_out_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus_out_p)
-            wb_put_u32(&call->out, (uint32_t)(captureStatus_out_v));
-        if (id_out_p)
-            wb_put_u64(&call->out, (uint64_t)(id_out_v));
-        if (numDependencies_out_p)
-            wb_put_u64(&call->out, (uint64_t)(numDependencies_out_v));
-    }
-done:
-    return r;
-}
-
-static CUresult gen_srv_cuStreamGetCaptureInfo_v3(srv_call *call)
-{
-    uint64_t hStream_id = wr_u64(&call->in);
-    uint8_t captureStatus_out_p = wr_u8(&call->in);
-    CUstreamCaptureStatus captureStatus_out_v;
-    memset(&captureStatus_out_v, 0, sizeof captureStatus_out_v);
-    uint8_t id_out_p = wr_u8(&call->in);
-    cuuint64_t id_out_v;
-    memset(&id_out_v, 0, sizeof id_out_v);
-    uint8_t numDependencies_out_p = wr_u8(&call->in);
-    size_t numDependencies_out_v;
-    memset(&numDependencies_out_v, 0, sizeof numDependencies_out_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuStreamGetCaptureInfo_v3 == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hStream_h = NULL;
-    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuStreamGetCaptureInfo_v3((CUstream)hStream_h, captureStatus_out_p ? &captureStatus_out_v : NULL, id_out_p ? &id_out_v : NULL, NULL, NULL, NULL, numDependencies_out_p ? &numDependencies_out_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus_out_p)
-            wb_put_u32(&call->out, (uint32_t)(captureStatus_out_v));
-        if (id_out_p)
-            wb_put_u64(&call->out, (uint64_t)(id_out_v));
-        if (numDependencies_out_p)
-            wb_put_u64(&call->out, (uint64_t)(numDependencies_out_v));
-    }
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuStreamGetCtx(srv_call *call)
 {
     uint64_t hStream_id = wr_u64(&call->in);
@@ -5838,9 +6724,9 @@ static CUresult gen_srv_cuStreamGetCtx(srv_call *call)
     r = real.cuStreamGetCtx((CUstream)hStream_h, pctx_p ? &pctx_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (pctx_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = pctx_v != NULL ? handle_find_id(call->s, HK_CONTEXT, (const void *)pctx_v) : 0;
-            if (pctx_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_CONTEXT, (void *)pctx_v);
+            if (pctx_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -5868,16 +6754,16 @@ static CUresult gen_srv_cuStreamGetCtx_v2(srv_call *call)
     r = real.cuStreamGetCtx_v2((CUstream)hStream_h, pCtx_p ? &pCtx_v : NULL, pGreenCtx_p ? &pGreenCtx_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (pCtx_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = pCtx_v != NULL ? handle_find_id(call->s, HK_CONTEXT, (const void *)pCtx_v) : 0;
-            if (pCtx_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_CONTEXT, (void *)pCtx_v);
+            if (pCtx_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
         if (pGreenCtx_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = pGreenCtx_v != NULL ? handle_find_id(call->s, HK_GREEN_CTX, (const void *)pGreenCtx_v) : 0;
-            if (pGreenCtx_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GREEN_CTX, (void *)pGreenCtx_v);
+            if (pGreenCtx_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -5951,9 +6837,9 @@ static CUresult gen_srv_cuStreamGetGreenCtx(srv_call *call)
     r = real.cuStreamGetGreenCtx((CUstream)hStream_h, phCtx_p ? &phCtx_v : NULL);
     if (r == CUDA_SUCCESS) {
         if (phCtx_p) {
-            /* an existing handle: the client must know it */
-            uint64_t id = phCtx_v != NULL ? handle_find_id(call->s, HK_GREEN_CTX, (const void *)phCtx_v) : 0;
-            if (phCtx_v != NULL && id == 0)
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_GREEN_CTX, (void *)phCtx_v);
+            if (phCtx_v && id == 0)
                 r = CUDA_ERROR_NOT_SUPPORTED;
             wb_put_u64(&call->out, id);
         }
@@ -6065,6 +6951,112 @@ static CUresult gen_srv_cuStreamSynchronize(srv_call *call)
         goto done;
     r = real.cuStreamSynchronize((CUstream)hStream_h);
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuStreamUpdateCaptureDependencies(srv_call *call)
+{
+    uint64_t hStream_id = wr_u64(&call->in);
+    uint8_t dependencies_p = wr_u8(&call->in);
+    uint64_t dependencies_n = dependencies_p ? wr_u64(&call->in) : 0;
+    const uint8_t *dependencies_w = dependencies_p && dependencies_n <= SCUDA_MAX_FRAME / 8 ? wr_view(&call->in, (size_t)dependencies_n * 8) : NULL;
+    if (dependencies_p && dependencies_w == NULL && dependencies_n != 0)
+        call->in.bad = 1;
+    size_t numDependencies = (size_t)wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependencies_p && dependencies_n != (uint64_t)(size_t)(numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuStreamUpdateCaptureDependencies == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hStream_h = NULL;
+    CUgraphNode *dependencies_a = NULL;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependencies_p) {
+        dependencies_a = alloc_n(dependencies_n, sizeof *dependencies_a);
+        if (dependencies_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        for (uint64_t i = 0; i < dependencies_n; i++) {
+            uint64_t id;
+            void *h = NULL;
+            memcpy(&id, dependencies_w + i * 8, 8);
+            r = handle_get(call->s, id, HK_GRAPH_NODE, &h);
+            if (r != CUDA_SUCCESS)
+                goto done;
+            dependencies_a[i] = (CUgraphNode)h;
+        }
+    }
+    r = real.cuStreamUpdateCaptureDependencies((CUstream)hStream_h, dependencies_a, numDependencies, flags);
+done:
+    free(dependencies_a);
+    return r;
+}
+
+static CUresult gen_srv_cuStreamUpdateCaptureDependencies_v2(srv_call *call)
+{
+    uint64_t hStream_id = wr_u64(&call->in);
+    uint8_t dependencies_p = wr_u8(&call->in);
+    uint64_t dependencies_n = dependencies_p ? wr_u64(&call->in) : 0;
+    const uint8_t *dependencies_w = dependencies_p && dependencies_n <= SCUDA_MAX_FRAME / 8 ? wr_view(&call->in, (size_t)dependencies_n * 8) : NULL;
+    if (dependencies_p && dependencies_w == NULL && dependencies_n != 0)
+        call->in.bad = 1;
+    uint8_t dependencyData_p = wr_u8(&call->in);
+    uint64_t dependencyData_n = dependencyData_p ? wr_u64(&call->in) : 0;
+    const void *dependencyData_w = dependencyData_p && dependencyData_n <= SCUDA_MAX_FRAME / sizeof(CUgraphEdgeData) ? wr_view(&call->in, (size_t)dependencyData_n * sizeof(CUgraphEdgeData)) : NULL;
+    if (dependencyData_p && dependencyData_w == NULL && dependencyData_n != 0)
+        call->in.bad = 1;
+    size_t numDependencies = (size_t)wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependencies_p && dependencies_n != (uint64_t)(size_t)(numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dependencyData_p && dependencyData_n != (uint64_t)(size_t)(numDependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuStreamUpdateCaptureDependencies_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hStream_h = NULL;
+    CUgraphNode *dependencies_a = NULL;
+    CUgraphEdgeData *dependencyData_a = NULL;
+    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    if (dependencies_p) {
+        dependencies_a = alloc_n(dependencies_n, sizeof *dependencies_a);
+        if (dependencies_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        for (uint64_t i = 0; i < dependencies_n; i++) {
+            uint64_t id;
+            void *h = NULL;
+            memcpy(&id, dependencies_w + i * 8, 8);
+            r = handle_get(call->s, id, HK_GRAPH_NODE, &h);
+            if (r != CUDA_SUCCESS)
+                goto done;
+            dependencies_a[i] = (CUgraphNode)h;
+        }
+    }
+    if (dependencyData_p) {
+        dependencyData_a = alloc_n(dependencyData_n, sizeof *dependencyData_a);
+        if (dependencyData_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (dependencyData_n)
+            memcpy(dependencyData_a, dependencyData_w, (size_t)dependencyData_n * sizeof *dependencyData_a);
+    }
+    r = real.cuStreamUpdateCaptureDependencies_v2((CUstream)hStream_h, dependencies_a, dependencyData_a, numDependencies, flags);
+done:
+    free(dependencies_a);
+    free(dependencyData_a);
     return r;
 }
 
@@ -6392,8 +7384,9 @@ static CUresult gen_srv_cuTensorMapEncodeIm2col(srv_call *call)
     }
     r = real.cuTensorMapEncodeIm2col(tensorMap_p ? &tensorMap_v : NULL, tensorDataType, tensorRank, globalAddress, globalDim_a, globalStrides_a, pixelBoxLowerCorner_a, pixelBoxUpperCorner_a, channelsPerPixel, pixelsPerColumn, elementStrides_a, interleave, swizzle, l2Promotion, oobFill);
     if (r == CUDA_SUCCESS) {
-        if (tensorMap_p)
+        if (tensorMap_p) {
             wb_put_raw(&call->out, &tensorMap_v, sizeof tensorMap_v);
+        }
     }
 done:
     free(globalDim_a);
@@ -6479,8 +7472,9 @@ static CUresult gen_srv_cuTensorMapEncodeIm2colWide(srv_call *call)
     }
     r = real.cuTensorMapEncodeIm2colWide(tensorMap_p ? &tensorMap_v : NULL, tensorDataType, tensorRank, globalAddress, globalDim_a, globalStrides_a, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides_a, interleave, mode, swizzle, l2Promotion, oobFill);
     if (r == CUDA_SUCCESS) {
-        if (tensorMap_p)
+        if (tensorMap_p) {
             wb_put_raw(&call->out, &tensorMap_v, sizeof tensorMap_v);
+        }
     }
 done:
     free(globalDim_a);
@@ -6576,8 +7570,9 @@ static CUresult gen_srv_cuTensorMapEncodeTiled(srv_call *call)
     }
     r = real.cuTensorMapEncodeTiled(tensorMap_p ? &tensorMap_v : NULL, tensorDataType, tensorRank, globalAddress, globalDim_a, globalStrides_a, boxDim_a, elementStrides_a, interleave, swizzle, l2Promotion, oobFill);
     if (r == CUDA_SUCCESS) {
-        if (tensorMap_p)
+        if (tensorMap_p) {
             wb_put_raw(&call->out, &tensorMap_v, sizeof tensorMap_v);
+        }
     }
 done:
     free(globalDim_a);
@@ -6602,8 +7597,9 @@ static CUresult gen_srv_cuTensorMapReplaceAddress(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuTensorMapReplaceAddress(tensorMap_p ? &tensorMap_v : NULL, globalAddress);
     if (r == CUDA_SUCCESS) {
-        if (tensorMap_p)
+        if (tensorMap_p) {
             wb_put_raw(&call->out, &tensorMap_v, sizeof tensorMap_v);
+        }
     }
     return r;
 }
@@ -6633,8 +7629,9 @@ static CUresult gen_srv_cuTexObjectGetResourceViewDesc(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuTexObjectGetResourceViewDesc(pResViewDesc_p ? &pResViewDesc_v : NULL, texObject);
     if (r == CUDA_SUCCESS) {
-        if (pResViewDesc_p)
+        if (pResViewDesc_p) {
             wb_put_raw(&call->out, &pResViewDesc_v, sizeof pResViewDesc_v);
+        }
     }
     return r;
 }
@@ -6652,8 +7649,9 @@ static CUresult gen_srv_cuTexObjectGetTextureDesc(srv_call *call)
     CUresult r = CUDA_SUCCESS;
     r = real.cuTexObjectGetTextureDesc(pTexDesc_p ? &pTexDesc_v : NULL, texObject);
     if (r == CUDA_SUCCESS) {
-        if (pTexDesc_p)
+        if (pTexDesc_p) {
             wb_put_raw(&call->out, &pTexDesc_v, sizeof pTexDesc_v);
+        }
     }
     return r;
 }
@@ -7691,8 +8689,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamDestroy_v2] = {"cuStreamDestroy_v2", gen_srv_cuStreamDestroy_v2, 0},
     [OP_cuStreamEndCapture] = {"cuStreamEndCapture", gen_srv_cuStreamEndCapture, 0},
     [OP_cuStreamGetCaptureInfo] = {"cuStreamGetCaptureInfo", gen_srv_cuStreamGetCaptureInfo, 0},
-    [OP_cuStreamGetCaptureInfo_v2] = {"cuStreamGetCaptureInfo_v2", gen_srv_cuStreamGetCaptureInfo_v2, 0},
-    [OP_cuStreamGetCaptureInfo_v3] = {"cuStreamGetCaptureInfo_v3", gen_srv_cuStreamGetCaptureInfo_v3, 0},
+    [OP_cuStreamGetCaptureInfo_v2] = {"cuStreamGetCaptureInfo_v2", srv_cuStreamGetCaptureInfo_v2, 0},
+    [OP_cuStreamGetCaptureInfo_v3] = {"cuStreamGetCaptureInfo_v3", srv_cuStreamGetCaptureInfo_v3, 0},
     [OP_cuStreamGetCtx] = {"cuStreamGetCtx", gen_srv_cuStreamGetCtx, 0},
     [OP_cuStreamGetCtx_v2] = {"cuStreamGetCtx_v2", gen_srv_cuStreamGetCtx_v2, 0},
     [OP_cuStreamGetDevice] = {"cuStreamGetDevice", gen_srv_cuStreamGetDevice, 0},
@@ -7755,6 +8753,42 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_library_get_module] = {"scuda_library_get_module", srv_scuda_library_get_module, 0},
     [OP_cuLibraryGetModule] = {"cuLibraryGetModule", srv_cuLibraryGetModule, 0},
     [OP_scuda_param_info] = {"scuda_param_info", srv_scuda_param_info, 0},
+    [OP_cuDeviceGetDefaultMemPool] = {"cuDeviceGetDefaultMemPool", gen_srv_cuDeviceGetDefaultMemPool, 0},
+    [OP_cuDeviceGetMemPool] = {"cuDeviceGetMemPool", gen_srv_cuDeviceGetMemPool, 0},
+    [OP_cuGraphAddKernelNode] = {"cuGraphAddKernelNode", srv_cuGraphAddKernelNode, 0},
+    [OP_cuGraphAddKernelNode_v2] = {"cuGraphAddKernelNode_v2", srv_cuGraphAddKernelNode_v2, 0},
+    [OP_cuGraphAddMemcpyNode] = {"cuGraphAddMemcpyNode", srv_cuGraphAddMemcpyNode, 0},
+    [OP_cuGraphExecKernelNodeSetParams] = {"cuGraphExecKernelNodeSetParams", srv_cuGraphExecKernelNodeSetParams, 0},
+    [OP_cuGraphExecKernelNodeSetParams_v2] = {"cuGraphExecKernelNodeSetParams_v2", srv_cuGraphExecKernelNodeSetParams_v2, 0},
+    [OP_cuGraphExecMemcpyNodeSetParams] = {"cuGraphExecMemcpyNodeSetParams", srv_cuGraphExecMemcpyNodeSetParams, 0},
+    [OP_cuGraphGetEdges] = {"cuGraphGetEdges", gen_srv_cuGraphGetEdges, 0},
+    [OP_cuGraphGetEdges_v2] = {"cuGraphGetEdges_v2", gen_srv_cuGraphGetEdges_v2, 0},
+    [OP_cuGraphGetNodes] = {"cuGraphGetNodes", gen_srv_cuGraphGetNodes, 0},
+    [OP_cuGraphGetRootNodes] = {"cuGraphGetRootNodes", gen_srv_cuGraphGetRootNodes, 0},
+    [OP_cuGraphInstantiate] = {"cuGraphInstantiate", gen_srv_cuGraphInstantiate, 0},
+    [OP_cuGraphInstantiateWithParams] = {"cuGraphInstantiateWithParams", srv_cuGraphInstantiateWithParams, 0},
+    [OP_cuGraphInstantiate_v2] = {"cuGraphInstantiate_v2", gen_srv_cuGraphInstantiate_v2, 0},
+    [OP_cuGraphKernelNodeGetParams] = {"cuGraphKernelNodeGetParams", srv_cuGraphKernelNodeGetParams, 0},
+    [OP_cuGraphKernelNodeGetParams_v2] = {"cuGraphKernelNodeGetParams_v2", srv_cuGraphKernelNodeGetParams_v2, 0},
+    [OP_cuGraphKernelNodeSetParams] = {"cuGraphKernelNodeSetParams", srv_cuGraphKernelNodeSetParams, 0},
+    [OP_cuGraphKernelNodeSetParams_v2] = {"cuGraphKernelNodeSetParams_v2", srv_cuGraphKernelNodeSetParams_v2, 0},
+    [OP_cuGraphMemcpyNodeGetParams] = {"cuGraphMemcpyNodeGetParams", srv_cuGraphMemcpyNodeGetParams, 0},
+    [OP_cuGraphMemcpyNodeSetParams] = {"cuGraphMemcpyNodeSetParams", srv_cuGraphMemcpyNodeSetParams, 0},
+    [OP_cuGraphNodeFindInClone] = {"cuGraphNodeFindInClone", gen_srv_cuGraphNodeFindInClone, 0},
+    [OP_cuGraphNodeGetDependencies] = {"cuGraphNodeGetDependencies", gen_srv_cuGraphNodeGetDependencies, 0},
+    [OP_cuGraphNodeGetDependencies_v2] = {"cuGraphNodeGetDependencies_v2", gen_srv_cuGraphNodeGetDependencies_v2, 0},
+    [OP_cuGraphNodeGetDependentNodes] = {"cuGraphNodeGetDependentNodes", gen_srv_cuGraphNodeGetDependentNodes, 0},
+    [OP_cuGraphNodeGetDependentNodes_v2] = {"cuGraphNodeGetDependentNodes_v2", gen_srv_cuGraphNodeGetDependentNodes_v2, 0},
+    [OP_cuMemCreate] = {"cuMemCreate", gen_srv_cuMemCreate, 0},
+    [OP_cuMemGetAllocationGranularity] = {"cuMemGetAllocationGranularity", gen_srv_cuMemGetAllocationGranularity, 0},
+    [OP_cuMemGetAllocationPropertiesFromHandle] = {"cuMemGetAllocationPropertiesFromHandle", gen_srv_cuMemGetAllocationPropertiesFromHandle, 0},
+    [OP_cuMemGetDefaultMemPool] = {"cuMemGetDefaultMemPool", gen_srv_cuMemGetDefaultMemPool, 0},
+    [OP_cuMemGetMemPool] = {"cuMemGetMemPool", gen_srv_cuMemGetMemPool, 0},
+    [OP_cuMemPoolCreate] = {"cuMemPoolCreate", gen_srv_cuMemPoolCreate, 0},
+    [OP_cuMemPoolGetAttribute] = {"cuMemPoolGetAttribute", gen_srv_cuMemPoolGetAttribute, 0},
+    [OP_cuMemPoolSetAttribute] = {"cuMemPoolSetAttribute", gen_srv_cuMemPoolSetAttribute, 0},
+    [OP_cuStreamUpdateCaptureDependencies] = {"cuStreamUpdateCaptureDependencies", gen_srv_cuStreamUpdateCaptureDependencies, 0},
+    [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -62,6 +62,19 @@ CUresult srv_cuDevicePrimaryCtxReset_v2(srv_call *c);
 CUresult srv_cuDevicePrimaryCtxRetain(srv_call *c);
 CUresult srv_cuDevicePrimaryCtxSetFlags(srv_call *c);
 CUresult srv_cuDevicePrimaryCtxSetFlags_v2(srv_call *c);
+CUresult srv_cuGraphAddKernelNode(srv_call *c);
+CUresult srv_cuGraphAddKernelNode_v2(srv_call *c);
+CUresult srv_cuGraphAddMemcpyNode(srv_call *c);
+CUresult srv_cuGraphExecKernelNodeSetParams(srv_call *c);
+CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c);
+CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c);
+CUresult srv_cuGraphInstantiateWithParams(srv_call *c);
+CUresult srv_cuGraphKernelNodeGetParams(srv_call *c);
+CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c);
+CUresult srv_cuGraphKernelNodeSetParams(srv_call *c);
+CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c);
+CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c);
+CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c);
 CUresult srv_cuInit(srv_call *c);
 CUresult srv_cuKernelGetFunction(srv_call *c);
 CUresult srv_cuLaunchCooperativeKernel(srv_call *c);
@@ -112,5 +125,7 @@ CUresult srv_cuModuleUnload(srv_call *c);
 CUresult srv_cuPointerGetAttribute(srv_call *c);
 CUresult srv_cuPointerGetAttributes(srv_call *c);
 CUresult srv_cuStreamAddCallback(srv_call *c);
+CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c);
+CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c);
 
 #endif

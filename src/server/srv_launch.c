@@ -12,12 +12,11 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "launch_params.h"
 #include "session.h"
 #include "../common/log.h"
 
 #define MAX_LAUNCH_ATTRS 32
-#define MAX_PARAMS 4096
-#define RAW_PARAMS 0xffffffffu
 
 /* Attributes that carry an event handle need it translated. */
 static CUresult map_attr(struct session *s, CUlaunchAttribute *a)
@@ -38,9 +37,72 @@ static CUresult map_attr(struct session *s, CUlaunchAttribute *a)
     }
 }
 
+/* ---- launch_params.h ------------------------------------------------------ */
+
+int launch_params_read(wire_reader *in, struct launch_params *lp)
+{
+    lp->nparams = wr_u32(in);
+    lp->kernel_params = NULL;
+    lp->extra = NULL;
+    lp->buf = NULL;
+    if (lp->nparams != LAUNCH_RAW_PARAMS && lp->nparams > LAUNCH_MAX_PARAMS) return -1;
+    uint32_t n = lp->nparams == LAUNCH_RAW_PARAMS ? 0 : lp->nparams;
+    lp->layout = wr_view(in, (size_t)n * 8);
+    lp->blob = wr_blob(in, &lp->len);
+    if (n && !lp->layout) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t off, size;
+        memcpy(&off, lp->layout + 8 * i, 4);
+        memcpy(&size, lp->layout + 8 * i + 4, 4);
+        if ((uint64_t)off + size > lp->len) return -1;
+    }
+    return 0;
+}
+
+CUresult launch_params_build(struct launch_params *lp)
+{
+    uint32_t n = lp->nparams == LAUNCH_RAW_PARAMS ? 0 : lp->nparams;
+    lp->buf = lp->len <= sizeof lp->small ? lp->small : malloc(lp->len);
+    void **ptrs = n <= 64 ? lp->small_ptrs : malloc(n * sizeof *ptrs);
+    if (!lp->buf || !ptrs) {
+        if (ptrs != lp->small_ptrs) free(ptrs);
+        launch_params_free(lp);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (lp->len) memcpy(lp->buf, lp->blob, lp->len);
+    lp->kernel_params = ptrs;
+    if (lp->nparams == LAUNCH_RAW_PARAMS) {
+        lp->size = lp->len;
+        lp->extra_words[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+        lp->extra_words[1] = lp->buf;
+        lp->extra_words[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+        lp->extra_words[3] = &lp->size;
+        lp->extra_words[4] = CU_LAUNCH_PARAM_END;
+        lp->extra = lp->len ? lp->extra_words : NULL;
+        return CUDA_SUCCESS;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t off;
+        memcpy(&off, lp->layout + 8 * i, 4);
+        ptrs[i] = (char *)lp->buf + off;
+    }
+    return CUDA_SUCCESS;
+}
+
+void launch_params_free(struct launch_params *lp)
+{
+    if (lp->buf != lp->small) free(lp->buf);
+    if (lp->kernel_params != lp->small_ptrs) free(lp->kernel_params);
+    lp->buf = NULL;
+    lp->kernel_params = NULL;
+    lp->extra = NULL;
+}
+
+/* ---- the launch --------------------------------------------------------------- */
+
 /* Request: u64 function id, u32 grid[3], u32 block[3], u32 shared bytes,
  * u64 stream id, u32 attribute count, per attribute { u32 id, raw value },
- * blob of packed parameters. */
+ * packed parameters (launch_params.h). */
 CUresult srv_scuda_launch(srv_call *c)
 {
     uint64_t fid = wr_u64(&c->in);
@@ -61,19 +123,8 @@ CUresult srv_scuda_launch(srv_call *c)
         attrs[i].id = (CUlaunchAttributeID)wr_u32(&c->in);
         wr_raw(&c->in, &attrs[i].value, sizeof attrs[i].value);
     }
-    uint32_t nparams = wr_u32(&c->in);
-    if (nparams != RAW_PARAMS && nparams > MAX_PARAMS) return CUDA_ERROR_INVALID_VALUE;
-    uint32_t layout_n = nparams == RAW_PARAMS ? 0 : nparams;
-    const uint8_t *layout = wr_view(&c->in, (size_t)layout_n * 8);
-    size_t plen;
-    const void *params = wr_blob(&c->in, &plen);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    for (uint32_t i = 0; i < layout_n; i++) {
-        uint32_t off, size;
-        memcpy(&off, layout + 8 * i, 4);
-        memcpy(&size, layout + 8 * i + 4, 4);
-        if ((uint64_t)off + size > plen) return CUDA_ERROR_INVALID_VALUE;
-    }
+    struct launch_params lp;
+    if (launch_params_read(&c->in, &lp) != 0 || !wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
 
     void *f, *stream;
     CUresult r = handle_get(c->s, fid, HK_FUNCTION, &f);
@@ -85,34 +136,12 @@ CUresult srv_scuda_launch(srv_call *c)
     cfg.attrs = nattrs ? attrs : NULL;
     cfg.numAttrs = nattrs;
 
-    /* Parameters hold doubles and pointers: give the driver an aligned copy. */
-    uint64_t small[512];
-    void *small_ptrs[64];
-    void *buf = plen <= sizeof small ? small : malloc(plen);
-    void **ptrs = layout_n <= 64 ? small_ptrs : malloc(layout_n * sizeof *ptrs);
-    if (!buf || !ptrs) {
-        if (buf != small) free(buf);
-        if (ptrs != small_ptrs) free(ptrs);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (plen) memcpy(buf, params, plen);
-    if (nparams == RAW_PARAMS) {
-        size_t size = plen;
-        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-        r = real.cuLaunchKernelEx(&cfg, (CUfunction)f, NULL, plen ? extra : NULL);
-    } else {
-        for (uint32_t i = 0; i < layout_n; i++) {
-            uint32_t off;
-            memcpy(&off, layout + 8 * i, 4);
-            ptrs[i] = (char *)buf + off;
-        }
-        r = real.cuLaunchKernelEx(&cfg, (CUfunction)f, layout_n ? ptrs : NULL, NULL);
-    }
+    if ((r = launch_params_build(&lp)) != CUDA_SUCCESS) return r;
+    r = real.cuLaunchKernelEx(&cfg, (CUfunction)f, launch_params_kernel_params(&lp), lp.extra);
     if (r != CUDA_SUCCESS)
         LOG_INFO("launch failed (%d): grid %ux%ux%u block %ux%ux%u smem %u, %u attrs, %u params in %zu bytes", r,
                  cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ,
-                 cfg.sharedMemBytes, nattrs, nparams, plen);
-    if (buf != small) free(buf);
-    if (ptrs != small_ptrs) free(ptrs);
+                 cfg.sharedMemBytes, nattrs, lp.nparams, lp.len);
+    launch_params_free(&lp);
     return r;
 }

@@ -15,7 +15,9 @@
  *
  * Bounds: loopback addresses only; at most --max-conns connections (default
  * 32); at most QUEUE_MAX bytes queued per direction, beyond which linkem
- * stops reading and TCP pushes back on the sender. Self-contained (libc and
+ * stops reading and TCP pushes back on the sender. A direction busy-waits
+ * only in the last SPIN_NS before queued bytes are due, so an idle link
+ * costs no CPU. Self-contained (libc and
  * pthreads), so it builds anywhere:  cc -O2 -pthread linkem.c -o linkem */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -39,6 +41,7 @@
 #define QUEUE_MAX (64u << 20) /* bytes queued per direction of a connection */
 #define READ_MAX (256u << 10) /* one read from the source */
 #define MIN_GRANT (16u << 10) /* the bucket lets out at least this much at once */
+#define SPIN_NS 200000        /* busy-wait, rather than sleep, this close to a send */
 
 /* ---- options ---- */
 
@@ -150,8 +153,7 @@ static void *pump(void *arg)
 {
     struct dir d = *(struct dir *)arg;
     free(arg);
-    /* Wake-ups a few microseconds late, not the default 50 us of slack:
-     * the delays emulated can be 100 us. */
+    /* Timers a microsecond late at most, not the default 50 us of slack. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
     unsigned char *buf = malloc(READ_MAX);
@@ -188,14 +190,18 @@ static void *pump(void *arg)
         if (head == NULL && eof) break;
         if (head != NULL && wait_ns < 0) wait_ns = (int64_t)(head->due - now);
 
-        /* 2. Read more, unless the queue is full or the source ended. */
-        struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
-        if (eof || queued >= QUEUE_MAX) { /* then head != NULL, so wait_ns >= 0 */
-            nanosleep(&ts, NULL);
+        /* 2. Read more, unless the queue is full or the source ended.
+         * Sleep until SPIN_NS before the next chunk is due, then spin:
+         * a timer wake-up can be tens of microseconds late, as much as
+         * the delay of a LAN. */
+        int64_t sleep_ns = wait_ns < 0 ? -1 : wait_ns > SPIN_NS ? wait_ns - SPIN_NS : 0;
+        struct timespec ts = {.tv_sec = sleep_ns / 1000000000, .tv_nsec = sleep_ns % 1000000000};
+        if (eof || queued >= QUEUE_MAX) { /* then head != NULL, so sleep_ns >= 0 */
+            if (sleep_ns > 0) nanosleep(&ts, NULL);
             continue;
         }
         struct pollfd p = {.fd = d.src, .events = POLLIN};
-        int r = ppoll(&p, 1, wait_ns >= 0 ? &ts : NULL, NULL);
+        int r = ppoll(&p, 1, sleep_ns >= 0 ? &ts : NULL, NULL);
         if (r < 0 && errno != EINTR) {
             failed = 1;
             break;

@@ -5,6 +5,7 @@
  * code and kept for the life of the process (the caller keeps the pointer).
  * Before a connection exists (nvmlInit failed, or was never called) a few
  * common codes have NVML's text built in. */
+#define _GNU_SOURCE
 #include "nvml_shim.h"
 
 #include <pthread.h>

@@ -1,10 +1,13 @@
 /* nvml_rpc.c - encoding helpers for the generated NVML stubs; see nvml_shim.h
  * and src/common/nvml/nvml_wire.h. */
+#define _GNU_SOURCE
 #include "nvml_shim.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/protocol.h"
@@ -94,6 +97,6 @@ void nvml_unsupported_once(int *once_flag, const char *name)
 
 nvmlReturn_t nvml_trace(const char *name, nvmlReturn_t r)
 {
-    scuda_log(SCUDA_LOG_ERROR, "nvml-trace %s -> %d", name, (int)r);
+    dprintf(2, "scuda-nvml-trace[%d] %s -> %d\n", (int)getpid(), name, (int)r);
     return r;
 }

@@ -121,18 +121,18 @@ static uintptr_t traced_slot(unsigned slot, uintptr_t a0, uintptr_t a1, uintptr_
                              uintptr_t a4, uintptr_t a5)
 {
     if (slot >= real_slots || real_table[slot] == 0) {
-        scuda_log(SCUDA_LOG_ERROR, "nvml-trace xt slot %u: beyond the real table", slot);
+        dprintf(2, "scuda-nvml-trace xt slot %u: beyond the real table\n", slot);
         return NVML_ERROR_NOT_SUPPORTED;
     }
-    char b1[40], b2[40], a1before[40];
+    char b1[40], b2[40], b2name[40], a1before[40];
     peek(a1, a1before, sizeof a1before);
     uintptr_t r = ((xt_fn)real_table[slot])(a0, a1, a2, a3, a4, a5);
     peek(a1, b1, sizeof b1);
     peek(a2, b2, sizeof b2);
-    scuda_log(SCUDA_LOG_ERROR,
-              "nvml-trace xt slot %u (%#lx, %#lx, %#lx, %#lx) -> %ld; *a1 %s -> %s; *a2 %s", slot,
-              (unsigned long)a0, (unsigned long)a1, (unsigned long)a2, (unsigned long)a3, (long)(int)r,
-              a1before, b1, b2);
+    peek(a2 + 32, b2name, sizeof b2name);
+    dprintf(2, "scuda-nvml-trace xt slot %u (%#lx, %#lx, %#lx, %#lx) -> %ld; *a1 %s -> %s; *a2 %s, +32 %s\n",
+            slot, (unsigned long)a0, (unsigned long)a1, (unsigned long)a2, (unsigned long)a3, (long)(int)r,
+            a1before, b1, b2, b2name);
     return r;
 }
 
@@ -199,7 +199,7 @@ NVML_EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **ppTable, const 
             return nvml_traced("nvmlInternalGetExportTable", r);
         real_table = *ppTable;
         real_slots = real_table[0] / sizeof(uintptr_t);
-        scuda_log(SCUDA_LOG_ERROR, "nvml-trace xt table size %lu bytes", (unsigned long)real_table[0]);
+        dprintf(2, "scuda-nvml-trace xt table size %lu bytes\n", (unsigned long)real_table[0]);
         *ppTable = our_table(real_table[0]);
         return r;
     }

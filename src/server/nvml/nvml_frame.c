@@ -1,6 +1,7 @@
 /* nvml_frame.c - decoding and encoding one forwarded NVML call; see
  * nvml_server.h. Every size comes from the arguments, bounded by
  * nvml_wire.h's limits; a request that disagrees is refused whole. */
+#define _GNU_SOURCE
 #include "nvml_server.h"
 
 #include <stdlib.h>

@@ -55,6 +55,9 @@ nvmlReturn_t nvml_device_visible(nvmlDevice_t dev);
 /* The real NVML index of the session's device `index`. */
 nvmlReturn_t nvml_served_index(unsigned index, unsigned *nvml_index);
 
+/* Handlers return nvmlReturn_t values in the CUresult slot of the reply. */
+#define NV(r) ((CUresult)(r))
+
 /* ---- one call's decoding and encoding (nvml_frame.c) ----------------------- */
 
 #define NS_MAX_BUFFERS 16

@@ -1,0 +1,572 @@
+/* graph.c - CUDA graphs and stream capture in the client: what the
+ * generator cannot encode (codegen/driver_spec.py, `manual`).
+ *
+ * - Kernel nodes: their parameters hold a function handle and pointers to
+ *   the argument values. They travel packed exactly as a launch's do
+ *   (launch_pack_params, launch.h) and the session rebuilds kernelParams.
+ *   cuGraphKernelNodeGetParams hands back pointers into a copy this file
+ *   keeps per node until the next query of that node.
+ * - Memcpy nodes: device, unified (when it is device memory) and array
+ *   sides. A host side would make the graph read or write client memory
+ *   when it replays on the server: CUDA_ERROR_NOT_SUPPORTED, logged.
+ * - cuStreamGetCaptureInfo_v2/_v3 return driver-owned arrays of the
+ *   capture's dependencies: the client copies them into a buffer of the
+ *   calling thread, valid until that thread's next such call.
+ * - Capture bookkeeping for capture_refuse() (launch.h): a count of the
+ *   captures in progress, kept by the generated begin/end stubs.
+ *
+ * Every graph, node and executable graph handle is an id (DESIGN §3); the
+ * nodes of a captured graph get ids from the session (handle_export). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch.h"
+#include "module.h"
+#include "rpc.h"
+#include "shim.h"
+#include "../common/idmap.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+
+#define EXPORT __attribute__((visibility("default")))
+/* Most dependencies a capture-info reply can carry (ids of 8 bytes). */
+#define MAX_CAPTURE_DEPS (SCUDA_MAX_FRAME / 16)
+
+/* ---- capture bookkeeping ------------------------------------------------ */
+
+static _Atomic int captures_active;
+
+void capture_begun(void) { atomic_fetch_add(&captures_active, 1); }
+
+void capture_ended(CUresult r)
+{
+    /* cuStreamEndCapture ends the capture when it succeeds and when it
+     * reports the capture invalidated; other errors (not capturing, wrong
+     * thread) leave it going. Counting high only costs a query. */
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) return;
+    int n = atomic_load(&captures_active);
+    while (n > 0 && !atomic_compare_exchange_weak(&captures_active, &n, n - 1)) {
+    }
+}
+
+CUresult capture_refuse(CUstream hStream, const char *what)
+{
+    if (atomic_load(&captures_active) <= 0) return CUDA_SUCCESS;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = cuStreamIsCapturing(hStream, &status);
+    if (r != CUDA_SUCCESS) return r; /* e.g. the legacy stream during a global capture */
+    if (status == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
+    LOG_WARN("stream capture: %s cannot be captured: the graph would replay on the server, which cannot "
+             "reach the client's memory or run its code; returning CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+             what);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* ---- kernel node parameters ---------------------------------------------- */
+
+/* As they travel: u64 function id, u64 kernel id, u64 context id, u32
+ * grid x/y/z, u32 block x/y/z, u32 shared bytes, then the packed
+ * parameters (launch.h). The kernel and context count only without a
+ * function, as in the driver. */
+static CUresult put_kernel_node(wire_buf *b, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    const void *f = p->func ? (const void *)p->func : (const void *)p->kern;
+    struct func_desc *d = func_lookup(f);
+    if (!d) return f ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    if (p->kernelParams && p->extra) return CUDA_ERROR_INVALID_VALUE;
+    if (!d->layout_known && !p->extra) {
+        CUresult r = func_layout(f, d);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    rpc_put_handle(b, p->func);
+    rpc_put_handle(b, p->func ? NULL : p->kern);
+    rpc_put_handle(b, p->func ? NULL : p->ctx);
+    wb_put_u32(b, p->gridDimX);
+    wb_put_u32(b, p->gridDimY);
+    wb_put_u32(b, p->gridDimZ);
+    wb_put_u32(b, p->blockDimX);
+    wb_put_u32(b, p->blockDimY);
+    wb_put_u32(b, p->blockDimZ);
+    wb_put_u32(b, p->sharedMemBytes);
+    return launch_pack_params(d, p->kernelParams, p->extra, b);
+}
+
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS q;
+    memset(&q, 0, sizeof q);
+    q.func = p->func;
+    q.gridDimX = p->gridDimX, q.gridDimY = p->gridDimY, q.gridDimZ = p->gridDimZ;
+    q.blockDimX = p->blockDimX, q.blockDimY = p->blockDimY, q.blockDimZ = p->blockDimZ;
+    q.sharedMemBytes = p->sharedMemBytes;
+    q.kernelParams = p->kernelParams;
+    q.extra = p->extra;
+    return q;
+}
+
+static void put_deps(wire_buf *b, const CUgraphNode *deps, size_t n)
+{
+    wb_put_u64(b, n);
+    for (size_t i = 0; i < n; i++) rpc_put_handle(b, deps[i]);
+}
+
+static CUresult add_kernel_node(uint16_t op, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
+                                size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!phGraphNode || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t id = handle_new_id();
+    rpc_call c;
+    rpc_begin(&c, op);
+    wb_put_u64(&c.req, id);
+    rpc_put_handle(&c.req, hGraph);
+    put_deps(&c.req, deps, ndeps);
+    CUresult r = put_kernel_node(&c.req, p);
+    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_end(&c);
+    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(id);
+    return r;
+}
+
+EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SHIM_ENTER(cuGraphAddKernelNode_v2, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+    return add_kernel_node(OP_cuGraphAddKernelNode_v2, phGraphNode, hGraph, dependencies, numDependencies,
+                           nodeParams);
+}
+
+EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SHIM_ENTER(cuGraphAddKernelNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
+    return add_kernel_node(OP_cuGraphAddKernelNode, phGraphNode, hGraph, dependencies, numDependencies, &p);
+}
+
+/* Request: u64 node (u64 executable graph first for the Exec form), params. */
+static CUresult set_kernel_node(uint16_t op, CUgraphExec hExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    rpc_call c;
+    rpc_begin(&c, op);
+    if (op == OP_cuGraphExecKernelNodeSetParams || op == OP_cuGraphExecKernelNodeSetParams_v2)
+        rpc_put_handle(&c.req, hExec);
+    rpc_put_handle(&c.req, hNode);
+    CUresult r = put_kernel_node(&c.req, p);
+    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SHIM_ENTER(cuGraphKernelNodeSetParams_v2, (hNode, nodeParams));
+    return set_kernel_node(OP_cuGraphKernelNodeSetParams_v2, NULL, hNode, nodeParams);
+}
+
+EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SHIM_ENTER(cuGraphKernelNodeSetParams, (hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
+    return set_kernel_node(OP_cuGraphKernelNodeSetParams, NULL, hNode, &p);
+}
+
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SHIM_ENTER(cuGraphExecKernelNodeSetParams_v2, (hGraphExec, hNode, nodeParams));
+    return set_kernel_node(OP_cuGraphExecKernelNodeSetParams_v2, hGraphExec, hNode, nodeParams);
+}
+
+EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                               const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SHIM_ENTER(cuGraphExecKernelNodeSetParams, (hGraphExec, hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
+    return set_kernel_node(OP_cuGraphExecKernelNodeSetParams, hGraphExec, hNode, &p);
+}
+
+/* The argument values a node query handed out, one block per node:
+ * [kernelParams pointers | extra array | size | packed bytes]. The driver's
+ * own pointers stay valid until the node changes; these stay valid until
+ * the next query of the same node. */
+static struct idmap node_args = IDMAP_INIT;
+
+/* Reply: u64 function id, u64 kernel id, u64 context id, u32 x 7 as in
+ * put_kernel_node, u32 count (or LAUNCH_RAW_PARAMS), count x (u32 offset,
+ * u32 size), blob of the packed bytes. */
+static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    memset(p, 0, sizeof *p);
+    p->func = (CUfunction)handle_from_id(wr_u64(in));
+    p->kern = (CUkernel)handle_from_id(wr_u64(in));
+    p->ctx = (CUcontext)handle_from_id(wr_u64(in));
+    p->gridDimX = wr_u32(in);
+    p->gridDimY = wr_u32(in);
+    p->gridDimZ = wr_u32(in);
+    p->blockDimX = wr_u32(in);
+    p->blockDimY = wr_u32(in);
+    p->blockDimZ = wr_u32(in);
+    p->sharedMemBytes = wr_u32(in);
+    uint32_t n = wr_u32(in);
+    int raw = n == LAUNCH_RAW_PARAMS;
+    if (raw) n = 0;
+    if (n > 4096) return CUDA_ERROR_UNKNOWN;
+    const uint8_t *layout = wr_view(in, (size_t)n * 8);
+    size_t len;
+    const void *bytes = wr_blob(in, &len);
+    if (!wr_ok_end(in) || (n && !layout)) return CUDA_ERROR_UNKNOWN;
+    /* pointers, then the extra array (5 words), the size word, the bytes */
+    size_t head = ((size_t)n + 6) * sizeof(void *);
+    char *block = malloc(head + (len ? len : 1));
+    if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
+    void **ptrs = (void **)block;
+    char *data = block + head;
+    if (len) memcpy(data, bytes, len);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t off, size;
+        memcpy(&off, layout + 8 * i, 4);
+        memcpy(&size, layout + 8 * i + 4, 4);
+        if ((uint64_t)off + size > len) {
+            free(block);
+            return CUDA_ERROR_UNKNOWN;
+        }
+        ptrs[i] = data + off;
+    }
+    if (raw) {
+        void **extra = ptrs + n;
+        size_t *size = (size_t *)(extra + 5);
+        *size = len;
+        extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+        extra[1] = data;
+        extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+        extra[3] = size;
+        extra[4] = CU_LAUNCH_PARAM_END;
+        p->extra = extra;
+    } else {
+        p->kernelParams = n ? ptrs : NULL;
+    }
+    free(idmap_del(&node_args, node));
+    if (idmap_put(&node_args, node, 0, block) != 0) {
+        free(block);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_kernel_node(uint16_t op, CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, op);
+    rpc_put_handle(&c.req, hNode);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        r = read_kernel_node((uint64_t)(uintptr_t)hNode, &c.out, p);
+        if (r == CUDA_ERROR_UNKNOWN) LOG_ERROR("cuGraphKernelNodeGetParams: malformed reply from the server");
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    SHIM_ENTER(cuGraphKernelNodeGetParams_v2, (hNode, nodeParams));
+    return get_kernel_node(OP_cuGraphKernelNodeGetParams_v2, hNode, nodeParams);
+}
+
+EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    SHIM_ENTER(cuGraphKernelNodeGetParams, (hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS p;
+    CUresult r = get_kernel_node(OP_cuGraphKernelNodeGetParams, hNode, &p);
+    if (r != CUDA_SUCCESS) return r;
+    memset(nodeParams, 0, sizeof *nodeParams);
+    nodeParams->func = p.func;
+    nodeParams->gridDimX = p.gridDimX, nodeParams->gridDimY = p.gridDimY, nodeParams->gridDimZ = p.gridDimZ;
+    nodeParams->blockDimX = p.blockDimX, nodeParams->blockDimY = p.blockDimY, nodeParams->blockDimZ = p.blockDimZ;
+    nodeParams->sharedMemBytes = p.sharedMemBytes;
+    nodeParams->kernelParams = p.kernelParams;
+    nodeParams->extra = p.extra;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memcpy nodes ---------------------------------------------------------- */
+
+/* As it travels, per side (source first): u32 memory type, u64 x in bytes,
+ * y, z, lod, u64 device pointer, u64 array id, u64 pitch, u64 height; then
+ * u64 width in bytes, height, depth. Host sides never travel. */
+static CUresult put_memcpy3d(wire_buf *b, const CUDA_MEMCPY3D *p, const char *fn)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == CU_MEMORYTYPE_HOST || p->dstMemoryType == CU_MEMORYTYPE_HOST) {
+        LOG_WARN("%s: a memcpy node with a side in host memory would read or write client memory when the graph "
+                 "replays on the server; not supported", fn);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    wb_put_u32(b, (uint32_t)p->srcMemoryType);
+    wb_put_u64(b, p->srcXInBytes);
+    wb_put_u64(b, p->srcY);
+    wb_put_u64(b, p->srcZ);
+    wb_put_u64(b, p->srcLOD);
+    wb_put_u64(b, p->srcDevice);
+    rpc_put_handle(b, p->srcArray);
+    wb_put_u64(b, p->srcPitch);
+    wb_put_u64(b, p->srcHeight);
+    wb_put_u32(b, (uint32_t)p->dstMemoryType);
+    wb_put_u64(b, p->dstXInBytes);
+    wb_put_u64(b, p->dstY);
+    wb_put_u64(b, p->dstZ);
+    wb_put_u64(b, p->dstLOD);
+    wb_put_u64(b, p->dstDevice);
+    rpc_put_handle(b, p->dstArray);
+    wb_put_u64(b, p->dstPitch);
+    wb_put_u64(b, p->dstHeight);
+    wb_put_u64(b, p->WidthInBytes);
+    wb_put_u64(b, p->Height);
+    wb_put_u64(b, p->Depth);
+    return CUDA_SUCCESS;
+}
+
+static void read_memcpy3d(wire_reader *in, CUDA_MEMCPY3D *p)
+{
+    memset(p, 0, sizeof *p);
+    p->srcMemoryType = (CUmemorytype)wr_u32(in);
+    p->srcXInBytes = wr_u64(in);
+    p->srcY = wr_u64(in);
+    p->srcZ = wr_u64(in);
+    p->srcLOD = wr_u64(in);
+    p->srcDevice = wr_u64(in);
+    p->srcArray = (CUarray)handle_from_id(wr_u64(in));
+    p->srcPitch = wr_u64(in);
+    p->srcHeight = wr_u64(in);
+    p->dstMemoryType = (CUmemorytype)wr_u32(in);
+    p->dstXInBytes = wr_u64(in);
+    p->dstY = wr_u64(in);
+    p->dstZ = wr_u64(in);
+    p->dstLOD = wr_u64(in);
+    p->dstDevice = wr_u64(in);
+    p->dstArray = (CUarray)handle_from_id(wr_u64(in));
+    p->dstPitch = wr_u64(in);
+    p->dstHeight = wr_u64(in);
+    p->WidthInBytes = wr_u64(in);
+    p->Height = wr_u64(in);
+    p->Depth = wr_u64(in);
+}
+
+/* Request: u64 node id (picked here), u64 graph, u64 n, n node ids,
+ * copy, u64 context. */
+EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    SHIM_ENTER(cuGraphAddMemcpyNode, (phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx));
+    if (!phGraphNode || (numDependencies && !dependencies)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t id = handle_new_id();
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphAddMemcpyNode);
+    wb_put_u64(&c.req, id);
+    rpc_put_handle(&c.req, hGraph);
+    put_deps(&c.req, dependencies, numDependencies);
+    CUresult r = put_memcpy3d(&c.req, copyParams, "cuGraphAddMemcpyNode");
+    rpc_put_handle(&c.req, ctx);
+    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_end(&c);
+    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(id);
+    return r;
+}
+
+/* Request: u64 node. Reply: the copy. */
+EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    SHIM_ENTER(cuGraphMemcpyNodeGetParams, (hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphMemcpyNodeGetParams);
+    rpc_put_handle(&c.req, hNode);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        read_memcpy3d(&c.out, nodeParams);
+        if (!wr_ok_end(&c.out)) {
+            LOG_ERROR("cuGraphMemcpyNodeGetParams: malformed reply from the server");
+            r = CUDA_ERROR_UNKNOWN;
+        }
+    }
+    rpc_end(&c);
+    return r;
+}
+
+/* Request: u64 node, the copy. */
+EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    SHIM_ENTER(cuGraphMemcpyNodeSetParams, (hNode, nodeParams));
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphMemcpyNodeSetParams);
+    rpc_put_handle(&c.req, hNode);
+    CUresult r = put_memcpy3d(&c.req, nodeParams, "cuGraphMemcpyNodeSetParams");
+    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_end(&c);
+    return r;
+}
+
+/* Request: u64 executable graph, u64 node, the copy, u64 context. */
+EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                               const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    SHIM_ENTER(cuGraphExecMemcpyNodeSetParams, (hGraphExec, hNode, copyParams, ctx));
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphExecMemcpyNodeSetParams);
+    rpc_put_handle(&c.req, hGraphExec);
+    rpc_put_handle(&c.req, hNode);
+    CUresult r = put_memcpy3d(&c.req, copyParams, "cuGraphExecMemcpyNodeSetParams");
+    rpc_put_handle(&c.req, ctx);
+    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_end(&c);
+    return r;
+}
+
+/* ---- instantiation with parameters ------------------------------------- */
+
+/* Request: u64 executable graph id (picked here), u64 graph, u8 params
+ * present, then u64 flags and u64 upload stream. Reply (also on failure):
+ * u64 error node id, u32 result. */
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    SHIM_ENTER(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
+    if (!phGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t id = handle_new_id();
+    rpc_call c;
+    rpc_begin(&c, OP_cuGraphInstantiateWithParams);
+    wb_put_u64(&c.req, id);
+    rpc_put_handle(&c.req, hGraph);
+    wb_put_u8(&c.req, instantiateParams != NULL);
+    if (instantiateParams) {
+        wb_put_u64(&c.req, instantiateParams->flags);
+        rpc_put_handle(&c.req, instantiateParams->hUploadStream);
+    }
+    CUresult r = rpc_sync(&c);
+    if (instantiateParams && c.out.left >= 12) {
+        instantiateParams->hErrNode_out = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+        instantiateParams->result_out = (CUgraphInstantiateResult)wr_u32(&c.out);
+    }
+    rpc_end(&c);
+    if (r == CUDA_SUCCESS) *phGraphExec = (CUgraphExec)handle_from_id(id);
+    return r;
+}
+
+/* ---- capture info ---------------------------------------------------------- */
+
+/* The dependency arrays handed out, per thread (freed at thread exit). */
+struct capture_arrays {
+    CUgraphNode *deps;
+    CUgraphEdgeData *edges;
+    size_t cap;
+};
+
+static pthread_key_t arrays_key;
+static pthread_once_t arrays_once = PTHREAD_ONCE_INIT;
+
+static void arrays_free(void *p)
+{
+    struct capture_arrays *a = p;
+    if (!a) return;
+    free(a->deps);
+    free(a->edges);
+    free(a);
+}
+
+static void arrays_init(void) { pthread_key_create(&arrays_key, arrays_free); }
+
+static struct capture_arrays *thread_arrays(size_t n)
+{
+    pthread_once(&arrays_once, arrays_init);
+    struct capture_arrays *a = pthread_getspecific(arrays_key);
+    if (!a) {
+        if (!(a = calloc(1, sizeof *a))) return NULL;
+        pthread_setspecific(arrays_key, a);
+    }
+    if (n > a->cap) {
+        CUgraphNode *d = realloc(a->deps, n * sizeof *d);
+        if (d) a->deps = d;
+        CUgraphEdgeData *e = realloc(a->edges, n * sizeof *e);
+        if (e) a->edges = e;
+        if (!d || !e) return NULL;
+        a->cap = n;
+    }
+    return a;
+}
+
+enum { WANT_STATUS = 1, WANT_ID = 2, WANT_GRAPH = 4, WANT_DEPS = 8, WANT_EDGES = 16, WANT_NUM = 32 };
+
+/* Request: u64 stream, u8 which outputs are wanted (WANT_*). Reply: u32
+ * status, u64 capture id, u64 graph id, u64 n, then (with WANT_DEPS) n node
+ * ids and (with WANT_EDGES) u8 present + n CUgraphEdgeData. */
+static CUresult capture_info(uint16_t op, CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id,
+                             CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *num)
+{
+    uint8_t want = (status ? WANT_STATUS : 0) | (id ? WANT_ID : 0) | (graph ? WANT_GRAPH : 0) |
+                   (deps ? WANT_DEPS : 0) | (edges ? WANT_EDGES : 0) | (num ? WANT_NUM : 0);
+    rpc_call c;
+    rpc_begin(&c, op);
+    rpc_put_handle(&c.req, hStream);
+    wb_put_u8(&c.req, want);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        CUstreamCaptureStatus st = (CUstreamCaptureStatus)wr_u32(&c.out);
+        cuuint64_t cid = wr_u64(&c.out);
+        uint64_t gid = wr_u64(&c.out);
+        uint64_t n = wr_u64(&c.out);
+        struct capture_arrays *a = NULL;
+        if ((deps || edges) && n > MAX_CAPTURE_DEPS) {
+            r = CUDA_ERROR_UNKNOWN;
+        } else if ((deps || edges) && n && !(a = thread_arrays((size_t)n))) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            for (uint64_t i = 0; deps && i < n; i++) a->deps[i] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            int have_edges = edges ? wr_u8(&c.out) : 0;
+            if (have_edges && n) wr_raw(&c.out, a->edges, (size_t)n * sizeof *a->edges);
+            if (!wr_ok_end(&c.out)) {
+                LOG_ERROR("cuStreamGetCaptureInfo: malformed reply from the server");
+                r = CUDA_ERROR_UNKNOWN;
+            } else {
+                if (status) *status = st;
+                if (id) *id = cid;
+                if (graph) *graph = (CUgraph)handle_from_id(gid);
+                if (num) *num = (size_t)n;
+                if (deps) *deps = n ? a->deps : NULL;
+                if (edges) *edges = have_edges && n ? a->edges : NULL;
+            }
+        }
+    }
+    rpc_end(&c);
+    return r;
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                          cuuint64_t *id_out, CUgraph *graph_out,
+                                          const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    SHIM_ENTER(cuStreamGetCaptureInfo_v2,
+               (hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out));
+    return capture_info(OP_cuStreamGetCaptureInfo_v2, hStream, captureStatus_out, id_out, graph_out,
+                        dependencies_out, NULL, numDependencies_out);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                          cuuint64_t *id_out, CUgraph *graph_out,
+                                          const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out,
+                                          size_t *numDependencies_out)
+{
+    SHIM_ENTER(cuStreamGetCaptureInfo_v3, (hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                                           edgeData_out, numDependencies_out));
+    return capture_info(OP_cuStreamGetCaptureInfo_v3, hStream, captureStatus_out, id_out, graph_out,
+                        dependencies_out, edgeData_out, numDependencies_out);
+}

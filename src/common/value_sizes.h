@@ -1,0 +1,34 @@
+/* value_sizes.h - sizes of values whose type depends on another argument,
+ * for the generated code of both sides (codegen/driver_spec.py uses them
+ * in buffer lengths: `value=out[scuda_mempool_attr_size(attr)]`).
+ *
+ * A helper answers 0 for a value it does not know; the generated client
+ * and server then refuse the call (CUDA_ERROR_INVALID_VALUE) instead of
+ * guessing a size the driver might write past. */
+#ifndef SCUDA_VALUE_SIZES_H
+#define SCUDA_VALUE_SIZES_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* cuMemPoolGetAttribute / cuMemPoolSetAttribute: the reuse flags are int,
+ * the thresholds and counters cuuint64_t (cuda.h, CUmemPool_attribute). */
+static inline size_t scuda_mempool_attr_size(CUmemPool_attribute attr)
+{
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        return sizeof(int);
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        return sizeof(cuuint64_t);
+    default:
+        return 0;
+    }
+}
+
+#endif

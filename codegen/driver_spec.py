@@ -318,7 +318,7 @@ cuStreamCreate                async   out_handle=phStream
 cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
 cuStreamQuery                 sync
-cuStreamSynchronize           sync    blocking
+cuStreamSynchronize           manual  blocking       # src/client/stream_sync.c: answered locally when provably idle
 cuStreamWaitEvent             async
 cuStreamAttachMemAsync        async
 cuStreamGetPriority           sync

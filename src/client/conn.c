@@ -457,8 +457,15 @@ static int sync_all(void)
     return v;
 }
 
+/* One-way calls sent so far. A synchronizing reply proves a stream idle
+ * only if no one-way call could have been queued behind it meanwhile. */
+static _Atomic uint64_t async_sent;
+
+uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
+
 CUresult rpc_async(rpc_call *c)
 {
+    atomic_fetch_add(&async_sent, 1);
     if (sync_all()) {
         CUresult r = rpc_sync(c);
         if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);

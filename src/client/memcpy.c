@@ -53,6 +53,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, in
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
     if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t async_before = rpc_async_count();
     CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a device-to-host copy into client memory") : CUDA_SUCCESS;
     if (cr != CUDA_SUCCESS) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
@@ -67,8 +68,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
         c.sink_len = len;
         CUresult r = rpc_sync(&c);
         rpc_end(&c);
-        if (r != CUDA_SUCCESS || n == 0) return r;
+        if (r != CUDA_SUCCESS) return r;
+        if (n == 0) break;
     }
+    /* The session synchronized the stream before replying (async mode), so
+     * the stream is idle unless someone queued work since. */
+    if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
     return CUDA_SUCCESS;
 }
 

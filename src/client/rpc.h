@@ -37,6 +37,11 @@ typedef struct rpc_call {
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
+/* How many one-way calls this process has sent (see stream_sync.c). */
+uint64_t rpc_async_count(void);
+/* A reply proved that `stream` was idle when it was sent, and
+ * `async_before` one-way calls had been sent by then. */
+void stream_note_idle(const void *stream, uint64_t async_before);
 CUresult rpc_sync(rpc_call *c);
 CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
 void rpc_end(rpc_call *c);

@@ -6407,21 +6407,6 @@ EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr,
     return cuStreamSetAttribute(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, attr, value); /* per-thread default stream */
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    SHIM_ENTER(cuStreamSynchronize, (hStream));
-    rpc_call c;
-    rpc_begin(&c, OP_cuStreamSynchronize);
-    rpc_put_handle(&c.req, hStream);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuStreamSynchronize");
-    }
-    rpc_end(&c);
-    return r;
-}
-
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
     SHIM_ENTER(cuStreamSynchronize_ptsz, (hStream));

@@ -131,6 +131,7 @@ extern CUresult srv_cuPointerGetAttributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamAddCallback(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamSynchronize(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
 static void *alloc_n(uint64_t n, size_t sz)
@@ -6937,23 +6938,6 @@ done:
     return r;
 }
 
-static CUresult gen_srv_cuStreamSynchronize(srv_call *call)
-{
-    uint64_t hStream_id = wr_u64(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuStreamSynchronize == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hStream_h = NULL;
-    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuStreamSynchronize((CUstream)hStream_h);
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuStreamUpdateCaptureDependencies(srv_call *call)
 {
     uint64_t hStream_id = wr_u64(&call->in);
@@ -8700,7 +8684,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamGetPriority] = {"cuStreamGetPriority", gen_srv_cuStreamGetPriority, 0},
     [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", gen_srv_cuStreamIsCapturing, 0},
     [OP_cuStreamQuery] = {"cuStreamQuery", gen_srv_cuStreamQuery, 0},
-    [OP_cuStreamSynchronize] = {"cuStreamSynchronize", gen_srv_cuStreamSynchronize, 1},
+    [OP_cuStreamSynchronize] = {"cuStreamSynchronize", srv_cuStreamSynchronize, 1},
     [OP_cuStreamWaitEvent] = {"cuStreamWaitEvent", gen_srv_cuStreamWaitEvent, 0},
     [OP_cuStreamWaitValue32] = {"cuStreamWaitValue32", gen_srv_cuStreamWaitValue32, 0},
     [OP_cuStreamWaitValue32_v2] = {"cuStreamWaitValue32_v2", gen_srv_cuStreamWaitValue32_v2, 0},

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dispatch.h"
@@ -318,36 +319,48 @@ static int enqueue_blocking(struct session *s, struct pending_call *p)
  * inline saves the hand-off to a worker thread, which is most of the cost
  * of a round trip like PyTorch's .item(). The driver's query calls answer
  * without waiting. */
+/* Work that finishes within this long is waited for inline: a small
+ * kernel ahead of PyTorch's .item() ends in microseconds. */
+#define INLINE_WAIT_NS 30000
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static int would_block(struct session *s, struct pending_call *p)
 {
     wire_reader r = p->call.in; /* a copy: the handler reads the original */
     uint64_t id;
     void *h;
-    CUresult q;
+    int is_event = 0;
     if (session_bind_ctx(s, p->ctx) != CUDA_SUCCESS) return 1;
     switch (p->call.op) {
     case OP_cuStreamSynchronize:
         id = wr_u64(&r);
-        if (r.bad || handle_get(s, id, HK_STREAM, &h) != CUDA_SUCCESS) return 1;
-        q = real.cuStreamQuery((CUstream)h);
         break;
     case OP_cuEventSynchronize:
         id = wr_u64(&r);
-        if (r.bad || handle_get(s, id, HK_EVENT, &h) != CUDA_SUCCESS) return 1;
-        q = real.cuEventQuery((CUevent)h);
+        is_event = 1;
         break;
     case OP_scuda_memcpy_dtoh:
         wr_u64(&r);
         wr_u64(&r);
         id = wr_u64(&r);
-        if (wr_u8(&r) != 1 /* async on a stream */ || r.bad || handle_get(s, id, HK_STREAM, &h) != CUDA_SUCCESS)
-            return 1;
-        q = real.cuStreamQuery((CUstream)h);
+        if (wr_u8(&r) != 1) return 1; /* only a copy on a stream can be checked */
         break;
     default:
         return 1;
     }
-    return q == CUDA_ERROR_NOT_READY;
+    if (r.bad || handle_get(s, id, is_event ? HK_EVENT : HK_STREAM, &h) != CUDA_SUCCESS) return 1;
+    uint64_t deadline = mono_ns() + INLINE_WAIT_NS;
+    for (;;) {
+        CUresult q = is_event ? real.cuEventQuery((CUevent)h) : real.cuStreamQuery((CUstream)h);
+        if (q != CUDA_ERROR_NOT_READY) return 0;
+        if (mono_ns() > deadline) return 1;
+    }
 }
 
 /* ---- the dispatch loop ----------------------------------------------- */

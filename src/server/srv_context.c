@@ -106,3 +106,13 @@ CUresult srv_scuda_error_string(srv_call *c)
     wb_put_str(&c->out, text);
     return CUDA_SUCCESS;
 }
+
+/* Request: u64 stream id. */
+CUresult srv_cuStreamSynchronize(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *st;
+    CUresult r = handle_get(c->s, id, HK_STREAM, &st);
+    return r != CUDA_SUCCESS ? r : real.cuStreamSynchronize((CUstream)st);
+}

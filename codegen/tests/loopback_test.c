@@ -50,6 +50,12 @@ static CUresult f_stream_query(CUstream s)
     seen_ptr = s;
     return CUDA_ERROR_NOT_READY;
 }
+static CUresult f_event_sync(CUevent e)
+{
+    (void)e;
+    return CUDA_SUCCESS;
+}
+
 static CUresult f_stream_destroy(CUstream s)
 {
     seen_ptr = s;
@@ -122,14 +128,87 @@ static CUresult f_tiled(CUtensorMap *map, CUtensorMapDataType t, cuuint32_t rank
     for (cuuint32_t i = 0; i + 1 < rank; i++) map->opaque[8 + i] = strides[i];
     return CUDA_SUCCESS;
 }
-static CUresult f_capinfo(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, const CUgraphNode **deps,
-                          size_t *n)
+static size_t b2d(int block_size) { return (size_t)block_size * 4; }
+
+/* a graph of three nodes; the array holds *n entries (more: NULL) */
+static CUresult f_get_nodes(CUgraph g, CUgraphNode *nodes, size_t *n)
+{
+    if (g != (CUgraph)(uintptr_t)0x9000 || n == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes == NULL) {
+        *n = 3;
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < *n; i++) nodes[i] = i < 3 ? (CUgraphNode)(uintptr_t)(0x7100 + 0x10 * i) : NULL;
+    if (*n > 3) *n = 3;
+    return CUDA_SUCCESS;
+}
+static CUresult f_default_pool(CUmemoryPool *pool, CUdevice dev)
+{
+    *pool = (CUmemoryPool)(uintptr_t)(0x8800 + dev);
+    return CUDA_SUCCESS;
+}
+static CUmemPoolProps seen_pool_props;
+static CUresult f_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    seen_pool_props = *props;
+    *pool = (CUmemoryPool)(uintptr_t)0x8900;
+    return CUDA_SUCCESS;
+}
+static unsigned calls_pool_attr;
+static CUresult f_pool_get_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    (void)pool;
+    calls_pool_attr++;
+    if (attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC) *(int *)value = -7;
+    else *(cuuint64_t *)value = 0x1122334455667788ull;
+    return CUDA_SUCCESS;
+}
+static cuuint64_t seen_attr_value;
+static CUresult f_pool_set_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    (void)pool;
+    seen_attr_value = 0;
+    memcpy(&seen_attr_value, value, attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES ? sizeof(int) : 8);
+    return CUDA_SUCCESS;
+}
+static CUresult f_mem_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                             unsigned long long flags)
+{
+    (void)flags;
+    if (prop->win32HandleMetaData != NULL) return CUDA_ERROR_INVALID_VALUE;
+    *h = 0xfeed0000ull + size; /* a driver value, not a pointer */
+    return CUDA_SUCCESS;
+}
+static CUmemGenericAllocationHandle seen_mem_handle;
+static CUresult f_mem_map(CUdeviceptr p, size_t size, size_t off, CUmemGenericAllocationHandle h,
+                          unsigned long long flags)
+{
+    (void)p, (void)size, (void)off, (void)flags;
+    seen_mem_handle = h;
+    return CUDA_SUCCESS;
+}
+static CUresult f_mem_retain(CUmemGenericAllocationHandle *h, void *addr)
+{
+    *h = 0xfeed0000ull + (uintptr_t)addr;
+    return CUDA_SUCCESS;
+}
+static CUresult f_mem_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.id = (int)(h & 0xff);
+    prop->win32HandleMetaData = (void *)0x1234; /* must not reach the client */
+    return CUDA_SUCCESS;
+}
+static CUresult f_begin_capture(CUstream s, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    return s == NULL ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+static CUresult f_end_capture(CUstream s, CUgraph *g)
 {
     (void)s;
-    if (g || deps) return CUDA_ERROR_UNKNOWN;
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (id) *id = 77;
-    if (n) *n = 0;
+    *g = (CUgraph)(uintptr_t)0x9300;
     return CUDA_SUCCESS;
 }
 static CUresult f_memset(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
@@ -234,19 +313,112 @@ static void test_forwarding(void)
     CHECK(map.opaque[0] == 0xabc000 && map.opaque[1] == 3 && map.opaque[4] == 34 && map.opaque[9] == 4096);
 
     /* parameters that must be NULL */
-    real.cuStreamGetCaptureInfo_v2 = f_capinfo;
-    CUstreamCaptureStatus st;
-    cuuint64_t cid = 0;
-    CUgraph g;
-    CHECK(cuStreamGetCaptureInfo_v2(NULL, &st, &cid, NULL, NULL, NULL) == CUDA_SUCCESS && cid == 77);
-    CHECK(cuStreamGetCaptureInfo_v2(NULL, &st, &cid, &g, NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED);
+    int mingrid = 0, bs = 0;
+    CHECK(cuOccupancyMaxPotentialBlockSize(&mingrid, &bs, (CUfunction)(uintptr_t)0x900, b2d, 0, 0) ==
+          CUDA_ERROR_NOT_SUPPORTED);
 
     /* a NOT_SUPPORTED stub */
-    CHECK(cuGraphGetNodes(NULL, NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(cuGraphAddHostNode(NULL, NULL, NULL, 0, NULL) == CUDA_ERROR_NOT_SUPPORTED);
 
     /* blocking flag reaches op_table */
-    real.cuStreamSynchronize = f_stream_destroy;
-    CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS && lb.last_op == OP_cuStreamSynchronize && lb.last_blocking);
+    real.cuEventSynchronize = f_event_sync;
+    CHECK(cuEventSynchronize(NULL) == CUDA_SUCCESS && lb.last_op == OP_cuEventSynchronize && lb.last_blocking);
+}
+
+/* Handles the driver returns that the client never created get ids from
+ * the server range; arrays of them come back with the count semantics of
+ * the driver; integer handles, NULLed pointer fields, attribute sizes. */
+static void test_exported_handles(void)
+{
+    /* a count query, then the array: ids from the server range, stable */
+    real.cuGraphGetNodes = f_get_nodes;
+    CUgraph g = (CUgraph)(uintptr_t)0x900; /* real 0x9000, test_forwarding */
+    size_t n = 0;
+    CHECK(cuGraphGetNodes(g, NULL, &n) == CUDA_SUCCESS && n == 3);
+    CUgraphNode nodes[4] = {0}, again[4] = {0};
+    n = 4;
+    CHECK(cuGraphGetNodes(g, nodes, &n) == CUDA_SUCCESS && n == 3 && nodes[3] == NULL);
+    for (int i = 0; i < 3; i++) {
+        void *h = NULL;
+        CHECK(handle_is_server_id((uint64_t)(uintptr_t)nodes[i]));
+        CHECK(handle_get(NULL, (uint64_t)(uintptr_t)nodes[i], HK_GRAPH_NODE, &h) == CUDA_SUCCESS &&
+              h == (void *)(uintptr_t)(0x7100 + 0x10 * i));
+    }
+    n = 2;
+    CHECK(cuGraphGetNodes(g, again, &n) == CUDA_SUCCESS && n == 2 && again[0] == nodes[0] && again[1] == nodes[1] &&
+          again[2] == NULL);
+    CHECK(cuGraphGetNodes(g, nodes, NULL) == CUDA_ERROR_INVALID_VALUE); /* the count reads through NULL */
+
+    /* a single returned handle, the same id every time */
+    real.cuDeviceGetDefaultMemPool = f_default_pool;
+    CUmemoryPool p1 = NULL, p2 = NULL;
+    CHECK(cuDeviceGetDefaultMemPool(&p1, 0) == CUDA_SUCCESS && handle_is_server_id((uint64_t)(uintptr_t)p1));
+    CHECK(cuDeviceGetDefaultMemPool(&p2, 0) == CUDA_SUCCESS && p2 == p1);
+    CHECK(cuDeviceGetDefaultMemPool(&p2, 1) == CUDA_SUCCESS && p2 != p1);
+
+    /* a struct whose pointer field travels as NULL, both ways */
+    real.cuMemPoolCreate = f_pool_create;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.win32SecurityAttributes = &props;
+    props.maxSize = 12345;
+    CUmemoryPool mine = NULL;
+    CHECK(cuMemPoolCreate(&mine, &props) == CUDA_SUCCESS && mine != NULL);
+    CHECK(seen_pool_props.win32SecurityAttributes == NULL && seen_pool_props.maxSize == 12345);
+    CHECK(props.win32SecurityAttributes == &props); /* the caller's struct is untouched */
+
+    /* attribute values of the size the attribute has, exactly */
+    real.cuMemPoolGetAttribute = f_pool_get_attr;
+    real.cuMemPoolSetAttribute = f_pool_set_attr;
+    unsigned char buf[16];
+    memset(buf, 0xee, sizeof buf);
+    CHECK(cuMemPoolGetAttribute(mine, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, buf) == CUDA_SUCCESS);
+    int iv;
+    memcpy(&iv, buf, 4);
+    CHECK(iv == -7 && buf[4] == 0xee);
+    memset(buf, 0xee, sizeof buf);
+    CHECK(cuMemPoolGetAttribute(mine, CU_MEMPOOL_ATTR_USED_MEM_HIGH, buf) == CUDA_SUCCESS);
+    cuuint64_t uv;
+    memcpy(&uv, buf, 8);
+    CHECK(uv == 0x1122334455667788ull && buf[8] == 0xee);
+    unsigned before = calls_pool_attr;
+    CHECK(cuMemPoolGetAttribute(mine, (CUmemPool_attribute)999, buf) == CUDA_ERROR_INVALID_VALUE &&
+          calls_pool_attr == before); /* an unknown attribute never reaches the driver */
+    int flag = 1;
+    CHECK(cuMemPoolSetAttribute(mine, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, &flag) == CUDA_SUCCESS &&
+          seen_attr_value == 1);
+    cuuint64_t thr = 1ull << 40;
+    CHECK(cuMemPoolSetAttribute(mine, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr) == CUDA_SUCCESS &&
+          seen_attr_value == thr);
+
+    /* VMM handles are integers: mapped through ids like any handle */
+    real.cuMemCreate = f_mem_create;
+    real.cuMemMap = f_mem_map;
+    real.cuMemRetainAllocationHandle = f_mem_retain;
+    real.cuMemGetAllocationPropertiesFromHandle = f_mem_props;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.win32HandleMetaData = &prop;
+    CUmemGenericAllocationHandle mh = 0, back = 0;
+    CHECK(cuMemCreate(&mh, 0x40, &prop, 0) == CUDA_SUCCESS && mh != 0 && mh != 0xfeed0040ull);
+    CHECK(cuMemMap(0x1000, 0x40, 0, mh, 0) == CUDA_SUCCESS && seen_mem_handle == 0xfeed0040ull);
+    CHECK(cuMemMap(0x1000, 0x40, 0, 0xfeed0040ull, 0) == CUDA_ERROR_INVALID_HANDLE); /* a raw value is refused */
+    CHECK(cuMemRetainAllocationHandle(&back, (void *)0x40) == CUDA_SUCCESS && back == mh);
+    CUmemAllocationProp got;
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&got, back) == CUDA_SUCCESS && got.win32HandleMetaData == NULL &&
+          got.location.id == 0x40);
+
+    /* the capture count the client keeps for copies */
+    real.cuStreamBeginCapture_v2 = f_begin_capture;
+    real.cuStreamEndCapture = f_end_capture;
+    put_real(0xd00, HK_STREAM, 0xd000);
+    CUstream cs = (CUstream)(uintptr_t)0xd00;
+    CHECK(cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS && lb_captures == 1);
+    CHECK(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS && lb_captures == 1);
+    CUgraph cg = NULL;
+    CHECK(cuStreamEndCapture(cs, &cg) == CUDA_SUCCESS && cg != NULL && lb_captures == 0);
 }
 
 static void test_memo(void)
@@ -449,6 +621,7 @@ int main(int argc, char **argv)
     }
     shim_mode = SHIM_REMOTE;
     test_forwarding();
+    test_exported_handles();
     test_memo();
     test_malformed();
     test_passthrough();

@@ -31,6 +31,8 @@ typedef struct srv_call {
     size_t bulk_len;
     void *bulk_free;  /* freed after the reply is sent */
     int out_on_error; /* send `out` even when the call fails (JIT logs) */
+    int replied;      /* the handler sent the reply itself (streamed bulk) */
+    struct staging *staging; /* a host-to-device payload, received into pinned memory */
 } srv_call;
 
 typedef CUresult (*op_handler)(srv_call *c);

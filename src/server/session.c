@@ -22,6 +22,7 @@
 #include "dispatch.h"
 #include "output.h"
 #include "quota.h"
+#include "staging.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -227,6 +228,48 @@ static int needs_context(uint16_t op)
     }
 }
 
+/* ---- streamed replies --------------------------------------------------- */
+
+int session_stream_begin(struct srv_call *c, uint64_t n)
+{
+    struct session *s = c->s;
+    output_forward(s);
+    pthread_mutex_lock(&s->error_lock);
+    int deferred = s->deferred_error != CUDA_SUCCESS;
+    pthread_mutex_unlock(&s->error_lock);
+    if (deferred) return -1;
+    struct frame_header h = {
+        .length = (uint32_t)(4 + 8 + n), .op = c->op, .flags = FRAME_REPLY | FRAME_BULK, .seq = c->seq};
+    uint8_t head[FRAME_HEADER_LEN + 12];
+    frame_header_encode(&h, head);
+    uint32_t ok = CUDA_SUCCESS;
+    memcpy(head + FRAME_HEADER_LEN, &ok, 4);
+    memcpy(head + FRAME_HEADER_LEN + 4, &n, 8);
+    pthread_mutex_lock(&s->write_lock);
+    c->replied = 1;
+    return session_stream_write(c, head, sizeof head);
+}
+
+int session_stream_write(struct srv_call *c, const void *p, size_t len)
+{
+    return io_write_full(c->s->fd, p, len);
+}
+
+void session_stream_end(struct srv_call *c) { pthread_mutex_unlock(&c->s->write_lock); }
+
+/* A host-to-device copy with the semantics of cuMemcpyHtoD runs as an
+ * async DMA so the next chunk can arrive meanwhile; the dispatcher waits
+ * for it before running whatever call comes next. */
+static struct staging *copy_in_flight;
+
+void session_after_copy(struct staging *b) { copy_in_flight = b; }
+
+static void finish_copy_in_flight(void)
+{
+    if (copy_in_flight) staging_wait(copy_in_flight);
+    copy_in_flight = NULL;
+}
+
 static void run_call(struct session *s, struct pending_call *p)
 {
     srv_call *c = &p->call;
@@ -241,6 +284,8 @@ static void run_call(struct session *s, struct pending_call *p)
     }
     if (c->async) {
         if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
+    } else if (c->replied) {
+        if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op); /* failed mid-stream */
     } else {
         send_reply(s, c, r);
     }
@@ -433,6 +478,52 @@ static int read_header(struct session *s, uint8_t *hdr, int idle_timeout_ms)
     return read_exact(s, hdr, FRAME_HEADER_LEN);
 }
 
+/* A host-to-device copy's head: u64 dst, u64 stream, u8 mode, u64 n. */
+#define HTOD_HEAD 25
+
+/* Receive a large host-to-device chunk straight into pinned memory, so its
+ * DMA can overlap the next chunk's arrival. Returns 0 when done that way,
+ * 1 when the caller should read it the plain way (nothing consumed but the
+ * head, which is then put back), -1 on a connection error. */
+static int read_htod(struct session *s, struct pending_call *p, const struct frame_header *h)
+{
+    uint8_t *head = malloc(HTOD_HEAD);
+    if (!head || read_exact(s, head, HTOD_HEAD) != 0) {
+        free(head);
+        return -1;
+    }
+    uint64_t n;
+    memcpy(&n, head + 17, 8);
+    struct staging *b = NULL;
+    if (n == h->length - HTOD_HEAD && session_bind_ctx(s, h->ctx) == CUDA_SUCCESS) b = staging_acquire();
+    if (!b) {
+        /* Plain way: the head goes back in front of the buffered input. */
+        uint8_t *payload = malloc(h->length);
+        if (!payload) {
+            free(head);
+            return -1;
+        }
+        memcpy(payload, head, HTOD_HEAD);
+        free(head);
+        if (read_exact(s, payload + HTOD_HEAD, h->length - HTOD_HEAD) != 0) {
+            free(payload);
+            return -1;
+        }
+        p->payload = payload;
+        wr_init(&p->call.in, payload, h->length);
+        return 0;
+    }
+    if (read_exact(s, staging_data(b), n) != 0) {
+        staging_release_after(b, NULL);
+        free(head);
+        return -1;
+    }
+    p->payload = head;
+    p->call.staging = b;
+    wr_init(&p->call.in, head, HTOD_HEAD);
+    return 0;
+}
+
 static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -444,19 +535,29 @@ static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
         return NULL;
     }
     struct pending_call *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    if (h.op == OP_scuda_memcpy_htod && h.length > HTOD_HEAD + (1u << 20) && h.length <= HTOD_HEAD + STAGING_SIZE) {
+        int rc = read_htod(s, p, &h);
+        if (rc < 0) {
+            free(p);
+            return NULL;
+        }
+        if (rc == 0) goto fill;
+    }
     void *payload = malloc(h.length ? h.length : 1);
-    if (!p || !payload || read_exact(s, payload, h.length) != 0) {
+    if (!payload || read_exact(s, payload, h.length) != 0) {
         free(p);
         free(payload);
         return NULL;
     }
     p->payload = payload;
+    wr_init(&p->call.in, payload, h.length);
+fill:
     p->ctx = h.ctx;
     p->call.s = s;
     p->call.op = h.op;
     p->call.seq = h.seq;
     p->call.async = (h.flags & FRAME_ASYNC) != 0;
-    wr_init(&p->call.in, payload, h.length);
     wb_init(&p->call.out);
     return p;
 }
@@ -466,6 +567,7 @@ static void dispatch_loop(struct session *s)
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     struct pending_call *p;
     while ((p = read_call(s, idle_ms)) != NULL) {
+        finish_copy_in_flight();
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
         if (blocking) {

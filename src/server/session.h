@@ -27,4 +27,15 @@ CUresult session_bind_ctx(struct session *s, uint32_t ctx_id);
 /* Remember the first failure of an async call for the next sync reply. */
 void session_defer_error(struct session *s, CUresult r, uint16_t op);
 
+struct srv_call;
+struct staging;
+/* A streamed bulk reply: the header promises n bytes, which the handler
+ * then writes chunk by chunk, holding the socket. Returns nonzero (and
+ * sends nothing) when an earlier async error must be reported instead. */
+int session_stream_begin(struct srv_call *c, uint64_t n);
+int session_stream_write(struct srv_call *c, const void *p, size_t len);
+void session_stream_end(struct srv_call *c);
+/* The next call must not run before this "synchronous" copy completes. */
+void session_after_copy(struct staging *b);
+
 #endif

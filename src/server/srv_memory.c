@@ -11,6 +11,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "staging.h"
 #include "../common/protocol.h"
 
 enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
@@ -23,12 +24,27 @@ static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
     return r;
 }
 
+/* The bytes arrived in pinned memory: copy asynchronously, and give the
+ * buffer back when the copy is done. A copy with synchronous semantics
+ * (cuMemcpyHtoD) is waited for before the session runs the next call. */
+static CUresult htod_staged(srv_call *c, uint64_t dst, uint64_t sid, uint8_t mode, uint64_t n)
+{
+    struct staging *b = c->staging;
+    CUstream st = NULL;
+    CUresult r = wr_ok_end(&c->in) ? stream_of(c, sid, &st) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) r = real.cuMemcpyHtoDAsync_v2(dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
+    staging_release_after(b, mode == COPY_ASYNC ? st : NULL);
+    if (mode != COPY_ASYNC) session_after_copy(b);
+    return r;
+}
+
 /* Request: u64 dst, u64 stream, u8 mode, u64 n, then n raw bytes. */
 CUresult srv_scuda_memcpy_htod(srv_call *c)
 {
     uint64_t dst = wr_u64(&c->in), sid = wr_u64(&c->in);
     uint8_t mode = wr_u8(&c->in);
     uint64_t n = wr_u64(&c->in);
+    if (c->staging) return htod_staged(c, dst, sid, mode, n);
     const void *src = wr_view(&c->in, (size_t)n);
     if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
@@ -37,6 +53,50 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
     /* From pageable memory the driver has consumed the source when the
      * async call returns, so the request buffer may be freed after it. */
     return mode == COPY_ASYNC ? real.cuMemcpyHtoDAsync_v2(dst, src, n, st) : real.cuMemcpyHtoD_v2(dst, src, n);
+}
+
+/* Send a large device-to-host copy as it is made: the GPU copies chunk
+ * i+1 into one pinned buffer while chunk i goes out from the other.
+ * Returns -1 when it could not start (the caller copies the plain way), 0
+ * when all went out, 1 when a chunk failed midway: the reply still carries
+ * n bytes (zeros after the failure) and the error is reported by the next
+ * synchronizing call, like any asynchronous error. */
+static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
+{
+    struct staging *buf[2] = {staging_acquire(), NULL};
+    if (buf[0]) buf[1] = staging_acquire();
+    if (!buf[1]) {
+        if (buf[0]) staging_release(buf[0]);
+        return -1;
+    }
+    if (session_stream_begin(c, n) != 0) {
+        staging_release(buf[0]);
+        staging_release(buf[1]);
+        return -1;
+    }
+    CUresult r = CUDA_SUCCESS;
+    int failed = 0;
+    size_t prev_len = 0;
+    for (uint64_t off = 0, i = 0; off < n || prev_len; i++) {
+        size_t len = n - off < STAGING_SIZE ? (size_t)(n - off) : STAGING_SIZE;
+        struct staging *cur = buf[i % 2], *prev = buf[(i + 1) % 2];
+        if (len) {
+            if (r == CUDA_SUCCESS) r = real.cuMemcpyDtoHAsync_v2(staging_data(cur), src + off, len, st);
+            if (r == CUDA_SUCCESS) r = staging_record(cur, st);
+            if (r != CUDA_SUCCESS) memset(staging_data(cur), 0, len);
+        }
+        if (prev_len) {
+            staging_wait(prev);
+            if (!failed && session_stream_write(c, staging_data(prev), prev_len) != 0) failed = 1;
+        }
+        prev_len = len;
+        off += len;
+    }
+    session_stream_end(c);
+    staging_release(buf[0]);
+    staging_release(buf[1]);
+    if (r != CUDA_SUCCESS) session_defer_error(c->s, r, c->op);
+    return r != CUDA_SUCCESS || failed;
 }
 
 /* Request: u64 src, u64 n, u64 stream, u8 mode. Reply: bulk n bytes. */
@@ -50,6 +110,10 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
     if (r != CUDA_SUCCESS) return r;
+    if (n > (1u << 20)) {
+        int streamed = dtoh_streamed(c, src, n, mode == COPY_ASYNC ? st : NULL);
+        if (streamed >= 0) return streamed ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+    }
     void *buf = malloc(n ? n : 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     if (mode == COPY_ASYNC) {

@@ -13,8 +13,10 @@
 #include "export_tables.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,7 +71,7 @@ static void slot_not_implemented(_Atomic int *once, const char *table, int slot)
     _Pragma("GCC diagnostic ignored \"-Woverride-init\"")
 #define OVERRIDES_END _Pragma("GCC diagnostic pop")
 
-STUBS_ONES(unknown_f8cf)
+STUBS_ONES(error_log)
 STUBS_ONES(cudart_iface) STUBS_TENS(cudart_iface, 1)
 STUBS_ONES(tools_hooks)
 STUBS_ONES(tools_tls)
@@ -158,49 +160,181 @@ static CUresult tools_ctx_number(CUcontext ctx, uint64_t *number)
     return rc;
 }
 
-/* Tools context (21318c60...), slot 51: HYPOTHESIS, to be checked against
- * the driver: the driver's own object for a public stream, through the third
- * argument. Ours: the public handle itself (the special handles as they are).
- * Slot 39: HYPOTHESIS: the number of that stream, as cuStreamGetId. */
-static CUresult tools_ctx_stream_object(CUcontext ctx, CUstream stream, void **object)
+/* ---------------------------------------------------------------------------
+ * Tools context (21318c60...), slots 51 and 39: a stream's driver object, and
+ * that object's stream number. cuBLAS calls them one after the other when it
+ * runs on a stream (cuSOLVER's getrs through it), to key its per-stream state.
+ *
+ * Driver 580 [trace, probe]:
+ *   [51] CUresult (CUcontext ctx, CUstream stream, void **object, unsigned flags)
+ *        writes the driver's object for the stream: for NULL, the legacy
+ *        stream's (the same object as CU_STREAM_LEGACY's), or with nonzero
+ *        flags the per-thread stream's; for CU_STREAM_PER_THREAD the calling
+ *        thread's per-thread stream's; an ordinary stream's own otherwise.
+ *        The same stream always gets the same object. The special handles
+ *        mean ctx's streams, whether or not ctx is current; with a NULL ctx
+ *        they get CUDA_ERROR_INVALID_HANDLE (the current context is not
+ *        used). An ordinary stream resolves with any ctx, NULL too. NULL
+ *        object: CUDA_ERROR_INVALID_VALUE. cuBLAS passes flags 0.
+ *   [39] CUresult (CUcontext ctx, const void *object, uint64_t *number)
+ *        writes the stream's number, what cuStreamGetId gives for it, with or
+ *        without a ctx. NULL object or NULL number: CUDA_ERROR_INVALID_VALUE.
+ *
+ * Ours: the object is a small record of ours holding the stream's number,
+ * asked of cuStreamGetId once, in ctx (pushed for the question if it is not
+ * the current one); one record per stream number, so a stream always gets
+ * the same object and NULL shares CU_STREAM_LEGACY's. Slot 39 reads the
+ * record back, and refuses what is not one of ours instead of trusting it.
+ * A context's records go when it is destroyed. */
+
+struct stream_object {
+    CUcontext ctx; /* whose destruction drops this record */
+    unsigned long long id;
+};
+
+static pthread_mutex_t stream_objects_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stream_object **stream_objects;
+static size_t stream_objects_len, stream_objects_cap;
+
+static bool stream_is_special(CUstream stream)
 {
-    (void)ctx;
+    return stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+/* The record for stream number id, created if need be. NULL if out of memory. */
+static struct stream_object *stream_object_intern(CUcontext ctx, unsigned long long id)
+{
+    struct stream_object *found = NULL;
+    pthread_mutex_lock(&stream_objects_lock);
+    for (size_t i = 0; i < stream_objects_len && found == NULL; i++)
+        if (stream_objects[i]->id == id) found = stream_objects[i];
+    if (found == NULL && stream_objects_len == stream_objects_cap) {
+        size_t cap = stream_objects_cap ? stream_objects_cap * 2 : 16;
+        struct stream_object **grown = realloc(stream_objects, cap * sizeof *grown);
+        if (grown != NULL) {
+            stream_objects = grown;
+            stream_objects_cap = cap;
+        }
+    }
+    if (found == NULL && stream_objects_len < stream_objects_cap) {
+        found = malloc(sizeof *found);
+        if (found != NULL) {
+            found->ctx = ctx;
+            found->id = id;
+            stream_objects[stream_objects_len++] = found;
+        }
+    }
+    pthread_mutex_unlock(&stream_objects_lock);
+    return found;
+}
+
+static void stream_objects_drop_context(CUcontext ctx)
+{
+    pthread_mutex_lock(&stream_objects_lock);
+    for (size_t i = 0; i < stream_objects_len;) {
+        if (stream_objects[i]->ctx != ctx) { i++; continue; }
+        free(stream_objects[i]);
+        stream_objects[i] = stream_objects[--stream_objects_len];
+    }
+    pthread_mutex_unlock(&stream_objects_lock);
+}
+
+/* cuStreamGetId of stream as seen from ctx: a special handle means ctx's own
+ * special stream, so ctx is made current for the question if it is not. */
+static CUresult stream_id_in(CUcontext ctx, CUstream stream, unsigned long long *id)
+{
+    CUcontext current = NULL;
+    CUresult rc = cuCtxGetCurrent(&current);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (!stream_is_special(stream) || ctx == current) return cuStreamGetId(stream, id);
+
+    rc = cuCtxPushCurrent_v2(ctx);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = cuStreamGetId(stream, id);
+    CUcontext popped;
+    CUresult pop = cuCtxPopCurrent_v2(&popped);
+    return rc != CUDA_SUCCESS ? rc : pop;
+}
+
+static CUresult tools_ctx_stream_object(CUcontext ctx, CUstream stream, void **object, unsigned flags)
+{
     if (object == NULL) return CUDA_ERROR_INVALID_VALUE;
-    *object = (void *)stream;
-    LOG_DEBUG("tools_ctx[51]: ctx %p stream %p", (void *)ctx, (void *)stream);
+    if (stream_is_special(stream) && ctx == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (stream == NULL && flags != 0) stream = CU_STREAM_PER_THREAD;
+
+    unsigned long long id = 0;
+    CUresult rc = stream_id_in(ctx, stream, &id);
+    if (rc == CUDA_SUCCESS && ctx == NULL) rc = cuCtxGetCurrent(&ctx);
+    LOG_DEBUG("tools_ctx[51]: ctx %p stream %p: stream number %llu, rc %d", (void *)ctx, (void *)stream, id, (int)rc);
+    if (rc != CUDA_SUCCESS) return rc;
+
+    struct stream_object *o = stream_object_intern(ctx, id);
+    if (o == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    *object = o;
     return CUDA_SUCCESS;
 }
 
-static CUresult tools_ctx_stream_number(CUcontext ctx, void *object, uint64_t *number)
+static CUresult tools_ctx_stream_number(CUcontext ctx, const void *object, uint64_t *number)
 {
-    (void)ctx;
-    if (number == NULL) return CUDA_ERROR_INVALID_VALUE;
-    unsigned long long id = 0;
-    CUresult rc = cuStreamGetId((CUstream)object, &id);
-    if (rc == CUDA_SUCCESS) *number = id;
-    LOG_DEBUG("tools_ctx[39]: ctx %p object %p -> rc %d id %llu", (void *)ctx, object, (int)rc, id);
+    (void)ctx; /* the object knows its stream */
+    if (object == NULL || number == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&stream_objects_lock);
+    for (size_t i = 0; i < stream_objects_len; i++) {
+        if (stream_objects[i] != object) continue;
+        *number = stream_objects[i]->id;
+        rc = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&stream_objects_lock);
     return rc;
 }
 
-/* Tools module (6e163fbe...), slot 7: HYPOTHESIS: calls back (user data,
- * function) for each function of the module; returns how many. */
-typedef void (*tools_module_fn_cb)(void *user, CUfunction fn);
+/* ---------------------------------------------------------------------------
+ * Tools module (6e163fbe...), slot 7: calls back once per function of a
+ * module. cuFFT loads each of its kernels as a module of its own, gets the
+ * kernel's CUfunction through this, and then uses it with the public calls
+ * (cuFuncGetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor,
+ * cuLaunchKernel) only; it never looks inside the handle.
+ *
+ * Driver 580 [trace, probe]:
+ *   unsigned (CUcontext ctx, CUmodule mod,
+ *             void (*callback)(void *user, CUfunction fn, const char *name),
+ *             void *user)
+ * calls callback(user, fn, name) for each function, in the order
+ * cuModuleEnumerateFunctions lists them, name being the very pointer
+ * cuFuncGetName gives; the callback's return value is ignored. It returns
+ * the number of functions: 1 for cuFFT's modules, 3 for a module of three
+ * kernels, 0 for a module without any and for an unloaded module; the same
+ * with a NULL ctx, and with a NULL callback (which it then does not call).
+ * A NULL module crashes the driver.
+ *
+ * Ours: cuModuleGetFunctionCount, cuModuleEnumerateFunctions and
+ * cuFuncGetName, which the shim answers from its module registry; a module
+ * it does not know counts as having no function. */
 
-static CUresult tools_module_each_function(CUcontext ctx, CUmodule mod, tools_module_fn_cb cb, void *user)
+typedef void (*tools_module_function_cb)(void *user, CUfunction fn, const char *name);
+
+static unsigned tools_module_each_function(CUcontext ctx, CUmodule mod, tools_module_function_cb cb, void *user)
 {
-    (void)ctx;
+    (void)ctx; /* the driver iterates with a NULL context as well */
     unsigned n = 0;
-    CUresult rc = cuModuleGetFunctionCount(&n, mod);
-    LOG_DEBUG("tools_module[7]: module %p: %u functions, rc %d", (void *)mod, n, (int)rc);
-    if (rc != CUDA_SUCCESS) return rc;
-    if (n == 0 || cb == NULL) return (CUresult)n;
+    if (cuModuleGetFunctionCount(&n, mod) != CUDA_SUCCESS) n = 0;
+    LOG_DEBUG("tools_module[7]: module %p: %u functions", (void *)mod, n);
+    if (cb == NULL || n == 0) return n;
+
     CUfunction *fns = calloc(n, sizeof *fns);
-    if (fns == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = cuModuleEnumerateFunctions(fns, n, mod);
-    if (rc == CUDA_SUCCESS)
-        for (unsigned i = 0; i < n; i++) cb(user, fns[i]);
+    if (fns == NULL || cuModuleEnumerateFunctions(fns, n, mod) != CUDA_SUCCESS) {
+        free(fns);
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const char *name = NULL;
+        if (cuFuncGetName(&name, fns[i]) != CUDA_SUCCESS) name = NULL;
+        cb(user, fns[i], name);
+    }
     free(fns);
-    return rc == CUDA_SUCCESS ? (CUresult)n : rc;
+    return n;
 }
 
 /* ---------------------------------------------------------------------------
@@ -373,6 +507,8 @@ void scuda_export_tables_context_destroyed(CUcontext ctx)
     for (size_t i = 0; i < ndead; i++)
         if (dead[i].dtor != NULL) dead[i].dtor(ctx, dead[i].key, dead[i].value);
     free(dead);
+
+    stream_objects_drop_context(ctx);
 }
 
 /* ---------------------------------------------------------------------------
@@ -558,15 +694,46 @@ static CUresult integrity_check(uint32_t runtime_version, uint64_t unix_seconds,
 }
 
 /* ---------------------------------------------------------------------------
+ * Error log (f8cff951...), slot 1: a library's message for the driver's error
+ * log, the one cuLogsCurrent, cuLogsDumpToMemory and cuLogsRegisterCallback
+ * read. cuDNN uses it to report a failed launch; nothing calls it when all
+ * goes well.
+ *
+ * Driver 580 [probe]: CUresult (const char *domain, int level, const char
+ * *format, va_list args) formats the message and appends it to the log as
+ * "[time][thread][domain][E] message" for level 0, "[W]" for any other
+ * level (the driver's own entries have domain "CUDA"); callbacks registered
+ * with cuLogsRegisterCallback get (level as passed, message, length). It
+ * returns 0. NULL arguments crash it.
+ *
+ * Ours: the shim's cuLogs* calls read the server's driver log, and no public
+ * call adds to it, so the message goes to the shim's own log instead: error
+ * level for level 0, warn otherwise, as "[domain] message". */
+
+static CUresult error_log_message(const char *domain, int level, const char *format, va_list args)
+{
+    if (format == NULL) return CUDA_ERROR_INVALID_VALUE;
+    char message[1024];
+    vsnprintf(message, sizeof message, format, args);
+    if (domain == NULL) domain = "?";
+    if (level == 0)
+        LOG_ERROR("[%s] %s", domain, message);
+    else
+        LOG_WARN("[%s] %s", domain, message);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------
  * The tables. Sizes are what driver 580 reports (docs/export-tables.md). */
 
 OVERRIDES_BEGIN
 
-/* f8cff951...: no public name; cudart 13 asks for it before cuInit and calls
- * none of its slots. */
-static const void *const unknown_f8cf_table[3] = {
-    REF(unknown_f8cf, 0), REF(unknown_f8cf, 1), REF(unknown_f8cf, 2),
+/* f8cff951...: cudart 13 asks for it before cuInit; cuDNN calls slot 1 to
+ * report errors. Slot 2 has never been seen called. */
+static const void *const error_log_table[3] = {
+    REF(error_log, 0), REF(error_log, 1), REF(error_log, 2),
     [0] = TABLE_SIZE(3),
+    [1] = (const void *)error_log_message,
 };
 
 /* Entry 10 is NULL in the real table, and so in ours: a caller may test it. */
@@ -613,7 +780,8 @@ static const void *const integrity_table[3] = {
 };
 
 /* 93 entries on driver 580 (newer drivers have more); entry 91 is NULL.
- * Slot 4 is the context number, above. */
+ * Slot 4 is the context number, 51 and 39 a stream's object and number,
+ * above. */
 static const void *const tools_ctx_table[93] = {
     REFS_ONES(tools_ctx), REFS_TENS(tools_ctx, 1), REFS_TENS(tools_ctx, 2),
     REFS_TENS(tools_ctx, 3), REFS_TENS(tools_ctx, 4), REFS_TENS(tools_ctx, 5),
@@ -625,9 +793,8 @@ static const void *const tools_ctx_table[93] = {
     [51] = (const void *)tools_ctx_stream_object,
 };
 
-/* 99 entries; entry 93 is NULL. Slot 7 is called by cuFFT: it walks a
- * module's functions and calls back the caller for each. Not implemented:
- * see docs/export-tables.md. */
+/* 99 entries; entry 93 is NULL. Slot 7 is cuFFT's: one callback per function
+ * of a module, above. */
 static const void *const tools_module_table[99] = {
     REFS_ONES(tools_module), REFS_TENS(tools_module, 1), REFS_TENS(tools_module, 2),
     REFS_TENS(tools_module, 3), REFS_TENS(tools_module, 4), REFS_TENS(tools_module, 5),
@@ -647,9 +814,12 @@ static const void *const unknown_69a2_table[34] = {
     [0] = TABLE_SIZE(34),
 };
 
-/* 17 entries per the measured map; driver 580 refused it in our probes
- * (after cuInit, with and without a current context), so its layout is
- * taken on trust from the map. */
+/* 17 entries, size word (driver 580 serves it). cuBLASLt calls [4] and then
+ * [13] once, on its first half-precision matmul. [4] (void **a, void **b)
+ * returns 0 and two fresh 72-byte heap blocks holding fixed byte patterns;
+ * [13] (a, b, 12, 4, pointer, 0) then writes a pointer and a 64-bit value
+ * into each. What [13] computes is not known, so neither is implemented:
+ * with [4] failing, cuBLASLt skips [13] and the matmul works. */
 static const void *const unknown_1734_table[17] = {
     REFS_ONES(unknown_1734), REF(unknown_1734, 10), REF(unknown_1734, 11), REF(unknown_1734, 12),
     REF(unknown_1734, 13), REF(unknown_1734, 14), REF(unknown_1734, 15), REF(unknown_1734, 16),
@@ -696,7 +866,7 @@ struct export_table {
      0x##i, 0x##j, 0x##k, 0x##l, 0x##m, 0x##n, 0x##o, 0x##p}
 
 static const struct export_table export_tables[] = {
-    {"unknown_f8cf", UUID16(f8,cf,f9,51,21,46,8b,4e,b9,e2,fb,46,9e,7c,0d,d9), unknown_f8cf_table},
+    {"error_log", UUID16(f8,cf,f9,51,21,46,8b,4e,b9,e2,fb,46,9e,7c,0d,d9), error_log_table},
     {"cudart_iface", UUID16(6b,d5,fb,6c,5b,f4,e7,4a,89,87,d9,39,12,fd,9d,f9), cudart_iface_table},
     {"tools_hooks", UUID16(a0,94,79,8c,2e,74,2e,74,93,f2,08,00,20,0c,0a,66), tools_hooks_table},
     {"tools_tls", UUID16(42,d8,5a,81,23,f6,cb,47,82,98,f6,e7,8a,3a,ec,dc), tools_tls_table},

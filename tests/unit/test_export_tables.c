@@ -8,9 +8,16 @@
  * published algorithm (HMAC-MD2 over a byte string we lay out by hand), not
  * against the production code's own helpers. The reference MD2 is checked
  * against the test vectors of RFC 1319 first, and then against answers read
- * from the real driver 580 on an H100 (see docs/export-tables.md). */
+ * from the real driver 580 on an H100 (see docs/export-tables.md).
+ *
+ * The stream-object, per-function and error-log slots are checked against
+ * what driver 580 did in the probes of docs/export-tables.md, on fakes that
+ * model the same rules (special streams per context and thread, modules with
+ * three functions and with none). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +27,7 @@
 #include <cuda.h>
 
 #include "client/export_tables.h"
+#include "common/log.h"
 
 static int failures, checks;
 
@@ -121,6 +129,88 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = fake_devs[d].device; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
+}
+
+
+/* Contexts pushed on the calling thread, as cuCtxPushCurrent does. */
+static _Thread_local CUcontext fake_pushed[8];
+static _Thread_local int fake_npushed;
+static int fake_pushes;
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    if (ctx == NULL || fake_npushed == 8) return CUDA_ERROR_INVALID_VALUE;
+    fake_pushed[fake_npushed++] = fake_current;
+    fake_current = ctx;
+    fake_pushes++;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    if (fake_npushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx) *pctx = fake_current;
+    fake_current = fake_pushed[--fake_npushed];
+    return CUDA_SUCCESS;
+}
+
+/* Stream numbers: the current context's legacy stream 1000 + its number, its
+ * per-thread stream 2000 + its number + 100 per thread (a thread gets its
+ * index on first use), an ordinary stream (handle 0x9X00) its handle >> 8.
+ * Handles 0xdead0 and up are not streams. */
+static _Atomic int fake_threads;
+static _Thread_local int fake_thread_index = -1;
+static int fake_stream_id_calls;
+
+CUresult cuStreamGetId(CUstream stream, unsigned long long *id)
+{
+    fake_stream_id_calls++;
+    uintptr_t h = (uintptr_t)stream;
+    if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+        if (fake_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+        unsigned long long ctxno = (uintptr_t)fake_current >> 8;
+        if (stream != CU_STREAM_PER_THREAD) {
+            *id = 1000 + ctxno;
+        } else {
+            if (fake_thread_index < 0) fake_thread_index = atomic_fetch_add(&fake_threads, 1);
+            *id = 2000 + ctxno + 100 * (unsigned long long)fake_thread_index;
+        }
+        return CUDA_SUCCESS;
+    }
+    if (h >= 0xdead0) return CUDA_ERROR_INVALID_HANDLE;
+    *id = h >> 8;
+    return CUDA_SUCCESS;
+}
+
+/* Modules: 0x4000 has three functions, 0x4100 none; nothing else is one. */
+#define FAKE_MODULE ((CUmodule)(uintptr_t)0x4000)
+#define FAKE_EMPTY_MODULE ((CUmodule)(uintptr_t)0x4100)
+static const char *const fake_fn_names[3] = {"k_first", "k_second", "k_third"};
+static CUfunction fake_fn(int i) { return (CUfunction)(uintptr_t)(0x4010 + 0x10 * i); }
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    if (mod == FAKE_MODULE) *count = 3;
+    else if (mod == FAKE_EMPTY_MODULE) *count = 0;
+    else return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int n, CUmodule mod)
+{
+    if (mod != FAKE_MODULE && mod != FAKE_EMPTY_MODULE) return CUDA_ERROR_INVALID_HANDLE;
+    for (unsigned i = 0; i < n && mod == FAKE_MODULE && i < 3; i++) functions[i] = fake_fn((int)i);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction fn)
+{
+    for (int i = 0; i < 3; i++)
+        if (fn == fake_fn(i)) {
+            *name = fake_fn_names[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* ---------------------------------------------------------------------------
@@ -279,7 +369,7 @@ static const struct {
     int sized;    /* entry 0 is the size in bytes */
     int null_at;  /* the one entry that is NULL in the real table, or 0 */
 } known[] = {
-    {"unknown_f8cf", "f8cff95121468b4eb9e2fb469e7c0dd9", 3, 1, 0},
+    {"error_log", "f8cff95121468b4eb9e2fb469e7c0dd9", 3, 1, 0},
     {"cudart_iface", "6bd5fb6c5bf4e74a8987d93912fd9df9", 13, 1, 10},
     {"tools_hooks", "a094798c2e742e7493f20800200c0a66", 7, 1, 0},
     {"tools_tls", "42d85a8123f6cb478298f6e78a3aecdc", 3, 1, 0},
@@ -337,7 +427,7 @@ static void test_lookup(void)
 static void test_stubs(void)
 {
     static const struct { int table, slot; } unimplemented[] = {
-        {1, 1}, {1, 6}, {1, 8}, {3, 1}, {7, 3}, {7, 39}, {7, 51}, {8, 7},
+        {1, 1}, {1, 6}, {1, 8}, {3, 1}, {7, 3}, {7, 40}, {7, 52}, {8, 6}, {0, 2},
         {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 1}, {11, 6}, {2, 1},
     };
     for (size_t i = 0; i < sizeof unimplemented / sizeof unimplemented[0]; i++) {
@@ -348,7 +438,7 @@ static void test_stubs(void)
         CHECK(fn() == CUDA_ERROR_NOT_SUPPORTED, "%s[%d] again (logged once)", known[ti].name, s);
     }
     void *const *t = table_of(known[7].uuid);
-    CHECK(t[3] != t[39] && t[39] != t[51], "each unimplemented slot has its own function");
+    CHECK(t[3] != t[40] && t[40] != t[52], "each unimplemented slot has its own function");
 }
 
 static void test_simple_slots(void)
@@ -498,6 +588,208 @@ static void test_cls(void)
     fake_current = NULL;
 }
 
+/* --- tools_ctx[51] and [39]: a stream's object and its number --- */
+
+typedef CUresult (*stream_object_fn)(CUcontext, CUstream, void **, unsigned);
+typedef CUresult (*stream_number_fn)(CUcontext, const void *, uint64_t *);
+
+static stream_object_fn t51;
+static stream_number_fn t39;
+static CUcontext thread_ctx;
+static void *thread_object;
+static uint64_t thread_number;
+
+static void *per_thread_in_other_thread(void *arg)
+{
+    (void)arg;
+    fake_current = thread_ctx;
+    if (t51(thread_ctx, CU_STREAM_PER_THREAD, &thread_object, 0) != CUDA_SUCCESS) thread_object = NULL;
+    if (thread_object == NULL || t39(NULL, thread_object, &thread_number) != CUDA_SUCCESS) thread_number = 0;
+    return NULL;
+}
+
+static uint64_t number_of(const void *object)
+{
+    uint64_t n = 0;
+    return t39(NULL, object, &n) == CUDA_SUCCESS ? n : 0;
+}
+
+static void test_stream_objects(void)
+{
+    void *const *t = table_of("21318c60971432488ca641ff7324c8f2");
+    t51 = (stream_object_fn)t[51];
+    t39 = (stream_number_fn)t[39];
+    CUcontext a = (CUcontext)(uintptr_t)0xc100, b = (CUcontext)(uintptr_t)0xc200;
+    CUstream s1 = (CUstream)(uintptr_t)0x9100, s2 = (CUstream)(uintptr_t)0x9200;
+    void *legacy = NULL, *o = NULL;
+    uint64_t n = 0;
+
+    fake_current = a;
+    CHECK(t51(a, NULL, &legacy, 0) == CUDA_SUCCESS && legacy != NULL, "tools_ctx[51](ctx, NULL): an object");
+    CHECK(t39(a, legacy, &n) == CUDA_SUCCESS && n == 1000 + 0xc1,
+          "tools_ctx[39]: its number is the legacy stream's (%llu)", (unsigned long long)n);
+    CHECK(t51(a, CU_STREAM_LEGACY, &o, 0) == CUDA_SUCCESS && o == legacy,
+          "tools_ctx[51]: CU_STREAM_LEGACY gets the same object as NULL, as in driver 580");
+    CHECK(t51(a, NULL, &o, 0) == CUDA_SUCCESS && o == legacy, "tools_ctx[51]: the same stream, the same object");
+
+    void *ptds = NULL;
+    CHECK(t51(a, CU_STREAM_PER_THREAD, &ptds, 0) == CUDA_SUCCESS && ptds != legacy &&
+              number_of(ptds) >= 2000 + 0xc1,
+          "tools_ctx[51](CU_STREAM_PER_THREAD): the thread's per-thread stream (%llu)",
+          (unsigned long long)number_of(ptds));
+    CHECK(t51(a, NULL, &o, 1) == CUDA_SUCCESS && o == ptds,
+          "tools_ctx[51](NULL, flags 1): the per-thread stream, as in driver 580");
+    CHECK(t51(a, CU_STREAM_LEGACY, &o, 1) == CUDA_SUCCESS && o == legacy,
+          "tools_ctx[51](CU_STREAM_LEGACY, flags 1): still the legacy stream");
+
+    void *o1 = NULL, *o2 = NULL;
+    CHECK(t51(a, s1, &o1, 0) == CUDA_SUCCESS && number_of(o1) == 0x91, "tools_ctx[51]: an ordinary stream's object");
+    CHECK(t51(NULL, s1, &o, 0) == CUDA_SUCCESS && o == o1,
+          "tools_ctx[51]: an ordinary stream needs no context, and gets the same object");
+    CHECK(t51(a, s2, &o2, 0) == CUDA_SUCCESS && o2 != o1 && number_of(o2) == 0x92,
+          "tools_ctx[51]: another stream, another object");
+
+    o = (void *)0x77;
+    CHECK(t51(NULL, NULL, &o, 0) == CUDA_ERROR_INVALID_HANDLE && o == (void *)0x77,
+          "tools_ctx[51](NULL ctx, NULL stream): CUDA_ERROR_INVALID_HANDLE, output untouched, as in driver 580");
+    CHECK(t51(NULL, CU_STREAM_PER_THREAD, &o, 0) == CUDA_ERROR_INVALID_HANDLE && o == (void *)0x77,
+          "tools_ctx[51](NULL ctx, CU_STREAM_PER_THREAD): CUDA_ERROR_INVALID_HANDLE");
+    CHECK(t51(a, (CUstream)(uintptr_t)0xdead0, &o, 0) == CUDA_ERROR_INVALID_HANDLE && o == (void *)0x77,
+          "tools_ctx[51]: a bad stream fails with cuStreamGetId's error");
+    CHECK(t51(a, NULL, NULL, 0) == CUDA_ERROR_INVALID_VALUE, "tools_ctx[51] with NULL out: CUDA_ERROR_INVALID_VALUE");
+
+    /* The special handles mean the named context's streams, current or not. */
+    int pushes = fake_pushes;
+    void *legacy_b = NULL;
+    CHECK(t51(b, NULL, &legacy_b, 0) == CUDA_SUCCESS && legacy_b != legacy && number_of(legacy_b) == 1000 + 0xc2 &&
+              fake_current == a && fake_npushed == 0 && fake_pushes == pushes + 1,
+          "tools_ctx[51](other ctx, NULL): that context's legacy stream, asked with it pushed and popped");
+    CHECK(t51(a, NULL, &o, 0) == CUDA_SUCCESS && o == legacy && fake_pushes == pushes + 1,
+          "tools_ctx[51](current ctx, NULL): nothing pushed");
+    fake_current = NULL;
+    CHECK(t51(a, NULL, &o, 0) == CUDA_SUCCESS && o == legacy && fake_current == NULL,
+          "tools_ctx[51] with no current context: the named context's stream");
+    fake_current = a;
+
+    int calls = fake_stream_id_calls;
+    CHECK(number_of(o1) == 0x91 && number_of(legacy) == 1000 + 0xc1 && fake_stream_id_calls == calls,
+          "tools_ctx[39] reads the object: no driver call");
+    CHECK(t39(a, legacy, NULL) == CUDA_ERROR_INVALID_VALUE, "tools_ctx[39] with NULL out: CUDA_ERROR_INVALID_VALUE");
+    n = 5;
+    CHECK(t39(a, NULL, &n) == CUDA_ERROR_INVALID_VALUE && n == 5,
+          "tools_ctx[39] with NULL object: CUDA_ERROR_INVALID_VALUE, as in driver 580");
+    int not_ours;
+    CHECK(t39(a, &not_ours, &n) == CUDA_ERROR_INVALID_HANDLE && n == 5,
+          "tools_ctx[39] refuses an object that is not one of ours");
+
+    thread_ctx = a;
+    pthread_t th;
+    pthread_create(&th, NULL, per_thread_in_other_thread, NULL);
+    pthread_join(th, NULL);
+    CHECK(thread_object != NULL && thread_object != ptds && thread_number != number_of(ptds) &&
+              thread_number >= 2000 + 0xc1,
+          "tools_ctx[51](CU_STREAM_PER_THREAD) in another thread: that thread's stream (%llu)",
+          (unsigned long long)thread_number);
+
+    scuda_export_tables_context_destroyed(a);
+    CHECK(t39(NULL, legacy, &n) == CUDA_ERROR_INVALID_HANDLE, "destroying a context drops its objects");
+    CHECK(number_of(legacy_b) == 1000 + 0xc2, "another context's objects survive");
+    CHECK(t51(a, NULL, &o, 0) == CUDA_SUCCESS && number_of(o) == 1000 + 0xc1, "asking again makes a new object");
+    scuda_export_tables_context_destroyed(a);
+    scuda_export_tables_context_destroyed(b);
+    fake_current = NULL;
+}
+
+/* --- tools_module[7]: a callback per function of a module --- */
+
+typedef void (*function_cb)(void *user, CUfunction fn, const char *name);
+typedef unsigned (*each_function_fn)(CUcontext, CUmodule, function_cb, void *);
+
+struct seen_functions {
+    int n;
+    CUfunction fn[8];
+    const char *name[8];
+};
+
+static void record_function(void *user, CUfunction fn, const char *name)
+{
+    struct seen_functions *seen = user;
+    if (seen->n < 8) {
+        seen->fn[seen->n] = fn;
+        seen->name[seen->n] = name;
+    }
+    seen->n++;
+}
+
+static void test_each_function(void)
+{
+    void *const *t = table_of("6e163fbeb958444d835ce182aff1991e");
+    each_function_fn each = (each_function_fn)t[7];
+    CUcontext ctx = (CUcontext)(uintptr_t)0xc300;
+    struct seen_functions seen = {0};
+
+    CHECK(each(ctx, FAKE_MODULE, record_function, &seen) == 3 && seen.n == 3,
+          "tools_module[7]: three functions, three callbacks, returns 3 (%d callbacks)", seen.n);
+    int in_order = seen.n == 3;
+    for (int i = 0; i < 3 && in_order; i++) {
+        const char *name = NULL;
+        cuFuncGetName(&name, fake_fn(i));
+        in_order = seen.fn[i] == fake_fn(i) && seen.name[i] == name;
+    }
+    CHECK(in_order, "tools_module[7]: (user, function, cuFuncGetName's name), in cuModuleEnumerateFunctions' order");
+
+    memset(&seen, 0, sizeof seen);
+    CHECK(each(NULL, FAKE_MODULE, record_function, &seen) == 3 && seen.n == 3,
+          "tools_module[7] with a NULL context: the same, as in driver 580");
+    CHECK(each(ctx, FAKE_MODULE, NULL, NULL) == 3, "tools_module[7] with no callback: still counts");
+
+    memset(&seen, 0, sizeof seen);
+    CHECK(each(ctx, FAKE_EMPTY_MODULE, record_function, &seen) == 0 && seen.n == 0,
+          "tools_module[7] on a module without functions: 0, no callback");
+    CHECK(each(ctx, (CUmodule)(uintptr_t)0x7700, record_function, &seen) == 0 && seen.n == 0,
+          "tools_module[7] on an unknown module: 0, no callback (driver 580: the same for an unloaded one)");
+}
+
+/* --- error_log[1]: a library's message --- */
+
+typedef CUresult (*log_message_fn)(const char *domain, int level, const char *format, va_list args);
+
+static CUresult call_log(log_message_fn fn, const char *domain, int level, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    CUresult rc = fn(domain, level, format, ap);
+    va_end(ap);
+    return rc;
+}
+
+static void test_error_log(void)
+{
+    void *const *t = table_of("f8cff95121468b4eb9e2fb469e7c0dd9");
+    log_message_fn log_message = (log_message_fn)t[1];
+    int fds[2];
+    if (pipe(fds) != 0) {
+        CHECK(0, "pipe");
+        return;
+    }
+    scuda_log_set_fd(fds[1]);
+    CUresult r0 = call_log(log_message, "cuDNN", 0, "launch failed: %s (%d)", "bad", 77);
+    CUresult r1 = call_log(log_message, "cuDNN", 2, "retrying %d", 3);
+    CUresult r2 = call_log(log_message, NULL, 1, NULL);
+    scuda_log_set_fd(2);
+    close(fds[1]);
+    char buf[2048];
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    buf[got > 0 ? got : 0] = '\0';
+
+    CHECK(r0 == CUDA_SUCCESS && r1 == CUDA_SUCCESS, "error_log[1] returns 0, as in driver 580");
+    CHECK(strstr(buf, "error: [cuDNN] launch failed: bad (77)\n") != NULL,
+          "error_log[1] level 0: the formatted message, at error level");
+    CHECK(strstr(buf, "warn: [cuDNN] retrying 3\n") != NULL, "error_log[1] other levels: warn level");
+    CHECK(r2 == CUDA_ERROR_INVALID_VALUE, "error_log[1] with no format: CUDA_ERROR_INVALID_VALUE");
+}
+
 /* --- integrity --- */
 
 typedef CUresult (*integrity_fn)(uint32_t, uint64_t, uint64_t *);
@@ -621,6 +913,9 @@ int main(void)
     test_stubs();
     test_simple_slots();
     test_cls();
+    test_stream_objects();
+    test_each_function();
+    test_error_log();
     test_md2_reference();
     test_integrity_known_answers();
     test_integrity();

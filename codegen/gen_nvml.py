@@ -195,6 +195,9 @@ class Fn:
         self.args = []
         self.spec = None
 
+    def spec_flags(self):
+        return self.spec.flags if self.spec else set()
+
     # Arguments travel in two passes: first everything whose size is known
     # by itself, then the buffers whose size depends on other arguments.
     @property
@@ -396,7 +399,7 @@ class Model:
 # emitters
 # ---------------------------------------------------------------------------
 
-def c_expr(expr, args, before=True):
+def c_expr(expr, args):
     """A count expression in C: pointer parameters stand for their value."""
     ptrs = {a.name for a in args if a.kind in ("ptr", "array")}
 
@@ -604,7 +607,7 @@ class Emitter:
             f = self.m.fns.get(n)
             if f is not None and f.cls == "forward":
                 out.append("    [%d] = {\"%s\", h_%s, %d},\n" % (self.op_ids[n], n, n, "blocking" in f.spec_flags()))
-            elif f is None:
+            elif f is None and n in nvml_spec.EXTRA_OPS:
                 out.append("    [%d] = {\"%s\", NULL, 0}, /* srv_%s */\n" % (self.op_ids[n], n, n))
             else:
                 out.append("    [%d] = {\"%s\", NULL, 0}, /* retired */\n" % (self.op_ids[n], n))
@@ -724,13 +727,6 @@ class Emitter:
                     "    ns_put_ptr(&k, %s, %s_n);\n" % (n, n),
                     "    ns_put_array(&k, %s_array, r, %s_count * sizeof(%s));\n" % (n, n, elem)]
         raise AssertionError(a.kind)
-
-
-def _spec_flags(self):
-    return self.spec.flags if self.spec else set()
-
-
-Fn.spec_flags = _spec_flags
 
 
 # ---------------------------------------------------------------------------

@@ -70,12 +70,13 @@ HANDLE_KINDS = {
 
 # Ops with hand-written code on both sides (src/client/nvml/,
 # src/server/nvml/ srv_NAME handlers); appended to codegen/nvml_ops.txt.
+# An op retired from here stays in nvml_ops.txt with no handler.
 EXTRA_OPS = [
     "scuda_nvml_error_string",        # nvmlErrorString's text, from the real NVML
     "scuda_nvml_xt_open",             # nvmlInternalGetExportTable on the server
-    "scuda_nvml_xt_handle_by_index",  # export-table slot: device handle by index
-    "scuda_nvml_xt_process_list",     # export-table slots: process lists
-    "scuda_nvml_xt_device_u32",       # export-table slots: fn(device, unsigned *)
+    "scuda_nvml_xt_bus_id",           # private slot: PCI bus id of device N
+    "scuda_nvml_xt_processes",        # private slots: process lists
+    "scuda_nvml_xt_device_call",      # other private slots called on a device
 ]
 
 FUNCTIONS = r"""

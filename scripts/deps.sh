@@ -28,6 +28,16 @@ if ! python3 -c 'import pycparser' 2>/dev/null; then
   python3 -m pip install -q pycparser || python3 -m pip install -q --break-system-packages pycparser
 fi
 
+# The NVML shim is generated from and compiled against nvml.h, which the CUDA
+# toolkit headers here lack: NVIDIA's nvidia-nvml-dev wheel has it. The
+# version is pinned in codegen/nvml_spec.py (the generated files depend on it).
+nvml_pin=$(cd "$(dirname "$0")/../codegen" && python3 -c 'import nvml_spec; print("%s==%s" % nvml_spec.NVML_WHEEL)')
+if [ -z "${NVML_INCLUDE_DIR:-}" ] &&
+   ! python3 -c "import sys, importlib.metadata as m; n, v = sys.argv[1].split('=='); sys.exit(m.version(n) != v)" "$nvml_pin" 2>/dev/null; then
+  echo "deps: installing $nvml_pin with pip (nvml.h)"
+  python3 -m pip install -q "$nvml_pin" || python3 -m pip install -q --break-system-packages "$nvml_pin"
+fi
+
 if [ ! -f "${CUDA_INCLUDE_DIR:-/usr/local/cuda/include}/cuda.h" ]; then
   echo "deps: cuda.h not found in ${CUDA_INCLUDE_DIR:-/usr/local/cuda/include}." >&2
   echo "      Install the CUDA 13 toolkit headers, or set CUDA_INCLUDE_DIR." >&2

@@ -1,23 +1,31 @@
 /* nvml_xt.c - nvmlInternalGetExportTable: nvidia-smi's private NVML table.
  *
  * nvidia-smi asks libnvidia-ml for a table of functions by UUID (not in
- * nvml.h) and takes some of what it prints from it: device handles, the
- * process lists, the host's PCIe generation. In REMOTE mode the shim hands
- * out its own copy of the table: every slot is a trampoline that knows its
- * slot number. The slots whose use is known are forwarded to the same slot
- * of the real table in the session; any other slot logs its number once and
- * returns NVML_ERROR_NOT_SUPPORTED. Slot meanings were learnt by watching
- * nvidia-smi 580 call the real table (SCUDA_NVML_TRACE=1 in PASSTHROUGH mode
- * logs each slot call, its arguments and what it wrote).
- *
- * Assumes the x86-64/arm64 calling conventions, where a function that takes
- * fewer integer arguments than the trampoline's six ignores the rest. */
+ * nvml.h) and takes some of what it prints from it: the PCI bus id of each
+ * device, the process lists, the GPU part number. In REMOTE mode the shim
+ * hands out its own copy of the table, in which every slot is a trampoline
+ * that knows its slot number:
+ *   - the bus-id and process-list slots are forwarded to the same slot of
+ *     the real table in the session (devices mapped to the ones it serves);
+ *   - the output-line slot (called with each line nvidia-smi prints; it
+ *     prints the line itself either way) returns NVML_ERROR_NOT_SUPPORTED;
+ *   - any other slot called with one of our device handles is forwarded
+ *     blind: arguments that point to readable memory travel as snapshots,
+ *     and the bytes the real slot changed are written back;
+ *   - anything else logs its slot once and returns NOT_SUPPORTED.
+ * Slot meanings were learnt by watching nvidia-smi 580 call the real table:
+ * SCUDA_NVML_TRACE=1 in PASSTHROUGH mode logs every slot call with its
+ * arguments and what it wrote, and SCUDA_NVML_TRACE_SKIP=N,... answers
+ * those slots NOT_SUPPORTED instead of calling them (to see what a slot is
+ * for). Assumes the x86-64/arm64 calling conventions, where a function that
+ * takes fewer integer arguments than the trampoline's six ignores the rest. */
 #define _GNU_SOURCE
 #include "nvml_shim.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -35,32 +43,31 @@ static int unknown_logged[NVML_XT_SLOTS];
 
 /* ---- REMOTE: the forwarded slots ---------------------------------------- */
 
-static nvmlReturn_t handle_by_index(unsigned slot, unsigned index, nvmlDevice_t *out, uintptr_t flags)
+static nvmlReturn_t bus_id(unsigned index, char *buf, unsigned len)
 {
-    if (out == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (buf == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_handle_by_index);
-    wb_put_u32(&c.req, slot);
+    rpc_begin(&c, NVML_OP_scuda_nvml_xt_bus_id);
     wb_put_u32(&c.req, index);
-    wb_put_u64(&c.req, flags);
-    wb_put_u8(&c.req, 1);
+    wb_put_u32(&c.req, len);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)out);
+    nvml_get_bytes(&c.out, buf, len);
     rpc_end(&c);
     return r;
 }
 
-static nvmlReturn_t process_list(unsigned slot, nvmlDevice_t dev, unsigned *count, void *entries)
+static nvmlReturn_t process_list(unsigned slot, uintptr_t dev, unsigned *count, void *entries, uintptr_t flags)
 {
     if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned cap = entries ? *count : 0;
     if (cap > NVML_XT_MAX_PROCS) cap = NVML_XT_MAX_PROCS;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_process_list);
+    rpc_begin(&c, NVML_OP_scuda_nvml_xt_processes);
     wb_put_u32(&c.req, slot);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)dev);
+    wb_put_u64(&c.req, dev);
     wb_put_u32(&c.req, cap);
     wb_put_u8(&c.req, entries != NULL);
+    wb_put_u64(&c.req, flags);
     nvmlReturn_t r = nvml_call(&c);
     uint32_t n = wr_u32(&c.out);
     if (!c.out.bad) *count = n;
@@ -69,36 +76,55 @@ static nvmlReturn_t process_list(unsigned slot, nvmlDevice_t dev, unsigned *coun
     return r;
 }
 
-static nvmlReturn_t device_u32(unsigned slot, nvmlDevice_t dev, unsigned *out)
+/* Copies up to `want` bytes at addr without faulting; returns how many
+ * (0: not a pointer to readable memory, so the argument is a value). */
+static size_t snapshot(uintptr_t addr, unsigned char *out, size_t want)
 {
-    if (out == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (addr < 65536) return 0;
+    for (size_t n = want; n >= 8; n /= 4) {
+        struct iovec local = {out, n}, remote = {(void *)addr, n};
+        if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n) return n;
+    }
+    return 0;
+}
+
+static nvmlReturn_t device_call(unsigned slot, const uintptr_t *a)
+{
+    unsigned char snap[NVML_XT_ARGS][NVML_XT_SNAPSHOT];
+    size_t len[NVML_XT_ARGS] = {0};
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_device_u32);
+    rpc_begin(&c, NVML_OP_scuda_nvml_xt_device_call);
     wb_put_u32(&c.req, slot);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)dev);
+    wb_put_u64(&c.req, a[0]); /* the device's id; the session checks it */
+    for (int i = 1; i < NVML_XT_ARGS; i++) {
+        len[i] = snapshot(a[i], snap[i], sizeof snap[i]);
+        wb_put_u32(&c.req, (uint32_t)len[i]);
+        if (len[i]) wb_put_raw(&c.req, snap[i], len[i]);
+        else wb_put_u64(&c.req, a[i]);
+    }
     nvmlReturn_t r = nvml_call(&c);
-    uint32_t v = wr_u32(&c.out);
-    if (r == NVML_SUCCESS && !c.out.bad) *out = v;
+    for (int i = 1; i < NVML_XT_ARGS; i++) {
+        const unsigned char *v = len[i] ? wr_view(&c.out, len[i]) : NULL;
+        /* Only the bytes the real slot changed: the rest of the snapshot
+         * may be the caller's other variables. */
+        for (size_t j = 0; v && j < len[i]; j++)
+            if (v[j] != snap[i][j]) ((unsigned char *)a[i])[j] = v[j];
+    }
     rpc_end(&c);
     return r;
 }
 
-static uintptr_t remote_slot(unsigned slot, uintptr_t a0, uintptr_t a1, uintptr_t a2)
+static nvmlReturn_t remote_slot(unsigned slot, const uintptr_t *a)
 {
-    nvmlReturn_t r;
-    if (slot == NVML_XT_HANDLE_BY_INDEX)
-        r = handle_by_index(slot, (unsigned)a0, (nvmlDevice_t *)a1, a2);
-    else if (slot >= NVML_XT_PROCS_FIRST && slot <= NVML_XT_PROCS_LAST)
-        r = process_list(slot, (nvmlDevice_t)a0, (unsigned *)a1, (void *)a2);
-    else if (slot == NVML_XT_HOST_PCIE_GEN)
-        r = device_u32(slot, (nvmlDevice_t)a0, (unsigned *)a1);
-    else {
-        if (!__atomic_exchange_n(&unknown_logged[slot], 1, __ATOMIC_RELAXED))
-            LOG_WARN("slot %u of NVML's internal table (nvidia-smi's) is not supported by SCUDA; "
-                     "returning NVML_ERROR_NOT_SUPPORTED", slot);
-        r = NVML_ERROR_NOT_SUPPORTED;
-    }
-    return (uintptr_t)nvml_traced("nvmlInternalGetExportTable slot", r);
+    if (slot == NVML_XT_OUTPUT_LINE) return NVML_ERROR_NOT_SUPPORTED; /* nvidia-smi prints anyway */
+    if (slot == NVML_XT_BUS_ID) return bus_id((unsigned)a[0], (char *)a[1], (unsigned)a[2]);
+    if (slot >= NVML_XT_PROCS_FIRST && slot <= NVML_XT_PROCS_LAST)
+        return process_list(slot, a[0], (unsigned *)a[1], (void *)a[2], a[3]);
+    nvmlReturn_t r = slot == NVML_XT_RESET || slot == NVML_XT_RESET_DONE ? NVML_ERROR_NOT_SUPPORTED
+                                                                          : device_call(slot, a);
+    if (r == NVML_ERROR_NOT_SUPPORTED && !__atomic_exchange_n(&unknown_logged[slot], 1, __ATOMIC_RELAXED))
+        LOG_INFO("slot %u of NVML's internal table (nvidia-smi's): NVML_ERROR_NOT_SUPPORTED", slot);
+    return r;
 }
 
 /* ---- PASSTHROUGH with SCUDA_NVML_TRACE: the real slot, logged ----------- */
@@ -117,9 +143,28 @@ static void peek(uintptr_t addr, char *out, size_t outlen)
     for (size_t i = 0; i < sizeof b && n + 3 < outlen; i++) n += (size_t)snprintf(out + n, outlen - n, "%02x", b[i]);
 }
 
+/* SCUDA_NVML_TRACE_SKIP=N,M,...: those slots answer NOT_SUPPORTED. */
+static int skipped(unsigned slot)
+{
+    const char *e = getenv("SCUDA_NVML_TRACE_SKIP");
+    char *end;
+    while (e && *e) {
+        unsigned long n = strtoul(e, &end, 10);
+        if (end == e) break;
+        if (n == slot) return 1;
+        e = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 static uintptr_t traced_slot(unsigned slot, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,
                              uintptr_t a4, uintptr_t a5)
 {
+    if (skipped(slot)) {
+        dprintf(2, "scuda-nvml-trace xt slot %u (%#lx, %#lx, %#lx, %#lx): skipped\n", slot, (unsigned long)a0,
+                (unsigned long)a1, (unsigned long)a2, (unsigned long)a3);
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     if (slot >= real_slots || real_table[slot] == 0) {
         dprintf(2, "scuda-nvml-trace xt slot %u: beyond the real table\n", slot);
         return NVML_ERROR_NOT_SUPPORTED;
@@ -143,7 +188,8 @@ static uintptr_t slot_call(unsigned slot, uintptr_t a0, uintptr_t a1, uintptr_t 
 {
     if (nvml_mode == NVML_MODE_PASSTHROUGH) return traced_slot(slot, a0, a1, a2, a3, a4, a5);
     if (nvml_mode != NVML_MODE_REMOTE) return NVML_ERROR_UNINITIALIZED;
-    return remote_slot(slot, a0, a1, a2);
+    const uintptr_t a[NVML_XT_ARGS] = {a0, a1, a2, a3, a4, a5};
+    return (uintptr_t)nvml_traced("nvmlInternalGetExportTable slot", remote_slot(slot, a));
 }
 
 #define SLOT(n)                                                                                       \
@@ -175,11 +221,16 @@ static nvmlReturn_t open_remote(const void *uuid, uint64_t *size)
     return r;
 }
 
+/* Filled once: word 0 says how many of our slots the real table has. */
 static const void *our_table(uint64_t real_size)
 {
-    memcpy(table, trampolines, sizeof table);
-    uint64_t ours = sizeof table;
-    table[0] = (uintptr_t)(real_size < ours ? real_size : ours);
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (table[0] == 0) {
+        memcpy(table, trampolines, sizeof table);
+        table[0] = (uintptr_t)(real_size < sizeof table ? real_size : sizeof table);
+    }
+    pthread_mutex_unlock(&lock);
     return table;
 }
 
@@ -192,6 +243,9 @@ static void log_unknown_uuid(const unsigned char *u)
 
 NVML_EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **ppTable, const void *uuid)
 {
+    /* Callers may ask before nvmlInit: settle the mode (connect) first. */
+    nvmlReturn_t init = nvml_shim_init();
+    if (init != NVML_SUCCESS) return nvml_traced("nvmlInternalGetExportTable", init);
     if (nvml_mode == NVML_MODE_PASSTHROUGH) {
         if (!nvml_local.nvmlInternalGetExportTable) return NVML_ERROR_FUNCTION_NOT_FOUND;
         nvmlReturn_t r = nvml_local.nvmlInternalGetExportTable(ppTable, uuid);

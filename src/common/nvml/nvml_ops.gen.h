@@ -409,8 +409,11 @@ enum nvml_op {
     NVML_OP_scuda_nvml_xt_handle_by_index = NVML_OP_BASE + 401,
     NVML_OP_scuda_nvml_xt_process_list = NVML_OP_BASE + 402,
     NVML_OP_scuda_nvml_xt_device_u32 = NVML_OP_BASE + 403,
+    NVML_OP_scuda_nvml_xt_bus_id = NVML_OP_BASE + 404,
+    NVML_OP_scuda_nvml_xt_processes = NVML_OP_BASE + 405,
+    NVML_OP_scuda_nvml_xt_device_call = NVML_OP_BASE + 406,
 };
 
-#define NVML_OP_COUNT 403 /* ops in the registry */
+#define NVML_OP_COUNT 406 /* ops in the registry */
 
 #endif

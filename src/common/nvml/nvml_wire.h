@@ -28,16 +28,24 @@ static inline size_t nvml_str_cap(size_t n) { return n < NVML_STR_CAP ? n : NVML
 
 /* nvidia-smi's private table (nvmlInternalGetExportTable), as driver 580
  * lays it out: word 0 is the table's size in bytes, word N the function of
- * slot N. SCUDA forwards the slots below; see src/client/nvml/nvml_xt.c. */
+ * slot N. Slot meanings, as nvidia-smi 580.159 calls them (traced with
+ * SCUDA_NVML_TRACE=1; see src/client/nvml/nvml_xt.c): */
 #define NVML_XT_SMI_UUID                                                       \
     {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,                           \
      0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4}
-#define NVML_XT_SLOTS 512            /* slots SCUDA's copy of the table has */
-#define NVML_XT_HANDLE_BY_INDEX 81   /* fn(unsigned index, nvmlDevice_t *out, flags) */
-#define NVML_XT_PROCS_FIRST 213      /* fn(device, unsigned *count, entries) ... */
-#define NVML_XT_PROCS_LAST 215       /* ... one slot per process kind */
-#define NVML_XT_PROC_ENTRY 4128      /* bytes per process entry */
-#define NVML_XT_HOST_PCIE_GEN 230    /* fn(device, unsigned *out) */
+#define NVML_XT_SLOTS 512         /* slots SCUDA's copy of the table has */
+#define NVML_XT_RESET 20          /* GPU reset: never forwarded */
+#define NVML_XT_OUTPUT_LINE 26    /* called with each line nvidia-smi prints */
+#define NVML_XT_BUS_ID 81         /* fn(unsigned index, char *busId, unsigned len) */
+#define NVML_XT_RESET_DONE 197    /* GPU reset: never forwarded */
+#define NVML_XT_PROCS_FIRST 213   /* fn(device, unsigned *count, entries, flags): */
+#define NVML_XT_PROCS_LAST 215    /*   one slot per kind of process */
+#define NVML_XT_PROC_ENTRY 4128   /* bytes per process entry (pid, memory, ..., name) */
 #define NVML_XT_MAX_PROCS 4096
+/* Any other slot called with a device handle first (GPU part number, ...)
+ * is forwarded blind: each argument that points to readable memory travels
+ * as a snapshot of that memory, the others as values. */
+#define NVML_XT_SNAPSHOT 256
+#define NVML_XT_ARGS 6
 
 #endif

@@ -19,9 +19,9 @@ nvmlReturn_t srv_nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t 
 nvmlReturn_t srv_nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
 CUresult srv_scuda_nvml_error_string(srv_call *c) __attribute__((weak));
 CUresult srv_scuda_nvml_xt_open(srv_call *c) __attribute__((weak));
-CUresult srv_scuda_nvml_xt_handle_by_index(srv_call *c) __attribute__((weak));
-CUresult srv_scuda_nvml_xt_process_list(srv_call *c) __attribute__((weak));
-CUresult srv_scuda_nvml_xt_device_u32(srv_call *c) __attribute__((weak));
+CUresult srv_scuda_nvml_xt_bus_id(srv_call *c) __attribute__((weak));
+CUresult srv_scuda_nvml_xt_processes(srv_call *c) __attribute__((weak));
+CUresult srv_scuda_nvml_xt_device_call(srv_call *c) __attribute__((weak));
 
 static CUresult h_nvmlComputeInstanceDestroy(srv_call *c)
 {
@@ -7085,9 +7085,12 @@ static const struct op_entry nvml_ops[] = {
     [398] = {"nvmlVgpuTypeGetResolution", h_nvmlVgpuTypeGetResolution, 0},
     [399] = {"scuda_nvml_error_string", NULL, 0}, /* srv_scuda_nvml_error_string */
     [400] = {"scuda_nvml_xt_open", NULL, 0}, /* srv_scuda_nvml_xt_open */
-    [401] = {"scuda_nvml_xt_handle_by_index", NULL, 0}, /* srv_scuda_nvml_xt_handle_by_index */
-    [402] = {"scuda_nvml_xt_process_list", NULL, 0}, /* srv_scuda_nvml_xt_process_list */
-    [403] = {"scuda_nvml_xt_device_u32", NULL, 0}, /* srv_scuda_nvml_xt_device_u32 */
+    [401] = {"scuda_nvml_xt_handle_by_index", NULL, 0}, /* retired */
+    [402] = {"scuda_nvml_xt_process_list", NULL, 0}, /* retired */
+    [403] = {"scuda_nvml_xt_device_u32", NULL, 0}, /* retired */
+    [404] = {"scuda_nvml_xt_bus_id", NULL, 0}, /* srv_scuda_nvml_xt_bus_id */
+    [405] = {"scuda_nvml_xt_processes", NULL, 0}, /* srv_scuda_nvml_xt_processes */
+    [406] = {"scuda_nvml_xt_device_call", NULL, 0}, /* srv_scuda_nvml_xt_device_call */
 };
 
 const struct op_entry *nvml_op_lookup(uint16_t op)
@@ -7100,9 +7103,9 @@ const struct op_entry *nvml_op_lookup(uint16_t op)
         memcpy(with_manual, nvml_ops, sizeof nvml_ops);
         with_manual[399].handler = srv_scuda_nvml_error_string;
         with_manual[400].handler = srv_scuda_nvml_xt_open;
-        with_manual[401].handler = srv_scuda_nvml_xt_handle_by_index;
-        with_manual[402].handler = srv_scuda_nvml_xt_process_list;
-        with_manual[403].handler = srv_scuda_nvml_xt_device_u32;
+        with_manual[404].handler = srv_scuda_nvml_xt_bus_id;
+        with_manual[405].handler = srv_scuda_nvml_xt_processes;
+        with_manual[406].handler = srv_scuda_nvml_xt_device_call;
         ready = 1;
     }
     return i < sizeof nvml_ops / sizeof nvml_ops[0] && with_manual[i].name ? &with_manual[i] : NULL;

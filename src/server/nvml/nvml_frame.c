@@ -57,6 +57,14 @@ void *ns_get_ptr(struct ns_frame *k, size_t size, int mode, size_t *n)
         return NULL;
     }
     size_t have = len > size ? len : size;
+    if (mode == 1 && v != NULL) {
+        /* NVML writes as much as the version field says, which may be more
+         * than the client sends (a newer struct than this nvml.h's). */
+        unsigned int version;
+        memcpy(&version, v, sizeof version);
+        size_t claimed = version & 0xFFFFFFu;
+        if (claimed > have && claimed <= NVML_MAX_STRUCT) have = claimed;
+    }
     char *p = keep(k, have, 1);
     if (p == NULL) return NULL;
     if (v) memcpy(p, v, len);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <nvml.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,10 @@ static int local_nvml(void *arg)
                                           0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
     const void *t = NULL;
     CHECK(nvmlInternalGetExportTable(&t, smi) == NVML_SUCCESS && t != NULL);
+    char bus[34];
+    typedef nvmlReturn_t (*bus_id_fn)(unsigned, char *, unsigned);
+    CHECK(((bus_id_fn)((const uintptr_t *)t)[81])(0, bus, sizeof bus) == NVML_SUCCESS);
+    CHECK(strcmp(bus, "00000000:07:00.0") == 0, "bus id '%s'", bus);
     CHECK(nvmlShutdown() == NVML_SUCCESS);
     return 0;
 }

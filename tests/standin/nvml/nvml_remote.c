@@ -6,8 +6,9 @@
  * emits round-trips (strings, versioned structs, count + array with
  * INSUFFICIENT_SIZE, in-out arrays, a struct pointing to an array, a handle
  * inside an output struct, handle arrays); the process list shows the
- * session process and its memory; nvidia-smi's private table; and with no
- * server, nvmlInit fails within 5 s naming the address. */
+ * session process and its memory; nvidia-smi's private table; a forked
+ * child connects anew; and with no server, nvmlInit fails within 5 s naming
+ * the address. */
 #define _GNU_SOURCE
 #include <nvml.h>
 #include <stdio.h>
@@ -140,9 +141,10 @@ static void shapes(nvmlDevice_t dev)
     NV_EXPECT(NVML_ERROR_FUNCTION_NOT_FOUND, nvmlDeviceGetPowerUsage(dev, &mw)); /* the stand-in lacks it */
 }
 
-typedef nvmlReturn_t (*by_index_fn)(unsigned, nvmlDevice_t *, uintptr_t);
-typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned *, void *);
-typedef nvmlReturn_t (*u32_fn)(nvmlDevice_t, unsigned *);
+typedef nvmlReturn_t (*bus_id_fn)(unsigned, char *, unsigned);
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned *, void *, uintptr_t);
+typedef nvmlReturn_t (*part_fn)(nvmlDevice_t, char *, unsigned, unsigned *);
+typedef nvmlReturn_t (*any_fn)(uintptr_t, uintptr_t, uintptr_t, uintptr_t);
 
 static void export_table(nvmlDevice_t dev, pid_t session)
 {
@@ -152,23 +154,44 @@ static void export_table(nvmlDevice_t dev, pid_t session)
     const uintptr_t *t = NULL;
     NV_EXPECT(NVML_ERROR_NOT_SUPPORTED, nvmlInternalGetExportTable((const void **)&t, other));
     NV(nvmlInternalGetExportTable((const void **)&t, smi));
-    CHECK(t && t[0] == 240 * sizeof(uintptr_t), "table size %lu", t ? (unsigned long)t[0] : 0ul);
+    CHECK(t && t[0] == 270 * sizeof(uintptr_t), "table size %lu", t ? (unsigned long)t[0] : 0ul);
 
-    nvmlDevice_t d = NULL;
-    NV(((by_index_fn)t[81])(0, &d, 0x22));
-    CHECK(d == dev, "slot 81 handle %p, want %p", (void *)d, (void *)dev);
-    NV_EXPECT(NVML_ERROR_INVALID_ARGUMENT, ((by_index_fn)t[81])(1, &d, 0x22));
+    /* Bus id of the session's device 0: NVML's device 1 (0 is not served). */
+    char bus[34];
+    NV(((bus_id_fn)t[81])(0, bus, sizeof bus));
+    CHECK(strcmp(bus, "00000000:0F:00.0") == 0, "slot 81: '%s'", bus);
+    NV_EXPECT(NVML_ERROR_INVALID_ARGUMENT, ((bus_id_fn)t[81])(1, bus, sizeof bus));
 
     static unsigned char entries[2][4128];
     unsigned n = 2, pid;
-    NV(((procs_fn)t[213])(dev, &n, entries));
+    NV(((procs_fn)t[213])(dev, &n, entries, 2));
     memcpy(&pid, entries[0], 4);
     CHECK(n == 1 && pid == (unsigned)session && strcmp((char *)entries[0] + 32, "scuda") == 0,
           "slot 213: %u entries, pid %u, name '%s'", n, pid, (char *)entries[0] + 32);
-    unsigned gen = 0;
-    NV(((u32_fn)t[230])(dev, &gen));
-    CHECK(gen == 5, "slot 230: %u", gen);
-    NV_EXPECT(NVML_ERROR_NOT_SUPPORTED, ((u32_fn)t[100])(dev, &gen));
+
+    /* Forwarded blind: both outputs come back, bytes it did not write stay. */
+    char part[80];
+    memset(part, 'x', sizeof part);
+    unsigned extra = 0;
+    NV(((part_fn)t[231])(dev, part, sizeof part, &extra));
+    CHECK(strcmp(part, "2335-895-A1") == 0 && part[12] == 'x' && extra == 7, "slot 231: '%s', %u", part, extra);
+    NV_EXPECT(NVML_ERROR_NOT_SUPPORTED, ((any_fn)t[26])(0x4c3003, 0x4c3016, (uintptr_t)part, 0));
+    NV_EXPECT(NVML_ERROR_NOT_SUPPORTED, ((any_fn)t[100])(0x4c3003, 0, 0, 0)); /* not a device call */
+    NV_EXPECT(NVML_ERROR_NOT_SUPPORTED, ((any_fn)t[20])((uintptr_t)dev, 0, 0, 0)); /* GPU reset */
+}
+
+/* A forked child must not use the parent's connection: it starts
+ * uninitialized and its own nvmlInit connects anew. */
+static int forked_child(void *arg)
+{
+    (void)arg;
+    unsigned n = 0;
+    NV_EXPECT(NVML_ERROR_UNINITIALIZED, nvmlDeviceGetCount_v2(&n));
+    NV(nvmlInit_v2());
+    NV(nvmlDeviceGetCount_v2(&n));
+    CHECK(n == 1, "count in the child: %u", n);
+    NV(nvmlShutdown());
+    return 0;
 }
 
 /* No server: nvmlInit fails fast and names the address. */
@@ -217,6 +240,8 @@ int main(void)
     processes(dev[0], session);
     shapes(dev[0]);
     export_table(dev[0], session);
+    h_wait_ok(h_spawn(forked_child, NULL, 10, -1, -1), 15000, "forked child");
+    NV(nvmlDeviceGetMemoryInfo(dev[0], &(nvmlMemory_t){0})); /* the parent's session is unharmed */
 
     NV(nvmlShutdown());
     NV_EXPECT(NVML_ERROR_UNINITIALIZED, nvmlDeviceGetCount_v2(&(unsigned){0}));

@@ -325,17 +325,21 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
     return NVML_SUCCESS;
 }
 
-/* ---- nvidia-smi's private table ------------------------------------------------ */
+/* ---- nvidia-smi's private table, as driver 580 lays out the slots SCUDA knows ---- */
 
-static nvmlReturn_t xt_handle_by_index(unsigned index, nvmlDevice_t *out, uintptr_t flags)
+static nvmlReturn_t xt_bus_id(unsigned index, char *buf, unsigned len)
 {
-    if (flags != 0x22) return NVML_ERROR_INVALID_ARGUMENT;
-    return nvmlDeviceGetHandleByIndex_v2(index, out);
+    NEED_INIT();
+    if (index >= NDEV || buf == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    char id[32];
+    snprintf(id, sizeof id, "00000000:%02X:00.0", 7 + 8 * index);
+    return copy_str(buf, len, id);
 }
 
 /* Entries of 4128 bytes: pid u32 @0, memory u64 @8, name @32. */
-static nvmlReturn_t xt_processes(nvmlDevice_t device, unsigned *count, unsigned char *entries)
+static nvmlReturn_t xt_processes(nvmlDevice_t device, unsigned *count, unsigned char *entries, uintptr_t flags)
 {
+    (void)flags;
     NEED_DEV(device);
     unsigned n = device->used ? 1 : 0, cap = *count;
     *count = n;
@@ -351,11 +355,12 @@ static nvmlReturn_t xt_processes(nvmlDevice_t device, unsigned *count, unsigned 
     return NVML_SUCCESS;
 }
 
-static nvmlReturn_t xt_host_pcie_gen(nvmlDevice_t device, unsigned *gen)
+/* A slot of unknown prototype to SCUDA: a string and a second output. */
+static nvmlReturn_t xt_part_number(nvmlDevice_t device, char *buf, unsigned len, unsigned *extra)
 {
     NEED_DEV(device);
-    *gen = 5;
-    return NVML_SUCCESS;
+    if (extra) *extra = 7;
+    return copy_str(buf, len, "2335-895-A1");
 }
 
 static nvmlReturn_t xt_other(void) { return NVML_ERROR_NOT_SUPPORTED; }
@@ -364,14 +369,14 @@ EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **table, const unsigne
 {
     static const unsigned char smi[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
                                           0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
-    static uintptr_t t[240];
+    static uintptr_t t[270];
     if (table == NULL || uuid == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (memcmp(uuid, smi, 16) != 0) return NVML_ERROR_NOT_SUPPORTED;
     t[0] = sizeof t;
-    for (int i = 1; i < 240; i++) t[i] = (uintptr_t)xt_other;
-    t[81] = (uintptr_t)xt_handle_by_index;
-    t[213] = (uintptr_t)xt_processes;
-    t[230] = (uintptr_t)xt_host_pcie_gen;
+    for (int i = 1; i < 270; i++) t[i] = (uintptr_t)xt_other;
+    t[81] = (uintptr_t)xt_bus_id;
+    t[213] = t[214] = t[215] = (uintptr_t)xt_processes;
+    t[231] = (uintptr_t)xt_part_number;
     *table = t;
     return NVML_SUCCESS;
 }

@@ -464,6 +464,8 @@ scuda_module_unload
 scuda_pointer_kind
 scuda_library_get_module
 scuda_param_info
+scuda_capture_dtoh
+scuda_capture_hostfn
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -335,6 +335,7 @@ static int read_one_frame(void)
         return -1;
     }
     if (h.flags & FRAME_OUTPUT) return deliver_output(h.length);
+    if (h.flags & FRAME_HOST_WORK) return graph_host_deliver ? graph_host_deliver(conn.fd, h.length) : discard(h.length);
 
     pthread_mutex_lock(&conn.recv_lock);
     struct waiter *w = find_waiter_locked(h.seq);

@@ -12,8 +12,18 @@
  * - cuStreamGetCaptureInfo_v2/_v3 return driver-owned arrays of the
  *   capture's dependencies: the client copies them into a buffer of the
  *   calling thread, valid until that thread's next such call.
- * - Capture bookkeeping for capture_refuse() (launch.h): a count of the
+ * - Capture bookkeeping for capture_status() (launch.h): a count of the
  *   captures in progress, kept by the generated begin/end stubs.
+ * - Host work in captures: a device-to-host copy into client memory or a
+ *   host function on a capturing stream becomes a record here (the
+ *   destination, or the function) and a copy into a staging buffer or a
+ *   host node in the session's graph (src/server/graph_host.c). At each
+ *   replay the session sends the bytes, or "run it", before its next
+ *   reply, and the reader thread delivers them (graph_host_deliver). So
+ *   they happen before any synchronizing call that saw the graph finish
+ *   returns, but no sooner: a host function runs only once some thread of
+ *   the process waits for the session, and must not call CUDA (as
+ *   natively).
  *
  * Every graph, node and executable graph handle is an id (DESIGN §3); the
  * nodes of a captured graph get ids from the session (handle_export). */
@@ -31,6 +41,7 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/transport.h"
 
 #define EXPORT __attribute__((visibility("default")))
 /* Most dependencies a capture-info reply can carry (ids of 8 bytes). */
@@ -53,17 +64,119 @@ void capture_ended(CUresult r)
     }
 }
 
+CUresult capture_status(CUstream hStream, CUstreamCaptureStatus *status)
+{
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (atomic_load(&captures_active) <= 0) return CUDA_SUCCESS;
+    /* an error: e.g. the legacy stream during a global capture */
+    return cuStreamIsCapturing(hStream, status);
+}
+
 CUresult capture_refuse(CUstream hStream, const char *what)
 {
-    if (atomic_load(&captures_active) <= 0) return CUDA_SUCCESS;
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = cuStreamIsCapturing(hStream, &status);
-    if (r != CUDA_SUCCESS) return r; /* e.g. the legacy stream during a global capture */
+    CUstreamCaptureStatus status;
+    CUresult r = capture_status(hStream, &status);
+    if (r != CUDA_SUCCESS) return r;
     if (status == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
     LOG_WARN("stream capture: %s cannot be captured: the graph would replay on the server, which cannot "
              "reach the client's memory or run its code; returning CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
              what);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* ---- host work in captures ------------------------------------------------ */
+
+struct host_record {
+    int kind;      /* HOST_WORK_DATA: a copy; HOST_WORK_RUN: a function */
+    void *dst;
+    size_t n;
+    CUhostFn fn;
+    void *user;
+};
+
+static struct idmap host_records = IDMAP_INIT;
+
+static CUresult capture_record(uint16_t op, struct host_record *rec, CUdeviceptr src, CUstream hStream)
+{
+    uint64_t id = handle_new_id();
+    if (idmap_put(&host_records, id, 0, rec) != 0) {
+        free(rec);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rpc_call c;
+    rpc_begin(&c, op);
+    wb_put_u64(&c.req, id);
+    if (op == OP_scuda_capture_dtoh) {
+        wb_put_u64(&c.req, src);
+        wb_put_u64(&c.req, rec->n);
+    }
+    rpc_put_handle(&c.req, hStream);
+    CUresult r = rpc_sync(&c);
+    rpc_end(&c);
+    if (r != CUDA_SUCCESS) free(idmap_del(&host_records, id));
+    return r;
+}
+
+CUresult capture_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream hStream)
+{
+    /* one record per chunk: each replay's bytes travel in frames of their own */
+    for (size_t off = 0; off < n; off += SCUDA_CHUNK) {
+        struct host_record *rec = calloc(1, sizeof *rec);
+        if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+        rec->kind = HOST_WORK_DATA;
+        rec->dst = (char *)dst + off;
+        rec->n = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        CUresult r = capture_record(OP_scuda_capture_dtoh, rec, src + off, hStream);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult capture_hostfn(CUstream hStream, CUhostFn fn, void *userData)
+{
+    struct host_record *rec = calloc(1, sizeof *rec);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    rec->kind = HOST_WORK_RUN;
+    rec->fn = fn;
+    rec->user = userData;
+    return capture_record(OP_scuda_capture_hostfn, rec, 0, hStream);
+}
+
+static int skip_bytes(int fd, size_t n)
+{
+    uint8_t buf[4096];
+    while (n) {
+        size_t k = n < sizeof buf ? n : sizeof buf;
+        if (io_read_full(fd, buf, k) != 0) return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+int graph_host_deliver(int fd, uint32_t len)
+{
+    uint8_t head[9];
+    if (len < sizeof head || io_read_full(fd, head, sizeof head) != 0) return -1;
+    uint64_t id;
+    memcpy(&id, head + 1, 8);
+    size_t rest = len - sizeof head;
+    void *v = NULL;
+    struct host_record *rec = idmap_get(&host_records, id, NULL, &v) ? v : NULL;
+    switch (head[0]) {
+    case HOST_WORK_DATA:
+        if (rec && rec->kind == HOST_WORK_DATA && rest == rec->n) return io_read_full(fd, rec->dst, rest);
+        LOG_WARN("graph host work: bytes for unknown record %llu dropped", (unsigned long long)id);
+        return skip_bytes(fd, rest);
+    case HOST_WORK_RUN:
+        if (skip_bytes(fd, rest) != 0) return -1;
+        if (rec && rec->kind == HOST_WORK_RUN) rec->fn(rec->user);
+        return 0;
+    case HOST_WORK_FORGET:
+        free(idmap_del(&host_records, id));
+        return skip_bytes(fd, rest);
+    default:
+        return skip_bytes(fd, rest);
+    }
 }
 
 /* ---- kernel node parameters ---------------------------------------------- */
@@ -72,11 +185,48 @@ CUresult capture_refuse(CUstream hStream, const char *what)
  * grid x/y/z, u32 block x/y/z, u32 shared bytes, then the packed
  * parameters (launch.h). The kernel and context count only without a
  * function, as in the driver. */
+/* Functions a node query named that no module load told this client of (a
+ * captured library kernel's function in its context: the session gave it
+ * an id): their layouts, as the queries reported them, so that the
+ * parameters read back can be set again. */
+static struct idmap node_funcs = IDMAP_INIT;
+
+static void remember_layout(uint64_t id, uint32_t n, const uint8_t *layout, size_t total)
+{
+    if (!id || func_lookup((const void *)(uintptr_t)id) || idmap_get(&node_funcs, id, NULL, NULL)) return;
+    struct func_desc *d = calloc(1, sizeof *d);
+    if (!d || !(d->offset = calloc(n ? n : 1, 4)) || !(d->size = calloc(n ? n : 1, 4))) {
+        if (d) free(d->offset);
+        free(d);
+        return;
+    }
+    d->nparams = n;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(&d->offset[i], layout + 8 * i, 4);
+        memcpy(&d->size[i], layout + 8 * i + 4, 4);
+    }
+    d->param_bytes = (uint32_t)total;
+    d->layout_known = 1;
+    if (idmap_put(&node_funcs, id, 0, d) != 0) {
+        free(d->offset);
+        free(d->size);
+        free(d);
+    }
+}
+
+static struct func_desc *node_func_lookup(const void *f)
+{
+    struct func_desc *d = func_lookup(f);
+    void *v = NULL;
+    if (!d && f && idmap_get(&node_funcs, (uint64_t)(uintptr_t)f, NULL, &v)) d = v;
+    return d;
+}
+
 static CUresult put_kernel_node(wire_buf *b, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     const void *f = p->func ? (const void *)p->func : (const void *)p->kern;
-    struct func_desc *d = func_lookup(f);
+    struct func_desc *d = node_func_lookup(f);
     if (!d) return f ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     if (p->kernelParams && p->extra) return CUDA_ERROR_INVALID_VALUE;
     if (!d->layout_known && !p->extra) {
@@ -240,6 +390,8 @@ static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NOD
         }
         ptrs[i] = data + off;
     }
+    /* the layout checked: a function no module told of can be set again */
+    if (!raw) remember_layout((uint64_t)(uintptr_t)(p->func ? (void *)p->func : (void *)p->kern), n, layout, len);
     if (raw) {
         void **extra = ptrs + n;
         size_t *size = (size_t *)(extra + 5);

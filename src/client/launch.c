@@ -182,14 +182,17 @@ EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, u
  * stream is synchronized first, so the function sees every earlier
  * operation complete, and the caller's later operations are issued after
  * it returns. This orders correctly but blocks the calling thread, where
- * the real driver would return at once. A capturing stream cannot take
- * one: the graph would run on the server, away from the function. */
+ * the real driver would return at once. On a capturing stream the
+ * function becomes a host node of the graph, which has the client run it
+ * at each replay (graph.c). */
 EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
     SHIM_ENTER(cuLaunchHostFunc, (hStream, fn, userData));
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = capture_refuse(hStream, "a host function (cuLaunchHostFunc)");
+    CUstreamCaptureStatus cs;
+    CUresult r = capture_status(hStream, &cs);
     if (r != CUDA_SUCCESS) return r;
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_hostfn(hStream, fn, userData);
     r = cuStreamSynchronize(hStream);
     if (r != CUDA_SUCCESS) return r;
     fn(userData);

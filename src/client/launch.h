@@ -16,9 +16,18 @@
 #define LAUNCH_RAW_PARAMS 0xffffffffu
 CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b);
 
-/* The calling thread must not hand the session host work or client memory
- * to capture: if hStream is capturing, log why `what` cannot be captured
- * and return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (graph.c). */
+/* Stream capture and client memory (graph.c). A graph replays on the
+ * server. capture_status() tells whether hStream is capturing (it asks the
+ * session only while captures are going in this process). A capturing
+ * stream gets device-to-host copies and host functions through
+ * capture_dtoh() and capture_hostfn(): the session captures a copy into a
+ * staging buffer and a host node, and delivers the bytes or runs the
+ * function here at each replay (src/server/graph_host.h). Anything else
+ * with a host side is refused by capture_refuse(): it logs why `what`
+ * cannot be captured and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+CUresult capture_status(CUstream hStream, CUstreamCaptureStatus *status);
 CUresult capture_refuse(CUstream hStream, const char *what);
+CUresult capture_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream hStream);
+CUresult capture_hostfn(CUstream hStream, CUhostFn fn, void *userData);
 
 #endif

@@ -8,10 +8,13 @@
  * travels in several frames.
  *
  * Stream capture: a graph replays on the server, which cannot reach the
- * client's memory. An asynchronous copy with a host side on a capturing
- * stream therefore fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and a
- * log line saying why) instead of capturing a copy to or from a staging
- * buffer of the session. Device-to-device copies capture as usual. */
+ * client's memory. A device-to-host copy on a capturing stream is captured
+ * through graph.c (the session delivers the bytes at each replay). Other
+ * asynchronous copies with a host side fail with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and a log line saying why) instead
+ * of capturing a copy from a staging buffer of the session: a replay must
+ * read the client's memory as it is then. Device-to-device copies capture
+ * as usual. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +57,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
 {
     if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
     uint64_t async_before = rpc_async_count();
-    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a device-to-host copy into client memory") : CUDA_SUCCESS;
-    if (cr != CUDA_SUCCESS) return cr;
+    if (mode == COPY_ASYNC) {
+        CUstreamCaptureStatus cs;
+        CUresult cr = capture_status(st, &cs);
+        if (cr != CUDA_SUCCESS) return cr;
+        if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_dtoh(dst, src, n, st);
+    }
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;

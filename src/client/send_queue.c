@@ -54,35 +54,35 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Swap the pending buffer with `spare` (called with q.lock held). */
-static void take_pending_locked(struct buffer *spare)
-{
-    struct buffer t = q.pending;
-    q.pending = *spare;
-    q.pending.len = 0;
-    *spare = t;
-    atomic_store(&q.pending_len, 0);
-}
-
-/* Write what was queued (called with write_lock held). */
-static int flush_locked(struct buffer *spare)
+/* Write what was queued (called with write_lock held). The buffer is
+ * taken out of the queue while it is written, then handed back for reuse
+ * (or freed, when the queue grew a new one meanwhile), so no thread keeps
+ * a buffer of its own. */
+static int flush_locked(void)
 {
     pthread_mutex_lock(&q.lock);
-    take_pending_locked(spare);
+    struct buffer out = q.pending;
+    q.pending = (struct buffer){0};
+    atomic_store(&q.pending_len, 0);
     pthread_mutex_unlock(&q.lock);
-    if (spare->len == 0) return 0;
-    int rc = io_write_full(q.fd, spare->data, spare->len);
-    spare->len = 0;
+    int rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
+    out.len = 0;
+    pthread_mutex_lock(&q.lock);
+    if (q.pending.data == NULL) {
+        q.pending = out;
+    } else {
+        free(out.data);
+    }
+    pthread_mutex_unlock(&q.lock);
     return rc;
 }
 
 static void *writer_main(void *arg)
 {
     (void)arg;
-    struct buffer spare = {0};
     for (;;) {
         pthread_mutex_lock(&q.write_lock);
-        int rc = flush_locked(&spare);
+        int rc = flush_locked();
         pthread_mutex_unlock(&q.write_lock);
         if (rc != 0) q.on_error(errno);
 
@@ -148,9 +148,8 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt)
 
 int sendq_write_direct(struct iovec *iov, int iovcnt)
 {
-    static __thread struct buffer spare;
     pthread_mutex_lock(&q.write_lock);
-    int rc = flush_locked(&spare);
+    int rc = flush_locked();
     if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
     pthread_mutex_unlock(&q.write_lock);
     return rc;

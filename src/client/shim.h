@@ -46,5 +46,10 @@ uint32_t shim_current_ctx_id(void);
  * host side need not ask the session (capture_refuse in launch.h). */
 void capture_begun(void);
 void capture_ended(CUresult r);
+/* A FRAME_HOST_WORK frame of `len` payload bytes is next on fd: copy a
+ * replayed graph's bytes into client memory, or run a captured host
+ * function (graph.c). 0, or -1 when the connection failed. Weak: the NVML
+ * shim shares conn.c and never receives host work. */
+int graph_host_deliver(int fd, uint32_t len) __attribute__((weak));
 
 #endif

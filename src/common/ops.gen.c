@@ -425,6 +425,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuMemPoolSetAttribute] = "cuMemPoolSetAttribute",
     [OP_cuStreamUpdateCaptureDependencies] = "cuStreamUpdateCaptureDependencies",
     [OP_cuStreamUpdateCaptureDependencies_v2] = "cuStreamUpdateCaptureDependencies_v2",
+    [OP_scuda_capture_dtoh] = "scuda_capture_dtoh",
+    [OP_scuda_capture_hostfn] = "scuda_capture_hostfn",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -426,7 +426,9 @@ enum scuda_op {
     OP_cuMemPoolSetAttribute = 419,
     OP_cuStreamUpdateCaptureDependencies = 420,
     OP_cuStreamUpdateCaptureDependencies_v2 = 421,
-    OP_COUNT = 422
+    OP_scuda_capture_dtoh = 422,
+    OP_scuda_capture_hostfn = 423,
+    OP_COUNT = 424
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -33,6 +33,12 @@
  *                                captured in the session, sent before the
  *                                reply of the synchronizing call that
  *                                flushed it.
+ *   host work (server -> client): FRAME_HOST_WORK, payload = u8 kind, u64
+ *                                record id (the client's, from
+ *                                scuda_capture_dtoh/_hostfn), then for
+ *                                HOST_WORK_DATA the bytes a replayed copy
+ *                                brought to the client's buffer. Sent, like
+ *                                output, before the next reply.
  * A request with FRAME_ASYNC gets no reply. If it fails, the server keeps
  * the error and returns it from the next synchronizing call (CUDA's
  * contract for asynchronous errors). */
@@ -72,6 +78,7 @@ enum frame_flags {
     FRAME_REPLY = 1u << 1,  /* reply to request `seq` */
     FRAME_OUTPUT = 1u << 2, /* captured stdout/stderr of the session */
     FRAME_BULK = 1u << 3,   /* reply payload: u32 result, u64 n, n bulk bytes, outputs */
+    FRAME_HOST_WORK = 1u << 4, /* host work of a graph replay (HOST_WORK_*), see above */
 };
 
 struct frame_header {
@@ -84,6 +91,13 @@ struct frame_header {
 
 void frame_header_encode(const struct frame_header *h, uint8_t out[FRAME_HEADER_LEN]);
 void frame_header_decode(const uint8_t in[FRAME_HEADER_LEN], struct frame_header *h);
+
+/* FRAME_HOST_WORK kinds. */
+enum host_work_kind {
+    HOST_WORK_DATA = 1,   /* copy the bytes into the record's client buffer */
+    HOST_WORK_RUN = 2,    /* run the record's host function */
+    HOST_WORK_FORGET = 3, /* no graph holds the record any more */
+};
 
 /* Welcome status codes. */
 enum welcome_status {

@@ -43,6 +43,8 @@ extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -8773,6 +8775,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemPoolSetAttribute] = {"cuMemPoolSetAttribute", gen_srv_cuMemPoolSetAttribute, 0},
     [OP_cuStreamUpdateCaptureDependencies] = {"cuStreamUpdateCaptureDependencies", gen_srv_cuStreamUpdateCaptureDependencies, 0},
     [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0},
+    [OP_scuda_capture_dtoh] = {"scuda_capture_dtoh", srv_scuda_capture_dtoh, 0},
+    [OP_scuda_capture_hostfn] = {"scuda_capture_hostfn", srv_scuda_capture_hostfn, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -1,6 +1,7 @@
 /* output.c - see output.h. */
 #define _GNU_SOURCE
 #include "output.h"
+#include "graph_host.h"
 #include "session.h"
 
 #include <errno.h>
@@ -101,6 +102,7 @@ static void send_output(struct session *s, int which, const char *data, size_t l
 
 void output_forward(struct session *s)
 {
+    graph_host_forward(s); /* host work of graph replays goes out with the output */
     if (!capture_on) return;
     fflush(stdout);
     fflush(stderr);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "graph_host.h"
 #include "output.h"
 #include "quota.h"
 #include "staging.h"
@@ -598,6 +599,7 @@ void session_main(int fd, const struct server_options *opt, int log_fd)
         _exit(1);
     }
     quota_install(&real, opt->mem_quota);
+    graph_host_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);

@@ -12,6 +12,7 @@
 #include "handlers.gen.h"
 #include "session.h"
 #include "staging.h"
+#include "../common/log.h"
 #include "../common/protocol.h"
 
 enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
@@ -24,6 +25,21 @@ static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
     return r;
 }
 
+/* A copy through the session's own buffers must never be captured into a
+ * graph: a replay would use a buffer long gone. The client routes host
+ * work of a capturing stream elsewhere (graph_host.c) or refuses it; this
+ * is the session's own guard. */
+static CUresult not_capturing(CUstream st, uint8_t mode)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (mode != COPY_ASYNC || !real.cuStreamIsCapturing || real.cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS ||
+        cs == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    LOG_WARN("a copy with a side in client memory on a capturing stream: refused "
+             "(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 /* The bytes arrived in pinned memory: copy asynchronously, and give the
  * buffer back when the copy is done. A copy with synchronous semantics
  * (cuMemcpyHtoD) is waited for before the session runs the next call. */
@@ -32,6 +48,7 @@ static CUresult htod_staged(srv_call *c, uint64_t dst, uint64_t sid, uint8_t mod
     struct staging *b = c->staging;
     CUstream st = NULL;
     CUresult r = wr_ok_end(&c->in) ? stream_of(c, sid, &st) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
     if (r == CUDA_SUCCESS) r = real.cuMemcpyHtoDAsync_v2(dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
     staging_release_after(b, mode == COPY_ASYNC ? st : NULL);
     if (mode != COPY_ASYNC) session_after_copy(b);
@@ -49,6 +66,7 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
     if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
     if (r != CUDA_SUCCESS) return r;
     /* From pageable memory the driver has consumed the source when the
      * async call returns, so the request buffer may be freed after it. */
@@ -109,6 +127,7 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
     if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
     if (r != CUDA_SUCCESS) return r;
     if (n > (1u << 20)) {
         int streamed = dtoh_streamed(c, src, n, mode == COPY_ASYNC ? st : NULL);
@@ -248,6 +267,7 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
     if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
+    if (r == CUDA_SUCCESS && host_side) r = not_capturing(st, mode);
     if (r != CUDA_SUCCESS) return r;
 
     void *src_host = (void *)in_bytes;

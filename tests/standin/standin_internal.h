@@ -95,6 +95,8 @@ typedef struct si_kernel si_kernel;
 typedef struct si_alloc si_alloc;
 typedef struct si_image si_image;
 typedef struct si_op si_op;
+typedef struct si_pool si_pool;
+typedef struct si_capture si_capture;
 
 /* free extent in a device's address range (offsets from va_base) */
 typedef struct si_extent {
@@ -117,6 +119,7 @@ enum si_alloc_kind {
     SI_AK_GLOBAL,       /* module global variable */
     SI_AK_HOST,         /* cuMemAllocHost / cuMemHostAlloc */
     SI_AK_HOST_REG,     /* cuMemHostRegister */
+    SI_AK_VMM,          /* a range of VMM mappings made accessible (standin_vmm.c) */
 };
 
 struct si_alloc {
@@ -130,6 +133,7 @@ struct si_alloc {
     uint64_t id;     /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     bool sync_memops;
     si_module *owner;
+    si_pool *pool;   /* cuMemAllocAsync / cuMemAllocFromPoolAsync */
 };
 
 #define SI_N_LIMITS 10
@@ -162,6 +166,7 @@ struct si_stream {
     int kind;
     pthread_t owner;  /* SI_SK_PTDS: owning thread */
     bool zombie;      /* destroyed by the user, work still pending */
+    si_capture *capture; /* stream capture in progress (standin_graph.c) */
     bool running;     /* head op is executing outside the lock */
     si_op *head, *tail;
     uint64_t enq_seq, done_seq;
@@ -295,6 +300,7 @@ enum si_op_kind {
     SI_OP_WAIT,
     SI_OP_HOSTFN,
     SI_OP_CALLBACK,
+    SI_OP_FREE,      /* cuMemFreeAsync: the allocation goes back to its pool */
 };
 
 struct si_op {
@@ -336,6 +342,10 @@ struct si_op {
             CUstream handle;
             void *user;
         } callback;
+        struct {
+            uintptr_t base;
+            uint64_t alloc_id;
+        } free;
     } u;
 };
 
@@ -360,6 +370,10 @@ typedef struct si_global {
     si_hset funcs;
     si_hset libraries;
     si_hset kernels;
+    si_hset pools;        /* memory pools (standin_graph.c) */
+    si_hset graphs;
+    si_hset graph_nodes;
+    si_hset graph_execs;
 
     si_stream *stream_list;
     si_event *event_list;
@@ -405,6 +419,11 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
 void si_alloc_release(si_alloc *a);     /* frees a (lock held) */
 void si_free_ctx_allocs(si_ctx *c);     /* all allocations of c */
 CUresult si_va_init(si_device *d);
+/* address ranges of a device, for VMM reservations */
+bool si_va_take(si_device *d, size_t len, size_t *off);
+void si_va_give(si_device *d, size_t off, size_t len);
+/* an allocation-table entry for memory mapped elsewhere (VMM); no pages touched */
+si_alloc *si_alloc_add_range(uintptr_t base, size_t size, int kind, int dev, si_ctx *c);
 
 /* ------------------------------------------------------------------ */
 /* copies (standin_copy.c)                                             */
@@ -456,6 +475,36 @@ CUresult si_func_set_attr(si_func_attrs *a, CUfunction_attribute attr, int value
 
 void si_kernel_exec(si_ctx *c, const si_kargs *k);
 void si_kargs_free(si_kargs *k);
+
+/* A checked kernel launch, ready to run: what a graph's kernel node holds. */
+typedef struct si_kcall {
+    si_func *func;
+    uint64_t func_id;          /* func is live while si_g.funcs has it with this id */
+    CUfunction handle;         /* as the caller named it (a function or a kernel) */
+    unsigned grid[3], block[3], shmem;
+    unsigned char *params;     /* func->entry->param_bytes bytes */
+} si_kcall;
+/* Resolve, check the configuration and copy the arguments (lock held). */
+CUresult si_kcall_make(si_ctx *c, CUfunction hf, const unsigned grid[3], const unsigned block[3],
+                       unsigned shmem, void **kp, void **extra, si_kcall *out);
+/* Log it and submit it to s as the launch would (lock held). */
+void si_kcall_submit(si_stream *s, const si_kcall *k);
+void si_kcall_free(si_kcall *k);
+
+/* ------------------------------------------------------------------ */
+/* memory pools, stream capture, graphs (standin_graph.c)              */
+
+/* the capture status of s, for cuStreamIsCapturing */
+CUstreamCaptureStatus si_capture_status(const si_stream *s);
+/* s is capturing: op becomes a node of the capture's graph (or, if it
+ * cannot be captured, invalidates the capture); takes ownership of op */
+void si_capture_op(si_stream *s, si_op *op);
+/* s is capturing: the launch becomes a kernel node; takes ownership of k */
+void si_capture_kernel(si_stream *s, si_kcall *k);
+/* cuMemFreeAsync reached its place in the stream */
+void si_pool_free_exec(uintptr_t base, uint64_t alloc_id);
+/* a context goes: its pools' bookkeeping forgets its allocations */
+void si_pool_forget_alloc(si_alloc *a);
 
 #pragma GCC visibility pop
 

@@ -353,29 +353,84 @@ static CUresult si_launch(CUfunction hf, si_launch_cfg *cfg, CUstream h, void **
     rc = si_check_cfg(f, cfg);
     if (rc)
         return rc;
-    unsigned char *buf = NULL;
-    rc = si_build_params(f->entry, kp, extra, &buf);
+    si_kcall k;
+    memset(&k, 0, sizeof(k));
+    rc = si_build_params(f->entry, kp, extra, &k.params);
     if (rc)
         return rc;
-    si_log_launch(f, cfg->grid, cfg->block, cfg->shmem, buf, f->entry->param_bytes);
-    si_kargs k;
-    si_decode(f->entry, buf, &k);
-    free(buf);
+    k.func = f;
+    k.func_id = f->id;
+    k.handle = hf;
+    memcpy(k.grid, cfg->grid, sizeof(k.grid));
+    memcpy(k.block, cfg->block, sizeof(k.block));
+    k.shmem = cfg->shmem;
+    if (s->capture) {
+        si_capture_kernel(s, &k); /* a kernel node of the capture's graph */
+        return CUDA_SUCCESS;
+    }
+    si_kcall_submit(s, &k);
+    si_kcall_free(&k);
+    return CUDA_SUCCESS;
+}
+
+CUresult si_kcall_make(si_ctx *c, CUfunction hf, const unsigned grid[3], const unsigned block[3],
+                       unsigned shmem, void **kp, void **extra, si_kcall *out)
+{
+    memset(out, 0, sizeof(*out));
+    si_func *f = NULL;
+    CUresult rc = si_resolve_func(hf, c, &f);
+    if (rc)
+        return rc;
+    if (f->module->ctx != c)
+        return CUDA_ERROR_INVALID_HANDLE;
+    si_launch_cfg cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    memcpy(cfg.grid, grid, sizeof(cfg.grid));
+    memcpy(cfg.block, block, sizeof(cfg.block));
+    cfg.shmem = shmem;
+    if ((rc = si_check_cfg(f, &cfg)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = si_build_params(f->entry, kp, extra, &out->params)) != CUDA_SUCCESS)
+        return rc;
+    out->func = f;
+    out->func_id = f->id;
+    out->handle = hf;
+    memcpy(out->grid, grid, sizeof(out->grid));
+    memcpy(out->block, block, sizeof(out->block));
+    out->shmem = shmem;
+    return CUDA_SUCCESS;
+}
+
+void si_kcall_submit(si_stream *s, const si_kcall *k)
+{
+    si_func *f = k->func;
+    if (!si_hset_has(&si_g.funcs, f) || f->id != k->func_id) {
+        fputs("standin: a graph's kernel node outlived its module; it does nothing\n", stderr);
+        return;
+    }
+    si_log_launch(f, k->grid, k->block, k->shmem, k->params, f->entry->param_bytes);
+    si_kargs a;
+    si_decode(f->entry, k->params, &a);
     si_op *op;
-    if (k.builtin == SI_BI_SLEEP_MS) {
+    if (a.builtin == SI_BI_SLEEP_MS) {
         op = si_op_new(SI_OP_SLEEP);
-        op->u.sleep.ms = k.u32;
-        si_kargs_free(&k);
-        if (k.u32 == 0) {
+        op->u.sleep.ms = a.u32;
+        si_kargs_free(&a);
+        if (a.u32 == 0) {
             si_op_free(op);
-            return CUDA_SUCCESS;
+            return;
         }
     } else {
         op = si_op_new(SI_OP_KERNEL);
-        op->u.kernel = k;
+        op->u.kernel = a;
     }
     si_submit(s, op);
-    return CUDA_SUCCESS;
+}
+
+void si_kcall_free(si_kcall *k)
+{
+    free(k->params);
+    k->params = NULL;
 }
 
 static CUresult si_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -107,6 +107,10 @@ static void si_extent_give(si_device *d, size_t off, size_t len)
     }
 }
 
+/* for VMM address reservations (standin_vmm.c) */
+bool si_va_take(si_device *d, size_t len, size_t *off) { return si_extent_take(d, len, off); }
+void si_va_give(si_device *d, size_t off, size_t len) { si_extent_give(d, off, len); }
+
 /* ---- the allocation table, sorted by base ---- */
 
 static size_t si_alloc_lower(uintptr_t p)
@@ -167,6 +171,19 @@ static void si_alloc_remove(si_alloc *a)
     si_g.n_allocs--;
 }
 
+si_alloc *si_alloc_add_range(uintptr_t base, size_t size, int kind, int dev, si_ctx *c)
+{
+    si_alloc *a = si_xcalloc(1, sizeof(*a));
+    a->base = base;
+    a->size = size;
+    a->kind = kind;
+    a->dev = dev;
+    a->ctx = c;
+    a->id = si_next_id();
+    si_alloc_insert(a);
+    return a;
+}
+
 CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_alloc **out)
 {
     si_device *d = &si_g.dev[c->dev];
@@ -202,6 +219,8 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
 void si_alloc_release(si_alloc *a)
 {
     si_alloc_remove(a);
+    if (a->pool)
+        si_pool_forget_alloc(a);
     switch (a->kind) {
     case SI_AK_DEVICE:
     case SI_AK_GLOBAL: {

@@ -250,6 +250,9 @@ static void si_op_exec(si_stream *s, si_op *op)
     case SI_OP_KERNEL:
         si_kernel_exec(c, &op->u.kernel);
         break;
+    case SI_OP_FREE:
+        si_pool_free_exec(op->u.free.base, op->u.free.alloc_id);
+        break;
     case SI_OP_EVENT: {
         si_event *e = op->u.event.ev;
         if (si_event_valid(e, op->u.event.ev_id) && e->stream == s &&
@@ -320,6 +323,11 @@ bool si_would_inline(const si_stream *s)
 
 uint64_t si_submit(si_stream *s, si_op *op)
 {
+    if (s->capture) {
+        /* recorded into the capture's graph: nothing runs, nothing to wait for */
+        si_capture_op(s, op);
+        return s->done_seq;
+    }
     bool deferred_kind = op->kind == SI_OP_SLEEP || op->kind == SI_OP_HOSTFN ||
                          op->kind == SI_OP_CALLBACK;
     if (!deferred_kind && si_would_inline(s)) {
@@ -760,9 +768,8 @@ SI_STREAM_GETTER(cuStreamGetCtx, false, CUcontext, (CUcontext)s->ctx)
 SI_STREAM_GETTER(cuStreamGetCtx_ptsz, true, CUcontext, (CUcontext)s->ctx)
 SI_STREAM_GETTER(cuStreamGetDevice, false, CUdevice, s->ctx->dev)
 SI_STREAM_GETTER(cuStreamGetDevice_ptsz, true, CUdevice, s->ctx->dev)
-SI_STREAM_GETTER(cuStreamIsCapturing, false, CUstreamCaptureStatus, CU_STREAM_CAPTURE_STATUS_NONE)
-SI_STREAM_GETTER(cuStreamIsCapturing_ptsz, true, CUstreamCaptureStatus,
-                 CU_STREAM_CAPTURE_STATUS_NONE)
+SI_STREAM_GETTER(cuStreamIsCapturing, false, CUstreamCaptureStatus, si_capture_status(s))
+SI_STREAM_GETTER(cuStreamIsCapturing_ptsz, true, CUstreamCaptureStatus, si_capture_status(s))
 
 static CUresult si_stream_get_ctx2(CUstream h, CUcontext *pCtx, CUgreenCtx *pGreenCtx, bool ptsz)
 {

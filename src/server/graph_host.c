@@ -1,0 +1,518 @@
+/* graph_host.c - host work in captured graphs: device-to-host copies into
+ * client memory and host functions (see graph_host.h).
+ *
+ * Capture. The client sends each such operation of a capturing stream as
+ * scuda_capture_dtoh or scuda_capture_hostfn with a record id it picked.
+ *  - A copy becomes a copy into a pinned staging buffer of its own (a
+ *    memcpy node of the graph, as natively).
+ *  - A host function becomes a host node running host_fn_node() with the
+ *    record: at replay it queues "run record R" for the client, after the
+ *    data of the copies captured before it, so the function sees them.
+ *  - Copies after the last host function are delivered after each launch
+ *    of the graph: the cuGraphLaunch wrapper adds a stream callback. So a
+ *    graph has exactly the nodes it would have natively.
+ *
+ * Delivery. Host nodes and callbacks run on driver threads and must not
+ * block: they queue a copy of the bytes. The queue goes to the client as
+ * FRAME_HOST_WORK frames before the next reply (output_forward), so the
+ * client has the data and has run its functions before any synchronizing
+ * call that saw the graph finish returns. Nothing is written to the socket
+ * from a driver thread: a client that is busy sending cannot stall the GPU.
+ *
+ * Lifetimes. A record is held by the graph that captured it, by every
+ * clone, child-graph parent and executable graph made from it (the
+ * wrappers of the driver table below track them), and by launches in
+ * flight. When the last holder goes, the client is told to forget it and
+ * its staging buffer is freed at the next capture (cuMemFreeHost may
+ * synchronize; it never runs on a driver thread). */
+#define _GNU_SOURCE
+#include "graph_host.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "session.h"
+#include "../common/idmap.h"
+#include "../common/log.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+enum { REC_COPY = 1, REC_HOSTFN = 2 };
+
+struct record {
+    uint64_t id;            /* the client's */
+    int kind;
+    void *staging;          /* REC_COPY: pinned, n bytes */
+    size_t n;
+    struct record **flush;  /* REC_HOSTFN: copies delivered before the function runs */
+    size_t nflush;
+    _Atomic int refs;
+    struct record *next_dead;
+};
+
+/* The records a graph or an executable graph holds. */
+struct holding {
+    struct record **all;    /* every record, one reference each */
+    size_t n;
+    struct record **tail;   /* copies no host function delivers (no extra reference) */
+    size_t ntail;
+};
+
+static struct driver_table orig;
+static struct idmap graphs = IDMAP_INIT; /* real CUgraph -> struct holding */
+static struct idmap execs = IDMAP_INIT;  /* real CUgraphExec -> struct holding */
+static pthread_mutex_t holdings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- the queue for the client ------------------------------------------- */
+
+struct work {
+    uint8_t kind;           /* HOST_WORK_* */
+    uint64_t id;
+    void *data;
+    size_t n;
+    struct work *next;
+};
+
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct work *queue_head, *queue_tail;
+static struct record *dead; /* staging buffers to free (guarded by queue_lock) */
+static size_t queued_bytes;
+static int warned_big;
+
+static void enqueue(uint8_t kind, uint64_t id, const void *data, size_t n)
+{
+    struct work *w = calloc(1, sizeof *w);
+    void *copy = n ? malloc(n) : NULL;
+    if (!w || (n && !copy)) {
+        free(w);
+        free(copy);
+        LOG_ERROR("graph host work: out of memory; the client misses record %llu", (unsigned long long)id);
+        return;
+    }
+    if (n) memcpy(copy, data, n);
+    w->kind = kind;
+    w->id = id;
+    w->data = copy;
+    w->n = n;
+    pthread_mutex_lock(&queue_lock);
+    if (queue_tail)
+        queue_tail->next = w;
+    else
+        queue_head = w;
+    queue_tail = w;
+    queued_bytes += n;
+    int warn = queued_bytes > (256u << 20) && !warned_big;
+    if (warn) warned_big = 1;
+    pthread_mutex_unlock(&queue_lock);
+    if (warn)
+        LOG_WARN("graph host work: over 256 MiB of captured device-to-host data wait for the client; it "
+                 "receives them at its next synchronizing call");
+}
+
+void graph_host_forward(struct session *s)
+{
+    pthread_mutex_lock(&queue_lock);
+    struct work *w = queue_head;
+    queue_head = queue_tail = NULL;
+    queued_bytes = 0;
+    pthread_mutex_unlock(&queue_lock);
+    while (w) {
+        struct work *next = w->next;
+        uint8_t head[9];
+        head[0] = w->kind;
+        memcpy(head + 1, &w->id, 8);
+        struct frame_header h = {.length = (uint32_t)(sizeof head + w->n), .flags = FRAME_HOST_WORK};
+        uint8_t hdr[FRAME_HEADER_LEN];
+        frame_header_encode(&h, hdr);
+        struct iovec iov[3] = {{hdr, sizeof hdr}, {head, sizeof head}, {w->data, w->n}};
+        pthread_mutex_lock(&s->write_lock);
+        io_writev_full(s->fd, iov, w->n ? 3 : 2);
+        pthread_mutex_unlock(&s->write_lock);
+        free(w->data);
+        free(w);
+        w = next;
+    }
+}
+
+/* ---- records -------------------------------------------------------------- */
+
+static void record_ref(struct record *r) { atomic_fetch_add(&r->refs, 1); }
+
+/* May run on a driver thread: no CUDA call here. */
+static void record_unref(struct record *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    for (size_t i = 0; i < r->nflush; i++) record_unref(r->flush[i]);
+    free(r->flush);
+    enqueue(HOST_WORK_FORGET, r->id, NULL, 0);
+    pthread_mutex_lock(&queue_lock);
+    r->next_dead = dead;
+    dead = r;
+    pthread_mutex_unlock(&queue_lock);
+}
+
+/* Free the staging of records nobody holds (a thread that may call CUDA). */
+static void free_dead(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    struct record *r = dead;
+    dead = NULL;
+    pthread_mutex_unlock(&queue_lock);
+    while (r) {
+        struct record *next = r->next_dead;
+        if (r->staging) orig.cuMemFreeHost(r->staging);
+        free(r);
+        r = next;
+    }
+}
+
+/* ---- holdings --------------------------------------------------------------- */
+
+static int push_rec(struct record ***a, size_t *n, struct record *r)
+{
+    struct record **b = realloc(*a, (*n + 1) * sizeof *b);
+    if (!b) return -1;
+    b[(*n)++] = r;
+    *a = b;
+    return 0;
+}
+
+static void holding_free(struct holding *h)
+{
+    if (!h) return;
+    for (size_t i = 0; i < h->n; i++) record_unref(h->all[i]);
+    free(h->all);
+    free(h->tail);
+    free(h);
+}
+
+/* Add src's records to dst (a new reference each). */
+static int holding_add(struct holding *dst, const struct holding *src)
+{
+    for (size_t i = 0; i < src->n; i++) {
+        if (push_rec(&dst->all, &dst->n, src->all[i]) != 0) return -1;
+        record_ref(src->all[i]);
+    }
+    for (size_t i = 0; i < src->ntail; i++)
+        if (push_rec(&dst->tail, &dst->ntail, src->tail[i]) != 0) return -1;
+    return 0;
+}
+
+static struct holding *holding_of(struct idmap *m, const void *h)
+{
+    void *v = NULL;
+    return h && idmap_get(m, (uint64_t)(uintptr_t)h, NULL, &v) ? v : NULL;
+}
+
+/* The holding of h in m, made when missing (holdings_lock held). */
+static struct holding *holding_get(struct idmap *m, const void *h)
+{
+    struct holding *x = holding_of(m, h);
+    if (x) return x;
+    if (!(x = calloc(1, sizeof *x))) return NULL;
+    if (idmap_put(m, (uint64_t)(uintptr_t)h, 0, x) != 0) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static void holding_drop(struct idmap *m, const void *h)
+{
+    if (!h) return;
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *x = idmap_del(m, (uint64_t)(uintptr_t)h);
+    pthread_mutex_unlock(&holdings_lock);
+    holding_free(x);
+}
+
+/* dst (a new graph or executable graph) holds what src holds. */
+static void holding_copy(struct idmap *dm, const void *dst, struct idmap *sm, const void *src)
+{
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *from = holding_of(sm, src);
+    struct holding *to = from && from->n ? holding_get(dm, dst) : NULL;
+    if (to && holding_add(to, from) != 0)
+        LOG_ERROR("graph host work: out of memory; a graph may miss its host work");
+    pthread_mutex_unlock(&holdings_lock);
+}
+
+/* ---- host nodes and launch callbacks (driver threads) --------------------- */
+
+static void deliver_copy(struct record *r) { enqueue(HOST_WORK_DATA, r->id, r->staging, r->n); }
+
+static void CUDA_CB host_fn_node(void *arg)
+{
+    struct record *r = arg;
+    for (size_t i = 0; i < r->nflush; i++) deliver_copy(r->flush[i]);
+    enqueue(HOST_WORK_RUN, r->id, NULL, 0);
+}
+
+/* What a launch holds until it is done: every record of the executable
+ * graph (its nodes use them), and the copies it delivers at its end. */
+struct launch {
+    struct record **all, **tail;
+    size_t n, ntail;
+};
+
+static void launch_free(struct launch *l)
+{
+    for (size_t i = 0; i < l->n; i++) record_unref(l->all[i]);
+    free(l->all);
+    free(l->tail);
+    free(l);
+}
+
+static void CUDA_CB launch_done(void *arg)
+{
+    struct launch *l = arg;
+    for (size_t i = 0; i < l->ntail; i++) deliver_copy(l->tail[i]);
+    launch_free(l);
+}
+
+/* ---- the driver table's wrappers --------------------------------------------- */
+
+static CUresult wrap_cuGraphLaunch(CUgraphExec e, CUstream st)
+{
+    CUresult r = orig.cuGraphLaunch(e, st);
+    if (r != CUDA_SUCCESS) return r;
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *x = holding_of(&execs, e);
+    int has_work = x && x->n;
+    pthread_mutex_unlock(&holdings_lock);
+    if (!has_work) return r; /* most graphs: nothing to do */
+    /* Launched into a capture, the graph becomes a child graph node of the
+     * capture's graph: that graph holds its records (and delivers its
+     * trailing copies at each of its own launches). */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph cg = NULL;
+    if (orig.cuStreamGetCaptureInfo_v3 &&
+        orig.cuStreamGetCaptureInfo_v3(st, &cs, NULL, &cg, NULL, NULL, NULL) == CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        if (cg) holding_copy(&graphs, cg, &execs, e);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    x = holding_of(&execs, e); /* again: the lock was let go */
+    struct launch *l = x && x->n ? calloc(1, sizeof *l) : NULL;
+    if (l && (l->all = malloc(x->n * sizeof *l->all)) &&
+        (!x->ntail || (l->tail = malloc(x->ntail * sizeof *l->tail)))) {
+        for (size_t i = 0; i < x->n; i++) record_ref(l->all[l->n++] = x->all[i]);
+        for (size_t i = 0; i < x->ntail; i++) l->tail[l->ntail++] = x->tail[i];
+    } else if (l) {
+        launch_free(l);
+        l = NULL;
+    }
+    if (x && x->n && !l) r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&holdings_lock);
+    if (r != CUDA_SUCCESS)
+        LOG_ERROR("graph host work: out of memory launching a graph; its host work is lost");
+    else if (l && (r = orig.cuLaunchHostFunc(st, launch_done, l)) != CUDA_SUCCESS)
+        launch_free(l);
+    return r;
+}
+
+static CUresult wrap_cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags)
+{
+    CUresult r = orig.cuGraphInstantiateWithFlags(pe, g, flags);
+    if (r == CUDA_SUCCESS) holding_copy(&execs, *pe, &graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    CUresult r = orig.cuGraphInstantiateWithParams(pe, g, p);
+    if (r == CUDA_SUCCESS) holding_copy(&execs, *pe, &graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t n)
+{
+    CUresult r = orig.cuGraphInstantiate(pe, g, err, log, n);
+    if (r == CUDA_SUCCESS) holding_copy(&execs, *pe, &graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t n)
+{
+    CUresult r = orig.cuGraphInstantiate_v2(pe, g, err, log, n);
+    if (r == CUDA_SUCCESS) holding_copy(&execs, *pe, &graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphClone(CUgraph *pc, CUgraph g)
+{
+    CUresult r = orig.cuGraphClone(pc, g);
+    if (r == CUDA_SUCCESS) holding_copy(&graphs, *pc, &graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph parent, const CUgraphNode *deps, size_t n,
+                                              CUgraph child)
+{
+    CUresult r = orig.cuGraphAddChildGraphNode(pn, parent, deps, n, child);
+    if (r == CUDA_SUCCESS) holding_copy(&graphs, parent, &graphs, child);
+    return r;
+}
+
+static CUresult wrap_cuGraphDestroy(CUgraph g)
+{
+    CUresult r = orig.cuGraphDestroy(g);
+    if (r == CUDA_SUCCESS) holding_drop(&graphs, g);
+    return r;
+}
+
+static CUresult wrap_cuGraphExecDestroy(CUgraphExec e)
+{
+    CUresult r = orig.cuGraphExecDestroy(e);
+    if (r == CUDA_SUCCESS) holding_drop(&execs, e);
+    return r;
+}
+
+/* A capture that ends in failure takes its graph with it. */
+static CUresult wrap_cuStreamEndCapture(CUstream st, CUgraph *pg)
+{
+    CUgraph cg = NULL;
+    CUstreamCaptureStatus status;
+    if (orig.cuStreamGetCaptureInfo_v3(st, &status, NULL, &cg, NULL, NULL, NULL) != CUDA_SUCCESS) cg = NULL;
+    CUresult r = orig.cuStreamEndCapture(st, pg);
+    if (r != CUDA_SUCCESS && cg) holding_drop(&graphs, cg);
+    return r;
+}
+
+#define WRAP(name) \
+    if (t->name) t->name = wrap_##name
+
+void graph_host_install(struct driver_table *t)
+{
+    orig = *t;
+    WRAP(cuGraphLaunch);
+    WRAP(cuGraphInstantiateWithFlags);
+    WRAP(cuGraphInstantiateWithParams);
+    WRAP(cuGraphInstantiate);
+    WRAP(cuGraphInstantiate_v2);
+    WRAP(cuGraphClone);
+    WRAP(cuGraphAddChildGraphNode);
+    WRAP(cuGraphDestroy);
+    WRAP(cuGraphExecDestroy);
+    if (t->cuStreamGetCaptureInfo_v3) WRAP(cuStreamEndCapture);
+}
+
+/* ---- capture (the client's requests) ------------------------------------------ */
+
+/* The graph the stream is capturing into, or an error. */
+static CUresult capture_graph(srv_call *c, uint64_t stream_id, CUstream *st, CUgraph *g)
+{
+    void *h;
+    CUresult r = handle_get(c->s, stream_id, HK_STREAM, &h);
+    if (r != CUDA_SUCCESS) return r;
+    *st = (CUstream)h;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    *g = NULL;
+    if (!orig.cuStreamGetCaptureInfo_v3) return CUDA_ERROR_NOT_SUPPORTED;
+    r = orig.cuStreamGetCaptureInfo_v3(*st, &status, NULL, g, NULL, NULL, NULL);
+    if (r != CUDA_SUCCESS) return r;
+    if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return status == CU_STREAM_CAPTURE_STATUS_ACTIVE && *g ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+/* Record a new record in the capture graph's holding (holdings_lock held). */
+static int hold(CUgraph g, struct record *r, int tail)
+{
+    struct holding *x = holding_get(&graphs, g);
+    if (!x || push_rec(&x->all, &x->n, r) != 0) return -1;
+    if (tail && push_rec(&x->tail, &x->ntail, r) != 0) {
+        x->n--;
+        return -1;
+    }
+    return 0;
+}
+
+/* Request: u64 record id, u64 source device address, u64 n, u64 stream.
+ * The stream is capturing: capture a copy into a staging buffer. */
+CUresult srv_scuda_capture_dtoh(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in) || n == 0 || n > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUgraph g;
+    CUresult r = capture_graph(c, sid, &st, &g);
+    if (r != CUDA_SUCCESS) return r;
+    /* Allocating pinned memory is not allowed in a global capture: this
+     * thread relaxes its mode for the allocation (and the frees). */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
+    free_dead();
+    void *buf = NULL;
+    r = orig.cuMemHostAlloc(&buf, n, 0);
+    if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r != CUDA_SUCCESS) return r;
+    struct record *rec = calloc(1, sizeof *rec);
+    if (!rec) {
+        orig.cuMemFreeHost(buf);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rec->id = id;
+    rec->kind = REC_COPY;
+    rec->staging = buf;
+    rec->n = n;
+    atomic_init(&rec->refs, 1);
+    if ((r = orig.cuMemcpyDtoHAsync_v2(buf, src, n, st)) != CUDA_SUCCESS) {
+        orig.cuMemFreeHost(buf);
+        free(rec);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    int rc = hold(g, rec, 1);
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) {
+        /* its node stays in the graph: the buffer must too (leaked) */
+        LOG_ERROR("graph host work: out of memory recording a captured copy");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Request: u64 record id, u64 stream. The stream is capturing: capture a
+ * host node that has the client run its function (after the copies
+ * captured since the last one). */
+CUresult srv_scuda_capture_hostfn(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in), sid = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUgraph g;
+    CUresult r = capture_graph(c, sid, &st, &g);
+    if (r != CUDA_SUCCESS) return r;
+    struct record *rec = calloc(1, sizeof *rec);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    rec->id = id;
+    rec->kind = REC_HOSTFN;
+    atomic_init(&rec->refs, 1);
+    if ((r = orig.cuLaunchHostFunc(st, host_fn_node, rec)) != CUDA_SUCCESS) {
+        free(rec);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *x = holding_get(&graphs, g);
+    int rc = x ? hold(g, rec, 0) : -1;
+    if (rc == 0) {
+        /* the copies captured since the last host function: this one delivers them */
+        rec->flush = x->tail;
+        rec->nflush = x->ntail;
+        for (size_t i = 0; i < rec->nflush; i++) record_ref(rec->flush[i]);
+        x->tail = NULL;
+        x->ntail = 0;
+    }
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) {
+        LOG_ERROR("graph host work: out of memory recording a captured host function");
+        return CUDA_ERROR_OUT_OF_MEMORY; /* its node stays in the graph: the record too (leaked) */
+    }
+    return CUDA_SUCCESS;
+}

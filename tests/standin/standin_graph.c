@@ -1,0 +1,1128 @@
+/* SCUDA CPU stand-in driver: memory pools (stream-ordered allocation),
+ * stream capture, and graphs. Enough of them for CI tests of SCUDA's
+ * forwarding; see README.md ("Pools, capture and graphs") for the model.
+ *
+ * Pools: every device has a default pool, which is also its current pool
+ * until cuDeviceSetMemPool. cuMemAllocAsync allocates at once (stricter
+ * than stream order); cuMemFreeAsync frees when the stream reaches it. A
+ * pool counts the bytes in use, and keeps freed bytes reserved up to its
+ * release threshold (cuMemPoolTrimTo trims them).
+ *
+ * Capture: work submitted to a capturing stream becomes nodes of the
+ * capture's graph, each depending on the one before (kernels, memsets,
+ * copies and host functions); stream callbacks invalidate the capture,
+ * events recorded in it are dropped. A graph's nodes run in the order they were
+ * added, which respects every dependency. */
+#include "standin_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct si_graph si_graph;
+typedef struct si_gnode si_gnode;
+typedef struct si_gexec si_gexec;
+
+struct si_capture {
+    uint64_t id;
+    si_graph *graph;
+    bool invalidated;
+    si_gnode *last;              /* what the next captured node depends on */
+    CUgraphEdgeData edge;        /* cuStreamGetCaptureInfo_v3's edge data (default) */
+};
+
+/* ------------------------------------------------------------------ */
+/* memory pools                                                        */
+
+struct si_pool {
+    uint64_t id;
+    int dev;
+    bool is_default;
+    bool destroyed;         /* by the user; freed with its last allocation */
+    CUmemPoolProps props;
+    int reuse[3];           /* CU_MEMPOOL_ATTR_REUSE_* */
+    uint64_t threshold, used, used_high, reserved, reserved_high;
+    size_t n_allocs;
+};
+
+static si_pool *si_default_pools[SI_MAX_DEVICES];
+static si_pool *si_current_pools[SI_MAX_DEVICES];
+
+static si_pool *si_pool_new(int dev, const CUmemPoolProps *props, bool is_default)
+{
+    si_pool *p = si_xcalloc(1, sizeof(*p));
+    p->id = si_next_id();
+    p->dev = dev;
+    p->is_default = is_default;
+    if (props)
+        p->props = *props;
+    p->props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p->props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->props.location.id = dev;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1; /* the driver's defaults */
+    si_hset_add(&si_g.pools, p);
+    return p;
+}
+
+static si_pool *si_default_pool(int dev)
+{
+    if (!si_default_pools[dev])
+        si_default_pools[dev] = si_pool_new(dev, NULL, true);
+    return si_default_pools[dev];
+}
+
+static si_pool *si_current_pool(int dev)
+{
+    return si_current_pools[dev] ? si_current_pools[dev] : si_default_pool(dev);
+}
+
+static bool si_pool_valid(const si_pool *p)
+{
+    return p && si_hset_has(&si_g.pools, p) && !p->destroyed;
+}
+
+/* freed bytes above the release threshold go back to the device */
+static void si_pool_release(si_pool *p)
+{
+    uint64_t keep = p->used > p->threshold ? p->used : p->threshold;
+    if (p->reserved > keep)
+        p->reserved = keep;
+}
+
+void si_pool_forget_alloc(si_alloc *a)
+{
+    si_pool *p = a->pool;
+    a->pool = NULL;
+    p->used -= a->size;
+    p->n_allocs--;
+    si_pool_release(p);
+    if (p->destroyed && p->n_allocs == 0)
+        free(p);
+}
+
+void si_pool_free_exec(uintptr_t base, uint64_t alloc_id)
+{
+    si_alloc *a = si_alloc_find(base);
+    if (a && a->base == base && a->id == alloc_id)
+        si_alloc_release(a);
+}
+
+static CUresult si_pool_alloc(si_pool *p, si_stream *s, size_t size, CUdeviceptr *dptr)
+{
+    if (!dptr || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->dev != s->ctx->dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->capture) {
+        s->capture->invalidated = true; /* allocation nodes: not modelled */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    si_alloc *a = NULL;
+    CUresult rc = si_dev_alloc(s->ctx, size, SI_AK_DEVICE, NULL, &a);
+    if (rc)
+        return rc;
+    a->pool = p;
+    p->n_allocs++;
+    p->used += size;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    if (p->used > p->reserved)
+        p->reserved = p->used;
+    if (p->reserved > p->reserved_high)
+        p->reserved_high = p->reserved;
+    *dptr = (CUdeviceptr)a->base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult si_alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h, bool ptsz)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    si_pool *p = (si_pool *)pool;
+    if (!rc && pool && !si_pool_valid(p))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_pool_alloc(pool ? p : si_current_pool(s->ctx->dev), s, size, dptr);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return si_alloc_async(dptr, bytesize, NULL, hStream, false);
+}
+SI_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return si_alloc_async(dptr, bytesize, NULL, hStream, true);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                         CUstream hStream)
+{
+    return pool ? si_alloc_async(dptr, bytesize, pool, hStream, false) : CUDA_ERROR_INVALID_VALUE;
+}
+SI_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                     CUmemoryPool pool, CUstream hStream)
+{
+    return pool ? si_alloc_async(dptr, bytesize, pool, hStream, true) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult si_free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    si_alloc *a = NULL;
+    if (!rc) {
+        a = si_alloc_find((uintptr_t)dptr);
+        if (!a || a->base != (uintptr_t)dptr || a->kind != SI_AK_DEVICE)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!rc && s->capture) {
+        s->capture->invalidated = true;
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (!rc) {
+        si_op *op = si_op_new(SI_OP_FREE);
+        op->u.free.base = a->base;
+        op->u.free.alloc_id = a->id;
+        si_submit(s, op);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return si_free_async(dptr, hStream, false);
+}
+SI_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return si_free_async(dptr, hStream, true);
+}
+
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    si_enter();
+    CUresult rc = si_device_check(dev);
+    if (!rc && !pool_out)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool_out = (CUmemoryPool)si_default_pool(dev);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    si_enter();
+    CUresult rc = si_device_check(dev);
+    if (!rc && !pool)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *pool = (CUmemoryPool)si_current_pool(dev);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    si_enter();
+    CUresult rc = si_device_check(dev);
+    si_pool *p = (si_pool *)pool;
+    if (!rc && (!si_pool_valid(p) || p->dev != dev))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_current_pools[dev] = p;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!pool || !props))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    /* "In all other cases, this field is required to be zero." */
+    if (!rc && (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+                props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->win32SecurityAttributes ||
+                (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+                 props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && si_device_check(props->location.id) != CUDA_SUCCESS)
+        rc = CUDA_ERROR_INVALID_DEVICE;
+    if (!rc)
+        *pool = (CUmemoryPool)si_pool_new(props->location.id, props, false);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_pool *p = (si_pool *)pool;
+    if (!rc && (!si_pool_valid(p) || p->is_default))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        if (si_current_pools[p->dev] == p)
+            si_current_pools[p->dev] = NULL;
+        si_hset_del(&si_g.pools, p);
+        p->destroyed = true;
+        if (p->n_allocs == 0)
+            free(p);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_pool *p = (si_pool *)pool;
+    if (!rc && !si_pool_valid(p))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        uint64_t keep = p->used > minBytesToKeep ? p->used : minBytesToKeep;
+        if (p->reserved > keep)
+            p->reserved = keep;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_pool *p = (si_pool *)pool;
+    if (!rc && (!si_pool_valid(p) || !value))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t v64 = 0;
+    if (!rc) {
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+            memcpy(&p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES], value, sizeof(int));
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            memcpy(&p->threshold, value, sizeof(cuuint64_t));
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+            memcpy(&v64, value, sizeof(v64));
+            if (v64 != 0) {
+                rc = CUDA_ERROR_INVALID_VALUE; /* only a reset to 0 */
+                break;
+            }
+            if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+                p->used_high = p->used;
+            else
+                p->reserved_high = p->reserved;
+            break;
+        default:
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_pool *p = (si_pool *)pool;
+    if (!rc && (!si_pool_valid(p) || !value))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t v = 0;
+    if (!rc) {
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+            memcpy(value, &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES], sizeof(int));
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->threshold; break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = p->reserved; break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = p->reserved_high; break;
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = p->used; break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v = p->used_high; break;
+        default: rc = CUDA_ERROR_INVALID_VALUE; break;
+        }
+        if (!rc && attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+            memcpy(value, &v, sizeof(v));
+    }
+    si_leave();
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* graphs                                                              */
+
+struct si_gnode {
+    uint64_t id;
+    si_graph *graph;
+    CUgraphNodeType type;
+    si_kcall k;                  /* KERNEL */
+    si_op *op;                   /* MEMSET / MEMCPY: the operation each launch submits */
+    CUDA_MEMCPY3D copy;          /* MEMCPY: as given (cuGraphMemcpyNodeGetParams) */
+    void **arg_ptrs;             /* kernelParams handed out by cuGraphKernelNodeGetParams */
+    si_gnode **deps;
+    size_t n_deps;
+    si_gnode *next;
+};
+
+struct si_graph {
+    uint64_t id;
+    si_gnode *head, *tail;
+    size_t n;
+};
+
+/* an executable graph: its own copy of each node's work */
+typedef struct si_enode {
+    const si_gnode *orig; /* the graph node it came from (by address; never dereferenced) */
+    CUgraphNodeType type;
+    si_kcall k;
+    si_op *op;
+} si_enode;
+
+struct si_gexec {
+    uint64_t id;
+    si_enode *nodes;
+    size_t n;
+};
+
+static si_op *si_op_clone(const si_op *op)
+{
+    si_op *c = si_op_new(op->kind);
+    c->u = op->u;
+    if (op->kind == SI_OP_COPY && op->u.copy.staging) {
+        size_t n = op->u.copy.c.width * op->u.copy.c.height * op->u.copy.c.depth;
+        c->u.copy.staging = si_xcalloc(n ? n : 1, 1);
+        memcpy(c->u.copy.staging, op->u.copy.staging, n);
+        c->u.copy.c.src = (uintptr_t)c->u.copy.staging;
+    }
+    return c;
+}
+
+static si_graph *si_graph_new(void)
+{
+    si_graph *g = si_xcalloc(1, sizeof(*g));
+    g->id = si_next_id();
+    si_hset_add(&si_g.graphs, g);
+    return g;
+}
+
+static void si_gnode_free(si_gnode *n)
+{
+    si_hset_del(&si_g.graph_nodes, n);
+    si_kcall_free(&n->k);
+    si_op_free(n->op);
+    free(n->arg_ptrs);
+    free(n->deps);
+    free(n);
+}
+
+static void si_graph_free(si_graph *g)
+{
+    si_hset_del(&si_g.graphs, g);
+    while (g->head) {
+        si_gnode *n = g->head;
+        g->head = n->next;
+        si_gnode_free(n);
+    }
+    free(g);
+}
+
+static si_gnode *si_gnode_add(si_graph *g, CUgraphNodeType type, si_gnode *const *deps, size_t n_deps)
+{
+    si_gnode *n = si_xcalloc(1, sizeof(*n));
+    n->id = si_next_id();
+    n->graph = g;
+    n->type = type;
+    if (n_deps) {
+        n->deps = si_xcalloc(n_deps, sizeof(*n->deps));
+        memcpy(n->deps, deps, n_deps * sizeof(*deps));
+        n->n_deps = n_deps;
+    }
+    if (g->tail)
+        g->tail->next = n;
+    else
+        g->head = n;
+    g->tail = n;
+    g->n++;
+    si_hset_add(&si_g.graph_nodes, n);
+    return n;
+}
+
+static bool si_graph_valid(const si_graph *g) { return g && si_hset_has(&si_g.graphs, g); }
+/* a kernel node's function is still loaded */
+static bool si_kcall_live(const si_kcall *k) { return si_hset_has(&si_g.funcs, k->func) && k->func->id == k->func_id; }
+static bool si_gnode_valid(const si_gnode *n) { return n && si_hset_has(&si_g.graph_nodes, n); }
+static bool si_gexec_valid(const si_gexec *e) { return e && si_hset_has(&si_g.graph_execs, e); }
+
+/* the dependencies of a new node: live nodes of the same graph */
+static CUresult si_deps_check(const si_graph *g, const CUgraphNode *deps, size_t n)
+{
+    if (n && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++)
+        if (!si_gnode_valid((const si_gnode *)deps[i]) || ((const si_gnode *)deps[i])->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* stream capture                                                      */
+
+static __thread CUstreamCaptureMode si_thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUstreamCaptureStatus si_capture_status(const si_stream *s)
+{
+    if (!s->capture)
+        return CU_STREAM_CAPTURE_STATUS_NONE;
+    return s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+static si_gnode *si_capture_node(si_stream *s, CUgraphNodeType type)
+{
+    si_capture *cap = s->capture;
+    si_gnode *last = cap->last;
+    si_gnode *n = si_gnode_add(cap->graph, type, last ? &last : NULL, last ? 1 : 0);
+    cap->last = n;
+    return n;
+}
+
+void si_capture_op(si_stream *s, si_op *op)
+{
+    switch (op->kind) {
+    case SI_OP_MEMSET:
+        si_capture_node(s, CU_GRAPH_NODE_TYPE_MEMSET)->op = op;
+        return;
+    case SI_OP_COPY:
+        si_capture_node(s, CU_GRAPH_NODE_TYPE_MEMCPY)->op = op;
+        return;
+    case SI_OP_HOSTFN:
+        si_capture_node(s, CU_GRAPH_NODE_TYPE_HOST)->op = op; /* runs on the callback thread at each launch */
+        return;
+    case SI_OP_EVENT:
+        break; /* an event recorded in a capture: only ordering, kept linear here */
+    default:
+        s->capture->invalidated = true; /* stream callbacks, waits: not allowed / not modelled */
+        break;
+    }
+    si_op_free(op);
+}
+
+void si_capture_kernel(si_stream *s, si_kcall *k)
+{
+    si_capture_node(s, CU_GRAPH_NODE_TYPE_KERNEL)->k = *k;
+    memset(k, 0, sizeof(*k));
+}
+
+static CUresult si_begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    if (!rc && s->kind == SI_SK_LEGACY)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!rc && mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && s->capture)
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    if (!rc) {
+        si_capture *cap = si_xcalloc(1, sizeof(*cap));
+        cap->id = si_next_id();
+        cap->graph = si_graph_new();
+        s->capture = cap;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return si_begin_capture(hStream, mode, false);
+}
+SI_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return si_begin_capture(hStream, mode, true);
+}
+
+static CUresult si_end_capture(CUstream h, CUgraph *phGraph, bool ptsz)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    if (!rc && !phGraph)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !s->capture)
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    if (!rc) {
+        si_capture *cap = s->capture;
+        s->capture = NULL;
+        if (cap->invalidated) {
+            si_graph_free(cap->graph);
+            *phGraph = NULL;
+            rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else {
+            *phGraph = (CUgraph)cap->graph;
+        }
+        free(cap);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return si_end_capture(hStream, phGraph, false);
+}
+SI_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return si_end_capture(hStream, phGraph, true);
+}
+
+static CUresult si_capture_info(CUstream h, bool ptsz, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
+                                size_t *n)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    if (!rc && !status)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && ((deps && !n) || (edges && !deps)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_capture *cap = s->capture;
+        *status = si_capture_status(s);
+        if (cap && !cap->invalidated) {
+            if (id)
+                *id = cap->id;
+            if (graph)
+                *graph = (CUgraph)cap->graph;
+            if (deps)
+                *deps = cap->last ? (const CUgraphNode *)&cap->last : NULL;
+            if (edges)
+                *edges = cap->last ? &cap->edge : NULL;
+            if (n)
+                *n = cap->last ? 1 : 0;
+        }
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                           cuuint64_t *id_out, CUgraph *graph_out,
+                                           const CUgraphNode **dependencies_out,
+                                           const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return si_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                           numDependencies_out);
+}
+SI_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                       cuuint64_t *id_out, CUgraph *graph_out,
+                                                       const CUgraphNode **dependencies_out,
+                                                       const CUgraphEdgeData **edgeData_out,
+                                                       size_t *numDependencies_out)
+{
+    return si_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                           numDependencies_out);
+}
+SI_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                  cuuint64_t *id_out, CUgraph *graph_out,
+                                                  const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    return si_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                           numDependencies_out);
+}
+SI_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                       cuuint64_t *id_out, CUgraph *graph_out,
+                                                       const CUgraphNode **dependencies_out,
+                                                       size_t *numDependencies_out)
+{
+    return si_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                           numDependencies_out);
+}
+
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = si_thread_capture_mode;
+    si_thread_capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* building graphs                                                     */
+
+CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!phGraph || flags != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *phGraph = (CUgraph)si_graph_new();
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && !si_graph_valid((si_graph *)hGraph))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_graph_free((si_graph *)hGraph);
+    si_leave();
+    return rc;
+}
+
+/* a copy of every node, dependencies mapped to the copies */
+CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)originalGraph;
+    if (!rc && (!phGraphClone || !si_graph_valid(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (si_gnode *n = rc ? NULL : g->head; n && !rc; n = n->next)
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
+            rc = CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+    if (!rc) {
+        si_graph *c = si_graph_new();
+        si_gnode **map = si_xcalloc(g->n ? g->n : 1, sizeof(*map));
+        size_t i = 0;
+        for (si_gnode *n = g->head; n; n = n->next, i++) {
+            si_gnode *deps[64];
+            size_t nd = 0;
+            for (size_t d = 0; d < n->n_deps && nd < 64; d++) {
+                size_t j = 0;
+                for (si_gnode *m = g->head; m && m != n->deps[d]; m = m->next) j++;
+                if (j < i)
+                    deps[nd++] = map[j];
+            }
+            si_gnode *x = si_gnode_add(c, n->type, deps, nd);
+            if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+                size_t pb = n->k.func->entry->param_bytes;
+                x->k = n->k;
+                x->k.params = si_xcalloc(pb ? pb : 1, 1);
+                memcpy(x->k.params, n->k.params, pb);
+            }
+            if (n->op)
+                x->op = si_op_clone(n->op);
+            x->copy = n->copy;
+            map[i] = x;
+        }
+        free(map);
+        *phGraphClone = (CUgraph)c;
+    }
+    si_leave();
+    return rc;
+}
+
+static CUresult si_kernel_node_call(const CUDA_KERNEL_NODE_PARAMS *p, si_kcall *out)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_ctx *c = si_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUfunction f = p->func ? p->func : (CUfunction)p->kern;
+    const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+    const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+    return si_kcall_make(c, f, grid, block, p->sharedMemBytes, p->kernelParams, p->extra, out);
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!phGraphNode || !si_graph_valid(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_deps_check(g, dependencies, numDependencies);
+    si_kcall k;
+    if (!rc)
+        rc = si_kernel_node_call(nodeParams, &k);
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_KERNEL, (si_gnode *const *)dependencies, numDependencies);
+        n->k = k;
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_KERNEL || !nodeParams))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !si_kcall_live(&n->k))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc) {
+        const si_entry *e = n->k.func->entry;
+        free(n->arg_ptrs);
+        n->arg_ptrs = si_xcalloc(e->n_params ? e->n_params : 1, sizeof(void *));
+        for (size_t i = 0; i < e->n_params; i++)
+            n->arg_ptrs[i] = n->k.params + e->params[i].offset;
+        memset(nodeParams, 0, sizeof(*nodeParams));
+        nodeParams->func = n->k.handle;
+        nodeParams->gridDimX = n->k.grid[0];
+        nodeParams->gridDimY = n->k.grid[1];
+        nodeParams->gridDimZ = n->k.grid[2];
+        nodeParams->blockDimX = n->k.block[0];
+        nodeParams->blockDimY = n->k.block[1];
+        nodeParams->blockDimZ = n->k.block[2];
+        nodeParams->sharedMemBytes = n->k.shmem;
+        nodeParams->kernelParams = n->arg_ptrs;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_KERNEL))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_kcall k;
+    if (!rc)
+        rc = si_kernel_node_call(nodeParams, &k);
+    if (!rc) {
+        si_kcall_free(&n->k);
+        n->k = k;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    (void)ctx;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!phGraphNode || !si_graph_valid(g) || !p || p->height == 0 ||
+                (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_deps_check(g, dependencies, numDependencies);
+    size_t row = p ? p->width * p->elementSize : 0;
+    if (!rc && p->height > 1 && p->pitch < row)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !si_range((uintptr_t)p->dst, p->height > 1 ? (p->height - 1) * p->pitch + row : row))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_MEMSET, (si_gnode *const *)dependencies, numDependencies);
+        n->op = si_op_new(SI_OP_MEMSET);
+        n->op->u.memset.dst = (uintptr_t)p->dst;
+        n->op->u.memset.pitch = p->height > 1 ? p->pitch : row;
+        n->op->u.memset.width = p->width;
+        n->op->u.memset.height = p->height;
+        n->op->u.memset.elem = p->elementSize;
+        n->op->u.memset.value = p->value;
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+/* a device (or unified) side of a memcpy node */
+static bool si_node_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
+                         size_t height, uintptr_t *out)
+{
+    if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+        return false;
+    *out = (uintptr_t)dev + x + (z * height + y) * pitch;
+    return true;
+}
+
+CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      size_t numDependencies, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    (void)ctx;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!phGraphNode || !si_graph_valid(g) || !p))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_deps_check(g, dependencies, numDependencies);
+    si_copy c;
+    memset(&c, 0, sizeof(c));
+    if (!rc) {
+        size_t h = p->Height ? p->Height : 1, d = p->Depth ? p->Depth : 1;
+        c.spitch = p->srcPitch ? p->srcPitch : p->WidthInBytes;
+        c.dpitch = p->dstPitch ? p->dstPitch : p->WidthInBytes;
+        c.sheight = p->srcHeight ? p->srcHeight : h;
+        c.dheight = p->dstHeight ? p->dstHeight : h;
+        c.width = p->WidthInBytes;
+        c.height = h;
+        c.depth = d;
+        if (!si_node_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, c.spitch, c.sheight,
+                          &c.src) ||
+            !si_node_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, c.dpitch, c.dheight,
+                          &c.dst))
+            rc = CUDA_ERROR_NOT_SUPPORTED; /* host and array sides: not modelled */
+        else if (si_copy_validate(&c) != CUDA_SUCCESS)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_MEMCPY, (si_gnode *const *)dependencies, numDependencies);
+        n->op = si_op_new(SI_OP_COPY);
+        n->op->u.copy.c = c;
+        n->copy = *p;
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_MEMCPY || !nodeParams))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *nodeParams = n->copy;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || !type))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *type = n->type;
+    si_leave();
+    return rc;
+}
+
+static CUresult si_list_nodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num, bool roots)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!si_graph_valid(g) || !num))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        size_t count = 0, cap = *num;
+        for (si_gnode *n = g->head; n; n = n->next) {
+            if (roots && n->n_deps)
+                continue;
+            if (nodes && count < cap)
+                nodes[count] = (CUgraphNode)n;
+            count++;
+        }
+        if (nodes) {
+            for (size_t i = count; i < cap; i++)
+                nodes[i] = NULL;
+            *num = count < cap ? count : cap;
+        } else {
+            *num = count;
+        }
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    return si_list_nodes(hGraph, nodes, numNodes, false);
+}
+
+CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+    return si_list_nodes(hGraph, rootNodes, numRootNodes, true);
+}
+
+/* ------------------------------------------------------------------ */
+/* executable graphs                                                   */
+
+static void si_gexec_free(si_gexec *e)
+{
+    si_hset_del(&si_g.graph_execs, e);
+    for (size_t i = 0; i < e->n; i++) {
+        si_kcall_free(&e->nodes[i].k);
+        si_op_free(e->nodes[i].op);
+    }
+    free(e->nodes);
+    free(e);
+}
+
+static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+{
+    si_graph *g = (si_graph *)hGraph;
+    if (!phGraphExec || !si_graph_valid(g))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (si_gnode *n = g->head; n; n = n->next)
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
+            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+    si_gexec *e = si_xcalloc(1, sizeof(*e));
+    e->id = si_next_id();
+    e->nodes = si_xcalloc(g->n ? g->n : 1, sizeof(*e->nodes));
+    for (si_gnode *n = g->head; n; n = n->next) {
+        si_enode *x = &e->nodes[e->n++];
+        x->orig = n;
+        x->type = n->type;
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const si_entry *en = n->k.func->entry;
+            x->k = n->k;
+            x->k.params = si_xcalloc(en->param_bytes ? en->param_bytes : 1, 1);
+            memcpy(x->k.params, n->k.params, en->param_bytes);
+        }
+        if (n->op)
+            x->op = si_op_clone(n->op);
+    }
+    si_hset_add(&si_g.graph_execs, e);
+    *phGraphExec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_instantiate(phGraphExec, hGraph);
+    si_leave();
+    return rc;
+}
+
+static CUresult si_instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                      bool ptsz)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && !p)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_stream *s = NULL;
+    if (!rc && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+        rc = si_resolve_stream(p->hUploadStream, ptsz, &s);
+    if (!rc)
+        rc = si_instantiate(phGraphExec, hGraph);
+    if (p) {
+        p->hErrNode_out = NULL;
+        p->result_out = rc ? CUDA_GRAPH_INSTANTIATE_ERROR : CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                              CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return si_instantiate_params(phGraphExec, hGraph, instantiateParams, false);
+}
+SI_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                          CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return si_instantiate_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gexec *e = (si_gexec *)hGraphExec;
+    si_enode *x = NULL;
+    if (!rc && (!si_gexec_valid(e) || !si_gnode_valid((si_gnode *)hNode)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && i < e->n && !x; i++)
+        if (e->nodes[i].orig == (si_gnode *)hNode)
+            x = &e->nodes[i];
+    if (!rc && (!x || x->type != CU_GRAPH_NODE_TYPE_KERNEL))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_kcall k;
+    if (!rc)
+        rc = si_kernel_node_call(nodeParams, &k);
+    if (!rc) {
+        si_kcall_free(&x->k);
+        x->k = k;
+    }
+    si_leave();
+    return rc;
+}
+
+static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, bool upload)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_resolve_stream(h, ptsz, &s);
+    si_gexec *e = (si_gexec *)hGraphExec;
+    if (!rc && !si_gexec_valid(e))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && s->capture)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* child graphs: not modelled */
+    for (size_t i = 0; !rc && !upload && i < e->n; i++) {
+        si_enode *x = &e->nodes[i];
+        if (x->type == CU_GRAPH_NODE_TYPE_KERNEL)
+            si_kcall_submit(s, &x->k);
+        else if (x->op)
+            si_submit(s, si_op_clone(x->op));
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return si_graph_launch(hGraphExec, hStream, false, false);
+}
+SI_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return si_graph_launch(hGraphExec, hStream, true, false);
+}
+CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return si_graph_launch(hGraphExec, hStream, false, true);
+}
+SI_API CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return si_graph_launch(hGraphExec, hStream, true, true);
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && !si_gexec_valid((si_gexec *)hGraphExec))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_gexec_free((si_gexec *)hGraphExec);
+    si_leave();
+    return rc;
+}

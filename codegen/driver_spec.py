@@ -325,7 +325,7 @@ cuStreamGetPriority           sync
 cuStreamGetFlags              sync
 cuStreamGetId                 sync
 cuStreamGetDevice             sync
-cuStreamIsCapturing           sync
+cuStreamIsCapturing           manual                 # src/client/graph.c: NONE locally while no capture is active
 cuStreamGetCaptureInfo        sync
 cuStreamGetCaptureInfo_v2     manual                 # driver-owned dependency arrays (src/client/graph.c)
 cuStreamGetCaptureInfo_v3     manual

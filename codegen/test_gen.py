@@ -208,10 +208,11 @@ class Spec(unittest.TestCase):
                   "cuEventSynchronize", "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuMemsetD8Async",
                   "cuMemsetD32_v2", "cuFuncGetAttribute", "cuKernelGetAttribute", "cuFuncSetAttribute",
                   "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuOccupancyMaxActiveClusters",
-                  "cuCtxGetStreamPriorityRange", "cuCtxGetLimit", "cuStreamIsCapturing"):
+                  "cuCtxGetStreamPriorityRange", "cuCtxGetLimit"):
             self.assertIn(cls[n], ("sync", "async", "memo"), n)
         # Hand-written: answered locally when a copy's reply proved the stream idle.
         self.assertEqual(cls["cuStreamSynchronize"], "manual")
+        self.assertEqual(cls["cuStreamIsCapturing"], "manual")  # local while no capture is active
         self.assertTrue(m.exports["cuStreamSynchronize"].blocking)
         self.assertTrue(m.exports["cuEventSynchronize"].blocking)
         self.assertEqual(cls["cuLaunchKernel"], "manual")

@@ -6348,24 +6348,6 @@ EXPORT CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
     return cuStreamGetPriority(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, priority); /* per-thread default stream */
 }
 
-EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    SHIM_ENTER(cuStreamIsCapturing, (hStream, captureStatus));
-    rpc_call c;
-    rpc_begin(&c, OP_cuStreamIsCapturing);
-    rpc_put_handle(&c.req, hStream);
-    wb_put_u8(&c.req, captureStatus != NULL);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus != NULL)
-            *captureStatus = (CUstreamCaptureStatus)wr_u32(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuStreamIsCapturing");
-    }
-    rpc_end(&c);
-    return r;
-}
-
 EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     SHIM_ENTER(cuStreamIsCapturing_ptsz, (hStream, captureStatus));

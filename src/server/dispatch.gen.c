@@ -133,6 +133,7 @@ extern CUresult srv_cuPointerGetAttributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamAddCallback(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamIsCapturing(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamSynchronize(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
@@ -6899,30 +6900,6 @@ done:
     return r;
 }
 
-static CUresult gen_srv_cuStreamIsCapturing(srv_call *call)
-{
-    uint64_t hStream_id = wr_u64(&call->in);
-    uint8_t captureStatus_p = wr_u8(&call->in);
-    CUstreamCaptureStatus captureStatus_v;
-    memset(&captureStatus_v, 0, sizeof captureStatus_v);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuStreamIsCapturing == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hStream_h = NULL;
-    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuStreamIsCapturing((CUstream)hStream_h, captureStatus_p ? &captureStatus_v : NULL);
-    if (r == CUDA_SUCCESS) {
-        if (captureStatus_p)
-            wb_put_u32(&call->out, (uint32_t)(captureStatus_v));
-    }
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuStreamQuery(srv_call *call)
 {
     uint64_t hStream_id = wr_u64(&call->in);
@@ -8684,7 +8661,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamGetGreenCtx] = {"cuStreamGetGreenCtx", gen_srv_cuStreamGetGreenCtx, 0},
     [OP_cuStreamGetId] = {"cuStreamGetId", gen_srv_cuStreamGetId, 0},
     [OP_cuStreamGetPriority] = {"cuStreamGetPriority", gen_srv_cuStreamGetPriority, 0},
-    [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", gen_srv_cuStreamIsCapturing, 0},
+    [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", srv_cuStreamIsCapturing, 0},
     [OP_cuStreamQuery] = {"cuStreamQuery", gen_srv_cuStreamQuery, 0},
     [OP_cuStreamSynchronize] = {"cuStreamSynchronize", srv_cuStreamSynchronize, 1},
     [OP_cuStreamWaitEvent] = {"cuStreamWaitEvent", gen_srv_cuStreamWaitEvent, 0},

@@ -129,6 +129,7 @@ CUresult srv_cuPointerGetAttributes(srv_call *c);
 CUresult srv_cuStreamAddCallback(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c);
+CUresult srv_cuStreamIsCapturing(srv_call *c);
 CUresult srv_cuStreamSynchronize(srv_call *c);
 
 #endif

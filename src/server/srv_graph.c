@@ -494,3 +494,17 @@ static CUresult capture_info(srv_call *c, int v3)
 
 CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) { return capture_info(c, 0); }
 CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) { return capture_info(c, 1); }
+
+/* Request: u64 stream. Reply: u32 capture status. */
+CUresult srv_cuStreamIsCapturing(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    void *st;
+    CUresult r = handle_get(c->s, id, HK_STREAM, &st);
+    if (r != CUDA_SUCCESS) return r;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    r = real.cuStreamIsCapturing((CUstream)st, &status);
+    if (r == CUDA_SUCCESS) wb_put_u32(&c->out, (uint32_t)status);
+    return r;
+}

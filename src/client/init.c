@@ -7,7 +7,6 @@
  * CUDA_ERROR_NO_DEVICE and says how to configure a server. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "conn.h"
 #include "shim.h"
 #include "../common/config.h"
+#include "../common/libload.h"
 #include "../common/log.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -34,35 +34,19 @@ static const char *driver_candidates[] = {
     "/usr/lib/wsl/lib/libcuda.so.1",
 };
 
-static int same_file_as_shim(const char *path)
+static int accept_driver(void *h, void *arg)
 {
-    Dl_info self;
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!dladdr((void *)&same_file_as_shim, &self) || !self.dli_fname) return 0;
-    if (!realpath(self.dli_fname, a) || !realpath(path, b)) return 0;
-    return strcmp(a, b) == 0;
-}
-
-static int try_load_driver(const char *path)
-{
-    if (same_file_as_shim(path)) return 0;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) return 0;
-    if (!dlsym(h, "cuGetExportTable") || driver_table_load(&real_driver, h) <= 0) {
-        dlclose(h);
-        return 0;
-    }
-    LOG_INFO("no server configured: passing calls through to the local driver %s", path);
-    return 1;
+    (void)arg;
+    return dlsym(h, "cuGetExportTable") && driver_table_load(&real_driver, h) > 0;
 }
 
 static int load_local_driver(void)
 {
-    const char *forced = getenv("SCUDA_REAL_DRIVER");
-    if (forced && *forced) return try_load_driver(forced);
-    for (size_t i = 0; i < sizeof driver_candidates / sizeof driver_candidates[0]; i++)
-        if (try_load_driver(driver_candidates[i])) return 1;
-    return 0;
+    const char *path = NULL;
+    void *h = libload_open("SCUDA_REAL_DRIVER", driver_candidates,
+                           sizeof driver_candidates / sizeof driver_candidates[0], accept_driver, NULL, &path);
+    if (h) LOG_INFO("no server configured: passing calls through to the local driver %s", path);
+    return h != NULL;
 }
 
 static void child_after_fork(void)

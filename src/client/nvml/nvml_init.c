@@ -12,13 +12,13 @@
 #include "nvml_shim.h"
 
 #include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../conn.h"
 #include "../../common/config.h"
+#include "../../common/libload.h"
 #include "../../common/log.h"
 
 volatile int nvml_mode = NVML_MODE_NONE;
@@ -40,43 +40,23 @@ static const char *local_candidates[] = {
     "/usr/lib/wsl/lib/libnvidia-ml.so.1",
 };
 
-static int same_file_as_shim(const char *path)
+static int accept_nvml(void *h, void *arg)
 {
-    Dl_info self;
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!dladdr((void *)&same_file_as_shim, &self) || !self.dli_fname) return 0;
-    if (!realpath(self.dli_fname, a) || !realpath(path, b)) return 0;
-    return strcmp(a, b) == 0;
-}
-
-static int try_load_local(const char *path)
-{
-    if (same_file_as_shim(path)) return 0;
-    /* RTLD_DEEPBIND: the real library's calls to its own exports must bind
-     * to it, not to the shim's same-named functions loaded before it. The
-     * sanitizers refuse DEEPBIND, so sanitized test builds go without. */
-    int flags = RTLD_NOW | RTLD_LOCAL;
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    flags |= RTLD_DEEPBIND;
-#endif
-    void *h = dlopen(path, flags);
-    if (!h) return 0;
+    (void)arg;
     if (dlsym(h, "scuda_nvml_shim") || nvml_table_load(&nvml_local, h) <= 0 || !nvml_local.nvmlInit_v2) {
-        dlclose(h);
         memset(&nvml_local, 0, sizeof nvml_local);
         return 0;
     }
-    LOG_INFO("no server configured: passing NVML calls through to %s", path);
     return 1;
 }
 
 static int load_local(void)
 {
-    const char *forced = getenv("SCUDA_REAL_NVML");
-    if (forced && *forced) return try_load_local(forced);
-    for (size_t i = 0; i < sizeof local_candidates / sizeof local_candidates[0]; i++)
-        if (try_load_local(local_candidates[i])) return 1;
-    return 0;
+    const char *path = NULL;
+    void *h = libload_open("SCUDA_REAL_NVML", local_candidates, sizeof local_candidates / sizeof local_candidates[0],
+                           accept_nvml, NULL, &path);
+    if (h) LOG_INFO("no server configured: passing NVML calls through to %s", path);
+    return h != NULL;
 }
 
 /* A forked child must not use the parent's connection; its next nvmlInit

@@ -1540,13 +1540,16 @@ def write_all(root, files):
                 f.write(text)
 
 
-def check(root):
+def check_generated(root, generate_fn, ops_file, script):
+    """Regenerate into a temporary tree (seeded with the op registry, which
+    only ever grows) and diff it against the committed files. Shared by
+    every generator's --check."""
     tmp = tempfile.mkdtemp(prefix="scuda-gen-check-")
     try:
         os.makedirs(os.path.join(tmp, "codegen"))
-        if os.path.exists(os.path.join(root, OPS_FILE)):
-            shutil.copy(os.path.join(root, OPS_FILE), os.path.join(tmp, OPS_FILE))
-        files = generate(tmp)
+        if os.path.exists(os.path.join(root, ops_file)):
+            shutil.copy(os.path.join(root, ops_file), os.path.join(tmp, ops_file))
+        files = generate_fn(tmp)
         bad = 0
         for rel, text in sorted(files.items()):
             path = os.path.join(root, rel)
@@ -1556,11 +1559,15 @@ def check(root):
                 sys.stdout.writelines(difflib.unified_diff(
                     old.splitlines(True), text.splitlines(True), "a/" + rel, "b/" + rel))
         if bad:
-            print("\n%d generated file(s) out of date: run python3 codegen/gen_driver.py" % bad)
+            print("\n%d generated file(s) out of date: run python3 codegen/%s" % (bad, script))
             return 1
         return 0
     finally:
         shutil.rmtree(tmp)
+
+
+def check(root):
+    return check_generated(root, generate, OPS_FILE, "gen_driver.py")
 
 
 def main(argv=None):

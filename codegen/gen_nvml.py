@@ -749,29 +749,7 @@ def generate(root, model=None):
 
 
 def check(root):
-    import difflib
-    import shutil
-    import tempfile
-    tmp = tempfile.mkdtemp(prefix="scuda-gen-nvml-")
-    try:
-        os.makedirs(os.path.join(tmp, "codegen"))
-        if os.path.exists(os.path.join(root, OPS_FILE)):
-            shutil.copy(os.path.join(root, OPS_FILE), os.path.join(tmp, OPS_FILE))
-        files = generate(tmp)
-        bad = 0
-        for rel, text in sorted(files.items()):
-            path = os.path.join(root, rel)
-            old = open(path).read() if os.path.exists(path) else ""
-            if old != text:
-                bad += 1
-                sys.stdout.writelines(difflib.unified_diff(
-                    old.splitlines(True), text.splitlines(True), "a/" + rel, "b/" + rel))
-        if bad:
-            print("\n%d generated file(s) out of date: run python3 codegen/gen_nvml.py" % bad)
-            return 1
-        return 0
-    finally:
-        shutil.rmtree(tmp)
+    return gen_driver.check_generated(root, generate, OPS_FILE, "gen_nvml.py")
 
 
 def main(argv=None):

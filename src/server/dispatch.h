@@ -55,6 +55,13 @@ const struct op_entry *nvml_op_lookup(uint16_t op) __attribute__((weak));
 /* The real driver, loaded by path in the session process. */
 extern struct driver_table real;
 
+/* Calls the real driver's `name`, or reports that this driver lacks it:
+ * a server with an older driver answers NOT_SUPPORTED (and logs the name
+ * once) instead of calling through a NULL pointer. Hand-written handlers
+ * call the driver only through this; generated ones check for NULL. */
+CUresult driver_lacks(const char *name);
+#define REAL(name, ...) (real.name ? real.name(__VA_ARGS__) : driver_lacks(#name))
+
 /* Virtual handles: the session maps the client's ids to real handles. */
 enum handle_kind {
     HK_NONE = 0,

@@ -53,6 +53,24 @@ static const char *default_drivers[] = {
     "libcuda.so.1",
 };
 
+CUresult driver_lacks(const char *name)
+{
+    static const char *seen[64];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    int known = 0;
+    for (int i = 0; i < 64 && seen[i] && !known; i++) known = strcmp(seen[i], name) == 0;
+    for (int i = 0; i < 64 && !known; i++) {
+        if (!seen[i]) {
+            seen[i] = name;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (!known) LOG_WARN("this server's CUDA driver lacks %s; answering CUDA_ERROR_NOT_SUPPORTED (driver 580 has it)", name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static int load_driver(const char *path, char *err, size_t errlen)
 {
     size_t n = path ? 1 : sizeof default_drivers / sizeof default_drivers[0];
@@ -74,16 +92,16 @@ static int load_driver(const char *path, char *err, size_t errlen)
 
 static void gather_device(CUdevice d, struct device_info *di)
 {
-    real.cuDeviceGetName(di->name, sizeof di->name, d);
-    if (real.cuDeviceGetUuid_v2) real.cuDeviceGetUuid_v2(&di->uuid, d);
+    REAL(cuDeviceGetName, di->name, sizeof di->name, d);
+    if (real.cuDeviceGetUuid_v2) REAL(cuDeviceGetUuid_v2, &di->uuid, d);
     size_t mem = 0;
-    real.cuDeviceTotalMem_v2(&mem, d);
+    REAL(cuDeviceTotalMem_v2, &mem, d);
     di->total_mem = mem;
-    if (real.cuDeviceGetPCIBusId) real.cuDeviceGetPCIBusId(di->pci_bus_id, sizeof di->pci_bus_id, d);
+    if (real.cuDeviceGetPCIBusId) REAL(cuDeviceGetPCIBusId, di->pci_bus_id, sizeof di->pci_bus_id, d);
     di->attr_count = CU_DEVICE_ATTRIBUTE_MAX < SCUDA_ATTR_SLOTS ? CU_DEVICE_ATTRIBUTE_MAX : SCUDA_ATTR_SLOTS;
     for (uint32_t a = 0; a < di->attr_count; a++) {
         int v = 0;
-        di->attr_result[a] = real.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, d);
+        di->attr_result[a] = REAL(cuDeviceGetAttribute, &v, (CUdevice_attribute)a, d);
         di->attr_value[a] = v;
     }
 }
@@ -91,11 +109,11 @@ static void gather_device(CUdevice d, struct device_info *di)
 static CUresult gather_info(struct session_info *si)
 {
     memset(si, 0, sizeof *si);
-    CUresult r = real.cuInit(0);
+    CUresult r = REAL(cuInit, 0);
     if (r != CUDA_SUCCESS) return r;
-    real.cuDriverGetVersion(&si->driver_version);
+    REAL(cuDriverGetVersion, &si->driver_version);
     int count = 0;
-    if ((r = real.cuDeviceGetCount(&count)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuDeviceGetCount, &count)) != CUDA_SUCCESS) return r;
     si->device_count = count > SCUDA_MAX_DEVICES ? SCUDA_MAX_DEVICES : (uint32_t)count;
     si->session_pid = (uint32_t)getpid();
     for (uint32_t d = 0; d < si->device_count; d++) gather_device((CUdevice)d, &si->dev[d]);
@@ -126,7 +144,7 @@ CUresult session_bind_ctx(struct session *s, uint32_t ctx_id)
     void *ctx = NULL;
     CUresult r = handle_get(s, ctx_id, HK_CONTEXT, &ctx);
     if (r != CUDA_SUCCESS) return r;
-    r = real.cuCtxSetCurrent((CUcontext)ctx);
+    r = REAL(cuCtxSetCurrent, (CUcontext)ctx);
     if (r == CUDA_SUCCESS) {
         bound_ctx_id = ctx_id;
         bound_generation = gen;
@@ -403,7 +421,7 @@ static int would_block(struct session *s, struct pending_call *p)
     if (r.bad || handle_get(s, id, is_event ? HK_EVENT : HK_STREAM, &h) != CUDA_SUCCESS) return 1;
     uint64_t deadline = mono_ns() + INLINE_WAIT_NS;
     for (;;) {
-        CUresult q = is_event ? real.cuEventQuery((CUevent)h) : real.cuStreamQuery((CUstream)h);
+        CUresult q = is_event ? REAL(cuEventQuery, (CUevent)h) : REAL(cuStreamQuery, (CUstream)h);
         if (q != CUDA_ERROR_NOT_READY) return 0;
         if (mono_ns() > deadline) return 1;
     }

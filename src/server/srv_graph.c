@@ -122,10 +122,10 @@ static CUresult add_kernel_node(srv_call *c, int v1)
     if (r == CUDA_SUCCESS && (r = resolve_kernel_node(c, &k)) == CUDA_SUCCESS) {
         if (v1) {
             CUDA_KERNEL_NODE_PARAMS_v1 p1 = to_v1(&k.p);
-            r = real.cuGraphAddKernelNode ? real.cuGraphAddKernelNode(&node, (CUgraph)graph, deps, ndeps, &p1)
+            r = real.cuGraphAddKernelNode ? REAL(cuGraphAddKernelNode, &node, (CUgraph)graph, deps, ndeps, &p1)
                                           : CUDA_ERROR_NOT_SUPPORTED;
         } else {
-            r = real.cuGraphAddKernelNode_v2 ? real.cuGraphAddKernelNode_v2(&node, (CUgraph)graph, deps, ndeps, &k.p)
+            r = real.cuGraphAddKernelNode_v2 ? REAL(cuGraphAddKernelNode_v2, &node, (CUgraph)graph, deps, ndeps, &k.p)
                                              : CUDA_ERROR_NOT_SUPPORTED;
         }
         launch_params_free(&k.lp);
@@ -150,16 +150,16 @@ static CUresult set_kernel_node(srv_call *c, int exec, int v1)
     if (r != CUDA_SUCCESS || (r = resolve_kernel_node(c, &k)) != CUDA_SUCCESS) return r;
     CUDA_KERNEL_NODE_PARAMS_v1 p1 = to_v1(&k.p);
     if (exec && v1)
-        r = real.cuGraphExecKernelNodeSetParams ? real.cuGraphExecKernelNodeSetParams((CUgraphExec)ge, node, &p1)
+        r = real.cuGraphExecKernelNodeSetParams ? REAL(cuGraphExecKernelNodeSetParams, (CUgraphExec)ge, node, &p1)
                                                 : CUDA_ERROR_NOT_SUPPORTED;
     else if (exec)
         r = real.cuGraphExecKernelNodeSetParams_v2
-                ? real.cuGraphExecKernelNodeSetParams_v2((CUgraphExec)ge, node, &k.p)
+                ? REAL(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec)ge, node, &k.p)
                 : CUDA_ERROR_NOT_SUPPORTED;
     else if (v1)
-        r = real.cuGraphKernelNodeSetParams ? real.cuGraphKernelNodeSetParams(node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
+        r = real.cuGraphKernelNodeSetParams ? REAL(cuGraphKernelNodeSetParams, node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
     else
-        r = real.cuGraphKernelNodeSetParams_v2 ? real.cuGraphKernelNodeSetParams_v2(node, &k.p)
+        r = real.cuGraphKernelNodeSetParams_v2 ? REAL(cuGraphKernelNodeSetParams_v2, node, &k.p)
                                                : CUDA_ERROR_NOT_SUPPORTED;
     launch_params_free(&k.lp);
     return r;
@@ -174,11 +174,11 @@ CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) { return set_kernel_
  * kernel's function in the current context, else the kernel). */
 static CUresult param_info(CUfunction f, CUkernel k, size_t i, size_t *off, size_t *size)
 {
-    if (f) return real.cuFuncGetParamInfo(f, i, off, size);
+    if (f) return REAL(cuFuncGetParamInfo, f, i, off, size);
     CUfunction kf;
-    if (real.cuKernelGetFunction && real.cuKernelGetFunction(&kf, k) == CUDA_SUCCESS)
-        return real.cuFuncGetParamInfo(kf, i, off, size);
-    return real.cuKernelGetParamInfo(k, i, off, size);
+    if (real.cuKernelGetFunction && REAL(cuKernelGetFunction, &kf, k) == CUDA_SUCCESS)
+        return REAL(cuFuncGetParamInfo, kf, i, off, size);
+    return REAL(cuKernelGetParamInfo, k, i, off, size);
 }
 
 /* Pack what the driver holds for the node, as the client packs a launch. */
@@ -241,7 +241,7 @@ static CUresult get_kernel_node(srv_call *c, int v1)
     if (v1) {
         CUDA_KERNEL_NODE_PARAMS_v1 p1;
         memset(&p1, 0, sizeof p1);
-        r = real.cuGraphKernelNodeGetParams ? real.cuGraphKernelNodeGetParams(node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
+        r = real.cuGraphKernelNodeGetParams ? REAL(cuGraphKernelNodeGetParams, node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
         p.func = p1.func;
         p.gridDimX = p1.gridDimX, p.gridDimY = p1.gridDimY, p.gridDimZ = p1.gridDimZ;
         p.blockDimX = p1.blockDimX, p.blockDimY = p1.blockDimY, p.blockDimZ = p1.blockDimZ;
@@ -249,7 +249,7 @@ static CUresult get_kernel_node(srv_call *c, int v1)
         p.kernelParams = p1.kernelParams;
         p.extra = p1.extra;
     } else {
-        r = real.cuGraphKernelNodeGetParams_v2 ? real.cuGraphKernelNodeGetParams_v2(node, &p)
+        r = real.cuGraphKernelNodeGetParams_v2 ? REAL(cuGraphKernelNodeGetParams_v2, node, &p)
                                                : CUDA_ERROR_NOT_SUPPORTED;
     }
     if (r != CUDA_SUCCESS) return r;
@@ -292,7 +292,7 @@ static CUresult read_side(srv_call *c, CUmemorytype *type, size_t *x, size_t *y,
         /* A unified address is fine only as device memory: anything else is
          * the client's host memory, which this process cannot reach. */
         unsigned kind = 0;
-        if (real.cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, *dev) != CUDA_SUCCESS ||
+        if (REAL(cuPointerGetAttribute, &kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, *dev) != CUDA_SUCCESS ||
             kind != CU_MEMORYTYPE_DEVICE) {
             LOG_INFO("memcpy node: unified address %#llx is not device memory", (unsigned long long)*dev);
             return CUDA_ERROR_NOT_SUPPORTED;
@@ -356,7 +356,7 @@ CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
     CUresult r = handle_get(c->s, graph_id, HK_GRAPH, &graph);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
     if (r == CUDA_SUCCESS) r = resolve_deps(c, dep_ids, ndeps, &deps);
-    if (r == CUDA_SUCCESS) r = real.cuGraphAddMemcpyNode(&node, (CUgraph)graph, deps, ndeps, &p, (CUcontext)ctx);
+    if (r == CUDA_SUCCESS) r = REAL(cuGraphAddMemcpyNode, &node, (CUgraph)graph, deps, ndeps, &p, (CUcontext)ctx);
     free(deps);
     if (r == CUDA_SUCCESS) r = handle_put(c->s, node_id, HK_GRAPH_NODE, node);
     return r;
@@ -372,7 +372,7 @@ CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUDA_MEMCPY3D p;
     memset(&p, 0, sizeof p);
-    if ((r = real.cuGraphMemcpyNodeGetParams(node, &p)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuGraphMemcpyNodeGetParams, node, &p)) != CUDA_SUCCESS) return r;
     if ((r = put_side(c, p.srcMemoryType, p.srcXInBytes, p.srcY, p.srcZ, p.srcLOD, p.srcDevice, p.srcArray,
                       p.srcPitch, p.srcHeight)) != CUDA_SUCCESS ||
         (r = put_side(c, p.dstMemoryType, p.dstXInBytes, p.dstY, p.dstZ, p.dstLOD, p.dstDevice, p.dstArray,
@@ -394,7 +394,7 @@ CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c)
     if (rp != CUDA_SUCCESS) return rp;
     void *node;
     CUresult r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
-    return r == CUDA_SUCCESS ? real.cuGraphMemcpyNodeSetParams(node, &p) : r;
+    return r == CUDA_SUCCESS ? REAL(cuGraphMemcpyNodeSetParams, node, &p) : r;
 }
 
 /* Request: u64 executable graph, u64 node, copy, u64 context. */
@@ -410,7 +410,7 @@ CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c)
     CUresult r = handle_get(c->s, exec_id, HK_GRAPH_EXEC, &ge);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
-    return r == CUDA_SUCCESS ? real.cuGraphExecMemcpyNodeSetParams((CUgraphExec)ge, node, &p, (CUcontext)ctx) : r;
+    return r == CUDA_SUCCESS ? REAL(cuGraphExecMemcpyNodeSetParams, (CUgraphExec)ge, node, &p, (CUcontext)ctx) : r;
 }
 
 /* ---- instantiation with parameters ---------------------------------------- */
@@ -436,7 +436,7 @@ CUresult srv_cuGraphInstantiateWithParams(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     p.hUploadStream = (CUstream)stream;
     CUgraphExec ge = NULL;
-    r = real.cuGraphInstantiateWithParams(&ge, (CUgraph)graph, have ? &p : NULL);
+    r = REAL(cuGraphInstantiateWithParams, &ge, (CUgraph)graph, have ? &p : NULL);
     c->out_on_error = 1;
     wb_put_u64(&c->out, handle_export(c->s, HK_GRAPH_NODE, p.hErrNode_out));
     wb_put_u32(&c->out, (uint32_t)p.result_out);
@@ -471,11 +471,11 @@ static CUresult capture_info(srv_call *c, int v3)
     const CUgraphNode **pd = want & WANT_DEPS ? &deps : NULL;
     size_t *pn = want & WANT_NUM ? &n : NULL;
     if (v3)
-        r = real.cuStreamGetCaptureInfo_v3 ? real.cuStreamGetCaptureInfo_v3((CUstream)stream, ps, pid, pg, pd,
+        r = real.cuStreamGetCaptureInfo_v3 ? REAL(cuStreamGetCaptureInfo_v3, (CUstream)stream, ps, pid, pg, pd,
                                                                             want & WANT_EDGES ? &edges : NULL, pn)
                                            : CUDA_ERROR_NOT_SUPPORTED;
     else
-        r = real.cuStreamGetCaptureInfo_v2 ? real.cuStreamGetCaptureInfo_v2((CUstream)stream, ps, pid, pg, pd, pn)
+        r = real.cuStreamGetCaptureInfo_v2 ? REAL(cuStreamGetCaptureInfo_v2, (CUstream)stream, ps, pid, pg, pd, pn)
                                            : CUDA_ERROR_NOT_SUPPORTED;
     if (r != CUDA_SUCCESS) return r;
     if ((deps || edges) && n > MAX_DEPS / 2) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -504,7 +504,7 @@ CUresult srv_cuStreamIsCapturing(srv_call *c)
     CUresult r = handle_get(c->s, id, HK_STREAM, &st);
     if (r != CUDA_SUCCESS) return r;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    r = real.cuStreamIsCapturing((CUstream)st, &status);
+    r = REAL(cuStreamIsCapturing, (CUstream)st, &status);
     if (r == CUDA_SUCCESS) wb_put_u32(&c->out, (uint32_t)status);
     return r;
 }

@@ -137,7 +137,7 @@ CUresult srv_scuda_launch(srv_call *c)
     cfg.numAttrs = nattrs;
 
     if ((r = launch_params_build(&lp)) != CUDA_SUCCESS) return r;
-    r = real.cuLaunchKernelEx(&cfg, (CUfunction)f, launch_params_kernel_params(&lp), lp.extra);
+    r = REAL(cuLaunchKernelEx, &cfg, (CUfunction)f, launch_params_kernel_params(&lp), lp.extra);
     if (r != CUDA_SUCCESS)
         LOG_INFO("launch failed (%d): grid %ux%ux%u block %ux%ux%u smem %u, %u attrs, %u params in %zu bytes", r,
                  cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ,

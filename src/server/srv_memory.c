@@ -32,7 +32,7 @@ static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
 static CUresult not_capturing(CUstream st, uint8_t mode)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (mode != COPY_ASYNC || !real.cuStreamIsCapturing || real.cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS ||
+    if (mode != COPY_ASYNC || !real.cuStreamIsCapturing || REAL(cuStreamIsCapturing, st, &cs) != CUDA_SUCCESS ||
         cs == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_SUCCESS;
     LOG_WARN("a copy with a side in client memory on a capturing stream: refused "
@@ -49,7 +49,7 @@ static CUresult htod_staged(srv_call *c, uint64_t dst, uint64_t sid, uint8_t mod
     CUstream st = NULL;
     CUresult r = wr_ok_end(&c->in) ? stream_of(c, sid, &st) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
-    if (r == CUDA_SUCCESS) r = real.cuMemcpyHtoDAsync_v2(dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
+    if (r == CUDA_SUCCESS) r = REAL(cuMemcpyHtoDAsync_v2, dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
     staging_release_after(b, mode == COPY_ASYNC ? st : NULL);
     if (mode != COPY_ASYNC) session_after_copy(b);
     return r;
@@ -70,7 +70,7 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     /* From pageable memory the driver has consumed the source when the
      * async call returns, so the request buffer may be freed after it. */
-    return mode == COPY_ASYNC ? real.cuMemcpyHtoDAsync_v2(dst, src, n, st) : real.cuMemcpyHtoD_v2(dst, src, n);
+    return mode == COPY_ASYNC ? REAL(cuMemcpyHtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyHtoD_v2, dst, src, n);
 }
 
 /* Send a large device-to-host copy as it is made: the GPU copies chunk
@@ -99,7 +99,7 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
         size_t len = n - off < STAGING_SIZE ? (size_t)(n - off) : STAGING_SIZE;
         struct staging *cur = buf[i % 2], *prev = buf[(i + 1) % 2];
         if (len) {
-            if (r == CUDA_SUCCESS) r = real.cuMemcpyDtoHAsync_v2(staging_data(cur), src + off, len, st);
+            if (r == CUDA_SUCCESS) r = REAL(cuMemcpyDtoHAsync_v2, staging_data(cur), src + off, len, st);
             if (r == CUDA_SUCCESS) r = staging_record(cur, st);
             if (r != CUDA_SUCCESS) memset(staging_data(cur), 0, len);
         }
@@ -136,10 +136,10 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
     void *buf = malloc(n ? n : 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     if (mode == COPY_ASYNC) {
-        r = real.cuMemcpyDtoHAsync_v2(buf, src, n, st);
-        if (r == CUDA_SUCCESS) r = real.cuStreamSynchronize(st);
+        r = REAL(cuMemcpyDtoHAsync_v2, buf, src, n, st);
+        if (r == CUDA_SUCCESS) r = REAL(cuStreamSynchronize, st);
     } else {
-        r = real.cuMemcpyDtoH_v2(buf, src, n);
+        r = REAL(cuMemcpyDtoH_v2, buf, src, n);
     }
     c->bulk = buf;
     c->bulk_len = n;
@@ -156,7 +156,7 @@ CUresult srv_scuda_memcpy_dtod(srv_call *c)
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
     if (r != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? real.cuMemcpyDtoDAsync_v2(dst, src, n, st) : real.cuMemcpyDtoD_v2(dst, src, n);
+    return mode == COPY_ASYNC ? REAL(cuMemcpyDtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyDtoD_v2, dst, src, n);
 }
 
 /* Request: u64 dst, u64 dst ctx, u64 src, u64 src ctx, u64 n, u64 stream, u8 mode. */
@@ -173,8 +173,8 @@ CUresult srv_scuda_memcpy_peer(srv_call *c)
     if ((r = handle_get(c->s, dctx_id, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
     if ((r = handle_get(c->s, sctx_id, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
     if ((r = stream_of(c, sid, &st)) != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? real.cuMemcpyPeerAsync(dst, (CUcontext)dctx, src, (CUcontext)sctx, n, st)
-                              : real.cuMemcpyPeer(dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
+    return mode == COPY_ASYNC ? REAL(cuMemcpyPeerAsync, dst, (CUcontext)dctx, src, (CUcontext)sctx, n, st)
+                              : REAL(cuMemcpyPeer, dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
 }
 
 /* Request: u32 count, count x u64 pointers. Reply: count x u32 memory
@@ -186,7 +186,7 @@ CUresult srv_scuda_pointer_kind(srv_call *c)
     for (uint32_t i = 0; i < n; i++) {
         uint64_t p = wr_u64(&c->in);
         unsigned type = 0;
-        if (real.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) type = 0;
+        if (REAL(cuPointerGetAttribute, &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) type = 0;
         wb_put_u32(&c->out, type);
     }
     return wr_ok_end(&c->in) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -291,11 +291,11 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
             .dstHost = d.dstHost, .dstDevice = d.dstDevice, .dstArray = d.dstArray, .dstPitch = d.dstPitch,
             .WidthInBytes = d.WidthInBytes, .Height = d.Height,
         };
-        r = mode == COPY_ASYNC ? real.cuMemcpy2DAsync_v2(&d2, st) : real.cuMemcpy2DUnaligned_v2(&d2);
+        r = mode == COPY_ASYNC ? REAL(cuMemcpy2DAsync_v2, &d2, st) : REAL(cuMemcpy2DUnaligned_v2, &d2);
     } else if (r == CUDA_SUCCESS) {
-        r = mode == COPY_ASYNC ? real.cuMemcpy3DAsync_v2(&d, st) : real.cuMemcpy3D_v2(&d);
+        r = mode == COPY_ASYNC ? REAL(cuMemcpy3DAsync_v2, &d, st) : REAL(cuMemcpy3D_v2, &d);
     }
-    if (r == CUDA_SUCCESS && dst_host && mode == COPY_ASYNC) r = real.cuStreamSynchronize(st);
+    if (r == CUDA_SUCCESS && dst_host && mode == COPY_ASYNC) r = REAL(cuStreamSynchronize, st);
     if (dst_host) {
         c->bulk = dst_host;
         c->bulk_len = packed;
@@ -328,9 +328,9 @@ CUresult srv_scuda_pointer_get_attributes(srv_call *c)
     uint8_t a[64], b[64];
     memset(a, 0x00, sizeof a);
     memset(b, 0xff, sizeof b);
-    CUresult r = real.cuPointerGetAttribute(a, (CUpointer_attribute)attr, ptr);
+    CUresult r = REAL(cuPointerGetAttribute, a, (CUpointer_attribute)attr, ptr);
     if (r != CUDA_SUCCESS) return r;
-    if ((r = real.cuPointerGetAttribute(b, (CUpointer_attribute)attr, ptr)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuPointerGetAttribute, b, (CUpointer_attribute)attr, ptr)) != CUDA_SUCCESS) return r;
     size_t n = written_bytes(a, b, sizeof a);
     if (attr == CU_POINTER_ATTRIBUTE_CONTEXT) {
         void *ctx;

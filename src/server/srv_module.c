@@ -69,7 +69,7 @@ static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *,
 
 static CUresult func_param_info(void *f, size_t i, size_t *off, size_t *size)
 {
-    return real.cuFuncGetParamInfo((CUfunction)f, i, off, size);
+    return REAL(cuFuncGetParamInfo, (CUfunction)f, i, off, size);
 }
 
 /* A library kernel's layout. cuKernelGetParamInfo reports no parameters
@@ -80,24 +80,24 @@ static CUresult kernel_param_info(void *k, size_t i, size_t *off, size_t *size)
 {
     CUfunction f;
     CUcontext ctx = NULL;
-    if (real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx &&
-        real.cuKernelGetFunction(&f, (CUkernel)k) == CUDA_SUCCESS)
-        return real.cuFuncGetParamInfo(f, i, off, size);
-    return real.cuKernelGetParamInfo((CUkernel)k, i, off, size);
+    if (REAL(cuCtxGetCurrent, &ctx) == CUDA_SUCCESS && ctx &&
+        REAL(cuKernelGetFunction, &f, (CUkernel)k) == CUDA_SUCCESS)
+        return REAL(cuFuncGetParamInfo, f, i, off, size);
+    return REAL(cuKernelGetParamInfo, (CUkernel)k, i, off, size);
 }
 
 static CUresult describe_module(wire_buf *out, CUmodule mod)
 {
     unsigned count = 0;
-    CUresult r = real.cuModuleGetFunctionCount(&count, mod);
+    CUresult r = REAL(cuModuleGetFunctionCount, &count, mod);
     if (r != CUDA_SUCCESS) return r;
     CUfunction *fs = calloc(count ? count : 1, sizeof *fs);
     if (!fs) return CUDA_ERROR_OUT_OF_MEMORY;
-    r = real.cuModuleEnumerateFunctions(fs, count, mod);
+    r = REAL(cuModuleEnumerateFunctions, fs, count, mod);
     wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
         const char *name = "";
-        real.cuFuncGetName(&name, fs[i]);
+        REAL(cuFuncGetName, &name, fs[i]);
         wb_put_str(out, name);
         put_params(out, func_param_info, fs[i]);
     }
@@ -108,15 +108,15 @@ static CUresult describe_module(wire_buf *out, CUmodule mod)
 static CUresult describe_library(wire_buf *out, CUlibrary lib)
 {
     unsigned count = 0;
-    CUresult r = real.cuLibraryGetKernelCount(&count, lib);
+    CUresult r = REAL(cuLibraryGetKernelCount, &count, lib);
     if (r != CUDA_SUCCESS) return r;
     CUkernel *ks = calloc(count ? count : 1, sizeof *ks);
     if (!ks) return CUDA_ERROR_OUT_OF_MEMORY;
-    r = real.cuLibraryEnumerateKernels(ks, count, lib);
+    r = REAL(cuLibraryEnumerateKernels, ks, count, lib);
     wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
         const char *name = "";
-        real.cuKernelGetName(&name, ks[i]);
+        REAL(cuKernelGetName, &name, ks[i]);
         wb_put_str(out, name);
         put_params(out, kernel_param_info, ks[i]);
     }
@@ -199,18 +199,18 @@ CUresult srv_scuda_module_load(srv_call *c)
     c->out_on_error = 1;
     if (r == CUDA_SUCCESS && is_library) {
         CUlibrary lib = NULL;
-        r = real.cuLibraryLoadData(&lib, copy, j.n ? j.opt : NULL, j.n ? j.val : NULL, j.n, NULL, NULL, 0);
+        r = REAL(cuLibraryLoadData, &lib, copy, j.n ? j.opt : NULL, j.n ? j.val : NULL, j.n, NULL, NULL, 0);
         put_jit_logs(&c->out, &j);
         if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
             r = handle_put(c->s, id, HK_LIBRARY, lib);
-        if (r != CUDA_SUCCESS && lib) real.cuLibraryUnload(lib);
+        if (r != CUDA_SUCCESS && lib) REAL(cuLibraryUnload, lib);
     } else if (r == CUDA_SUCCESS) {
         CUmodule mod = NULL;
-        r = real.cuModuleLoadDataEx(&mod, copy, j.n, j.n ? j.opt : NULL, j.n ? j.val : NULL);
+        r = REAL(cuModuleLoadDataEx, &mod, copy, j.n, j.n ? j.opt : NULL, j.n ? j.val : NULL);
         put_jit_logs(&c->out, &j);
         if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
             r = handle_put(c->s, id, HK_MODULE, mod);
-        if (r != CUDA_SUCCESS && mod) real.cuModuleUnload(mod);
+        if (r != CUDA_SUCCESS && mod) REAL(cuModuleUnload, mod);
     } else {
         put_jit_logs(&c->out, &j);
     }
@@ -230,7 +230,7 @@ CUresult srv_scuda_module_get_function(srv_call *c)
     CUresult r = handle_get(c->s, mod_id, HK_MODULE, &mod);
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
-    if ((r = real.cuModuleGetFunction(&f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
     return put_owned(c->s, fid, HK_FUNCTION, f, mod_id);
 }
 
@@ -244,7 +244,7 @@ CUresult srv_scuda_library_get_kernel(srv_call *c)
     CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
     if (r != CUDA_SUCCESS) return r;
     CUkernel k;
-    if ((r = real.cuLibraryGetKernel(&k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
     return put_owned(c->s, kid, HK_KERNEL, k, lib_id);
 }
 
@@ -257,7 +257,7 @@ CUresult srv_scuda_kernel_get_function(srv_call *c)
     CUresult r = handle_get(c->s, kid, HK_KERNEL, &k);
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
-    if ((r = real.cuKernelGetFunction(&f, (CUkernel)k)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuKernelGetFunction, &f, (CUkernel)k)) != CUDA_SUCCESS) return r;
     return put_owned(c->s, fid, HK_FUNCTION, f, kid);
 }
 
@@ -274,8 +274,8 @@ CUresult srv_scuda_module_get_global(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUdeviceptr p = 0;
     size_t size = 0;
-    r = is_library ? real.cuLibraryGetGlobal(&p, &size, (CUlibrary)h, name)
-                   : real.cuModuleGetGlobal_v2(&p, &size, (CUmodule)h, name);
+    r = is_library ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, name)
+                   : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, name);
     if (r != CUDA_SUCCESS) return r;
     wb_put_u64(&c->out, p);
     wb_put_u64(&c->out, size);
@@ -291,7 +291,7 @@ CUresult srv_scuda_module_unload(srv_call *c)
     void *h;
     CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
     if (r != CUDA_SUCCESS) return r;
-    r = is_library ? real.cuLibraryUnload((CUlibrary)h) : real.cuModuleUnload((CUmodule)h);
+    r = is_library ? REAL(cuLibraryUnload, (CUlibrary)h) : REAL(cuModuleUnload, (CUmodule)h);
     if (r == CUDA_SUCCESS) {
         drop_owned(c->s, id);
         handle_drop(c->s, id);
@@ -308,7 +308,7 @@ CUresult srv_scuda_library_get_module(srv_call *c)
     CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
     if (r != CUDA_SUCCESS) return r;
     CUmodule mod;
-    if ((r = real.cuLibraryGetModule(&mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
+    if ((r = REAL(cuLibraryGetModule, &mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
     return put_owned(c->s, mod_id, HK_MODULE, mod, lib_id);
 }
 

@@ -23,7 +23,7 @@ static int pinned_failed;
 static int reclaim_locked(struct staging *b)
 {
     if (b->busy) return 0;
-    if (b->pending && real.cuEventQuery(b->done) == CUDA_ERROR_NOT_READY) return 0;
+    if (b->pending && REAL(cuEventQuery, b->done) == CUDA_ERROR_NOT_READY) return 0;
     b->pending = 0;
     return 1;
 }
@@ -33,7 +33,7 @@ static struct staging *take_locked(void)
     for (int i = 0; i < STAGING_COUNT; i++) {
         struct staging *b = &pool[i];
         if (!b->data && !pinned_failed) {
-            if (real.cuMemHostAlloc(&b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+            if (REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
                 LOG_WARN("no pinned staging memory: bulk copies will not overlap the network");
                 pinned_failed = 1;
                 b->data = NULL;
@@ -61,7 +61,7 @@ struct staging *staging_acquire(void)
         }
         pthread_mutex_unlock(&pool_lock);
         if (b || !wait_on) return b;
-        real.cuEventSynchronize(wait_on);
+        REAL(cuEventSynchronize, wait_on);
     }
 }
 
@@ -69,16 +69,16 @@ void *staging_data(struct staging *b) { return b->data; }
 
 CUresult staging_record(struct staging *b, CUstream stream)
 {
-    CUresult r = b->done ? real.cuEventRecord(b->done, stream) : CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = b->done ? REAL(cuEventRecord, b->done, stream) : CUDA_ERROR_INVALID_HANDLE;
     if (r != CUDA_SUCCESS) {
         /* First use, or the stream is of another context than the event:
          * an event of the current context. */
-        if (b->done) real.cuEventDestroy_v2(b->done);
+        if (b->done) REAL(cuEventDestroy_v2, b->done);
         b->done = NULL;
-        r = real.cuEventCreate(&b->done, CU_EVENT_DISABLE_TIMING);
-        if (r == CUDA_SUCCESS) r = real.cuEventRecord(b->done, stream);
+        r = REAL(cuEventCreate, &b->done, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS) r = REAL(cuEventRecord, b->done, stream);
     }
-    if (r != CUDA_SUCCESS) real.cuStreamSynchronize(stream); /* cannot tell when it ends: wait */
+    if (r != CUDA_SUCCESS) REAL(cuStreamSynchronize, stream); /* cannot tell when it ends: wait */
     pthread_mutex_lock(&pool_lock);
     b->pending = r == CUDA_SUCCESS;
     pthread_mutex_unlock(&pool_lock);
@@ -107,5 +107,5 @@ CUresult staging_wait(struct staging *b)
     int pending = b->pending;
     CUevent e = b->done;
     pthread_mutex_unlock(&pool_lock);
-    return pending ? real.cuEventSynchronize(e) : CUDA_SUCCESS;
+    return pending ? REAL(cuEventSynchronize, e) : CUDA_SUCCESS;
 }

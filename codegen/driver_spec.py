@@ -39,6 +39,8 @@ FLAGS
   capture_begin     (sync) a stream capture began when it succeeds: the
                     client counts captures in progress (capture_begun())
   capture_end       (sync) a stream capture may have ended: capture_ended(r)
+  hook              (sync/async) the stub ends with `return hook_EXPORT(r, args...)`,
+                    a hand-written function declared in src/client/hooks.h
 
 PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
 enum or pointer-free struct, or one of NULLED_POINTER_FIELDS), `const char *`
@@ -149,14 +151,14 @@ cuCtxFromGreenCtx             unsupported            # green contexts cannot be 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
 cuMemAllocPitch               sync
-cuMemFree                     sync                   # a bad pointer is reported by the call itself
+cuMemFree                     sync    hook           # a bad pointer is reported by the call itself
 cuMemGetInfo                  sync
 cuMemGetAddressRange          sync
 cuMemAllocAsync               sync
 cuMemAllocFromPoolAsync       sync
 cuMemFreeAsync                async
-cuMemAllocManaged             unsupported            # needs the client-side mapping of DESIGN 4
-cuMemPrefetchAsync            async
+cuMemAllocManaged             manual                 # the client maps the same address (coherence.c)
+cuMemPrefetchAsync            async   hook           # a prefetch to the host fetches eagerly
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
 cuMemSetAccess                sync    desc=in[count]
@@ -317,10 +319,10 @@ cuOccupancyMaxPotentialClusterSize          memo  config=launch_config
 cuStreamCreate                async   out_handle=phStream
 cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
-cuStreamQuery                 sync
+cuStreamQuery                 sync    hook
 cuStreamSynchronize           manual  blocking       # src/client/stream_sync.c: answered locally when provably idle
 cuStreamWaitEvent             async
-cuStreamAttachMemAsync        async
+cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
 cuStreamGetFlags              sync
 cuStreamGetId                 sync
@@ -347,8 +349,8 @@ cuEventCreate                 async   out_handle=phEvent
 cuEventDestroy                async   drops=hEvent
 cuEventRecord                 async
 cuEventRecordWithFlags        async
-cuEventQuery                  sync
-cuEventSynchronize            sync    blocking
+cuEventQuery                  sync    hook
+cuEventSynchronize            sync    blocking       hook
 cuEventElapsedTime            sync
 cuIpcOpenEventHandle          sync    out_handle=phEvent
 
@@ -466,6 +468,8 @@ scuda_library_get_module
 scuda_param_info
 scuda_capture_dtoh
 scuda_capture_hostfn
+scuda_host_mirror_create      blocking
+scuda_host_mirror_free
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

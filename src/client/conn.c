@@ -188,6 +188,15 @@ void conn_forget_after_fork(void)
 static __thread struct waiter *pending_waiter;
 static void unlink_waiter_locked(struct waiter *target);
 
+/* Bytes on the wire, frames included (conn_wire_bytes). */
+static _Atomic uint64_t bytes_sent, bytes_received;
+
+void conn_wire_bytes(uint64_t *sent, uint64_t *received)
+{
+    *sent = atomic_load(&bytes_sent);
+    *received = atomic_load(&bytes_received);
+}
+
 CUresult conn_send(struct rpc_call *c, int async)
 {
     if (c->req.oom) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -238,6 +247,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         pthread_mutex_unlock(&conn.recv_lock);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
+    atomic_fetch_add_explicit(&bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
     return CUDA_SUCCESS;
 }
 
@@ -330,6 +340,7 @@ static int read_one_frame(void)
     struct frame_header h;
     if (io_read_full(conn.fd, hdr, sizeof hdr) != 0) return -1;
     frame_header_decode(hdr, &h);
+    atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
     if (h.length > SCUDA_MAX_FRAME + 64) {
         errno = EPROTO;
         return -1;
@@ -432,8 +443,13 @@ static void sticky_note(CUresult r)
     if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
 }
 
+/* Mirrored memory (coherence.c) pushes the host's writes before any call
+ * reaches the server. Weak: the NVML shim shares this file and has none. */
+void coherence_before_send(void) __attribute__((weak));
+
 CUresult rpc_sync(rpc_call *c)
 {
+    if (coherence_before_send) coherence_before_send();
     if (!thread_waiter_ready) {
         pthread_cond_init(&thread_waiter.cv, NULL);
         thread_waiter_ready = 1;
@@ -466,6 +482,7 @@ uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
 
 CUresult rpc_async(rpc_call *c)
 {
+    if (coherence_before_send) coherence_before_send();
     atomic_fetch_add(&async_sent, 1);
     if (sync_all()) {
         CUresult r = rpc_sync(c);

@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../common/session_info.h"
 
@@ -28,6 +29,9 @@ struct rpc_call;
 CUresult conn_send(struct rpc_call *c, int async);
 /* Wait for the reply to the frame last sent by c (sync calls only). */
 CUresult conn_wait(struct rpc_call *c);
+
+/* Bytes sent to and received from the server so far, frames included. */
+void conn_wire_bytes(uint64_t *sent, uint64_t *received);
 
 /* Called in a forked child: the connection belongs to the parent. */
 void conn_forget_after_fork(void);

@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "export_tables.h"
 #include "memo.h"
+#include "coherence.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -247,7 +248,9 @@ static CUresult ctx_sync(CUcontext ctx)
 {
     struct client_ctx *c = ctx ? lookup(ctx) : current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    return simple_call(OP_scuda_ctx_synchronize, c->id, 0);
+    CUresult r = simple_call(OP_scuda_ctx_synchronize, c->id, 0);
+    if (r == CUDA_SUCCESS) coherence_synced(0, 1);
+    return r;
 }
 
 EXPORT CUresult cuCtxSynchronize(void) { SHIM_ENTER(cuCtxSynchronize, ()); return ctx_sync(NULL); }

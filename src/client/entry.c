@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "conn.h"
 #include "export_tables.h"
 #include "rpc.h"
 #include "shim.h"
@@ -156,5 +157,14 @@ EXPORT int scuda_client_ping(double *rtt_us, int iterations)
         if (r != CUDA_SUCCESS) return -1;
         rtt_us[i] = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
     }
+    return 0;
+}
+
+/* For tests and `scuda bench`: bytes this process sent to and received
+ * from the server, frames included. Returns 0 in REMOTE mode. */
+EXPORT int scuda_client_wire_bytes(uint64_t *sent, uint64_t *received)
+{
+    if (shim_mode != SHIM_REMOTE || !sent || !received) return -1;
+    conn_wire_bytes(sent, received);
     return 0;
 }

@@ -1,15 +1,23 @@
 /* host_memory.c - page-locked host memory and pointer attributes.
  *
- * On the client, "pinned" host memory is ordinary page-aligned memory
- * (DESIGN §4): the GPU never reads it directly, copies carry its bytes.
- * The client remembers these ranges so that flags and pointer attributes
- * are answered as the real driver would. Mapped (zero-copy) access from
- * kernels is not available yet: cuMemHostGetDevicePointer says so. */
+ * On the client, "pinned" host memory is ordinary memory (DESIGN §4):
+ * copies carry its bytes. The client remembers these ranges so that flags
+ * and pointer attributes are answered as the real driver would.
+ *
+ * Zero-copy: when the application asks for the device address of memory
+ * from cuMemHostAlloc (cuMemHostGetDevicePointer), the session maps pinned
+ * memory of its own at the same address if it can, and the range becomes
+ * a mirror of it (coherence.h): kernels read and write the session's copy,
+ * the host's writes are pushed before the next call, and the kernels'
+ * writes are fetched after a synchronize. That is why cuMemHostAlloc
+ * memory is a mapping that coherence.c can mirror. Registered memory
+ * (cuMemHostRegister) belongs to the application and is not mirrored. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coherence.h"
 #include "conn.h"
 #include "rpc.h"
 #include "shim.h"
@@ -20,9 +28,11 @@
 
 struct host_range {
     char *base;
+    char *alias;       /* cuMemHostAlloc memory: the same pages (coherence_map) */
     size_t size;
     unsigned flags;
-    int owned; /* allocated by us (cuMemHostAlloc) rather than registered */
+    int owned;         /* allocated by us (cuMemHostAlloc) rather than registered */
+    uint64_t mirror;   /* the session's device address once zero-copy is asked for */
     struct host_range *next;
 };
 
@@ -44,11 +54,11 @@ static int host_range_of(const void *p, struct host_range *out)
     return found;
 }
 
-static CUresult add_range(void *base, size_t size, unsigned flags, int owned)
+static CUresult add_range(void *base, void *alias, size_t size, unsigned flags, int owned)
 {
     struct host_range *r = malloc(sizeof *r);
     if (!r) return CUDA_ERROR_OUT_OF_MEMORY;
-    *r = (struct host_range){.base = base, .size = size, .flags = flags, .owned = owned};
+    *r = (struct host_range){.base = base, .alias = alias, .size = size, .flags = flags, .owned = owned};
     pthread_mutex_lock(&ranges_lock);
     r->next = ranges;
     ranges = r;
@@ -76,16 +86,16 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
     if (!pp) return CUDA_ERROR_INVALID_VALUE;
     if (shim_current_ctx_id() == 0) return CUDA_ERROR_INVALID_CONTEXT;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, bytesize ? bytesize : 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    char *view, *alias;
+    if (coherence_map(0, bytesize, &view, &alias) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     /* Under unified addressing the driver maps every allocation and reports
      * CU_MEMHOSTALLOC_DEVICEMAP in its flags; so do we. */
-    CUresult r = add_range(p, bytesize, flags | CU_MEMHOSTALLOC_DEVICEMAP, 1);
+    CUresult r = add_range(view, alias, bytesize, flags | CU_MEMHOSTALLOC_DEVICEMAP, 1);
     if (r != CUDA_SUCCESS) {
-        free(p);
+        coherence_unmap(view, alias, bytesize);
         return r;
     }
-    *pp = p;
+    *pp = view;
     return CUDA_SUCCESS;
 }
 
@@ -101,12 +111,24 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     return host_alloc(pp, bytesize, Flags);
 }
 
+static void mirror_release(uint64_t dev)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_host_mirror_free);
+    wb_put_u64(&c.req, dev);
+    rpc_async(&c);
+}
+
 EXPORT CUresult cuMemFreeHost(void *p)
 {
     SHIM_ENTER(cuMemFreeHost, (p));
     struct host_range *r = remove_range(p, 1);
     if (!r) return CUDA_ERROR_INVALID_VALUE;
-    free(r->base);
+    if (r->mirror) {
+        coherence_forget(r->base);
+        mirror_release(r->mirror);
+    }
+    coherence_unmap(r->base, r->alias, r->size);
     free(r);
     return CUDA_SUCCESS;
 }
@@ -126,7 +148,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flag
     struct host_range r;
     if (!p || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     if (host_range_of(p, &r)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    return add_range(p, bytesize, Flags, 0);
+    return add_range(p, NULL, bytesize, Flags, 0);
 }
 
 EXPORT CUresult cuMemHostUnregister(void *p)
@@ -138,12 +160,60 @@ EXPORT CUresult cuMemHostUnregister(void *p)
     return CUDA_SUCCESS;
 }
 
+/* Ask the session for pinned memory of the range's size, mapped for the
+ * GPU, at the range's own address if it is free there. */
+static CUresult mirror_create(const struct host_range *hr, uint64_t *dev)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_host_mirror_create);
+    wb_put_u64(&c.req, (uint64_t)(uintptr_t)hr->base);
+    wb_put_u64(&c.req, hr->size);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        *dev = wr_u64(&c.out);
+        if (!wr_ok_end(&c.out)) r = CUDA_ERROR_UNKNOWN;
+    }
+    rpc_end(&c);
+    return r;
+}
+
+/* The range becomes a mirror of the session's copy; the host's bytes are
+ * the truth, so every page starts dirty (pushed before the next call). */
+static CUresult make_mirror(void *base, uint64_t *dev)
+{
+    pthread_mutex_lock(&ranges_lock);
+    struct host_range *hr = NULL;
+    for (struct host_range *r = ranges; r && !hr; r = r->next)
+        if (r->base == base && r->owned) hr = r;
+    CUresult res = CUDA_SUCCESS;
+    if (hr && !hr->mirror) {
+        res = mirror_create(hr, &hr->mirror);
+        if (res == CUDA_SUCCESS) res = coherence_add(hr->base, hr->alias, hr->size, hr->mirror, 1, 0);
+        if (res != CUDA_SUCCESS && hr->mirror) {
+            mirror_release(hr->mirror);
+            hr->mirror = 0;
+        }
+    }
+    if (hr && res == CUDA_SUCCESS) *dev = hr->mirror;
+    pthread_mutex_unlock(&ranges_lock);
+    return hr ? res : CUDA_ERROR_INVALID_VALUE;
+}
+
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     static int once;
     SHIM_ENTER(cuMemHostGetDevicePointer_v2, (pdptr, p, Flags));
-    scuda_log_unsupported_once(&once, "cuMemHostGetDevicePointer (zero-copy host memory)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    struct host_range hr;
+    if (!pdptr || Flags != 0 || !host_range_of(p, &hr)) return CUDA_ERROR_INVALID_VALUE;
+    if (!hr.owned) {
+        scuda_log_unsupported_once(&once, "cuMemHostGetDevicePointer of registered memory (zero-copy of "
+                                          "cuMemHostRegister memory; cuMemHostAlloc memory works)");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    uint64_t dev = hr.mirror;
+    CUresult r = dev ? CUDA_SUCCESS : make_mirror(hr.base, &dev);
+    if (r == CUDA_SUCCESS) *pdptr = dev + (uint64_t)((char *)p - hr.base);
+    return r;
 }
 
 /* ---- pointer attributes --------------------------------------------------- */
@@ -154,8 +224,10 @@ static CUresult host_attribute(void *data, CUpointer_attribute attr, const struc
     CUcontext ctx;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(void **)data = (void *)(uintptr_t)ptr; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)(uintptr_t)ptr; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(uint64_t *)data = hr->mirror ? hr->mirror + (ptr - (uintptr_t)hr->base) : ptr;
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(void **)data = hr->base; return CUDA_SUCCESS;

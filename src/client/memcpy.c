@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coherence.h"
+#include "copy.h"
 #include "launch.h"
 #include "rpc.h"
 #include "shim.h"
@@ -32,11 +34,8 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
 static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
+CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
-    if (n && !src) return CUDA_ERROR_INVALID_VALUE;
-    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a host-to-device copy from client memory") : CUDA_SUCCESS;
-    if (cr != CUDA_SUCCESS) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
@@ -53,16 +52,22 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, in
     return CUDA_SUCCESS;
 }
 
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+/* A source in mirrored memory (coherence.h) is read through its alias. */
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
-    if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
+    if (n && !src) return CUDA_ERROR_INVALID_VALUE;
+    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a host-to-device copy from client memory") : CUDA_SUCCESS;
+    if (cr != CUDA_SUCCESS) return cr;
+    const void *from = coherence_host_view(src, n, 0, &cr);
+    if (!from) return cr;
+    cr = copy_to_device(dst, from, n, st, mode);
+    coherence_device_wrote(dst, n);
+    return cr;
+}
+
+CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+{
     uint64_t async_before = rpc_async_count();
-    if (mode == COPY_ASYNC) {
-        CUstreamCaptureStatus cs;
-        CUresult cr = capture_status(st, &cs);
-        if (cr != CUDA_SUCCESS) return cr;
-        if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_dtoh(dst, src, n, st);
-    }
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
@@ -84,6 +89,27 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
     return CUDA_SUCCESS;
 }
 
+/* A destination in mirrored memory is written through its alias and
+ * becomes dirty there. The copy waited for its stream: the GPU's writes to
+ * mirrored memory before it are now due on the host. */
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
+{
+    if (n && !dst) return CUDA_ERROR_INVALID_VALUE;
+    if (mode == COPY_ASYNC) {
+        CUstreamCaptureStatus cs;
+        CUresult cr = capture_status(st, &cs);
+        if (cr != CUDA_SUCCESS) return cr;
+        if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_dtoh(dst, src, n, st);
+    }
+    CUresult r;
+    void *to = coherence_host_view(dst, n, 1, &r);
+    if (!to) return r;
+    r = copy_from_device(to, src, n, st, mode);
+    if (to != dst) coherence_host_wrote(dst, n);
+    if (r == CUDA_SUCCESS) coherence_synced(mode == COPY_ASYNC ? coherence_stream_key(st) : 0, 0);
+    return r;
+}
+
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
     rpc_call c;
@@ -93,7 +119,9 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
     wb_put_u64(&c.req, n);
     wb_put_u64(&c.req, sid(st));
     wb_put_u8(&c.req, (uint8_t)mode);
-    return rpc_async(&c);
+    CUresult r = rpc_async(&c);
+    coherence_device_wrote(dst, n);
+    return r;
 }
 
 /* Which side of a unified-address copy is device memory? Only the server's

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "coherence.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
@@ -44,13 +45,19 @@ static int known_idle(const void *stream)
 EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
     SHIM_ENTER(cuStreamSynchronize, (hStream));
-    if (known_idle(hStream)) return CUDA_SUCCESS;
+    if (known_idle(hStream)) {
+        coherence_synced(coherence_stream_key(hStream), 0);
+        return CUDA_SUCCESS;
+    }
     rpc_call c;
     rpc_begin(&c, OP_cuStreamSynchronize);
     rpc_put_handle(&c.req, hStream);
     uint64_t async_before = rpc_async_count();
     CUresult r = rpc_sync(&c);
     rpc_end(&c);
-    if (r == CUDA_SUCCESS) stream_note_idle(hStream, async_before);
+    if (r == CUDA_SUCCESS) {
+        stream_note_idle(hStream, async_before);
+        coherence_synced(coherence_stream_key(hStream), 0);
+    }
     return r;
 }

@@ -10,6 +10,7 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/value_sizes.h"
+#include "hooks.h"
 #include "memo.h"
 #include "rpc.h"
 #include "shim.h"
@@ -1076,7 +1077,7 @@ EXPORT CUresult cuEventQuery(CUevent hEvent)
             r = bad_reply("cuEventQuery");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuEventQuery(r, hEvent);
 }
 
 EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -1124,7 +1125,7 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent)
             r = bad_reply("cuEventSynchronize");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuEventSynchronize(r, hEvent);
 }
 
 EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
@@ -3466,14 +3467,6 @@ EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    SHIM_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemAllocManaged");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes)
 {
     SHIM_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
@@ -3671,7 +3664,7 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
             r = bad_reply("cuMemFree");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuMemFree(r, dptr);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -3702,7 +3695,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
             r = bad_reply("cuMemFree_v2");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuMemFree_v2(r, dptr);
 }
 
 EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
@@ -4161,7 +4154,8 @@ EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice ds
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_i32(&c.req, (int32_t)(dstDevice));
     rpc_put_handle(&c.req, hStream);
-    return rpc_async(&c);
+    CUresult r = rpc_async(&c);
+    return hook_cuMemPrefetchAsync(r, devPtr, count, dstDevice, hStream);
 }
 
 EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
@@ -4180,7 +4174,8 @@ EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLoc
     wb_put_raw(&c.req, &location, sizeof location);
     wb_put_u32(&c.req, (uint32_t)(flags));
     rpc_put_handle(&c.req, hStream);
-    return rpc_async(&c);
+    CUresult r = rpc_async(&c);
+    return hook_cuMemPrefetchAsync_v2(r, devPtr, count, location, flags, hStream);
 }
 
 EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
@@ -5880,7 +5875,8 @@ EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_
     wb_put_u64(&c.req, (uint64_t)(dptr));
     wb_put_u64(&c.req, (uint64_t)(length));
     wb_put_u32(&c.req, (uint32_t)(flags));
-    return rpc_async(&c);
+    CUresult r = rpc_async(&c);
+    return hook_cuStreamAttachMemAsync(r, hStream, dptr, length, flags);
 }
 
 EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
@@ -6366,7 +6362,7 @@ EXPORT CUresult cuStreamQuery(CUstream hStream)
             r = bad_reply("cuStreamQuery");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuStreamQuery(r, hStream);
 }
 
 EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)

@@ -427,6 +427,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuStreamUpdateCaptureDependencies_v2] = "cuStreamUpdateCaptureDependencies_v2",
     [OP_scuda_capture_dtoh] = "scuda_capture_dtoh",
     [OP_scuda_capture_hostfn] = "scuda_capture_hostfn",
+    [OP_cuMemAllocManaged] = "cuMemAllocManaged",
+    [OP_scuda_host_mirror_create] = "scuda_host_mirror_create",
+    [OP_scuda_host_mirror_free] = "scuda_host_mirror_free",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -45,6 +45,8 @@ extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_host_mirror_create(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -96,6 +98,7 @@ extern CUresult srv_cuLibraryLoadData(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryLoadFromFile(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLibraryUnload(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocHost_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemFreeHost(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostAlloc(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemHostGetDevicePointer_v2(srv_call *c) __attribute__((weak));
@@ -8754,6 +8757,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0},
     [OP_scuda_capture_dtoh] = {"scuda_capture_dtoh", srv_scuda_capture_dtoh, 0},
     [OP_scuda_capture_hostfn] = {"scuda_capture_hostfn", srv_scuda_capture_hostfn, 0},
+    [OP_cuMemAllocManaged] = {"cuMemAllocManaged", srv_cuMemAllocManaged, 0},
+    [OP_scuda_host_mirror_create] = {"scuda_host_mirror_create", srv_scuda_host_mirror_create, 1},
+    [OP_scuda_host_mirror_free] = {"scuda_host_mirror_free", srv_scuda_host_mirror_free, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -1,0 +1,118 @@
+/* srv_managed.c - the session's side of mirrored memory (DESIGN §4).
+ *
+ * Managed memory is the driver's own: the client maps a mirror at the
+ * same address and moves dirty pages with ordinary copies. The session
+ * only refuses a request larger than the GPU's free memory, which the
+ * driver would accept and then could hang the GPU over.
+ *
+ * Zero-copy host memory: the session maps pinned memory of its own, at
+ * the client's address when that is free here (so the host pointer and
+ * the device pointer agree, as under unified addressing natively), and
+ * registers it for the GPU. The session is a process of its own, so
+ * whatever is left at exit goes with it. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "session.h"
+#include "../common/log.h"
+
+/* A zero-copy buffer may not exceed this (1 TiB): a bound on the wire. */
+#define MIRROR_MAX_BYTES (1ull << 40)
+
+/* Request: u64 bytesize, u32 flags. Reply: u64 device address. */
+CUresult srv_cuMemAllocManaged(srv_call *c)
+{
+    uint64_t n = wr_u64(&c->in);
+    uint32_t flags = wr_u32(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    size_t free_bytes = 0, total = 0;
+    CUresult r = REAL(cuMemGetInfo_v2, &free_bytes, &total);
+    if (r != CUDA_SUCCESS) return r;
+    if (n > free_bytes) {
+        LOG_WARN("cuMemAllocManaged of %llu bytes refused: the GPU has %zu bytes free "
+                 "(more managed memory than is free can hang the GPU)", (unsigned long long)n, free_bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUdeviceptr p = 0;
+    r = REAL(cuMemAllocManaged, &p, (size_t)n, flags);
+    if (r == CUDA_SUCCESS) wb_put_u64(&c->out, p);
+    return r;
+}
+
+struct mirror {
+    void *host;
+    size_t len;
+    uint64_t dev;
+    struct mirror *next;
+};
+
+static struct mirror *mirrors;
+static pthread_mutex_t mirrors_lock = PTHREAD_MUTEX_INITIALIZER; /* creation runs on worker threads */
+
+static void *map_near(uint64_t want, size_t len)
+{
+    void *p = mmap((void *)(uintptr_t)want, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED && (uintptr_t)p == want) return p;
+    if (p != MAP_FAILED) munmap(p, len);
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Request: u64 client address, u64 size. Reply: u64 device address. */
+CUresult srv_scuda_host_mirror_create(srv_call *c)
+{
+    uint64_t want = wr_u64(&c->in), n = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in) || n == 0 || n > MIRROR_MAX_BYTES) return CUDA_ERROR_INVALID_VALUE;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = ((size_t)n + page - 1) & ~(page - 1);
+    struct mirror *m = calloc(1, sizeof *m);
+    void *host = m ? map_near(want, len) : NULL;
+    if (!host) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUdeviceptr dev = 0;
+    CUresult r = REAL(cuMemHostRegister_v2, host, len, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+    if (r == CUDA_SUCCESS) {
+        r = REAL(cuMemHostGetDevicePointer_v2, &dev, host, 0);
+        if (r != CUDA_SUCCESS) REAL(cuMemHostUnregister, host);
+    }
+    if (r != CUDA_SUCCESS) {
+        munmap(host, len);
+        free(m);
+        return r;
+    }
+    pthread_mutex_lock(&mirrors_lock);
+    *m = (struct mirror){.host = host, .len = len, .dev = dev, .next = mirrors};
+    mirrors = m;
+    pthread_mutex_unlock(&mirrors_lock);
+    wb_put_u64(&c->out, dev);
+    return CUDA_SUCCESS;
+}
+
+/* Request: u64 device address from scuda_host_mirror_create. */
+CUresult srv_scuda_host_mirror_free(srv_call *c)
+{
+    uint64_t dev = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct mirror *m = NULL;
+    pthread_mutex_lock(&mirrors_lock);
+    for (struct mirror **pp = &mirrors; *pp; pp = &(*pp)->next) {
+        if ((*pp)->dev == dev) {
+            m = *pp;
+            *pp = m->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mirrors_lock);
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = REAL(cuMemHostUnregister, m->host);
+    munmap(m->host, m->len);
+    free(m);
+    return r;
+}

@@ -156,3 +156,28 @@ void rpc_end(rpc_call *c)
     c->reply = NULL;
     wb_free(&c->req);
 }
+
+/* ---- hooks (src/client/hooks.h): no mirrored memory here ---------------- */
+
+#include "client/hooks.h"
+
+CUresult hook_cuMemFree(CUresult r, CUdeviceptr_v1 dptr) { (void)dptr; return r; }
+CUresult hook_cuMemFree_v2(CUresult r, CUdeviceptr dptr) { (void)dptr; return r; }
+CUresult hook_cuMemPrefetchAsync(CUresult r, CUdeviceptr p, size_t n, CUdevice d, CUstream s)
+{
+    (void)p, (void)n, (void)d, (void)s;
+    return r;
+}
+CUresult hook_cuMemPrefetchAsync_v2(CUresult r, CUdeviceptr p, size_t n, CUmemLocation l, unsigned f, CUstream s)
+{
+    (void)p, (void)n, (void)l, (void)f, (void)s;
+    return r;
+}
+CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream s, CUdeviceptr p, size_t n, unsigned f)
+{
+    (void)s, (void)p, (void)n, (void)f;
+    return r;
+}
+CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
+CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
+CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }

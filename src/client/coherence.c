@@ -37,7 +37,8 @@ enum { PAGE_INVALID = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2 };
 
 struct region {
     char *view, *alias;
-    size_t size, npages;
+    size_t size, npages;    /* whole pages */
+    size_t bytes;           /* the allocation's own size: copies stop there */
     uint64_t dev;
     CUcontext ctx;
     uint8_t *state;
@@ -143,6 +144,7 @@ static CUresult move(struct region *r, size_t first, size_t count, int to_device
     CUresult res = cuCtxPushCurrent(r->ctx);
     if (res != CUDA_SUCCESS) return res;
     size_t off = first * page_size, end = (first + count) * page_size;
+    if (end > r->bytes) end = r->bytes;
     for (; off < end && res == CUDA_SUCCESS;) {
         size_t len = end - off < MOVE_MAX_BYTES ? end - off : MOVE_MAX_BYTES;
         res = to_device ? copy_to_device(r->dev + off, r->alias + off, len, NULL, 0)
@@ -291,7 +293,7 @@ CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int h
         free(state);
         return state ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *r = (struct region){.view = view, .alias = alias, .size = npages * page_size, .npages = npages,
+    *r = (struct region){.view = view, .alias = alias, .size = npages * page_size, .npages = npages, .bytes = size,
                          .dev = dev, .ctx = ctx, .state = state, .owns_mapping = owns_mapping,
                          .seen = rpc_async_count()};
     memset(state, PAGE_INVALID, npages);

@@ -120,6 +120,7 @@ enum si_alloc_kind {
     SI_AK_HOST,         /* cuMemAllocHost / cuMemHostAlloc */
     SI_AK_HOST_REG,     /* cuMemHostRegister */
     SI_AK_VMM,          /* a range of VMM mappings made accessible (standin_vmm.c) */
+    SI_AK_MANAGED,      /* cuMemAllocManaged (standin_managed.c) */
 };
 
 struct si_alloc {

@@ -234,6 +234,10 @@ void si_alloc_release(si_alloc *a)
     case SI_AK_HOST:
         free((void *)a->base);
         break;
+    case SI_AK_MANAGED:
+        munmap((void *)a->base, a->map_size);
+        si_g.dev[a->dev].used -= a->size;
+        break;
     default:
         break;
     }
@@ -319,7 +323,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     CUresult rc = si_get_ctx(&c);
     if (!rc && dptr != 0) {
         si_alloc *a = si_alloc_find((uintptr_t)dptr);
-        if (!a || a->base != (uintptr_t)dptr || a->kind != SI_AK_DEVICE)
+        if (!a || a->base != (uintptr_t)dptr || (a->kind != SI_AK_DEVICE && a->kind != SI_AK_MANAGED))
             rc = CUDA_ERROR_INVALID_VALUE;
         else if (si_in_callback)
             rc = CUDA_ERROR_NOT_PERMITTED;
@@ -562,6 +566,8 @@ static CUresult si_ptr_attr(const si_alloc *a, CUpointer_attribute attr, void *d
         *(unsigned long long *)data = a ? a->id : 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(bool *)data = a && a->kind == SI_AK_MANAGED;
+        break;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         *(bool *)data = false;

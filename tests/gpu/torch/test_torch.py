@@ -27,7 +27,7 @@ HIDE = os.path.join(ROOT, "tests", "gpu", "hide.sh")
 TIMEOUT = int(os.environ.get("TORCH_TEST_TIMEOUT", "240"))
 
 # Workloads whose results may legitimately differ in the last bits.
-APPROX = {"conv": 1e-4, "train_transformer": 1e-5, "resnet18_step": 1e-4}
+APPROX = {"conv": 1e-4, "train_transformer": 1e-5, "resnet18_step": 1e-4, "expandable_segments": 1e-5}
 
 
 def free_port():

@@ -226,6 +226,29 @@ def dataloader_pinned():
     return {"total": digest(total)}
 
 
+def expandable_segments():
+    """20 training steps with the allocator's expandable segments (VMM:
+    cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess)."""
+    import os
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    import torch
+    torch.manual_seed(20)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    losses = []
+    for step in range(20):
+        x = torch.randn(64 * (1 + step % 4), 256, device="cuda")  # varying sizes grow the segment
+        loss = m(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    segments = torch.cuda.memory_snapshot()
+    expandable = any(s.get("is_expandable", False) for s in segments)
+    return {"losses": losses, "expandable": expandable}
+
+
 ALL = {f.__name__: f for f in [device_basics, tensors, copies, matmul, linalg, fft, sparse, random_philox, conv,
                                 attention, autocast_bf16, train_transformer, resnet18_step, compiled, cuda_graph,
-                                streams_events, dataloader_pinned]}
+                                streams_events, dataloader_pinned, expandable_segments]}

@@ -1,0 +1,210 @@
+/* managed.c - managed and zero-copy host memory over the wire (DESIGN §4):
+ * the host and "the GPU" (the stand-in, in the session process) see the
+ * same bytes at the same address; host writes reach the device before
+ * later work; device writes are seen after a synchronize; only dirty pages
+ * travel (counted with the shim's scuda_client_wire_bytes). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+int scuda_client_wire_bytes(uint64_t *sent, uint64_t *received);
+
+#define PAGE 4096u
+
+static void fill(CUdeviceptr out, uint32_t value, uint64_t n, CUstream st)
+{
+    void *args[] = {&out, &value, &n};
+    CU(cuLaunchKernel(h_func("fill_u32"), 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
+}
+
+static void vec_add(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int n)
+{
+    void *args[] = {&a, &b, &c, &n};
+    CU(cuLaunchKernel(h_func("vec_add"), 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+}
+
+static void wire(uint64_t *sent, uint64_t *received)
+{
+    CHECK(scuda_client_wire_bytes(sent, received) == 0, "scuda_client_wire_bytes");
+}
+
+/* Host initializes, a kernel adds, the host checks. */
+static void vector_add(void)
+{
+    const int n = 100000;
+    CUdeviceptr a, b, c;
+    CU(cuMemAllocManaged(&a, n * sizeof(float), CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&b, n * sizeof(float), CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&c, n * sizeof(float), CU_MEM_ATTACH_GLOBAL));
+    float *ha = (float *)a, *hb = (float *)b, *hc = (float *)c;
+    for (int i = 0; i < n; i++) ha[i] = (float)i, hb[i] = 2.0f * (float)i;
+    vec_add(a, b, c, n);
+    CU(cuCtxSynchronize());
+    for (int i = 0; i < n; i++) CHECK(hc[i] == 3.0f * (float)i, "c[%d] = %f", i, hc[i]);
+    unsigned managed = 0;
+    CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, c));
+    CHECK(managed == 1, "IS_MANAGED %u", managed);
+    CU(cuMemFree_v2(a));
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(c));
+}
+
+/* Host and device take turns on the same pages, 100 times; a plain copy
+ * out of managed memory sees the host's latest writes. */
+static void alternate(void)
+{
+    const uint32_t n = 3 * PAGE / 4 + 17, half = n / 2;
+    CUdeviceptr m;
+    CU(cuMemAllocManaged(&m, n * 4, CU_MEM_ATTACH_GLOBAL));
+    uint32_t *h = (uint32_t *)m;
+    for (uint32_t k = 0; k < 100; k++) {
+        for (uint32_t i = half; i < n; i++) h[i] = k + 1000 + i;
+        fill(m, k, half, NULL);
+        CU(cuCtxSynchronize());
+        for (uint32_t i = 0; i < half; i++) CHECK(h[i] == k, "round %u: h[%u] = %u", k, i, h[i]);
+        for (uint32_t i = half; i < n; i++) CHECK(h[i] == k + 1000 + i, "round %u: h[%u] = %u", k, i, h[i]);
+    }
+    h[n - 1] = 77;
+    uint32_t last = 0;
+    CU(cuMemcpyDtoH_v2(&last, m + (n - 1) * 4, 4));
+    CHECK(last == 77, "DtoH of a host write: %u", last);
+    CU(cuMemFree_v2(m));
+}
+
+/* 4 GiB written 1 page in 64: what crosses the wire is the dirty pages
+ * (and, read back after device work, one page per touched page). */
+static void sparse(void)
+{
+    const size_t size = 4ull << 30, stride = 64 * PAGE;
+    const size_t dirty = size / stride * PAGE;
+    CUdeviceptr m;
+    CU(cuMemAllocManaged(&m, size, CU_MEM_ATTACH_GLOBAL));
+    unsigned char *h = (unsigned char *)m;
+    for (size_t off = 0; off < size; off += stride) h[off + 100] = (unsigned char)(off / stride);
+
+    uint64_t s0, r0, s1, r1, s2, r2;
+    wire(&s0, &r0);
+    CUdeviceptr small;
+    CU(cuMemAlloc_v2(&small, 64));
+    fill(small, 1, 16, NULL); /* any call pushes first */
+    CU(cuCtxSynchronize());
+    wire(&s1, &r1);
+    printf("sparse: %zu dirty bytes, %llu bytes sent\n", dirty, (unsigned long long)(s1 - s0));
+    CHECK(s1 - s0 >= dirty && s1 - s0 <= 2 * dirty, "sent %llu for %zu dirty", (unsigned long long)(s1 - s0), dirty);
+
+    unsigned char probe[2];
+    CU(cuMemcpyDtoH_v2(&probe[0], m + 5 * stride + 100, 1));
+    CU(cuMemcpyDtoH_v2(&probe[1], m + (size - stride) + 100, 1));
+    CHECK(probe[0] == 5 && probe[1] == (unsigned char)(size / stride - 1), "device sees %u %u", probe[0], probe[1]);
+
+    fill(m, 0xabababab, 1, NULL); /* device work: the host copy goes stale */
+    CU(cuCtxSynchronize());
+    wire(&s1, &r1);
+    CHECK(h[0] == 0xab && h[3] == 0xab && h[4] == 0, "device write seen: %x %x %x", h[0], h[3], h[4]);
+    size_t bad = 0;
+    for (size_t off = stride; off < size; off += stride) bad += h[off + 100] != (unsigned char)(off / stride);
+    CHECK(bad == 0, "%zu sparse pages read back wrong", bad);
+    wire(&s2, &r2);
+    printf("sparse: read back, %llu bytes received\n", (unsigned long long)(r2 - r1));
+    CHECK(r2 - r1 <= 2 * dirty, "received %llu for %zu touched", (unsigned long long)(r2 - r1), dirty);
+    CU(cuMemFree_v2(small));
+    CU(cuMemFree_v2(m));
+}
+
+/* A prefetch to the host fetches at the synchronize: later reads move nothing. */
+static void prefetch(void)
+{
+    const size_t n = 64 * PAGE;
+    CUdeviceptr m;
+    CU(cuMemAllocManaged(&m, n, CU_MEM_ATTACH_GLOBAL));
+    fill(m, 0x01020304, n / 4, NULL);
+    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CU(cuMemPrefetchAsync_v2(m, n, host, 0, NULL));
+    CU(cuCtxSynchronize());
+    uint64_t s0, r0, s1, r1;
+    wire(&s0, &r0);
+    const uint32_t *h = (const uint32_t *)m;
+    for (size_t i = 0; i < n / 4; i++) CHECK(h[i] == 0x01020304, "h[%zu] = %x", i, h[i]);
+    wire(&s1, &r1);
+    CHECK(r1 == r0 && s1 == s0, "reads after a prefetch moved %llu bytes", (unsigned long long)(r1 - r0));
+    CU(cuMemFree_v2(m));
+}
+
+/* Memory attached to one stream follows that stream's synchronizations. */
+static void attached(void)
+{
+    CUstream s1, s2;
+    CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b;
+    CU(cuMemAllocManaged(&a, PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&b, PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuStreamAttachMemAsync(s1, a, 0, CU_MEM_ATTACH_SINGLE));
+    CU(cuStreamAttachMemAsync(s2, b, 0, CU_MEM_ATTACH_SINGLE));
+    CU(cuStreamSynchronize(s1));
+    CU(cuStreamSynchronize(s2));
+    uint32_t *ha = (uint32_t *)a, *hb = (uint32_t *)b;
+    for (int k = 1; k <= 4; k++) {
+        fill(a, (uint32_t)k, PAGE / 4, s1);
+        fill(b, (uint32_t)(100 + k), PAGE / 4, s2);
+        CU(cuStreamSynchronize(s1));
+        CHECK(ha[PAGE / 4 - 1] == (uint32_t)k, "a after s1 sync: %u", ha[PAGE / 4 - 1]);
+        CU(cuStreamSynchronize(s2));
+        CHECK(hb[0] == (uint32_t)(100 + k), "b after s2 sync: %u", hb[0]);
+    }
+    CU(cuMemFree_v2(a));
+    CU(cuMemFree_v2(b));
+    CU(cuStreamDestroy_v2(s1));
+    CU(cuStreamDestroy_v2(s2));
+}
+
+/* Zero-copy: a kernel reads and writes cuMemHostAlloc memory through the
+ * address cuMemHostGetDevicePointer gives. */
+static void zero_copy(void)
+{
+    const int n = 5000;
+    float *h;
+    CU(cuMemHostAlloc((void **)&h, 3 * n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP));
+    for (int i = 0; i < n; i++) h[i] = (float)i, h[n + i] = 0.5f;
+    CUdeviceptr d;
+    CU(cuMemHostGetDevicePointer_v2(&d, h, 0));
+    CUdeviceptr d2;
+    CU(cuMemHostGetDevicePointer_v2(&d2, h + n, 0));
+    CHECK(d2 == d + n * sizeof(float), "device pointer of an offset");
+    for (int round = 0; round < 3; round++) {
+        vec_add(d, d + n * sizeof(float), d + 2 * n * sizeof(float), n);
+        CU(cuCtxSynchronize());
+        for (int i = 0; i < n; i++)
+            CHECK(h[2 * n + i] == (float)i + 0.5f + (float)round, "round %d: c[%d] = %f", round, i, h[2 * n + i]);
+        for (int i = 0; i < n; i++) h[n + i] += 1.0f;
+    }
+    CU(cuMemFreeHost(h));
+}
+
+static int client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    vector_add();
+    alternate();
+    prefetch();
+    attached();
+    zero_copy();
+    sparse();
+    return 0;
+}
+
+int main(void)
+{
+    h_begin("managed", 170);
+    setenv("STANDIN_MEM_MB", "6144", 1); /* room for the 4 GiB allocation */
+    struct h_server srv;
+    h_server_start(&srv, "main", NULL);
+    h_wait_ok(h_spawn(client, NULL, 160, -1, -1), 165000, "client");
+    h_server_stop(&srv);
+    printf("PASS managed\n");
+    return 0;
+}

@@ -1,0 +1,90 @@
+/* SCUDA CPU stand-in driver: managed memory and its hints.
+ *
+ * Managed memory is host memory here like everything else. It is mapped
+ * far from the device range (near MANAGED_VA_HINT) because a SCUDA client
+ * maps its mirror at the same address in its own process, where the
+ * device range's neighbourhood (shared libraries) is often taken.
+ * Advice, prefetches and stream attachment are checked and accepted:
+ * they change no results. (Only the current _v2 forms: the stand-in is
+ * built against cuda.h's default names.) */
+#include "standin_internal.h"
+
+#include <sys/mman.h>
+
+#define MANAGED_VA_HINT 0x5a0000000000ull
+
+static uintptr_t si_managed_next = MANAGED_VA_HINT;
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    si_enter();
+    si_ctx *c = NULL;
+    CUresult rc = si_get_ctx(&c);
+    if (!rc && (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_device *d = rc ? NULL : &si_g.dev[c->dev];
+    if (d && bytesize > d->total - d->used)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        size_t map = (bytesize + SI_PAGE - 1) & ~(size_t)(SI_PAGE - 1);
+        void *p = mmap((void *)si_managed_next, map, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            si_managed_next = (uintptr_t)p + map + SI_PAGE; /* a gap: no two touch */
+            si_alloc *a = si_alloc_add_range((uintptr_t)p, bytesize, SI_AK_MANAGED, c->dev, c);
+            a->map_size = map;
+            a->flags = flags;
+            d->used += bytesize;
+            *dptr = (CUdeviceptr)p;
+        }
+    }
+    si_leave();
+    return rc;
+}
+
+/* The range must lie in one managed allocation. */
+static CUresult si_managed_range(CUdeviceptr p, size_t n)
+{
+    si_ctx *c = NULL;
+    CUresult rc = si_get_ctx(&c);
+    if (rc) return rc;
+    si_alloc *a = n ? si_range((uintptr_t)p, n) : NULL;
+    return a && a->kind == SI_AK_MANAGED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult si_hint(CUdeviceptr p, size_t n)
+{
+    si_enter();
+    CUresult rc = si_managed_range(p, n);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
+{
+    (void)advice;
+    (void)location;
+    return si_hint(devPtr, count);
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
+                                       CUstream hStream)
+{
+    (void)location;
+    (void)flags;
+    (void)hStream;
+    return si_hint(devPtr, count);
+}
+
+CUresult CUDAAPI cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
+{
+    (void)hStream;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST && flags != CU_MEM_ATTACH_SINGLE)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_enter();
+    CUresult rc = si_managed_range(dptr, length ? length : 1);
+    si_leave();
+    return rc;
+}

@@ -41,6 +41,8 @@ FLAGS
   capture_end       (sync) a stream capture may have ended: capture_ended(r)
   hook              (sync/async) the stub ends with `return hook_EXPORT(r, args...)`,
                     a hand-written function declared in src/client/hooks.h
+  pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
+                    (src/client/hooks.h)
 
 PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
 enum or pointer-free struct, or one of NULLED_POINTER_FIELDS), `const char *`
@@ -151,7 +153,7 @@ cuCtxFromGreenCtx             unsupported            # green contexts cannot be 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
 cuMemAllocPitch               sync
-cuMemFree                     sync    hook           # a bad pointer is reported by the call itself
+cuMemFree                     sync    pre_hook       # a bad pointer is reported by the call itself
 cuMemGetInfo                  sync
 cuMemGetAddressRange          sync
 cuMemAllocAsync               sync

@@ -161,8 +161,8 @@ void rpc_end(rpc_call *c)
 
 #include "client/hooks.h"
 
-CUresult hook_cuMemFree(CUresult r, CUdeviceptr_v1 dptr) { (void)dptr; return r; }
-CUresult hook_cuMemFree_v2(CUresult r, CUdeviceptr dptr) { (void)dptr; return r; }
+void hook_pre_cuMemFree(CUdeviceptr_v1 dptr) { (void)dptr; }
+void hook_pre_cuMemFree_v2(CUdeviceptr dptr) { (void)dptr; }
 CUresult hook_cuMemPrefetchAsync(CUresult r, CUdeviceptr p, size_t n, CUdevice d, CUstream s)
 {
     (void)p, (void)n, (void)d, (void)s;

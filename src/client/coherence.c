@@ -28,34 +28,60 @@
 #include "rpc.h"
 #include "../common/log.h"
 
-enum { PAGE_INVALID = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2 };
+/* ZERO is CLEAN for memory the program never initialized: both copies
+ * are "uninitialized" and the host's reads zeros. A write to it pushes the
+ * whole page (within its allocations), so the device gets the host's zeros
+ * too. A write to a CLEAN page first copies it (its twin): a push then
+ * sends only the bytes between the first and the last that changed, per
+ * allocation, so a page shared by two allocations never carries one's
+ * stale bytes over the other's newer ones on the device. */
+enum { PAGE_INVALID = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2, PAGE_ZERO = 3 };
 
 /* Sequential faults double the fetch, up to this many pages (2 MiB). */
 #define READAHEAD_MAX_PAGES 512
 /* One fetch or push moves at most this much (one frame's worth). */
 #define MOVE_MAX_BYTES (32u << 20)
+/* Managed memory is mirrored in blocks of this size: the driver carves
+ * small managed allocations out of shared 2 MiB blocks, so an allocation
+ * need not start on a page of its own. */
+#define MANAGED_BLOCK (2u << 20)
+
+/* Device bytes [lo, hi) of the allocation starting at `base` (which may
+ * begin in an earlier region): copies touch only these. Attachment to a
+ * stream is the allocation's, so it lives here, with the count of one-way
+ * calls at which the allocation's host copy was last made stale. */
+struct extent {
+    uint64_t lo, hi, base;
+    uint64_t attached; /* stream key when attached to one stream, else 0 */
+    uint64_t seen;
+};
 
 struct region {
     char *view, *alias;
     size_t size, npages;    /* whole pages */
-    size_t bytes;           /* the allocation's own size: copies stop there */
+    struct extent *ext;     /* live allocations in the region */
+    size_t nextents, ext_cap;
+    int managed;            /* blocks of managed memory (view == dev) */
     uint64_t dev;
     CUcontext ctx;
     uint8_t *state;
+    uint8_t **twin;         /* per page: its bytes when it became dirty (NULL: push it whole) */
     size_t ndirty;
+    int fresh;              /* mapped by the call now adding an allocation */
     int owns_mapping;
-    uint64_t attached;      /* stream id when attached to one stream, else 0 */
-    uint64_t seen;          /* one-way calls sent when last invalidated */
     size_t readahead;       /* pages to fetch at the next sequential fault */
     size_t next_sequential; /* the page a sequential fault would hit */
     size_t prefetch_lo, prefetch_hi; /* pages to fetch at the next sync */
-    struct region *next;
+    struct region *next_region;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions;
 static _Atomic int nregions;
 static _Atomic size_t dirty_total;
+/* Non-zero while a push is under way: its pages are already clean, but a
+ * call from another thread must still wait for its bytes to go first. */
+static _Atomic int pushing;
 static __thread int busy; /* this thread is inside coherence work */
 static size_t page_size;
 static struct sigaction previous_segv;
@@ -115,41 +141,70 @@ static void protect(struct region *r, size_t first, size_t count, int prot)
 static void set_state(struct region *r, size_t first, size_t count, uint8_t s)
 {
     for (size_t i = first; i < first + count; i++) {
-        if (r->state[i] == PAGE_DIRTY && s != PAGE_DIRTY) r->ndirty--, dirty_total--;
+        if (r->state[i] == PAGE_DIRTY && s != PAGE_DIRTY) {
+            r->ndirty--, dirty_total--;
+            if (r->twin) free(r->twin[i]), r->twin[i] = NULL;
+        }
         if (r->state[i] != PAGE_DIRTY && s == PAGE_DIRTY) r->ndirty++, dirty_total++;
         r->state[i] = s;
     }
-    protect(r, first, count, s == PAGE_DIRTY ? PROT_READ | PROT_WRITE : s == PAGE_CLEAN ? PROT_READ : PROT_NONE);
+    protect(r, first, count, s == PAGE_DIRTY ? PROT_READ | PROT_WRITE : s == PAGE_INVALID ? PROT_NONE : PROT_READ);
+}
+
+/* The host is about to write page i: keep its twin if it was CLEAN. */
+static void make_dirty(struct region *r, size_t i)
+{
+    if (r->state[i] == PAGE_DIRTY) return;
+    if (r->state[i] == PAGE_CLEAN) {
+        if (!r->twin) r->twin = calloc(r->npages, sizeof *r->twin);
+        uint8_t *t = r->twin ? malloc(page_size) : NULL;
+        if (t) memcpy(t, r->alias + i * page_size, page_size);
+        else LOG_WARN("out of memory for a page's twin: the page will be pushed whole");
+        set_state(r, i, 1, PAGE_DIRTY);
+        if (r->twin) r->twin[i] = t;
+        return;
+    }
+    set_state(r, i, 1, PAGE_DIRTY);
 }
 
 static struct region *find_locked(uintptr_t p)
 {
-    for (struct region *r = regions; r; r = r->next)
+    for (struct region *r = regions; r; r = r->next_region)
         if (p >= (uintptr_t)r->view && p - (uintptr_t)r->view < r->size) return r;
     return NULL;
 }
 
 static struct region *find_dev_locked(uint64_t dev)
 {
-    for (struct region *r = regions; r; r = r->next)
+    for (struct region *r = regions; r; r = r->next_region)
         if (dev >= r->dev && dev - r->dev < r->size) return r;
     return NULL;
 }
 
 /* ---- moving bytes ------------------------------------------------------- */
 
-/* Pushes and fetches run in the region's context, whatever the thread's. */
+static CUresult move_span(struct region *r, uint64_t lo, uint64_t hi, int to_device)
+{
+    CUresult res = CUDA_SUCCESS;
+    for (uint64_t at = lo; at < hi && res == CUDA_SUCCESS;) {
+        size_t len = hi - at < MOVE_MAX_BYTES ? (size_t)(hi - at) : MOVE_MAX_BYTES;
+        char *host = r->alias + (at - r->dev);
+        res = to_device ? copy_to_device(at, host, len, NULL, 0) : copy_from_device(host, at, len, NULL, 0);
+        at += len;
+    }
+    return res;
+}
+
+/* Move pages [first, first+count) where they hold allocated bytes; pushes
+ * and fetches run in the region's context, whatever the thread's. */
 static CUresult move(struct region *r, size_t first, size_t count, int to_device)
 {
     CUresult res = cuCtxPushCurrent(r->ctx);
     if (res != CUDA_SUCCESS) return res;
-    size_t off = first * page_size, end = (first + count) * page_size;
-    if (end > r->bytes) end = r->bytes;
-    for (; off < end && res == CUDA_SUCCESS;) {
-        size_t len = end - off < MOVE_MAX_BYTES ? end - off : MOVE_MAX_BYTES;
-        res = to_device ? copy_to_device(r->dev + off, r->alias + off, len, NULL, 0)
-                        : copy_from_device(r->alias + off, r->dev + off, len, NULL, 0);
-        off += len;
+    uint64_t lo = r->dev + first * page_size, hi = r->dev + (first + count) * page_size;
+    for (size_t e = 0; e < r->nextents && res == CUDA_SUCCESS; e++) {
+        uint64_t a = r->ext[e].lo > lo ? r->ext[e].lo : lo, b = r->ext[e].hi < hi ? r->ext[e].hi : hi;
+        if (a < b) res = move_span(r, a, b, to_device);
     }
     CUcontext popped;
     cuCtxPopCurrent(&popped);
@@ -163,23 +218,65 @@ static CUresult fetch(struct region *r, size_t first, size_t count)
     return res;
 }
 
-/* Each run of dirty pages becomes clean (read-only) before its bytes are
- * sent: a write that races with the push faults and waits for the lock,
- * and is then pushed next time. */
-static void push_locked(struct region *r)
+/* The changed bytes of dirty page i within [lo, hi): 0 when none. */
+static int changed(const struct region *r, size_t i, uint64_t *lo, uint64_t *hi)
 {
-    for (size_t i = 0; i < r->npages && r->ndirty;) {
-        if (r->state[i] != PAGE_DIRTY) {
-            i++;
+    const uint8_t *t = r->twin ? r->twin[i] : NULL;
+    if (!t) return 1;
+    const uint8_t *p = (const uint8_t *)r->alias + i * page_size;
+    size_t a = *lo - (r->dev + i * page_size), b = *hi - (r->dev + i * page_size);
+    while (a < b && p[a] == t[a]) a++;
+    while (b > a && p[b - 1] == t[b - 1]) b--;
+    if (a == b) return 0;
+    *lo = r->dev + i * page_size + a;
+    *hi = r->dev + i * page_size + b;
+    return 1;
+}
+
+/* Send the changed bytes of the dirty pages of one allocation (extent e):
+ * a run of dirty pages goes as one copy from its first changed byte to
+ * its last. */
+static void push_extent_locked(struct region *r, const struct extent *e, size_t pf, size_t pl)
+{
+    size_t first = (e->lo - r->dev) / page_size, last = (e->hi - 1 - r->dev) / page_size;
+    if (first < pf) first = pf;
+    if (last > pl) last = pl;
+    if (first > last) return;
+    uint64_t run_lo = 0, run_hi = 0;
+    int open = 0;
+    for (size_t i = first; i <= last + 1; i++) {
+        uint64_t lo = r->dev + i * page_size, hi = lo + page_size;
+        if (lo < e->lo) lo = e->lo;
+        if (hi > e->hi) hi = e->hi;
+        int dirty = i <= last && r->state[i] == PAGE_DIRTY && changed(r, i, &lo, &hi);
+        if (dirty) {
+            if (!open) run_lo = lo;
+            run_hi = hi;
+            open = 1;
             continue;
         }
-        size_t j = i;
-        while (j < r->npages && r->state[j] == PAGE_DIRTY) j++;
-        set_state(r, i, j - i, PAGE_CLEAN);
-        CUresult res = move(r, i, j - i, 1);
-        if (res != CUDA_SUCCESS) LOG_ERROR("pushing mirrored memory to the server failed (%d)", res);
-        i = j;
+        if (open) {
+            CUresult res = move_span(r, run_lo, run_hi, 1);
+            if (res != CUDA_SUCCESS) LOG_ERROR("pushing mirrored memory to the server failed (%d)", res);
+            open = 0;
+        }
     }
+}
+
+/* Dirty pages are made read-only before their bytes are sent, so a write
+ * racing with the push faults and waits for the lock; they are clean
+ * after it (and a racing write is pushed next time). */
+static void push_locked(struct region *r)
+{
+    for (size_t i = 0; i < r->npages; i++)
+        if (r->state[i] == PAGE_DIRTY) protect(r, i, 1, PROT_READ);
+    if (cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
+        for (size_t e = 0; e < r->nextents; e++) push_extent_locked(r, &r->ext[e], 0, r->npages - 1);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
+    }
+    for (size_t i = 0; i < r->npages && r->ndirty; i++)
+        if (r->state[i] == PAGE_DIRTY) set_state(r, i, 1, PAGE_CLEAN);
 }
 
 uint64_t coherence_stream_key(CUstream s)
@@ -189,16 +286,19 @@ uint64_t coherence_stream_key(CUstream s)
 
 void coherence_before_send(void)
 {
-    if (atomic_load_explicit(&dirty_total, memory_order_relaxed) == 0 || busy) return;
+    if ((atomic_load(&dirty_total) == 0 && atomic_load(&pushing) == 0) || busy) return;
     busy = 1;
     pthread_mutex_lock(&lock);
+    pushing++;
     uint64_t before = rpc_async_count();
-    for (struct region *r = regions; r; r = r->next)
+    for (struct region *r = regions; r; r = r->next_region)
         if (r->ndirty) push_locked(r);
     /* Our own pushes are not device work that could make the host stale. */
     uint64_t after = rpc_async_count();
-    for (struct region *r = regions; r; r = r->next)
-        if (r->seen == before) r->seen = after;
+    for (struct region *r = regions; r; r = r->next_region)
+        for (size_t e = 0; e < r->nextents; e++)
+            if (r->ext[e].seen == before) r->ext[e].seen = after;
+    pushing--;
     pthread_mutex_unlock(&lock);
     busy = 0;
 }
@@ -240,7 +340,7 @@ static int handle_fault(uintptr_t addr, int write)
             if (fetch(r, i, n) == CUDA_SUCCESS) set_state(r, i, n, PAGE_CLEAN);
             else ours = 0; /* the server is gone: let the fault kill as it would */
         }
-        if (ours && r->state[i] == PAGE_CLEAN && write) set_state(r, i, 1, PAGE_DIRTY);
+        if (ours && write) make_dirty(r, i);
     }
     pthread_mutex_unlock(&lock);
     return ours;
@@ -280,53 +380,182 @@ static void install_handler(void)
 
 /* ---- regions ------------------------------------------------------------ */
 
-CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int host_newer, int owns_mapping)
+static void invalidate_locked(struct region *r, size_t first, size_t count);
+
+static void install_once(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, install_handler);
+}
+
+static int add_extent_locked(struct region *r, uint64_t lo, uint64_t hi, uint64_t base)
+{
+    if (r->nextents == r->ext_cap) {
+        size_t cap = r->ext_cap ? 2 * r->ext_cap : 4;
+        struct extent *e = realloc(r->ext, cap * sizeof *e);
+        if (!e) return -1;
+        r->ext = e;
+        r->ext_cap = cap;
+    }
+    r->ext[r->nextents++] = (struct extent){.lo = lo, .hi = hi, .base = base, .seen = rpc_async_count()};
+    return 0;
+}
+
+static void free_region(struct region *r)
+{
+    if (r->owns_mapping) coherence_unmap(r->view, r->alias, r->size);
+    else protect(r, 0, r->npages, PROT_READ | PROT_WRITE);
+    if (r->twin)
+        for (size_t i = 0; i < r->npages; i++) free(r->twin[i]);
+    free(r->twin);
+    free(r->ext);
+    free(r->state);
+    free(r);
+}
+
+/* A region for [view, view+size) <-> dev, linked in; NULL without memory. */
+static struct region *new_region_locked(char *view, char *alias, size_t size, uint64_t dev, CUcontext ctx,
+                                        uint8_t state, int owns_mapping)
+{
     struct region *r = calloc(1, sizeof *r);
     size_t npages = page_round(size ? size : 1) / page_size;
-    uint8_t *state = r ? malloc(npages) : NULL;
-    CUcontext ctx = NULL;
-    if (!state || cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+    uint8_t *st = r ? malloc(npages) : NULL;
+    if (!st) {
         free(r);
-        free(state);
-        return state ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
     }
-    *r = (struct region){.view = view, .alias = alias, .size = npages * page_size, .npages = npages, .bytes = size,
-                         .dev = dev, .ctx = ctx, .state = state, .owns_mapping = owns_mapping,
-                         .seen = rpc_async_count()};
-    memset(state, PAGE_INVALID, npages);
-    pthread_mutex_lock(&lock);
-    set_state(r, 0, npages, host_newer ? PAGE_DIRTY : PAGE_CLEAN);
-    r->next = regions;
+    *r = (struct region){.view = view, .alias = alias, .size = npages * page_size, .npages = npages,
+                         .dev = dev, .ctx = ctx, .state = st, .owns_mapping = owns_mapping};
+    memset(st, PAGE_INVALID, npages);
+    set_state(r, 0, npages, state);
+    r->next_region = regions;
     regions = r;
     nregions++;
+    return r;
+}
+
+static void unlink_locked(struct region *r)
+{
+    for (struct region **pp = &regions; *pp; pp = &(*pp)->next_region) {
+        if (*pp == r) {
+            *pp = r->next_region;
+            break;
+        }
+    }
+    dirty_total -= r->ndirty;
+    nregions--;
+}
+
+CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int host_newer, int owns_mapping)
+{
+    install_once();
+    CUcontext ctx = NULL;
+    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    struct region *r = new_region_locked(view, alias, size, dev, ctx, host_newer ? PAGE_DIRTY : PAGE_CLEAN,
+                                         owns_mapping);
+    int bad = !r || add_extent_locked(r, dev, dev + size, dev) != 0;
+    if (bad && r) {
+        unlink_locked(r);
+        r->owns_mapping = 0;
+        free_region(r);
+    }
     pthread_mutex_unlock(&lock);
-    return CUDA_SUCCESS;
+    return bad ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+/* Mirror the blocks of [lo, hi) that no region covers yet. */
+static int map_blocks_locked(uint64_t lo, uint64_t hi, CUcontext ctx)
+{
+    for (uint64_t at = lo; at < hi;) {
+        struct region *have = find_locked(at);
+        if (have) {
+            at = have->dev + have->size;
+            continue;
+        }
+        uint64_t end = at + MANAGED_BLOCK;
+        while (end < hi && !find_locked(end)) end += MANAGED_BLOCK;
+        char *view, *alias;
+        int err = coherence_map((uintptr_t)at, end - at, &view, &alias);
+        if (err) return err;
+        /* Fresh memory reads as zeros on both sides: nothing to move. */
+        struct region *r = new_region_locked(view, alias, end - at, at, ctx, PAGE_ZERO, 1);
+        if (!r) {
+            coherence_unmap(view, alias, end - at);
+            return ENOMEM;
+        }
+        r->managed = 1;
+        r->fresh = 1;
+        at = end;
+    }
+    return 0;
+}
+
+/* Drop the allocation starting at dev from every region; a region left
+ * without allocations goes. */
+static void remove_extent_locked(uint64_t dev)
+{
+    for (struct region *r = regions, *next; r; r = next) {
+        next = r->next_region;
+        for (size_t e = 0; e < r->nextents; e++) {
+            if (r->ext[e].base == dev) {
+                r->ext[e] = r->ext[--r->nextents];
+                break;
+            }
+        }
+        if (r->managed && r->nextents == 0) {
+            unlink_locked(r);
+            free_region(r);
+        }
+    }
+}
+
+int coherence_add_managed(uint64_t dev, size_t size, CUresult *res)
+{
+    install_once();
+    *res = CUDA_SUCCESS;
+    CUcontext ctx = NULL;
+    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+        *res = CUDA_ERROR_INVALID_CONTEXT;
+        return 0;
+    }
+    uint64_t lo = dev & ~(uint64_t)(MANAGED_BLOCK - 1);
+    uint64_t hi = (dev + size + MANAGED_BLOCK - 1) & ~(uint64_t)(MANAGED_BLOCK - 1);
+    pthread_mutex_lock(&lock);
+    int err = map_blocks_locked(lo, hi, ctx);
+    for (uint64_t at = lo; !err && at < hi;) {
+        struct region *r = find_locked(at);
+        uint64_t a = dev > r->dev ? dev : r->dev, b = dev + size < r->dev + r->size ? dev + size : r->dev + r->size;
+        if (add_extent_locked(r, a, b, dev) != 0) err = ENOMEM;
+        /* In a block mirrored before, the host's bytes there are of an
+         * earlier allocation: read the device's on first touch. */
+        if (!err && !r->fresh) invalidate_locked(r, (a - r->dev) / page_size, (b - 1 - r->dev) / page_size - (a - r->dev) / page_size + 1);
+        r->fresh = 0;
+        at = r->dev + r->size;
+    }
+    if (err) remove_extent_locked(dev); /* and blocks mapped for it alone */
+    pthread_mutex_unlock(&lock);
+    return err;
+}
+
+void coherence_forget_managed(uint64_t dev)
+{
+    if (!nregions) return;
+    pthread_mutex_lock(&lock);
+    remove_extent_locked(dev);
+    pthread_mutex_unlock(&lock);
 }
 
 int coherence_forget(const void *view)
 {
     pthread_mutex_lock(&lock);
     struct region *found = NULL;
-    for (struct region **pp = &regions; *pp; pp = &(*pp)->next) {
-        if ((*pp)->view == view) {
-            found = *pp;
-            *pp = found->next;
-            break;
-        }
-    }
-    if (found) {
-        dirty_total -= found->ndirty;
-        nregions--;
-    }
+    for (struct region *r = regions; r && !found; r = r->next_region)
+        if (r->view == view) found = r;
+    if (found) unlink_locked(found);
     pthread_mutex_unlock(&lock);
     if (!found) return 0;
-    if (found->owns_mapping) coherence_unmap(found->view, found->alias, found->size);
-    else protect(found, 0, found->npages, PROT_READ | PROT_WRITE);
-    free(found->state);
-    free(found);
+    free_region(found);
     return 1;
 }
 
@@ -342,18 +571,21 @@ uint64_t coherence_device_address(const void *p)
 
 /* ---- synchronization ---------------------------------------------------- */
 
+/* The host copy of pages [first, first+count) is stale. A dirty page
+ * among them also holds newer bytes from the host: they are pushed first,
+ * so the next touch fetches the device's bytes merged with the host's. */
 static void invalidate_locked(struct region *r, size_t first, size_t count)
 {
-    for (size_t i = first; i < first + count;) {
-        if (r->state[i] == PAGE_DIRTY) { /* written since the push: the host's bytes win */
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < first + count && r->state[j] != PAGE_DIRTY) j++;
-        set_state(r, i, j - i, PAGE_INVALID);
-        i = j;
+    size_t last = first + count - 1, ndirty = 0;
+    for (size_t i = first; i <= last && r->ndirty; i++) ndirty += r->state[i] == PAGE_DIRTY;
+    if (ndirty && cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
+        for (size_t i = first; i <= last; i++)
+            if (r->state[i] == PAGE_DIRTY) protect(r, i, 1, PROT_READ);
+        for (size_t e = 0; e < r->nextents; e++) push_extent_locked(r, &r->ext[e], first, last);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
     }
+    set_state(r, first, count, PAGE_INVALID);
     r->readahead = 0;
 }
 
@@ -379,13 +611,17 @@ void coherence_synced(uint64_t stream_id, int whole_context)
     busy = 1;
     pthread_mutex_lock(&lock);
     uint64_t now = rpc_async_count();
-    for (struct region *r = regions; r; r = r->next) {
-        if (r->seen == now) continue; /* no work sent since the host copy was last made stale */
-        if (!whole_context && r->attached && stream_id && r->attached != stream_id) continue;
-        invalidate_locked(r, 0, r->npages);
-        /* Another stream's work may still write a region that is not
-         * attached to this one: only a context sync proves it all done. */
-        if (whole_context || (r->attached && r->attached == stream_id)) r->seen = now;
+    for (struct region *r = regions; r; r = r->next_region) {
+        for (size_t i = 0; i < r->nextents; i++) {
+            struct extent *e = &r->ext[i];
+            if (e->seen == now) continue; /* no work sent since its host copy was last made stale */
+            if (!whole_context && e->attached && stream_id && e->attached != stream_id) continue;
+            size_t first = (e->lo - r->dev) / page_size, last = (e->hi - 1 - r->dev) / page_size;
+            invalidate_locked(r, first, last - first + 1);
+            /* Another stream's work may still write memory that is not
+             * attached to this one: only a context sync proves it all done. */
+            if (whole_context || (e->attached && e->attached == stream_id)) e->seen = now;
+        }
         if (r->prefetch_hi) prefetch_locked(r);
     }
     pthread_mutex_unlock(&lock);
@@ -406,7 +642,7 @@ void coherence_device_wrote(uint64_t dev, size_t n)
 {
     if (!nregions || !n) return;
     pthread_mutex_lock(&lock);
-    for (struct region *r = regions; r; r = r->next) {
+    for (struct region *r = regions; r; r = r->next_region) {
         if (dev + n <= r->dev || dev >= r->dev + r->size) continue;
         size_t first, count;
         page_span(r, dev, n, &first, &count);
@@ -446,15 +682,19 @@ void *coherence_host_view(const void *p, size_t n, int will_write, CUresult *err
     return *err == CUDA_SUCCESS ? r->alias + off : NULL;
 }
 
+/* The bytes go to the device at once: marking the pages dirty would push
+ * whole pages or diffs against twins taken before this write. */
 void coherence_host_wrote(const void *p, size_t n)
 {
     if (!nregions || !n) return;
     pthread_mutex_lock(&lock);
     struct region *r = find_locked((uintptr_t)p);
-    if (r) {
-        size_t off = (uintptr_t)p - (uintptr_t)r->view, first = off / page_size;
-        size_t end = off + n < r->size ? off + n : r->size;
-        set_state(r, first, (end + page_size - 1) / page_size - first, PAGE_DIRTY);
+    if (r && n <= r->size - ((uintptr_t)p - (uintptr_t)r->view) && cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
+        uint64_t dev = r->dev + ((uintptr_t)p - (uintptr_t)r->view);
+        CUresult res = move_span(r, dev, dev + n, 1);
+        if (res != CUDA_SUCCESS) LOG_ERROR("pushing mirrored memory to the server failed (%d)", res);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -479,7 +719,8 @@ void coherence_attach(uint64_t dev, uint64_t stream_id, unsigned flags)
 {
     if (!nregions) return;
     pthread_mutex_lock(&lock);
-    struct region *r = find_dev_locked(dev);
-    if (r) r->attached = flags == CU_MEM_ATTACH_SINGLE ? stream_id : 0;
+    for (struct region *r = regions; r; r = r->next_region)
+        for (size_t i = 0; i < r->nextents; i++)
+            if (r->ext[i].base == dev) r->ext[i].attached = flags == CU_MEM_ATTACH_SINGLE ? stream_id : 0;
     pthread_mutex_unlock(&lock);
 }

@@ -37,6 +37,12 @@ void coherence_unmap(char *view, char *alias, size_t size);
  * equal (pages start CLEAN). The region owns view and alias when
  * `owns_mapping` (coherence_forget unmaps them). */
 CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int host_newer, int owns_mapping);
+/* Mirror managed allocation [dev, dev+size) at the same address: the 2 MiB
+ * blocks around it are mapped here unless already mirrored. 0, or the
+ * errno of a failed mapping (EEXIST: the address is taken here); *res
+ * says why otherwise. */
+int coherence_add_managed(uint64_t dev, size_t size, CUresult *res);
+void coherence_forget_managed(uint64_t dev);
 /* Stop mirroring the region whose view starts at view; 1 if there was one. */
 int coherence_forget(const void *view);
 /* The device address behind host address p (in a region), or 0. */

@@ -9,8 +9,10 @@
 
 #include <cuda.h>
 
-CUresult hook_cuMemFree(CUresult r, CUdeviceptr_v1 dptr);
-CUresult hook_cuMemFree_v2(CUresult r, CUdeviceptr dptr);
+/* Before the call (spec flag `pre_hook`): a managed allocation stops being
+ * mirrored before the session frees it, so no fetch can reach freed memory. */
+void hook_pre_cuMemFree(CUdeviceptr_v1 dptr);
+void hook_pre_cuMemFree_v2(CUdeviceptr dptr);
 CUresult hook_cuMemPrefetchAsync(CUresult r, CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
 CUresult hook_cuMemPrefetchAsync_v2(CUresult r, CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                     unsigned int flags, CUstream hStream);

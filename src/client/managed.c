@@ -37,19 +37,6 @@ static CUresult session_alloc(uint64_t *dev, size_t bytesize, unsigned flags)
     return r;
 }
 
-/* Map the mirror of dev; 0, EEXIST when the address is taken here, or
- * another errno value. */
-static int mirror(uint64_t dev, size_t bytesize, CUresult *r)
-{
-    char *view, *alias;
-    int err = coherence_map((uintptr_t)dev, bytesize, &view, &alias);
-    if (err) return err;
-    /* Fresh memory reads as zeros on both sides: nothing to move. */
-    *r = coherence_add(view, alias, bytesize, dev, 0, 1);
-    if (*r != CUDA_SUCCESS) coherence_unmap(view, alias, bytesize);
-    return 0;
-}
-
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     SHIM_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
@@ -61,7 +48,7 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
     for (;;) {
         uint64_t dev;
         if ((r = session_alloc(&dev, bytesize, flags)) != CUDA_SUCCESS) break;
-        int err = mirror(dev, bytesize, &r);
+        int err = coherence_add_managed(dev, bytesize, &r);
         if (err == 0) {
             if (r == CUDA_SUCCESS) *dptr = dev;
             else cuMemFree_v2(dev);
@@ -82,13 +69,9 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
 
 /* ---- hooks (hooks.h) ------------------------------------------------------ */
 
-CUresult hook_cuMemFree_v2(CUresult r, CUdeviceptr dptr)
-{
-    if (r == CUDA_SUCCESS) coherence_forget((const void *)(uintptr_t)dptr);
-    return r;
-}
+void hook_pre_cuMemFree_v2(CUdeviceptr dptr) { coherence_forget_managed(dptr); }
 
-CUresult hook_cuMemFree(CUresult r, CUdeviceptr_v1 dptr) { return hook_cuMemFree_v2(r, dptr); }
+void hook_pre_cuMemFree(CUdeviceptr_v1 dptr) { coherence_forget_managed(dptr); }
 
 CUresult hook_cuMemPrefetchAsync(CUresult r, CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {

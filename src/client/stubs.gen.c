@@ -3655,6 +3655,7 @@ EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneric
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     SHIM_ENTER(cuMemFree, (dptr));
+    hook_pre_cuMemFree(dptr);
     rpc_call c;
     rpc_begin(&c, OP_cuMemFree);
     wb_put_u32(&c.req, (uint32_t)(dptr));
@@ -3664,7 +3665,7 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
             r = bad_reply("cuMemFree");
     }
     rpc_end(&c);
-    return hook_cuMemFree(r, dptr);
+    return r;
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -3686,6 +3687,7 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     SHIM_ENTER(cuMemFree_v2, (dptr));
+    hook_pre_cuMemFree_v2(dptr);
     rpc_call c;
     rpc_begin(&c, OP_cuMemFree_v2);
     wb_put_u64(&c.req, (uint64_t)(dptr));
@@ -3695,7 +3697,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
             r = bad_reply("cuMemFree_v2");
     }
     rpc_end(&c);
-    return hook_cuMemFree_v2(r, dptr);
+    return r;
 }
 
 EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)

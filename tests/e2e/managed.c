@@ -4,6 +4,7 @@
  * later work; device writes are seen after a synchronize; only dirty pages
  * travel (counted with the shim's scuda_client_wire_bytes). */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,35 @@ static void vector_add(void)
     CU(cuMemFree_v2(a));
     CU(cuMemFree_v2(b));
     CU(cuMemFree_v2(c));
+}
+
+/* Small allocations share pages (the driver carves them out of 2 MiB
+ * blocks): each keeps its own bytes, and freeing one leaves the others. */
+static void shared_pages(void)
+{
+    CUdeviceptr m[5];
+    for (int i = 0; i < 5; i++) {
+        CU(cuMemAllocManaged(&m[i], 100 + 8 * i, CU_MEM_ATTACH_GLOBAL));
+        memset((void *)m[i], 0x10 + i, 100 + 8 * i);
+    }
+    CHECK(m[1] / PAGE == m[0] / PAGE, "the stand-in should share a page: %llx %llx", (unsigned long long)m[0],
+          (unsigned long long)m[1]);
+    fill(m[2], 0x33333333, 25, NULL);
+    CU(cuCtxSynchronize());
+    CU(cuMemFree_v2(m[3]));
+    for (int i = 0; i < 5; i++) {
+        if (i == 3) continue;
+        const unsigned char *h = (const unsigned char *)m[i];
+        for (int j = 0; j < 100 + 8 * i; j++) {
+            int want = i == 2 && j < 100 ? 0x33 : 0x10 + i;
+            CHECK(h[j] == want, "alloc %d byte %d: %x want %x", i, j, h[j], want);
+        }
+        unsigned char dev;
+        CU(cuMemcpyDtoH_v2(&dev, m[i] + 99, 1));
+        CHECK(dev == (i == 2 ? 0x33 : 0x10 + i), "device byte of alloc %d: %x", i, dev);
+    }
+    for (int i = 0; i < 5; i++)
+        if (i != 3) CU(cuMemFree_v2(m[i]));
 }
 
 /* Host and device take turns on the same pages, 100 times; a plain copy
@@ -161,6 +191,51 @@ static void attached(void)
     CU(cuStreamDestroy_v2(s2));
 }
 
+/* Four threads, each with its own stream and buffers attached to it:
+ * host writes, a kernel reads them, the host checks after syncing its own
+ * stream only, while the others do the same (pushes from one thread must
+ * reach the wire before another thread's launch that follows them). */
+#define THREADS 4
+static int thread_bad[THREADS];
+static CUcontext main_ctx;
+
+static void *stream_task(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    const int n = 3000 + 100 * t;
+    CU(cuCtxSetCurrent(main_ctx));
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr x, y;
+    CU(cuMemAllocManaged(&x, n * sizeof(float), CU_MEM_ATTACH_HOST));
+    CU(cuMemAllocManaged(&y, n * sizeof(float), CU_MEM_ATTACH_HOST));
+    CU(cuStreamAttachMemAsync(s, x, 0, CU_MEM_ATTACH_SINGLE));
+    CU(cuStreamAttachMemAsync(s, y, 0, CU_MEM_ATTACH_SINGLE));
+    CU(cuStreamSynchronize(s));
+    float *hx = (float *)x, *hy = (float *)y;
+    for (int r = 0; r < 25; r++) {
+        for (int i = 0; i < n; i++) hx[i] = (float)(i + t + r);
+        void *args[] = {&x, &x, &y, (void *)&n};
+        CU(cuLaunchKernel(h_func("vec_add"), 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        CU(cuStreamSynchronize(s));
+        for (int i = 0; i < n; i++) thread_bad[t] += hy[i] != 2.0f * (float)(i + t + r);
+    }
+    CU(cuMemFree_v2(x));
+    CU(cuMemFree_v2(y));
+    CU(cuStreamDestroy_v2(s));
+    return NULL;
+}
+
+static void threads(void)
+{
+    CU(cuCtxGetCurrent(&main_ctx));
+    h_func("vec_add"); /* load the module once, before the threads */
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, stream_task, (void *)(intptr_t)t);
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < THREADS; t++) CHECK(thread_bad[t] == 0, "thread %d: %d wrong", t, thread_bad[t]);
+}
+
 /* Zero-copy: a kernel reads and writes cuMemHostAlloc memory through the
  * address cuMemHostGetDevicePointer gives. */
 static void zero_copy(void)
@@ -189,9 +264,11 @@ static int client(void *arg)
     (void)arg;
     h_cuda_setup();
     vector_add();
+    shared_pages();
     alternate();
     prefetch();
     attached();
+    threads();
     zero_copy();
     sparse();
     return 0;

@@ -3,7 +3,9 @@
  * Managed memory is host memory here like everything else. It is mapped
  * far from the device range (near MANAGED_VA_HINT) because a SCUDA client
  * maps its mirror at the same address in its own process, where the
- * device range's neighbourhood (shared libraries) is often taken.
+ * device range's neighbourhood (shared libraries) is often taken. Like
+ * the real driver, small allocations share 2 MiB blocks (256-byte
+ * aligned), so an allocation need not start on a page of its own.
  * Advice, prefetches and stream attachment are checked and accepted:
  * they change no results. (Only the current _v2 forms: the stand-in is
  * built against cuda.h's default names.) */
@@ -12,8 +14,42 @@
 #include <sys/mman.h>
 
 #define MANAGED_VA_HINT 0x5a0000000000ull
+#define BLOCK (2u << 20)
+#define SMALL (64u << 10) /* allocations up to this share blocks */
 
 static uintptr_t si_managed_next = MANAGED_VA_HINT;
+static uintptr_t si_small_next, si_small_end; /* the current shared block */
+
+/* Fresh 2 MiB-aligned memory for len bytes (len a multiple of BLOCK). */
+static void *si_managed_map(size_t len)
+{
+    void *p = mmap((void *)si_managed_next, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    si_managed_next = (uintptr_t)p + len + BLOCK; /* a gap: no two blocks touch */
+    return p;
+}
+
+static void *si_managed_carve(size_t bytesize, size_t *map)
+{
+    if (bytesize > SMALL) {
+        *map = (bytesize + BLOCK - 1) & ~(size_t)(BLOCK - 1);
+        return si_managed_map(*map);
+    }
+    size_t need = (bytesize + 255) & ~(size_t)255;
+    if (si_small_next + need > si_small_end) {
+        void *b = si_managed_map(BLOCK);
+        if (!b)
+            return NULL;
+        si_small_next = (uintptr_t)b;
+        si_small_end = si_small_next + BLOCK;
+    }
+    void *p = (void *)si_small_next;
+    si_small_next += need;
+    *map = 0; /* part of a shared block: never unmapped */
+    return p;
+}
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
@@ -26,13 +62,11 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     if (d && bytesize > d->total - d->used)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!rc) {
-        size_t map = (bytesize + SI_PAGE - 1) & ~(size_t)(SI_PAGE - 1);
-        void *p = mmap((void *)si_managed_next, map, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) {
+        size_t map = 0;
+        void *p = si_managed_carve(bytesize, &map);
+        if (!p) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            si_managed_next = (uintptr_t)p + map + SI_PAGE; /* a gap: no two touch */
             si_alloc *a = si_alloc_add_range((uintptr_t)p, bytesize, SI_AK_MANAGED, c->dev, c);
             a->map_size = map;
             a->flags = flags;

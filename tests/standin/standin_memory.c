@@ -235,7 +235,8 @@ void si_alloc_release(si_alloc *a)
         free((void *)a->base);
         break;
     case SI_AK_MANAGED:
-        munmap((void *)a->base, a->map_size);
+        if (a->map_size) /* 0: part of a shared block */
+            munmap((void *)a->base, a->map_size);
         si_g.dev[a->dev].used -= a->size;
         break;
     default:

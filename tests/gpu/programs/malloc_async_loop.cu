@@ -19,9 +19,9 @@ int main(void) {
     CK(cudaMallocAsync(&d, n * sizeof(int), s));
     put<<<(n + 255) / 256, 256, 0, s>>>(d, n, it);
     if (it % 1000 == 0) {
-      CK(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, s));
+      CK(cudaMemcpyAsync(host, d, (n < 256 ? n : 256) * sizeof(int), cudaMemcpyDeviceToHost, s));
       CK(cudaStreamSynchronize(s));
-      for (int i = 0; i < 256; i++) bad += host[i] != it + i;
+      for (int i = 0; i < (n < 256 ? n : 256); i++) bad += host[i] != it + i;
     }
     CK(cudaFreeAsync(d, s));
   }

@@ -466,6 +466,7 @@ scuda_library_get_module
 scuda_param_info
 scuda_capture_dtoh
 scuda_capture_hostfn
+scuda_module_load_by_hash     blocking
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

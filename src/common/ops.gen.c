@@ -427,6 +427,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuStreamUpdateCaptureDependencies_v2] = "cuStreamUpdateCaptureDependencies_v2",
     [OP_scuda_capture_dtoh] = "scuda_capture_dtoh",
     [OP_scuda_capture_hostfn] = "scuda_capture_hostfn",
+    [OP_scuda_module_load_by_hash] = "scuda_module_load_by_hash",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -428,7 +428,8 @@ enum scuda_op {
     OP_cuStreamUpdateCaptureDependencies_v2 = 421,
     OP_scuda_capture_dtoh = 422,
     OP_scuda_capture_hostfn = 423,
-    OP_COUNT = 424
+    OP_scuda_module_load_by_hash = 424,
+    OP_COUNT = 425
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

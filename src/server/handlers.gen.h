@@ -41,6 +41,7 @@ CUresult srv_scuda_library_get_module(srv_call *c);
 CUresult srv_scuda_param_info(srv_call *c);
 CUresult srv_scuda_capture_dtoh(srv_call *c);
 CUresult srv_scuda_capture_hostfn(srv_call *c);
+CUresult srv_scuda_module_load_by_hash(srv_call *c);
 CUresult srv_cuCtxAttach(srv_call *c);
 CUresult srv_cuCtxCreate(srv_call *c);
 CUresult srv_cuCtxCreate_v2(srv_call *c);

@@ -13,6 +13,9 @@
  *             found out, deleted and stored again; the loads work.
  *   evict     with room for two images, a third evicts the least recently
  *             used one, where a hit counts as a use.
+ *   race      six processes load five images at once into a cache with
+ *             room for three: all loads work, every file left is whole
+ *             and under its own digest, and the bound holds.
  *   poison    a raw client names digest H, then sends bytes B: the server
  *             files them under sha256(B), and H stays a miss.
  *   bounds    malformed by-hash requests get INVALID_VALUE.
@@ -262,6 +265,67 @@ static void evict(void)
     free(v3);
 }
 
+/* ---- race ------------------------------------------------------------------ */
+
+/* Every file in dir is a whole image under its own digest; returns their
+ * total size. No temporary file is left behind. */
+static uint64_t check_files(const char *dir)
+{
+    char cmd[700], name[256];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    uint64_t total = 0;
+    while (fgets(name, sizeof name, p)) {
+        name[strcspn(name, "\n")] = '\0';
+        CHECK(strncmp(name, ".tmp-", 5) != 0, "temporary file %s left behind", name);
+        char path[1024], hex[2 * AUTH_SHA256_LEN + 1];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        size_t len;
+        char *f = h_read_file(path, &len);
+        uint64_t n;
+        CHECK(len >= 16 && memcmp(f, "SCUDAMI1", 8) == 0, "%s: no header", name);
+        memcpy(&n, f + 8, 8);
+        CHECK(n + 16 == len, "%s: %zu bytes, header says %llu", name, len, (unsigned long long)n);
+        uint8_t d[AUTH_SHA256_LEN];
+        auth_sha256_digest(f + 16, n, d);
+        for (int i = 0; i < AUTH_SHA256_LEN; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+        CHECK(strcmp(hex, name) == 0, "%s holds an image with digest %s", name, hex);
+        total += len;
+        free(f);
+    }
+    pclose(p);
+    return total;
+}
+
+/* Sessions storing, reading and evicting the same files at once. */
+static void race(void)
+{
+    enum { IMAGES = 5, CLIENTS = 6 };
+    char *v[IMAGES];
+    for (int i = 0; i < IMAGES; i++) v[i] = image_variant(i + 1);
+    uint64_t limit = (16 + image_len(v[0])) * 3;
+    char size[32];
+    snprintf(size, sizeof size, "%llu", (unsigned long long)limit);
+    struct h_server srv;
+    struct h_server_opts opt = {.extra_args = {"--module-cache-size", size}};
+    h_server_start(&srv, "race", &opt);
+    static struct load_list lists[CLIENTS];
+    pid_t pid[CLIENTS];
+    for (int c = 0; c < CLIENTS; c++) {
+        for (int i = 0; i < IMAGES; i++) lists[c].img[i] = v[(c + i) % IMAGES];
+        lists[c].img[IMAGES] = NULL;
+    }
+    for (int c = 0; c < CLIENTS; c++) pid[c] = h_spawn(load_all, &lists[c], 30, -1, -1);
+    for (int c = 0; c < CLIENTS; c++) h_wait_ok(pid[c], 30000, "racing client");
+    uint64_t total = check_files(srv.cache_dir);
+    CHECK(total <= limit, "the cache holds %llu bytes, limit %llu", (unsigned long long)total,
+          (unsigned long long)limit);
+    CHECK(h_server_log_count(&srv, "was damaged") == 0, "a racing session saw a damaged file");
+    h_server_stop(&srv);
+    for (int i = 0; i < IMAGES; i++) free(v[i]);
+}
+
 /* ---- poison, bounds (raw protocol) -------------------------------------- */
 
 static const uint32_t CTX = 0x200;
@@ -445,6 +509,7 @@ int main(void)
     free(img);
 
     evict();
+    race();
     unusable();
     off();
     printf("PASS module_cache\n");

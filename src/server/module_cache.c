@@ -118,12 +118,18 @@ void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
         if ((image = copy_image(e->image, e->len))) mc.hits_memory++;
     }
     pthread_mutex_unlock(&mc.lock);
+    const char *found = image ? "hit in memory" : "miss";
     if (image && mc.dir) module_store_touch(mc.dir, key);
-    if (!image && mc.dir) image = disk_get(key, len);
+    if (!image && mc.dir && (image = disk_get(key, len))) found = "hit on disk";
     if (!image) {
         pthread_mutex_lock(&mc.lock);
         mc.misses++;
         pthread_mutex_unlock(&mc.lock);
+    }
+    if (scuda_log_enabled(SCUDA_LOG_DEBUG)) {
+        char hex[2 * MODULE_KEY_LEN + 1];
+        module_key_hex(key, hex);
+        LOG_DEBUG("module cache: %s (%llu bytes): %s", hex, (unsigned long long)len, found);
     }
     return image;
 }
@@ -154,6 +160,11 @@ static void disk_put(const uint8_t key[MODULE_KEY_LEN], const void *image, size_
         return;
     }
     int evicted = module_store_evict(mc.dir, mc.disk_limit);
+    if (scuda_log_enabled(SCUDA_LOG_DEBUG)) {
+        char hex[2 * MODULE_KEY_LEN + 1];
+        module_key_hex(key, hex);
+        LOG_DEBUG("module cache: stored %s (%zu bytes); evicted %d", hex, len, evicted);
+    }
     pthread_mutex_lock(&mc.lock);
     mc.stored++;
     mc.evicted += (uint64_t)evicted;

@@ -21,7 +21,7 @@ static struct {
     pthread_mutex_t lock;
     const char *dir;
     uint64_t disk_limit;
-    int write_warned;
+    int write_failed; /* a store failed: this session stores no more */
     struct entry *e;
     size_t n, cap;
     uint64_t bytes, clock;
@@ -143,15 +143,19 @@ void module_cache_received(size_t len)
 }
 
 /* Disk trouble (full, read-only, removed) costs transfers, never a load:
- * say so once per session and go on. */
+ * say so once and stop storing for the rest of the session (lookups go on). */
 static void disk_put(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
 {
     if (len + MODULE_STORE_HEADER > mc.disk_limit) return; /* it would evict everything, itself included */
+    pthread_mutex_lock(&mc.lock);
+    int broken = mc.write_failed;
+    pthread_mutex_unlock(&mc.lock);
+    if (broken) return;
     if (module_store_write(mc.dir, key, image, len) != 0) {
         int err = errno;
         pthread_mutex_lock(&mc.lock);
-        int warn = !mc.write_warned;
-        mc.write_warned = 1;
+        int warn = !mc.write_failed;
+        mc.write_failed = 1;
         pthread_mutex_unlock(&mc.lock);
         if (warn)
             LOG_WARN("module cache: cannot write to %s (%s); this session stores no more modules there. "

@@ -21,6 +21,8 @@
  *   bounds    malformed by-hash requests get INVALID_VALUE.
  *   unusable  a cache directory that cannot be created: one warning that
  *             names it, and loads still work.
+ *   vanished  the directory removed while the server runs: the session
+ *             warns once, stores nothing more, and loads still work.
  *   off       --module-cache off: no directory, loads still work. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -477,6 +479,26 @@ static void unusable(void)
     free(img);
 }
 
+/* The directory goes away while the server runs: one warning per session,
+ * no more stores, loads still work. */
+static void vanished(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "vanished", NULL);
+    CHECK(exists(srv.cache_dir), "the server did not create %s", srv.cache_dir);
+    h_remove_tree(srv.cache_dir);
+    char *a = image_variant(6), *b = image_variant(7);
+    struct load_list l = {{a, b, NULL}, 0};
+    client(load_all, &l, "load into a vanished cache");
+    struct summary s = summary_of(&srv, 1);
+    CHECK(s.images_received == 2 && s.stored == 0, "received=%llu stored=%llu", s.images_received, s.stored);
+    CHECK(h_server_log_count(&srv, "cannot write to") == 1, "expected one warning, got %d",
+          h_server_log_count(&srv, "cannot write to"));
+    h_server_stop(&srv);
+    free(a);
+    free(b);
+}
+
 static void off(void)
 {
     struct h_server srv;
@@ -511,6 +533,7 @@ int main(void)
     evict();
     race();
     unusable();
+    vanished();
     off();
     printf("PASS module_cache\n");
     return 0;

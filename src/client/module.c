@@ -3,8 +3,8 @@
  * Loading names the image by its SHA-256, and sends the image itself (its
  * size found from its own headers: fatbin, ELF cubin or PTX text) only
  * when the server does not have it yet; the reply carries every
- * function's name and parameter layout. Function and kernel handles are ids the client picks; binding
- * them on the server is a one-way message. */
+ * function's name and parameter layout. Function and kernel handles are
+ * ids the client picks; binding them on the server is a one-way message. */
 #define _GNU_SOURCE
 #include "module.h"
 
@@ -304,7 +304,8 @@ static CUresult request_load(uint64_t id, int is_library, const struct jit_reque
         take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info);
         take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, err);
     }
-    if (r == CUDA_SUCCESS && found && !(*out = read_description(&c.out, id, is_library))) r = CUDA_ERROR_INVALID_IMAGE;
+    if (r == CUDA_SUCCESS && found && !(*out = read_description(&c.out, id, is_library)))
+        r = CUDA_ERROR_INVALID_IMAGE;
     rpc_end(&c);
     return r;
 }

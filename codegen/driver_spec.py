@@ -472,6 +472,7 @@ scuda_capture_dtoh
 scuda_capture_hostfn
 scuda_host_mirror_create      blocking
 scuda_host_mirror_free
+scuda_module_load_by_hash     blocking
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -9,7 +9,8 @@
  *   - through the shim, loaded like `scuda info` loads it, as a CUDA
  *     program sees it: cuStreamSynchronize on an idle stream, empty-kernel
  *     launches per second, H2D and D2H copies from 4 KiB to 1 GiB out of
- *     pageable and pinned memory, and module load time, cold and warm.
+ *     pageable and pinned memory, and module load time: cold, warm in
+ *     the same process, and warm in a new process.
  * With --native the same driver workloads also run against this machine's
  * own libcuda.so.1, in a child process, for a native column.
  *
@@ -100,8 +101,10 @@ struct gpu_results {
         char err[112];
     } launch;
     struct {
-        int ok;
+        int ok;          /* cold and warm, in this process */
         double cold_ms, warm_ms;
+        int fresh_ok;    /* warm, in a new process */
+        double fresh_ms;
         char err[112];
     } module;
     struct rate copy[N_KINDS][N_SIZES];
@@ -283,6 +286,20 @@ static void bench_sync(const struct driver *d, const struct plan *p, CUstream st
     free(v);
 }
 
+/* A pipe, not a socket: plain write(), not io_write_full's sendmsg. */
+static int pipe_write(int fd, const void *p, size_t n)
+{
+    const char *q = p;
+    while (n > 0) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 /* The empty kernel. The first line makes the text unique to this run, so
  * the first load is cold in every cache (the driver's JIT cache, a
  * server's module cache); loading the same text again is the warm case. */
@@ -296,8 +313,116 @@ static const char PTX_FMT[] = "// scuda bench %s %d %.9f\n"
                               "\tret;\n"
                               "}\n";
 
+/* ---- the warm load in a new process ---- */
+
+/* What a program's startup pays for its modules once caches are warm: a
+ * process that never loaded the text loads it after another one did (a
+ * hit in the server's module cache; natively, in the driver's JIT cache).
+ * That process is forked before its parent loads a driver (a driver cannot
+ * be used across fork, nor loaded twice into one process); it waits for
+ * the text on a pipe, so it starts its driver only then. */
+struct fresh_loader {
+    pid_t pid; /* -1: none */
+    int to, from;
+};
+
+struct fresh_result {
+    int ok;
+    double ms;
+    char err[112];
+};
+
+static void fresh_load(const char *driver_path, const char *text, struct fresh_result *res)
+{
+    struct driver d;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule m;
+    char ptx[sizeof PTX_FMT + 80];
+    if (load_driver(driver_path, &d, res->err, sizeof res->err) != 0) return;
+    CUresult r = d.cuInit(0);
+    if (r == CUDA_SUCCESS) r = d.cuDeviceGet(&dev, 0);
+    if (r == CUDA_SUCCESS) r = d.cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (r == CUDA_SUCCESS) r = d.cuCtxSetCurrent(ctx);
+    if (r != CUDA_SUCCESS) {
+        cu_err(&d, res->err, sizeof res->err, "new process: context", r);
+        return;
+    }
+    /* Untimed, as in this process: the first JIT of a process is not a module's cost. */
+    snprintf(ptx, sizeof ptx, PTX_FMT, "fresh-prewarm", (int)getpid(), now_s());
+    if (d.cuModuleLoadData(&m, ptx) == CUDA_SUCCESS) d.cuModuleUnload(m);
+    double t0 = now_s();
+    r = d.cuModuleLoadData(&m, text);
+    res->ms = (now_s() - t0) * 1e3;
+    if (r != CUDA_SUCCESS)
+        cu_err(&d, res->err, sizeof res->err, "cuModuleLoadData (new process)", r);
+    else
+        res->ok = 1;
+}
+
+static void fresh_start(struct fresh_loader *f, const char *driver_path)
+{
+    int to[2], from[2];
+    f->pid = -1;
+    if (pipe(to) != 0) return;
+    if (pipe(from) != 0) {
+        close(to[0]);
+        close(to[1]);
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(to[1]);
+        close(from[0]);
+        uint32_t len;
+        char *text;
+        static struct fresh_result res;
+        if (io_read_full(to[0], &len, 4) != 0 || len > (1u << 20) || !(text = calloc(1, len + 1)) ||
+            io_read_full(to[0], text, len) != 0)
+            _exit(0); /* the parent did not need us */
+        fresh_load(driver_path, text, &res);
+        _exit(pipe_write(from[1], &res, sizeof res) == 0 ? 0 : 1);
+    }
+    close(to[0]);
+    close(from[1]);
+    if (pid < 0) {
+        close(to[1]);
+        close(from[0]);
+        return;
+    }
+    f->pid = pid;
+    f->to = to[1];
+    f->from = from[0];
+}
+
+static void fresh_stop(struct fresh_loader *f)
+{
+    if (f->pid <= 0) return;
+    close(f->to);
+    close(f->from);
+    waitpid(f->pid, NULL, 0);
+    f->pid = -1;
+}
+
+static void fresh_measure(struct fresh_loader *f, const char *text, struct gpu_results *g)
+{
+    struct fresh_result res = {0};
+    uint32_t len = (uint32_t)strlen(text);
+    if (f->pid <= 0)
+        snprintf(res.err, sizeof res.err, "cannot start a new process for the warm load");
+    else if (pipe_write(f->to, &len, 4) != 0 || pipe_write(f->to, text, len) != 0 ||
+             io_read_full(f->from, &res, sizeof res) != 0)
+        snprintf(res.err, sizeof res.err, "the new process for the warm load ended without results");
+    fresh_stop(f);
+    g->module.fresh_ok = res.ok;
+    g->module.fresh_ms = res.ms;
+    if (!res.ok && !g->module.err[0]) snprintf(g->module.err, sizeof g->module.err, "%s", res.err);
+}
+
 /* Returns the module holding `empty` (the warm one), or NULL. */
-static CUmodule bench_module(const struct driver *d, const char *who, struct gpu_results *g, CUfunction *fn)
+static CUmodule bench_module(const struct driver *d, const char *who, struct gpu_results *g, CUfunction *fn,
+                             struct fresh_loader *fresh)
 {
     progress(who, "module load, cold and warm");
     char ptx[sizeof PTX_FMT + 80];
@@ -326,6 +451,8 @@ static CUmodule bench_module(const struct driver *d, const char *who, struct gpu
     g->module.warm_ms = (t2 - t1) * 1e3;
     g->module.ok = 1;
     d->cuModuleUnload(cold);
+    progress(who, "module load, warm, in a new process");
+    fresh_measure(fresh, ptx, g);
     r = d->cuModuleGetFunction(fn, warm, "empty");
     if (r != CUDA_SUCCESS) {
         cu_err(d, g->launch.err, sizeof g->launch.err, "cuModuleGetFunction", r);
@@ -439,7 +566,8 @@ static void bench_copies(const struct driver *d, const struct plan *p, const cha
     if (dev) d->cuMemFree_v2(dev);
 }
 
-static void run_gpu(const struct driver *d, const struct plan *p, const char *who, struct gpu_results *g)
+static void run_gpu(const struct driver *d, const struct plan *p, const char *who, struct gpu_results *g,
+                    struct fresh_loader *fresh)
 {
     memset(g, 0, sizeof *g);
     CUdevice dev;
@@ -472,7 +600,7 @@ static void run_gpu(const struct driver *d, const struct plan *p, const char *wh
     if (d->scuda_client_ping) bench_ping(d, p, who, g);
     bench_sync(d, p, st, who, g);
     CUfunction fn = NULL;
-    CUmodule mod = bench_module(d, who, g, &fn);
+    CUmodule mod = bench_module(d, who, g, &fn, fresh);
     if (mod) {
         bench_launch(d, p, fn, st, who, g);
     } else if (!g->launch.err[0]) {
@@ -502,7 +630,9 @@ static void run_native(const struct plan *p, struct gpu_results *g)
         close(pfd[0]);
         static struct gpu_results res;
         struct driver d;
+        struct fresh_loader fresh;
         memset(&res, 0, sizeof res);
+        fresh_start(&fresh, "libcuda.so.1");
         if (load_driver("libcuda.so.1", &d, res.err, sizeof res.err) != 0) {
             /* res.err says why */
         } else if (d.scuda_client_ping != NULL) {
@@ -510,19 +640,10 @@ static void run_native(const struct plan *p, struct gpu_results *g)
                      "the libcuda.so.1 the loader finds here is SCUDA's shim (check LD_LIBRARY_PATH); "
                      "--native needs this machine's own driver");
         } else {
-            run_gpu(&d, p, "native", &res);
+            run_gpu(&d, p, "native", &res, &fresh);
         }
-        /* A pipe, not a socket: plain write(), not io_write_full's sendmsg. */
-        const char *q = (const char *)&res;
-        size_t left = sizeof res;
-        while (left > 0) {
-            ssize_t w = write(pfd[1], q, left);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) _exit(1);
-            q += w;
-            left -= (size_t)w;
-        }
-        _exit(0);
+        fresh_stop(&fresh);
+        _exit(pipe_write(pfd[1], &res, sizeof res) == 0 ? 0 : 1);
     }
     close(pfd[1]);
     if (pid < 0) {
@@ -796,8 +917,12 @@ static void print_table(const char *addr, const char *source, const struct plan 
     row("cuStreamSynchronize idle, median", s->sync.ok, s->sync.median, n->sync.ok, n->sync.median, U_US, rok, rtt);
     row("cuStreamSynchronize idle, p99", s->sync.ok, s->sync.p99, n->sync.ok, n->sync.p99, U_US, rok, rtt99);
     row("empty kernel launches", s->launch.ok, s->launch.per_s, n->launch.ok, n->launch.per_s, U_PER_S, 0, 0);
-    row("module load, cold", s->module.ok, s->module.cold_ms, n->module.ok, n->module.cold_ms, U_MS, 0, 0);
-    row("module load, warm", s->module.ok, s->module.warm_ms, n->module.ok, n->module.warm_ms, U_MS, 0, 0);
+    row("module load, cold (new image)", s->module.ok, s->module.cold_ms, n->module.ok, n->module.cold_ms, U_MS,
+        0, 0);
+    row("module load, warm (same process)", s->module.ok, s->module.warm_ms, n->module.ok, n->module.warm_ms,
+        U_MS, 0, 0);
+    row("module load, warm (new process)", s->module.fresh_ok, s->module.fresh_ms, n->module.fresh_ok,
+        n->module.fresh_ms, U_MS, 0, 0);
     for (int k = 0; k < N_KINDS; k++) {
         for (int si = 0; si < N_SIZES; si++) {
             if (COPY_SIZES[si] > p->max_copy) continue;
@@ -896,6 +1021,10 @@ static void json_gpu(FILE *f, const char *who, const struct gpu_results *g, cons
     json_ratio(f, ref && g->module.ok && ref->module.ok, g->module.cold_ms, ref ? ref->module.cold_ms : 0);
     fputs(", \"warm_vs_native\": ", f);
     json_ratio(f, ref && g->module.ok && ref->module.ok, g->module.warm_ms, ref ? ref->module.warm_ms : 0);
+    fprintf(f, ", \"warm_new_process_ok\": %s, \"warm_new_process\": %.3f, \"warm_new_process_vs_native\": ",
+            g->module.fresh_ok ? "true" : "false", g->module.fresh_ms);
+    json_ratio(f, ref && g->module.fresh_ok && ref->module.fresh_ok, g->module.fresh_ms,
+               ref ? ref->module.fresh_ms : 0);
     fputs(", \"error\": ", f);
     json_err(f, g->module.err);
     fputs("},\n    \"copies\": [", f);
@@ -968,7 +1097,9 @@ static void usage(FILE *f)
             "  - an empty synchronizing call;\n"
             "  - through SCUDA's libcuda.so.1: cuStreamSynchronize on an idle stream,\n"
             "    empty-kernel launches per second, H2D and D2H copies from 4 KiB to 1 GiB\n"
-            "    (pageable and pinned), and module load time, cold and warm.\n"
+            "    (pageable and pinned), and module load time: cold (an image no cache has),\n"
+            "    warm in the same process, and warm in a new process (what a program's\n"
+            "    startup pays once the server's module cache has its modules).\n"
             "Progress goes to stderr, the table to stdout.\n"
             "\n"
             "Options:\n"
@@ -1035,7 +1166,9 @@ int cmd_bench(int argc, char **argv)
 
     char path[PATH_MAX + 16], err[256];
     struct driver d;
+    struct fresh_loader fresh;
     snprintf(path, sizeof path, "%s/libcuda.so.1", libdir);
+    fresh_start(&fresh, path); /* before this process loads the shim */
     if (load_driver(path, &d, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s.\n  Rebuild SCUDA, or point SCUDA_LIB_DIR at a working build.\n", CMD, err);
         return 1;
@@ -1044,7 +1177,8 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "%s: %s is not SCUDA's shim (no scuda_client_ping). Fix SCUDA_LIB_DIR.\n", CMD, path);
         return 1;
     }
-    run_gpu(&d, p, "scuda", &scuda);
+    run_gpu(&d, p, "scuda", &scuda, &fresh);
+    fresh_stop(&fresh);
 
     print_table(addr, src, p, &raw, &scuda, native ? &nat : NULL);
     fflush(stdout);

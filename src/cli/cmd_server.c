@@ -37,6 +37,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: scuda server [--listen ADDR:PORT] [--driver PATH] [--token-file FILE]\n"
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
+            "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--port-fd FD]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
@@ -52,11 +53,18 @@ static void usage(FILE *f)
             "  --mem-quota SIZE        device memory per session: bytes, or with a K, M, G\n"
             "                          or T suffix (powers of 1024); default unlimited\n"
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
+            "  --module-cache DIR      keep module images clients loaded in DIR, so the next\n"
+            "                          process sends only their hashes (default:\n"
+            "                          $XDG_CACHE_HOME/scuda/modules or ~/.cache/scuda/modules);\n"
+            "                          off: no cache on disk\n"
+            "  --module-cache-size SIZE\n"
+            "                          most bytes kept there; the images used least\n"
+            "                          recently go first (default 1G; 0: off)\n"
             "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
             "\n"
-            "Environment: SCUDA_TOKEN, SCUDA_LOG.\n"
+            "Environment: SCUDA_TOKEN, SCUDA_LOG, XDG_CACHE_HOME.\n"
             "\n"
             "Examples:\n"
             "  scuda server\n"
@@ -159,6 +167,8 @@ static char *read_token_file(const char *path)
 struct args {
     struct server_options opt;
     const char *token_file;
+    const char *module_cache; /* --module-cache as given; NULL: the default */
+    char module_cache_default[4096];
 };
 
 /* Applies one option at argv[*i]. Returns 0, or an exit code (CLI_USAGE). */
@@ -171,7 +181,8 @@ static int apply(int argc, char **argv, int *i, struct args *a)
     /* Options that take their value as it is; it is checked in check(). */
     if ((r = cli_option(argc, argv, i, CMD, "--listen", "-l", &a->opt.listen)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--driver", NULL, &a->opt.driver_path)) != 0 ||
-        (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0)
+        (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--module-cache", NULL, &a->module_cache)) != 0)
         return r < 0 ? CLI_USAGE : 0;
 
     if ((r = cli_option(argc, argv, i, CMD, "--max-sessions", NULL, &v)) != 0) {
@@ -188,6 +199,13 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         if (parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
         fprintf(stderr, "%s: --mem-quota '%s' is not a size: give bytes or a whole number with K, M, G or T,\n"
                         "  e.g. 40G or 1536M.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--module-cache-size", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (parse_bytes(v, &a->opt.module_cache_size) == 0) return 0;
+        fprintf(stderr, "%s: --module-cache-size '%s' is not a size: give bytes or a whole number with K, M,\n"
+                        "  G or T, e.g. 2G or 512M (0 turns the cache off).\n", CMD, v);
         return CLI_USAGE;
     }
     if ((r = cli_option(argc, argv, i, CMD, "--idle-timeout", NULL, &v)) != 0) {
@@ -209,6 +227,21 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         return CLI_USAGE;
     }
     return cli_unknown_option(CMD, argv[*i]);
+}
+
+/* Where the module cache lives. Whether it can be used there is the
+ * server's to find out (it warns and goes on without it). */
+static void settle_module_cache(struct args *a)
+{
+    if (a->module_cache != NULL) {
+        a->opt.module_cache_dir = strcmp(a->module_cache, "off") == 0 ? NULL : a->module_cache;
+    } else if (scuda_module_cache_default(a->module_cache_default, sizeof a->module_cache_default) == 0) {
+        a->opt.module_cache_dir = a->module_cache_default;
+    } else {
+        fprintf(stderr, "%s: warning: no home directory for the module cache; it is off. "
+                        "Set HOME or pass --module-cache DIR.\n", CMD);
+        a->opt.module_cache_dir = NULL;
+    }
 }
 
 /* Checks that need all the options. Returns 0 or an exit code. */
@@ -252,6 +285,7 @@ int cmd_server(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.opt.listen = SCUDA_DEFAULT_ADDR;
     a.opt.print_port_fd = -1;
+    a.opt.module_cache_size = SCUDA_MODULE_CACHE_DEFAULT_SIZE;
 
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
@@ -263,6 +297,7 @@ int cmd_server(int argc, char **argv)
     }
 
     char *token = NULL;
+    settle_module_cache(&a);
     int rc = check(&a, &token);
     if (rc == 0) rc = server_run(&a.opt);
     free(token);

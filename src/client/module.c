@@ -1,14 +1,16 @@
 /* module.c - modules, libraries, kernels and functions in the client.
  *
- * Loading sends the image (its size found from its own headers: fatbin,
- * ELF cubin or PTX text) and receives every function's name and parameter
- * layout. Function and kernel handles are ids the client picks; binding
- * them on the server is a one-way message. */
+ * Loading names the image by its SHA-256, and sends the image itself (its
+ * size found from its own headers: fatbin, ELF cubin or PTX text) only
+ * when the server does not have it yet; the reply carries every
+ * function's name and parameter layout. Function and kernel handles are
+ * ids the client picks; binding them on the server is a one-way message. */
 #define _GNU_SOURCE
 #include "module.h"
 
 #include <elf.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "memo.h"
 #include "rpc.h"
 #include "shim.h"
+#include "../common/auth.h"
 #include "../common/idmap.h"
 #include "../common/jit_options.h"
 #include "../common/log.h"
@@ -256,29 +259,78 @@ static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUji
     }
 }
 
+/* A server without scuda_module_load_by_hash (older than the module
+ * cache) answers it NOT_SUPPORTED with nothing after: from then on this
+ * process sends every image in full. */
+static _Atomic int server_lacks_by_hash;
+
+/* One load request: by digest when image is NULL, else with the bytes.
+ * Sets *want_bytes when the session asks for the bytes instead. */
+static CUresult request_load(uint64_t id, int is_library, const struct jit_request *jit, const void *image,
+                             size_t len, const uint8_t key[AUTH_SHA256_LEN], struct loaded **out, int *want_bytes)
+{
+    rpc_call c;
+    rpc_begin(&c, image ? OP_scuda_module_load : OP_scuda_module_load_by_hash);
+    wb_put_u64(&c.req, id);
+    wb_put_u8(&c.req, (uint8_t)is_library);
+    put_jit(&c.req, jit);
+    if (image) {
+        wb_put_u64(&c.req, len);
+        c.bulk = image;
+        c.bulk_len = len;
+    } else {
+        wb_put_raw(&c.req, key, AUTH_SHA256_LEN);
+        wb_put_u64(&c.req, len);
+    }
+    CUresult r = rpc_sync(&c);
+    int found = 1;
+    if (!image) {
+        if (!c.out.left) { /* the session did not look the image up */
+            if (r == CUDA_ERROR_NOT_SUPPORTED) {
+                server_lacks_by_hash = 1;
+                *want_bytes = 1;
+                r = CUDA_SUCCESS;
+            } else if (r == CUDA_SUCCESS) {
+                r = CUDA_ERROR_UNKNOWN; /* not what any server sends */
+            }
+            rpc_end(&c);
+            return r;
+        }
+        found = wr_u8(&c.out);
+        if (!found && r == CUDA_SUCCESS) *want_bytes = 1;
+    }
+    if (found && c.out.left) {
+        const char *info = wr_str(&c.out), *err = wr_str(&c.out);
+        take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info);
+        take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, err);
+    }
+    if (r == CUDA_SUCCESS && found && !(*out = read_description(&c.out, id, is_library)))
+        r = CUDA_ERROR_INVALID_IMAGE;
+    rpc_end(&c);
+    return r;
+}
+
+/* The server keeps the images it has loaded (DESIGN §3, Modules), so the
+ * first request names the image by its SHA-256 only; the bytes follow,
+ * in a second request, only when the server lacks them. The digest covers
+ * exactly the bytes that would be sent, and nothing else: JIT options
+ * travel with each request and do not change which image it is. */
 static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     const void *img = image_unwrap(image);
     size_t len = image_size(img);
     uint64_t id = handle_new_id();
-    rpc_call c;
-    rpc_begin(&c, OP_scuda_module_load);
-    wb_put_u64(&c.req, id);
-    wb_put_u8(&c.req, (uint8_t)is_library);
-    put_jit(&c.req, jit);
-    wb_put_u64(&c.req, len);
-    c.bulk = img;
-    c.bulk_len = len;
-    CUresult r = rpc_sync(&c);
-    if (c.out.left) {
-        const char *info = wr_str(&c.out), *err = wr_str(&c.out);
-        take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info);
-        take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, err);
-    }
     struct loaded *l = NULL;
-    if (r == CUDA_SUCCESS && !(l = read_description(&c.out, id, is_library))) r = CUDA_ERROR_INVALID_IMAGE;
-    rpc_end(&c);
+    int want_bytes = 1;
+    CUresult r = CUDA_SUCCESS;
+    if (!server_lacks_by_hash) {
+        uint8_t key[AUTH_SHA256_LEN];
+        auth_sha256_digest(img, len, key);
+        want_bytes = 0;
+        r = request_load(id, is_library, jit, NULL, len, key, &l, &want_bytes);
+    }
+    if (r == CUDA_SUCCESS && want_bytes) r = request_load(id, is_library, jit, img, len, NULL, &l, &want_bytes);
     if (r != CUDA_SUCCESS) return r;
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
         free_loaded(l);

@@ -5,6 +5,8 @@
 #endif
 #include "auth.h"
 
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -12,11 +14,13 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "sha256_blocks.h"
+
 /* ---- SHA-256 ---------------------------------------------------------- */
 
 /* FIPS 180-4 §4.2.2: the first 32 bits of the fractional parts of the cube
  * roots of the first 64 primes. */
-static const uint32_t K[64] = {
+const uint32_t sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -67,7 +71,7 @@ static void sha256_block(uint32_t H[8], const uint8_t block[64])
 
     uint32_t a = H[0], b = H[1], c = H[2], d = H[3], e = H[4], f = H[5], g = H[6], h = H[7];
     for (int t = 0; t < 64; t++) {
-        uint32_t T1 = h + bsig1(e) + ch(e, f, g) + K[t] + W[t];
+        uint32_t T1 = h + bsig1(e) + ch(e, f, g) + sha256_k[t] + W[t];
         uint32_t T2 = bsig0(a) + maj(a, b, c);
         h = g;
         g = f;
@@ -81,6 +85,23 @@ static void sha256_block(uint32_t H[8], const uint8_t block[64])
     H[0] += a; H[1] += b; H[2] += c; H[3] += d;
     H[4] += e; H[5] += f; H[6] += g; H[7] += h;
     wipe(W, sizeof W);
+}
+
+void sha256_blocks_portable(uint32_t state[8], const uint8_t *p, size_t nblocks)
+{
+    for (; nblocks > 0; nblocks--, p += 64) sha256_block(state, p);
+}
+
+/* The fastest implementation this CPU runs, chosen at first use. */
+static void sha256_blocks(uint32_t state[8], const uint8_t *p, size_t nblocks)
+{
+    static _Atomic int x86 = -1;
+    int use = atomic_load_explicit(&x86, memory_order_relaxed);
+    if (use < 0) atomic_store_explicit(&x86, use = sha256_x86_usable(), memory_order_relaxed);
+    if (use)
+        sha256_blocks_x86(state, p, nblocks);
+    else
+        sha256_blocks_portable(state, p, nblocks);
 }
 
 void auth_sha256_init(auth_sha256 *c)
@@ -99,6 +120,14 @@ void auth_sha256_update(auth_sha256 *c, const void *data, size_t n)
     const uint8_t *p = data;
     c->total += n;
     while (n > 0) {
+        if (c->used == 0 && n >= AUTH_SHA256_BLOCK) {
+            /* Whole blocks straight from the input: no copy. */
+            size_t whole = n / AUTH_SHA256_BLOCK;
+            sha256_blocks(c->state, p, whole);
+            p += whole * AUTH_SHA256_BLOCK;
+            n -= whole * AUTH_SHA256_BLOCK;
+            continue;
+        }
         size_t take = AUTH_SHA256_BLOCK - c->used;
         if (take > n) take = n;
         memcpy(c->block + c->used, p, take);
@@ -106,7 +135,7 @@ void auth_sha256_update(auth_sha256 *c, const void *data, size_t n)
         p += take;
         n -= take;
         if (c->used == AUTH_SHA256_BLOCK) {
-            sha256_block(c->state, c->block);
+            sha256_blocks(c->state, c->block, 1);
             c->used = 0;
         }
     }
@@ -119,13 +148,13 @@ void auth_sha256_final(auth_sha256 *c, uint8_t out[AUTH_SHA256_LEN])
     c->block[c->used++] = 0x80;
     if (c->used > 56) {
         memset(c->block + c->used, 0, AUTH_SHA256_BLOCK - c->used);
-        sha256_block(c->state, c->block);
+        sha256_blocks(c->state, c->block, 1);
         c->used = 0;
     }
     memset(c->block + c->used, 0, 56 - c->used);
     store_be32(c->block + 56, (uint32_t)(bits >> 32));
     store_be32(c->block + 60, (uint32_t)bits);
-    sha256_block(c->state, c->block);
+    sha256_blocks(c->state, c->block, 1);
 
     for (int i = 0; i < 8; i++) store_be32(out + 4 * i, c->state[i]);
     wipe(c, sizeof *c);

@@ -46,6 +46,20 @@ int scuda_host_file_path(char *out, size_t outlen)
     return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
+int scuda_module_cache_default(char *out, size_t outlen)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = home_dir();
+    int n;
+    if (xdg != NULL && xdg[0] == '/')
+        n = snprintf(out, outlen, "%s/scuda/modules", xdg);
+    else if (home != NULL)
+        n = snprintf(out, outlen, "%s/.cache/scuda/modules", home);
+    else
+        return -1;
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
 /* The first non-empty entry of a comma-separated list. */
 static int from_list(const char *list, char *out, size_t outlen)
 {

@@ -41,6 +41,12 @@ int scuda_host_file_path(char *out, size_t outlen);
  * host longer than hostlen - 1. */
 int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
 
+/* The server's module cache directory when --module-cache is not given:
+ * "$XDG_CACHE_HOME/scuda/modules" when that variable holds an absolute
+ * path (the XDG rule), else "<home>/.cache/scuda/modules". Returns 0, or
+ * -1 if no home is known or the path does not fit. */
+int scuda_module_cache_default(char *out, size_t outlen);
+
 /* env SCUDA_TOKEN, or NULL when it is unset or empty. */
 const char *scuda_token(void);
 

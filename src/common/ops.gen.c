@@ -430,6 +430,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuMemAllocManaged] = "cuMemAllocManaged",
     [OP_scuda_host_mirror_create] = "scuda_host_mirror_create",
     [OP_scuda_host_mirror_free] = "scuda_host_mirror_free",
+    [OP_scuda_module_load_by_hash] = "scuda_module_load_by_hash",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -431,7 +431,8 @@ enum scuda_op {
     OP_cuMemAllocManaged = 424,
     OP_scuda_host_mirror_create = 425,
     OP_scuda_host_mirror_free = 426,
-    OP_COUNT = 427
+    OP_scuda_module_load_by_hash = 427,
+    OP_COUNT = 428
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

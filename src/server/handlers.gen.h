@@ -43,6 +43,7 @@ CUresult srv_scuda_capture_dtoh(srv_call *c);
 CUresult srv_scuda_capture_hostfn(srv_call *c);
 CUresult srv_scuda_host_mirror_create(srv_call *c);
 CUresult srv_scuda_host_mirror_free(srv_call *c);
+CUresult srv_scuda_module_load_by_hash(srv_call *c);
 CUresult srv_cuCtxAttach(srv_call *c);
 CUresult srv_cuCtxCreate(srv_call *c);
 CUresult srv_cuCtxCreate_v2(srv_call *c);

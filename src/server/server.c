@@ -6,12 +6,14 @@
  * nothing cannot stall the accept loop for everyone else. The parent only
  * counts its children against the session limit. */
 #define _GNU_SOURCE
+#include "module_store.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -169,9 +171,32 @@ static void peer_name(int fd, char *out, size_t len)
     snprintf(out, len, "%s:%d", host, port);
 }
 
-int server_run(const struct server_options *opt)
+/* The module cache directory, checked once here rather than by every
+ * session: one warning, and sessions that do not try again. */
+static void prepare_module_cache(struct server_options *opt)
 {
+    char err[PATH_MAX + 128];
+    if (!opt->module_cache_dir || opt->module_cache_size == 0) {
+        opt->module_cache_dir = NULL;
+        LOG_INFO("module cache: off; every process sends its modules in full");
+        return;
+    }
+    if (module_store_prepare(opt->module_cache_dir, err, sizeof err) != 0) {
+        LOG_WARN("module cache: %s. Going on without it: every process sends its modules in full. "
+                 "Fix the directory, or choose another with --module-cache DIR (--module-cache off "
+                 "silences this)", err);
+        opt->module_cache_dir = NULL;
+        return;
+    }
+    LOG_INFO("module cache: %s, at most %llu bytes", opt->module_cache_dir,
+             (unsigned long long)opt->module_cache_size);
+}
+
+int server_run(const struct server_options *options)
+{
+    struct server_options copy = *options, *opt = &copy;
     scuda_log_set_role("server");
+    prepare_module_cache(opt);
     char err[256];
     int port = 0;
     const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;

@@ -17,7 +17,12 @@ struct server_options {
     uint64_t mem_quota;       /* device bytes per session; 0 = unlimited */
     int idle_timeout_s;       /* 0 = none */
     int print_port_fd;        /* if >= 0, the chosen port is written there as "PORT\n" */
+    const char *module_cache_dir;  /* module images on disk (module_store.h); NULL = none */
+    uint64_t module_cache_size;    /* the most bytes kept there; 0 = no disk cache */
 };
+
+/* The module cache's bound when none is given. */
+#define SCUDA_MODULE_CACHE_DEFAULT_SIZE (1ull << 30)
 
 /* Runs until SIGINT/SIGTERM. Returns the process exit code. */
 int server_run(const struct server_options *opt);

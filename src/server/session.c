@@ -21,6 +21,7 @@
 
 #include "dispatch.h"
 #include "graph_host.h"
+#include "module_cache.h"
 #include "output.h"
 #include "quota.h"
 #include "staging.h"
@@ -617,6 +618,7 @@ void session_main(int fd, const struct server_options *opt, int log_fd)
         _exit(1);
     }
     quota_install(&real, opt->mem_quota);
+    module_cache_init(opt->module_cache_dir, opt->module_cache_size);
     graph_host_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
@@ -633,6 +635,7 @@ void session_main(int fd, const struct server_options *opt, int log_fd)
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (DESIGN §2). */
+    module_cache_log_summary();
     LOG_INFO("client disconnected; session ends");
     _exit(0);
 }

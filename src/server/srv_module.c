@@ -8,6 +8,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "module_cache.h"
 #include "session.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -165,56 +166,106 @@ static int read_jit_options(wire_reader *in, struct jit_options *j)
     return in->bad ? -1 : 0;
 }
 
+static void free_jit_logs(struct jit_options *j)
+{
+    free(j->info_log);
+    free(j->error_log);
+    j->info_log = j->error_log = NULL;
+}
+
 static void put_jit_logs(wire_buf *out, struct jit_options *j)
 {
     wb_put_str(out, j->info_log ? j->info_log : "");
     wb_put_str(out, j->error_log ? j->error_log : "");
-    free(j->info_log);
-    free(j->error_log);
+    free_jit_logs(j);
+}
+
+/* Load an image (NUL-terminated, 8-byte aligned) as a module or a library
+ * under the client's id. Appends the JIT logs, then on success the
+ * functions; the logs go back even on failure. */
+static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image)
+{
+    CUresult r;
+    c->out_on_error = 1;
+    if (is_library) {
+        CUlibrary lib = NULL;
+        r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
+        put_jit_logs(&c->out, j);
+        if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
+            r = handle_put(c->s, id, HK_LIBRARY, lib);
+        if (r != CUDA_SUCCESS && lib) REAL(cuLibraryUnload, lib);
+    } else {
+        CUmodule mod = NULL;
+        r = REAL(cuModuleLoadDataEx, &mod, image, j->n, j->n ? j->opt : NULL, j->n ? j->val : NULL);
+        put_jit_logs(&c->out, j);
+        if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
+            r = handle_put(c->s, id, HK_MODULE, mod);
+        if (r != CUDA_SUCCESS && mod) REAL(cuModuleUnload, mod);
+    }
+    return r;
 }
 
 /* Request: u64 id, u8 is_library, JIT options, blob image. Reply (also on
  * failure): str info log, str error log; then, on success, the functions.
  * The image is copied to an aligned buffer: an ELF inside a frame need not
- * be 8-byte aligned. */
+ * be 8-byte aligned. An image the driver accepts is kept in the module
+ * cache, under the digest computed here. */
 CUresult srv_scuda_module_load(srv_call *c)
 {
     uint64_t id = wr_u64(&c->in);
     uint8_t is_library = wr_u8(&c->in);
     struct jit_options j;
     if (read_jit_options(&c->in, &j) != 0) {
-        free(j.info_log);
-        free(j.error_log);
+        free_jit_logs(&j);
         return CUDA_ERROR_INVALID_VALUE;
     }
     size_t len;
     const void *image = wr_blob(&c->in, &len);
-    void *copy = NULL;
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (wr_ok_end(&c->in) && image && (copy = malloc(len + 1))) {
-        memcpy(copy, image, len);
-        ((char *)copy)[len] = '\0'; /* PTX must be NUL-terminated */
-        r = CUDA_SUCCESS;
+    char *copy = NULL;
+    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len + 1))) {
+        c->out_on_error = 1;
+        put_jit_logs(&c->out, &j);
+        return CUDA_ERROR_INVALID_VALUE;
     }
-    c->out_on_error = 1;
-    if (r == CUDA_SUCCESS && is_library) {
-        CUlibrary lib = NULL;
-        r = REAL(cuLibraryLoadData, &lib, copy, j.n ? j.opt : NULL, j.n ? j.val : NULL, j.n, NULL, NULL, 0);
-        put_jit_logs(&c->out, &j);
-        if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
-            r = handle_put(c->s, id, HK_LIBRARY, lib);
-        if (r != CUDA_SUCCESS && lib) REAL(cuLibraryUnload, lib);
-    } else if (r == CUDA_SUCCESS) {
-        CUmodule mod = NULL;
-        r = REAL(cuModuleLoadDataEx, &mod, copy, j.n, j.n ? j.opt : NULL, j.n ? j.val : NULL);
-        put_jit_logs(&c->out, &j);
-        if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
-            r = handle_put(c->s, id, HK_MODULE, mod);
-        if (r != CUDA_SUCCESS && mod) REAL(cuModuleUnload, mod);
-    } else {
-        put_jit_logs(&c->out, &j);
-    }
+    memcpy(copy, image, len);
+    copy[len] = '\0'; /* PTX must be NUL-terminated */
+    module_cache_received(len);
+    CUresult r = load_image(c, id, is_library, &j, copy);
+    if (r == CUDA_SUCCESS) module_cache_put(copy, len);
     free(copy);
+    return r;
+}
+
+/* Request: u64 id, u8 is_library, JIT options, the image's SHA-256 (32
+ * bytes), u64 image length. Reply: u8 found; when 1, what scuda_module_load
+ * replies (the load ran on the cached image); when 0, nothing more: the
+ * session lacks the image and the client sends it with scuda_module_load. The digest only finds bytes the server hashed itself. */
+CUresult srv_scuda_module_load_by_hash(srv_call *c)
+{
+    uint64_t id = wr_u64(&c->in);
+    uint8_t is_library = wr_u8(&c->in);
+    struct jit_options j;
+    if (read_jit_options(&c->in, &j) != 0) {
+        free_jit_logs(&j);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const uint8_t *key = wr_view(&c->in, MODULE_KEY_LEN);
+    uint64_t len = wr_u64(&c->in);
+    if (!wr_ok_end(&c->in) || !key || len == 0 || len > MODULE_IMAGE_MAX) {
+        free_jit_logs(&j);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void *image = module_cache_get(key, len);
+    /* The answer goes back even with an earlier async error in its place:
+     * an empty NOT_SUPPORTED reply means a server without this op. */
+    c->out_on_error = 1;
+    wb_put_u8(&c->out, image != NULL);
+    if (!image) {
+        free_jit_logs(&j);
+        return CUDA_SUCCESS;
+    }
+    CUresult r = load_image(c, id, is_library, &j, image);
+    free(image);
     return r;
 }
 

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -212,6 +213,17 @@ char *h_read_file(const char *path, size_t *len)
     return buf;
 }
 
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void h_remove_tree(const char *path) { nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS); }
+
 int h_temp_file(const char *tag, char *path, size_t pathlen)
 {
     char clean[64];
@@ -234,6 +246,10 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     memset(s, 0, sizeof *s);
     snprintf(s->log_path, sizeof s->log_path, "%s/%s.%s.server.log", E2E_LOG_DIR, test_name, tag);
     snprintf(s->san_prefix, sizeof s->san_prefix, "%s/%s.%s.sanitizer", E2E_LOG_DIR, test_name, tag);
+    char cache_home[500];
+    snprintf(cache_home, sizeof cache_home, "%s/%s.%s.cache", E2E_LOG_DIR, test_name, tag);
+    snprintf(s->cache_dir, sizeof s->cache_dir, "%s/scuda/modules", cache_home);
+    h_remove_tree(cache_home);
     /* Old sanitizer reports of this test would fail it. */
     DIR *d = opendir(E2E_LOG_DIR);
     const char *base = strrchr(s->san_prefix, '/') + 1;
@@ -276,6 +292,7 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
         snprintf(fdstr, sizeof fdstr, "%d", pfd);
         setenv("SCUDA_LOG", "info", 1);
         unsetenv("SCUDA_SERVER");
+        setenv("XDG_CACHE_HOME", cache_home, 1);
         if (opt->token) setenv("SCUDA_TOKEN", opt->token, 1);
         else unsetenv("SCUDA_TOKEN");
         char san[1200];

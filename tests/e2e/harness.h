@@ -68,6 +68,7 @@ struct h_server {
     char addr[64];      /* "127.0.0.1:PORT" */
     char log_path[512]; /* its stderr */
     char san_prefix[512];
+    char cache_dir[600]; /* its default module cache (emptied at start) */
     pid_t owner;        /* the process that started it (and cleans up) */
 };
 
@@ -79,7 +80,9 @@ struct h_server_opts {
 
 /* Start `scuda server --listen 127.0.0.1:0 --driver STANDIN --port-fd N`,
  * wait for its port (10 s at most) and set SCUDA_SERVER. `tag` names the
- * log file (several servers per test need different tags). */
+ * log file (several servers per test need different tags). Its default
+ * module cache is s->cache_dir, in E2E_LOG_DIR, emptied first: tests never
+ * share one, nor touch the user's ~/.cache. */
 void h_server_start(struct h_server *s, const char *tag, const struct h_server_opts *opt);
 /* Stop it: SIGTERM to the group, SIGKILL after 2 s. Then fail the test if
  * the log says a session died from a signal, or a sanitizer wrote a report. */
@@ -112,6 +115,8 @@ void h_wait_ok(pid_t pid, int timeout_ms, const char *what);
  * and fills path (in E2E_LOG_DIR). */
 int h_temp_file(const char *tag, char *path, size_t pathlen);
 char *h_read_file(const char *path, size_t *len); /* malloc'd, NUL-terminated */
+/* rm -rf path (no error when it is missing). */
+void h_remove_tree(const char *path);
 
 /* ---- CUDA helpers ---------------------------------------------------- */
 

@@ -176,6 +176,24 @@ static void test_token(void)
     unsetenv("SCUDA_TOKEN");
 }
 
+static void test_module_cache_dir(const char *home)
+{
+    char path[4096], want[4096];
+    setenv("HOME", home, 1);
+    unsetenv("XDG_CACHE_HOME");
+    snprintf(want, sizeof want, "%s/.cache/scuda/modules", home);
+    check("module cache: ~/.cache/scuda/modules by default",
+          scuda_module_cache_default(path, sizeof path) == 0 && strcmp(path, want) == 0);
+    setenv("XDG_CACHE_HOME", "/var/cache/me", 1);
+    check("module cache: under an absolute XDG_CACHE_HOME",
+          scuda_module_cache_default(path, sizeof path) == 0 && strcmp(path, "/var/cache/me/scuda/modules") == 0);
+    setenv("XDG_CACHE_HOME", "relative", 1);
+    check("module cache: a relative XDG_CACHE_HOME is ignored",
+          scuda_module_cache_default(path, sizeof path) == 0 && strcmp(path, want) == 0);
+    check("module cache: too long for the buffer gives -1", scuda_module_cache_default(path, 8) == -1);
+    unsetenv("XDG_CACHE_HOME");
+}
+
 static void cleanup(const char *home)
 {
     char p[4096];
@@ -198,6 +216,7 @@ int main(void)
     test_parse();
     test_resolve(home);
     test_token();
+    test_module_cache_dir(home);
     cleanup(home);
     if (failures) {
         printf("test_config: %d FAILED\n", failures);

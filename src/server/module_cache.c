@@ -1,0 +1,200 @@
+/* module_cache.c - the session's memory table in front of the disk store.
+ * See module_cache.h. */
+#include "module_cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/auth.h"
+#include "../common/log.h"
+
+struct entry {
+    uint8_t key[MODULE_KEY_LEN];
+    void *image; /* len + 1 bytes, NUL-terminated */
+    size_t len;
+    uint64_t used; /* clock value of the last use: the smallest goes first */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    const char *dir;
+    uint64_t disk_limit;
+    int write_failed; /* a store failed: this session stores no more */
+    struct entry *e;
+    size_t n, cap;
+    uint64_t bytes, clock;
+    /* for the summary line */
+    uint64_t hits_memory, hits_disk, misses, received, bytes_received, stored, evicted, corrupt;
+} mc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void module_cache_init(const char *dir, uint64_t disk_limit)
+{
+    mc.dir = dir && disk_limit ? dir : NULL;
+    mc.disk_limit = disk_limit;
+}
+
+/* ---- the memory table (mc.lock held) ------------------------------------ */
+
+static struct entry *mem_find(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+{
+    for (size_t i = 0; i < mc.n; i++)
+        if (mc.e[i].len == len && memcmp(mc.e[i].key, key, MODULE_KEY_LEN) == 0) return &mc.e[i];
+    return NULL;
+}
+
+static void mem_drop_oldest(void)
+{
+    size_t old = 0;
+    for (size_t i = 1; i < mc.n; i++)
+        if (mc.e[i].used < mc.e[old].used) old = i;
+    mc.bytes -= mc.e[old].len;
+    free(mc.e[old].image);
+    mc.e[old] = mc.e[--mc.n];
+}
+
+static void *copy_image(const void *image, size_t len)
+{
+    char *p = malloc(len + 1);
+    if (p) {
+        memcpy(p, image, len);
+        p[len] = '\0';
+    }
+    return p;
+}
+
+static void mem_add(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+{
+    if (len > MODULE_MEMORY_ENTRY_MAX || mem_find(key, len)) return;
+    while (mc.n && mc.bytes + len > MODULE_MEMORY_MAX) mem_drop_oldest();
+    if (mc.n == mc.cap) {
+        size_t cap = mc.cap ? mc.cap * 2 : 64;
+        struct entry *e = realloc(mc.e, cap * sizeof *e);
+        if (!e) return;
+        mc.e = e;
+        mc.cap = cap;
+    }
+    struct entry *e = &mc.e[mc.n];
+    if (!(e->image = copy_image(image, len))) return;
+    memcpy(e->key, key, MODULE_KEY_LEN);
+    e->len = len;
+    e->used = ++mc.clock;
+    mc.bytes += len;
+    mc.n++;
+}
+
+/* ---- lookups and stores ------------------------------------------------- */
+
+static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+{
+    void *image;
+    const char *why;
+    char hex[2 * MODULE_KEY_LEN + 1];
+    enum store_result r = module_store_read(mc.dir, key, len, &image, &why);
+    if (r == STORE_CORRUPT) {
+        module_key_hex(key, hex);
+        LOG_WARN("module cache: %s/%s was damaged (%s); deleted it, the client sends the image again", mc.dir,
+                 hex, why);
+    }
+    pthread_mutex_lock(&mc.lock);
+    if (r == STORE_CORRUPT) mc.corrupt++;
+    if (r == STORE_HIT) {
+        mc.hits_disk++;
+        mem_add(key, image, len);
+    }
+    pthread_mutex_unlock(&mc.lock);
+    return image;
+}
+
+void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+{
+    void *image = NULL;
+    if (len > MODULE_IMAGE_MAX) return NULL;
+    pthread_mutex_lock(&mc.lock);
+    struct entry *e = mem_find(key, len);
+    if (e) {
+        e->used = ++mc.clock;
+        if ((image = copy_image(e->image, e->len))) mc.hits_memory++;
+    }
+    pthread_mutex_unlock(&mc.lock);
+    const char *found = image ? "hit in memory" : "miss";
+    if (image && mc.dir) module_store_touch(mc.dir, key);
+    if (!image && mc.dir && (image = disk_get(key, len))) found = "hit on disk";
+    if (!image) {
+        pthread_mutex_lock(&mc.lock);
+        mc.misses++;
+        pthread_mutex_unlock(&mc.lock);
+    }
+    if (scuda_log_enabled(SCUDA_LOG_DEBUG)) {
+        char hex[2 * MODULE_KEY_LEN + 1];
+        module_key_hex(key, hex);
+        LOG_DEBUG("module cache: %s (%llu bytes): %s", hex, (unsigned long long)len, found);
+    }
+    return image;
+}
+
+void module_cache_received(size_t len)
+{
+    pthread_mutex_lock(&mc.lock);
+    mc.received++;
+    mc.bytes_received += len;
+    pthread_mutex_unlock(&mc.lock);
+}
+
+/* Disk trouble (full, read-only, removed) costs transfers, never a load:
+ * say so once and stop storing for the rest of the session (lookups go on). */
+static void disk_put(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+{
+    if (len + MODULE_STORE_HEADER > mc.disk_limit) return; /* it would evict everything, itself included */
+    pthread_mutex_lock(&mc.lock);
+    int broken = mc.write_failed;
+    pthread_mutex_unlock(&mc.lock);
+    if (broken) return;
+    if (module_store_write(mc.dir, key, image, len) != 0) {
+        int err = errno;
+        pthread_mutex_lock(&mc.lock);
+        int warn = !mc.write_failed;
+        mc.write_failed = 1;
+        pthread_mutex_unlock(&mc.lock);
+        if (warn)
+            LOG_WARN("module cache: cannot write to %s (%s); this session stores no more modules there. "
+                     "Free space or fix the directory's permissions, or start the server with "
+                     "--module-cache DIR or --module-cache off", mc.dir, strerror(err));
+        return;
+    }
+    int evicted = module_store_evict(mc.dir, mc.disk_limit);
+    if (scuda_log_enabled(SCUDA_LOG_DEBUG)) {
+        char hex[2 * MODULE_KEY_LEN + 1];
+        module_key_hex(key, hex);
+        LOG_DEBUG("module cache: stored %s (%zu bytes); evicted %d", hex, len, evicted);
+    }
+    pthread_mutex_lock(&mc.lock);
+    mc.stored++;
+    mc.evicted += (uint64_t)evicted;
+    pthread_mutex_unlock(&mc.lock);
+}
+
+void module_cache_put(const void *image, size_t len)
+{
+    if (len > MODULE_IMAGE_MAX) return;
+    uint8_t key[MODULE_KEY_LEN];
+    auth_sha256_digest(image, len, key); /* never the client's word for it */
+    pthread_mutex_lock(&mc.lock);
+    mem_add(key, image, len);
+    pthread_mutex_unlock(&mc.lock);
+    if (mc.dir) disk_put(key, image, len);
+}
+
+void module_cache_log_summary(void)
+{
+    pthread_mutex_lock(&mc.lock);
+    if (mc.hits_memory + mc.hits_disk + mc.misses + mc.received)
+        LOG_INFO("module cache: hits_memory=%llu hits_disk=%llu misses=%llu images_received=%llu "
+                 "bytes_received=%llu stored=%llu evicted=%llu corrupt=%llu",
+                 (unsigned long long)mc.hits_memory, (unsigned long long)mc.hits_disk,
+                 (unsigned long long)mc.misses, (unsigned long long)mc.received,
+                 (unsigned long long)mc.bytes_received, (unsigned long long)mc.stored,
+                 (unsigned long long)mc.evicted, (unsigned long long)mc.corrupt);
+    pthread_mutex_unlock(&mc.lock);
+}

@@ -1,0 +1,40 @@
+/* module_cache.h - module images a session can load without receiving them
+ * again (DESIGN §3, Modules).
+ *
+ * The client first asks for a load by the image's SHA-256 alone
+ * (scuda_module_load_by_hash); the session looks in a table in its own
+ * memory, then in the server's disk store (module_store.h). Only on a miss
+ * does the client send the bytes (scuda_module_load), and what arrives is
+ * kept under the digest computed here, so a client that lies about a
+ * digest can only miss: it can never plant bytes under another image's
+ * name. Thread-safe: loads run on the session's worker threads. */
+#ifndef SCUDA_SERVER_MODULE_CACHE_H
+#define SCUDA_SERVER_MODULE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "module_store.h"
+
+/* The session's memory table: at most this many bytes of images, none
+ * larger than the second figure (those come from disk every time). */
+#define MODULE_MEMORY_MAX (64u << 20)
+#define MODULE_MEMORY_ENTRY_MAX (16u << 20)
+
+/* Where the disk store is (NULL: none) and how large it may grow. */
+void module_cache_init(const char *dir, uint64_t disk_limit);
+
+/* A copy of the image with this digest and length (len + 1 bytes, the last
+ * one NUL), or NULL when this session has to receive it. Free it. */
+void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len);
+
+/* The client sent len bytes of an image (counted for the summary). */
+void module_cache_received(size_t len);
+
+/* Keep an image the driver just loaded from bytes the client sent. */
+void module_cache_put(const void *image, size_t len);
+
+/* One log line with this session's figures, when it loaded anything. */
+void module_cache_log_summary(void);
+
+#endif

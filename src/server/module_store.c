@@ -1,0 +1,311 @@
+/* module_store.c - module images on disk, by digest. See module_store.h. */
+#define _GNU_SOURCE
+#include "module_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../common/auth.h"
+
+static const char MAGIC[8] = {'S', 'C', 'U', 'D', 'A', 'M', 'I', '1'};
+static const char TMP_PREFIX[] = ".tmp-";
+
+void module_key_hex(const uint8_t key[MODULE_KEY_LEN], char out[2 * MODULE_KEY_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < MODULE_KEY_LEN; i++) {
+        out[2 * i] = digits[key[i] >> 4];
+        out[2 * i + 1] = digits[key[i] & 15];
+    }
+    out[2 * MODULE_KEY_LEN] = '\0';
+}
+
+static int is_key_name(const char *name)
+{
+    size_t n = 0;
+    for (; name[n]; n++)
+        if (!((name[n] >= '0' && name[n] <= '9') || (name[n] >= 'a' && name[n] <= 'f'))) return 0;
+    return n == 2 * MODULE_KEY_LEN;
+}
+
+static int key_path(const char *dir, const uint8_t key[MODULE_KEY_LEN], char *out, size_t outlen)
+{
+    char hex[2 * MODULE_KEY_LEN + 1];
+    module_key_hex(key, hex);
+    int n = snprintf(out, outlen, "%s/%s", dir, hex);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+/* ---- preparing the directory ----------------------------------------- */
+
+/* mkdir -p, each new directory 0700: module images can be a user's
+ * private code. */
+static int make_dirs(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+int module_store_prepare(const char *dir, char *err, size_t errlen)
+{
+    const char *step = "cannot create";
+    if (make_dirs(dir) == 0) {
+        /* Writing is what a store needs; searching alone would pass access(). */
+        step = "cannot write to";
+        char probe[PATH_MAX];
+        snprintf(probe, sizeof probe, "%s/%sprobe-%d", dir, TMP_PREFIX, (int)getpid());
+        int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            int ok = write(fd, MAGIC, sizeof MAGIC) == (ssize_t)sizeof MAGIC;
+            int saved = errno;
+            close(fd);
+            unlink(probe);
+            if (ok) return 0;
+            errno = saved ? saved : EIO;
+        }
+    }
+    snprintf(err, errlen, "%s %s: %s", step, dir, strerror(errno));
+    return -1;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static int read_at(int fd, void *buf, size_t n, off_t off)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return 0;
+}
+
+/* Delete a damaged file, unless another session has just renamed a good
+ * one into its place: only the file we read goes. */
+static void drop_damaged(const char *path, const struct stat *was)
+{
+    struct stat now;
+    if (lstat(path, &now) == 0 && now.st_dev == was->st_dev && now.st_ino == was->st_ino) unlink(path);
+}
+
+/* Checks what can be checked without reading the image. Returns NULL when
+ * the file is well-formed, or why not. *stored gets the length it holds. */
+static const char *check_header(int fd, const struct stat *st, uint64_t *stored)
+{
+    uint8_t head[MODULE_STORE_HEADER];
+    if (!S_ISREG(st->st_mode)) return "not a regular file";
+    if (st->st_size < MODULE_STORE_HEADER || read_at(fd, head, sizeof head, 0) != 0) return "too short";
+    if (memcmp(head, MAGIC, sizeof MAGIC) != 0) return "bad header";
+    memcpy(stored, head + 8, 8);
+    if (*stored > MODULE_IMAGE_MAX || (uint64_t)st->st_size != MODULE_STORE_HEADER + *stored)
+        return "size does not match its header";
+    return NULL;
+}
+
+enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t len,
+                                    void **image, const char **why)
+{
+    char path[PATH_MAX];
+    *image = NULL;
+    *why = NULL;
+    if (len > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) return STORE_MISS;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return STORE_MISS;
+    struct stat st;
+    uint64_t stored = 0;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return STORE_MISS;
+    }
+    if ((*why = check_header(fd, &st, &stored)) != NULL) goto damaged;
+    /* Same digest, another length: the asker is wrong, not the file. */
+    if (stored != len) {
+        close(fd);
+        return STORE_MISS;
+    }
+    if (!(buf = malloc(len + 1))) {
+        close(fd);
+        return STORE_MISS;
+    }
+    if (read_at(fd, buf, len, MODULE_STORE_HEADER) != 0) {
+        *why = "cannot be read";
+        goto damaged;
+    }
+    uint8_t digest[MODULE_KEY_LEN];
+    auth_sha256_digest(buf, len, digest);
+    if (memcmp(digest, key, MODULE_KEY_LEN) != 0) {
+        *why = "content does not match its name";
+        goto damaged;
+    }
+    buf[len] = '\0';
+    futimens(fd, NULL); /* used now: the last to be evicted */
+    close(fd);
+    *image = buf;
+    return STORE_HIT;
+damaged:
+    free(buf);
+    close(fd);
+    drop_damaged(path, &st);
+    return STORE_CORRUPT;
+}
+
+void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN])
+{
+    char path[PATH_MAX];
+    if (key_path(dir, key, path, sizeof path) == 0) utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+{
+    static _Atomic unsigned counter;
+    char path[PATH_MAX], tmp[PATH_MAX];
+    if (len > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* A name no other writer uses: sessions are processes, threads share a pid. */
+    snprintf(tmp, sizeof tmp, "%s/%s%d-%u", dir, TMP_PREFIX, (int)getpid(), atomic_fetch_add(&counter, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    uint8_t head[MODULE_STORE_HEADER];
+    uint64_t n = len;
+    memcpy(head, MAGIC, sizeof MAGIC);
+    memcpy(head + 8, &n, 8);
+    struct iovec iov[2] = {{head, sizeof head}, {(void *)image, len}};
+    /* No fsync: a file cut short by a crash fails its check on read and is
+     * deleted, which costs one more transfer, not a wrong module. */
+    int rc = write_all(fd, iov, 2);
+    int saved = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc != 0) {
+        unlink(tmp);
+        errno = saved;
+    }
+    return rc;
+}
+
+/* ---- eviction ----------------------------------------------------------- */
+
+static int older(const void *a, const void *b)
+{
+    const struct store_file *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec) return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    if (x->used.tv_nsec != y->used.tv_nsec) return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name); /* a stable order for equal times */
+}
+
+size_t module_store_pick_victims(struct store_file *files, size_t n, uint64_t limit)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += files[i].size;
+    if (total <= limit) return 0;
+    qsort(files, n, sizeof *files, older);
+    size_t k = 0;
+    while (k < n && total > limit) total -= files[k++].size;
+    return k;
+}
+
+/* Add one entry of the directory to the list, or delete it when it is a
+ * dead writer's temporary file. Returns -1 only when out of memory. */
+static int consider(int dfd, const char *name, struct store_file **files, size_t *n, size_t *cap)
+{
+    struct stat st;
+    int tmp = strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0;
+    if ((!tmp && !is_key_name(name)) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    if (tmp) {
+        if (time(NULL) - st.st_mtime > MODULE_STORE_STALE_TMP_S) unlinkat(dfd, name, 0);
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        struct store_file *f = realloc(*files, c * sizeof *f);
+        if (!f) return -1;
+        *files = f;
+        *cap = c;
+    }
+    struct store_file *f = &(*files)[(*n)++];
+    memcpy(f->name, name, sizeof f->name);
+    f->size = (uint64_t)st.st_size;
+    f->used = st.st_mtim;
+    return 0;
+}
+
+int module_store_evict(const char *dir, uint64_t limit)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int dfd = dirfd(d);
+    struct store_file *files = NULL;
+    size_t n = 0, cap = 0;
+    int ok = 1;
+    for (struct dirent *e; ok && (e = readdir(d)) != NULL;) ok = consider(dfd, e->d_name, &files, &n, &cap) == 0;
+    int evicted = 0;
+    if (ok) {
+        size_t k = module_store_pick_victims(files, n, limit);
+        for (size_t i = 0; i < k; i++)
+            if (unlinkat(dfd, files[i].name, 0) == 0) evicted++; /* ENOENT: another session was first */
+    }
+    free(files);
+    closedir(d);
+    return evicted;
+}

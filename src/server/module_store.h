@@ -1,0 +1,78 @@
+/* module_store.h - the server's content-addressed store of module images on
+ * disk, bounded in size (DESIGN §3, Modules).
+ *
+ * One file per image, named by the SHA-256 of the image in hex. The caller
+ * computes that digest from the bytes themselves: a key is never taken
+ * from a client. A file is a 16-byte header ("SCUDAMI1", then the image
+ * length as u64 little-endian) followed by the image.
+ *
+ * Every session is a process of its own, and they all use the directory at
+ * once, so:
+ *   - a file is written under a temporary name in the same directory and
+ *     renamed into place: a reader sees a whole file or none;
+ *   - a reader checks the length and the digest before trusting a file,
+ *     and deletes one that fails (a crash mid-write, a bad disk, a hand
+ *     edit), which is then a miss;
+ *   - a hit sets the file's mtime to now; after each write the files used
+ *     least recently are deleted until the directory holds at most the
+ *     limit. Deleting a file another session is reading is harmless: it
+ *     keeps its open descriptor. */
+#ifndef SCUDA_SERVER_MODULE_STORE_H
+#define SCUDA_SERVER_MODULE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "../common/protocol.h"
+
+#define MODULE_KEY_LEN 32
+/* No image is larger than a frame: every one arrived in one. */
+#define MODULE_IMAGE_MAX SCUDA_MAX_FRAME
+#define MODULE_STORE_HEADER 16
+/* Temporary files older than this belong to a writer that died. */
+#define MODULE_STORE_STALE_TMP_S 3600
+
+/* Create dir and its missing parents (mode 0700) and check that a file can
+ * be written there. Returns 0, or -1 with the cause in err. */
+int module_store_prepare(const char *dir, char *err, size_t errlen);
+
+enum store_result {
+    STORE_HIT,     /* *image holds the image */
+    STORE_MISS,    /* no file for this key and length */
+    STORE_CORRUPT, /* there was one, damaged; it is deleted */
+};
+
+/* Read the image with this digest and length into a new buffer of len + 1
+ * bytes, the last one NUL (PTX is text). On STORE_CORRUPT, why says what
+ * was wrong. */
+enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t len,
+                                    void **image, const char **why);
+
+/* Mark the image with this digest used now, if the store has it (a hit
+ * served from a session's memory still counts for eviction). */
+void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN]);
+
+/* Store len bytes of image under key, which must be their SHA-256. Returns
+ * 0, or -1 with errno set. */
+int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len);
+
+/* Delete the least recently used files until the images in dir take at
+ * most limit bytes (headers included), and temporary files left by dead
+ * writers. Returns how many images were deleted. */
+int module_store_evict(const char *dir, uint64_t limit);
+
+/* The eviction rule itself, apart from the directory: sorts files oldest
+ * use first and returns how many from the front must go so that the rest
+ * total at most limit. */
+struct store_file {
+    char name[2 * MODULE_KEY_LEN + 1];
+    uint64_t size;
+    struct timespec used;
+};
+size_t module_store_pick_victims(struct store_file *files, size_t n, uint64_t limit);
+
+/* key as 64 lowercase hex digits. */
+void module_key_hex(const uint8_t key[MODULE_KEY_LEN], char out[2 * MODULE_KEY_LEN + 1]);
+
+#endif

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# links.sh - issue 4's figures in one run, on the GPU machine: `scuda bench`
+# and bench/torch_bench.py over loopback, over an emulated LAN (0.1 ms each
+# way, 10 Gbit/s) and over an emulated WAN (10 ms each way, 1 Gbit/s), both
+# made by tests/tools/linkem in front of the same server. Every figure is
+# taken against that link's own raw round trip and bandwidth, which
+# `scuda bench` measures through the same relay.
+#
+#   bench/links.sh [--out DIR] [--links "loopback lan wan"] [--quick]
+#                  [--torch LIST] [--wan-torch LIST] [--no-torch]
+#
+#   --out DIR       where the tables and JSON go (default: $OUT, else bench-out)
+#   --links LIST    which links (default: all three)
+#   --quick         `scuda bench --quick` and `torch_bench --quick` everywhere
+#   --torch LIST    torch_bench workloads on loopback and LAN (default: all)
+#   --wan-torch L   torch_bench workloads on the WAN (default: the ones a
+#                   10 ms link can finish in minutes)
+#   --no-torch      only `scuda bench`
+#
+# SERVER_ARGS adds options to the server (e.g. --driver PATH).
+# Builds nothing: run after `cmake --build build`. Stops only the processes
+# it started, by PID.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+OUTDIR=${OUT:-bench-out} LINKS="loopback lan wan" QUICK=() TORCH='' NO_TORCH=0
+WAN_TORCH=startup,launch,item,h2d,d2h,small_tf
+while (($#)); do
+  case $1 in
+    --out) OUTDIR=$2; shift ;;
+    --links) LINKS=$2; shift ;;
+    --quick) QUICK=(--quick) ;;
+    --torch) TORCH=$2; shift ;;
+    --wan-torch) WAN_TORCH=$2; shift ;;
+    --no-torch) NO_TORCH=1 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "links.sh: unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUTDIR"
+SCUDA=$ROOT/build/bin/scuda LINKEM=$ROOT/build/bin/linkem
+for f in "$SCUDA" "$LINKEM"; do
+  [[ -x $f ]] || { echo "links.sh: missing $f: build first (cmake --build build)" >&2; exit 1; }
+done
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+PORT=$(free_port)
+# shellcheck disable=SC2086  # extra server options, split on purpose (e.g. --driver PATH)
+SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" ${SERVER_ARGS:-} >"$OUTDIR/server.log" 2>&1 &
+PIDS+=($!)
+wait_port "$PORT" || { echo "links.sh: the server did not start (see $OUTDIR/server.log)" >&2; exit 1; }
+
+# relay DELAY_MS RATE_MBIT: start linkem in front of the server, print its port.
+relay() {
+  local p; p=$(free_port)
+  "$LINKEM" --listen "127.0.0.1:$p" --connect "127.0.0.1:$PORT" --delay-ms "$1" --rate-mbit "$2" \
+    >"$OUTDIR/linkem-$p.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$p" || { echo "links.sh: linkem did not start" >&2; return 1; }
+  echo "$p"
+}
+
+status=0
+for link in $LINKS; do
+  case $link in
+    loopback) addr=127.0.0.1:$PORT; native=(--native); only=$TORCH ;;
+    lan) addr=127.0.0.1:$(relay 0.1 10000) || exit 1; native=(); only=$TORCH ;;
+    wan) addr=127.0.0.1:$(relay 10 1000) || exit 1; native=(); only=$WAN_TORCH ;;
+    *) echo "links.sh: unknown link $link" >&2; exit 2 ;;
+  esac
+  echo "=== $link: scuda bench (server $addr)"
+  "$SCUDA" bench --server "$addr" "${native[@]}" "${QUICK[@]}" --json "$OUTDIR/$link.bench.json" \
+    | tee "$OUTDIR/$link.bench.txt" || status=1
+  ((NO_TORCH)) && continue
+  echo "=== $link: torch_bench"
+  python3 bench/torch_bench.py --server "$addr" "${QUICK[@]}" ${only:+--only "$only"} \
+    --link-json "$OUTDIR/$link.bench.json" --json "$OUTDIR/$link.torch.json" --log-dir "$OUTDIR/$link.torch-logs" \
+    | tee "$OUTDIR/$link.torch.txt" || status=1
+done
+exit $status

@@ -16,6 +16,7 @@
 #include "../common/auth.h"
 #include "../common/config.h"
 #include "../common/log.h"
+#include "../common/ops.gen.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
@@ -443,6 +444,39 @@ static void sticky_note(CUresult r)
     if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
 }
 
+/* ---- SCUDA_STATS=1: which calls cross the wire -------------------------- */
+
+/* Counted per op id below STATS_OPS; printed to stderr at exit, the calls
+ * that waited for a reply first. A tool for finding round trips that a
+ * workload should not pay, not a benchmark. */
+#define STATS_OPS 1024
+static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
+static int stats_on = -1;
+
+static void stats_print(void)
+{
+    uint64_t ts = 0, ta = 0;
+    for (unsigned op = 0; op < STATS_OPS; op++) ts += stats_sync[op], ta += stats_async[op];
+    fprintf(stderr, "scuda stats: %llu calls waited for a reply, %llu one-way\n", (unsigned long long)ts,
+            (unsigned long long)ta);
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned op = 0; op < STATS_OPS; op++) {
+            uint32_t n = pass ? stats_async[op] : stats_sync[op];
+            if (n) fprintf(stderr, "  %-6s %8u  %s\n", pass ? "async" : "sync", n, scuda_op_name(op));
+        }
+}
+
+static void stats_count(uint16_t op, int async)
+{
+    if (stats_on < 0) {
+        const char *e = getenv("SCUDA_STATS");
+        stats_on = e && *e && strcmp(e, "0") != 0;
+        if (stats_on) atexit(stats_print);
+    }
+    if (stats_on && op < STATS_OPS)
+        atomic_fetch_add_explicit(async ? &stats_async[op] : &stats_sync[op], 1, memory_order_relaxed);
+}
+
 /* Mirrored memory (coherence.c) pushes the host's writes before any call
  * reaches the server. Weak: the NVML shim shares this file and has none. */
 void coherence_before_send(void) __attribute__((weak));
@@ -455,6 +489,7 @@ CUresult rpc_sync(rpc_call *c)
         thread_waiter_ready = 1;
     }
     pending_waiter = &thread_waiter;
+    stats_count(c->op, 0);
     CUresult r = conn_send(c, 0);
     if (r != CUDA_SUCCESS) return r;
     r = conn_wait(c);
@@ -490,6 +525,7 @@ CUresult rpc_async(rpc_call *c)
         rpc_end(c);
         return r;
     }
+    stats_count(c->op, 1);
     CUresult r = (CUresult)atomic_load(&sticky_error);
     if (r == CUDA_SUCCESS) r = conn_send(c, 1);
     rpc_end(c);

@@ -466,6 +466,9 @@ scuda_library_get_module
 scuda_param_info
 scuda_capture_dtoh
 scuda_capture_hostfn
+scuda_bulk_setup
+scuda_bulk_htod
+scuda_bulk_dtoh               blocking
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -432,23 +432,32 @@ static void sticky_note(CUresult r)
     if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
 }
 
-CUresult rpc_sync(rpc_call *c)
+CUresult rpc_start(rpc_call *c)
 {
     if (!thread_waiter_ready) {
         pthread_cond_init(&thread_waiter.cv, NULL);
         thread_waiter_ready = 1;
     }
     pending_waiter = &thread_waiter;
-    CUresult r = conn_send(c, 0);
-    if (r != CUDA_SUCCESS) return r;
-    r = conn_wait(c);
+    return conn_send(c, 0);
+}
+
+CUresult rpc_finish(rpc_call *c)
+{
+    CUresult r = conn_wait(c);
     if (r != CUDA_SUCCESS) sticky_note(r);
     return r;
 }
 
+CUresult rpc_sync(rpc_call *c)
+{
+    CUresult r = rpc_start(c);
+    return r == CUDA_SUCCESS ? rpc_finish(c) : r;
+}
+
 /* SCUDA_SYNC=1 makes every one-way call wait for its reply, so an error
  * comes back from the call that caused it: a debugging aid. */
-static int sync_all(void)
+int rpc_sync_every_call(void)
 {
     static int v = -1;
     if (v < 0) {
@@ -467,7 +476,7 @@ uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
 CUresult rpc_async(rpc_call *c)
 {
     atomic_fetch_add(&async_sent, 1);
-    if (sync_all()) {
+    if (rpc_sync_every_call()) {
         CUresult r = rpc_sync(c);
         if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);
         rpc_end(c);

@@ -427,6 +427,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuStreamUpdateCaptureDependencies_v2] = "cuStreamUpdateCaptureDependencies_v2",
     [OP_scuda_capture_dtoh] = "scuda_capture_dtoh",
     [OP_scuda_capture_hostfn] = "scuda_capture_hostfn",
+    [OP_scuda_bulk_setup] = "scuda_bulk_setup",
+    [OP_scuda_bulk_htod] = "scuda_bulk_htod",
+    [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -428,7 +428,10 @@ enum scuda_op {
     OP_cuStreamUpdateCaptureDependencies_v2 = 421,
     OP_scuda_capture_dtoh = 422,
     OP_scuda_capture_hostfn = 423,
-    OP_COUNT = 424
+    OP_scuda_bulk_setup = 424,
+    OP_scuda_bulk_htod = 425,
+    OP_scuda_bulk_dtoh = 426,
+    OP_COUNT = 427
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -45,6 +45,9 @@ extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -8754,6 +8757,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0},
     [OP_scuda_capture_dtoh] = {"scuda_capture_dtoh", srv_scuda_capture_dtoh, 0},
     [OP_scuda_capture_hostfn] = {"scuda_capture_hostfn", srv_scuda_capture_hostfn, 0},
+    [OP_scuda_bulk_setup] = {"scuda_bulk_setup", srv_scuda_bulk_setup, 0},
+    [OP_scuda_bulk_htod] = {"scuda_bulk_htod", srv_scuda_bulk_htod, 0},
+    [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -159,6 +159,18 @@ static void head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, u
     memcpy(h + 20, &zero, 4);
 }
 
+/* The connection failed under a job (errno err): end striping, unless
+ * the job failed already (then this is only the echo of that). */
+static int lost(struct link *l, const struct job *j, int err)
+{
+    pthread_mutex_lock(&bulk.lock);
+    if (!bulk.failed)
+        fail_locked(l->index, "%s during copy %llu", err == ECONNRESET ? "connection closed" : strerror(err),
+                    (unsigned long long)j->id);
+    pthread_mutex_unlock(&bulk.lock);
+    return -1;
+}
+
 /* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_recv(struct link *l, const struct job *j)
 {
@@ -167,7 +179,7 @@ static int link_recv(struct link *l, const struct job *j)
         uint32_t len = chunk_len(j, idx);
         uint8_t head[BULK_CHUNK_HEAD], want[BULK_CHUNK_HEAD];
         head_encode(want, j->id, off, len);
-        if (io_read_full(l->fd, head, sizeof head) != 0) goto lost;
+        if (io_read_full(l->fd, head, sizeof head) != 0) return lost(l, j, errno);
         if (memcmp(head, want, sizeof head) != 0) {
             pthread_mutex_lock(&bulk.lock);
             fail_locked(l->index, "expected chunk at offset %llu of copy %llu, got something else",
@@ -181,8 +193,9 @@ static int link_recv(struct link *l, const struct job *j)
             return 0;
         }
         if (io_read_full(l->fd, staging_data(b), len) != 0) {
+            int err = errno;
             staging_release(b);
-            goto lost;
+            return lost(l, j, err);
         }
         pthread_mutex_lock(&bulk.lock);
         queue_push(&bulk.ready, (struct item){b, off, len});
@@ -190,12 +203,6 @@ static int link_recv(struct link *l, const struct job *j)
         pthread_mutex_unlock(&bulk.lock);
     }
     return 0;
-lost:
-    pthread_mutex_lock(&bulk.lock);
-    if (!bulk.failed) fail_locked(l->index, "%s during copy %llu", errno == ECONNRESET ? "connection closed" : strerror(errno),
-                                  (unsigned long long)j->id);
-    pthread_mutex_unlock(&bulk.lock);
-    return -1;
 }
 
 /* The next chunk the handler queued for l; 0 when the job failed. */
@@ -223,12 +230,7 @@ static int link_send(struct link *l, const struct job *j)
         int rc = io_writev_full(l->fd, iov, 2);
         int err = errno;
         if (it.b) staging_release(it.b);
-        if (rc != 0) {
-            pthread_mutex_lock(&bulk.lock);
-            if (!bulk.failed) fail_locked(l->index, "%s during copy %llu", strerror(err), (unsigned long long)j->id);
-            pthread_mutex_unlock(&bulk.lock);
-            return -1;
-        }
+        if (rc != 0) return lost(l, j, err);
     }
     return 0;
 }

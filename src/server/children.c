@@ -55,10 +55,16 @@ void children_forget_in_child(void)
     }
 }
 
+static void service_one(struct child *k);
+
 int children_remove(pid_t pid)
 {
     for (int i = 0; i < nkids; i++) {
         if (kids[i].pid != pid) continue;
+        /* A join child sends its connection and exits at once: it can be
+         * reaped before the parent has read what it sent, which is still
+         * queued on the pair. Closing the pair unread would drop it. */
+        if (kids[i].ctl >= 0) service_one(&kids[i]);
         int was_join = kids[i].is_join;
         if (kids[i].ctl >= 0) close(kids[i].ctl);
         kids[i] = kids[--nkids];

@@ -33,7 +33,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #define CONNECT_TIMEOUT_MS 5000
-#define JOIN_TIMEOUT_MS 10000
+#define JOIN_TIMEOUT_MS 5000 /* as the main connection's greeting (conn.c) */
 #define DEAD_PEER_S 10 /* as the main connection's (conn.c) */
 
 enum bulk_state { BULK_UNTRIED, BULK_ON, BULK_OFF };

@@ -570,11 +570,13 @@ static int raw_open(const char *addr, uint16_t mode, char *err, size_t errlen)
         /* A server without raw link modes starts a CUDA session, whose
          * welcome carries session info after the message. */
         snprintf(err, errlen, "%s",
-                 status == WELCOME_OK ? "the server has no raw link mode: update it" : "no welcome from the server: see its log");
+                 status == WELCOME_OK ? "the server has no raw link mode: update it"
+                                      : "no welcome from the server: see its log");
         goto fail;
     }
     if (status != WELCOME_OK) {
-        snprintf(err, errlen, "refused: %s%s", msg, status == WELCOME_BAD_TOKEN ? " (set SCUDA_TOKEN to the server's token)" : "");
+        snprintf(err, errlen, "refused: %s%s", msg,
+                 status == WELCOME_BAD_TOKEN ? " (set SCUDA_TOKEN to the server's token)" : "");
         goto fail;
     }
     if (strcmp(msg, mode == HELLO_RAW_ECHO ? "raw echo" : "raw sink") != 0) {
@@ -863,7 +865,8 @@ static void print_table(const char *addr, const char *source, const struct plan 
     else
         printf("         raw TCP %d streams at once FAILED: %s\n", raw->k, raw->bw_k.err);
     if (s->ok)
-        printf("Copies:  %s\n", s->bulk_streams ? "striped over bulk connections from 8 MiB on" : "over the main connection only");
+        printf("Copies:  %s\n",
+               s->bulk_streams ? "striped over bulk connections from 8 MiB on" : "over the main connection only");
     if (s->bulk_streams) printf("         %d bulk connections (SCUDA_BULK_STREAMS)\n", s->bulk_streams);
     printf("\n");
 

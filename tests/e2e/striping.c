@@ -60,12 +60,14 @@ static const char *raw_addr;
 
 static void put_small(CUdeviceptr d, const uint8_t *src, size_t n)
 {
-    for (size_t off = 0; off < n; off += PIECE) CU(cuMemcpyHtoD_v2(d + off, src + off, n - off < PIECE ? n - off : PIECE));
+    for (size_t off = 0; off < n; off += PIECE)
+        CU(cuMemcpyHtoD_v2(d + off, src + off, n - off < PIECE ? n - off : PIECE));
 }
 
 static void get_small(uint8_t *dst, CUdeviceptr d, size_t n)
 {
-    for (size_t off = 0; off < n; off += PIECE) CU(cuMemcpyDtoH_v2(dst + off, d + off, n - off < PIECE ? n - off : PIECE));
+    for (size_t off = 0; off < n; off += PIECE)
+        CU(cuMemcpyDtoH_v2(dst + off, d + off, n - off < PIECE ? n - off : PIECE));
 }
 
 static void expect_same(const uint8_t *got, const uint8_t *want, size_t n, const char *what)
@@ -422,7 +424,8 @@ static void run_kill(int d2h)
     int before = h_server_log_count(&srv, "striping ends for this session");
     pid_t pid = h_spawn(kill_client, d2h ? (void *)1 : NULL, 60, -1, err_fd);
     close(err_fd);
-    h_wait_ok(pid, 60000, d2h ? "client whose bulk connection died in a D2H" : "client whose bulk connection died in an H2D");
+    h_wait_ok(pid, 60000,
+              d2h ? "client whose bulk connection died in a D2H" : "client whose bulk connection died in an H2D");
     char *err = h_read_file(path, NULL);
     CHECK(strstr(err, "failed during a copy") != NULL, "the client did not say why the copy failed:\n%s", err);
     free(err);
@@ -590,7 +593,8 @@ static void joins(void)
     raw_ping(&a, CUDA_ERROR_UNKNOWN, "the failed striped copy's error");
     raw_ping(&a, CUDA_SUCCESS, "session a after striping ended");
     CHECK(h_server_log_count(&srv, "expected chunk at offset 0 of copy 1") == 1);
-    expect_refused(NULL, a.pid, 1, a.secret, HONEST, WELCOME_BAD_JOIN, "striping has ended", "a join after striping ended");
+    expect_refused(NULL, a.pid, 1, a.secret, HONEST, WELCOME_BAD_JOIN, "striping has ended",
+                   "a join after striping ended");
     close(l0);
     close(l1);
 
@@ -682,8 +686,8 @@ static void fallback(void)
     waitpid(relay, NULL, 0);
     setenv("SCUDA_SERVER", srv.addr, 1);
     char *err = h_read_file(path, NULL);
-    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "client through a one-connection relay: status %d; stderr:\n%s",
-          st, err);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "client through a one-connection relay: status %d; stderr:\n%s", st, err);
     int lines = 0;
     for (const char *p = err; (p = strstr(p, "cannot open bulk connection")); p++) lines++;
     CHECK(lines == 1, "%d lines about the bulk connections (expected 1):\n%s", lines, err);

@@ -473,6 +473,9 @@ scuda_capture_hostfn
 scuda_host_mirror_create      blocking
 scuda_host_mirror_free
 scuda_module_load_by_hash     blocking
+scuda_bulk_setup
+scuda_bulk_htod
+scuda_bulk_dtoh               blocking
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -2,9 +2,11 @@
  *
  * Measures in one run what SCUDA costs on a link, and what the link itself
  * allows (DESIGN §6):
- *   - the raw link: TCP round trip and one-stream bandwidth to the same
- *     server, in its raw echo and sink modes (protocol.h, HELLO_RAW_*):
- *     the handshake, then bytes, no CUDA and no SCUDA frames;
+ *   - the raw link: TCP round trip, and bandwidth over one stream and over
+ *     K streams at once (K = SCUDA_BULK_STREAMS, the connections a striped
+ *     copy uses; 4 when striping is off), to the same server, in its raw
+ *     echo and sink modes (protocol.h, HELLO_RAW_*): the handshake, then
+ *     bytes, no CUDA and no SCUDA frames;
  *   - an empty synchronizing call (the shim's private scuda_client_ping);
  *   - through the shim, loaded like `scuda info` loads it, as a CUDA
  *     program sees it: cuStreamSynchronize on an idle stream, empty-kernel
@@ -26,6 +28,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,11 +38,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/auth.h"
 #include "common/config.h"
+#include "common/hello.h"
 #include "common/protocol.h"
 #include "common/transport.h"
-#include "common/wire.h"
 
 static const char *const CMD = "scuda bench";
 
@@ -108,11 +110,14 @@ struct gpu_results {
         char err[112];
     } module;
     struct rate copy[N_KINDS][N_SIZES];
+    int bulk_streams; /* bulk connections the shim used (striping); 0: none */
 };
 
 struct raw_results {
     struct lat rtt;
-    struct rate bw;
+    struct rate bw;   /* one stream */
+    struct rate bw_k; /* k streams at once */
+    int k;
 };
 
 /* ---- small helpers ---- */
@@ -199,6 +204,7 @@ struct driver {
     __typeof__(cuGetErrorName) *cuGetErrorName;
     /* Private to the shim (see cmd_info.c); NULL in a real driver. */
     int (*scuda_client_ping)(double *rtt_us, int iterations);
+    int (*scuda_client_bulk_streams)(void);
 };
 
 /* Returns 0, or -1 with the reason in err. */
@@ -239,6 +245,7 @@ static int load_driver(const char *path, struct driver *d, char *err, size_t err
     LOAD(cuGetErrorName)
 #undef LOAD
     d->scuda_client_ping = (__typeof__(d->scuda_client_ping))dlsym(h, "scuda_client_ping");
+    d->scuda_client_bulk_streams = (__typeof__(d->scuda_client_bulk_streams))dlsym(h, "scuda_client_bulk_streams");
     /* Never dlclosed: a driver starts threads. */
     return 0;
 }
@@ -607,6 +614,7 @@ static void run_gpu(const struct driver *d, const struct plan *p, const char *wh
         snprintf(g->launch.err, sizeof g->launch.err, "not run: the module did not load");
     }
     bench_copies(d, p, who, g);
+    if (d->scuda_client_bulk_streams) g->bulk_streams = d->scuda_client_bulk_streams();
 
     if (mod) d->cuModuleUnload(mod);
     d->cuStreamDestroy_v2(st);
@@ -674,57 +682,25 @@ static int raw_open(const char *addr, uint16_t mode, char *err, size_t errlen)
     int fd = tcp_connect(addr, 5000, err, errlen);
     if (fd < 0) return -1;
     tcp_tune(fd, 10);
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    uint32_t magic;
-    uint16_t version;
-    if (io_read_full_timeout(fd, hello, sizeof hello, 5000) != 0) {
-        snprintf(err, errlen, "no greeting within 5 s: is a SCUDA server listening there?");
-        goto fail;
-    }
-    memcpy(&magic, hello, 4);
-    memcpy(&version, hello + 4, 2);
-    if (magic != SCUDA_MAGIC || version != SCUDA_PROTOCOL_VERSION) {
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    uint32_t status = WELCOME_INTERNAL;
+    char msg[256];
+    if (hello_read_server(fd, 5000, nonce, err, errlen) != 0) goto fail;
+    if (hello_send_client(fd, mode, 0 /* a raw link uses no device */, scuda_token(), nonce, NULL, 0) != 0 ||
+        hello_read_welcome(fd, 10000, &status, msg, sizeof msg) != 0) {
+        /* A server without raw link modes starts a CUDA session, whose
+         * welcome carries session info after the message. */
         snprintf(err, errlen, "%s",
-                 magic != SCUDA_MAGIC ? "not a SCUDA server" : "the server speaks another protocol version");
+                 status == WELCOME_OK ? "the server has no raw link mode: update it"
+                                      : "no welcome from the server: see its log");
         goto fail;
     }
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u32(&b, SCUDA_MAGIC);
-    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
-    wb_put_u16(&b, mode);
-    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
-    wb_put_u64(&b, 0); /* device mask: a raw link uses none */
-    uint8_t proof[SCUDA_PROOF_LEN];
-    auth_proof(scuda_token(), hello + 8, proof);
-    wb_put_raw(&b, proof, sizeof proof);
-    int w = io_write_full(fd, b.data, b.len);
-    wb_free(&b);
-    uint8_t hdr[8], body[1024];
-    uint32_t status, len;
-    if (w != 0 || io_read_full_timeout(fd, hdr, sizeof hdr, 10000) != 0) {
-        snprintf(err, errlen, "no welcome from the server: see its log");
-        goto fail;
-    }
-    memcpy(&status, hdr, 4);
-    memcpy(&len, hdr + 4, 4);
-    const char *want = mode == HELLO_RAW_ECHO ? "raw echo" : "raw sink";
-    /* A server without raw link modes starts a CUDA session, whose welcome
-     * carries session info after the message: longer than ours. */
-    if (len > sizeof body || io_read_full_timeout(fd, body, len, 10000) != 0) {
-        snprintf(err, errlen, "%s",
-                 status == WELCOME_OK ? "the server has no raw link mode: update it" : "malformed welcome");
-        goto fail;
-    }
-    wire_reader r;
-    wr_init(&r, body, len);
-    const char *msg = wr_str(&r);
     if (status != WELCOME_OK) {
-        snprintf(err, errlen, "refused: %s%s", msg ? msg : "no reason given",
+        snprintf(err, errlen, "refused: %s%s", msg,
                  status == WELCOME_BAD_TOKEN ? " (set SCUDA_TOKEN to the server's token)" : "");
         goto fail;
     }
-    if (msg == NULL || strcmp(msg, want) != 0 || !wr_ok_end(&r)) {
+    if (strcmp(msg, mode == HELLO_RAW_ECHO ? "raw echo" : "raw sink") != 0) {
         snprintf(err, errlen, "the server has no raw link mode: update it");
         goto fail;
     }
@@ -801,6 +777,100 @@ static void raw_bw(const char *addr, const struct plan *p, struct rate *out)
     close(fd);
 }
 
+/* The start line of a transfer over several streams at once. */
+struct start {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int go;
+};
+
+/* One stream's part of it. */
+struct raw_part {
+    int fd;
+    const uint8_t *buf;
+    uint64_t bytes;
+    struct start *start;
+    int ok, err;
+};
+
+static void *raw_part_main(void *arg)
+{
+    struct raw_part *r = arg;
+    pthread_mutex_lock(&r->start->lock);
+    while (!r->start->go) pthread_cond_wait(&r->start->cv, &r->start->lock);
+    pthread_mutex_unlock(&r->start->lock);
+    r->ok = raw_send(r->fd, r->buf, r->bytes) >= 0;
+    r->err = errno;
+    return NULL;
+}
+
+/* total bytes from buf, split over the k connections fds, all at once:
+ * seconds from the common start until the last acknowledgement, or < 0
+ * (errno set). */
+static double raw_send_k(const int *fds, int k, const uint8_t *buf, uint64_t total)
+{
+    struct raw_part part[BULK_MAX_STREAMS];
+    pthread_t t[BULK_MAX_STREAMS];
+    struct start start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    uint64_t each = total / (uint64_t)k;
+    int started = 0;
+    for (int i = 0; i < k; i++) {
+        uint64_t bytes = i == k - 1 ? total - each * (uint64_t)(k - 1) : each;
+        part[i] = (struct raw_part){fds[i], buf + each * (uint64_t)i, bytes, &start, 0, 0};
+        if (pthread_create(&t[i], NULL, raw_part_main, &part[i]) != 0) break;
+        started++;
+    }
+    pthread_mutex_lock(&start.lock);
+    start.go = 1;
+    pthread_cond_broadcast(&start.cv);
+    pthread_mutex_unlock(&start.lock);
+    double t0 = now_s();
+    int ok = started == k, err = EAGAIN;
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+        if (!part[i].ok) {
+            ok = 0;
+            err = part[i].err;
+        }
+    }
+    double dt = now_s() - t0;
+    errno = err;
+    return ok ? dt : -1;
+}
+
+/* Bandwidth over k raw sink connections at once: what striping over k
+ * bulk connections could reach on this link. */
+static void raw_bw_k(const char *addr, const struct plan *p, int k, struct rate *out)
+{
+    char sz[32];
+    progress("link", "raw TCP bandwidth over %d streams at once, %s x %d (sink)", k,
+             size_name(p->raw_bytes, sz, sizeof sz), p->raw_reps);
+    out->bytes = p->raw_bytes;
+    int fds[BULK_MAX_STREAMS], n = 0;
+    for (; n < k; n++)
+        if ((fds[n] = raw_open(addr, HELLO_RAW_SINK, out->err, sizeof out->err)) < 0) break;
+    uint8_t *buf = n == k ? malloc(p->raw_bytes) : NULL;
+    double v[16];
+    int ok = buf != NULL;
+    if (ok) memset(buf, 0x5a, p->raw_bytes);
+    if (ok) ok = raw_send_k(fds, k, buf, 16 * MiB) >= 0; /* warm-up */
+    for (int i = 0; ok && i < p->raw_reps; i++) ok = (v[i] = raw_send_k(fds, k, buf, p->raw_bytes)) >= 0;
+    if (ok) {
+        out->reps = p->raw_reps;
+        out->seconds = median_of(v, p->raw_reps);
+        out->gbps = (double)p->raw_bytes / out->seconds / 1e9;
+        out->ok = 1;
+    } else if (n == k) {
+        snprintf(out->err, sizeof out->err, "raw sink: %s", buf ? strerror(errno) : "out of memory");
+    }
+    uint64_t end = 0;
+    for (int i = 0; i < n; i++) {
+        if (ok) io_write_full(fds[i], &end, sizeof end);
+        close(fds[i]);
+    }
+    free(buf);
+}
+
 /* ---- the table ---- */
 
 static int with_native;
@@ -834,19 +904,27 @@ static void fmt_ratio(char *out, size_t n, int ok, double v, double ref)
         snprintf(out, n, "%.2fx", v / ref);
 }
 
+/* A raw link reference for a row: ok = 0 when there is none. */
+struct ref {
+    int ok;
+    double v;
+};
+
 /* One row: SCUDA's value, the native one (when measured), and the ratios
- * SCUDA / native and SCUDA / raw link (raw_ok = 0: no raw reference). */
-static void row(const char *name, int ok, double v, int n_ok, double nv, enum unit u, int raw_ok, double raw)
+ * SCUDA / native, SCUDA / raw link (one stream) and SCUDA / raw link
+ * (k streams). */
+static void row(const char *name, int ok, double v, int n_ok, double nv, enum unit u, struct ref raw, struct ref raw_k)
 {
-    char a[32], b[32], c[16], e[16];
+    char a[32], b[32], c[16], e[16], f[16];
     fmt_val(a, sizeof a, ok, v, u);
-    fmt_ratio(e, sizeof e, ok && raw_ok, v, raw);
+    fmt_ratio(e, sizeof e, ok && raw.ok, v, raw.v);
+    fmt_ratio(f, sizeof f, ok && raw_k.ok, v, raw_k.v);
     if (with_native) {
         fmt_val(b, sizeof b, n_ok, nv, u);
         fmt_ratio(c, sizeof c, ok && n_ok > 0, v, nv);
-        printf("  %-34s %16s %16s %10s %10s\n", name, a, b, c, e);
+        printf("  %-34s %16s %16s %10s %10s %10s\n", name, a, b, c, e, f);
     } else {
-        printf("  %-34s %16s %10s\n", name, a, e);
+        printf("  %-34s %16s %10s %10s\n", name, a, e, f);
     }
 }
 
@@ -902,44 +980,57 @@ static void print_table(const char *addr, const char *source, const struct plan 
                size_name(raw->bw.bytes, sz, sizeof sz), raw->bw.reps);
     else
         printf("         raw TCP one stream FAILED: %s\n", raw->bw.err);
+    if (raw->bw_k.ok)
+        printf("         raw TCP %d streams at once %.3f GB/s (%s in all, median of %d)\n", raw->k, raw->bw_k.gbps,
+               size_name(raw->bw_k.bytes, sz, sizeof sz), raw->bw_k.reps);
+    else
+        printf("         raw TCP %d streams at once FAILED: %s\n", raw->k, raw->bw_k.err);
+    if (s->ok)
+        printf("Copies:  %s\n",
+               s->bulk_streams ? "striped over bulk connections from 8 MiB on" : "over the main connection only");
+    if (s->bulk_streams) printf("         %d bulk connections (SCUDA_BULK_STREAMS)\n", s->bulk_streams);
     printf("\n");
 
     const struct gpu_results empty = {0};
     const struct gpu_results *n = nat ? nat : &empty;
+    char kcol[16];
+    snprintf(kcol, sizeof kcol, "/raw x%d", raw->k);
     if (with_native)
-        printf("  %-34s %16s %16s %10s %10s\n", "figure", "SCUDA", "native", "/native", "/raw");
+        printf("  %-34s %16s %16s %10s %10s %10s\n", "figure", "SCUDA", "native", "/native", "/raw", kcol);
     else
-        printf("  %-34s %16s %10s\n", "figure", "SCUDA", "/raw");
-    double rtt = raw->rtt.median, rtt99 = raw->rtt.p99;
-    int rok = raw->rtt.ok;
-    row("empty sync call, median", s->ping.ok, s->ping.median, -1, 0, U_US, rok, rtt);
-    row("empty sync call, p99", s->ping.ok, s->ping.p99, -1, 0, U_US, rok, rtt99);
-    row("cuStreamSynchronize idle, median", s->sync.ok, s->sync.median, n->sync.ok, n->sync.median, U_US, rok, rtt);
-    row("cuStreamSynchronize idle, p99", s->sync.ok, s->sync.p99, n->sync.ok, n->sync.p99, U_US, rok, rtt99);
-    row("empty kernel launches", s->launch.ok, s->launch.per_s, n->launch.ok, n->launch.per_s, U_PER_S, 0, 0);
+        printf("  %-34s %16s %10s %10s\n", "figure", "SCUDA", "/raw", kcol);
+    const struct ref none = {0, 0}, rtt = {raw->rtt.ok, raw->rtt.median}, rtt99 = {raw->rtt.ok, raw->rtt.p99};
+    const struct ref bw = {raw->bw.ok, raw->bw.gbps}, bw_k = {raw->bw_k.ok, raw->bw_k.gbps};
+    row("empty sync call, median", s->ping.ok, s->ping.median, -1, 0, U_US, rtt, none);
+    row("empty sync call, p99", s->ping.ok, s->ping.p99, -1, 0, U_US, rtt99, none);
+    row("cuStreamSynchronize idle, median", s->sync.ok, s->sync.median, n->sync.ok, n->sync.median, U_US, rtt, none);
+    row("cuStreamSynchronize idle, p99", s->sync.ok, s->sync.p99, n->sync.ok, n->sync.p99, U_US, rtt99, none);
+    row("empty kernel launches", s->launch.ok, s->launch.per_s, n->launch.ok, n->launch.per_s, U_PER_S, none, none);
     row("module load, cold (new image)", s->module.ok, s->module.cold_ms, n->module.ok, n->module.cold_ms, U_MS,
-        0, 0);
+        none, none);
     row("module load, warm (same process)", s->module.ok, s->module.warm_ms, n->module.ok, n->module.warm_ms,
-        U_MS, 0, 0);
+        U_MS, none, none);
     row("module load, warm (new process)", s->module.fresh_ok, s->module.fresh_ms, n->module.fresh_ok,
-        n->module.fresh_ms, U_MS, 0, 0);
+        n->module.fresh_ms, U_MS, none, none);
     for (int k = 0; k < N_KINDS; k++) {
         for (int si = 0; si < N_SIZES; si++) {
             if (COPY_SIZES[si] > p->max_copy) continue;
             char name[64];
             snprintf(name, sizeof name, "%s %s", KIND_NAME[k], size_name(COPY_SIZES[si], sz, sizeof sz));
             const struct rate *a = &s->copy[k][si], *b = &n->copy[k][si];
-            row(name, a->ok, a->gbps, b->ok, b->gbps, U_GBPS, raw->bw.ok, raw->bw.gbps);
+            row(name, a->ok, a->gbps, b->ok, b->gbps, U_GBPS, bw, bw_k);
         }
     }
     printf("\n  /native and /raw are SCUDA's figure divided by the reference: above 1 is\n"
            "  slower for times, faster for rates. /raw divides times by the raw round trip\n"
-           "  and bandwidths by the raw one-stream bandwidth.\n");
+           "  and bandwidths by the raw one-stream bandwidth; %s divides bandwidths by\n"
+           "  the raw bandwidth of %d streams at once.\n", kcol, raw->k);
 
-    if (!raw->rtt.ok || !raw->bw.ok || gpu_failed(s) || (nat && gpu_failed(nat))) {
+    if (!raw->rtt.ok || !raw->bw.ok || !raw->bw_k.ok || gpu_failed(s) || (nat && gpu_failed(nat))) {
         printf("\nFailures:\n");
         if (!raw->rtt.ok) printf("  link: round trip: %s\n", raw->rtt.err);
         if (!raw->bw.ok) printf("  link: bandwidth: %s\n", raw->bw.err);
+        if (!raw->bw_k.ok) printf("  link: bandwidth over %d streams: %s\n", raw->k, raw->bw_k.err);
         print_errors("SCUDA", s);
         if (nat) print_errors("native", nat);
     }
@@ -1007,7 +1098,7 @@ static void json_gpu(FILE *f, const char *who, const struct gpu_results *g, cons
     json_err(f, g->err);
     fputs(",\n    \"gpu\": ", f);
     json_str(f, g->gpu);
-    fprintf(f, ",\n    \"driver_version\": %d,\n", g->driver_version);
+    fprintf(f, ",\n    \"driver_version\": %d,\n    \"bulk_streams\": %d,\n", g->driver_version, g->bulk_streams);
     json_lat(f, "empty_sync_call_us", &g->ping, raw->rtt.ok, raw->rtt.median, raw->rtt.p99);
     fputs(",\n", f);
     json_lat(f, "stream_sync_us", &g->sync, raw->rtt.ok, raw->rtt.median, raw->rtt.p99);
@@ -1039,6 +1130,8 @@ static void json_gpu(FILE *f, const char *who, const struct gpu_results *g, cons
                     first ? "" : ",", KIND_DIR[k], KIND_MEM[k], (unsigned long long)COPY_SIZES[s],
                     c->ok ? "true" : "false", c->reps, c->seconds, c->gbps);
             json_ratio(f, c->ok && raw->bw.ok, c->gbps, raw->bw.gbps);
+            fputs(", \"vs_raw_k\": ", f);
+            json_ratio(f, c->ok && raw->bw_k.ok, c->gbps, raw->bw_k.gbps);
             fputs(", \"vs_native\": ", f);
             json_ratio(f, ref && c->ok && ref->copy[k][s].ok, c->gbps, ref ? ref->copy[k][s].gbps : 0);
             fputs(", \"error\": ", f);
@@ -1071,6 +1164,11 @@ static int write_json(const char *path, const char *addr, const char *source, co
             raw->bw.ok ? "true" : "false", (unsigned long long)raw->bw.bytes, raw->bw.reps, raw->bw.seconds,
             raw->bw.gbps);
     json_err(f, raw->bw.err);
+    fprintf(f, "},\n    \"k_streams\": {\"ok\": %s, \"streams\": %d, \"bytes\": %llu, \"reps\": %d, \"seconds\": %.9f, "
+               "\"gbps\": %.6f, \"error\": ",
+            raw->bw_k.ok ? "true" : "false", raw->k, (unsigned long long)raw->bw_k.bytes, raw->bw_k.reps,
+            raw->bw_k.seconds, raw->bw_k.gbps);
+    json_err(f, raw->bw_k.err);
     fputs("}\n  },\n", f);
     json_gpu(f, "scuda", s, nat, raw, p);
     fputs(",\n", f);
@@ -1092,8 +1190,9 @@ static void usage(FILE *f)
             "Usage: scuda bench [--server HOST:PORT] [--json FILE] [--quick] [--native]\n"
             "\n"
             "Measure SCUDA against the link it runs on, in one run:\n"
-            "  - the raw link: TCP round trip and one-stream bandwidth to the same server\n"
-            "    (its raw echo and sink modes: no CUDA, no SCUDA frames);\n"
+            "  - the raw link: TCP round trip, and bandwidth over one stream and over K\n"
+            "    streams at once (K = SCUDA_BULK_STREAMS, 4 when striping is off), to the\n"
+            "    same server (its raw echo and sink modes: no CUDA, no SCUDA frames);\n"
             "  - an empty synchronizing call;\n"
             "  - through SCUDA's libcuda.so.1: cuStreamSynchronize on an idle stream,\n"
             "    empty-kernel launches per second, H2D and D2H copies from 4 KiB to 1 GiB\n"
@@ -1112,7 +1211,7 @@ static void usage(FILE *f)
             "  -h, --help          show this help\n"
             "\n"
             "Exit status: 0 when every figure was measured, 1 when any failed.\n"
-            "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_LOG, SCUDA_LIB_DIR.\n");
+            "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_BULK_STREAMS, SCUDA_LOG, SCUDA_LIB_DIR.\n");
 }
 
 int cmd_bench(int argc, char **argv)
@@ -1160,6 +1259,11 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     raw_bw(addr, p, &raw.bw);
+    /* The streams a striped copy uses; striping off still shows what it
+     * would give with the default. */
+    int k = scuda_bulk_streams();
+    raw.k = k >= 2 ? k : SCUDA_BULK_STREAMS_DEFAULT;
+    raw_bw_k(addr, p, raw.k, &raw.bw_k);
 
     with_native = native;
     if (native) run_native(p, &nat);
@@ -1184,5 +1288,5 @@ int cmd_bench(int argc, char **argv)
     fflush(stdout);
     if (json && write_json(json, addr, src, p, &raw, &scuda, native ? &nat : NULL) != 0) return 1;
 
-    return !raw.bw.ok || gpu_failed(&scuda) || (native && gpu_failed(&nat)) ? 1 : 0;
+    return !raw.bw.ok || !raw.bw_k.ok || gpu_failed(&scuda) || (native && gpu_failed(&nat)) ? 1 : 0;
 }

@@ -481,7 +481,7 @@ static void stats_count(uint16_t op, int async)
  * reaches the server. Weak: the NVML shim shares this file and has none. */
 void coherence_before_send(void) __attribute__((weak));
 
-CUresult rpc_sync(rpc_call *c)
+CUresult rpc_start(rpc_call *c)
 {
     if (coherence_before_send) coherence_before_send();
     if (!thread_waiter_ready) {
@@ -490,16 +490,25 @@ CUresult rpc_sync(rpc_call *c)
     }
     pending_waiter = &thread_waiter;
     stats_count(c->op, 0);
-    CUresult r = conn_send(c, 0);
-    if (r != CUDA_SUCCESS) return r;
-    r = conn_wait(c);
+    return conn_send(c, 0);
+}
+
+CUresult rpc_finish(rpc_call *c)
+{
+    CUresult r = conn_wait(c);
     if (r != CUDA_SUCCESS) sticky_note(r);
     return r;
 }
 
+CUresult rpc_sync(rpc_call *c)
+{
+    CUresult r = rpc_start(c);
+    return r == CUDA_SUCCESS ? rpc_finish(c) : r;
+}
+
 /* SCUDA_SYNC=1 makes every one-way call wait for its reply, so an error
  * comes back from the call that caused it: a debugging aid. */
-static int sync_all(void)
+int rpc_sync_every_call(void)
 {
     static int v = -1;
     if (v < 0) {
@@ -519,7 +528,7 @@ CUresult rpc_async(rpc_call *c)
 {
     if (coherence_before_send) coherence_before_send();
     atomic_fetch_add(&async_sent, 1);
-    if (sync_all()) {
+    if (rpc_sync_every_call()) {
         CUresult r = rpc_sync(c);
         if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);
         rpc_end(c);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bulk.h"
 #include "conn.h"
 #include "shim.h"
 #include "../common/config.h"
@@ -52,6 +53,7 @@ static int load_local_driver(void)
 static void child_after_fork(void)
 {
     if (shim_mode == SHIM_REMOTE) {
+        bulk_forget_after_fork();
         conn_forget_after_fork();
         shim_mode = SHIM_FAILED;
         shim_init_error = CUDA_ERROR_NOT_INITIALIZED;

@@ -5,7 +5,8 @@
  * source can be reused when the call returns, and the bytes are in the
  * kernel's socket buffer by then. Device-to-host bytes are received
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
- * travels in several frames.
+ * travels in several frames; copies of BULK_MIN_COPY bytes and more are
+ * striped over the bulk connections instead, when there are any (bulk.c).
  *
  * Stream capture: a graph replays on the server, which cannot reach the
  * client's memory. A device-to-host copy on a capturing stream is captured
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bulk.h"
 #include "coherence.h"
 #include "copy.h"
 #include "launch.h"
@@ -36,6 +38,8 @@ static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
 
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
+    CUresult cr;
+    if (bulk_htod(dst, src, n, sid(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
@@ -68,6 +72,12 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, in
 CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
     uint64_t async_before = rpc_async_count();
+    CUresult br;
+    if (bulk_dtoh(dst, src, n, sid(st), mode, &br)) {
+        if (br != CUDA_SUCCESS) return br;
+        if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
+        return CUDA_SUCCESS;
+    }
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;

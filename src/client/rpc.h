@@ -43,7 +43,14 @@ uint64_t rpc_async_count(void);
  * `async_before` one-way calls had been sent by then. */
 void stream_note_idle(const void *stream, uint64_t async_before);
 CUresult rpc_sync(rpc_call *c);
+/* rpc_sync in two halves, for a caller with work of its own between the
+ * request and the reply (a striped copy receives its chunks there): send
+ * the request, then wait for its reply. Same thread, nothing sent between. */
+CUresult rpc_start(rpc_call *c);
+CUresult rpc_finish(rpc_call *c);
 CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
+/* SCUDA_SYNC=1: rpc_async waits for every reply (a debugging aid). */
+int rpc_sync_every_call(void);
 void rpc_end(rpc_call *c);
 
 /* Virtual handles: a handle the application holds IS its id (DESIGN §3).

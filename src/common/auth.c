@@ -259,6 +259,18 @@ void auth_proof(const char *token, const uint8_t nonce[16], uint8_t out[32])
     auth_hmac_sha256(token, strlen(token), nonce, 16, out);
 }
 
+void auth_join_proof(const uint8_t secret[32], const uint8_t nonce[16], uint32_t pid, uint32_t index,
+                     uint8_t out[32])
+{
+    uint8_t msg[16 + 4 + 4];
+    memcpy(msg, nonce, 16);
+    for (int i = 0; i < 4; i++) {
+        msg[16 + i] = (uint8_t)(pid >> (8 * i));
+        msg[20 + i] = (uint8_t)(index >> (8 * i));
+    }
+    auth_hmac_sha256(secret, 32, msg, sizeof msg, out);
+}
+
 int auth_equal(const uint8_t *a, const uint8_t *b, size_t n)
 {
     /* Accumulate every difference; no early exit, no data-dependent branch. */

@@ -41,6 +41,14 @@ void auth_nonce(uint8_t *out, size_t n);
  * empty token gives 32 zero bytes ("no token", protocol.h). */
 void auth_proof(const char *token, const uint8_t nonce[16], uint8_t out[32]);
 
+/* The proof of a bulk join (protocol.h, "Bulk connections"):
+ * HMAC-SHA256(key = the session's join secret, msg = nonce of the joining
+ * connection || u32 session pid || u32 index, little-endian). Binding the
+ * nonce makes a recorded join useless; binding pid and index makes a
+ * proof good for one slot of one session only. */
+void auth_join_proof(const uint8_t secret[32], const uint8_t nonce[16], uint32_t pid, uint32_t index,
+                     uint8_t out[32]);
+
 /* 1 if a and b hold the same n bytes, else 0. Runs in time that depends
  * only on n, so a wrong proof leaks nothing about the right one. */
 int auth_equal(const uint8_t *a, const uint8_t *b, size_t n);

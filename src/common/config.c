@@ -290,3 +290,16 @@ const char *scuda_token(void)
     const char *t = getenv("SCUDA_TOKEN");
     return t != NULL && t[0] != '\0' ? t : NULL;
 }
+
+int scuda_bulk_streams(void)
+{
+    const char *e = getenv("SCUDA_BULK_STREAMS");
+    if (e == NULL || e[0] == '\0') return SCUDA_BULK_STREAMS_DEFAULT;
+    int v = 0;
+    for (const char *p = e; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+        if (v > BULK_MAX_STREAMS) return -1;
+    }
+    return v;
+}

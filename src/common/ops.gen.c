@@ -431,6 +431,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_host_mirror_create] = "scuda_host_mirror_create",
     [OP_scuda_host_mirror_free] = "scuda_host_mirror_free",
     [OP_scuda_module_load_by_hash] = "scuda_module_load_by_hash",
+    [OP_scuda_bulk_setup] = "scuda_bulk_setup",
+    [OP_scuda_bulk_htod] = "scuda_bulk_htod",
+    [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -432,7 +432,10 @@ enum scuda_op {
     OP_scuda_host_mirror_create = 425,
     OP_scuda_host_mirror_free = 426,
     OP_scuda_module_load_by_hash = 427,
-    OP_COUNT = 428
+    OP_scuda_bulk_setup = 428,
+    OP_scuda_bulk_htod = 429,
+    OP_scuda_bulk_dtoh = 430,
+    OP_COUNT = 431
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

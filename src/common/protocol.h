@@ -21,7 +21,46 @@
  *   HELLO_RAW_SINK  transfers: the client sends n u64 (1..RAW_SINK_MAX),
  *                   then n bytes; the server discards them and answers
  *                   with the count it read, u64. n = 0 or EOF ends.
+ * HELLO_BULK_JOIN asks to join an existing session as one of its bulk
+ *                 connections (see "Bulk connections" below). The
+ *                 client_hello is followed by a join request; no session
+ *                 limit applies (a join makes no session).
  * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
+ *
+ * Bulk connections (striping, docs/architecture.md). One TCP stream cannot
+ * fill a fast link, so large copies also travel over K extra connections
+ * to the same port, which join the session:
+ *   1. On the main connection, op scuda_bulk_setup { u32 k wanted } answers
+ *      { u32 k granted, u32 session pid, u32 largest chunk,
+ *        u8 secret[BULK_SECRET_LEN] }: a fresh random join secret of this
+ *      session, known only to it and to this client.
+ *   2. For i in 0..k-1 the client connects again, and after the usual
+ *      server_hello/client_hello (token proof included, flags
+ *      HELLO_BULK_JOIN) sends a join request
+ *        { u32 session pid, u32 index i, u8 proof[32] },
+ *      proof = HMAC-SHA256(secret, nonce of THIS connection, pid, i)
+ *      (auth_join_proof): the secret never crosses the wire again and a
+ *      recorded join cannot be replayed. The parent hands the socket to
+ *      the session with that pid (SCM_RIGHTS), which checks the proof and
+ *      answers with a welcome { status, message blob } and no session
+ *      info: "bulk" on success, else WELCOME_BAD_JOIN and why.
+ *   3. Then, on bulk connection i, only chunks: a chunk header
+ *        { u64 copy id, u64 offset, u32 length, u32 zero }
+ *      and `length` bytes. A striped copy of n bytes in chunks of c bytes
+ *      has chunks j = 0..ceil(n/c)-1 at offset j*c; chunk j travels, in
+ *      order, on connection j mod k: client -> server for scuda_bulk_htod,
+ *      server -> client for scuda_bulk_dtoh. Both sides check every header
+ *      against the copy announced on the main connection:
+ *        scuda_bulk_htod { u64 dst, u64 stream, u8 mode, u64 n, u32 c,
+ *                          u64 copy id }   one-way, like scuda_memcpy_htod
+ *        scuda_bulk_dtoh { u64 src, u64 stream, u8 mode, u64 n, u32 c,
+ *                          u64 copy id }   reply (no bytes) after every
+ *                                          chunk has been sent
+ *      Copy ids increase. A copy whose CUDA call fails still moves all
+ *      its chunks (device-to-host ones as zeros), so the connections stay
+ *      in step; anything else wrong on a bulk connection ends striping for
+ *      the session (both sides close every bulk connection) and fails the
+ *      copy; later copies use the main connection.
  *
  * Then frames, both ways. Each frame is a 16-byte header and `length` bytes
  * of payload.
@@ -61,6 +100,16 @@
 #define HELLO_RAW_ECHO (1u << 0)
 #define HELLO_RAW_SINK (1u << 1)
 #define RAW_SINK_MAX (64ull << 30) /* largest raw sink transfer */
+#define HELLO_BULK_JOIN (1u << 2)
+
+/* Bulk connections (above). */
+#define BULK_MAX_STREAMS 16
+#define BULK_SECRET_LEN 32
+#define BULK_JOIN_LEN (4 + 4 + 32)     /* join request after the client_hello */
+#define BULK_CHUNK_HEAD 24             /* chunk header */
+#define BULK_CHUNK_MIN (64u << 10)
+#define BULK_CHUNK_MAX (4u << 20)
+#define BULK_COPY_MAX (1ull << 40)     /* largest striped copy */
 
 /* Largest frame payload either side accepts. Bulk copies larger than
  * SCUDA_CHUNK are split into several frames by the sender. */
@@ -107,6 +156,7 @@ enum welcome_status {
     WELCOME_SERVER_FULL = 3,
     WELCOME_NO_DEVICE = 4,
     WELCOME_INTERNAL = 5,
+    WELCOME_BAD_JOIN = 6, /* a bulk join the server cannot match to a session */
 };
 
 #endif

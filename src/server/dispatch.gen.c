@@ -48,6 +48,9 @@ extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_host_mirror_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
@@ -8762,6 +8765,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_host_mirror_create] = {"scuda_host_mirror_create", srv_scuda_host_mirror_create, 1},
     [OP_scuda_host_mirror_free] = {"scuda_host_mirror_free", srv_scuda_host_mirror_free, 0},
     [OP_scuda_module_load_by_hash] = {"scuda_module_load_by_hash", srv_scuda_module_load_by_hash, 1},
+    [OP_scuda_bulk_setup] = {"scuda_bulk_setup", srv_scuda_bulk_setup, 0},
+    [OP_scuda_bulk_htod] = {"scuda_bulk_htod", srv_scuda_bulk_htod, 0},
+    [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1},
 };
 
 const unsigned op_table_len = OP_COUNT;

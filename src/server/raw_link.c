@@ -6,6 +6,7 @@
  * RAW_IDLE_S, or stops reading what it is sent, ends the child. */
 #define _GNU_SOURCE
 #include "raw_link.h"
+#include "welcome.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,26 +19,9 @@
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
-#include "../common/wire.h"
 
 #define RAW_IDLE_S 30
 #define RAW_BUF (1u << 20)
-
-/* Welcome without session info (protocol.h). */
-static int send_welcome(int fd, const char *msg)
-{
-    wire_buf b;
-    wb_init(&b);
-    wb_put_str(&b, msg);
-    uint8_t hdr[8];
-    uint32_t status = WELCOME_OK, len = (uint32_t)b.len;
-    memcpy(hdr, &status, 4);
-    memcpy(hdr + 4, &len, 4);
-    struct iovec iov[2] = {{hdr, 8}, {b.data, b.len}};
-    int rc = io_writev_full(fd, iov, 2);
-    wb_free(&b);
-    return rc;
-}
 
 /* Send back whatever arrives. Returns 0 when the client closes. */
 static int echo_loop(int fd, uint8_t *buf)
@@ -87,7 +71,7 @@ void raw_link_main(int fd, uint16_t hello_flags, int log_fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
     uint8_t *buf = malloc(RAW_BUF);
-    if (buf == NULL || send_welcome(fd, mode) != 0) {
+    if (buf == NULL || welcome_send(fd, WELCOME_OK, mode) != 0) {
         LOG_WARN("%s: could not start: %s", mode, buf ? strerror(errno) : "out of memory");
         _exit(1);
     }

@@ -3,13 +3,18 @@
  *
  * The parent never touches CUDA, and never waits on a client: the
  * handshake runs in the forked child, so a client that connects and says
- * nothing cannot stall the accept loop for everyone else. The parent only
- * counts its children against the session limit. */
+ * nothing cannot stall the accept loop for everyone else. The parent
+ * counts its children against the session limit, and passes bulk
+ * connections from the children that accepted them to their sessions
+ * (children.c). */
 #define _GNU_SOURCE
 #include "module_store.h"
+#include "bulk_join.h"
+#include "children.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
+#include "welcome.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,7 +39,6 @@
 #define DEFAULT_MAX_SESSIONS 64
 
 static volatile sig_atomic_t stopping;
-static volatile sig_atomic_t live_sessions;
 
 static void on_stop(int sig) { (void)sig; stopping = 1; }
 
@@ -43,32 +47,27 @@ static void reap_children(void)
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        live_sessions--;
-        if (WIFSIGNALED(status))
+        if (children_remove(pid) && WIFEXITED(status))
+            LOG_DEBUG("bulk join child %d done", (int)pid);
+        else if (WIFSIGNALED(status))
             LOG_WARN("session %d died from signal %d", (int)pid, WTERMSIG(status));
         else
             LOG_INFO("session %d ended (status %d)", (int)pid, WEXITSTATUS(status));
     }
 }
 
-static void refuse(int fd, uint32_t status, const char *msg)
+static void refuse(int fd, uint32_t status, const char *msg) { welcome_send(fd, status, msg); }
+
+static int known_flags(uint16_t f)
 {
-    uint8_t hdr[8];
-    wire_buf b;
-    wb_init(&b);
-    wb_put_str(&b, msg);
-    uint32_t len = (uint32_t)b.len;
-    memcpy(hdr, &status, 4);
-    memcpy(hdr + 4, &len, 4);
-    struct iovec iov[2] = {{hdr, 8}, {b.data, b.len}};
-    io_writev_full(fd, iov, 2);
-    wb_free(&b);
+    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN;
 }
 
-/* Returns 0 when the client may have a session, or a raw link child when
- * *hello_flags has a HELLO_RAW_* bit. */
+/* Returns 0 when the client may have what its *hello_flags ask for: a
+ * session (0), a raw link child (HELLO_RAW_*), or to join a session
+ * (HELLO_BULK_JOIN; nonce then holds this connection's nonce). */
 static int check_client(int fd, const struct server_options *opt, const char *peer, uint16_t *hello_flags,
-                        int server_full)
+                        int server_full, uint8_t nonce[SCUDA_NONCE_LEN])
 {
     uint8_t hello[8 + SCUDA_NONCE_LEN];
     uint32_t magic = SCUDA_MAGIC;
@@ -108,13 +107,15 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
         refuse(fd, WELCOME_BAD_TOKEN, "bad token");
         return -1;
     }
-    if (*hello_flags != 0 && *hello_flags != HELLO_RAW_ECHO && *hello_flags != HELLO_RAW_SINK) {
+    if (!known_flags(*hello_flags)) {
         char msg[128];
         snprintf(msg, sizeof msg, "unknown hello flags 0x%x", *hello_flags);
         LOG_WARN("%s refused: %s", peer, msg);
         refuse(fd, WELCOME_BAD_VERSION, msg);
         return -1;
     }
+    memcpy(nonce, hello + 8, SCUDA_NONCE_LEN);
+    if (*hello_flags == HELLO_BULK_JOIN) return 0; /* a join makes no session */
     if (server_full) {
         char msg[128];
         snprintf(msg, sizeof msg, "server full: %d sessions",
@@ -127,26 +128,49 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
     return 0;
 }
 
+/* In the forked child: the handshake, then what the client asked for. */
+static void child_main(int fd, int ctl, const struct server_options *opt, int log_fd, const char *peer, int full)
+{
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    uint16_t hello_flags = 0;
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    if (check_client(fd, opt, peer, &hello_flags, full, nonce) != 0) _exit(0);
+    if (hello_flags == HELLO_BULK_JOIN) bulk_join_child(fd, ctl, nonce, peer);
+    if (hello_flags != 0) {
+        close(ctl);
+        LOG_INFO("%s: raw link %d", peer, (int)getpid());
+        raw_link_main(fd, hello_flags, log_fd);
+    }
+    LOG_INFO("%s: session %d", peer, (int)getpid());
+    session_main(fd, ctl, opt, log_fd);
+}
+
 static void serve_one(int lfd, int fd, const struct server_options *opt, int log_fd, const char *peer)
 {
     int max = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS;
-    int full = live_sessions >= max;
+    int full = children_sessions() >= max;
+    int pair[2];
+    if (children_pair(pair) != 0) {
+        LOG_ERROR("%s: socketpair failed: %s; connection closed", peer, strerror(errno));
+        close(fd);
+        return;
+    }
     pid_t pid = fork();
     if (pid == 0) {
         close(lfd);
-        signal(SIGCHLD, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        uint16_t hello_flags = 0;
-        if (check_client(fd, opt, peer, &hello_flags, full) != 0) _exit(0);
-        if (hello_flags != 0) raw_link_main(fd, hello_flags, log_fd);
-        session_main(fd, opt, log_fd);
+        close(pair[0]);
+        children_forget_in_child();
+        child_main(fd, pair[1], opt, log_fd, peer, full);
     }
+    close(pair[1]);
     if (pid < 0) {
         LOG_ERROR("%s: fork failed: %s; connection closed", peer, strerror(errno));
+        close(pair[0]);
     } else {
-        live_sessions++;
-        LOG_INFO("%s: session %d", peer, (int)pid);
+        children_add(pid, pair[0]);
+        LOG_DEBUG("%s: child %d", peer, (int)pid);
     }
     close(fd);
 }
@@ -219,10 +243,15 @@ int server_run(const struct server_options *options)
 
     while (!stopping) {
         reap_children();
-        struct pollfd p = {.fd = lfd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0) continue;
+        nfds_t n;
+        struct pollfd *p = children_pollset(lfd, &n);
+        if (poll(p, n, 200) <= 0) continue;
+        /* Joins first: a join child is not a session, whatever connects next. */
+        children_service();
+        if (!(p[0].revents & POLLIN)) continue;
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) continue;
+        reap_children(); /* children that ended during the poll free their places now */
         /* The session process must keep the socket across exec-free fork;
          * CLOEXEC only matters for children that exec, which we never do. */
         tcp_tune(fd, 10);
@@ -230,7 +259,7 @@ int server_run(const struct server_options *options)
         peer_name(fd, peer, sizeof peer);
         serve_one(lfd, fd, opt, log_fd, peer);
     }
-    LOG_INFO("stopping: %d session(s) still running end with their clients", (int)live_sessions);
+    LOG_INFO("stopping: %d session(s) still running end with their clients", children_sessions());
     close(lfd);
     return 0;
 }

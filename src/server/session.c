@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bulk_join.h"
 #include "dispatch.h"
 #include "graph_host.h"
 #include "module_cache.h"
@@ -599,10 +600,11 @@ static void dispatch_loop(struct session *s)
     }
 }
 
-void session_main(int fd, const struct server_options *opt, int log_fd)
+void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd)
 {
     static struct session s;
     s.fd = fd;
+    s.ctl_fd = ctl_fd;
     s.opt = opt;
     s.log_fd = log_fd;
     pthread_mutex_init(&s.write_lock, NULL);
@@ -632,6 +634,7 @@ void session_main(int fd, const struct server_options *opt, int log_fd)
     }
     send_welcome(fd, WELCOME_OK, "", &si);
     LOG_INFO("session started: %u device(s)", si.device_count);
+    if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (DESIGN §2). */

@@ -15,11 +15,14 @@ struct session {
     pthread_mutex_t error_lock;
     CUresult deferred_error;         /* first failure of an async call, not yet reported */
     int log_fd;                      /* the server's stderr; fd 1 and 2 carry device printf */
+    int ctl_fd;                      /* from the parent: bulk joins (bulk_join.h); -1 = none */
 };
 
 /* Runs the session on an accepted, authenticated connection, in the forked
- * child. Never returns: the process exits when the client goes away. */
-void session_main(int fd, const struct server_options *opt, int log_fd) __attribute__((noreturn));
+ * child. ctl_fd is the child's end of its socketpair with the parent, on
+ * which bulk joins arrive (-1: none). Never returns: the process exits
+ * when the client goes away, closing its bulk connections with it. */
+void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd) __attribute__((noreturn));
 
 /* Make the client's context `ctx_id` current on the calling thread. */
 CUresult session_bind_ctx(struct session *s, uint32_t ctx_id);

@@ -2,11 +2,12 @@
 #include "staging.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "dispatch.h"
 #include "../common/log.h"
 
-#define STAGING_COUNT 4
+#define SESSION_POOL_COUNT 4
 
 struct staging {
     void *data;
@@ -15,9 +16,21 @@ struct staging {
     int busy;     /* handed out and not yet released */
 };
 
-static struct staging pool[STAGING_COUNT];
+struct staging_pool {
+    int count;
+    size_t size;
+    int wait_held;     /* takers also wait for held buffers (staging_pool_take) */
+    int pinned_failed; /* the session pool then stops trying */
+    struct staging *bufs;
+};
+
+/* One lock for every pool: buffers change hands a few hundred times a
+ * second at most. `freed` is signalled whenever a buffer is released. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static int pinned_failed;
+static pthread_cond_t freed = PTHREAD_COND_INITIALIZER;
+
+static struct staging session_bufs[SESSION_POOL_COUNT];
+static struct staging_pool session_pool = {SESSION_POOL_COUNT, STAGING_SIZE, 0, 0, session_bufs};
 
 /* Called with pool_lock held: is b free now? */
 static int reclaim_locked(struct staging *b)
@@ -28,18 +41,25 @@ static int reclaim_locked(struct staging *b)
     return 1;
 }
 
-static struct staging *take_locked(void)
+/* The session pool allocates on first use, pinned or not at all.
+ * Returns -1 when this attempt failed. */
+static int session_buffer(struct staging *b)
 {
-    for (int i = 0; i < STAGING_COUNT; i++) {
-        struct staging *b = &pool[i];
-        if (!b->data && !pinned_failed) {
-            if (REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
-                LOG_WARN("no pinned staging memory: bulk copies will not overlap the network");
-                pinned_failed = 1;
-                b->data = NULL;
-                return NULL;
-            }
-        }
+    if (b->data || session_pool.pinned_failed) return 0;
+    if (REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+        LOG_WARN("no pinned staging memory: bulk copies will not overlap the network");
+        session_pool.pinned_failed = 1;
+        b->data = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static struct staging *take_locked(struct staging_pool *p)
+{
+    for (int i = 0; i < p->count; i++) {
+        struct staging *b = &p->bufs[i];
+        if (p == &session_pool && session_buffer(b) != 0) return NULL;
         if (b->data && reclaim_locked(b)) {
             b->busy = 1;
             return b;
@@ -48,22 +68,67 @@ static struct staging *take_locked(void)
     return NULL;
 }
 
-struct staging *staging_acquire(void)
+/* The event of a buffer of p whose copy may still run; NULL if none. */
+static CUevent copying_locked(struct staging_pool *p)
 {
-    for (;;) {
-        pthread_mutex_lock(&pool_lock);
-        struct staging *b = take_locked();
-        CUevent wait_on = NULL;
-        if (!b && !pinned_failed) {
-            /* All in flight: wait for the first to finish, then retry. */
-            for (int i = 0; i < STAGING_COUNT && !wait_on; i++)
-                if (!pool[i].busy && pool[i].pending) wait_on = pool[i].done;
-        }
-        pthread_mutex_unlock(&pool_lock);
-        if (b || !wait_on) return b;
-        REAL(cuEventSynchronize, wait_on);
-    }
+    if (p->pinned_failed && p == &session_pool) return NULL;
+    for (int i = 0; i < p->count; i++)
+        if (p->bufs[i].data && !p->bufs[i].busy && p->bufs[i].pending) return p->bufs[i].done;
+    return NULL;
 }
+
+static struct staging *take(struct staging_pool *p)
+{
+    struct staging *b;
+    pthread_mutex_lock(&pool_lock);
+    while ((b = take_locked(p)) == NULL) {
+        CUevent wait_on = copying_locked(p);
+        if (wait_on) {
+            /* All in flight: wait for one copy to finish, then look again. */
+            pthread_mutex_unlock(&pool_lock);
+            REAL(cuEventSynchronize, wait_on);
+            pthread_mutex_lock(&pool_lock);
+        } else if (p->wait_held) {
+            pthread_cond_wait(&freed, &pool_lock);
+        } else {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return b;
+}
+
+struct staging *staging_acquire(void) { return take(&session_pool); }
+
+struct staging_pool *staging_pool_new(int count, size_t size)
+{
+    struct staging_pool *p = calloc(1, sizeof *p);
+    struct staging *bufs = calloc((size_t)count, sizeof *bufs);
+    if (!p || !bufs) {
+        free(p);
+        free(bufs);
+        return NULL;
+    }
+    *p = (struct staging_pool){.count = count, .size = size, .wait_held = 1, .bufs = bufs};
+    return p;
+}
+
+int staging_pool_fill(struct staging_pool *p)
+{
+    for (int i = 0; i < p->count; i++) {
+        struct staging *b = &p->bufs[i];
+        if (b->data) continue;
+        if (!p->pinned_failed && REAL(cuMemHostAlloc, &b->data, p->size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+            LOG_WARN("no pinned memory for striped copies: they go through ordinary memory, slower");
+            p->pinned_failed = 1;
+            b->data = NULL;
+        }
+        if (!b->data && !(b->data = malloc(p->size))) return -1;
+    }
+    return 0;
+}
+
+struct staging *staging_pool_take(struct staging_pool *p) { return take(p); }
 
 void *staging_data(struct staging *b) { return b->data; }
 
@@ -89,6 +154,7 @@ void staging_release(struct staging *b)
 {
     pthread_mutex_lock(&pool_lock);
     b->busy = 0;
+    pthread_cond_broadcast(&freed);
     pthread_mutex_unlock(&pool_lock);
 }
 

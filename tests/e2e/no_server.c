@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,11 +85,13 @@ enum fake { FAKE_VERSION, FAKE_MAGIC, FAKE_BAD_INFO, FAKE_HUGE_WELCOME };
 struct fake_server {
     int lfd;
     enum fake mode;
+    _Atomic int running;
 };
 
 static void *fake_main(void *arg)
 {
     struct fake_server *f = arg;
+    atomic_store(&f->running, 1);
     int fd = accept(f->lfd, NULL, NULL);
     if (fd < 0) return NULL;
     uint8_t hello[8 + SCUDA_NONCE_LEN] = {0};
@@ -119,6 +122,10 @@ static void fake_case(enum fake mode, const char *mention, const char *tag)
     int port = bound_port(&f.lfd, 1);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, fake_main, &f) == 0);
+    /* Fork the client only once the thread runs: under ASan a thread that
+     * is starting holds the allocator's lock for a moment, and a child
+     * forked then inherits it locked and hangs at its first malloc. */
+    while (!atomic_load(&f.running)) h_sleep_ms(1);
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     run_case(addr, 3000, mention, tag);

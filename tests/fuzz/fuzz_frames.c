@@ -65,6 +65,7 @@ struct proxy {
     int lfd;
     int port;
     const char *server_addr;
+    _Atomic int running;
 };
 
 static void record(const uint8_t *data, size_t n)
@@ -108,6 +109,7 @@ static void record(const uint8_t *data, size_t n)
 static void *proxy_main(void *arg)
 {
     struct proxy *px = arg;
+    atomic_store(&px->running, 1);
     int cfd = accept4(px->lfd, NULL, NULL, SOCK_CLOEXEC);
     CHECK(cfd >= 0);
     char err[256];
@@ -151,6 +153,10 @@ static void record_corpus(const char *server_addr)
     CHECK(px.lfd >= 0);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, proxy_main, &px) == 0);
+    /* Fork the client only once the thread runs: under ASan a starting
+     * thread holds the allocator's lock for a moment, and a child forked
+     * then inherits it locked and hangs at its first malloc. */
+    while (!atomic_load(&px.running)) h_sleep_ms(1);
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", px.port);
     setenv("SCUDA_SERVER", addr, 1);

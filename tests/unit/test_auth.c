@@ -165,6 +165,29 @@ static void test_proof(void)
     check("auth_proof with a token is not zeros", memcmp(out, zero, 32) != 0);
 }
 
+/* Known answer from Python: hmac.new(bytes(range(32)),
+ * bytes(range(100, 116)) + struct.pack('<II', 4242, 3), sha256). */
+static void test_join_proof(void)
+{
+    uint8_t secret[32], nonce[16], out[32], other[32];
+    for (int i = 0; i < 32; i++) secret[i] = (uint8_t)i;
+    for (int i = 0; i < 16; i++) nonce[i] = (uint8_t)(100 + i);
+    auth_join_proof(secret, nonce, 4242, 3, out);
+    check_hex("auth_join_proof known answer", out, 32,
+              "3db6af7085cd937bb96451141c02f3c610721c82483eae59b3abbba8dfacb24b");
+    auth_join_proof(secret, nonce, 4242, 2, other);
+    check("auth_join_proof binds the index", memcmp(out, other, 32) != 0);
+    auth_join_proof(secret, nonce, 4243, 3, other);
+    check("auth_join_proof binds the session pid", memcmp(out, other, 32) != 0);
+    nonce[15] ^= 1;
+    auth_join_proof(secret, nonce, 4242, 3, other);
+    check("auth_join_proof binds the nonce", memcmp(out, other, 32) != 0);
+    nonce[15] ^= 1;
+    secret[0] ^= 1;
+    auth_join_proof(secret, nonce, 4242, 3, other);
+    check("auth_join_proof binds the secret", memcmp(out, other, 32) != 0);
+}
+
 static void test_equal(void)
 {
     uint8_t a[32], b[32];
@@ -198,6 +221,7 @@ int main(void)
     test_sha256_paths();
     test_hmac();
     test_proof();
+    test_join_proof();
     test_equal();
     test_nonce();
     if (failures) {

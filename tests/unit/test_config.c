@@ -206,6 +206,28 @@ static void cleanup(const char *home)
     rmdir(home);
 }
 
+static void test_bulk_streams(void)
+{
+    static const struct {
+        const char *value; /* NULL: unset */
+        int want;
+    } cases[] = {
+        {NULL, SCUDA_BULK_STREAMS_DEFAULT}, {"", SCUDA_BULK_STREAMS_DEFAULT},
+        {"0", 0}, {"1", 1}, {"8", 8}, {"16", 16}, {"016", 16},
+        {"17", -1}, {"99999999999999999999", -1}, {"-1", -1}, {"4x", -1}, {" 4", -1}, {"four", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value) setenv("SCUDA_BULK_STREAMS", cases[i].value, 1);
+        else unsetenv("SCUDA_BULK_STREAMS");
+        int got = scuda_bulk_streams();
+        char what[128];
+        snprintf(what, sizeof what, "scuda_bulk_streams: %s -> %d (got %d)",
+                 cases[i].value ? cases[i].value : "(unset)", cases[i].want, got);
+        check(what, got == cases[i].want);
+    }
+    unsetenv("SCUDA_BULK_STREAMS");
+}
+
 int main(void)
 {
     char home[] = "/tmp/scuda-test-config-XXXXXX";
@@ -217,6 +239,7 @@ int main(void)
     test_resolve(home);
     test_token();
     test_module_cache_dir(home);
+    test_bulk_streams();
     cleanup(home);
     if (failures) {
         printf("test_config: %d FAILED\n", failures);

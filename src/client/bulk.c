@@ -1,0 +1,408 @@
+/* bulk.c - see bulk.h.
+ *
+ * One striped copy at a time (bulk.lock): its announcement goes over the
+ * main connection, in program order with every other call, and its chunks
+ * over the k bulk connections, chunk j on connection j mod k. The calling
+ * thread moves connection 0's chunks itself; a helper thread per other
+ * connection moves the rest at the same time, straight between the
+ * caller's buffer and the socket (no staging copy). Any failure on a bulk
+ * connection fails that copy with CUDA_ERROR_UNKNOWN and ends striping for
+ * this process: every bulk connection is closed (the session notices at
+ * once) and later copies use the main connection. */
+#define _GNU_SOURCE
+#include "bulk.h"
+#include "conn.h"
+#include "rpc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/auth.h"
+#include "../common/config.h"
+#include "../common/hello.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define CONNECT_TIMEOUT_MS 5000
+#define JOIN_TIMEOUT_MS 5000 /* as the main connection's greeting (conn.c) */
+#define DEAD_PEER_S 10 /* as the main connection's (conn.c) */
+
+enum bulk_state { BULK_UNTRIED, BULK_ON, BULK_OFF };
+enum job_dir { TO_DEVICE, FROM_DEVICE };
+
+/* One striped copy, as every connection's mover sees it. */
+struct job {
+    uint64_t gen;
+    enum job_dir dir;
+    uint64_t id, n;
+    uint32_t chunk;
+    char *host; /* the caller's buffer (only read for TO_DEVICE) */
+};
+
+static struct {
+    pthread_mutex_t lock; /* one striped copy at a time; setup */
+    enum bulk_state state;
+    int k;
+    int fd[BULK_MAX_STREAMS];
+    uint32_t chunk_max;
+    uint64_t next_id;
+
+    pthread_mutex_t job_lock; /* guards what follows */
+    pthread_cond_t job_cv;    /* a job was posted, a mover finished, quit */
+    struct job job;
+    int moving; /* movers still on the job */
+    int failed; /* the job failed; fail_* say where */
+    int fail_index, fail_errno;
+    int quit; /* helpers exit */
+} bulk = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .job_lock = PTHREAD_MUTEX_INITIALIZER,
+    .job_cv = PTHREAD_COND_INITIALIZER,
+};
+
+/* ---- moving one connection's chunks ---------------------------------------- */
+
+static void head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
+{
+    uint32_t zero = 0;
+    memcpy(h, &id, 8);
+    memcpy(h + 8, &off, 8);
+    memcpy(h + 16, &len, 4);
+    memcpy(h + 20, &zero, 4);
+}
+
+static int job_failed(void)
+{
+    pthread_mutex_lock(&bulk.job_lock);
+    int f = bulk.failed;
+    pthread_mutex_unlock(&bulk.job_lock);
+    return f;
+}
+
+/* The first failure of a job: remember it, and shut every connection down
+ * so that the other movers, and the session, stop at once. */
+static void note_failure(int index, int err)
+{
+    pthread_mutex_lock(&bulk.job_lock);
+    if (!bulk.failed) {
+        bulk.failed = 1;
+        bulk.fail_index = index;
+        bulk.fail_errno = err;
+        for (int i = 0; i < bulk.k; i++) shutdown(bulk.fd[i], SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&bulk.job_lock);
+}
+
+/* Chunks index, index + k, ... of the job, on connection `index`. Every
+ * chunk header from the session must be exactly the one expected: its
+ * offset and length come from the announcement, never from the wire.
+ * Returns 0, or -1 with errno set. */
+static int move_share(int index, const struct job *j)
+{
+    int fd = bulk.fd[index];
+    uint64_t nchunks = (j->n + j->chunk - 1) / j->chunk;
+    for (uint64_t idx = (uint64_t)index; idx < nchunks; idx += (uint64_t)bulk.k) {
+        if (job_failed()) return 0;
+        uint64_t off = idx * j->chunk;
+        uint32_t len = j->n - off < j->chunk ? (uint32_t)(j->n - off) : j->chunk;
+        uint8_t want[BULK_CHUNK_HEAD];
+        head_encode(want, j->id, off, len);
+        if (j->dir == TO_DEVICE) {
+            struct iovec iov[2] = {{want, sizeof want}, {j->host + off, len}};
+            if (io_writev_full(fd, iov, 2) != 0) return -1;
+            continue;
+        }
+        uint8_t head[BULK_CHUNK_HEAD];
+        if (io_read_full(fd, head, sizeof head) != 0) return -1;
+        if (memcmp(head, want, sizeof head) != 0) {
+            errno = EPROTO;
+            return -1;
+        }
+        if (io_read_full(fd, j->host + off, len) != 0) return -1;
+    }
+    return 0;
+}
+
+static void *helper_main(void *arg)
+{
+    int index = (int)(intptr_t)arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&bulk.job_lock);
+    for (;;) {
+        while (bulk.job.gen == seen && !bulk.quit) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
+        if (bulk.quit) break;
+        seen = bulk.job.gen;
+        struct job j = bulk.job;
+        pthread_mutex_unlock(&bulk.job_lock);
+        if (move_share(index, &j) != 0) note_failure(index, errno);
+        pthread_mutex_lock(&bulk.job_lock);
+        bulk.moving--;
+        pthread_cond_broadcast(&bulk.job_cv);
+    }
+    pthread_mutex_unlock(&bulk.job_lock);
+    return NULL;
+}
+
+/* Run a job on every connection: this thread moves connection 0's share.
+ * Called with bulk.lock held. Returns 0, or -1 when it failed. */
+static int run_job(const struct job *j)
+{
+    pthread_mutex_lock(&bulk.job_lock);
+    uint64_t gen = bulk.job.gen + 1;
+    bulk.job = *j;
+    bulk.job.gen = gen;
+    bulk.moving = bulk.k;
+    bulk.failed = 0;
+    pthread_cond_broadcast(&bulk.job_cv);
+    pthread_mutex_unlock(&bulk.job_lock);
+    if (move_share(0, j) != 0) note_failure(0, errno);
+    pthread_mutex_lock(&bulk.job_lock);
+    bulk.moving--;
+    while (bulk.moving > 0) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
+    int failed = bulk.failed;
+    pthread_mutex_unlock(&bulk.job_lock);
+    return failed ? -1 : 0;
+}
+
+/* ---- on and off ------------------------------------------------------------ */
+
+/* Close every connection and stop the helpers. Called with bulk.lock held. */
+static void close_all(void)
+{
+    pthread_mutex_lock(&bulk.job_lock);
+    bulk.quit = 1;
+    pthread_cond_broadcast(&bulk.job_cv);
+    pthread_mutex_unlock(&bulk.job_lock);
+    for (int i = 0; i < bulk.k; i++) {
+        if (bulk.fd[i] >= 0) close(bulk.fd[i]);
+        bulk.fd[i] = -1;
+    }
+    bulk.state = BULK_OFF;
+}
+
+/* A copy failed on a bulk connection. Called with bulk.lock held. */
+static void go_off_after_failure(void)
+{
+    int err = bulk.fail_errno;
+    LOG_ERROR("bulk connection %d to server %s failed during a copy (%s): the copy fails with "
+              "CUDA_ERROR_UNKNOWN; later copies use the main connection only",
+              bulk.fail_index, conn_addr(),
+              err == ECONNRESET ? "the server closed it" : err == EPROTO ? "unexpected data" : strerror(err));
+    close_all();
+}
+
+/* Connect, handshake with HELLO_BULK_JOIN, and be welcomed as connection
+ * `index` of session `pid`. Returns the fd, or -1 with the reason in err. */
+static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECRET_LEN], char *err, size_t errlen)
+{
+    int fd = tcp_connect(conn_addr(), CONNECT_TIMEOUT_MS, err, errlen);
+    if (fd < 0) return -1;
+    tcp_tune(fd, DEAD_PEER_S);
+    uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN];
+    uint32_t status;
+    char msg[256];
+    if (hello_read_server(fd, JOIN_TIMEOUT_MS, nonce, err, errlen) != 0) goto fail;
+    memcpy(req, &pid, 4);
+    memcpy(req + 4, &index, 4);
+    auth_join_proof(secret, nonce, pid, index, req + 8);
+    if (hello_send_client(fd, HELLO_BULK_JOIN, 0, scuda_token(), nonce, req, sizeof req) != 0) {
+        snprintf(err, errlen, "the connection closed during the handshake");
+        goto fail;
+    }
+    if (hello_read_welcome(fd, JOIN_TIMEOUT_MS, &status, msg, sizeof msg) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        goto fail;
+    }
+    if (status != WELCOME_OK || strcmp(msg, "bulk") != 0) {
+        snprintf(err, errlen, "refused: %s", msg);
+        goto fail;
+    }
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* scuda_bulk_setup on the main connection: the session's join secret.
+ * Returns 0, or -1 (logged). */
+static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECRET_LEN])
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_bulk_setup);
+    wb_put_u32(&c.req, (uint32_t)want);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        *k = (int)wr_u32(&c.out);
+        *pid = wr_u32(&c.out);
+        bulk.chunk_max = wr_u32(&c.out);
+        wr_raw(&c.out, secret, BULK_SECRET_LEN);
+        if (!wr_ok_end(&c.out) || *k < 2 || *k > want || bulk.chunk_max < BULK_CHUNK_MIN) r = CUDA_ERROR_UNKNOWN;
+    }
+    rpc_end(&c);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        LOG_WARN("server %s offers no bulk connections (an older server?): large copies use the main "
+                 "connection only", conn_addr());
+    else if (r != CUDA_SUCCESS)
+        LOG_WARN("server %s refused bulk connections (CUresult %d): large copies use the main connection only",
+                 conn_addr(), (int)r);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* How many connections: SCUDA_BULK_STREAMS; below 2 means none. */
+static int streams_wanted(void)
+{
+    int k = scuda_bulk_streams();
+    if (k < 0) {
+        LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
+                 BULK_MAX_STREAMS, SCUDA_BULK_STREAMS_DEFAULT);
+        k = SCUDA_BULK_STREAMS_DEFAULT;
+    }
+    if (k < 2) LOG_INFO("SCUDA_BULK_STREAMS=%d: striping off, copies use the main connection", k);
+    if (k >= 2 && rpc_sync_every_call()) {
+        /* Each one-way call would wait for its reply, and a striped copy's
+         * reply waits for its chunks: striping and SCUDA_SYNC exclude each other. */
+        LOG_INFO("SCUDA_SYNC: striping off");
+        k = 0;
+    }
+    return k;
+}
+
+/* Open the connections. Called with bulk.lock held, once. */
+static void setup_locked(void)
+{
+    bulk.state = BULK_OFF;
+    for (int i = 0; i < BULK_MAX_STREAMS; i++) bulk.fd[i] = -1;
+    int want = streams_wanted(), k = 0;
+    uint32_t pid = 0;
+    uint8_t secret[BULK_SECRET_LEN];
+    if (want < 2 || ask_session(want, &k, &pid, secret) != 0) return;
+    char err[256] = "";
+    int i;
+    for (i = 0; i < k; i++)
+        if ((bulk.fd[i] = join_one(pid, (uint32_t)i, secret, err, sizeof err)) < 0) break;
+    for (int h = 1; i == k && h < k; h++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, helper_main, (void *)(intptr_t)h) != 0) {
+            snprintf(err, sizeof err, "cannot start a thread");
+            i = h;
+            break;
+        }
+        pthread_detach(t);
+    }
+    memset(secret, 0, sizeof secret);
+    bulk.k = k;
+    if (i < k) {
+        LOG_WARN("cannot open bulk connection %d of %d to server %s: %s; large copies use the main connection "
+                 "only (does a firewall let only one connection through? SCUDA_BULK_STREAMS=0 turns "
+                 "striping off)", i + 1, k, conn_addr(), err);
+        close_all();
+        return;
+    }
+    bulk.state = BULK_ON;
+    LOG_INFO("%d bulk connections to server %s: copies of %u MiB and more are striped", k, conn_addr(),
+             BULK_MIN_COPY >> 20);
+}
+
+/* Takes bulk.lock; returns 1 with it held when striping is on, else 0
+ * (lock released). */
+static int begin(size_t n)
+{
+    if (n < BULK_MIN_COPY) return 0;
+    pthread_mutex_lock(&bulk.lock);
+    if (bulk.state == BULK_UNTRIED) setup_locked();
+    if (bulk.state == BULK_ON) return 1;
+    pthread_mutex_unlock(&bulk.lock);
+    return 0;
+}
+
+/* At least two chunks per connection, so each connection's transfer
+ * overlaps the session's DMA of its last chunk; at most what the
+ * session's buffers hold. */
+static uint32_t pick_chunk(size_t n)
+{
+    uint64_t quantum = 64u << 10, c = n / (2u * (uint64_t)bulk.k);
+    c = (c + quantum - 1) / quantum * quantum;
+    uint64_t max = bulk.chunk_max < BULK_CHUNK_MAX ? bulk.chunk_max : BULK_CHUNK_MAX;
+    if (c < 4 * BULK_CHUNK_MIN) c = 4 * BULK_CHUNK_MIN;
+    return (uint32_t)(c > max ? max : c);
+}
+
+/* The announcement: u64 device address, u64 stream, u8 mode, u64 n,
+ * u32 chunk, u64 copy id. */
+static void announce(rpc_call *c, uint16_t op, uint64_t dev, uint64_t stream, int mode, const struct job *j)
+{
+    rpc_begin(c, op);
+    wb_put_u64(&c->req, dev);
+    wb_put_u64(&c->req, stream);
+    wb_put_u8(&c->req, (uint8_t)mode);
+    wb_put_u64(&c->req, j->n);
+    wb_put_u32(&c->req, j->chunk);
+    wb_put_u64(&c->req, j->id);
+}
+
+int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r)
+{
+    if (!begin(n)) return 0;
+    struct job j = {.dir = TO_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = (char *)src};
+    rpc_call c;
+    announce(&c, OP_scuda_bulk_htod, dst, stream, mode, &j);
+    /* One-way, like a copy over the main connection; the session's error,
+     * if any, comes back from the next synchronizing call. */
+    *r = rpc_async(&c);
+    if (*r == CUDA_SUCCESS && run_job(&j) != 0) {
+        go_off_after_failure();
+        *r = CUDA_ERROR_UNKNOWN;
+    }
+    pthread_mutex_unlock(&bulk.lock);
+    return 1;
+}
+
+int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r)
+{
+    if (!begin(n)) return 0;
+    struct job j = {.dir = FROM_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = dst};
+    rpc_call c;
+    announce(&c, OP_scuda_bulk_dtoh, src, stream, mode, &j);
+    *r = rpc_start(&c);
+    if (*r == CUDA_SUCCESS) {
+        int failed = run_job(&j);
+        /* Closing the connections ends the session's side of the copy too,
+         * so its reply comes. */
+        if (failed) go_off_after_failure();
+        *r = rpc_finish(&c);
+        if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
+    }
+    rpc_end(&c);
+    pthread_mutex_unlock(&bulk.lock);
+    return 1;
+}
+
+void bulk_forget_after_fork(void)
+{
+    /* The parent's connections and threads are not ours; closing our
+     * copies of the fds leaves the parent's sockets open. */
+    for (int i = 0; i < BULK_MAX_STREAMS && bulk.state != BULK_UNTRIED; i++)
+        if (bulk.fd[i] >= 0) close(bulk.fd[i]);
+    pthread_mutex_init(&bulk.lock, NULL);
+    pthread_mutex_init(&bulk.job_lock, NULL);
+    pthread_cond_init(&bulk.job_cv, NULL);
+    bulk.state = BULK_OFF;
+}
+
+/* For `scuda bench` and the tests: bulk connections in use (0: none). */
+EXPORT int scuda_client_bulk_streams(void)
+{
+    pthread_mutex_lock(&bulk.lock);
+    int k = bulk.state == BULK_ON ? bulk.k : 0;
+    pthread_mutex_unlock(&bulk.lock);
+    return k;
+}

@@ -1,0 +1,31 @@
+/* bulk.h - striped copies: large host<->device copies over several extra
+ * TCP connections to the session at once, because one TCP stream cannot
+ * fill a fast link (protocol.h, "Bulk connections"; docs/architecture.md).
+ *
+ * The connections are opened at the first copy of BULK_MIN_COPY bytes or
+ * more, SCUDA_BULK_STREAMS of them (config.h). When they cannot be opened
+ * (an older server, a firewall that lets one connection through) one log
+ * line says so and every copy uses the main connection, as before. */
+#ifndef SCUDA_CLIENT_BULK_H
+#define SCUDA_CLIENT_BULK_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copies smaller than this go over the main connection, which is faster
+ * for them (no announcement, no hand-off to the connections' threads). */
+#define BULK_MIN_COPY (8u << 20)
+
+/* Copy n bytes from src to device address dst, striped. Returns 1 when
+ * the copy was made that way (its result in *r), 0 when striping is not
+ * available (the caller copies over the main connection). stream is the
+ * stream's id, mode 0 synchronous or 1 asynchronous (memcpy.c). */
+int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r);
+/* The mirror image: device address src to dst. */
+int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r);
+
+/* In a forked child: the connections belong to the parent. */
+void bulk_forget_after_fork(void);
+
+#endif

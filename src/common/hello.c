@@ -1,0 +1,83 @@
+/* hello.c - see hello.h. */
+#include "hello.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "auth.h"
+#include "transport.h"
+#include "wire.h"
+
+int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen)
+{
+    uint8_t hello[8 + SCUDA_NONCE_LEN];
+    if (io_read_full_timeout(fd, hello, sizeof hello, timeout_ms) != 0) {
+        snprintf(err, errlen, "%s",
+                 errno == ETIMEDOUT ? "no greeting in time: is a SCUDA server listening there?"
+                                    : "the connection closed before the server's greeting");
+        return -1;
+    }
+    uint32_t magic;
+    uint16_t version;
+    memcpy(&magic, hello, 4);
+    memcpy(&version, hello + 4, 2);
+    if (magic != SCUDA_MAGIC) {
+        snprintf(err, errlen, "not a SCUDA server");
+        return -1;
+    }
+    if (version != SCUDA_PROTOCOL_VERSION) {
+        snprintf(err, errlen, "the server speaks protocol v%u, this client v%u", version, SCUDA_PROTOCOL_VERSION);
+        return -1;
+    }
+    memcpy(nonce, hello + 8, SCUDA_NONCE_LEN);
+    return 0;
+}
+
+int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *token,
+                      const uint8_t nonce[SCUDA_NONCE_LEN], const void *extra, size_t extra_len)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u32(&b, SCUDA_MAGIC);
+    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
+    wb_put_u16(&b, flags);
+    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
+    wb_put_u64(&b, device_mask);
+    uint8_t proof[SCUDA_PROOF_LEN];
+    auth_proof(token, nonce, proof);
+    wb_put_raw(&b, proof, sizeof proof);
+    if (extra_len) wb_put_raw(&b, extra, extra_len);
+    int rc = b.oom ? (errno = ENOMEM, -1) : io_write_full(fd, b.data, b.len);
+    wb_free(&b);
+    return rc;
+}
+
+int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen)
+{
+    uint8_t hdr[8], body[1024];
+    uint32_t len;
+    *status = WELCOME_INTERNAL;
+    if (io_read_full_timeout(fd, hdr, sizeof hdr, timeout_ms) != 0) {
+        snprintf(msg, msglen, "%s",
+                 errno == ETIMEDOUT ? "no welcome in time" : "the connection closed before the welcome");
+        return -1;
+    }
+    memcpy(status, hdr, 4);
+    memcpy(&len, hdr + 4, 4);
+    /* A session's welcome carries session info after the message: far
+     * longer than a message alone. */
+    if (len > sizeof body || io_read_full_timeout(fd, body, len, timeout_ms) != 0) {
+        snprintf(msg, msglen, "%s", len > sizeof body ? "an unexpected welcome" : "a truncated welcome");
+        return -1;
+    }
+    wire_reader r;
+    wr_init(&r, body, len);
+    const char *m = wr_str(&r);
+    if (m == NULL || !wr_ok_end(&r)) {
+        snprintf(msg, msglen, "an unexpected welcome");
+        return -1;
+    }
+    snprintf(msg, msglen, "%s", m);
+    return 0;
+}

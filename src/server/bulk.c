@@ -1,0 +1,513 @@
+/* bulk.c - see bulk.h.
+ *
+ * One striped copy runs at a time (the client sends the next announcement
+ * only after the last chunk of this one). Its handler posts a job; each
+ * connection's thread does its share, chunks j, j+k, j+2k... of the copy:
+ *   host to device: the thread reads a chunk into a pinned buffer and
+ *     queues it; the handler, on the dispatch thread, starts its DMA
+ *     (asynchronous, so receiving goes on meanwhile) and gives the buffer
+ *     back when the DMA is done.
+ *   device to host: the handler starts the DMA of each chunk into a
+ *     pinned buffer and queues it on its connection; the thread waits for
+ *     that DMA and sends the chunk.
+ * A copy whose CUDA call fails still moves every chunk (discarded, or
+ * zeros), so the connections stay in step. A connection that fails, or
+ * carries something other than the chunk expected, ends striping for the
+ * session: every bulk connection is shut down, which wakes every thread
+ * and tells the client, and the copy fails. Later copies use the main
+ * connection. */
+#define _GNU_SOURCE
+#include "bulk.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bulk_join.h"
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "session.h"
+#include "staging.h"
+#include "../common/auth.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+/* Pinned buffers beyond one per connection: the DMAs in flight. */
+#define POOL_EXTRA 4
+#define QUEUE_CAP (BULK_MAX_STREAMS + POOL_EXTRA)
+
+enum job_dir { JOB_RECV, JOB_SEND };
+enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
+
+/* One chunk in a buffer (NULL for a failed copy's chunk: zeros). */
+struct item {
+    struct staging *b;
+    uint64_t off;
+    uint32_t len;
+};
+
+struct queue {
+    struct item items[QUEUE_CAP];
+    size_t head, tail;
+};
+
+/* What the connections' threads work on. */
+struct job {
+    uint64_t gen; /* bumped for each job */
+    enum job_dir dir;
+    uint64_t id, n, nchunks;
+    uint32_t chunk;
+};
+
+struct link {
+    int fd; /* -1 until it joins */
+    int index;
+    struct queue out; /* JOB_SEND: this connection's chunks, in order */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv; /* a job was posted, a chunk queued, a thread finished, a failure */
+    int k;             /* connections granted at setup; 0: no setup */
+    int joined;
+    int dead; /* striping is over for this session */
+    uint8_t secret[BULK_SECRET_LEN];
+    uint64_t last_id;
+    struct staging_pool *pool;
+    int pool_filled;
+    void *zeros; /* BULK_CHUNK_MAX zero bytes */
+    struct job job;
+    int working; /* threads still on the current job */
+    int failed;  /* the current job failed */
+    struct queue ready; /* JOB_RECV: chunks received, for the handler */
+    struct link link[BULK_MAX_STREAMS];
+} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* ---- queues (bulk.lock held) -------------------------------------------------- */
+
+static int queue_empty(const struct queue *q) { return q->head == q->tail; }
+static int queue_full(const struct queue *q) { return q->tail - q->head == QUEUE_CAP; }
+static void queue_push(struct queue *q, struct item it) { q->items[q->tail++ % QUEUE_CAP] = it; }
+static struct item queue_pop(struct queue *q) { return q->items[q->head++ % QUEUE_CAP]; }
+
+/* Give back the buffers of chunks nobody will use. */
+static void queue_drain(struct queue *q)
+{
+    while (!queue_empty(q)) {
+        struct item it = queue_pop(q);
+        if (it.b) staging_release(it.b);
+    }
+}
+
+/* ---- failure ------------------------------------------------------------------- */
+
+/* Called with bulk.lock held. Logs once, then shuts every connection down:
+ * threads blocked on them wake with an error, and the client sees its
+ * connections end. The fds stay open until the session exits, so no
+ * thread ever uses a number that was reused. */
+static void fail_locked(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_locked(int index, const char *fmt, ...)
+{
+    bulk.failed = 1;
+    if (!bulk.dead) {
+        char why[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        if (index >= 0)
+            LOG_WARN("bulk connection %d: %s; striping ends for this session, copies go on over the main "
+                     "connection", index, why);
+        else
+            LOG_WARN("bulk copies: %s; striping ends for this session", why);
+        bulk.dead = 1;
+        for (int i = 0; i < bulk.k; i++)
+            if (bulk.link[i].fd >= 0) shutdown(bulk.link[i].fd, SHUT_RDWR);
+    }
+    pthread_cond_broadcast(&bulk.cv);
+}
+
+static int job_failed(void)
+{
+    pthread_mutex_lock(&bulk.lock);
+    int f = bulk.failed;
+    pthread_mutex_unlock(&bulk.lock);
+    return f;
+}
+
+/* ---- one connection's share of a job ----------------------------------------------- */
+
+static uint32_t chunk_len(const struct job *j, uint64_t idx)
+{
+    uint64_t off = idx * j->chunk;
+    return j->n - off < j->chunk ? (uint32_t)(j->n - off) : j->chunk;
+}
+
+static void head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
+{
+    uint32_t zero = 0;
+    memcpy(h, &id, 8);
+    memcpy(h + 8, &off, 8);
+    memcpy(h + 16, &len, 4);
+    memcpy(h + 20, &zero, 4);
+}
+
+/* The connection failed under a job (errno err): end striping, unless
+ * the job failed already (then this is only the echo of that). */
+static int lost(struct link *l, const struct job *j, int err)
+{
+    pthread_mutex_lock(&bulk.lock);
+    if (!bulk.failed)
+        fail_locked(l->index, "%s during copy %llu", err == ECONNRESET ? "connection closed" : strerror(err),
+                    (unsigned long long)j->id);
+    pthread_mutex_unlock(&bulk.lock);
+    return -1;
+}
+
+/* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
+static int link_recv(struct link *l, const struct job *j)
+{
+    for (uint64_t idx = (uint64_t)l->index; idx < j->nchunks && !job_failed(); idx += (uint64_t)bulk.k) {
+        uint64_t off = idx * j->chunk;
+        uint32_t len = chunk_len(j, idx);
+        uint8_t head[BULK_CHUNK_HEAD], want[BULK_CHUNK_HEAD];
+        head_encode(want, j->id, off, len);
+        if (io_read_full(l->fd, head, sizeof head) != 0) return lost(l, j, errno);
+        if (memcmp(head, want, sizeof head) != 0) {
+            pthread_mutex_lock(&bulk.lock);
+            fail_locked(l->index, "expected chunk at offset %llu of copy %llu, got something else",
+                        (unsigned long long)off, (unsigned long long)j->id);
+            pthread_mutex_unlock(&bulk.lock);
+            return -1;
+        }
+        struct staging *b = staging_pool_take(bulk.pool);
+        if (job_failed()) {
+            staging_release(b);
+            return 0;
+        }
+        if (io_read_full(l->fd, staging_data(b), len) != 0) {
+            int err = errno;
+            staging_release(b);
+            return lost(l, j, err);
+        }
+        pthread_mutex_lock(&bulk.lock);
+        queue_push(&bulk.ready, (struct item){b, off, len});
+        pthread_cond_broadcast(&bulk.cv);
+        pthread_mutex_unlock(&bulk.lock);
+    }
+    return 0;
+}
+
+/* The next chunk the handler queued for l; 0 when the job failed. */
+static int next_out(struct link *l, struct item *it)
+{
+    pthread_mutex_lock(&bulk.lock);
+    while (queue_empty(&l->out) && !bulk.failed) pthread_cond_wait(&bulk.cv, &bulk.lock);
+    int got = !bulk.failed;
+    if (got) *it = queue_pop(&l->out);
+    pthread_cond_broadcast(&bulk.cv); /* room in the queue */
+    pthread_mutex_unlock(&bulk.lock);
+    return got;
+}
+
+/* Send this connection's chunks. Returns 0, or -1 after fail_locked. */
+static int link_send(struct link *l, const struct job *j)
+{
+    for (uint64_t idx = (uint64_t)l->index; idx < j->nchunks; idx += (uint64_t)bulk.k) {
+        struct item it;
+        if (!next_out(l, &it)) return 0;
+        uint8_t head[BULK_CHUNK_HEAD];
+        head_encode(head, j->id, it.off, it.len);
+        if (it.b) staging_wait(it.b);
+        struct iovec iov[2] = {{head, sizeof head}, {it.b ? staging_data(it.b) : bulk.zeros, it.len}};
+        int rc = io_writev_full(l->fd, iov, 2);
+        int err = errno;
+        if (it.b) staging_release(it.b);
+        if (rc != 0) return lost(l, j, err);
+    }
+    return 0;
+}
+
+static void *link_main(void *arg)
+{
+    struct link *l = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&bulk.lock);
+    for (;;) {
+        while (bulk.job.gen == seen) pthread_cond_wait(&bulk.cv, &bulk.lock);
+        seen = bulk.job.gen;
+        struct job j = bulk.job;
+        pthread_mutex_unlock(&bulk.lock);
+        if (j.dir == JOB_RECV)
+            link_recv(l, &j);
+        else
+            link_send(l, &j);
+        pthread_mutex_lock(&bulk.lock);
+        if (bulk.failed) queue_drain(&l->out);
+        bulk.working--;
+        pthread_cond_broadcast(&bulk.cv);
+    }
+    return NULL;
+}
+
+/* ---- joining ------------------------------------------------------------------------ */
+
+static int admit_locked(const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    uint8_t want[SCUDA_PROOF_LEN];
+    if (bulk.k == 0) {
+        snprintf(why, whylen, "this session has not asked for bulk connections");
+        return -1;
+    }
+    if (bulk.dead) {
+        snprintf(why, whylen, "striping has ended for this session");
+        return -1;
+    }
+    if (note->index >= (uint32_t)bulk.k) {
+        snprintf(why, whylen, "connection %u asked for, this session has %d", note->index, bulk.k);
+        return -1;
+    }
+    auth_join_proof(bulk.secret, note->nonce, note->pid, note->index, want);
+    if (!auth_equal(want, note->proof, sizeof want)) {
+        snprintf(why, whylen, "wrong join secret");
+        return -1;
+    }
+    struct link *l = &bulk.link[note->index];
+    if (l->fd >= 0) {
+        snprintf(why, whylen, "connection %u has joined already", note->index);
+        return -1;
+    }
+    l->fd = fd;
+    pthread_t t;
+    if (pthread_create(&t, NULL, link_main, l) != 0) {
+        l->fd = -1;
+        snprintf(why, whylen, "cannot start a thread for it");
+        return -1;
+    }
+    pthread_detach(t);
+    if (++bulk.joined == bulk.k)
+        LOG_INFO("bulk: %d connections joined; large copies are striped over them", bulk.k);
+    return 0;
+}
+
+int bulk_admit(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    (void)s;
+    pthread_mutex_lock(&bulk.lock);
+    int rc = admit_locked(note, fd, why, whylen);
+    pthread_mutex_unlock(&bulk.lock);
+    return rc;
+}
+
+/* Request: u32 connections wanted. Reply: u32 granted, u32 session pid,
+ * u32 largest chunk, the join secret (BULK_SECRET_LEN bytes). */
+CUresult srv_scuda_bulk_setup(srv_call *c)
+{
+    uint32_t want = wr_u32(&c->in);
+    if (!wr_ok_end(&c->in) || want < 2) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&bulk.lock);
+    CUresult r = CUDA_SUCCESS;
+    if (bulk.k != 0) {
+        LOG_WARN("bulk: the client asked for bulk connections twice; refused");
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        int k = want > BULK_MAX_STREAMS ? BULK_MAX_STREAMS : (int)want;
+        for (int i = 0; i < BULK_MAX_STREAMS; i++) bulk.link[i] = (struct link){.fd = -1, .index = i};
+        bulk.pool = staging_pool_new(k + POOL_EXTRA, BULK_CHUNK_MAX);
+        bulk.zeros = calloc(1, BULK_CHUNK_MAX);
+        auth_nonce(bulk.secret, sizeof bulk.secret);
+        if (!bulk.pool || !bulk.zeros) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            bulk.k = k;
+            wb_put_u32(&c->out, (uint32_t)k);
+            wb_put_u32(&c->out, (uint32_t)getpid());
+            wb_put_u32(&c->out, BULK_CHUNK_MAX);
+            wb_put_raw(&c->out, bulk.secret, sizeof bulk.secret);
+        }
+    }
+    pthread_mutex_unlock(&bulk.lock);
+    return r;
+}
+
+/* ---- striped copies ---------------------------------------------------------------------- */
+
+/* A striped copy as announced: u64 device address, u64 stream, u8 mode,
+ * u64 n, u32 chunk, u64 copy id. */
+struct announce {
+    uint64_t dev, sid, n, id;
+    uint8_t mode;
+    uint32_t chunk;
+};
+
+static void read_announce(srv_call *c, struct announce *a)
+{
+    a->dev = wr_u64(&c->in);
+    a->sid = wr_u64(&c->in);
+    a->mode = wr_u8(&c->in);
+    a->n = wr_u64(&c->in);
+    a->chunk = wr_u32(&c->in);
+    a->id = wr_u64(&c->in);
+}
+
+/* Check the announcement and post its job to every connection. An
+ * announcement the connections cannot follow (malformed, out of bounds,
+ * while striping is not on) ends striping: the client's chunks would
+ * otherwise sit unread. Returns 0, or -1. */
+static int post_job(srv_call *c, const struct announce *a, enum job_dir dir, struct job *posted)
+{
+    pthread_mutex_lock(&bulk.lock);
+    const char *bad = NULL;
+    if (!wr_ok_end(&c->in)) bad = "malformed announcement";
+    else if (bulk.k == 0 || bulk.joined < bulk.k) bad = "announced before every connection joined";
+    else if (bulk.dead) bad = "announced after striping ended";
+    else if (bulk.working) bad = "announced while another striped copy runs";
+    else if (a->n == 0 || a->n > BULK_COPY_MAX) bad = "copy size out of bounds";
+    else if (a->chunk < BULK_CHUNK_MIN || a->chunk > BULK_CHUNK_MAX) bad = "chunk size out of bounds";
+    else if (a->id <= bulk.last_id) bad = "copy id not above the last one";
+    else if (!bulk.pool_filled && staging_pool_fill(bulk.pool) != 0) bad = "out of memory for its buffers";
+    if (bad) {
+        fail_locked(-1, "%s %s", scuda_op_name(c->op), bad);
+        pthread_mutex_unlock(&bulk.lock);
+        return -1;
+    }
+    bulk.pool_filled = 1;
+    bulk.last_id = a->id;
+    bulk.failed = 0;
+    bulk.ready.head = bulk.ready.tail = 0;
+    bulk.job = (struct job){.gen = bulk.job.gen + 1, .dir = dir, .id = a->id, .n = a->n,
+                            .nchunks = (a->n + a->chunk - 1) / a->chunk, .chunk = a->chunk};
+    bulk.working = bulk.k;
+    *posted = bulk.job;
+    pthread_cond_broadcast(&bulk.cv);
+    pthread_mutex_unlock(&bulk.lock);
+    return 0;
+}
+
+/* Wait for every connection's thread to finish the job. Returns 1 when
+ * the job failed. */
+static int finish_job(void)
+{
+    pthread_mutex_lock(&bulk.lock);
+    while (bulk.working > 0) pthread_cond_wait(&bulk.cv, &bulk.lock);
+    int failed = bulk.failed;
+    queue_drain(&bulk.ready);
+    for (int i = 0; i < bulk.k; i++) queue_drain(&bulk.link[i].out);
+    pthread_mutex_unlock(&bulk.lock);
+    return failed;
+}
+
+/* The stream and the capture check every host copy gets (srv_memory.c). */
+static CUresult copy_stream(srv_call *c, const struct announce *a, CUstream *st)
+{
+    void *h = NULL;
+    CUresult r = handle_get(c->s, a->sid, HK_STREAM, &h);
+    *st = (CUstream)h;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (r == CUDA_SUCCESS && a->mode == COPY_ASYNC && real.cuStreamIsCapturing &&
+        REAL(cuStreamIsCapturing, *st, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        LOG_WARN("a striped copy on a capturing stream: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (a->mode != COPY_ASYNC) *st = NULL; /* the synchronous copies' stream */
+    return r;
+}
+
+/* Start the DMA of every chunk the connections receive, as it comes. r is
+ * the copy's result so far: once it fails, chunks are only given back. */
+static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct staging **last)
+{
+    pthread_mutex_lock(&bulk.lock);
+    for (;;) {
+        while (queue_empty(&bulk.ready) && bulk.working > 0) pthread_cond_wait(&bulk.cv, &bulk.lock);
+        if (queue_empty(&bulk.ready)) break;
+        struct item it = queue_pop(&bulk.ready);
+        int failed = bulk.failed;
+        pthread_mutex_unlock(&bulk.lock);
+        if (r == CUDA_SUCCESS && !failed)
+            r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, staging_data(it.b), it.len, st);
+        if (r == CUDA_SUCCESS && !failed) {
+            staging_release_after(it.b, st);
+            *last = it.b;
+        } else {
+            staging_release(it.b);
+        }
+        pthread_mutex_lock(&bulk.lock);
+    }
+    pthread_mutex_unlock(&bulk.lock);
+    return r;
+}
+
+/* Request: the announcement (dst first). One-way, like scuda_memcpy_htod;
+ * a failure is reported by the next synchronizing call. */
+CUresult srv_scuda_bulk_htod(srv_call *c)
+{
+    struct announce a;
+    struct job j;
+    read_announce(c, &a);
+    if (post_job(c, &a, JOB_RECV, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = copy_stream(c, &a, &st);
+    struct staging *last = NULL;
+    r = land_chunks(a.dev, st, r, &last);
+    if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    /* cuMemcpyHtoD's meaning: the next call runs after the copy is done. */
+    if (a.mode != COPY_ASYNC && last) session_after_copy(last);
+    return r;
+}
+
+/* Queue one chunk on its connection, waiting while its queue is full.
+ * Returns 0, or -1 when the job failed (the chunk's buffer given back). */
+static int queue_out(struct link *l, struct item it)
+{
+    pthread_mutex_lock(&bulk.lock);
+    while (queue_full(&l->out) && !bulk.failed) pthread_cond_wait(&bulk.cv, &bulk.lock);
+    int ok = !bulk.failed;
+    if (ok) {
+        queue_push(&l->out, it);
+        pthread_cond_broadcast(&bulk.cv);
+    }
+    pthread_mutex_unlock(&bulk.lock);
+    if (!ok && it.b) staging_release(it.b);
+    return ok ? 0 : -1;
+}
+
+/* Copy one chunk from the device into a buffer. NULL (the chunk goes as
+ * zeros) once the copy has failed; *r then says why. */
+static struct staging *fetch_chunk(uint64_t src, uint32_t len, CUstream st, CUresult *r)
+{
+    if (*r != CUDA_SUCCESS) return NULL;
+    struct staging *b = staging_pool_take(bulk.pool);
+    *r = REAL(cuMemcpyDtoHAsync_v2, staging_data(b), src, len, st);
+    if (*r == CUDA_SUCCESS) *r = staging_record(b, st);
+    if (*r == CUDA_SUCCESS) return b;
+    staging_release(b);
+    return NULL;
+}
+
+/* Request: the announcement (src first). Reply: the result, after every
+ * chunk went out. */
+CUresult srv_scuda_bulk_dtoh(srv_call *c)
+{
+    struct announce a;
+    struct job j;
+    read_announce(c, &a);
+    if (post_job(c, &a, JOB_SEND, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUresult r = copy_stream(c, &a, &st);
+    for (uint64_t idx = 0; idx < j.nchunks; idx++) {
+        uint64_t off = idx * j.chunk;
+        uint32_t len = chunk_len(&j, idx);
+        struct staging *b = fetch_chunk(a.dev + off, len, st, &r);
+        if (queue_out(&bulk.link[idx % (uint64_t)bulk.k], (struct item){b, off, len}) != 0) break;
+    }
+    if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    return r;
+}

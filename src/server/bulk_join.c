@@ -1,0 +1,113 @@
+/* bulk_join.c - see bulk_join.h. */
+#define _GNU_SOURCE
+#include "bulk_join.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bulk.h"
+#include "children.h"
+#include "fd_pass.h"
+#include "session.h"
+#include "welcome.h"
+#include "../common/log.h"
+#include "../common/transport.h"
+
+/* As long as the handshake itself may take (server.c). */
+#define JOIN_REQUEST_TIMEOUT_MS 5000
+
+/* ---- the join child ------------------------------------------------------ */
+
+static void decode_request(const uint8_t req[BULK_JOIN_LEN], const uint8_t nonce[SCUDA_NONCE_LEN],
+                           struct join_note *note)
+{
+    memset(note, 0, sizeof *note);
+    note->magic = JOIN_NOTE_MAGIC;
+    memcpy(&note->pid, req, 4);
+    memcpy(&note->index, req + 4, 4);
+    memcpy(note->proof, req + 8, SCUDA_PROOF_LEN);
+    memcpy(note->nonce, nonce, SCUDA_NONCE_LEN);
+}
+
+void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], const char *peer)
+{
+    uint8_t req[BULK_JOIN_LEN];
+    if (io_read_full_timeout(fd, req, sizeof req, JOIN_REQUEST_TIMEOUT_MS) != 0) {
+        LOG_INFO("%s: bulk join without a join request", peer);
+        _exit(0);
+    }
+    struct join_note note;
+    decode_request(req, nonce, &note);
+    if (!children_known((pid_t)note.pid) || note.pid == (uint32_t)getpid()) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "bulk join refused: no session %u on this server", note.pid);
+        LOG_WARN("%s: %s", peer, msg);
+        welcome_send(fd, WELCOME_BAD_JOIN, msg);
+        _exit(0);
+    }
+    if (fd_send(ctl, &note, sizeof note, fd, 0) != 0) {
+        LOG_WARN("%s: cannot hand a bulk join to the server: %s", peer, strerror(errno));
+        welcome_send(fd, WELCOME_INTERNAL, "bulk join failed inside the server");
+        _exit(1);
+    }
+    LOG_DEBUG("%s: bulk connection %u handed to session %u", peer, note.index, note.pid);
+    _exit(0);
+}
+
+/* ---- in the session ------------------------------------------------------ */
+
+static void take_join(struct session *s, const struct join_note *note, int fd)
+{
+    char why[160];
+    tcp_tune(fd, 10);
+    if (note->pid != (uint32_t)getpid()) {
+        snprintf(why, sizeof why, "this is session %d, not %u", (int)getpid(), note->pid);
+    } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
+        /* Attached first, welcomed second: once the client holds every
+         * welcome, every connection is ready for a striped copy. */
+        if (welcome_send(fd, WELCOME_OK, "bulk") != 0)
+            LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
+        return;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "bulk join refused: %s", why);
+    LOG_WARN("%s", msg);
+    welcome_send(fd, WELCOME_BAD_JOIN, msg);
+    close(fd);
+}
+
+static void *join_main(void *arg)
+{
+    struct session *s = arg;
+    for (;;) {
+        struct join_note note;
+        int fd;
+        long n = fd_recv(s->ctl_fd, &note, sizeof note, &fd, 0);
+        if (n < 0 && errno == EMSGSIZE) continue; /* fd_recv closed what came */
+        if (n <= 0) {
+            /* The parent is gone: no more joins; bulk connections that are
+             * attached carry on. */
+            LOG_DEBUG("no more bulk joins: %s", n == 0 ? "the server parent closed its end" : strerror(errno));
+            return NULL;
+        }
+        if (n != (long)sizeof note || note.magic != JOIN_NOTE_MAGIC || fd < 0) {
+            LOG_WARN("malformed bulk join from the server parent; ignored");
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        take_join(s, &note, fd);
+    }
+}
+
+int bulk_join_listen(struct session *s)
+{
+    if (s->ctl_fd < 0) return -1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, join_main, s) != 0) return -1;
+    pthread_detach(t);
+    return 0;
+}

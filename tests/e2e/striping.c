@@ -1,0 +1,723 @@
+/* striping.c - large copies over the bulk connections (SCUDA_BULK_STREAMS,
+ * protocol.h "Bulk connections").
+ *
+ * Through the shim: striped copies are byte-exact for sizes and offsets
+ * that are not multiples of a chunk, in both directions, synchronous and
+ * on a stream, from several threads at once; a copy followed by a kernel
+ * or a copy that depends on it sees its bytes; striping off (0 or 1) still
+ * works; a bulk connection killed in the middle of a copy fails that copy,
+ * not the process, and later copies go over the main connection; when the
+ * extra connections cannot be opened (a relay that lets one through) the
+ * client says so once and copies over the main connection.
+ *
+ * With the raw protocol: joins with a wrong secret, for another session,
+ * for an unknown session, a replayed proof, a wrong token, an index out of
+ * range or taken already are all refused; a chunk or an announcement the
+ * session cannot follow ends striping for that session, and the session
+ * goes on. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/auth.h"
+#include "common/hello.h"
+#include "common/ops.gen.h"
+#include "common/protocol.h"
+#include "common/transport.h"
+#include "harness.h"
+
+#ifndef LINKEM_BIN
+#error "LINKEM_BIN (path of the linkem relay) must be defined"
+#endif
+
+#define MiB (1u << 20)
+#define GUARD 4096
+
+/* Private to the shim (src/client/bulk.c). */
+extern int scuda_client_bulk_streams(void);
+
+static struct h_server srv;
+/* Where the raw-protocol checks connect (the token server's for a while). */
+static const char *raw_addr;
+
+/* ---- helpers: device buffers checked through small copies ------------------- */
+
+/* Small pieces stay below the striping threshold: they check the striped
+ * copies through the main connection. */
+#define PIECE (2u * MiB)
+
+static void put_small(CUdeviceptr d, const uint8_t *src, size_t n)
+{
+    for (size_t off = 0; off < n; off += PIECE)
+        CU(cuMemcpyHtoD_v2(d + off, src + off, n - off < PIECE ? n - off : PIECE));
+}
+
+static void get_small(uint8_t *dst, CUdeviceptr d, size_t n)
+{
+    for (size_t off = 0; off < n; off += PIECE)
+        CU(cuMemcpyDtoH_v2(dst + off, d + off, n - off < PIECE ? n - off : PIECE));
+}
+
+static void expect_same(const uint8_t *got, const uint8_t *want, size_t n, const char *what)
+{
+    long at = h_diff(got, want, n);
+    CHECK(at < 0, "%s: byte %ld of %zu is 0x%02x, expected 0x%02x", what, at, n, got[at], want[at]);
+}
+
+static void use_streams(const char *k)
+{
+    if (k) setenv("SCUDA_BULK_STREAMS", k, 1);
+    else unsetenv("SCUDA_BULK_STREAMS");
+}
+
+/* ---- byte-exact copies -------------------------------------------------------- */
+
+/* One size, one offset: host -> device striped, checked through small
+ * copies; device -> host striped into a buffer with canaries around it. */
+static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
+{
+    char what[128];
+    size_t total = off + n + GUARD;
+    uint8_t *src = malloc(n), *dev_img = malloc(total), *back = malloc(total), *out = malloc(n + 2 * GUARD);
+    CHECK(src && dev_img && back && out);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, total));
+    memset(dev_img, 0xa5, total);
+    put_small(d, dev_img, total);
+
+    h_pattern(src, n, seed);
+    if (async) {
+        CU(cuMemcpyHtoDAsync_v2(d + off, src, n, st));
+        CU(cuStreamSynchronize(st));
+    } else {
+        CU(cuMemcpyHtoD_v2(d + off, src, n));
+    }
+    memcpy(dev_img + off, src, n);
+    get_small(back, d, total);
+    snprintf(what, sizeof what, "striped H2D of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
+    expect_same(back, dev_img, total, what);
+
+    /* The other way: fresh bytes put in small pieces, then one striped D2H
+     * to an odd host address. */
+    h_pattern(dev_img, total, seed + 1);
+    put_small(d, dev_img, total);
+    memset(out, 0xcd, n + 2 * GUARD);
+    uint8_t *dst = out + GUARD - 1;
+    if (async) {
+        CU(cuMemcpyDtoHAsync_v2(dst, d + off, n, st));
+        CU(cuStreamSynchronize(st));
+    } else {
+        CU(cuMemcpyDtoH_v2(dst, d + off, n));
+    }
+    snprintf(what, sizeof what, "striped D2H of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
+    expect_same(dst, dev_img + off, n, what);
+    for (size_t i = 0; i < GUARD - 1; i++) CHECK(out[i] == 0xcd, "%s wrote before its buffer", what);
+    for (size_t i = GUARD - 1 + n; i < n + 2 * GUARD; i++) CHECK(out[i] == 0xcd, "%s wrote past its end", what);
+
+    CU(cuMemFree_v2(d));
+    free(src);
+    free(dev_img);
+    free(back);
+    free(out);
+}
+
+static int exact_client(void *arg)
+{
+    (void)arg;
+    use_streams("4");
+    h_cuda_setup();
+    CHECK(scuda_client_bulk_streams() == 0, "bulk connections before the first large copy");
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    static const size_t sizes[] = {8 * MiB, 8 * MiB + 1, 13 * MiB + 4097, 37 * MiB + 12345};
+    static const size_t offs[] = {0, 3, 4097, 1};
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        round_trip(sizes[i], offs[i], st, 0, 10 * i + 1);
+        CHECK(scuda_client_bulk_streams() == 4, "%zu bytes: %d bulk connections, expected 4", sizes[i],
+              scuda_client_bulk_streams());
+        round_trip(sizes[i], offs[(i + 1) % 4], st, 1, 10 * i + 5);
+    }
+    /* Pinned host memory on the client is ordinary memory: striped too. */
+    size_t n = 9 * MiB + 7;
+    void *pin_src, *pin_dst;
+    CU(cuMemAllocHost_v2(&pin_src, n));
+    CU(cuMemAllocHost_v2(&pin_dst, n));
+    h_pattern(pin_src, n, 77);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, n));
+    CU(cuMemcpyHtoDAsync_v2(d, pin_src, n, st));
+    CU(cuMemcpyDtoHAsync_v2(pin_dst, d, n, st));
+    CU(cuStreamSynchronize(st));
+    expect_same(pin_dst, pin_src, n, "pinned striped round trip");
+    CU(cuMemFree_v2(d));
+    CU(cuMemFreeHost(pin_src));
+    CU(cuMemFreeHost(pin_dst));
+    CHECK(scuda_client_bulk_streams() == 4);
+    return 0;
+}
+
+/* ---- ordering ---------------------------------------------------------------- */
+
+static void launch_fill(CUdeviceptr out, uint32_t value, uint64_t count, CUstream st)
+{
+    CUfunction f = h_func("fill_u32");
+    void *args[] = {&out, &value, &count};
+    CU(cuLaunchKernel(f, 64, 1, 1, 128, 1, 1, 0, st, args, NULL));
+}
+
+static int order_client(void *arg)
+{
+    (void)arg;
+    use_streams("3");
+    h_cuda_setup();
+    size_t n = 24 * MiB + 8, fill_off = 5 * MiB, fill_n = 3 * MiB;
+    uint8_t *src = malloc(n), *want = malloc(n), *got = malloc(n);
+    CHECK(src && want && got);
+    CUdeviceptr a, b;
+    CU(cuMemAlloc_v2(&a, n));
+    CU(cuMemAlloc_v2(&b, n));
+    CUstream s, other;
+    CU(cuStreamCreate(&s, 0));
+    CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+
+    /* On one stream: copy in, a kernel over part of it, copy out. A kernel
+     * that ran before the copy landed would be overwritten by it. */
+    h_pattern(src, n, 5);
+    memcpy(want, src, n);
+    for (size_t i = 0; i < fill_n; i += 4) memcpy(want + fill_off + i, &(uint32_t){0xfeedf00d}, 4);
+    CU(cuMemcpyHtoDAsync_v2(a, src, n, s));
+    launch_fill(a + fill_off, 0xfeedf00d, fill_n / 4, s);
+    memset(got, 0, n);
+    CU(cuMemcpyDtoHAsync_v2(got, a, n, s));
+    CU(cuStreamSynchronize(s));
+    expect_same(got, want, n, "async striped copy, kernel, striped copy on one stream");
+    CHECK(scuda_client_bulk_streams() == 3);
+
+    /* cuMemcpyHtoD is synchronous: a kernel on a non-blocking stream
+     * launched after it must see its bytes. */
+    h_pattern(src, n, 6);
+    memcpy(want, src, n);
+    for (size_t i = 0; i < fill_n; i += 4) memcpy(want + fill_off + i, &(uint32_t){0x0badcafe}, 4);
+    CU(cuMemcpyHtoD_v2(b, src, n));
+    launch_fill(b + fill_off, 0x0badcafe, fill_n / 4, other);
+    CU(cuStreamSynchronize(other));
+    get_small(got, b, n);
+    expect_same(got, want, n, "sync striped copy, then a kernel on another stream");
+
+    /* A device-to-device copy after a striped one, then out again. */
+    h_pattern(src, n, 7);
+    CU(cuMemcpyHtoDAsync_v2(a, src, n, s));
+    CU(cuMemcpyDtoDAsync_v2(b, a, n, s));
+    memset(got, 0, n);
+    CU(cuMemcpyDtoHAsync_v2(got, b, n, s));
+    CU(cuStreamSynchronize(s));
+    expect_same(got, src, n, "striped copy in, device-to-device, striped copy out");
+
+    CU(cuMemFree_v2(a));
+    CU(cuMemFree_v2(b));
+    free(src);
+    free(want);
+    free(got);
+    return 0;
+}
+
+/* ---- several threads at once ----------------------------------------------------- */
+
+static void *thread_copies(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    CUcontext ctx;
+    CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CU(cuCtxSetCurrent(ctx));
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    size_t n = 10 * MiB + 333 * id;
+    uint8_t *src = malloc(n), *got = malloc(n);
+    CHECK(src && got);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, n));
+    for (int rep = 0; rep < 3; rep++) {
+        h_pattern(src, n, (uint32_t)(100 * id + rep));
+        CU(cuMemcpyHtoDAsync_v2(d, src, n, st));
+        memset(got, 0, n);
+        CU(cuMemcpyDtoHAsync_v2(got, d, n, st));
+        CU(cuStreamSynchronize(st));
+        expect_same(got, src, n, "a thread's striped round trip");
+    }
+    CU(cuMemFree_v2(d));
+    free(src);
+    free(got);
+    return NULL;
+}
+
+static int threads_client(void *arg)
+{
+    (void)arg;
+    use_streams("2");
+    h_cuda_setup();
+    pthread_t t[3];
+    for (uintptr_t i = 0; i < 3; i++) CHECK(pthread_create(&t[i], NULL, thread_copies, (void *)(i + 1)) == 0);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    CHECK(scuda_client_bulk_streams() == 2);
+    return 0;
+}
+
+/* ---- striping off ------------------------------------------------------------------ */
+
+/* SCUDA_BULK_STREAMS=arg: "0" and "1" turn striping off, anything that
+ * is not a count gets a warning and the default (4). */
+static int setting_client(void *arg)
+{
+    use_streams(arg);
+    int want = strcmp(arg, "0") == 0 || strcmp(arg, "1") == 0 ? 0 : 4;
+    h_cuda_setup();
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    round_trip(17 * MiB + 5, 3, st, 0, 41);
+    round_trip(17 * MiB + 5, 1, st, 1, 42);
+    CHECK(scuda_client_bulk_streams() == want, "SCUDA_BULK_STREAMS=%s: %d bulk connections, expected %d",
+          (const char *)arg, scuda_client_bulk_streams(), want);
+    return 0;
+}
+
+static void run_setting(const char *k, int warns)
+{
+    char path[512], what[64];
+    int err_fd = h_temp_file(k, path, sizeof path);
+    pid_t pid = h_spawn(setting_client, (void *)k, 60, -1, err_fd);
+    close(err_fd);
+    snprintf(what, sizeof what, "SCUDA_BULK_STREAMS=%s", k);
+    h_wait_ok(pid, 60000, what);
+    char *err = h_read_file(path, NULL);
+    CHECK(!warns == !strstr(err, "SCUDA_BULK_STREAMS=foo is not a number"), "%s: stderr:\n%s", what, err);
+    free(err);
+}
+
+/* ---- a bulk connection killed in the middle of a copy --------------------------------- */
+
+/* Socket fds of this process, by inode: the bulk connections are the ones
+ * that appear with the first large copy. */
+static int socket_fds(int *fds, unsigned long *inodes, int max)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    CHECK(dir != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dir)) && n < max;) {
+        char link[300], target[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = '\0';
+        unsigned long ino;
+        if (sscanf(target, "socket:[%lu]", &ino) == 1) {
+            fds[n] = atoi(e->d_name);
+            inodes[n++] = ino;
+        }
+    }
+    closedir(dir);
+    return n;
+}
+
+static int new_sockets(const unsigned long *before, int nb, int *out, int max)
+{
+    int fds[256], n = 0;
+    unsigned long ino[256];
+    int m = socket_fds(fds, ino, 256);
+    for (int i = 0; i < m && n < max; i++) {
+        int seen = 0;
+        for (int j = 0; j < nb; j++) seen |= ino[i] == before[j];
+        if (!seen) out[n++] = fds[i];
+    }
+    return n;
+}
+
+struct copier {
+    int d2h;
+    CUdeviceptr d;
+    uint8_t *host;
+    size_t n;
+    _Atomic int started;
+    CUresult result;
+    int copies;
+};
+
+static void *copy_until_error(void *arg)
+{
+    struct copier *c = arg;
+    CUcontext ctx;
+    CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CU(cuCtxSetCurrent(ctx));
+    c->result = CUDA_SUCCESS;
+    for (c->copies = 0; c->copies < 400 && c->result == CUDA_SUCCESS; c->copies++) {
+        atomic_store(&c->started, 1);
+        c->result = c->d2h ? cuMemcpyDtoH_v2(c->host, c->d, c->n) : cuMemcpyHtoD_v2(c->d, c->host, c->n);
+    }
+    return NULL;
+}
+
+static int kill_client(void *arg)
+{
+    int d2h = arg != NULL;
+    use_streams("4");
+    h_cuda_setup();
+    int fds[256];
+    unsigned long before[256];
+    int nb = socket_fds(fds, before, 256);
+
+    struct copier c = {.d2h = d2h, .n = 48 * MiB + 5};
+    c.host = malloc(c.n);
+    uint8_t *check = malloc(c.n);
+    CHECK(c.host && check);
+    h_pattern(c.host, c.n, 9);
+    CU(cuMemAlloc_v2(&c.d, c.n));
+    CU(cuMemcpyHtoD_v2(c.d, c.host, c.n)); /* opens the bulk connections */
+    int bulk_fds[16];
+    int nbulk = new_sockets(before, nb, bulk_fds, 16);
+    CHECK(nbulk == 4 && scuda_client_bulk_streams() == 4, "%d new sockets, %d bulk connections", nbulk,
+          scuda_client_bulk_streams());
+
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, copy_until_error, &c) == 0);
+    while (!atomic_load(&c.started)) h_sleep_ms(1);
+    h_sleep_ms(5);
+    uint64_t t0 = h_now_ms();
+    CHECK(shutdown(bulk_fds[2], SHUT_RDWR) == 0, "shutdown: %s", strerror(errno));
+    pthread_join(t, NULL);
+    printf("%s: copy %d after the kill failed with %s after %llu ms\n", d2h ? "D2H" : "H2D", c.copies,
+           h_cu_name(c.result), (unsigned long long)(h_now_ms() - t0));
+    CHECK(c.result == CUDA_ERROR_UNKNOWN, "a copy over a killed bulk connection returned %s", h_cu_name(c.result));
+    CHECK(scuda_client_bulk_streams() == 0, "striping still on after a bulk connection died");
+
+    /* The session goes on. A failed host-to-device copy is also reported,
+     * like any asynchronous error, by the next synchronizing call. */
+    CUresult r = cuCtxSynchronize();
+    CHECK(r == CUDA_SUCCESS || (!d2h && r == CUDA_ERROR_UNKNOWN), "cuCtxSynchronize: %s", h_cu_name(r));
+    CU(cuCtxSynchronize());
+    /* Large copies now go over the main connection, and are exact. */
+    h_pattern(c.host, c.n, 10);
+    CU(cuMemcpyHtoD_v2(c.d, c.host, c.n));
+    memset(check, 0, c.n);
+    CU(cuMemcpyDtoH_v2(check, c.d, c.n));
+    expect_same(check, c.host, c.n, "a large copy after striping ended");
+    CU(cuMemFree_v2(c.d));
+    free(c.host);
+    free(check);
+    return 0;
+}
+
+static void run_kill(int d2h)
+{
+    char path[512];
+    int err_fd = h_temp_file(d2h ? "kill-d2h" : "kill-h2d", path, sizeof path);
+    int before = h_server_log_count(&srv, "striping ends for this session");
+    pid_t pid = h_spawn(kill_client, d2h ? (void *)1 : NULL, 60, -1, err_fd);
+    close(err_fd);
+    h_wait_ok(pid, 60000,
+              d2h ? "client whose bulk connection died in a D2H" : "client whose bulk connection died in an H2D");
+    char *err = h_read_file(path, NULL);
+    CHECK(strstr(err, "failed during a copy") != NULL, "the client did not say why the copy failed:\n%s", err);
+    free(err);
+    CHECK(h_server_log_count(&srv, "striping ends for this session") > before,
+          "the session did not log the end of striping");
+    printf("ok a bulk connection killed during a %s: the copy fails, the session goes on\n", d2h ? "D2H" : "H2D");
+}
+
+/* ---- joins can't be forged ---------------------------------------------------------------- */
+
+/* A session over the raw protocol, with its join secret. */
+struct raw_session {
+    int fd;
+    uint32_t pid, k, seq;
+    uint8_t secret[BULK_SECRET_LEN];
+};
+
+static long raw_call(struct raw_session *r, uint16_t op, const void *p, uint32_t len, uint8_t **out, size_t *olen)
+{
+    uint32_t seq = ++r->seq;
+    CHECK(h_raw_send(r->fd, op, 0, seq, 0, p, len) == 0);
+    return h_raw_call_reply(r->fd, seq, 10000, out, olen);
+}
+
+static void raw_open(struct raw_session *r, const char *token, uint32_t k)
+{
+    memset(r, 0, sizeof *r);
+    uint32_t status;
+    r->fd = h_raw_connect(raw_addr, token, &status);
+    CHECK(r->fd >= 0, "raw session: welcome status %u", status);
+    uint8_t *out;
+    size_t olen;
+    long rc = raw_call(r, OP_scuda_bulk_setup, &k, 4, &out, &olen);
+    CHECK(rc == CUDA_SUCCESS && olen == 12 + BULK_SECRET_LEN, "scuda_bulk_setup: %ld, %zu bytes", rc, olen);
+    uint32_t chunk_max;
+    memcpy(&r->k, out, 4);
+    memcpy(&r->pid, out + 4, 4);
+    memcpy(&chunk_max, out + 8, 4);
+    memcpy(r->secret, out + 12, BULK_SECRET_LEN);
+    free(out);
+    CHECK(r->k == k && chunk_max >= BULK_CHUNK_MIN, "granted %u connections, chunks up to %u", r->k, chunk_max);
+    rc = raw_call(r, OP_scuda_bulk_setup, &k, 4, NULL, NULL);
+    CHECK(rc != CUDA_SUCCESS, "a second scuda_bulk_setup was granted");
+}
+
+static void raw_ping(struct raw_session *r, long want, const char *what)
+{
+    long rc = raw_call(r, OP_scuda_ping, NULL, 0, NULL, NULL);
+    CHECK(rc == want, "%s: ping answered %ld, expected %ld", what, rc, want);
+}
+
+/* How a join proof is made up, for forging it. */
+enum forge { HONEST, WRONG_SECRET, OLD_NONCE };
+
+/* Join `pid` as connection `index`, with `secret`. Returns the fd when
+ * welcomed (-1 if not); *status and msg say what the server answered. */
+static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8_t *secret, enum forge how,
+                    uint32_t *status, char *msg, size_t msglen)
+{
+    char err[256];
+    int fd = tcp_connect(raw_addr, 5000, err, sizeof err);
+    CHECK(fd >= 0, "connect: %s", err);
+    uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN], key[BULK_SECRET_LEN];
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
+    memcpy(key, secret, sizeof key);
+    if (how == WRONG_SECRET) key[7] ^= 0x40;
+    uint8_t proof_nonce[SCUDA_NONCE_LEN];
+    memcpy(proof_nonce, nonce, sizeof nonce);
+    if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
+    memcpy(req, &pid, 4);
+    memcpy(req + 4, &index, 4);
+    auth_join_proof(key, proof_nonce, pid, index, req + 8);
+    CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
+    if (hello_read_welcome(fd, 10000, status, msg, msglen) != 0 || *status != WELCOME_OK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void expect_refused(const char *token, uint32_t pid, uint32_t index, const uint8_t *secret, enum forge how,
+                           uint32_t want_status, const char *want_msg, const char *what)
+{
+    uint32_t status;
+    char msg[256];
+    int fd = raw_join(token, pid, index, secret, how, &status, msg, sizeof msg);
+    CHECK(fd < 0, "%s: the join was welcomed", what);
+    CHECK(status == want_status && strstr(msg, want_msg), "%s: status %u, \"%s\"; expected %u, \"%s\"", what, status,
+          msg, want_status, want_msg);
+    printf("ok refused: %s (\"%s\")\n", what, msg);
+}
+
+static int expect_welcomed(const char *token, uint32_t pid, uint32_t index, const uint8_t *secret, const char *what)
+{
+    uint32_t status;
+    char msg[256];
+    int fd = raw_join(token, pid, index, secret, HONEST, &status, msg, sizeof msg);
+    CHECK(fd >= 0, "%s: refused: status %u, \"%s\"", what, status, msg);
+    return fd;
+}
+
+static void joins(void)
+{
+    struct raw_session a, b;
+    raw_open(&a, NULL, 2);
+    uint8_t zeros[BULK_SECRET_LEN] = {0};
+    expect_refused(NULL, a.pid, 0, a.secret, WRONG_SECRET, WELCOME_BAD_JOIN, "wrong join secret", "a wrong secret");
+    expect_refused(NULL, a.pid, 0, zeros, HONEST, WELCOME_BAD_JOIN, "wrong join secret", "an all-zero secret");
+    expect_refused(NULL, a.pid, 0, a.secret, OLD_NONCE, WELCOME_BAD_JOIN, "wrong join secret",
+                   "a proof made for another connection's nonce");
+    expect_refused(NULL, (uint32_t)getpid(), 0, a.secret, HONEST, WELCOME_BAD_JOIN, "no session",
+                   "a pid that is no session of this server");
+    expect_refused(NULL, a.pid, 2, a.secret, HONEST, WELCOME_BAD_JOIN, "connection 2 asked for",
+                   "an index past the connections granted");
+    expect_refused(NULL, a.pid, 0xffffffffu, a.secret, HONEST, WELCOME_BAD_JOIN, "asked for", "index 2^32-1");
+
+    /* Another session: a's secret opens none of b's connections, and b's
+     * not-yet-set-up session takes no joins at all. */
+    uint32_t status;
+    b.fd = h_raw_connect(raw_addr, NULL, &status);
+    CHECK(b.fd >= 0);
+    b.seq = 0;
+    raw_ping(&b, CUDA_SUCCESS, "session b");
+    CHECK(h_wait_sessions(&srv, 2, 5000));
+    pid_t pids[256];
+    int ns = h_server_sessions(&srv, pids, 256);
+    b.pid = (uint32_t)pids[ns - 1];
+    CHECK(b.pid != a.pid);
+    expect_refused(NULL, b.pid, 0, a.secret, HONEST, WELCOME_BAD_JOIN, "not asked for bulk",
+                   "a join to a session that asked for none");
+    int bk = 2;
+    uint8_t *out;
+    size_t olen;
+    CHECK(raw_call(&b, OP_scuda_bulk_setup, &bk, 4, &out, &olen) == CUDA_SUCCESS && olen == 12 + BULK_SECRET_LEN);
+    memcpy(b.secret, out + 12, BULK_SECRET_LEN);
+    free(out);
+    expect_refused(NULL, b.pid, 0, a.secret, HONEST, WELCOME_BAD_JOIN, "wrong join secret",
+                   "another session's secret");
+
+    int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
+    expect_refused(NULL, a.pid, 0, a.secret, HONEST, WELCOME_BAD_JOIN, "joined already", "connection 0 again");
+    int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
+    raw_ping(&a, CUDA_SUCCESS, "session a after the refusals");
+    raw_ping(&b, CUDA_SUCCESS, "session b after the refusals");
+    printf("ok joins: only the session's own secret, fresh, for a free slot, gets in\n");
+
+    /* A chunk header the session does not expect ends striping for the
+     * session; the session itself goes on. */
+    uint8_t ann[8 + 8 + 1 + 8 + 4 + 8] = {0};
+    uint64_t n = 3 * MiB, id = 1;
+    uint32_t chunk = 1 * MiB;
+    memcpy(ann + 17, &n, 8);
+    memcpy(ann + 25, &chunk, 4);
+    memcpy(ann + 29, &id, 8);
+    CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
+    uint8_t head[BULK_CHUNK_HEAD] = {0};
+    uint64_t bad_off = 12345;
+    memcpy(head, &id, 8);
+    memcpy(head + 8, &bad_off, 8);
+    memcpy(head + 16, &chunk, 4);
+    CHECK(io_write_full(l0, head, sizeof head) == 0);
+    char c;
+    CHECK(io_read_full_timeout(l1, &c, 1, 10000) != 0 && errno != ETIMEDOUT,
+          "the session did not close its other bulk connection");
+    raw_ping(&a, CUDA_ERROR_UNKNOWN, "the failed striped copy's error");
+    raw_ping(&a, CUDA_SUCCESS, "session a after striping ended");
+    CHECK(h_server_log_count(&srv, "expected chunk at offset 0 of copy 1") == 1);
+    expect_refused(NULL, a.pid, 1, a.secret, HONEST, WELCOME_BAD_JOIN, "striping has ended",
+                   "a join after striping ended");
+    close(l0);
+    close(l1);
+
+    /* An announcement out of bounds ends striping too. */
+    int m0 = expect_welcomed(NULL, b.pid, 0, b.secret, "b's connection 0");
+    int m1 = expect_welcomed(NULL, b.pid, 1, b.secret, "b's connection 1");
+    n = BULK_COPY_MAX + 1;
+    memcpy(ann + 17, &n, 8);
+    CHECK(h_raw_send(b.fd, OP_scuda_bulk_dtoh, 0, ++b.seq, 0, ann, sizeof ann) == 0);
+    long rc = h_raw_call_reply(b.fd, b.seq, 10000, NULL, NULL);
+    CHECK(rc == CUDA_ERROR_INVALID_VALUE, "an announcement of 2^40+1 bytes: %ld", rc);
+    CHECK(io_read_full_timeout(m0, &c, 1, 10000) != 0 && errno != ETIMEDOUT);
+    raw_ping(&b, CUDA_SUCCESS, "session b after striping ended");
+    CHECK(h_server_log_count(&srv, "copy size out of bounds") == 1);
+    close(m0);
+    close(m1);
+    close(a.fd);
+    close(b.fd);
+    printf("ok a chunk or an announcement out of step ends striping, not the session\n");
+}
+
+/* With a token, a join must also prove the token. */
+static void joins_with_token(void)
+{
+    struct h_server tsrv;
+    struct h_server_opts opt = {.token = "t0ken"};
+    h_server_start(&tsrv, "token", &opt);
+    raw_addr = tsrv.addr;
+    struct raw_session a;
+    raw_open(&a, "t0ken", 2);
+    expect_refused(NULL, a.pid, 0, a.secret, HONEST, WELCOME_BAD_TOKEN, "bad token", "the right secret, no token");
+    expect_refused("t0kem", a.pid, 0, a.secret, HONEST, WELCOME_BAD_TOKEN, "bad token", "a wrong token");
+    close(expect_welcomed("t0ken", a.pid, 0, a.secret, "the right secret and token"));
+    close(a.fd);
+    raw_addr = srv.addr;
+    h_server_stop(&tsrv);
+    setenv("SCUDA_SERVER", srv.addr, 1);
+    printf("ok a join with a token server needs the token too\n");
+}
+
+/* ---- bulk connections that cannot be opened ------------------------------------------------ */
+
+static int fallback_client(void *arg)
+{
+    (void)arg;
+    use_streams(NULL); /* the default */
+    h_cuda_setup();
+    CUstream st;
+    CU(cuStreamCreate(&st, 0));
+    round_trip(20 * MiB + 11, 5, st, 0, 61);
+    round_trip(20 * MiB + 11, 1, st, 1, 62);
+    CHECK(scuda_client_bulk_streams() == 0);
+    return 0;
+}
+
+/* Through a relay that lets one connection through, as a strict firewall
+ * would: the joins fail, the client says so once and copies anyway. */
+static void fallback(void)
+{
+    int out[2];
+    CHECK(pipe(out) == 0);
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", srv.port);
+    pid_t relay = fork();
+    CHECK(relay >= 0);
+    if (relay == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(out[1], 1);
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 2);
+        execl(LINKEM_BIN, LINKEM_BIN, "--listen", "127.0.0.1:0", "--connect", target, "--max-conns", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char port[16] = "";
+    CHECK(io_read_full_timeout(out[0], port, 1, 10000) == 0, "linkem did not start");
+    for (size_t i = 1; i < sizeof port - 1 && port[i - 1] != '\n'; i++)
+        CHECK(io_read_full_timeout(out[0], port + i, 1, 5000) == 0);
+    close(out[0]);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", atoi(port));
+    setenv("SCUDA_SERVER", addr, 1);
+    char path[512];
+    int err_fd = h_temp_file("fallback", path, sizeof path);
+    pid_t pid = h_spawn(fallback_client, NULL, 60, -1, err_fd);
+    close(err_fd);
+    int st = h_wait(pid, 60000);
+    kill(relay, SIGKILL);
+    waitpid(relay, NULL, 0);
+    setenv("SCUDA_SERVER", srv.addr, 1);
+    char *err = h_read_file(path, NULL);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "client through a one-connection relay: status %d; stderr:\n%s", st, err);
+    int lines = 0;
+    for (const char *p = err; (p = strstr(p, "cannot open bulk connection")); p++) lines++;
+    CHECK(lines == 1, "%d lines about the bulk connections (expected 1):\n%s", lines, err);
+    free(err);
+    printf("ok bulk connections refused by the network: one log line, copies over the main connection\n");
+}
+
+int main(void)
+{
+    h_begin("striping", 170);
+    h_server_start(&srv, "main", NULL);
+    raw_addr = srv.addr;
+
+    h_wait_ok(h_spawn(exact_client, NULL, 90, -1, -1), 90000, "byte-exact striped copies");
+    printf("ok striped copies are byte-exact (sizes and offsets off the chunk grid, sync and async, pinned)\n");
+    h_wait_ok(h_spawn(order_client, NULL, 60, -1, -1), 60000, "ordering");
+    printf("ok a kernel or copy after a striped copy sees its bytes\n");
+    h_wait_ok(h_spawn(threads_client, NULL, 60, -1, -1), 60000, "three threads");
+    printf("ok three threads' striped copies at once\n");
+    run_setting("0", 0);
+    run_setting("1", 0);
+    run_setting("foo", 1);
+    printf("ok striping off (0, 1) and a bad SCUDA_BULK_STREAMS: copies over the main connection\n");
+    run_kill(0);
+    run_kill(1);
+    joins();
+    joins_with_token();
+    fallback();
+    CHECK(h_server_log_count(&srv, "died from signal") == 0);
+    h_server_stop(&srv);
+    printf("PASS striping\n");
+    return 0;
+}

@@ -696,7 +696,7 @@ static int raw_open(const char *addr, uint16_t mode, char *err, size_t errlen)
         goto fail;
     }
     if (status != WELCOME_OK) {
-        snprintf(err, errlen, "refused: %s%s", msg,
+        snprintf(err, errlen, "refused: %.60s%s", msg,
                  status == WELCOME_BAD_TOKEN ? " (set SCUDA_TOKEN to the server's token)" : "");
         goto fail;
     }

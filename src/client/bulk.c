@@ -223,7 +223,7 @@ static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECR
         goto fail;
     }
     if (status != WELCOME_OK || strcmp(msg, "bulk") != 0) {
-        snprintf(err, errlen, "refused: %s", msg);
+        snprintf(err, errlen, "refused: %.200s", msg);
         goto fail;
     }
     return fd;

@@ -24,6 +24,8 @@
 /* The session runs cuInit before it welcomes us; that can take seconds. */
 #define WELCOME_TIMEOUT_MS 60000
 #define DEAD_PEER_S 10
+/* How long a thread waiting for a reply polls the socket before it sleeps. */
+#define REPLY_SPIN_NS 30000
 
 /* A thread waiting for its reply. Lives on the waiter's stack. */
 struct waiter {
@@ -339,6 +341,8 @@ static int read_one_frame(void)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
+    /* A reply is often microseconds away: poll before sleeping in read. */
+    io_spin_for_input(conn.fd, REPLY_SPIN_NS);
     if (io_read_full(conn.fd, hdr, sizeof hdr) != 0) return -1;
     frame_header_decode(hdr, &h);
     atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);

@@ -146,11 +146,32 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt)
     return 0;
 }
 
+/* What is queued and the caller's frame go out in one write: the session
+ * then reads a launch and the copy that waits for it together (PyTorch's
+ * .item()), with one wake-up. */
 int sendq_write_direct(struct iovec *iov, int iovcnt)
 {
     pthread_mutex_lock(&q.write_lock);
-    int rc = flush_locked();
-    if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
+    pthread_mutex_lock(&q.lock);
+    struct buffer out = q.pending;
+    q.pending = (struct buffer){0};
+    atomic_store(&q.pending_len, 0);
+    pthread_mutex_unlock(&q.lock);
+    struct iovec all[8];
+    int n = 0, rc;
+    if (out.len) all[n++] = (struct iovec){.iov_base = out.data, .iov_len = out.len};
+    if (iovcnt + n <= 8) {
+        for (int i = 0; i < iovcnt; i++) all[n++] = iov[i];
+        rc = io_writev_full(q.fd, all, n);
+    } else {
+        rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
+        if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
+    }
+    out.len = 0;
+    pthread_mutex_lock(&q.lock);
+    if (q.pending.data == NULL) q.pending = out;
+    else free(out.data);
+    pthread_mutex_unlock(&q.lock);
     pthread_mutex_unlock(&q.write_lock);
     return rc;
 }

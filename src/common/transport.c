@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static int resolve(const char *hostport, int passive, struct addrinfo **res, char *err, size_t errlen)
@@ -134,6 +135,20 @@ int addr_is_loopback(const char *hostport)
     if (!strcmp(host, "localhost") || !strcmp(host, "::1")) return 1;
     struct in_addr a;
     return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+int io_spin_for_input(int fd, unsigned spin_ns)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        char c;
+        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
+        if (ns >= spin_ns) return 0;
+    }
 }
 
 int io_read_full(int fd, void *buf, size_t n)

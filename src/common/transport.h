@@ -28,6 +28,11 @@ int io_read_full(int fd, void *buf, size_t n);
 int io_write_full(int fd, const void *buf, size_t n);
 /* Write every iovec completely. The array is modified. */
 int io_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* Poll fd for input without sleeping for up to spin_ns: a reply or request
+ * that is microseconds away then costs no wake-up from a blocking read
+ * (several microseconds on each side of a round trip). Returns 1 when
+ * input (or EOF, or an error) is there, 0 when the time ran out. */
+int io_spin_for_input(int fd, unsigned spin_ns);
 /* Read exactly n bytes, waiting at most timeout_ms for each chunk. */
 int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms);
 

@@ -480,10 +480,16 @@ static int read_exact(struct session *s, void *dst, size_t n)
     return 0;
 }
 
+/* How long the dispatch thread polls for the next call before it sleeps. */
+#define INPUT_SPIN_NS 20000
+
 /* Wait for the next frame header. With an idle timeout, a quiet socket
  * ends the session only when no call is still running on the GPU. */
 static int read_header(struct session *s, uint8_t *hdr, int idle_timeout_ms)
 {
+    /* A program that waits for a reply sends its next call within
+     * microseconds: look for it before sleeping. */
+    if (inbuf.end == inbuf.start) io_spin_for_input(s->fd, INPUT_SPIN_NS);
     while (idle_timeout_ms > 0 && inbuf.end == inbuf.start) {
         struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
         int rc = poll(&pfd, 1, idle_timeout_ms);

@@ -39,6 +39,11 @@ FLAGS
   capture_begin     (sync) a stream capture began when it succeeds: the
                     client counts captures in progress (capture_begun())
   capture_end       (sync) a stream capture may have ended: capture_ended(r)
+  setting=P         (sync, invalidates_memo) an attribute set whose value is
+                    parameter P: setting the value that the same call last
+                    set successfully (same other arguments, same context)
+                    is answered in the client, without invalidating the memo
+                    (PyTorch sets the same attribute before every launch)
   hook              (sync/async) the stub ends with `return hook_EXPORT(r, args...)`,
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
@@ -280,10 +285,10 @@ cuFuncGetName                 local
 cuFuncGetModule               local
 cuFuncGetParamInfo            local
 cuKernelGetAttribute          memo
-cuKernelSetAttribute          sync    invalidates_memo
+cuKernelSetAttribute          sync    invalidates_memo  setting=val
 cuKernelSetCacheConfig        sync    invalidates_memo
 cuFuncGetAttribute            memo
-cuFuncSetAttribute            sync    invalidates_memo
+cuFuncSetAttribute            sync    invalidates_memo  setting=value
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo

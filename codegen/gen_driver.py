@@ -97,6 +97,7 @@ class SpecLine:
         self.params = {}       # param -> (dir, count expr or None)
         self.out_handle = set()
         self.drops = set()
+        self.setting = None    # the value parameter of an idempotent attribute set
         self.used_params = set()
 
 
@@ -148,6 +149,8 @@ def load_spec():
                 sl.out_handle.add(t.split("=", 1)[1])
             elif t.startswith("drops="):
                 sl.drops.add(t.split("=", 1)[1])
+            elif t.startswith("setting="):
+                sl.setting = t.split("=", 1)[1]
             elif "=" in t:
                 p, d = t.split("=", 1)
                 m = re.match(r"^(in|out|inout|null|value|existing|launch_config)(?:\[(.+)\])?$", d)
@@ -156,6 +159,8 @@ def load_spec():
                 sl.params[p] = (m.group(1), m.group(2))
             else:
                 raise SpecError("FUNCTIONS line %d: unknown word %r" % (lineno, t))
+        if sl.setting and (sl.cls != "sync" or "invalidates_memo" not in sl.flags):
+            raise SpecError("FUNCTIONS line %d: setting= is for sync calls that invalidate the memo" % lineno)
         if sl.cls in ("local", "manual") and sl.flags - {"blocking", "invalidates_memo", "legacy"}:
             raise SpecError("FUNCTIONS line %d: bad flag" % lineno)
         if "legacy" in sl.flags and sl.cls not in ("local", "manual"):
@@ -896,6 +901,20 @@ class Emitter:
                 o.append("    if (%s != NULL && (%s) == 0)\n        return CUDA_ERROR_INVALID_VALUE;\n"
                          % (a.name, a.count))
         sync_if_null = []
+        setting = e.spec.setting if e.spec is not None else None
+        if setting:
+            # Setting a value the driver already has changes nothing: answer
+            # it here, and keep the memo (memo_setting_is, memo.h).
+            o.append("    wire_buf set_key, set_val;\n    wb_init(&set_key);\n    wb_init(&set_val);\n")
+            for a in e.args:
+                o.extend("    " + l + "\n"
+                         for l in self.client_encode(a, "&set_val" if a.name == setting else "&set_key"))
+            o.append("    uint32_t set_ctx = shim_current_ctx_id();\n"
+                     "    int set_ok = !set_key.oom && !set_val.oom;\n"
+                     "    if (set_ok && memo_setting_is(OP_%s, set_ctx, set_key.data, set_key.len, set_val.data,\n"
+                     "                                  set_val.len)) {\n"
+                     "        wb_free(&set_key);\n        wb_free(&set_val);\n        return CUDA_SUCCESS;\n    }\n"
+                     % e.name)
         if e.cls == "memo":
             o.append("    wire_buf key;\n    wb_init(&key);\n")
         else:
@@ -946,6 +965,10 @@ class Emitter:
         o.append("    rpc_end(&c);\n")
         if "invalidates_memo" in e.flags:
             o.append("    memo_invalidate_all();\n")
+        if setting:
+            o.append("    if (r == CUDA_SUCCESS && set_ok)\n"
+                     "        memo_setting_put(OP_%s, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);\n"
+                     "    wb_free(&set_key);\n    wb_free(&set_val);\n" % e.name)
         if "capture_begin" in e.flags:
             o.append("    if (r == CUDA_SUCCESS)\n        capture_begun();\n")
         if "capture_end" in e.flags:

@@ -317,7 +317,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     CUresult r = simple_call(OP_scuda_ctx_destroy, c->id, 0);
     if (r == CUDA_SUCCESS) {
         scuda_export_tables_context_destroyed(ctx);
-        memo_invalidate_all(); /* memo entries are keyed by context id */
+        memo_forget_settings(); /* memo entries are keyed by context id */
         atomic_fetch_add(&ptds_generation, 1);
         unbind_everywhere_in_thread(c);
         ctx_free(c);
@@ -365,6 +365,7 @@ static CUresult primary_release(CUdevice dev)
     if (none) return CUDA_ERROR_INVALID_CONTEXT;
     if (!last) return CUDA_SUCCESS;
     scuda_export_tables_context_destroyed((CUcontext)handle_from_id(p->ctx->id));
+    memo_forget_settings(); /* the context's state goes with it */
     return simple_call(OP_scuda_primary_ctx_release, (uint64_t)dev, 0);
 }
 
@@ -398,7 +399,7 @@ static CUresult primary_reset(CUdevice dev)
     if (primaries[dev].ctx) scuda_export_tables_context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
     if (r == CUDA_SUCCESS) {
-        memo_invalidate_all();
+        memo_forget_settings();
         atomic_fetch_add(&ptds_generation, 1);
         pthread_mutex_lock(&ctx_lock);
         primaries[dev].refcount = 0;

@@ -19,6 +19,7 @@ _Static_assert(MEMO_MAX_KEY <= UINT16_MAX && MEMO_MAX_VALUE <= UINT8_MAX, "field
 struct memo_entry {
     uint64_t hash;
     uint64_t gen;     /* 0 = empty */
+    uint8_t setting;  /* an attribute setting: valid in settings_generation */
     uint32_t ctx;
     uint16_t op;
     uint16_t key_len;
@@ -29,7 +30,7 @@ struct memo_entry {
 
 static struct memo_entry table[MEMO_SETS][MEMO_WAYS];
 static unsigned char next_way[MEMO_SETS];
-static uint64_t generation = 1;
+static uint64_t generation = 1, settings_generation = 1;
 static struct memo_stats stats;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -40,6 +41,7 @@ static void after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
     generation++;
+    settings_generation++;
 }
 
 static void init_once(void) { pthread_atfork(NULL, NULL, after_fork_child); }
@@ -62,9 +64,14 @@ static uint64_t hash_of(uint16_t op, uint32_t ctx, const void *key, size_t key_l
     return fnv1a(h, key, key_len);
 }
 
+static int live(const struct memo_entry *e)
+{
+    return e->gen == (e->setting ? settings_generation : generation);
+}
+
 static int same(const struct memo_entry *e, uint64_t h, uint16_t op, uint32_t ctx, const void *key, size_t key_len)
 {
-    return e->gen == generation && e->hash == h && e->op == op && e->ctx == ctx && e->key_len == key_len &&
+    return live(e) && e->hash == h && e->op == op && e->ctx == ctx && e->key_len == key_len &&
            memcmp(e->key, key, key_len) == 0;
 }
 
@@ -93,6 +100,32 @@ int memo_lookup(uint16_t op, uint32_t ctx, const void *key, size_t key_len, void
     return hit;
 }
 
+/* Store (op, ctx, key) -> value in its set (lock held): over the same key
+ * or a dead entry, else over the next way in turn. */
+static void put_locked(uint64_t h, uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                       size_t value_len, int setting)
+{
+    size_t si = h & (MEMO_SETS - 1);
+    struct memo_entry *set = table[si];
+    struct memo_entry *e = NULL;
+    for (int w = 0; w < MEMO_WAYS && !e; w++)
+        if (same(&set[w], h, op, ctx, key, key_len) || !live(&set[w])) e = &set[w];
+    if (!e) {
+        e = &set[next_way[si]];
+        next_way[si] = (unsigned char)((next_way[si] + 1) % MEMO_WAYS);
+    }
+    e->hash = h;
+    e->setting = (uint8_t)setting;
+    e->gen = setting ? settings_generation : generation;
+    e->ctx = ctx;
+    e->op = op;
+    e->key_len = (uint16_t)key_len;
+    e->value_len = (uint8_t)value_len;
+    memcpy(e->key, key, key_len);
+    if (value_len) memcpy(e->value, value, value_len);
+    stats.inserts++;
+}
+
 void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
                  uint64_t gen)
 {
@@ -100,26 +133,39 @@ void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, con
     pthread_once(&once, init_once);
     uint64_t h = hash_of(op, ctx, key, key_len);
     pthread_mutex_lock(&lock);
-    if (gen == generation) { /* else an invalidation happened while the query was in flight */
-        size_t si = h & (MEMO_SETS - 1);
-        struct memo_entry *set = table[si];
-        struct memo_entry *e = NULL;
-        for (int w = 0; w < MEMO_WAYS && !e; w++)
-            if (same(&set[w], h, op, ctx, key, key_len) || set[w].gen != generation) e = &set[w];
-        if (!e) {
-            e = &set[next_way[si]];
-            next_way[si] = (unsigned char)((next_way[si] + 1) % MEMO_WAYS);
-        }
-        e->hash = h;
-        e->gen = generation;
-        e->ctx = ctx;
-        e->op = op;
-        e->key_len = (uint16_t)key_len;
-        e->value_len = (uint8_t)value_len;
-        memcpy(e->key, key, key_len);
-        if (value_len) memcpy(e->value, value, value_len);
-        stats.inserts++;
-    }
+    if (gen == generation) /* else an invalidation happened while the query was in flight */
+        put_locked(h, op, ctx, key, key_len, value, value_len, 0);
+    pthread_mutex_unlock(&lock);
+}
+
+int memo_setting_is(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                    size_t value_len)
+{
+    uint8_t have[MEMO_MAX_VALUE];
+    size_t have_len = 0;
+    uint64_t gen;
+    return memo_lookup(op, ctx, key, key_len, have, &have_len, &gen) && have_len == value_len &&
+           memcmp(have, value, value_len) == 0;
+}
+
+void memo_setting_put(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                      size_t value_len)
+{
+    if (key_len > MEMO_MAX_KEY || value_len > MEMO_MAX_VALUE) return;
+    pthread_once(&once, init_once);
+    uint64_t h = hash_of(op, ctx, key, key_len);
+    pthread_mutex_lock(&lock);
+    put_locked(h, op, ctx, key, key_len, value, value_len, 1);
+    pthread_mutex_unlock(&lock);
+}
+
+void memo_forget_settings(void)
+{
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&lock);
+    settings_generation++;
+    generation++;
+    stats.invalidations++;
     pthread_mutex_unlock(&lock);
 }
 

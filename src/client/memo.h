@@ -37,6 +37,16 @@ void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, con
                  uint64_t gen);
 void memo_invalidate_all(void);
 
+/* Attribute settings (spec `setting=P`): the value the last successful set
+ * with these other arguments gave. They outlive memo_invalidate_all() (a
+ * set of one attribute does not undo another) and go with
+ * memo_forget_settings(), when a module, library or context goes away. */
+int memo_setting_is(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                    size_t value_len);
+void memo_setting_put(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                      size_t value_len);
+void memo_forget_settings(void);
+
 /* For tests and SCUDA_LOG=debug statistics. */
 struct memo_stats {
     uint64_t hits, misses, inserts, invalidations;

@@ -437,7 +437,7 @@ static CUresult unload(void *h, int is_library)
      * risking a dangling launch. Modules are unloaded rarely. */
     if (r == CUDA_SUCCESS) {
         idmap_del(&objects, l->id);
-        memo_invalidate_all(); /* cached function attributes may name freed functions */
+        memo_forget_settings(); /* cached function attributes may name freed functions */
     }
     return r;
 }

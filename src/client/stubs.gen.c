@@ -1247,6 +1247,20 @@ EXPORT CUresult cuFuncLoad(CUfunction function)
 EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
     SHIM_ENTER(cuFuncSetAttribute, (hfunc, attrib, value));
+    wire_buf set_key, set_val;
+    wb_init(&set_key);
+    wb_init(&set_val);
+    rpc_put_handle(&set_key, hfunc);
+    wb_put_u32(&set_key, (uint32_t)(attrib));
+    wb_put_i32(&set_val, (int32_t)(value));
+    uint32_t set_ctx = shim_current_ctx_id();
+    int set_ok = !set_key.oom && !set_val.oom;
+    if (set_ok && memo_setting_is(OP_cuFuncSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data,
+                                  set_val.len)) {
+        wb_free(&set_key);
+        wb_free(&set_val);
+        return CUDA_SUCCESS;
+    }
     rpc_call c;
     rpc_begin(&c, OP_cuFuncSetAttribute);
     rpc_put_handle(&c.req, hfunc);
@@ -1259,6 +1273,10 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
     }
     rpc_end(&c);
     memo_invalidate_all();
+    if (r == CUDA_SUCCESS && set_ok)
+        memo_setting_put(OP_cuFuncSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
+    wb_free(&set_key);
+    wb_free(&set_val);
     return r;
 }
 
@@ -3077,6 +3095,21 @@ EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUker
 EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
     SHIM_ENTER(cuKernelSetAttribute, (attrib, val, kernel, dev));
+    wire_buf set_key, set_val;
+    wb_init(&set_key);
+    wb_init(&set_val);
+    wb_put_u32(&set_key, (uint32_t)(attrib));
+    wb_put_i32(&set_val, (int32_t)(val));
+    rpc_put_handle(&set_key, kernel);
+    wb_put_i32(&set_key, (int32_t)(dev));
+    uint32_t set_ctx = shim_current_ctx_id();
+    int set_ok = !set_key.oom && !set_val.oom;
+    if (set_ok && memo_setting_is(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data,
+                                  set_val.len)) {
+        wb_free(&set_key);
+        wb_free(&set_val);
+        return CUDA_SUCCESS;
+    }
     rpc_call c;
     rpc_begin(&c, OP_cuKernelSetAttribute);
     wb_put_u32(&c.req, (uint32_t)(attrib));
@@ -3090,6 +3123,10 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
     }
     rpc_end(&c);
     memo_invalidate_all();
+    if (r == CUDA_SUCCESS && set_ok)
+        memo_setting_put(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
+    wb_free(&set_key);
+    wb_free(&set_val);
     return r;
 }
 

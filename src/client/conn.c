@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/auth.h"
@@ -456,9 +457,41 @@ static void sticky_note(CUresult r)
 #define STATS_OPS 1024
 static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
 static int stats_on = -1;
+static void stats_print(void);
+
+static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
+static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
+
+int stats_enabled(void)
+{
+    if (stats_on < 0) {
+        const char *e = getenv("SCUDA_STATS");
+        stats_on = e && *e && strcmp(e, "0") != 0;
+        if (stats_on) atexit(stats_print);
+    }
+    return stats_on;
+}
+
+uint64_t stats_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes)
+{
+    timer_ns[t] += ns;
+    timer_bytes[t] += bytes;
+    timer_count[t]++;
+}
 
 static void stats_print(void)
 {
+    for (int t = 0; t < STATS_TIMERS; t++)
+        if (timer_count[t])
+            fprintf(stderr, "scuda stats: %s: %llu times, %.1f ms, %.1f MiB\n", timer_names[t],
+                    (unsigned long long)timer_count[t], (double)timer_ns[t] / 1e6, (double)timer_bytes[t] / 1048576.0);
     uint64_t ts = 0, ta = 0;
     for (unsigned op = 0; op < STATS_OPS; op++) ts += stats_sync[op], ta += stats_async[op];
     fprintf(stderr, "scuda stats: %llu calls waited for a reply, %llu one-way\n", (unsigned long long)ts,
@@ -472,12 +505,7 @@ static void stats_print(void)
 
 static void stats_count(uint16_t op, int async)
 {
-    if (stats_on < 0) {
-        const char *e = getenv("SCUDA_STATS");
-        stats_on = e && *e && strcmp(e, "0") != 0;
-        if (stats_on) atexit(stats_print);
-    }
-    if (stats_on && op < STATS_OPS)
+    if (stats_enabled() && op < STATS_OPS)
         atomic_fetch_add_explicit(async ? &stats_async[op] : &stats_sync[op], 1, memory_order_relaxed);
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "memo.h"
+#include "conn.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/auth.h"
@@ -326,9 +327,13 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     CUresult r = CUDA_SUCCESS;
     if (!server_lacks_by_hash) {
         uint8_t key[AUTH_SHA256_LEN];
+        uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
         auth_sha256_digest(img, len, key);
+        if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
         want_bytes = 0;
+        t0 = t0 ? stats_now_ns() : 0;
         r = request_load(id, is_library, jit, NULL, len, key, &l, &want_bytes);
+        if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
     }
     if (r == CUDA_SUCCESS && want_bytes) r = request_load(id, is_library, jit, img, len, NULL, &l, &want_bytes);
     if (r != CUDA_SUCCESS) return r;

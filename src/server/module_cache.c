@@ -1,11 +1,13 @@
 /* module_cache.c - the session's memory table in front of the disk store.
  * See module_cache.h. */
+#define _GNU_SOURCE
 #include "module_cache.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/auth.h"
 #include "../common/log.h"
@@ -27,6 +29,7 @@ static struct {
     uint64_t bytes, clock;
     /* for the summary line */
     uint64_t hits_memory, hits_disk, misses, received, bytes_received, stored, evicted, corrupt;
+    uint64_t disk_read_ns, disk_read_bytes; /* reading and checking hits on disk */
 } mc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void module_cache_init(const char *dir, uint64_t disk_limit)
@@ -91,7 +94,10 @@ static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
     void *image;
     const char *why;
     char hex[2 * MODULE_KEY_LEN + 1];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     enum store_result r = module_store_read(mc.dir, key, len, &image, &why);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (r == STORE_CORRUPT) {
         module_key_hex(key, hex);
         LOG_WARN("module cache: %s/%s was damaged (%s); deleted it, the client sends the image again", mc.dir,
@@ -101,6 +107,8 @@ static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
     if (r == STORE_CORRUPT) mc.corrupt++;
     if (r == STORE_HIT) {
         mc.hits_disk++;
+        mc.disk_read_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+        mc.disk_read_bytes += len;
         mem_add(key, image, len);
     }
     pthread_mutex_unlock(&mc.lock);
@@ -191,10 +199,11 @@ void module_cache_log_summary(void)
     pthread_mutex_lock(&mc.lock);
     if (mc.hits_memory + mc.hits_disk + mc.misses + mc.received)
         LOG_INFO("module cache: hits_memory=%llu hits_disk=%llu misses=%llu images_received=%llu "
-                 "bytes_received=%llu stored=%llu evicted=%llu corrupt=%llu",
+                 "bytes_received=%llu stored=%llu evicted=%llu corrupt=%llu disk_read_ms=%.1f disk_read_mib=%.1f",
                  (unsigned long long)mc.hits_memory, (unsigned long long)mc.hits_disk,
                  (unsigned long long)mc.misses, (unsigned long long)mc.received,
                  (unsigned long long)mc.bytes_received, (unsigned long long)mc.stored,
-                 (unsigned long long)mc.evicted, (unsigned long long)mc.corrupt);
+                 (unsigned long long)mc.evicted, (unsigned long long)mc.corrupt, (double)mc.disk_read_ns / 1e6,
+                 (double)mc.disk_read_bytes / 1048576.0);
     pthread_mutex_unlock(&mc.lock);
 }

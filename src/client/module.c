@@ -459,17 +459,58 @@ static struct func_desc *find_desc(const struct loaded *l, const char *name)
     return NULL;
 }
 
-/* Give `desc` a new handle of kind tag, bound on the server by `op`. */
+/* The driver gives the same handle each time a function or kernel is
+ * asked for (in the same context, for cuKernelGetFunction), and programs
+ * rely on it: cudart asks again before reading attributes, and the memo
+ * (memo.h) keys its answers by handle. So each binding is made once. */
+struct binding {
+    uint64_t parent;
+    const struct func_desc *desc;
+    uint16_t op;
+    uint32_t ctx;
+    uint64_t id;
+    struct binding *next;
+};
+
+#define BINDING_BUCKETS 4096
+static struct binding *bindings[BINDING_BUCKETS];
+static pthread_mutex_t bindings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct binding **bucket_of(uint64_t parent, const struct func_desc *desc, uint16_t op, uint32_t ctx)
+{
+    uint64_t h = parent * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)desc ^ ((uint64_t)op << 40) ^ ctx;
+    h ^= h >> 29;
+    return &bindings[h & (BINDING_BUCKETS - 1)];
+}
+
+/* The handle of kind tag for `desc`, bound on the server by `op` the first
+ * time it is asked for. */
 static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc, uint32_t tag,
                             uint16_t op, uint64_t parent_id)
 {
+    uint32_t ctx = op == OP_scuda_kernel_get_function ? shim_current_ctx_id() : 0;
+    pthread_mutex_lock(&bindings_lock);
+    struct binding **head = bucket_of(parent_id, desc, op, ctx), *b = *head;
+    while (b && !(b->parent == parent_id && b->desc == desc && b->op == op && b->ctx == ctx)) b = b->next;
+    uint64_t id = b ? b->id : 0;
+    pthread_mutex_unlock(&bindings_lock);
+    if (id) {
+        *out = handle_from_id(id);
+        return CUDA_SUCCESS;
+    }
     struct func_ref *ref = malloc(sizeof *ref);
-    if (!ref) return CUDA_ERROR_OUT_OF_MEMORY;
+    b = malloc(sizeof *b);
+    if (!ref || !b) {
+        free(ref);
+        free(b);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     ref->owner = l;
     ref->desc = desc;
-    uint64_t id = handle_new_id();
+    id = handle_new_id();
     if (idmap_put(&objects, id, tag, ref) != 0) {
         free(ref);
+        free(b);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     rpc_call c;
@@ -478,8 +519,19 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     wb_put_u64(&c.req, id);
     if (op != OP_scuda_kernel_get_function) wb_put_str(&c.req, desc->name);
     CUresult r = rpc_async(&c);
-    if (r == CUDA_SUCCESS) *out = handle_from_id(id);
-    return r;
+    if (r != CUDA_SUCCESS) {
+        free(b);
+        return r;
+    }
+    /* Two threads asking at once may both bind: the first one kept wins
+     * for later callers, and both handles stay valid. */
+    *b = (struct binding){.parent = parent_id, .desc = desc, .op = op, .ctx = ctx, .id = id};
+    pthread_mutex_lock(&bindings_lock);
+    b->next = *head;
+    *head = b;
+    pthread_mutex_unlock(&bindings_lock);
+    *out = handle_from_id(id);
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)

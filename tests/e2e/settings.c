@@ -1,8 +1,10 @@
-/* settings.c - attribute sets (spec `setting=`): setting the value a
- * function already has is answered in the client and keeps the cached
- * attribute queries (PyTorch sets the same attribute before launches);
- * any other value, and anything after a module unload, goes to the
- * session and is seen by later queries. Wire bytes prove what travelled. */
+/* settings.c - what a program asks again and again stays in the client:
+ * the same function or kernel handle each time it is looked up (as the
+ * driver gives), and attribute sets (spec `setting=`) of the value a
+ * function already has, which also keep the cached attribute queries
+ * (PyTorch sets the same attribute before launches). Any other value, and
+ * anything after a module unload, goes to the session and is seen by later
+ * queries. Wire bytes prove what travelled. */
 #define _GNU_SOURCE
 #include <stdio.h>
 
@@ -34,6 +36,27 @@ static int client(void *arg)
     CU(cuModuleGetFunction(&f, m, "fill_u32"));
     CU(cuModuleGetFunction(&g, m, "vec_add"));
     const CUfunction_attribute A = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+
+    /* The same handle for the same lookup, and nothing on the wire. */
+    CUfunction f2;
+    uint64_t s_lookup = sent();
+    CU(cuModuleGetFunction(&f2, m, "fill_u32"));
+    CHECK(f2 == f && sent() == s_lookup, "a second lookup gave %p for %p", (void *)f2, (void *)f);
+    CUlibrary lib;
+    CUkernel k1, k2;
+    CUfunction kf1, kf2;
+    CU(cuLibraryLoadFromFile(&lib, h_ptx_path(), NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuLibraryGetKernel(&k1, lib, "vec_add"));
+    CU(cuKernelGetFunction(&kf1, k1));
+    s_lookup = sent();
+    CU(cuLibraryGetKernel(&k2, lib, "vec_add"));
+    CU(cuKernelGetFunction(&kf2, k2));
+    CHECK(k1 == k2 && kf1 == kf2 && sent() == s_lookup, "kernel %p/%p function %p/%p", (void *)k1, (void *)k2,
+          (void *)kf1, (void *)kf2);
+    int threads = 0;
+    CU(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kf2));
+    CHECK(threads > 0, "max threads %d", threads);
+    CU(cuLibraryUnload(lib));
 
     CU(cuFuncSetAttribute(f, A, 65536));
     CHECK(get(f) == 65536, "after the first set: %d", get(f));

@@ -87,6 +87,11 @@ static CUresult kernel_param_info(void *k, size_t i, size_t *off, size_t *size)
     return REAL(cuKernelGetParamInfo, (CUkernel)k, i, off, size);
 }
 
+/* A load describes each function by name only. Its parameter layout is
+ * asked for at its first launch (scuda_param_info): finding it here would
+ * make the driver load every kernel of every library at once (a CUkernel's
+ * layout needs its function, and getting that defeats lazy loading), which
+ * made PyTorch's start load thousands of kernels it never runs. */
 static CUresult describe_module(wire_buf *out, CUmodule mod)
 {
     unsigned count = 0;
@@ -100,7 +105,7 @@ static CUresult describe_module(wire_buf *out, CUmodule mod)
         const char *name = "";
         REAL(cuFuncGetName, &name, fs[i]);
         wb_put_str(out, name);
-        put_params(out, func_param_info, fs[i]);
+        wb_put_u32(out, PARAMS_UNKNOWN);
     }
     free(fs);
     return r;
@@ -119,7 +124,7 @@ static CUresult describe_library(wire_buf *out, CUlibrary lib)
         const char *name = "";
         REAL(cuKernelGetName, &name, ks[i]);
         wb_put_str(out, name);
-        put_params(out, kernel_param_info, ks[i]);
+        wb_put_u32(out, PARAMS_UNKNOWN);
     }
     free(ks);
     return r;

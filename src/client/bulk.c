@@ -71,15 +71,6 @@ static struct {
 
 /* ---- moving one connection's chunks ---------------------------------------- */
 
-static void head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
-{
-    uint32_t zero = 0;
-    memcpy(h, &id, 8);
-    memcpy(h + 8, &off, 8);
-    memcpy(h + 16, &len, 4);
-    memcpy(h + 20, &zero, 4);
-}
-
 static int job_failed(void)
 {
     pthread_mutex_lock(&bulk.job_lock);
@@ -115,7 +106,7 @@ static int move_share(int index, const struct job *j)
         uint64_t off = idx * j->chunk;
         uint32_t len = j->n - off < j->chunk ? (uint32_t)(j->n - off) : j->chunk;
         uint8_t want[BULK_CHUNK_HEAD];
-        head_encode(want, j->id, off, len);
+        bulk_head_encode(want, j->id, off, len);
         if (j->dir == TO_DEVICE) {
             struct iovec iov[2] = {{want, sizeof want}, {j->host + off, len}};
             if (io_writev_full(fd, iov, 2) != 0) return -1;

@@ -85,6 +85,7 @@
 #define SCUDA_PROTOCOL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define SCUDA_MAGIC 0x31554353u /* "SCU1" */
 #define SCUDA_PROTOCOL_VERSION 1
@@ -110,6 +111,17 @@
 #define BULK_CHUNK_MIN (64u << 10)
 #define BULK_CHUNK_MAX (4u << 20)
 #define BULK_COPY_MAX (1ull << 40)     /* largest striped copy */
+
+/* A chunk header: u64 copy id, u64 offset, u32 length, u32 zero. Both
+ * sides build the header they expect and compare it with what arrives. */
+static inline void bulk_head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
+{
+    uint32_t zero = 0;
+    memcpy(h, &id, 8);
+    memcpy(h + 8, &off, 8);
+    memcpy(h + 16, &len, 4);
+    memcpy(h + 20, &zero, 4);
+}
 
 /* Largest frame payload either side accepts. Bulk copies larger than
  * SCUDA_CHUNK are split into several frames by the sender. */

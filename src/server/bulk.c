@@ -150,15 +150,6 @@ static uint32_t chunk_len(const struct job *j, uint64_t idx)
     return j->n - off < j->chunk ? (uint32_t)(j->n - off) : j->chunk;
 }
 
-static void head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
-{
-    uint32_t zero = 0;
-    memcpy(h, &id, 8);
-    memcpy(h + 8, &off, 8);
-    memcpy(h + 16, &len, 4);
-    memcpy(h + 20, &zero, 4);
-}
-
 /* The connection failed under a job (errno err): end striping, unless
  * the job failed already (then this is only the echo of that). */
 static int lost(struct link *l, const struct job *j, int err)
@@ -178,7 +169,7 @@ static int link_recv(struct link *l, const struct job *j)
         uint64_t off = idx * j->chunk;
         uint32_t len = chunk_len(j, idx);
         uint8_t head[BULK_CHUNK_HEAD], want[BULK_CHUNK_HEAD];
-        head_encode(want, j->id, off, len);
+        bulk_head_encode(want, j->id, off, len);
         if (io_read_full(l->fd, head, sizeof head) != 0) return lost(l, j, errno);
         if (memcmp(head, want, sizeof head) != 0) {
             pthread_mutex_lock(&bulk.lock);
@@ -224,7 +215,7 @@ static int link_send(struct link *l, const struct job *j)
         struct item it;
         if (!next_out(l, &it)) return 0;
         uint8_t head[BULK_CHUNK_HEAD];
-        head_encode(head, j->id, it.off, it.len);
+        bulk_head_encode(head, j->id, it.off, it.len);
         if (it.b) staging_wait(it.b);
         struct iovec iov[2] = {{head, sizeof head}, {it.b ? staging_data(it.b) : bulk.zeros, it.len}};
         int rc = io_writev_full(l->fd, iov, 2);

@@ -215,15 +215,22 @@ static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_
  * The image is copied to an aligned buffer: an ELF inside a frame need not
  * be 8-byte aligned. An image the driver accepts is kept in the module
  * cache, under the digest computed here. */
+/* The head both loads share: u64 id, u8 is_library, JIT options. */
+static int read_load_head(srv_call *c, uint64_t *id, uint8_t *is_library, struct jit_options *j)
+{
+    *id = wr_u64(&c->in);
+    *is_library = wr_u8(&c->in);
+    if (read_jit_options(&c->in, j) == 0) return 0;
+    free_jit_logs(j);
+    return -1;
+}
+
 CUresult srv_scuda_module_load(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    uint8_t is_library = wr_u8(&c->in);
+    uint64_t id;
+    uint8_t is_library;
     struct jit_options j;
-    if (read_jit_options(&c->in, &j) != 0) {
-        free_jit_logs(&j);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (read_load_head(c, &id, &is_library, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
     size_t len;
     const void *image = wr_blob(&c->in, &len);
     char *copy = NULL;
@@ -244,16 +251,14 @@ CUresult srv_scuda_module_load(srv_call *c)
 /* Request: u64 id, u8 is_library, JIT options, the image's SHA-256 (32
  * bytes), u64 image length. Reply: u8 found; when 1, what scuda_module_load
  * replies (the load ran on the cached image); when 0, nothing more: the
- * session lacks the image and the client sends it with scuda_module_load. The digest only finds bytes the server hashed itself. */
+ * session lacks the image and the client sends it with scuda_module_load.
+ * The digest only finds bytes the server hashed itself. */
 CUresult srv_scuda_module_load_by_hash(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    uint8_t is_library = wr_u8(&c->in);
+    uint64_t id;
+    uint8_t is_library;
     struct jit_options j;
-    if (read_jit_options(&c->in, &j) != 0) {
-        free_jit_logs(&j);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (read_load_head(c, &id, &is_library, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
     const uint8_t *key = wr_view(&c->in, MODULE_KEY_LEN);
     uint64_t len = wr_u64(&c->in);
     if (!wr_ok_end(&c->in) || !key || len == 0 || len > MODULE_IMAGE_MAX) {

@@ -263,14 +263,18 @@ static int client(void *arg)
 {
     (void)arg;
     h_cuda_setup();
-    vector_add();
-    shared_pages();
-    alternate();
-    prefetch();
-    attached();
-    threads();
-    zero_copy();
-    sparse();
+    /* Each part names itself on stderr (unbuffered): a part that hangs is
+     * then named in the log of a timed-out run. */
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } parts[] = {{"vector_add", vector_add}, {"shared_pages", shared_pages}, {"alternate", alternate},
+                 {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
+                 {"zero_copy", zero_copy},   {"sparse", sparse}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        fprintf(stderr, "managed: %s\n", parts[i].name);
+        parts[i].run();
+    }
     return 0;
 }
 

@@ -61,22 +61,23 @@ SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" ${SERVER_ARGS:-} >"$OU
 PIDS+=($!)
 wait_port "$PORT" || { echo "links.sh: the server did not start (see $OUTDIR/server.log)" >&2; exit 1; }
 
-# relay DELAY_MS RATE_MBIT: start linkem in front of the server, print its port.
+# relay DELAY_MS RATE_MBIT: start linkem in front of the server; its port
+# goes to RELAY_PORT. (Not called as $(relay ...): a subshell would lose
+# the PID, and the relay would outlive this script.)
 relay() {
-  local p; p=$(free_port)
-  "$LINKEM" --listen "127.0.0.1:$p" --connect "127.0.0.1:$PORT" --delay-ms "$1" --rate-mbit "$2" \
-    >"$OUTDIR/linkem-$p.log" 2>&1 &
+  RELAY_PORT=$(free_port)
+  "$LINKEM" --listen "127.0.0.1:$RELAY_PORT" --connect "127.0.0.1:$PORT" --delay-ms "$1" --rate-mbit "$2" \
+    >"$OUTDIR/linkem-$RELAY_PORT.log" 2>&1 &
   PIDS+=($!)
-  wait_port "$p" || { echo "links.sh: linkem did not start" >&2; return 1; }
-  echo "$p"
+  wait_port "$RELAY_PORT" || { echo "links.sh: linkem did not start" >&2; return 1; }
 }
 
 status=0
 for link in $LINKS; do
   case $link in
     loopback) addr=127.0.0.1:$PORT; native=(--native); only=$TORCH ;;
-    lan) addr=127.0.0.1:$(relay 0.1 10000) || exit 1; native=(); only=$TORCH ;;
-    wan) addr=127.0.0.1:$(relay 10 1000) || exit 1; native=(); only=$WAN_TORCH ;;
+    lan) relay 0.1 10000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$TORCH ;;
+    wan) relay 10 1000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$WAN_TORCH ;;
     *) echo "links.sh: unknown link $link" >&2; exit 2 ;;
   esac
   echo "=== $link: scuda bench (server $addr)"

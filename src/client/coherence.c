@@ -195,19 +195,26 @@ static CUresult move_span(struct region *r, uint64_t lo, uint64_t hi, int to_dev
     return res;
 }
 
-/* Move pages [first, first+count) where they hold allocated bytes; pushes
- * and fetches run in the region's context, whatever the thread's. */
+/* Pushes and fetches run in the region's context, whatever the thread's. */
+static CUresult enter_ctx(const struct region *r) { return cuCtxPushCurrent(r->ctx); }
+
+static void leave_ctx(void)
+{
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+}
+
+/* Move pages [first, first+count) where they hold allocated bytes. */
 static CUresult move(struct region *r, size_t first, size_t count, int to_device)
 {
-    CUresult res = cuCtxPushCurrent(r->ctx);
+    CUresult res = enter_ctx(r);
     if (res != CUDA_SUCCESS) return res;
     uint64_t lo = r->dev + first * page_size, hi = r->dev + (first + count) * page_size;
     for (size_t e = 0; e < r->nextents && res == CUDA_SUCCESS; e++) {
         uint64_t a = r->ext[e].lo > lo ? r->ext[e].lo : lo, b = r->ext[e].hi < hi ? r->ext[e].hi : hi;
         if (a < b) res = move_span(r, a, b, to_device);
     }
-    CUcontext popped;
-    cuCtxPopCurrent(&popped);
+    leave_ctx();
     return res;
 }
 
@@ -263,26 +270,31 @@ static void push_extent_locked(struct region *r, const struct extent *e, size_t 
     }
 }
 
-/* Dirty pages are made read-only before their bytes are sent, so a write
- * racing with the push faults and waits for the lock; they are clean
- * after it (and a racing write is pushed next time). */
+/* Send the dirty pages among [first, last]. They are made read-only before
+ * their bytes are sent, so a write racing with the push faults and waits
+ * for the lock; the caller then gives them their new state (and a racing
+ * write is pushed next time). */
+static void push_dirty_locked(struct region *r, size_t first, size_t last)
+{
+    size_t ndirty = 0;
+    for (size_t i = first; i <= last && r->ndirty; i++) {
+        if (r->state[i] != PAGE_DIRTY) continue;
+        protect(r, i, 1, PROT_READ);
+        ndirty++;
+    }
+    if (!ndirty || enter_ctx(r) != CUDA_SUCCESS) return;
+    for (size_t e = 0; e < r->nextents; e++) push_extent_locked(r, &r->ext[e], first, last);
+    leave_ctx();
+}
+
 static void push_locked(struct region *r)
 {
-    for (size_t i = 0; i < r->npages; i++)
-        if (r->state[i] == PAGE_DIRTY) protect(r, i, 1, PROT_READ);
-    if (cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
-        for (size_t e = 0; e < r->nextents; e++) push_extent_locked(r, &r->ext[e], 0, r->npages - 1);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
-    }
+    push_dirty_locked(r, 0, r->npages - 1);
     for (size_t i = 0; i < r->npages && r->ndirty; i++)
         if (r->state[i] == PAGE_DIRTY) set_state(r, i, 1, PAGE_CLEAN);
 }
 
-uint64_t coherence_stream_key(CUstream s)
-{
-    return s == CU_STREAM_PER_THREAD ? per_thread_stream_id() : (uint64_t)(uintptr_t)s;
-}
+uint64_t coherence_stream_key(CUstream s) { return handle_wire_id(s); }
 
 void coherence_before_send(void)
 {
@@ -576,15 +588,7 @@ uint64_t coherence_device_address(const void *p)
  * so the next touch fetches the device's bytes merged with the host's. */
 static void invalidate_locked(struct region *r, size_t first, size_t count)
 {
-    size_t last = first + count - 1, ndirty = 0;
-    for (size_t i = first; i <= last && r->ndirty; i++) ndirty += r->state[i] == PAGE_DIRTY;
-    if (ndirty && cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
-        for (size_t i = first; i <= last; i++)
-            if (r->state[i] == PAGE_DIRTY) protect(r, i, 1, PROT_READ);
-        for (size_t e = 0; e < r->nextents; e++) push_extent_locked(r, &r->ext[e], first, last);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
-    }
+    push_dirty_locked(r, first, first + count - 1);
     set_state(r, first, count, PAGE_INVALID);
     r->readahead = 0;
 }
@@ -689,12 +693,11 @@ void coherence_host_wrote(const void *p, size_t n)
     if (!nregions || !n) return;
     pthread_mutex_lock(&lock);
     struct region *r = find_locked((uintptr_t)p);
-    if (r && n <= r->size - ((uintptr_t)p - (uintptr_t)r->view) && cuCtxPushCurrent(r->ctx) == CUDA_SUCCESS) {
+    if (r && n <= r->size - ((uintptr_t)p - (uintptr_t)r->view) && enter_ctx(r) == CUDA_SUCCESS) {
         uint64_t dev = r->dev + ((uintptr_t)p - (uintptr_t)r->view);
         CUresult res = move_span(r, dev, dev + n, 1);
         if (res != CUDA_SUCCESS) LOG_ERROR("pushing mirrored memory to the server failed (%d)", res);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
+        leave_ctx();
     }
     pthread_mutex_unlock(&lock);
 }

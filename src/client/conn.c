@@ -456,7 +456,7 @@ static void sticky_note(CUresult r)
  * workload should not pay, not a benchmark. */
 #define STATS_OPS 1024
 static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
-static int stats_on = -1;
+static _Atomic int stats_on = -1; /* -1 until SCUDA_STATS is read */
 static void stats_print(void);
 
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
@@ -464,12 +464,15 @@ static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer
 
 int stats_enabled(void)
 {
-    if (stats_on < 0) {
+    int on = stats_on;
+    if (on < 0) {
         const char *e = getenv("SCUDA_STATS");
-        stats_on = e && *e && strcmp(e, "0") != 0;
-        if (stats_on) atexit(stats_print);
+        int want = e && *e && strcmp(e, "0") != 0, unset = -1;
+        /* The thread that settles it registers the report, once. */
+        if (atomic_compare_exchange_strong(&stats_on, &unset, want) && want) atexit(stats_print);
+        on = stats_on;
     }
-    return stats_on;
+    return on;
 }
 
 uint64_t stats_now_ns(void)

@@ -59,12 +59,13 @@ void rpc_end(rpc_call *c);
  * session runs calls on several threads of its own, so the driver's
  * per-thread stream there would not be this thread's. */
 uint64_t per_thread_stream_id(void);
-static inline void rpc_put_handle(wire_buf *b, const void *h)
+static inline uint64_t handle_wire_id(const void *h)
 {
     uint64_t id = (uint64_t)(uintptr_t)h;
     if (__builtin_expect(id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD, 0)) id = per_thread_stream_id();
-    wb_put_u64(b, id);
+    return id;
 }
+static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, handle_wire_id(h)); }
 uint64_t handle_new_id(void);
 static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 

@@ -54,26 +54,35 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Write what was queued (called with write_lock held). The buffer is
- * taken out of the queue while it is written, then handed back for reuse
- * (or freed, when the queue grew a new one meanwhile), so no thread keeps
- * a buffer of its own. */
-static int flush_locked(void)
+/* The queued bytes are taken out of the queue while they are written
+ * (write_lock held), then the buffer is handed back for reuse, or freed
+ * when the queue grew a new one meanwhile: no thread keeps a buffer of its
+ * own. */
+static struct buffer take_pending(void)
 {
     pthread_mutex_lock(&q.lock);
     struct buffer out = q.pending;
     q.pending = (struct buffer){0};
     atomic_store(&q.pending_len, 0);
     pthread_mutex_unlock(&q.lock);
-    int rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
+    return out;
+}
+
+static void give_back(struct buffer out)
+{
     out.len = 0;
     pthread_mutex_lock(&q.lock);
-    if (q.pending.data == NULL) {
-        q.pending = out;
-    } else {
-        free(out.data);
-    }
+    if (q.pending.data == NULL) q.pending = out;
+    else free(out.data);
     pthread_mutex_unlock(&q.lock);
+}
+
+/* Write what was queued (called with write_lock held). */
+static int flush_locked(void)
+{
+    struct buffer out = take_pending();
+    int rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
+    give_back(out);
     return rc;
 }
 
@@ -152,11 +161,7 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt)
 int sendq_write_direct(struct iovec *iov, int iovcnt)
 {
     pthread_mutex_lock(&q.write_lock);
-    pthread_mutex_lock(&q.lock);
-    struct buffer out = q.pending;
-    q.pending = (struct buffer){0};
-    atomic_store(&q.pending_len, 0);
-    pthread_mutex_unlock(&q.lock);
+    struct buffer out = take_pending();
     struct iovec all[8];
     int n = 0, rc;
     if (out.len) all[n++] = (struct iovec){.iov_base = out.data, .iov_len = out.len};
@@ -167,11 +172,7 @@ int sendq_write_direct(struct iovec *iov, int iovcnt)
         rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
         if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
     }
-    out.len = 0;
-    pthread_mutex_lock(&q.lock);
-    if (q.pending.data == NULL) q.pending = out;
-    else free(out.data);
-    pthread_mutex_unlock(&q.lock);
+    give_back(out);
     pthread_mutex_unlock(&q.write_lock);
     return rc;
 }

@@ -115,19 +115,27 @@ static void put_attr(wire_buf *b, const CUlaunchAttribute *a)
     wb_put_raw(b, &a->value, sizeof a->value);
 }
 
+/* A launch the client refuses: SCUDA_LOG=debug says why, since the program
+ * only sees the error code. */
+static CUresult refuse(CUresult r, CUfunction f, const char *why)
+{
+    LOG_DEBUG("launch of function %p refused (%d): %s", (void *)f, (int)r, why);
+    return r;
+}
+
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem, CUstream st,
                        const CUlaunchAttribute *attrs, unsigned nattrs, void **kernelParams, void **extra)
 {
     int is_kernel = 0;
     struct func_desc *d = func_lookup_kind(f, &is_kernel);
-    if (!d) return CUDA_ERROR_INVALID_HANDLE;
+    if (!d) return refuse(CUDA_ERROR_INVALID_HANDLE, f, "not a function or kernel of this process");
     if (!d->layout_known && !extra) {
         CUresult lr = func_layout(f, d);
-        if (lr != CUDA_SUCCESS) return lr;
+        if (lr != CUDA_SUCCESS) return refuse(lr, f, "its parameter layout is unknown");
     }
-    if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
+    if (kernelParams && extra) return refuse(CUDA_ERROR_INVALID_VALUE, f, "both kernelParams and extra");
     CUresult r = check_config(f, is_kernel, grid, block, shmem, is_cooperative(attrs, nattrs));
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS) return refuse(r, f, "grid, block or shared memory out of the device's limits");
     rpc_call c;
     rpc_begin(&c, OP_scuda_launch);
     rpc_put_handle(&c.req, f);
@@ -140,7 +148,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     r = launch_pack_params(d, kernelParams, extra, &c.req);
     if (r != CUDA_SUCCESS) {
         rpc_end(&c);
-        return r;
+        return refuse(r, f, "its parameters (kernelParams or extra) cannot be packed");
     }
     return rpc_async(&c);
 }

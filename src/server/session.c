@@ -303,6 +303,7 @@ static void run_call(struct session *s, struct pending_call *p)
     } else if (!needs_context(c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
         r = e->handler(c);
     }
+    if (r != CUDA_SUCCESS && !c->async) LOG_DEBUG("%s failed: %d", e ? e->name : "unknown op", r);
     if (c->async) {
         if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
     } else if (c->replied) {

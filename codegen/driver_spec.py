@@ -239,19 +239,18 @@ cuMemcpyAtoH                  sync    blocking       dstHost=out[ByteCount]
 cuMemcpyAtoHAsync             sync    blocking       dstHost=out[ByteCount]
 cuMemcpyBatchAsync            unsupported            # TODO(lead): hand-write (host pointers in arrays)
 cuMemcpy3DBatchAsync          unsupported            # TODO(lead): hand-write
-cuMemsetD8                    async
-cuMemsetD16                   async
-cuMemsetD32                   async
-cuMemsetD2D8                  async
-cuMemsetD2D16                 async
-cuMemsetD2D32                 async
-cuMemsetD8Async               async
-cuMemsetD16Async              async
-cuMemsetD32Async              async
-cuMemsetD2D8Async             async
-cuMemsetD2D16Async            async
-cuMemsetD2D32Async            async
-
+cuMemsetD8                    async   pre_hook       # pinned host memory as a device pointer: host_pinned_touch
+cuMemsetD16                   async   pre_hook
+cuMemsetD32                   async   pre_hook
+cuMemsetD2D8                  async   pre_hook
+cuMemsetD2D16                 async   pre_hook
+cuMemsetD2D32                 async   pre_hook
+cuMemsetD8Async               async   pre_hook
+cuMemsetD16Async              async   pre_hook
+cuMemsetD32Async              async   pre_hook
+cuMemsetD2D8Async             async   pre_hook
+cuMemsetD2D16Async            async   pre_hook
+cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.

@@ -707,8 +707,10 @@ static CUresult integrity_check(uint32_t runtime_version, uint64_t unix_seconds,
  * returns 0. NULL arguments crash it.
  *
  * Ours: the shim's cuLogs* calls read the server's driver log, and no public
- * call adds to it, so the message goes to the shim's own log instead: error
- * level for level 0, warn otherwise, as "[domain] message". */
+ * call adds to it, so the message goes to the shim's own log instead, as
+ * "[domain] message", at info level: the driver prints nothing, and a
+ * program's stderr through SCUDA carries nothing native does not (cuDNN
+ * reports every duplicate kernel name of its libraries this way). */
 
 static CUresult error_log_message(const char *domain, int level, const char *format, va_list args)
 {
@@ -716,10 +718,7 @@ static CUresult error_log_message(const char *domain, int level, const char *for
     char message[1024];
     vsnprintf(message, sizeof message, format, args);
     if (domain == NULL) domain = "?";
-    if (level == 0)
-        LOG_ERROR("[%s] %s", domain, message);
-    else
-        LOG_WARN("[%s] %s", domain, message);
+    LOG_INFO("[%s] %s: %s", domain, level == 0 ? "error" : "warning", message);
     return CUDA_SUCCESS;
 }
 

@@ -8,6 +8,7 @@
 #define SCUDA_CLIENT_HOOKS_H
 
 #include <cuda.h>
+#include <stdint.h>
 
 /* Before the call (spec flag `pre_hook`): a managed allocation stops being
  * mirrored before the session frees it, so no fetch can reach freed memory. */
@@ -21,5 +22,32 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr d
 CUresult hook_cuStreamQuery(CUresult r, CUstream hStream);
 CUresult hook_cuEventQuery(CUresult r, CUevent hEvent);
 CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent);
+
+/* host_memory.c: a device address that lies in cuMemHostAlloc memory makes
+ * that memory a mirror the GPU can reach (unified addressing). Memsets
+ * call it before they are sent (spec flag `pre_hook`); so do launches,
+ * for every pointer-sized word of their parameters. */
+void host_pinned_touch(uint64_t p);
+#define HOOK_MEMSET(NAME) \
+    static inline void hook_pre_##NAME(uint64_t dst, ...) { host_pinned_touch(dst); }
+HOOK_MEMSET(cuMemsetD8)
+HOOK_MEMSET(cuMemsetD8_v2)
+HOOK_MEMSET(cuMemsetD8Async)
+HOOK_MEMSET(cuMemsetD16)
+HOOK_MEMSET(cuMemsetD16_v2)
+HOOK_MEMSET(cuMemsetD16Async)
+HOOK_MEMSET(cuMemsetD32)
+HOOK_MEMSET(cuMemsetD32_v2)
+HOOK_MEMSET(cuMemsetD32Async)
+HOOK_MEMSET(cuMemsetD2D8)
+HOOK_MEMSET(cuMemsetD2D8_v2)
+HOOK_MEMSET(cuMemsetD2D8Async)
+HOOK_MEMSET(cuMemsetD2D16)
+HOOK_MEMSET(cuMemsetD2D16_v2)
+HOOK_MEMSET(cuMemsetD2D16Async)
+HOOK_MEMSET(cuMemsetD2D32)
+HOOK_MEMSET(cuMemsetD2D32_v2)
+HOOK_MEMSET(cuMemsetD2D32Async)
+#undef HOOK_MEMSET
 
 #endif

@@ -14,6 +14,7 @@
  * (cuMemHostRegister) belongs to the application and is not mirrored. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,11 @@ struct host_range {
 
 static struct host_range *ranges;
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
+/* cuMemHostAlloc ranges the session has no copy of yet, and the span of
+ * addresses they cover: host_pinned_touch() rejects most values with two
+ * loads. Updated under ranges_lock. */
+static _Atomic unsigned unmirrored;
+static _Atomic uint64_t unmirrored_lo = UINT64_MAX, unmirrored_hi;
 
 /* Returns a copy of the range holding p, or 0 when p is not ours. */
 static int host_range_of(const void *p, struct host_range *out)
@@ -62,6 +68,12 @@ static CUresult add_range(void *base, void *alias, size_t size, unsigned flags, 
     pthread_mutex_lock(&ranges_lock);
     r->next = ranges;
     ranges = r;
+    if (owned) {
+        uint64_t lo = (uint64_t)(uintptr_t)base, hi = lo + size;
+        atomic_fetch_add(&unmirrored, 1);
+        if (lo < atomic_load(&unmirrored_lo)) atomic_store(&unmirrored_lo, lo);
+        if (hi > atomic_load(&unmirrored_hi)) atomic_store(&unmirrored_hi, hi);
+    }
     pthread_mutex_unlock(&ranges_lock);
     return CUDA_SUCCESS;
 }
@@ -75,6 +87,7 @@ static struct host_range *remove_range(void *base, int owned)
         if ((*pp)->base == base && (*pp)->owned == owned) {
             found = *pp;
             *pp = found->next;
+            if (owned && !found->mirror) atomic_fetch_sub(&unmirrored, 1);
             break;
         }
     }
@@ -96,6 +109,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         return r;
     }
     *pp = view;
+    LOG_DEBUG("pinned host memory: %p, %zu bytes, flags %#x", (void *)view, bytesize, flags);
     return CUDA_SUCCESS;
 }
 
@@ -193,10 +207,35 @@ static CUresult make_mirror(void *base, uint64_t *dev)
             mirror_release(hr->mirror);
             hr->mirror = 0;
         }
+        if (hr->mirror) atomic_fetch_sub(&unmirrored, 1);
     }
     if (hr && res == CUDA_SUCCESS) *dev = hr->mirror;
     pthread_mutex_unlock(&ranges_lock);
     return hr ? res : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Under unified addressing, cuMemHostAlloc memory is a device address too:
+ * a program may memset it or hand it to a kernel without asking for its
+ * device pointer (XLA's redzone checker does both with its result word).
+ * The first such use makes the range a mirror, placed by the session at the
+ * same address when it can, so the address means the same on the GPU. */
+void host_pinned_touch(uint64_t p)
+{
+    if (atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0 ||
+        p < atomic_load_explicit(&unmirrored_lo, memory_order_relaxed) ||
+        p >= atomic_load_explicit(&unmirrored_hi, memory_order_relaxed))
+        return;
+    struct host_range hr;
+    if (!host_range_of((void *)(uintptr_t)p, &hr) || !hr.owned || hr.mirror) return;
+    uint64_t dev = 0;
+    CUresult r = make_mirror(hr.base, &dev);
+    if (r != CUDA_SUCCESS)
+        LOG_WARN("pinned host memory at %p is used as a device address, but the server could not map it "
+                 "(%d); the GPU cannot reach it", (void *)hr.base, (int)r);
+    else if (dev != (uint64_t)(uintptr_t)hr.base)
+        LOG_WARN("pinned host memory at %p is used as a device address, but the server mapped it at %#llx; "
+                 "device code that uses the host address will fault (use cuMemHostGetDevicePointer)",
+                 (void *)hr.base, (unsigned long long)dev);
 }
 
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
@@ -264,6 +303,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
     SHIM_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     struct host_range hr;
+    if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) host_pinned_touch(ptr);
     if (host_range_of((void *)(uintptr_t)ptr, &hr)) return host_attribute(data, attribute, &hr, ptr);
     return remote_attribute(data, attribute, ptr);
 }

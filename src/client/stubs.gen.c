@@ -4965,6 +4965,7 @@ EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount
 EXPORT CUresult cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N)
 {
     SHIM_ENTER(cuMemsetD16, (dstDevice, us, N));
+    hook_pre_cuMemsetD16(dstDevice, us, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD16);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -4976,6 +4977,7 @@ EXPORT CUresult cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigne
 EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD16Async, (dstDevice, us, N, hStream));
+    hook_pre_cuMemsetD16Async(dstDevice, us, N, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD16Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -4994,6 +4996,7 @@ EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, 
 EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
     SHIM_ENTER(cuMemsetD16_v2, (dstDevice, us, N));
+    hook_pre_cuMemsetD16_v2(dstDevice, us, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD16_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5011,6 +5014,7 @@ EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, si
 EXPORT CUresult cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height)
 {
     SHIM_ENTER(cuMemsetD2D16, (dstDevice, dstPitch, us, Width, Height));
+    hook_pre_cuMemsetD2D16(dstDevice, dstPitch, us, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D16);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -5024,6 +5028,7 @@ EXPORT CUresult cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, u
 EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD2D16Async, (dstDevice, dstPitch, us, Width, Height, hStream));
+    hook_pre_cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D16Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5044,6 +5049,7 @@ EXPORT CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, 
 EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
 {
     SHIM_ENTER(cuMemsetD2D16_v2, (dstDevice, dstPitch, us, Width, Height));
+    hook_pre_cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D16_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5063,6 +5069,7 @@ EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, un
 EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height)
 {
     SHIM_ENTER(cuMemsetD2D32, (dstDevice, dstPitch, ui, Width, Height));
+    hook_pre_cuMemsetD2D32(dstDevice, dstPitch, ui, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D32);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -5076,6 +5083,7 @@ EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, u
 EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD2D32Async, (dstDevice, dstPitch, ui, Width, Height, hStream));
+    hook_pre_cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D32Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5096,6 +5104,7 @@ EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, 
 EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
 {
     SHIM_ENTER(cuMemsetD2D32_v2, (dstDevice, dstPitch, ui, Width, Height));
+    hook_pre_cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D32_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5115,6 +5124,7 @@ EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, un
 EXPORT CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc, unsigned int Width, unsigned int Height)
 {
     SHIM_ENTER(cuMemsetD2D8, (dstDevice, dstPitch, uc, Width, Height));
+    hook_pre_cuMemsetD2D8(dstDevice, dstPitch, uc, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D8);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -5128,6 +5138,7 @@ EXPORT CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, un
 EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD2D8Async, (dstDevice, dstPitch, uc, Width, Height, hStream));
+    hook_pre_cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D8Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5148,6 +5159,7 @@ EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, u
 EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
     SHIM_ENTER(cuMemsetD2D8_v2, (dstDevice, dstPitch, uc, Width, Height));
+    hook_pre_cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD2D8_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5167,6 +5179,7 @@ EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, uns
 EXPORT CUresult cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N)
 {
     SHIM_ENTER(cuMemsetD32, (dstDevice, ui, N));
+    hook_pre_cuMemsetD32(dstDevice, ui, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD32);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -5178,6 +5191,7 @@ EXPORT CUresult cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned 
 EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD32Async, (dstDevice, ui, N, hStream));
+    hook_pre_cuMemsetD32Async(dstDevice, ui, N, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD32Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5196,6 +5210,7 @@ EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, si
 EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
     SHIM_ENTER(cuMemsetD32_v2, (dstDevice, ui, N));
+    hook_pre_cuMemsetD32_v2(dstDevice, ui, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD32_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5213,6 +5228,7 @@ EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size
 EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
 {
     SHIM_ENTER(cuMemsetD8, (dstDevice, uc, N));
+    hook_pre_cuMemsetD8(dstDevice, uc, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD8);
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
@@ -5224,6 +5240,7 @@ EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned 
 EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
     SHIM_ENTER(cuMemsetD8Async, (dstDevice, uc, N, hStream));
+    hook_pre_cuMemsetD8Async(dstDevice, uc, N, hStream);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD8Async);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
@@ -5242,6 +5259,7 @@ EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, si
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     SHIM_ENTER(cuMemsetD8_v2, (dstDevice, uc, N));
+    hook_pre_cuMemsetD8_v2(dstDevice, uc, N);
     rpc_call c;
     rpc_begin(&c, OP_cuMemsetD8_v2);
     wb_put_u64(&c.req, (uint64_t)(dstDevice));

@@ -291,10 +291,22 @@ static void finish_copy_in_flight(void)
     copy_in_flight = NULL;
 }
 
+/* SCUDA_LOG=debug: a failed call's name and the head of its arguments, so
+ * a failure the program only sees as an error code can be traced. */
+static void log_failed_call(const srv_call *c, const wire_reader *args, const struct op_entry *e, CUresult r)
+{
+    if (!scuda_log_enabled(SCUDA_LOG_DEBUG)) return;
+    char hex[2 * 40 + 1] = "";
+    size_t n = args->left < 40 ? args->left : 40;
+    for (size_t i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", args->p[i]);
+    LOG_DEBUG("%s%s failed: %d; arguments %s", c->async ? "one-way " : "", e ? e->name : "unknown op", (int)r, hex);
+}
+
 static void run_call(struct session *s, struct pending_call *p)
 {
     srv_call *c = &p->call;
     const struct op_entry *e = op_entry_of(c->op);
+    const wire_reader args = c->in;
     CUresult r;
     if (!e || !e->handler) {
         LOG_WARN("client asked for op %u, which this server does not know; "
@@ -303,7 +315,7 @@ static void run_call(struct session *s, struct pending_call *p)
     } else if (!needs_context(c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
         r = e->handler(c);
     }
-    if (r != CUDA_SUCCESS && !c->async) LOG_DEBUG("%s failed: %d", e ? e->name : "unknown op", r);
+    if (r != CUDA_SUCCESS) log_failed_call(c, &args, e, r);
     if (c->async) {
         if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
     } else if (c->replied) {

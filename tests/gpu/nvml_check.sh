@@ -50,16 +50,7 @@ now_ms() { date +%s%3N; }
 
 if ((BUILD_PRODUCT)) && [[ -z ${SCUDA_BUILD:-} ]]; then
   echo "== building the product"
-  gen="Unix Makefiles"; command -v ninja >/dev/null && gen=Ninja
-  # nvml.h: the GPU machine has no registry, so bring NVIDIA's nvidia-nvml-dev
-  # wheel in .whl/ (see /work/.library/device/README.md) if pip has not.
-  nvml=()
-  whl=$(ls "$ROOT"/.whl/nvidia_nvml_dev-*.whl 2>/dev/null | head -n 1)
-  if [[ -n $whl ]] && $PY -m pip install -q --no-index --no-deps --target /tmp/scuda-nvml-dev "$whl" >/dev/null 2>&1; then
-    nvml=(-DNVML_INCLUDE_DIR="$(dirname /tmp/scuda-nvml-dev/nvidia/*/include/nvml.h)")
-  fi
-  { cmake -S . -B build -G "$gen" -DCMAKE_BUILD_TYPE=Release -DSCUDA_BUILD_TESTS=OFF "${nvml[@]}" &&
-    cmake --build build -j "$(nproc)"; } >"$LOG/build.log" 2>&1 || { tail -n 30 "$LOG/build.log"; echo "build FAILED"; exit 1; }
+  bash "$ROOT/tests/gpu/build_product.sh" "$LOG/build.log" || { echo "build FAILED"; exit 1; }
 fi
 SCUDA=$BUILD/bin/scuda
 for f in "$SCUDA" "$BUILD/lib/libcuda.so.1" "$BUILD/lib/libnvidia-ml.so.1"; do

@@ -122,12 +122,7 @@ gpu_mem_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounit
 # ---------------------------------------------------------------- build
 if ((BUILD_PRODUCT)); then
   echo "== building the product"
-  gen="Unix Makefiles"; command -v ninja >/dev/null 2>&1 && gen=Ninja
-  # The GPU suite needs the product only; CI's tests are built by scripts/test.sh.
-  if ! { cmake -S . -B build -G "$gen" -DCMAKE_BUILD_TYPE=Release -DSCUDA_BUILD_TESTS=OFF &&
-         cmake --build build -j "$(nproc)"; } \
-    >"$LOGDIR/product-build.log" 2>&1; then
-    tail -n 40 "$LOGDIR/product-build.log"
+  if ! bash "$ROOT/tests/gpu/build_product.sh" "$LOGDIR/product-build.log"; then
     echo "product build FAILED (log: $LOGDIR/product-build.log)"
     exit 1
   fi

@@ -1,4 +1,4 @@
-"""test_torch.py - PyTorch through SCUDA, compared with native (issue 3).
+"""test_torch.py - PyTorch through SCUDA, compared with native.
 
 Every workload in workloads.py runs twice: natively on the GPU machine, and
 through `scuda run` in a mount namespace where the GPU is hidden
@@ -10,78 +10,20 @@ algorithms (cuDNN benchmark mode).
 Run on the GPU machine, as root, from the repository root:
     python3 -m pytest -v tests/gpu/torch
 """
-import json
-import math
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from compare import close, run, scuda_lines, through_scuda
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-SCUDA = os.path.join(ROOT, "build", "bin", "scuda")
-HIDE = os.path.join(ROOT, "tests", "gpu", "hide.sh")
-TIMEOUT = int(os.environ.get("TORCH_TEST_TIMEOUT", "240"))
+TIMEOUT = 240
 
 # Workloads whose results may legitimately differ in the last bits.
 APPROX = {"conv": 1e-4, "train_transformer": 1e-5, "resnet18_step": 1e-4, "expandable_segments": 1e-5}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def server():
-    if not os.path.exists(SCUDA):
-        pytest.fail(f"{SCUDA} is missing: build the project first (tests/gpu/run.sh does)")
-    port = free_port()
-    log = open(os.path.join(os.environ.get("OUT", "/tmp"), "torch-server.log"), "w")
-    proc = subprocess.Popen([SCUDA, "server", "--listen", f"127.0.0.1:{port}"], stderr=log,
-                            env=dict(os.environ, SCUDA_LOG=os.environ.get("SCUDA_SERVER_LOG", "info")))
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"127.0.0.1:{port}"
-    proc.terminate()  # only the server we started, by its handle
-    proc.wait(timeout=10)
-
-
-def run(cmd, name):
-    """Runs run_one.py NAME under cmd; returns (result dict, stderr)."""
-    try:
-        p = subprocess.run(cmd + [sys.executable, os.path.join(HERE, "run_one.py"), name], cwd=HERE,
-                           capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: no result within {TIMEOUT} s (a hang is a failure)")
-    lines = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
-    if p.returncode != 0 or not lines:
-        pytest.fail(f"{name} failed (rc={p.returncode}):\n{p.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):]), p.stderr
-
-
-def through_scuda(server):
-    return ["bash", HIDE, SCUDA, "run", "--server", server, "--"]
-
-
-def close(a, b, rtol):
-    if isinstance(a, dict) and isinstance(b, dict):
-        if "sha" in a and "sha" in b:  # a digest: compare the values, not the bytes
-            return a["shape"] == b["shape"] and close(a["sum"], b["sum"], rtol) and close(a["head"], b["head"], rtol)
-        return a.keys() == b.keys() and all(close(a[k], b[k], rtol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close(x, y, rtol) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=rtol, abs_tol=rtol) or (math.isnan(a) and math.isnan(b))
-    return a == b
 
 
 sys.path.insert(0, HERE)
@@ -90,13 +32,15 @@ import workloads  # noqa: E402
 
 @pytest.mark.parametrize("name", sorted(workloads.ALL))
 def test_matches_native(server, name):
-    native, _ = run([], name)
-    remote, err = run(through_scuda(server), name)
+    native, _ = run([], "torch", name)
+    remote, err = run(through_scuda(server), "torch", name)
     if name in APPROX:
         assert close(native, remote, APPROX[name]), f"{name}: native {native}\n   scuda {remote}"
     else:
         assert native == remote, f"{name}: native {native}\n   scuda {remote}"
     assert "died" not in err
+    # At the default log level SCUDA adds nothing to a program's stderr.
+    assert not scuda_lines(err), "\n".join(scuda_lines(err)[:20])
 
 
 def test_startup_logs_nothing_unsupported(server):

@@ -7,6 +7,9 @@
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
+ * Streams travel as their wire ids (rpc_put_handle, handle_wire_id), so a
+ * copy on CU_STREAM_PER_THREAD runs on this thread's stream, like the
+ * launches and memsets before it.
  *
  * Stream capture: a graph replays on the server, which cannot reach the
  * client's memory. A device-to-host copy on a capturing stream is captured
@@ -34,18 +37,16 @@
 
 enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
-static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
-
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     CUresult cr;
-    if (bulk_htod(dst, src, n, sid(st), mode, &cr)) return cr;
+    if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_htod);
         wb_put_u64(&c.req, dst + off);
-        wb_put_u64(&c.req, sid(st));
+        rpc_put_handle(&c.req, st);
         wb_put_u8(&c.req, (uint8_t)mode);
         wb_put_u64(&c.req, len);
         c.bulk = (const char *)src + off;
@@ -73,7 +74,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
 {
     uint64_t async_before = rpc_async_count();
     CUresult br;
-    if (bulk_dtoh(dst, src, n, sid(st), mode, &br)) {
+    if (bulk_dtoh(dst, src, n, handle_wire_id(st), mode, &br)) {
         if (br != CUDA_SUCCESS) return br;
         if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
         return CUDA_SUCCESS;
@@ -84,7 +85,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
         rpc_begin(&c, OP_scuda_memcpy_dtoh);
         wb_put_u64(&c.req, src + off);
         wb_put_u64(&c.req, len);
-        wb_put_u64(&c.req, sid(st));
+        rpc_put_handle(&c.req, st);
         wb_put_u8(&c.req, (uint8_t)mode);
         c.sink = (char *)dst + off;
         c.sink_len = len;
@@ -127,7 +128,7 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
     wb_put_u64(&c.req, dst);
     wb_put_u64(&c.req, src);
     wb_put_u64(&c.req, n);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     wb_put_u8(&c.req, (uint8_t)mode);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
@@ -226,7 +227,7 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
     wb_put_u64(&c.req, src);
     rpc_put_handle(&c.req, sctx);
     wb_put_u64(&c.req, n);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     wb_put_u8(&c.req, (uint8_t)mode);
     return rpc_async(&c);
 }
@@ -362,7 +363,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
     wb_put_u8(&c.req, (uint8_t)dims);
     wb_put_u8(&c.req, (uint8_t)mode);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     put_side(&c.req, src);
     put_side(&c.req, dst);
     wb_put_u64(&c.req, w);

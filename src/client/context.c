@@ -96,6 +96,14 @@ uint32_t shim_current_ctx_id(void)
     return c ? (uint32_t)c->id : 0;
 }
 
+uint64_t stream_key(const void *h)
+{
+    uint64_t id = handle_wire_id(h);
+    if (id > (uint64_t)(uintptr_t)CU_STREAM_LEGACY) return id;
+    /* Bit 63 is in no handle id (dispatch.h), so this names no other stream. */
+    return 1ull << 63 | shim_current_ctx_id();
+}
+
 static struct client_ctx *lookup(CUcontext h)
 {
     uint64_t id = (uint64_t)(uintptr_t)h;

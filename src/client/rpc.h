@@ -39,8 +39,9 @@ typedef struct rpc_call {
 void rpc_begin(rpc_call *c, uint16_t op);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
-/* A reply proved that `stream` was idle when it was sent, and
- * `async_before` one-way calls had been sent by then. */
+/* A reply proved that `stream` (as this thread means it: stream_key) was
+ * idle when it was sent, and `async_before` one-way calls had been sent by
+ * then. */
 void stream_note_idle(const void *stream, uint64_t async_before);
 CUresult rpc_sync(rpc_call *c);
 /* rpc_sync in two halves, for a caller with work of its own between the
@@ -66,6 +67,11 @@ static inline uint64_t handle_wire_id(const void *h)
     return id;
 }
 static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, handle_wire_id(h)); }
+/* Which stream the session runs for stream handle `h` sent by this thread
+ * now, for telling streams apart in the client (never sent): the wire id,
+ * and for the NULL and legacy stream (the same stream, one per context)
+ * the current context as well. */
+uint64_t stream_key(const void *h);
 uint64_t handle_new_id(void);
 static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 

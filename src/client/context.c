@@ -258,7 +258,7 @@ static CUresult ctx_sync(CUcontext ctx)
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = simple_call(OP_scuda_ctx_synchronize, c->id, 0);
     if (r == CUDA_SUCCESS) coherence_synced(0, 1);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuCtxSynchronize(void) { SHIM_ENTER(cuCtxSynchronize, ()); return ctx_sync(NULL); }

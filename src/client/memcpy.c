@@ -118,7 +118,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
     r = copy_from_device(to, src, n, st, mode);
     if (to != dst) coherence_host_wrote(dst, n);
     if (r == CUDA_SUCCESS) coherence_synced(mode == COPY_ASYNC ? coherence_stream_key(st) : 0, 0);
-    return r;
+    return rpc_report_deferred(r); /* a copy to the host observes earlier work */
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
@@ -164,9 +164,9 @@ static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
     /* Host to host: both sides are ours. Order it after queued work on the
      * stream, as the driver would. */
     if (mode == COPY_ASYNC && (r = capture_refuse(st, "a host-to-host copy")) != CUDA_SUCCESS) return r;
-    if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+    if (mode == COPY_ASYNC && (r = stream_wait(st)) != CUDA_SUCCESS) return r;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-    return CUDA_SUCCESS;
+    return rpc_report_deferred(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
@@ -349,7 +349,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
         return r;
     size_t packed = w * h * d;
     if (src->type == CU_MEMORYTYPE_HOST && dst->type == CU_MEMORYTYPE_HOST) {
-        if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+        if (mode == COPY_ASYNC && (r = stream_wait(st)) != CUDA_SUCCESS) return r;
         for (size_t z = 0; z < d; z++)
             for (size_t y = 0; y < h; y++) memmove(host_row(dst, y, z), host_row(src, y, z), w);
         return CUDA_SUCCESS;
@@ -392,6 +392,16 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     return r;
 }
 
+/* A 2D/3D copy as the application asked for it. One that ends in host
+ * memory observes earlier work (rpc.h): it reports an earlier one-way
+ * call's error after all its bands (copy_nd_split) have arrived. */
+static CUresult copy_nd_call(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
+                             int mode)
+{
+    CUresult r = copy_nd(dims, src, dst, w, h, d, st, mode);
+    return dst->type == CU_MEMORYTYPE_HOST ? rpc_report_deferred(r) : r; /* unified sides are resolved now */
+}
+
 static void side_2d(struct side *sd, CUmemorytype type, size_t x, size_t y, const void *host, CUdeviceptr dev,
                     CUarray arr, size_t pitch)
 {
@@ -404,7 +414,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, int mode)
     struct side s, d;
     side_2d(&s, p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcHost, p->srcDevice, p->srcArray, p->srcPitch);
     side_2d(&d, p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstHost, p->dstDevice, p->dstArray, p->dstPitch);
-    return copy_nd(2, &s, &d, p->WidthInBytes, p->Height, 1, st, mode);
+    return copy_nd_call(2, &s, &d, p->WidthInBytes, p->Height, 1, st, mode);
 }
 
 static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
@@ -414,7 +424,7 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
                      p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
     struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
                      p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
-    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+    return copy_nd_call(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
 }
 
 EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2D_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
@@ -432,7 +442,7 @@ static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream st, int mode)
                      p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
     struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
                      p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
-    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+    return copy_nd_call(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
 }
 
 EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { SHIM_ENTER(cuMemcpy3DPeer, (p)); return copy_3d_peer(p, NULL, COPY_SYNC); }

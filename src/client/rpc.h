@@ -9,8 +9,15 @@
  *   rpc_end(&c);
  *
  * rpc_async() queues a one-way request and returns at once. Its error, if
- * any, comes back from the next rpc_sync() of this process (CUDA's contract
- * for asynchronous errors). */
+ * any, is reported later (CUDA's contract for asynchronous errors), but only
+ * by a call that observes earlier work: a synchronize (context, stream,
+ * event), a stream or event query, a copy to the host (spec flag
+ * `observes`). Such a call reports it when it succeeds itself, and its
+ * outputs (a copy's bytes) are delivered all the same. Every other call
+ * returns its own result and outputs, and leaves the error pending: an
+ * allocation after a failed memset returns its pointer. rpc_sync() always
+ * gives the call's own result; an observing export returns
+ * rpc_report_deferred(r). */
 #ifndef SCUDA_CLIENT_RPC_H
 #define SCUDA_CLIENT_RPC_H
 
@@ -37,12 +44,19 @@ typedef struct rpc_call {
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
+/* What an observing export returns: r, or when r is CUDA_SUCCESS the
+ * pending error of an earlier one-way call (once). */
+CUresult rpc_report_deferred(CUresult r);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
 /* A reply proved that `stream` (as this thread means it: stream_key) was
  * idle when it was sent, and `async_before` one-way calls had been sent by
  * then. */
 void stream_note_idle(const void *stream, uint64_t async_before);
+/* cuStreamSynchronize for this library's own waits (before a host function,
+ * a host-to-host copy): the call's own result, leaving an earlier one-way
+ * call's error to the application's next observing call. */
+CUresult stream_wait(CUstream stream);
 CUresult rpc_sync(rpc_call *c);
 /* rpc_sync in two halves, for a caller with work of its own between the
  * request and the reply (a striped copy receives its chunks there): send

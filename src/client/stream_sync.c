@@ -47,9 +47,8 @@ static int known_idle(const void *stream)
     return yes;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+CUresult stream_wait(CUstream hStream)
 {
-    SHIM_ENTER(cuStreamSynchronize, (hStream));
     if (known_idle(hStream)) {
         coherence_synced(coherence_stream_key(hStream), 0);
         return CUDA_SUCCESS;
@@ -65,4 +64,10 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream)
         coherence_synced(coherence_stream_key(hStream), 0);
     }
     return r;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SHIM_ENTER(cuStreamSynchronize, (hStream));
+    return rpc_report_deferred(stream_wait(hStream));
 }

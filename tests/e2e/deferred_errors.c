@@ -9,7 +9,6 @@
  * never allocated, an async op the server does not know). */
 #define _GNU_SOURCE
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,12 +59,7 @@ static void through_shim(void)
 
     /* A launch of a function whose module was unloaded: the client still
      * has the handle, the server no longer has a live function for it. */
-    size_t len;
-    char *ptx = h_read_file(h_ptx_path(), &len);
-    CHECK(len > 0);
-    CUmodule m;
-    CU(cuModuleLoadData(&m, ptx));
-    free(ptx);
+    CUmodule m = h_load_module();
     CUfunction f;
     CU(cuModuleGetFunction(&f, m, "fill_u32"));
     CU(cuCtxSynchronize());

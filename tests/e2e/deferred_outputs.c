@@ -119,21 +119,9 @@ static void client(void)
     free(back);
 }
 
-static int run_client(void *arg)
-{
-    (void)arg;
-    client();
-    return 0;
-}
-
 int main(void)
 {
-    h_begin("deferred_outputs", 25);
-    struct h_server srv;
     struct h_server_opts opt = {.extra_args = {"--mem-quota", QUOTA}};
-    h_server_start(&srv, "main", &opt);
-    h_wait_ok(h_spawn(run_client, NULL, 20, -1, -1), 20000, "client");
-    h_server_stop(&srv);
-    printf("PASS deferred_outputs\n");
+    h_run_client_test("deferred_outputs", 20, &opt, client);
     return 0;
 }

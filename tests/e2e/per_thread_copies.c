@@ -21,19 +21,24 @@
 /* The shim's own export (bulk.c): bulk connections in use. */
 extern int scuda_client_bulk_streams(void);
 
-/* A 300 ms kernel, then `value` into every word of d, both on PT. */
+static uint32_t *out; /* every copy's host side */
+
+/* A 300 ms kernel, then `value` into every word of d, both on PT; out is
+ * cleared. */
 static void slow_fill(CUdeviceptr d, size_t bytes, uint32_t value)
 {
     uint32_t ms = 300;
     void *args[] = {&ms};
     CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, PT, args, NULL));
     CU(cuMemsetD32Async(d, value, bytes / 4, PT));
+    memset(out, 0, bytes);
 }
 
-static void expect_words(const uint32_t *p, size_t bytes, uint32_t want, const char *what)
+static void expect_words(size_t bytes, uint32_t want, const char *what)
 {
     for (size_t i = 0; i < bytes / 4; i++)
-        CHECK(p[i] == want, "%s: word %zu is %u, want %u (the copy ran on another stream)", what, i, p[i], want);
+        CHECK(out[i] == want, "%s: word %zu is %u, want %u (the copy ran on another stream)", what, i, out[i], want);
+    printf("ok %s\n", what);
 }
 
 static void client(void)
@@ -43,67 +48,46 @@ static void client(void)
     CU(cuMemAlloc_v2(&a, N));
     CU(cuMemAlloc_v2(&b, N));
     CU(cuMemAlloc_v2(&big, BIG));
-    uint32_t *out = malloc(BIG), *in = malloc(N);
+    uint32_t *in = malloc(N);
+    out = malloc(BIG);
     CHECK(out && in);
 
     slow_fill(a, N, 7);
-    memset(out, 0, N);
     CU(cuMemcpyDtoHAsync_v2(out, a, N, PT));
-    expect_words(out, N, 7, "device to host");
-    printf("ok device to host\n");
+    expect_words(N, 7, "device to host");
 
     slow_fill(a, N, 8);
-    memset(out, 0, N);
     CU(cuMemcpyDtoHAsync_v2_ptsz(out, a, N, NULL));
-    expect_words(out, N, 8, "device to host, _ptsz with NULL");
-    printf("ok _ptsz device to host\n");
+    expect_words(N, 8, "device to host, _ptsz with NULL");
 
     slow_fill(a, N, 9);
     for (int i = 0; i < N / 4; i++) in[i] = 10;
     CU(cuMemcpyHtoDAsync_v2(a, in, N, PT)); /* after the memset, so 10 stays */
     CU(cuMemcpyDtoHAsync_v2(out, a, N, PT));
-    expect_words(out, N, 10, "host to device");
-    printf("ok host to device\n");
+    expect_words(N, 10, "host to device");
 
     slow_fill(a, N, 11);
     CU(cuMemcpyDtoDAsync_v2(b, a, N, PT));
     CU(cuMemcpyDtoHAsync_v2(out, b, N, PT));
-    expect_words(out, N, 11, "device to device");
-    printf("ok device to device\n");
+    expect_words(N, 11, "device to device");
 
     slow_fill(a, N, 12);
-    memset(out, 0, N);
     CUDA_MEMCPY2D p = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = a, .srcPitch = 256,
                        .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = 256,
                        .WidthInBytes = 256, .Height = N / 256};
     CU(cuMemcpy2DAsync_v2(&p, PT));
-    expect_words(out, N, 12, "2D device to host");
-    printf("ok 2D device to host\n");
+    expect_words(N, 12, "2D device to host");
 
     slow_fill(big, BIG, 13);
-    memset(out, 0, BIG);
     CU(cuMemcpyDtoHAsync_v2(out, big, BIG, PT));
-    expect_words(out, BIG, 13, "striped device to host");
-    printf("ok striped device to host (%d bulk connections)\n", scuda_client_bulk_streams());
-
+    CHECK(scuda_client_bulk_streams() > 0, "the large copy was not striped");
+    expect_words(BIG, 13, "striped device to host");
     free(out);
     free(in);
 }
 
-static int run_client(void *arg)
-{
-    (void)arg;
-    client();
-    return 0;
-}
-
 int main(void)
 {
-    h_begin("per_thread_copies", 40);
-    struct h_server srv;
-    h_server_start(&srv, "main", NULL);
-    h_wait_ok(h_spawn(run_client, NULL, 30, -1, -1), 30000, "client");
-    h_server_stop(&srv);
-    printf("PASS per_thread_copies\n");
+    h_run_client_test("per_thread_copies", 30, NULL, client);
     return 0;
 }

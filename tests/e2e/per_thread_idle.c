@@ -11,8 +11,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "harness.h"
 
@@ -77,19 +75,6 @@ static void run_case(CUstream h, CUcontext b_ctx, const char *what)
     printf("ok %s: A waited %llu ms\n", what, (unsigned long long)waited);
 }
 
-static CUfunction load_sleep(void)
-{
-    size_t len;
-    char *ptx = h_read_file(h_ptx_path(), &len);
-    CHECK(len > 0);
-    CUmodule m;
-    CU(cuModuleLoadData(&m, ptx));
-    free(ptx);
-    CUfunction f;
-    CU(cuModuleGetFunction(&f, m, "sleep_ms"));
-    return f;
-}
-
 static void client(void)
 {
     CUcontext primary = h_cuda_setup();
@@ -102,26 +87,14 @@ static void client(void)
     CUdevice dev;
     CU(cuCtxGetDevice(&dev));
     CU(cuCtxCreate_v2(&ctx_a, 0, dev));
-    sleep_a = load_sleep();
+    CU(cuModuleGetFunction(&sleep_a, h_load_module(), "sleep_ms"));
     CU(cuCtxPopCurrent_v2(NULL));
     run_case(NULL, primary, "NULL stream, two contexts");
     CU(cuCtxDestroy_v2(ctx_a));
 }
 
-static int run_client(void *arg)
-{
-    (void)arg;
-    client();
-    return 0;
-}
-
 int main(void)
 {
-    h_begin("per_thread_idle", 25);
-    struct h_server srv;
-    h_server_start(&srv, "main", NULL);
-    h_wait_ok(h_spawn(run_client, NULL, 20, -1, -1), 20000, "client");
-    h_server_stop(&srv);
-    printf("PASS per_thread_idle\n");
+    h_run_client_test("per_thread_idle", 20, NULL, client);
     return 0;
 }

@@ -33,6 +33,13 @@ export; _ptsz ones map a NULL stream to CU_STREAM_PER_THREAD.
 
 FLAGS
   blocking          the server runs it on a worker thread (it waits for the GPU)
+  observes          (sync/manual, and INTERNAL_OPS) waits for or observes earlier
+                    work: synchronize, stream/event query, copy to the host.
+                    Only such a call reports the pending error of an earlier
+                    one-way call (when it succeeds itself: its outputs still
+                    come back); every other call returns its own result and
+                    leaves the error pending (docs/architecture.md). Its
+                    generated stub ends with rpc_report_deferred().
   invalidates_memo  the client clears the memo cache after the call
   legacy            (local/manual) the pre-3.2 32-bit export is hand-written
                     too; without it that export gets LEGACY_ABI_MANUAL
@@ -130,7 +137,7 @@ cuCtxPushCurrent              manual
 cuCtxPopCurrent               manual
 cuCtxGetDevice                local
 cuCtxGetFlags                 manual
-cuCtxSynchronize              manual  blocking
+cuCtxSynchronize              manual  blocking       observes
 cuDevicePrimaryCtxRetain      manual  blocking
 cuDevicePrimaryCtxRelease     manual  blocking
 cuDevicePrimaryCtxReset       manual  blocking       invalidates_memo
@@ -217,8 +224,8 @@ cuMemcpyPeer                  manual  blocking
 cuMemcpyPeerAsync             manual
 cuMemcpyHtoD                  manual  blocking
 cuMemcpyHtoDAsync             manual
-cuMemcpyDtoH                  manual  blocking
-cuMemcpyDtoHAsync             manual  blocking
+cuMemcpyDtoH                  manual  blocking       observes
+cuMemcpyDtoHAsync             manual  blocking       observes
 cuMemcpyDtoD                  manual  blocking
 cuMemcpyDtoDAsync             manual
 cuMemcpy2D                    manual  blocking
@@ -235,8 +242,8 @@ cuMemcpyAtoD                  sync    blocking
 cuMemcpyDtoA                  sync    blocking
 cuMemcpyHtoA                  sync    blocking       srcHost=in[ByteCount]
 cuMemcpyHtoAAsync             async                  srcHost=in[ByteCount]
-cuMemcpyAtoH                  sync    blocking       dstHost=out[ByteCount]
-cuMemcpyAtoHAsync             sync    blocking       dstHost=out[ByteCount]
+cuMemcpyAtoH                  sync    blocking       observes  dstHost=out[ByteCount]
+cuMemcpyAtoHAsync             sync    blocking       observes  dstHost=out[ByteCount]
 cuMemcpyBatchAsync            unsupported            # TODO(lead): hand-write (host pointers in arrays)
 cuMemcpy3DBatchAsync          unsupported            # TODO(lead): hand-write
 cuMemsetD8                    async   pre_hook       # pinned host memory as a device pointer: host_pinned_touch
@@ -325,8 +332,8 @@ cuOccupancyMaxPotentialClusterSize          memo  config=launch_config
 cuStreamCreate                async   out_handle=phStream
 cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
-cuStreamQuery                 sync    hook
-cuStreamSynchronize           manual  blocking       # src/client/stream_sync.c: answered locally when provably idle
+cuStreamQuery                 sync    observes       hook
+cuStreamSynchronize           manual  blocking       observes  # src/client/stream_sync.c: answered locally when provably idle
 cuStreamWaitEvent             async
 cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
@@ -355,8 +362,8 @@ cuEventCreate                 async   out_handle=phEvent
 cuEventDestroy                async   drops=hEvent
 cuEventRecord                 async
 cuEventRecordWithFlags        async
-cuEventQuery                  sync    hook
-cuEventSynchronize            sync    blocking       hook
+cuEventQuery                  sync    observes       hook
+cuEventSynchronize            sync    blocking       observes  hook
 cuEventElapsedTime            sync
 cuIpcOpenEventHandle          sync    out_handle=phEvent
 
@@ -437,8 +444,8 @@ cuTexRefGetBorderColor        sync    pBorderColor=out[4]
 cuTexRefSetBorderColor        sync    pBorderColor=in[4]
 """
 
-# Protocol-internal ops of the hand-written code, with their flags. Every one
-# gets op OP_<name> and handler srv_<name>.
+# Protocol-internal ops of the hand-written code, with their flags (blocking,
+# observes). Every one gets op OP_<name> and handler srv_<name>.
 INTERNAL_OPS = r"""
 scuda_ping
 scuda_error_string
@@ -448,10 +455,10 @@ scuda_library_load            blocking
 scuda_library_get_kernel
 scuda_launch
 scuda_memcpy_htod             blocking
-scuda_memcpy_dtoh             blocking
+scuda_memcpy_dtoh             blocking  observes
 scuda_memcpy_dtod             blocking
-scuda_memcpy_2d               blocking
-scuda_memcpy_3d               blocking
+scuda_memcpy_2d               blocking  observes   # replies only when the destination is the host
+scuda_memcpy_3d               blocking  observes
 scuda_memcpy_peer             blocking
 scuda_memset
 scuda_ctx_create              blocking
@@ -460,7 +467,7 @@ scuda_primary_ctx_release     blocking
 scuda_primary_ctx_reset       blocking
 scuda_primary_ctx_set_flags
 scuda_ctx_destroy             blocking
-scuda_ctx_synchronize         blocking
+scuda_ctx_synchronize         blocking  observes
 scuda_ctx_set_limit
 scuda_ctx_get_limit
 scuda_host_callback
@@ -479,7 +486,7 @@ scuda_host_mirror_free
 scuda_module_load_by_hash     blocking
 scuda_bulk_setup
 scuda_bulk_htod
-scuda_bulk_dtoh               blocking
+scuda_bulk_dtoh               blocking  observes
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -215,6 +215,11 @@ class Spec(unittest.TestCase):
         self.assertEqual(cls["cuStreamIsCapturing"], "manual")  # local while no capture is active
         self.assertTrue(m.exports["cuStreamSynchronize"].blocking)
         self.assertTrue(m.exports["cuEventSynchronize"].blocking)
+        # Only calls that observe earlier work report a one-way call's error.
+        for n in ("cuStreamSynchronize", "cuEventSynchronize", "cuEventQuery", "cuStreamQuery", "cuMemcpyAtoH_v2"):
+            self.assertTrue(m.exports[n].observes, n)
+        for n in ("cuMemAlloc_v2", "cuMemGetInfo_v2", "cuStreamCreate", "cuMemcpyHtoA_v2"):
+            self.assertFalse(m.exports[n].observes, n)
         self.assertEqual(cls["cuLaunchKernel"], "manual")
         self.assertEqual(cls["cuMemcpyHtoD_v2"], "manual")
         self.assertEqual(cls["cuMemcpyHtoD"], "unsupported")  # 32-bit legacy ABI

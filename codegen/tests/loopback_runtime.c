@@ -133,13 +133,25 @@ static CUresult dispatch(rpc_call *c, int async)
     return r;
 }
 
+/* An observing call that succeeded carries the session's pending error to
+ * the client, which reports it from rpc_report_deferred (session.c, conn.c). */
+static CUresult delivered_error = CUDA_SUCCESS;
+
 CUresult rpc_sync(rpc_call *c)
 {
     CUresult r = dispatch(c, 0);
-    if (pending_error != CUDA_SUCCESS) {
-        r = pending_error;
+    if (r == CUDA_SUCCESS && c->op < op_table_len && op_table[c->op].observes && pending_error != CUDA_SUCCESS) {
+        if (delivered_error == CUDA_SUCCESS) delivered_error = pending_error;
         pending_error = CUDA_SUCCESS;
     }
+    return r;
+}
+
+CUresult rpc_report_deferred(CUresult r)
+{
+    if (r != CUDA_SUCCESS || delivered_error == CUDA_SUCCESS) return r;
+    r = delivered_error;
+    delivered_error = CUDA_SUCCESS;
     return r;
 }
 

@@ -20,7 +20,7 @@
 /* Copy n bytes from src to device address dst, striped. Returns 1 when
  * the copy was made that way (its result in *r), 0 when striping is not
  * available (the caller copies over the main connection). stream is the
- * stream's id, mode 0 synchronous or 1 asynchronous (memcpy.c). */
+ * stream's wire id (handle_wire_id), mode 0 synchronous or 1 asynchronous (memcpy.c). */
 int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r);
 /* The mirror image: device address src to dst. */
 int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r);

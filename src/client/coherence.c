@@ -294,7 +294,11 @@ static void push_locked(struct region *r)
         if (r->state[i] == PAGE_DIRTY) set_state(r, i, 1, PAGE_CLEAN);
 }
 
-uint64_t coherence_stream_key(CUstream s) { return handle_wire_id(s); }
+/* A synchronize of the NULL/legacy stream may also wait for the earlier
+ * work of the context's other streams (legacy semantics): it names no
+ * single stream, like an event's (0). Its raw value would name the legacy
+ * stream of every context at once. */
+uint64_t coherence_stream_key(CUstream s) { return s == NULL || s == CU_STREAM_LEGACY ? 0 : stream_key(s); }
 
 void coherence_before_send(void)
 {

@@ -48,7 +48,8 @@ int coherence_forget(const void *view);
 /* The device address behind host address p (in a region), or 0. */
 uint64_t coherence_device_address(const void *p);
 
-/* The id a stream handle names in coherence_synced/attach. */
+/* The id a stream handle names in coherence_synced/attach: its stream_key,
+ * or 0 (no single stream) for the NULL/legacy stream. */
 uint64_t coherence_stream_key(CUstream s);
 
 /* Push every dirty page: called before any frame goes to the server. */

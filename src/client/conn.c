@@ -292,9 +292,12 @@ static int deliver_output(uint32_t len)
     return 0;
 }
 
+static CUresult own_result(uint32_t result, uint16_t flags);
+
 /* Reads a bulk reply straight into the caller's sink: [u32 result][u64 n][n bytes][outputs]. */
-static int read_bulk_reply(struct waiter *w, uint32_t len)
+static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
 {
+    uint32_t len = h->length;
     struct rpc_call *c = w->call;
     uint8_t head[12];
     if (len < sizeof head || io_read_full(conn.fd, head, sizeof head) != 0) return -1;
@@ -308,19 +311,20 @@ static int read_bulk_reply(struct waiter *w, uint32_t len)
     c->reply = malloc(rest ? rest : 1);
     if (!c->reply || io_read_full(conn.fd, c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
-    w->result = (CUresult)result;
+    w->result = own_result(result, h->flags);
     return 0;
 }
 
-static int read_plain_reply(struct waiter *w, uint32_t len)
+static int read_plain_reply(struct waiter *w, const struct frame_header *h)
 {
+    uint32_t len = h->length;
     struct rpc_call *c = w->call;
     c->reply = malloc(len ? len : 1);
     if (!c->reply || len < 4 || io_read_full(conn.fd, c->reply, len) != 0) return -1;
     uint32_t result;
     memcpy(&result, c->reply, 4);
     wr_init(&c->out, (uint8_t *)c->reply + 4, len - 4);
-    w->result = (CUresult)result;
+    w->result = own_result(result, h->flags);
     return 0;
 }
 
@@ -359,8 +363,7 @@ static int read_one_frame(void)
     pthread_mutex_unlock(&conn.recv_lock);
     if (w == NULL) return discard(h.length);
 
-    int rc = (h.flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, h.length)
-                                                     : read_plain_reply(w, h.length);
+    int rc = (h.flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, &h) : read_plain_reply(w, &h);
     if (rc != 0) return -1;
     pthread_mutex_lock(&conn.recv_lock);
     w->done = 1;
@@ -447,6 +450,32 @@ static void sticky_note(CUresult r)
 {
     int none = 0;
     if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
+}
+
+/* ---- errors of one-way calls ------------------------------------------ */
+
+/* The session reports a one-way call's error with the reply of a call that
+ * observes earlier work (FRAME_DEFERRED, protocol.h). The call itself
+ * succeeded and gets its own result, so this library's own waits and
+ * fetches (the synchronize before a host function, a mirror's page fetch)
+ * keep their outputs and do not swallow the error: it waits here for the
+ * application's next observing call (rpc_report_deferred). The first one
+ * is kept, as in the session. */
+static _Atomic int deferred_error;
+
+static CUresult own_result(uint32_t result, uint16_t flags)
+{
+    if (!(flags & FRAME_DEFERRED)) return (CUresult)result;
+    int none = 0;
+    atomic_compare_exchange_strong(&deferred_error, &none, (int)result);
+    sticky_note((CUresult)result);
+    return CUDA_SUCCESS;
+}
+
+CUresult rpc_report_deferred(CUresult r)
+{
+    if (r != CUDA_SUCCESS || atomic_load_explicit(&deferred_error, memory_order_relaxed) == 0) return r;
+    return (CUresult)atomic_exchange(&deferred_error, 0);
 }
 
 /* ---- SCUDA_STATS=1: which calls cross the wire -------------------------- */

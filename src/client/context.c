@@ -96,6 +96,14 @@ uint32_t shim_current_ctx_id(void)
     return c ? (uint32_t)c->id : 0;
 }
 
+uint64_t stream_key(const void *h)
+{
+    uint64_t id = handle_wire_id(h);
+    if (id > (uint64_t)(uintptr_t)CU_STREAM_LEGACY) return id;
+    /* Bit 63 is in no handle id (dispatch.h), so this names no other stream. */
+    return 1ull << 63 | shim_current_ctx_id();
+}
+
 static struct client_ctx *lookup(CUcontext h)
 {
     uint64_t id = (uint64_t)(uintptr_t)h;
@@ -250,7 +258,7 @@ static CUresult ctx_sync(CUcontext ctx)
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = simple_call(OP_scuda_ctx_synchronize, c->id, 0);
     if (r == CUDA_SUCCESS) coherence_synced(0, 1);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuCtxSynchronize(void) { SHIM_ENTER(cuCtxSynchronize, ()); return ctx_sync(NULL); }

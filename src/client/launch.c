@@ -216,7 +216,7 @@ EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     CUresult r = capture_status(hStream, &cs);
     if (r != CUDA_SUCCESS) return r;
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_hostfn(hStream, fn, userData);
-    r = cuStreamSynchronize(hStream);
+    r = stream_wait(hStream);
     if (r != CUDA_SUCCESS) return r;
     fn(userData);
     return CUDA_SUCCESS;
@@ -228,7 +228,7 @@ EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback,
     if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = capture_refuse(hStream, "a stream callback (cuStreamAddCallback)");
     if (r != CUDA_SUCCESS) return r;
-    CUresult status = cuStreamSynchronize(hStream);
+    CUresult status = stream_wait(hStream);
     callback(hStream, status, userData);
     return CUDA_SUCCESS;
 }

@@ -7,6 +7,9 @@
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
+ * Streams travel as their wire ids (rpc_put_handle, handle_wire_id), so a
+ * copy on CU_STREAM_PER_THREAD runs on this thread's stream, like the
+ * launches and memsets before it.
  *
  * Stream capture: a graph replays on the server, which cannot reach the
  * client's memory. A device-to-host copy on a capturing stream is captured
@@ -34,18 +37,16 @@
 
 enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
-static uint64_t sid(CUstream s) { return (uint64_t)(uintptr_t)s; }
-
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     CUresult cr;
-    if (bulk_htod(dst, src, n, sid(st), mode, &cr)) return cr;
+    if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_htod);
         wb_put_u64(&c.req, dst + off);
-        wb_put_u64(&c.req, sid(st));
+        rpc_put_handle(&c.req, st);
         wb_put_u8(&c.req, (uint8_t)mode);
         wb_put_u64(&c.req, len);
         c.bulk = (const char *)src + off;
@@ -73,7 +74,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
 {
     uint64_t async_before = rpc_async_count();
     CUresult br;
-    if (bulk_dtoh(dst, src, n, sid(st), mode, &br)) {
+    if (bulk_dtoh(dst, src, n, handle_wire_id(st), mode, &br)) {
         if (br != CUDA_SUCCESS) return br;
         if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
         return CUDA_SUCCESS;
@@ -84,7 +85,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
         rpc_begin(&c, OP_scuda_memcpy_dtoh);
         wb_put_u64(&c.req, src + off);
         wb_put_u64(&c.req, len);
-        wb_put_u64(&c.req, sid(st));
+        rpc_put_handle(&c.req, st);
         wb_put_u8(&c.req, (uint8_t)mode);
         c.sink = (char *)dst + off;
         c.sink_len = len;
@@ -117,7 +118,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
     r = copy_from_device(to, src, n, st, mode);
     if (to != dst) coherence_host_wrote(dst, n);
     if (r == CUDA_SUCCESS) coherence_synced(mode == COPY_ASYNC ? coherence_stream_key(st) : 0, 0);
-    return r;
+    return rpc_report_deferred(r); /* a copy to the host observes earlier work */
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
@@ -127,7 +128,7 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
     wb_put_u64(&c.req, dst);
     wb_put_u64(&c.req, src);
     wb_put_u64(&c.req, n);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     wb_put_u8(&c.req, (uint8_t)mode);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
@@ -163,9 +164,9 @@ static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
     /* Host to host: both sides are ours. Order it after queued work on the
      * stream, as the driver would. */
     if (mode == COPY_ASYNC && (r = capture_refuse(st, "a host-to-host copy")) != CUDA_SUCCESS) return r;
-    if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+    if (mode == COPY_ASYNC && (r = stream_wait(st)) != CUDA_SUCCESS) return r;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-    return CUDA_SUCCESS;
+    return rpc_report_deferred(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
@@ -226,7 +227,7 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
     wb_put_u64(&c.req, src);
     rpc_put_handle(&c.req, sctx);
     wb_put_u64(&c.req, n);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     wb_put_u8(&c.req, (uint8_t)mode);
     return rpc_async(&c);
 }
@@ -348,7 +349,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
         return r;
     size_t packed = w * h * d;
     if (src->type == CU_MEMORYTYPE_HOST && dst->type == CU_MEMORYTYPE_HOST) {
-        if (mode == COPY_ASYNC && (r = cuStreamSynchronize(st)) != CUDA_SUCCESS) return r;
+        if (mode == COPY_ASYNC && (r = stream_wait(st)) != CUDA_SUCCESS) return r;
         for (size_t z = 0; z < d; z++)
             for (size_t y = 0; y < h; y++) memmove(host_row(dst, y, z), host_row(src, y, z), w);
         return CUDA_SUCCESS;
@@ -362,7 +363,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
     wb_put_u8(&c.req, (uint8_t)dims);
     wb_put_u8(&c.req, (uint8_t)mode);
-    wb_put_u64(&c.req, sid(st));
+    rpc_put_handle(&c.req, st);
     put_side(&c.req, src);
     put_side(&c.req, dst);
     wb_put_u64(&c.req, w);
@@ -391,6 +392,16 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     return r;
 }
 
+/* A 2D/3D copy as the application asked for it. One that ends in host
+ * memory observes earlier work (rpc.h): it reports an earlier one-way
+ * call's error after all its bands (copy_nd_split) have arrived. */
+static CUresult copy_nd_call(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
+                             int mode)
+{
+    CUresult r = copy_nd(dims, src, dst, w, h, d, st, mode);
+    return dst->type == CU_MEMORYTYPE_HOST ? rpc_report_deferred(r) : r; /* unified sides are resolved now */
+}
+
 static void side_2d(struct side *sd, CUmemorytype type, size_t x, size_t y, const void *host, CUdeviceptr dev,
                     CUarray arr, size_t pitch)
 {
@@ -403,7 +414,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, int mode)
     struct side s, d;
     side_2d(&s, p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcHost, p->srcDevice, p->srcArray, p->srcPitch);
     side_2d(&d, p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstHost, p->dstDevice, p->dstArray, p->dstPitch);
-    return copy_nd(2, &s, &d, p->WidthInBytes, p->Height, 1, st, mode);
+    return copy_nd_call(2, &s, &d, p->WidthInBytes, p->Height, 1, st, mode);
 }
 
 static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
@@ -413,7 +424,7 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
                      p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
     struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
                      p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
-    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+    return copy_nd_call(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
 }
 
 EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2D_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
@@ -431,7 +442,7 @@ static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream st, int mode)
                      p->srcDevice, p->srcArray, p->srcPitch, p->srcHeight};
     struct side d = {p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstHost,
                      p->dstDevice, p->dstArray, p->dstPitch, p->dstHeight};
-    return copy_nd(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
+    return copy_nd_call(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
 }
 
 EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { SHIM_ENTER(cuMemcpy3DPeer, (p)); return copy_3d_peer(p, NULL, COPY_SYNC); }

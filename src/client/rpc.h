@@ -9,8 +9,15 @@
  *   rpc_end(&c);
  *
  * rpc_async() queues a one-way request and returns at once. Its error, if
- * any, comes back from the next rpc_sync() of this process (CUDA's contract
- * for asynchronous errors). */
+ * any, is reported later (CUDA's contract for asynchronous errors), but only
+ * by a call that observes earlier work: a synchronize (context, stream,
+ * event), a stream or event query, a copy to the host (spec flag
+ * `observes`). Such a call reports it when it succeeds itself, and its
+ * outputs (a copy's bytes) are delivered all the same. Every other call
+ * returns its own result and outputs, and leaves the error pending: an
+ * allocation after a failed memset returns its pointer. rpc_sync() always
+ * gives the call's own result; an observing export returns
+ * rpc_report_deferred(r). */
 #ifndef SCUDA_CLIENT_RPC_H
 #define SCUDA_CLIENT_RPC_H
 
@@ -37,11 +44,19 @@ typedef struct rpc_call {
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
+/* What an observing export returns: r, or when r is CUDA_SUCCESS the
+ * pending error of an earlier one-way call (once). */
+CUresult rpc_report_deferred(CUresult r);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
-/* A reply proved that `stream` was idle when it was sent, and
- * `async_before` one-way calls had been sent by then. */
+/* A reply proved that `stream` (as this thread means it: stream_key) was
+ * idle when it was sent, and `async_before` one-way calls had been sent by
+ * then. */
 void stream_note_idle(const void *stream, uint64_t async_before);
+/* cuStreamSynchronize for this library's own waits (before a host function,
+ * a host-to-host copy): the call's own result, leaving an earlier one-way
+ * call's error to the application's next observing call. */
+CUresult stream_wait(CUstream stream);
 CUresult rpc_sync(rpc_call *c);
 /* rpc_sync in two halves, for a caller with work of its own between the
  * request and the reply (a striped copy receives its chunks there): send
@@ -66,6 +81,11 @@ static inline uint64_t handle_wire_id(const void *h)
     return id;
 }
 static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, handle_wire_id(h)); }
+/* Which stream the session runs for stream handle `h` sent by this thread
+ * now, for telling streams apart in the client (never sent): the wire id,
+ * and for the NULL and legacy stream (the same stream, one per context)
+ * the current context as well. */
+uint64_t stream_key(const void *h);
 uint64_t handle_new_id(void);
 static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 

@@ -18,33 +18,37 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* The proof names the stream the session ran (stream_key), not the
+ * handle: CU_STREAM_PER_THREAD and NULL mean another stream in another
+ * thread or context. */
 static struct {
     pthread_mutex_t lock;
-    const void *stream;
+    uint64_t stream;
     uint64_t async_count; /* one-way calls sent when it was seen idle */
     int valid;
 } idle = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void stream_note_idle(const void *stream, uint64_t async_before)
 {
+    uint64_t key = stream_key(stream);
     pthread_mutex_lock(&idle.lock);
     idle.valid = rpc_async_count() == async_before;
-    idle.stream = stream;
+    idle.stream = key;
     idle.async_count = async_before;
     pthread_mutex_unlock(&idle.lock);
 }
 
 static int known_idle(const void *stream)
 {
+    uint64_t key = stream_key(stream);
     pthread_mutex_lock(&idle.lock);
-    int yes = idle.valid && idle.stream == stream && idle.async_count == rpc_async_count();
+    int yes = idle.valid && idle.stream == key && idle.async_count == rpc_async_count();
     pthread_mutex_unlock(&idle.lock);
     return yes;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+CUresult stream_wait(CUstream hStream)
 {
-    SHIM_ENTER(cuStreamSynchronize, (hStream));
     if (known_idle(hStream)) {
         coherence_synced(coherence_stream_key(hStream), 0);
         return CUDA_SUCCESS;
@@ -60,4 +64,10 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream)
         coherence_synced(coherence_stream_key(hStream), 0);
     }
     return r;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SHIM_ENTER(cuStreamSynchronize, (hStream));
+    return rpc_report_deferred(stream_wait(hStream));
 }

@@ -1077,7 +1077,7 @@ EXPORT CUresult cuEventQuery(CUevent hEvent)
             r = bad_reply("cuEventQuery");
     }
     rpc_end(&c);
-    return hook_cuEventQuery(r, hEvent);
+    return rpc_report_deferred(hook_cuEventQuery(r, hEvent));
 }
 
 EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -1125,7 +1125,7 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent)
             r = bad_reply("cuEventSynchronize");
     }
     rpc_end(&c);
-    return hook_cuEventSynchronize(r, hEvent);
+    return rpc_report_deferred(hook_cuEventSynchronize(r, hEvent));
 }
 
 EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
@@ -4610,7 +4610,7 @@ EXPORT CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOf
             r = bad_reply("cuMemcpyAtoH");
     }
     rpc_end(&c);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount, CUstream hStream)
@@ -4634,7 +4634,7 @@ EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int 
             r = bad_reply("cuMemcpyAtoHAsync");
     }
     rpc_end(&c);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
@@ -4658,7 +4658,7 @@ EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t src
             r = bad_reply("cuMemcpyAtoHAsync_v2");
     }
     rpc_end(&c);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
@@ -4687,7 +4687,7 @@ EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffse
             r = bad_reply("cuMemcpyAtoH_v2");
     }
     rpc_end(&c);
-    return r;
+    return rpc_report_deferred(r);
 }
 
 EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
@@ -6419,7 +6419,7 @@ EXPORT CUresult cuStreamQuery(CUstream hStream)
             r = bad_reply("cuStreamQuery");
     }
     rpc_end(&c);
-    return hook_cuStreamQuery(r, hStream);
+    return rpc_report_deferred(hook_cuStreamQuery(r, hStream));
 }
 
 EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)

@@ -79,8 +79,12 @@
  *                                brought to the client's buffer. Sent, like
  *                                output, before the next reply.
  * A request with FRAME_ASYNC gets no reply. If it fails, the server keeps
- * the error and returns it from the next synchronizing call (CUDA's
- * contract for asynchronous errors). */
+ * the error (the first one) until a call that observes earlier work
+ * (synchronize, query, copy to the host: op flag `observes`) succeeds
+ * itself: that reply carries the kept error as its CUresult, with
+ * FRAME_DEFERRED, and the call's outputs all the same. Every other reply
+ * carries its own call's result (CUDA's contract for asynchronous errors,
+ * without losing what the later call did). */
 #ifndef SCUDA_PROTOCOL_H
 #define SCUDA_PROTOCOL_H
 
@@ -140,6 +144,7 @@ enum frame_flags {
     FRAME_OUTPUT = 1u << 2, /* captured stdout/stderr of the session */
     FRAME_BULK = 1u << 3,   /* reply payload: u32 result, u64 n, n bulk bytes, outputs */
     FRAME_HOST_WORK = 1u << 4, /* host work of a graph replay (HOST_WORK_*), see above */
+    FRAME_DEFERRED = 1u << 5,  /* reply: the CUresult is an earlier one-way call's; this call succeeded */
 };
 
 struct frame_header {

@@ -43,6 +43,9 @@ struct op_entry {
     /* May wait for the GPU (synchronize, blocking copies): run it on a
      * worker thread so that other client threads' calls go on. */
     uint8_t blocking;
+    /* Waits for or observes earlier work (synchronize, query, copy to the
+     * host): its reply reports an earlier one-way call's error (session.c). */
+    uint8_t observes;
 };
 
 /* Indexed by op id; handler NULL = op unknown to this server. */

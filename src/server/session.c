@@ -186,25 +186,46 @@ struct pending_call {
     void *payload;
 };
 
+static const struct op_entry *op_entry_of(uint16_t op)
+{
+    if (op >= NVML_OP_BASE) return nvml_op_lookup ? nvml_op_lookup(op) : NULL;
+    return op < op_table_len ? &op_table[op] : NULL;
+}
+
+/* The result a reply carries for a call whose own result is `own`. An
+ * earlier one-way call's error waits for a call that observes earlier work
+ * (op flag `observes`: synchronize, query, copy to the host) and succeeds
+ * itself; that reply carries the error instead, marked FRAME_DEFERRED, and
+ * all the call's outputs. Any other call answers for itself, so what it
+ * did (an allocation, a handle) never goes unreported behind an error
+ * that is not its own. */
+static CUresult reply_result(struct session *s, const srv_call *c, CUresult own, uint16_t *flags)
+{
+    const struct op_entry *e = op_entry_of(c->op);
+    if (own != CUDA_SUCCESS || !e || !e->observes) return own;
+    CUresult deferred = take_deferred_error(s);
+    if (deferred == CUDA_SUCCESS) return own;
+    *flags |= FRAME_DEFERRED;
+    return deferred;
+}
+
 static void send_reply(struct session *s, srv_call *c, CUresult r)
 {
     output_forward(s);
-    CUresult deferred = take_deferred_error(s);
-    if (deferred != CUDA_SUCCESS) r = deferred;
-    int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
-    if (bulk && c->bulk_len > SCUDA_MAX_FRAME - 64) {
+    if (c->bulk != NULL && r == CUDA_SUCCESS && c->bulk_len > SCUDA_MAX_FRAME - 64) {
         /* Handlers cap what they return; this is the last line of defence. */
         LOG_ERROR("%s: reply of %zu bytes exceeds the frame limit", scuda_op_name(c->op), c->bulk_len);
         r = CUDA_ERROR_INVALID_VALUE;
-        bulk = 0;
     }
-    uint32_t result = (uint32_t)r;
+    int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
     uint64_t bulk_len = bulk ? c->bulk_len : 0;
     size_t out_len = r == CUDA_SUCCESS || c->out_on_error ? c->out.len : 0;
+    uint16_t flags = FRAME_REPLY | (bulk ? FRAME_BULK : 0);
+    uint32_t result = (uint32_t)reply_result(s, c, r, &flags);
     struct frame_header h = {
         .length = (uint32_t)(4 + (bulk ? 8 + bulk_len : 0) + out_len),
         .op = c->op,
-        .flags = FRAME_REPLY | (bulk ? FRAME_BULK : 0),
+        .flags = flags,
         .seq = c->seq,
     };
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -222,12 +243,6 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     int w = io_writev_full(s->fd, iov, n);
     pthread_mutex_unlock(&s->write_lock);
     if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
-}
-
-static const struct op_entry *op_entry_of(uint16_t op)
-{
-    if (op >= NVML_OP_BASE) return nvml_op_lookup ? nvml_op_lookup(op) : NULL;
-    return op < op_table_len ? &op_table[op] : NULL;
 }
 
 /* Calls that manage contexts, or need none, run whatever context the
@@ -255,16 +270,12 @@ int session_stream_begin(struct srv_call *c, uint64_t n)
 {
     struct session *s = c->s;
     output_forward(s);
-    pthread_mutex_lock(&s->error_lock);
-    int deferred = s->deferred_error != CUDA_SUCCESS;
-    pthread_mutex_unlock(&s->error_lock);
-    if (deferred) return -1;
-    struct frame_header h = {
-        .length = (uint32_t)(4 + 8 + n), .op = c->op, .flags = FRAME_REPLY | FRAME_BULK, .seq = c->seq};
+    uint16_t flags = FRAME_REPLY | FRAME_BULK;
+    uint32_t result = (uint32_t)reply_result(s, c, CUDA_SUCCESS, &flags);
+    struct frame_header h = {.length = (uint32_t)(4 + 8 + n), .op = c->op, .flags = flags, .seq = c->seq};
     uint8_t head[FRAME_HEADER_LEN + 12];
     frame_header_encode(&h, head);
-    uint32_t ok = CUDA_SUCCESS;
-    memcpy(head + FRAME_HEADER_LEN, &ok, 4);
+    memcpy(head + FRAME_HEADER_LEN, &result, 4);
     memcpy(head + FRAME_HEADER_LEN + 4, &n, 8);
     pthread_mutex_lock(&s->write_lock);
     c->replied = 1;

@@ -27,14 +27,18 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
 /* Make the client's context `ctx_id` current on the calling thread. */
 CUresult session_bind_ctx(struct session *s, uint32_t ctx_id);
 
-/* Remember the first failure of an async call for the next sync reply. */
+/* Remember the first failure of an async call for the next reply of an
+ * observing call (op flag `observes`, session.c). */
 void session_defer_error(struct session *s, CUresult r, uint16_t op);
 
 struct srv_call;
 struct staging;
 /* A streamed bulk reply: the header promises n bytes, which the handler
- * then writes chunk by chunk, holding the socket. Returns nonzero (and
- * sends nothing) when an earlier async error must be reported instead. */
+ * then writes chunk by chunk, holding the socket until session_stream_end.
+ * Its result follows send_reply's rule (an observing call reports an
+ * earlier one-way call's error with its bytes). Returns nonzero when the
+ * header could not be written (the client is gone); the stream must still
+ * be ended. */
 int session_stream_begin(struct srv_call *c, uint64_t n);
 int session_stream_write(struct srv_call *c, const void *p, size_t len);
 void session_stream_end(struct srv_call *c);

@@ -75,10 +75,10 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
 
 /* Send a large device-to-host copy as it is made: the GPU copies chunk
  * i+1 into one pinned buffer while chunk i goes out from the other.
- * Returns -1 when it could not start (the caller copies the plain way), 0
- * when all went out, 1 when a chunk failed midway: the reply still carries
- * n bytes (zeros after the failure) and the error is reported by the next
- * synchronizing call, like any asynchronous error. */
+ * Returns -1 when it could not start (no buffers: the caller copies the
+ * plain way), 0 when all went out, 1 when a chunk failed midway: the reply
+ * still carries n bytes (zeros after the failure) and the error is
+ * reported by the next synchronizing call, like any asynchronous error. */
 static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
 {
     struct staging *buf[2] = {staging_acquire(), NULL};
@@ -87,13 +87,8 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
         if (buf[0]) staging_release(buf[0]);
         return -1;
     }
-    if (session_stream_begin(c, n) != 0) {
-        staging_release(buf[0]);
-        staging_release(buf[1]);
-        return -1;
-    }
     CUresult r = CUDA_SUCCESS;
-    int failed = 0;
+    int failed = session_stream_begin(c, n) != 0;
     size_t prev_len = 0;
     for (uint64_t off = 0, i = 0; off < n || prev_len; i++) {
         size_t len = n - off < STAGING_SIZE ? (size_t)(n - off) : STAGING_SIZE;

@@ -266,8 +266,8 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
         return CUDA_ERROR_INVALID_VALUE;
     }
     void *image = module_cache_get(key, len);
-    /* The answer goes back even with an earlier async error in its place:
-     * an empty NOT_SUPPORTED reply means a server without this op. */
+    /* The answer goes back even when the load fails: an empty
+     * NOT_SUPPORTED reply means a server without this op. */
     c->out_on_error = 1;
     wb_put_u8(&c->out, image != NULL);
     if (!image) {

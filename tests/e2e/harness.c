@@ -516,6 +516,26 @@ void h_wait_ok(pid_t pid, int timeout_ms, const char *what)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", what, WEXITSTATUS(st));
 }
 
+static void (*test_client)(void);
+
+static int run_test_client(void *arg)
+{
+    (void)arg;
+    test_client();
+    return 0;
+}
+
+void h_run_client_test(const char *name, unsigned seconds, const struct h_server_opts *opt, void (*client)(void))
+{
+    h_begin(name, seconds + 5);
+    struct h_server srv;
+    h_server_start(&srv, "main", opt);
+    test_client = client;
+    h_wait_ok(h_spawn(run_test_client, NULL, seconds, -1, -1), (int)seconds * 1000, "client");
+    h_server_stop(&srv);
+    printf("PASS %s\n", name);
+}
+
 /* ---- CUDA helpers ------------------------------------------------------- */
 
 CUcontext h_cuda_setup(void)
@@ -534,14 +554,21 @@ const char *h_ptx_path(void) { return STANDIN_PTX; }
 static CUmodule the_module;
 static pid_t the_module_pid;
 
-CUmodule h_module(void)
+CUmodule h_load_module(void)
 {
-    if (the_module && the_module_pid == getpid()) return the_module;
     size_t len;
     char *ptx = h_read_file(STANDIN_PTX, &len);
     CHECK(len > 0, "cannot read %s", STANDIN_PTX);
-    CU(cuModuleLoadData(&the_module, ptx));
+    CUmodule m;
+    CU(cuModuleLoadData(&m, ptx));
     free(ptx);
+    return m;
+}
+
+CUmodule h_module(void)
+{
+    if (the_module && the_module_pid == getpid()) return the_module;
+    the_module = h_load_module();
     the_module_pid = getpid();
     return the_module;
 }

@@ -118,12 +118,18 @@ char *h_read_file(const char *path, size_t *len); /* malloc'd, NUL-terminated */
 /* rm -rf path (no error when it is missing). */
 void h_remove_tree(const char *path);
 
+/* The common test: h_begin, a server (opt may be NULL), client() in a child
+ * under a limit of `seconds`, the server stopped, "PASS name". */
+void h_run_client_test(const char *name, unsigned seconds, const struct h_server_opts *opt, void (*client)(void));
+
 /* ---- CUDA helpers ---------------------------------------------------- */
 
 /* cuInit, device 0, its primary context made current. */
 CUcontext h_cuda_setup(void);
 /* The stand-in's kernels (tests/standin/kernels.ptx), loaded once. */
 CUmodule h_module(void);
+/* The same kernels loaded again, in the current context. */
+CUmodule h_load_module(void);
 const char *h_ptx_path(void);
 CUfunction h_func(const char *name);
 /* Fill n bytes with a pattern derived from seed. */

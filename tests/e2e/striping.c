@@ -477,6 +477,18 @@ static void raw_ping(struct raw_session *r, long want, const char *what)
     CHECK(rc == want, "%s: ping answered %ld, expected %ld", what, rc, want);
 }
 
+/* A context synchronize: unlike a ping, it reports an earlier one-way
+ * call's error (protocol.h). */
+static void raw_sync(struct raw_session *r, long want, const char *what)
+{
+    uint64_t ctx = 0x100, args[2] = {0, ctx}; /* device 0, the context's id */
+    CHECK(raw_call(r, OP_scuda_primary_ctx_retain, args, sizeof args, NULL, NULL) == CUDA_SUCCESS);
+    args[0] = ctx;
+    args[1] = 0;
+    long rc = raw_call(r, OP_scuda_ctx_synchronize, args, sizeof args, NULL, NULL);
+    CHECK(rc == want, "%s: synchronize answered %ld, expected %ld", what, rc, want);
+}
+
 /* How a join proof is made up, for forging it. */
 enum forge { HONEST, WRONG_SECRET, OLD_NONCE };
 
@@ -590,8 +602,9 @@ static void joins(void)
     char c;
     CHECK(io_read_full_timeout(l1, &c, 1, 10000) != 0 && errno != ETIMEDOUT,
           "the session did not close its other bulk connection");
-    raw_ping(&a, CUDA_ERROR_UNKNOWN, "the failed striped copy's error");
-    raw_ping(&a, CUDA_SUCCESS, "session a after striping ended");
+    raw_ping(&a, CUDA_SUCCESS, "a ping before the failed striped copy's error is reported");
+    raw_sync(&a, CUDA_ERROR_UNKNOWN, "the failed striped copy's error");
+    raw_sync(&a, CUDA_SUCCESS, "session a after striping ended");
     CHECK(h_server_log_count(&srv, "expected chunk at offset 0 of copy 1") == 1);
     expect_refused(NULL, a.pid, 1, a.secret, HONEST, WELCOME_BAD_JOIN, "striping has ended",
                    "a join after striping ended");

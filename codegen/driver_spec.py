@@ -434,6 +434,9 @@ cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
 cuProfilerInitialize          unsupported            # reads files on the client
+cuGraphAddNode                local                  # src/client/graph_node.c: unpacks the union, calls each type's own call
+cuGraphNodeSetParams          local
+cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
 cuLogsDumpToFile              unsupported
 cuDeviceGetNvSciSyncAttributes  unsupported

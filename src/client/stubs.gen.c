@@ -1618,22 +1618,6 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return r;
 }
 
-EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddNode");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddNode_v2, (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddNode_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
 {
     SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
@@ -1959,14 +1943,6 @@ EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out, CUgraphExecUpdateResult *updateResult_out)
@@ -2568,14 +2544,6 @@ EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
-{
-    SHIM_ENTER(cuGraphNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)

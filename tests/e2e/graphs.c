@@ -281,6 +281,75 @@ static void hand_built(CUstream s, CUdeviceptr a, CUdeviceptr b)
     printf("ok hand-built graph: kernel node params packed, read back, updated; memcpy node\n");
 }
 
+/* The generic node API (cuGraphAddNode, cuGraph[Exec]NodeSetParams), as
+ * XLA builds its command buffers: kernel, memset, memcpy and empty nodes. */
+static void generic_nodes(CUstream s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c)
+{
+    uint32_t value = 5;
+    uint64_t n = N;
+    void *args[] = {&a, &value, &n};
+    CUgraphNodeParams kp, mp, cp, ep;
+    memset(&kp, 0, sizeof kp);
+    kp.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    kp.kernel.func = h_func("fill_u32");
+    kp.kernel.gridDimX = 4, kp.kernel.gridDimY = 1, kp.kernel.gridDimZ = 1;
+    kp.kernel.blockDimX = 128, kp.kernel.blockDimY = 1, kp.kernel.blockDimZ = 1;
+    kp.kernel.kernelParams = args;
+    memset(&mp, 0, sizeof mp);
+    mp.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    mp.memset.dst = b, mp.memset.value = 0x42, mp.memset.elementSize = 4;
+    mp.memset.width = N, mp.memset.height = 1, mp.memset.pitch = N * 4;
+    memset(&cp, 0, sizeof cp);
+    cp.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    cp.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE, cp.memcpy.copyParams.srcDevice = a;
+    cp.memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE, cp.memcpy.copyParams.dstDevice = c;
+    cp.memcpy.copyParams.WidthInBytes = N * 4, cp.memcpy.copyParams.Height = 1, cp.memcpy.copyParams.Depth = 1;
+    memset(&ep, 0, sizeof ep);
+    ep.type = CU_GRAPH_NODE_TYPE_EMPTY;
+
+    CUgraph g;
+    CUgraphNode kn, mn, cn, en;
+    CU(cuGraphCreate(&g, 0));
+    CU(cuGraphAddNode_v2(&kn, g, NULL, NULL, 0, &kp));
+    CU(cuGraphAddNode(&mn, g, NULL, 0, &mp));
+    CU(cuGraphAddNode_v2(&cn, g, &kn, NULL, 1, &cp));
+    CUgraphNode both[2] = {mn, cn};
+    CUgraphEdgeData plain[2];
+    memset(plain, 0, sizeof plain);
+    CU(cuGraphAddNode_v2(&en, g, both, plain, 2, &ep));
+    kernel_params_of(kn, h_func("fill_u32"), 5);
+    CUgraphNodeParams host;
+    memset(&host, 0, sizeof host);
+    host.type = CU_GRAPH_NODE_TYPE_HOST;
+    CUgraphNode bad;
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &host));
+
+    CUgraphExec ge;
+    CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+    CU(cuGraphLaunch(ge, s));
+    CU(cuStreamSynchronize(s));
+    check_all(b, 0x42, "memset node");
+    check_all(c, 5, "kernel node, then memcpy node");
+
+    value = 6;
+    CU(cuGraphExecNodeSetParams(ge, kn, &kp));
+    CU(cuGraphLaunch(ge, s));
+    CU(cuStreamSynchronize(s));
+    check_all(c, 6, "after cuGraphExecNodeSetParams");
+
+    mp.memset.value = 0x43;
+    CU(cuGraphNodeSetParams(mn, &mp));
+    CUgraphExec ge2;
+    CU(cuGraphInstantiateWithFlags(&ge2, g, 0));
+    CU(cuGraphLaunch(ge2, s));
+    CU(cuStreamSynchronize(s));
+    check_all(b, 0x43, "after cuGraphNodeSetParams");
+    CU(cuGraphExecDestroy(ge2));
+    CU(cuGraphExecDestroy(ge));
+    CU(cuGraphDestroy(g));
+    printf("ok generic nodes: kernel, memset, memcpy, empty; set through the exec and the graph\n");
+}
+
 static void library_kernel_node(CUstream s, CUdeviceptr a)
 {
     size_t len;
@@ -329,6 +398,7 @@ int main(void)
     capture_and_replay(s, a, b, c);
     hand_built(s, a, b);
     library_kernel_node(s, a);
+    generic_nodes(s, a, b, c);
     CU(cuMemFree_v2(a));
     CU(cuMemFree_v2(b));
     CU(cuMemFree_v2(c));

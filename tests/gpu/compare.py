@@ -16,6 +16,15 @@ HIDE = os.path.join(GPU_DIR, "hide.sh")
 TIMEOUT = int(os.environ.get("GPU_TEST_TIMEOUT", os.environ.get("TORCH_TEST_TIMEOUT", "240")))
 
 
+def load_workloads(suite):
+    """SUITE/workloads.py as its own module (both suites name theirs workloads)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"{suite}_workloads", os.path.join(GPU_DIR, suite, "workloads.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def through_scuda(server):
     return ["bash", HIDE, SCUDA, "run", "--server", server, "--"]
 

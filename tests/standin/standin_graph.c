@@ -817,6 +817,18 @@ CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KER
     return rc;
 }
 
+/* Memset node parameters into an op (validated by the caller). */
+static void si_memset_op(si_op *op, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    size_t row = p->width * p->elementSize;
+    op->u.memset.dst = (uintptr_t)p->dst;
+    op->u.memset.pitch = p->height > 1 ? p->pitch : row;
+    op->u.memset.width = p->width;
+    op->u.memset.height = p->height;
+    op->u.memset.elem = p->elementSize;
+    op->u.memset.value = p->value;
+}
+
 CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                       size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
 {
@@ -837,14 +849,44 @@ CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
     if (!rc) {
         si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_MEMSET, (si_gnode *const *)dependencies, numDependencies);
         n->op = si_op_new(SI_OP_MEMSET);
-        n->op->u.memset.dst = (uintptr_t)p->dst;
-        n->op->u.memset.pitch = p->height > 1 ? p->pitch : row;
-        n->op->u.memset.width = p->width;
-        n->op->u.memset.height = p->height;
-        n->op->u.memset.elem = p->elementSize;
-        n->op->u.memset.value = p->value;
+        si_memset_op(n->op, p);
         *phGraphNode = (CUgraphNode)n;
     }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!n || !p || !n->op || n->op->kind != SI_OP_MEMSET || p->height == 0 ||
+                (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    size_t row = p ? p->width * p->elementSize : 0;
+    if (!rc && !si_range((uintptr_t)p->dst, p->height > 1 ? (p->height - 1) * p->pitch + row : row))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_memset_op(n->op, p);
+    si_leave();
+    return rc;
+}
+
+/* An empty node: nothing to run, only dependencies. */
+CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     size_t numDependencies)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!phGraphNode || !si_graph_valid(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_deps_check(g, dependencies, numDependencies);
+    if (!rc)
+        *phGraphNode = (CUgraphNode)si_gnode_add(g, CU_GRAPH_NODE_TYPE_EMPTY, (si_gnode *const *)dependencies,
+                                                 numDependencies);
     si_leave();
     return rc;
 }

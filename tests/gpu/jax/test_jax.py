@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
-from compare import close, run, scuda_lines, through_scuda
+from compare import close, load_workloads, run, scuda_lines, through_scuda
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import workloads  # noqa: E402
+workloads = load_workloads("jax")
 
 RTOL = 1e-4
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from compare import close, run, scuda_lines, through_scuda
+from compare import close, load_workloads, run, scuda_lines, through_scuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 240
@@ -26,8 +26,7 @@ TIMEOUT = 240
 APPROX = {"conv": 1e-4, "train_transformer": 1e-5, "resnet18_step": 1e-4, "expandable_segments": 1e-5}
 
 
-sys.path.insert(0, HERE)
-import workloads  # noqa: E402
+workloads = load_workloads("torch")
 
 
 @pytest.mark.parametrize("name", sorted(workloads.ALL))

@@ -1,0 +1,167 @@
+/* graph_node.c - the generic graph-node calls: cuGraphAddNode,
+ * cuGraphNodeSetParams and cuGraphExecNodeSetParams take a
+ * CUgraphNodeParams, a union over every node type. Each type this client
+ * forwards already has its own call (graph.c and the generated stubs), so
+ * these only unpack the union and call it: one path per node type, whichever
+ * API the program uses. XLA builds its command buffers this way.
+ *
+ * Types without a forwarded call of their own (host, memory allocation,
+ * external semaphores, batched memory operations, conditional nodes) return
+ * CUDA_ERROR_NOT_SUPPORTED and log the type once. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shim.h"
+#include "../common/log.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static CUresult unsupported_type(const char *call, CUgraphNodeType type)
+{
+    static _Atomic uint32_t logged; /* one bit per type */
+    uint32_t bit = (unsigned)type < 32 ? 1u << (unsigned)type : 1u << 31;
+    if (!(atomic_fetch_or(&logged, bit) & bit))
+        LOG_WARN("%s of a node of type %d is not supported by SCUDA; returning CUDA_ERROR_NOT_SUPPORTED", call,
+                 (int)type);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* CUDA_KERNEL_NODE_PARAMS_v3 and CUDA_KERNEL_NODE_PARAMS (v2) have the same
+ * fields in the same order. */
+static CUDA_KERNEL_NODE_PARAMS kernel_params(const CUgraphNodeParams *p)
+{
+    _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == sizeof(CUDA_KERNEL_NODE_PARAMS_v3), "kernel params");
+    CUDA_KERNEL_NODE_PARAMS k;
+    memcpy(&k, &p->kernel, sizeof k);
+    return k;
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset_params(const CUgraphNodeParams *p)
+{
+    CUDA_MEMSET_NODE_PARAMS m = {
+        .dst = p->memset.dst,
+        .pitch = p->memset.pitch,
+        .value = p->memset.value,
+        .elementSize = p->memset.elementSize,
+        .width = p->memset.width,
+        .height = p->memset.height,
+    };
+    return m;
+}
+
+static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    CUDA_KERNEL_NODE_PARAMS k;
+    CUDA_MEMSET_NODE_PARAMS m;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        k = kernel_params(p);
+        return cuGraphAddKernelNode_v2(ph, g, deps, n, &k);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (p->memcpy.flags != 0 || p->memcpy.reserved != 0) return CUDA_ERROR_INVALID_VALUE;
+        return cuGraphAddMemcpyNode(ph, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        m = memset_params(p);
+        return cuGraphAddMemsetNode(ph, g, deps, n, &m, p->memset.ctx);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return cuGraphAddEmptyNode(ph, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return unsupported_type("cuGraphAddNode (child graph moved into its parent)", p->type);
+        return cuGraphAddChildGraphNode(ph, g, deps, n, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphAddEventWaitNode(ph, g, deps, n, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphAddEventRecordNode(ph, g, deps, n, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return cuGraphAddMemFreeNode(ph, g, deps, n, p->free.dptr);
+    default:
+        return unsupported_type("cuGraphAddNode", p->type);
+    }
+}
+
+/* Edges that are not plain full-completion dependencies (ports, types) are
+ * added after the node, with their data. */
+static int edges_are_plain(const CUgraphEdgeData *e, size_t n)
+{
+    static const CUgraphEdgeData plain;
+    for (size_t i = 0; e && i < n; i++)
+        if (memcmp(&e[i], &plain, sizeof plain) != 0) return 0;
+    return 1;
+}
+
+EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                  CUgraphNodeParams *nodeParams)
+{
+    SHIM_ENTER(cuGraphAddNode_v2, (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams));
+    if (!phGraphNode || !nodeParams || (numDependencies && !dependencies)) return CUDA_ERROR_INVALID_VALUE;
+    if (edges_are_plain(dependencyData, numDependencies))
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    CUresult r = add_node(phGraphNode, hGraph, NULL, 0, nodeParams);
+    if (r != CUDA_SUCCESS) return r;
+    for (size_t i = 0; i < numDependencies && r == CUDA_SUCCESS; i++)
+        r = cuGraphAddDependencies_v2(hGraph, &dependencies[i], phGraphNode, &dependencyData[i], 1);
+    if (r != CUDA_SUCCESS) cuGraphDestroyNode(*phGraphNode);
+    return r;
+}
+
+EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                               size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    SHIM_ENTER(cuGraphAddNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+    return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
+}
+
+EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+    SHIM_ENTER(cuGraphNodeSetParams, (hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS k;
+    CUDA_MEMSET_NODE_PARAMS m;
+    switch (nodeParams->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        k = kernel_params(nodeParams);
+        return cuGraphKernelNodeSetParams_v2(hNode, &k);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphMemcpyNodeSetParams(hNode, &nodeParams->memcpy.copyParams);
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        m = memset_params(nodeParams);
+        return cuGraphMemsetNodeSetParams(hNode, &m);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphEventWaitNodeSetEvent(hNode, nodeParams->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphEventRecordNodeSetEvent(hNode, nodeParams->eventRecord.event);
+    default:
+        return unsupported_type("cuGraphNodeSetParams", nodeParams->type);
+    }
+}
+
+EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+    SHIM_ENTER(cuGraphExecNodeSetParams, (hGraphExec, hNode, nodeParams));
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS k;
+    CUDA_MEMSET_NODE_PARAMS m;
+    switch (nodeParams->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        k = kernel_params(nodeParams);
+        return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &k);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &nodeParams->memcpy.copyParams,
+                                              nodeParams->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        m = memset_params(nodeParams);
+        return cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, &m, nodeParams->memset.ctx);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, nodeParams->graph.graph);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, nodeParams->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, nodeParams->eventRecord.event);
+    default:
+        return unsupported_type("cuGraphExecNodeSetParams", nodeParams->type);
+    }
+}

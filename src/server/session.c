@@ -24,6 +24,7 @@
 #include "graph_host.h"
 #include "module_cache.h"
 #include "output.h"
+#include "param_layout.h"
 #include "quota.h"
 #include "staging.h"
 #include "../common/log.h"
@@ -629,6 +630,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     quota_install(&real, opt->mem_quota);
     module_cache_init(opt->module_cache_dir, opt->module_cache_size);
     graph_host_install(&real);
+    param_layout_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);

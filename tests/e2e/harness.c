@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -661,4 +663,29 @@ long h_raw_call_reply(int fd, uint32_t seq, int timeout_ms, uint8_t **out, size_
         }
         free(p);
     }
+}
+
+static _Atomic uint32_t raw_seq = 1;
+
+long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t len, uint8_t **out, size_t *out_len)
+{
+    uint32_t seq = raw_seq++;
+    if (h_raw_send(fd, op, 0, seq, ctx, payload, (uint32_t)len) != 0) return -1;
+    return h_raw_call_reply(fd, seq, 15000, out, out_len);
+}
+
+void h_raw_retain_ctx(int fd)
+{
+    uint64_t req[2] = {0, H_RAW_CTX}; /* device 0, the context's id */
+    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, req, sizeof req, NULL, NULL);
+    CHECK(r == CUDA_SUCCESS, "raw session: retaining the primary context returned %ld", r);
+}
+
+int h_raw_session(const char *addr)
+{
+    uint32_t status;
+    int fd = h_raw_connect(addr, NULL, &status);
+    CHECK(fd >= 0, "raw session: handshake failed (status %u)", status);
+    h_raw_retain_ctx(fd);
+    return fd;
 }

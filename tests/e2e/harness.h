@@ -143,5 +143,16 @@ int h_raw_send(int fd, uint16_t op, uint16_t flags, uint32_t seq, uint32_t ctx, 
  * the CUresult, or -1 on EOF/timeout. The reply payload after the CUresult
  * goes to out (malloc'd) when out != NULL. */
 long h_raw_call_reply(int fd, uint32_t seq, int timeout_ms, uint8_t **out, size_t *out_len);
+/* Send one request (current context id ctx) and wait up to 15 s for its
+ * reply: as h_raw_call_reply. */
+long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t len, uint8_t **out, size_t *out_len);
+/* The context id raw sessions give device 0's primary context. */
+#define H_RAW_CTX 0x200u
+/* Retain device 0's primary context under H_RAW_CTX, as the shim does at
+ * its first call (the test fails if it cannot). */
+void h_raw_retain_ctx(int fd);
+/* h_raw_connect without a token, then h_raw_retain_ctx: a session ready
+ * for calls in context H_RAW_CTX. */
+int h_raw_session(const char *addr);
 
 #endif

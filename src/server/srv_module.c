@@ -8,6 +8,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "image_check.h"
 #include "module_cache.h"
 #include "param_layout.h"
 #include "session.h"
@@ -144,13 +145,22 @@ static void put_jit_logs(wire_buf *out, struct jit_options *j)
     free_jit_logs(j);
 }
 
-/* Load an image (NUL-terminated, 8-byte aligned) as a module or a library
+/* Load an image of len bytes (8-byte aligned) as a module or a library
  * under the client's id. Appends the JIT logs, then on success the
- * functions; the logs go back even on failure. */
-static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image)
+ * functions; the logs go back even on failure. The driver takes no length
+ * and finds the image's extent in its headers, so an image whose headers
+ * reach past its bytes never gets to the driver (image_check.h). */
+static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image,
+                           size_t len)
 {
     CUresult r;
+    char why[200];
     c->out_on_error = 1;
+    if (image_check(image, len, why, sizeof why) != 0) {
+        LOG_WARN("module image of %zu bytes refused: %s", len, why);
+        put_jit_logs(&c->out, j);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
     if (is_library) {
         CUlibrary lib = NULL;
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
@@ -193,15 +203,14 @@ CUresult srv_scuda_module_load(srv_call *c)
     size_t len;
     const void *image = wr_blob(&c->in, &len);
     char *copy = NULL;
-    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len + 1))) {
+    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len ? len : 1))) {
         c->out_on_error = 1;
         put_jit_logs(&c->out, &j);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(copy, image, len);
-    copy[len] = '\0'; /* PTX must be NUL-terminated */
     module_cache_received(len);
-    CUresult r = load_image(c, id, is_library, &j, copy);
+    CUresult r = load_image(c, id, is_library, &j, copy, len);
     if (r == CUDA_SUCCESS) module_cache_put(copy, len);
     free(copy);
     return r;
@@ -233,7 +242,7 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
         free_jit_logs(&j);
         return CUDA_SUCCESS;
     }
-    CUresult r = load_image(c, id, is_library, &j, image);
+    CUresult r = load_image(c, id, is_library, &j, image, (size_t)len);
     free(image);
     return r;
 }

@@ -102,6 +102,26 @@ static void on_alarm(int sig)
     _exit(124);
 }
 
+static int soft_failures;
+
+int h_soft_failures(void) { return soft_failures; }
+
+void h_soft_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    soft_failures++;
+    fflush(stdout);
+    fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
+    while (fmt && *fmt == ' ') fmt++;
+    if (fmt && *fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs(": ", stderr);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
+    fputc('\n', stderr);
+}
+
 void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     fflush(stdout);

@@ -46,8 +46,18 @@
         if (cu_r_ != cu_w_) h_fail_expect(__FILE__, __LINE__, #call, cu_r_, cu_w_); \
     } while (0)
 
+/* A check that counts a failure and goes on, for a test that reports
+ * every case before it fails (CHECK(h_soft_failures() == 0) at the end). */
+#define EXPECT(cond, ...)                                                          \
+    do {                                                                           \
+        if (!(cond)) h_soft_fail(__FILE__, __LINE__, #cond, " " __VA_ARGS__);      \
+    } while (0)
+
 void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 4, 5)));
+void h_soft_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int h_soft_failures(void);
 void h_fail_cu(const char *file, int line, const char *call, CUresult r) __attribute__((noreturn));
 void h_fail_expect(const char *file, int line, const char *call, CUresult got, CUresult want)
     __attribute__((noreturn));

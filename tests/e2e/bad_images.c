@@ -33,22 +33,18 @@ static uint64_t next_id = 0x10000;
 /* One load request: scuda_module_load with the bytes, or by digest. */
 static long load(int fd, int is_library, const void *img, size_t len, const uint8_t *key)
 {
+    if (!key) return h_raw_load(fd, H_RAW_CTX, next_id += 16, is_library, img, len);
     wire_buf b;
     wb_init(&b);
     wb_put_u64(&b, next_id += 16);
     wb_put_u8(&b, (uint8_t)is_library);
     wb_put_u32(&b, 0); /* JIT options */
-    if (key) {
-        wb_put_raw(&b, key, AUTH_SHA256_LEN);
-        wb_put_u64(&b, len);
-    } else {
-        wb_put_blob(&b, img, len);
-    }
+    wb_put_raw(&b, key, AUTH_SHA256_LEN);
+    wb_put_u64(&b, len);
     uint8_t *out = NULL;
     size_t n = 0;
-    long r = h_raw_call(fd, key ? OP_scuda_module_load_by_hash : OP_scuda_module_load, H_RAW_CTX, b.data, b.len,
-                        &out, &n);
-    if (key && r == CUDA_SUCCESS) EXPECT(n >= 1 && out[0] == 1, "the planted image was not found by its digest");
+    long r = h_raw_call(fd, OP_scuda_module_load_by_hash, H_RAW_CTX, b.data, b.len, &out, &n);
+    if (r == CUDA_SUCCESS) EXPECT(n >= 1 && out[0] == 1, "the planted image was not found by its digest");
     free(out);
     wb_free(&b);
     return r;

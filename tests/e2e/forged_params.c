@@ -66,27 +66,7 @@ static long call(int fd, uint16_t op, uint32_t ctx, const wire_buf *b, uint8_t *
 static long load(int fd, uint32_t ctx, uint64_t id, int is_library)
 {
     const char *ptx = module_ptx();
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u64(&b, id);
-    wb_put_u8(&b, (uint8_t)is_library);
-    wb_put_u32(&b, 0); /* JIT options */
-    wb_put_blob(&b, ptx, strlen(ptx) + 1);
-    long r = call(fd, OP_scuda_module_load, ctx, &b, NULL, NULL);
-    wb_free(&b);
-    return r;
-}
-
-static long bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name)
-{
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u64(&b, parent);
-    wb_put_u64(&b, id);
-    wb_put_str(&b, name);
-    long r = call(fd, op, ctx, &b, NULL, NULL);
-    wb_free(&b);
-    return r;
+    return h_raw_load(fd, ctx, id, is_library, ptx, strlen(ptx) + 1);
 }
 
 static uint64_t alloc_zeroed(int fd)
@@ -201,7 +181,7 @@ static int module_session(void)
     int fd = h_raw_session(srv.addr);
     CHECK(load(fd, H_RAW_CTX, MOD_ID, 0) == CUDA_SUCCESS, "loading the test module");
     for (int k = 0; k < NKERNELS; k++)
-        CHECK(bind(fd, H_RAW_CTX, OP_scuda_module_get_function, MOD_ID, fid_of(k), kernels[k]) == CUDA_SUCCESS);
+        CHECK(h_raw_bind(fd, H_RAW_CTX, OP_scuda_module_get_function, MOD_ID, fid_of(k), kernels[k]) == CUDA_SUCCESS);
     return fd;
 }
 
@@ -386,7 +366,7 @@ static void library_before_context(void)
     int before = h_soft_failures(), fd = h_raw_connect(srv.addr, NULL, &status);
     CHECK(fd >= 0);
     CHECK(load(fd, 0, LIB_ID, 1) == CUDA_SUCCESS, "a library loaded without a context");
-    CHECK(bind(fd, 0, OP_scuda_library_get_kernel, LIB_ID, KERNEL_ID, "copy_params_4k") == CUDA_SUCCESS);
+    CHECK(h_raw_bind(fd, 0, OP_scuda_library_get_kernel, LIB_ID, KERNEL_ID, "copy_params_4k") == CUDA_SUCCESS);
     uint64_t id = KERNEL_ID;
     CHECK(h_raw_call(fd, OP_scuda_param_info, 0, &id, 8, NULL, NULL) == CUDA_SUCCESS);
     h_raw_retain_ctx(fd);
@@ -418,7 +398,7 @@ static void layout_unknown(void)
     int fd = h_raw_session(blind.addr);
     CHECK(load(fd, H_RAW_CTX, MOD_ID, 0) == CUDA_SUCCESS);
     for (int k = 0; k < NKERNELS; k++)
-        CHECK(bind(fd, H_RAW_CTX, OP_scuda_module_get_function, MOD_ID, fid_of(k), kernels[k]) == CUDA_SUCCESS);
+        CHECK(h_raw_bind(fd, H_RAW_CTX, OP_scuda_module_get_function, MOD_ID, fid_of(k), kernels[k]) == CUDA_SUCCESS);
     uint64_t out = alloc_zeroed(fd);
     struct params p = true_params(K_4K);
     long r = launch(fd, fid_of(K_4K), &p, out);

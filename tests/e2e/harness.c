@@ -709,3 +709,42 @@ int h_raw_session(const char *addr)
     h_raw_retain_ctx(fd);
     return fd;
 }
+
+long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, id);
+    wb_put_u8(&b, (uint8_t)is_library);
+    wb_put_u32(&b, 0); /* JIT options */
+    wb_put_blob(&b, image, len);
+    long r = h_raw_call(fd, OP_scuda_module_load, ctx, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
+}
+
+long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, parent);
+    wb_put_u64(&b, id);
+    wb_put_str(&b, name);
+    long r = h_raw_call(fd, op, ctx, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
+}
+
+int h_raw_closed_within(int fd, int timeout_ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+    char buf[4096];
+    for (;;) {
+        int left = (int)(deadline - h_now_ms());
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 1;
+    }
+}

@@ -164,5 +164,13 @@ void h_raw_retain_ctx(int fd);
 /* h_raw_connect without a token, then h_raw_retain_ctx: a session ready
  * for calls in context H_RAW_CTX. */
 int h_raw_session(const char *addr);
+/* Load an image (scuda_module_load) as module or library `id`; bind a
+ * function or kernel of it by name (op OP_scuda_module_get_function or
+ * OP_scuda_library_get_kernel) as `id`. Both return the CUresult, or -1. */
+long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len);
+long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name);
+/* 1 when the server closes the connection within timeout_ms (what it
+ * sends meanwhile is read and dropped). */
+int h_raw_closed_within(int fd, int timeout_ms);
 
 #endif

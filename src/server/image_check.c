@@ -31,6 +31,13 @@ static int fail(char *why, size_t whylen, const char *fmt, ...)
 /* [off, off + size) lies inside [0, len). */
 static int inside(uint64_t off, uint64_t size, uint64_t len) { return off <= len && size <= len - off; }
 
+/* A header of at least `least` bytes, saying it is `header` bytes long and
+ * `size` more follow it: all of it inside `len`. */
+static int header_fits(uint64_t header, uint64_t least, uint64_t size, uint64_t len)
+{
+    return header >= least && inside(header, size, len);
+}
+
 /* ---- ELF ------------------------------------------------------------------- */
 
 static Elf64_Shdr section(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
@@ -128,7 +135,7 @@ static int check_entry(const uint8_t *e, uint64_t left, uint64_t *step, char *wh
     uint64_t payload;
     memcpy(&header, e + 4, 4);
     memcpy(&payload, e + 8, 8);
-    if (header < FATBIN_ENTRY || header > left || payload > left - header)
+    if (!header_fits(header, FATBIN_ENTRY, payload, left))
         return fail(why, whylen, "a fatbin entry (%u + %llu bytes) runs past the end of the fatbin", header,
                     (unsigned long long)payload);
     *step = header + payload;
@@ -144,7 +151,7 @@ static int check_fatbin(const uint8_t *p, size_t len, char *why, size_t whylen)
     uint64_t size;
     memcpy(&header, p + 6, 2);
     memcpy(&size, p + 8, 8);
-    if (header < FATBIN_HEADER || header > len || size > len - header)
+    if (!header_fits(header, FATBIN_HEADER, size, len))
         return fail(why, whylen, "the fatbin declares %u + %llu bytes; %zu were received", header,
                     (unsigned long long)size, len);
     /* A tail shorter than an entry header lies inside and holds no entry. */

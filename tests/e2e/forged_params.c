@@ -151,12 +151,8 @@ static long launch(int fd, uint64_t fid, const struct params *p, uint64_t out)
 {
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, fid);
-    for (int i = 0; i < 7; i++) wb_put_u32(&b, i < 6 ? 1 : 0); /* grid, block, shared memory */
-    wb_put_u64(&b, 0);                                          /* stream */
-    wb_put_u32(&b, 0);                                          /* attributes */
     put_params(&b, p, out);
-    long r = call(fd, OP_scuda_launch, H_RAW_CTX, &b, NULL, NULL);
+    long r = h_raw_launch(fd, fid, b.data, b.len);
     wb_free(&b);
     return r;
 }

@@ -70,15 +70,11 @@ static void launch_sleep(int fd, uint32_t ms)
 {
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, SLEEP_ID);
-    for (int i = 0; i < 7; i++) wb_put_u32(&b, i < 6 ? 1 : 0); /* grid, block, shared memory */
-    wb_put_u64(&b, 0);                                          /* stream */
-    wb_put_u32(&b, 0);                                          /* attributes */
-    wb_put_u32(&b, 1);                                          /* sleep_ms(u32 ms) */
+    wb_put_u32(&b, 1); /* sleep_ms(u32 ms): one parameter, at 0, 4 bytes */
     wb_put_u32(&b, 0);
     wb_put_u32(&b, 4);
     wb_put_blob(&b, &ms, 4);
-    CHECK(h_raw_send(fd, OP_scuda_launch, FRAME_ASYNC, 100, H_RAW_CTX, b.data, (uint32_t)b.len) == 0);
+    CHECK(h_raw_launch(fd, SLEEP_ID, b.data, b.len) == CUDA_SUCCESS);
     wb_free(&b);
 }
 

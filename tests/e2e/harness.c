@@ -102,6 +102,19 @@ static void on_alarm(int sig)
     _exit(124);
 }
 
+/* "FAIL test (file:line): cond: message" on stderr. */
+static void say_failed(const char *file, int line, const char *cond, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
+    while (fmt && *fmt == ' ') fmt++; /* CHECK prefixes a space */
+    if (fmt && *fmt) {
+        fputs(": ", stderr);
+        vfprintf(stderr, fmt, ap);
+    }
+    fputc('\n', stderr);
+}
+
 static int soft_failures;
 
 int h_soft_failures(void) { return soft_failures; }
@@ -109,32 +122,18 @@ int h_soft_failures(void) { return soft_failures; }
 void h_soft_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     soft_failures++;
-    fflush(stdout);
-    fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
-    while (fmt && *fmt == ' ') fmt++;
-    if (fmt && *fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs(": ", stderr);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-    }
-    fputc('\n', stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    say_failed(file, line, cond, fmt, ap);
+    va_end(ap);
 }
 
 void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
-    fflush(stdout);
-    fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
-    while (fmt && *fmt == ' ') fmt++; /* CHECK prefixes a space */
-    if (fmt && *fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs(": ", stderr);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-    }
-    fputc('\n', stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    say_failed(file, line, cond, fmt, ap);
+    va_end(ap);
     dump_all_logs();
     exit(1);
 }
@@ -747,4 +746,18 @@ int h_raw_closed_within(int fd, int timeout_ms)
         ssize_t n = read(fd, buf, sizeof buf);
         if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 1;
     }
+}
+
+long h_raw_launch(int fd, uint64_t fid, const void *params, size_t len)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, fid);
+    for (int i = 0; i < 7; i++) wb_put_u32(&b, i < 6 ? 1 : 0); /* grid, block, shared memory */
+    wb_put_u64(&b, 0);                                          /* stream */
+    wb_put_u32(&b, 0);                                          /* attributes */
+    wb_put_raw(&b, params, len);
+    long r = h_raw_call(fd, OP_scuda_launch, H_RAW_CTX, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
 }

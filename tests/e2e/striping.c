@@ -477,6 +477,18 @@ static void raw_ping(struct raw_session *r, long want, const char *what)
     CHECK(rc == want, "%s: ping answered %ld, expected %ld", what, rc, want);
 }
 
+/* A striped copy's announcement: u64 device address (0), u64 stream (0),
+ * u8 mode (0), u64 n, u32 chunk, u64 copy id. */
+#define ANNOUNCE_LEN (8 + 8 + 1 + 8 + 4 + 8)
+
+static void announce(uint8_t *ann, uint64_t n, uint32_t chunk, uint64_t id)
+{
+    memset(ann, 0, ANNOUNCE_LEN);
+    memcpy(ann + 17, &n, 8);
+    memcpy(ann + 25, &chunk, 4);
+    memcpy(ann + 29, &id, 8);
+}
+
 /* How a join proof is made up, for forging it. */
 enum forge { HONEST, WRONG_SECRET, OLD_NONCE };
 
@@ -574,12 +586,10 @@ static void joins(void)
 
     /* A chunk header the session does not expect ends striping for the
      * session; the session itself goes on. */
-    uint8_t ann[8 + 8 + 1 + 8 + 4 + 8] = {0};
-    uint64_t n = 3 * MiB, id = 1;
+    uint8_t ann[ANNOUNCE_LEN];
+    uint64_t id = 1;
     uint32_t chunk = 1 * MiB;
-    memcpy(ann + 17, &n, 8);
-    memcpy(ann + 25, &chunk, 4);
-    memcpy(ann + 29, &id, 8);
+    announce(ann, 3 * MiB, chunk, id);
     CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
     uint8_t head[BULK_CHUNK_HEAD] = {0};
     uint64_t bad_off = 12345;
@@ -601,8 +611,7 @@ static void joins(void)
     /* An announcement out of bounds ends striping too. */
     int m0 = expect_welcomed(NULL, b.pid, 0, b.secret, "b's connection 0");
     int m1 = expect_welcomed(NULL, b.pid, 1, b.secret, "b's connection 1");
-    n = BULK_COPY_MAX + 1;
-    memcpy(ann + 17, &n, 8);
+    announce(ann, BULK_COPY_MAX + 1, chunk, id);
     CHECK(h_raw_send(b.fd, OP_scuda_bulk_dtoh, 0, ++b.seq, 0, ann, sizeof ann) == 0);
     long rc = h_raw_call_reply(b.fd, b.seq, 10000, NULL, NULL);
     CHECK(rc == CUDA_ERROR_INVALID_VALUE, "an announcement of 2^40+1 bytes: %ld", rc);
@@ -648,12 +657,9 @@ static void half_chunk(void)
     raw_open(&a, NULL, 2);
     int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
     int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
-    uint8_t ann[8 + 8 + 1 + 8 + 4 + 8] = {0};
-    uint64_t n = 2 * MiB, id = 1;
-    uint32_t chunk = 1 * MiB;
-    memcpy(ann + 17, &n, 8);
-    memcpy(ann + 25, &chunk, 4);
-    memcpy(ann + 29, &id, 8);
+    uint8_t ann[ANNOUNCE_LEN];
+    uint64_t id = 1;
+    announce(ann, 2 * MiB, 1 * MiB, id);
     CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
     uint8_t head[BULK_CHUNK_HEAD] = {0};
     memcpy(head, &id, 8);

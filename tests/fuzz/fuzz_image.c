@@ -17,20 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../unit/sample_images.h"
+#include "fuzz_rng.h"
 #include "server/image_check.h"
 
-static uint64_t rng;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
 static unsigned long failures;
 
@@ -171,11 +162,10 @@ static size_t mutate(uint8_t *p, size_t len, size_t cap)
 
 int main(void)
 {
-    const char *it = getenv("FUZZ_ITERATIONS"), *seed = getenv("FUZZ_SEED");
+    const char *it = getenv("FUZZ_ITERATIONS");
     unsigned long iterations = it ? strtoul(it, NULL, 10) : 500000;
-    rng = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u;
-    if (!rng) rng = 1;
-    printf("fuzz_image: FUZZ_SEED=%llu, %lu iterations\n", (unsigned long long)rng, iterations);
+    uint64_t seed = rng_seed();
+    printf("fuzz_image: %lu iterations, FUZZ_SEED=%llu\n", iterations, (unsigned long long)seed);
     size_t seed_len[3];
     uint8_t *seeds[3] = {sample_ptx(&seed_len[0]), sample_elf(&seed_len[1]), sample_fatbin(&seed_len[2])};
     unsigned long accepted = 0;

@@ -50,9 +50,10 @@ static long load(int fd, int is_library, const void *img, size_t len, const uint
     return r;
 }
 
-static void expect_refused(int fd, const char *what, const void *img, size_t len, const uint8_t *key)
+/* Each image goes to a session of its own, so each case's outcome shows. */
+static void expect_refused(const char *what, const void *img, size_t len, const uint8_t *key)
 {
-    int before = h_soft_failures();
+    int before = h_soft_failures(), fd = h_raw_session(srv.addr);
     for (int is_library = 0; is_library < 2; is_library++) {
         int logged = h_server_log_count(&srv, REFUSED);
         long r = load(fd, is_library, img, len, key);
@@ -60,6 +61,7 @@ static void expect_refused(int fd, const char *what, const void *img, size_t len
               is_library ? "library" : "module", r, r >= 0 ? h_cu_name((CUresult)r) : "no reply");
         EXPECT(h_server_log_count(&srv, REFUSED) == logged + 1, "%s: the session did not log the refusal", what);
     }
+    close(fd);
     printf("%s %s%s\n", h_soft_failures() == before ? "ok" : "FAILED", what, key ? " (from the module cache)" : "");
 }
 
@@ -67,42 +69,42 @@ static void expect_refused(int fd, const char *what, const void *img, size_t len
 
 static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
-static void lying_images(int fd)
+static void lying_images(void)
 {
-    expect_refused(fd, "a 1-byte image", "A", 1, NULL);
+    expect_refused("a 1-byte image", "A", 1, NULL);
     const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n";
-    expect_refused(fd, "PTX without its NUL", ptx, sizeof ptx - 1, NULL);
+    expect_refused("PTX without its NUL", ptx, sizeof ptx - 1, NULL);
 
     uint8_t head[16] = {0};
     uint32_t magic = SAMPLE_FATBIN_MAGIC;
     memcpy(head, &magic, 4);
     head[6] = 16;
     put_u64(head + 8, 1 << 20);
-    expect_refused(fd, "a 16-byte fatbin that claims 1 MiB", head, sizeof head, NULL);
+    expect_refused("a 16-byte fatbin that claims 1 MiB", head, sizeof head, NULL);
 
     size_t len;
     uint8_t *fat = sample_fatbin(&len);
     put_u64(fat + 16 + 8, len); /* the first entry's payload: past the end */
-    expect_refused(fd, "a fatbin entry past the fatbin's end", fat, len, NULL);
+    expect_refused("a fatbin entry past the fatbin's end", fat, len, NULL);
     free(fat);
 
     uint8_t *elf = sample_elf(&len);
     Elf64_Shdr *sh = (Elf64_Shdr *)(elf + ((Elf64_Ehdr *)elf)->e_shoff) + S_TEXT;
     sh->sh_size = 1 << 20;
-    expect_refused(fd, "an ELF section past the bytes", elf, len, NULL);
+    expect_refused("an ELF section past the bytes", elf, len, NULL);
     free(elf);
 
     uint8_t wrapper[24] = {0};
     magic = 0x466243b1u;
     memcpy(wrapper, &magic, 4);
     put_u64(wrapper + 8, 0x1000); /* a client address */
-    expect_refused(fd, "a fatbin wrapper", wrapper, sizeof wrapper, NULL);
+    expect_refused("a fatbin wrapper", wrapper, sizeof wrapper, NULL);
 }
 
 /* A file in the module cache holding a lying image under its own digest
  * (a store shared with another server, a hand edit): loading it by digest
  * must not hand it to the driver either. */
-static void planted_in_cache(int fd)
+static void planted_in_cache(void)
 {
     uint8_t img[16] = {0};
     uint32_t magic = SAMPLE_FATBIN_MAGIC;
@@ -119,7 +121,7 @@ static void planted_in_cache(int fd)
     uint64_t len = sizeof img;
     CHECK(fwrite("SCUDAMI1", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(img, 1, sizeof img, f) == sizeof img);
     fclose(f);
-    expect_refused(fd, "a 16-byte fatbin that claims 1 MiB", img, sizeof img, key);
+    expect_refused("a 16-byte fatbin that claims 1 MiB", img, sizeof img, key);
 }
 
 /* ---- real images through the shim ------------------------------------------- */
@@ -172,10 +174,8 @@ int main(void)
 {
     h_begin("bad_images", 40);
     h_server_start(&srv, "main", NULL);
-    int fd = h_raw_session(srv.addr);
-    lying_images(fd);
-    planted_in_cache(fd);
-    close(fd);
+    lying_images();
+    planted_in_cache();
     int before = h_server_log_count(&srv, REFUSED);
     h_wait_ok(h_spawn(shim_client, NULL, 20, -1, -1), 20000, "real images through the shim");
     CHECK(h_server_log_count(&srv, REFUSED) == before, "the shim sent a real image shorter than its headers say");

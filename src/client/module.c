@@ -85,17 +85,26 @@ static const void *image_unwrap(const void *image)
     return image;
 }
 
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The end of the last thing the ELF headers declare: the server checks
+ * every one of them against the bytes it receives (image_check.h). */
 static size_t elf_size(const unsigned char *p)
 {
     Elf64_Ehdr eh;
     memcpy(&eh, p, sizeof eh);
-    size_t end = eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
-    size_t ph_end = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
-    if (ph_end > end) end = ph_end;
+    size_t end = max_size(sizeof eh, eh.e_ehsize);
+    end = max_size(end, eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize);
+    end = max_size(end, eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize);
     for (unsigned i = 0; i < eh.e_shnum; i++) {
         Elf64_Shdr sh;
         memcpy(&sh, p + eh.e_shoff + (size_t)i * eh.e_shentsize, sizeof sh);
-        if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > end) end = sh.sh_offset + sh.sh_size;
+        if (sh.sh_type != SHT_NOBITS) end = max_size(end, sh.sh_offset + sh.sh_size);
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, p + eh.e_phoff + (size_t)i * eh.e_phentsize, sizeof ph);
+        end = max_size(end, ph.p_offset + ph.p_filesz);
     }
     return end;
 }

@@ -84,6 +84,7 @@ static struct {
     int pool_filled;
     void *zeros; /* BULK_CHUNK_MAX zero bytes */
     struct job job;
+    int idle_ms; /* --idle-timeout: the longest a chunk may stall; 0: no limit */
     int working; /* threads still on the current job */
     int failed;  /* the current job failed */
     struct queue ready; /* JOB_RECV: chunks received, for the handler */
@@ -162,6 +163,15 @@ static int lost(struct link *l, const struct job *j, int err)
     return -1;
 }
 
+/* Read a chunk's bytes. Under an idle timeout, a client silent that long
+ * in the middle of a chunk ends striping, which fails the copy and frees
+ * the dispatch thread waiting for the chunk, instead of holding the
+ * session forever. */
+static int recv_full(struct link *l, void *p, size_t n)
+{
+    return bulk.idle_ms > 0 ? io_read_full_timeout(l->fd, p, n, bulk.idle_ms) : io_read_full(l->fd, p, n);
+}
+
 /* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_recv(struct link *l, const struct job *j)
 {
@@ -170,7 +180,7 @@ static int link_recv(struct link *l, const struct job *j)
         uint32_t len = chunk_len(j, idx);
         uint8_t head[BULK_CHUNK_HEAD], want[BULK_CHUNK_HEAD];
         bulk_head_encode(want, j->id, off, len);
-        if (io_read_full(l->fd, head, sizeof head) != 0) return lost(l, j, errno);
+        if (recv_full(l, head, sizeof head) != 0) return lost(l, j, errno);
         if (memcmp(head, want, sizeof head) != 0) {
             pthread_mutex_lock(&bulk.lock);
             fail_locked(l->index, "expected chunk at offset %llu of copy %llu, got something else",
@@ -183,7 +193,7 @@ static int link_recv(struct link *l, const struct job *j)
             staging_release(b);
             return 0;
         }
-        if (io_read_full(l->fd, staging_data(b), len) != 0) {
+        if (recv_full(l, staging_data(b), len) != 0) {
             int err = errno;
             staging_release(b);
             return lost(l, j, err);
@@ -318,6 +328,7 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             bulk.k = k;
+            bulk.idle_ms = c->s->opt->idle_timeout_s > 0 ? c->s->opt->idle_timeout_s * 1000 : 0;
             wb_put_u32(&c->out, (uint32_t)k);
             wb_put_u32(&c->out, (uint32_t)getpid());
             wb_put_u32(&c->out, BULK_CHUNK_MAX);

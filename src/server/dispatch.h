@@ -93,6 +93,9 @@ static inline int handle_is_server_id(uint64_t id) { return (id & HANDLE_SERVER_
  * CUkernel id is accepted where a CUfunction is asked for (the driver
  * allows launching a CUkernel). Unknown id: CUDA_ERROR_INVALID_HANDLE. */
 CUresult handle_get(struct session *s, uint64_t id, enum handle_kind kind, void **real_handle);
+/* handle_get for HK_FUNCTION, also telling whether the id names a CUkernel
+ * (parameter layouts are asked of a kernel differently). */
+CUresult handle_get_function(struct session *s, uint64_t id, void **real_handle, int *is_kernel);
 /* Record that client id `id` now names `real_handle`. Fails (INVALID_VALUE)
  * when the id is 0, a special value, a server id, or already in use. */
 CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle);

@@ -132,6 +132,21 @@ CUresult handle_get(struct session *s, uint64_t id, enum handle_kind kind, void 
     return kind == HK_CONTEXT ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
 }
 
+CUresult handle_get_function(struct session *s, uint64_t id, void **real_handle, int *is_kernel)
+{
+    (void)s;
+    uint32_t tag;
+    void *v;
+    *real_handle = NULL;
+    *is_kernel = 0;
+    if (id == 0) return CUDA_SUCCESS;
+    if (!idmap_get(&handles, id, &tag, &v) || (tag != HK_FUNCTION && tag != HK_KERNEL))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *real_handle = v;
+    *is_kernel = tag == HK_KERNEL;
+    return CUDA_SUCCESS;
+}
+
 CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle)
 {
     (void)s;

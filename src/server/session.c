@@ -24,6 +24,7 @@
 #include "graph_host.h"
 #include "module_cache.h"
 #include "output.h"
+#include "param_layout.h"
 #include "quota.h"
 #include "staging.h"
 #include "../common/log.h"
@@ -466,23 +467,52 @@ static struct {
     size_t start, end;
 } inbuf;
 
+/* Wait for input. With an idle timeout, a client silent that long loses
+ * its session, between frames or in the middle of one (a frame half sent
+ * would otherwise hold the session forever), unless one of its calls is
+ * still running: a session waiting on the GPU is not idle. */
+static int wait_input(struct session *s)
+{
+    int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
+    while (idle_ms > 0) {
+        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, idle_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc != 0) return rc < 0 ? -1 : 0;
+        if (atomic_load(&calls_in_flight) == 0) {
+            LOG_WARN("client idle for %d s: closing the session", s->opt->idle_timeout_s);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One read of at most cap bytes from the socket; n > 0, or -1 (EOF gives
+ * ECONNRESET). */
+static ssize_t read_socket(struct session *s, void *dst, size_t cap)
+{
+    for (;;) {
+        if (wait_input(s) != 0) return -1;
+        ssize_t n = read(s->fd, dst, cap);
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) errno = ECONNRESET;
+        return n > 0 ? n : -1;
+    }
+}
+
 static int inbuf_fill(struct session *s)
 {
     if (!inbuf.data && !(inbuf.data = malloc(INBUF_SIZE))) return -1;
     if (inbuf.start == inbuf.end) inbuf.start = inbuf.end = 0;
-    for (;;) {
-        ssize_t n = read(s->fd, inbuf.data + inbuf.end, INBUF_SIZE - inbuf.end);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = ECONNRESET;
-            return -1;
-        }
-        inbuf.end += (size_t)n;
-        return 0;
-    }
+    ssize_t n = read_socket(s, inbuf.data + inbuf.end, INBUF_SIZE - inbuf.end);
+    if (n < 0) return -1;
+    inbuf.end += (size_t)n;
+    return 0;
 }
 
-/* Read exactly n bytes: what is buffered first, then from the socket. */
+/* Read exactly n bytes: what is buffered first, then from the socket
+ * (large payloads straight into dst). */
 static int read_exact(struct session *s, void *dst, size_t n)
 {
     uint8_t *d = dst;
@@ -495,7 +525,10 @@ static int read_exact(struct session *s, void *dst, size_t n)
             d += k;
             n -= k;
         } else if (n >= INBUF_SIZE / 2) {
-            return io_read_full(s->fd, d, n);
+            ssize_t k = read_socket(s, d, n);
+            if (k < 0) return -1;
+            d += k;
+            n -= (size_t)k;
         } else {
             if (inbuf.end > INBUF_SIZE / 2) inbuf.start = inbuf.end = 0;
             if (inbuf_fill(s) != 0) return -1;
@@ -507,25 +540,11 @@ static int read_exact(struct session *s, void *dst, size_t n)
 /* How long the dispatch thread polls for the next call before it sleeps. */
 #define INPUT_SPIN_NS 20000
 
-/* Wait for the next frame header. With an idle timeout, a quiet socket
- * ends the session only when no call is still running on the GPU. */
-static int read_header(struct session *s, uint8_t *hdr, int idle_timeout_ms)
+/* The next frame header. A program that waits for a reply sends its next
+ * call within microseconds: look for it before sleeping. */
+static int read_header(struct session *s, uint8_t *hdr)
 {
-    /* A program that waits for a reply sends its next call within
-     * microseconds: look for it before sleeping. */
     if (inbuf.end == inbuf.start) io_spin_for_input(s->fd, INPUT_SPIN_NS);
-    while (idle_timeout_ms > 0 && inbuf.end == inbuf.start) {
-        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
-        int rc = poll(&pfd, 1, idle_timeout_ms);
-        if (rc < 0 && errno == EINTR) continue;
-        if (rc < 0) return -1;
-        if (rc > 0) break;
-        if (atomic_load(&calls_in_flight) == 0) {
-            LOG_WARN("client idle for %d s: closing the session", idle_timeout_ms / 1000);
-            errno = ETIMEDOUT;
-            return -1;
-        }
-    }
     return read_exact(s, hdr, FRAME_HEADER_LEN);
 }
 
@@ -575,11 +594,11 @@ static int read_htod(struct session *s, struct pending_call *p, const struct fra
     return 0;
 }
 
-static struct pending_call *read_call(struct session *s, int idle_timeout_ms)
+static struct pending_call *read_call(struct session *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
-    if (read_header(s, hdr, idle_timeout_ms) != 0) return NULL;
+    if (read_header(s, hdr) != 0) return NULL;
     frame_header_decode(hdr, &h);
     if (h.length > SCUDA_MAX_FRAME) {
         LOG_WARN("client sent a %u-byte frame (limit %u): closing the session", h.length, SCUDA_MAX_FRAME);
@@ -615,9 +634,8 @@ fill:
 
 static void dispatch_loop(struct session *s)
 {
-    int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     struct pending_call *p;
-    while ((p = read_call(s, idle_ms)) != NULL) {
+    while ((p = read_call(s)) != NULL) {
         finish_copy_in_flight();
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
@@ -652,6 +670,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     quota_install(&real, opt->mem_quota);
     module_cache_init(opt->module_cache_dir, opt->module_cache_size);
     graph_host_install(&real);
+    param_layout_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);

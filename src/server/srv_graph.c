@@ -1,10 +1,11 @@
 /* srv_graph.c - the hand-written graph calls (src/client/graph.c has the
  * client side and each request's layout).
  *
- * Kernel node parameters arrive packed like a launch's (launch_params.h);
- * the driver copies the argument values when the node is made or changed,
- * so the rebuilt kernelParams live only for the call. A node query packs
- * them again with the layout cuFuncGetParamInfo reports. Memcpy nodes take
+ * Kernel node parameters arrive packed like a launch's (launch_params.h)
+ * and are checked like a launch's against the layout the driver reports
+ * (param_layout.h); the driver copies the argument values when the node is
+ * made or changed, so the rebuilt kernelParams live only for the call. A
+ * node query packs them again with that layout. Memcpy nodes take
  * device, array and unified sides; a unified address must be device
  * memory of this session, never a host address, which here would be the
  * server's own memory. */
@@ -14,6 +15,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "launch_params.h"
+#include "param_layout.h"
 #include "session.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -75,15 +77,18 @@ static int read_kernel_node(wire_reader *in, struct kernel_node *k)
     return launch_params_read(in, &k->lp);
 }
 
-/* Translate the handles and rebuild the argument pointers (free with
- * launch_params_free(&k->lp) after the driver call). */
+/* Translate the handles, check the parameters against the layout of what
+ * the node runs (its function, else its kernel), and rebuild the argument
+ * pointers (free with launch_params_free(&k->lp) after the driver call). */
 static CUresult resolve_kernel_node(srv_call *c, struct kernel_node *k)
 {
     void *f, *kern, *ctx;
+    int is_kernel;
     CUresult r;
-    if ((r = handle_get(c->s, k->func_id, HK_FUNCTION, &f)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get_function(c->s, k->func_id, &f, &is_kernel)) != CUDA_SUCCESS) return r;
     if ((r = handle_get(c->s, k->kern_id, HK_KERNEL, &kern)) != CUDA_SUCCESS) return r;
     if ((r = handle_get(c->s, k->ctx_id, HK_CONTEXT, &ctx)) != CUDA_SUCCESS) return r;
+    if ((r = param_layout_check(f ? f : kern, f ? is_kernel : 1, &k->lp)) != CUDA_SUCCESS) return r;
     k->p.func = (CUfunction)f;
     k->p.kern = (CUkernel)kern;
     k->p.ctx = (CUcontext)ctx;
@@ -170,17 +175,6 @@ CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) { return set_kernel_node
 CUresult srv_cuGraphExecKernelNodeSetParams(srv_call *c) { return set_kernel_node(c, 1, 1); }
 CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) { return set_kernel_node(c, 1, 0); }
 
-/* A parameter's place, asked of the function (or, without one, of the
- * kernel's function in the current context, else the kernel). */
-static CUresult param_info(CUfunction f, CUkernel k, size_t i, size_t *off, size_t *size)
-{
-    if (f) return REAL(cuFuncGetParamInfo, f, i, off, size);
-    CUfunction kf;
-    if (real.cuKernelGetFunction && REAL(cuKernelGetFunction, &kf, k) == CUDA_SUCCESS)
-        return REAL(cuFuncGetParamInfo, kf, i, off, size);
-    return REAL(cuKernelGetParamInfo, k, i, off, size);
-}
-
 /* Pack what the driver holds for the node, as the client packs a launch. */
 static CUresult put_node_params(wire_buf *out, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -196,27 +190,26 @@ static CUresult put_node_params(wire_buf *out, const CUDA_KERNEL_NODE_PARAMS *p)
         wb_put_blob(out, buf, size);
         return CUDA_SUCCESS;
     }
-    uint32_t n = 0;
-    size_t offs[LAUNCH_MAX_PARAMS / 8], sizes[LAUNCH_MAX_PARAMS / 8], total = 0;
-    CUresult r = CUDA_SUCCESS;
-    while (p->kernelParams && n < LAUNCH_MAX_PARAMS / 8 &&
-           (r = param_info(p->func, p->kern, n, &offs[n], &sizes[n])) == CUDA_SUCCESS) {
-        if (offs[n] + sizes[n] > total) total = offs[n] + sizes[n];
-        n++;
+    if (!p->kernelParams) {
+        wb_put_u32(out, 0);
+        wb_put_u64(out, 0);
+        return CUDA_SUCCESS;
     }
-    /* The index past the last parameter is INVALID_VALUE. */
-    if (p->kernelParams && r != CUDA_ERROR_INVALID_VALUE) return r == CUDA_SUCCESS ? CUDA_ERROR_NOT_SUPPORTED : r;
-    wb_put_u32(out, n);
-    for (uint32_t i = 0; i < n; i++) {
-        wb_put_u32(out, (uint32_t)offs[i]);
-        wb_put_u32(out, (uint32_t)sizes[i]);
+    struct param_layout *l = param_layout_dup(p->func ? (void *)p->func : (void *)p->kern, !p->func);
+    if (!l) return CUDA_ERROR_NOT_SUPPORTED;
+    wb_put_u32(out, l->n);
+    for (uint32_t i = 0; i < l->n; i++) {
+        wb_put_u32(out, l->p[i].offset);
+        wb_put_u32(out, l->p[i].size);
     }
-    wb_put_u64(out, total);
-    uint8_t *dst = wb_reserve(out, total);
-    if (!dst) return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(dst, 0, total);
-    for (uint32_t i = 0; i < n; i++) memcpy(dst + offs[i], p->kernelParams[i], sizes[i]);
-    return CUDA_SUCCESS;
+    wb_put_u64(out, l->bytes);
+    uint8_t *dst = wb_reserve(out, l->bytes);
+    if (dst) {
+        memset(dst, 0, l->bytes);
+        for (uint32_t i = 0; i < l->n; i++) memcpy(dst + l->p[i].offset, p->kernelParams[i], l->p[i].size);
+    }
+    free(l);
+    return dst ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* The id of the function a node runs: the client's, if it has one. */

@@ -2,17 +2,20 @@
  *
  * The client packs the arguments into one buffer, laid out as
  * cuFuncGetParamInfo describes it, and sends the layout along; the session
- * rebuilds the kernelParams array of pointers into that buffer, so it needs
- * no per-kernel state. (Passing the buffer itself as `extra` fails for
- * kernels whose parameter size is not a multiple of 8.) Every launch goes
- * through cuLaunchKernelEx, which also carries the attributes of
- * cuLaunchKernelEx and cooperative launches. */
+ * rebuilds the kernelParams array of pointers into that buffer. (Passing
+ * the buffer itself as `extra` fails for kernels whose parameter size is
+ * not a multiple of 8.) The layout sent must be the one the driver reports
+ * for the function (param_layout.h): the driver reads the kernel's own
+ * parameters, whatever the request says. Every launch goes through
+ * cuLaunchKernelEx, which also carries the attributes of cuLaunchKernelEx
+ * and cooperative launches. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "launch_params.h"
+#include "param_layout.h"
 #include "session.h"
 #include "../common/log.h"
 
@@ -127,9 +130,11 @@ CUresult srv_scuda_launch(srv_call *c)
     if (launch_params_read(&c->in, &lp) != 0 || !wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
 
     void *f, *stream;
-    CUresult r = handle_get(c->s, fid, HK_FUNCTION, &f);
+    int is_kernel;
+    CUresult r = handle_get_function(c->s, fid, &f, &is_kernel);
     if (r != CUDA_SUCCESS) return r;
     if ((r = handle_get(c->s, stream_id, HK_STREAM, &stream)) != CUDA_SUCCESS) return r;
+    if ((r = param_layout_check(f, is_kernel, &lp)) != CUDA_SUCCESS) return r;
     for (uint32_t i = 0; i < nattrs; i++)
         if ((r = map_attr(c->s, &attrs[i])) != CUDA_SUCCESS) return r;
     cfg.hStream = (CUstream)stream;

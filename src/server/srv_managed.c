@@ -8,10 +8,14 @@
  * Zero-copy host memory: the session maps pinned memory of its own, at
  * the client's address when that is free here (so the host pointer and
  * the device pointer agree, as under unified addressing natively), and
- * registers it for the GPU. The session is a process of its own, so
- * whatever is left at exit goes with it. */
+ * registers it for the GPU. An address no client mapping can have (low
+ * memory, where the NULL page is, or one not page-aligned) is refused: a
+ * server running as root could otherwise map the NULL page, and a NULL
+ * pointer in the session would then read the client's bytes. The session
+ * is a process of its own, so whatever is left at exit goes with it. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -54,6 +58,33 @@ struct mirror {
 static struct mirror *mirrors;
 static pthread_mutex_t mirrors_lock = PTHREAD_MUTEX_INITIALIZER; /* creation runs on worker threads */
 
+/* The lowest address a mirror may be asked at: the kernel's
+ * mmap_min_addr, and never below 64 KiB (its usual value) whatever the
+ * system says; root may map below it. */
+#define MIRROR_FLOOR (64u << 10)
+
+static uint64_t lowest;
+static void find_lowest(void)
+{
+    unsigned long v = 0;
+    FILE *f = fopen("/proc/sys/vm/mmap_min_addr", "r");
+    if (f) {
+        if (fscanf(f, "%lu", &v) != 1) v = 0;
+        fclose(f);
+    }
+    lowest = v > MIRROR_FLOOR ? v : MIRROR_FLOOR;
+}
+
+static int hint_allowed(uint64_t want, size_t len, size_t page)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, find_lowest);
+    if (want >= lowest && want % page == 0 && want <= UINT64_MAX - len) return 1;
+    LOG_WARN("host mirror at %#llx refused: below %#llx or not page-aligned, which no client mapping is",
+             (unsigned long long)want, (unsigned long long)lowest);
+    return 0;
+}
+
 static void *map_near(uint64_t want, size_t len)
 {
     void *p = mmap((void *)(uintptr_t)want, len, PROT_READ | PROT_WRITE,
@@ -70,6 +101,7 @@ CUresult srv_scuda_host_mirror_create(srv_call *c)
     uint64_t want = wr_u64(&c->in), n = wr_u64(&c->in);
     if (!wr_ok_end(&c->in) || n == 0 || n > MIRROR_MAX_BYTES) return CUDA_ERROR_INVALID_VALUE;
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len = ((size_t)n + page - 1) & ~(page - 1);
+    if (!hint_allowed(want, len, page)) return CUDA_ERROR_INVALID_VALUE;
     struct mirror *m = calloc(1, sizeof *m);
     void *host = m ? map_near(want, len) : NULL;
     if (!host) {

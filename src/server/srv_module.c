@@ -8,13 +8,13 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "image_check.h"
 #include "module_cache.h"
+#include "param_layout.h"
 #include "session.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 #include "../common/jit_options.h"
-
-#define MAX_PARAMS 4096
 
 /* Which module or library each function and kernel id came from, so that
  * unloading drops them too: a stale id must never reach the driver. */
@@ -46,46 +46,6 @@ static void drop_owned(struct session *s, uint64_t owner_id)
 /* Parameter count for "layout not known yet": the client asks again with
  * scuda_param_info when a context is current. */
 #define PARAMS_UNKNOWN 0xffffffffu
-
-static void put_params(wire_buf *out, CUresult (*info)(void *, size_t, size_t *, size_t *), void *f)
-{
-    size_t mark = out->len;
-    wb_put_u32(out, 0);
-    uint32_t n = 0;
-    size_t off, size;
-    CUresult r;
-    while (n < MAX_PARAMS && (r = info(f, n, &off, &size)) == CUDA_SUCCESS) {
-        wb_put_u32(out, (uint32_t)off);
-        wb_put_u32(out, (uint32_t)size);
-        n++;
-    }
-    /* Index n past the last parameter gives INVALID_VALUE; anything else
-     * (no context current yet) leaves the layout to be asked for later. */
-    if (r != CUDA_ERROR_INVALID_VALUE) {
-        out->len = mark + 4;
-        n = PARAMS_UNKNOWN;
-    }
-    if (!out->oom) memcpy(out->data + mark, &n, 4);
-}
-
-static CUresult func_param_info(void *f, size_t i, size_t *off, size_t *size)
-{
-    return REAL(cuFuncGetParamInfo, (CUfunction)f, i, off, size);
-}
-
-/* A library kernel's layout. cuKernelGetParamInfo reports no parameters
- * for kernels of cudart's libraries (seen on driver 580), while the
- * kernel's function in the current context knows them: ask the function
- * first, the kernel only when no context is current. */
-static CUresult kernel_param_info(void *k, size_t i, size_t *off, size_t *size)
-{
-    CUfunction f;
-    CUcontext ctx = NULL;
-    if (REAL(cuCtxGetCurrent, &ctx) == CUDA_SUCCESS && ctx &&
-        REAL(cuKernelGetFunction, &f, (CUkernel)k) == CUDA_SUCCESS)
-        return REAL(cuFuncGetParamInfo, f, i, off, size);
-    return REAL(cuKernelGetParamInfo, (CUkernel)k, i, off, size);
-}
 
 /* A load describes each function by name only. Its parameter layout is
  * asked for at its first launch (scuda_param_info): finding it here would
@@ -185,13 +145,22 @@ static void put_jit_logs(wire_buf *out, struct jit_options *j)
     free_jit_logs(j);
 }
 
-/* Load an image (NUL-terminated, 8-byte aligned) as a module or a library
+/* Load an image of len bytes (8-byte aligned) as a module or a library
  * under the client's id. Appends the JIT logs, then on success the
- * functions; the logs go back even on failure. */
-static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image)
+ * functions; the logs go back even on failure. The driver takes no length
+ * and finds the image's extent in its headers, so an image whose headers
+ * reach past its bytes never gets to the driver (image_check.h). */
+static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image,
+                           size_t len)
 {
     CUresult r;
+    char why[200];
     c->out_on_error = 1;
+    if (image_check(image, len, why, sizeof why) != 0) {
+        LOG_WARN("module image of %zu bytes refused: %s", len, why);
+        put_jit_logs(&c->out, j);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
     if (is_library) {
         CUlibrary lib = NULL;
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
@@ -234,15 +203,14 @@ CUresult srv_scuda_module_load(srv_call *c)
     size_t len;
     const void *image = wr_blob(&c->in, &len);
     char *copy = NULL;
-    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len + 1))) {
+    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len ? len : 1))) {
         c->out_on_error = 1;
         put_jit_logs(&c->out, &j);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memcpy(copy, image, len);
-    copy[len] = '\0'; /* PTX must be NUL-terminated */
     module_cache_received(len);
-    CUresult r = load_image(c, id, is_library, &j, copy);
+    CUresult r = load_image(c, id, is_library, &j, copy, len);
     if (r == CUDA_SUCCESS) module_cache_put(copy, len);
     free(copy);
     return r;
@@ -274,7 +242,7 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
         free_jit_logs(&j);
         return CUDA_SUCCESS;
     }
-    CUresult r = load_image(c, id, is_library, &j, image);
+    CUresult r = load_image(c, id, is_library, &j, image, (size_t)len);
     free(image);
     return r;
 }
@@ -374,18 +342,23 @@ CUresult srv_scuda_library_get_module(srv_call *c)
 }
 
 /* Request: u64 function-or-kernel id. Reply: the parameter layout, as in
- * a load's description. */
+ * a load's description (PARAMS_UNKNOWN when the driver cannot tell it, as
+ * for a library kernel before any context is current). It is the layout
+ * launches are checked against (param_layout.h). */
 CUresult srv_scuda_param_info(srv_call *c)
 {
     uint64_t id = wr_u64(&c->in);
     if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
     void *h;
-    if (handle_get(c->s, id, HK_KERNEL, &h) == CUDA_SUCCESS) {
-        put_params(&c->out, kernel_param_info, h);
-    } else {
-        CUresult r = handle_get(c->s, id, HK_FUNCTION, &h);
-        if (r != CUDA_SUCCESS) return r;
-        put_params(&c->out, func_param_info, h);
+    int is_kernel;
+    CUresult r = handle_get_function(c->s, id, &h, &is_kernel);
+    if (r != CUDA_SUCCESS) return r;
+    struct param_layout *l = h ? param_layout_dup(h, is_kernel) : NULL;
+    wb_put_u32(&c->out, l ? l->n : PARAMS_UNKNOWN);
+    for (uint32_t i = 0; l && i < l->n; i++) {
+        wb_put_u32(&c->out, l->p[i].offset);
+        wb_put_u32(&c->out, l->p[i].size);
     }
+    free(l);
     return CUDA_SUCCESS;
 }

@@ -61,21 +61,6 @@ static void ping_ok(int fd, const char *after)
     CHECK(r == CUDA_SUCCESS, "after %s: ping returned %ld", after, r);
 }
 
-/* 1 when the peer closes the connection within timeout_ms. */
-static int closed_within(int fd, int timeout_ms)
-{
-    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
-    char buf[4096];
-    for (;;) {
-        int left = (int)(deadline - h_now_ms());
-        if (left <= 0) return 0;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, left) <= 0) continue;
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 1;
-    }
-}
-
 /* ---- valid requests, built as the shim builds them ---------------------- */
 
 struct req {
@@ -333,7 +318,7 @@ static void framing(void)
         uint8_t hdr[FRAME_HEADER_LEN];
         frame_header_encode(&h, hdr);
         CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
-        CHECK(closed_within(fd, 5000), "a %u-byte frame did not close the connection", lens[i]);
+        CHECK(h_raw_closed_within(fd, 5000), "a %u-byte frame did not close the connection", lens[i]);
         close(fd);
     }
     /* A header that promises more than comes, then the client leaves. */
@@ -392,7 +377,7 @@ static void handshakes(void)
     uint8_t junk[52];
     memset(junk, 0x41, sizeof junk);
     CHECK(io_write_full(fd, junk, sizeof junk) == 0);
-    CHECK(closed_within(fd, 5000), "a client hello with a wrong magic was not closed");
+    CHECK(h_raw_closed_within(fd, 5000), "a client hello with a wrong magic was not closed");
     close(fd);
     /* wrong version: refused with WELCOME_BAD_VERSION */
     fd = tcp_connect(addr, 5000, err, sizeof err);

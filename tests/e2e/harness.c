@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -100,19 +102,38 @@ static void on_alarm(int sig)
     _exit(124);
 }
 
-void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+/* "FAIL test (file:line): cond: message" on stderr. */
+static void say_failed(const char *file, int line, const char *cond, const char *fmt, va_list ap)
 {
     fflush(stdout);
     fprintf(stderr, "FAIL %s (%s:%d): %s", test_name, file, line, cond);
     while (fmt && *fmt == ' ') fmt++; /* CHECK prefixes a space */
     if (fmt && *fmt) {
-        va_list ap;
-        va_start(ap, fmt);
         fputs(": ", stderr);
         vfprintf(stderr, fmt, ap);
-        va_end(ap);
     }
     fputc('\n', stderr);
+}
+
+static int soft_failures;
+
+int h_soft_failures(void) { return soft_failures; }
+
+void h_soft_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    soft_failures++;
+    va_list ap;
+    va_start(ap, fmt);
+    say_failed(file, line, cond, fmt, ap);
+    va_end(ap);
+}
+
+void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_failed(file, line, cond, fmt, ap);
+    va_end(ap);
     dump_all_logs();
     exit(1);
 }
@@ -688,4 +709,82 @@ long h_raw_call_reply(int fd, uint32_t seq, int timeout_ms, uint8_t **out, size_
         }
         free(p);
     }
+}
+
+static _Atomic uint32_t raw_seq = 1;
+
+long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t len, uint8_t **out, size_t *out_len)
+{
+    uint32_t seq = raw_seq++;
+    if (h_raw_send(fd, op, 0, seq, ctx, payload, (uint32_t)len) != 0) return -1;
+    return h_raw_call_reply(fd, seq, 15000, out, out_len);
+}
+
+void h_raw_retain_ctx(int fd)
+{
+    uint64_t req[2] = {0, H_RAW_CTX}; /* device 0, the context's id */
+    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, req, sizeof req, NULL, NULL);
+    CHECK(r == CUDA_SUCCESS, "raw session: retaining the primary context returned %ld", r);
+}
+
+int h_raw_session(const char *addr)
+{
+    uint32_t status;
+    int fd = h_raw_connect(addr, NULL, &status);
+    CHECK(fd >= 0, "raw session: handshake failed (status %u)", status);
+    h_raw_retain_ctx(fd);
+    return fd;
+}
+
+long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, id);
+    wb_put_u8(&b, (uint8_t)is_library);
+    wb_put_u32(&b, 0); /* JIT options */
+    wb_put_blob(&b, image, len);
+    long r = h_raw_call(fd, OP_scuda_module_load, ctx, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
+}
+
+long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, parent);
+    wb_put_u64(&b, id);
+    wb_put_str(&b, name);
+    long r = h_raw_call(fd, op, ctx, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
+}
+
+int h_raw_closed_within(int fd, int timeout_ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+    char buf[4096];
+    for (;;) {
+        int left = (int)(deadline - h_now_ms());
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) <= 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 1;
+    }
+}
+
+long h_raw_launch(int fd, uint64_t fid, const void *params, size_t len)
+{
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u64(&b, fid);
+    for (int i = 0; i < 7; i++) wb_put_u32(&b, i < 6 ? 1 : 0); /* grid, block, shared memory */
+    wb_put_u64(&b, 0);                                          /* stream */
+    wb_put_u32(&b, 0);                                          /* attributes */
+    wb_put_raw(&b, params, len);
+    long r = h_raw_call(fd, OP_scuda_launch, H_RAW_CTX, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
 }

@@ -46,8 +46,18 @@
         if (cu_r_ != cu_w_) h_fail_expect(__FILE__, __LINE__, #call, cu_r_, cu_w_); \
     } while (0)
 
+/* A check that counts a failure and goes on, for a test that reports
+ * every case before it fails (CHECK(h_soft_failures() == 0) at the end). */
+#define EXPECT(cond, ...)                                                          \
+    do {                                                                           \
+        if (!(cond)) h_soft_fail(__FILE__, __LINE__, #cond, " " __VA_ARGS__);      \
+    } while (0)
+
 void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 4, 5)));
+void h_soft_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int h_soft_failures(void);
 void h_fail_cu(const char *file, int line, const char *call, CUresult r) __attribute__((noreturn));
 void h_fail_expect(const char *file, int line, const char *call, CUresult got, CUresult want)
     __attribute__((noreturn));
@@ -149,5 +159,29 @@ int h_raw_send(int fd, uint16_t op, uint16_t flags, uint32_t seq, uint32_t ctx, 
  * the CUresult, or -1 on EOF/timeout. The reply payload after the CUresult
  * goes to out (malloc'd) when out != NULL. */
 long h_raw_call_reply(int fd, uint32_t seq, int timeout_ms, uint8_t **out, size_t *out_len);
+/* Send one request (current context id ctx) and wait up to 15 s for its
+ * reply: as h_raw_call_reply. */
+long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t len, uint8_t **out, size_t *out_len);
+/* The context id raw sessions give device 0's primary context. */
+#define H_RAW_CTX 0x200u
+/* Retain device 0's primary context under H_RAW_CTX, as the shim does at
+ * its first call (the test fails if it cannot). */
+void h_raw_retain_ctx(int fd);
+/* h_raw_connect without a token, then h_raw_retain_ctx: a session ready
+ * for calls in context H_RAW_CTX. */
+int h_raw_session(const char *addr);
+/* Load an image (scuda_module_load) as module or library `id`; bind a
+ * function or kernel of it by name (op OP_scuda_module_get_function or
+ * OP_scuda_library_get_kernel) as `id`. Both return the CUresult, or -1. */
+long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len);
+long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name);
+/* Launch function `fid` on one thread of one block (stream 0, no
+ * attributes) with its parameters encoded as they travel
+ * (src/server/launch_params.h), in context H_RAW_CTX, waiting for the
+ * reply: the CUresult, or -1. */
+long h_raw_launch(int fd, uint64_t fid, const void *params, size_t len);
+/* 1 when the server closes the connection within timeout_ms (what it
+ * sends meanwhile is read and dropped). */
+int h_raw_closed_within(int fd, int timeout_ms);
 
 #endif

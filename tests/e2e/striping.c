@@ -14,7 +14,7 @@
  * for an unknown session, a replayed proof, a wrong token, an index out of
  * range or taken already are all refused; a chunk or an announcement the
  * session cannot follow ends striping for that session, and the session
- * goes on. */
+ * goes on; under --idle-timeout, so does a chunk half sent. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -489,6 +489,18 @@ static void raw_sync(struct raw_session *r, long want, const char *what)
     CHECK(rc == want, "%s: synchronize answered %ld, expected %ld", what, rc, want);
 }
 
+/* A striped copy's announcement: u64 device address (0), u64 stream (0),
+ * u8 mode (0), u64 n, u32 chunk, u64 copy id. */
+#define ANNOUNCE_LEN (8 + 8 + 1 + 8 + 4 + 8)
+
+static void announce(uint8_t *ann, uint64_t n, uint32_t chunk, uint64_t id)
+{
+    memset(ann, 0, ANNOUNCE_LEN);
+    memcpy(ann + 17, &n, 8);
+    memcpy(ann + 25, &chunk, 4);
+    memcpy(ann + 29, &id, 8);
+}
+
 /* How a join proof is made up, for forging it. */
 enum forge { HONEST, WRONG_SECRET, OLD_NONCE };
 
@@ -586,12 +598,10 @@ static void joins(void)
 
     /* A chunk header the session does not expect ends striping for the
      * session; the session itself goes on. */
-    uint8_t ann[8 + 8 + 1 + 8 + 4 + 8] = {0};
-    uint64_t n = 3 * MiB, id = 1;
+    uint8_t ann[ANNOUNCE_LEN];
+    uint64_t id = 1;
     uint32_t chunk = 1 * MiB;
-    memcpy(ann + 17, &n, 8);
-    memcpy(ann + 25, &chunk, 4);
-    memcpy(ann + 29, &id, 8);
+    announce(ann, 3 * MiB, chunk, id);
     CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
     uint8_t head[BULK_CHUNK_HEAD] = {0};
     uint64_t bad_off = 12345;
@@ -614,8 +624,7 @@ static void joins(void)
     /* An announcement out of bounds ends striping too. */
     int m0 = expect_welcomed(NULL, b.pid, 0, b.secret, "b's connection 0");
     int m1 = expect_welcomed(NULL, b.pid, 1, b.secret, "b's connection 1");
-    n = BULK_COPY_MAX + 1;
-    memcpy(ann + 17, &n, 8);
+    announce(ann, BULK_COPY_MAX + 1, chunk, id);
     CHECK(h_raw_send(b.fd, OP_scuda_bulk_dtoh, 0, ++b.seq, 0, ann, sizeof ann) == 0);
     long rc = h_raw_call_reply(b.fd, b.seq, 10000, NULL, NULL);
     CHECK(rc == CUDA_ERROR_INVALID_VALUE, "an announcement of 2^40+1 bytes: %ld", rc);
@@ -646,6 +655,40 @@ static void joins_with_token(void)
     h_server_stop(&tsrv);
     setenv("SCUDA_SERVER", srv.addr, 1);
     printf("ok a join with a token server needs the token too\n");
+}
+
+/* Under --idle-timeout, a chunk half sent and then nothing ends striping
+ * (the copy fails) instead of holding the session; the silent session
+ * then ends as any idle one. */
+static void half_chunk(void)
+{
+    struct h_server isrv;
+    struct h_server_opts opt = {.extra_args = {"--idle-timeout", "1"}};
+    h_server_start(&isrv, "idle", &opt);
+    raw_addr = isrv.addr;
+    struct raw_session a;
+    raw_open(&a, NULL, 2);
+    int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
+    int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
+    uint8_t ann[ANNOUNCE_LEN];
+    uint64_t id = 1;
+    announce(ann, 2 * MiB, 1 * MiB, id);
+    CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
+    uint8_t head[BULK_CHUNK_HEAD] = {0};
+    memcpy(head, &id, 8);
+    CHECK(io_write_full(l0, head, sizeof head / 2) == 0); /* half a chunk header, then silence */
+    char c;
+    int ended = io_read_full_timeout(l1, &c, 1, 6000) != 0 && errno != ETIMEDOUT;
+    CHECK(ended, "a chunk half sent held the bulk connections past --idle-timeout 1");
+    CHECK(h_server_log_count(&isrv, "timed out during copy 1") == 1);
+    CHECK(h_raw_closed_within(a.fd, 5000), "the silent session outlived --idle-timeout 1");
+    close(l0);
+    close(l1);
+    close(a.fd);
+    raw_addr = srv.addr;
+    h_server_stop(&isrv);
+    setenv("SCUDA_SERVER", srv.addr, 1);
+    printf("ok a chunk half sent ends striping under --idle-timeout\n");
 }
 
 /* ---- bulk connections that cannot be opened ------------------------------------------------ */
@@ -728,6 +771,7 @@ int main(void)
     run_kill(1);
     joins();
     joins_with_token();
+    half_chunk();
     fallback();
     CHECK(h_server_log_count(&srv, "died from signal") == 0);
     h_server_stop(&srv);

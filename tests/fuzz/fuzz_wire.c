@@ -22,16 +22,8 @@
 #include "common/protocol.h"
 #include "common/session_info.h"
 #include "common/wire.h"
+#include "fuzz_rng.h"
 
-static uint64_t rng;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
 static unsigned long failures;
 #define EXPECT(cond, ...)                                                          \
@@ -290,9 +282,7 @@ int main(void)
 {
     const char *env = getenv("FUZZ_ITERATIONS");
     long iterations = env ? atol(env) : 200000;
-    env = getenv("FUZZ_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-    rng = seed * 0x9e3779b97f4a7c15ull + 1;
+    uint64_t seed = rng_seed();
     printf("fuzz_wire: %ld iterations, FUZZ_SEED=%llu\n", iterations, (unsigned long long)seed);
     for (long i = 0; i < iterations && failures < 20; i++) {
         /* random bytes, biased to small values so lengths often fit */

@@ -1329,8 +1329,13 @@ CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
     return rc;
 }
 
+/* STANDIN_NO_PARAM_INFO=1 plays a driver that cannot report parameter
+ * layouts (older than CUDA 12.4): both queries answer NOT_SUPPORTED. */
 static CUresult si_param_info(const si_entry *e, size_t idx, size_t *off, size_t *size)
 {
+    const char *no_info = getenv("STANDIN_NO_PARAM_INFO");
+    if (no_info && strcmp(no_info, "1") == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (!off || idx >= e->n_params)
         return CUDA_ERROR_INVALID_VALUE;
     *off = e->params[idx].offset;

@@ -1,0 +1,118 @@
+/* host_mirror.c - the session maps zero-copy mirrors only where a
+ * client's own memory could be, and unmaps them when they go.
+ *
+ * scuda_host_mirror_create asks the session for pinned memory at the
+ * client's address. A raw client asks for address 0 (a server running as
+ * root mapped the NULL page there, and leaked it), for low addresses
+ * below mmap_min_addr and 64 KiB, and for an address not page-aligned:
+ * each is refused with CUDA_ERROR_INVALID_VALUE and a log line, and the
+ * session's address space (/proc/PID/maps) has nothing there. A mirror at
+ * a proper address is mapped there and unmapped by
+ * scuda_host_mirror_free; many created and freed leave the session's
+ * mappings as they were. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ops.gen.h"
+#include "harness.h"
+
+#define HINT 0x7e0000000000ull /* free in the session: far from the heap, libraries and stacks */
+
+static struct h_server srv;
+static pid_t session;
+
+static long create(int fd, uint64_t want, uint64_t n, uint64_t *dev)
+{
+    uint64_t req[2] = {want, n};
+    uint8_t *out = NULL;
+    size_t len = 0;
+    long r = h_raw_call(fd, OP_scuda_host_mirror_create, H_RAW_CTX, req, sizeof req, &out, &len);
+    if (r == CUDA_SUCCESS) {
+        CHECK(len == 8);
+        memcpy(dev, out, 8);
+    }
+    free(out);
+    return r;
+}
+
+static long destroy(int fd, uint64_t dev)
+{
+    return h_raw_call(fd, OP_scuda_host_mirror_free, H_RAW_CTX, &dev, sizeof dev, NULL, NULL);
+}
+
+/* The session's mappings: how many, and whether one starts at `at`. */
+static int mappings(uint64_t at, int *starts_at)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)session);
+    size_t len;
+    char *maps = h_read_file(path, &len);
+    int lines = 0;
+    *starts_at = 0;
+    for (char *line = maps; line && *line; lines++) {
+        if (strtoull(line, NULL, 16) == at) *starts_at = 1;
+        char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    free(maps);
+    return lines;
+}
+
+static void low_addresses(int fd)
+{
+    static const uint64_t bad[] = {0, 4096, 0xf000, HINT + 8};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int logged = h_server_log_count(&srv, "host mirror at"), there;
+        uint64_t dev = 0;
+        long r = create(fd, bad[i], 4096, &dev);
+        EXPECT(r == CUDA_ERROR_INVALID_VALUE, "a mirror at %#llx: returned %ld (%s)", (unsigned long long)bad[i], r,
+               r >= 0 ? h_cu_name((CUresult)r) : "no reply");
+        if (r == CUDA_SUCCESS) destroy(fd, dev);
+        mappings(bad[i], &there);
+        EXPECT(!there, "the session has a mapping at %#llx", (unsigned long long)bad[i]);
+        EXPECT(h_server_log_count(&srv, "host mirror at") == logged + 1, "no log line for %#llx",
+               (unsigned long long)bad[i]);
+    }
+    printf("%s mirrors at 0, below 64 KiB and off a page boundary are refused\n",
+           h_soft_failures() ? "FAILED" : "ok");
+}
+
+static void mapped_and_unmapped(int fd)
+{
+    int there, before = h_soft_failures();
+    uint64_t dev = 0;
+    CHECK(create(fd, HINT, 1 << 20, &dev) == CUDA_SUCCESS, "a mirror at a proper address");
+    mappings(HINT, &there);
+    CHECK(there, "the mirror is not mapped at the client's address");
+    CHECK(destroy(fd, dev) == CUDA_SUCCESS);
+    mappings(HINT, &there);
+    EXPECT(!there, "the freed mirror is still mapped");
+    int lines = mappings(0, &there);
+    for (int i = 0; i < 32; i++) {
+        CHECK(create(fd, HINT + ((uint64_t)i << 24), 4 << 20, &dev) == CUDA_SUCCESS);
+        CHECK(destroy(fd, dev) == CUDA_SUCCESS);
+    }
+    int after = mappings(0, &there);
+    EXPECT(after <= lines, "32 mirrors created and freed left %d more mappings", after - lines);
+    EXPECT(destroy(fd, HINT) == CUDA_ERROR_INVALID_VALUE, "freeing a mirror twice");
+    printf("%s a mirror is mapped at the client's address and unmapped when freed\n",
+           h_soft_failures() == before ? "ok" : "FAILED");
+}
+
+int main(void)
+{
+    h_begin("host_mirror", 30);
+    h_server_start(&srv, "main", NULL);
+    int fd = h_raw_session(srv.addr);
+    CHECK(h_wait_sessions(&srv, 1, 5000) && h_server_sessions(&srv, &session, 1) == 1);
+    low_addresses(fd);
+    mapped_and_unmapped(fd);
+    close(fd);
+    h_server_stop(&srv);
+    CHECK(h_soft_failures() == 0, "%d checks failed", h_soft_failures());
+    printf("PASS host_mirror\n");
+    return 0;
+}

@@ -100,7 +100,7 @@ static const char *offline_text(CUresult e)
 
 static const struct error_text *remote_error(CUresult e)
 {
-    if ((unsigned)e >= ERROR_CACHE || shim_mode != SHIM_REMOTE) return NULL;
+    if ((unsigned)e >= ERROR_CACHE || !shim_remote()) return NULL;
     pthread_mutex_lock(&error_lock);
     struct error_text *t = &error_cache[e];
     if (!t->name) {
@@ -145,7 +145,7 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 EXPORT int scuda_client_ping(double *rtt_us, int iterations)
 {
     shim_ensure_init();
-    if (shim_mode != SHIM_REMOTE || !rtt_us) return -1;
+    if (!shim_remote() || !rtt_us) return -1;
     for (int i = 0; i < iterations; i++) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -164,7 +164,7 @@ EXPORT int scuda_client_ping(double *rtt_us, int iterations)
  * from the server, frames included. Returns 0 in REMOTE mode. */
 EXPORT int scuda_client_wire_bytes(uint64_t *sent, uint64_t *received)
 {
-    if (shim_mode != SHIM_REMOTE || !sent || !received) return -1;
+    if (!shim_remote() || !sent || !received) return -1;
     conn_wire_bytes(sent, received);
     return 0;
 }

@@ -8,8 +8,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bulk.h"
 #include "conn.h"
@@ -52,7 +54,7 @@ static int load_local_driver(void)
 
 static void child_after_fork(void)
 {
-    if (shim_mode == SHIM_REMOTE) {
+    if (shim_remote()) {
         bulk_forget_after_fork();
         conn_forget_after_fork();
         shim_mode = SHIM_FAILED;
@@ -70,7 +72,8 @@ static void init_once_fn(void)
         LOG_INFO("using server %s (from %s)", addr, source);
         CUresult r = conn_open(addr);
         if (r == CUDA_SUCCESS) {
-            shim_mode = SHIM_REMOTE;
+            const char *trace = getenv("SCUDA_TRACE");
+            shim_mode = trace && *trace && strcmp(trace, "0") != 0 ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
             return;
         }
         shim_init_error = r;
@@ -88,13 +91,23 @@ static void init_once_fn(void)
     shim_mode = SHIM_FAILED;
 }
 
+void shim_trace_call(const char *name)
+{
+    char line[160];
+    int n = snprintf(line, sizeof line, "scuda[trace %d] %s\n", (int)getpid(), name);
+    if (n > 0) {
+        ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+}
+
 void shim_ensure_init(void) { pthread_once(&init_once, init_once_fn); }
 
 EXPORT CUresult cuInit(unsigned int Flags)
 {
     shim_ensure_init();
     if (shim_mode == SHIM_PASSTHROUGH) return real_driver.cuInit(Flags);
-    if (shim_mode != SHIM_REMOTE) return shim_init_error;
+    if (!shim_remote()) return shim_init_error;
     return Flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -103,6 +116,6 @@ EXPORT CUresult cuDriverGetVersion(int *driverVersion)
     /* Answered before cuInit too, as the real driver does. */
     if (driverVersion == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (shim_mode == SHIM_PASSTHROUGH) return real_driver.cuDriverGetVersion(driverVersion);
-    *driverVersion = shim_mode == SHIM_REMOTE ? conn_info()->driver_version : CUDA_VERSION;
+    *driverVersion = shim_remote() ? conn_info()->driver_version : CUDA_VERSION;
     return CUDA_SUCCESS;
 }

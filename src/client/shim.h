@@ -18,9 +18,14 @@ enum shim_mode {
     SHIM_REMOTE = 1,
     SHIM_PASSTHROUGH = 2,
     SHIM_FAILED = 3,
+    SHIM_REMOTE_TRACED = 4, /* remote, and SCUDA_TRACE=1: every call's name on stderr */
 };
 
 extern volatile int shim_mode;
+static inline int shim_remote(void) { return shim_mode == SHIM_REMOTE || shim_mode == SHIM_REMOTE_TRACED; }
+/* SCUDA_TRACE=1: one stderr line per driver call, its name (a debugging
+ * aid; it costs nothing otherwise, being a mode of its own). */
+void shim_trace_call(const char *name);
 extern CUresult shim_init_error;            /* cuInit's result when FAILED */
 extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
 
@@ -29,6 +34,10 @@ extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
 #define SHIM_ENTER(name, args)                                                  \
     do {                                                                        \
         if (__builtin_expect(shim_mode != SHIM_REMOTE, 0)) {                    \
+            if (shim_mode == SHIM_REMOTE_TRACED) {                              \
+                shim_trace_call(#name);                                         \
+                break;                                                          \
+            }                                                                   \
             if (shim_mode == SHIM_PASSTHROUGH)                                  \
                 return real_driver.name ? real_driver.name args                 \
                                         : CUDA_ERROR_NOT_SUPPORTED;             \

@@ -9,6 +9,7 @@
 #include "loopback.h"
 
 volatile int shim_mode = SHIM_REMOTE;
+void shim_trace_call(const char *name) { (void)name; }
 CUresult shim_init_error = CUDA_SUCCESS;
 struct driver_table real_driver;
 struct driver_table real;
@@ -163,7 +164,6 @@ CUresult rpc_async(rpc_call *c)
 }
 
 void rpc_end(rpc_call *c)
-void shim_trace_call(const char *name) { (void)name; }
 {
     free(c->reply);
     c->reply = NULL;

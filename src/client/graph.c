@@ -206,48 +206,11 @@ int graph_host_deliver(int fd, uint32_t len)
  * grid x/y/z, u32 block x/y/z, u32 shared bytes, then the packed
  * parameters (launch.h). The kernel and context count only without a
  * function, as in the driver. */
-/* Functions a node query named that no module load told this client of (a
- * captured library kernel's function in its context: the session gave it
- * an id): their layouts, as the queries reported them, so that the
- * parameters read back can be set again. */
-static struct idmap node_funcs = IDMAP_INIT;
-
-static void remember_layout(uint64_t id, uint32_t n, const uint8_t *layout, size_t total)
-{
-    if (!id || func_lookup((const void *)(uintptr_t)id) || idmap_get(&node_funcs, id, NULL, NULL)) return;
-    struct func_desc *d = calloc(1, sizeof *d);
-    if (!d || !(d->offset = calloc(n ? n : 1, 4)) || !(d->size = calloc(n ? n : 1, 4))) {
-        if (d) free(d->offset);
-        free(d);
-        return;
-    }
-    d->nparams = n;
-    for (uint32_t i = 0; i < n; i++) {
-        memcpy(&d->offset[i], layout + 8 * i, 4);
-        memcpy(&d->size[i], layout + 8 * i + 4, 4);
-    }
-    d->param_bytes = (uint32_t)total;
-    d->layout_known = 1;
-    if (idmap_put(&node_funcs, id, 0, d) != 0) {
-        free(d->offset);
-        free(d->size);
-        free(d);
-    }
-}
-
-static struct func_desc *node_func_lookup(const void *f)
-{
-    struct func_desc *d = func_lookup(f);
-    void *v = NULL;
-    if (!d && f && idmap_get(&node_funcs, (uint64_t)(uintptr_t)f, NULL, &v)) d = v;
-    return d;
-}
-
 static CUresult put_kernel_node(wire_buf *b, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     const void *f = p->func ? (const void *)p->func : (const void *)p->kern;
-    struct func_desc *d = node_func_lookup(f);
+    struct func_desc *d = func_lookup(f);
     if (!d) return f ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     if (p->kernelParams && p->extra) return CUDA_ERROR_INVALID_VALUE;
     if (!d->layout_known && !p->extra) {
@@ -372,7 +335,7 @@ static struct idmap node_args = IDMAP_INIT;
 
 /* Reply: u64 function id, u64 kernel id, u64 context id, u32 x 7 as in
  * put_kernel_node, u32 count (or LAUNCH_RAW_PARAMS), count x (u32 offset,
- * u32 size), blob of the packed bytes. */
+ * u32 size), blob of the packed bytes, the function's name. */
 static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NODE_PARAMS *p)
 {
     memset(p, 0, sizeof *p);
@@ -393,7 +356,8 @@ static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NOD
     const uint8_t *layout = wr_view(in, (size_t)n * 8);
     size_t len;
     const void *bytes = wr_blob(in, &len);
-    if (!wr_ok_end(in) || (n && !layout)) return CUDA_ERROR_UNKNOWN;
+    const char *name = wr_str(in);
+    if (!wr_ok_end(in) || (n && !layout) || !name) return CUDA_ERROR_UNKNOWN;
     /* pointers, then the extra array (5 words), the size word, the bytes */
     size_t head = ((size_t)n + 6) * sizeof(void *);
     char *block = malloc(head + (len ? len : 1));
@@ -412,7 +376,7 @@ static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NOD
         ptrs[i] = data + off;
     }
     /* the layout checked: a function no module told of can be set again */
-    if (!raw) remember_layout((uint64_t)(uintptr_t)(p->func ? (void *)p->func : (void *)p->kern), n, layout, len);
+    func_adopt((uint64_t)(uintptr_t)(p->func ? (void *)p->func : (void *)p->kern), name, n, raw ? NULL : layout, len);
     if (raw) {
         void **extra = ptrs + n;
         size_t *size = (size_t *)(extra + 5);

@@ -47,14 +47,46 @@ static pthread_mutex_t layout_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct idmap objects = IDMAP_INIT;
 
+/* Functions adopted from the session's replies (func_adopt): id -> desc. */
+static struct idmap adopted = IDMAP_INIT;
+
 struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
 {
     uint32_t tag;
     void *v;
-    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v)) return NULL;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v)) {
+        if (!idmap_get(&adopted, (uint64_t)(uintptr_t)h, &tag, &v)) return NULL;
+        if (is_kernel) *is_kernel = tag == TAG_KERNEL;
+        return v;
+    }
     if (tag != TAG_FUNCTION && tag != TAG_KERNEL) return NULL;
     if (is_kernel) *is_kernel = tag == TAG_KERNEL;
     return ((struct func_ref *)v)->desc;
+}
+
+void func_adopt(uint64_t id, const char *name, uint32_t n, const uint8_t *layout, size_t total)
+{
+    if (!id || func_lookup((const void *)(uintptr_t)id)) return;
+    struct func_desc *d = calloc(1, sizeof *d);
+    if (!d || !(d->offset = calloc(n ? n : 1, 4)) || !(d->size = calloc(n ? n : 1, 4)) ||
+        !(d->name = strdup(name ? name : ""))) {
+        if (d) free(d->offset), free(d->size);
+        free(d);
+        return;
+    }
+    for (uint32_t i = 0; layout && i < n; i++) {
+        memcpy(&d->offset[i], layout + 8 * i, 4);
+        memcpy(&d->size[i], layout + 8 * i + 4, 4);
+    }
+    d->nparams = n;
+    d->param_bytes = (uint32_t)total;
+    d->layout_known = layout != NULL;
+    if (idmap_put(&adopted, id, TAG_FUNCTION, d) != 0) {
+        free(d->name);
+        free(d->offset);
+        free(d->size);
+        free(d);
+    }
 }
 
 static struct loaded *loaded_lookup(const void *h, int is_library)

@@ -26,4 +26,11 @@ CUresult func_layout(const void *h, struct func_desc *d);
 struct func_desc *func_lookup_kind(const void *h, int *is_kernel);
 static inline struct func_desc *func_lookup(const void *h) { return func_lookup_kind(h, 0); }
 
+/* A function this client never looked up, named by the session in a reply
+ * (a graph kernel node's function): from now on func_lookup knows it, with
+ * this name and layout (n (offset, size) pairs of u32, `total` packed
+ * bytes; NULL: unknown, asked at first launch), so launches, name queries
+ * and node updates work on it too. */
+void func_adopt(uint64_t id, const char *name, uint32_t n, const uint8_t *layout, size_t total);
+
 #endif

@@ -222,6 +222,18 @@ static uint64_t func_id(struct session *s, CUfunction f)
 }
 
 /* Request: u64 node. Reply: as read_kernel_node, the parameters packed. */
+/* The node's function name: the client may never have looked this function
+ * up (a launch of a CUkernel captured as the kernel's function in its
+ * context), and libraries ask (cuDNN reads the names of a captured
+ * graph's kernels). */
+static const char *node_func_name(const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    const char *name = NULL;
+    if (p->func && REAL(cuFuncGetName, &name, p->func) == CUDA_SUCCESS && name) return name;
+    if (p->kern && REAL(cuKernelGetName, &name, p->kern) == CUDA_SUCCESS && name) return name;
+    return "";
+}
+
 static CUresult get_kernel_node(srv_call *c, int v1)
 {
     uint64_t node_id = wr_u64(&c->in);
@@ -256,7 +268,9 @@ static CUresult get_kernel_node(srv_call *c, int v1)
     wb_put_u32(&c->out, p.blockDimY);
     wb_put_u32(&c->out, p.blockDimZ);
     wb_put_u32(&c->out, p.sharedMemBytes);
-    return put_node_params(&c->out, &p);
+    r = put_node_params(&c->out, &p);
+    if (r == CUDA_SUCCESS) wb_put_str(&c->out, node_func_name(&p));
+    return r;
 }
 
 CUresult srv_cuGraphKernelNodeGetParams(srv_call *c) { return get_kernel_node(c, 1); }

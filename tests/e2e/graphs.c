@@ -379,6 +379,26 @@ static void library_kernel_node(CUstream s, CUdeviceptr a)
     check_all(a, 0xabcd, "library kernel node");
     CU(cuGraphExecDestroy(ge));
     CU(cuGraphDestroy(g));
+
+    /* A launch of the kernel itself, captured: the node's function is the
+     * kernel's function in this context, which this client never looked
+     * up. Its name and parameters still read back (cuDNN reads them). */
+    CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    value = 0x1234;
+    CU(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+    CU(cuStreamEndCapture(s, &g));
+    size_t count = 1;
+    CU(cuGraphGetNodes(g, &node, &count));
+    CHECK(count == 1, "one captured node, not %zu", count);
+    CUDA_KERNEL_NODE_PARAMS got;
+    CU(cuGraphKernelNodeGetParams_v2(node, &got));
+    const char *name = NULL;
+    CU(cuFuncGetName(&name, got.func ? got.func : (CUfunction)got.kern));
+    CHECK(name && strcmp(name, "fill_u32") == 0, "captured node's function is named %s", name ? name : "(null)");
+    uint32_t v;
+    memcpy(&v, got.kernelParams[1], 4);
+    CHECK(v == 0x1234, "captured node's parameter 1 is %#x", v);
+    CU(cuGraphDestroy(g));
     CU(cuLibraryUnload(lib));
     printf("ok kernel node of a library kernel\n");
 }

@@ -236,6 +236,87 @@ static void threads(void)
     for (int t = 0; t < THREADS; t++) CHECK(thread_bad[t] == 0, "thread %d: %d wrong", t, thread_bad[t]);
 }
 
+/* A copy out of managed memory that has to fetch a stale page, while a page
+ * of another allocation is dirty: the fetch is itself a call to the server,
+ * and must not wait for the push of that page (it once deadlocked here). */
+static void fetch_while_dirty(void)
+{
+    CUdeviceptr a, b, d;
+    CU(cuMemAllocManaged(&a, PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&b, 3 * PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAlloc_v2(&d, PAGE));
+    CUdeviceptr mid = (b + PAGE) & ~(CUdeviceptr)(PAGE - 1); /* a page of b alone */
+    fill(b, 7, 3 * PAGE / 4, NULL);
+    CU(cuCtxSynchronize()); /* b's pages are stale on the host now */
+    *(volatile uint32_t *)a = 1; /* and a's page dirty */
+    CU(cuMemcpyHtoD_v2(d, (const void *)mid, PAGE)); /* fetches b's page */
+    uint32_t got[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(&got[0], d + PAGE - 4, 4));
+    *(volatile uint32_t *)a = 2;
+    CU(cuMemcpyDtoH_v2((void *)(mid + 4), d, 4)); /* a partial page of b: fetched, then written */
+    CU(cuMemcpyDtoH_v2(&got[1], a, 4));
+    CHECK(got[0] == 7 && got[1] == 2, "device bytes %u %u", got[0], got[1]);
+    CHECK(((uint32_t *)mid)[1] == 7 && ((uint32_t *)mid)[2] == 7, "host bytes of b");
+    CU(cuMemFree_v2(d));
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(a));
+}
+
+/* A new managed allocation on a page that another thread made dirty while
+ * the allocation's call was on the wire: the page is pushed before it is
+ * made stale, by the allocating thread, without waiting on itself. The
+ * session is held up before it answers (a synchronous copy it stages, and
+ * must finish before its next call, waits behind a sleeping kernel), so
+ * the other thread's write surely lands inside that window. */
+struct dirtier {
+    volatile uint8_t *page;
+    uint64_t sent_before;
+};
+
+static void *dirty_when_sent(void *arg)
+{
+    struct dirtier *d = arg;
+    uint64_t sent, received;
+    do wire(&sent, &received);
+    while (sent == d->sent_before);
+    d->page[1] = 3;
+    return NULL;
+}
+
+static void alloc_while_dirty(void)
+{
+    const size_t staged = 2u << 20; /* large enough to be staged in the session */
+    CUdeviceptr x, y, big;
+    CU(cuMemAlloc_v2(&big, staged));
+    void *src = calloc(1, staged);
+    CHECK(src != NULL);
+    do CU(cuMemAllocManaged(&x, 256, CU_MEM_ATTACH_GLOBAL));
+    while ((x + 256) % PAGE == 0); /* the next allocation must share x's page */
+    volatile uint8_t *hx = (volatile uint8_t *)x;
+    hx[0] = 1;
+    uint32_t ms = 300;
+    void *args[] = {&ms};
+    CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CU(cuMemcpyHtoD_v2(big, src, staged));
+    struct dirtier d = {.page = hx};
+    uint64_t received;
+    wire(&d.sent_before, &received);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, dirty_when_sent, &d) == 0);
+    CU(cuMemAllocManaged(&y, 256, CU_MEM_ATTACH_GLOBAL));
+    pthread_join(t, NULL);
+    CHECK(y / PAGE == x / PAGE, "the stand-in should share a page: %llx %llx", (unsigned long long)x,
+          (unsigned long long)y);
+    uint8_t dev[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(dev, x, 2));
+    CHECK(dev[0] == 1 && dev[1] == 3 && hx[0] == 1 && hx[1] == 3, "x: device %u %u, host %u %u", dev[0], dev[1],
+          hx[0], hx[1]);
+    CU(cuMemFree_v2(y));
+    CU(cuMemFree_v2(x));
+    CU(cuMemFree_v2(big));
+    free(src);
+}
+
 /* Zero-copy: a kernel reads and writes cuMemHostAlloc memory through the
  * address cuMemHostGetDevicePointer gives. */
 static void zero_copy(void)
@@ -270,7 +351,8 @@ static int client(void *arg)
         void (*run)(void);
     } parts[] = {{"vector_add", vector_add}, {"shared_pages", shared_pages}, {"alternate", alternate},
                  {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
-                 {"zero_copy", zero_copy},   {"sparse", sparse}};
+                 {"zero_copy", zero_copy},   {"fetch_while_dirty", fetch_while_dirty},
+                 {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();

@@ -462,12 +462,18 @@ static void stats_print(void);
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
 
+/* An environment switch: set, not empty and not "0". */
+static int env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 int stats_enabled(void)
 {
     int on = stats_on;
     if (on < 0) {
-        const char *e = getenv("SCUDA_STATS");
-        int want = e && *e && strcmp(e, "0") != 0, unset = -1;
+        int want = env_on("SCUDA_STATS"), unset = -1;
         /* The thread that settles it registers the report, once. */
         if (atomic_compare_exchange_strong(&stats_on, &unset, want) && want) atexit(stats_print);
         on = stats_on;
@@ -545,12 +551,15 @@ CUresult rpc_sync(rpc_call *c)
  * comes back from the call that caused it: a debugging aid. */
 int rpc_sync_every_call(void)
 {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SCUDA_SYNC");
-        v = e && *e && strcmp(e, "0") != 0;
+    /* Read at the first call; threads that race to read it settle the
+     * same value, so a relaxed atomic (a plain load) is enough. */
+    static _Atomic int v = -1;
+    int on = atomic_load_explicit(&v, memory_order_relaxed);
+    if (on < 0) {
+        on = env_on("SCUDA_SYNC");
+        atomic_store_explicit(&v, on, memory_order_relaxed);
     }
-    return v;
+    return on;
 }
 
 /* One-way calls sent so far. A synchronizing reply proves a stream idle

@@ -414,6 +414,7 @@ void rpc_begin(rpc_call *c, uint16_t op)
     c->bulk_len = 0;
     c->sink = NULL;
     c->sink_len = 0;
+    c->pushed = 0;
 }
 
 /* ---- sticky errors ---------------------------------------------------- */
@@ -522,9 +523,14 @@ static void stats_count(uint16_t op, int async)
  * reaches the server. Weak: the NVML shim shares this file and has none. */
 void coherence_before_send(void) __attribute__((weak));
 
-CUresult rpc_start(rpc_call *c)
+void rpc_push_mirrors(void)
 {
     if (coherence_before_send) coherence_before_send();
+}
+
+CUresult rpc_start(rpc_call *c)
+{
+    if (!c->pushed) rpc_push_mirrors();
     if (!thread_waiter_ready) {
         pthread_cond_init(&thread_waiter.cv, NULL);
         thread_waiter_ready = 1;
@@ -570,7 +576,7 @@ uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
 
 CUresult rpc_async(rpc_call *c)
 {
-    if (coherence_before_send) coherence_before_send();
+    if (!c->pushed) rpc_push_mirrors();
     atomic_fetch_add(&async_sent, 1);
     if (rpc_sync_every_call()) {
         CUresult r = rpc_sync(c);

@@ -34,9 +34,15 @@ typedef struct rpc_call {
      * straight into this buffer instead of into `reply`. */
     void *sink;
     size_t sink_len;
+    /* The caller pushed mirrored memory (rpc_push_mirrors) before taking
+     * a lock it holds now: send without pushing, which takes the mirrors'
+     * lock, whose holder may be waiting for the caller's (bulk.c). */
+    int pushed;
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
+/* Push mirrored memory's dirty pages now, as every call does first. */
+void rpc_push_mirrors(void);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
 /* A reply proved that `stream` was idle when it was sent, and

@@ -5,6 +5,7 @@
  * travel (counted with the shim's scuda_client_wire_bytes). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,12 +263,40 @@ static void fetch_while_dirty(void)
     CU(cuMemFree_v2(a));
 }
 
+/* Hold the session up for `ms` before it runs its next call: a
+ * synchronous copy that it stages, and must finish before the next call,
+ * waits behind a sleeping kernel. Calls made meanwhile wait that long for
+ * their replies, a window other threads surely act in. */
+static void stall_session(uint32_t ms)
+{
+    static const size_t staged = 2u << 20; /* large enough to be staged */
+    static CUdeviceptr dev;
+    static void *src;
+    if (!dev) {
+        CU(cuMemAlloc_v2(&dev, staged));
+        CHECK((src = calloc(1, staged)) != NULL);
+    }
+    void *args[] = {&ms};
+    CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CU(cuMemcpyHtoD_v2(dev, src, staged));
+}
+
+static uint64_t sent_now(void)
+{
+    uint64_t sent, received;
+    wire(&sent, &received);
+    return sent;
+}
+
+/* Wait until this process (another thread of it) sends a call. */
+static void wait_sent_beyond(uint64_t before)
+{
+    while (sent_now() == before) sched_yield();
+}
+
 /* A new managed allocation on a page that another thread made dirty while
  * the allocation's call was on the wire: the page is pushed before it is
- * made stale, by the allocating thread, without waiting on itself. The
- * session is held up before it answers (a synchronous copy it stages, and
- * must finish before its next call, waits behind a sleeping kernel), so
- * the other thread's write surely lands inside that window. */
+ * made stale, by the allocating thread, without waiting on itself. */
 struct dirtier {
     volatile uint8_t *page;
     uint64_t sent_before;
@@ -276,31 +305,20 @@ struct dirtier {
 static void *dirty_when_sent(void *arg)
 {
     struct dirtier *d = arg;
-    uint64_t sent, received;
-    do wire(&sent, &received);
-    while (sent == d->sent_before);
+    wait_sent_beyond(d->sent_before);
     d->page[1] = 3;
     return NULL;
 }
 
 static void alloc_while_dirty(void)
 {
-    const size_t staged = 2u << 20; /* large enough to be staged in the session */
-    CUdeviceptr x, y, big;
-    CU(cuMemAlloc_v2(&big, staged));
-    void *src = calloc(1, staged);
-    CHECK(src != NULL);
+    CUdeviceptr x, y;
     do CU(cuMemAllocManaged(&x, 256, CU_MEM_ATTACH_GLOBAL));
     while ((x + 256) % PAGE == 0); /* the next allocation must share x's page */
     volatile uint8_t *hx = (volatile uint8_t *)x;
     hx[0] = 1;
-    uint32_t ms = 300;
-    void *args[] = {&ms};
-    CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
-    CU(cuMemcpyHtoD_v2(big, src, staged));
-    struct dirtier d = {.page = hx};
-    uint64_t received;
-    wire(&d.sent_before, &received);
+    stall_session(300);
+    struct dirtier d = {.page = hx, .sent_before = sent_now()};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, dirty_when_sent, &d) == 0);
     CU(cuMemAllocManaged(&y, 256, CU_MEM_ATTACH_GLOBAL));
@@ -313,8 +331,68 @@ static void alloc_while_dirty(void)
           hx[0], hx[1]);
     CU(cuMemFree_v2(y));
     CU(cuMemFree_v2(x));
-    CU(cuMemFree_v2(big));
-    free(src);
+}
+
+/* One thread fetches mirrored memory in two runs, the second large enough
+ * to be striped over the bulk connections, while another thread opens the
+ * bulk connections for its first striped copy and then has a dirty page
+ * to push before announcing it. The push happens before the striping lock
+ * is taken, never under it, so neither thread waits for the other's lock
+ * while holding its own. Run in a process of its own: opening the
+ * connections (the window) happens at a process's first striped copy. */
+struct striper {
+    CUcontext ctx;
+    CUdeviceptr dst;
+    const void *src;
+    size_t n;
+};
+
+static void *striped_copy(void *arg)
+{
+    struct striper *c = arg;
+    CU(cuCtxSetCurrent(c->ctx));
+    CU(cuMemcpyHtoD_v2(c->dst, c->src, c->n));
+    return NULL;
+}
+
+static void stripe_while_fetching(void)
+{
+    const size_t n = 16u << 20, qn = n + 2 * PAGE; /* striped: 8 MiB and more */
+    CUdeviceptr q, p, dq, d;
+    CU(cuMemAllocManaged(&q, qn, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&p, 64, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAlloc_v2(&dq, qn));
+    CU(cuMemAlloc_v2(&d, n));
+    uint8_t *h = malloc(n), *back = malloc(n);
+    CHECK(h && back);
+    h_pattern(h, n, 7);
+    CU(cuMemsetD8_v2(q, 1, qn));
+    CU(cuCtxSynchronize()); /* q's host copy is stale */
+    volatile uint8_t *hq = (volatile uint8_t *)q, *hp = (volatile uint8_t *)p;
+    CHECK(hq[PAGE] == 1); /* page 1 valid: q is fetched as page 0, then the rest */
+    hp[0] = 1;
+    stall_session(300); /* pushes p: its page is clean */
+    struct striper c = {.dst = d, .src = h, .n = n};
+    CU(cuCtxGetCurrent(&c.ctx));
+    uint64_t before = sent_now();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, striped_copy, &c) == 0);
+    wait_sent_beyond(before); /* it is opening the bulk connections */
+    hp[0] = 2;                /* a dirty page for its announcement to push */
+    CU(cuMemcpyHtoD_v2(dq, (const void *)q, qn));
+    pthread_join(t, NULL);
+    uint8_t got[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(&got[0], dq + qn - 1, 1));
+    CU(cuMemcpyDtoH_v2(&got[1], p, 1));
+    CHECK(got[0] == 1 && got[1] == 2, "device bytes %u %u", got[0], got[1]);
+    CU(cuMemcpyDtoH_v2(back, d, n));
+    CHECK(h_diff(h, back, n) < 0, "striped copy differs at %ld", h_diff(h, back, n));
+    free(back);
+    free(h);
+    CU(cuMemFree_v2(d));
+    CU(cuMemFree_v2(dq));
+    CU(cuMemFree_v2(p));
+    CU(cuMemFree_v2(q));
 }
 
 /* Zero-copy: a kernel reads and writes cuMemHostAlloc memory through the
@@ -360,6 +438,15 @@ static int client(void *arg)
     return 0;
 }
 
+static int striping_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    fprintf(stderr, "managed: stripe_while_fetching\n");
+    stripe_while_fetching();
+    return 0;
+}
+
 int main(void)
 {
     h_begin("managed", 170);
@@ -367,6 +454,7 @@ int main(void)
     struct h_server srv;
     h_server_start(&srv, "main", NULL);
     h_wait_ok(h_spawn(client, NULL, 160, -1, -1), 165000, "client");
+    h_wait_ok(h_spawn(striping_client, NULL, 60, -1, -1), 65000, "striping client");
     h_server_stop(&srv);
     printf("PASS managed\n");
     return 0;

@@ -2,7 +2,8 @@
 # Builds SCUDA and runs every CI test: unit tests, the generator's diff
 # check, and end-to-end tests of client and server over loopback against
 # the CPU stand-in driver; then all of it again under AddressSanitizer and
-# UBSan. No GPU needed. Ends with "N passed, N failed".
+# UBSan; then the unit and end-to-end tests under ThreadSanitizer. No GPU
+# needed. Ends with "N passed, N failed" over all three.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -10,8 +11,8 @@ bash scripts/deps.sh || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 total_pass=0; total_fail=0
 
-run_suite() { # name build-dir extra-cmake-args...
-  local name=$1 dir=$2; shift 2
+run_suite() { # name build-dir test-regex ("": all) extra-cmake-args...
+  local name=$1 dir=$2 only=$3; shift 3
   echo "=== $name: build ($dir)"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.cmake.log" 2>&1 \
     || { cat "$dir.cmake.log"; total_fail=$((total_fail + 1)); return; }
@@ -21,16 +22,19 @@ run_suite() { # name build-dir extra-cmake-args...
   fi
   echo "=== $name: tests"
   local log="$dir/ctest.log"
-  ctest --test-dir "$dir" --output-on-failure --timeout 300 -j "$jobs" 2>&1 | tee "$log"
+  ctest --test-dir "$dir" --output-on-failure --timeout 300 -j "$jobs" ${only:+-R "$only"} 2>&1 | tee "$log"
   local p f
   p=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
   f=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*|Failed|Timeout|Not Run)' "$log" || true)
   total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
 }
 
-run_suite "release" build-ci
+run_suite "release" build-ci ""
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-  run_suite "asan+ubsan" build-ci-asan -DSCUDA_SANITIZE=ON
+  run_suite "asan+ubsan" build-ci-asan "" -DSCUDA_SANITIZE=ON
+# The fuzzers and the generator's checks gain nothing from a third run.
+# The tests' ThreadSanitizer options (any report fails): tests/CMakeLists.txt.
+run_suite "tsan" build-ci-tsan '^(unit|standin|e2e)/' -DSCUDA_SANITIZE=thread
 
 echo
 echo "${total_pass} passed, ${total_fail} failed"

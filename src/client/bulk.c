@@ -8,7 +8,12 @@
  * caller's buffer and the socket (no staging copy). Any failure on a bulk
  * connection fails that copy with CUDA_ERROR_UNKNOWN and ends striping for
  * this process: every bulk connection is closed (the session notices at
- * once) and later copies use the main connection. */
+ * once) and later copies use the main connection.
+ *
+ * Lock order: the mirrors' lock (coherence.c) before bulk.lock. A fetch or
+ * push of mirrored memory holds the former and may stripe; so a copy
+ * pushes mirrored memory before it takes bulk.lock, and the calls it makes
+ * under bulk.lock do not push again (rpc_call.pushed). */
 #define _GNU_SOURCE
 #include "bulk.h"
 #include "conn.h"
@@ -229,6 +234,7 @@ static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECR
 {
     rpc_call c;
     rpc_begin(&c, OP_scuda_bulk_setup);
+    c.pushed = 1;
     wb_put_u32(&c.req, (uint32_t)want);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -308,6 +314,7 @@ static void setup_locked(void)
 static int begin(size_t n)
 {
     if (n < BULK_MIN_COPY) return 0;
+    rpc_push_mirrors(); /* not under bulk.lock: see the top of this file */
     pthread_mutex_lock(&bulk.lock);
     if (bulk.state == BULK_UNTRIED) setup_locked();
     if (bulk.state == BULK_ON) return 1;
@@ -332,6 +339,7 @@ static uint32_t pick_chunk(size_t n)
 static void announce(rpc_call *c, uint16_t op, uint64_t dev, uint64_t stream, int mode, const struct job *j)
 {
     rpc_begin(c, op);
+    c->pushed = 1;
     wb_put_u64(&c->req, dev);
     wb_put_u64(&c->req, stream);
     wb_put_u8(&c->req, (uint8_t)mode);

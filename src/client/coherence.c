@@ -7,6 +7,17 @@
  * the faulting thread (fetch, or mark dirty) and the access is retried;
  * any other SIGSEGV goes to the handler that was there before.
  *
+ * The lock is held while bytes move, and moving bytes is calling the
+ * server, which calls coherence_before_send (and, after a synchronizing
+ * call, may call coherence_synced). So the lock is taken only through
+ * work_begin(), which marks the thread busy, and the entries that a call
+ * or a fault can reach (coherence_before_send, coherence_synced, on_segv)
+ * do nothing on a busy thread. No thread takes the lock twice, whichever
+ * locked path sends. The push a busy thread skips is not needed by what
+ * it sends: it fetches only INVALID pages (never dirty) or pushes bytes
+ * itself; the remaining dirty pages go before the next call made outside
+ * this file.
+ *
  * Why a fault may talk to the server from a signal handler: it only
  * happens on an application access to a region, never inside this
  * library's locked sections (they use the alias), so the thread holds none
@@ -82,15 +93,30 @@ static _Atomic size_t dirty_total;
 /* Non-zero while a push is under way: its pages are already clean, but a
  * call from another thread must still wait for its bytes to go first. */
 static _Atomic int pushing;
-static __thread int busy; /* this thread is inside coherence work */
+static __thread int busy; /* this thread holds the lock (work_begin) */
 static size_t page_size;
 static struct sigaction previous_segv;
 
+static void work_begin(void)
+{
+    busy = 1;
+    pthread_mutex_lock(&lock);
+}
+
+static void work_end(void)
+{
+    pthread_mutex_unlock(&lock);
+    busy = 0;
+}
+
 /* ---- mappings ----------------------------------------------------------- */
+
+static void read_page_size(void) { page_size = (size_t)sysconf(_SC_PAGESIZE); }
 
 static size_t page_round(size_t n)
 {
-    if (!page_size) page_size = (size_t)sysconf(_SC_PAGESIZE);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_page_size);
     return (n + page_size - 1) & ~(page_size - 1);
 }
 
@@ -302,9 +328,8 @@ uint64_t coherence_stream_key(CUstream s) { return s == NULL || s == CU_STREAM_L
 
 void coherence_before_send(void)
 {
-    if ((atomic_load(&dirty_total) == 0 && atomic_load(&pushing) == 0) || busy) return;
-    busy = 1;
-    pthread_mutex_lock(&lock);
+    if (busy || (atomic_load(&dirty_total) == 0 && atomic_load(&pushing) == 0)) return;
+    work_begin();
     pushing++;
     uint64_t before = rpc_async_count();
     for (struct region *r = regions; r; r = r->next_region)
@@ -315,8 +340,7 @@ void coherence_before_send(void)
         for (size_t e = 0; e < r->nextents; e++)
             if (r->ext[e].seen == before) r->ext[e].seen = after;
     pushing--;
-    pthread_mutex_unlock(&lock);
-    busy = 0;
+    work_end();
 }
 
 /* ---- faults ------------------------------------------------------------- */
@@ -346,7 +370,7 @@ static size_t fetch_window_locked(struct region *r, size_t i)
 /* 1 when the fault was ours and the access can be retried. */
 static int handle_fault(uintptr_t addr, int write)
 {
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = find_locked(addr);
     int ours = r != NULL;
     if (r) {
@@ -358,7 +382,7 @@ static int handle_fault(uintptr_t addr, int write)
         }
         if (ours && write) make_dirty(r, i);
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
     return ours;
 }
 
@@ -366,9 +390,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
     if (!busy && nregions) {
-        busy = 1;
         int handled = handle_fault((uintptr_t)si->si_addr, fault_is_write(uc));
-        busy = 0;
         if (handled) {
             errno = saved;
             return;
@@ -467,7 +489,7 @@ CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int h
     install_once();
     CUcontext ctx = NULL;
     if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = new_region_locked(view, alias, size, dev, ctx, host_newer ? PAGE_DIRTY : PAGE_CLEAN,
                                          owns_mapping);
     int bad = !r || add_extent_locked(r, dev, dev + size, dev) != 0;
@@ -476,7 +498,7 @@ CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int h
         r->owns_mapping = 0;
         free_region(r);
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
     return bad ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
@@ -537,39 +559,41 @@ int coherence_add_managed(uint64_t dev, size_t size, CUresult *res)
     }
     uint64_t lo = dev & ~(uint64_t)(MANAGED_BLOCK - 1);
     uint64_t hi = (dev + size + MANAGED_BLOCK - 1) & ~(uint64_t)(MANAGED_BLOCK - 1);
-    pthread_mutex_lock(&lock);
+    work_begin();
     int err = map_blocks_locked(lo, hi, ctx);
     for (uint64_t at = lo; !err && at < hi;) {
         struct region *r = find_locked(at);
         uint64_t a = dev > r->dev ? dev : r->dev, b = dev + size < r->dev + r->size ? dev + size : r->dev + r->size;
-        if (add_extent_locked(r, a, b, dev) != 0) err = ENOMEM;
         /* In a block mirrored before, the host's bytes there are of an
-         * earlier allocation: read the device's on first touch. */
-        if (!err && !r->fresh) invalidate_locked(r, (a - r->dev) / page_size, (b - 1 - r->dev) / page_size - (a - r->dev) / page_size + 1);
+         * earlier allocation: read the device's on first touch. Invalidated
+         * before the allocation joins, so that a push of a dirty page it
+         * shares sends only the other allocations' bytes. */
+        if (!r->fresh) invalidate_locked(r, (a - r->dev) / page_size, (b - 1 - r->dev) / page_size - (a - r->dev) / page_size + 1);
         r->fresh = 0;
+        if (add_extent_locked(r, a, b, dev) != 0) err = ENOMEM;
         at = r->dev + r->size;
     }
     if (err) remove_extent_locked(dev); /* and blocks mapped for it alone */
-    pthread_mutex_unlock(&lock);
+    work_end();
     return err;
 }
 
 void coherence_forget_managed(uint64_t dev)
 {
     if (!nregions) return;
-    pthread_mutex_lock(&lock);
+    work_begin();
     remove_extent_locked(dev);
-    pthread_mutex_unlock(&lock);
+    work_end();
 }
 
 int coherence_forget(const void *view)
 {
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *found = NULL;
     for (struct region *r = regions; r && !found; r = r->next_region)
         if (r->view == view) found = r;
     if (found) unlink_locked(found);
-    pthread_mutex_unlock(&lock);
+    work_end();
     if (!found) return 0;
     free_region(found);
     return 1;
@@ -578,10 +602,10 @@ int coherence_forget(const void *view)
 uint64_t coherence_device_address(const void *p)
 {
     if (!nregions) return 0;
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = find_locked((uintptr_t)p);
     uint64_t dev = r ? r->dev + ((uintptr_t)p - (uintptr_t)r->view) : 0;
-    pthread_mutex_unlock(&lock);
+    work_end();
     return dev;
 }
 
@@ -616,8 +640,7 @@ static void prefetch_locked(struct region *r)
 void coherence_synced(uint64_t stream_id, int whole_context)
 {
     if (!nregions || busy) return;
-    busy = 1;
-    pthread_mutex_lock(&lock);
+    work_begin();
     uint64_t now = rpc_async_count();
     for (struct region *r = regions; r; r = r->next_region) {
         for (size_t i = 0; i < r->nextents; i++) {
@@ -632,8 +655,7 @@ void coherence_synced(uint64_t stream_id, int whole_context)
         }
         if (r->prefetch_hi) prefetch_locked(r);
     }
-    pthread_mutex_unlock(&lock);
-    busy = 0;
+    work_end();
 }
 
 /* Pages of region r that [dev, dev+n) touches, clamped to the region. */
@@ -649,14 +671,14 @@ static void page_span(const struct region *r, uint64_t dev, size_t n, size_t *fi
 void coherence_device_wrote(uint64_t dev, size_t n)
 {
     if (!nregions || !n) return;
-    pthread_mutex_lock(&lock);
+    work_begin();
     for (struct region *r = regions; r; r = r->next_region) {
         if (dev + n <= r->dev || dev >= r->dev + r->size) continue;
         size_t first, count;
         page_span(r, dev, n, &first, &count);
         invalidate_locked(r, first, count);
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
 }
 
 /* ---- this library's own access ----------------------------------------- */
@@ -665,11 +687,11 @@ void *coherence_host_view(const void *p, size_t n, int will_write, CUresult *err
 {
     *err = CUDA_SUCCESS;
     if (!nregions || !n) return (void *)p;
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = find_locked((uintptr_t)p);
     size_t off = r ? (uintptr_t)p - (uintptr_t)r->view : 0;
     if (!r || n > r->size - off) { /* not ours, or runs past the region: the caller sees EFAULT */
-        pthread_mutex_unlock(&lock);
+        work_end();
         return (void *)p;
     }
     size_t first = off / page_size, last = (off + n - 1) / page_size;
@@ -686,7 +708,7 @@ void *coherence_host_view(const void *p, size_t n, int will_write, CUresult *err
         if (*err == CUDA_SUCCESS) set_state(r, i, j - i, PAGE_CLEAN);
         i = j;
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
     return *err == CUDA_SUCCESS ? r->alias + off : NULL;
 }
 
@@ -695,7 +717,7 @@ void *coherence_host_view(const void *p, size_t n, int will_write, CUresult *err
 void coherence_host_wrote(const void *p, size_t n)
 {
     if (!nregions || !n) return;
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = find_locked((uintptr_t)p);
     if (r && n <= r->size - ((uintptr_t)p - (uintptr_t)r->view) && enter_ctx(r) == CUDA_SUCCESS) {
         uint64_t dev = r->dev + ((uintptr_t)p - (uintptr_t)r->view);
@@ -703,7 +725,7 @@ void coherence_host_wrote(const void *p, size_t n)
         if (res != CUDA_SUCCESS) LOG_ERROR("pushing mirrored memory to the server failed (%d)", res);
         leave_ctx();
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
 }
 
 /* ---- hints ------------------------------------------------------------- */
@@ -711,7 +733,7 @@ void coherence_host_wrote(const void *p, size_t n)
 void coherence_prefetch_to_host(uint64_t dev, size_t n)
 {
     if (!nregions || !n) return;
-    pthread_mutex_lock(&lock);
+    work_begin();
     struct region *r = find_dev_locked(dev);
     if (r) {
         size_t first, count;
@@ -719,15 +741,15 @@ void coherence_prefetch_to_host(uint64_t dev, size_t n)
         if (!r->prefetch_hi || first < r->prefetch_lo) r->prefetch_lo = first;
         if (first + count > r->prefetch_hi) r->prefetch_hi = first + count;
     }
-    pthread_mutex_unlock(&lock);
+    work_end();
 }
 
 void coherence_attach(uint64_t dev, uint64_t stream_id, unsigned flags)
 {
     if (!nregions) return;
-    pthread_mutex_lock(&lock);
+    work_begin();
     for (struct region *r = regions; r; r = r->next_region)
         for (size_t i = 0; i < r->nextents; i++)
             if (r->ext[i].base == dev) r->ext[i].attached = flags == CU_MEM_ATTACH_SINGLE ? stream_id : 0;
-    pthread_mutex_unlock(&lock);
+    work_end();
 }

@@ -417,6 +417,7 @@ void rpc_begin(rpc_call *c, uint16_t op)
     c->bulk_len = 0;
     c->sink = NULL;
     c->sink_len = 0;
+    c->pushed = 0;
 }
 
 /* ---- sticky errors ---------------------------------------------------- */
@@ -491,12 +492,18 @@ static void stats_print(void);
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
 
+/* An environment switch: set, not empty and not "0". */
+static int env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 int stats_enabled(void)
 {
     int on = stats_on;
     if (on < 0) {
-        const char *e = getenv("SCUDA_STATS");
-        int want = e && *e && strcmp(e, "0") != 0, unset = -1;
+        int want = env_on("SCUDA_STATS"), unset = -1;
         /* The thread that settles it registers the report, once. */
         if (atomic_compare_exchange_strong(&stats_on, &unset, want) && want) atexit(stats_print);
         on = stats_on;
@@ -545,9 +552,14 @@ static void stats_count(uint16_t op, int async)
  * reaches the server. Weak: the NVML shim shares this file and has none. */
 void coherence_before_send(void) __attribute__((weak));
 
-CUresult rpc_start(rpc_call *c)
+void rpc_push_mirrors(void)
 {
     if (coherence_before_send) coherence_before_send();
+}
+
+CUresult rpc_start(rpc_call *c)
+{
+    if (!c->pushed) rpc_push_mirrors();
     if (!thread_waiter_ready) {
         pthread_cond_init(&thread_waiter.cv, NULL);
         thread_waiter_ready = 1;
@@ -574,12 +586,15 @@ CUresult rpc_sync(rpc_call *c)
  * comes back from the call that caused it: a debugging aid. */
 int rpc_sync_every_call(void)
 {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SCUDA_SYNC");
-        v = e && *e && strcmp(e, "0") != 0;
+    /* Read at the first call; threads that race to read it settle the
+     * same value, so a relaxed atomic (a plain load) is enough. */
+    static _Atomic int v = -1;
+    int on = atomic_load_explicit(&v, memory_order_relaxed);
+    if (on < 0) {
+        on = env_on("SCUDA_SYNC");
+        atomic_store_explicit(&v, on, memory_order_relaxed);
     }
-    return v;
+    return on;
 }
 
 /* One-way calls sent so far. A synchronizing reply proves a stream idle
@@ -590,7 +605,7 @@ uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
 
 CUresult rpc_async(rpc_call *c)
 {
-    if (coherence_before_send) coherence_before_send();
+    if (!c->pushed) rpc_push_mirrors();
     atomic_fetch_add(&async_sent, 1);
     if (rpc_sync_every_call()) {
         CUresult r = rpc_sync(c);

@@ -41,12 +41,18 @@ typedef struct rpc_call {
      * straight into this buffer instead of into `reply`. */
     void *sink;
     size_t sink_len;
+    /* The caller pushed mirrored memory (rpc_push_mirrors) before taking
+     * a lock it holds now: send without pushing, which takes the mirrors'
+     * lock, whose holder may be waiting for the caller's (bulk.c). */
+    int pushed;
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
 /* What an observing export returns: r, or when r is CUDA_SUCCESS the
  * pending error of an earlier one-way call (once). */
 CUresult rpc_report_deferred(CUresult r);
+/* Push mirrored memory's dirty pages now, as every call does first. */
+void rpc_push_mirrors(void);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
 /* A reply proved that `stream` (as this thread means it: stream_key) was

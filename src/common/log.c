@@ -12,7 +12,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-static int log_level = -1;
+/* -1 until SCUDA_LOG is read. Any thread may read it first; all settle the
+ * same value, so a relaxed atomic (a plain load) is enough. */
+static _Atomic int log_level = -1;
 static int log_fd = 2;
 static const char *log_role = "scuda";
 
@@ -28,8 +30,12 @@ static int parse_level(const char *s)
 
 int scuda_log_enabled(enum scuda_log_level level)
 {
-    if (log_level < 0) log_level = parse_level(getenv("SCUDA_LOG"));
-    return (int)level <= log_level;
+    int enabled = atomic_load_explicit(&log_level, memory_order_relaxed);
+    if (enabled < 0) {
+        enabled = parse_level(getenv("SCUDA_LOG"));
+        atomic_store_explicit(&log_level, enabled, memory_order_relaxed);
+    }
+    return (int)level <= enabled;
 }
 
 void scuda_log_set_role(const char *role) { log_role = role; }

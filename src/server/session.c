@@ -350,7 +350,6 @@ struct work_queue {
     size_t head, tail, cap;
     int idle;
     int threads;
-    struct session *s;
 };
 
 static struct work_queue wq = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -367,16 +366,15 @@ static void *worker_main(void *arg)
         wq.idle--;
         struct pending_call *p = wq.items[wq.head++ % wq.cap];
         pthread_mutex_unlock(&wq.lock);
-        run_call(wq.s, p);
+        run_call(p->call.s, p); /* the call names its session: nothing of wq is read unlocked */
         atomic_fetch_sub(&calls_in_flight, 1);
     }
     return NULL;
 }
 
-static int enqueue_blocking(struct session *s, struct pending_call *p)
+static int enqueue_blocking(struct pending_call *p)
 {
     pthread_mutex_lock(&wq.lock);
-    wq.s = s;
     if (wq.tail - wq.head == wq.cap) {
         size_t cap = wq.cap ? wq.cap * 2 : 64;
         struct pending_call **items = malloc(cap * sizeof *items);
@@ -641,7 +639,7 @@ static void dispatch_loop(struct session *s)
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
         if (blocking) {
             atomic_fetch_add(&calls_in_flight, 1);
-            if (enqueue_blocking(s, p) == 0) continue;
+            if (enqueue_blocking(p) == 0) continue;
             atomic_fetch_sub(&calls_in_flight, 1);
         }
         run_call(s, p);

@@ -88,6 +88,16 @@ static void dump_all_logs(void)
     }
 }
 
+static int sanitizer_reports(const struct h_server *s);
+
+/* A session that a sanitizer stopped looks like a lost connection to the
+ * client: show why. */
+static void dump_sanitizer_reports(void)
+{
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (servers[i] && servers[i]->owner == getpid()) sanitizer_reports(servers[i]);
+}
+
 static void at_exit_cleanup(void) { kill_servers_now(); }
 
 static void on_alarm(int sig)
@@ -135,6 +145,7 @@ void h_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     say_failed(file, line, cond, fmt, ap);
     va_end(ap);
     dump_all_logs();
+    dump_sanitizer_reports();
     exit(1);
 }
 
@@ -322,6 +333,14 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
         snprintf(san, sizeof san, "log_path=%s:print_stacktrace=1:halt_on_error=1:abort_on_error=1",
                  s->san_prefix);
         setenv("UBSAN_OPTIONS", san, 1);
+        /* ThreadSanitizer keeps the test's own options (suppressions): a
+         * session's stderr is captured for device printf, so its reports
+         * go to files that h_server_stop() looks for, and the first ends
+         * the process. */
+        const char *tsan = getenv("TSAN_OPTIONS");
+        snprintf(san, sizeof san, "%s%slog_path=%s:halt_on_error=1", tsan ? tsan : "", tsan && *tsan ? ":" : "",
+                 s->san_prefix);
+        setenv("TSAN_OPTIONS", san, 1);
         const char *argv[32];
         int n = 0;
         argv[n++] = SCUDA_BIN;

@@ -40,6 +40,18 @@ static int simple(void *arg)
     return 0;
 }
 
+/* Wait until the server has reaped session pid (its log says so). A
+ * process can take a while to go after it said "session ends" (under
+ * ThreadSanitizer, hundreds of milliseconds to unmap its shadow memory). */
+static int session_reaped(const struct h_server *s, pid_t pid, int timeout_ms)
+{
+    char line[64];
+    snprintf(line, sizeof line, "session %d ended", (int)pid);
+    for (uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms; h_now_ms() < deadline; h_sleep_ms(20))
+        if (h_server_log_count(s, line) > 0) return 1;
+    return 0;
+}
+
 static void max_sessions(void)
 {
     struct h_server srv;
@@ -49,6 +61,8 @@ static void max_sessions(void)
     pid_t a = h_spawn(holder, NULL, 20, -1, -1), b = h_spawn(holder, NULL, 20, -1, -1);
     close(hold[0]);
     CHECK(h_wait_sessions(&srv, 2, 10000));
+    pid_t sessions[2];
+    CHECK(h_server_sessions(&srv, sessions, 2) == 2);
     char path[512];
     int err_fd = h_temp_file("full", path, sizeof path);
     pid_t c = h_spawn(simple, NULL, 15, -1, err_fd);
@@ -61,7 +75,8 @@ static void max_sessions(void)
     close(hold[1]);
     h_wait_ok(a, 10000, "holder a");
     h_wait_ok(b, 10000, "holder b");
-    h_sleep_ms(500); /* the parent reaps ended sessions between accepts */
+    for (int i = 0; i < 2; i++)
+        CHECK(session_reaped(&srv, sessions[i], 10000), "session %d never ended", (int)sessions[i]);
     h_wait_ok(h_spawn(simple, NULL, 15, -1, -1), 15000, "a client after the sessions ended");
     h_server_stop(&srv);
     printf("ok --max-sessions 2: the third client is refused, a later one gets in\n");

@@ -5,6 +5,7 @@
  * travel (counted with the shim's scuda_client_wire_bytes). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,164 @@ static void threads(void)
     for (int t = 0; t < THREADS; t++) CHECK(thread_bad[t] == 0, "thread %d: %d wrong", t, thread_bad[t]);
 }
 
+/* A copy out of managed memory that has to fetch a stale page, while a page
+ * of another allocation is dirty: the fetch is itself a call to the server,
+ * and must not wait for the push of that page (it once deadlocked here). */
+static void fetch_while_dirty(void)
+{
+    CUdeviceptr a, b, d;
+    CU(cuMemAllocManaged(&a, PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&b, 3 * PAGE, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAlloc_v2(&d, PAGE));
+    CUdeviceptr mid = (b + PAGE) & ~(CUdeviceptr)(PAGE - 1); /* a page of b alone */
+    fill(b, 7, 3 * PAGE / 4, NULL);
+    CU(cuCtxSynchronize()); /* b's pages are stale on the host now */
+    *(volatile uint32_t *)a = 1; /* and a's page dirty */
+    CU(cuMemcpyHtoD_v2(d, (const void *)mid, PAGE)); /* fetches b's page */
+    uint32_t got[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(&got[0], d + PAGE - 4, 4));
+    *(volatile uint32_t *)a = 2;
+    CU(cuMemcpyDtoH_v2((void *)(mid + 4), d, 4)); /* a partial page of b: fetched, then written */
+    CU(cuMemcpyDtoH_v2(&got[1], a, 4));
+    CHECK(got[0] == 7 && got[1] == 2, "device bytes %u %u", got[0], got[1]);
+    CHECK(((uint32_t *)mid)[1] == 7 && ((uint32_t *)mid)[2] == 7, "host bytes of b");
+    CU(cuMemFree_v2(d));
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(a));
+}
+
+/* Hold the session up for `ms` before it runs its next call: a
+ * synchronous copy that it stages, and must finish before the next call,
+ * waits behind a sleeping kernel. Calls made meanwhile wait that long for
+ * their replies, a window other threads surely act in. */
+static void stall_session(uint32_t ms)
+{
+    static const size_t staged = 2u << 20; /* large enough to be staged */
+    static CUdeviceptr dev;
+    static void *src;
+    if (!dev) {
+        CU(cuMemAlloc_v2(&dev, staged));
+        CHECK((src = calloc(1, staged)) != NULL);
+    }
+    void *args[] = {&ms};
+    CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CU(cuMemcpyHtoD_v2(dev, src, staged));
+}
+
+static uint64_t sent_now(void)
+{
+    uint64_t sent, received;
+    wire(&sent, &received);
+    return sent;
+}
+
+/* Wait until this process (another thread of it) sends a call. */
+static void wait_sent_beyond(uint64_t before)
+{
+    while (sent_now() == before) sched_yield();
+}
+
+/* A new managed allocation on a page that another thread made dirty while
+ * the allocation's call was on the wire: the page is pushed before it is
+ * made stale, by the allocating thread, without waiting on itself. */
+struct dirtier {
+    volatile uint8_t *page;
+    uint64_t sent_before;
+};
+
+static void *dirty_when_sent(void *arg)
+{
+    struct dirtier *d = arg;
+    wait_sent_beyond(d->sent_before);
+    d->page[1] = 3;
+    return NULL;
+}
+
+static void alloc_while_dirty(void)
+{
+    CUdeviceptr x, y;
+    do CU(cuMemAllocManaged(&x, 256, CU_MEM_ATTACH_GLOBAL));
+    while ((x + 256) % PAGE == 0); /* the next allocation must share x's page */
+    volatile uint8_t *hx = (volatile uint8_t *)x;
+    hx[0] = 1;
+    stall_session(300);
+    struct dirtier d = {.page = hx, .sent_before = sent_now()};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, dirty_when_sent, &d) == 0);
+    CU(cuMemAllocManaged(&y, 256, CU_MEM_ATTACH_GLOBAL));
+    pthread_join(t, NULL);
+    CHECK(y / PAGE == x / PAGE, "the stand-in should share a page: %llx %llx", (unsigned long long)x,
+          (unsigned long long)y);
+    uint8_t dev[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(dev, x, 2));
+    CHECK(dev[0] == 1 && dev[1] == 3 && hx[0] == 1 && hx[1] == 3, "x: device %u %u, host %u %u", dev[0], dev[1],
+          hx[0], hx[1]);
+    CU(cuMemFree_v2(y));
+    CU(cuMemFree_v2(x));
+}
+
+/* One thread fetches mirrored memory in two runs, the second large enough
+ * to be striped over the bulk connections, while another thread opens the
+ * bulk connections for its first striped copy and then has a dirty page
+ * to push before announcing it. The push happens before the striping lock
+ * is taken, never under it, so neither thread waits for the other's lock
+ * while holding its own. Run in a process of its own: opening the
+ * connections (the window) happens at a process's first striped copy. */
+struct striper {
+    CUcontext ctx;
+    CUdeviceptr dst;
+    const void *src;
+    size_t n;
+};
+
+static void *striped_copy(void *arg)
+{
+    struct striper *c = arg;
+    CU(cuCtxSetCurrent(c->ctx));
+    CU(cuMemcpyHtoD_v2(c->dst, c->src, c->n));
+    return NULL;
+}
+
+static void stripe_while_fetching(void)
+{
+    const size_t n = 16u << 20, qn = n + 2 * PAGE; /* striped: 8 MiB and more */
+    CUdeviceptr q, p, dq, d;
+    CU(cuMemAllocManaged(&q, qn, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&p, 64, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAlloc_v2(&dq, qn));
+    CU(cuMemAlloc_v2(&d, n));
+    uint8_t *h = malloc(n), *back = malloc(n);
+    CHECK(h && back);
+    h_pattern(h, n, 7);
+    CU(cuMemsetD8_v2(q, 1, qn));
+    CU(cuCtxSynchronize()); /* q's host copy is stale */
+    volatile uint8_t *hq = (volatile uint8_t *)q, *hp = (volatile uint8_t *)p;
+    CHECK(hq[PAGE] == 1); /* page 1 valid: q is fetched as page 0, then the rest */
+    hp[0] = 1;
+    stall_session(300); /* pushes p: its page is clean */
+    struct striper c = {.dst = d, .src = h, .n = n};
+    CU(cuCtxGetCurrent(&c.ctx));
+    uint64_t before = sent_now();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, striped_copy, &c) == 0);
+    wait_sent_beyond(before); /* it is opening the bulk connections */
+    hp[0] = 2;                /* a dirty page for its announcement to push */
+    CU(cuMemcpyHtoD_v2(dq, (const void *)q, qn));
+    pthread_join(t, NULL);
+    uint8_t got[2] = {0, 0};
+    CU(cuMemcpyDtoH_v2(&got[0], dq + qn - 1, 1));
+    CU(cuMemcpyDtoH_v2(&got[1], p, 1));
+    CHECK(got[0] == 1 && got[1] == 2, "device bytes %u %u", got[0], got[1]);
+    CU(cuMemcpyDtoH_v2(back, d, n));
+    CHECK(h_diff(h, back, n) < 0, "striped copy differs at %ld", h_diff(h, back, n));
+    free(back);
+    free(h);
+    CU(cuMemFree_v2(d));
+    CU(cuMemFree_v2(dq));
+    CU(cuMemFree_v2(p));
+    CU(cuMemFree_v2(q));
+}
+
 /* Zero-copy: a kernel reads and writes cuMemHostAlloc memory through the
  * address cuMemHostGetDevicePointer gives. */
 static void zero_copy(void)
@@ -270,11 +429,21 @@ static int client(void *arg)
         void (*run)(void);
     } parts[] = {{"vector_add", vector_add}, {"shared_pages", shared_pages}, {"alternate", alternate},
                  {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
-                 {"zero_copy", zero_copy},   {"sparse", sparse}};
+                 {"zero_copy", zero_copy},   {"fetch_while_dirty", fetch_while_dirty},
+                 {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();
     }
+    return 0;
+}
+
+static int striping_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    fprintf(stderr, "managed: stripe_while_fetching\n");
+    stripe_while_fetching();
     return 0;
 }
 
@@ -285,6 +454,7 @@ int main(void)
     struct h_server srv;
     h_server_start(&srv, "main", NULL);
     h_wait_ok(h_spawn(client, NULL, 160, -1, -1), 165000, "client");
+    h_wait_ok(h_spawn(striping_client, NULL, 60, -1, -1), 65000, "striping client");
     h_server_stop(&srv);
     printf("PASS managed\n");
     return 0;

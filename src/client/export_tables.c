@@ -819,10 +819,21 @@ static const void *const unknown_69a2_table[34] = {
  * [13] (a, b, 12, 4, pointer, 0) then writes a pointer and a 64-bit value
  * into each. What [13] computes is not known, so neither is implemented:
  * with [4] failing, cuBLASLt skips [13] and the matmul works. */
+static CUresult unknown_1734_refused(void)
+{
+    /* Refused on purpose, and cuBLASLt copes: no news for the program's
+     * stderr (the driver prints nothing here either). */
+    static _Atomic int once;
+    if (!atomic_exchange_explicit(&once, 1, memory_order_relaxed))
+        LOG_INFO("export table unknown_1734 slot 4 called: refused on purpose (cuBLASLt then skips slot 13)");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static const void *const unknown_1734_table[17] = {
     REFS_ONES(unknown_1734), REF(unknown_1734, 10), REF(unknown_1734, 11), REF(unknown_1734, 12),
     REF(unknown_1734, 13), REF(unknown_1734, 14), REF(unknown_1734, 15), REF(unknown_1734, 16),
     [0] = TABLE_SIZE(17),
+    [4] = (const void *)unknown_1734_refused,
 };
 
 /* A compile service: CuPy's and JAX's calls pass PTX text, ELF images and

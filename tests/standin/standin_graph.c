@@ -747,16 +747,21 @@ static CUresult si_kernel_node_call(const CUDA_KERNEL_NODE_PARAMS *p, si_kcall *
     return si_kcall_make(c, f, grid, block, p->sharedMemBytes, p->kernelParams, p->extra, out);
 }
 
+/* What adding any node checks first (called between si_enter and si_leave). */
+static CUresult si_node_add_check(CUgraphNode *ph, si_graph *g, const CUgraphNode *deps, size_t n)
+{
+    CUresult rc = si_check_init();
+    if (!rc && (!ph || !si_graph_valid(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    return rc ? rc : si_deps_check(g, deps, n);
+}
+
 CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                          size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     si_enter();
-    CUresult rc = si_check_init();
     si_graph *g = (si_graph *)hGraph;
-    if (!rc && (!phGraphNode || !si_graph_valid(g)))
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc)
-        rc = si_deps_check(g, dependencies, numDependencies);
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
     si_kcall k;
     if (!rc)
         rc = si_kernel_node_call(nodeParams, &k);
@@ -878,12 +883,8 @@ CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
                                      size_t numDependencies)
 {
     si_enter();
-    CUresult rc = si_check_init();
     si_graph *g = (si_graph *)hGraph;
-    if (!rc && (!phGraphNode || !si_graph_valid(g)))
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc)
-        rc = si_deps_check(g, dependencies, numDependencies);
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
     if (!rc)
         *phGraphNode = (CUgraphNode)si_gnode_add(g, CU_GRAPH_NODE_TYPE_EMPTY, (si_gnode *const *)dependencies,
                                                  numDependencies);

@@ -14,12 +14,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/ops.gen.h"
 #include "harness.h"
 
-#define HINT 0x7e0000000000ull /* free in the session: far from the heap, libraries and stacks */
+/* Where mirrors go: an address range this process's kernel hands out for
+ * a fresh mapping, as a client's would be. The session, another process of
+ * the same layout, almost surely has it free too; and it is memory a
+ * sanitizer's runtime lets programs map (a fixed constant may not be). */
+static uint64_t HINT;
+
+static void pick_hint(void)
+{
+    void *p = mmap(NULL, 1u << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(p != MAP_FAILED, "reserving 1 GiB of address space");
+    HINT = ((uint64_t)(uintptr_t)p + (1u << 24) - 1) & ~(uint64_t)((1u << 24) - 1);
+    munmap(p, 1u << 30);
+}
 
 static struct h_server srv;
 static pid_t session;
@@ -64,7 +77,7 @@ static int mappings(uint64_t at, int *starts_at)
 
 static void low_addresses(int fd)
 {
-    static const uint64_t bad[] = {0, 4096, 0xf000, HINT + 8};
+    const uint64_t bad[] = {0, 4096, 0xf000, HINT + 8};
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int logged = h_server_log_count(&srv, "host mirror at"), there;
         uint64_t dev = 0;
@@ -110,6 +123,7 @@ static void mapped_and_unmapped(int fd)
 int main(void)
 {
     h_begin("host_mirror", 30);
+    pick_hint();
     h_server_start(&srv, "main", NULL);
     int fd = h_raw_session(srv.addr);
     CHECK(h_wait_sessions(&srv, 1, 5000) && h_server_sessions(&srv, &session, 1) == 1);

@@ -92,7 +92,9 @@
 #include <string.h>
 
 #define SCUDA_MAGIC 0x31554353u /* "SCU1" */
-#define SCUDA_PROTOCOL_VERSION 1
+/* 2: a one-way call's error comes back only on an observing call's reply
+ * (FRAME_DEFERRED); kernel-node queries carry the function's name. */
+#define SCUDA_PROTOCOL_VERSION 2
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833

@@ -841,7 +841,6 @@ class Emitter:
              "#include <cuda.h>\n#include <cudaProfiler.h>\n#include <stddef.h>\n#include <stdint.h>\n\n",
              '#include "../common/log.h"\n#include "../common/ops.gen.h"\n#include "../common/value_sizes.h"\n'
              '#include "hooks.h"\n#include "memo.h"\n#include "rpc.h"\n#include "shim.h"\n\n',
-             "#define EXPORT __attribute__((visibility(\"default\")))\n\n",
              "static CUresult bad_reply(const char *name)\n{\n"
              "    LOG_ERROR(\"%s: malformed reply from the server\", name);\n"
              "    return CUDA_ERROR_UNKNOWN;\n}\n\n"]

@@ -18,6 +18,7 @@
 #include "bulk.h"
 #include "conn.h"
 #include "rpc.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,8 +35,6 @@
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 #define CONNECT_TIMEOUT_MS 5000
 #define JOIN_TIMEOUT_MS 5000 /* as the main connection's greeting (conn.c) */

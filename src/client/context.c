@@ -20,7 +20,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #define MAX_CONTEXTS 256
 #define STACK_DEPTH 32
 

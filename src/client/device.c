@@ -7,8 +7,6 @@
 #include "conn.h"
 #include "shim.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static const struct device_info *device_at(CUdevice dev)
 {
     const struct session_info *si = conn_info();

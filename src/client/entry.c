@@ -18,8 +18,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 void *procaddr_lookup(const char *symbol, int cudaVersion, cuuint64_t flags);
 void shim_ensure_init(void);
 

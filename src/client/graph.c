@@ -43,7 +43,6 @@
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
-#define EXPORT __attribute__((visibility("default")))
 /* Most dependencies a capture-info reply can carry (ids of 8 bytes). */
 #define MAX_CAPTURE_DEPS (SCUDA_MAX_FRAME / 16)
 

@@ -16,8 +16,6 @@
 #include "shim.h"
 #include "../common/log.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static CUresult unsupported_type(const char *call, CUgraphNodeType type)
 {
     static _Atomic uint32_t logged; /* one bit per type */

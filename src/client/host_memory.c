@@ -25,8 +25,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 struct host_range {
     char *base;
     char *alias;       /* cuMemHostAlloc memory: the same pages (coherence_map) */

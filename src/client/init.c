@@ -20,22 +20,11 @@
 #include "../common/libload.h"
 #include "../common/log.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 volatile int shim_mode = SHIM_UNINITIALIZED;
 CUresult shim_init_error = CUDA_ERROR_NOT_INITIALIZED;
 struct driver_table real_driver;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-
-static const char *driver_candidates[] = {
-    "/usr/local/nvidia/lib64/libcuda.so.1",
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-    "/lib/x86_64-linux-gnu/libcuda.so.1",
-    "/usr/lib64/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-    "/usr/lib/wsl/lib/libcuda.so.1",
-};
 
 static int accept_driver(void *h, void *arg)
 {
@@ -46,8 +35,8 @@ static int accept_driver(void *h, void *arg)
 static int load_local_driver(void)
 {
     const char *path = NULL;
-    void *h = libload_open("SCUDA_REAL_DRIVER", driver_candidates,
-                           sizeof driver_candidates / sizeof driver_candidates[0], accept_driver, NULL, &path);
+    void *h = libload_open("SCUDA_REAL_DRIVER", libload_driver_paths, libload_driver_path_count, accept_driver,
+                           NULL, &path);
     if (h) LOG_INFO("no server configured: passing calls through to the local driver %s", path);
     return h != NULL;
 }

@@ -13,8 +13,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* A kernel may be handed pinned host memory as a plain pointer (unified
  * addressing): every aligned pointer-sized word of its parameters is
  * offered to host_pinned_touch, which ignores all but such addresses. */

@@ -17,8 +17,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* Addresses tried before giving up on a mirror at the same address. */
 #define MAP_TRIES 8
 

@@ -33,10 +33,6 @@
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
-enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
-
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     CUresult cr;

@@ -25,8 +25,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 enum { TAG_MODULE = 1, TAG_LIBRARY = 2, TAG_FUNCTION = 3, TAG_KERNEL = 4 };
 
 struct loaded {

@@ -21,6 +21,10 @@ enum shim_mode {
     SHIM_REMOTE_TRACED = 4, /* remote, and SCUDA_TRACE=1: every call's name on stderr */
 };
 
+/* What the shim exports: the driver's API, and nothing else (the build
+ * hides every other symbol). */
+#define EXPORT __attribute__((visibility("default")))
+
 extern volatile int shim_mode;
 static inline int shim_remote(void) { return shim_mode == SHIM_REMOTE || shim_mode == SHIM_REMOTE_TRACED; }
 /* SCUDA_TRACE=1: one stderr line per driver call, its name (a debugging

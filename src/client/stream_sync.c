@@ -16,8 +16,6 @@
 #include "shim.h"
 #include "../common/ops.gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* The proof names the stream the session ran (stream_key), not the
  * handle: CU_STREAM_PER_THREAD and NULL mean another stream in another
  * thread or context. */

@@ -15,8 +15,6 @@
 #include "rpc.h"
 #include "shim.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static CUresult bad_reply(const char *name)
 {
     LOG_ERROR("%s: malformed reply from the server", name);

@@ -52,3 +52,13 @@ void *libload_open(const char *forced_env, const char *const *candidates, size_t
     }
     return NULL;
 }
+
+const char *const libload_driver_paths[] = {
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "/usr/lib/wsl/lib/libcuda.so.1",
+};
+const size_t libload_driver_path_count = sizeof libload_driver_paths / sizeof libload_driver_paths[0];

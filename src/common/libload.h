@@ -19,4 +19,10 @@ typedef int (*libload_accept_fn)(void *handle, void *arg);
 void *libload_open(const char *forced_env, const char *const *candidates, size_t n, libload_accept_fn accept,
                    void *arg, const char **chosen);
 
+/* Where Linux systems keep the CUDA driver (NVIDIA's container toolkit,
+ * Debian/Ubuntu, RHEL, aarch64, WSL), in the order both the client's
+ * passthrough and the server's session look. */
+extern const char *const libload_driver_paths[];
+extern const size_t libload_driver_path_count;
+
 #endif

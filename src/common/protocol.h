@@ -91,6 +91,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* How a copy request wants its copy done: with the semantics of cuMemcpy*
+ * (synchronous) or of cuMemcpy*Async on its stream. */
+enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
+
 #define SCUDA_MAGIC 0x31554353u /* "SCU1" */
 /* 2: a one-way call's error comes back only on an observing call's reply
  * (FRAME_DEFERRED); kernel-node queries carry the function's name. */

@@ -44,8 +44,6 @@
 #define QUEUE_CAP (BULK_MAX_STREAMS + POOL_EXTRA)
 
 enum job_dir { JOB_RECV, JOB_SEND };
-enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
-
 /* One chunk in a buffer (NULL for a failed copy's chunk: zeros). */
 struct item {
     struct staging *b;

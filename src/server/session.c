@@ -27,6 +27,7 @@
 #include "param_layout.h"
 #include "quota.h"
 #include "staging.h"
+#include "../common/libload.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -47,14 +48,6 @@ static _Atomic int calls_in_flight;
 
 /* ---- driver and session info ---------------------------------------- */
 
-static const char *default_drivers[] = {
-    "/usr/local/nvidia/lib64/libcuda.so.1",
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-    "/lib/x86_64-linux-gnu/libcuda.so.1",
-    "/usr/lib64/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-    "libcuda.so.1",
-};
 
 CUresult driver_lacks(const char *name)
 {
@@ -74,11 +67,19 @@ CUresult driver_lacks(const char *name)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* --driver PATH, else the usual places, else the loader's own search (this
+ * process has no shim loaded, so the bare name finds the real driver). */
+static const char *driver_candidate(const char *path, size_t i)
+{
+    if (path) return i == 0 ? path : NULL;
+    if (i < libload_driver_path_count) return libload_driver_paths[i];
+    return i == libload_driver_path_count ? "libcuda.so.1" : NULL;
+}
+
 static int load_driver(const char *path, char *err, size_t errlen)
 {
-    size_t n = path ? 1 : sizeof default_drivers / sizeof default_drivers[0];
-    for (size_t i = 0; i < n; i++) {
-        const char *p = path ? path : default_drivers[i];
+    const char *p;
+    for (size_t i = 0; (p = driver_candidate(path, i)) != NULL; i++) {
         void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             snprintf(err, errlen, "%s", dlerror());

@@ -15,8 +15,6 @@
 #include "../common/log.h"
 #include "../common/protocol.h"
 
-enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
-
 static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
 {
     void *h;

@@ -351,7 +351,7 @@ static int read_one_frame(void)
     if (io_read_full(conn.fd, hdr, sizeof hdr) != 0) return -1;
     frame_header_decode(hdr, &h);
     atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
-    if (h.length > SCUDA_MAX_FRAME + 64) {
+    if (h.length > SCUDA_MAX_FRAME + SCUDA_REPLY_MARGIN) {
         errno = EPROTO;
         return -1;
     }

@@ -310,7 +310,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
 static CUresult copy_nd_split(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d,
                               CUstream st, int mode)
 {
-    size_t limit = SCUDA_MAX_FRAME - 4096;
+    size_t limit = SCUDA_MAX_FRAME - SCUDA_REQUEST_MARGIN;
     if (w > limit) return CUDA_ERROR_NOT_SUPPORTED; /* a single row over 64 MiB */
     if (d > 1) {
         if (w * h > limit) return CUDA_ERROR_NOT_SUPPORTED;
@@ -350,7 +350,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
             for (size_t y = 0; y < h; y++) memmove(host_row(dst, y, z), host_row(src, y, z), w);
         return CUDA_SUCCESS;
     }
-    if (packed > SCUDA_MAX_FRAME - 4096 && (src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST))
+    if (packed > SCUDA_MAX_FRAME - SCUDA_REQUEST_MARGIN && (src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST))
         return copy_nd_split(dims, src, dst, w, h, d, st, mode);
     char *buf = NULL;
     if ((src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) && !(buf = malloc(packed ? packed : 1)))

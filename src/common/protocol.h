@@ -136,6 +136,12 @@ static inline void bulk_head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uin
 /* Largest frame payload either side accepts. Bulk copies larger than
  * SCUDA_CHUNK are split into several frames by the sender. */
 #define SCUDA_MAX_FRAME (64u << 20)
+/* Room for a reply's result and lengths around bulk bytes: a bulk payload
+ * is at most SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN, and a reader accepts a
+ * reply of up to SCUDA_MAX_FRAME + SCUDA_REPLY_MARGIN. */
+#define SCUDA_REPLY_MARGIN 64u
+/* Room for a request's own arguments next to the bytes it carries. */
+#define SCUDA_REQUEST_MARGIN 4096u
 #define SCUDA_CHUNK (8u << 20)
 
 #define FRAME_HEADER_LEN 16

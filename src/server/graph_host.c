@@ -438,7 +438,7 @@ static int hold(CUgraph g, struct record *r, int tail)
 CUresult srv_scuda_capture_dtoh(srv_call *c)
 {
     uint64_t id = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in) || n == 0 || n > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
+    if (!wr_ok_end(&c->in) || n == 0 || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUgraph g;
     CUresult r = capture_graph(c, sid, &st, &g);

@@ -214,7 +214,7 @@ static CUresult reply_result(struct session *s, const srv_call *c, CUresult own,
 static void send_reply(struct session *s, srv_call *c, CUresult r)
 {
     output_forward(s);
-    if (c->bulk != NULL && r == CUDA_SUCCESS && c->bulk_len > SCUDA_MAX_FRAME - 64) {
+    if (c->bulk != NULL && r == CUDA_SUCCESS && c->bulk_len > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) {
         /* Handlers cap what they return; this is the last line of defence. */
         LOG_ERROR("%s: reply of %zu bytes exceeds the frame limit", scuda_op_name(c->op), c->bulk_len);
         r = CUDA_ERROR_INVALID_VALUE;

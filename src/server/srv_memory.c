@@ -117,7 +117,7 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
     uint8_t mode = wr_u8(&c->in);
     /* The reply carries the bytes: it must fit in one frame (the client
      * sends copies in SCUDA_CHUNK pieces). */
-    if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
+    if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);
     if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
@@ -256,7 +256,7 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
         return CUDA_ERROR_INVALID_VALUE;
     /* A host side travels in one frame, either way. */
     int host_side = src.type == CU_MEMORYTYPE_HOST || dst.type == CU_MEMORYTYPE_HOST;
-    if (host_side && packed > SCUDA_MAX_FRAME - 64) return CUDA_ERROR_INVALID_VALUE;
+    if (host_side && packed > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
     if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, sid, &st);

@@ -16,6 +16,7 @@
 
 #include "../common/auth.h"
 #include "../common/config.h"
+#include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -118,33 +119,13 @@ CUresult conn_open(const char *addr)
     tcp_tune(conn.fd, DEAD_PEER_S);
     if (sendq_start(conn.fd, on_writer_error) != 0) LOG_WARN("no writer thread: every call is written directly");
 
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    if (io_read_full_timeout(conn.fd, hello, sizeof hello, CONNECT_TIMEOUT_MS) != 0)
-        return handshake_fail("no greeting within 5 s", "is a SCUDA server listening at this address?");
-    uint32_t magic;
-    uint16_t version;
-    memcpy(&magic, hello, 4);
-    memcpy(&version, hello + 4, 2);
-    if (magic != SCUDA_MAGIC) return handshake_fail("not a SCUDA server", "check the address and port");
-    if (version != SCUDA_PROTOCOL_VERSION) {
-        char what[128];
-        snprintf(what, sizeof what, "speaks protocol v%u, this client v%u", version, SCUDA_PROTOCOL_VERSION);
-        return handshake_fail(what, "use a client and server of the same SCUDA version");
-    }
-
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u32(&b, SCUDA_MAGIC);
-    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
-    wb_put_u16(&b, 0);
-    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
-    wb_put_u64(&b, ~0ull); /* device mask: every device the server offers */
-    uint8_t proof[SCUDA_PROOF_LEN];
-    auth_proof(scuda_token(), hello + 8, proof);
-    wb_put_raw(&b, proof, sizeof proof);
-    int w = io_write_full(conn.fd, b.data, b.len);
-    wb_free(&b);
-    if (w != 0) return handshake_fail("connection closed during the handshake", "check the server's log");
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    int hr = hello_read_server(conn.fd, CONNECT_TIMEOUT_MS, nonce, err, sizeof err);
+    if (hr != 0)
+        return handshake_fail(err, hr == -2 ? "use a client and server of the same SCUDA version"
+                                            : "check the address and port");
+    if (hello_send_client(conn.fd, 0, ~0ull /* every device the server offers */, scuda_token(), nonce, NULL, 0) != 0)
+        return handshake_fail("connection closed during the handshake", "check the server's log");
     return read_welcome();
 }
 

@@ -1,6 +1,5 @@
-/* hello.h - the client's half of the SCUDA handshake (protocol.h) for the
- * connections that are not the shim's main one: bulk joins (client/bulk.c)
- * and `scuda bench`'s raw link. Every wait is bounded. */
+/* hello.h - the client's half of the SCUDA handshake (protocol.h), one
+ * implementation for every kind of connection. Every wait is bounded. */
 #ifndef SCUDA_HELLO_H
 #define SCUDA_HELLO_H
 
@@ -10,7 +9,10 @@
 #include "protocol.h"
 
 /* Read the server_hello within timeout_ms and check its magic and version.
- * Fills nonce. Returns 0, or -1 with the reason in err. */
+ * Fills nonce. Returns 0; -2 when the server speaks another protocol
+ * version; -1 for anything else; the reason in err. Used by every client
+ * connection: the shim's main one (conn.c), bulk joins, `scuda bench`'s raw
+ * link and the e2e tests' raw sessions. */
 int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen);
 
 /* Send a client_hello with `flags` and the proof of `token` (NULL: none)

@@ -1,6 +1,7 @@
 /* harness.c - see harness.h. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "common/hello.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -651,24 +652,9 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
     if (fd < 0) return -1;
     int one = 1; /* as the shim: no Nagle delay between a frame and the next */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    if (io_read_full_timeout(fd, hello, sizeof hello, 5000) != 0) goto fail;
-    uint32_t magic;
-    memcpy(&magic, hello, 4);
-    if (magic != SCUDA_MAGIC) goto fail;
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u32(&b, SCUDA_MAGIC);
-    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
-    wb_put_u16(&b, 0);
-    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
-    wb_put_u64(&b, ~0ull);
-    uint8_t proof[SCUDA_PROOF_LEN];
-    auth_proof(token, hello + 8, proof);
-    wb_put_raw(&b, proof, sizeof proof);
-    int w = io_write_full(fd, b.data, b.len);
-    wb_free(&b);
-    if (w != 0) goto fail;
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    if (hello_read_server(fd, 5000, nonce, err, sizeof err) != 0) goto fail;
+    if (hello_send_client(fd, 0, ~0ull, token, nonce, NULL, 0) != 0) goto fail;
     uint8_t hdr[8];
     if (io_read_full_timeout(fd, hdr, sizeof hdr, 30000) != 0) goto fail;
     uint32_t st, len;

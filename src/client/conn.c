@@ -11,14 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "../common/auth.h"
 #include "../common/config.h"
 #include "../common/hello.h"
 #include "../common/log.h"
-#include "../common/ops.gen.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
@@ -35,6 +32,7 @@ struct waiter {
     struct rpc_call *call;
     int done;
     CUresult result;
+    int deferred; /* result is an earlier one-way call's error (FRAME_DEFERRED) */
     pthread_cond_t cv;
     struct waiter *next;
 };
@@ -170,7 +168,18 @@ void conn_forget_after_fork(void)
 
 /* ---- sending ---------------------------------------------------------- */
 
-static __thread struct waiter *pending_waiter;
+/* The calling thread's waiter: one call at a time per thread. */
+static __thread struct waiter thread_waiter;
+static __thread int thread_waiter_ready;
+
+static struct waiter *my_waiter(void)
+{
+    if (!thread_waiter_ready) {
+        pthread_cond_init(&thread_waiter.cv, NULL);
+        thread_waiter_ready = 1;
+    }
+    return &thread_waiter;
+}
 static void unlink_waiter_locked(struct waiter *target);
 
 /* Bytes on the wire, frames included (conn_wire_bytes). */
@@ -205,10 +214,11 @@ CUresult conn_send(struct rpc_call *c, int async)
     struct waiter *w = NULL;
     if (!async) {
         /* Register before sending: the reply can come before we wait. */
-        w = pending_waiter;
+        w = my_waiter();
         w->seq = h.seq;
         w->call = c;
         w->done = 0;
+        w->deferred = 0;
         pthread_mutex_lock(&conn.recv_lock);
         if (conn.dead) {
             pthread_mutex_unlock(&conn.recv_lock);
@@ -273,8 +283,6 @@ static int deliver_output(uint32_t len)
     return 0;
 }
 
-static CUresult own_result(uint32_t result, uint16_t flags);
-
 /* Reads a bulk reply straight into the caller's sink: [u32 result][u64 n][n bytes][outputs]. */
 static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
 {
@@ -292,7 +300,8 @@ static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
     c->reply = malloc(rest ? rest : 1);
     if (!c->reply || io_read_full(conn.fd, c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
-    w->result = own_result(result, h->flags);
+    w->result = (CUresult)result;
+    w->deferred = (h->flags & FRAME_DEFERRED) != 0;
     return 0;
 }
 
@@ -305,7 +314,8 @@ static int read_plain_reply(struct waiter *w, const struct frame_header *h)
     uint32_t result;
     memcpy(&result, c->reply, 4);
     wr_init(&c->out, (uint8_t *)c->reply + 4, len - 4);
-    w->result = own_result(result, h->flags);
+    w->result = (CUresult)result;
+    w->deferred = (h->flags & FRAME_DEFERRED) != 0;
     return 0;
 }
 
@@ -353,9 +363,9 @@ static int read_one_frame(void)
     return 0;
 }
 
-CUresult conn_wait(struct rpc_call *c)
+CUresult conn_wait(struct rpc_call *c, int *deferred)
 {
-    struct waiter *me = pending_waiter;
+    struct waiter *me = my_waiter();
     (void)c;
     pthread_mutex_lock(&conn.recv_lock);
     while (!me->done) {
@@ -380,230 +390,7 @@ CUresult conn_wait(struct rpc_call *c)
         }
     }
     pthread_mutex_unlock(&conn.recv_lock);
+    *deferred = me->deferred;
     return me->result;
 }
 
-/* ---- rpc.h ------------------------------------------------------------ */
-
-static __thread struct waiter thread_waiter;
-static __thread int thread_waiter_ready;
-
-void rpc_begin(rpc_call *c, uint16_t op)
-{
-    c->op = op;
-    wb_init(&c->req);
-    wr_init(&c->out, NULL, 0);
-    c->reply = NULL;
-    c->bulk = NULL;
-    c->bulk_len = 0;
-    c->sink = NULL;
-    c->sink_len = 0;
-    c->pushed = 0;
-}
-
-/* ---- sticky errors ---------------------------------------------------- */
-
-/* After a kernel fault, driver 580 fails every later call that does work,
- * in every context of the process, with the same error (measured: not even
- * a reset clears it). One-way calls never see the session's answer, so the
- * client remembers the fault and fails them itself. */
-static _Atomic int sticky_error;
-
-static int is_sticky(CUresult r)
-{
-    switch (r) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static void sticky_note(CUresult r)
-{
-    int none = 0;
-    if (is_sticky(r)) atomic_compare_exchange_strong(&sticky_error, &none, (int)r);
-}
-
-/* ---- errors of one-way calls ------------------------------------------ */
-
-/* The session reports a one-way call's error with the reply of a call that
- * observes earlier work (FRAME_DEFERRED, protocol.h). The call itself
- * succeeded and gets its own result, so this library's own waits and
- * fetches (the synchronize before a host function, a mirror's page fetch)
- * keep their outputs and do not swallow the error: it waits here for the
- * application's next observing call (rpc_report_deferred). The first one
- * is kept, as in the session. */
-static _Atomic int deferred_error;
-
-static CUresult own_result(uint32_t result, uint16_t flags)
-{
-    if (!(flags & FRAME_DEFERRED)) return (CUresult)result;
-    int none = 0;
-    atomic_compare_exchange_strong(&deferred_error, &none, (int)result);
-    sticky_note((CUresult)result);
-    return CUDA_SUCCESS;
-}
-
-CUresult rpc_report_deferred(CUresult r)
-{
-    if (r != CUDA_SUCCESS || atomic_load_explicit(&deferred_error, memory_order_relaxed) == 0) return r;
-    return (CUresult)atomic_exchange(&deferred_error, 0);
-}
-
-/* ---- SCUDA_STATS=1: which calls cross the wire -------------------------- */
-
-/* Counted per op id below STATS_OPS; printed to stderr at exit, the calls
- * that waited for a reply first. A tool for finding round trips that a
- * workload should not pay, not a benchmark. */
-#define STATS_OPS 1024
-static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
-static _Atomic int stats_on = -1; /* -1 until SCUDA_STATS is read */
-static void stats_print(void);
-
-static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
-static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
-
-/* An environment switch: set, not empty and not "0". */
-static int env_on(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-int stats_enabled(void)
-{
-    int on = stats_on;
-    if (on < 0) {
-        int want = env_on("SCUDA_STATS"), unset = -1;
-        /* The thread that settles it registers the report, once. */
-        if (atomic_compare_exchange_strong(&stats_on, &unset, want) && want) atexit(stats_print);
-        on = stats_on;
-    }
-    return on;
-}
-
-uint64_t stats_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes)
-{
-    timer_ns[t] += ns;
-    timer_bytes[t] += bytes;
-    timer_count[t]++;
-}
-
-static void stats_print(void)
-{
-    for (int t = 0; t < STATS_TIMERS; t++)
-        if (timer_count[t])
-            fprintf(stderr, "scuda stats: %s: %llu times, %.1f ms, %.1f MiB\n", timer_names[t],
-                    (unsigned long long)timer_count[t], (double)timer_ns[t] / 1e6, (double)timer_bytes[t] / 1048576.0);
-    uint64_t ts = 0, ta = 0;
-    for (unsigned op = 0; op < STATS_OPS; op++) ts += stats_sync[op], ta += stats_async[op];
-    fprintf(stderr, "scuda stats: %llu calls waited for a reply, %llu one-way\n", (unsigned long long)ts,
-            (unsigned long long)ta);
-    for (int pass = 0; pass < 2; pass++)
-        for (unsigned op = 0; op < STATS_OPS; op++) {
-            uint32_t n = pass ? stats_async[op] : stats_sync[op];
-            if (n) fprintf(stderr, "  %-6s %8u  %s\n", pass ? "async" : "sync", n, scuda_op_name(op));
-        }
-}
-
-static void stats_count(uint16_t op, int async)
-{
-    if (stats_enabled() && op < STATS_OPS)
-        atomic_fetch_add_explicit(async ? &stats_async[op] : &stats_sync[op], 1, memory_order_relaxed);
-}
-
-/* Mirrored memory (coherence.c) pushes the host's writes before any call
- * reaches the server. Weak: the NVML shim shares this file and has none. */
-void coherence_before_send(void) __attribute__((weak));
-
-void rpc_push_mirrors(void)
-{
-    if (coherence_before_send) coherence_before_send();
-}
-
-CUresult rpc_start(rpc_call *c)
-{
-    if (!c->pushed) rpc_push_mirrors();
-    if (!thread_waiter_ready) {
-        pthread_cond_init(&thread_waiter.cv, NULL);
-        thread_waiter_ready = 1;
-    }
-    pending_waiter = &thread_waiter;
-    stats_count(c->op, 0);
-    return conn_send(c, 0);
-}
-
-CUresult rpc_finish(rpc_call *c)
-{
-    CUresult r = conn_wait(c);
-    if (r != CUDA_SUCCESS) sticky_note(r);
-    return r;
-}
-
-CUresult rpc_sync(rpc_call *c)
-{
-    CUresult r = rpc_start(c);
-    return r == CUDA_SUCCESS ? rpc_finish(c) : r;
-}
-
-/* SCUDA_SYNC=1 makes every one-way call wait for its reply, so an error
- * comes back from the call that caused it: a debugging aid. */
-int rpc_sync_every_call(void)
-{
-    /* Read at the first call; threads that race to read it settle the
-     * same value, so a relaxed atomic (a plain load) is enough. */
-    static _Atomic int v = -1;
-    int on = atomic_load_explicit(&v, memory_order_relaxed);
-    if (on < 0) {
-        on = env_on("SCUDA_SYNC");
-        atomic_store_explicit(&v, on, memory_order_relaxed);
-    }
-    return on;
-}
-
-/* One-way calls sent so far. A synchronizing reply proves a stream idle
- * only if no one-way call could have been queued behind it meanwhile. */
-static _Atomic uint64_t async_sent;
-
-uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
-
-CUresult rpc_async(rpc_call *c)
-{
-    if (!c->pushed) rpc_push_mirrors();
-    atomic_fetch_add(&async_sent, 1);
-    if (rpc_sync_every_call()) {
-        CUresult r = rpc_sync(c);
-        if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);
-        rpc_end(c);
-        return r;
-    }
-    stats_count(c->op, 1);
-    CUresult r = (CUresult)atomic_load(&sticky_error);
-    if (r == CUDA_SUCCESS) r = conn_send(c, 1);
-    rpc_end(c);
-    return r;
-}
-
-void rpc_end(rpc_call *c)
-{
-    wb_free(&c->req);
-    free(c->reply);
-    c->reply = NULL;
-}

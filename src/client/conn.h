@@ -27,17 +27,13 @@ const char *conn_addr(void);
 /* Send one frame: header, then `req` bytes, then `bulk` bytes. */
 struct rpc_call;
 CUresult conn_send(struct rpc_call *c, int async);
-/* Wait for the reply to the frame last sent by c (sync calls only). */
-CUresult conn_wait(struct rpc_call *c);
+/* Wait for the reply to the frame last sent by c (sync calls only). Returns
+ * its result; *deferred says whether that is an earlier one-way call's
+ * error reported on this reply (the call itself then succeeded). */
+CUresult conn_wait(struct rpc_call *c, int *deferred);
 
 /* Bytes sent to and received from the server so far, frames included. */
 void conn_wire_bytes(uint64_t *sent, uint64_t *received);
-
-/* SCUDA_STATS=1 (conn.c): time spent on things a slow start may pay for. */
-enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
-int stats_enabled(void);
-void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes);
-uint64_t stats_now_ns(void);
 
 /* Called in a forked child: the connection belongs to the parent. */
 void conn_forget_after_fork(void);

@@ -61,8 +61,7 @@ static void init_once_fn(void)
         LOG_INFO("using server %s (from %s)", addr, source);
         CUresult r = conn_open(addr);
         if (r == CUDA_SUCCESS) {
-            const char *trace = getenv("SCUDA_TRACE");
-            shim_mode = trace && *trace && strcmp(trace, "0") != 0 ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
+            shim_mode = scuda_env_on("SCUDA_TRACE") ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
             return;
         }
         shim_init_error = r;

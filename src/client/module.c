@@ -17,6 +17,7 @@
 
 #include "memo.h"
 #include "conn.h"
+#include "stats.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/auth.h"

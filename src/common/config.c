@@ -303,3 +303,9 @@ int scuda_bulk_streams(void)
     }
     return v;
 }
+
+int scuda_env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}

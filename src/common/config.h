@@ -59,4 +59,7 @@ const char *scuda_token(void);
 #define SCUDA_BULK_STREAMS_DEFAULT 4
 int scuda_bulk_streams(void);
 
+/* An environment switch: set, not empty and not "0". */
+int scuda_env_on(const char *name);
+
 #endif

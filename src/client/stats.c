@@ -1,0 +1,71 @@
+/* stats.c - see stats.h. */
+#define _GNU_SOURCE
+#include "stats.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../common/config.h"
+#include "../common/ops.gen.h"
+
+/* Counted per op id below STATS_OPS; printed to stderr at exit, the calls
+ * that waited for a reply first. A tool for finding round trips that a
+ * workload should not pay, not a benchmark. */
+#define STATS_OPS 1024
+static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
+static _Atomic int stats_on = -1; /* -1 until SCUDA_STATS is read */
+static void stats_print(void);
+
+static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
+static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
+
+int stats_enabled(void)
+{
+    int on = stats_on;
+    if (on < 0) {
+        int want = scuda_env_on("SCUDA_STATS"), unset = -1;
+        /* The thread that settles it registers the report, once. */
+        if (atomic_compare_exchange_strong(&stats_on, &unset, want) && want) atexit(stats_print);
+        on = stats_on;
+    }
+    return on;
+}
+
+uint64_t stats_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes)
+{
+    timer_ns[t] += ns;
+    timer_bytes[t] += bytes;
+    timer_count[t]++;
+}
+
+static void stats_print(void)
+{
+    for (int t = 0; t < STATS_TIMERS; t++)
+        if (timer_count[t])
+            fprintf(stderr, "scuda stats: %s: %llu times, %.1f ms, %.1f MiB\n", timer_names[t],
+                    (unsigned long long)timer_count[t], (double)timer_ns[t] / 1e6, (double)timer_bytes[t] / 1048576.0);
+    uint64_t ts = 0, ta = 0;
+    for (unsigned op = 0; op < STATS_OPS; op++) ts += stats_sync[op], ta += stats_async[op];
+    fprintf(stderr, "scuda stats: %llu calls waited for a reply, %llu one-way\n", (unsigned long long)ts,
+            (unsigned long long)ta);
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned op = 0; op < STATS_OPS; op++) {
+            uint32_t n = pass ? stats_async[op] : stats_sync[op];
+            if (n) fprintf(stderr, "  %-6s %8u  %s\n", pass ? "async" : "sync", n, scuda_op_name(op));
+        }
+}
+
+void stats_count(uint16_t op, int async)
+{
+    if (stats_enabled() && op < STATS_OPS)
+        atomic_fetch_add_explicit(async ? &stats_async[op] : &stats_sync[op], 1, memory_order_relaxed);
+}

@@ -1,0 +1,18 @@
+/* stats.h - SCUDA_STATS=1: which calls crossed the wire (per op, waiting or
+ * one-way) and the time spent on things a slow start may pay for, printed
+ * to stderr at exit. A tool for finding round trips a workload should not
+ * pay, not a benchmark. */
+#ifndef SCUDA_CLIENT_STATS_H
+#define SCUDA_CLIENT_STATS_H
+
+#include <stdint.h>
+
+enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
+
+int stats_enabled(void);
+/* One call of op sent: async, or waiting for its reply. */
+void stats_count(uint16_t op, int async);
+void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes);
+uint64_t stats_now_ns(void);
+
+#endif

@@ -448,10 +448,13 @@ cuTexRefSetBorderColor        sync    pBorderColor=in[4]
 """
 
 # Protocol-internal ops of the hand-written code, with their flags (blocking,
-# observes). Every one gets op OP_<name> and handler srv_<name>.
+# observes, any_context: the call manages contexts or needs none, so the
+# session runs it in whatever context the caller's thread has current, which
+# may be the very one it releases or destroys). Every one gets op OP_<name>
+# and handler srv_<name>.
 INTERNAL_OPS = r"""
 scuda_ping
-scuda_error_string
+scuda_error_string            any_context
 scuda_module_load             blocking
 scuda_module_get_function
 scuda_library_load            blocking
@@ -464,13 +467,13 @@ scuda_memcpy_2d               blocking  observes   # replies only when the desti
 scuda_memcpy_3d               blocking  observes
 scuda_memcpy_peer             blocking
 scuda_memset
-scuda_ctx_create              blocking
-scuda_primary_ctx_retain      blocking
-scuda_primary_ctx_release     blocking
-scuda_primary_ctx_reset       blocking
-scuda_primary_ctx_set_flags
-scuda_ctx_destroy             blocking
-scuda_ctx_synchronize         blocking  observes
+scuda_ctx_create              blocking  any_context
+scuda_primary_ctx_retain      blocking  any_context
+scuda_primary_ctx_release     blocking  any_context
+scuda_primary_ctx_reset       blocking  any_context
+scuda_primary_ctx_set_flags   any_context
+scuda_ctx_destroy             blocking  any_context
+scuda_ctx_synchronize         blocking  observes  any_context
 scuda_ctx_set_limit
 scuda_ctx_get_limit
 scuda_host_callback

@@ -173,7 +173,7 @@ def load_spec():
         lines[name] = sl
     internal = []
     for name, (toks, lineno) in parse_spec_lines(driver_spec.INTERNAL_OPS, "INTERNAL_OPS").items():
-        if not name.startswith("scuda_") or any(t not in ("blocking", "observes") for t in toks):
+        if not name.startswith("scuda_") or any(t not in ("blocking", "observes", "any_context") for t in toks):
             raise SpecError("INTERNAL_OPS line %d: bad entry" % lineno)
         internal.append((name, frozenset(toks)))
     return lines, internal
@@ -1209,12 +1209,13 @@ class Emitter:
             e = self.m.exports.get(n)
             if n in internal_flags:
                 f = internal_flags[n]
-                o.append('    [OP_%s] = {"%s", srv_%s, %d, %d},\n' % (n, n, n, "blocking" in f, "observes" in f))
+                o.append('    [OP_%s] = {"%s", srv_%s, %d, %d, %d},\n'
+                         % (n, n, n, "blocking" in f, "observes" in f, "any_context" in f))
             elif e is not None and e.op:
                 handler = ("srv_" if e.cls == "manual" else "gen_srv_") + n
-                o.append('    [OP_%s] = {"%s", %s, %d, %d},\n' % (n, n, handler, e.blocking, e.observes))
+                o.append('    [OP_%s] = {"%s", %s, %d, %d, 0},\n' % (n, n, handler, e.blocking, e.observes))
             else:
-                o.append('    [OP_%s] = {"%s", NULL, 0, 0}, /* retired */\n' % (n, n))
+                o.append('    [OP_%s] = {"%s", NULL, 0, 0, 0}, /* retired */\n' % (n, n))
         o.append("};\n\nconst unsigned op_table_len = OP_COUNT;\n")
         return "".join(o)
 

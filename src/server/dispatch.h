@@ -46,6 +46,9 @@ struct op_entry {
     /* Waits for or observes earlier work (synchronize, query, copy to the
      * host): its reply reports an earlier one-way call's error (session.c). */
     uint8_t observes;
+    /* Manages contexts or needs none (spec flag any_context): runs in the
+     * caller's thread's current context, whatever it is. */
+    uint8_t any_context;
 };
 
 /* Indexed by op id; handler NULL = op unknown to this server. */

@@ -247,24 +247,9 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
 }
 
-/* Calls that manage contexts, or need none, run whatever context the
- * caller has current: it may be the very one being released or destroyed. */
-static int needs_context(uint16_t op)
-{
-    switch (op) {
-    case OP_scuda_error_string:
-    case OP_scuda_primary_ctx_retain:
-    case OP_scuda_primary_ctx_release:
-    case OP_scuda_primary_ctx_reset:
-    case OP_scuda_primary_ctx_set_flags:
-    case OP_scuda_ctx_create:
-    case OP_scuda_ctx_destroy:
-    case OP_scuda_ctx_synchronize:
-        return 0;
-    default:
-        return op < NVML_OP_BASE;
-    }
-}
+/* Driver calls run in the frame's context; ops flagged any_context in the
+ * spec (context management) and NVML ops need none. */
+static int needs_context(const struct op_entry *e, uint16_t op) { return op < NVML_OP_BASE && !e->any_context; }
 
 /* ---- streamed replies --------------------------------------------------- */
 
@@ -325,7 +310,7 @@ static void run_call(struct session *s, struct pending_call *p)
         LOG_WARN("client asked for op %u, which this server does not know; "
                  "upgrade the server to the client's version", c->op);
         r = CUDA_ERROR_NOT_SUPPORTED;
-    } else if (!needs_context(c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
+    } else if (!needs_context(e, c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
         r = e->handler(c);
     }
     if (r != CUDA_SUCCESS) log_failed_call(c, &args, e, r);

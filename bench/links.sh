@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# links.sh - issue 4's figures in one run, on the GPU machine: `scuda bench`
+# links.sh - the performance figures (docs/architecture.md, 7 Performance) in
+# one run, on the GPU machine: `scuda bench`
 # and bench/torch_bench.py over loopback, over an emulated LAN (0.1 ms each
 # way, 10 Gbit/s) and over an emulated WAN (10 ms each way, 1 Gbit/s), both
 # made by tests/tools/linkem in front of the same server. Every figure is

@@ -11,7 +11,7 @@ driver) and once through SCUDA (`scuda run --server ... -- python3 this-file
 SCUDA shows as FAILED(reason) in the table and the others still run. Without
 --server, a `scuda server` is started on a free loopback port for the run.
 
-Workloads (DESIGN.md section 7, issue 4):
+Workloads (their targets: docs/architecture.md, 7 Performance):
     startup     import torch -> first CUDA tensor, s (run twice: cold, warm)
     launch      small-op launch: x.add_(1) on a small tensor, us per op
     item        (x+1).item() round trip, us
@@ -499,7 +499,7 @@ def check_driver(res, side, shim_dir):
 
 
 def targets(name, nat, sc, link):
-    """(target text, met?) for the figures issue 4 sets a target for."""
+    """(target text, met?) for the figures with a target in docs/architecture.md, 7 Performance."""
     if nat is None or sc is None:
         return "", None
     rtt = link.get("rtt_us")

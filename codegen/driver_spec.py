@@ -38,7 +38,7 @@ FLAGS
                     Only such a call reports the pending error of an earlier
                     one-way call (when it succeeds itself: its outputs still
                     come back); every other call returns its own result and
-                    leaves the error pending (docs/architecture.md). Its
+                    leaves the error pending (docs/architecture.md, 9.4). Its
                     generated stub ends with rpc_report_deferred().
   invalidates_memo  the client clears the memo cache after the call
   legacy            (local/manual) the pre-3.2 32-bit export is hand-written
@@ -104,7 +104,7 @@ cuGetProcAddress              local                  # both exports: procaddr_lo
 cuGetExportTable              local
 
 # ---- devices ----------------------------------------------------------------
-# Session info carries every device's properties (DESIGN 3: `local`).
+# Session info carries every device's properties (docs/architecture.md, 3.3 Call classes: `local`).
 cuDeviceGet                   local
 cuDeviceGetCount              local
 cuDeviceGetName               local
@@ -281,7 +281,7 @@ cuLibraryGetKernelCount       manual
 cuLibraryEnumerateKernels     manual
 cuLibraryGetGlobal            manual
 cuLibraryGetModule            manual
-cuLibraryGetManaged           unsupported            # managed memory (DESIGN 4)
+cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
 cuLibraryGetUnifiedFunction   unsupported            # host function pointers
 cuKernelGetFunction           manual
 cuKernelGetName               local

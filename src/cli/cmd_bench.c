@@ -1,7 +1,7 @@
 /* cmd_bench.c - `scuda bench [--server HOST:PORT] [--json FILE] [--quick] [--native]`.
  *
  * Measures in one run what SCUDA costs on a link, and what the link itself
- * allows (DESIGN §6):
+ * allows (docs/architecture.md, 7 Performance):
  *   - the raw link: TCP round trip, and bandwidth over one stream and over
  *     K streams at once (K = SCUDA_BULK_STREAMS, the connections a striped
  *     copy uses; 4 when striping is off), to the same server, in its raw

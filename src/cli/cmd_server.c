@@ -1,7 +1,8 @@
 /* cmd_server.c - `scuda server [options]`, and its short form `scuda -l ADDR`.
  *
  * Checks the options, settles the token, refuses an unauthenticated
- * listener beyond loopback (DESIGN §3), and hands over to server_run(). */
+ * listener beyond loopback (docs/architecture.md, 3.9 Transports), and hands over to
+ * server_run(). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -1,6 +1,7 @@
 /* bulk.h - striped copies: large host<->device copies over several extra
  * TCP connections to the session at once, because one TCP stream cannot
- * fill a fast link (protocol.h, "Bulk connections"; docs/architecture.md).
+ * fill a fast link (protocol.h, "Bulk connections";
+ * docs/architecture.md, 9.9 Copies and striping).
  *
  * The connections are opened at the first copy of BULK_MIN_COPY bytes or
  * more, SCUDA_BULK_STREAMS of them (config.h). When they cannot be opened

@@ -1,4 +1,5 @@
-/* coherence.h - client memory that mirrors memory on the server (DESIGN §4).
+/* coherence.h - client memory that mirrors memory on the server
+ * (docs/architecture.md, 4 Memory kinds).
  *
  * Managed memory (cuMemAllocManaged) and zero-copy host memory
  * (cuMemHostGetDevicePointer) live on the server, where the GPU reaches

@@ -1,5 +1,6 @@
 /* device.c - device queries, answered from the session info that the
- * server sent at connect; no traffic (DESIGN §3, call class `local`). */
+ * server sent at connect; no traffic (docs/architecture.md, 3.3 Call classes:
+ * `local`). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>

@@ -25,8 +25,9 @@
  *   the process waits for the session, and must not call CUDA (as
  *   natively).
  *
- * Every graph, node and executable graph handle is an id (DESIGN §3); the
- * nodes of a captured graph get ids from the session (handle_export). */
+ * Every graph, node and executable graph handle is an id
+ * (docs/architecture.md, 3.5 Virtual handles); the nodes of a captured
+ * graph get ids from the session (handle_export). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,6 +1,6 @@
 /* host_memory.c - page-locked host memory and pointer attributes.
  *
- * On the client, "pinned" host memory is ordinary memory (DESIGN §4):
+ * On the client, "pinned" host memory is ordinary memory (docs/architecture.md, 4 Memory kinds):
  * copies carry its bytes. The client remembers these ranges so that flags
  * and pointer attributes are answered as the real driver would.
  *

@@ -1,6 +1,7 @@
-/* launch.c - kernel launches: one-way messages (DESIGN §3, call class
- * `async`). The arguments are packed into one buffer using the layout the
- * server reported when the module was loaded. */
+/* launch.c - kernel launches: one-way messages (docs/architecture.md, 3.3 Call
+ * classes: `async`). The arguments are packed into one buffer with the
+ * function's parameter layout, which the session reports at the function's
+ * first launch (func_layout, module.h). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>

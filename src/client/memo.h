@@ -1,4 +1,5 @@
-/* memo.h - the client's cache of query results (call class `memo`, DESIGN §3).
+/* memo.h - the client's cache of query results (call class `memo`,
+ * docs/architecture.md, 3.3 Call classes).
  *
  * Queries whose answer only changes when the application changes it
  * (cuFuncGetAttribute, cuKernelGetAttribute, cuOccupancy*, ...) go to the

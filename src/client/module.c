@@ -3,7 +3,8 @@
  * Loading names the image by its SHA-256, and sends the image itself (its
  * size found from its own headers: fatbin, ELF cubin or PTX text) only
  * when the server does not have it yet; the reply carries every
- * function's name and parameter layout. Function and kernel handles are
+ * function's name, and a function's parameter layout is asked for at its
+ * first launch (func_layout). Function and kernel handles are
  * ids the client picks; binding them on the server is a one-way message. */
 #define _GNU_SOURCE
 #include "module.h"
@@ -351,11 +352,12 @@ static CUresult request_load(uint64_t id, int is_library, const struct jit_reque
     return r;
 }
 
-/* The server keeps the images it has loaded (DESIGN §3, Modules), so the
- * first request names the image by its SHA-256 only; the bytes follow,
- * in a second request, only when the server lacks them. The digest covers
- * exactly the bytes that would be sent, and nothing else: JIT options
- * travel with each request and do not change which image it is. */
+/* The server keeps the images it has loaded (docs/architecture.md,
+ * 3.8 Modules), so the first request names the image by its SHA-256 only;
+ * the bytes follow, in a second request, only when the server lacks them.
+ * The digest covers exactly the bytes that would be sent, and nothing
+ * else: JIT options travel with each request and do not change which
+ * image it is. */
 static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;

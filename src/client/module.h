@@ -1,6 +1,6 @@
 /* module.h - what the client knows of loaded modules, libraries and their
- * functions: names and parameter layouts, so that cuModuleGetFunction and
- * launches need no round trip (DESIGN §3, Modules). */
+ * functions: names, and parameter layouts once asked for, so that
+ * cuModuleGetFunction and launches need no round trip (docs/architecture.md, 3.8 Modules). */
 #ifndef SCUDA_CLIENT_MODULE_H
 #define SCUDA_CLIENT_MODULE_H
 

@@ -74,7 +74,8 @@ CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
 int rpc_sync_every_call(void);
 void rpc_end(rpc_call *c);
 
-/* Virtual handles: a handle the application holds IS its id (DESIGN §3).
+/* Virtual handles: a handle the application holds IS its id
+ * (docs/architecture.md, 3.5 Virtual handles).
  * The client picks ids for handles it creates, so creation can be async.
  * CU_STREAM_PER_THREAD becomes the calling thread's own stream: the
  * session runs calls on several threads of its own, so the driver's

@@ -1,4 +1,5 @@
-/* send_queue.h - writer-side batching of one-way calls (DESIGN §3).
+/* send_queue.h - writer-side batching of one-way calls
+ * (docs/architecture.md, 9.3 Calls, threads and ordering).
  *
  * Small one-way frames (launches, memsets, event records) are copied into
  * a queue; a writer thread drains it with one write for everything queued

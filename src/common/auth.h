@@ -3,7 +3,7 @@
  * The server sends a random nonce; the client answers with
  * HMAC-SHA256(key = token, message = nonce). The token itself never
  * crosses the wire, and a fresh nonce per connection means a recorded
- * answer cannot be replayed (DESIGN §3, protocol.h).
+ * answer cannot be replayed (docs/architecture.md, 3.1 Handshake; protocol.h).
  *
  * SHA-256 (FIPS 180-4) and HMAC (RFC 2104) are implemented here rather
  * than taken from OpenSSL so that the shim has no crypto dependency. */

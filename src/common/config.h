@@ -50,7 +50,8 @@ int scuda_module_cache_default(char *out, size_t outlen);
 /* env SCUDA_TOKEN, or NULL when it is unset or empty. */
 const char *scuda_token(void);
 
-/* How many extra connections carry large copies (striping, DESIGN §3):
+/* How many extra connections carry large copies (striping,
+ * docs/architecture.md, 3.7 Bulk data):
  * env SCUDA_BULK_STREAMS, an integer from 0 to BULK_MAX_STREAMS (16).
  * Unset or empty: SCUDA_BULK_STREAMS_DEFAULT. 0 or 1 turns striping off
  * (a single extra stream is no faster than the main connection).

@@ -1,9 +1,9 @@
-/* protocol.h - SCUDA wire protocol, version 1.
+/* protocol.h - the SCUDA wire protocol (its version: SCUDA_PROTOCOL_VERSION).
  *
  * Everything on the wire is little-endian with explicit sizes; no C struct
  * containing pointers is ever sent raw.
  *
- * Connection start (DESIGN §3):
+ * Connection start (docs/architecture.md, 3.1 Handshake):
  *   server -> client  server_hello  { magic u32, version u16, flags u16, nonce[16] }
  *   client -> server  client_hello  { magic u32, version u16, flags u16,
  *                                     client_build u32, device_mask u64, proof[32] }

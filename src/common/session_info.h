@@ -1,7 +1,8 @@
 /* session_info.h - what the session tells the client when it starts.
  *
  * Device queries are the bulk of the driver calls real workloads make
- * (driver-calls.md: ~13,000 of 15,000 per GPT-2 step), so every device
+ * (about 13,000 of the 15,000 calls of a GPT-2 training step:
+ * docs/architecture.md, 3.3 Call classes), so every device
  * attribute is fetched once, here, and answered in the client from then on. */
 #ifndef SCUDA_SESSION_INFO_H
 #define SCUDA_SESSION_INFO_H

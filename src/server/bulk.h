@@ -1,6 +1,6 @@
 /* bulk.h - the session's bulk connections: extra TCP connections from the
  * same client that carry the chunks of large copies, several at once
- * (protocol.h, "Bulk connections"; docs/architecture.md, Striping).
+ * (protocol.h, "Bulk connections"; docs/architecture.md, 9.9 Copies and striping).
  *
  * The client asks for them with scuda_bulk_setup, which makes this
  * session's join secret; each connection then joins through the parent

@@ -1,5 +1,5 @@
-/* handles.c - the session's map from ids to real driver handles (DESIGN §3,
- * virtual handles). An id the session does not know is
+/* handles.c - the session's map from ids to real driver handles
+ * (docs/architecture.md, 3.5 Virtual handles). An id the session does not know is
  * CUDA_ERROR_INVALID_HANDLE, never a dereference.
  *
  * Two id ranges that never meet (see dispatch.h):

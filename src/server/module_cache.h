@@ -1,5 +1,5 @@
 /* module_cache.h - module images a session can load without receiving them
- * again (DESIGN §3, Modules).
+ * again (docs/architecture.md, 3.8 Modules).
  *
  * The client first asks for a load by the image's SHA-256 alone
  * (scuda_module_load_by_hash); the session looks in a table in its own

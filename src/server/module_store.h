@@ -1,5 +1,5 @@
 /* module_store.h - the server's content-addressed store of module images on
- * disk, bounded in size (DESIGN §3, Modules).
+ * disk, bounded in size (docs/architecture.md, 3.8 Modules).
  *
  * One file per image, named by the SHA-256 of the image in hex. The caller
  * computes that digest from the bytes themselves: a key is never taken

@@ -2,7 +2,7 @@
  *
  * The parent process listens, checks each client's handshake, and forks one
  * session process per connection. The parent never initializes CUDA: CUDA
- * state does not survive fork (DESIGN §2). */
+ * state does not survive fork (docs/architecture.md, 2 Processes). */
 #ifndef SCUDA_SERVER_H
 #define SCUDA_SERVER_H
 

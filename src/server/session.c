@@ -5,7 +5,8 @@
  * it. Calls marked blocking (synchronize, blocking copies) go to a worker
  * thread instead: their caller waits for the reply anyway, so nothing
  * after them from the same client thread can overtake them, and other
- * client threads' calls go on meanwhile (DESIGN §3). */
+ * client threads' calls go on meanwhile (docs/architecture.md, 3.6 Threads and
+ * blocking). */
 #define _GNU_SOURCE
 #include "session.h"
 
@@ -670,7 +671,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
-     * module it held, in the driver (DESIGN §2). */
+     * module it held, in the driver (docs/architecture.md, 2 Processes). */
     module_cache_log_summary();
     LOG_INFO("client disconnected; session ends");
     _exit(0);

@@ -1,4 +1,5 @@
-/* session.h - one client's session: a process of its own (DESIGN §2). */
+/* session.h - one client's session: a process of its own
+ * (docs/architecture.md, 2 Processes). */
 #ifndef SCUDA_SERVER_SESSION_H
 #define SCUDA_SERVER_SESSION_H
 

@@ -1,4 +1,5 @@
-/* srv_managed.c - the session's side of mirrored memory (DESIGN §4).
+/* srv_managed.c - the session's side of mirrored memory
+ * (docs/architecture.md, 4 Memory kinds).
  *
  * Managed memory is the driver's own: the client maps a mirror at the
  * same address and moves dirty pages with ordinary copies. The session

@@ -1,8 +1,9 @@
 /* srv_module.c - modules, libraries, kernels and functions.
  *
- * A load replies with every function's name and parameter layout, so the
- * client can answer cuModuleGetFunction and pack launch parameters without
- * another round trip (DESIGN §3, Modules). */
+ * A load replies with every function's name, and scuda_param_info with a
+ * function's parameter layout at its first launch, so the client answers
+ * cuModuleGetFunction and packs launch parameters without further round
+ * trips (docs/architecture.md, 3.8 Modules). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * Copies from pinned memory run truly asynchronously, so the session can
  * receive the next chunk of a host-to-device copy while the DMA of the last
  * one runs, and copy the next chunk of a device-to-host copy while it sends
- * the last one (DESIGN §3, Bulk data). A buffer goes back to its pool when
+ * the last one (docs/architecture.md, 3.7 Bulk data). A buffer goes back to its pool when
  * the event recorded after its copy has completed.
  *
  * The session's own pool (staging_acquire) serves copies over the main

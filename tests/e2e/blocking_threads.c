@@ -1,5 +1,6 @@
 /* blocking_threads.c - a thread blocked in a synchronize never stalls the
- * other threads of the same client (DESIGN §3).
+ * other threads of the same client (docs/architecture.md, 3.6 Threads and
+ * blocking).
  *
  * Thread A launches sleep_ms(2000) on its stream and calls
  * cuStreamSynchronize. Thread B, once A's launch is out, does 200 small

@@ -1,4 +1,4 @@
-/* fork.c - a client that forks (DESIGN §2).
+/* fork.c - a client that forks (docs/architecture.md, 2 Processes).
  *
  * The child must not touch the parent's connection: its CUDA calls fail
  * cleanly (an error, no crash, no hang), also when it exits through exit()

@@ -1,4 +1,5 @@
-/* limits.c - the server's limits (DESIGN §2): a limit that is hit gives
+/* limits.c - the server's limits (docs/architecture.md, 2 Processes): a limit
+ * that is hit gives
  * the client a clear CUDA error and the server a log line, never a crash.
  *
  *   --max-sessions 2   a third client is refused (cuInit: NO_DEVICE, and

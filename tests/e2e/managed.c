@@ -1,8 +1,9 @@
-/* managed.c - managed and zero-copy host memory over the wire (DESIGN §4):
- * the host and "the GPU" (the stand-in, in the session process) see the
- * same bytes at the same address; host writes reach the device before
- * later work; device writes are seen after a synchronize; only dirty pages
- * travel (counted with the shim's scuda_client_wire_bytes). */
+/* managed.c - managed and zero-copy host memory over the wire
+ * (docs/architecture.md, 4 Memory kinds): the host and "the GPU" (the
+ * stand-in, in the session process) see the same bytes at the same
+ * address; host writes reach the device before later work; device writes
+ * are seen after a synchronize; only dirty pages travel (counted with the
+ * shim's scuda_client_wire_bytes). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-/* module_cache.c - the server's module cache (DESIGN §3, Modules).
+/* module_cache.c - the server's module cache (docs/architecture.md, 3.8 Modules).
  *
  * Each session logs one summary line when it ends ("module cache:
  * hits_memory=.. hits_disk=.. misses=.. images_received=.. bytes_received=..

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# NVML through SCUDA vs native, on a GPU machine (issue 5). Run from the repo root:
+# NVML through SCUDA vs native, on a GPU machine (the NVML shim, docs/nvml.md).
+# Run from the repo root:
 #
 #   tests/gpu/nvml_check.sh [--no-build] [--port N]
 #

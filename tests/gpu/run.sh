@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SCUDA GPU suite (DESIGN.md section 6). Run from the repo root on a GPU machine.
+# SCUDA GPU suite (docs/architecture.md, 6 Tests). Run from the repo root on a
+# GPU machine.
 #
 #   tests/gpu/run.sh [--native] [--no-build] [--only REGEX] [--timeout SEC] [--port N]
 #

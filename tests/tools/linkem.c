@@ -10,7 +10,7 @@
  * Both directions are emulated independently, so a round trip costs 2 D.
  *
  * Used to measure SCUDA over an emulated LAN or WAN where the kernel has no
- * netem (issue 4): `scuda server` behind it, `scuda bench` or
+ * netem (bench/README.md): `scuda server` behind it, `scuda bench` or
  * `scuda run --server` in front of it.
  *
  * Bounds: loopback addresses only; at most --max-conns connections (default

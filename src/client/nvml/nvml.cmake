@@ -1,4 +1,4 @@
-# nvml.cmake - the NVML shim (build/lib/libnvidia-ml.so.1, issue 5), its
+# nvml.cmake - the NVML shim (build/lib/libnvidia-ml.so.1, docs/nvml.md), its
 # session side in `scuda` (src/server/nvml/, globbed into `scuda` by the top
 # CMakeLists.txt), and their tests. Included from the top CMakeLists.txt.
 #

@@ -1,5 +1,6 @@
 /* nvml_handles.c - the session's map between NVML handles and the ids the
- * client holds (DESIGN §3: the client never sees a server pointer). Unlike
+ * client holds (docs/architecture.md, 3.5 Virtual handles: the client never sees
+ * a server pointer). Unlike
  * CUDA handles, NVML's are made by NVML during a call, so the session picks
  * the ids; a handle gets the same id every time it comes back (programs
  * compare device handles). */

@@ -1,4 +1,5 @@
-/* standin_nvml.c - a CPU stand-in for libnvidia-ml, for CI (DESIGN §6).
+/* standin_nvml.c - a CPU stand-in for libnvidia-ml, for CI
+ * (docs/architecture.md, 6 Tests).
  *
  * The session loads it through SCUDA_NVML_PATH (the NVML e2e tests), or the
  * shim through SCUDA_REAL_NVML (passthrough). Two fake GPUs, in this order:

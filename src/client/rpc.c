@@ -1,8 +1,8 @@
 /* rpc.c - see rpc.h: calls as the rest of the client makes them, above the
  * connection (conn.c): one-way and waiting calls, and what the client
  * keeps of their errors (sticky errors after a fault, one-way calls'
- * errors held for the next observing call). docs/architecture.md, "Errors",
- * describes the model. */
+ * errors held for the next observing call). docs/architecture.md, 3.4
+ * Errors, describes the model. */
 #define _GNU_SOURCE
 #include "rpc.h"
 

@@ -8,6 +8,7 @@
 #define SCUDA_CLIENT_HOOKS_H
 
 #include <cuda.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Before the call (spec flag `pre_hook`): a managed allocation stops being
@@ -28,6 +29,9 @@ CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent);
  * call it before they are sent (spec flag `pre_hook`); so do launches,
  * for every pointer-sized word of their parameters. */
 void host_pinned_touch(uint64_t p);
+/* Each aligned 8-byte word of words[0..n): a launch's packed parameters.
+ * With no unmirrored cuMemHostAlloc memory, one load and nothing else. */
+void host_pinned_touch_words(const void *words, size_t n);
 #define HOOK_MEMSET(NAME) \
     static inline void hook_pre_##NAME(uint64_t dst, ...) { host_pinned_touch(dst); }
 HOOK_MEMSET(cuMemsetD8)

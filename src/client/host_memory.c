@@ -236,6 +236,16 @@ void host_pinned_touch(uint64_t p)
                  (void *)hr.base, (unsigned long long)dev);
 }
 
+void host_pinned_touch_words(const void *words, size_t n)
+{
+    if (atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0) return; /* a launch's usual case */
+    for (size_t off = 0; off + 8 <= n; off += 8) {
+        uint64_t v;
+        memcpy(&v, (const char *)words + off, 8);
+        host_pinned_touch(v);
+    }
+}
+
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     static int once;

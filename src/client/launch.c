@@ -14,18 +14,6 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
-/* A kernel may be handed pinned host memory as a plain pointer (unified
- * addressing): every aligned pointer-sized word of its parameters is
- * offered to host_pinned_touch, which ignores all but such addresses. */
-static void touch_pinned_words(const void *params, size_t n)
-{
-    for (size_t off = 0; off + 8 <= n; off += 8) {
-        uint64_t v;
-        memcpy(&v, (const char *)params + off, 8);
-        host_pinned_touch(v);
-    }
-}
-
 /* The packed parameters, as they travel: see launch.h. A buffer the caller
  * passed through `extra` is handed to the driver as it came. */
 CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b)
@@ -41,7 +29,7 @@ CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void
         if (size && !buf) return CUDA_ERROR_INVALID_VALUE;
         wb_put_u32(b, LAUNCH_RAW_PARAMS);
         wb_put_blob(b, buf, size);
-        touch_pinned_words(buf, size);
+        host_pinned_touch_words(buf, size); /* unified addressing: hooks.h */
         return CUDA_SUCCESS;
     }
     if (d->nparams && !kernelParams) return CUDA_ERROR_INVALID_VALUE;
@@ -55,7 +43,7 @@ CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void
     if (!dst) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(dst, 0, d->param_bytes);
     for (uint32_t i = 0; i < d->nparams; i++) memcpy(dst + d->offset[i], kernelParams[i], d->size[i]);
-    touch_pinned_words(dst, d->param_bytes);
+    host_pinned_touch_words(dst, d->param_bytes);
     return CUDA_SUCCESS;
 }
 

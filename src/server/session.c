@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,12 +478,18 @@ static int wait_input(struct session *s)
  * ECONNRESET). */
 static ssize_t read_socket(struct session *s, void *dst, size_t cap)
 {
+    /* Under an idle timeout, bytes already waiting are read without a poll
+     * first: a large payload arrives in many reads. */
+    int timed = s->opt->idle_timeout_s > 0;
     for (;;) {
-        if (wait_input(s) != 0) return -1;
-        ssize_t n = read(s->fd, dst, cap);
-        if (n < 0 && errno == EINTR) continue;
-        if (n == 0) errno = ECONNRESET;
-        return n > 0 ? n : -1;
+        ssize_t n = recv(s->fd, dst, cap, timed ? MSG_DONTWAIT : 0);
+        if (n > 0) return n;
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (errno == EINTR) continue;
+        if (!timed || (errno != EAGAIN && errno != EWOULDBLOCK) || wait_input(s) != 0) return -1;
     }
 }
 

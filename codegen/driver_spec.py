@@ -13,9 +13,9 @@ and to their _ptds/_ptsz wrappers) or an exact export name
 
 CLASS
   local        hand-written client body (src/client/*.c), no traffic, no op
-  manual       hand-written client body that talks to the server; the
-               generator reserves op OP_<export> and points op_table at
-               srv_<export> (weakly: NULL until someone writes it)
+  manual       hand-written client body that talks to the server with the
+               ops of MESSAGES (below); an export that sends an op of its
+               own name has it defined there
   sync         generated: request and reply
   async        generated: one-way; errors surface at the next sync call
                (a NULL out_handle pointer turns it into a sync call, so the
@@ -33,7 +33,7 @@ export; _ptsz ones map a NULL stream to CU_STREAM_PER_THREAD.
 
 FLAGS
   blocking          the server runs it on a worker thread (it waits for the GPU)
-  observes          (sync/manual, and INTERNAL_OPS) waits for or observes earlier
+  observes          (sync, and MESSAGES ops) waits for or observes earlier
                     work: synchronize, stream/event query, copy to the host.
                     Only such a call reports the pending error of an earlier
                     one-way call (when it succeeds itself: its outputs still
@@ -127,8 +127,8 @@ cuDeviceGetMemPool            sync    pool=existing
 # ---- contexts ------------------------------------------------------------------
 # The client keeps the context stack; every request carries the caller's
 # current context (frame header), so per-context queries can be forwarded.
-cuCtxCreate                   manual  blocking
-cuCtxDestroy                  manual  blocking       invalidates_memo
+cuCtxCreate                   manual
+cuCtxDestroy                  manual  invalidates_memo
 cuCtxAttach                   manual
 cuCtxDetach                   manual
 cuCtxGetCurrent               local
@@ -137,10 +137,10 @@ cuCtxPushCurrent              manual
 cuCtxPopCurrent               manual
 cuCtxGetDevice                local
 cuCtxGetFlags                 manual
-cuCtxSynchronize              manual  blocking       observes
-cuDevicePrimaryCtxRetain      manual  blocking
-cuDevicePrimaryCtxRelease     manual  blocking
-cuDevicePrimaryCtxReset       manual  blocking       invalidates_memo
+cuCtxSynchronize              manual
+cuDevicePrimaryCtxRetain      manual
+cuDevicePrimaryCtxRelease     manual
+cuDevicePrimaryCtxReset       manual  invalidates_memo
 cuDevicePrimaryCtxSetFlags    manual
 cuDevicePrimaryCtxGetState    local
 cuCtxGetStreamPriorityRange   memo
@@ -171,7 +171,7 @@ cuMemGetAddressRange          sync
 cuMemAllocAsync               sync
 cuMemAllocFromPoolAsync       sync
 cuMemFreeAsync                async
-cuMemAllocManaged             manual                 # the client maps the same address (coherence.c)
+cuMemAllocManaged             manual                     # the client maps the same address (coherence.c)
 cuMemPrefetchAsync            async   hook           # a prefetch to the host fetches eagerly
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
@@ -218,22 +218,22 @@ cuPointerGetAttributes        manual
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
 # The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) become
 # `unsupported` by LEGACY_ABI_MANUAL.
-cuMemcpy                      manual  blocking
+cuMemcpy                      manual
 cuMemcpyAsync                 manual
-cuMemcpyPeer                  manual  blocking
+cuMemcpyPeer                  manual
 cuMemcpyPeerAsync             manual
-cuMemcpyHtoD                  manual  blocking
+cuMemcpyHtoD                  manual
 cuMemcpyHtoDAsync             manual
-cuMemcpyDtoH                  manual  blocking       observes
-cuMemcpyDtoHAsync             manual  blocking       observes
-cuMemcpyDtoD                  manual  blocking
+cuMemcpyDtoH                  manual
+cuMemcpyDtoHAsync             manual
+cuMemcpyDtoD                  manual
 cuMemcpyDtoDAsync             manual
-cuMemcpy2D                    manual  blocking
-cuMemcpy2DUnaligned           manual  blocking
+cuMemcpy2D                    manual
+cuMemcpy2DUnaligned           manual
 cuMemcpy2DAsync               manual
-cuMemcpy3D                    manual  blocking
+cuMemcpy3D                    manual
 cuMemcpy3DAsync               manual
-cuMemcpy3DPeer                manual  blocking
+cuMemcpy3DPeer                manual
 cuMemcpy3DPeerAsync           manual
 # CUDA-array copies: generated until they get a hand-written bulk path
 # (host buffers travel inside one frame, so at most SCUDA_MAX_FRAME bytes).
@@ -261,10 +261,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  blocking
-cuModuleLoadData              manual  blocking
-cuModuleLoadDataEx            manual  blocking
-cuModuleLoadFatBinary         manual  blocking
+cuModuleLoad                  manual
+cuModuleLoadData              manual
+cuModuleLoadDataEx            manual
+cuModuleLoadFatBinary         manual
 cuModuleUnload                manual  invalidates_memo
 cuModuleGetFunction           manual
 cuModuleGetGlobal             manual
@@ -273,8 +273,8 @@ cuModuleGetFunctionCount      manual
 cuModuleEnumerateFunctions    manual
 cuModuleGetTexRef             unsupported            # legacy texture references
 cuModuleGetSurfRef            unsupported
-cuLibraryLoadData             manual  blocking
-cuLibraryLoadFromFile         manual  blocking
+cuLibraryLoadData             manual
+cuLibraryLoadFromFile         manual
 cuLibraryUnload               manual  invalidates_memo
 cuLibraryGetKernel            manual
 cuLibraryGetKernelCount       manual
@@ -333,16 +333,16 @@ cuStreamCreate                async   out_handle=phStream
 cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
 cuStreamQuery                 sync    observes       hook
-cuStreamSynchronize           manual  blocking       observes  # src/client/stream_sync.c: answered locally when provably idle
+cuStreamSynchronize           manual                     # src/client/stream_sync.c: answered locally when provably idle
 cuStreamWaitEvent             async
 cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
 cuStreamGetFlags              sync
 cuStreamGetId                 sync
 cuStreamGetDevice             sync
-cuStreamIsCapturing           manual                 # src/client/graph.c: NONE locally while no capture is active
+cuStreamIsCapturing           manual                     # src/client/graph.c: NONE locally while no capture is active
 cuStreamGetCaptureInfo        sync
-cuStreamGetCaptureInfo_v2     manual                 # driver-owned dependency arrays (src/client/graph.c)
+cuStreamGetCaptureInfo_v2     manual                     # driver-owned dependency arrays (src/client/graph.c)
 cuStreamGetCaptureInfo_v3     manual
 cuStreamBeginCapture          sync    capture_begin
 cuStreamEndCapture            sync    out_handle=phGraph capture_end
@@ -378,7 +378,7 @@ cuGraphDestroy                async   drops=hGraph
 cuGraphClone                  sync    out_handle=phGraphClone
 cuGraphInstantiateWithFlags   sync    out_handle=phGraphExec
 cuGraphInstantiate            sync    out_handle=phGraphExec phErrorNode=existing logBuffer=out[bufferSize]
-cuGraphInstantiateWithParams  manual                 # CUDA_GRAPH_INSTANTIATE_PARAMS holds handles
+cuGraphInstantiateWithParams  manual                     # CUDA_GRAPH_INSTANTIATE_PARAMS holds handles
 cuGraphGetNodes               sync    nodes=out[*numNodes] numNodes=inout
 cuGraphGetRootNodes           sync    rootNodes=out[*numRootNodes] numRootNodes=inout
 cuGraphGetEdges               sync    from=out[*numEdges] to=out[*numEdges] edgeData=out[*numEdges] numEdges=inout
@@ -389,7 +389,7 @@ cuGraphAddKernelNode          manual
 cuGraphKernelNodeGetParams    manual
 cuGraphKernelNodeSetParams    manual
 cuGraphExecKernelNodeSetParams  manual
-cuGraphAddMemcpyNode          manual                 # device and array sides only
+cuGraphAddMemcpyNode          manual                     # device and array sides only
 cuGraphMemcpyNodeGetParams    manual
 cuGraphMemcpyNodeSetParams    manual
 cuGraphExecMemcpyNodeSetParams  manual
@@ -447,52 +447,154 @@ cuTexRefGetBorderColor        sync    pBorderColor=out[4]
 cuTexRefSetBorderColor        sync    pBorderColor=in[4]
 """
 
-# Protocol-internal ops of the hand-written code, with their flags (blocking,
-# observes, any_context: the call manages contexts or needs none, so the
-# session runs it in whatever context the caller's thread has current, which
-# may be the very one it releases or destroys). Every one gets op OP_<name>
-# and handler srv_<name>.
-INTERNAL_OPS = r"""
-scuda_ping
-scuda_error_string            any_context
-scuda_module_load             blocking
-scuda_module_get_function
-scuda_library_load            blocking
-scuda_library_get_kernel
-scuda_launch
-scuda_memcpy_htod             blocking
-scuda_memcpy_dtoh             blocking  observes
-scuda_memcpy_dtod             blocking
-scuda_memcpy_2d               blocking  observes   # replies only when the destination is the host
-scuda_memcpy_3d               blocking  observes
-scuda_memcpy_peer             blocking
-scuda_memset
-scuda_ctx_create              blocking  any_context
-scuda_primary_ctx_retain      blocking  any_context
-scuda_primary_ctx_release     blocking  any_context
-scuda_primary_ctx_reset       blocking  any_context
-scuda_primary_ctx_set_flags   any_context
-scuda_ctx_destroy             blocking  any_context
-scuda_ctx_synchronize         blocking  observes  any_context
-scuda_ctx_set_limit
-scuda_ctx_get_limit
-scuda_host_callback
-scuda_pointer_get_attributes
-scuda_module_get_global
-scuda_get_proc_name
-scuda_kernel_get_function
-scuda_module_unload
-scuda_pointer_kind
-scuda_library_get_module
-scuda_param_info
-scuda_capture_dtoh
-scuda_capture_hostfn
-scuda_host_mirror_create      blocking
-scuda_host_mirror_free
-scuda_module_load_by_hash     blocking
-scuda_bulk_setup
-scuda_bulk_htod
-scuda_bulk_dtoh               blocking  observes
+# The protocol's messages: a typed request (`in`) and reply (`out`) for
+# every op the hand-written code sends. codegen/messages.py writes one
+# encoder and one decoder for each into src/common/messages.gen.[ch]; the
+# client and the server both use them, so no hand-written file encodes or
+# decodes an argument of its own.
+#
+#   const NAME VALUE           a wire constant (#define in messages.gen.h)
+#   record NAME                a struct used by several messages
+#       TYPE NAME [OPTIONS]
+#   op NAME [FLAGS]            an op: OP_NAME, handled by srv_NAME
+#       in TYPE NAME [OPTIONS]     a request field, in wire order
+#       out TYPE NAME [OPTIONS]    a reply field (after the CUresult)
+#
+# An op named after an export (cuStreamSynchronize) is the one that
+# export's hand-written body sends; every other op is scuda_*.
+#
+# TYPE: u8 u16 u32 u64 i32 i64 f32 f64 (little-endian); handle (a virtual
+# handle's u64 id); dptr (a u64 device address); str (a C string or NULL);
+# bytes (u64 length and the bytes); raw:CTYPE (sizeof(CTYPE) bytes, copied
+# as they are: structs without pointers); or a record's name.
+# NAME[N] is N elements (N a number or a const); NAME[] max=N is a u32
+# count and at most N elements.
+# OPTIONS: max=N (for NAME[]); bulk (bytes only: a request's last field,
+# whose bytes follow the frame from the caller's own buffer and may be
+# received straight into staging memory; a reply's first field, whose
+# bytes may land straight in the caller's buffer).
+#
+# FLAGS (what the dispatch loop needs to know, so that it knows no layout):
+#   blocking        the session runs it on a worker thread (it waits for the GPU)
+#   observes        waits for or observes earlier work (see FLAGS above)
+#   any_context     manages contexts or needs none: the session runs it in
+#                   whatever context the caller's thread has current, which
+#                   may be the very one it releases or destroys
+#   waits=FIELD     (with blocking) the handle of the stream it waits for;
+#                   the session runs it inline when that stream is idle
+#   waits_event=FIELD   the same for an event
+#   when=FIELD==CONST   ... only when the field has that value
+MESSAGES = r"""
+const LAUNCH_MAX_PARAMS   4096
+const LAUNCH_MAX_ATTRS    32
+
+# ---- launches -------------------------------------------------------------------
+record launch_attr                     # a CUlaunchAttribute: its event handles are ids
+    u32 id
+    raw:CUlaunchAttributeValue value
+
+record launch_params                   # a kernel's parameters, packed (src/client/launch.h)
+    u8 raw                             # 1: data is the caller's `extra` buffer as it came
+    bytes data                         # else each parameter at the offset cuFuncGetParamInfo gives
+
+op scuda_launch
+    in handle func
+    in u32 grid[3]
+    in u32 block[3]
+    in u32 shared_bytes
+    in handle stream
+    in launch_attr attrs[] max=LAUNCH_MAX_ATTRS
+    in launch_params params
+
+# ---- graph kernel nodes -----------------------------------------------------------
+# The _v1 exports convert to and from CUDA_KERNEL_NODE_PARAMS in the client
+# and send these.
+const GRAPH_MAX_DEPS      8388608      # a frame's worth of node ids
+
+record param_slot                      # where a kernel reads one parameter
+    u32 offset
+    u32 size
+
+record kernel_node                     # CUDA_KERNEL_NODE_PARAMS
+    handle func
+    handle kern                        # kern and ctx count only without func, as in the driver
+    handle ctx
+    u32 grid[3]
+    u32 block[3]
+    u32 shared_bytes
+    launch_params params
+
+op cuGraphAddKernelNode_v2
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in kernel_node params
+
+op cuGraphKernelNodeSetParams_v2
+    in handle node
+    in kernel_node params
+
+op cuGraphExecKernelNodeSetParams_v2
+    in handle exec
+    in handle node
+    in kernel_node params
+
+op cuGraphKernelNodeGetParams_v2
+    in handle node
+    out kernel_node params             # packed with the driver's layout:
+    out param_slot layout[] max=LAUNCH_MAX_PARAMS   # ... this one (none for a raw buffer)
+    out str name                       # the function's name: the client may never have looked it up
+
+# ---- everything else: fields to come --------------------------------------------
+op scuda_ping
+op scuda_error_string            any_context
+op scuda_module_load             blocking
+op scuda_module_get_function
+op scuda_library_load            blocking
+op scuda_library_get_kernel
+op scuda_memcpy_htod             blocking
+op scuda_memcpy_dtoh             blocking  observes
+op scuda_memcpy_dtod             blocking
+op scuda_memcpy_2d               blocking  observes
+op scuda_memcpy_3d               blocking  observes
+op scuda_memcpy_peer             blocking
+op scuda_memset
+op scuda_ctx_create              blocking  any_context
+op scuda_primary_ctx_retain      blocking  any_context
+op scuda_primary_ctx_release     blocking  any_context
+op scuda_primary_ctx_reset       blocking  any_context
+op scuda_primary_ctx_set_flags   any_context
+op scuda_ctx_destroy             blocking  any_context
+op scuda_ctx_synchronize         blocking  observes  any_context
+op scuda_ctx_set_limit
+op scuda_ctx_get_limit
+op scuda_host_callback
+op scuda_pointer_get_attributes
+op scuda_module_get_global
+op scuda_get_proc_name
+op scuda_kernel_get_function
+op scuda_module_unload
+op scuda_pointer_kind
+op scuda_library_get_module
+op scuda_param_info
+op scuda_capture_dtoh
+op scuda_capture_hostfn
+op scuda_host_mirror_create      blocking
+op scuda_host_mirror_free
+op scuda_module_load_by_hash     blocking
+op scuda_bulk_setup
+op scuda_bulk_htod
+op scuda_bulk_dtoh               blocking  observes
+op cuStreamSynchronize           blocking  observes
+op cuMemAllocManaged
+op cuStreamIsCapturing
+op cuStreamGetCaptureInfo_v2
+op cuStreamGetCaptureInfo_v3
+op cuGraphAddMemcpyNode
+op cuGraphMemcpyNodeGetParams
+op cuGraphMemcpyNodeSetParams
+op cuGraphExecMemcpyNodeSetParams
+op cuGraphInstantiateWithParams
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -33,6 +33,7 @@ sys.path.insert(0, HERE)
 
 import cheader  # noqa: E402
 import driver_spec  # noqa: E402
+import messages  # noqa: E402
 
 EXPORTS_FILE = os.path.join(HERE, "libcuda-580-exports.txt")
 OPS_FILE = "codegen/ops.txt"
@@ -161,9 +162,9 @@ def load_spec():
                 raise SpecError("FUNCTIONS line %d: unknown word %r" % (lineno, t))
         if sl.setting and (sl.cls != "sync" or "invalidates_memo" not in sl.flags):
             raise SpecError("FUNCTIONS line %d: setting= is for sync calls that invalidate the memo" % lineno)
-        if sl.cls in ("local", "manual") and sl.flags - {"blocking", "observes", "invalidates_memo", "legacy"}:
-            raise SpecError("FUNCTIONS line %d: bad flag" % lineno)
-        if "observes" in sl.flags and sl.cls not in ("sync", "manual"):
+        if sl.cls in ("local", "manual") and sl.flags - {"invalidates_memo", "legacy"}:
+            raise SpecError("FUNCTIONS line %d: bad flag (a hand-written op's flags are in MESSAGES)" % lineno)
+        if "observes" in sl.flags and sl.cls != "sync":
             raise SpecError("FUNCTIONS line %d: `observes` is for calls that wait for their reply" % lineno)
         if "legacy" in sl.flags and sl.cls not in ("local", "manual"):
             raise SpecError("FUNCTIONS line %d: `legacy` is for hand-written functions" % lineno)
@@ -171,11 +172,15 @@ def load_spec():
                                                              or sl.flags - {"legacy"}):
             raise SpecError("FUNCTIONS line %d: %s takes no options" % (lineno, sl.cls))
         lines[name] = sl
-    internal = []
-    for name, (toks, lineno) in parse_spec_lines(driver_spec.INTERNAL_OPS, "INTERNAL_OPS").items():
-        if not name.startswith("scuda_") or any(t not in ("blocking", "observes", "any_context") for t in toks):
-            raise SpecError("INTERNAL_OPS line %d: bad entry" % lineno)
-        internal.append((name, frozenset(toks)))
+    try:
+        msgs = messages.Spec(driver_spec.MESSAGES)
+    except messages.MessageError as ex:
+        raise SpecError(str(ex))
+    for op in msgs.ops.values():
+        if not op.name.startswith("scuda_") and op.name not in lines and \
+                not any(op.name.startswith(n + "_") or op.name == n for n in lines):
+            raise SpecError("MESSAGES line %d: %s is neither scuda_* nor a manual export" % (op.lineno, op.name))
+    internal = msgs
     return lines, internal
 
 
@@ -333,7 +338,9 @@ class Model:
             e.wrap_base = base
             e.spec = base.spec
         for e in self.exports.values():
-            if e.cls in ("manual", "sync", "async", "memo") and not e.flavour:
+            if e.flavour:
+                continue
+            if e.cls in ("sync", "async", "memo") or (e.cls == "manual" and e.name in self.internal.ops):
                 e.op = "OP_" + e.name
 
     def classify_one(self, e):
@@ -652,7 +659,7 @@ class Model:
     # ---- ops ------------------------------------------------------------------
 
     def wanted_ops(self):
-        names = [n for n, _ in self.internal]
+        names = [n for n, op in self.internal.ops.items() if n.startswith("scuda_")]
         names += sorted(e.name for e in self.exports.values() if e.op)
         return names
 
@@ -1162,7 +1169,7 @@ class Emitter:
         return "".join(o)
 
     def manual_handler_names(self):
-        names = [n for n, _ in self.m.internal]
+        names = [n for n in self.m.internal.ops if n.startswith("scuda_")]
         names += sorted(e.name for e in self.m.exports.values() if e.op and e.cls == "manual")
         return names
 
@@ -1203,19 +1210,20 @@ class Emitter:
                      "        r = CUDA_ERROR_NOT_SUPPORTED;\n        break;\n"
                      "    default:\n        break;\n    }\n    return r;\n}\n\n")
         o.extend(handlers)
-        internal_flags = dict(self.m.internal)
+        msgs = self.m.internal
         o.append("const struct op_entry op_table[OP_COUNT] = {\n")
         for n in self.ops:
             e = self.m.exports.get(n)
-            if n in internal_flags:
-                f = internal_flags[n]
-                o.append('    [OP_%s] = {"%s", srv_%s, %d, %d, %d},\n'
-                         % (n, n, n, "blocking" in f, "observes" in f, "any_context" in f))
+            if n in msgs.ops:
+                f = msgs.ops[n].flags
+                o.append('    [OP_%s] = {"%s", srv_%s, %d, %d, %d, %d},\n'
+                         % (n, n, n, "blocking" in f, "observes" in f, "any_context" in f,
+                            msgs.bulk_head(msgs.ops[n])))
             elif e is not None and e.op:
-                handler = ("srv_" if e.cls == "manual" else "gen_srv_") + n
-                o.append('    [OP_%s] = {"%s", %s, %d, %d, 0},\n' % (n, n, handler, e.blocking, e.observes))
+                handler = "gen_srv_" + n
+                o.append('    [OP_%s] = {"%s", %s, %d, %d, 0, 0},\n' % (n, n, handler, e.blocking, e.observes))
             else:
-                o.append('    [OP_%s] = {"%s", NULL, 0, 0, 0}, /* retired */\n' % (n, n))
+                o.append('    [OP_%s] = {"%s", NULL, 0, 0, 0, 0}, /* retired */\n' % (n, n))
         o.append("};\n\nconst unsigned op_table_len = OP_COUNT;\n")
         return "".join(o)
 
@@ -1560,6 +1568,8 @@ def generate(root, model=None):
         "src/client/procaddr.gen.c": em.procaddr_c(),
         "src/server/handlers.gen.h": em.handlers_h(),
         "src/server/dispatch.gen.c": em.dispatch_c(),
+        "src/common/messages.gen.h": messages.header(model.internal),
+        "src/common/messages.gen.c": messages.source(model.internal),
     }
 
 

@@ -185,7 +185,7 @@ class Ops(unittest.TestCase):
         for name, e in m.exports.items():
             if e.cls in ("manual", "sync", "async", "memo"):
                 self.assertIn(name, ops)
-        for name, _ in m.internal:
+        for name in m.internal.ops:
             self.assertIn(name, ops)
 
     def test_deterministic(self):
@@ -213,10 +213,11 @@ class Spec(unittest.TestCase):
         # Hand-written: answered locally when a copy's reply proved the stream idle.
         self.assertEqual(cls["cuStreamSynchronize"], "manual")
         self.assertEqual(cls["cuStreamIsCapturing"], "manual")  # local while no capture is active
-        self.assertTrue(m.exports["cuStreamSynchronize"].blocking)
+        self.assertIn("blocking", m.internal.ops["cuStreamSynchronize"].flags)
         self.assertTrue(m.exports["cuEventSynchronize"].blocking)
         # Only calls that observe earlier work report a one-way call's error.
-        for n in ("cuStreamSynchronize", "cuEventSynchronize", "cuEventQuery", "cuStreamQuery", "cuMemcpyAtoH_v2"):
+        self.assertIn("observes", m.internal.ops["cuStreamSynchronize"].flags)
+        for n in ("cuEventSynchronize", "cuEventQuery", "cuStreamQuery", "cuMemcpyAtoH_v2"):
             self.assertTrue(m.exports[n].observes, n)
         for n in ("cuMemAlloc_v2", "cuMemGetInfo_v2", "cuStreamCreate", "cuMemcpyHtoA_v2"):
             self.assertFalse(m.exports[n].observes, n)

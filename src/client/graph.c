@@ -202,11 +202,11 @@ int graph_host_deliver(int fd, uint32_t len)
 
 /* ---- kernel node parameters ---------------------------------------------- */
 
-/* As they travel: u64 function id, u64 kernel id, u64 context id, u32
- * grid x/y/z, u32 block x/y/z, u32 shared bytes, then the packed
- * parameters (launch.h). The kernel and context count only without a
- * function, as in the driver. */
-static CUresult put_kernel_node(wire_buf *b, const CUDA_KERNEL_NODE_PARAMS *p)
+/* A node's parameters as they travel (the kernel_node record of
+ * messages.gen.h). The kernel and context count only without a function,
+ * as in the driver. pk holds the packed bytes until the request is
+ * encoded (launch_pack_free). */
+static CUresult kernel_node_msg(const CUDA_KERNEL_NODE_PARAMS *p, struct msg_kernel_node *m, struct launch_pack *pk)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     const void *f = p->func ? (const void *)p->func : (const void *)p->kern;
@@ -217,19 +217,21 @@ static CUresult put_kernel_node(wire_buf *b, const CUDA_KERNEL_NODE_PARAMS *p)
         CUresult r = func_layout(f, d);
         if (r != CUDA_SUCCESS) return r;
     }
-    rpc_put_handle(b, p->func);
-    rpc_put_handle(b, p->func ? NULL : p->kern);
-    rpc_put_handle(b, p->func ? NULL : p->ctx);
-    wb_put_u32(b, p->gridDimX);
-    wb_put_u32(b, p->gridDimY);
-    wb_put_u32(b, p->gridDimZ);
-    wb_put_u32(b, p->blockDimX);
-    wb_put_u32(b, p->blockDimY);
-    wb_put_u32(b, p->blockDimZ);
-    wb_put_u32(b, p->sharedMemBytes);
-    return launch_pack_params(d, p->kernelParams, p->extra, b);
+    CUresult r = launch_pack_params(d, p->kernelParams, p->extra, pk);
+    if (r != CUDA_SUCCESS) return r;
+    *m = (struct msg_kernel_node){
+        .func = handle_wire_id(p->func),
+        .kern = p->func ? 0 : handle_wire_id(p->kern),
+        .ctx = p->func ? 0 : handle_wire_id(p->ctx),
+        .grid = {p->gridDimX, p->gridDimY, p->gridDimZ},
+        .block = {p->blockDimX, p->blockDimY, p->blockDimZ},
+        .shared_bytes = p->sharedMemBytes,
+        .params = pk->params,
+    };
+    return CUDA_SUCCESS;
 }
 
+/* The v1 struct is the v2 one without kern and ctx: the client sends v2. */
 static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     CUDA_KERNEL_NODE_PARAMS q;
@@ -243,26 +245,51 @@ static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
     return q;
 }
 
-static void put_deps(wire_buf *b, const CUgraphNode *deps, size_t n)
+static void to_v1(const CUDA_KERNEL_NODE_PARAMS *p, CUDA_KERNEL_NODE_PARAMS_v1 *q)
 {
-    wb_put_u64(b, n);
-    for (size_t i = 0; i < n; i++) rpc_put_handle(b, deps[i]);
+    memset(q, 0, sizeof *q);
+    q->func = p->func;
+    q->gridDimX = p->gridDimX, q->gridDimY = p->gridDimY, q->gridDimZ = p->gridDimZ;
+    q->blockDimX = p->blockDimX, q->blockDimY = p->blockDimY, q->blockDimZ = p->blockDimZ;
+    q->sharedMemBytes = p->sharedMemBytes;
+    q->kernelParams = p->kernelParams;
+    q->extra = p->extra;
 }
 
-static CUresult add_kernel_node(uint16_t op, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+/* Node handles as wire ids, in `small` or in *heap (free it). NULL when out
+ * of memory. */
+static const uint64_t *node_ids(const CUgraphNode *nodes, size_t n, uint64_t *small, size_t cap, uint64_t **heap)
 {
-    if (!phGraphNode || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t id = handle_new_id();
+    uint64_t *ids = small;
+    *heap = NULL;
+    if (n > cap && !(ids = *heap = malloc(n * sizeof *ids))) return NULL;
+    for (size_t i = 0; i < n; i++) ids[i] = handle_wire_id(nodes[i]);
+    return ids;
+}
+
+static CUresult add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                                const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    if (!phGraphNode || (ndeps && !deps) || ndeps > GRAPH_MAX_DEPS) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphAddKernelNode_v2_req m = {.node = handle_new_id(), .graph = handle_wire_id(hGraph)};
+    struct launch_pack pk;
+    CUresult r = kernel_node_msg(p, &m.params, &pk);
+    if (r != CUDA_SUCCESS) return r;
+    uint64_t small[32], *heap;
+    m.deps = node_ids(deps, ndeps, small, 32, &heap);
+    m.deps_count = (uint32_t)ndeps;
+    if (!m.deps) {
+        launch_pack_free(&pk);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     rpc_call c;
-    rpc_begin(&c, op);
-    wb_put_u64(&c.req, id);
-    rpc_put_handle(&c.req, hGraph);
-    put_deps(&c.req, deps, ndeps);
-    CUresult r = put_kernel_node(&c.req, p);
-    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    rpc_begin(&c, OP_cuGraphAddKernelNode_v2);
+    msg_cuGraphAddKernelNode_v2_req_put(&c.req, &m);
+    launch_pack_free(&pk);
+    free(heap);
+    r = rpc_sync(&c);
     rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(id);
+    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
     return r;
 }
 
@@ -270,8 +297,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph
                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddKernelNode_v2, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    return add_kernel_node(OP_cuGraphAddKernelNode_v2, phGraphNode, hGraph, dependencies, numDependencies,
-                           nodeParams);
+    return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -280,19 +306,28 @@ EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     SHIM_ENTER(cuGraphAddKernelNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
-    return add_kernel_node(OP_cuGraphAddKernelNode, phGraphNode, hGraph, dependencies, numDependencies, &p);
+    return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, &p);
 }
 
-/* Request: u64 node (u64 executable graph first for the Exec form), params. */
-static CUresult set_kernel_node(uint16_t op, CUgraphExec hExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+/* cuGraphKernelNodeSetParams, or with hExec cuGraphExecKernelNodeSetParams. */
+static CUresult set_kernel_node(CUgraphExec hExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
 {
+    struct msg_kernel_node k;
+    struct launch_pack pk;
+    CUresult r = kernel_node_msg(p, &k, &pk);
+    if (r != CUDA_SUCCESS) return r;
     rpc_call c;
-    rpc_begin(&c, op);
-    if (op == OP_cuGraphExecKernelNodeSetParams || op == OP_cuGraphExecKernelNodeSetParams_v2)
-        rpc_put_handle(&c.req, hExec);
-    rpc_put_handle(&c.req, hNode);
-    CUresult r = put_kernel_node(&c.req, p);
-    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    if (hExec) {
+        struct msg_cuGraphExecKernelNodeSetParams_v2_req m = {handle_wire_id(hExec), handle_wire_id(hNode), k};
+        rpc_begin(&c, OP_cuGraphExecKernelNodeSetParams_v2);
+        msg_cuGraphExecKernelNodeSetParams_v2_req_put(&c.req, &m);
+    } else {
+        struct msg_cuGraphKernelNodeSetParams_v2_req m = {handle_wire_id(hNode), k};
+        rpc_begin(&c, OP_cuGraphKernelNodeSetParams_v2);
+        msg_cuGraphKernelNodeSetParams_v2_req_put(&c.req, &m);
+    }
+    launch_pack_free(&pk);
+    r = rpc_sync(&c);
     rpc_end(&c);
     return r;
 }
@@ -300,7 +335,7 @@ static CUresult set_kernel_node(uint16_t op, CUgraphExec hExec, CUgraphNode hNod
 EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphKernelNodeSetParams_v2, (hNode, nodeParams));
-    return set_kernel_node(OP_cuGraphKernelNodeSetParams_v2, NULL, hNode, nodeParams);
+    return set_kernel_node(NULL, hNode, nodeParams);
 }
 
 EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
@@ -308,23 +343,24 @@ EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_
     SHIM_ENTER(cuGraphKernelNodeSetParams, (hNode, nodeParams));
     if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
-    return set_kernel_node(OP_cuGraphKernelNodeSetParams, NULL, hNode, &p);
+    return set_kernel_node(NULL, hNode, &p);
 }
 
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphExecKernelNodeSetParams_v2, (hGraphExec, hNode, nodeParams));
-    return set_kernel_node(OP_cuGraphExecKernelNodeSetParams_v2, hGraphExec, hNode, nodeParams);
+    if (!hGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    return set_kernel_node(hGraphExec, hNode, nodeParams);
 }
 
 EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
     SHIM_ENTER(cuGraphExecKernelNodeSetParams, (hGraphExec, hNode, nodeParams));
-    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    if (!nodeParams || !hGraphExec) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS p = from_v1(nodeParams);
-    return set_kernel_node(OP_cuGraphExecKernelNodeSetParams, hGraphExec, hNode, &p);
+    return set_kernel_node(hGraphExec, hNode, &p);
 }
 
 /* The argument values a node query handed out, one block per node:
@@ -333,51 +369,40 @@ EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
  * the next query of the same node. */
 static struct idmap node_args = IDMAP_INIT;
 
-/* Reply: u64 function id, u64 kernel id, u64 context id, u32 x 7 as in
- * put_kernel_node, u32 count (or LAUNCH_RAW_PARAMS), count x (u32 offset,
- * u32 size), blob of the packed bytes, the function's name. */
-static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NODE_PARAMS *p)
+/* The reply's parameters as the driver hands them out: kernelParams
+ * pointers into a copy of the packed bytes, or an `extra` array around it. */
+static CUresult unpack_kernel_node(uint64_t node, const struct msg_cuGraphKernelNodeGetParams_v2_rep *m,
+                                   CUDA_KERNEL_NODE_PARAMS *p)
 {
+    const struct msg_kernel_node *k = &m->params;
+    const struct msg_launch_params *lp = &k->params;
+    uint32_t n = lp->raw ? 0 : m->layout_count;
+    size_t len = (size_t)lp->data_len;
     memset(p, 0, sizeof *p);
-    p->func = (CUfunction)handle_from_id(wr_u64(in));
-    p->kern = (CUkernel)handle_from_id(wr_u64(in));
-    p->ctx = (CUcontext)handle_from_id(wr_u64(in));
-    p->gridDimX = wr_u32(in);
-    p->gridDimY = wr_u32(in);
-    p->gridDimZ = wr_u32(in);
-    p->blockDimX = wr_u32(in);
-    p->blockDimY = wr_u32(in);
-    p->blockDimZ = wr_u32(in);
-    p->sharedMemBytes = wr_u32(in);
-    uint32_t n = wr_u32(in);
-    int raw = n == LAUNCH_RAW_PARAMS;
-    if (raw) n = 0;
-    if (n > 4096) return CUDA_ERROR_UNKNOWN;
-    const uint8_t *layout = wr_view(in, (size_t)n * 8);
-    size_t len;
-    const void *bytes = wr_blob(in, &len);
-    const char *name = wr_str(in);
-    if (!wr_ok_end(in) || (n && !layout) || !name) return CUDA_ERROR_UNKNOWN;
+    p->func = (CUfunction)handle_from_id(k->func);
+    p->kern = (CUkernel)handle_from_id(k->kern);
+    p->ctx = (CUcontext)handle_from_id(k->ctx);
+    p->gridDimX = k->grid[0], p->gridDimY = k->grid[1], p->gridDimZ = k->grid[2];
+    p->blockDimX = k->block[0], p->blockDimY = k->block[1], p->blockDimZ = k->block[2];
+    p->sharedMemBytes = k->shared_bytes;
+    if (!m->name) return CUDA_ERROR_UNKNOWN;
     /* pointers, then the extra array (5 words), the size word, the bytes */
     size_t head = ((size_t)n + 6) * sizeof(void *);
     char *block = malloc(head + (len ? len : 1));
     if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
     void **ptrs = (void **)block;
     char *data = block + head;
-    if (len) memcpy(data, bytes, len);
+    if (len) memcpy(data, lp->data, len);
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t off, size;
-        memcpy(&off, layout + 8 * i, 4);
-        memcpy(&size, layout + 8 * i + 4, 4);
-        if ((uint64_t)off + size > len) {
+        if ((uint64_t)m->layout[i].offset + m->layout[i].size > len) {
             free(block);
             return CUDA_ERROR_UNKNOWN;
         }
-        ptrs[i] = data + off;
+        ptrs[i] = data + m->layout[i].offset;
     }
     /* the layout checked: a function no module told of can be set again */
-    func_adopt((uint64_t)(uintptr_t)(p->func ? (void *)p->func : (void *)p->kern), name, n, raw ? NULL : layout, len);
-    if (raw) {
+    func_adopt(k->func ? k->func : k->kern, m->name, n, lp->raw ? NULL : m->layout, len);
+    if (lp->raw) {
         void **extra = ptrs + n;
         size_t *size = (size_t *)(extra + 5);
         *size = len;
@@ -398,15 +423,19 @@ static CUresult read_kernel_node(uint64_t node, wire_reader *in, CUDA_KERNEL_NOD
     return CUDA_SUCCESS;
 }
 
-static CUresult get_kernel_node(uint16_t op, CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
+static CUresult get_kernel_node(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphKernelNodeGetParams_v2_req m = {handle_wire_id(hNode)};
+    struct msg_cuGraphKernelNodeGetParams_v2_rep rep;
     rpc_call c;
-    rpc_begin(&c, op);
-    rpc_put_handle(&c.req, hNode);
+    rpc_begin(&c, OP_cuGraphKernelNodeGetParams_v2);
+    msg_cuGraphKernelNodeGetParams_v2_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
-        r = read_kernel_node((uint64_t)(uintptr_t)hNode, &c.out, p);
+        r = msg_cuGraphKernelNodeGetParams_v2_rep_get(&c.out, &c.arena, &rep) == 0
+                ? unpack_kernel_node((uint64_t)(uintptr_t)hNode, &rep, p)
+                : CUDA_ERROR_UNKNOWN;
         if (r == CUDA_ERROR_UNKNOWN) LOG_ERROR("cuGraphKernelNodeGetParams: malformed reply from the server");
     }
     rpc_end(&c);
@@ -416,7 +445,7 @@ static CUresult get_kernel_node(uint16_t op, CUgraphNode hNode, CUDA_KERNEL_NODE
 EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphKernelNodeGetParams_v2, (hNode, nodeParams));
-    return get_kernel_node(OP_cuGraphKernelNodeGetParams_v2, hNode, nodeParams);
+    return get_kernel_node(hNode, nodeParams);
 }
 
 EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
@@ -424,16 +453,16 @@ EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_P
     SHIM_ENTER(cuGraphKernelNodeGetParams, (hNode, nodeParams));
     if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS p;
-    CUresult r = get_kernel_node(OP_cuGraphKernelNodeGetParams, hNode, &p);
-    if (r != CUDA_SUCCESS) return r;
-    memset(nodeParams, 0, sizeof *nodeParams);
-    nodeParams->func = p.func;
-    nodeParams->gridDimX = p.gridDimX, nodeParams->gridDimY = p.gridDimY, nodeParams->gridDimZ = p.gridDimZ;
-    nodeParams->blockDimX = p.blockDimX, nodeParams->blockDimY = p.blockDimY, nodeParams->blockDimZ = p.blockDimZ;
-    nodeParams->sharedMemBytes = p.sharedMemBytes;
-    nodeParams->kernelParams = p.kernelParams;
-    nodeParams->extra = p.extra;
-    return CUDA_SUCCESS;
+    CUresult r = get_kernel_node(hNode, &p);
+    if (r == CUDA_SUCCESS) to_v1(&p, nodeParams);
+    return r;
+}
+
+/* TODO: the memcpy node's request becomes a message (messages.gen.h). */
+static void put_deps(wire_buf *b, const CUgraphNode *deps, size_t n)
+{
+    wb_put_u64(b, n);
+    for (size_t i = 0; i < n; i++) rpc_put_handle(b, deps[i]);
 }
 
 /* ---- memcpy nodes ---------------------------------------------------------- */

@@ -16,8 +16,10 @@
 
 /* The packed parameters, as they travel: see launch.h. A buffer the caller
  * passed through `extra` is handed to the driver as it came. */
-CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b)
+CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, struct launch_pack *pk)
 {
+    pk->heap = NULL;
+    pk->params = (struct msg_launch_params){0};
     if (extra) {
         const void *buf = NULL;
         size_t size = 0;
@@ -27,24 +29,25 @@ CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void
             else return CUDA_ERROR_INVALID_VALUE;
         }
         if (size && !buf) return CUDA_ERROR_INVALID_VALUE;
-        wb_put_u32(b, LAUNCH_RAW_PARAMS);
-        wb_put_blob(b, buf, size);
+        pk->params = (struct msg_launch_params){.raw = 1, .data = buf, .data_len = size};
         host_pinned_touch_words(buf, size); /* unified addressing: hooks.h */
         return CUDA_SUCCESS;
     }
     if (d->nparams && !kernelParams) return CUDA_ERROR_INVALID_VALUE;
-    wb_put_u32(b, d->nparams);
-    for (uint32_t i = 0; i < d->nparams; i++) {
-        wb_put_u32(b, d->offset[i]);
-        wb_put_u32(b, d->size[i]);
-    }
-    wb_put_u64(b, d->param_bytes);
-    uint8_t *dst = wb_reserve(b, d->param_bytes);
-    if (!dst) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint8_t *dst = (uint8_t *)pk->small;
+    if (d->param_bytes > sizeof pk->small && !(dst = pk->heap = malloc(d->param_bytes)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     memset(dst, 0, d->param_bytes);
     for (uint32_t i = 0; i < d->nparams; i++) memcpy(dst + d->offset[i], kernelParams[i], d->size[i]);
     host_pinned_touch_words(dst, d->param_bytes);
+    pk->params = (struct msg_launch_params){.raw = 0, .data = dst, .data_len = d->param_bytes};
     return CUDA_SUCCESS;
+}
+
+void launch_pack_free(struct launch_pack *pk)
+{
+    free(pk->heap);
+    pk->heap = NULL;
 }
 
 /* A function attribute, from the memo cache after the first query. */
@@ -111,12 +114,6 @@ static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3]
     return cooperative ? check_cooperative(f, grid, threads, shmem) : CUDA_SUCCESS;
 }
 
-static void put_attr(wire_buf *b, const CUlaunchAttribute *a)
-{
-    wb_put_u32(b, (uint32_t)a->id);
-    wb_put_raw(b, &a->value, sizeof a->value);
-}
-
 /* A launch the client refuses: SCUDA_LOG=debug says why, since the program
  * only sees the error code. */
 static CUresult refuse(CUresult r, CUfunction f, const char *why)
@@ -138,20 +135,26 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (kernelParams && extra) return refuse(CUDA_ERROR_INVALID_VALUE, f, "both kernelParams and extra");
     CUresult r = check_config(f, is_kernel, grid, block, shmem, is_cooperative(attrs, nattrs));
     if (r != CUDA_SUCCESS) return refuse(r, f, "grid, block or shared memory out of the device's limits");
+    if (nattrs > LAUNCH_MAX_ATTRS) return refuse(CUDA_ERROR_INVALID_VALUE, f, "more launch attributes than SCUDA carries");
+    struct msg_launch_attr wire_attrs[LAUNCH_MAX_ATTRS];
+    for (unsigned i = 0; i < nattrs; i++) wire_attrs[i] = (struct msg_launch_attr){attrs[i].id, attrs[i].value};
+    struct msg_scuda_launch_req m = {
+        .func = handle_wire_id(f),
+        .grid = {grid[0], grid[1], grid[2]},
+        .block = {block[0], block[1], block[2]},
+        .shared_bytes = shmem,
+        .stream = handle_wire_id(st),
+        .attrs = wire_attrs,
+        .attrs_count = nattrs,
+    };
+    struct launch_pack pk;
+    r = launch_pack_params(d, kernelParams, extra, &pk);
+    if (r != CUDA_SUCCESS) return refuse(r, f, "its parameters (kernelParams or extra) cannot be packed");
+    m.params = pk.params;
     rpc_call c;
     rpc_begin(&c, OP_scuda_launch);
-    rpc_put_handle(&c.req, f);
-    for (int i = 0; i < 3; i++) wb_put_u32(&c.req, grid[i]);
-    for (int i = 0; i < 3; i++) wb_put_u32(&c.req, block[i]);
-    wb_put_u32(&c.req, shmem);
-    rpc_put_handle(&c.req, st);
-    wb_put_u32(&c.req, nattrs);
-    for (unsigned i = 0; i < nattrs; i++) put_attr(&c.req, &attrs[i]);
-    r = launch_pack_params(d, kernelParams, extra, &c.req);
-    if (r != CUDA_SUCCESS) {
-        rpc_end(&c);
-        return refuse(r, f, "its parameters (kernelParams or extra) cannot be packed");
-    }
+    msg_scuda_launch_req_put(&c.req, &m);
+    launch_pack_free(&pk);
     return rpc_async(&c);
 }
 

@@ -6,15 +6,21 @@
 #include <cuda.h>
 
 #include "module.h"
-#include "../common/wire.h"
+#include "../common/messages.gen.h"
 
-/* Append a kernel's parameters to b, packed with d's layout: u32 count,
- * then each parameter's u32 offset and u32 size, then a blob of the packed
- * bytes. A buffer passed through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER)
- * travels as count LAUNCH_RAW_PARAMS and a blob. The session rebuilds
- * kernelParams from them (src/server/launch_params.h). */
-#define LAUNCH_RAW_PARAMS 0xffffffffu
-CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, wire_buf *b);
+/* A kernel's parameters as they travel: the launch_params record of
+ * messages.gen.h. A buffer passed through `extra`
+ * (CU_LAUNCH_PARAM_BUFFER_POINTER) travels as it came, marked raw; else
+ * each parameter is copied to its offset in d's layout. The session puts
+ * the kernelParams pointers back together with the layout its driver
+ * reports (src/server/launch_params.h). */
+struct launch_pack {
+    struct msg_launch_params params;
+    uint64_t small[64]; /* most kernels' parameters fit */
+    void *heap;
+};
+CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, struct launch_pack *pk);
+void launch_pack_free(struct launch_pack *pk);
 
 /* Stream capture and client memory (graph.c). A graph replays on the
  * server. capture_status() tells whether hStream is capturing (it asks the

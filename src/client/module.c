@@ -64,7 +64,7 @@ struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
     return ((struct func_ref *)v)->desc;
 }
 
-void func_adopt(uint64_t id, const char *name, uint32_t n, const uint8_t *layout, size_t total)
+void func_adopt(uint64_t id, const char *name, uint32_t n, const struct msg_param_slot *layout, size_t total)
 {
     if (!id || func_lookup((const void *)(uintptr_t)id)) return;
     struct func_desc *d = calloc(1, sizeof *d);
@@ -75,8 +75,8 @@ void func_adopt(uint64_t id, const char *name, uint32_t n, const uint8_t *layout
         return;
     }
     for (uint32_t i = 0; layout && i < n; i++) {
-        memcpy(&d->offset[i], layout + 8 * i, 4);
-        memcpy(&d->size[i], layout + 8 * i + 4, 4);
+        d->offset[i] = layout[i].offset;
+        d->size[i] = layout[i].size;
     }
     d->nparams = n;
     d->param_bytes = (uint32_t)total;

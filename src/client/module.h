@@ -5,6 +5,8 @@
 #define SCUDA_CLIENT_MODULE_H
 
 #include <cuda.h>
+
+#include "../common/messages.gen.h"
 #include <stdint.h>
 
 struct func_desc {
@@ -31,6 +33,6 @@ static inline struct func_desc *func_lookup(const void *h) { return func_lookup_
  * this name and layout (n (offset, size) pairs of u32, `total` packed
  * bytes; NULL: unknown, asked at first launch), so launches, name queries
  * and node updates work on it too. */
-void func_adopt(uint64_t id, const char *name, uint32_t n, const uint8_t *layout, size_t total);
+void func_adopt(uint64_t id, const char *name, uint32_t n, const struct msg_param_slot *layout, size_t total);
 
 #endif

@@ -19,6 +19,7 @@ void rpc_begin(rpc_call *c, uint16_t op)
     c->op = op;
     wb_init(&c->req);
     wr_init(&c->out, NULL, 0);
+    msg_arena_init(&c->arena);
     c->reply = NULL;
     c->bulk = NULL;
     c->bulk_len = 0;
@@ -161,4 +162,5 @@ void rpc_end(rpc_call *c)
     wb_free(&c->req);
     free(c->reply);
     c->reply = NULL;
+    msg_arena_free(&c->arena);
 }

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "../common/msg_arena.h"
 #include "../common/wire.h"
 
 typedef struct rpc_call {
@@ -45,6 +46,8 @@ typedef struct rpc_call {
      * a lock it holds now: send without pushing, which takes the mirrors'
      * lock, whose holder may be waiting for the caller's (bulk.c). */
     int pushed;
+    /* What decoding the reply allocates (messages.gen.h); freed by rpc_end. */
+    struct msg_arena arena;
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);

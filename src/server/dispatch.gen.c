@@ -11,13 +11,13 @@
 #include "../common/value_sizes.h"
 #include "dispatch.h"
 
+extern CUresult srv_scuda_launch(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_launch(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_dtod(srv_call *c) __attribute__((weak));
@@ -51,93 +51,16 @@ extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxAttach(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxCreate(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxCreate_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxCreate_v3(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxCreate_v4(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxDestroy(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxDestroy_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxDetach(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxGetFlags(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxPopCurrent(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxPopCurrent_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxPushCurrent(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxPushCurrent_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSetCurrent(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSynchronize(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuCtxSynchronize_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxRelease(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxRelease_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxReset(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxReset_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxRetain(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxSetFlags(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuDevicePrimaryCtxSetFlags_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuGraphAddKernelNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuGraphExecKernelNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphInstantiateWithParams(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuGraphKernelNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuGraphKernelNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuInit(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuKernelGetFunction(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLaunchCooperativeKernel(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLaunchHostFunc(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLaunchKernel(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLaunchKernelEx(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryEnumerateKernels(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetGlobal(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetKernel(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetKernelCount(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryGetModule(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryLoadData(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryLoadFromFile(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuLibraryUnload(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemAllocHost_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemFreeHost(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostAlloc(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostGetDevicePointer_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostRegister_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemHostUnregister(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2DAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2DUnaligned_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy2D_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DPeer(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3DPeerAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpy3D_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoDAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoD_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoHAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyDtoH_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoDAsync_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyHtoD_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyPeer(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuMemcpyPeerAsync(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleEnumerateFunctions(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetFunction(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetFunctionCount(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetGlobal_v2(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleGetLoadingMode(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleLoad(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleLoadData(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleLoadDataEx(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleLoadFatBinary(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuModuleUnload(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuPointerGetAttribute(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuPointerGetAttributes(srv_call *c) __attribute__((weak));
-extern CUresult srv_cuStreamAddCallback(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamIsCapturing(srv_call *c) __attribute__((weak));
@@ -8338,436 +8261,436 @@ done:
 }
 
 const struct op_entry op_table[OP_COUNT] = {
-    [OP_scuda_ping] = {"scuda_ping", srv_scuda_ping, 0, 0, 0},
-    [OP_scuda_error_string] = {"scuda_error_string", srv_scuda_error_string, 0, 0, 1},
-    [OP_scuda_module_load] = {"scuda_module_load", srv_scuda_module_load, 1, 0, 0},
-    [OP_scuda_module_get_function] = {"scuda_module_get_function", srv_scuda_module_get_function, 0, 0, 0},
-    [OP_scuda_library_load] = {"scuda_library_load", srv_scuda_library_load, 1, 0, 0},
-    [OP_scuda_library_get_kernel] = {"scuda_library_get_kernel", srv_scuda_library_get_kernel, 0, 0, 0},
-    [OP_scuda_launch] = {"scuda_launch", srv_scuda_launch, 0, 0, 0},
-    [OP_scuda_memcpy_htod] = {"scuda_memcpy_htod", srv_scuda_memcpy_htod, 1, 0, 0},
-    [OP_scuda_memcpy_dtoh] = {"scuda_memcpy_dtoh", srv_scuda_memcpy_dtoh, 1, 1, 0},
-    [OP_scuda_memcpy_dtod] = {"scuda_memcpy_dtod", srv_scuda_memcpy_dtod, 1, 0, 0},
-    [OP_scuda_memcpy_2d] = {"scuda_memcpy_2d", srv_scuda_memcpy_2d, 1, 1, 0},
-    [OP_scuda_memcpy_3d] = {"scuda_memcpy_3d", srv_scuda_memcpy_3d, 1, 1, 0},
-    [OP_scuda_memcpy_peer] = {"scuda_memcpy_peer", srv_scuda_memcpy_peer, 1, 0, 0},
-    [OP_scuda_memset] = {"scuda_memset", srv_scuda_memset, 0, 0, 0},
-    [OP_scuda_ctx_create] = {"scuda_ctx_create", srv_scuda_ctx_create, 1, 0, 1},
-    [OP_scuda_primary_ctx_retain] = {"scuda_primary_ctx_retain", srv_scuda_primary_ctx_retain, 1, 0, 1},
-    [OP_scuda_primary_ctx_release] = {"scuda_primary_ctx_release", srv_scuda_primary_ctx_release, 1, 0, 1},
-    [OP_scuda_primary_ctx_reset] = {"scuda_primary_ctx_reset", srv_scuda_primary_ctx_reset, 1, 0, 1},
-    [OP_scuda_primary_ctx_set_flags] = {"scuda_primary_ctx_set_flags", srv_scuda_primary_ctx_set_flags, 0, 0, 1},
-    [OP_scuda_ctx_destroy] = {"scuda_ctx_destroy", srv_scuda_ctx_destroy, 1, 0, 1},
-    [OP_scuda_ctx_synchronize] = {"scuda_ctx_synchronize", srv_scuda_ctx_synchronize, 1, 1, 1},
-    [OP_scuda_ctx_set_limit] = {"scuda_ctx_set_limit", srv_scuda_ctx_set_limit, 0, 0, 0},
-    [OP_scuda_ctx_get_limit] = {"scuda_ctx_get_limit", srv_scuda_ctx_get_limit, 0, 0, 0},
-    [OP_scuda_host_callback] = {"scuda_host_callback", srv_scuda_host_callback, 0, 0, 0},
-    [OP_scuda_pointer_get_attributes] = {"scuda_pointer_get_attributes", srv_scuda_pointer_get_attributes, 0, 0, 0},
-    [OP_scuda_module_get_global] = {"scuda_module_get_global", srv_scuda_module_get_global, 0, 0, 0},
-    [OP_scuda_get_proc_name] = {"scuda_get_proc_name", srv_scuda_get_proc_name, 0, 0, 0},
-    [OP_scuda_kernel_get_function] = {"scuda_kernel_get_function", srv_scuda_kernel_get_function, 0, 0, 0},
-    [OP_scuda_module_unload] = {"scuda_module_unload", srv_scuda_module_unload, 0, 0, 0},
-    [OP_scuda_pointer_kind] = {"scuda_pointer_kind", srv_scuda_pointer_kind, 0, 0, 0},
-    [OP_cuArray3DCreate] = {"cuArray3DCreate", gen_srv_cuArray3DCreate, 0, 0, 0},
-    [OP_cuArray3DCreate_v2] = {"cuArray3DCreate_v2", gen_srv_cuArray3DCreate_v2, 0, 0, 0},
-    [OP_cuArray3DGetDescriptor] = {"cuArray3DGetDescriptor", gen_srv_cuArray3DGetDescriptor, 0, 0, 0},
-    [OP_cuArray3DGetDescriptor_v2] = {"cuArray3DGetDescriptor_v2", gen_srv_cuArray3DGetDescriptor_v2, 0, 0, 0},
-    [OP_cuArrayCreate] = {"cuArrayCreate", gen_srv_cuArrayCreate, 0, 0, 0},
-    [OP_cuArrayCreate_v2] = {"cuArrayCreate_v2", gen_srv_cuArrayCreate_v2, 0, 0, 0},
-    [OP_cuArrayDestroy] = {"cuArrayDestroy", gen_srv_cuArrayDestroy, 0, 0, 0},
-    [OP_cuArrayGetDescriptor] = {"cuArrayGetDescriptor", gen_srv_cuArrayGetDescriptor, 0, 0, 0},
-    [OP_cuArrayGetDescriptor_v2] = {"cuArrayGetDescriptor_v2", gen_srv_cuArrayGetDescriptor_v2, 0, 0, 0},
-    [OP_cuArrayGetMemoryRequirements] = {"cuArrayGetMemoryRequirements", gen_srv_cuArrayGetMemoryRequirements, 0, 0, 0},
-    [OP_cuArrayGetSparseProperties] = {"cuArrayGetSparseProperties", gen_srv_cuArrayGetSparseProperties, 0, 0, 0},
-    [OP_cuCtxAttach] = {"cuCtxAttach", srv_cuCtxAttach, 0, 0, 0},
-    [OP_cuCtxCreate] = {"cuCtxCreate", srv_cuCtxCreate, 1, 0, 0},
-    [OP_cuCtxCreate_v2] = {"cuCtxCreate_v2", srv_cuCtxCreate_v2, 1, 0, 0},
-    [OP_cuCtxCreate_v3] = {"cuCtxCreate_v3", srv_cuCtxCreate_v3, 1, 0, 0},
-    [OP_cuCtxCreate_v4] = {"cuCtxCreate_v4", srv_cuCtxCreate_v4, 1, 0, 0},
-    [OP_cuCtxDestroy] = {"cuCtxDestroy", srv_cuCtxDestroy, 1, 0, 0},
-    [OP_cuCtxDestroy_v2] = {"cuCtxDestroy_v2", srv_cuCtxDestroy_v2, 1, 0, 0},
-    [OP_cuCtxDetach] = {"cuCtxDetach", srv_cuCtxDetach, 0, 0, 0},
-    [OP_cuCtxDisablePeerAccess] = {"cuCtxDisablePeerAccess", gen_srv_cuCtxDisablePeerAccess, 0, 0, 0},
-    [OP_cuCtxEnablePeerAccess] = {"cuCtxEnablePeerAccess", gen_srv_cuCtxEnablePeerAccess, 0, 0, 0},
-    [OP_cuCtxGetApiVersion] = {"cuCtxGetApiVersion", gen_srv_cuCtxGetApiVersion, 0, 0, 0},
-    [OP_cuCtxGetCacheConfig] = {"cuCtxGetCacheConfig", gen_srv_cuCtxGetCacheConfig, 0, 0, 0},
-    [OP_cuCtxGetDevResource] = {"cuCtxGetDevResource", gen_srv_cuCtxGetDevResource, 0, 0, 0},
-    [OP_cuCtxGetExecAffinity] = {"cuCtxGetExecAffinity", gen_srv_cuCtxGetExecAffinity, 0, 0, 0},
-    [OP_cuCtxGetFlags] = {"cuCtxGetFlags", srv_cuCtxGetFlags, 0, 0, 0},
-    [OP_cuCtxGetId] = {"cuCtxGetId", NULL, 0, 0, 0}, /* retired */
-    [OP_cuCtxGetLimit] = {"cuCtxGetLimit", gen_srv_cuCtxGetLimit, 0, 0, 0},
-    [OP_cuCtxGetSharedMemConfig] = {"cuCtxGetSharedMemConfig", gen_srv_cuCtxGetSharedMemConfig, 0, 0, 0},
-    [OP_cuCtxGetStreamPriorityRange] = {"cuCtxGetStreamPriorityRange", gen_srv_cuCtxGetStreamPriorityRange, 0, 0, 0},
-    [OP_cuCtxPopCurrent] = {"cuCtxPopCurrent", srv_cuCtxPopCurrent, 0, 0, 0},
-    [OP_cuCtxPopCurrent_v2] = {"cuCtxPopCurrent_v2", srv_cuCtxPopCurrent_v2, 0, 0, 0},
-    [OP_cuCtxPushCurrent] = {"cuCtxPushCurrent", srv_cuCtxPushCurrent, 0, 0, 0},
-    [OP_cuCtxPushCurrent_v2] = {"cuCtxPushCurrent_v2", srv_cuCtxPushCurrent_v2, 0, 0, 0},
-    [OP_cuCtxRecordEvent] = {"cuCtxRecordEvent", gen_srv_cuCtxRecordEvent, 0, 0, 0},
-    [OP_cuCtxResetPersistingL2Cache] = {"cuCtxResetPersistingL2Cache", gen_srv_cuCtxResetPersistingL2Cache, 0, 0, 0},
-    [OP_cuCtxSetCacheConfig] = {"cuCtxSetCacheConfig", gen_srv_cuCtxSetCacheConfig, 0, 0, 0},
-    [OP_cuCtxSetCurrent] = {"cuCtxSetCurrent", srv_cuCtxSetCurrent, 0, 0, 0},
-    [OP_cuCtxSetLimit] = {"cuCtxSetLimit", gen_srv_cuCtxSetLimit, 0, 0, 0},
-    [OP_cuCtxSetSharedMemConfig] = {"cuCtxSetSharedMemConfig", gen_srv_cuCtxSetSharedMemConfig, 0, 0, 0},
-    [OP_cuCtxSynchronize] = {"cuCtxSynchronize", srv_cuCtxSynchronize, 1, 1, 0},
-    [OP_cuCtxSynchronize_v2] = {"cuCtxSynchronize_v2", srv_cuCtxSynchronize_v2, 1, 1, 0},
-    [OP_cuCtxWaitEvent] = {"cuCtxWaitEvent", gen_srv_cuCtxWaitEvent, 0, 0, 0},
-    [OP_cuDestroyExternalMemory] = {"cuDestroyExternalMemory", gen_srv_cuDestroyExternalMemory, 0, 0, 0},
-    [OP_cuDestroyExternalSemaphore] = {"cuDestroyExternalSemaphore", gen_srv_cuDestroyExternalSemaphore, 0, 0, 0},
-    [OP_cuDeviceCanAccessPeer] = {"cuDeviceCanAccessPeer", gen_srv_cuDeviceCanAccessPeer, 0, 0, 0},
-    [OP_cuDeviceGetDevResource] = {"cuDeviceGetDevResource", gen_srv_cuDeviceGetDevResource, 0, 0, 0},
-    [OP_cuDeviceGetExecAffinitySupport] = {"cuDeviceGetExecAffinitySupport", gen_srv_cuDeviceGetExecAffinitySupport, 0, 0, 0},
-    [OP_cuDeviceGetGraphMemAttribute] = {"cuDeviceGetGraphMemAttribute", gen_srv_cuDeviceGetGraphMemAttribute, 0, 0, 0},
-    [OP_cuDeviceGetHostAtomicCapabilities] = {"cuDeviceGetHostAtomicCapabilities", gen_srv_cuDeviceGetHostAtomicCapabilities, 0, 0, 0},
-    [OP_cuDeviceGetLuid] = {"cuDeviceGetLuid", gen_srv_cuDeviceGetLuid, 0, 0, 0},
-    [OP_cuDeviceGetP2PAtomicCapabilities] = {"cuDeviceGetP2PAtomicCapabilities", gen_srv_cuDeviceGetP2PAtomicCapabilities, 0, 0, 0},
-    [OP_cuDeviceGetP2PAttribute] = {"cuDeviceGetP2PAttribute", gen_srv_cuDeviceGetP2PAttribute, 0, 0, 0},
-    [OP_cuDeviceGetTexture1DLinearMaxWidth] = {"cuDeviceGetTexture1DLinearMaxWidth", gen_srv_cuDeviceGetTexture1DLinearMaxWidth, 0, 0, 0},
-    [OP_cuDeviceGraphMemTrim] = {"cuDeviceGraphMemTrim", gen_srv_cuDeviceGraphMemTrim, 0, 0, 0},
-    [OP_cuDevicePrimaryCtxRelease] = {"cuDevicePrimaryCtxRelease", srv_cuDevicePrimaryCtxRelease, 1, 0, 0},
-    [OP_cuDevicePrimaryCtxRelease_v2] = {"cuDevicePrimaryCtxRelease_v2", srv_cuDevicePrimaryCtxRelease_v2, 1, 0, 0},
-    [OP_cuDevicePrimaryCtxReset] = {"cuDevicePrimaryCtxReset", srv_cuDevicePrimaryCtxReset, 1, 0, 0},
-    [OP_cuDevicePrimaryCtxReset_v2] = {"cuDevicePrimaryCtxReset_v2", srv_cuDevicePrimaryCtxReset_v2, 1, 0, 0},
-    [OP_cuDevicePrimaryCtxRetain] = {"cuDevicePrimaryCtxRetain", srv_cuDevicePrimaryCtxRetain, 1, 0, 0},
-    [OP_cuDevicePrimaryCtxSetFlags] = {"cuDevicePrimaryCtxSetFlags", srv_cuDevicePrimaryCtxSetFlags, 0, 0, 0},
-    [OP_cuDevicePrimaryCtxSetFlags_v2] = {"cuDevicePrimaryCtxSetFlags_v2", srv_cuDevicePrimaryCtxSetFlags_v2, 0, 0, 0},
-    [OP_cuDeviceSetGraphMemAttribute] = {"cuDeviceSetGraphMemAttribute", gen_srv_cuDeviceSetGraphMemAttribute, 0, 0, 0},
-    [OP_cuDeviceSetMemPool] = {"cuDeviceSetMemPool", gen_srv_cuDeviceSetMemPool, 0, 0, 0},
-    [OP_cuDeviceUnregisterAsyncNotification] = {"cuDeviceUnregisterAsyncNotification", gen_srv_cuDeviceUnregisterAsyncNotification, 0, 0, 0},
-    [OP_cuEventCreate] = {"cuEventCreate", gen_srv_cuEventCreate, 0, 0, 0},
-    [OP_cuEventDestroy] = {"cuEventDestroy", gen_srv_cuEventDestroy, 0, 0, 0},
-    [OP_cuEventDestroy_v2] = {"cuEventDestroy_v2", gen_srv_cuEventDestroy_v2, 0, 0, 0},
-    [OP_cuEventElapsedTime] = {"cuEventElapsedTime", gen_srv_cuEventElapsedTime, 0, 0, 0},
-    [OP_cuEventElapsedTime_v2] = {"cuEventElapsedTime_v2", gen_srv_cuEventElapsedTime_v2, 0, 0, 0},
-    [OP_cuEventQuery] = {"cuEventQuery", gen_srv_cuEventQuery, 0, 1, 0},
-    [OP_cuEventRecord] = {"cuEventRecord", gen_srv_cuEventRecord, 0, 0, 0},
-    [OP_cuEventRecordWithFlags] = {"cuEventRecordWithFlags", gen_srv_cuEventRecordWithFlags, 0, 0, 0},
-    [OP_cuEventSynchronize] = {"cuEventSynchronize", gen_srv_cuEventSynchronize, 1, 1, 0},
-    [OP_cuExternalMemoryGetMappedBuffer] = {"cuExternalMemoryGetMappedBuffer", gen_srv_cuExternalMemoryGetMappedBuffer, 0, 0, 0},
-    [OP_cuFlushGPUDirectRDMAWrites] = {"cuFlushGPUDirectRDMAWrites", gen_srv_cuFlushGPUDirectRDMAWrites, 0, 0, 0},
-    [OP_cuFuncGetAttribute] = {"cuFuncGetAttribute", gen_srv_cuFuncGetAttribute, 0, 0, 0},
-    [OP_cuFuncIsLoaded] = {"cuFuncIsLoaded", gen_srv_cuFuncIsLoaded, 0, 0, 0},
-    [OP_cuFuncLoad] = {"cuFuncLoad", gen_srv_cuFuncLoad, 0, 0, 0},
-    [OP_cuFuncSetAttribute] = {"cuFuncSetAttribute", gen_srv_cuFuncSetAttribute, 0, 0, 0},
-    [OP_cuFuncSetCacheConfig] = {"cuFuncSetCacheConfig", gen_srv_cuFuncSetCacheConfig, 0, 0, 0},
-    [OP_cuFuncSetSharedMemConfig] = {"cuFuncSetSharedMemConfig", gen_srv_cuFuncSetSharedMemConfig, 0, 0, 0},
-    [OP_cuGraphAddChildGraphNode] = {"cuGraphAddChildGraphNode", gen_srv_cuGraphAddChildGraphNode, 0, 0, 0},
-    [OP_cuGraphAddDependencies] = {"cuGraphAddDependencies", gen_srv_cuGraphAddDependencies, 0, 0, 0},
-    [OP_cuGraphAddDependencies_v2] = {"cuGraphAddDependencies_v2", gen_srv_cuGraphAddDependencies_v2, 0, 0, 0},
-    [OP_cuGraphAddEmptyNode] = {"cuGraphAddEmptyNode", gen_srv_cuGraphAddEmptyNode, 0, 0, 0},
-    [OP_cuGraphAddEventRecordNode] = {"cuGraphAddEventRecordNode", gen_srv_cuGraphAddEventRecordNode, 0, 0, 0},
-    [OP_cuGraphAddEventWaitNode] = {"cuGraphAddEventWaitNode", gen_srv_cuGraphAddEventWaitNode, 0, 0, 0},
-    [OP_cuGraphAddMemFreeNode] = {"cuGraphAddMemFreeNode", gen_srv_cuGraphAddMemFreeNode, 0, 0, 0},
-    [OP_cuGraphAddMemsetNode] = {"cuGraphAddMemsetNode", gen_srv_cuGraphAddMemsetNode, 0, 0, 0},
-    [OP_cuGraphChildGraphNodeGetGraph] = {"cuGraphChildGraphNodeGetGraph", gen_srv_cuGraphChildGraphNodeGetGraph, 0, 0, 0},
-    [OP_cuGraphClone] = {"cuGraphClone", gen_srv_cuGraphClone, 0, 0, 0},
-    [OP_cuGraphConditionalHandleCreate] = {"cuGraphConditionalHandleCreate", gen_srv_cuGraphConditionalHandleCreate, 0, 0, 0},
-    [OP_cuGraphCreate] = {"cuGraphCreate", gen_srv_cuGraphCreate, 0, 0, 0},
-    [OP_cuGraphDestroy] = {"cuGraphDestroy", gen_srv_cuGraphDestroy, 0, 0, 0},
-    [OP_cuGraphDestroyNode] = {"cuGraphDestroyNode", gen_srv_cuGraphDestroyNode, 0, 0, 0},
-    [OP_cuGraphEventRecordNodeGetEvent] = {"cuGraphEventRecordNodeGetEvent", gen_srv_cuGraphEventRecordNodeGetEvent, 0, 0, 0},
-    [OP_cuGraphEventRecordNodeSetEvent] = {"cuGraphEventRecordNodeSetEvent", gen_srv_cuGraphEventRecordNodeSetEvent, 0, 0, 0},
-    [OP_cuGraphEventWaitNodeGetEvent] = {"cuGraphEventWaitNodeGetEvent", gen_srv_cuGraphEventWaitNodeGetEvent, 0, 0, 0},
-    [OP_cuGraphEventWaitNodeSetEvent] = {"cuGraphEventWaitNodeSetEvent", gen_srv_cuGraphEventWaitNodeSetEvent, 0, 0, 0},
-    [OP_cuGraphExecChildGraphNodeSetParams] = {"cuGraphExecChildGraphNodeSetParams", gen_srv_cuGraphExecChildGraphNodeSetParams, 0, 0, 0},
-    [OP_cuGraphExecDestroy] = {"cuGraphExecDestroy", gen_srv_cuGraphExecDestroy, 0, 0, 0},
-    [OP_cuGraphExecEventRecordNodeSetEvent] = {"cuGraphExecEventRecordNodeSetEvent", gen_srv_cuGraphExecEventRecordNodeSetEvent, 0, 0, 0},
-    [OP_cuGraphExecEventWaitNodeSetEvent] = {"cuGraphExecEventWaitNodeSetEvent", gen_srv_cuGraphExecEventWaitNodeSetEvent, 0, 0, 0},
-    [OP_cuGraphExecGetFlags] = {"cuGraphExecGetFlags", gen_srv_cuGraphExecGetFlags, 0, 0, 0},
-    [OP_cuGraphExecMemsetNodeSetParams] = {"cuGraphExecMemsetNodeSetParams", gen_srv_cuGraphExecMemsetNodeSetParams, 0, 0, 0},
-    [OP_cuGraphInstantiateWithFlags] = {"cuGraphInstantiateWithFlags", gen_srv_cuGraphInstantiateWithFlags, 0, 0, 0},
-    [OP_cuGraphKernelNodeCopyAttributes] = {"cuGraphKernelNodeCopyAttributes", gen_srv_cuGraphKernelNodeCopyAttributes, 0, 0, 0},
-    [OP_cuGraphLaunch] = {"cuGraphLaunch", gen_srv_cuGraphLaunch, 0, 0, 0},
-    [OP_cuGraphMemFreeNodeGetParams] = {"cuGraphMemFreeNodeGetParams", gen_srv_cuGraphMemFreeNodeGetParams, 0, 0, 0},
-    [OP_cuGraphMemsetNodeGetParams] = {"cuGraphMemsetNodeGetParams", gen_srv_cuGraphMemsetNodeGetParams, 0, 0, 0},
-    [OP_cuGraphMemsetNodeSetParams] = {"cuGraphMemsetNodeSetParams", gen_srv_cuGraphMemsetNodeSetParams, 0, 0, 0},
-    [OP_cuGraphNodeGetEnabled] = {"cuGraphNodeGetEnabled", gen_srv_cuGraphNodeGetEnabled, 0, 0, 0},
-    [OP_cuGraphNodeGetType] = {"cuGraphNodeGetType", gen_srv_cuGraphNodeGetType, 0, 0, 0},
-    [OP_cuGraphNodeSetEnabled] = {"cuGraphNodeSetEnabled", gen_srv_cuGraphNodeSetEnabled, 0, 0, 0},
-    [OP_cuGraphReleaseUserObject] = {"cuGraphReleaseUserObject", gen_srv_cuGraphReleaseUserObject, 0, 0, 0},
-    [OP_cuGraphRemoveDependencies] = {"cuGraphRemoveDependencies", gen_srv_cuGraphRemoveDependencies, 0, 0, 0},
-    [OP_cuGraphRemoveDependencies_v2] = {"cuGraphRemoveDependencies_v2", gen_srv_cuGraphRemoveDependencies_v2, 0, 0, 0},
-    [OP_cuGraphRetainUserObject] = {"cuGraphRetainUserObject", gen_srv_cuGraphRetainUserObject, 0, 0, 0},
-    [OP_cuGraphUpload] = {"cuGraphUpload", gen_srv_cuGraphUpload, 0, 0, 0},
-    [OP_cuGraphicsResourceGetMappedPointer] = {"cuGraphicsResourceGetMappedPointer", gen_srv_cuGraphicsResourceGetMappedPointer, 0, 0, 0},
-    [OP_cuGraphicsResourceGetMappedPointer_v2] = {"cuGraphicsResourceGetMappedPointer_v2", gen_srv_cuGraphicsResourceGetMappedPointer_v2, 0, 0, 0},
-    [OP_cuGraphicsResourceSetMapFlags] = {"cuGraphicsResourceSetMapFlags", gen_srv_cuGraphicsResourceSetMapFlags, 0, 0, 0},
-    [OP_cuGraphicsResourceSetMapFlags_v2] = {"cuGraphicsResourceSetMapFlags_v2", gen_srv_cuGraphicsResourceSetMapFlags_v2, 0, 0, 0},
-    [OP_cuGraphicsUnregisterResource] = {"cuGraphicsUnregisterResource", gen_srv_cuGraphicsUnregisterResource, 0, 0, 0},
-    [OP_cuGreenCtxDestroy] = {"cuGreenCtxDestroy", gen_srv_cuGreenCtxDestroy, 0, 0, 0},
-    [OP_cuGreenCtxGetDevResource] = {"cuGreenCtxGetDevResource", gen_srv_cuGreenCtxGetDevResource, 0, 0, 0},
-    [OP_cuGreenCtxGetId] = {"cuGreenCtxGetId", gen_srv_cuGreenCtxGetId, 0, 0, 0},
-    [OP_cuGreenCtxRecordEvent] = {"cuGreenCtxRecordEvent", gen_srv_cuGreenCtxRecordEvent, 0, 0, 0},
-    [OP_cuGreenCtxWaitEvent] = {"cuGreenCtxWaitEvent", gen_srv_cuGreenCtxWaitEvent, 0, 0, 0},
-    [OP_cuInit] = {"cuInit", srv_cuInit, 0, 0, 0},
-    [OP_cuIpcCloseMemHandle] = {"cuIpcCloseMemHandle", gen_srv_cuIpcCloseMemHandle, 0, 0, 0},
-    [OP_cuIpcGetEventHandle] = {"cuIpcGetEventHandle", gen_srv_cuIpcGetEventHandle, 0, 0, 0},
-    [OP_cuIpcGetMemHandle] = {"cuIpcGetMemHandle", gen_srv_cuIpcGetMemHandle, 0, 0, 0},
-    [OP_cuIpcOpenEventHandle] = {"cuIpcOpenEventHandle", gen_srv_cuIpcOpenEventHandle, 0, 0, 0},
-    [OP_cuIpcOpenMemHandle] = {"cuIpcOpenMemHandle", gen_srv_cuIpcOpenMemHandle, 0, 0, 0},
-    [OP_cuIpcOpenMemHandle_v2] = {"cuIpcOpenMemHandle_v2", gen_srv_cuIpcOpenMemHandle_v2, 0, 0, 0},
-    [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0, 0, 0},
-    [OP_cuKernelGetFunction] = {"cuKernelGetFunction", srv_cuKernelGetFunction, 0, 0, 0},
-    [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0, 0, 0},
-    [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0, 0, 0},
-    [OP_cuLaunchCooperativeKernel] = {"cuLaunchCooperativeKernel", srv_cuLaunchCooperativeKernel, 0, 0, 0},
-    [OP_cuLaunchHostFunc] = {"cuLaunchHostFunc", srv_cuLaunchHostFunc, 0, 0, 0},
-    [OP_cuLaunchKernel] = {"cuLaunchKernel", srv_cuLaunchKernel, 0, 0, 0},
-    [OP_cuLaunchKernelEx] = {"cuLaunchKernelEx", srv_cuLaunchKernelEx, 0, 0, 0},
-    [OP_cuLibraryEnumerateKernels] = {"cuLibraryEnumerateKernels", srv_cuLibraryEnumerateKernels, 0, 0, 0},
-    [OP_cuLibraryGetGlobal] = {"cuLibraryGetGlobal", srv_cuLibraryGetGlobal, 0, 0, 0},
-    [OP_cuLibraryGetKernel] = {"cuLibraryGetKernel", srv_cuLibraryGetKernel, 0, 0, 0},
-    [OP_cuLibraryGetKernelCount] = {"cuLibraryGetKernelCount", srv_cuLibraryGetKernelCount, 0, 0, 0},
-    [OP_cuLibraryLoadData] = {"cuLibraryLoadData", srv_cuLibraryLoadData, 1, 0, 0},
-    [OP_cuLibraryLoadFromFile] = {"cuLibraryLoadFromFile", srv_cuLibraryLoadFromFile, 1, 0, 0},
-    [OP_cuLibraryUnload] = {"cuLibraryUnload", srv_cuLibraryUnload, 0, 0, 0},
-    [OP_cuLinkDestroy] = {"cuLinkDestroy", gen_srv_cuLinkDestroy, 0, 0, 0},
-    [OP_cuLogsCurrent] = {"cuLogsCurrent", gen_srv_cuLogsCurrent, 0, 0, 0},
-    [OP_cuLogsUnregisterCallback] = {"cuLogsUnregisterCallback", gen_srv_cuLogsUnregisterCallback, 0, 0, 0},
-    [OP_cuMemAddressFree] = {"cuMemAddressFree", gen_srv_cuMemAddressFree, 0, 0, 0},
-    [OP_cuMemAddressReserve] = {"cuMemAddressReserve", gen_srv_cuMemAddressReserve, 0, 0, 0},
-    [OP_cuMemAdvise] = {"cuMemAdvise", gen_srv_cuMemAdvise, 0, 0, 0},
-    [OP_cuMemAdvise_v2] = {"cuMemAdvise_v2", gen_srv_cuMemAdvise_v2, 0, 0, 0},
-    [OP_cuMemAlloc] = {"cuMemAlloc", gen_srv_cuMemAlloc, 0, 0, 0},
-    [OP_cuMemAllocAsync] = {"cuMemAllocAsync", gen_srv_cuMemAllocAsync, 0, 0, 0},
-    [OP_cuMemAllocFromPoolAsync] = {"cuMemAllocFromPoolAsync", gen_srv_cuMemAllocFromPoolAsync, 0, 0, 0},
-    [OP_cuMemAllocHost_v2] = {"cuMemAllocHost_v2", srv_cuMemAllocHost_v2, 0, 0, 0},
-    [OP_cuMemAllocPitch] = {"cuMemAllocPitch", gen_srv_cuMemAllocPitch, 0, 0, 0},
-    [OP_cuMemAllocPitch_v2] = {"cuMemAllocPitch_v2", gen_srv_cuMemAllocPitch_v2, 0, 0, 0},
-    [OP_cuMemAlloc_v2] = {"cuMemAlloc_v2", gen_srv_cuMemAlloc_v2, 0, 0, 0},
-    [OP_cuMemDiscardAndPrefetchBatchAsync] = {"cuMemDiscardAndPrefetchBatchAsync", gen_srv_cuMemDiscardAndPrefetchBatchAsync, 0, 0, 0},
-    [OP_cuMemDiscardBatchAsync] = {"cuMemDiscardBatchAsync", gen_srv_cuMemDiscardBatchAsync, 0, 0, 0},
-    [OP_cuMemFree] = {"cuMemFree", gen_srv_cuMemFree, 0, 0, 0},
-    [OP_cuMemFreeAsync] = {"cuMemFreeAsync", gen_srv_cuMemFreeAsync, 0, 0, 0},
-    [OP_cuMemFreeHost] = {"cuMemFreeHost", srv_cuMemFreeHost, 0, 0, 0},
-    [OP_cuMemFree_v2] = {"cuMemFree_v2", gen_srv_cuMemFree_v2, 0, 0, 0},
-    [OP_cuMemGetAccess] = {"cuMemGetAccess", gen_srv_cuMemGetAccess, 0, 0, 0},
-    [OP_cuMemGetAddressRange] = {"cuMemGetAddressRange", gen_srv_cuMemGetAddressRange, 0, 0, 0},
-    [OP_cuMemGetAddressRange_v2] = {"cuMemGetAddressRange_v2", gen_srv_cuMemGetAddressRange_v2, 0, 0, 0},
-    [OP_cuMemGetInfo] = {"cuMemGetInfo", gen_srv_cuMemGetInfo, 0, 0, 0},
-    [OP_cuMemGetInfo_v2] = {"cuMemGetInfo_v2", gen_srv_cuMemGetInfo_v2, 0, 0, 0},
-    [OP_cuMemHostAlloc] = {"cuMemHostAlloc", srv_cuMemHostAlloc, 0, 0, 0},
-    [OP_cuMemHostGetDevicePointer_v2] = {"cuMemHostGetDevicePointer_v2", srv_cuMemHostGetDevicePointer_v2, 0, 0, 0},
-    [OP_cuMemHostRegister_v2] = {"cuMemHostRegister_v2", srv_cuMemHostRegister_v2, 0, 0, 0},
-    [OP_cuMemHostUnregister] = {"cuMemHostUnregister", srv_cuMemHostUnregister, 0, 0, 0},
-    [OP_cuMemMap] = {"cuMemMap", gen_srv_cuMemMap, 0, 0, 0},
-    [OP_cuMemPoolDestroy] = {"cuMemPoolDestroy", gen_srv_cuMemPoolDestroy, 0, 0, 0},
-    [OP_cuMemPoolExportPointer] = {"cuMemPoolExportPointer", gen_srv_cuMemPoolExportPointer, 0, 0, 0},
-    [OP_cuMemPoolGetAccess] = {"cuMemPoolGetAccess", gen_srv_cuMemPoolGetAccess, 0, 0, 0},
-    [OP_cuMemPoolImportPointer] = {"cuMemPoolImportPointer", gen_srv_cuMemPoolImportPointer, 0, 0, 0},
-    [OP_cuMemPoolSetAccess] = {"cuMemPoolSetAccess", gen_srv_cuMemPoolSetAccess, 0, 0, 0},
-    [OP_cuMemPoolTrimTo] = {"cuMemPoolTrimTo", gen_srv_cuMemPoolTrimTo, 0, 0, 0},
-    [OP_cuMemPrefetchAsync] = {"cuMemPrefetchAsync", gen_srv_cuMemPrefetchAsync, 0, 0, 0},
-    [OP_cuMemPrefetchAsync_v2] = {"cuMemPrefetchAsync_v2", gen_srv_cuMemPrefetchAsync_v2, 0, 0, 0},
-    [OP_cuMemPrefetchBatchAsync] = {"cuMemPrefetchBatchAsync", gen_srv_cuMemPrefetchBatchAsync, 0, 0, 0},
-    [OP_cuMemRangeGetAttribute] = {"cuMemRangeGetAttribute", gen_srv_cuMemRangeGetAttribute, 0, 0, 0},
-    [OP_cuMemRelease] = {"cuMemRelease", gen_srv_cuMemRelease, 0, 0, 0},
-    [OP_cuMemRetainAllocationHandle] = {"cuMemRetainAllocationHandle", gen_srv_cuMemRetainAllocationHandle, 0, 0, 0},
-    [OP_cuMemSetAccess] = {"cuMemSetAccess", gen_srv_cuMemSetAccess, 0, 0, 0},
-    [OP_cuMemSetMemPool] = {"cuMemSetMemPool", gen_srv_cuMemSetMemPool, 0, 0, 0},
-    [OP_cuMemUnmap] = {"cuMemUnmap", gen_srv_cuMemUnmap, 0, 0, 0},
-    [OP_cuMemcpy] = {"cuMemcpy", srv_cuMemcpy, 1, 0, 0},
-    [OP_cuMemcpy2DAsync_v2] = {"cuMemcpy2DAsync_v2", srv_cuMemcpy2DAsync_v2, 0, 0, 0},
-    [OP_cuMemcpy2DUnaligned_v2] = {"cuMemcpy2DUnaligned_v2", srv_cuMemcpy2DUnaligned_v2, 1, 0, 0},
-    [OP_cuMemcpy2D_v2] = {"cuMemcpy2D_v2", srv_cuMemcpy2D_v2, 1, 0, 0},
-    [OP_cuMemcpy3DAsync_v2] = {"cuMemcpy3DAsync_v2", srv_cuMemcpy3DAsync_v2, 0, 0, 0},
-    [OP_cuMemcpy3DPeer] = {"cuMemcpy3DPeer", srv_cuMemcpy3DPeer, 1, 0, 0},
-    [OP_cuMemcpy3DPeerAsync] = {"cuMemcpy3DPeerAsync", srv_cuMemcpy3DPeerAsync, 0, 0, 0},
-    [OP_cuMemcpy3D_v2] = {"cuMemcpy3D_v2", srv_cuMemcpy3D_v2, 1, 0, 0},
-    [OP_cuMemcpyAsync] = {"cuMemcpyAsync", srv_cuMemcpyAsync, 0, 0, 0},
-    [OP_cuMemcpyAtoA] = {"cuMemcpyAtoA", gen_srv_cuMemcpyAtoA, 1, 0, 0},
-    [OP_cuMemcpyAtoA_v2] = {"cuMemcpyAtoA_v2", gen_srv_cuMemcpyAtoA_v2, 1, 0, 0},
-    [OP_cuMemcpyAtoD] = {"cuMemcpyAtoD", gen_srv_cuMemcpyAtoD, 1, 0, 0},
-    [OP_cuMemcpyAtoD_v2] = {"cuMemcpyAtoD_v2", gen_srv_cuMemcpyAtoD_v2, 1, 0, 0},
-    [OP_cuMemcpyAtoH] = {"cuMemcpyAtoH", gen_srv_cuMemcpyAtoH, 1, 1, 0},
-    [OP_cuMemcpyAtoHAsync] = {"cuMemcpyAtoHAsync", gen_srv_cuMemcpyAtoHAsync, 1, 1, 0},
-    [OP_cuMemcpyAtoHAsync_v2] = {"cuMemcpyAtoHAsync_v2", gen_srv_cuMemcpyAtoHAsync_v2, 1, 1, 0},
-    [OP_cuMemcpyAtoH_v2] = {"cuMemcpyAtoH_v2", gen_srv_cuMemcpyAtoH_v2, 1, 1, 0},
-    [OP_cuMemcpyDtoA] = {"cuMemcpyDtoA", gen_srv_cuMemcpyDtoA, 1, 0, 0},
-    [OP_cuMemcpyDtoA_v2] = {"cuMemcpyDtoA_v2", gen_srv_cuMemcpyDtoA_v2, 1, 0, 0},
-    [OP_cuMemcpyDtoDAsync_v2] = {"cuMemcpyDtoDAsync_v2", srv_cuMemcpyDtoDAsync_v2, 0, 0, 0},
-    [OP_cuMemcpyDtoD_v2] = {"cuMemcpyDtoD_v2", srv_cuMemcpyDtoD_v2, 1, 0, 0},
-    [OP_cuMemcpyDtoHAsync_v2] = {"cuMemcpyDtoHAsync_v2", srv_cuMemcpyDtoHAsync_v2, 1, 1, 0},
-    [OP_cuMemcpyDtoH_v2] = {"cuMemcpyDtoH_v2", srv_cuMemcpyDtoH_v2, 1, 1, 0},
-    [OP_cuMemcpyHtoA] = {"cuMemcpyHtoA", gen_srv_cuMemcpyHtoA, 1, 0, 0},
-    [OP_cuMemcpyHtoAAsync] = {"cuMemcpyHtoAAsync", gen_srv_cuMemcpyHtoAAsync, 0, 0, 0},
-    [OP_cuMemcpyHtoAAsync_v2] = {"cuMemcpyHtoAAsync_v2", gen_srv_cuMemcpyHtoAAsync_v2, 0, 0, 0},
-    [OP_cuMemcpyHtoA_v2] = {"cuMemcpyHtoA_v2", gen_srv_cuMemcpyHtoA_v2, 1, 0, 0},
-    [OP_cuMemcpyHtoDAsync_v2] = {"cuMemcpyHtoDAsync_v2", srv_cuMemcpyHtoDAsync_v2, 0, 0, 0},
-    [OP_cuMemcpyHtoD_v2] = {"cuMemcpyHtoD_v2", srv_cuMemcpyHtoD_v2, 1, 0, 0},
-    [OP_cuMemcpyPeer] = {"cuMemcpyPeer", srv_cuMemcpyPeer, 1, 0, 0},
-    [OP_cuMemcpyPeerAsync] = {"cuMemcpyPeerAsync", srv_cuMemcpyPeerAsync, 0, 0, 0},
-    [OP_cuMemsetD16] = {"cuMemsetD16", gen_srv_cuMemsetD16, 0, 0, 0},
-    [OP_cuMemsetD16Async] = {"cuMemsetD16Async", gen_srv_cuMemsetD16Async, 0, 0, 0},
-    [OP_cuMemsetD16_v2] = {"cuMemsetD16_v2", gen_srv_cuMemsetD16_v2, 0, 0, 0},
-    [OP_cuMemsetD2D16] = {"cuMemsetD2D16", gen_srv_cuMemsetD2D16, 0, 0, 0},
-    [OP_cuMemsetD2D16Async] = {"cuMemsetD2D16Async", gen_srv_cuMemsetD2D16Async, 0, 0, 0},
-    [OP_cuMemsetD2D16_v2] = {"cuMemsetD2D16_v2", gen_srv_cuMemsetD2D16_v2, 0, 0, 0},
-    [OP_cuMemsetD2D32] = {"cuMemsetD2D32", gen_srv_cuMemsetD2D32, 0, 0, 0},
-    [OP_cuMemsetD2D32Async] = {"cuMemsetD2D32Async", gen_srv_cuMemsetD2D32Async, 0, 0, 0},
-    [OP_cuMemsetD2D32_v2] = {"cuMemsetD2D32_v2", gen_srv_cuMemsetD2D32_v2, 0, 0, 0},
-    [OP_cuMemsetD2D8] = {"cuMemsetD2D8", gen_srv_cuMemsetD2D8, 0, 0, 0},
-    [OP_cuMemsetD2D8Async] = {"cuMemsetD2D8Async", gen_srv_cuMemsetD2D8Async, 0, 0, 0},
-    [OP_cuMemsetD2D8_v2] = {"cuMemsetD2D8_v2", gen_srv_cuMemsetD2D8_v2, 0, 0, 0},
-    [OP_cuMemsetD32] = {"cuMemsetD32", gen_srv_cuMemsetD32, 0, 0, 0},
-    [OP_cuMemsetD32Async] = {"cuMemsetD32Async", gen_srv_cuMemsetD32Async, 0, 0, 0},
-    [OP_cuMemsetD32_v2] = {"cuMemsetD32_v2", gen_srv_cuMemsetD32_v2, 0, 0, 0},
-    [OP_cuMemsetD8] = {"cuMemsetD8", gen_srv_cuMemsetD8, 0, 0, 0},
-    [OP_cuMemsetD8Async] = {"cuMemsetD8Async", gen_srv_cuMemsetD8Async, 0, 0, 0},
-    [OP_cuMemsetD8_v2] = {"cuMemsetD8_v2", gen_srv_cuMemsetD8_v2, 0, 0, 0},
-    [OP_cuMipmappedArrayCreate] = {"cuMipmappedArrayCreate", gen_srv_cuMipmappedArrayCreate, 0, 0, 0},
-    [OP_cuMipmappedArrayDestroy] = {"cuMipmappedArrayDestroy", gen_srv_cuMipmappedArrayDestroy, 0, 0, 0},
-    [OP_cuMipmappedArrayGetMemoryRequirements] = {"cuMipmappedArrayGetMemoryRequirements", gen_srv_cuMipmappedArrayGetMemoryRequirements, 0, 0, 0},
-    [OP_cuMipmappedArrayGetSparseProperties] = {"cuMipmappedArrayGetSparseProperties", gen_srv_cuMipmappedArrayGetSparseProperties, 0, 0, 0},
-    [OP_cuModuleEnumerateFunctions] = {"cuModuleEnumerateFunctions", srv_cuModuleEnumerateFunctions, 0, 0, 0},
-    [OP_cuModuleGetFunction] = {"cuModuleGetFunction", srv_cuModuleGetFunction, 0, 0, 0},
-    [OP_cuModuleGetFunctionCount] = {"cuModuleGetFunctionCount", srv_cuModuleGetFunctionCount, 0, 0, 0},
-    [OP_cuModuleGetGlobal_v2] = {"cuModuleGetGlobal_v2", srv_cuModuleGetGlobal_v2, 0, 0, 0},
-    [OP_cuModuleGetLoadingMode] = {"cuModuleGetLoadingMode", srv_cuModuleGetLoadingMode, 0, 0, 0},
-    [OP_cuModuleLoad] = {"cuModuleLoad", srv_cuModuleLoad, 1, 0, 0},
-    [OP_cuModuleLoadData] = {"cuModuleLoadData", srv_cuModuleLoadData, 1, 0, 0},
-    [OP_cuModuleLoadDataEx] = {"cuModuleLoadDataEx", srv_cuModuleLoadDataEx, 1, 0, 0},
-    [OP_cuModuleLoadFatBinary] = {"cuModuleLoadFatBinary", srv_cuModuleLoadFatBinary, 1, 0, 0},
-    [OP_cuModuleUnload] = {"cuModuleUnload", srv_cuModuleUnload, 0, 0, 0},
-    [OP_cuMulticastAddDevice] = {"cuMulticastAddDevice", gen_srv_cuMulticastAddDevice, 0, 0, 0},
-    [OP_cuMulticastBindAddr] = {"cuMulticastBindAddr", gen_srv_cuMulticastBindAddr, 0, 0, 0},
-    [OP_cuMulticastBindMem] = {"cuMulticastBindMem", gen_srv_cuMulticastBindMem, 0, 0, 0},
-    [OP_cuMulticastCreate] = {"cuMulticastCreate", gen_srv_cuMulticastCreate, 0, 0, 0},
-    [OP_cuMulticastGetGranularity] = {"cuMulticastGetGranularity", gen_srv_cuMulticastGetGranularity, 0, 0, 0},
-    [OP_cuMulticastUnbind] = {"cuMulticastUnbind", gen_srv_cuMulticastUnbind, 0, 0, 0},
-    [OP_cuOccupancyAvailableDynamicSMemPerBlock] = {"cuOccupancyAvailableDynamicSMemPerBlock", gen_srv_cuOccupancyAvailableDynamicSMemPerBlock, 0, 0, 0},
-    [OP_cuOccupancyMaxActiveBlocksPerMultiprocessor] = {"cuOccupancyMaxActiveBlocksPerMultiprocessor", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessor, 0, 0, 0},
-    [OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 0, 0, 0},
-    [OP_cuOccupancyMaxActiveClusters] = {"cuOccupancyMaxActiveClusters", gen_srv_cuOccupancyMaxActiveClusters, 0, 0, 0},
-    [OP_cuOccupancyMaxPotentialBlockSize] = {"cuOccupancyMaxPotentialBlockSize", gen_srv_cuOccupancyMaxPotentialBlockSize, 0, 0, 0},
-    [OP_cuOccupancyMaxPotentialBlockSizeWithFlags] = {"cuOccupancyMaxPotentialBlockSizeWithFlags", gen_srv_cuOccupancyMaxPotentialBlockSizeWithFlags, 0, 0, 0},
-    [OP_cuOccupancyMaxPotentialClusterSize] = {"cuOccupancyMaxPotentialClusterSize", gen_srv_cuOccupancyMaxPotentialClusterSize, 0, 0, 0},
-    [OP_cuPointerGetAttribute] = {"cuPointerGetAttribute", srv_cuPointerGetAttribute, 0, 0, 0},
-    [OP_cuPointerGetAttributes] = {"cuPointerGetAttributes", srv_cuPointerGetAttributes, 0, 0, 0},
-    [OP_cuProfilerStart] = {"cuProfilerStart", gen_srv_cuProfilerStart, 0, 0, 0},
-    [OP_cuProfilerStop] = {"cuProfilerStop", gen_srv_cuProfilerStop, 0, 0, 0},
-    [OP_cuStreamAddCallback] = {"cuStreamAddCallback", srv_cuStreamAddCallback, 0, 0, 0},
-    [OP_cuStreamAttachMemAsync] = {"cuStreamAttachMemAsync", gen_srv_cuStreamAttachMemAsync, 0, 0, 0},
-    [OP_cuStreamBatchMemOp] = {"cuStreamBatchMemOp", gen_srv_cuStreamBatchMemOp, 0, 0, 0},
-    [OP_cuStreamBatchMemOp_v2] = {"cuStreamBatchMemOp_v2", gen_srv_cuStreamBatchMemOp_v2, 0, 0, 0},
-    [OP_cuStreamBeginCapture] = {"cuStreamBeginCapture", gen_srv_cuStreamBeginCapture, 0, 0, 0},
-    [OP_cuStreamBeginCaptureToGraph] = {"cuStreamBeginCaptureToGraph", gen_srv_cuStreamBeginCaptureToGraph, 0, 0, 0},
-    [OP_cuStreamBeginCapture_v2] = {"cuStreamBeginCapture_v2", gen_srv_cuStreamBeginCapture_v2, 0, 0, 0},
-    [OP_cuStreamCopyAttributes] = {"cuStreamCopyAttributes", gen_srv_cuStreamCopyAttributes, 0, 0, 0},
-    [OP_cuStreamCreate] = {"cuStreamCreate", gen_srv_cuStreamCreate, 0, 0, 0},
-    [OP_cuStreamCreateWithPriority] = {"cuStreamCreateWithPriority", gen_srv_cuStreamCreateWithPriority, 0, 0, 0},
-    [OP_cuStreamDestroy] = {"cuStreamDestroy", gen_srv_cuStreamDestroy, 0, 0, 0},
-    [OP_cuStreamDestroy_v2] = {"cuStreamDestroy_v2", gen_srv_cuStreamDestroy_v2, 0, 0, 0},
-    [OP_cuStreamEndCapture] = {"cuStreamEndCapture", gen_srv_cuStreamEndCapture, 0, 0, 0},
-    [OP_cuStreamGetCaptureInfo] = {"cuStreamGetCaptureInfo", gen_srv_cuStreamGetCaptureInfo, 0, 0, 0},
-    [OP_cuStreamGetCaptureInfo_v2] = {"cuStreamGetCaptureInfo_v2", srv_cuStreamGetCaptureInfo_v2, 0, 0, 0},
-    [OP_cuStreamGetCaptureInfo_v3] = {"cuStreamGetCaptureInfo_v3", srv_cuStreamGetCaptureInfo_v3, 0, 0, 0},
-    [OP_cuStreamGetCtx] = {"cuStreamGetCtx", gen_srv_cuStreamGetCtx, 0, 0, 0},
-    [OP_cuStreamGetCtx_v2] = {"cuStreamGetCtx_v2", gen_srv_cuStreamGetCtx_v2, 0, 0, 0},
-    [OP_cuStreamGetDevice] = {"cuStreamGetDevice", gen_srv_cuStreamGetDevice, 0, 0, 0},
-    [OP_cuStreamGetFlags] = {"cuStreamGetFlags", gen_srv_cuStreamGetFlags, 0, 0, 0},
-    [OP_cuStreamGetGreenCtx] = {"cuStreamGetGreenCtx", gen_srv_cuStreamGetGreenCtx, 0, 0, 0},
-    [OP_cuStreamGetId] = {"cuStreamGetId", gen_srv_cuStreamGetId, 0, 0, 0},
-    [OP_cuStreamGetPriority] = {"cuStreamGetPriority", gen_srv_cuStreamGetPriority, 0, 0, 0},
-    [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", srv_cuStreamIsCapturing, 0, 0, 0},
-    [OP_cuStreamQuery] = {"cuStreamQuery", gen_srv_cuStreamQuery, 0, 1, 0},
-    [OP_cuStreamSynchronize] = {"cuStreamSynchronize", srv_cuStreamSynchronize, 1, 1, 0},
-    [OP_cuStreamWaitEvent] = {"cuStreamWaitEvent", gen_srv_cuStreamWaitEvent, 0, 0, 0},
-    [OP_cuStreamWaitValue32] = {"cuStreamWaitValue32", gen_srv_cuStreamWaitValue32, 0, 0, 0},
-    [OP_cuStreamWaitValue32_v2] = {"cuStreamWaitValue32_v2", gen_srv_cuStreamWaitValue32_v2, 0, 0, 0},
-    [OP_cuStreamWaitValue64] = {"cuStreamWaitValue64", gen_srv_cuStreamWaitValue64, 0, 0, 0},
-    [OP_cuStreamWaitValue64_v2] = {"cuStreamWaitValue64_v2", gen_srv_cuStreamWaitValue64_v2, 0, 0, 0},
-    [OP_cuStreamWriteValue32] = {"cuStreamWriteValue32", gen_srv_cuStreamWriteValue32, 0, 0, 0},
-    [OP_cuStreamWriteValue32_v2] = {"cuStreamWriteValue32_v2", gen_srv_cuStreamWriteValue32_v2, 0, 0, 0},
-    [OP_cuStreamWriteValue64] = {"cuStreamWriteValue64", gen_srv_cuStreamWriteValue64, 0, 0, 0},
-    [OP_cuStreamWriteValue64_v2] = {"cuStreamWriteValue64_v2", gen_srv_cuStreamWriteValue64_v2, 0, 0, 0},
-    [OP_cuSurfObjectDestroy] = {"cuSurfObjectDestroy", gen_srv_cuSurfObjectDestroy, 0, 0, 0},
-    [OP_cuSurfRefSetArray] = {"cuSurfRefSetArray", gen_srv_cuSurfRefSetArray, 0, 0, 0},
-    [OP_cuTensorMapEncodeIm2col] = {"cuTensorMapEncodeIm2col", gen_srv_cuTensorMapEncodeIm2col, 0, 0, 0},
-    [OP_cuTensorMapEncodeIm2colWide] = {"cuTensorMapEncodeIm2colWide", gen_srv_cuTensorMapEncodeIm2colWide, 0, 0, 0},
-    [OP_cuTensorMapEncodeTiled] = {"cuTensorMapEncodeTiled", gen_srv_cuTensorMapEncodeTiled, 0, 0, 0},
-    [OP_cuTensorMapReplaceAddress] = {"cuTensorMapReplaceAddress", gen_srv_cuTensorMapReplaceAddress, 0, 0, 0},
-    [OP_cuTexObjectDestroy] = {"cuTexObjectDestroy", gen_srv_cuTexObjectDestroy, 0, 0, 0},
-    [OP_cuTexObjectGetResourceViewDesc] = {"cuTexObjectGetResourceViewDesc", gen_srv_cuTexObjectGetResourceViewDesc, 0, 0, 0},
-    [OP_cuTexObjectGetTextureDesc] = {"cuTexObjectGetTextureDesc", gen_srv_cuTexObjectGetTextureDesc, 0, 0, 0},
-    [OP_cuTexRefDestroy] = {"cuTexRefDestroy", gen_srv_cuTexRefDestroy, 0, 0, 0},
-    [OP_cuTexRefGetAddress] = {"cuTexRefGetAddress", gen_srv_cuTexRefGetAddress, 0, 0, 0},
-    [OP_cuTexRefGetAddressMode] = {"cuTexRefGetAddressMode", gen_srv_cuTexRefGetAddressMode, 0, 0, 0},
-    [OP_cuTexRefGetAddress_v2] = {"cuTexRefGetAddress_v2", gen_srv_cuTexRefGetAddress_v2, 0, 0, 0},
-    [OP_cuTexRefGetBorderColor] = {"cuTexRefGetBorderColor", gen_srv_cuTexRefGetBorderColor, 0, 0, 0},
-    [OP_cuTexRefGetFilterMode] = {"cuTexRefGetFilterMode", gen_srv_cuTexRefGetFilterMode, 0, 0, 0},
-    [OP_cuTexRefGetFlags] = {"cuTexRefGetFlags", gen_srv_cuTexRefGetFlags, 0, 0, 0},
-    [OP_cuTexRefGetFormat] = {"cuTexRefGetFormat", gen_srv_cuTexRefGetFormat, 0, 0, 0},
-    [OP_cuTexRefGetMaxAnisotropy] = {"cuTexRefGetMaxAnisotropy", gen_srv_cuTexRefGetMaxAnisotropy, 0, 0, 0},
-    [OP_cuTexRefGetMipmapFilterMode] = {"cuTexRefGetMipmapFilterMode", gen_srv_cuTexRefGetMipmapFilterMode, 0, 0, 0},
-    [OP_cuTexRefGetMipmapLevelBias] = {"cuTexRefGetMipmapLevelBias", gen_srv_cuTexRefGetMipmapLevelBias, 0, 0, 0},
-    [OP_cuTexRefGetMipmapLevelClamp] = {"cuTexRefGetMipmapLevelClamp", gen_srv_cuTexRefGetMipmapLevelClamp, 0, 0, 0},
-    [OP_cuTexRefSetAddress] = {"cuTexRefSetAddress", gen_srv_cuTexRefSetAddress, 0, 0, 0},
-    [OP_cuTexRefSetAddress2D] = {"cuTexRefSetAddress2D", gen_srv_cuTexRefSetAddress2D, 0, 0, 0},
-    [OP_cuTexRefSetAddress2D_v2] = {"cuTexRefSetAddress2D_v2", gen_srv_cuTexRefSetAddress2D_v2, 0, 0, 0},
-    [OP_cuTexRefSetAddress2D_v3] = {"cuTexRefSetAddress2D_v3", gen_srv_cuTexRefSetAddress2D_v3, 0, 0, 0},
-    [OP_cuTexRefSetAddressMode] = {"cuTexRefSetAddressMode", gen_srv_cuTexRefSetAddressMode, 0, 0, 0},
-    [OP_cuTexRefSetAddress_v2] = {"cuTexRefSetAddress_v2", gen_srv_cuTexRefSetAddress_v2, 0, 0, 0},
-    [OP_cuTexRefSetArray] = {"cuTexRefSetArray", gen_srv_cuTexRefSetArray, 0, 0, 0},
-    [OP_cuTexRefSetBorderColor] = {"cuTexRefSetBorderColor", gen_srv_cuTexRefSetBorderColor, 0, 0, 0},
-    [OP_cuTexRefSetFilterMode] = {"cuTexRefSetFilterMode", gen_srv_cuTexRefSetFilterMode, 0, 0, 0},
-    [OP_cuTexRefSetFlags] = {"cuTexRefSetFlags", gen_srv_cuTexRefSetFlags, 0, 0, 0},
-    [OP_cuTexRefSetFormat] = {"cuTexRefSetFormat", gen_srv_cuTexRefSetFormat, 0, 0, 0},
-    [OP_cuTexRefSetMaxAnisotropy] = {"cuTexRefSetMaxAnisotropy", gen_srv_cuTexRefSetMaxAnisotropy, 0, 0, 0},
-    [OP_cuTexRefSetMipmapFilterMode] = {"cuTexRefSetMipmapFilterMode", gen_srv_cuTexRefSetMipmapFilterMode, 0, 0, 0},
-    [OP_cuTexRefSetMipmapLevelBias] = {"cuTexRefSetMipmapLevelBias", gen_srv_cuTexRefSetMipmapLevelBias, 0, 0, 0},
-    [OP_cuTexRefSetMipmapLevelClamp] = {"cuTexRefSetMipmapLevelClamp", gen_srv_cuTexRefSetMipmapLevelClamp, 0, 0, 0},
-    [OP_cuTexRefSetMipmappedArray] = {"cuTexRefSetMipmappedArray", gen_srv_cuTexRefSetMipmappedArray, 0, 0, 0},
-    [OP_cuThreadExchangeStreamCaptureMode] = {"cuThreadExchangeStreamCaptureMode", gen_srv_cuThreadExchangeStreamCaptureMode, 0, 0, 0},
-    [OP_cuUserObjectRelease] = {"cuUserObjectRelease", gen_srv_cuUserObjectRelease, 0, 0, 0},
-    [OP_cuUserObjectRetain] = {"cuUserObjectRetain", gen_srv_cuUserObjectRetain, 0, 0, 0},
-    [OP_scuda_library_get_module] = {"scuda_library_get_module", srv_scuda_library_get_module, 0, 0, 0},
-    [OP_cuLibraryGetModule] = {"cuLibraryGetModule", srv_cuLibraryGetModule, 0, 0, 0},
-    [OP_scuda_param_info] = {"scuda_param_info", srv_scuda_param_info, 0, 0, 0},
-    [OP_cuDeviceGetDefaultMemPool] = {"cuDeviceGetDefaultMemPool", gen_srv_cuDeviceGetDefaultMemPool, 0, 0, 0},
-    [OP_cuDeviceGetMemPool] = {"cuDeviceGetMemPool", gen_srv_cuDeviceGetMemPool, 0, 0, 0},
-    [OP_cuGraphAddKernelNode] = {"cuGraphAddKernelNode", srv_cuGraphAddKernelNode, 0, 0, 0},
-    [OP_cuGraphAddKernelNode_v2] = {"cuGraphAddKernelNode_v2", srv_cuGraphAddKernelNode_v2, 0, 0, 0},
-    [OP_cuGraphAddMemcpyNode] = {"cuGraphAddMemcpyNode", srv_cuGraphAddMemcpyNode, 0, 0, 0},
-    [OP_cuGraphExecKernelNodeSetParams] = {"cuGraphExecKernelNodeSetParams", srv_cuGraphExecKernelNodeSetParams, 0, 0, 0},
-    [OP_cuGraphExecKernelNodeSetParams_v2] = {"cuGraphExecKernelNodeSetParams_v2", srv_cuGraphExecKernelNodeSetParams_v2, 0, 0, 0},
-    [OP_cuGraphExecMemcpyNodeSetParams] = {"cuGraphExecMemcpyNodeSetParams", srv_cuGraphExecMemcpyNodeSetParams, 0, 0, 0},
-    [OP_cuGraphGetEdges] = {"cuGraphGetEdges", gen_srv_cuGraphGetEdges, 0, 0, 0},
-    [OP_cuGraphGetEdges_v2] = {"cuGraphGetEdges_v2", gen_srv_cuGraphGetEdges_v2, 0, 0, 0},
-    [OP_cuGraphGetNodes] = {"cuGraphGetNodes", gen_srv_cuGraphGetNodes, 0, 0, 0},
-    [OP_cuGraphGetRootNodes] = {"cuGraphGetRootNodes", gen_srv_cuGraphGetRootNodes, 0, 0, 0},
-    [OP_cuGraphInstantiate] = {"cuGraphInstantiate", gen_srv_cuGraphInstantiate, 0, 0, 0},
-    [OP_cuGraphInstantiateWithParams] = {"cuGraphInstantiateWithParams", srv_cuGraphInstantiateWithParams, 0, 0, 0},
-    [OP_cuGraphInstantiate_v2] = {"cuGraphInstantiate_v2", gen_srv_cuGraphInstantiate_v2, 0, 0, 0},
-    [OP_cuGraphKernelNodeGetParams] = {"cuGraphKernelNodeGetParams", srv_cuGraphKernelNodeGetParams, 0, 0, 0},
-    [OP_cuGraphKernelNodeGetParams_v2] = {"cuGraphKernelNodeGetParams_v2", srv_cuGraphKernelNodeGetParams_v2, 0, 0, 0},
-    [OP_cuGraphKernelNodeSetParams] = {"cuGraphKernelNodeSetParams", srv_cuGraphKernelNodeSetParams, 0, 0, 0},
-    [OP_cuGraphKernelNodeSetParams_v2] = {"cuGraphKernelNodeSetParams_v2", srv_cuGraphKernelNodeSetParams_v2, 0, 0, 0},
-    [OP_cuGraphMemcpyNodeGetParams] = {"cuGraphMemcpyNodeGetParams", srv_cuGraphMemcpyNodeGetParams, 0, 0, 0},
-    [OP_cuGraphMemcpyNodeSetParams] = {"cuGraphMemcpyNodeSetParams", srv_cuGraphMemcpyNodeSetParams, 0, 0, 0},
-    [OP_cuGraphNodeFindInClone] = {"cuGraphNodeFindInClone", gen_srv_cuGraphNodeFindInClone, 0, 0, 0},
-    [OP_cuGraphNodeGetDependencies] = {"cuGraphNodeGetDependencies", gen_srv_cuGraphNodeGetDependencies, 0, 0, 0},
-    [OP_cuGraphNodeGetDependencies_v2] = {"cuGraphNodeGetDependencies_v2", gen_srv_cuGraphNodeGetDependencies_v2, 0, 0, 0},
-    [OP_cuGraphNodeGetDependentNodes] = {"cuGraphNodeGetDependentNodes", gen_srv_cuGraphNodeGetDependentNodes, 0, 0, 0},
-    [OP_cuGraphNodeGetDependentNodes_v2] = {"cuGraphNodeGetDependentNodes_v2", gen_srv_cuGraphNodeGetDependentNodes_v2, 0, 0, 0},
-    [OP_cuMemCreate] = {"cuMemCreate", gen_srv_cuMemCreate, 0, 0, 0},
-    [OP_cuMemGetAllocationGranularity] = {"cuMemGetAllocationGranularity", gen_srv_cuMemGetAllocationGranularity, 0, 0, 0},
-    [OP_cuMemGetAllocationPropertiesFromHandle] = {"cuMemGetAllocationPropertiesFromHandle", gen_srv_cuMemGetAllocationPropertiesFromHandle, 0, 0, 0},
-    [OP_cuMemGetDefaultMemPool] = {"cuMemGetDefaultMemPool", gen_srv_cuMemGetDefaultMemPool, 0, 0, 0},
-    [OP_cuMemGetMemPool] = {"cuMemGetMemPool", gen_srv_cuMemGetMemPool, 0, 0, 0},
-    [OP_cuMemPoolCreate] = {"cuMemPoolCreate", gen_srv_cuMemPoolCreate, 0, 0, 0},
-    [OP_cuMemPoolGetAttribute] = {"cuMemPoolGetAttribute", gen_srv_cuMemPoolGetAttribute, 0, 0, 0},
-    [OP_cuMemPoolSetAttribute] = {"cuMemPoolSetAttribute", gen_srv_cuMemPoolSetAttribute, 0, 0, 0},
-    [OP_cuStreamUpdateCaptureDependencies] = {"cuStreamUpdateCaptureDependencies", gen_srv_cuStreamUpdateCaptureDependencies, 0, 0, 0},
-    [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0, 0, 0},
-    [OP_scuda_capture_dtoh] = {"scuda_capture_dtoh", srv_scuda_capture_dtoh, 0, 0, 0},
-    [OP_scuda_capture_hostfn] = {"scuda_capture_hostfn", srv_scuda_capture_hostfn, 0, 0, 0},
-    [OP_cuMemAllocManaged] = {"cuMemAllocManaged", srv_cuMemAllocManaged, 0, 0, 0},
-    [OP_scuda_host_mirror_create] = {"scuda_host_mirror_create", srv_scuda_host_mirror_create, 1, 0, 0},
-    [OP_scuda_host_mirror_free] = {"scuda_host_mirror_free", srv_scuda_host_mirror_free, 0, 0, 0},
-    [OP_scuda_module_load_by_hash] = {"scuda_module_load_by_hash", srv_scuda_module_load_by_hash, 1, 0, 0},
-    [OP_scuda_bulk_setup] = {"scuda_bulk_setup", srv_scuda_bulk_setup, 0, 0, 0},
-    [OP_scuda_bulk_htod] = {"scuda_bulk_htod", srv_scuda_bulk_htod, 0, 0, 0},
-    [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1, 1, 0},
+    [OP_scuda_ping] = {"scuda_ping", srv_scuda_ping, 0, 0, 0, 0},
+    [OP_scuda_error_string] = {"scuda_error_string", srv_scuda_error_string, 0, 0, 1, 0},
+    [OP_scuda_module_load] = {"scuda_module_load", srv_scuda_module_load, 1, 0, 0, 0},
+    [OP_scuda_module_get_function] = {"scuda_module_get_function", srv_scuda_module_get_function, 0, 0, 0, 0},
+    [OP_scuda_library_load] = {"scuda_library_load", srv_scuda_library_load, 1, 0, 0, 0},
+    [OP_scuda_library_get_kernel] = {"scuda_library_get_kernel", srv_scuda_library_get_kernel, 0, 0, 0, 0},
+    [OP_scuda_launch] = {"scuda_launch", srv_scuda_launch, 0, 0, 0, 0},
+    [OP_scuda_memcpy_htod] = {"scuda_memcpy_htod", srv_scuda_memcpy_htod, 1, 0, 0, 0},
+    [OP_scuda_memcpy_dtoh] = {"scuda_memcpy_dtoh", srv_scuda_memcpy_dtoh, 1, 1, 0, 0},
+    [OP_scuda_memcpy_dtod] = {"scuda_memcpy_dtod", srv_scuda_memcpy_dtod, 1, 0, 0, 0},
+    [OP_scuda_memcpy_2d] = {"scuda_memcpy_2d", srv_scuda_memcpy_2d, 1, 1, 0, 0},
+    [OP_scuda_memcpy_3d] = {"scuda_memcpy_3d", srv_scuda_memcpy_3d, 1, 1, 0, 0},
+    [OP_scuda_memcpy_peer] = {"scuda_memcpy_peer", srv_scuda_memcpy_peer, 1, 0, 0, 0},
+    [OP_scuda_memset] = {"scuda_memset", srv_scuda_memset, 0, 0, 0, 0},
+    [OP_scuda_ctx_create] = {"scuda_ctx_create", srv_scuda_ctx_create, 1, 0, 1, 0},
+    [OP_scuda_primary_ctx_retain] = {"scuda_primary_ctx_retain", srv_scuda_primary_ctx_retain, 1, 0, 1, 0},
+    [OP_scuda_primary_ctx_release] = {"scuda_primary_ctx_release", srv_scuda_primary_ctx_release, 1, 0, 1, 0},
+    [OP_scuda_primary_ctx_reset] = {"scuda_primary_ctx_reset", srv_scuda_primary_ctx_reset, 1, 0, 1, 0},
+    [OP_scuda_primary_ctx_set_flags] = {"scuda_primary_ctx_set_flags", srv_scuda_primary_ctx_set_flags, 0, 0, 1, 0},
+    [OP_scuda_ctx_destroy] = {"scuda_ctx_destroy", srv_scuda_ctx_destroy, 1, 0, 1, 0},
+    [OP_scuda_ctx_synchronize] = {"scuda_ctx_synchronize", srv_scuda_ctx_synchronize, 1, 1, 1, 0},
+    [OP_scuda_ctx_set_limit] = {"scuda_ctx_set_limit", srv_scuda_ctx_set_limit, 0, 0, 0, 0},
+    [OP_scuda_ctx_get_limit] = {"scuda_ctx_get_limit", srv_scuda_ctx_get_limit, 0, 0, 0, 0},
+    [OP_scuda_host_callback] = {"scuda_host_callback", srv_scuda_host_callback, 0, 0, 0, 0},
+    [OP_scuda_pointer_get_attributes] = {"scuda_pointer_get_attributes", srv_scuda_pointer_get_attributes, 0, 0, 0, 0},
+    [OP_scuda_module_get_global] = {"scuda_module_get_global", srv_scuda_module_get_global, 0, 0, 0, 0},
+    [OP_scuda_get_proc_name] = {"scuda_get_proc_name", srv_scuda_get_proc_name, 0, 0, 0, 0},
+    [OP_scuda_kernel_get_function] = {"scuda_kernel_get_function", srv_scuda_kernel_get_function, 0, 0, 0, 0},
+    [OP_scuda_module_unload] = {"scuda_module_unload", srv_scuda_module_unload, 0, 0, 0, 0},
+    [OP_scuda_pointer_kind] = {"scuda_pointer_kind", srv_scuda_pointer_kind, 0, 0, 0, 0},
+    [OP_cuArray3DCreate] = {"cuArray3DCreate", gen_srv_cuArray3DCreate, 0, 0, 0, 0},
+    [OP_cuArray3DCreate_v2] = {"cuArray3DCreate_v2", gen_srv_cuArray3DCreate_v2, 0, 0, 0, 0},
+    [OP_cuArray3DGetDescriptor] = {"cuArray3DGetDescriptor", gen_srv_cuArray3DGetDescriptor, 0, 0, 0, 0},
+    [OP_cuArray3DGetDescriptor_v2] = {"cuArray3DGetDescriptor_v2", gen_srv_cuArray3DGetDescriptor_v2, 0, 0, 0, 0},
+    [OP_cuArrayCreate] = {"cuArrayCreate", gen_srv_cuArrayCreate, 0, 0, 0, 0},
+    [OP_cuArrayCreate_v2] = {"cuArrayCreate_v2", gen_srv_cuArrayCreate_v2, 0, 0, 0, 0},
+    [OP_cuArrayDestroy] = {"cuArrayDestroy", gen_srv_cuArrayDestroy, 0, 0, 0, 0},
+    [OP_cuArrayGetDescriptor] = {"cuArrayGetDescriptor", gen_srv_cuArrayGetDescriptor, 0, 0, 0, 0},
+    [OP_cuArrayGetDescriptor_v2] = {"cuArrayGetDescriptor_v2", gen_srv_cuArrayGetDescriptor_v2, 0, 0, 0, 0},
+    [OP_cuArrayGetMemoryRequirements] = {"cuArrayGetMemoryRequirements", gen_srv_cuArrayGetMemoryRequirements, 0, 0, 0, 0},
+    [OP_cuArrayGetSparseProperties] = {"cuArrayGetSparseProperties", gen_srv_cuArrayGetSparseProperties, 0, 0, 0, 0},
+    [OP_cuCtxAttach] = {"cuCtxAttach", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxCreate] = {"cuCtxCreate", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxCreate_v2] = {"cuCtxCreate_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxCreate_v3] = {"cuCtxCreate_v3", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxCreate_v4] = {"cuCtxCreate_v4", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxDestroy] = {"cuCtxDestroy", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxDestroy_v2] = {"cuCtxDestroy_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxDetach] = {"cuCtxDetach", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxDisablePeerAccess] = {"cuCtxDisablePeerAccess", gen_srv_cuCtxDisablePeerAccess, 0, 0, 0, 0},
+    [OP_cuCtxEnablePeerAccess] = {"cuCtxEnablePeerAccess", gen_srv_cuCtxEnablePeerAccess, 0, 0, 0, 0},
+    [OP_cuCtxGetApiVersion] = {"cuCtxGetApiVersion", gen_srv_cuCtxGetApiVersion, 0, 0, 0, 0},
+    [OP_cuCtxGetCacheConfig] = {"cuCtxGetCacheConfig", gen_srv_cuCtxGetCacheConfig, 0, 0, 0, 0},
+    [OP_cuCtxGetDevResource] = {"cuCtxGetDevResource", gen_srv_cuCtxGetDevResource, 0, 0, 0, 0},
+    [OP_cuCtxGetExecAffinity] = {"cuCtxGetExecAffinity", gen_srv_cuCtxGetExecAffinity, 0, 0, 0, 0},
+    [OP_cuCtxGetFlags] = {"cuCtxGetFlags", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxGetId] = {"cuCtxGetId", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxGetLimit] = {"cuCtxGetLimit", gen_srv_cuCtxGetLimit, 0, 0, 0, 0},
+    [OP_cuCtxGetSharedMemConfig] = {"cuCtxGetSharedMemConfig", gen_srv_cuCtxGetSharedMemConfig, 0, 0, 0, 0},
+    [OP_cuCtxGetStreamPriorityRange] = {"cuCtxGetStreamPriorityRange", gen_srv_cuCtxGetStreamPriorityRange, 0, 0, 0, 0},
+    [OP_cuCtxPopCurrent] = {"cuCtxPopCurrent", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxPopCurrent_v2] = {"cuCtxPopCurrent_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxPushCurrent] = {"cuCtxPushCurrent", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxPushCurrent_v2] = {"cuCtxPushCurrent_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxRecordEvent] = {"cuCtxRecordEvent", gen_srv_cuCtxRecordEvent, 0, 0, 0, 0},
+    [OP_cuCtxResetPersistingL2Cache] = {"cuCtxResetPersistingL2Cache", gen_srv_cuCtxResetPersistingL2Cache, 0, 0, 0, 0},
+    [OP_cuCtxSetCacheConfig] = {"cuCtxSetCacheConfig", gen_srv_cuCtxSetCacheConfig, 0, 0, 0, 0},
+    [OP_cuCtxSetCurrent] = {"cuCtxSetCurrent", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxSetLimit] = {"cuCtxSetLimit", gen_srv_cuCtxSetLimit, 0, 0, 0, 0},
+    [OP_cuCtxSetSharedMemConfig] = {"cuCtxSetSharedMemConfig", gen_srv_cuCtxSetSharedMemConfig, 0, 0, 0, 0},
+    [OP_cuCtxSynchronize] = {"cuCtxSynchronize", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxSynchronize_v2] = {"cuCtxSynchronize_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuCtxWaitEvent] = {"cuCtxWaitEvent", gen_srv_cuCtxWaitEvent, 0, 0, 0, 0},
+    [OP_cuDestroyExternalMemory] = {"cuDestroyExternalMemory", gen_srv_cuDestroyExternalMemory, 0, 0, 0, 0},
+    [OP_cuDestroyExternalSemaphore] = {"cuDestroyExternalSemaphore", gen_srv_cuDestroyExternalSemaphore, 0, 0, 0, 0},
+    [OP_cuDeviceCanAccessPeer] = {"cuDeviceCanAccessPeer", gen_srv_cuDeviceCanAccessPeer, 0, 0, 0, 0},
+    [OP_cuDeviceGetDevResource] = {"cuDeviceGetDevResource", gen_srv_cuDeviceGetDevResource, 0, 0, 0, 0},
+    [OP_cuDeviceGetExecAffinitySupport] = {"cuDeviceGetExecAffinitySupport", gen_srv_cuDeviceGetExecAffinitySupport, 0, 0, 0, 0},
+    [OP_cuDeviceGetGraphMemAttribute] = {"cuDeviceGetGraphMemAttribute", gen_srv_cuDeviceGetGraphMemAttribute, 0, 0, 0, 0},
+    [OP_cuDeviceGetHostAtomicCapabilities] = {"cuDeviceGetHostAtomicCapabilities", gen_srv_cuDeviceGetHostAtomicCapabilities, 0, 0, 0, 0},
+    [OP_cuDeviceGetLuid] = {"cuDeviceGetLuid", gen_srv_cuDeviceGetLuid, 0, 0, 0, 0},
+    [OP_cuDeviceGetP2PAtomicCapabilities] = {"cuDeviceGetP2PAtomicCapabilities", gen_srv_cuDeviceGetP2PAtomicCapabilities, 0, 0, 0, 0},
+    [OP_cuDeviceGetP2PAttribute] = {"cuDeviceGetP2PAttribute", gen_srv_cuDeviceGetP2PAttribute, 0, 0, 0, 0},
+    [OP_cuDeviceGetTexture1DLinearMaxWidth] = {"cuDeviceGetTexture1DLinearMaxWidth", gen_srv_cuDeviceGetTexture1DLinearMaxWidth, 0, 0, 0, 0},
+    [OP_cuDeviceGraphMemTrim] = {"cuDeviceGraphMemTrim", gen_srv_cuDeviceGraphMemTrim, 0, 0, 0, 0},
+    [OP_cuDevicePrimaryCtxRelease] = {"cuDevicePrimaryCtxRelease", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxRelease_v2] = {"cuDevicePrimaryCtxRelease_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxReset] = {"cuDevicePrimaryCtxReset", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxReset_v2] = {"cuDevicePrimaryCtxReset_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxRetain] = {"cuDevicePrimaryCtxRetain", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxSetFlags] = {"cuDevicePrimaryCtxSetFlags", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDevicePrimaryCtxSetFlags_v2] = {"cuDevicePrimaryCtxSetFlags_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuDeviceSetGraphMemAttribute] = {"cuDeviceSetGraphMemAttribute", gen_srv_cuDeviceSetGraphMemAttribute, 0, 0, 0, 0},
+    [OP_cuDeviceSetMemPool] = {"cuDeviceSetMemPool", gen_srv_cuDeviceSetMemPool, 0, 0, 0, 0},
+    [OP_cuDeviceUnregisterAsyncNotification] = {"cuDeviceUnregisterAsyncNotification", gen_srv_cuDeviceUnregisterAsyncNotification, 0, 0, 0, 0},
+    [OP_cuEventCreate] = {"cuEventCreate", gen_srv_cuEventCreate, 0, 0, 0, 0},
+    [OP_cuEventDestroy] = {"cuEventDestroy", gen_srv_cuEventDestroy, 0, 0, 0, 0},
+    [OP_cuEventDestroy_v2] = {"cuEventDestroy_v2", gen_srv_cuEventDestroy_v2, 0, 0, 0, 0},
+    [OP_cuEventElapsedTime] = {"cuEventElapsedTime", gen_srv_cuEventElapsedTime, 0, 0, 0, 0},
+    [OP_cuEventElapsedTime_v2] = {"cuEventElapsedTime_v2", gen_srv_cuEventElapsedTime_v2, 0, 0, 0, 0},
+    [OP_cuEventQuery] = {"cuEventQuery", gen_srv_cuEventQuery, 0, 1, 0, 0},
+    [OP_cuEventRecord] = {"cuEventRecord", gen_srv_cuEventRecord, 0, 0, 0, 0},
+    [OP_cuEventRecordWithFlags] = {"cuEventRecordWithFlags", gen_srv_cuEventRecordWithFlags, 0, 0, 0, 0},
+    [OP_cuEventSynchronize] = {"cuEventSynchronize", gen_srv_cuEventSynchronize, 1, 1, 0, 0},
+    [OP_cuExternalMemoryGetMappedBuffer] = {"cuExternalMemoryGetMappedBuffer", gen_srv_cuExternalMemoryGetMappedBuffer, 0, 0, 0, 0},
+    [OP_cuFlushGPUDirectRDMAWrites] = {"cuFlushGPUDirectRDMAWrites", gen_srv_cuFlushGPUDirectRDMAWrites, 0, 0, 0, 0},
+    [OP_cuFuncGetAttribute] = {"cuFuncGetAttribute", gen_srv_cuFuncGetAttribute, 0, 0, 0, 0},
+    [OP_cuFuncIsLoaded] = {"cuFuncIsLoaded", gen_srv_cuFuncIsLoaded, 0, 0, 0, 0},
+    [OP_cuFuncLoad] = {"cuFuncLoad", gen_srv_cuFuncLoad, 0, 0, 0, 0},
+    [OP_cuFuncSetAttribute] = {"cuFuncSetAttribute", gen_srv_cuFuncSetAttribute, 0, 0, 0, 0},
+    [OP_cuFuncSetCacheConfig] = {"cuFuncSetCacheConfig", gen_srv_cuFuncSetCacheConfig, 0, 0, 0, 0},
+    [OP_cuFuncSetSharedMemConfig] = {"cuFuncSetSharedMemConfig", gen_srv_cuFuncSetSharedMemConfig, 0, 0, 0, 0},
+    [OP_cuGraphAddChildGraphNode] = {"cuGraphAddChildGraphNode", gen_srv_cuGraphAddChildGraphNode, 0, 0, 0, 0},
+    [OP_cuGraphAddDependencies] = {"cuGraphAddDependencies", gen_srv_cuGraphAddDependencies, 0, 0, 0, 0},
+    [OP_cuGraphAddDependencies_v2] = {"cuGraphAddDependencies_v2", gen_srv_cuGraphAddDependencies_v2, 0, 0, 0, 0},
+    [OP_cuGraphAddEmptyNode] = {"cuGraphAddEmptyNode", gen_srv_cuGraphAddEmptyNode, 0, 0, 0, 0},
+    [OP_cuGraphAddEventRecordNode] = {"cuGraphAddEventRecordNode", gen_srv_cuGraphAddEventRecordNode, 0, 0, 0, 0},
+    [OP_cuGraphAddEventWaitNode] = {"cuGraphAddEventWaitNode", gen_srv_cuGraphAddEventWaitNode, 0, 0, 0, 0},
+    [OP_cuGraphAddMemFreeNode] = {"cuGraphAddMemFreeNode", gen_srv_cuGraphAddMemFreeNode, 0, 0, 0, 0},
+    [OP_cuGraphAddMemsetNode] = {"cuGraphAddMemsetNode", gen_srv_cuGraphAddMemsetNode, 0, 0, 0, 0},
+    [OP_cuGraphChildGraphNodeGetGraph] = {"cuGraphChildGraphNodeGetGraph", gen_srv_cuGraphChildGraphNodeGetGraph, 0, 0, 0, 0},
+    [OP_cuGraphClone] = {"cuGraphClone", gen_srv_cuGraphClone, 0, 0, 0, 0},
+    [OP_cuGraphConditionalHandleCreate] = {"cuGraphConditionalHandleCreate", gen_srv_cuGraphConditionalHandleCreate, 0, 0, 0, 0},
+    [OP_cuGraphCreate] = {"cuGraphCreate", gen_srv_cuGraphCreate, 0, 0, 0, 0},
+    [OP_cuGraphDestroy] = {"cuGraphDestroy", gen_srv_cuGraphDestroy, 0, 0, 0, 0},
+    [OP_cuGraphDestroyNode] = {"cuGraphDestroyNode", gen_srv_cuGraphDestroyNode, 0, 0, 0, 0},
+    [OP_cuGraphEventRecordNodeGetEvent] = {"cuGraphEventRecordNodeGetEvent", gen_srv_cuGraphEventRecordNodeGetEvent, 0, 0, 0, 0},
+    [OP_cuGraphEventRecordNodeSetEvent] = {"cuGraphEventRecordNodeSetEvent", gen_srv_cuGraphEventRecordNodeSetEvent, 0, 0, 0, 0},
+    [OP_cuGraphEventWaitNodeGetEvent] = {"cuGraphEventWaitNodeGetEvent", gen_srv_cuGraphEventWaitNodeGetEvent, 0, 0, 0, 0},
+    [OP_cuGraphEventWaitNodeSetEvent] = {"cuGraphEventWaitNodeSetEvent", gen_srv_cuGraphEventWaitNodeSetEvent, 0, 0, 0, 0},
+    [OP_cuGraphExecChildGraphNodeSetParams] = {"cuGraphExecChildGraphNodeSetParams", gen_srv_cuGraphExecChildGraphNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphExecDestroy] = {"cuGraphExecDestroy", gen_srv_cuGraphExecDestroy, 0, 0, 0, 0},
+    [OP_cuGraphExecEventRecordNodeSetEvent] = {"cuGraphExecEventRecordNodeSetEvent", gen_srv_cuGraphExecEventRecordNodeSetEvent, 0, 0, 0, 0},
+    [OP_cuGraphExecEventWaitNodeSetEvent] = {"cuGraphExecEventWaitNodeSetEvent", gen_srv_cuGraphExecEventWaitNodeSetEvent, 0, 0, 0, 0},
+    [OP_cuGraphExecGetFlags] = {"cuGraphExecGetFlags", gen_srv_cuGraphExecGetFlags, 0, 0, 0, 0},
+    [OP_cuGraphExecMemsetNodeSetParams] = {"cuGraphExecMemsetNodeSetParams", gen_srv_cuGraphExecMemsetNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphInstantiateWithFlags] = {"cuGraphInstantiateWithFlags", gen_srv_cuGraphInstantiateWithFlags, 0, 0, 0, 0},
+    [OP_cuGraphKernelNodeCopyAttributes] = {"cuGraphKernelNodeCopyAttributes", gen_srv_cuGraphKernelNodeCopyAttributes, 0, 0, 0, 0},
+    [OP_cuGraphLaunch] = {"cuGraphLaunch", gen_srv_cuGraphLaunch, 0, 0, 0, 0},
+    [OP_cuGraphMemFreeNodeGetParams] = {"cuGraphMemFreeNodeGetParams", gen_srv_cuGraphMemFreeNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphMemsetNodeGetParams] = {"cuGraphMemsetNodeGetParams", gen_srv_cuGraphMemsetNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphMemsetNodeSetParams] = {"cuGraphMemsetNodeSetParams", gen_srv_cuGraphMemsetNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetEnabled] = {"cuGraphNodeGetEnabled", gen_srv_cuGraphNodeGetEnabled, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetType] = {"cuGraphNodeGetType", gen_srv_cuGraphNodeGetType, 0, 0, 0, 0},
+    [OP_cuGraphNodeSetEnabled] = {"cuGraphNodeSetEnabled", gen_srv_cuGraphNodeSetEnabled, 0, 0, 0, 0},
+    [OP_cuGraphReleaseUserObject] = {"cuGraphReleaseUserObject", gen_srv_cuGraphReleaseUserObject, 0, 0, 0, 0},
+    [OP_cuGraphRemoveDependencies] = {"cuGraphRemoveDependencies", gen_srv_cuGraphRemoveDependencies, 0, 0, 0, 0},
+    [OP_cuGraphRemoveDependencies_v2] = {"cuGraphRemoveDependencies_v2", gen_srv_cuGraphRemoveDependencies_v2, 0, 0, 0, 0},
+    [OP_cuGraphRetainUserObject] = {"cuGraphRetainUserObject", gen_srv_cuGraphRetainUserObject, 0, 0, 0, 0},
+    [OP_cuGraphUpload] = {"cuGraphUpload", gen_srv_cuGraphUpload, 0, 0, 0, 0},
+    [OP_cuGraphicsResourceGetMappedPointer] = {"cuGraphicsResourceGetMappedPointer", gen_srv_cuGraphicsResourceGetMappedPointer, 0, 0, 0, 0},
+    [OP_cuGraphicsResourceGetMappedPointer_v2] = {"cuGraphicsResourceGetMappedPointer_v2", gen_srv_cuGraphicsResourceGetMappedPointer_v2, 0, 0, 0, 0},
+    [OP_cuGraphicsResourceSetMapFlags] = {"cuGraphicsResourceSetMapFlags", gen_srv_cuGraphicsResourceSetMapFlags, 0, 0, 0, 0},
+    [OP_cuGraphicsResourceSetMapFlags_v2] = {"cuGraphicsResourceSetMapFlags_v2", gen_srv_cuGraphicsResourceSetMapFlags_v2, 0, 0, 0, 0},
+    [OP_cuGraphicsUnregisterResource] = {"cuGraphicsUnregisterResource", gen_srv_cuGraphicsUnregisterResource, 0, 0, 0, 0},
+    [OP_cuGreenCtxDestroy] = {"cuGreenCtxDestroy", gen_srv_cuGreenCtxDestroy, 0, 0, 0, 0},
+    [OP_cuGreenCtxGetDevResource] = {"cuGreenCtxGetDevResource", gen_srv_cuGreenCtxGetDevResource, 0, 0, 0, 0},
+    [OP_cuGreenCtxGetId] = {"cuGreenCtxGetId", gen_srv_cuGreenCtxGetId, 0, 0, 0, 0},
+    [OP_cuGreenCtxRecordEvent] = {"cuGreenCtxRecordEvent", gen_srv_cuGreenCtxRecordEvent, 0, 0, 0, 0},
+    [OP_cuGreenCtxWaitEvent] = {"cuGreenCtxWaitEvent", gen_srv_cuGreenCtxWaitEvent, 0, 0, 0, 0},
+    [OP_cuInit] = {"cuInit", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuIpcCloseMemHandle] = {"cuIpcCloseMemHandle", gen_srv_cuIpcCloseMemHandle, 0, 0, 0, 0},
+    [OP_cuIpcGetEventHandle] = {"cuIpcGetEventHandle", gen_srv_cuIpcGetEventHandle, 0, 0, 0, 0},
+    [OP_cuIpcGetMemHandle] = {"cuIpcGetMemHandle", gen_srv_cuIpcGetMemHandle, 0, 0, 0, 0},
+    [OP_cuIpcOpenEventHandle] = {"cuIpcOpenEventHandle", gen_srv_cuIpcOpenEventHandle, 0, 0, 0, 0},
+    [OP_cuIpcOpenMemHandle] = {"cuIpcOpenMemHandle", gen_srv_cuIpcOpenMemHandle, 0, 0, 0, 0},
+    [OP_cuIpcOpenMemHandle_v2] = {"cuIpcOpenMemHandle_v2", gen_srv_cuIpcOpenMemHandle_v2, 0, 0, 0, 0},
+    [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0, 0, 0, 0},
+    [OP_cuKernelGetFunction] = {"cuKernelGetFunction", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0, 0, 0, 0},
+    [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0, 0, 0, 0},
+    [OP_cuLaunchCooperativeKernel] = {"cuLaunchCooperativeKernel", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLaunchHostFunc] = {"cuLaunchHostFunc", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLaunchKernel] = {"cuLaunchKernel", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLaunchKernelEx] = {"cuLaunchKernelEx", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryEnumerateKernels] = {"cuLibraryEnumerateKernels", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryGetGlobal] = {"cuLibraryGetGlobal", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryGetKernel] = {"cuLibraryGetKernel", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryGetKernelCount] = {"cuLibraryGetKernelCount", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryLoadData] = {"cuLibraryLoadData", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryLoadFromFile] = {"cuLibraryLoadFromFile", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLibraryUnload] = {"cuLibraryUnload", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuLinkDestroy] = {"cuLinkDestroy", gen_srv_cuLinkDestroy, 0, 0, 0, 0},
+    [OP_cuLogsCurrent] = {"cuLogsCurrent", gen_srv_cuLogsCurrent, 0, 0, 0, 0},
+    [OP_cuLogsUnregisterCallback] = {"cuLogsUnregisterCallback", gen_srv_cuLogsUnregisterCallback, 0, 0, 0, 0},
+    [OP_cuMemAddressFree] = {"cuMemAddressFree", gen_srv_cuMemAddressFree, 0, 0, 0, 0},
+    [OP_cuMemAddressReserve] = {"cuMemAddressReserve", gen_srv_cuMemAddressReserve, 0, 0, 0, 0},
+    [OP_cuMemAdvise] = {"cuMemAdvise", gen_srv_cuMemAdvise, 0, 0, 0, 0},
+    [OP_cuMemAdvise_v2] = {"cuMemAdvise_v2", gen_srv_cuMemAdvise_v2, 0, 0, 0, 0},
+    [OP_cuMemAlloc] = {"cuMemAlloc", gen_srv_cuMemAlloc, 0, 0, 0, 0},
+    [OP_cuMemAllocAsync] = {"cuMemAllocAsync", gen_srv_cuMemAllocAsync, 0, 0, 0, 0},
+    [OP_cuMemAllocFromPoolAsync] = {"cuMemAllocFromPoolAsync", gen_srv_cuMemAllocFromPoolAsync, 0, 0, 0, 0},
+    [OP_cuMemAllocHost_v2] = {"cuMemAllocHost_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemAllocPitch] = {"cuMemAllocPitch", gen_srv_cuMemAllocPitch, 0, 0, 0, 0},
+    [OP_cuMemAllocPitch_v2] = {"cuMemAllocPitch_v2", gen_srv_cuMemAllocPitch_v2, 0, 0, 0, 0},
+    [OP_cuMemAlloc_v2] = {"cuMemAlloc_v2", gen_srv_cuMemAlloc_v2, 0, 0, 0, 0},
+    [OP_cuMemDiscardAndPrefetchBatchAsync] = {"cuMemDiscardAndPrefetchBatchAsync", gen_srv_cuMemDiscardAndPrefetchBatchAsync, 0, 0, 0, 0},
+    [OP_cuMemDiscardBatchAsync] = {"cuMemDiscardBatchAsync", gen_srv_cuMemDiscardBatchAsync, 0, 0, 0, 0},
+    [OP_cuMemFree] = {"cuMemFree", gen_srv_cuMemFree, 0, 0, 0, 0},
+    [OP_cuMemFreeAsync] = {"cuMemFreeAsync", gen_srv_cuMemFreeAsync, 0, 0, 0, 0},
+    [OP_cuMemFreeHost] = {"cuMemFreeHost", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemFree_v2] = {"cuMemFree_v2", gen_srv_cuMemFree_v2, 0, 0, 0, 0},
+    [OP_cuMemGetAccess] = {"cuMemGetAccess", gen_srv_cuMemGetAccess, 0, 0, 0, 0},
+    [OP_cuMemGetAddressRange] = {"cuMemGetAddressRange", gen_srv_cuMemGetAddressRange, 0, 0, 0, 0},
+    [OP_cuMemGetAddressRange_v2] = {"cuMemGetAddressRange_v2", gen_srv_cuMemGetAddressRange_v2, 0, 0, 0, 0},
+    [OP_cuMemGetInfo] = {"cuMemGetInfo", gen_srv_cuMemGetInfo, 0, 0, 0, 0},
+    [OP_cuMemGetInfo_v2] = {"cuMemGetInfo_v2", gen_srv_cuMemGetInfo_v2, 0, 0, 0, 0},
+    [OP_cuMemHostAlloc] = {"cuMemHostAlloc", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemHostGetDevicePointer_v2] = {"cuMemHostGetDevicePointer_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemHostRegister_v2] = {"cuMemHostRegister_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemHostUnregister] = {"cuMemHostUnregister", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemMap] = {"cuMemMap", gen_srv_cuMemMap, 0, 0, 0, 0},
+    [OP_cuMemPoolDestroy] = {"cuMemPoolDestroy", gen_srv_cuMemPoolDestroy, 0, 0, 0, 0},
+    [OP_cuMemPoolExportPointer] = {"cuMemPoolExportPointer", gen_srv_cuMemPoolExportPointer, 0, 0, 0, 0},
+    [OP_cuMemPoolGetAccess] = {"cuMemPoolGetAccess", gen_srv_cuMemPoolGetAccess, 0, 0, 0, 0},
+    [OP_cuMemPoolImportPointer] = {"cuMemPoolImportPointer", gen_srv_cuMemPoolImportPointer, 0, 0, 0, 0},
+    [OP_cuMemPoolSetAccess] = {"cuMemPoolSetAccess", gen_srv_cuMemPoolSetAccess, 0, 0, 0, 0},
+    [OP_cuMemPoolTrimTo] = {"cuMemPoolTrimTo", gen_srv_cuMemPoolTrimTo, 0, 0, 0, 0},
+    [OP_cuMemPrefetchAsync] = {"cuMemPrefetchAsync", gen_srv_cuMemPrefetchAsync, 0, 0, 0, 0},
+    [OP_cuMemPrefetchAsync_v2] = {"cuMemPrefetchAsync_v2", gen_srv_cuMemPrefetchAsync_v2, 0, 0, 0, 0},
+    [OP_cuMemPrefetchBatchAsync] = {"cuMemPrefetchBatchAsync", gen_srv_cuMemPrefetchBatchAsync, 0, 0, 0, 0},
+    [OP_cuMemRangeGetAttribute] = {"cuMemRangeGetAttribute", gen_srv_cuMemRangeGetAttribute, 0, 0, 0, 0},
+    [OP_cuMemRelease] = {"cuMemRelease", gen_srv_cuMemRelease, 0, 0, 0, 0},
+    [OP_cuMemRetainAllocationHandle] = {"cuMemRetainAllocationHandle", gen_srv_cuMemRetainAllocationHandle, 0, 0, 0, 0},
+    [OP_cuMemSetAccess] = {"cuMemSetAccess", gen_srv_cuMemSetAccess, 0, 0, 0, 0},
+    [OP_cuMemSetMemPool] = {"cuMemSetMemPool", gen_srv_cuMemSetMemPool, 0, 0, 0, 0},
+    [OP_cuMemUnmap] = {"cuMemUnmap", gen_srv_cuMemUnmap, 0, 0, 0, 0},
+    [OP_cuMemcpy] = {"cuMemcpy", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy2DAsync_v2] = {"cuMemcpy2DAsync_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy2DUnaligned_v2] = {"cuMemcpy2DUnaligned_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy2D_v2] = {"cuMemcpy2D_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy3DAsync_v2] = {"cuMemcpy3DAsync_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy3DPeer] = {"cuMemcpy3DPeer", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy3DPeerAsync] = {"cuMemcpy3DPeerAsync", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpy3D_v2] = {"cuMemcpy3D_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyAsync] = {"cuMemcpyAsync", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyAtoA] = {"cuMemcpyAtoA", gen_srv_cuMemcpyAtoA, 1, 0, 0, 0},
+    [OP_cuMemcpyAtoA_v2] = {"cuMemcpyAtoA_v2", gen_srv_cuMemcpyAtoA_v2, 1, 0, 0, 0},
+    [OP_cuMemcpyAtoD] = {"cuMemcpyAtoD", gen_srv_cuMemcpyAtoD, 1, 0, 0, 0},
+    [OP_cuMemcpyAtoD_v2] = {"cuMemcpyAtoD_v2", gen_srv_cuMemcpyAtoD_v2, 1, 0, 0, 0},
+    [OP_cuMemcpyAtoH] = {"cuMemcpyAtoH", gen_srv_cuMemcpyAtoH, 1, 1, 0, 0},
+    [OP_cuMemcpyAtoHAsync] = {"cuMemcpyAtoHAsync", gen_srv_cuMemcpyAtoHAsync, 1, 1, 0, 0},
+    [OP_cuMemcpyAtoHAsync_v2] = {"cuMemcpyAtoHAsync_v2", gen_srv_cuMemcpyAtoHAsync_v2, 1, 1, 0, 0},
+    [OP_cuMemcpyAtoH_v2] = {"cuMemcpyAtoH_v2", gen_srv_cuMemcpyAtoH_v2, 1, 1, 0, 0},
+    [OP_cuMemcpyDtoA] = {"cuMemcpyDtoA", gen_srv_cuMemcpyDtoA, 1, 0, 0, 0},
+    [OP_cuMemcpyDtoA_v2] = {"cuMemcpyDtoA_v2", gen_srv_cuMemcpyDtoA_v2, 1, 0, 0, 0},
+    [OP_cuMemcpyDtoDAsync_v2] = {"cuMemcpyDtoDAsync_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyDtoD_v2] = {"cuMemcpyDtoD_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyDtoHAsync_v2] = {"cuMemcpyDtoHAsync_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyDtoH_v2] = {"cuMemcpyDtoH_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyHtoA] = {"cuMemcpyHtoA", gen_srv_cuMemcpyHtoA, 1, 0, 0, 0},
+    [OP_cuMemcpyHtoAAsync] = {"cuMemcpyHtoAAsync", gen_srv_cuMemcpyHtoAAsync, 0, 0, 0, 0},
+    [OP_cuMemcpyHtoAAsync_v2] = {"cuMemcpyHtoAAsync_v2", gen_srv_cuMemcpyHtoAAsync_v2, 0, 0, 0, 0},
+    [OP_cuMemcpyHtoA_v2] = {"cuMemcpyHtoA_v2", gen_srv_cuMemcpyHtoA_v2, 1, 0, 0, 0},
+    [OP_cuMemcpyHtoDAsync_v2] = {"cuMemcpyHtoDAsync_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyHtoD_v2] = {"cuMemcpyHtoD_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyPeer] = {"cuMemcpyPeer", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemcpyPeerAsync] = {"cuMemcpyPeerAsync", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMemsetD16] = {"cuMemsetD16", gen_srv_cuMemsetD16, 0, 0, 0, 0},
+    [OP_cuMemsetD16Async] = {"cuMemsetD16Async", gen_srv_cuMemsetD16Async, 0, 0, 0, 0},
+    [OP_cuMemsetD16_v2] = {"cuMemsetD16_v2", gen_srv_cuMemsetD16_v2, 0, 0, 0, 0},
+    [OP_cuMemsetD2D16] = {"cuMemsetD2D16", gen_srv_cuMemsetD2D16, 0, 0, 0, 0},
+    [OP_cuMemsetD2D16Async] = {"cuMemsetD2D16Async", gen_srv_cuMemsetD2D16Async, 0, 0, 0, 0},
+    [OP_cuMemsetD2D16_v2] = {"cuMemsetD2D16_v2", gen_srv_cuMemsetD2D16_v2, 0, 0, 0, 0},
+    [OP_cuMemsetD2D32] = {"cuMemsetD2D32", gen_srv_cuMemsetD2D32, 0, 0, 0, 0},
+    [OP_cuMemsetD2D32Async] = {"cuMemsetD2D32Async", gen_srv_cuMemsetD2D32Async, 0, 0, 0, 0},
+    [OP_cuMemsetD2D32_v2] = {"cuMemsetD2D32_v2", gen_srv_cuMemsetD2D32_v2, 0, 0, 0, 0},
+    [OP_cuMemsetD2D8] = {"cuMemsetD2D8", gen_srv_cuMemsetD2D8, 0, 0, 0, 0},
+    [OP_cuMemsetD2D8Async] = {"cuMemsetD2D8Async", gen_srv_cuMemsetD2D8Async, 0, 0, 0, 0},
+    [OP_cuMemsetD2D8_v2] = {"cuMemsetD2D8_v2", gen_srv_cuMemsetD2D8_v2, 0, 0, 0, 0},
+    [OP_cuMemsetD32] = {"cuMemsetD32", gen_srv_cuMemsetD32, 0, 0, 0, 0},
+    [OP_cuMemsetD32Async] = {"cuMemsetD32Async", gen_srv_cuMemsetD32Async, 0, 0, 0, 0},
+    [OP_cuMemsetD32_v2] = {"cuMemsetD32_v2", gen_srv_cuMemsetD32_v2, 0, 0, 0, 0},
+    [OP_cuMemsetD8] = {"cuMemsetD8", gen_srv_cuMemsetD8, 0, 0, 0, 0},
+    [OP_cuMemsetD8Async] = {"cuMemsetD8Async", gen_srv_cuMemsetD8Async, 0, 0, 0, 0},
+    [OP_cuMemsetD8_v2] = {"cuMemsetD8_v2", gen_srv_cuMemsetD8_v2, 0, 0, 0, 0},
+    [OP_cuMipmappedArrayCreate] = {"cuMipmappedArrayCreate", gen_srv_cuMipmappedArrayCreate, 0, 0, 0, 0},
+    [OP_cuMipmappedArrayDestroy] = {"cuMipmappedArrayDestroy", gen_srv_cuMipmappedArrayDestroy, 0, 0, 0, 0},
+    [OP_cuMipmappedArrayGetMemoryRequirements] = {"cuMipmappedArrayGetMemoryRequirements", gen_srv_cuMipmappedArrayGetMemoryRequirements, 0, 0, 0, 0},
+    [OP_cuMipmappedArrayGetSparseProperties] = {"cuMipmappedArrayGetSparseProperties", gen_srv_cuMipmappedArrayGetSparseProperties, 0, 0, 0, 0},
+    [OP_cuModuleEnumerateFunctions] = {"cuModuleEnumerateFunctions", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleGetFunction] = {"cuModuleGetFunction", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleGetFunctionCount] = {"cuModuleGetFunctionCount", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleGetGlobal_v2] = {"cuModuleGetGlobal_v2", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleGetLoadingMode] = {"cuModuleGetLoadingMode", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleLoad] = {"cuModuleLoad", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleLoadData] = {"cuModuleLoadData", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleLoadDataEx] = {"cuModuleLoadDataEx", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleLoadFatBinary] = {"cuModuleLoadFatBinary", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuModuleUnload] = {"cuModuleUnload", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuMulticastAddDevice] = {"cuMulticastAddDevice", gen_srv_cuMulticastAddDevice, 0, 0, 0, 0},
+    [OP_cuMulticastBindAddr] = {"cuMulticastBindAddr", gen_srv_cuMulticastBindAddr, 0, 0, 0, 0},
+    [OP_cuMulticastBindMem] = {"cuMulticastBindMem", gen_srv_cuMulticastBindMem, 0, 0, 0, 0},
+    [OP_cuMulticastCreate] = {"cuMulticastCreate", gen_srv_cuMulticastCreate, 0, 0, 0, 0},
+    [OP_cuMulticastGetGranularity] = {"cuMulticastGetGranularity", gen_srv_cuMulticastGetGranularity, 0, 0, 0, 0},
+    [OP_cuMulticastUnbind] = {"cuMulticastUnbind", gen_srv_cuMulticastUnbind, 0, 0, 0, 0},
+    [OP_cuOccupancyAvailableDynamicSMemPerBlock] = {"cuOccupancyAvailableDynamicSMemPerBlock", gen_srv_cuOccupancyAvailableDynamicSMemPerBlock, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxActiveBlocksPerMultiprocessor] = {"cuOccupancyMaxActiveBlocksPerMultiprocessor", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessor, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags] = {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", gen_srv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxActiveClusters] = {"cuOccupancyMaxActiveClusters", gen_srv_cuOccupancyMaxActiveClusters, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxPotentialBlockSize] = {"cuOccupancyMaxPotentialBlockSize", gen_srv_cuOccupancyMaxPotentialBlockSize, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxPotentialBlockSizeWithFlags] = {"cuOccupancyMaxPotentialBlockSizeWithFlags", gen_srv_cuOccupancyMaxPotentialBlockSizeWithFlags, 0, 0, 0, 0},
+    [OP_cuOccupancyMaxPotentialClusterSize] = {"cuOccupancyMaxPotentialClusterSize", gen_srv_cuOccupancyMaxPotentialClusterSize, 0, 0, 0, 0},
+    [OP_cuPointerGetAttribute] = {"cuPointerGetAttribute", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuPointerGetAttributes] = {"cuPointerGetAttributes", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuProfilerStart] = {"cuProfilerStart", gen_srv_cuProfilerStart, 0, 0, 0, 0},
+    [OP_cuProfilerStop] = {"cuProfilerStop", gen_srv_cuProfilerStop, 0, 0, 0, 0},
+    [OP_cuStreamAddCallback] = {"cuStreamAddCallback", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuStreamAttachMemAsync] = {"cuStreamAttachMemAsync", gen_srv_cuStreamAttachMemAsync, 0, 0, 0, 0},
+    [OP_cuStreamBatchMemOp] = {"cuStreamBatchMemOp", gen_srv_cuStreamBatchMemOp, 0, 0, 0, 0},
+    [OP_cuStreamBatchMemOp_v2] = {"cuStreamBatchMemOp_v2", gen_srv_cuStreamBatchMemOp_v2, 0, 0, 0, 0},
+    [OP_cuStreamBeginCapture] = {"cuStreamBeginCapture", gen_srv_cuStreamBeginCapture, 0, 0, 0, 0},
+    [OP_cuStreamBeginCaptureToGraph] = {"cuStreamBeginCaptureToGraph", gen_srv_cuStreamBeginCaptureToGraph, 0, 0, 0, 0},
+    [OP_cuStreamBeginCapture_v2] = {"cuStreamBeginCapture_v2", gen_srv_cuStreamBeginCapture_v2, 0, 0, 0, 0},
+    [OP_cuStreamCopyAttributes] = {"cuStreamCopyAttributes", gen_srv_cuStreamCopyAttributes, 0, 0, 0, 0},
+    [OP_cuStreamCreate] = {"cuStreamCreate", gen_srv_cuStreamCreate, 0, 0, 0, 0},
+    [OP_cuStreamCreateWithPriority] = {"cuStreamCreateWithPriority", gen_srv_cuStreamCreateWithPriority, 0, 0, 0, 0},
+    [OP_cuStreamDestroy] = {"cuStreamDestroy", gen_srv_cuStreamDestroy, 0, 0, 0, 0},
+    [OP_cuStreamDestroy_v2] = {"cuStreamDestroy_v2", gen_srv_cuStreamDestroy_v2, 0, 0, 0, 0},
+    [OP_cuStreamEndCapture] = {"cuStreamEndCapture", gen_srv_cuStreamEndCapture, 0, 0, 0, 0},
+    [OP_cuStreamGetCaptureInfo] = {"cuStreamGetCaptureInfo", gen_srv_cuStreamGetCaptureInfo, 0, 0, 0, 0},
+    [OP_cuStreamGetCaptureInfo_v2] = {"cuStreamGetCaptureInfo_v2", srv_cuStreamGetCaptureInfo_v2, 0, 0, 0, 0},
+    [OP_cuStreamGetCaptureInfo_v3] = {"cuStreamGetCaptureInfo_v3", srv_cuStreamGetCaptureInfo_v3, 0, 0, 0, 0},
+    [OP_cuStreamGetCtx] = {"cuStreamGetCtx", gen_srv_cuStreamGetCtx, 0, 0, 0, 0},
+    [OP_cuStreamGetCtx_v2] = {"cuStreamGetCtx_v2", gen_srv_cuStreamGetCtx_v2, 0, 0, 0, 0},
+    [OP_cuStreamGetDevice] = {"cuStreamGetDevice", gen_srv_cuStreamGetDevice, 0, 0, 0, 0},
+    [OP_cuStreamGetFlags] = {"cuStreamGetFlags", gen_srv_cuStreamGetFlags, 0, 0, 0, 0},
+    [OP_cuStreamGetGreenCtx] = {"cuStreamGetGreenCtx", gen_srv_cuStreamGetGreenCtx, 0, 0, 0, 0},
+    [OP_cuStreamGetId] = {"cuStreamGetId", gen_srv_cuStreamGetId, 0, 0, 0, 0},
+    [OP_cuStreamGetPriority] = {"cuStreamGetPriority", gen_srv_cuStreamGetPriority, 0, 0, 0, 0},
+    [OP_cuStreamIsCapturing] = {"cuStreamIsCapturing", srv_cuStreamIsCapturing, 0, 0, 0, 0},
+    [OP_cuStreamQuery] = {"cuStreamQuery", gen_srv_cuStreamQuery, 0, 1, 0, 0},
+    [OP_cuStreamSynchronize] = {"cuStreamSynchronize", srv_cuStreamSynchronize, 1, 1, 0, 0},
+    [OP_cuStreamWaitEvent] = {"cuStreamWaitEvent", gen_srv_cuStreamWaitEvent, 0, 0, 0, 0},
+    [OP_cuStreamWaitValue32] = {"cuStreamWaitValue32", gen_srv_cuStreamWaitValue32, 0, 0, 0, 0},
+    [OP_cuStreamWaitValue32_v2] = {"cuStreamWaitValue32_v2", gen_srv_cuStreamWaitValue32_v2, 0, 0, 0, 0},
+    [OP_cuStreamWaitValue64] = {"cuStreamWaitValue64", gen_srv_cuStreamWaitValue64, 0, 0, 0, 0},
+    [OP_cuStreamWaitValue64_v2] = {"cuStreamWaitValue64_v2", gen_srv_cuStreamWaitValue64_v2, 0, 0, 0, 0},
+    [OP_cuStreamWriteValue32] = {"cuStreamWriteValue32", gen_srv_cuStreamWriteValue32, 0, 0, 0, 0},
+    [OP_cuStreamWriteValue32_v2] = {"cuStreamWriteValue32_v2", gen_srv_cuStreamWriteValue32_v2, 0, 0, 0, 0},
+    [OP_cuStreamWriteValue64] = {"cuStreamWriteValue64", gen_srv_cuStreamWriteValue64, 0, 0, 0, 0},
+    [OP_cuStreamWriteValue64_v2] = {"cuStreamWriteValue64_v2", gen_srv_cuStreamWriteValue64_v2, 0, 0, 0, 0},
+    [OP_cuSurfObjectDestroy] = {"cuSurfObjectDestroy", gen_srv_cuSurfObjectDestroy, 0, 0, 0, 0},
+    [OP_cuSurfRefSetArray] = {"cuSurfRefSetArray", gen_srv_cuSurfRefSetArray, 0, 0, 0, 0},
+    [OP_cuTensorMapEncodeIm2col] = {"cuTensorMapEncodeIm2col", gen_srv_cuTensorMapEncodeIm2col, 0, 0, 0, 0},
+    [OP_cuTensorMapEncodeIm2colWide] = {"cuTensorMapEncodeIm2colWide", gen_srv_cuTensorMapEncodeIm2colWide, 0, 0, 0, 0},
+    [OP_cuTensorMapEncodeTiled] = {"cuTensorMapEncodeTiled", gen_srv_cuTensorMapEncodeTiled, 0, 0, 0, 0},
+    [OP_cuTensorMapReplaceAddress] = {"cuTensorMapReplaceAddress", gen_srv_cuTensorMapReplaceAddress, 0, 0, 0, 0},
+    [OP_cuTexObjectDestroy] = {"cuTexObjectDestroy", gen_srv_cuTexObjectDestroy, 0, 0, 0, 0},
+    [OP_cuTexObjectGetResourceViewDesc] = {"cuTexObjectGetResourceViewDesc", gen_srv_cuTexObjectGetResourceViewDesc, 0, 0, 0, 0},
+    [OP_cuTexObjectGetTextureDesc] = {"cuTexObjectGetTextureDesc", gen_srv_cuTexObjectGetTextureDesc, 0, 0, 0, 0},
+    [OP_cuTexRefDestroy] = {"cuTexRefDestroy", gen_srv_cuTexRefDestroy, 0, 0, 0, 0},
+    [OP_cuTexRefGetAddress] = {"cuTexRefGetAddress", gen_srv_cuTexRefGetAddress, 0, 0, 0, 0},
+    [OP_cuTexRefGetAddressMode] = {"cuTexRefGetAddressMode", gen_srv_cuTexRefGetAddressMode, 0, 0, 0, 0},
+    [OP_cuTexRefGetAddress_v2] = {"cuTexRefGetAddress_v2", gen_srv_cuTexRefGetAddress_v2, 0, 0, 0, 0},
+    [OP_cuTexRefGetBorderColor] = {"cuTexRefGetBorderColor", gen_srv_cuTexRefGetBorderColor, 0, 0, 0, 0},
+    [OP_cuTexRefGetFilterMode] = {"cuTexRefGetFilterMode", gen_srv_cuTexRefGetFilterMode, 0, 0, 0, 0},
+    [OP_cuTexRefGetFlags] = {"cuTexRefGetFlags", gen_srv_cuTexRefGetFlags, 0, 0, 0, 0},
+    [OP_cuTexRefGetFormat] = {"cuTexRefGetFormat", gen_srv_cuTexRefGetFormat, 0, 0, 0, 0},
+    [OP_cuTexRefGetMaxAnisotropy] = {"cuTexRefGetMaxAnisotropy", gen_srv_cuTexRefGetMaxAnisotropy, 0, 0, 0, 0},
+    [OP_cuTexRefGetMipmapFilterMode] = {"cuTexRefGetMipmapFilterMode", gen_srv_cuTexRefGetMipmapFilterMode, 0, 0, 0, 0},
+    [OP_cuTexRefGetMipmapLevelBias] = {"cuTexRefGetMipmapLevelBias", gen_srv_cuTexRefGetMipmapLevelBias, 0, 0, 0, 0},
+    [OP_cuTexRefGetMipmapLevelClamp] = {"cuTexRefGetMipmapLevelClamp", gen_srv_cuTexRefGetMipmapLevelClamp, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddress] = {"cuTexRefSetAddress", gen_srv_cuTexRefSetAddress, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddress2D] = {"cuTexRefSetAddress2D", gen_srv_cuTexRefSetAddress2D, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddress2D_v2] = {"cuTexRefSetAddress2D_v2", gen_srv_cuTexRefSetAddress2D_v2, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddress2D_v3] = {"cuTexRefSetAddress2D_v3", gen_srv_cuTexRefSetAddress2D_v3, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddressMode] = {"cuTexRefSetAddressMode", gen_srv_cuTexRefSetAddressMode, 0, 0, 0, 0},
+    [OP_cuTexRefSetAddress_v2] = {"cuTexRefSetAddress_v2", gen_srv_cuTexRefSetAddress_v2, 0, 0, 0, 0},
+    [OP_cuTexRefSetArray] = {"cuTexRefSetArray", gen_srv_cuTexRefSetArray, 0, 0, 0, 0},
+    [OP_cuTexRefSetBorderColor] = {"cuTexRefSetBorderColor", gen_srv_cuTexRefSetBorderColor, 0, 0, 0, 0},
+    [OP_cuTexRefSetFilterMode] = {"cuTexRefSetFilterMode", gen_srv_cuTexRefSetFilterMode, 0, 0, 0, 0},
+    [OP_cuTexRefSetFlags] = {"cuTexRefSetFlags", gen_srv_cuTexRefSetFlags, 0, 0, 0, 0},
+    [OP_cuTexRefSetFormat] = {"cuTexRefSetFormat", gen_srv_cuTexRefSetFormat, 0, 0, 0, 0},
+    [OP_cuTexRefSetMaxAnisotropy] = {"cuTexRefSetMaxAnisotropy", gen_srv_cuTexRefSetMaxAnisotropy, 0, 0, 0, 0},
+    [OP_cuTexRefSetMipmapFilterMode] = {"cuTexRefSetMipmapFilterMode", gen_srv_cuTexRefSetMipmapFilterMode, 0, 0, 0, 0},
+    [OP_cuTexRefSetMipmapLevelBias] = {"cuTexRefSetMipmapLevelBias", gen_srv_cuTexRefSetMipmapLevelBias, 0, 0, 0, 0},
+    [OP_cuTexRefSetMipmapLevelClamp] = {"cuTexRefSetMipmapLevelClamp", gen_srv_cuTexRefSetMipmapLevelClamp, 0, 0, 0, 0},
+    [OP_cuTexRefSetMipmappedArray] = {"cuTexRefSetMipmappedArray", gen_srv_cuTexRefSetMipmappedArray, 0, 0, 0, 0},
+    [OP_cuThreadExchangeStreamCaptureMode] = {"cuThreadExchangeStreamCaptureMode", gen_srv_cuThreadExchangeStreamCaptureMode, 0, 0, 0, 0},
+    [OP_cuUserObjectRelease] = {"cuUserObjectRelease", gen_srv_cuUserObjectRelease, 0, 0, 0, 0},
+    [OP_cuUserObjectRetain] = {"cuUserObjectRetain", gen_srv_cuUserObjectRetain, 0, 0, 0, 0},
+    [OP_scuda_library_get_module] = {"scuda_library_get_module", srv_scuda_library_get_module, 0, 0, 0, 0},
+    [OP_cuLibraryGetModule] = {"cuLibraryGetModule", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_scuda_param_info] = {"scuda_param_info", srv_scuda_param_info, 0, 0, 0, 0},
+    [OP_cuDeviceGetDefaultMemPool] = {"cuDeviceGetDefaultMemPool", gen_srv_cuDeviceGetDefaultMemPool, 0, 0, 0, 0},
+    [OP_cuDeviceGetMemPool] = {"cuDeviceGetMemPool", gen_srv_cuDeviceGetMemPool, 0, 0, 0, 0},
+    [OP_cuGraphAddKernelNode] = {"cuGraphAddKernelNode", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuGraphAddKernelNode_v2] = {"cuGraphAddKernelNode_v2", srv_cuGraphAddKernelNode_v2, 0, 0, 0, 0},
+    [OP_cuGraphAddMemcpyNode] = {"cuGraphAddMemcpyNode", srv_cuGraphAddMemcpyNode, 0, 0, 0, 0},
+    [OP_cuGraphExecKernelNodeSetParams] = {"cuGraphExecKernelNodeSetParams", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuGraphExecKernelNodeSetParams_v2] = {"cuGraphExecKernelNodeSetParams_v2", srv_cuGraphExecKernelNodeSetParams_v2, 0, 0, 0, 0},
+    [OP_cuGraphExecMemcpyNodeSetParams] = {"cuGraphExecMemcpyNodeSetParams", srv_cuGraphExecMemcpyNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphGetEdges] = {"cuGraphGetEdges", gen_srv_cuGraphGetEdges, 0, 0, 0, 0},
+    [OP_cuGraphGetEdges_v2] = {"cuGraphGetEdges_v2", gen_srv_cuGraphGetEdges_v2, 0, 0, 0, 0},
+    [OP_cuGraphGetNodes] = {"cuGraphGetNodes", gen_srv_cuGraphGetNodes, 0, 0, 0, 0},
+    [OP_cuGraphGetRootNodes] = {"cuGraphGetRootNodes", gen_srv_cuGraphGetRootNodes, 0, 0, 0, 0},
+    [OP_cuGraphInstantiate] = {"cuGraphInstantiate", gen_srv_cuGraphInstantiate, 0, 0, 0, 0},
+    [OP_cuGraphInstantiateWithParams] = {"cuGraphInstantiateWithParams", srv_cuGraphInstantiateWithParams, 0, 0, 0, 0},
+    [OP_cuGraphInstantiate_v2] = {"cuGraphInstantiate_v2", gen_srv_cuGraphInstantiate_v2, 0, 0, 0, 0},
+    [OP_cuGraphKernelNodeGetParams] = {"cuGraphKernelNodeGetParams", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuGraphKernelNodeGetParams_v2] = {"cuGraphKernelNodeGetParams_v2", srv_cuGraphKernelNodeGetParams_v2, 0, 0, 0, 0},
+    [OP_cuGraphKernelNodeSetParams] = {"cuGraphKernelNodeSetParams", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_cuGraphKernelNodeSetParams_v2] = {"cuGraphKernelNodeSetParams_v2", srv_cuGraphKernelNodeSetParams_v2, 0, 0, 0, 0},
+    [OP_cuGraphMemcpyNodeGetParams] = {"cuGraphMemcpyNodeGetParams", srv_cuGraphMemcpyNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphMemcpyNodeSetParams] = {"cuGraphMemcpyNodeSetParams", srv_cuGraphMemcpyNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphNodeFindInClone] = {"cuGraphNodeFindInClone", gen_srv_cuGraphNodeFindInClone, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetDependencies] = {"cuGraphNodeGetDependencies", gen_srv_cuGraphNodeGetDependencies, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetDependencies_v2] = {"cuGraphNodeGetDependencies_v2", gen_srv_cuGraphNodeGetDependencies_v2, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetDependentNodes] = {"cuGraphNodeGetDependentNodes", gen_srv_cuGraphNodeGetDependentNodes, 0, 0, 0, 0},
+    [OP_cuGraphNodeGetDependentNodes_v2] = {"cuGraphNodeGetDependentNodes_v2", gen_srv_cuGraphNodeGetDependentNodes_v2, 0, 0, 0, 0},
+    [OP_cuMemCreate] = {"cuMemCreate", gen_srv_cuMemCreate, 0, 0, 0, 0},
+    [OP_cuMemGetAllocationGranularity] = {"cuMemGetAllocationGranularity", gen_srv_cuMemGetAllocationGranularity, 0, 0, 0, 0},
+    [OP_cuMemGetAllocationPropertiesFromHandle] = {"cuMemGetAllocationPropertiesFromHandle", gen_srv_cuMemGetAllocationPropertiesFromHandle, 0, 0, 0, 0},
+    [OP_cuMemGetDefaultMemPool] = {"cuMemGetDefaultMemPool", gen_srv_cuMemGetDefaultMemPool, 0, 0, 0, 0},
+    [OP_cuMemGetMemPool] = {"cuMemGetMemPool", gen_srv_cuMemGetMemPool, 0, 0, 0, 0},
+    [OP_cuMemPoolCreate] = {"cuMemPoolCreate", gen_srv_cuMemPoolCreate, 0, 0, 0, 0},
+    [OP_cuMemPoolGetAttribute] = {"cuMemPoolGetAttribute", gen_srv_cuMemPoolGetAttribute, 0, 0, 0, 0},
+    [OP_cuMemPoolSetAttribute] = {"cuMemPoolSetAttribute", gen_srv_cuMemPoolSetAttribute, 0, 0, 0, 0},
+    [OP_cuStreamUpdateCaptureDependencies] = {"cuStreamUpdateCaptureDependencies", gen_srv_cuStreamUpdateCaptureDependencies, 0, 0, 0, 0},
+    [OP_cuStreamUpdateCaptureDependencies_v2] = {"cuStreamUpdateCaptureDependencies_v2", gen_srv_cuStreamUpdateCaptureDependencies_v2, 0, 0, 0, 0},
+    [OP_scuda_capture_dtoh] = {"scuda_capture_dtoh", srv_scuda_capture_dtoh, 0, 0, 0, 0},
+    [OP_scuda_capture_hostfn] = {"scuda_capture_hostfn", srv_scuda_capture_hostfn, 0, 0, 0, 0},
+    [OP_cuMemAllocManaged] = {"cuMemAllocManaged", srv_cuMemAllocManaged, 0, 0, 0, 0},
+    [OP_scuda_host_mirror_create] = {"scuda_host_mirror_create", srv_scuda_host_mirror_create, 1, 0, 0, 0},
+    [OP_scuda_host_mirror_free] = {"scuda_host_mirror_free", srv_scuda_host_mirror_free, 0, 0, 0, 0},
+    [OP_scuda_module_load_by_hash] = {"scuda_module_load_by_hash", srv_scuda_module_load_by_hash, 1, 0, 0, 0},
+    [OP_scuda_bulk_setup] = {"scuda_bulk_setup", srv_scuda_bulk_setup, 0, 0, 0, 0},
+    [OP_scuda_bulk_htod] = {"scuda_bulk_htod", srv_scuda_bulk_htod, 0, 0, 0, 0},
+    [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1, 1, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "../common/driver_table.gen.h"
+#include "../common/msg_arena.h"
 #include "../common/wire.h"
 
 struct session;
@@ -33,6 +34,7 @@ typedef struct srv_call {
     int out_on_error; /* send `out` even when the call fails (JIT logs) */
     int replied;      /* the handler sent the reply itself (streamed bulk) */
     struct staging *staging; /* a host-to-device payload, received into pinned memory */
+    struct msg_arena arena;  /* what decoding the request allocates; freed after the reply */
 } srv_call;
 
 typedef CUresult (*op_handler)(srv_call *c);
@@ -49,6 +51,10 @@ struct op_entry {
     /* Manages contexts or needs none (spec flag any_context): runs in the
      * caller's thread's current context, whatever it is. */
     uint8_t any_context;
+    /* The request ends in a bulk field (spec option `bulk`) after this
+     * many bytes of fixed fields and the length: a large one is received
+     * straight into staging memory (session.c). 0: none. */
+    uint32_t bulk_head;
 };
 
 /* Indexed by op id; handler NULL = op unknown to this server. */

@@ -1,16 +1,16 @@
-/* launch_params.h - kernel parameters as the client packs them
- * (src/client/launch.h), decoded into the kernelParams array (or the
+/* launch_params.h - a kernel's parameters as they travel (the launch_params
+ * record of messages.gen.h), turned into the kernelParams array (or the
  * `extra` buffer) the driver wants. Shared by launches (srv_launch.c) and
  * graph kernel nodes (srv_graph.c).
  *
  *   struct launch_params lp;
- *   if (launch_params_read(&c->in, &lp) != 0) ... malformed
- *   ... after wr_ok_end ...
- *   CUresult r = launch_params_build(&lp);
- *   ... real.cuLaunchKernelEx(&cfg, f, launch_params_kernel_params(&lp), lp.extra) ...
- *   ... call the driver ...
+ *   CUresult r = launch_params_build(f, is_kernel, &m.params, &lp);
+ *   ... REAL(cuLaunchKernelEx, &cfg, f, lp.kernel_params, lp.extra) ...
  *   launch_params_free(&lp);
- */
+ *
+ * The packed bytes carry no layout: launch_params_build places each
+ * parameter where the driver says the kernel reads it (param_layout.h), so
+ * the driver never reads past what the request carried. */
 #ifndef SCUDA_SERVER_LAUNCH_PARAMS_H
 #define SCUDA_SERVER_LAUNCH_PARAMS_H
 
@@ -18,21 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/wire.h"
-
-#define LAUNCH_RAW_PARAMS 0xffffffffu
-#define LAUNCH_MAX_PARAMS 4096
+#include "../common/messages.gen.h"
 
 struct launch_params {
-    uint32_t nparams;       /* LAUNCH_RAW_PARAMS: the blob is an `extra` buffer */
-    const uint8_t *layout;  /* nparams x (u32 offset, u32 size), in the request */
-    const void *blob;
-    size_t len;
-    /* built: exactly one of these is set when there are parameters */
+    /* the driver's arguments: at most one is set */
     void **kernel_params;
     void **extra;
     /* storage: parameters hold doubles and pointers, so the driver gets an
-     * aligned copy of the blob */
+     * aligned copy of the bytes */
     uint64_t small[512];
     void *small_ptrs[64];
     void *buf;
@@ -40,16 +33,13 @@ struct launch_params {
     void *extra_words[5];
 };
 
-/* Decode from `in`; 0, or -1 when malformed (a bad layout or count). */
-int launch_params_read(wire_reader *in, struct launch_params *lp);
-/* Build kernel_params / extra; CUDA_ERROR_OUT_OF_MEMORY at worst. */
-CUresult launch_params_build(struct launch_params *lp);
+/* Check p against the layout the driver reports for function (or kernel,
+ * is_kernel) h and build lp. CUDA_ERROR_INVALID_VALUE, with one log line,
+ * when the bytes do not hold every parameter the kernel reads, or when the
+ * driver cannot tell the layout and p carries parameters; else
+ * CUDA_ERROR_OUT_OF_MEMORY at worst. lp needs launch_params_free() after
+ * success only. */
+CUresult launch_params_build(void *h, int is_kernel, const struct msg_launch_params *p, struct launch_params *lp);
 void launch_params_free(struct launch_params *lp);
-/* The kernelParams argument for the driver: NULL without parameters or
- * with a raw buffer (then lp->extra is the `extra` argument). */
-static inline void **launch_params_kernel_params(const struct launch_params *lp)
-{
-    return lp->nparams != LAUNCH_RAW_PARAMS && lp->nparams ? lp->kernel_params : NULL;
-}
 
 #endif

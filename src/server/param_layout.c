@@ -1,6 +1,7 @@
 /* param_layout.c - see param_layout.h. */
 #include "param_layout.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,38 +133,7 @@ struct param_layout *param_layout_dup(void *h, int is_kernel)
     return copy;
 }
 
-/* ---- checking a request ------------------------------------------------------- */
-
-/* NULL when the driver, reading layout l, stays inside what lp carries;
- * else why not, in why. */
-static const char *mismatch(const struct param_layout *l, const struct launch_params *lp, char *why, size_t len)
-{
-    int raw = lp->nparams == LAUNCH_RAW_PARAMS;
-    if (!l) {
-        if (raw ? lp->len == 0 : lp->nparams == 0) return NULL;
-        return "the driver cannot report its parameter layout (cuFuncGetParamInfo), so no parameters are passed";
-    }
-    if (raw) {
-        if (lp->len >= l->bytes) return NULL;
-        snprintf(why, len, "a raw parameter buffer of %zu bytes, where the kernel reads %u", lp->len, l->bytes);
-        return why;
-    }
-    if (lp->nparams != l->n) {
-        snprintf(why, len, "%u parameters sent, where the kernel has %u", lp->nparams, l->n);
-        return why;
-    }
-    for (uint32_t i = 0; i < l->n; i++) {
-        uint32_t off, size;
-        memcpy(&off, lp->layout + 8 * i, 4);
-        memcpy(&size, lp->layout + 8 * i + 4, 4);
-        if (off != l->p[i].offset || size != l->p[i].size) {
-            snprintf(why, len, "parameter %u sent at offset %u, %u bytes, where the kernel has it at %u, %u bytes", i,
-                     off, size, l->p[i].offset, l->p[i].size);
-            return why;
-        }
-    }
-    return NULL;
-}
+/* ---- building a launch's arguments ---------------------------------------------- */
 
 static const char *name_of(void *h, int is_kernel)
 {
@@ -173,17 +143,72 @@ static const char *name_of(void *h, int is_kernel)
     return name ? name : "?";
 }
 
-CUresult param_layout_check(void *h, int is_kernel, const struct launch_params *lp)
+/* The driver's own `extra` form, around a raw buffer. */
+static void point_extra(struct launch_params *lp)
+{
+    lp->extra_words[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    lp->extra_words[1] = lp->buf;
+    lp->extra_words[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    lp->extra_words[3] = &lp->size;
+    lp->extra_words[4] = CU_LAUNCH_PARAM_END;
+    lp->extra = lp->extra_words;
+}
+
+/* With the lock held: lp from p and layout l (NULL: unknown). */
+static CUresult bind_locked(const struct param_layout *l, const struct msg_launch_params *p,
+                            struct launch_params *lp, char *why, size_t why_len)
+{
+    if (!l) {
+        if (p->data_len == 0) return CUDA_SUCCESS;
+        snprintf(why, why_len, "the driver cannot report its parameter layout (cuFuncGetParamInfo), "
+                               "so no parameters can be passed");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (p->data_len < l->bytes) {
+        snprintf(why, why_len, "%s%" PRIu64 " parameter bytes sent, where the kernel reads %u",
+                 p->raw ? "a raw buffer: " : "", p->data_len, l->bytes);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    lp->size = (size_t)p->data_len;
+    lp->buf = lp->size <= sizeof lp->small ? (void *)lp->small : malloc(lp->size);
+    if (!lp->buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (lp->size) memcpy(lp->buf, p->data, lp->size);
+    if (p->raw) {
+        if (lp->size) point_extra(lp);
+        return CUDA_SUCCESS;
+    }
+    if (l->n == 0) return CUDA_SUCCESS;
+    void **ptrs = l->n <= 64 ? lp->small_ptrs : malloc(l->n * sizeof *ptrs);
+    if (!ptrs) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < l->n; i++) ptrs[i] = (char *)lp->buf + l->p[i].offset;
+    lp->kernel_params = ptrs;
+    return CUDA_SUCCESS;
+}
+
+CUresult launch_params_build(void *h, int is_kernel, const struct msg_launch_params *p, struct launch_params *lp)
 {
     char why[160];
+    lp->kernel_params = lp->extra = NULL;
+    lp->buf = NULL;
+    lp->size = 0;
     pthread_mutex_lock(&lock);
     struct param_layout *uncached;
-    const char *bad = mismatch(layout_locked(h, is_kernel, &uncached), lp, why, sizeof why);
+    CUresult r = bind_locked(layout_locked(h, is_kernel, &uncached), p, lp, why, sizeof why);
     pthread_mutex_unlock(&lock);
     free(uncached);
-    if (!bad) return CUDA_SUCCESS;
-    LOG_WARN("kernel %s refused: %s", name_of(h, is_kernel), bad);
-    return CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) return r;
+    launch_params_free(lp);
+    if (r == CUDA_ERROR_INVALID_VALUE) LOG_WARN("kernel %s refused: %s", name_of(h, is_kernel), why);
+    return r;
+}
+
+void launch_params_free(struct launch_params *lp)
+{
+    if (lp->buf != lp->small) free(lp->buf);
+    if (lp->kernel_params != lp->small_ptrs) free(lp->kernel_params);
+    lp->buf = NULL;
+    lp->kernel_params = NULL;
+    lp->extra = NULL;
 }
 
 /* ---- when functions die -------------------------------------------------------- */

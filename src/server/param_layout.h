@@ -3,12 +3,10 @@
  *
  * The driver reads every parameter at the kernel's own offset and size,
  * and as many parameters as the kernel has, whatever the client sent. So
- * the session checks each launch and kernel node against the layout the
- * driver reports, never against the one that came with the request:
- *
- *   void *f; int is_kernel;
- *   handle_get_function(s, id, &f, &is_kernel);
- *   if (param_layout_check(f, is_kernel, &lp) != CUDA_SUCCESS) ... refuse
+ * the session places each launch's and kernel node's parameters with the
+ * layout the driver reports (launch_params_build, launch_params.h): a
+ * request carries the packed bytes only, and is refused when they are
+ * fewer than the kernel reads.
  *
  * Layouts are cached per real handle (CUfunction or CUkernel) and
  * forgotten whenever the driver may free functions, after which a handle
@@ -33,13 +31,6 @@ struct param_layout {
 
 /* Forget every layout after the table's calls that free functions. */
 void param_layout_install(struct driver_table *t);
-
-/* CUDA_SUCCESS when lp is what the driver will read for function or
- * kernel h: the same count, offsets and sizes, or a raw buffer that holds
- * all of the kernel's parameter bytes. Otherwise one log line and
- * CUDA_ERROR_INVALID_VALUE, also when the driver cannot tell the layout
- * and lp carries parameters. */
-CUresult param_layout_check(void *h, int is_kernel, const struct launch_params *lp);
 
 /* A malloc'd copy of h's layout (free() it), or NULL when the driver
  * cannot tell it. */

@@ -325,6 +325,7 @@ static void run_call(struct session *s, struct pending_call *p)
     }
     wb_free(&c->out);
     free(c->bulk_free);
+    msg_arena_free(&p->call.arena);
     free(p->payload);
     free(p);
 }
@@ -582,6 +583,7 @@ static int read_htod(struct session *s, struct pending_call *p, const struct fra
     }
     p->payload = head;
     p->call.staging = b;
+    p->call.arena.bulk_apart = 1; /* the bytes are in staging memory */
     wr_init(&p->call.in, head, HTOD_HEAD);
     return 0;
 }

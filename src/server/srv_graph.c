@@ -23,25 +23,26 @@
 
 #define MAX_DEPS (SCUDA_MAX_FRAME / 8)
 
-/* u64 n, then n node ids -> a malloc'd array of real nodes (NULL when n is 0). */
-static CUresult read_deps(srv_call *c, const uint8_t **ids, uint64_t *n)
+/* TODO: the memcpy node's request becomes a message (messages.gen.h). */
+static CUresult read_deps(srv_call *c, const uint64_t **ids, uint64_t *n)
 {
     *n = wr_u64(&c->in);
-    *ids = *n <= MAX_DEPS ? wr_view(&c->in, (size_t)*n * 8) : NULL;
-    return *ids || *n == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    uint64_t *v = *n <= MAX_DEPS && *n <= c->in.left / 8 ? msg_alloc(&c->arena, (size_t)*n * 8 + 8) : NULL;
+    for (uint64_t i = 0; v && i < *n; i++) v[i] = wr_u64(&c->in);
+    *ids = v;
+    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult resolve_deps(srv_call *c, const uint8_t *ids, uint64_t n, CUgraphNode **out)
+/* Node ids -> a malloc'd array of real nodes (NULL when n is 0). */
+static CUresult resolve_deps(srv_call *c, const uint64_t *ids, uint64_t n, CUgraphNode **out)
 {
     *out = NULL;
     if (n == 0) return CUDA_SUCCESS;
     CUgraphNode *a = calloc((size_t)n, sizeof *a);
     if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t id;
         void *h;
-        memcpy(&id, ids + 8 * i, 8);
-        CUresult r = handle_get(c->s, id, HK_GRAPH_NODE, &h);
+        CUresult r = handle_get(c->s, ids[i], HK_GRAPH_NODE, &h);
         if (r != CUDA_SUCCESS) {
             free(a);
             return r;
@@ -54,130 +55,86 @@ static CUresult resolve_deps(srv_call *c, const uint8_t *ids, uint64_t n, CUgrap
 
 /* ---- kernel nodes -------------------------------------------------------- */
 
+/* A node's handles translated and its parameters rebuilt (free with
+ * launch_params_free(&k->lp) after the driver call, on success only). */
 struct kernel_node {
-    uint64_t func_id, kern_id, ctx_id;
     CUDA_KERNEL_NODE_PARAMS p;
     struct launch_params lp;
 };
 
-/* u64 function, u64 kernel, u64 context, u32 x 7, packed parameters. */
-static int read_kernel_node(wire_reader *in, struct kernel_node *k)
-{
-    memset(&k->p, 0, sizeof k->p);
-    k->func_id = wr_u64(in);
-    k->kern_id = wr_u64(in);
-    k->ctx_id = wr_u64(in);
-    k->p.gridDimX = wr_u32(in);
-    k->p.gridDimY = wr_u32(in);
-    k->p.gridDimZ = wr_u32(in);
-    k->p.blockDimX = wr_u32(in);
-    k->p.blockDimY = wr_u32(in);
-    k->p.blockDimZ = wr_u32(in);
-    k->p.sharedMemBytes = wr_u32(in);
-    return launch_params_read(in, &k->lp);
-}
-
-/* Translate the handles, check the parameters against the layout of what
- * the node runs (its function, else its kernel), and rebuild the argument
- * pointers (free with launch_params_free(&k->lp) after the driver call). */
-static CUresult resolve_kernel_node(srv_call *c, struct kernel_node *k)
+static CUresult resolve_kernel_node(srv_call *c, const struct msg_kernel_node *m, struct kernel_node *k)
 {
     void *f, *kern, *ctx;
     int is_kernel;
     CUresult r;
-    if ((r = handle_get_function(c->s, k->func_id, &f, &is_kernel)) != CUDA_SUCCESS) return r;
-    if ((r = handle_get(c->s, k->kern_id, HK_KERNEL, &kern)) != CUDA_SUCCESS) return r;
-    if ((r = handle_get(c->s, k->ctx_id, HK_CONTEXT, &ctx)) != CUDA_SUCCESS) return r;
-    if ((r = param_layout_check(f ? f : kern, f ? is_kernel : 1, &k->lp)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get_function(c->s, m->func, &f, &is_kernel)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get(c->s, m->kern, HK_KERNEL, &kern)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get(c->s, m->ctx, HK_CONTEXT, &ctx)) != CUDA_SUCCESS) return r;
+    if ((r = launch_params_build(f ? f : kern, f ? is_kernel : 1, &m->params, &k->lp)) != CUDA_SUCCESS) return r;
+    memset(&k->p, 0, sizeof k->p);
     k->p.func = (CUfunction)f;
     k->p.kern = (CUkernel)kern;
     k->p.ctx = (CUcontext)ctx;
-    if ((r = launch_params_build(&k->lp)) != CUDA_SUCCESS) return r;
-    k->p.kernelParams = launch_params_kernel_params(&k->lp);
+    k->p.gridDimX = m->grid[0], k->p.gridDimY = m->grid[1], k->p.gridDimZ = m->grid[2];
+    k->p.blockDimX = m->block[0], k->p.blockDimY = m->block[1], k->p.blockDimZ = m->block[2];
+    k->p.sharedMemBytes = m->shared_bytes;
+    k->p.kernelParams = k->lp.kernel_params;
     k->p.extra = k->lp.extra;
     return CUDA_SUCCESS;
 }
 
-static CUDA_KERNEL_NODE_PARAMS_v1 to_v1(const CUDA_KERNEL_NODE_PARAMS *p)
+CUresult srv_cuGraphAddKernelNode_v2(srv_call *c)
 {
-    CUDA_KERNEL_NODE_PARAMS_v1 q;
-    memset(&q, 0, sizeof q);
-    q.func = p->func;
-    q.gridDimX = p->gridDimX, q.gridDimY = p->gridDimY, q.gridDimZ = p->gridDimZ;
-    q.blockDimX = p->blockDimX, q.blockDimY = p->blockDimY, q.blockDimZ = p->blockDimZ;
-    q.sharedMemBytes = p->sharedMemBytes;
-    q.kernelParams = p->kernelParams;
-    q.extra = p->extra;
-    return q;
-}
-
-/* Request: u64 node id, u64 graph, deps, kernel node. */
-static CUresult add_kernel_node(srv_call *c, int v1)
-{
-    uint64_t node_id = wr_u64(&c->in), graph_id = wr_u64(&c->in);
-    const uint8_t *dep_ids;
-    uint64_t ndeps;
-    struct kernel_node k;
-    if (read_deps(c, &dep_ids, &ndeps) != CUDA_SUCCESS || read_kernel_node(&c->in, &k) != 0 || !wr_ok_end(&c->in))
-        return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphAddKernelNode_v2_req m;
+    if (msg_cuGraphAddKernelNode_v2_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *graph;
     CUgraphNode *deps = NULL, node = NULL;
-    CUresult r = handle_get(c->s, graph_id, HK_GRAPH, &graph);
-    if (r == CUDA_SUCCESS) r = resolve_deps(c, dep_ids, ndeps, &deps);
-    if (r == CUDA_SUCCESS && (r = resolve_kernel_node(c, &k)) == CUDA_SUCCESS) {
-        if (v1) {
-            CUDA_KERNEL_NODE_PARAMS_v1 p1 = to_v1(&k.p);
-            r = real.cuGraphAddKernelNode ? REAL(cuGraphAddKernelNode, &node, (CUgraph)graph, deps, ndeps, &p1)
-                                          : CUDA_ERROR_NOT_SUPPORTED;
-        } else {
-            r = real.cuGraphAddKernelNode_v2 ? REAL(cuGraphAddKernelNode_v2, &node, (CUgraph)graph, deps, ndeps, &k.p)
-                                             : CUDA_ERROR_NOT_SUPPORTED;
-        }
+    struct kernel_node k;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r == CUDA_SUCCESS && (r = resolve_kernel_node(c, &m.params, &k)) == CUDA_SUCCESS) {
+        r = REAL(cuGraphAddKernelNode_v2, &node, (CUgraph)graph, deps, m.deps_count, &k.p);
         launch_params_free(&k.lp);
     }
     free(deps);
-    if (r == CUDA_SUCCESS) r = handle_put(c->s, node_id, HK_GRAPH_NODE, node);
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
     return r;
 }
 
-CUresult srv_cuGraphAddKernelNode(srv_call *c) { return add_kernel_node(c, 1); }
-CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) { return add_kernel_node(c, 0); }
-
-/* Request: [u64 executable graph,] u64 node, kernel node. */
-static CUresult set_kernel_node(srv_call *c, int exec, int v1)
+CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c)
 {
-    uint64_t exec_id = exec ? wr_u64(&c->in) : 0, node_id = wr_u64(&c->in);
+    struct msg_cuGraphKernelNodeSetParams_v2_req m;
+    if (msg_cuGraphKernelNodeSetParams_v2_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
     struct kernel_node k;
-    if (read_kernel_node(&c->in, &k) != 0 || !wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    void *ge = NULL, *node;
-    CUresult r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
-    if (r == CUDA_SUCCESS && exec) r = handle_get(c->s, exec_id, HK_GRAPH_EXEC, &ge);
-    if (r != CUDA_SUCCESS || (r = resolve_kernel_node(c, &k)) != CUDA_SUCCESS) return r;
-    CUDA_KERNEL_NODE_PARAMS_v1 p1 = to_v1(&k.p);
-    if (exec && v1)
-        r = real.cuGraphExecKernelNodeSetParams ? REAL(cuGraphExecKernelNodeSetParams, (CUgraphExec)ge, node, &p1)
-                                                : CUDA_ERROR_NOT_SUPPORTED;
-    else if (exec)
-        r = real.cuGraphExecKernelNodeSetParams_v2
-                ? REAL(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec)ge, node, &k.p)
-                : CUDA_ERROR_NOT_SUPPORTED;
-    else if (v1)
-        r = real.cuGraphKernelNodeSetParams ? REAL(cuGraphKernelNodeSetParams, node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
-    else
-        r = real.cuGraphKernelNodeSetParams_v2 ? REAL(cuGraphKernelNodeSetParams_v2, node, &k.p)
-                                               : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS || (r = resolve_kernel_node(c, &m.params, &k)) != CUDA_SUCCESS) return r;
+    r = REAL(cuGraphKernelNodeSetParams_v2, (CUgraphNode)node, &k.p);
     launch_params_free(&k.lp);
     return r;
 }
 
-CUresult srv_cuGraphKernelNodeSetParams(srv_call *c) { return set_kernel_node(c, 0, 1); }
-CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) { return set_kernel_node(c, 0, 0); }
-CUresult srv_cuGraphExecKernelNodeSetParams(srv_call *c) { return set_kernel_node(c, 1, 1); }
-CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) { return set_kernel_node(c, 1, 0); }
-
-/* Pack what the driver holds for the node, as the client packs a launch. */
-static CUresult put_node_params(wire_buf *out, const CUDA_KERNEL_NODE_PARAMS *p)
+CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c)
 {
+    struct msg_cuGraphExecKernelNodeSetParams_v2_req m;
+    if (msg_cuGraphExecKernelNodeSetParams_v2_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *exec, *node;
+    struct kernel_node k;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &exec);
+    if (r != CUDA_SUCCESS || (r = resolve_kernel_node(c, &m.params, &k)) != CUDA_SUCCESS) return r;
+    r = REAL(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec)exec, (CUgraphNode)node, &k.p);
+    launch_params_free(&k.lp);
+    return r;
+}
+
+/* What the driver holds for the node, packed as the client packs a launch,
+ * with the layout used (none for a raw buffer). *heap is for the caller to
+ * free after encoding the reply. */
+static CUresult pack_node_params(const CUDA_KERNEL_NODE_PARAMS *p, struct msg_cuGraphKernelNodeGetParams_v2_rep *m,
+                                 struct msg_arena *a)
+{
+    struct msg_launch_params *lp = &m->params.params;
     if (!p->kernelParams && p->extra) {
         const void *buf = NULL;
         size_t size = 0;
@@ -186,30 +143,26 @@ static CUresult put_node_params(wire_buf *out, const CUDA_KERNEL_NODE_PARAMS *p)
             else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(const size_t *)p->extra[i + 1];
         }
         if (size && !buf) return CUDA_ERROR_NOT_SUPPORTED;
-        wb_put_u32(out, LAUNCH_RAW_PARAMS);
-        wb_put_blob(out, buf, size);
+        *lp = (struct msg_launch_params){.raw = 1, .data = buf, .data_len = size};
         return CUDA_SUCCESS;
     }
-    if (!p->kernelParams) {
-        wb_put_u32(out, 0);
-        wb_put_u64(out, 0);
-        return CUDA_SUCCESS;
-    }
+    if (!p->kernelParams) return CUDA_SUCCESS;
     struct param_layout *l = param_layout_dup(p->func ? (void *)p->func : (void *)p->kern, !p->func);
     if (!l) return CUDA_ERROR_NOT_SUPPORTED;
-    wb_put_u32(out, l->n);
-    for (uint32_t i = 0; i < l->n; i++) {
-        wb_put_u32(out, l->p[i].offset);
-        wb_put_u32(out, l->p[i].size);
-    }
-    wb_put_u64(out, l->bytes);
-    uint8_t *dst = wb_reserve(out, l->bytes);
-    if (dst) {
-        memset(dst, 0, l->bytes);
-        for (uint32_t i = 0; i < l->n; i++) memcpy(dst + l->p[i].offset, p->kernelParams[i], l->p[i].size);
+    struct msg_param_slot *slots = msg_alloc(a, l->n * sizeof *slots + 1);
+    uint8_t *bytes = msg_alloc(a, l->bytes + 1);
+    if (slots && bytes) {
+        memset(bytes, 0, l->bytes);
+        for (uint32_t i = 0; i < l->n; i++) {
+            slots[i] = (struct msg_param_slot){l->p[i].offset, l->p[i].size};
+            memcpy(bytes + l->p[i].offset, p->kernelParams[i], l->p[i].size);
+        }
+        *lp = (struct msg_launch_params){.raw = 0, .data = bytes, .data_len = l->bytes};
+        m->layout = slots;
+        m->layout_count = l->n;
     }
     free(l);
-    return dst ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return slots && bytes ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* The id of the function a node runs: the client's, if it has one. */
@@ -221,7 +174,6 @@ static uint64_t func_id(struct session *s, CUfunction f)
     return id ? id : handle_export(s, HK_FUNCTION, f);
 }
 
-/* Request: u64 node. Reply: as read_kernel_node, the parameters packed. */
 /* The node's function name: the client may never have looked this function
  * up (a launch of a CUkernel captured as the kernel's function in its
  * context), and libraries ask (cuDNN reads the names of a captured
@@ -234,47 +186,30 @@ static const char *node_func_name(const CUDA_KERNEL_NODE_PARAMS *p)
     return "";
 }
 
-static CUresult get_kernel_node(srv_call *c, int v1)
+CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c)
 {
-    uint64_t node_id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphKernelNodeGetParams_v2_req m;
+    if (msg_cuGraphKernelNodeGetParams_v2_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *node;
-    CUresult r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
     if (r != CUDA_SUCCESS) return r;
     CUDA_KERNEL_NODE_PARAMS p;
     memset(&p, 0, sizeof p);
-    if (v1) {
-        CUDA_KERNEL_NODE_PARAMS_v1 p1;
-        memset(&p1, 0, sizeof p1);
-        r = real.cuGraphKernelNodeGetParams ? REAL(cuGraphKernelNodeGetParams, node, &p1) : CUDA_ERROR_NOT_SUPPORTED;
-        p.func = p1.func;
-        p.gridDimX = p1.gridDimX, p.gridDimY = p1.gridDimY, p.gridDimZ = p1.gridDimZ;
-        p.blockDimX = p1.blockDimX, p.blockDimY = p1.blockDimY, p.blockDimZ = p1.blockDimZ;
-        p.sharedMemBytes = p1.sharedMemBytes;
-        p.kernelParams = p1.kernelParams;
-        p.extra = p1.extra;
-    } else {
-        r = real.cuGraphKernelNodeGetParams_v2 ? REAL(cuGraphKernelNodeGetParams_v2, node, &p)
-                                               : CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (r != CUDA_SUCCESS) return r;
-    wb_put_u64(&c->out, func_id(c->s, p.func));
-    wb_put_u64(&c->out, p.kern ? handle_export(c->s, HK_KERNEL, p.kern) : 0);
-    wb_put_u64(&c->out, p.ctx ? handle_find_id(c->s, HK_CONTEXT, p.ctx) : 0);
-    wb_put_u32(&c->out, p.gridDimX);
-    wb_put_u32(&c->out, p.gridDimY);
-    wb_put_u32(&c->out, p.gridDimZ);
-    wb_put_u32(&c->out, p.blockDimX);
-    wb_put_u32(&c->out, p.blockDimY);
-    wb_put_u32(&c->out, p.blockDimZ);
-    wb_put_u32(&c->out, p.sharedMemBytes);
-    r = put_node_params(&c->out, &p);
-    if (r == CUDA_SUCCESS) wb_put_str(&c->out, node_func_name(&p));
+    if ((r = REAL(cuGraphKernelNodeGetParams_v2, (CUgraphNode)node, &p)) != CUDA_SUCCESS) return r;
+    struct msg_cuGraphKernelNodeGetParams_v2_rep rep = {
+        .params = {
+            .func = func_id(c->s, p.func),
+            .kern = p.kern ? handle_export(c->s, HK_KERNEL, p.kern) : 0,
+            .ctx = p.ctx ? handle_find_id(c->s, HK_CONTEXT, p.ctx) : 0,
+            .grid = {p.gridDimX, p.gridDimY, p.gridDimZ},
+            .block = {p.blockDimX, p.blockDimY, p.blockDimZ},
+            .shared_bytes = p.sharedMemBytes,
+        },
+        .name = node_func_name(&p),
+    };
+    if ((r = pack_node_params(&p, &rep, &c->arena)) == CUDA_SUCCESS) msg_cuGraphKernelNodeGetParams_v2_rep_put(&c->out, &rep);
     return r;
 }
-
-CUresult srv_cuGraphKernelNodeGetParams(srv_call *c) { return get_kernel_node(c, 1); }
-CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) { return get_kernel_node(c, 0); }
 
 /* ---- memcpy nodes ------------------------------------------------------------ */
 
@@ -350,7 +285,7 @@ static CUresult put_side(srv_call *c, CUmemorytype type, size_t x, size_t y, siz
 CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
 {
     uint64_t node_id = wr_u64(&c->in), graph_id = wr_u64(&c->in);
-    const uint8_t *dep_ids;
+    const uint64_t *dep_ids;
     uint64_t ndeps;
     if (read_deps(c, &dep_ids, &ndeps) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D p;

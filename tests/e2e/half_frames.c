@@ -68,14 +68,8 @@ static void partial_frames(void)
 
 static void launch_sleep(int fd, uint32_t ms)
 {
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u32(&b, 1); /* sleep_ms(u32 ms): one parameter, at 0, 4 bytes */
-    wb_put_u32(&b, 0);
-    wb_put_u32(&b, 4);
-    wb_put_blob(&b, &ms, 4);
-    CHECK(h_raw_launch(fd, SLEEP_ID, b.data, b.len) == CUDA_SUCCESS);
-    wb_free(&b);
+    struct msg_launch_params p = {.data = &ms, .data_len = 4}; /* sleep_ms(u32 ms) */
+    CHECK(h_raw_launch(fd, SLEEP_ID, &p) == CUDA_SUCCESS);
 }
 
 static void busy_is_not_idle(void)

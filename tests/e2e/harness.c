@@ -780,15 +780,12 @@ int h_raw_closed_within(int fd, int timeout_ms)
     }
 }
 
-long h_raw_launch(int fd, uint64_t fid, const void *params, size_t len)
+long h_raw_launch(int fd, uint64_t fid, const struct msg_launch_params *p)
 {
+    struct msg_scuda_launch_req m = {.func = fid, .grid = {1, 1, 1}, .block = {1, 1, 1}, .params = *p};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, fid);
-    for (int i = 0; i < 7; i++) wb_put_u32(&b, i < 6 ? 1 : 0); /* grid, block, shared memory */
-    wb_put_u64(&b, 0);                                          /* stream */
-    wb_put_u32(&b, 0);                                          /* attributes */
-    wb_put_raw(&b, params, len);
+    msg_scuda_launch_req_put(&b, &m);
     long r = h_raw_call(fd, OP_scuda_launch, H_RAW_CTX, b.data, b.len, NULL, NULL);
     wb_free(&b);
     return r;

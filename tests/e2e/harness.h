@@ -19,6 +19,7 @@
 #ifndef SCUDA_E2E_HARNESS_H
 #define SCUDA_E2E_HARNESS_H
 
+#include "common/messages.gen.h"
 #include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -176,10 +177,10 @@ int h_raw_session(const char *addr);
 long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len);
 long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name);
 /* Launch function `fid` on one thread of one block (stream 0, no
- * attributes) with its parameters encoded as they travel
- * (src/server/launch_params.h), in context H_RAW_CTX, waiting for the
- * reply: the CUresult, or -1. */
-long h_raw_launch(int fd, uint64_t fid, const void *params, size_t len);
+ * attributes) with parameters `p` (packed bytes, or a raw `extra`
+ * buffer), in context H_RAW_CTX, waiting for the reply: the CUresult, or
+ * -1. */
+long h_raw_launch(int fd, uint64_t fid, const struct msg_launch_params *p);
 /* 1 when the server closes the connection within timeout_ms (what it
  * sends meanwhile is read and dropped). */
 int h_raw_closed_within(int fd, int timeout_ms);

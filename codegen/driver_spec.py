@@ -51,6 +51,9 @@ FLAGS
                     set successfully (same other arguments, same context)
                     is answered in the client, without invalidating the memo
                     (PyTorch sets the same attribute before every launch)
+  waits_event=P     (sync, blocking) P, the first parameter, is the event it
+                    waits for: the session runs it inline when the event
+                    has completed (MESSAGES: waits=)
   hook              (sync/async) the stub ends with `return hook_EXPORT(r, args...)`,
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
@@ -363,7 +366,7 @@ cuEventDestroy                async   drops=hEvent
 cuEventRecord                 async
 cuEventRecordWithFlags        async
 cuEventQuery                  sync    observes       hook
-cuEventSynchronize            sync    blocking       observes  hook
+cuEventSynchronize            sync    blocking       observes  hook  waits_event=hEvent
 cuEventElapsedTime            sync
 cuIpcOpenEventHandle          sync    out_handle=phEvent
 
@@ -545,13 +548,8 @@ op cuGraphKernelNodeGetParams_v2
     out param_slot layout[] max=LAUNCH_MAX_PARAMS   # ... this one (none for a raw buffer)
     out str name                       # the function's name: the client may never have looked it up
 
-# ---- everything else: fields to come --------------------------------------------
-op scuda_ping
-op scuda_error_string            any_context
-op scuda_module_load             blocking
-op scuda_module_get_function
-op scuda_library_load            blocking
-op scuda_library_get_kernel
+# ---- copies (fields to come) -------------------------------------------------------
+# (group: copies)
 op scuda_memcpy_htod             blocking
 op scuda_memcpy_dtoh             blocking  observes
 op scuda_memcpy_dtod             blocking
@@ -559,6 +557,41 @@ op scuda_memcpy_2d               blocking  observes
 op scuda_memcpy_3d               blocking  observes
 op scuda_memcpy_peer             blocking
 op scuda_memset
+op cuStreamSynchronize           blocking  observes  waits=stream
+    in handle stream
+# (end of group: copies)
+
+# ---- host memory, managed memory, pointers, bulk (fields to come) -----------------
+# (group: memory)
+op scuda_pointer_get_attributes
+op scuda_pointer_kind
+op scuda_host_mirror_create      blocking
+op scuda_host_mirror_free
+op cuMemAllocManaged
+op scuda_bulk_setup
+op scuda_bulk_htod
+op scuda_bulk_dtoh               blocking  observes
+# (end of group: memory)
+
+# ---- modules and libraries (fields to come) ---------------------------------------
+# (group: modules)
+op scuda_module_load             blocking
+op scuda_module_load_by_hash     blocking
+op scuda_module_get_function
+op scuda_library_load            blocking
+op scuda_library_get_kernel
+op scuda_module_get_global
+op scuda_kernel_get_function
+op scuda_module_unload
+op scuda_library_get_module
+op scuda_param_info
+op scuda_get_proc_name
+# (end of group: modules)
+
+# ---- contexts and the session (fields to come) -------------------------------------
+# (group: contexts)
+op scuda_ping
+op scuda_error_string            any_context
 op scuda_ctx_create              blocking  any_context
 op scuda_primary_ctx_retain      blocking  any_context
 op scuda_primary_ctx_release     blocking  any_context
@@ -569,24 +602,12 @@ op scuda_ctx_synchronize         blocking  observes  any_context
 op scuda_ctx_set_limit
 op scuda_ctx_get_limit
 op scuda_host_callback
-op scuda_pointer_get_attributes
-op scuda_module_get_global
-op scuda_get_proc_name
-op scuda_kernel_get_function
-op scuda_module_unload
-op scuda_pointer_kind
-op scuda_library_get_module
-op scuda_param_info
+# (end of group: contexts)
+
+# ---- graphs and stream capture (fields to come) ---------------------------------------
+# (group: graphs)
 op scuda_capture_dtoh
 op scuda_capture_hostfn
-op scuda_host_mirror_create      blocking
-op scuda_host_mirror_free
-op scuda_module_load_by_hash     blocking
-op scuda_bulk_setup
-op scuda_bulk_htod
-op scuda_bulk_dtoh               blocking  observes
-op cuStreamSynchronize           blocking  observes
-op cuMemAllocManaged
 op cuStreamIsCapturing
 op cuStreamGetCaptureInfo_v2
 op cuStreamGetCaptureInfo_v3
@@ -595,6 +616,7 @@ op cuGraphMemcpyNodeGetParams
 op cuGraphMemcpyNodeSetParams
 op cuGraphExecMemcpyNodeSetParams
 op cuGraphInstantiateWithParams
+# (end of group: graphs)
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -143,6 +143,7 @@ def load_spec():
             raise SpecError("FUNCTIONS line %d: %s: class must be one of %s" % (lineno, name, CLASSES))
         sl = SpecLine(name, toks[0], lineno)
         sl.alias = alias
+        sl.waits = None
         for t in toks[1:]:
             if t in FLAGS:
                 sl.flags.add(t)
@@ -152,6 +153,9 @@ def load_spec():
                 sl.drops.add(t.split("=", 1)[1])
             elif t.startswith("setting="):
                 sl.setting = t.split("=", 1)[1]
+            elif t.startswith("waits=") or t.startswith("waits_event="):
+                k, v = t.split("=", 1)
+                sl.waits = (v, k == "waits_event")
             elif "=" in t:
                 p, d = t.split("=", 1)
                 m = re.match(r"^(in|out|inout|null|value|existing|launch_config)(?:\[(.+)\])?$", d)
@@ -1178,8 +1182,8 @@ class Emitter:
              "/* dispatch.gen.c - server handlers for the generated ops and op_table[]. */\n",
              "#include <cuda.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n"
              "#include <string.h>\n\n",
-             '#include "../common/ops.gen.h"\n#include "../common/protocol.h"\n#include "../common/value_sizes.h"\n'
-             '#include "dispatch.h"\n\n']
+             '#include "../common/messages.gen.h"\n#include "../common/ops.gen.h"\n#include "../common/protocol.h"\n'
+             '#include "../common/value_sizes.h"\n#include "dispatch.h"\n\n']
         weak = " __attribute__((weak))" if driver_spec.WEAK_HANDLERS else ""
         for name in self.manual_handler_names():
             o.append("extern CUresult srv_%s(srv_call *c)%s;\n" % (name, weak))
@@ -1211,6 +1215,7 @@ class Emitter:
                      "    default:\n        break;\n    }\n    return r;\n}\n\n")
         o.extend(handlers)
         msgs = self.m.internal
+        o.append(self.wait_target())
         o.append("const struct op_entry op_table[OP_COUNT] = {\n")
         for n in self.ops:
             e = self.m.exports.get(n)
@@ -1225,6 +1230,26 @@ class Emitter:
             else:
                 o.append('    [OP_%s] = {"%s", NULL, 0, 0, 0, 0}, /* retired */\n' % (n, n))
         o.append("};\n\nconst unsigned op_table_len = OP_COUNT;\n")
+        return "".join(o)
+
+    def wait_target(self):
+        """op_wait_target(): what the spec's waits= says, from a request."""
+        o = ["/* The stream (or event) a blocking call waits for, from its request\n"
+             " * (spec: waits=); 1 when the op names one. */\n"
+             "int op_wait_target(uint16_t op, const wire_reader *in, uint64_t *id, int *is_event)\n{\n"
+             "    wire_reader r = *in;\n    struct msg_arena a;\n    int found = 0;\n"
+             "    msg_arena_init(&a);\n    switch (op) {\n"]
+        o.append(messages.wait_cases(self.m.internal))
+        for e in self.sorted_exports():
+            sl = e.spec
+            if not (e.op and e.cls in ("sync", "async", "memo") and sl is not None and sl.waits):
+                continue
+            name, is_event = sl.waits
+            if not e.args or e.args[0].name != name or e.args[0].kind != "handle" or not e.blocking:
+                raise SpecError("%s: waits= names a blocking call's first parameter, a handle" % e.name)
+            o.append("    case OP_%s:\n        *id = wr_u64(&r);\n        *is_event = %d;\n"
+                     "        found = !r.bad;\n        break;\n" % (e.name, int(is_event)))
+        o.append("    default:\n        break;\n    }\n    msg_arena_free(&a);\n    return found;\n}\n\n")
         return "".join(o)
 
     def handler(self, e):

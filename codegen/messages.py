@@ -56,7 +56,7 @@ class Record:
         self.lineno = lineno
         self.kind = kind            # record | op
         self.flags = set()
-        self.sends_for = None
+        self.waits = None           # (field, is_event, (field, const) or None)
         self.fields = {"in": [], "out": []}
         self.doc = []
 
@@ -87,10 +87,23 @@ class Spec:
                     cur = Record(words[1], lineno, words[0])
                     if comment.strip():
                         cur.doc.append(comment.strip())
+                    when = None
                     for w in words[2:]:
-                        if words[0] != "op" or w not in OP_FLAGS:
+                        if words[0] == "op" and w in OP_FLAGS:
+                            cur.flags.add(w)
+                        elif words[0] == "op" and re.match(r"^waits(_event)?=\w+$", w):
+                            k, v = w.split("=")
+                            cur.waits = (v, k == "waits_event", None)
+                        elif words[0] == "op" and re.match(r"^when=\w+==\w+$", w):
+                            when = tuple(w[5:].split("=="))
+                        else:
                             raise MessageError("MESSAGES line %d: unknown word %r" % (lineno, w))
-                        cur.flags.add(w)
+                    if when and not cur.waits:
+                        raise MessageError("MESSAGES line %d: when= needs waits=" % lineno)
+                    if cur.waits:
+                        cur.waits = (cur.waits[0], cur.waits[1], when)
+                        if "blocking" not in cur.flags:
+                            raise MessageError("MESSAGES line %d: waits= is for blocking ops" % lineno)
                     table = self.records if words[0] == "record" else self.ops
                     if cur.name in table:
                         raise MessageError("MESSAGES line %d: %s defined twice" % (lineno, cur.name))
@@ -127,6 +140,11 @@ class Spec:
                         raise MessageError("MESSAGES line %d: record %s is defined later" % (f.lineno, f.type))
                     if f.bulk and rec.kind != "op":
                         raise MessageError("MESSAGES line %d: bulk is for an op's field" % f.lineno)
+                if rec.kind == "op" and d == "in" and rec.waits:
+                    wanted = [rec.waits[0]] + ([rec.waits[2][0]] if rec.waits[2] else [])
+                    for w in wanted:
+                        if w not in names:
+                            raise MessageError("%s: waits/when name a request field it lacks: %s" % (rec.name, w))
                 bulk = [f for f in fields if f.bulk]
                 if len(bulk) > 1:
                     raise MessageError("%s: at most one bulk field per direction" % rec.name)
@@ -393,4 +411,22 @@ def source(spec):
             for f in fields:
                 o.extend(l + "\n" for l in get_field(spec, f, d))
             o.append("    return wr_ok_end(r) ? 0 : -1;\n}\n\n")
+    return "".join(o)
+
+
+def wait_cases(spec):
+    """C case labels of op_wait_target() for the ops with waits=."""
+    o = []
+    for op in spec.ops.values():
+        if not op.waits:
+            continue
+        field, is_event, when = op.waits
+        cond = " && m.%s == %s" % when if when else ""
+        o.append("    case OP_%s: {\n"
+                 "        struct msg_%s_req m;\n"
+                 "        found = msg_%s_req_get(&r, &a, &m) == 0%s;\n"
+                 "        *id = m.%s;\n"
+                 "        *is_event = %d;\n"
+                 "        break;\n"
+                 "    }\n" % (op.name, op.name, op.name, cond, field, int(is_event)))
     return "".join(o)

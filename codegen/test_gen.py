@@ -255,7 +255,8 @@ class Loopback(unittest.TestCase):
             srcs = [os.path.join(ROOT, p) for p in (
                 "src/client/stubs.gen.c", "src/client/procaddr.gen.c", "src/client/memo.c",
                 "src/server/dispatch.gen.c", "src/common/driver_table.gen.c", "src/common/ops.gen.c",
-                "src/common/wire.c", "src/common/log.c", "codegen/tests/loopback_runtime.c",
+                "src/common/wire.c", "src/common/msg_arena.c", "src/common/messages.gen.c", "src/common/log.c",
+                "codegen/tests/loopback_runtime.c",
                 "codegen/tests/loopback_test.c")] + [dummies]
             exe = os.path.join(tmp, "loopback")
             san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-g"]

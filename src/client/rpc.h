@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "../common/msg_arena.h"
+#include "../common/messages.gen.h"
 #include "../common/wire.h"
 
 typedef struct rpc_call {

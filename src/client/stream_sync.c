@@ -52,8 +52,9 @@ CUresult stream_wait(CUstream hStream)
         return CUDA_SUCCESS;
     }
     rpc_call c;
+    struct msg_cuStreamSynchronize_req m = {handle_wire_id(hStream)};
     rpc_begin(&c, OP_cuStreamSynchronize);
-    rpc_put_handle(&c.req, hStream);
+    msg_cuStreamSynchronize_req_put(&c.req, &m);
     uint64_t async_before = rpc_async_count();
     CUresult r = rpc_sync(&c);
     rpc_end(&c);

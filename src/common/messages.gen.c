@@ -280,162 +280,6 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_ping_rep_put(wire_buf *b, const struct msg_scuda_ping_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_get_function_rep_put(wire_buf *b, const struct msg_scuda_module_get_function_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_get_kernel_rep_put(wire_buf *b, const struct msg_scuda_library_get_kernel_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m)
 {
     (void)b;
@@ -612,6 +456,578 @@ void msg_scuda_memset_rep_put(wire_buf *b, const struct msg_scuda_memset_rep *m)
 }
 
 int msg_scuda_memset_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m)
+{
+    wb_put_u64(b, m->stream);
+}
+
+int msg_cuStreamSynchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSynchronize_rep_put(wire_buf *b, const struct msg_cuStreamSynchronize_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_host_mirror_free_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_free_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_htod_rep_put(wire_buf *b, const struct msg_scuda_bulk_htod_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_get_function_rep_put(wire_buf *b, const struct msg_scuda_module_get_function_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_kernel_rep_put(wire_buf *b, const struct msg_scuda_library_get_kernel_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_kernel_get_function_rep_put(wire_buf *b, const struct msg_scuda_kernel_get_function_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_unload_rep_put(wire_buf *b, const struct msg_scuda_module_unload_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_module_rep_put(wire_buf *b, const struct msg_scuda_library_get_module_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ping_rep_put(wire_buf *b, const struct msg_scuda_ping_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
@@ -878,214 +1294,6 @@ int msg_scuda_host_callback_rep_get(wire_reader *r, struct msg_arena *a, struct 
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_kernel_get_function_rep_put(wire_buf *b, const struct msg_scuda_kernel_get_function_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_unload_rep_put(wire_buf *b, const struct msg_scuda_module_unload_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_get_module_rep_put(wire_buf *b, const struct msg_scuda_library_get_module_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
 void msg_scuda_capture_dtoh_req_put(wire_buf *b, const struct msg_scuda_capture_dtoh_req *m)
 {
     (void)b;
@@ -1132,214 +1340,6 @@ void msg_scuda_capture_hostfn_rep_put(wire_buf *b, const struct msg_scuda_captur
 }
 
 int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_mirror_free_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_free_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_htod_rep_put(wire_buf *b, const struct msg_scuda_bulk_htod_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_cuStreamSynchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_cuStreamSynchronize_rep_put(wire_buf *b, const struct msg_cuStreamSynchronize_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);

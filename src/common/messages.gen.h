@@ -149,90 +149,6 @@ struct msg_cuGraphKernelNodeGetParams_v2_rep {
 void msg_cuGraphKernelNodeGetParams_v2_rep_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetParams_v2_rep *m);
 int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetParams_v2_rep *m);
 
-/* scuda_ping request */
-struct msg_scuda_ping_req {
-    char none; /* no fields */
-};
-void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m);
-int msg_scuda_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_req *m);
-
-/* scuda_ping reply */
-struct msg_scuda_ping_rep {
-    char none; /* no fields */
-};
-void msg_scuda_ping_rep_put(wire_buf *b, const struct msg_scuda_ping_rep *m);
-int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_rep *m);
-
-/* scuda_error_string request */
-struct msg_scuda_error_string_req {
-    char none; /* no fields */
-};
-void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m);
-int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m);
-
-/* scuda_error_string reply */
-struct msg_scuda_error_string_rep {
-    char none; /* no fields */
-};
-void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m);
-int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m);
-
-/* scuda_module_load request */
-struct msg_scuda_module_load_req {
-    char none; /* no fields */
-};
-void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m);
-int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m);
-
-/* scuda_module_load reply */
-struct msg_scuda_module_load_rep {
-    char none; /* no fields */
-};
-void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m);
-int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m);
-
-/* scuda_module_get_function request */
-struct msg_scuda_module_get_function_req {
-    char none; /* no fields */
-};
-void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m);
-int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m);
-
-/* scuda_module_get_function reply */
-struct msg_scuda_module_get_function_rep {
-    char none; /* no fields */
-};
-void msg_scuda_module_get_function_rep_put(wire_buf *b, const struct msg_scuda_module_get_function_rep *m);
-int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_rep *m);
-
-/* scuda_library_load request */
-struct msg_scuda_library_load_req {
-    char none; /* no fields */
-};
-void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m);
-int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m);
-
-/* scuda_library_load reply */
-struct msg_scuda_library_load_rep {
-    char none; /* no fields */
-};
-void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m);
-int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m);
-
-/* scuda_library_get_kernel request */
-struct msg_scuda_library_get_kernel_req {
-    char none; /* no fields */
-};
-void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m);
-int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m);
-
-/* scuda_library_get_kernel reply */
-struct msg_scuda_library_get_kernel_rep {
-    char none; /* no fields */
-};
-void msg_scuda_library_get_kernel_rep_put(wire_buf *b, const struct msg_scuda_library_get_kernel_rep *m);
-int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_rep *m);
-
 /* scuda_memcpy_htod request */
 struct msg_scuda_memcpy_htod_req {
     char none; /* no fields */
@@ -330,6 +246,314 @@ struct msg_scuda_memset_rep {
 };
 void msg_scuda_memset_rep_put(wire_buf *b, const struct msg_scuda_memset_rep *m);
 int msg_scuda_memset_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_rep *m);
+
+/* cuStreamSynchronize request */
+struct msg_cuStreamSynchronize_req {
+    uint64_t stream; /* handle stream */
+};
+void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m);
+int msg_cuStreamSynchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_req *m);
+
+/* cuStreamSynchronize reply */
+struct msg_cuStreamSynchronize_rep {
+    char none; /* no fields */
+};
+void msg_cuStreamSynchronize_rep_put(wire_buf *b, const struct msg_cuStreamSynchronize_rep *m);
+int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_rep *m);
+
+/* scuda_pointer_get_attributes request */
+struct msg_scuda_pointer_get_attributes_req {
+    char none; /* no fields */
+};
+void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m);
+int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m);
+
+/* scuda_pointer_get_attributes reply */
+struct msg_scuda_pointer_get_attributes_rep {
+    char none; /* no fields */
+};
+void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m);
+int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m);
+
+/* scuda_pointer_kind request */
+struct msg_scuda_pointer_kind_req {
+    char none; /* no fields */
+};
+void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m);
+int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m);
+
+/* scuda_pointer_kind reply */
+struct msg_scuda_pointer_kind_rep {
+    char none; /* no fields */
+};
+void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m);
+int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m);
+
+/* scuda_host_mirror_create request */
+struct msg_scuda_host_mirror_create_req {
+    char none; /* no fields */
+};
+void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m);
+int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m);
+
+/* scuda_host_mirror_create reply */
+struct msg_scuda_host_mirror_create_rep {
+    char none; /* no fields */
+};
+void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m);
+int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m);
+
+/* scuda_host_mirror_free request */
+struct msg_scuda_host_mirror_free_req {
+    char none; /* no fields */
+};
+void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m);
+int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m);
+
+/* scuda_host_mirror_free reply */
+struct msg_scuda_host_mirror_free_rep {
+    char none; /* no fields */
+};
+void msg_scuda_host_mirror_free_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_free_rep *m);
+int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_rep *m);
+
+/* cuMemAllocManaged request */
+struct msg_cuMemAllocManaged_req {
+    char none; /* no fields */
+};
+void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m);
+int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m);
+
+/* cuMemAllocManaged reply */
+struct msg_cuMemAllocManaged_rep {
+    char none; /* no fields */
+};
+void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m);
+int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m);
+
+/* scuda_bulk_setup request */
+struct msg_scuda_bulk_setup_req {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m);
+int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m);
+
+/* scuda_bulk_setup reply */
+struct msg_scuda_bulk_setup_rep {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m);
+int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m);
+
+/* scuda_bulk_htod request */
+struct msg_scuda_bulk_htod_req {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m);
+int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m);
+
+/* scuda_bulk_htod reply */
+struct msg_scuda_bulk_htod_rep {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_htod_rep_put(wire_buf *b, const struct msg_scuda_bulk_htod_rep *m);
+int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_rep *m);
+
+/* scuda_bulk_dtoh request */
+struct msg_scuda_bulk_dtoh_req {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m);
+int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m);
+
+/* scuda_bulk_dtoh reply */
+struct msg_scuda_bulk_dtoh_rep {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m);
+int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m);
+
+/* scuda_module_load request */
+struct msg_scuda_module_load_req {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m);
+int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m);
+
+/* scuda_module_load reply */
+struct msg_scuda_module_load_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m);
+int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m);
+
+/* scuda_module_load_by_hash request */
+struct msg_scuda_module_load_by_hash_req {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m);
+int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m);
+
+/* scuda_module_load_by_hash reply */
+struct msg_scuda_module_load_by_hash_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m);
+int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m);
+
+/* scuda_module_get_function request */
+struct msg_scuda_module_get_function_req {
+    char none; /* no fields */
+};
+void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m);
+int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m);
+
+/* scuda_module_get_function reply */
+struct msg_scuda_module_get_function_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_get_function_rep_put(wire_buf *b, const struct msg_scuda_module_get_function_rep *m);
+int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_rep *m);
+
+/* scuda_library_load request */
+struct msg_scuda_library_load_req {
+    char none; /* no fields */
+};
+void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m);
+int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m);
+
+/* scuda_library_load reply */
+struct msg_scuda_library_load_rep {
+    char none; /* no fields */
+};
+void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m);
+int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m);
+
+/* scuda_library_get_kernel request */
+struct msg_scuda_library_get_kernel_req {
+    char none; /* no fields */
+};
+void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m);
+int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m);
+
+/* scuda_library_get_kernel reply */
+struct msg_scuda_library_get_kernel_rep {
+    char none; /* no fields */
+};
+void msg_scuda_library_get_kernel_rep_put(wire_buf *b, const struct msg_scuda_library_get_kernel_rep *m);
+int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_rep *m);
+
+/* scuda_module_get_global request */
+struct msg_scuda_module_get_global_req {
+    char none; /* no fields */
+};
+void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m);
+int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m);
+
+/* scuda_module_get_global reply */
+struct msg_scuda_module_get_global_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m);
+int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m);
+
+/* scuda_kernel_get_function request */
+struct msg_scuda_kernel_get_function_req {
+    char none; /* no fields */
+};
+void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m);
+int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m);
+
+/* scuda_kernel_get_function reply */
+struct msg_scuda_kernel_get_function_rep {
+    char none; /* no fields */
+};
+void msg_scuda_kernel_get_function_rep_put(wire_buf *b, const struct msg_scuda_kernel_get_function_rep *m);
+int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_rep *m);
+
+/* scuda_module_unload request */
+struct msg_scuda_module_unload_req {
+    char none; /* no fields */
+};
+void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m);
+int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m);
+
+/* scuda_module_unload reply */
+struct msg_scuda_module_unload_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_unload_rep_put(wire_buf *b, const struct msg_scuda_module_unload_rep *m);
+int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_rep *m);
+
+/* scuda_library_get_module request */
+struct msg_scuda_library_get_module_req {
+    char none; /* no fields */
+};
+void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m);
+int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m);
+
+/* scuda_library_get_module reply */
+struct msg_scuda_library_get_module_rep {
+    char none; /* no fields */
+};
+void msg_scuda_library_get_module_rep_put(wire_buf *b, const struct msg_scuda_library_get_module_rep *m);
+int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_rep *m);
+
+/* scuda_param_info request */
+struct msg_scuda_param_info_req {
+    char none; /* no fields */
+};
+void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m);
+int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m);
+
+/* scuda_param_info reply */
+struct msg_scuda_param_info_rep {
+    char none; /* no fields */
+};
+void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
+int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
+
+/* scuda_get_proc_name request */
+struct msg_scuda_get_proc_name_req {
+    char none; /* no fields */
+};
+void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m);
+int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m);
+
+/* scuda_get_proc_name reply */
+struct msg_scuda_get_proc_name_rep {
+    char none; /* no fields */
+};
+void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m);
+int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m);
+
+/* scuda_ping request */
+struct msg_scuda_ping_req {
+    char none; /* no fields */
+};
+void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m);
+int msg_scuda_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_req *m);
+
+/* scuda_ping reply */
+struct msg_scuda_ping_rep {
+    char none; /* no fields */
+};
+void msg_scuda_ping_rep_put(wire_buf *b, const struct msg_scuda_ping_rep *m);
+int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_rep *m);
+
+/* scuda_error_string request */
+struct msg_scuda_error_string_req {
+    char none; /* no fields */
+};
+void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m);
+int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m);
+
+/* scuda_error_string reply */
+struct msg_scuda_error_string_rep {
+    char none; /* no fields */
+};
+void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m);
+int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m);
 
 /* scuda_ctx_create request */
 struct msg_scuda_ctx_create_req {
@@ -471,118 +695,6 @@ struct msg_scuda_host_callback_rep {
 void msg_scuda_host_callback_rep_put(wire_buf *b, const struct msg_scuda_host_callback_rep *m);
 int msg_scuda_host_callback_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_callback_rep *m);
 
-/* scuda_pointer_get_attributes request */
-struct msg_scuda_pointer_get_attributes_req {
-    char none; /* no fields */
-};
-void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m);
-int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m);
-
-/* scuda_pointer_get_attributes reply */
-struct msg_scuda_pointer_get_attributes_rep {
-    char none; /* no fields */
-};
-void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m);
-int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m);
-
-/* scuda_module_get_global request */
-struct msg_scuda_module_get_global_req {
-    char none; /* no fields */
-};
-void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m);
-int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m);
-
-/* scuda_module_get_global reply */
-struct msg_scuda_module_get_global_rep {
-    char none; /* no fields */
-};
-void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m);
-int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m);
-
-/* scuda_get_proc_name request */
-struct msg_scuda_get_proc_name_req {
-    char none; /* no fields */
-};
-void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m);
-int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m);
-
-/* scuda_get_proc_name reply */
-struct msg_scuda_get_proc_name_rep {
-    char none; /* no fields */
-};
-void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m);
-int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m);
-
-/* scuda_kernel_get_function request */
-struct msg_scuda_kernel_get_function_req {
-    char none; /* no fields */
-};
-void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m);
-int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m);
-
-/* scuda_kernel_get_function reply */
-struct msg_scuda_kernel_get_function_rep {
-    char none; /* no fields */
-};
-void msg_scuda_kernel_get_function_rep_put(wire_buf *b, const struct msg_scuda_kernel_get_function_rep *m);
-int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_rep *m);
-
-/* scuda_module_unload request */
-struct msg_scuda_module_unload_req {
-    char none; /* no fields */
-};
-void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m);
-int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m);
-
-/* scuda_module_unload reply */
-struct msg_scuda_module_unload_rep {
-    char none; /* no fields */
-};
-void msg_scuda_module_unload_rep_put(wire_buf *b, const struct msg_scuda_module_unload_rep *m);
-int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_rep *m);
-
-/* scuda_pointer_kind request */
-struct msg_scuda_pointer_kind_req {
-    char none; /* no fields */
-};
-void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m);
-int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m);
-
-/* scuda_pointer_kind reply */
-struct msg_scuda_pointer_kind_rep {
-    char none; /* no fields */
-};
-void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m);
-int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m);
-
-/* scuda_library_get_module request */
-struct msg_scuda_library_get_module_req {
-    char none; /* no fields */
-};
-void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m);
-int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m);
-
-/* scuda_library_get_module reply */
-struct msg_scuda_library_get_module_rep {
-    char none; /* no fields */
-};
-void msg_scuda_library_get_module_rep_put(wire_buf *b, const struct msg_scuda_library_get_module_rep *m);
-int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_rep *m);
-
-/* scuda_param_info request */
-struct msg_scuda_param_info_req {
-    char none; /* no fields */
-};
-void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m);
-int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m);
-
-/* scuda_param_info reply */
-struct msg_scuda_param_info_rep {
-    char none; /* no fields */
-};
-void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
-int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
-
 /* scuda_capture_dtoh request */
 struct msg_scuda_capture_dtoh_req {
     char none; /* no fields */
@@ -610,118 +722,6 @@ struct msg_scuda_capture_hostfn_rep {
 };
 void msg_scuda_capture_hostfn_rep_put(wire_buf *b, const struct msg_scuda_capture_hostfn_rep *m);
 int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_rep *m);
-
-/* scuda_host_mirror_create request */
-struct msg_scuda_host_mirror_create_req {
-    char none; /* no fields */
-};
-void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m);
-int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m);
-
-/* scuda_host_mirror_create reply */
-struct msg_scuda_host_mirror_create_rep {
-    char none; /* no fields */
-};
-void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m);
-int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m);
-
-/* scuda_host_mirror_free request */
-struct msg_scuda_host_mirror_free_req {
-    char none; /* no fields */
-};
-void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m);
-int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m);
-
-/* scuda_host_mirror_free reply */
-struct msg_scuda_host_mirror_free_rep {
-    char none; /* no fields */
-};
-void msg_scuda_host_mirror_free_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_free_rep *m);
-int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_rep *m);
-
-/* scuda_module_load_by_hash request */
-struct msg_scuda_module_load_by_hash_req {
-    char none; /* no fields */
-};
-void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m);
-int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m);
-
-/* scuda_module_load_by_hash reply */
-struct msg_scuda_module_load_by_hash_rep {
-    char none; /* no fields */
-};
-void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m);
-int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m);
-
-/* scuda_bulk_setup request */
-struct msg_scuda_bulk_setup_req {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m);
-int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m);
-
-/* scuda_bulk_setup reply */
-struct msg_scuda_bulk_setup_rep {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m);
-int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m);
-
-/* scuda_bulk_htod request */
-struct msg_scuda_bulk_htod_req {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m);
-int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m);
-
-/* scuda_bulk_htod reply */
-struct msg_scuda_bulk_htod_rep {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_htod_rep_put(wire_buf *b, const struct msg_scuda_bulk_htod_rep *m);
-int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_rep *m);
-
-/* scuda_bulk_dtoh request */
-struct msg_scuda_bulk_dtoh_req {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m);
-int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m);
-
-/* scuda_bulk_dtoh reply */
-struct msg_scuda_bulk_dtoh_rep {
-    char none; /* no fields */
-};
-void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m);
-int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m);
-
-/* cuStreamSynchronize request */
-struct msg_cuStreamSynchronize_req {
-    char none; /* no fields */
-};
-void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m);
-int msg_cuStreamSynchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_req *m);
-
-/* cuStreamSynchronize reply */
-struct msg_cuStreamSynchronize_rep {
-    char none; /* no fields */
-};
-void msg_cuStreamSynchronize_rep_put(wire_buf *b, const struct msg_cuStreamSynchronize_rep *m);
-int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_rep *m);
-
-/* cuMemAllocManaged request */
-struct msg_cuMemAllocManaged_req {
-    char none; /* no fields */
-};
-void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m);
-int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m);
-
-/* cuMemAllocManaged reply */
-struct msg_cuMemAllocManaged_rep {
-    char none; /* no fields */
-};
-void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m);
-int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m);
 
 /* cuStreamIsCapturing request */
 struct msg_cuStreamIsCapturing_req {

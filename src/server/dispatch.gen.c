@@ -6,18 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/messages.gen.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
 #include "../common/value_sizes.h"
 #include "dispatch.h"
 
 extern CUresult srv_scuda_launch(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_library_load(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_dtod(srv_call *c) __attribute__((weak));
@@ -25,6 +20,26 @@ extern CUresult srv_scuda_memcpy_2d(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_3d(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_peer(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memset(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_pointer_get_attributes(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_host_mirror_create(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_library_load(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_get_proc_name(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_primary_ctx_retain(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_primary_ctx_release(srv_call *c) __attribute__((weak));
@@ -35,22 +50,8 @@ extern CUresult srv_scuda_ctx_synchronize(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_set_limit(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_get_limit(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_host_callback(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_pointer_get_attributes(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_get_proc_name(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_host_mirror_create(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
@@ -8258,6 +8259,34 @@ static CUresult gen_srv_cuUserObjectRetain(srv_call *call)
     r = real.cuUserObjectRetain((CUuserObject)object_h, count);
 done:
     return r;
+}
+
+/* The stream (or event) a blocking call waits for, from its request
+ * (spec: waits=); 1 when the op names one. */
+int op_wait_target(uint16_t op, const wire_reader *in, uint64_t *id, int *is_event)
+{
+    wire_reader r = *in;
+    struct msg_arena a;
+    int found = 0;
+    msg_arena_init(&a);
+    switch (op) {
+    case OP_cuStreamSynchronize: {
+        struct msg_cuStreamSynchronize_req m;
+        found = msg_cuStreamSynchronize_req_get(&r, &a, &m) == 0;
+        *id = m.stream;
+        *is_event = 0;
+        break;
+    }
+    case OP_cuEventSynchronize:
+        *id = wr_u64(&r);
+        *is_event = 1;
+        found = !r.bad;
+        break;
+    default:
+        break;
+    }
+    msg_arena_free(&a);
+    return found;
 }
 
 const struct op_entry op_table[OP_COUNT] = {

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "../common/driver_table.gen.h"
-#include "../common/msg_arena.h"
+#include "../common/messages.gen.h"
 #include "../common/wire.h"
 
 struct session;
@@ -60,6 +60,12 @@ struct op_entry {
 /* Indexed by op id; handler NULL = op unknown to this server. */
 extern const struct op_entry op_table[];
 extern const unsigned op_table_len;
+
+/* The stream (or event, *is_event) a blocking call waits for, read from
+ * its request as the spec's waits= says: 1 when the op names one and the
+ * request holds it (dispatch.gen.c). The session runs such a call inline
+ * when that work has completed. */
+int op_wait_target(uint16_t op, const wire_reader *in, uint64_t *id, int *is_event);
 
 /* NVML ops (op >= NVML_OP_BASE), provided by src/server/nvml/ when built. */
 const struct op_entry *nvml_op_lookup(uint16_t op) __attribute__((weak));

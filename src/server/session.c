@@ -410,29 +410,12 @@ static uint64_t mono_ns(void)
 
 static int would_block(struct session *s, struct pending_call *p)
 {
-    wire_reader r = p->call.in; /* a copy: the handler reads the original */
     uint64_t id;
     void *h;
     int is_event = 0;
+    if (!op_wait_target(p->call.op, &p->call.in, &id, &is_event)) return 1;
     if (session_bind_ctx(s, p->ctx) != CUDA_SUCCESS) return 1;
-    switch (p->call.op) {
-    case OP_cuStreamSynchronize:
-        id = wr_u64(&r);
-        break;
-    case OP_cuEventSynchronize:
-        id = wr_u64(&r);
-        is_event = 1;
-        break;
-    case OP_scuda_memcpy_dtoh:
-        wr_u64(&r);
-        wr_u64(&r);
-        id = wr_u64(&r);
-        if (wr_u8(&r) != 1) return 1; /* only a copy on a stream can be checked */
-        break;
-    default:
-        return 1;
-    }
-    if (r.bad || handle_get(s, id, is_event ? HK_EVENT : HK_STREAM, &h) != CUDA_SUCCESS) return 1;
+    if (handle_get(s, id, is_event ? HK_EVENT : HK_STREAM, &h) != CUDA_SUCCESS) return 1;
     uint64_t deadline = mono_ns() + INLINE_WAIT_NS;
     for (;;) {
         CUresult q = is_event ? REAL(cuEventQuery, (CUevent)h) : REAL(cuStreamQuery, (CUstream)h);

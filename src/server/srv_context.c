@@ -107,12 +107,11 @@ CUresult srv_scuda_error_string(srv_call *c)
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 stream id. */
 CUresult srv_cuStreamSynchronize(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuStreamSynchronize_req m;
+    if (msg_cuStreamSynchronize_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *st;
-    CUresult r = handle_get(c->s, id, HK_STREAM, &st);
+    CUresult r = handle_get(c->s, m.stream, HK_STREAM, &st);
     return r != CUDA_SUCCESS ? r : REAL(cuStreamSynchronize, (CUstream)st);
 }

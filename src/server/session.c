@@ -524,24 +524,24 @@ static int read_header(struct session *s, uint8_t *hdr)
     return read_exact(s, hdr, FRAME_HEADER_LEN);
 }
 
-/* A host-to-device copy's head: u64 dst, u64 stream, u8 mode, u64 n. */
-#define HTOD_HEAD 25
-
-/* Receive a large host-to-device chunk straight into pinned memory, so its
- * DMA can overlap the next chunk's arrival. Returns 0 when done that way,
- * 1 when the caller should read it the plain way (nothing consumed but the
- * head, which is then put back), -1 on a connection error. */
-static int read_htod(struct session *s, struct pending_call *p, const struct frame_header *h)
+/* Receive a large request's bulk bytes (an op whose request ends in a
+ * bulk field: op_entry.bulk_head, from the spec) straight into pinned
+ * memory, so that a host-to-device copy's DMA can overlap the next chunk's
+ * arrival. The head (the fixed fields and the bulk length) stays the
+ * payload; the handler finds the bytes in c->staging. Returns 0 when read
+ * (that way or, when no staging buffer is free, the plain way), -1 on a
+ * connection error. */
+static int read_staged(struct session *s, struct pending_call *p, const struct frame_header *h, uint32_t head_len)
 {
-    uint8_t *head = malloc(HTOD_HEAD);
-    if (!head || read_exact(s, head, HTOD_HEAD) != 0) {
+    uint8_t *head = malloc(head_len);
+    if (!head || read_exact(s, head, head_len) != 0) {
         free(head);
         return -1;
     }
     uint64_t n;
-    memcpy(&n, head + 17, 8);
+    memcpy(&n, head + head_len - 8, 8);
     struct staging *b = NULL;
-    if (n == h->length - HTOD_HEAD && session_bind_ctx(s, h->ctx) == CUDA_SUCCESS) b = staging_acquire();
+    if (n == h->length - head_len && session_bind_ctx(s, h->ctx) == CUDA_SUCCESS) b = staging_acquire();
     if (!b) {
         /* Plain way: the head goes back in front of the buffered input. */
         uint8_t *payload = malloc(h->length);
@@ -549,9 +549,9 @@ static int read_htod(struct session *s, struct pending_call *p, const struct fra
             free(head);
             return -1;
         }
-        memcpy(payload, head, HTOD_HEAD);
+        memcpy(payload, head, head_len);
         free(head);
-        if (read_exact(s, payload + HTOD_HEAD, h->length - HTOD_HEAD) != 0) {
+        if (read_exact(s, payload + head_len, h->length - head_len) != 0) {
             free(payload);
             return -1;
         }
@@ -567,7 +567,7 @@ static int read_htod(struct session *s, struct pending_call *p, const struct fra
     p->payload = head;
     p->call.staging = b;
     p->call.arena.bulk_apart = 1; /* the bytes are in staging memory */
-    wr_init(&p->call.in, head, HTOD_HEAD);
+    wr_init(&p->call.in, head, head_len);
     return 0;
 }
 
@@ -583,13 +583,14 @@ static struct pending_call *read_call(struct session *s)
     }
     struct pending_call *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    if (h.op == OP_scuda_memcpy_htod && h.length > HTOD_HEAD + (1u << 20) && h.length <= HTOD_HEAD + STAGING_SIZE) {
-        int rc = read_htod(s, p, &h);
-        if (rc < 0) {
+    const struct op_entry *e = op_entry_of(h.op);
+    uint32_t head_len = e ? e->bulk_head : 0;
+    if (head_len && h.length > head_len + (1u << 20) && h.length <= head_len + STAGING_SIZE) {
+        if (read_staged(s, p, &h, head_len) != 0) {
             free(p);
             return NULL;
         }
-        if (rc == 0) goto fill;
+        goto fill;
     }
     void *payload = malloc(h.length ? h.length : 1);
     if (!payload || read_exact(s, payload, h.length) != 0) {

@@ -556,7 +556,6 @@ op scuda_memcpy_dtod             blocking
 op scuda_memcpy_2d               blocking  observes
 op scuda_memcpy_3d               blocking  observes
 op scuda_memcpy_peer             blocking
-op scuda_memset
 op cuStreamSynchronize           blocking  observes  waits=stream
     in handle stream
 # (end of group: copies)
@@ -578,14 +577,12 @@ op scuda_bulk_dtoh               blocking  observes
 op scuda_module_load             blocking
 op scuda_module_load_by_hash     blocking
 op scuda_module_get_function
-op scuda_library_load            blocking
 op scuda_library_get_kernel
 op scuda_module_get_global
 op scuda_kernel_get_function
 op scuda_module_unload
 op scuda_library_get_module
 op scuda_param_info
-op scuda_get_proc_name
 # (end of group: modules)
 
 # ---- contexts and the session (fields to come) -------------------------------------
@@ -599,9 +596,6 @@ op scuda_primary_ctx_reset       blocking  any_context
 op scuda_primary_ctx_set_flags   any_context
 op scuda_ctx_destroy             blocking  any_context
 op scuda_ctx_synchronize         blocking  observes  any_context
-op scuda_ctx_set_limit
-op scuda_ctx_get_limit
-op scuda_host_callback
 # (end of group: contexts)
 
 # ---- graphs and stream capture (fields to come) ---------------------------------------

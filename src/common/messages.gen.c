@@ -436,32 +436,6 @@ int msg_scuda_memcpy_peer_rep_get(wire_reader *r, struct msg_arena *a, struct ms
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_scuda_memset_req_put(wire_buf *b, const struct msg_scuda_memset_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_memset_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_memset_rep_put(wire_buf *b, const struct msg_scuda_memset_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_memset_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
 void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m)
 {
     wb_put_u64(b, m->stream);
@@ -774,32 +748,6 @@ int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
 void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m)
 {
     (void)b;
@@ -950,32 +898,6 @@ void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info
 }
 
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
@@ -1210,84 +1132,6 @@ void msg_scuda_ctx_synchronize_rep_put(wire_buf *b, const struct msg_scuda_ctx_s
 }
 
 int msg_scuda_ctx_synchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_synchronize_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_ctx_set_limit_req_put(wire_buf *b, const struct msg_scuda_ctx_set_limit_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ctx_set_limit_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_set_limit_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_ctx_set_limit_rep_put(wire_buf *b, const struct msg_scuda_ctx_set_limit_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ctx_set_limit_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_set_limit_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_ctx_get_limit_req_put(wire_buf *b, const struct msg_scuda_ctx_get_limit_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ctx_get_limit_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_get_limit_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_ctx_get_limit_rep_put(wire_buf *b, const struct msg_scuda_ctx_get_limit_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_ctx_get_limit_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_get_limit_rep *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_callback_req_put(wire_buf *b, const struct msg_scuda_host_callback_req *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_callback_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_callback_req *m)
-{
-    (void)a;
-    memset(m, 0, sizeof *m);
-    return wr_ok_end(r) ? 0 : -1;
-}
-
-void msg_scuda_host_callback_rep_put(wire_buf *b, const struct msg_scuda_host_callback_rep *m)
-{
-    (void)b;
-    (void)m;
-}
-
-int msg_scuda_host_callback_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_callback_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);

@@ -233,20 +233,6 @@ struct msg_scuda_memcpy_peer_rep {
 void msg_scuda_memcpy_peer_rep_put(wire_buf *b, const struct msg_scuda_memcpy_peer_rep *m);
 int msg_scuda_memcpy_peer_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_peer_rep *m);
 
-/* scuda_memset request */
-struct msg_scuda_memset_req {
-    char none; /* no fields */
-};
-void msg_scuda_memset_req_put(wire_buf *b, const struct msg_scuda_memset_req *m);
-int msg_scuda_memset_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_req *m);
-
-/* scuda_memset reply */
-struct msg_scuda_memset_rep {
-    char none; /* no fields */
-};
-void msg_scuda_memset_rep_put(wire_buf *b, const struct msg_scuda_memset_rep *m);
-int msg_scuda_memset_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memset_rep *m);
-
 /* cuStreamSynchronize request */
 struct msg_cuStreamSynchronize_req {
     uint64_t stream; /* handle stream */
@@ -415,20 +401,6 @@ struct msg_scuda_module_get_function_rep {
 void msg_scuda_module_get_function_rep_put(wire_buf *b, const struct msg_scuda_module_get_function_rep *m);
 int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_rep *m);
 
-/* scuda_library_load request */
-struct msg_scuda_library_load_req {
-    char none; /* no fields */
-};
-void msg_scuda_library_load_req_put(wire_buf *b, const struct msg_scuda_library_load_req *m);
-int msg_scuda_library_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_req *m);
-
-/* scuda_library_load reply */
-struct msg_scuda_library_load_rep {
-    char none; /* no fields */
-};
-void msg_scuda_library_load_rep_put(wire_buf *b, const struct msg_scuda_library_load_rep *m);
-int msg_scuda_library_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_load_rep *m);
-
 /* scuda_library_get_kernel request */
 struct msg_scuda_library_get_kernel_req {
     char none; /* no fields */
@@ -512,20 +484,6 @@ struct msg_scuda_param_info_rep {
 };
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
-
-/* scuda_get_proc_name request */
-struct msg_scuda_get_proc_name_req {
-    char none; /* no fields */
-};
-void msg_scuda_get_proc_name_req_put(wire_buf *b, const struct msg_scuda_get_proc_name_req *m);
-int msg_scuda_get_proc_name_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_req *m);
-
-/* scuda_get_proc_name reply */
-struct msg_scuda_get_proc_name_rep {
-    char none; /* no fields */
-};
-void msg_scuda_get_proc_name_rep_put(wire_buf *b, const struct msg_scuda_get_proc_name_rep *m);
-int msg_scuda_get_proc_name_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_get_proc_name_rep *m);
 
 /* scuda_ping request */
 struct msg_scuda_ping_req {
@@ -652,48 +610,6 @@ struct msg_scuda_ctx_synchronize_rep {
 };
 void msg_scuda_ctx_synchronize_rep_put(wire_buf *b, const struct msg_scuda_ctx_synchronize_rep *m);
 int msg_scuda_ctx_synchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_synchronize_rep *m);
-
-/* scuda_ctx_set_limit request */
-struct msg_scuda_ctx_set_limit_req {
-    char none; /* no fields */
-};
-void msg_scuda_ctx_set_limit_req_put(wire_buf *b, const struct msg_scuda_ctx_set_limit_req *m);
-int msg_scuda_ctx_set_limit_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_set_limit_req *m);
-
-/* scuda_ctx_set_limit reply */
-struct msg_scuda_ctx_set_limit_rep {
-    char none; /* no fields */
-};
-void msg_scuda_ctx_set_limit_rep_put(wire_buf *b, const struct msg_scuda_ctx_set_limit_rep *m);
-int msg_scuda_ctx_set_limit_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_set_limit_rep *m);
-
-/* scuda_ctx_get_limit request */
-struct msg_scuda_ctx_get_limit_req {
-    char none; /* no fields */
-};
-void msg_scuda_ctx_get_limit_req_put(wire_buf *b, const struct msg_scuda_ctx_get_limit_req *m);
-int msg_scuda_ctx_get_limit_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_get_limit_req *m);
-
-/* scuda_ctx_get_limit reply */
-struct msg_scuda_ctx_get_limit_rep {
-    char none; /* no fields */
-};
-void msg_scuda_ctx_get_limit_rep_put(wire_buf *b, const struct msg_scuda_ctx_get_limit_rep *m);
-int msg_scuda_ctx_get_limit_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_get_limit_rep *m);
-
-/* scuda_host_callback request */
-struct msg_scuda_host_callback_req {
-    char none; /* no fields */
-};
-void msg_scuda_host_callback_req_put(wire_buf *b, const struct msg_scuda_host_callback_req *m);
-int msg_scuda_host_callback_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_callback_req *m);
-
-/* scuda_host_callback reply */
-struct msg_scuda_host_callback_rep {
-    char none; /* no fields */
-};
-void msg_scuda_host_callback_rep_put(wire_buf *b, const struct msg_scuda_host_callback_rep *m);
-int msg_scuda_host_callback_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_callback_rep *m);
 
 /* scuda_capture_dtoh request */
 struct msg_scuda_capture_dtoh_req {

@@ -19,7 +19,6 @@ extern CUresult srv_scuda_memcpy_dtod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_2d(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_3d(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_memcpy_peer(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_memset(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_get_attributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_pointer_kind(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_host_mirror_create(srv_call *c) __attribute__((weak));
@@ -30,14 +29,12 @@ extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_library_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_get_proc_name(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_create(srv_call *c) __attribute__((weak));
@@ -47,9 +44,6 @@ extern CUresult srv_scuda_primary_ctx_reset(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_primary_ctx_set_flags(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_destroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_synchronize(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_ctx_set_limit(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_ctx_get_limit(srv_call *c) __attribute__((weak));
-extern CUresult srv_scuda_host_callback(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
@@ -8294,7 +8288,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_error_string] = {"scuda_error_string", srv_scuda_error_string, 0, 0, 1, 0},
     [OP_scuda_module_load] = {"scuda_module_load", srv_scuda_module_load, 1, 0, 0, 0},
     [OP_scuda_module_get_function] = {"scuda_module_get_function", srv_scuda_module_get_function, 0, 0, 0, 0},
-    [OP_scuda_library_load] = {"scuda_library_load", srv_scuda_library_load, 1, 0, 0, 0},
+    [OP_scuda_library_load] = {"scuda_library_load", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_library_get_kernel] = {"scuda_library_get_kernel", srv_scuda_library_get_kernel, 0, 0, 0, 0},
     [OP_scuda_launch] = {"scuda_launch", srv_scuda_launch, 0, 0, 0, 0},
     [OP_scuda_memcpy_htod] = {"scuda_memcpy_htod", srv_scuda_memcpy_htod, 1, 0, 0, 0},
@@ -8303,7 +8297,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_memcpy_2d] = {"scuda_memcpy_2d", srv_scuda_memcpy_2d, 1, 1, 0, 0},
     [OP_scuda_memcpy_3d] = {"scuda_memcpy_3d", srv_scuda_memcpy_3d, 1, 1, 0, 0},
     [OP_scuda_memcpy_peer] = {"scuda_memcpy_peer", srv_scuda_memcpy_peer, 1, 0, 0, 0},
-    [OP_scuda_memset] = {"scuda_memset", srv_scuda_memset, 0, 0, 0, 0},
+    [OP_scuda_memset] = {"scuda_memset", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_ctx_create] = {"scuda_ctx_create", srv_scuda_ctx_create, 1, 0, 1, 0},
     [OP_scuda_primary_ctx_retain] = {"scuda_primary_ctx_retain", srv_scuda_primary_ctx_retain, 1, 0, 1, 0},
     [OP_scuda_primary_ctx_release] = {"scuda_primary_ctx_release", srv_scuda_primary_ctx_release, 1, 0, 1, 0},
@@ -8311,12 +8305,12 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_primary_ctx_set_flags] = {"scuda_primary_ctx_set_flags", srv_scuda_primary_ctx_set_flags, 0, 0, 1, 0},
     [OP_scuda_ctx_destroy] = {"scuda_ctx_destroy", srv_scuda_ctx_destroy, 1, 0, 1, 0},
     [OP_scuda_ctx_synchronize] = {"scuda_ctx_synchronize", srv_scuda_ctx_synchronize, 1, 1, 1, 0},
-    [OP_scuda_ctx_set_limit] = {"scuda_ctx_set_limit", srv_scuda_ctx_set_limit, 0, 0, 0, 0},
-    [OP_scuda_ctx_get_limit] = {"scuda_ctx_get_limit", srv_scuda_ctx_get_limit, 0, 0, 0, 0},
-    [OP_scuda_host_callback] = {"scuda_host_callback", srv_scuda_host_callback, 0, 0, 0, 0},
+    [OP_scuda_ctx_set_limit] = {"scuda_ctx_set_limit", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_scuda_ctx_get_limit] = {"scuda_ctx_get_limit", NULL, 0, 0, 0, 0}, /* retired */
+    [OP_scuda_host_callback] = {"scuda_host_callback", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_pointer_get_attributes] = {"scuda_pointer_get_attributes", srv_scuda_pointer_get_attributes, 0, 0, 0, 0},
     [OP_scuda_module_get_global] = {"scuda_module_get_global", srv_scuda_module_get_global, 0, 0, 0, 0},
-    [OP_scuda_get_proc_name] = {"scuda_get_proc_name", srv_scuda_get_proc_name, 0, 0, 0, 0},
+    [OP_scuda_get_proc_name] = {"scuda_get_proc_name", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_kernel_get_function] = {"scuda_kernel_get_function", srv_scuda_kernel_get_function, 0, 0, 0, 0},
     [OP_scuda_module_unload] = {"scuda_module_unload", srv_scuda_module_unload, 0, 0, 0, 0},
     [OP_scuda_pointer_kind] = {"scuda_pointer_kind", srv_scuda_pointer_kind, 0, 0, 0, 0},

@@ -248,7 +248,6 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     return r;
 }
 
-
 /* Request: u64 module id, u64 new function id, str name. */
 CUresult srv_scuda_module_get_function(srv_call *c)
 {

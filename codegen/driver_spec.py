@@ -12,10 +12,13 @@ and to their _ptds/_ptsz wrappers) or an exact export name
 (cuMemHostRegister_v2), which wins over its base name's line.
 
 CLASS
-  local        hand-written client body (src/client/*.c), no traffic, no op
+  local        hand-written client body (src/client/*.c) that sends no op
+               (cuInit opens the connection; the rest answer from the
+               client's own state)
   manual       hand-written client body that talks to the server with the
-               ops of MESSAGES (below); an export that sends an op of its
-               own name has it defined there
+               ops of MESSAGES (below), named by sends=OP[,OP...] (a test
+               checks that every MESSAGES op is sent); an export that sends
+               an op of its own name has it defined there
   sync         generated: request and reply
   async        generated: one-way; errors surface at the next sync call
                (a NULL out_handle pointer turns it into a sync call, so the
@@ -99,7 +102,7 @@ found through cudaTypedefs.h's legacy PFN block and differ from their _v2.
 
 FUNCTIONS = r"""
 # ---- initialisation, version, errors, entry points ------------------------
-cuInit                        manual
+cuInit                        local
 cuDriverGetVersion            local
 cuGetErrorString              local
 cuGetErrorName                local
@@ -130,21 +133,21 @@ cuDeviceGetMemPool            sync    pool=existing
 # ---- contexts ------------------------------------------------------------------
 # The client keeps the context stack; every request carries the caller's
 # current context (frame header), so per-context queries can be forwarded.
-cuCtxCreate                   manual
-cuCtxDestroy                  manual  invalidates_memo
-cuCtxAttach                   manual
-cuCtxDetach                   manual
+cuCtxCreate                   manual  sends=scuda_ctx_create
+cuCtxDestroy                  manual  invalidates_memo sends=scuda_ctx_destroy
+cuCtxAttach                   local
+cuCtxDetach                   local
 cuCtxGetCurrent               local
-cuCtxSetCurrent               manual
-cuCtxPushCurrent              manual
-cuCtxPopCurrent               manual
+cuCtxSetCurrent               local
+cuCtxPushCurrent              local
+cuCtxPopCurrent               local
 cuCtxGetDevice                local
-cuCtxGetFlags                 manual
-cuCtxSynchronize              manual
-cuDevicePrimaryCtxRetain      manual
-cuDevicePrimaryCtxRelease     manual
-cuDevicePrimaryCtxReset       manual  invalidates_memo
-cuDevicePrimaryCtxSetFlags    manual
+cuCtxGetFlags                 local
+cuCtxSynchronize              manual  sends=scuda_ctx_synchronize
+cuDevicePrimaryCtxRetain      manual  sends=scuda_primary_ctx_retain
+cuDevicePrimaryCtxRelease     manual  sends=scuda_primary_ctx_release
+cuDevicePrimaryCtxReset       manual  invalidates_memo sends=scuda_primary_ctx_reset
+cuDevicePrimaryCtxSetFlags    manual  sends=scuda_primary_ctx_set_flags
 cuDevicePrimaryCtxGetState    local
 cuCtxGetStreamPriorityRange   memo
 cuCtxGetLimit                 memo
@@ -174,7 +177,7 @@ cuMemGetAddressRange          sync
 cuMemAllocAsync               sync
 cuMemAllocFromPoolAsync       sync
 cuMemFreeAsync                async
-cuMemAllocManaged             manual                     # the client maps the same address (coherence.c)
+cuMemAllocManaged             manual  sends=cuMemAllocManaged  # the client maps the same address (coherence.c)
 cuMemPrefetchAsync            async   hook           # a prefetch to the host fetches eagerly
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
@@ -207,37 +210,37 @@ cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
-cuMemAllocHost                manual
-cuMemHostAlloc                manual
-cuMemFreeHost                 manual
-cuMemHostGetDevicePointer     manual
-cuMemHostRegister_v2          manual
+cuMemAllocHost                local
+cuMemHostAlloc                local
+cuMemFreeHost                 manual  sends=scuda_host_mirror_free
+cuMemHostGetDevicePointer     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free
+cuMemHostRegister_v2          local
 cuMemHostRegister             alias=cuMemHostRegister_v2
-cuMemHostUnregister           manual
+cuMemHostUnregister           local
 cuMemHostGetFlags             local
-cuPointerGetAttribute         manual
-cuPointerGetAttributes        manual
+cuPointerGetAttribute         manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_pointer_get_attributes
+cuPointerGetAttributes        manual  sends=scuda_pointer_get_attributes
 
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
 # The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) become
 # `unsupported` by LEGACY_ABI_MANUAL.
-cuMemcpy                      manual
-cuMemcpyAsync                 manual
-cuMemcpyPeer                  manual
-cuMemcpyPeerAsync             manual
-cuMemcpyHtoD                  manual
-cuMemcpyHtoDAsync             manual
-cuMemcpyDtoH                  manual
-cuMemcpyDtoHAsync             manual
-cuMemcpyDtoD                  manual
-cuMemcpyDtoDAsync             manual
-cuMemcpy2D                    manual
-cuMemcpy2DUnaligned           manual
-cuMemcpy2DAsync               manual
-cuMemcpy3D                    manual
-cuMemcpy3DAsync               manual
-cuMemcpy3DPeer                manual
-cuMemcpy3DPeerAsync           manual
+cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
+cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
+cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
+cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
+cuMemcpyHtoD                  manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyHtoDAsync             manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyDtoH                  manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoHAsync             manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoD                  manual  sends=scuda_memcpy_dtod
+cuMemcpyDtoDAsync             manual  sends=scuda_memcpy_dtod
+cuMemcpy2D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DUnaligned           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3DPeer                manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3DPeerAsync           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 # CUDA-array copies: generated until they get a hand-written bulk path
 # (host buffers travel inside one frame, so at most SCUDA_MAX_FRAME bytes).
 cuMemcpyAtoA                  sync    blocking
@@ -264,29 +267,29 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual
-cuModuleLoadData              manual
-cuModuleLoadDataEx            manual
-cuModuleLoadFatBinary         manual
-cuModuleUnload                manual  invalidates_memo
-cuModuleGetFunction           manual
-cuModuleGetGlobal             manual
-cuModuleGetLoadingMode        manual
-cuModuleGetFunctionCount      manual
-cuModuleEnumerateFunctions    manual
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
+cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
+cuModuleGetGlobal             manual  sends=scuda_module_get_global
+cuModuleGetLoadingMode        local
+cuModuleGetFunctionCount      local
+cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             unsupported            # legacy texture references
 cuModuleGetSurfRef            unsupported
-cuLibraryLoadData             manual
-cuLibraryLoadFromFile         manual
-cuLibraryUnload               manual  invalidates_memo
-cuLibraryGetKernel            manual
-cuLibraryGetKernelCount       manual
-cuLibraryEnumerateKernels     manual
-cuLibraryGetGlobal            manual
-cuLibraryGetModule            manual
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
+cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
+cuLibraryGetKernelCount       local
+cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
+cuLibraryGetGlobal            manual  sends=scuda_module_get_global
+cuLibraryGetModule            manual  sends=scuda_library_get_module
 cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
 cuLibraryGetUnifiedFunction   unsupported            # host function pointers
-cuKernelGetFunction           manual
+cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
 cuKernelGetLibrary            local
 cuKernelGetParamInfo          local
@@ -303,11 +306,11 @@ cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo
 
 # ---- launches (hand-written) ------------------------------------------------
-cuLaunchKernel                manual
-cuLaunchKernelEx              manual
-cuLaunchCooperativeKernel     manual
-cuLaunchHostFunc              manual
-cuStreamAddCallback           manual
+cuLaunchKernel                manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchKernelEx              manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchCooperativeKernel     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchHostFunc              manual  sends=cuStreamSynchronize,scuda_capture_dtoh,scuda_capture_hostfn
+cuStreamAddCallback           manual  sends=cuStreamSynchronize
 # Pre-CUDA-4 execution control (cuParamSet* + cuLaunch/cuLaunchGrid) and the
 # deprecated multi-device launch: not supported remotely.
 cuLaunch                      unsupported
@@ -336,17 +339,17 @@ cuStreamCreate                async   out_handle=phStream
 cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
 cuStreamQuery                 sync    observes       hook
-cuStreamSynchronize           manual                     # src/client/stream_sync.c: answered locally when provably idle
+cuStreamSynchronize           manual  sends=cuStreamSynchronize  # src/client/stream_sync.c: answered locally when provably idle
 cuStreamWaitEvent             async
 cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
 cuStreamGetFlags              sync
 cuStreamGetId                 sync
 cuStreamGetDevice             sync
-cuStreamIsCapturing           manual                     # src/client/graph.c: NONE locally while no capture is active
+cuStreamIsCapturing           manual  sends=cuStreamIsCapturing  # src/client/graph.c: NONE locally while no capture is active
 cuStreamGetCaptureInfo        sync
-cuStreamGetCaptureInfo_v2     manual                     # driver-owned dependency arrays (src/client/graph.c)
-cuStreamGetCaptureInfo_v3     manual
+cuStreamGetCaptureInfo_v2     manual  sends=cuStreamGetCaptureInfo_v2  # driver-owned dependency arrays (src/client/graph.c)
+cuStreamGetCaptureInfo_v3     manual  sends=cuStreamGetCaptureInfo_v3
 cuStreamBeginCapture          sync    capture_begin
 cuStreamEndCapture            sync    out_handle=phGraph capture_end
 cuStreamCopyAttributes        sync
@@ -381,21 +384,21 @@ cuGraphDestroy                async   drops=hGraph
 cuGraphClone                  sync    out_handle=phGraphClone
 cuGraphInstantiateWithFlags   sync    out_handle=phGraphExec
 cuGraphInstantiate            sync    out_handle=phGraphExec phErrorNode=existing logBuffer=out[bufferSize]
-cuGraphInstantiateWithParams  manual                     # CUDA_GRAPH_INSTANTIATE_PARAMS holds handles
+cuGraphInstantiateWithParams  manual  sends=cuGraphInstantiateWithParams  # CUDA_GRAPH_INSTANTIATE_PARAMS holds handles
 cuGraphGetNodes               sync    nodes=out[*numNodes] numNodes=inout
 cuGraphGetRootNodes           sync    rootNodes=out[*numRootNodes] numRootNodes=inout
 cuGraphGetEdges               sync    from=out[*numEdges] to=out[*numEdges] edgeData=out[*numEdges] numEdges=inout
 cuGraphNodeGetDependencies    sync    dependencies=out[*numDependencies] edgeData=out[*numDependencies] numDependencies=inout
 cuGraphNodeGetDependentNodes  sync    dependentNodes=out[*numDependentNodes] edgeData=out[*numDependentNodes] numDependentNodes=inout
 cuGraphNodeFindInClone        sync    phNode=existing
-cuGraphAddKernelNode          manual
-cuGraphKernelNodeGetParams    manual
-cuGraphKernelNodeSetParams    manual
-cuGraphExecKernelNodeSetParams  manual
-cuGraphAddMemcpyNode          manual                     # device and array sides only
-cuGraphMemcpyNodeGetParams    manual
-cuGraphMemcpyNodeSetParams    manual
-cuGraphExecMemcpyNodeSetParams  manual
+cuGraphAddKernelNode          manual  sends=cuGraphAddKernelNode_v2,scuda_host_mirror_create,scuda_host_mirror_free,scuda_param_info
+cuGraphKernelNodeGetParams    manual  sends=cuGraphKernelNodeGetParams_v2
+cuGraphKernelNodeSetParams    manual  sends=cuGraphKernelNodeSetParams_v2,scuda_host_mirror_create,scuda_host_mirror_free,scuda_param_info
+cuGraphExecKernelNodeSetParams  manual  sends=cuGraphExecKernelNodeSetParams_v2,scuda_host_mirror_create,scuda_host_mirror_free,scuda_param_info
+cuGraphAddMemcpyNode          manual  sends=cuGraphAddMemcpyNode  # device and array sides only
+cuGraphMemcpyNodeGetParams    manual  sends=cuGraphMemcpyNodeGetParams
+cuGraphMemcpyNodeSetParams    manual  sends=cuGraphMemcpyNodeSetParams
+cuGraphExecMemcpyNodeSetParams  manual  sends=cuGraphExecMemcpyNodeSetParams
 cuGraphAddHostNode            unsupported            # would run client code from the server's GPU
 cuGraphHostNodeGetParams      unsupported
 cuGraphHostNodeSetParams      unsupported

@@ -144,6 +144,7 @@ def load_spec():
         sl = SpecLine(name, toks[0], lineno)
         sl.alias = alias
         sl.waits = None
+        sl.sends = []
         for t in toks[1:]:
             if t in FLAGS:
                 sl.flags.add(t)
@@ -153,6 +154,8 @@ def load_spec():
                 sl.drops.add(t.split("=", 1)[1])
             elif t.startswith("setting="):
                 sl.setting = t.split("=", 1)[1]
+            elif t.startswith("sends="):
+                sl.sends = t.split("=", 1)[1].split(",")
             elif t.startswith("waits=") or t.startswith("waits_event="):
                 k, v = t.split("=", 1)
                 sl.waits = (v, k == "waits_event")
@@ -184,6 +187,16 @@ def load_spec():
         if not op.name.startswith("scuda_") and op.name not in lines and \
                 not any(op.name.startswith(n + "_") or op.name == n for n in lines):
             raise SpecError("MESSAGES line %d: %s is neither scuda_* nor a manual export" % (op.lineno, op.name))
+    for sl in lines.values():
+        if sl.cls == "manual" and not sl.sends:
+            raise SpecError("FUNCTIONS line %d: %s: a manual function names the ops it sends (sends=); "
+                            "one that sends none is local" % (sl.lineno, sl.name))
+        if sl.sends and sl.cls != "manual":
+            raise SpecError("FUNCTIONS line %d: sends= is for manual functions" % sl.lineno)
+        for op in sl.sends:
+            if op not in msgs.ops:
+                raise SpecError("FUNCTIONS line %d: %s sends %s, which MESSAGES does not define"
+                                % (sl.lineno, sl.name, op))
     internal = msgs
     return lines, internal
 

@@ -188,6 +188,16 @@ class Ops(unittest.TestCase):
         for name in m.internal.ops:
             self.assertIn(name, ops)
 
+    def test_every_message_is_sent(self):
+        """An op of MESSAGES that no hand-written client code sends is dead."""
+        client = ""
+        for name in sorted(os.listdir(os.path.join(ROOT, "src", "client"))):
+            if name.endswith(".c") and not name.endswith(".gen.c"):
+                with open(os.path.join(ROOT, "src", "client", name)) as f:
+                    client += f.read()
+        for name in model().internal.ops:
+            self.assertRegex(client, r"\bOP_%s\b" % name, "nothing sends %s" % name)
+
     def test_deterministic(self):
         again = gen_driver.generate(ROOT, gen_driver.Model(model().h))
         self.assertEqual(again, files())

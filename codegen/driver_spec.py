@@ -41,7 +41,7 @@ FLAGS
                     Only such a call reports the pending error of an earlier
                     one-way call (when it succeeds itself: its outputs still
                     come back); every other call returns its own result and
-                    leaves the error pending (docs/architecture.md, 9.4). Its
+                    leaves the error pending (docs/architecture.md, 3.4). Its
                     generated stub ends with rpc_report_deferred().
   invalidates_memo  the client clears the memo cache after the call
   legacy            (local/manual) the pre-3.2 32-bit export is hand-written

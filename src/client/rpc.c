@@ -2,7 +2,7 @@
  * connection (conn.c): one-way and waiting calls, and what the client
  * keeps of their errors (sticky errors after a fault, one-way calls'
  * errors held for the next observing call). docs/architecture.md, 3.4
- * Errors, describes the model. */
+ * The error model, describes it. */
 #define _GNU_SOURCE
 #include "rpc.h"
 

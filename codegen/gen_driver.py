@@ -1589,10 +1589,16 @@ class Emitter:
 # main
 # ---------------------------------------------------------------------------
 
-def generate(root, model=None):
-    """Return {relative path: text} for every output, reading ops.txt from root."""
+def generate(root, model=None, compact=False):
+    """Return {relative path: text} for every output, reading ops.txt from root.
+    compact: drop the registry's ops that nothing sends any more (only with
+    a new SCUDA_PROTOCOL_VERSION: it renumbers the ops after them)."""
     model = model or Model()
-    ops = assign_ops(read_ops(os.path.join(root, OPS_FILE)), model.wanted_ops())
+    existing = read_ops(os.path.join(root, OPS_FILE))
+    if compact:
+        wanted = set(model.wanted_ops())
+        existing = [n for n in existing if n in wanted]
+    ops = assign_ops(existing, model.wanted_ops())
     em = Emitter(model, ops)
     return {
         OPS_FILE: "".join(n + "\n" for n in ops),
@@ -1658,12 +1664,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="fail with a diff if generated files are stale")
     ap.add_argument("--report", action="store_true", help="print every export's verdict")
+    ap.add_argument("--compact-ops", action="store_true",
+                    help="drop retired ops from ops.txt (only with a new protocol version)")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
         if args.check:
             return check(args.root)
-        files = generate(args.root)
+        files = generate(args.root, compact=args.compact_ops)
         if args.report:
             sys.stdout.write(files["codegen/coverage.gen.txt"])
             return 0

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 need_apt=()
-for tool in cmake ninja gcc python3 nm; do
+# cppcheck and gcovr: scripts/cppcheck.sh and scripts/coverage.sh.
+for tool in cmake ninja gcc python3 nm cppcheck gcovr; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 if ((${#need_apt[@]})); then
@@ -19,7 +20,7 @@ if ((${#need_apt[@]})); then
   echo "deps: installing ${pkgs[*]} with apt-get"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
 
 # The code generator parses cuda.h with pycparser.

@@ -2,8 +2,9 @@
 # Builds SCUDA and runs every CI test: unit tests, the generator's diff
 # check, and end-to-end tests of client and server over loopback against
 # the CPU stand-in driver; then all of it again under AddressSanitizer and
-# UBSan; then the unit and end-to-end tests under ThreadSanitizer. No GPU
-# needed. Ends with "N passed, N failed" over all three.
+# UBSan; then the unit and end-to-end tests under ThreadSanitizer, and once
+# more for a coverage report. Before them, cppcheck against its baseline.
+# No GPU needed. Ends with "N passed, N failed" over all of it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -23,11 +24,20 @@ run_suite() { # name build-dir test-regex ("": all) extra-cmake-args...
   echo "=== $name: tests"
   local log="$dir/ctest.log"
   ctest --test-dir "$dir" --output-on-failure --timeout 300 -j "$jobs" ${only:+-R "$only"} 2>&1 | tee "$log"
-  local p f
-  p=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
-  f=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*|Failed|Timeout|Not Run)' "$log" || true)
-  total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+  count_ctest "$log"
 }
+
+count_fail=0
+count_ctest() { # ctest-log: adds its results to the totals
+  local p
+  p=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$1" || true)
+  count_fail=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*|Failed|Timeout|Not Run)' "$1" || true)
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + count_fail))
+}
+
+# cppcheck against its baseline (scripts/cppcheck.sh): one test.
+echo "=== cppcheck"
+if bash scripts/cppcheck.sh; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
 
 run_suite "release" build-ci ""
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -35,6 +45,17 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 # The fuzzers and the generator's checks gain nothing from a third run.
 # The tests' ThreadSanitizer options (any report fails): tests/CMakeLists.txt.
 run_suite "tsan" build-ci-tsan '^(unit|standin|e2e)/' -DSCUDA_SANITIZE=thread
+
+# Coverage (scripts/coverage.sh): the tsan suite's tests in a gcov build,
+# counted like any suite; the percentage is a report, never a failure.
+echo "=== coverage: build, tests, report (build-ci-cov)"
+rm -f build-ci-cov/ctest.log
+cov_rc=0
+bash scripts/coverage.sh || cov_rc=$?
+count_fail=0
+[ -f build-ci-cov/ctest.log ] && count_ctest build-ci-cov/ctest.log
+# A failed build or report leaves no failed test to count.
+if [ "$cov_rc" -ne 0 ] && [ "$count_fail" -eq 0 ]; then total_fail=$((total_fail + 1)); fi
 
 echo
 echo "${total_pass} passed, ${total_fail} failed"

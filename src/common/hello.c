@@ -27,7 +27,7 @@ int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], ch
         return -1;
     }
     if (version != SCUDA_PROTOCOL_VERSION) {
-        snprintf(err, errlen, "the server speaks protocol v%u, this client v%u", version, SCUDA_PROTOCOL_VERSION);
+        snprintf(err, errlen, "the server speaks protocol v%u, this client v%u", version, (unsigned)SCUDA_PROTOCOL_VERSION);
         return -2;
     }
     memcpy(nonce, hello + 8, SCUDA_NONCE_LEN);

@@ -95,7 +95,7 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
     }
     if (their_version != SCUDA_PROTOCOL_VERSION) {
         char msg[128];
-        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", their_version, SCUDA_PROTOCOL_VERSION);
+        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", their_version, (unsigned)SCUDA_PROTOCOL_VERSION);
         LOG_WARN("%s refused: %s", peer, msg);
         refuse(fd, WELCOME_BAD_VERSION, msg);
         return -1;

@@ -45,10 +45,10 @@ static long call(int fd, uint16_t op, const wire_buf *b) { return call_raw(fd, o
 
 static void retain_ctx(int fd)
 {
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = CTX};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, 0);
-    wb_put_u64(&b, CTX);
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
     CHECK(call_raw(fd, OP_scuda_primary_ctx_retain, 0, 0, b.data, (uint32_t)b.len) == CUDA_SUCCESS);
     wb_free(&b);
 }
@@ -100,14 +100,13 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     wb_put_u64(b, 0);
     wb_put_u8(b, 0);
     b = NEW("scuda_ctx_synchronize", OP_scuda_ctx_synchronize);
-    wb_put_u64(b, CTX);
-    wb_put_u64(b, 0);
+    msg_scuda_ctx_synchronize_req_put(b, &(struct msg_scuda_ctx_synchronize_req){.ctx = CTX});
     b = NEW("cuStreamCreate", OP_cuStreamCreate);
     wb_put_u8(b, 1);
     wb_put_u64(b, 0x5550);
     wb_put_u32(b, 0);
     b = NEW("scuda_error_string", OP_scuda_error_string);
-    wb_put_u32(b, CUDA_ERROR_INVALID_VALUE);
+    msg_scuda_error_string_req_put(b, &(struct msg_scuda_error_string_req){.code = CUDA_ERROR_INVALID_VALUE});
     b = NEW("scuda_pointer_get_attributes", OP_scuda_pointer_get_attributes);
     wb_put_u32(b, CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
     wb_put_u64(b, dev);

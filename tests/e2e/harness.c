@@ -727,8 +727,12 @@ long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t l
 
 void h_raw_retain_ctx(int fd)
 {
-    uint64_t req[2] = {0, H_RAW_CTX}; /* device 0, the context's id */
-    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, req, sizeof req, NULL, NULL);
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = H_RAW_CTX};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
+    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, b.data, b.len, NULL, NULL);
+    wb_free(&b);
     CHECK(r == CUDA_SUCCESS, "raw session: retaining the primary context returned %ld", r);
 }
 

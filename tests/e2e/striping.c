@@ -481,11 +481,17 @@ static void raw_ping(struct raw_session *r, long want, const char *what)
  * call's error (protocol.h). */
 static void raw_sync(struct raw_session *r, long want, const char *what)
 {
-    uint64_t ctx = 0x100, args[2] = {0, ctx}; /* device 0, the context's id */
-    CHECK(raw_call(r, OP_scuda_primary_ctx_retain, args, sizeof args, NULL, NULL) == CUDA_SUCCESS);
-    args[0] = ctx;
-    args[1] = 0;
-    long rc = raw_call(r, OP_scuda_ctx_synchronize, args, sizeof args, NULL, NULL);
+    const uint64_t ctx = 0x100;
+    struct msg_scuda_primary_ctx_retain_req retain = {.dev = 0, .ctx = ctx};
+    struct msg_scuda_ctx_synchronize_req sync = {.ctx = ctx};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_primary_ctx_retain_req_put(&b, &retain);
+    CHECK(raw_call(r, OP_scuda_primary_ctx_retain, b.data, (uint32_t)b.len, NULL, NULL) == CUDA_SUCCESS);
+    wb_reset(&b);
+    msg_scuda_ctx_synchronize_req_put(&b, &sync);
+    long rc = raw_call(r, OP_scuda_ctx_synchronize, b.data, (uint32_t)b.len, NULL, NULL);
+    wb_free(&b);
     CHECK(rc == want, "%s: synchronize answered %ld, expected %ld", what, rc, want);
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/transport.h"
@@ -371,8 +372,8 @@ static void handshakes(void)
     /* wrong magic */
     int fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     uint8_t junk[52];
     memset(junk, 0x41, sizeof junk);
     CHECK(io_write_full(fd, junk, sizeof junk) == 0);
@@ -381,23 +382,22 @@ static void handshakes(void)
     /* wrong version: refused with WELCOME_BAD_VERSION */
     fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
-    uint8_t ch[52] = {0};
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
+    uint8_t ch[52] = {0}; /* a client_hello of another version: hello.c sends only its own */
     uint32_t magic = SCUDA_MAGIC;
     uint16_t ver = SCUDA_PROTOCOL_VERSION + 7;
     memcpy(ch, &magic, 4);
     memcpy(ch + 4, &ver, 2);
     CHECK(io_write_full(fd, ch, sizeof ch) == 0);
-    uint8_t wh[8];
-    CHECK(io_read_full_timeout(fd, wh, sizeof wh, 5000) == 0, "no welcome for a wrong version");
     uint32_t status;
-    memcpy(&status, wh, 4);
+    char msg[256];
+    CHECK(hello_read_welcome(fd, 5000, &status, msg, sizeof msg) == 0, "no welcome for a wrong version: %s", msg);
     CHECK(status == WELCOME_BAD_VERSION, "wrong version got welcome status %u", status);
     close(fd);
     /* half a client hello, then gone */
     fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     CHECK(io_write_full(fd, ch, 20) == 0);
     close(fd);
     printf("ok bad handshakes are refused\n");

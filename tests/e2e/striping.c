@@ -31,7 +31,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/auth.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -525,9 +524,7 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
     uint8_t proof_nonce[SCUDA_NONCE_LEN];
     memcpy(proof_nonce, nonce, sizeof nonce);
     if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
-    memcpy(req, &pid, 4);
-    memcpy(req + 4, &index, 4);
-    auth_join_proof(key, proof_nonce, pid, index, req + 8);
+    hello_join_request(req, pid, index, key, proof_nonce);
     CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
     if (hello_read_welcome(fd, 10000, status, msg, msglen) != 0 || *status != WELCOME_OK) {
         close(fd);

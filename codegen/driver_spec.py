@@ -590,15 +590,39 @@ op scuda_param_info
 
 # ---- contexts and the session (fields to come) -------------------------------------
 # (group: contexts)
-op scuda_ping
-op scuda_error_string            any_context
+# The client keeps the context stack and picks every context's id; the
+# session binds the real contexts to those ids.
+op scuda_ping                                  # an empty round trip (scuda info, bench)
+
+op scuda_error_string            any_context   # the real driver's texts for a CUresult
+    in u32 code
+    out str name
+    out str text
+
 op scuda_ctx_create              blocking  any_context
+    in handle ctx                      # the new context's id
+    in u32 flags
+    in i32 dev
+
 op scuda_primary_ctx_retain      blocking  any_context
+    in i32 dev
+    in handle ctx                      # the primary context's id, the same for the process's life
+
 op scuda_primary_ctx_release     blocking  any_context
+    in i32 dev
+
 op scuda_primary_ctx_reset       blocking  any_context
+    in i32 dev
+
 op scuda_primary_ctx_set_flags   any_context
+    in i32 dev
+    in u32 flags
+
 op scuda_ctx_destroy             blocking  any_context
+    in handle ctx
+
 op scuda_ctx_synchronize         blocking  observes  any_context
+    in handle ctx
 # (end of group: contexts)
 
 # ---- graphs and stream capture (fields to come) ---------------------------------------

@@ -68,22 +68,11 @@ static CUresult handshake_fail(const char *what, const char *fix)
 
 static CUresult read_welcome(void)
 {
-    uint8_t hdr[8];
-    if (io_read_full_timeout(conn.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0)
-        return handshake_fail("no welcome from the server", "check the server's log");
-    uint32_t status, len;
-    memcpy(&status, hdr, 4);
-    memcpy(&len, hdr + 4, 4);
-    if (len > (1u << 20)) return handshake_fail("malformed welcome", "is this a SCUDA server of the same version?");
-    uint8_t *body = malloc(len ? len : 1);
-    if (!body || io_read_full_timeout(conn.fd, body, len, WELCOME_TIMEOUT_MS) != 0) {
-        free(body);
-        return handshake_fail("connection closed during the welcome", "check the server's log");
-    }
-    wire_reader r;
-    wr_init(&r, body, len);
-    const char *msg = wr_str(&r);
-    CUresult rc = CUDA_SUCCESS;
+    uint32_t status;
+    char msg[256];
+    int rc = hello_read_session_welcome(conn.fd, WELCOME_TIMEOUT_MS, &status, msg, sizeof msg, &conn.info);
+    if (rc == -1) return handshake_fail(msg, "check the server's log");
+    if (rc != 0) return handshake_fail(msg, "use a client and server of the same SCUDA version");
     if (status != WELCOME_OK) {
         static const char *fixes[] = {
             [WELCOME_BAD_VERSION] = "use a client and server of the same SCUDA version",
@@ -94,13 +83,10 @@ static CUresult read_welcome(void)
         };
         const char *fix = status < sizeof fixes / sizeof fixes[0] && fixes[status] ? fixes[status] : "check the server's log";
         char what[512];
-        snprintf(what, sizeof what, "refused: %s", msg ? msg : "no reason given");
-        rc = handshake_fail(what, fix);
-    } else if (session_info_decode(&r, &conn.info) != 0) {
-        rc = handshake_fail("malformed session info", "use a client and server of the same SCUDA version");
+        snprintf(what, sizeof what, "refused: %s", msg[0] ? msg : "no reason given");
+        return handshake_fail(what, fix);
     }
-    free(body);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 CUresult conn_open(const char *addr)

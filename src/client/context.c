@@ -148,17 +148,6 @@ static void unbind_everywhere_in_thread(struct client_ctx *c)
 
 static int valid_device(CUdevice dev) { return dev >= 0 && (unsigned)dev < conn_info()->device_count; }
 
-static CUresult simple_call(uint16_t op, uint64_t a, uint64_t b)
-{
-    rpc_call c;
-    rpc_begin(&c, op);
-    wb_put_u64(&c.req, a);
-    wb_put_u64(&c.req, b);
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
-    return r;
-}
-
 /* ---- current context ------------------------------------------------- */
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
@@ -255,7 +244,12 @@ static CUresult ctx_sync(CUcontext ctx)
 {
     struct client_ctx *c = ctx ? lookup(ctx) : current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    CUresult r = simple_call(OP_scuda_ctx_synchronize, c->id, 0);
+    rpc_call call;
+    struct msg_scuda_ctx_synchronize_req m = {c->id};
+    rpc_begin(&call, OP_scuda_ctx_synchronize);
+    msg_scuda_ctx_synchronize_req_put(&call.req, &m);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
     if (r == CUDA_SUCCESS) coherence_synced(0, 1);
     return rpc_report_deferred(r);
 }
@@ -272,10 +266,9 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     struct client_ctx *c = ctx_new(dev, flags, 0);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call call;
+    struct msg_scuda_ctx_create_req m = {.ctx = c->id, .flags = flags, .dev = dev};
     rpc_begin(&call, OP_scuda_ctx_create);
-    wb_put_u64(&call.req, c->id);
-    wb_put_u32(&call.req, flags);
-    wb_put_i32(&call.req, dev);
+    msg_scuda_ctx_create_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
     if (r != CUDA_SUCCESS) {
@@ -321,7 +314,12 @@ static CUresult ctx_destroy(CUcontext ctx)
 {
     struct client_ctx *c = lookup(ctx);
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
-    CUresult r = simple_call(OP_scuda_ctx_destroy, c->id, 0);
+    rpc_call call;
+    struct msg_scuda_ctx_destroy_req m = {c->id};
+    rpc_begin(&call, OP_scuda_ctx_destroy);
+    msg_scuda_ctx_destroy_req_put(&call.req, &m);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
     if (r == CUDA_SUCCESS) {
         scuda_export_tables_context_destroyed(ctx);
         memo_forget_settings(); /* memo entries are keyed by context id */
@@ -350,7 +348,12 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         /* The server holds one retain for all of ours; the id stays the same
          * for the life of the process, as the real primary context does. */
         if (!p->ctx && !(p->ctx = ctx_new(dev, 0, 1))) return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = simple_call(OP_scuda_primary_ctx_retain, (uint64_t)dev, p->ctx->id);
+        rpc_call call;
+        struct msg_scuda_primary_ctx_retain_req m = {.dev = dev, .ctx = p->ctx->id};
+        rpc_begin(&call, OP_scuda_primary_ctx_retain);
+        msg_scuda_primary_ctx_retain_req_put(&call.req, &m);
+        CUresult r = rpc_sync(&call);
+        rpc_end(&call);
         if (r != CUDA_SUCCESS) return r;
     }
     pthread_mutex_lock(&ctx_lock);
@@ -373,7 +376,13 @@ static CUresult primary_release(CUdevice dev)
     if (!last) return CUDA_SUCCESS;
     scuda_export_tables_context_destroyed((CUcontext)handle_from_id(p->ctx->id));
     memo_forget_settings(); /* the context's state goes with it */
-    return simple_call(OP_scuda_primary_ctx_release, (uint64_t)dev, 0);
+    rpc_call call;
+    struct msg_scuda_primary_ctx_release_req m = {dev};
+    rpc_begin(&call, OP_scuda_primary_ctx_release);
+    msg_scuda_primary_ctx_release_req_put(&call.req, &m);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
+    return r;
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { SHIM_ENTER(cuDevicePrimaryCtxRelease_v2, (dev)); return primary_release(dev); }
@@ -392,7 +401,12 @@ EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
 static CUresult primary_set_flags(CUdevice dev, unsigned flags)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    CUresult r = simple_call(OP_scuda_primary_ctx_set_flags, (uint64_t)dev, flags);
+    rpc_call call;
+    struct msg_scuda_primary_ctx_set_flags_req m = {.dev = dev, .flags = flags};
+    rpc_begin(&call, OP_scuda_primary_ctx_set_flags);
+    msg_scuda_primary_ctx_set_flags_req_put(&call.req, &m);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
     if (r == CUDA_SUCCESS) primaries[dev].flags = flags;
     return r;
 }
@@ -404,7 +418,12 @@ static CUresult primary_reset(CUdevice dev)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (primaries[dev].ctx) scuda_export_tables_context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
-    CUresult r = simple_call(OP_scuda_primary_ctx_reset, (uint64_t)dev, 0);
+    rpc_call call;
+    struct msg_scuda_primary_ctx_reset_req m = {dev};
+    rpc_begin(&call, OP_scuda_primary_ctx_reset);
+    msg_scuda_primary_ctx_reset_req_put(&call.req, &m);
+    CUresult r = rpc_sync(&call);
+    rpc_end(&call);
     if (r == CUDA_SUCCESS) {
         memo_forget_settings();
         atomic_fetch_add(&ptds_generation, 1);

@@ -103,14 +103,14 @@ static const struct error_text *remote_error(CUresult e)
     struct error_text *t = &error_cache[e];
     if (!t->name) {
         rpc_call c;
+        struct msg_scuda_error_string_req m = {(uint32_t)e};
+        struct msg_scuda_error_string_rep rep;
         rpc_begin(&c, OP_scuda_error_string);
-        wb_put_u32(&c.req, (uint32_t)e);
-        if (rpc_sync(&c) == CUDA_SUCCESS) {
-            const char *name = wr_str(&c.out), *text = wr_str(&c.out);
-            if (name && text) {
-                t->text = strdup(text);
-                t->name = t->text ? strdup(name) : NULL;
-            }
+        msg_scuda_error_string_req_put(&c.req, &m);
+        if (rpc_sync(&c) == CUDA_SUCCESS && msg_scuda_error_string_rep_get(&c.out, &c.arena, &rep) == 0 &&
+            rep.name && rep.text) {
+            t->text = strdup(rep.text);
+            t->name = t->text ? strdup(rep.name) : NULL;
         }
         rpc_end(&c);
     }
@@ -148,7 +148,9 @@ EXPORT int scuda_client_ping(double *rtt_us, int iterations)
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         rpc_call c;
+        struct msg_scuda_ping_req m = {0};
         rpc_begin(&c, OP_scuda_ping);
+        msg_scuda_ping_req_put(&c.req, &m);
         CUresult r = rpc_sync(&c);
         rpc_end(&c);
         clock_gettime(CLOCK_MONOTONIC, &b);

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "auth.h"
+#include "session_info.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -53,9 +55,23 @@ int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *
     return rc;
 }
 
-int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen)
+void hello_join_request(uint8_t req[BULK_JOIN_LEN], uint32_t pid, uint32_t index,
+                        const uint8_t secret[BULK_SECRET_LEN], const uint8_t nonce[SCUDA_NONCE_LEN])
 {
-    uint8_t hdr[8], body[1024];
+    memcpy(req, &pid, 4);
+    memcpy(req + 4, &index, 4);
+    auth_join_proof(secret, nonce, pid, index, req + 8);
+}
+
+/* A welcome is { u32 status, u32 length } and a body of that length: the
+ * message, then a session's session info. Far larger than any session
+ * info: a length beyond it is not a SCUDA welcome. */
+#define WELCOME_MAX (1u << 20)
+
+static int read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen,
+                        struct session_info *si)
+{
+    uint8_t hdr[8];
     uint32_t len;
     *status = WELCOME_INTERNAL;
     if (io_read_full_timeout(fd, hdr, sizeof hdr, timeout_ms) != 0) {
@@ -65,19 +81,37 @@ int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size
     }
     memcpy(status, hdr, 4);
     memcpy(&len, hdr + 4, 4);
-    /* A session's welcome carries session info after the message: far
-     * longer than a message alone. */
-    if (len > sizeof body || io_read_full_timeout(fd, body, len, timeout_ms) != 0) {
-        snprintf(msg, msglen, "%s", len > sizeof body ? "an unexpected welcome" : "a truncated welcome");
+    if (len > WELCOME_MAX) {
+        snprintf(msg, msglen, "a malformed welcome");
+        return -2;
+    }
+    uint8_t *body = malloc(len ? len : 1);
+    if (!body || io_read_full_timeout(fd, body, len, timeout_ms) != 0) {
+        snprintf(msg, msglen, "%s", body ? "a truncated welcome" : "out of memory for the welcome");
+        free(body);
         return -1;
     }
     wire_reader r;
     wr_init(&r, body, len);
-    const char *m = wr_str(&r);
-    if (m == NULL || !wr_ok_end(&r)) {
-        snprintf(msg, msglen, "an unexpected welcome");
-        return -1;
+    const char *m = wr_str(&r); /* NULL when absent: no reason given */
+    const char *bad = NULL;
+    if (si && *status == WELCOME_OK) {
+        if (session_info_decode(&r, si) != 0) bad = "malformed session info";
+    } else if (!wr_ok_end(&r)) {
+        bad = "an unexpected welcome"; /* e.g. a session's, where none was asked for */
     }
-    snprintf(msg, msglen, "%s", m);
-    return 0;
+    snprintf(msg, msglen, "%s", bad ? bad : m ? m : "");
+    free(body);
+    return bad ? -2 : 0;
+}
+
+int hello_read_session_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen,
+                               struct session_info *si)
+{
+    return read_welcome(fd, timeout_ms, status, msg, msglen, si);
+}
+
+int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen)
+{
+    return read_welcome(fd, timeout_ms, status, msg, msglen, NULL);
 }

@@ -932,40 +932,46 @@ int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda
 
 void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->code);
 }
 
 int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->code = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_str(b, m->name);
+    wb_put_str(b, m->text);
 }
 
 int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->name = wr_str(r);
+    m->text = wr_str(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->ctx);
+    wb_put_u32(b, m->flags);
+    wb_put_i32(b, m->dev);
 }
 
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->ctx = wr_u64(r);
+    m->flags = wr_u32(r);
+    m->dev = wr_i32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -984,14 +990,16 @@ int msg_scuda_ctx_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 
 void msg_scuda_primary_ctx_retain_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_retain_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_i32(b, m->dev);
+    wb_put_u64(b, m->ctx);
 }
 
 int msg_scuda_primary_ctx_retain_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_retain_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
+    m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1010,14 +1018,14 @@ int msg_scuda_primary_ctx_retain_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_scuda_primary_ctx_release_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_release_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_i32(b, m->dev);
 }
 
 int msg_scuda_primary_ctx_release_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_release_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1036,14 +1044,14 @@ int msg_scuda_primary_ctx_release_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_primary_ctx_reset_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_reset_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_i32(b, m->dev);
 }
 
 int msg_scuda_primary_ctx_reset_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_reset_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1062,14 +1070,16 @@ int msg_scuda_primary_ctx_reset_rep_get(wire_reader *r, struct msg_arena *a, str
 
 void msg_scuda_primary_ctx_set_flags_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_set_flags_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_i32(b, m->dev);
+    wb_put_u32(b, m->flags);
 }
 
 int msg_scuda_primary_ctx_set_flags_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_set_flags_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
+    m->flags = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1088,14 +1098,14 @@ int msg_scuda_primary_ctx_set_flags_rep_get(wire_reader *r, struct msg_arena *a,
 
 void msg_scuda_ctx_destroy_req_put(wire_buf *b, const struct msg_scuda_ctx_destroy_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->ctx);
 }
 
 int msg_scuda_ctx_destroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_destroy_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1114,14 +1124,14 @@ int msg_scuda_ctx_destroy_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_scuda_ctx_synchronize_req_put(wire_buf *b, const struct msg_scuda_ctx_synchronize_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->ctx);
 }
 
 int msg_scuda_ctx_synchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_synchronize_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

@@ -485,7 +485,7 @@ struct msg_scuda_param_info_rep {
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
 
-/* scuda_ping request */
+/* scuda_ping request: an empty round trip (scuda info, bench) */
 struct msg_scuda_ping_req {
     char none; /* no fields */
 };
@@ -499,23 +499,26 @@ struct msg_scuda_ping_rep {
 void msg_scuda_ping_rep_put(wire_buf *b, const struct msg_scuda_ping_rep *m);
 int msg_scuda_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ping_rep *m);
 
-/* scuda_error_string request */
+/* scuda_error_string request: the real driver's texts for a CUresult */
 struct msg_scuda_error_string_req {
-    char none; /* no fields */
+    uint32_t code; /* u32 code */
 };
 void msg_scuda_error_string_req_put(wire_buf *b, const struct msg_scuda_error_string_req *m);
 int msg_scuda_error_string_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_req *m);
 
 /* scuda_error_string reply */
 struct msg_scuda_error_string_rep {
-    char none; /* no fields */
+    const char *name; /* str name */
+    const char *text; /* str text */
 };
 void msg_scuda_error_string_rep_put(wire_buf *b, const struct msg_scuda_error_string_rep *m);
 int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_error_string_rep *m);
 
 /* scuda_ctx_create request */
 struct msg_scuda_ctx_create_req {
-    char none; /* no fields */
+    uint64_t ctx; /* handle ctx: the new context's id */
+    uint32_t flags; /* u32 flags */
+    int32_t dev; /* i32 dev */
 };
 void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create_req *m);
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m);
@@ -529,7 +532,8 @@ int msg_scuda_ctx_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 
 /* scuda_primary_ctx_retain request */
 struct msg_scuda_primary_ctx_retain_req {
-    char none; /* no fields */
+    int32_t dev; /* i32 dev */
+    uint64_t ctx; /* handle ctx: the primary context's id, the same for the process's life */
 };
 void msg_scuda_primary_ctx_retain_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_retain_req *m);
 int msg_scuda_primary_ctx_retain_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_retain_req *m);
@@ -543,7 +547,7 @@ int msg_scuda_primary_ctx_retain_rep_get(wire_reader *r, struct msg_arena *a, st
 
 /* scuda_primary_ctx_release request */
 struct msg_scuda_primary_ctx_release_req {
-    char none; /* no fields */
+    int32_t dev; /* i32 dev */
 };
 void msg_scuda_primary_ctx_release_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_release_req *m);
 int msg_scuda_primary_ctx_release_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_release_req *m);
@@ -557,7 +561,7 @@ int msg_scuda_primary_ctx_release_rep_get(wire_reader *r, struct msg_arena *a, s
 
 /* scuda_primary_ctx_reset request */
 struct msg_scuda_primary_ctx_reset_req {
-    char none; /* no fields */
+    int32_t dev; /* i32 dev */
 };
 void msg_scuda_primary_ctx_reset_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_reset_req *m);
 int msg_scuda_primary_ctx_reset_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_reset_req *m);
@@ -571,7 +575,8 @@ int msg_scuda_primary_ctx_reset_rep_get(wire_reader *r, struct msg_arena *a, str
 
 /* scuda_primary_ctx_set_flags request */
 struct msg_scuda_primary_ctx_set_flags_req {
-    char none; /* no fields */
+    int32_t dev; /* i32 dev */
+    uint32_t flags; /* u32 flags */
 };
 void msg_scuda_primary_ctx_set_flags_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_set_flags_req *m);
 int msg_scuda_primary_ctx_set_flags_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_set_flags_req *m);
@@ -585,7 +590,7 @@ int msg_scuda_primary_ctx_set_flags_rep_get(wire_reader *r, struct msg_arena *a,
 
 /* scuda_ctx_destroy request */
 struct msg_scuda_ctx_destroy_req {
-    char none; /* no fields */
+    uint64_t ctx; /* handle ctx */
 };
 void msg_scuda_ctx_destroy_req_put(wire_buf *b, const struct msg_scuda_ctx_destroy_req *m);
 int msg_scuda_ctx_destroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_destroy_req *m);
@@ -599,7 +604,7 @@ int msg_scuda_ctx_destroy_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 /* scuda_ctx_synchronize request */
 struct msg_scuda_ctx_synchronize_req {
-    char none; /* no fields */
+    uint64_t ctx; /* handle ctx */
 };
 void msg_scuda_ctx_synchronize_req_put(wire_buf *b, const struct msg_scuda_ctx_synchronize_req *m);
 int msg_scuda_ctx_synchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_synchronize_req *m);

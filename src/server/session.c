@@ -29,6 +29,7 @@
 #include "param_layout.h"
 #include "quota.h"
 #include "staging.h"
+#include "welcome.h"
 #include "../common/libload.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -124,21 +125,6 @@ static CUresult gather_info(struct session_info *si)
     si->session_pid = (uint32_t)getpid();
     for (uint32_t d = 0; d < si->device_count; d++) gather_device((CUdevice)d, &si->dev[d]);
     return CUDA_SUCCESS;
-}
-
-static void send_welcome(int fd, uint32_t status, const char *msg, const struct session_info *si)
-{
-    wire_buf b;
-    wb_init(&b);
-    wb_put_str(&b, msg);
-    if (si) session_info_encode(&b, si);
-    uint8_t hdr[8];
-    uint32_t len = (uint32_t)b.len;
-    memcpy(hdr, &status, 4);
-    memcpy(hdr + 4, &len, 4);
-    struct iovec iov[2] = {{hdr, 8}, {b.data, b.len}};
-    io_writev_full(fd, iov, 2);
-    wb_free(&b);
 }
 
 /* ---- context binding and deferred errors ---------------------------- */
@@ -642,7 +628,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     char err[512] = "";
     if (load_driver(opt->driver_path, err, sizeof err) != 0) {
         LOG_ERROR("cannot load the CUDA driver (%s); install it or pass --driver PATH", err);
-        send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver", NULL);
+        welcome_send(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver");
         _exit(1);
     }
     quota_install(&real, opt->mem_quota);
@@ -656,10 +642,10 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         LOG_ERROR("cuInit on the server failed with %d", r);
         char msg[128];
         snprintf(msg, sizeof msg, "cuInit failed on the server with CUresult %d", r);
-        send_welcome(fd, WELCOME_NO_DEVICE, msg, NULL);
+        welcome_send(fd, WELCOME_NO_DEVICE, msg);
         _exit(1);
     }
-    send_welcome(fd, WELCOME_OK, "", &si);
+    welcome_send_session(fd, WELCOME_OK, "", &si);
     LOG_INFO("session started: %u device(s)", si.device_count);
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     dispatch_loop(&s);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/transport.h"
@@ -45,10 +46,10 @@ static long call(int fd, uint16_t op, const wire_buf *b) { return call_raw(fd, o
 
 static void retain_ctx(int fd)
 {
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = CTX};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, 0);
-    wb_put_u64(&b, CTX);
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
     CHECK(call_raw(fd, OP_scuda_primary_ctx_retain, 0, 0, b.data, (uint32_t)b.len) == CUDA_SUCCESS);
     wb_free(&b);
 }
@@ -100,14 +101,13 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     wb_put_u64(b, 0);
     wb_put_u8(b, 0);
     b = NEW("scuda_ctx_synchronize", OP_scuda_ctx_synchronize);
-    wb_put_u64(b, CTX);
-    wb_put_u64(b, 0);
+    msg_scuda_ctx_synchronize_req_put(b, &(struct msg_scuda_ctx_synchronize_req){.ctx = CTX});
     b = NEW("cuStreamCreate", OP_cuStreamCreate);
     wb_put_u8(b, 1);
     wb_put_u64(b, 0x5550);
     wb_put_u32(b, 0);
     b = NEW("scuda_error_string", OP_scuda_error_string);
-    wb_put_u32(b, CUDA_ERROR_INVALID_VALUE);
+    msg_scuda_error_string_req_put(b, &(struct msg_scuda_error_string_req){.code = CUDA_ERROR_INVALID_VALUE});
     b = NEW("scuda_pointer_get_attributes", OP_scuda_pointer_get_attributes);
     wb_put_u32(b, CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
     wb_put_u64(b, dev);
@@ -372,8 +372,8 @@ static void handshakes(void)
     /* wrong magic */
     int fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     uint8_t junk[52];
     memset(junk, 0x41, sizeof junk);
     CHECK(io_write_full(fd, junk, sizeof junk) == 0);
@@ -382,23 +382,22 @@ static void handshakes(void)
     /* wrong version: refused with WELCOME_BAD_VERSION */
     fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
-    uint8_t ch[52] = {0};
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
+    uint8_t ch[52] = {0}; /* a client_hello of another version: hello.c sends only its own */
     uint32_t magic = SCUDA_MAGIC;
     uint16_t ver = SCUDA_PROTOCOL_VERSION + 7;
     memcpy(ch, &magic, 4);
     memcpy(ch + 4, &ver, 2);
     CHECK(io_write_full(fd, ch, sizeof ch) == 0);
-    uint8_t wh[8];
-    CHECK(io_read_full_timeout(fd, wh, sizeof wh, 5000) == 0, "no welcome for a wrong version");
     uint32_t status;
-    memcpy(&status, wh, 4);
+    char msg[256];
+    CHECK(hello_read_welcome(fd, 5000, &status, msg, sizeof msg) == 0, "no welcome for a wrong version: %s", msg);
     CHECK(status == WELCOME_BAD_VERSION, "wrong version got welcome status %u", status);
     close(fd);
     /* half a client hello, then gone */
     fd = tcp_connect(addr, 5000, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
-    CHECK(io_read_full_timeout(fd, hello, sizeof hello, 5000) == 0);
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     CHECK(io_write_full(fd, ch, 20) == 0);
     close(fd);
     printf("ok bad handshakes are refused\n");

@@ -115,10 +115,10 @@ static void post(int fd, uint16_t op, uint32_t ctx, const wire_buf *b)
 static long ping_then_sync(int fd, uint32_t ctx)
 {
     CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS, "a ping reported an earlier one-way call's error");
+    struct msg_scuda_ctx_synchronize_req m = {.ctx = ctx};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, ctx);
-    wb_put_u64(&b, 0);
+    msg_scuda_ctx_synchronize_req_put(&b, &m);
     long r = call(fd, OP_scuda_ctx_synchronize, ctx, &b);
     wb_free(&b);
     return r;
@@ -130,10 +130,10 @@ static void raw_protocol(const char *addr)
     int fd = h_raw_connect(addr, NULL, &status);
     CHECK(fd >= 0, "raw handshake failed (welcome status %u)", status);
     const uint32_t ctx = 0x100;
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = ctx};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, 0);   /* device */
-    wb_put_u64(&b, ctx); /* context id */
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
     CHECK(call(fd, OP_scuda_primary_ctx_retain, 0, &b) == CUDA_SUCCESS);
     CHECK(call(fd, OP_scuda_ping, ctx, NULL) == CUDA_SUCCESS);
 

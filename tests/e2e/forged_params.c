@@ -88,10 +88,10 @@ static uint64_t alloc_zeroed(int fd)
 /* Synchronize, then read the output buffer back (malloc'd). */
 static uint8_t *read_back(int fd, uint64_t dev)
 {
+    struct msg_scuda_ctx_synchronize_req m = {.ctx = H_RAW_CTX};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, H_RAW_CTX);
-    wb_put_u64(&b, 0);
+    msg_scuda_ctx_synchronize_req_put(&b, &m);
     CHECK(call(fd, OP_scuda_ctx_synchronize, H_RAW_CTX, &b, NULL, NULL) == CUDA_SUCCESS);
     wb_reset(&b);
     wb_put_u64(&b, dev);

@@ -81,9 +81,13 @@ static void busy_is_not_idle(void)
     free(ptx);
     CHECK(h_raw_bind(fd, H_RAW_CTX, OP_scuda_module_get_function, MOD_ID, SLEEP_ID, "sleep_ms") == CUDA_SUCCESS);
     launch_sleep(fd, 2500);
-    uint64_t ctx[2] = {H_RAW_CTX, 0};
+    struct msg_scuda_ctx_synchronize_req m = {.ctx = H_RAW_CTX};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_ctx_synchronize_req_put(&b, &m);
     uint64_t t0 = h_now_ms();
-    CHECK(h_raw_send(fd, OP_scuda_ctx_synchronize, 0, 101, H_RAW_CTX, ctx, sizeof ctx) == 0);
+    CHECK(h_raw_send(fd, OP_scuda_ctx_synchronize, 0, 101, H_RAW_CTX, b.data, (uint32_t)b.len) == 0);
+    wb_free(&b);
     h_sleep_ms(200);
     send_header(fd, OP_scuda_ping, 100, 102); /* half a frame while the synchronize runs */
     long r = h_raw_call_reply(fd, 101, 10000, NULL, NULL);

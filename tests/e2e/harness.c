@@ -25,6 +25,7 @@
 #include "common/auth.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
+#include "common/session_info.h"
 #include "common/transport.h"
 #include "common/wire.h"
 
@@ -655,20 +656,12 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
     uint8_t nonce[SCUDA_NONCE_LEN];
     if (hello_read_server(fd, 5000, nonce, err, sizeof err) != 0) goto fail;
     if (hello_send_client(fd, 0, ~0ull, token, nonce, NULL, 0) != 0) goto fail;
-    uint8_t hdr[8];
-    if (io_read_full_timeout(fd, hdr, sizeof hdr, 30000) != 0) goto fail;
-    uint32_t st, len;
-    memcpy(&st, hdr, 4);
-    memcpy(&len, hdr + 4, 4);
+    struct session_info *si = malloc(sizeof *si); /* tens of KiB: not on a test thread's stack */
+    uint32_t st = UINT32_MAX;
+    int rc = si ? hello_read_session_welcome(fd, 30000, &st, err, sizeof err, si) : -1;
+    free(si);
     if (status) *status = st;
-    if (len > (1u << 20)) goto fail;
-    uint8_t *body = malloc(len ? len : 1);
-    if (!body || io_read_full_timeout(fd, body, len, 30000) != 0) {
-        free(body);
-        goto fail;
-    }
-    free(body);
-    if (st != WELCOME_OK) goto fail;
+    if (rc != 0 || st != WELCOME_OK) goto fail;
     return fd;
 fail:
     close(fd);
@@ -727,8 +720,12 @@ long h_raw_call(int fd, uint16_t op, uint32_t ctx, const void *payload, size_t l
 
 void h_raw_retain_ctx(int fd)
 {
-    uint64_t req[2] = {0, H_RAW_CTX}; /* device 0, the context's id */
-    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, req, sizeof req, NULL, NULL);
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = H_RAW_CTX};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
+    long r = h_raw_call(fd, OP_scuda_primary_ctx_retain, 0, b.data, b.len, NULL, NULL);
+    wb_free(&b);
     CHECK(r == CUDA_SUCCESS, "raw session: retaining the primary context returned %ld", r);
 }
 

@@ -347,10 +347,10 @@ static int raw_session(const struct h_server *srv)
     uint32_t status;
     int fd = h_raw_connect(srv->addr, NULL, &status);
     CHECK(fd >= 0, "handshake failed (status %u)", status);
+    struct msg_scuda_primary_ctx_retain_req m = {.dev = 0, .ctx = CTX};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, 0);
-    wb_put_u64(&b, CTX);
+    msg_scuda_primary_ctx_retain_req_put(&b, &m);
     uint32_t s = seq++;
     CHECK(h_raw_send(fd, OP_scuda_primary_ctx_retain, 0, s, 0, b.data, (uint32_t)b.len) == 0);
     CHECK(h_raw_call_reply(fd, s, 15000, NULL, NULL) == CUDA_SUCCESS);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hello.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "harness.h"
@@ -44,8 +45,8 @@ int main(void)
         mute[i] = tcp_connect(srv.addr, 5000, err, sizeof err);
         CHECK(mute[i] >= 0, "%s", err);
         if (i == 0) {
-            uint8_t hello[8 + SCUDA_NONCE_LEN];
-            CHECK(io_read_full_timeout(mute[i], hello, sizeof hello, 5000) == 0, "no greeting");
+            uint8_t nonce[SCUDA_NONCE_LEN];
+            CHECK(hello_read_server(mute[i], 5000, nonce, err, sizeof err) == 0, "no greeting: %s", err);
         }
     }
     h_wait_ok(h_spawn(client, NULL, 25, -1, -1), 25000, "a normal client next to stalled handshakes");

@@ -31,7 +31,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/auth.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -481,11 +480,17 @@ static void raw_ping(struct raw_session *r, long want, const char *what)
  * call's error (protocol.h). */
 static void raw_sync(struct raw_session *r, long want, const char *what)
 {
-    uint64_t ctx = 0x100, args[2] = {0, ctx}; /* device 0, the context's id */
-    CHECK(raw_call(r, OP_scuda_primary_ctx_retain, args, sizeof args, NULL, NULL) == CUDA_SUCCESS);
-    args[0] = ctx;
-    args[1] = 0;
-    long rc = raw_call(r, OP_scuda_ctx_synchronize, args, sizeof args, NULL, NULL);
+    const uint64_t ctx = 0x100;
+    struct msg_scuda_primary_ctx_retain_req retain = {.dev = 0, .ctx = ctx};
+    struct msg_scuda_ctx_synchronize_req sync = {.ctx = ctx};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_primary_ctx_retain_req_put(&b, &retain);
+    CHECK(raw_call(r, OP_scuda_primary_ctx_retain, b.data, (uint32_t)b.len, NULL, NULL) == CUDA_SUCCESS);
+    wb_reset(&b);
+    msg_scuda_ctx_synchronize_req_put(&b, &sync);
+    long rc = raw_call(r, OP_scuda_ctx_synchronize, b.data, (uint32_t)b.len, NULL, NULL);
+    wb_free(&b);
     CHECK(rc == want, "%s: synchronize answered %ld, expected %ld", what, rc, want);
 }
 
@@ -519,9 +524,7 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
     uint8_t proof_nonce[SCUDA_NONCE_LEN];
     memcpy(proof_nonce, nonce, sizeof nonce);
     if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
-    memcpy(req, &pid, 4);
-    memcpy(req + 4, &index, 4);
-    auth_join_proof(key, proof_nonce, pid, index, req + 8);
+    hello_join_request(req, pid, index, key, proof_nonce);
     CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
     if (hello_read_welcome(fd, 10000, status, msg, msglen) != 0 || *status != WELCOME_OK) {
         close(fd);

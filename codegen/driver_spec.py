@@ -565,14 +565,54 @@ op cuStreamSynchronize           blocking  observes  waits=stream
 
 # ---- host memory, managed memory, pointers, bulk (fields to come) -----------------
 # (group: memory)
-op scuda_pointer_get_attributes
-op scuda_pointer_kind
-op scuda_host_mirror_create      blocking
+const POINTER_KIND_MAX    64           # pointers one scuda_pointer_kind asks about
+const POINTER_ATTR_MAX    64           # bytes the driver writes for one pointer attribute
+
+op scuda_pointer_get_attributes        # cuPointerGetAttribute of memory the client does not hold
+    in u32 attr                        # a CUpointer_attribute
+    in dptr ptr
+    out bytes value                    # exactly the bytes the driver wrote (a context as its id)
+
+op scuda_pointer_kind                  # which sides of a unified-address copy are device memory
+    in dptr ptrs[] max=POINTER_KIND_MAX
+    out u32 types[] max=POINTER_KIND_MAX   # CU_MEMORYTYPE_*, 0 for memory the driver does not know
+
+op scuda_host_mirror_create      blocking  # pinned memory of the session for zero-copy host memory
+    in u64 addr                        # the client's address, where the session maps it if it can
+    in u64 size
+    out dptr dev
+
 op scuda_host_mirror_free
+    in dptr dev                        # from scuda_host_mirror_create
+
 op cuMemAllocManaged
+    in u64 bytesize
+    in u32 flags
+    out dptr dptr
+
+# Striping (src/client/bulk.h, src/server/bulk.h). A striped copy's chunks
+# travel on the bulk connections in their own framing (protocol.h, "Bulk
+# connections"); the main connection carries only these ops.
 op scuda_bulk_setup
-op scuda_bulk_htod
-op scuda_bulk_dtoh               blocking  observes
+    in u32 want                        # bulk connections wanted
+    out u32 k                          # granted
+    out u32 pid                        # the session's, for the joins
+    out u32 chunk_max                  # the largest chunk the session takes
+    out u8 secret[32]                  # the join secret: BULK_SECRET_LEN (protocol.h) bytes
+
+record bulk_copy                       # a striped copy, announced on the main connection
+    dptr dev                           # htod: the destination; dtoh: the source
+    handle stream
+    u8 mode                            # enum copy_mode (protocol.h)
+    u64 n
+    u32 chunk                          # every chunk's length but the last
+    u64 id                             # the copy's id, above the last one's
+
+op scuda_bulk_htod                     # one-way, like scuda_memcpy_htod
+    in bulk_copy copy
+
+op scuda_bulk_dtoh               blocking  observes   # replies after every chunk went out
+    in bulk_copy copy
 # (end of group: memory)
 
 # ---- modules and libraries (fields to come) ---------------------------------------

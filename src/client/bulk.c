@@ -227,21 +227,32 @@ fail:
     return -1;
 }
 
+/* The spec writes the secret's length as a number (messages.gen.h does
+ * not see protocol.h). */
+_Static_assert(sizeof ((struct msg_scuda_bulk_setup_rep *)0)->secret == BULK_SECRET_LEN,
+               "scuda_bulk_setup's secret is BULK_SECRET_LEN bytes");
+
 /* scuda_bulk_setup on the main connection: the session's join secret.
  * Returns 0, or -1 (logged). */
 static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECRET_LEN])
 {
+    struct msg_scuda_bulk_setup_req m = {(uint32_t)want};
+    struct msg_scuda_bulk_setup_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_scuda_bulk_setup);
     c.pushed = 1;
-    wb_put_u32(&c.req, (uint32_t)want);
+    msg_scuda_bulk_setup_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
-        *k = (int)wr_u32(&c.out);
-        *pid = wr_u32(&c.out);
-        bulk.chunk_max = wr_u32(&c.out);
-        wr_raw(&c.out, secret, BULK_SECRET_LEN);
-        if (!wr_ok_end(&c.out) || *k < 2 || *k > want || bulk.chunk_max < BULK_CHUNK_MIN) r = CUDA_ERROR_UNKNOWN;
+        if (msg_scuda_bulk_setup_rep_get(&c.out, &c.arena, &rep) != 0 || rep.k < 2 || rep.k > (uint32_t)want ||
+            rep.chunk_max < BULK_CHUNK_MIN) {
+            r = CUDA_ERROR_UNKNOWN;
+        } else {
+            *k = (int)rep.k;
+            *pid = rep.pid;
+            bulk.chunk_max = rep.chunk_max;
+            memcpy(secret, rep.secret, BULK_SECRET_LEN);
+        }
     }
     rpc_end(&c);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
@@ -333,26 +344,22 @@ static uint32_t pick_chunk(size_t n)
     return (uint32_t)(c > max ? max : c);
 }
 
-/* The announcement: u64 device address, u64 stream, u8 mode, u64 n,
- * u32 chunk, u64 copy id. */
-static void announce(rpc_call *c, uint16_t op, uint64_t dev, uint64_t stream, int mode, const struct job *j)
+/* The announcement of job j on the main connection (a bulk_copy). */
+static struct msg_bulk_copy announcement(uint64_t dev, uint64_t stream, int mode, const struct job *j)
 {
-    rpc_begin(c, op);
-    c->pushed = 1;
-    wb_put_u64(&c->req, dev);
-    wb_put_u64(&c->req, stream);
-    wb_put_u8(&c->req, (uint8_t)mode);
-    wb_put_u64(&c->req, j->n);
-    wb_put_u32(&c->req, j->chunk);
-    wb_put_u64(&c->req, j->id);
+    return (struct msg_bulk_copy){.dev = dev, .stream = stream, .mode = (uint8_t)mode, .n = j->n,
+                                  .chunk = j->chunk, .id = j->id};
 }
 
 int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r)
 {
     if (!begin(n)) return 0;
     struct job j = {.dir = TO_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = (char *)src};
+    struct msg_scuda_bulk_htod_req m = {announcement(dst, stream, mode, &j)};
     rpc_call c;
-    announce(&c, OP_scuda_bulk_htod, dst, stream, mode, &j);
+    rpc_begin(&c, OP_scuda_bulk_htod);
+    c.pushed = 1;
+    msg_scuda_bulk_htod_req_put(&c.req, &m);
     /* One-way, like a copy over the main connection; the session's error,
      * if any, comes back from the next synchronizing call. */
     *r = rpc_async(&c);
@@ -368,8 +375,11 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
 {
     if (!begin(n)) return 0;
     struct job j = {.dir = FROM_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = dst};
+    struct msg_scuda_bulk_dtoh_req m = {announcement(src, stream, mode, &j)};
     rpc_call c;
-    announce(&c, OP_scuda_bulk_dtoh, src, stream, mode, &j);
+    rpc_begin(&c, OP_scuda_bulk_dtoh);
+    c.pushed = 1;
+    msg_scuda_bulk_dtoh_req_put(&c.req, &m);
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
         int failed = run_job(&j);

@@ -125,9 +125,10 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 static void mirror_release(uint64_t dev)
 {
+    struct msg_scuda_host_mirror_free_req m = {dev};
     rpc_call c;
     rpc_begin(&c, OP_scuda_host_mirror_free);
-    wb_put_u64(&c.req, dev);
+    msg_scuda_host_mirror_free_req_put(&c.req, &m);
     rpc_async(&c);
 }
 
@@ -176,14 +177,15 @@ EXPORT CUresult cuMemHostUnregister(void *p)
  * GPU, at the range's own address if it is free there. */
 static CUresult mirror_create(const struct host_range *hr, uint64_t *dev)
 {
+    struct msg_scuda_host_mirror_create_req m = {(uint64_t)(uintptr_t)hr->base, hr->size};
+    struct msg_scuda_host_mirror_create_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_scuda_host_mirror_create);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)hr->base);
-    wb_put_u64(&c.req, hr->size);
+    msg_scuda_host_mirror_create_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
-        *dev = wr_u64(&c.out);
-        if (!wr_ok_end(&c.out)) r = CUDA_ERROR_UNKNOWN;
+        if (msg_scuda_host_mirror_create_rep_get(&c.out, &c.arena, &rep) == 0) *dev = rep.dev;
+        else r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
     return r;
@@ -291,16 +293,18 @@ static CUresult host_attribute(void *data, CUpointer_attribute attr, const struc
 /* The server returns exactly the bytes the driver wrote for attr. */
 static CUresult remote_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
+    struct msg_scuda_pointer_get_attributes_req m = {(uint32_t)attr, ptr};
+    struct msg_scuda_pointer_get_attributes_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_scuda_pointer_get_attributes);
-    wb_put_u32(&c.req, (uint32_t)attr);
-    wb_put_u64(&c.req, ptr);
+    msg_scuda_pointer_get_attributes_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
-        size_t n;
-        const void *v = wr_blob(&c.out, &n);
-        if (c.out.bad || n > 64) r = CUDA_ERROR_INVALID_VALUE;
-        else if (n) memcpy(data, v, n);
+        if (msg_scuda_pointer_get_attributes_rep_get(&c.out, &c.arena, &rep) != 0 ||
+            rep.value_len > POINTER_ATTR_MAX)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (rep.value_len)
+            memcpy(data, rep.value, rep.value_len);
     }
     rpc_end(&c);
     return r;

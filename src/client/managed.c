@@ -22,14 +22,15 @@
 
 static CUresult session_alloc(uint64_t *dev, size_t bytesize, unsigned flags)
 {
+    struct msg_cuMemAllocManaged_req m = {bytesize, flags};
+    struct msg_cuMemAllocManaged_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_cuMemAllocManaged);
-    wb_put_u64(&c.req, bytesize);
-    wb_put_u32(&c.req, flags);
+    msg_cuMemAllocManaged_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
-        *dev = wr_u64(&c.out);
-        if (!wr_ok_end(&c.out)) r = CUDA_ERROR_UNKNOWN;
+        if (msg_cuMemAllocManaged_rep_get(&c.out, &c.arena, &rep) == 0) *dev = rep.dptr;
+        else r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
     return r;

@@ -135,12 +135,15 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
  * driver knows; client host memory is unknown to it (type 0). */
 static CUresult pointer_kinds(const uint64_t *ptrs, unsigned n, unsigned *types)
 {
+    struct msg_scuda_pointer_kind_req m = {.ptrs = ptrs, .ptrs_count = n};
+    struct msg_scuda_pointer_kind_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_scuda_pointer_kind);
-    wb_put_u32(&c.req, n);
-    for (unsigned i = 0; i < n; i++) wb_put_u64(&c.req, ptrs[i]);
+    msg_scuda_pointer_kind_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
-    for (unsigned i = 0; i < n; i++) types[i] = r == CUDA_SUCCESS ? wr_u32(&c.out) : 0;
+    if (r == CUDA_SUCCESS && (msg_scuda_pointer_kind_rep_get(&c.out, &c.arena, &rep) != 0 || rep.types_count != n))
+        r = CUDA_ERROR_UNKNOWN;
+    for (unsigned i = 0; i < n; i++) types[i] = r == CUDA_SUCCESS ? rep.types[i] : 0;
     rpc_end(&c);
     return r;
 }

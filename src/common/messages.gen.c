@@ -464,92 +464,130 @@ int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->attr);
+    wb_put_u64(b, m->ptr);
 }
 
 int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->attr = wr_u32(r);
+    m->ptr = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_blob(b, m->value, m->value_len);
 }
 
 int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->ptrs_count);
+    for (uint32_t i = 0; i < m->ptrs_count; i++)
+        wb_put_u64(b, m->ptrs[i]);
 }
 
 int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(POINTER_KIND_MAX) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->ptrs = v;
+        m->ptrs_count = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->types_count);
+    for (uint32_t i = 0; i < m->types_count; i++)
+        wb_put_u32(b, m->types[i]);
 }
 
 int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        uint32_t *v = NULL;
+        if (n > (uint32_t)(POINTER_KIND_MAX) || n > r->left / 4)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u32(r);
+        m->types = v;
+        m->types_count = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->addr);
+    wb_put_u64(b, m->size);
 }
 
 int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->addr = wr_u64(r);
+    m->size = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dev);
 }
 
 int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dev);
 }
 
 int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dev = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -568,66 +606,97 @@ int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, stru
 
 void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->bytesize);
+    wb_put_u32(b, m->flags);
 }
 
 int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->bytesize = wr_u64(r);
+    m->flags = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dptr);
 }
 
 int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dptr = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->want);
 }
 
 int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->want = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->k);
+    wb_put_u32(b, m->pid);
+    wb_put_u32(b, m->chunk_max);
+    for (size_t i = 0; i < sizeof m->secret / sizeof m->secret[0]; i++)
+        wb_put_u8(b, m->secret[i]);
 }
 
 int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->k = wr_u32(r);
+    m->pid = wr_u32(r);
+    m->chunk_max = wr_u32(r);
+    for (size_t i = 0; i < sizeof m->secret / sizeof m->secret[0]; i++)
+        m->secret[i] = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_put_bulk_copy(wire_buf *b, const struct msg_bulk_copy *m)
+{
+    wb_put_u64(b, m->dev);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
+    wb_put_u64(b, m->n);
+    wb_put_u32(b, m->chunk);
+    wb_put_u64(b, m->id);
+}
+
+void msg_get_bulk_copy(wire_reader *r, struct msg_arena *a, struct msg_bulk_copy *m)
+{
+    (void)a;
+    m->dev = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
+    m->n = wr_u64(r);
+    m->chunk = wr_u32(r);
+    m->id = wr_u64(r);
 }
 
 void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_bulk_copy(b, &m->copy);
 }
 
 int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_bulk_copy(r, a, &m->copy);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -646,14 +715,14 @@ int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
 
 void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_bulk_copy(b, &m->copy);
 }
 
 int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_bulk_copy(r, a, &m->copy);
     return wr_ok_end(r) ? 0 : -1;
 }
 

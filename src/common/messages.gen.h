@@ -23,6 +23,8 @@
 #define LAUNCH_MAX_PARAMS 4096
 #define LAUNCH_MAX_ATTRS 32
 #define GRAPH_MAX_DEPS 8388608  /* a frame's worth of node ids */
+#define POINTER_KIND_MAX 64  /* pointers one scuda_pointer_kind asks about */
+#define POINTER_ATTR_MAX 64  /* bytes the driver writes for one pointer attribute */
 
 /* launch_attr record: a CUlaunchAttribute: its event handles are ids */
 struct msg_launch_attr {
@@ -247,51 +249,56 @@ struct msg_cuStreamSynchronize_rep {
 void msg_cuStreamSynchronize_rep_put(wire_buf *b, const struct msg_cuStreamSynchronize_rep *m);
 int msg_cuStreamSynchronize_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_rep *m);
 
-/* scuda_pointer_get_attributes request */
+/* scuda_pointer_get_attributes request: cuPointerGetAttribute of memory the client does not hold */
 struct msg_scuda_pointer_get_attributes_req {
-    char none; /* no fields */
+    uint32_t attr; /* u32 attr: a CUpointer_attribute */
+    uint64_t ptr; /* dptr ptr */
 };
 void msg_scuda_pointer_get_attributes_req_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_req *m);
 int msg_scuda_pointer_get_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_req *m);
 
 /* scuda_pointer_get_attributes reply */
 struct msg_scuda_pointer_get_attributes_rep {
-    char none; /* no fields */
+    const void *value; /* u64 length + bytes value: exactly the bytes the driver wrote (a context as its id) */
+    uint64_t value_len;
 };
 void msg_scuda_pointer_get_attributes_rep_put(wire_buf *b, const struct msg_scuda_pointer_get_attributes_rep *m);
 int msg_scuda_pointer_get_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_get_attributes_rep *m);
 
-/* scuda_pointer_kind request */
+/* scuda_pointer_kind request: which sides of a unified-address copy are device memory */
 struct msg_scuda_pointer_kind_req {
-    char none; /* no fields */
+    const uint64_t *ptrs; /* u32 count, then dptr[] (at most POINTER_KIND_MAX) ptrs */
+    uint32_t ptrs_count;
 };
 void msg_scuda_pointer_kind_req_put(wire_buf *b, const struct msg_scuda_pointer_kind_req *m);
 int msg_scuda_pointer_kind_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_req *m);
 
 /* scuda_pointer_kind reply */
 struct msg_scuda_pointer_kind_rep {
-    char none; /* no fields */
+    const uint32_t *types; /* u32 count, then u32[] (at most POINTER_KIND_MAX) types: CU_MEMORYTYPE_*, 0 for memory the driver does not know */
+    uint32_t types_count;
 };
 void msg_scuda_pointer_kind_rep_put(wire_buf *b, const struct msg_scuda_pointer_kind_rep *m);
 int msg_scuda_pointer_kind_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_pointer_kind_rep *m);
 
-/* scuda_host_mirror_create request */
+/* scuda_host_mirror_create request: pinned memory of the session for zero-copy host memory */
 struct msg_scuda_host_mirror_create_req {
-    char none; /* no fields */
+    uint64_t addr; /* u64 addr: the client's address, where the session maps it if it can */
+    uint64_t size; /* u64 size */
 };
 void msg_scuda_host_mirror_create_req_put(wire_buf *b, const struct msg_scuda_host_mirror_create_req *m);
 int msg_scuda_host_mirror_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_req *m);
 
 /* scuda_host_mirror_create reply */
 struct msg_scuda_host_mirror_create_rep {
-    char none; /* no fields */
+    uint64_t dev; /* dptr dev */
 };
 void msg_scuda_host_mirror_create_rep_put(wire_buf *b, const struct msg_scuda_host_mirror_create_rep *m);
 int msg_scuda_host_mirror_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_create_rep *m);
 
 /* scuda_host_mirror_free request */
 struct msg_scuda_host_mirror_free_req {
-    char none; /* no fields */
+    uint64_t dev; /* dptr dev: from scuda_host_mirror_create */
 };
 void msg_scuda_host_mirror_free_req_put(wire_buf *b, const struct msg_scuda_host_mirror_free_req *m);
 int msg_scuda_host_mirror_free_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_host_mirror_free_req *m);
@@ -305,35 +312,51 @@ int msg_scuda_host_mirror_free_rep_get(wire_reader *r, struct msg_arena *a, stru
 
 /* cuMemAllocManaged request */
 struct msg_cuMemAllocManaged_req {
-    char none; /* no fields */
+    uint64_t bytesize; /* u64 bytesize */
+    uint32_t flags; /* u32 flags */
 };
 void msg_cuMemAllocManaged_req_put(wire_buf *b, const struct msg_cuMemAllocManaged_req *m);
 int msg_cuMemAllocManaged_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_req *m);
 
 /* cuMemAllocManaged reply */
 struct msg_cuMemAllocManaged_rep {
-    char none; /* no fields */
+    uint64_t dptr; /* dptr dptr */
 };
 void msg_cuMemAllocManaged_rep_put(wire_buf *b, const struct msg_cuMemAllocManaged_rep *m);
 int msg_cuMemAllocManaged_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuMemAllocManaged_rep *m);
 
 /* scuda_bulk_setup request */
 struct msg_scuda_bulk_setup_req {
-    char none; /* no fields */
+    uint32_t want; /* u32 want: bulk connections wanted */
 };
 void msg_scuda_bulk_setup_req_put(wire_buf *b, const struct msg_scuda_bulk_setup_req *m);
 int msg_scuda_bulk_setup_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_req *m);
 
 /* scuda_bulk_setup reply */
 struct msg_scuda_bulk_setup_rep {
-    char none; /* no fields */
+    uint32_t k; /* u32 k: granted */
+    uint32_t pid; /* u32 pid: the session's, for the joins */
+    uint32_t chunk_max; /* u32 chunk_max: the largest chunk the session takes */
+    uint8_t secret[32]; /* u8[32] secret: the join secret: BULK_SECRET_LEN (protocol.h) bytes */
 };
 void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup_rep *m);
 int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m);
 
-/* scuda_bulk_htod request */
+/* bulk_copy record: a striped copy, announced on the main connection */
+struct msg_bulk_copy {
+    uint64_t dev; /* dptr dev: htod: the destination; dtoh: the source */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode: enum copy_mode (protocol.h) */
+    uint64_t n; /* u64 n */
+    uint32_t chunk; /* u32 chunk: every chunk's length but the last */
+    uint64_t id; /* u64 id: the copy's id, above the last one's */
+};
+void msg_put_bulk_copy(wire_buf *b, const struct msg_bulk_copy *m);
+void msg_get_bulk_copy(wire_reader *r, struct msg_arena *a, struct msg_bulk_copy *m);
+
+/* scuda_bulk_htod request: one-way, like scuda_memcpy_htod */
 struct msg_scuda_bulk_htod_req {
-    char none; /* no fields */
+    struct msg_bulk_copy copy; /* bulk_copy copy */
 };
 void msg_scuda_bulk_htod_req_put(wire_buf *b, const struct msg_scuda_bulk_htod_req *m);
 int msg_scuda_bulk_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_req *m);
@@ -345,9 +368,9 @@ struct msg_scuda_bulk_htod_rep {
 void msg_scuda_bulk_htod_rep_put(wire_buf *b, const struct msg_scuda_bulk_htod_rep *m);
 int msg_scuda_bulk_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_htod_rep *m);
 
-/* scuda_bulk_dtoh request */
+/* scuda_bulk_dtoh request: replies after every chunk went out */
 struct msg_scuda_bulk_dtoh_req {
-    char none; /* no fields */
+    struct msg_bulk_copy copy; /* bulk_copy copy */
 };
 void msg_scuda_bulk_dtoh_req_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_req *m);
 int msg_scuda_bulk_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_req *m);

@@ -29,12 +29,11 @@
 /* A zero-copy buffer may not exceed this (1 TiB): a bound on the wire. */
 #define MIRROR_MAX_BYTES (1ull << 40)
 
-/* Request: u64 bytesize, u32 flags. Reply: u64 device address. */
 CUresult srv_cuMemAllocManaged(srv_call *c)
 {
-    uint64_t n = wr_u64(&c->in);
-    uint32_t flags = wr_u32(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuMemAllocManaged_req m;
+    if (msg_cuMemAllocManaged_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t n = m.bytesize;
     size_t free_bytes = 0, total = 0;
     CUresult r = REAL(cuMemGetInfo_v2, &free_bytes, &total);
     if (r != CUDA_SUCCESS) return r;
@@ -44,8 +43,11 @@ CUresult srv_cuMemAllocManaged(srv_call *c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUdeviceptr p = 0;
-    r = REAL(cuMemAllocManaged, &p, (size_t)n, flags);
-    if (r == CUDA_SUCCESS) wb_put_u64(&c->out, p);
+    r = REAL(cuMemAllocManaged, &p, (size_t)n, m.flags);
+    if (r == CUDA_SUCCESS) {
+        struct msg_cuMemAllocManaged_rep rep = {p};
+        msg_cuMemAllocManaged_rep_put(&c->out, &rep);
+    }
     return r;
 }
 
@@ -96,11 +98,12 @@ static void *map_near(uint64_t want, size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Request: u64 client address, u64 size. Reply: u64 device address. */
 CUresult srv_scuda_host_mirror_create(srv_call *c)
 {
-    uint64_t want = wr_u64(&c->in), n = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in) || n == 0 || n > MIRROR_MAX_BYTES) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_host_mirror_create_req req;
+    if (msg_scuda_host_mirror_create_req_get(&c->in, &c->arena, &req) != 0) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t want = req.addr, n = req.size;
+    if (n == 0 || n > MIRROR_MAX_BYTES) return CUDA_ERROR_INVALID_VALUE;
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len = ((size_t)n + page - 1) & ~(page - 1);
     if (!hint_allowed(want, len, page)) return CUDA_ERROR_INVALID_VALUE;
     struct mirror *m = calloc(1, sizeof *m);
@@ -124,19 +127,19 @@ CUresult srv_scuda_host_mirror_create(srv_call *c)
     *m = (struct mirror){.host = host, .len = len, .dev = dev, .next = mirrors};
     mirrors = m;
     pthread_mutex_unlock(&mirrors_lock);
-    wb_put_u64(&c->out, dev);
+    struct msg_scuda_host_mirror_create_rep rep = {dev};
+    msg_scuda_host_mirror_create_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 device address from scuda_host_mirror_create. */
 CUresult srv_scuda_host_mirror_free(srv_call *c)
 {
-    uint64_t dev = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_host_mirror_free_req req;
+    if (msg_scuda_host_mirror_free_req_get(&c->in, &c->arena, &req) != 0) return CUDA_ERROR_INVALID_VALUE;
     struct mirror *m = NULL;
     pthread_mutex_lock(&mirrors_lock);
     for (struct mirror **pp = &mirrors; *pp; pp = &(*pp)->next) {
-        if ((*pp)->dev == dev) {
+        if ((*pp)->dev == req.dev) {
             m = *pp;
             *pp = m->next;
             break;

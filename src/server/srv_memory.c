@@ -170,19 +170,21 @@ CUresult srv_scuda_memcpy_peer(srv_call *c)
                               : REAL(cuMemcpyPeer, dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
 }
 
-/* Request: u32 count, count x u64 pointers. Reply: count x u32 memory
- * type (0 when the driver does not know the pointer: client host memory). */
+/* Each pointer's memory type: 0 when the driver does not know the
+ * pointer (client host memory). */
 CUresult srv_scuda_pointer_kind(srv_call *c)
 {
-    uint32_t n = wr_u32(&c->in);
-    if (n > 64) return CUDA_ERROR_INVALID_VALUE;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t p = wr_u64(&c->in);
+    struct msg_scuda_pointer_kind_req m;
+    if (msg_scuda_pointer_kind_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    uint32_t types[POINTER_KIND_MAX];
+    for (uint32_t i = 0; i < m.ptrs_count; i++) {
         unsigned type = 0;
-        if (REAL(cuPointerGetAttribute, &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) type = 0;
-        wb_put_u32(&c->out, type);
+        if (REAL(cuPointerGetAttribute, &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m.ptrs[i]) != CUDA_SUCCESS) type = 0;
+        types[i] = type;
     }
-    return wr_ok_end(&c->in) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_pointer_kind_rep rep = {.types = types, .types_count = m.ptrs_count};
+    msg_scuda_pointer_kind_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
 }
 
 /* ---- 2D and 3D ---------------------------------------------------------- */
@@ -312,13 +314,13 @@ static size_t written_bytes(const uint8_t *a, const uint8_t *b, size_t n)
     return last;
 }
 
-/* Request: u32 attribute, u64 pointer. Reply: blob of the value. */
 CUresult srv_scuda_pointer_get_attributes(srv_call *c)
 {
-    uint32_t attr = wr_u32(&c->in);
-    uint64_t ptr = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    uint8_t a[64], b[64];
+    struct msg_scuda_pointer_get_attributes_req m;
+    if (msg_scuda_pointer_get_attributes_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    uint32_t attr = m.attr;
+    uint64_t ptr = m.ptr;
+    uint8_t a[POINTER_ATTR_MAX], b[POINTER_ATTR_MAX];
     memset(a, 0x00, sizeof a);
     memset(b, 0xff, sizeof b);
     CUresult r = REAL(cuPointerGetAttribute, a, (CUpointer_attribute)attr, ptr);
@@ -332,6 +334,7 @@ CUresult srv_scuda_pointer_get_attributes(srv_call *c)
         memcpy(a, &id, sizeof id);
         n = sizeof id;
     }
-    wb_put_blob(&c->out, a, n);
+    struct msg_scuda_pointer_get_attributes_rep rep = {.value = a, .value_len = n};
+    msg_scuda_pointer_get_attributes_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }

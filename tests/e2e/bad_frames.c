@@ -109,8 +109,8 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     b = NEW("scuda_error_string", OP_scuda_error_string);
     msg_scuda_error_string_req_put(b, &(struct msg_scuda_error_string_req){.code = CUDA_ERROR_INVALID_VALUE});
     b = NEW("scuda_pointer_get_attributes", OP_scuda_pointer_get_attributes);
-    wb_put_u32(b, CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
-    wb_put_u64(b, dev);
+    struct msg_scuda_pointer_get_attributes_req attr = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dev};
+    msg_scuda_pointer_get_attributes_req_put(b, &attr);
     b = NEW("scuda_module_get_global", OP_scuda_module_get_global);
     wb_put_u64(b, 0x9990);
     wb_put_u8(b, 0);
@@ -213,7 +213,13 @@ static void inner_lengths(void)
     wb_put_u64(&b, 0);
     wb_put_u32(&b, 1000);
     CHECK(call(fd, OP_scuda_launch, &b) == CUDA_ERROR_INVALID_VALUE);
-    /* pointer_kind with 2^32 - 1 pointers */
+    /* pointer_kind with one pointer more than its maximum */
+    uint64_t ptrs[POINTER_KIND_MAX + 1] = {0};
+    struct msg_scuda_pointer_kind_req kinds = {ptrs, POINTER_KIND_MAX + 1};
+    wb_reset(&b);
+    msg_scuda_pointer_kind_req_put(&b, &kinds);
+    CHECK(call(fd, OP_scuda_pointer_kind, &b) == CUDA_ERROR_INVALID_VALUE);
+    /* ... and with a count of 2^32 - 1 and no pointers, which no encoder writes */
     wb_reset(&b);
     wb_put_u32(&b, UINT32_MAX);
     CHECK(call(fd, OP_scuda_pointer_kind, &b) == CUDA_ERROR_INVALID_VALUE);

@@ -39,21 +39,37 @@ static pid_t session;
 
 static long create(int fd, uint64_t want, uint64_t n, uint64_t *dev)
 {
-    uint64_t req[2] = {want, n};
+    struct msg_scuda_host_mirror_create_req m = {want, n};
+    struct msg_scuda_host_mirror_create_rep rep;
+    struct msg_arena a;
+    wire_buf b;
+    wire_reader rd;
     uint8_t *out = NULL;
     size_t len = 0;
-    long r = h_raw_call(fd, OP_scuda_host_mirror_create, H_RAW_CTX, req, sizeof req, &out, &len);
+    wb_init(&b);
+    msg_scuda_host_mirror_create_req_put(&b, &m);
+    long r = h_raw_call(fd, OP_scuda_host_mirror_create, H_RAW_CTX, b.data, b.len, &out, &len);
     if (r == CUDA_SUCCESS) {
-        CHECK(len == 8);
-        memcpy(dev, out, 8);
+        msg_arena_init(&a);
+        wr_init(&rd, out, len);
+        CHECK(msg_scuda_host_mirror_create_rep_get(&rd, &a, &rep) == 0, "a malformed reply (%zu bytes)", len);
+        *dev = rep.dev;
+        msg_arena_free(&a);
     }
+    wb_free(&b);
     free(out);
     return r;
 }
 
 static long destroy(int fd, uint64_t dev)
 {
-    return h_raw_call(fd, OP_scuda_host_mirror_free, H_RAW_CTX, &dev, sizeof dev, NULL, NULL);
+    struct msg_scuda_host_mirror_free_req m = {dev};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_host_mirror_free_req_put(&b, &m);
+    long r = h_raw_call(fd, OP_scuda_host_mirror_free, H_RAW_CTX, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    return r;
 }
 
 /* Whether one of the session's mappings starts at `at` (*starts_at); returns

@@ -449,24 +449,47 @@ static long raw_call(struct raw_session *r, uint16_t op, const void *p, uint32_t
     return h_raw_call_reply(r->fd, seq, 10000, out, olen);
 }
 
+/* scuda_bulk_setup for k connections: its result, and when it succeeds
+ * the session's pid and join secret in r (*chunk_max: its largest chunk). */
+static long raw_setup(struct raw_session *r, uint32_t k, uint32_t *chunk_max)
+{
+    struct msg_scuda_bulk_setup_req m = {k};
+    struct msg_scuda_bulk_setup_rep rep;
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_bulk_setup_req_put(&b, &m);
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    long rc = raw_call(r, OP_scuda_bulk_setup, b.data, (uint32_t)b.len, &out, &olen);
+    wb_free(&b);
+    if (rc == CUDA_SUCCESS) {
+        struct msg_arena a;
+        wire_reader rd;
+        msg_arena_init(&a);
+        wr_init(&rd, out, olen);
+        CHECK(msg_scuda_bulk_setup_rep_get(&rd, &a, &rep) == 0, "scuda_bulk_setup: a malformed reply (%zu bytes)",
+              olen);
+        msg_arena_free(&a);
+        r->k = rep.k;
+        r->pid = rep.pid;
+        memcpy(r->secret, rep.secret, BULK_SECRET_LEN);
+        *chunk_max = rep.chunk_max;
+    }
+    free(out);
+    return rc;
+}
+
 static void raw_open(struct raw_session *r, const char *token, uint32_t k)
 {
     memset(r, 0, sizeof *r);
     uint32_t status;
     r->fd = h_raw_connect(raw_addr, token, &status);
     CHECK(r->fd >= 0, "raw session: welcome status %u", status);
-    uint8_t *out;
-    size_t olen;
-    long rc = raw_call(r, OP_scuda_bulk_setup, &k, 4, &out, &olen);
-    CHECK(rc == CUDA_SUCCESS && olen == 12 + BULK_SECRET_LEN, "scuda_bulk_setup: %ld, %zu bytes", rc, olen);
-    uint32_t chunk_max;
-    memcpy(&r->k, out, 4);
-    memcpy(&r->pid, out + 4, 4);
-    memcpy(&chunk_max, out + 8, 4);
-    memcpy(r->secret, out + 12, BULK_SECRET_LEN);
-    free(out);
+    uint32_t chunk_max = 0;
+    long rc = raw_setup(r, k, &chunk_max);
+    CHECK(rc == CUDA_SUCCESS, "scuda_bulk_setup: %ld", rc);
     CHECK(r->k == k && chunk_max >= BULK_CHUNK_MIN, "granted %u connections, chunks up to %u", r->k, chunk_max);
-    rc = raw_call(r, OP_scuda_bulk_setup, &k, 4, NULL, NULL);
+    rc = raw_setup(r, k, &chunk_max);
     CHECK(rc != CUDA_SUCCESS, "a second scuda_bulk_setup was granted");
 }
 
@@ -494,16 +517,24 @@ static void raw_sync(struct raw_session *r, long want, const char *what)
     CHECK(rc == want, "%s: synchronize answered %ld, expected %ld", what, rc, want);
 }
 
-/* A striped copy's announcement: u64 device address (0), u64 stream (0),
- * u8 mode (0), u64 n, u32 chunk, u64 copy id. */
-#define ANNOUNCE_LEN (8 + 8 + 1 + 8 + 4 + 8)
-
-static void announce(uint8_t *ann, uint64_t n, uint32_t chunk, uint64_t id)
+/* Announce a striped copy of n bytes (device address 0, stream 0, mode
+ * 0) on r's main connection: scuda_bulk_htod one-way, scuda_bulk_dtoh
+ * with a reply (request r->seq). */
+static void raw_announce(struct raw_session *r, uint16_t op, uint64_t n, uint32_t chunk, uint64_t id)
 {
-    memset(ann, 0, ANNOUNCE_LEN);
-    memcpy(ann + 17, &n, 8);
-    memcpy(ann + 25, &chunk, 4);
-    memcpy(ann + 29, &id, 8);
+    struct msg_bulk_copy copy = {.n = n, .chunk = chunk, .id = id};
+    wire_buf b;
+    wb_init(&b);
+    if (op == OP_scuda_bulk_htod) {
+        struct msg_scuda_bulk_htod_req m = {copy};
+        msg_scuda_bulk_htod_req_put(&b, &m);
+    } else {
+        struct msg_scuda_bulk_dtoh_req m = {copy};
+        msg_scuda_bulk_dtoh_req_put(&b, &m);
+    }
+    uint16_t flags = op == OP_scuda_bulk_htod ? FRAME_ASYNC : 0;
+    CHECK(h_raw_send(r->fd, op, flags, ++r->seq, 0, b.data, (uint32_t)b.len) == 0);
+    wb_free(&b);
 }
 
 /* How a join proof is made up, for forging it. */
@@ -583,12 +614,8 @@ static void joins(void)
     CHECK(b.pid != a.pid);
     expect_refused(NULL, b.pid, 0, a.secret, HONEST, WELCOME_BAD_JOIN, "not asked for bulk",
                    "a join to a session that asked for none");
-    int bk = 2;
-    uint8_t *out;
-    size_t olen;
-    CHECK(raw_call(&b, OP_scuda_bulk_setup, &bk, 4, &out, &olen) == CUDA_SUCCESS && olen == 12 + BULK_SECRET_LEN);
-    memcpy(b.secret, out + 12, BULK_SECRET_LEN);
-    free(out);
+    uint32_t chunk_max, b_pid = b.pid;
+    CHECK(raw_setup(&b, 2, &chunk_max) == CUDA_SUCCESS && b.k == 2 && b.pid == b_pid);
     expect_refused(NULL, b.pid, 0, a.secret, HONEST, WELCOME_BAD_JOIN, "wrong join secret",
                    "another session's secret");
 
@@ -601,11 +628,9 @@ static void joins(void)
 
     /* A chunk header the session does not expect ends striping for the
      * session; the session itself goes on. */
-    uint8_t ann[ANNOUNCE_LEN];
     uint64_t id = 1;
     uint32_t chunk = 1 * MiB;
-    announce(ann, 3 * MiB, chunk, id);
-    CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
+    raw_announce(&a, OP_scuda_bulk_htod, 3 * MiB, chunk, id);
     uint8_t head[BULK_CHUNK_HEAD] = {0};
     uint64_t bad_off = 12345;
     memcpy(head, &id, 8);
@@ -627,8 +652,7 @@ static void joins(void)
     /* An announcement out of bounds ends striping too. */
     int m0 = expect_welcomed(NULL, b.pid, 0, b.secret, "b's connection 0");
     int m1 = expect_welcomed(NULL, b.pid, 1, b.secret, "b's connection 1");
-    announce(ann, BULK_COPY_MAX + 1, chunk, id);
-    CHECK(h_raw_send(b.fd, OP_scuda_bulk_dtoh, 0, ++b.seq, 0, ann, sizeof ann) == 0);
+    raw_announce(&b, OP_scuda_bulk_dtoh, BULK_COPY_MAX + 1, chunk, id);
     long rc = h_raw_call_reply(b.fd, b.seq, 10000, NULL, NULL);
     CHECK(rc == CUDA_ERROR_INVALID_VALUE, "an announcement of 2^40+1 bytes: %ld", rc);
     CHECK(io_read_full_timeout(m0, &c, 1, 10000) != 0 && errno != ETIMEDOUT);
@@ -673,10 +697,8 @@ static void half_chunk(void)
     raw_open(&a, NULL, 2);
     int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
     int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
-    uint8_t ann[ANNOUNCE_LEN];
     uint64_t id = 1;
-    announce(ann, 2 * MiB, 1 * MiB, id);
-    CHECK(h_raw_send(a.fd, OP_scuda_bulk_htod, FRAME_ASYNC, ++a.seq, 0, ann, sizeof ann) == 0);
+    raw_announce(&a, OP_scuda_bulk_htod, 2 * MiB, 1 * MiB, id);
     uint8_t head[BULK_CHUNK_HEAD] = {0};
     memcpy(head, &id, 8);
     CHECK(io_write_full(l0, head, sizeof head / 2) == 0); /* half a chunk header, then silence */

@@ -553,12 +553,45 @@ op cuGraphKernelNodeGetParams_v2
 
 # ---- copies (fields to come) -------------------------------------------------------
 # (group: copies)
+# A copy's `mode` is enum copy_mode (protocol.h): COPY_SYNC copies with the
+# semantics of cuMemcpy*, COPY_ASYNC with those of cuMemcpy*Async on
+# `stream`. Host memory is the client's: its bytes travel in the request
+# (to the device) or the reply (to the host), at most a frame's worth per
+# call (the client splits larger copies, src/client/memcpy.c).
 op scuda_memcpy_htod             blocking
-op scuda_memcpy_dtoh             blocking  observes
+    in dptr dst
+    in handle stream
+    in u8 mode
+    in bytes data bulk                 # a large one lands in staging memory (srv_call.staging)
+
+# With COPY_ASYNC the session synchronizes the stream before it replies,
+# so the reply proves the stream idle (src/client/stream_sync.c).
+op scuda_memcpy_dtoh             blocking  observes  waits=stream  when=mode==COPY_ASYNC
+    in dptr src
+    in u64 n
+    in handle stream
+    in u8 mode
+    out bytes data bulk                # n bytes
+
 op scuda_memcpy_dtod             blocking
+    in dptr dst
+    in dptr src
+    in u64 n
+    in handle stream
+    in u8 mode
+
 op scuda_memcpy_2d               blocking  observes
 op scuda_memcpy_3d               blocking  observes
+
 op scuda_memcpy_peer             blocking
+    in dptr dst
+    in handle dst_ctx
+    in dptr src
+    in handle src_ctx
+    in u64 n
+    in handle stream
+    in u8 mode
+
 op cuStreamSynchronize           blocking  observes  waits=stream
     in handle stream
 # (end of group: copies)

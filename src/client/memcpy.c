@@ -7,9 +7,10 @@
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
- * Streams travel as their wire ids (rpc_put_handle, handle_wire_id), so a
- * copy on CU_STREAM_PER_THREAD runs on this thread's stream, like the
- * launches and memsets before it.
+ * The requests and replies are the scuda_memcpy_* messages of
+ * codegen/driver_spec.py. Streams travel as their wire ids
+ * (handle_wire_id), so a copy on CU_STREAM_PER_THREAD runs on this
+ * thread's stream, like the launches and memsets before it.
  *
  * Stream capture: a graph replays on the server, which cannot reach the
  * client's memory. A device-to-host copy on a capturing stream is captured
@@ -39,13 +40,14 @@ CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st,
     if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        struct msg_scuda_memcpy_htod_req m = {
+            .dst = dst + off, .stream = handle_wire_id(st), .mode = (uint8_t)mode,
+            .data = (const char *)src + off, .data_len = len,
+        };
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_htod);
-        wb_put_u64(&c.req, dst + off);
-        rpc_put_handle(&c.req, st);
-        wb_put_u8(&c.req, (uint8_t)mode);
-        wb_put_u64(&c.req, len);
-        c.bulk = (const char *)src + off;
+        msg_scuda_memcpy_htod_req_put(&c.req, &m);
+        c.bulk = m.data; /* from the caller's buffer, no staging copy */
         c.bulk_len = len;
         CUresult r = rpc_async(&c);
         if (r != CUDA_SUCCESS || n == 0) return r;
@@ -77,15 +79,15 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
     }
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        struct msg_scuda_memcpy_dtoh_req m = {src + off, len, handle_wire_id(st), (uint8_t)mode};
+        struct msg_scuda_memcpy_dtoh_rep rep;
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_dtoh);
-        wb_put_u64(&c.req, src + off);
-        wb_put_u64(&c.req, len);
-        rpc_put_handle(&c.req, st);
-        wb_put_u8(&c.req, (uint8_t)mode);
-        c.sink = (char *)dst + off;
+        msg_scuda_memcpy_dtoh_req_put(&c.req, &m);
+        c.sink = (char *)dst + off; /* the bytes land here, not in the reply */
         c.sink_len = len;
         CUresult r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS && msg_scuda_memcpy_dtoh_rep_get(&c.out, &c.arena, &rep) != 0) r = CUDA_ERROR_UNKNOWN;
         rpc_end(&c);
         if (r != CUDA_SUCCESS) return r;
         if (n == 0) break;
@@ -119,13 +121,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
+    struct msg_scuda_memcpy_dtod_req m = {dst, src, n, handle_wire_id(st), (uint8_t)mode};
     rpc_call c;
     rpc_begin(&c, OP_scuda_memcpy_dtod);
-    wb_put_u64(&c.req, dst);
-    wb_put_u64(&c.req, src);
-    wb_put_u64(&c.req, n);
-    rpc_put_handle(&c.req, st);
-    wb_put_u8(&c.req, (uint8_t)mode);
+    msg_scuda_memcpy_dtod_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
     return r;
@@ -216,15 +215,12 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream st,
                      int mode)
 {
+    struct msg_scuda_memcpy_peer_req m = {
+        dst, handle_wire_id(dctx), src, handle_wire_id(sctx), n, handle_wire_id(st), (uint8_t)mode,
+    };
     rpc_call c;
     rpc_begin(&c, OP_scuda_memcpy_peer);
-    wb_put_u64(&c.req, dst);
-    rpc_put_handle(&c.req, dctx);
-    wb_put_u64(&c.req, src);
-    rpc_put_handle(&c.req, sctx);
-    wb_put_u64(&c.req, n);
-    rpc_put_handle(&c.req, st);
-    wb_put_u8(&c.req, (uint8_t)mode);
+    msg_scuda_memcpy_peer_req_put(&c.req, &m);
     return rpc_async(&c);
 }
 

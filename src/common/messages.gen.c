@@ -282,14 +282,21 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
 int msg_scuda_memcpy_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_htod_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -308,14 +315,20 @@ int msg_scuda_memcpy_htod_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_scuda_memcpy_dtoh_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -323,25 +336,42 @@ void msg_scuda_memcpy_dtoh_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dt
 {
     (void)b;
     (void)m;
+    /* data: the session sends it ahead of the other fields (srv_call.bulk) */
 }
 
 int msg_scuda_memcpy_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    if (a->bulk_apart) {
+        m->data = NULL; /* received into rpc_call.sink */
+        m->data_len = 0;
+    } else {
+        size_t n = 0;
+        m->data = wr_blob(r, &n);
+        m->data_len = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_memcpy_dtod_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_dtod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -412,14 +442,26 @@ int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
 
 void msg_scuda_memcpy_peer_req_put(wire_buf *b, const struct msg_scuda_memcpy_peer_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->dst_ctx);
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->src_ctx);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_peer_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_peer_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->dst_ctx = wr_u64(r);
+    m->src = wr_u64(r);
+    m->src_ctx = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

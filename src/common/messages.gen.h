@@ -151,7 +151,11 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 
 /* scuda_memcpy_htod request */
 struct msg_scuda_memcpy_htod_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
+    const void *data; /* u64 length + bytes (bulk) data: a large one lands in staging memory (srv_call.staging) */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m);
 int msg_scuda_memcpy_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_htod_req *m);
@@ -165,21 +169,29 @@ int msg_scuda_memcpy_htod_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 /* scuda_memcpy_dtoh request */
 struct msg_scuda_memcpy_dtoh_req {
-    char none; /* no fields */
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_dtoh_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_req *m);
 int msg_scuda_memcpy_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_req *m);
 
 /* scuda_memcpy_dtoh reply */
 struct msg_scuda_memcpy_dtoh_rep {
-    char none; /* no fields */
+    const void *data; /* u64 length + bytes (bulk) data: n bytes */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_dtoh_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_rep *m);
 int msg_scuda_memcpy_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_rep *m);
 
 /* scuda_memcpy_dtod request */
 struct msg_scuda_memcpy_dtod_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_dtod_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_req *m);
 int msg_scuda_memcpy_dtod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_req *m);
@@ -221,7 +233,13 @@ int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
 
 /* scuda_memcpy_peer request */
 struct msg_scuda_memcpy_peer_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t dst_ctx; /* handle dst_ctx */
+    uint64_t src; /* dptr src */
+    uint64_t src_ctx; /* handle src_ctx */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_peer_req_put(wire_buf *b, const struct msg_scuda_memcpy_peer_req *m);
 int msg_scuda_memcpy_peer_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_peer_req *m);

@@ -4,7 +4,8 @@
  * bytes arrive in the request, device-to-host bytes leave in the reply, and
  * the session copies through its own buffers. 2D/3D copies with a host
  * side travel packed (rows back to back) and are unpacked here by giving
- * the driver the packed buffer with pitch = row width. */
+ * the driver the packed buffer with pitch = row width. The messages are
+ * the scuda_memcpy_* ops of codegen/driver_spec.py. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,37 +39,38 @@ static CUresult not_capturing(CUstream st, uint8_t mode)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-/* The bytes arrived in pinned memory: copy asynchronously, and give the
- * buffer back when the copy is done. A copy with synchronous semantics
- * (cuMemcpyHtoD) is waited for before the session runs the next call. */
-static CUresult htod_staged(srv_call *c, uint64_t dst, uint64_t sid, uint8_t mode, uint64_t n)
+/* The bytes arrived in pinned memory (the session received the request's
+ * bulk field there; `r` says whether the rest decoded): copy
+ * asynchronously, and give the buffer back when the copy is done. A copy
+ * with synchronous semantics (cuMemcpyHtoD) is waited for before the
+ * session runs the next call. */
+static CUresult htod_staged(srv_call *c, const struct msg_scuda_memcpy_htod_req *m, CUresult r)
 {
     struct staging *b = c->staging;
     CUstream st = NULL;
-    CUresult r = wr_ok_end(&c->in) ? stream_of(c, sid, &st) : CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
-    if (r == CUDA_SUCCESS) r = REAL(cuMemcpyHtoDAsync_v2, dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
-    staging_release_after(b, mode == COPY_ASYNC ? st : NULL);
-    if (mode != COPY_ASYNC) session_after_copy(b);
+    if (r == CUDA_SUCCESS) r = stream_of(c, m->stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m->mode);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuMemcpyHtoDAsync_v2, m->dst, staging_data(b), m->data_len, m->mode == COPY_ASYNC ? st : NULL);
+    staging_release_after(b, m->mode == COPY_ASYNC ? st : NULL);
+    if (m->mode != COPY_ASYNC) session_after_copy(b);
     return r;
 }
 
-/* Request: u64 dst, u64 stream, u8 mode, u64 n, then n raw bytes. */
 CUresult srv_scuda_memcpy_htod(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    uint64_t n = wr_u64(&c->in);
-    if (c->staging) return htod_staged(c, dst, sid, mode, n);
-    const void *src = wr_view(&c->in, (size_t)n);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_htod_req m;
+    CUresult r = msg_scuda_memcpy_htod_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (c->staging) return htod_staged(c, &m, r); /* it owns the buffer, even when the request is bad */
+    if (r != CUDA_SUCCESS) return r;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
+    r = stream_of(c, m.stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m.mode);
     if (r != CUDA_SUCCESS) return r;
     /* From pageable memory the driver has consumed the source when the
      * async call returns, so the request buffer may be freed after it. */
-    return mode == COPY_ASYNC ? REAL(cuMemcpyHtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyHtoD_v2, dst, src, n);
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyHtoDAsync_v2, m.dst, m.data, m.data_len, st)
+                                : REAL(cuMemcpyHtoD_v2, m.dst, m.data, m.data_len);
 }
 
 /* Send a large device-to-host copy as it is made: the GPU copies chunk
@@ -110,64 +112,60 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
     return r != CUDA_SUCCESS || failed;
 }
 
-/* Request: u64 src, u64 n, u64 stream, u8 mode. Reply: bulk n bytes. */
+/* The reply is its bulk field alone, the n bytes: c->bulk, or a reply
+ * streamed as it is made. */
 CUresult srv_scuda_memcpy_dtoh(srv_call *c)
 {
-    uint64_t src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
+    struct msg_scuda_memcpy_dtoh_req m;
     /* The reply carries the bytes: it must fit in one frame (the client
      * sends copies in SCUDA_CHUNK pieces). */
-    if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
+    if (msg_scuda_memcpy_dtoh_req_get(&c->in, &c->arena, &m) != 0 || m.n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN)
+        return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
+    CUresult r = stream_of(c, m.stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m.mode);
     if (r != CUDA_SUCCESS) return r;
-    if (n > (1u << 20)) {
-        int streamed = dtoh_streamed(c, src, n, mode == COPY_ASYNC ? st : NULL);
+    if (m.n > (1u << 20)) {
+        int streamed = dtoh_streamed(c, m.src, m.n, m.mode == COPY_ASYNC ? st : NULL);
         if (streamed >= 0) return streamed ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
     }
-    void *buf = malloc(n ? n : 1);
+    void *buf = malloc(m.n ? m.n : 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (mode == COPY_ASYNC) {
-        r = REAL(cuMemcpyDtoHAsync_v2, buf, src, n, st);
+    if (m.mode == COPY_ASYNC) {
+        r = REAL(cuMemcpyDtoHAsync_v2, buf, m.src, m.n, st);
         if (r == CUDA_SUCCESS) r = REAL(cuStreamSynchronize, st);
     } else {
-        r = REAL(cuMemcpyDtoH_v2, buf, src, n);
+        r = REAL(cuMemcpyDtoH_v2, buf, m.src, m.n);
     }
     c->bulk = buf;
-    c->bulk_len = n;
+    c->bulk_len = m.n;
     c->bulk_free = buf;
     return r;
 }
 
-/* Request: u64 dst, u64 src, u64 n, u64 stream, u8 mode. */
 CUresult srv_scuda_memcpy_dtod(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_dtod_req m;
+    if (msg_scuda_memcpy_dtod_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
+    CUresult r = stream_of(c, m.stream, &st);
     if (r != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? REAL(cuMemcpyDtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyDtoD_v2, dst, src, n);
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyDtoDAsync_v2, m.dst, m.src, m.n, st)
+                                : REAL(cuMemcpyDtoD_v2, m.dst, m.src, m.n);
 }
 
-/* Request: u64 dst, u64 dst ctx, u64 src, u64 src ctx, u64 n, u64 stream, u8 mode. */
 CUresult srv_scuda_memcpy_peer(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), dctx_id = wr_u64(&c->in);
-    uint64_t src = wr_u64(&c->in), sctx_id = wr_u64(&c->in);
-    uint64_t n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_peer_req m;
+    if (msg_scuda_memcpy_peer_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *dctx, *sctx;
     CUstream st;
     CUresult r;
-    if ((r = handle_get(c->s, dctx_id, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
-    if ((r = handle_get(c->s, sctx_id, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
-    if ((r = stream_of(c, sid, &st)) != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? REAL(cuMemcpyPeerAsync, dst, (CUcontext)dctx, src, (CUcontext)sctx, n, st)
-                              : REAL(cuMemcpyPeer, dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
+    if ((r = handle_get(c->s, m.dst_ctx, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get(c->s, m.src_ctx, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
+    if ((r = stream_of(c, m.stream, &st)) != CUDA_SUCCESS) return r;
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyPeerAsync, m.dst, (CUcontext)dctx, m.src, (CUcontext)sctx, m.n, st)
+                                : REAL(cuMemcpyPeer, m.dst, (CUcontext)dctx, m.src, (CUcontext)sctx, m.n);
 }
 
 /* Request: u32 count, count x u64 pointers. Reply: count x u32 memory

@@ -83,22 +83,12 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     wb_put_u32(b, 7);
     wb_put_u64(b, 16);
     b = NEW("scuda_memcpy_htod", OP_scuda_memcpy_htod);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
-    wb_put_u64(b, sizeof data);
-    wb_put_raw(b, data, sizeof data);
+    msg_scuda_memcpy_htod_req_put(b, &(struct msg_scuda_memcpy_htod_req){.dst = dev, .data_len = sizeof data});
+    wb_put_raw(b, data, sizeof data); /* the bulk bytes follow the fields */
     b = NEW("scuda_memcpy_dtoh", OP_scuda_memcpy_dtoh);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 64);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
+    msg_scuda_memcpy_dtoh_req_put(b, &(struct msg_scuda_memcpy_dtoh_req){.src = dev, .n = 64});
     b = NEW("scuda_memcpy_dtod", OP_scuda_memcpy_dtod);
-    wb_put_u64(b, dev + 256);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 64);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
+    msg_scuda_memcpy_dtod_req_put(b, &(struct msg_scuda_memcpy_dtod_req){.dst = dev + 256, .src = dev, .n = 64});
     b = NEW("scuda_ctx_synchronize", OP_scuda_ctx_synchronize);
     wb_put_u64(b, CTX);
     wb_put_u64(b, 0);
@@ -171,18 +161,12 @@ static void inner_lengths(void)
     wire_buf b;
     wb_init(&b);
     /* htod claims 1 GiB of data, carries 8 bytes */
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 1ull << 30);
+    msg_scuda_memcpy_htod_req_put(&b, &(struct msg_scuda_memcpy_htod_req){.dst = 0x1000, .data_len = 1ull << 30});
     wb_put_u64(&b, 0);
     CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
     /* htod claims 2^64 - 1 bytes */
     wb_reset(&b);
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, UINT64_MAX);
+    msg_scuda_memcpy_htod_req_put(&b, &(struct msg_scuda_memcpy_htod_req){.dst = 0x1000, .data_len = UINT64_MAX});
     CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
     /* module load with a blob length past the end */
     wb_reset(&b);
@@ -200,10 +184,7 @@ static void inner_lengths(void)
     CHECK(r != CUDA_SUCCESS && r >= 0, "empty module image returned %ld", r);
     /* dtoh of 2^40 bytes from a bogus address: an error, not an allocation */
     wb_reset(&b);
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 1ull << 40);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
+    msg_scuda_memcpy_dtoh_req_put(&b, &(struct msg_scuda_memcpy_dtoh_req){.src = 0x1000, .n = 1ull << 40});
     r = call(fd, OP_scuda_memcpy_dtoh, &b);
     CHECK(r != CUDA_SUCCESS && r >= 0, "dtoh of 1 TiB returned %ld", r);
     /* a launch with 1000 attributes */

@@ -266,17 +266,13 @@ static CUresult resolve_unified(struct side *sd)
     return CUDA_SUCCESS;
 }
 
-static void put_side(wire_buf *b, const struct side *sd)
+/* A side as it travels (record copy_side of the spec). */
+static struct msg_copy_side wire_side(const struct side *sd)
 {
-    wb_put_u32(b, (uint32_t)sd->type);
-    wb_put_u64(b, sd->x);
-    wb_put_u64(b, sd->y);
-    wb_put_u64(b, sd->z);
-    wb_put_u64(b, sd->lod);
-    wb_put_u64(b, sd->dev);
-    rpc_put_handle(b, sd->array);
-    wb_put_u64(b, sd->pitch);
-    wb_put_u64(b, sd->height);
+    return (struct msg_copy_side){
+        .type = (uint32_t)sd->type, .x = sd->x, .y = sd->y, .z = sd->z, .lod = sd->lod,
+        .ptr = sd->dev, .array = handle_wire_id(sd->array), .pitch = sd->pitch, .height = sd->height,
+    };
 }
 
 /* Address of row (y, z) of a host side. */
@@ -296,6 +292,41 @@ static void unpack(const struct side *sd, const char *in, size_t w, size_t h, si
 {
     for (size_t z = 0; z < d; z++)
         for (size_t y = 0; y < h; y++) memcpy(host_row(sd, y, z), in + (z * h + y) * w, w);
+}
+
+/* The reply of a copy to the host: its bytes are in the sink already. */
+static int copy_nd_reply_ok(int dims, rpc_call *c)
+{
+    if (dims == 2) {
+        struct msg_scuda_memcpy_2d_rep rep;
+        return msg_scuda_memcpy_2d_rep_get(&c->out, &c->arena, &rep) == 0;
+    }
+    struct msg_scuda_memcpy_3d_rep rep;
+    return msg_scuda_memcpy_3d_rep_get(&c->out, &c->arena, &rep) == 0;
+}
+
+/* Send one 2D/3D copy of resolved sides. `buf` holds a host side packed:
+ * the source's bytes, which go from it without a copy into the request,
+ * or room for the destination's, which the reply fills. */
+static CUresult copy_nd_rpc(int dims, const struct msg_copy_nd *nd, char *buf, size_t packed)
+{
+    const void *bytes = nd->src.type == CU_MEMORYTYPE_HOST ? buf : NULL;
+    size_t n = bytes ? packed : 0;
+    rpc_call c;
+    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
+    if (dims == 2)
+        msg_scuda_memcpy_2d_req_put(&c.req, &(struct msg_scuda_memcpy_2d_req){*nd, bytes, n});
+    else
+        msg_scuda_memcpy_3d_req_put(&c.req, &(struct msg_scuda_memcpy_3d_req){*nd, bytes, n});
+    c.bulk = bytes;
+    c.bulk_len = n;
+    if (nd->dst.type != CU_MEMORYTYPE_HOST) return rpc_async(&c); /* the bytes are on their way: buf may go */
+    c.sink = buf;
+    c.sink_len = packed;
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS && !copy_nd_reply_ok(dims, &c)) r = CUDA_ERROR_UNKNOWN;
+    rpc_end(&c);
+    return r;
 }
 
 static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
@@ -351,35 +382,13 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     char *buf = NULL;
     if ((src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) && !(buf = malloc(packed ? packed : 1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rpc_call c;
-    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
-    wb_put_u8(&c.req, (uint8_t)dims);
-    wb_put_u8(&c.req, (uint8_t)mode);
-    rpc_put_handle(&c.req, st);
-    put_side(&c.req, src);
-    put_side(&c.req, dst);
-    wb_put_u64(&c.req, w);
-    wb_put_u64(&c.req, h);
-    wb_put_u64(&c.req, d);
-    if (src->type == CU_MEMORYTYPE_HOST) {
-        pack(src, buf, w, h, d);
-        wb_put_u64(&c.req, packed);
-        c.bulk = buf;
-        c.bulk_len = packed;
-    } else {
-        wb_put_u64(&c.req, 0);
-    }
-    if (dst->type == CU_MEMORYTYPE_HOST) {
-        c.sink = buf;
-        c.sink_len = packed;
-        r = rpc_sync(&c);
-        if (r == CUDA_SUCCESS) unpack(dst, buf, w, h, d);
-        rpc_end(&c);
-    } else if (src->type == CU_MEMORYTYPE_HOST) {
-        r = rpc_async(&c); /* the bytes are on their way: buf may go */
-    } else {
-        r = rpc_async(&c);
-    }
+    struct msg_copy_nd nd = {
+        .mode = (uint8_t)mode, .stream = handle_wire_id(st), .src = wire_side(src), .dst = wire_side(dst),
+        .width = w, .height = h, .depth = d,
+    };
+    if (src->type == CU_MEMORYTYPE_HOST) pack(src, buf, w, h, d);
+    r = copy_nd_rpc(dims, &nd, buf, packed);
+    if (r == CUDA_SUCCESS && dst->type == CU_MEMORYTYPE_HOST) unpack(dst, buf, w, h, d);
     free(buf);
     return r;
 }

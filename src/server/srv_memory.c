@@ -185,28 +185,9 @@ CUresult srv_scuda_pointer_kind(srv_call *c)
 
 /* ---- 2D and 3D ---------------------------------------------------------- */
 
-/* One side of a 2D/3D copy, as it travels. */
-struct side {
-    uint32_t type; /* CU_MEMORYTYPE_HOST (packed), DEVICE or ARRAY */
-    uint64_t x, y, z, lod, ptr, array_id, pitch, height;
-};
-
-static void read_side(wire_reader *in, struct side *sd)
-{
-    sd->type = wr_u32(in);
-    sd->x = wr_u64(in);
-    sd->y = wr_u64(in);
-    sd->z = wr_u64(in);
-    sd->lod = wr_u64(in);
-    sd->ptr = wr_u64(in);
-    sd->array_id = wr_u64(in);
-    sd->pitch = wr_u64(in);
-    sd->height = wr_u64(in);
-}
-
 /* Fill one side of the driver's descriptor. `host` is the packed buffer
  * for a host side, whose rows start at x=y=z=0 with pitch = width. */
-static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64_t width, uint64_t height,
+static CUresult fill_side(srv_call *c, const struct msg_copy_side *sd, void *host, uint64_t width, uint64_t height,
                           CUmemorytype *type, size_t *x, size_t *y, size_t *z, size_t *lod, void **hptr,
                           CUdeviceptr *dptr, CUarray *arr, size_t *pitch, size_t *h)
 {
@@ -225,7 +206,7 @@ static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_ARRAY: {
         void *a;
-        CUresult r = handle_get(c->s, sd->array_id, HK_ARRAY, &a);
+        CUresult r = handle_get(c->s, sd->array, HK_ARRAY, &a);
         *arr = (CUarray)a;
         return r;
     }
@@ -234,59 +215,49 @@ static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64
     }
 }
 
-/* Request: u8 dims (2 or 3), u8 mode, u64 stream, src side, dst side,
- * u64 width in bytes, u64 height, u64 depth, u64 n, n packed host bytes
- * (when src is host). Reply: bulk packed bytes (when dst is host). */
-CUresult srv_scuda_memcpy_3d(srv_call *c)
+/* The driver's copy for descriptor d; a 2D one as a CUDA_MEMCPY2D. */
+static CUresult driver_copy(int dims, const CUDA_MEMCPY3D *d, uint8_t mode, CUstream st)
 {
-    uint8_t dims = wr_u8(&c->in), mode = wr_u8(&c->in);
-    uint64_t sid = wr_u64(&c->in);
-    struct side src, dst;
-    read_side(&c->in, &src);
-    read_side(&c->in, &dst);
-    uint64_t width = wr_u64(&c->in), height = wr_u64(&c->in), depth = wr_u64(&c->in);
-    uint64_t n = wr_u64(&c->in);
-    const void *in_bytes = wr_view(&c->in, (size_t)n);
-    if (!wr_ok_end(&c->in) || (dims != 2 && dims != 3)) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t packed;
-    if (__builtin_mul_overflow(width, height, &packed) ||
-        __builtin_mul_overflow(packed, dims == 3 ? depth : 1, &packed))
+    if (dims == 3) return mode == COPY_ASYNC ? REAL(cuMemcpy3DAsync_v2, d, st) : REAL(cuMemcpy3D_v2, d);
+    CUDA_MEMCPY2D d2 = {
+        .srcXInBytes = d->srcXInBytes, .srcY = d->srcY, .srcMemoryType = d->srcMemoryType,
+        .srcHost = d->srcHost, .srcDevice = d->srcDevice, .srcArray = d->srcArray, .srcPitch = d->srcPitch,
+        .dstXInBytes = d->dstXInBytes, .dstY = d->dstY, .dstMemoryType = d->dstMemoryType,
+        .dstHost = d->dstHost, .dstDevice = d->dstDevice, .dstArray = d->dstArray, .dstPitch = d->dstPitch,
+        .WidthInBytes = d->WidthInBytes, .Height = d->Height,
+    };
+    return mode == COPY_ASYNC ? REAL(cuMemcpy2DAsync_v2, &d2, st) : REAL(cuMemcpy2DUnaligned_v2, &d2);
+}
+
+/* A 2D (dims 2: depth is 1 whatever m says) or 3D copy. `in_bytes`, n:
+ * the packed source when it is host memory. The packed destination, when
+ * it is host memory, is the reply's bulk field (c->bulk). *st receives
+ * the stream. */
+static CUresult copy_nd(srv_call *c, int dims, const struct msg_copy_nd *m, const void *in_bytes, uint64_t n,
+                        CUstream *st)
+{
+    uint64_t depth = dims == 3 ? m->depth : 1, packed;
+    if (__builtin_mul_overflow(m->width, m->height, &packed) || __builtin_mul_overflow(packed, depth, &packed))
         return CUDA_ERROR_INVALID_VALUE;
     /* A host side travels in one frame, either way. */
-    int host_side = src.type == CU_MEMORYTYPE_HOST || dst.type == CU_MEMORYTYPE_HOST;
+    int host_side = m->src.type == CU_MEMORYTYPE_HOST || m->dst.type == CU_MEMORYTYPE_HOST;
     if (host_side && packed > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
-    if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
-    CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS && host_side) r = not_capturing(st, mode);
+    if (m->src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = stream_of(c, m->stream, st);
+    if (r == CUDA_SUCCESS && host_side) r = not_capturing(*st, m->mode);
     if (r != CUDA_SUCCESS) return r;
 
-    void *src_host = (void *)in_bytes;
     void *dst_host = NULL;
-    if (dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1))) return CUDA_ERROR_OUT_OF_MEMORY;
-
-    CUDA_MEMCPY3D d = {0};
-    r = fill_side(c, &src, src_host, width, height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY, &d.srcZ,
-                  &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
+    if (m->dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_MEMCPY3D d = {.WidthInBytes = m->width, .Height = m->height, .Depth = depth};
+    r = fill_side(c, &m->src, (void *)in_bytes, m->width, m->height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY,
+                  &d.srcZ, &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
     if (r == CUDA_SUCCESS)
-        r = fill_side(c, &dst, dst_host, width, height, &d.dstMemoryType, &d.dstXInBytes, &d.dstY, &d.dstZ,
-                      &d.dstLOD, &d.dstHost, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
-    d.WidthInBytes = width;
-    d.Height = height;
-    d.Depth = dims == 3 ? depth : 1;
-    if (r == CUDA_SUCCESS && dims == 2) {
-        CUDA_MEMCPY2D d2 = {
-            .srcXInBytes = d.srcXInBytes, .srcY = d.srcY, .srcMemoryType = d.srcMemoryType,
-            .srcHost = d.srcHost, .srcDevice = d.srcDevice, .srcArray = d.srcArray, .srcPitch = d.srcPitch,
-            .dstXInBytes = d.dstXInBytes, .dstY = d.dstY, .dstMemoryType = d.dstMemoryType,
-            .dstHost = d.dstHost, .dstDevice = d.dstDevice, .dstArray = d.dstArray, .dstPitch = d.dstPitch,
-            .WidthInBytes = d.WidthInBytes, .Height = d.Height,
-        };
-        r = mode == COPY_ASYNC ? REAL(cuMemcpy2DAsync_v2, &d2, st) : REAL(cuMemcpy2DUnaligned_v2, &d2);
-    } else if (r == CUDA_SUCCESS) {
-        r = mode == COPY_ASYNC ? REAL(cuMemcpy3DAsync_v2, &d, st) : REAL(cuMemcpy3D_v2, &d);
-    }
-    if (r == CUDA_SUCCESS && dst_host && mode == COPY_ASYNC) r = REAL(cuStreamSynchronize, st);
+        r = fill_side(c, &m->dst, dst_host, m->width, m->height, &d.dstMemoryType, &d.dstXInBytes, &d.dstY,
+                      &d.dstZ, &d.dstLOD, &d.dstHost, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
+    if (r == CUDA_SUCCESS) r = driver_copy(dims, &d, m->mode, *st);
+    if (r == CUDA_SUCCESS && dst_host && m->mode == COPY_ASYNC) r = REAL(cuStreamSynchronize, *st);
     if (dst_host) {
         c->bulk = dst_host;
         c->bulk_len = packed;
@@ -295,7 +266,33 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
     return r;
 }
 
-CUresult srv_scuda_memcpy_2d(srv_call *c) { return srv_scuda_memcpy_3d(c); }
+/* A large packed source arrives in staging memory (srv_call.staging, the
+ * request's bulk field; `r` says whether the rest decoded). The copy owns
+ * that buffer, whatever becomes of it: the buffer is free again once the
+ * copy is done. */
+static CUresult copy_nd_staged(srv_call *c, int dims, const struct msg_copy_nd *m, const void *data, uint64_t n,
+                               CUresult r)
+{
+    struct staging *b = c->staging;
+    CUstream st = NULL;
+    if (r == CUDA_SUCCESS) r = copy_nd(c, dims, m, b ? staging_data(b) : data, n, &st);
+    if (b) staging_release_after(b, m->mode == COPY_ASYNC ? st : NULL);
+    return r;
+}
+
+CUresult srv_scuda_memcpy_2d(srv_call *c)
+{
+    struct msg_scuda_memcpy_2d_req m;
+    CUresult r = msg_scuda_memcpy_2d_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return copy_nd_staged(c, 2, &m.copy, m.data, m.data_len, r);
+}
+
+CUresult srv_scuda_memcpy_3d(srv_call *c)
+{
+    struct msg_scuda_memcpy_3d_req m;
+    CUresult r = msg_scuda_memcpy_3d_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return copy_nd_staged(c, 3, &m.copy, m.data, m.data_len, r);
+}
 
 /* ---- pointer attributes -------------------------------------------------- */
 

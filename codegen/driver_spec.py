@@ -553,12 +553,75 @@ op cuGraphKernelNodeGetParams_v2
 
 # ---- copies (fields to come) -------------------------------------------------------
 # (group: copies)
+# A copy's `mode` is enum copy_mode (protocol.h): COPY_SYNC copies with the
+# semantics of cuMemcpy*, COPY_ASYNC with those of cuMemcpy*Async on
+# `stream`. Host memory is the client's: its bytes travel in the request
+# (to the device) or the reply (to the host), at most a frame's worth per
+# call (the client splits larger copies, src/client/memcpy.c).
 op scuda_memcpy_htod             blocking
-op scuda_memcpy_dtoh             blocking  observes
+    in dptr dst
+    in handle stream
+    in u8 mode
+    in bytes data bulk                 # a large one lands in staging memory (srv_call.staging)
+
+# With COPY_ASYNC the session synchronizes the stream before it replies,
+# so the reply proves the stream idle (src/client/stream_sync.c).
+op scuda_memcpy_dtoh             blocking  observes  waits=stream  when=mode==COPY_ASYNC
+    in dptr src
+    in u64 n
+    in handle stream
+    in u8 mode
+    out bytes data bulk                # n bytes
+
 op scuda_memcpy_dtod             blocking
+    in dptr dst
+    in dptr src
+    in u64 n
+    in handle stream
+    in u8 mode
+
+# 2D and 3D copies. A host side travels packed, its rows (and slices) back
+# to back: the server hands the driver its buffer with pitch = width, and
+# x, y, z, pitch and height of that side are the client's alone.
+record copy_side                       # one side of a CUDA_MEMCPY3D
+    u32 type                           # CU_MEMORYTYPE_HOST, DEVICE or ARRAY (the client resolves UNIFIED)
+    u64 x                              # in bytes
+    u64 y
+    u64 z                              # 3D only, like lod and height
+    u64 lod
+    dptr ptr                           # DEVICE
+    handle array                       # ARRAY
+    u64 pitch
+    u64 height
+
+record copy_nd
+    u8 mode
+    handle stream
+    copy_side src
+    copy_side dst
+    u64 width                          # in bytes
+    u64 height
+    u64 depth                          # 3D only
+
 op scuda_memcpy_2d               blocking  observes
+    in copy_nd copy
+    in bytes data bulk                 # the packed source when it is host memory, else empty (staged when large)
+    out bytes data bulk                # the packed destination when it is host memory (else the call is one-way)
+
 op scuda_memcpy_3d               blocking  observes
+    in copy_nd copy
+    in bytes data bulk                 # as for scuda_memcpy_2d
+    out bytes data bulk
+
 op scuda_memcpy_peer             blocking
+    in dptr dst
+    in handle dst_ctx
+    in dptr src
+    in handle src_ctx
+    in u64 n
+    in handle stream
+    in u8 mode
+
 op cuStreamSynchronize           blocking  observes  waits=stream
     in handle stream
 # (end of group: copies)

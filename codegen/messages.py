@@ -401,7 +401,7 @@ def source(spec):
             sname = "msg_%s_%s" % (rec.name, DIR_NAMES[d])
             fields = rec.fields[d]
             o.append("void %s_put(wire_buf *b, const struct %s *m)\n{\n" % (sname, sname))
-            if not fields:
+            if all(f.bulk and d == "out" for f in fields):  # none, or a reply's bulk field alone: nothing to put
                 o.append("    (void)b;\n    (void)m;\n")
             for f in fields:
                 o.extend(l + "\n" for l in put_field(spec, f, d))

@@ -7,9 +7,10 @@
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
- * Streams travel as their wire ids (rpc_put_handle, handle_wire_id), so a
- * copy on CU_STREAM_PER_THREAD runs on this thread's stream, like the
- * launches and memsets before it.
+ * The requests and replies are the scuda_memcpy_* messages of
+ * codegen/driver_spec.py. Streams travel as their wire ids
+ * (handle_wire_id), so a copy on CU_STREAM_PER_THREAD runs on this
+ * thread's stream, like the launches and memsets before it.
  *
  * Stream capture: a graph replays on the server, which cannot reach the
  * client's memory. A device-to-host copy on a capturing stream is captured
@@ -39,13 +40,14 @@ CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st,
     if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        struct msg_scuda_memcpy_htod_req m = {
+            .dst = dst + off, .stream = handle_wire_id(st), .mode = (uint8_t)mode,
+            .data = (const char *)src + off, .data_len = len,
+        };
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_htod);
-        wb_put_u64(&c.req, dst + off);
-        rpc_put_handle(&c.req, st);
-        wb_put_u8(&c.req, (uint8_t)mode);
-        wb_put_u64(&c.req, len);
-        c.bulk = (const char *)src + off;
+        msg_scuda_memcpy_htod_req_put(&c.req, &m);
+        c.bulk = m.data; /* from the caller's buffer, no staging copy */
         c.bulk_len = len;
         CUresult r = rpc_async(&c);
         if (r != CUDA_SUCCESS || n == 0) return r;
@@ -77,15 +79,15 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
     }
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        struct msg_scuda_memcpy_dtoh_req m = {src + off, len, handle_wire_id(st), (uint8_t)mode};
+        struct msg_scuda_memcpy_dtoh_rep rep;
         rpc_call c;
         rpc_begin(&c, OP_scuda_memcpy_dtoh);
-        wb_put_u64(&c.req, src + off);
-        wb_put_u64(&c.req, len);
-        rpc_put_handle(&c.req, st);
-        wb_put_u8(&c.req, (uint8_t)mode);
-        c.sink = (char *)dst + off;
+        msg_scuda_memcpy_dtoh_req_put(&c.req, &m);
+        c.sink = (char *)dst + off; /* the bytes land here, not in the reply */
         c.sink_len = len;
         CUresult r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS && msg_scuda_memcpy_dtoh_rep_get(&c.out, &c.arena, &rep) != 0) r = CUDA_ERROR_UNKNOWN;
         rpc_end(&c);
         if (r != CUDA_SUCCESS) return r;
         if (n == 0) break;
@@ -119,13 +121,10 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
+    struct msg_scuda_memcpy_dtod_req m = {dst, src, n, handle_wire_id(st), (uint8_t)mode};
     rpc_call c;
     rpc_begin(&c, OP_scuda_memcpy_dtod);
-    wb_put_u64(&c.req, dst);
-    wb_put_u64(&c.req, src);
-    wb_put_u64(&c.req, n);
-    rpc_put_handle(&c.req, st);
-    wb_put_u8(&c.req, (uint8_t)mode);
+    msg_scuda_memcpy_dtod_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
     return r;
@@ -219,15 +218,12 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream st,
                      int mode)
 {
+    struct msg_scuda_memcpy_peer_req m = {
+        dst, handle_wire_id(dctx), src, handle_wire_id(sctx), n, handle_wire_id(st), (uint8_t)mode,
+    };
     rpc_call c;
     rpc_begin(&c, OP_scuda_memcpy_peer);
-    wb_put_u64(&c.req, dst);
-    rpc_put_handle(&c.req, dctx);
-    wb_put_u64(&c.req, src);
-    rpc_put_handle(&c.req, sctx);
-    wb_put_u64(&c.req, n);
-    rpc_put_handle(&c.req, st);
-    wb_put_u8(&c.req, (uint8_t)mode);
+    msg_scuda_memcpy_peer_req_put(&c.req, &m);
     return rpc_async(&c);
 }
 
@@ -273,17 +269,13 @@ static CUresult resolve_unified(struct side *sd)
     return CUDA_SUCCESS;
 }
 
-static void put_side(wire_buf *b, const struct side *sd)
+/* A side as it travels (record copy_side of the spec). */
+static struct msg_copy_side wire_side(const struct side *sd)
 {
-    wb_put_u32(b, (uint32_t)sd->type);
-    wb_put_u64(b, sd->x);
-    wb_put_u64(b, sd->y);
-    wb_put_u64(b, sd->z);
-    wb_put_u64(b, sd->lod);
-    wb_put_u64(b, sd->dev);
-    rpc_put_handle(b, sd->array);
-    wb_put_u64(b, sd->pitch);
-    wb_put_u64(b, sd->height);
+    return (struct msg_copy_side){
+        .type = (uint32_t)sd->type, .x = sd->x, .y = sd->y, .z = sd->z, .lod = sd->lod,
+        .ptr = sd->dev, .array = handle_wire_id(sd->array), .pitch = sd->pitch, .height = sd->height,
+    };
 }
 
 /* Address of row (y, z) of a host side. */
@@ -303,6 +295,41 @@ static void unpack(const struct side *sd, const char *in, size_t w, size_t h, si
 {
     for (size_t z = 0; z < d; z++)
         for (size_t y = 0; y < h; y++) memcpy(host_row(sd, y, z), in + (z * h + y) * w, w);
+}
+
+/* The reply of a copy to the host: its bytes are in the sink already. */
+static int copy_nd_reply_ok(int dims, rpc_call *c)
+{
+    if (dims == 2) {
+        struct msg_scuda_memcpy_2d_rep rep;
+        return msg_scuda_memcpy_2d_rep_get(&c->out, &c->arena, &rep) == 0;
+    }
+    struct msg_scuda_memcpy_3d_rep rep;
+    return msg_scuda_memcpy_3d_rep_get(&c->out, &c->arena, &rep) == 0;
+}
+
+/* Send one 2D/3D copy of resolved sides. `buf` holds a host side packed:
+ * the source's bytes, which go from it without a copy into the request,
+ * or room for the destination's, which the reply fills. */
+static CUresult copy_nd_rpc(int dims, const struct msg_copy_nd *nd, char *buf, size_t packed)
+{
+    const void *bytes = nd->src.type == CU_MEMORYTYPE_HOST ? buf : NULL;
+    size_t n = bytes ? packed : 0;
+    rpc_call c;
+    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
+    if (dims == 2)
+        msg_scuda_memcpy_2d_req_put(&c.req, &(struct msg_scuda_memcpy_2d_req){*nd, bytes, n});
+    else
+        msg_scuda_memcpy_3d_req_put(&c.req, &(struct msg_scuda_memcpy_3d_req){*nd, bytes, n});
+    c.bulk = bytes;
+    c.bulk_len = n;
+    if (nd->dst.type != CU_MEMORYTYPE_HOST) return rpc_async(&c); /* the bytes are on their way: buf may go */
+    c.sink = buf;
+    c.sink_len = packed;
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS && !copy_nd_reply_ok(dims, &c)) r = CUDA_ERROR_UNKNOWN;
+    rpc_end(&c);
+    return r;
 }
 
 static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
@@ -358,35 +385,13 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     char *buf = NULL;
     if ((src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) && !(buf = malloc(packed ? packed : 1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rpc_call c;
-    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
-    wb_put_u8(&c.req, (uint8_t)dims);
-    wb_put_u8(&c.req, (uint8_t)mode);
-    rpc_put_handle(&c.req, st);
-    put_side(&c.req, src);
-    put_side(&c.req, dst);
-    wb_put_u64(&c.req, w);
-    wb_put_u64(&c.req, h);
-    wb_put_u64(&c.req, d);
-    if (src->type == CU_MEMORYTYPE_HOST) {
-        pack(src, buf, w, h, d);
-        wb_put_u64(&c.req, packed);
-        c.bulk = buf;
-        c.bulk_len = packed;
-    } else {
-        wb_put_u64(&c.req, 0);
-    }
-    if (dst->type == CU_MEMORYTYPE_HOST) {
-        c.sink = buf;
-        c.sink_len = packed;
-        r = rpc_sync(&c);
-        if (r == CUDA_SUCCESS) unpack(dst, buf, w, h, d);
-        rpc_end(&c);
-    } else if (src->type == CU_MEMORYTYPE_HOST) {
-        r = rpc_async(&c); /* the bytes are on their way: buf may go */
-    } else {
-        r = rpc_async(&c);
-    }
+    struct msg_copy_nd nd = {
+        .mode = (uint8_t)mode, .stream = handle_wire_id(st), .src = wire_side(src), .dst = wire_side(dst),
+        .width = w, .height = h, .depth = d,
+    };
+    if (src->type == CU_MEMORYTYPE_HOST) pack(src, buf, w, h, d);
+    r = copy_nd_rpc(dims, &nd, buf, packed);
+    if (r == CUDA_SUCCESS && dst->type == CU_MEMORYTYPE_HOST) unpack(dst, buf, w, h, d);
     free(buf);
     return r;
 }

@@ -282,14 +282,21 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
 int msg_scuda_memcpy_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_htod_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -308,14 +315,20 @@ int msg_scuda_memcpy_htod_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_scuda_memcpy_dtoh_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -323,25 +336,42 @@ void msg_scuda_memcpy_dtoh_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dt
 {
     (void)b;
     (void)m;
+    /* data: the session sends it ahead of the other fields (srv_call.bulk) */
 }
 
 int msg_scuda_memcpy_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    if (a->bulk_apart) {
+        m->data = NULL; /* received into rpc_call.sink */
+        m->data_len = 0;
+    } else {
+        size_t n = 0;
+        m->data = wr_blob(r, &n);
+        m->data_len = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_memcpy_dtod_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_dtod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -358,16 +388,69 @@ int msg_scuda_memcpy_dtod_rep_get(wire_reader *r, struct msg_arena *a, struct ms
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_copy_side(wire_buf *b, const struct msg_copy_side *m)
+{
+    wb_put_u32(b, m->type);
+    wb_put_u64(b, m->x);
+    wb_put_u64(b, m->y);
+    wb_put_u64(b, m->z);
+    wb_put_u64(b, m->lod);
+    wb_put_u64(b, m->ptr);
+    wb_put_u64(b, m->array);
+    wb_put_u64(b, m->pitch);
+    wb_put_u64(b, m->height);
+}
+
+void msg_get_copy_side(wire_reader *r, struct msg_arena *a, struct msg_copy_side *m)
+{
+    (void)a;
+    m->type = wr_u32(r);
+    m->x = wr_u64(r);
+    m->y = wr_u64(r);
+    m->z = wr_u64(r);
+    m->lod = wr_u64(r);
+    m->ptr = wr_u64(r);
+    m->array = wr_u64(r);
+    m->pitch = wr_u64(r);
+    m->height = wr_u64(r);
+}
+
+void msg_put_copy_nd(wire_buf *b, const struct msg_copy_nd *m)
+{
+    wb_put_u8(b, m->mode);
+    wb_put_u64(b, m->stream);
+    msg_put_copy_side(b, &m->src);
+    msg_put_copy_side(b, &m->dst);
+    wb_put_u64(b, m->width);
+    wb_put_u64(b, m->height);
+    wb_put_u64(b, m->depth);
+}
+
+void msg_get_copy_nd(wire_reader *r, struct msg_arena *a, struct msg_copy_nd *m)
+{
+    (void)a;
+    m->mode = wr_u8(r);
+    m->stream = wr_u64(r);
+    msg_get_copy_side(r, a, &m->src);
+    msg_get_copy_side(r, a, &m->dst);
+    m->width = wr_u64(r);
+    m->height = wr_u64(r);
+    m->depth = wr_u64(r);
+}
+
 void msg_scuda_memcpy_2d_req_put(wire_buf *b, const struct msg_scuda_memcpy_2d_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_copy_nd(b, &m->copy);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
 int msg_scuda_memcpy_2d_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_2d_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_copy_nd(r, a, &m->copy);
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -375,25 +458,37 @@ void msg_scuda_memcpy_2d_rep_put(wire_buf *b, const struct msg_scuda_memcpy_2d_r
 {
     (void)b;
     (void)m;
+    /* data: the session sends it ahead of the other fields (srv_call.bulk) */
 }
 
 int msg_scuda_memcpy_2d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_2d_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    if (a->bulk_apart) {
+        m->data = NULL; /* received into rpc_call.sink */
+        m->data_len = 0;
+    } else {
+        size_t n = 0;
+        m->data = wr_blob(r, &n);
+        m->data_len = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_memcpy_3d_req_put(wire_buf *b, const struct msg_scuda_memcpy_3d_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_copy_nd(b, &m->copy);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
 int msg_scuda_memcpy_3d_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_3d_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_copy_nd(r, a, &m->copy);
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -401,25 +496,46 @@ void msg_scuda_memcpy_3d_rep_put(wire_buf *b, const struct msg_scuda_memcpy_3d_r
 {
     (void)b;
     (void)m;
+    /* data: the session sends it ahead of the other fields (srv_call.bulk) */
 }
 
 int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_3d_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    if (a->bulk_apart) {
+        m->data = NULL; /* received into rpc_call.sink */
+        m->data_len = 0;
+    } else {
+        size_t n = 0;
+        m->data = wr_blob(r, &n);
+        m->data_len = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_memcpy_peer_req_put(wire_buf *b, const struct msg_scuda_memcpy_peer_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->dst_ctx);
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->src_ctx);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->mode);
 }
 
 int msg_scuda_memcpy_peer_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_peer_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->dst_ctx = wr_u64(r);
+    m->src = wr_u64(r);
+    m->src_ctx = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    m->mode = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

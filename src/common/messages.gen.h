@@ -153,7 +153,11 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 
 /* scuda_memcpy_htod request */
 struct msg_scuda_memcpy_htod_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
+    const void *data; /* u64 length + bytes (bulk) data: a large one lands in staging memory (srv_call.staging) */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m);
 int msg_scuda_memcpy_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_htod_req *m);
@@ -167,21 +171,29 @@ int msg_scuda_memcpy_htod_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 /* scuda_memcpy_dtoh request */
 struct msg_scuda_memcpy_dtoh_req {
-    char none; /* no fields */
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_dtoh_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_req *m);
 int msg_scuda_memcpy_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_req *m);
 
 /* scuda_memcpy_dtoh reply */
 struct msg_scuda_memcpy_dtoh_rep {
-    char none; /* no fields */
+    const void *data; /* u64 length + bytes (bulk) data: n bytes */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_dtoh_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dtoh_rep *m);
 int msg_scuda_memcpy_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtoh_rep *m);
 
 /* scuda_memcpy_dtod request */
 struct msg_scuda_memcpy_dtod_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_dtod_req_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_req *m);
 int msg_scuda_memcpy_dtod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_req *m);
@@ -193,37 +205,77 @@ struct msg_scuda_memcpy_dtod_rep {
 void msg_scuda_memcpy_dtod_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_rep *m);
 int msg_scuda_memcpy_dtod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_rep *m);
 
+/* copy_side record: one side of a CUDA_MEMCPY3D */
+struct msg_copy_side {
+    uint32_t type; /* u32 type: CU_MEMORYTYPE_HOST, DEVICE or ARRAY (the client resolves UNIFIED) */
+    uint64_t x; /* u64 x: in bytes */
+    uint64_t y; /* u64 y */
+    uint64_t z; /* u64 z: 3D only, like lod and height */
+    uint64_t lod; /* u64 lod */
+    uint64_t ptr; /* dptr ptr: DEVICE */
+    uint64_t array; /* handle array: ARRAY */
+    uint64_t pitch; /* u64 pitch */
+    uint64_t height; /* u64 height */
+};
+void msg_put_copy_side(wire_buf *b, const struct msg_copy_side *m);
+void msg_get_copy_side(wire_reader *r, struct msg_arena *a, struct msg_copy_side *m);
+
+/* copy_nd record */
+struct msg_copy_nd {
+    uint8_t mode; /* u8 mode */
+    uint64_t stream; /* handle stream */
+    struct msg_copy_side src; /* copy_side src */
+    struct msg_copy_side dst; /* copy_side dst */
+    uint64_t width; /* u64 width: in bytes */
+    uint64_t height; /* u64 height */
+    uint64_t depth; /* u64 depth: 3D only */
+};
+void msg_put_copy_nd(wire_buf *b, const struct msg_copy_nd *m);
+void msg_get_copy_nd(wire_reader *r, struct msg_arena *a, struct msg_copy_nd *m);
+
 /* scuda_memcpy_2d request */
 struct msg_scuda_memcpy_2d_req {
-    char none; /* no fields */
+    struct msg_copy_nd copy; /* copy_nd copy */
+    const void *data; /* u64 length + bytes (bulk) data: the packed source when it is host memory, else empty (staged when large) */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_2d_req_put(wire_buf *b, const struct msg_scuda_memcpy_2d_req *m);
 int msg_scuda_memcpy_2d_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_2d_req *m);
 
 /* scuda_memcpy_2d reply */
 struct msg_scuda_memcpy_2d_rep {
-    char none; /* no fields */
+    const void *data; /* u64 length + bytes (bulk) data: the packed destination when it is host memory (else the call is one-way) */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_2d_rep_put(wire_buf *b, const struct msg_scuda_memcpy_2d_rep *m);
 int msg_scuda_memcpy_2d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_2d_rep *m);
 
 /* scuda_memcpy_3d request */
 struct msg_scuda_memcpy_3d_req {
-    char none; /* no fields */
+    struct msg_copy_nd copy; /* copy_nd copy */
+    const void *data; /* u64 length + bytes (bulk) data: as for scuda_memcpy_2d */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_3d_req_put(wire_buf *b, const struct msg_scuda_memcpy_3d_req *m);
 int msg_scuda_memcpy_3d_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_3d_req *m);
 
 /* scuda_memcpy_3d reply */
 struct msg_scuda_memcpy_3d_rep {
-    char none; /* no fields */
+    const void *data; /* u64 length + bytes (bulk) data */
+    uint64_t data_len;
 };
 void msg_scuda_memcpy_3d_rep_put(wire_buf *b, const struct msg_scuda_memcpy_3d_rep *m);
 int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_3d_rep *m);
 
 /* scuda_memcpy_peer request */
 struct msg_scuda_memcpy_peer_req {
-    char none; /* no fields */
+    uint64_t dst; /* dptr dst */
+    uint64_t dst_ctx; /* handle dst_ctx */
+    uint64_t src; /* dptr src */
+    uint64_t src_ctx; /* handle src_ctx */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+    uint8_t mode; /* u8 mode */
 };
 void msg_scuda_memcpy_peer_req_put(wire_buf *b, const struct msg_scuda_memcpy_peer_req *m);
 int msg_scuda_memcpy_peer_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_peer_req *m);

@@ -8264,6 +8264,13 @@ int op_wait_target(uint16_t op, const wire_reader *in, uint64_t *id, int *is_eve
     int found = 0;
     msg_arena_init(&a);
     switch (op) {
+    case OP_scuda_memcpy_dtoh: {
+        struct msg_scuda_memcpy_dtoh_req m;
+        found = msg_scuda_memcpy_dtoh_req_get(&r, &a, &m) == 0 && m.mode == COPY_ASYNC;
+        *id = m.stream;
+        *is_event = 0;
+        break;
+    }
     case OP_cuStreamSynchronize: {
         struct msg_cuStreamSynchronize_req m;
         found = msg_cuStreamSynchronize_req_get(&r, &a, &m) == 0;
@@ -8291,11 +8298,11 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_library_load] = {"scuda_library_load", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_library_get_kernel] = {"scuda_library_get_kernel", srv_scuda_library_get_kernel, 0, 0, 0, 0},
     [OP_scuda_launch] = {"scuda_launch", srv_scuda_launch, 0, 0, 0, 0},
-    [OP_scuda_memcpy_htod] = {"scuda_memcpy_htod", srv_scuda_memcpy_htod, 1, 0, 0, 0},
+    [OP_scuda_memcpy_htod] = {"scuda_memcpy_htod", srv_scuda_memcpy_htod, 1, 0, 0, 25},
     [OP_scuda_memcpy_dtoh] = {"scuda_memcpy_dtoh", srv_scuda_memcpy_dtoh, 1, 1, 0, 0},
     [OP_scuda_memcpy_dtod] = {"scuda_memcpy_dtod", srv_scuda_memcpy_dtod, 1, 0, 0, 0},
-    [OP_scuda_memcpy_2d] = {"scuda_memcpy_2d", srv_scuda_memcpy_2d, 1, 1, 0, 0},
-    [OP_scuda_memcpy_3d] = {"scuda_memcpy_3d", srv_scuda_memcpy_3d, 1, 1, 0, 0},
+    [OP_scuda_memcpy_2d] = {"scuda_memcpy_2d", srv_scuda_memcpy_2d, 1, 1, 0, 177},
+    [OP_scuda_memcpy_3d] = {"scuda_memcpy_3d", srv_scuda_memcpy_3d, 1, 1, 0, 177},
     [OP_scuda_memcpy_peer] = {"scuda_memcpy_peer", srv_scuda_memcpy_peer, 1, 0, 0, 0},
     [OP_scuda_memset] = {"scuda_memset", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_ctx_create] = {"scuda_ctx_create", srv_scuda_ctx_create, 1, 0, 1, 0},

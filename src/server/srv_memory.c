@@ -4,7 +4,8 @@
  * bytes arrive in the request, device-to-host bytes leave in the reply, and
  * the session copies through its own buffers. 2D/3D copies with a host
  * side travel packed (rows back to back) and are unpacked here by giving
- * the driver the packed buffer with pitch = row width. */
+ * the driver the packed buffer with pitch = row width. The messages are
+ * the scuda_memcpy_* ops of codegen/driver_spec.py. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,37 +39,38 @@ static CUresult not_capturing(CUstream st, uint8_t mode)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-/* The bytes arrived in pinned memory: copy asynchronously, and give the
- * buffer back when the copy is done. A copy with synchronous semantics
- * (cuMemcpyHtoD) is waited for before the session runs the next call. */
-static CUresult htod_staged(srv_call *c, uint64_t dst, uint64_t sid, uint8_t mode, uint64_t n)
+/* The bytes arrived in pinned memory (the session received the request's
+ * bulk field there; `r` says whether the rest decoded): copy
+ * asynchronously, and give the buffer back when the copy is done. A copy
+ * with synchronous semantics (cuMemcpyHtoD) is waited for before the
+ * session runs the next call. */
+static CUresult htod_staged(srv_call *c, const struct msg_scuda_memcpy_htod_req *m, CUresult r)
 {
     struct staging *b = c->staging;
     CUstream st = NULL;
-    CUresult r = wr_ok_end(&c->in) ? stream_of(c, sid, &st) : CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
-    if (r == CUDA_SUCCESS) r = REAL(cuMemcpyHtoDAsync_v2, dst, staging_data(b), n, mode == COPY_ASYNC ? st : NULL);
-    staging_release_after(b, mode == COPY_ASYNC ? st : NULL);
-    if (mode != COPY_ASYNC) session_after_copy(b);
+    if (r == CUDA_SUCCESS) r = stream_of(c, m->stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m->mode);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuMemcpyHtoDAsync_v2, m->dst, staging_data(b), m->data_len, m->mode == COPY_ASYNC ? st : NULL);
+    staging_release_after(b, m->mode == COPY_ASYNC ? st : NULL);
+    if (m->mode != COPY_ASYNC) session_after_copy(b);
     return r;
 }
 
-/* Request: u64 dst, u64 stream, u8 mode, u64 n, then n raw bytes. */
 CUresult srv_scuda_memcpy_htod(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    uint64_t n = wr_u64(&c->in);
-    if (c->staging) return htod_staged(c, dst, sid, mode, n);
-    const void *src = wr_view(&c->in, (size_t)n);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_htod_req m;
+    CUresult r = msg_scuda_memcpy_htod_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (c->staging) return htod_staged(c, &m, r); /* it owns the buffer, even when the request is bad */
+    if (r != CUDA_SUCCESS) return r;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
+    r = stream_of(c, m.stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m.mode);
     if (r != CUDA_SUCCESS) return r;
     /* From pageable memory the driver has consumed the source when the
      * async call returns, so the request buffer may be freed after it. */
-    return mode == COPY_ASYNC ? REAL(cuMemcpyHtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyHtoD_v2, dst, src, n);
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyHtoDAsync_v2, m.dst, m.data, m.data_len, st)
+                                : REAL(cuMemcpyHtoD_v2, m.dst, m.data, m.data_len);
 }
 
 /* Send a large device-to-host copy as it is made: the GPU copies chunk
@@ -110,64 +112,60 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
     return r != CUDA_SUCCESS || failed;
 }
 
-/* Request: u64 src, u64 n, u64 stream, u8 mode. Reply: bulk n bytes. */
+/* The reply is its bulk field alone, the n bytes: c->bulk, or a reply
+ * streamed as it is made. */
 CUresult srv_scuda_memcpy_dtoh(srv_call *c)
 {
-    uint64_t src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
+    struct msg_scuda_memcpy_dtoh_req m;
     /* The reply carries the bytes: it must fit in one frame (the client
      * sends copies in SCUDA_CHUNK pieces). */
-    if (!wr_ok_end(&c->in) || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
+    if (msg_scuda_memcpy_dtoh_req_get(&c->in, &c->arena, &m) != 0 || m.n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN)
+        return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS) r = not_capturing(st, mode);
+    CUresult r = stream_of(c, m.stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st, m.mode);
     if (r != CUDA_SUCCESS) return r;
-    if (n > (1u << 20)) {
-        int streamed = dtoh_streamed(c, src, n, mode == COPY_ASYNC ? st : NULL);
+    if (m.n > (1u << 20)) {
+        int streamed = dtoh_streamed(c, m.src, m.n, m.mode == COPY_ASYNC ? st : NULL);
         if (streamed >= 0) return streamed ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
     }
-    void *buf = malloc(n ? n : 1);
+    void *buf = malloc(m.n ? m.n : 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (mode == COPY_ASYNC) {
-        r = REAL(cuMemcpyDtoHAsync_v2, buf, src, n, st);
+    if (m.mode == COPY_ASYNC) {
+        r = REAL(cuMemcpyDtoHAsync_v2, buf, m.src, m.n, st);
         if (r == CUDA_SUCCESS) r = REAL(cuStreamSynchronize, st);
     } else {
-        r = REAL(cuMemcpyDtoH_v2, buf, src, n);
+        r = REAL(cuMemcpyDtoH_v2, buf, m.src, m.n);
     }
     c->bulk = buf;
-    c->bulk_len = n;
+    c->bulk_len = m.n;
     c->bulk_free = buf;
     return r;
 }
 
-/* Request: u64 dst, u64 src, u64 n, u64 stream, u8 mode. */
 CUresult srv_scuda_memcpy_dtod(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_dtod_req m;
+    if (msg_scuda_memcpy_dtod_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
-    CUresult r = stream_of(c, sid, &st);
+    CUresult r = stream_of(c, m.stream, &st);
     if (r != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? REAL(cuMemcpyDtoDAsync_v2, dst, src, n, st) : REAL(cuMemcpyDtoD_v2, dst, src, n);
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyDtoDAsync_v2, m.dst, m.src, m.n, st)
+                                : REAL(cuMemcpyDtoD_v2, m.dst, m.src, m.n);
 }
 
-/* Request: u64 dst, u64 dst ctx, u64 src, u64 src ctx, u64 n, u64 stream, u8 mode. */
 CUresult srv_scuda_memcpy_peer(srv_call *c)
 {
-    uint64_t dst = wr_u64(&c->in), dctx_id = wr_u64(&c->in);
-    uint64_t src = wr_u64(&c->in), sctx_id = wr_u64(&c->in);
-    uint64_t n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    uint8_t mode = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_memcpy_peer_req m;
+    if (msg_scuda_memcpy_peer_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *dctx, *sctx;
     CUstream st;
     CUresult r;
-    if ((r = handle_get(c->s, dctx_id, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
-    if ((r = handle_get(c->s, sctx_id, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
-    if ((r = stream_of(c, sid, &st)) != CUDA_SUCCESS) return r;
-    return mode == COPY_ASYNC ? REAL(cuMemcpyPeerAsync, dst, (CUcontext)dctx, src, (CUcontext)sctx, n, st)
-                              : REAL(cuMemcpyPeer, dst, (CUcontext)dctx, src, (CUcontext)sctx, n);
+    if ((r = handle_get(c->s, m.dst_ctx, HK_CONTEXT, &dctx)) != CUDA_SUCCESS) return r;
+    if ((r = handle_get(c->s, m.src_ctx, HK_CONTEXT, &sctx)) != CUDA_SUCCESS) return r;
+    if ((r = stream_of(c, m.stream, &st)) != CUDA_SUCCESS) return r;
+    return m.mode == COPY_ASYNC ? REAL(cuMemcpyPeerAsync, m.dst, (CUcontext)dctx, m.src, (CUcontext)sctx, m.n, st)
+                                : REAL(cuMemcpyPeer, m.dst, (CUcontext)dctx, m.src, (CUcontext)sctx, m.n);
 }
 
 /* Each pointer's memory type: 0 when the driver does not know the
@@ -189,28 +187,9 @@ CUresult srv_scuda_pointer_kind(srv_call *c)
 
 /* ---- 2D and 3D ---------------------------------------------------------- */
 
-/* One side of a 2D/3D copy, as it travels. */
-struct side {
-    uint32_t type; /* CU_MEMORYTYPE_HOST (packed), DEVICE or ARRAY */
-    uint64_t x, y, z, lod, ptr, array_id, pitch, height;
-};
-
-static void read_side(wire_reader *in, struct side *sd)
-{
-    sd->type = wr_u32(in);
-    sd->x = wr_u64(in);
-    sd->y = wr_u64(in);
-    sd->z = wr_u64(in);
-    sd->lod = wr_u64(in);
-    sd->ptr = wr_u64(in);
-    sd->array_id = wr_u64(in);
-    sd->pitch = wr_u64(in);
-    sd->height = wr_u64(in);
-}
-
 /* Fill one side of the driver's descriptor. `host` is the packed buffer
  * for a host side, whose rows start at x=y=z=0 with pitch = width. */
-static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64_t width, uint64_t height,
+static CUresult fill_side(srv_call *c, const struct msg_copy_side *sd, void *host, uint64_t width, uint64_t height,
                           CUmemorytype *type, size_t *x, size_t *y, size_t *z, size_t *lod, void **hptr,
                           CUdeviceptr *dptr, CUarray *arr, size_t *pitch, size_t *h)
 {
@@ -229,7 +208,7 @@ static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_ARRAY: {
         void *a;
-        CUresult r = handle_get(c->s, sd->array_id, HK_ARRAY, &a);
+        CUresult r = handle_get(c->s, sd->array, HK_ARRAY, &a);
         *arr = (CUarray)a;
         return r;
     }
@@ -238,59 +217,49 @@ static CUresult fill_side(srv_call *c, const struct side *sd, void *host, uint64
     }
 }
 
-/* Request: u8 dims (2 or 3), u8 mode, u64 stream, src side, dst side,
- * u64 width in bytes, u64 height, u64 depth, u64 n, n packed host bytes
- * (when src is host). Reply: bulk packed bytes (when dst is host). */
-CUresult srv_scuda_memcpy_3d(srv_call *c)
+/* The driver's copy for descriptor d; a 2D one as a CUDA_MEMCPY2D. */
+static CUresult driver_copy(int dims, const CUDA_MEMCPY3D *d, uint8_t mode, CUstream st)
 {
-    uint8_t dims = wr_u8(&c->in), mode = wr_u8(&c->in);
-    uint64_t sid = wr_u64(&c->in);
-    struct side src, dst;
-    read_side(&c->in, &src);
-    read_side(&c->in, &dst);
-    uint64_t width = wr_u64(&c->in), height = wr_u64(&c->in), depth = wr_u64(&c->in);
-    uint64_t n = wr_u64(&c->in);
-    const void *in_bytes = wr_view(&c->in, (size_t)n);
-    if (!wr_ok_end(&c->in) || (dims != 2 && dims != 3)) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t packed;
-    if (__builtin_mul_overflow(width, height, &packed) ||
-        __builtin_mul_overflow(packed, dims == 3 ? depth : 1, &packed))
+    if (dims == 3) return mode == COPY_ASYNC ? REAL(cuMemcpy3DAsync_v2, d, st) : REAL(cuMemcpy3D_v2, d);
+    CUDA_MEMCPY2D d2 = {
+        .srcXInBytes = d->srcXInBytes, .srcY = d->srcY, .srcMemoryType = d->srcMemoryType,
+        .srcHost = d->srcHost, .srcDevice = d->srcDevice, .srcArray = d->srcArray, .srcPitch = d->srcPitch,
+        .dstXInBytes = d->dstXInBytes, .dstY = d->dstY, .dstMemoryType = d->dstMemoryType,
+        .dstHost = d->dstHost, .dstDevice = d->dstDevice, .dstArray = d->dstArray, .dstPitch = d->dstPitch,
+        .WidthInBytes = d->WidthInBytes, .Height = d->Height,
+    };
+    return mode == COPY_ASYNC ? REAL(cuMemcpy2DAsync_v2, &d2, st) : REAL(cuMemcpy2DUnaligned_v2, &d2);
+}
+
+/* A 2D (dims 2: depth is 1 whatever m says) or 3D copy. `in_bytes`, n:
+ * the packed source when it is host memory. The packed destination, when
+ * it is host memory, is the reply's bulk field (c->bulk). *st receives
+ * the stream. */
+static CUresult copy_nd(srv_call *c, int dims, const struct msg_copy_nd *m, const void *in_bytes, uint64_t n,
+                        CUstream *st)
+{
+    uint64_t depth = dims == 3 ? m->depth : 1, packed;
+    if (__builtin_mul_overflow(m->width, m->height, &packed) || __builtin_mul_overflow(packed, depth, &packed))
         return CUDA_ERROR_INVALID_VALUE;
     /* A host side travels in one frame, either way. */
-    int host_side = src.type == CU_MEMORYTYPE_HOST || dst.type == CU_MEMORYTYPE_HOST;
+    int host_side = m->src.type == CU_MEMORYTYPE_HOST || m->dst.type == CU_MEMORYTYPE_HOST;
     if (host_side && packed > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
-    if (src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
-    CUstream st;
-    CUresult r = stream_of(c, sid, &st);
-    if (r == CUDA_SUCCESS && host_side) r = not_capturing(st, mode);
+    if (m->src.type == CU_MEMORYTYPE_HOST && n != packed) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = stream_of(c, m->stream, st);
+    if (r == CUDA_SUCCESS && host_side) r = not_capturing(*st, m->mode);
     if (r != CUDA_SUCCESS) return r;
 
-    void *src_host = (void *)in_bytes;
     void *dst_host = NULL;
-    if (dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1))) return CUDA_ERROR_OUT_OF_MEMORY;
-
-    CUDA_MEMCPY3D d = {0};
-    r = fill_side(c, &src, src_host, width, height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY, &d.srcZ,
-                  &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
+    if (m->dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_MEMCPY3D d = {.WidthInBytes = m->width, .Height = m->height, .Depth = depth};
+    r = fill_side(c, &m->src, (void *)in_bytes, m->width, m->height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY,
+                  &d.srcZ, &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
     if (r == CUDA_SUCCESS)
-        r = fill_side(c, &dst, dst_host, width, height, &d.dstMemoryType, &d.dstXInBytes, &d.dstY, &d.dstZ,
-                      &d.dstLOD, &d.dstHost, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
-    d.WidthInBytes = width;
-    d.Height = height;
-    d.Depth = dims == 3 ? depth : 1;
-    if (r == CUDA_SUCCESS && dims == 2) {
-        CUDA_MEMCPY2D d2 = {
-            .srcXInBytes = d.srcXInBytes, .srcY = d.srcY, .srcMemoryType = d.srcMemoryType,
-            .srcHost = d.srcHost, .srcDevice = d.srcDevice, .srcArray = d.srcArray, .srcPitch = d.srcPitch,
-            .dstXInBytes = d.dstXInBytes, .dstY = d.dstY, .dstMemoryType = d.dstMemoryType,
-            .dstHost = d.dstHost, .dstDevice = d.dstDevice, .dstArray = d.dstArray, .dstPitch = d.dstPitch,
-            .WidthInBytes = d.WidthInBytes, .Height = d.Height,
-        };
-        r = mode == COPY_ASYNC ? REAL(cuMemcpy2DAsync_v2, &d2, st) : REAL(cuMemcpy2DUnaligned_v2, &d2);
-    } else if (r == CUDA_SUCCESS) {
-        r = mode == COPY_ASYNC ? REAL(cuMemcpy3DAsync_v2, &d, st) : REAL(cuMemcpy3D_v2, &d);
-    }
-    if (r == CUDA_SUCCESS && dst_host && mode == COPY_ASYNC) r = REAL(cuStreamSynchronize, st);
+        r = fill_side(c, &m->dst, dst_host, m->width, m->height, &d.dstMemoryType, &d.dstXInBytes, &d.dstY,
+                      &d.dstZ, &d.dstLOD, &d.dstHost, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
+    if (r == CUDA_SUCCESS) r = driver_copy(dims, &d, m->mode, *st);
+    if (r == CUDA_SUCCESS && dst_host && m->mode == COPY_ASYNC) r = REAL(cuStreamSynchronize, *st);
     if (dst_host) {
         c->bulk = dst_host;
         c->bulk_len = packed;
@@ -299,7 +268,33 @@ CUresult srv_scuda_memcpy_3d(srv_call *c)
     return r;
 }
 
-CUresult srv_scuda_memcpy_2d(srv_call *c) { return srv_scuda_memcpy_3d(c); }
+/* A large packed source arrives in staging memory (srv_call.staging, the
+ * request's bulk field; `r` says whether the rest decoded). The copy owns
+ * that buffer, whatever becomes of it: the buffer is free again once the
+ * copy is done. */
+static CUresult copy_nd_staged(srv_call *c, int dims, const struct msg_copy_nd *m, const void *data, uint64_t n,
+                               CUresult r)
+{
+    struct staging *b = c->staging;
+    CUstream st = NULL;
+    if (r == CUDA_SUCCESS) r = copy_nd(c, dims, m, b ? staging_data(b) : data, n, &st);
+    if (b) staging_release_after(b, m->mode == COPY_ASYNC ? st : NULL);
+    return r;
+}
+
+CUresult srv_scuda_memcpy_2d(srv_call *c)
+{
+    struct msg_scuda_memcpy_2d_req m;
+    CUresult r = msg_scuda_memcpy_2d_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return copy_nd_staged(c, 2, &m.copy, m.data, m.data_len, r);
+}
+
+CUresult srv_scuda_memcpy_3d(srv_call *c)
+{
+    struct msg_scuda_memcpy_3d_req m;
+    CUresult r = msg_scuda_memcpy_3d_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return copy_nd_staged(c, 3, &m.copy, m.data, m.data_len, r);
+}
 
 /* ---- pointer attributes -------------------------------------------------- */
 

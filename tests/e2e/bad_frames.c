@@ -84,22 +84,12 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     wb_put_u32(b, 7);
     wb_put_u64(b, 16);
     b = NEW("scuda_memcpy_htod", OP_scuda_memcpy_htod);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
-    wb_put_u64(b, sizeof data);
-    wb_put_raw(b, data, sizeof data);
+    msg_scuda_memcpy_htod_req_put(b, &(struct msg_scuda_memcpy_htod_req){.dst = dev, .data_len = sizeof data});
+    wb_put_raw(b, data, sizeof data); /* the bulk bytes follow the fields */
     b = NEW("scuda_memcpy_dtoh", OP_scuda_memcpy_dtoh);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 64);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
+    msg_scuda_memcpy_dtoh_req_put(b, &(struct msg_scuda_memcpy_dtoh_req){.src = dev, .n = 64});
     b = NEW("scuda_memcpy_dtod", OP_scuda_memcpy_dtod);
-    wb_put_u64(b, dev + 256);
-    wb_put_u64(b, dev);
-    wb_put_u64(b, 64);
-    wb_put_u64(b, 0);
-    wb_put_u8(b, 0);
+    msg_scuda_memcpy_dtod_req_put(b, &(struct msg_scuda_memcpy_dtod_req){.dst = dev + 256, .src = dev, .n = 64});
     b = NEW("scuda_ctx_synchronize", OP_scuda_ctx_synchronize);
     msg_scuda_ctx_synchronize_req_put(b, &(struct msg_scuda_ctx_synchronize_req){.ctx = CTX});
     b = NEW("cuStreamCreate", OP_cuStreamCreate);
@@ -171,18 +161,12 @@ static void inner_lengths(void)
     wire_buf b;
     wb_init(&b);
     /* htod claims 1 GiB of data, carries 8 bytes */
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 1ull << 30);
+    msg_scuda_memcpy_htod_req_put(&b, &(struct msg_scuda_memcpy_htod_req){.dst = 0x1000, .data_len = 1ull << 30});
     wb_put_u64(&b, 0);
     CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
     /* htod claims 2^64 - 1 bytes */
     wb_reset(&b);
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, UINT64_MAX);
+    msg_scuda_memcpy_htod_req_put(&b, &(struct msg_scuda_memcpy_htod_req){.dst = 0x1000, .data_len = UINT64_MAX});
     CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
     /* module load with a blob length past the end */
     wb_reset(&b);
@@ -200,10 +184,7 @@ static void inner_lengths(void)
     CHECK(r != CUDA_SUCCESS && r >= 0, "empty module image returned %ld", r);
     /* dtoh of 2^40 bytes from a bogus address: an error, not an allocation */
     wb_reset(&b);
-    wb_put_u64(&b, 0x1000);
-    wb_put_u64(&b, 1ull << 40);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
+    msg_scuda_memcpy_dtoh_req_put(&b, &(struct msg_scuda_memcpy_dtoh_req){.src = 0x1000, .n = 1ull << 40});
     r = call(fd, OP_scuda_memcpy_dtoh, &b);
     CHECK(r != CUDA_SUCCESS && r >= 0, "dtoh of 1 TiB returned %ld", r);
     /* a launch with 1000 attributes */
@@ -225,34 +206,23 @@ static void inner_lengths(void)
     CHECK(call(fd, OP_scuda_pointer_kind, &b) == CUDA_ERROR_INVALID_VALUE);
     /* a 2D copy with absurd extents and a host side */
     wb_reset(&b);
-    wb_put_u8(&b, 2);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 0);
-    for (int side = 0; side < 2; side++) {
-        wb_put_u32(&b, side ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
-        for (int k = 0; k < 8; k++) wb_put_u64(&b, 0x1000);
-    }
-    wb_put_u64(&b, 1ull << 32);
-    wb_put_u64(&b, 1ull << 24);
-    wb_put_u64(&b, 1);
-    wb_put_u64(&b, 0);
+    struct msg_copy_side side = {.x = 0x1000, .y = 0x1000, .z = 0x1000, .lod = 0x1000, .ptr = 0x1000,
+                                 .array = 0x1000, .pitch = 0x1000, .height = 0x1000};
+    struct msg_scuda_memcpy_2d_req c2 = {.copy = {.src = side, .dst = side, .width = 1ull << 32, .height = 1ull << 24,
+                                                  .depth = 1}};
+    c2.copy.src.type = CU_MEMORYTYPE_DEVICE;
+    c2.copy.dst.type = CU_MEMORYTYPE_HOST;
+    msg_scuda_memcpy_2d_req_put(&b, &c2);
     r = call(fd, OP_scuda_memcpy_2d, &b);
     CHECK(r != CUDA_SUCCESS && r >= 0, "a 2^56-byte 2D copy returned %ld", r);
     /* A 3D host-to-host copy whose packed size width*height*depth
      * = 2^32 * 2^24 * 2^8 wraps to 0 in 64 bits: it carries 0 bytes but
      * describes 2^64. */
     wb_reset(&b);
-    wb_put_u8(&b, 3);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 0);
-    for (int side = 0; side < 2; side++) {
-        wb_put_u32(&b, CU_MEMORYTYPE_HOST);
-        for (int k = 0; k < 8; k++) wb_put_u64(&b, 0);
-    }
-    wb_put_u64(&b, 1ull << 32);
-    wb_put_u64(&b, 1ull << 24);
-    wb_put_u64(&b, 1ull << 8);
-    wb_put_u64(&b, 0);
+    struct msg_scuda_memcpy_3d_req c3 = {.copy = {.src = {.type = CU_MEMORYTYPE_HOST},
+                                                  .dst = {.type = CU_MEMORYTYPE_HOST},
+                                                  .width = 1ull << 32, .height = 1ull << 24, .depth = 1ull << 8}};
+    msg_scuda_memcpy_3d_req_put(&b, &c3);
     r = call(fd, OP_scuda_memcpy_3d, &b);
     CHECK(r >= 0, "a 3D copy whose packed size wraps to 0 killed the session");
     CHECK(r != CUDA_SUCCESS, "a 3D copy whose packed size wraps to 0 returned SUCCESS");

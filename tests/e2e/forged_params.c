@@ -94,14 +94,18 @@ static uint8_t *read_back(int fd, uint64_t dev)
     msg_scuda_ctx_synchronize_req_put(&b, &m);
     CHECK(call(fd, OP_scuda_ctx_synchronize, H_RAW_CTX, &b, NULL, NULL) == CUDA_SUCCESS);
     wb_reset(&b);
-    wb_put_u64(&b, dev);
-    wb_put_u64(&b, OUT_BYTES);
-    wb_put_u64(&b, 0);
-    wb_put_u8(&b, 0);
+    msg_scuda_memcpy_dtoh_req_put(&b, &(struct msg_scuda_memcpy_dtoh_req){.src = dev, .n = OUT_BYTES});
     uint8_t *out = NULL;
     size_t len = 0;
-    CHECK(call(fd, OP_scuda_memcpy_dtoh, H_RAW_CTX, &b, &out, &len) == CUDA_SUCCESS && len == 8 + OUT_BYTES);
-    memmove(out, out + 8, OUT_BYTES); /* the bulk length first */
+    CHECK(call(fd, OP_scuda_memcpy_dtoh, H_RAW_CTX, &b, &out, &len) == CUDA_SUCCESS);
+    wire_reader rd;
+    wr_init(&rd, out, len);
+    struct msg_arena a;
+    msg_arena_init(&a);
+    struct msg_scuda_memcpy_dtoh_rep rep;
+    CHECK(msg_scuda_memcpy_dtoh_rep_get(&rd, &a, &rep) == 0 && rep.data_len == OUT_BYTES);
+    memmove(out, rep.data, OUT_BYTES); /* the bytes are in the reply, after their length */
+    msg_arena_free(&a);
     wb_free(&b);
     return out;
 }

@@ -55,13 +55,19 @@ static void partial_frames(void)
     memset(hdr + FRAME_HEADER_LEN, 7, 10);
     expect_closed("three bytes of a header", hdr, 3);
     expect_closed("a header and 10 of its 100 bytes", hdr, sizeof hdr);
-    /* a 4 MiB host-to-device copy: header, its 25-byte head, 10 bytes */
-    uint8_t htod[FRAME_HEADER_LEN + 35] = {0};
-    h = (struct frame_header){.length = 25 + (4u << 20), .op = OP_scuda_memcpy_htod, .seq = 2, .ctx = H_RAW_CTX};
+    /* a 4 MiB host-to-device copy: header, its head (the fields before
+     * the bytes and their length), 10 bytes */
+    wire_buf head;
+    wb_init(&head);
+    msg_scuda_memcpy_htod_req_put(&head, &(struct msg_scuda_memcpy_htod_req){.data_len = 4u << 20});
+    uint8_t htod[FRAME_HEADER_LEN + 64 + 10] = {0};
+    CHECK(head.len <= 64);
+    h = (struct frame_header){.length = (uint32_t)head.len + (4u << 20), .op = OP_scuda_memcpy_htod, .seq = 2,
+                              .ctx = H_RAW_CTX};
     frame_header_encode(&h, htod);
-    uint64_t n = 4u << 20;
-    memcpy(htod + FRAME_HEADER_LEN + 17, &n, 8);
-    expect_closed("a large copy's first bytes", htod, sizeof htod);
+    memcpy(htod + FRAME_HEADER_LEN, head.data, head.len);
+    expect_closed("a large copy's first bytes", htod, FRAME_HEADER_LEN + head.len + 10);
+    wb_free(&head);
 }
 
 /* ---- a busy session is not idle ------------------------------------------------- */

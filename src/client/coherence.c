@@ -120,6 +120,37 @@ static size_t page_round(size_t n)
     return (n + page_size - 1) & ~(page_size - 1);
 }
 
+/* Where pinned host memory goes when no address is asked for: a window of
+ * the address space that neither the client's nor the session's own
+ * mappings reach (mmap hands out addresses top-down from near 0x7f..., the
+ * heap sits near 0x55...). The session maps a mirror of such memory at
+ * the same address (unified addressing: the host pointer is the device
+ * pointer), which fails when something of the session's already lives
+ * there; inside this window it practically never does. The start is
+ * random, so two clients of one session rarely pick the same pages. */
+#define PINNED_WINDOW_BASE 0x600000000000ull
+#define PINNED_WINDOW_SIZE 0x080000000000ull /* 8 TiB */
+
+static _Atomic uint64_t pinned_next;
+
+static void *map_in_window(size_t len, int fd)
+{
+    uint64_t expected = 0;
+    if (atomic_load(&pinned_next) == 0) {
+        uint64_t start = PINNED_WINDOW_BASE + (((uint64_t)getpid() * 0x9e3779b97f4a7c15ull) % (PINNED_WINDOW_SIZE / 2));
+        start &= ~(uint64_t)(page_size - 1);
+        atomic_compare_exchange_strong(&pinned_next, &expected, start);
+    }
+    for (int tries = 0; tries < 8; tries++) {
+        uint64_t at = atomic_fetch_add(&pinned_next, (uint64_t)len + page_size); /* a guard page between */
+        if (at + len > PINNED_WINDOW_BASE + PINNED_WINDOW_SIZE) break;
+        void *v = mmap((void *)(uintptr_t)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        if (v != MAP_FAILED && (uintptr_t)v == at) return v;
+        if (v != MAP_FAILED) munmap(v, len);
+    }
+    return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 int coherence_map(uintptr_t at, size_t size, char **view, char **alias)
 {
     size_t len = page_round(size ? size : 1);
@@ -129,8 +160,8 @@ int coherence_map(uintptr_t at, size_t size, char **view, char **alias)
     if (ftruncate(fd, (off_t)len) != 0) err = errno;
     void *v = MAP_FAILED, *a = MAP_FAILED;
     if (!err) {
-        int fixed = at ? MAP_FIXED_NOREPLACE : 0;
-        v = mmap((void *)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
+        v = at ? mmap((void *)at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0)
+               : map_in_window(len, fd);
         if (v == MAP_FAILED) err = errno;
         else if (at && (uintptr_t)v != at) err = EEXIST; /* old kernels take it as a hint */
     }

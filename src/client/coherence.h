@@ -28,7 +28,9 @@
 /* Memory that can become a region: size bytes (page-rounded) backed by an
  * anonymous shared file, mapped twice. `at` != 0 asks for exactly that
  * address for the view (managed memory: the device address); EEXIST when
- * something is already mapped there. 0 or an errno value. */
+ * something is already mapped there. `at` == 0 places the view in a window
+ * that the session's own mappings do not reach, so that the session can
+ * mirror it at the same address (pinned host memory). 0 or an errno value. */
 int coherence_map(uintptr_t at, size_t size, char **view, char **alias);
 void coherence_unmap(char *view, char *alias, size_t size);
 

@@ -206,9 +206,7 @@ static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECR
     uint32_t status;
     char msg[256];
     if (hello_read_server(fd, JOIN_TIMEOUT_MS, nonce, err, errlen) != 0) goto fail;
-    memcpy(req, &pid, 4);
-    memcpy(req + 4, &index, 4);
-    auth_join_proof(secret, nonce, pid, index, req + 8);
+    hello_join_request(req, pid, index, secret, nonce);
     if (hello_send_client(fd, HELLO_BULK_JOIN, 0, scuda_token(), nonce, req, sizeof req) != 0) {
         snprintf(err, errlen, "the connection closed during the handshake");
         goto fail;

@@ -270,6 +270,8 @@ def put_field(spec, f, d):
     if f.var:
         return ["    wb_put_u32(b, %s_count);" % m,
                 "    for (uint32_t i = 0; i < %s_count; i++)" % m] + put_one(spec, f, m + "[i]", "        ")
+    if f.fixed and f.type == "u8":
+        return ["    wb_put_raw(b, %s, sizeof %s);" % (m, m)]
     if f.fixed:
         return ["    for (size_t i = 0; i < sizeof %s / sizeof %s[0]; i++)" % (m, m)] + \
             put_one(spec, f, m + "[i]", "        ")
@@ -287,7 +289,7 @@ def get_field(spec, f, d):
         if f.bulk:
             return ["    if (a->bulk_apart) {",
                     "        %s = NULL; /* received into rpc_call.sink */" % m,
-                    "        %s_len = 0;" % m,
+                    "        %s_len = a->bulk_len;" % m,
                     "    } else {",
                     "        size_t n = 0;",
                     "        %s = wr_blob(r, &n);" % m,
@@ -307,6 +309,8 @@ def get_field(spec, f, d):
                 "            n = 0;",
                 "        for (uint32_t i = 0; i < n; i++)"] + get_one(spec, f, "v[i]", "            ") + \
                ["        %s = v;" % m, "        %s_count = n;" % m, "    }"]
+    if f.fixed and f.type == "u8":
+        return ["    wr_raw(r, %s, sizeof %s);" % (m, m)]
     if f.fixed:
         return ["    for (size_t i = 0; i < sizeof %s / sizeof %s[0]; i++)" % (m, m)] + \
             get_one(spec, f, m + "[i]", "        ")

@@ -287,6 +287,7 @@ static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
     if (!c->reply || io_read_full(conn.fd, c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
     c->arena.bulk_apart = 1; /* the bulk field is in the sink, not in c->out */
+    c->arena.bulk_len = n;
     w->result = (CUresult)result;
     w->deferred = (h->flags & FRAME_DEFERRED) != 0;
     return 0;

@@ -345,7 +345,7 @@ int msg_scuda_memcpy_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct ms
     memset(m, 0, sizeof *m);
     if (a->bulk_apart) {
         m->data = NULL; /* received into rpc_call.sink */
-        m->data_len = 0;
+        m->data_len = a->bulk_len;
     } else {
         size_t n = 0;
         m->data = wr_blob(r, &n);
@@ -467,7 +467,7 @@ int msg_scuda_memcpy_2d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     memset(m, 0, sizeof *m);
     if (a->bulk_apart) {
         m->data = NULL; /* received into rpc_call.sink */
-        m->data_len = 0;
+        m->data_len = a->bulk_len;
     } else {
         size_t n = 0;
         m->data = wr_blob(r, &n);
@@ -505,7 +505,7 @@ int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     memset(m, 0, sizeof *m);
     if (a->bulk_apart) {
         m->data = NULL; /* received into rpc_call.sink */
-        m->data_len = 0;
+        m->data_len = a->bulk_len;
     } else {
         size_t n = 0;
         m->data = wr_blob(r, &n);
@@ -766,8 +766,7 @@ void msg_scuda_bulk_setup_rep_put(wire_buf *b, const struct msg_scuda_bulk_setup
     wb_put_u32(b, m->k);
     wb_put_u32(b, m->pid);
     wb_put_u32(b, m->chunk_max);
-    for (size_t i = 0; i < sizeof m->secret / sizeof m->secret[0]; i++)
-        wb_put_u8(b, m->secret[i]);
+    wb_put_raw(b, m->secret, sizeof m->secret);
 }
 
 int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_setup_rep *m)
@@ -777,8 +776,7 @@ int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg
     m->k = wr_u32(r);
     m->pid = wr_u32(r);
     m->chunk_max = wr_u32(r);
-    for (size_t i = 0; i < sizeof m->secret / sizeof m->secret[0]; i++)
-        m->secret[i] = wr_u8(r);
+    wr_raw(r, m->secret, sizeof m->secret);
     return wr_ok_end(r) ? 0 : -1;
 }
 

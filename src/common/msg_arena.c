@@ -11,6 +11,7 @@ struct chunk {
 void msg_arena_init(struct msg_arena *a)
 {
     a->bulk_apart = 0;
+    a->bulk_len = 0;
     a->used = 0;
     a->chunks = NULL;
 }

@@ -14,8 +14,10 @@
 struct msg_arena {
     /* The bulk field's bytes are not in the payload: the session received
      * a request's into staging memory, or the client a reply's into
-     * rpc_call.sink. Its decoder then leaves the field's pointer NULL. */
+     * rpc_call.sink. Its decoder then leaves the field's pointer NULL (a
+     * reply's length is then bulk_len, what the client received). */
     int bulk_apart;
+    uint64_t bulk_len;
     size_t used;
     void *chunks; /* malloc'd overflow, a list */
     _Alignas(16) uint8_t space[512];

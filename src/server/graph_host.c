@@ -433,15 +433,17 @@ static int hold(CUgraph g, struct record *r, int tail)
     return 0;
 }
 
-/* Request: u64 record id, u64 source device address, u64 n, u64 stream.
- * The stream is capturing: capture a copy into a staging buffer. */
+/* The stream is capturing: capture a copy into a staging buffer. */
 CUresult srv_scuda_capture_dtoh(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in) || n == 0 || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_capture_dtoh_req m;
+    if (msg_scuda_capture_dtoh_req_get(&c->in, &c->arena, &m) != 0 || m.n == 0 ||
+        m.n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t n = (size_t)m.n;
     CUstream st;
     CUgraph g;
-    CUresult r = capture_graph(c, sid, &st, &g);
+    CUresult r = capture_graph(c, m.stream, &st, &g);
     if (r != CUDA_SUCCESS) return r;
     /* Allocating pinned memory is not allowed in a global capture: this
      * thread relaxes its mode for the allocation (and the frees). */
@@ -457,12 +459,12 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
         orig.cuMemFreeHost(buf);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    rec->id = id;
+    rec->id = m.record;
     rec->kind = REC_COPY;
     rec->staging = buf;
     rec->n = n;
     atomic_init(&rec->refs, 1);
-    if ((r = orig.cuMemcpyDtoHAsync_v2(buf, src, n, st)) != CUDA_SUCCESS) {
+    if ((r = orig.cuMemcpyDtoHAsync_v2(buf, m.src, n, st)) != CUDA_SUCCESS) {
         orig.cuMemFreeHost(buf);
         free(rec);
         return r;
@@ -478,20 +480,19 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 record id, u64 stream. The stream is capturing: capture a
- * host node that has the client run its function (after the copies
- * captured since the last one). */
+/* The stream is capturing: capture a host node that has the client run
+ * its function (after the copies captured since the last one). */
 CUresult srv_scuda_capture_hostfn(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in), sid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_capture_hostfn_req m;
+    if (msg_scuda_capture_hostfn_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUgraph g;
-    CUresult r = capture_graph(c, sid, &st, &g);
+    CUresult r = capture_graph(c, m.stream, &st, &g);
     if (r != CUDA_SUCCESS) return r;
     struct record *rec = calloc(1, sizeof *rec);
     if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
-    rec->id = id;
+    rec->id = m.record;
     rec->kind = REC_HOSTFN;
     atomic_init(&rec->refs, 1);
     if ((r = orig.cuLaunchHostFunc(st, host_fn_node, rec)) != CUDA_SUCCESS) {

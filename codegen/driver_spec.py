@@ -641,6 +641,14 @@ op scuda_capture_hostfn
     in handle record
     in handle stream
 
+# At each replay the session sends the records' work to the client in
+# FRAME_HOST_WORK frames (protocol.h): this head, then for HOST_WORK_DATA
+# the bytes, read straight into the client's buffer.
+const HOST_WORK_HEAD_LEN  9            # the wire size of host_work
+record host_work
+    u8 kind                            # enum host_work_kind (protocol.h)
+    handle record
+
 op cuStreamIsCapturing
     in handle stream
     out u32 status

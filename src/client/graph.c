@@ -179,26 +179,34 @@ static int skip_bytes(int fd, size_t n)
     return 0;
 }
 
+/* A FRAME_HOST_WORK frame: a host_work head (messages.gen.h), then for
+ * HOST_WORK_DATA the bytes, read straight into the record's buffer. */
 int graph_host_deliver(int fd, uint32_t len)
 {
-    uint8_t head[9];
+    uint8_t head[HOST_WORK_HEAD_LEN];
     if (len < sizeof head || io_read_full(fd, head, sizeof head) != 0) return -1;
-    uint64_t id;
-    memcpy(&id, head + 1, 8);
+    struct msg_host_work w;
+    struct msg_arena a;
+    wire_reader in;
+    msg_arena_init(&a);
+    wr_init(&in, head, sizeof head);
+    msg_get_host_work(&in, &a, &w);
+    msg_arena_free(&a);
+    if (!wr_ok_end(&in)) return -1; /* the spec and HOST_WORK_HEAD_LEN disagree */
     size_t rest = len - sizeof head;
     void *v = NULL;
-    struct host_record *rec = idmap_get(&host_records, id, NULL, &v) ? v : NULL;
-    switch (head[0]) {
+    struct host_record *rec = idmap_get(&host_records, w.record, NULL, &v) ? v : NULL;
+    switch (w.kind) {
     case HOST_WORK_DATA:
         if (rec && rec->kind == HOST_WORK_DATA && rest == rec->n) return io_read_full(fd, rec->dst, rest);
-        LOG_WARN("graph host work: bytes for unknown record %llu dropped", (unsigned long long)id);
+        LOG_WARN("graph host work: bytes for unknown record %llu dropped", (unsigned long long)w.record);
         return skip_bytes(fd, rest);
     case HOST_WORK_RUN:
         if (skip_bytes(fd, rest) != 0) return -1;
         if (rec && rec->kind == HOST_WORK_RUN) rec->fn(rec->user);
         return 0;
     case HOST_WORK_FORGET:
-        free(idmap_del(&host_records, id));
+        free(idmap_del(&host_records, w.record));
         return skip_bytes(fd, rest);
     default:
         return skip_bytes(fd, rest);

@@ -1208,6 +1208,19 @@ int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_host_work(wire_buf *b, const struct msg_host_work *m)
+{
+    wb_put_u8(b, m->kind);
+    wb_put_u64(b, m->record);
+}
+
+void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m)
+{
+    (void)a;
+    m->kind = wr_u8(r);
+    m->record = wr_u64(r);
+}
+
 void msg_cuStreamIsCapturing_req_put(wire_buf *b, const struct msg_cuStreamIsCapturing_req *m)
 {
     wb_put_u64(b, m->stream);

@@ -23,6 +23,7 @@
 #define LAUNCH_MAX_PARAMS 4096
 #define LAUNCH_MAX_ATTRS 32
 #define GRAPH_MAX_DEPS 8388608  /* a frame's worth of node ids */
+#define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define CAPTURE_WANT_STATUS 1
 #define CAPTURE_WANT_ID 2
 #define CAPTURE_WANT_GRAPH 4
@@ -654,6 +655,14 @@ struct msg_scuda_capture_hostfn_rep {
 };
 void msg_scuda_capture_hostfn_rep_put(wire_buf *b, const struct msg_scuda_capture_hostfn_rep *m);
 int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_rep *m);
+
+/* host_work record */
+struct msg_host_work {
+    uint8_t kind; /* u8 kind: enum host_work_kind (protocol.h) */
+    uint64_t record; /* handle record */
+};
+void msg_put_host_work(wire_buf *b, const struct msg_host_work *m);
+void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m);
 
 /* cuStreamIsCapturing request */
 struct msg_cuStreamIsCapturing_req {

@@ -123,16 +123,18 @@ void graph_host_forward(struct session *s)
     pthread_mutex_unlock(&queue_lock);
     while (w) {
         struct work *next = w->next;
-        uint8_t head[9];
-        head[0] = w->kind;
-        memcpy(head + 1, &w->id, 8);
-        struct frame_header h = {.length = (uint32_t)(sizeof head + w->n), .flags = FRAME_HOST_WORK};
+        /* the host_work head (messages.gen.h), then the bytes */
+        wire_buf head;
+        wb_init(&head);
+        msg_put_host_work(&head, &(struct msg_host_work){w->kind, w->id});
+        struct frame_header h = {.length = (uint32_t)(head.len + w->n), .flags = FRAME_HOST_WORK};
         uint8_t hdr[FRAME_HEADER_LEN];
         frame_header_encode(&h, hdr);
-        struct iovec iov[3] = {{hdr, sizeof hdr}, {head, sizeof head}, {w->data, w->n}};
+        struct iovec iov[3] = {{hdr, sizeof hdr}, {head.data, head.len}, {w->data, w->n}};
         pthread_mutex_lock(&s->write_lock);
         io_writev_full(s->fd, iov, w->n ? 3 : 2);
         pthread_mutex_unlock(&s->write_lock);
+        wb_free(&head);
         free(w->data);
         free(w);
         w = next;

@@ -125,7 +125,7 @@ static CUresult pack_node_params(const CUDA_KERNEL_NODE_PARAMS *p, struct msg_cu
     if (!p->kernelParams && p->extra) {
         const void *buf = NULL;
         size_t size = 0;
-        for (int i = 0; p->extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+        for (int i = 0; i < 64 && p->extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
             if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = p->extra[i + 1];
             else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(const size_t *)p->extra[i + 1];
         }

@@ -730,16 +730,112 @@ op scuda_ctx_synchronize         blocking  observes  any_context
 
 # ---- graphs and stream capture (fields to come) ---------------------------------------
 # (group: graphs)
+# Host work in captures (src/server/graph_host.c): a device-to-host copy
+# into client memory, or a host function, on a capturing stream becomes a
+# record the client picks an id for; the session captures a copy into a
+# staging buffer, or a host node.
 op scuda_capture_dtoh
+    in handle record                   # the client's record id (a chunk of at most SCUDA_CHUNK bytes)
+    in dptr src
+    in u64 n
+    in handle stream
+
 op scuda_capture_hostfn
+    in handle record
+    in handle stream
+
+# At each replay the session sends the records' work to the client in
+# FRAME_HOST_WORK frames (protocol.h): this head, then for HOST_WORK_DATA
+# the bytes, read straight into the client's buffer.
+const HOST_WORK_HEAD_LEN  9            # the wire size of host_work
+record host_work
+    u8 kind                            # enum host_work_kind (protocol.h)
+    handle record
+
 op cuStreamIsCapturing
+    in handle stream
+    out u32 status
+
+# The driver sees a NULL output where the application's call has one (it
+# checks them): `want` says which are wanted (CAPTURE_WANT_* bits).
+const CAPTURE_WANT_STATUS 1
+const CAPTURE_WANT_ID     2
+const CAPTURE_WANT_GRAPH  4
+const CAPTURE_WANT_DEPS   8
+const CAPTURE_WANT_EDGES  16           # _v3 only
+const CAPTURE_WANT_NUM    32
+const CAPTURE_MAX_DEPS    4194304      # a frame's worth of node ids and edge data
+
 op cuStreamGetCaptureInfo_v2
+    in handle stream
+    in u8 want
+    out u32 status
+    out u64 id
+    out handle graph
+    out u64 num
+    out handle deps[] max=CAPTURE_MAX_DEPS   # num ids when wanted, else none
+
 op cuStreamGetCaptureInfo_v3
+    in handle stream
+    in u8 want
+    out u32 status
+    out u64 id
+    out handle graph
+    out u64 num
+    out handle deps[] max=CAPTURE_MAX_DEPS   # num ids when wanted, else none
+    out raw:CUgraphEdgeData edges[] max=CAPTURE_MAX_DEPS   # num when wanted and the driver has them, else none
+
+# Memcpy nodes: device, unified (device memory only) and array sides. A
+# host side would make the graph read or write client memory when it
+# replays on the server: the client refuses it, the session too.
+record graph_copy_side                 # one side of a CUDA_MEMCPY3D
+    u32 type                           # CU_MEMORYTYPE_DEVICE, UNIFIED or ARRAY
+    u64 x                              # in bytes
+    u64 y
+    u64 z
+    u64 lod
+    dptr ptr                           # DEVICE, UNIFIED
+    handle array                       # ARRAY
+    u64 pitch
+    u64 height
+
+record graph_copy                      # CUDA_MEMCPY3D
+    graph_copy_side src
+    graph_copy_side dst
+    u64 width                          # in bytes
+    u64 height
+    u64 depth
+
 op cuGraphAddMemcpyNode
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in graph_copy copy
+    in handle ctx
+
 op cuGraphMemcpyNodeGetParams
+    in handle node
+    out graph_copy copy
+
 op cuGraphMemcpyNodeSetParams
+    in handle node
+    in graph_copy copy
+
 op cuGraphExecMemcpyNodeSetParams
+    in handle exec
+    in handle node
+    in graph_copy copy
+    in handle ctx
+
+# The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams
+    in handle exec                     # the new executable graph's id (the client picks it)
+    in handle graph
+    in u8 has_params                   # 0: the application passed no CUDA_GRAPH_INSTANTIATE_PARAMS
+    in u64 flags
+    in handle upload_stream
+    out handle err_node
+    out u32 result                     # CUgraphInstantiateResult
 # (end of group: graphs)
 """
 

@@ -44,9 +44,6 @@
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
-/* Most dependencies a capture-info reply can carry (ids of 8 bytes). */
-#define MAX_CAPTURE_DEPS (SCUDA_MAX_FRAME / 16)
-
 /* ---- capture bookkeeping ------------------------------------------------ */
 
 static _Atomic int captures_active;
@@ -84,11 +81,17 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
         *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
         return CUDA_SUCCESS;
     }
+    struct msg_cuStreamIsCapturing_req m = {handle_wire_id(hStream)};
+    struct msg_cuStreamIsCapturing_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_cuStreamIsCapturing);
-    rpc_put_handle(&c.req, hStream);
+    msg_cuStreamIsCapturing_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) *captureStatus = (CUstreamCaptureStatus)wr_u32(&c.out);
+    if (r == CUDA_SUCCESS && msg_cuStreamIsCapturing_rep_get(&c.out, &c.arena, &rep) != 0) {
+        LOG_ERROR("cuStreamIsCapturing: malformed reply from the server");
+        r = CUDA_ERROR_UNKNOWN;
+    }
+    if (r == CUDA_SUCCESS) *captureStatus = (CUstreamCaptureStatus)rep.status;
     rpc_end(&c);
     return r;
 }
@@ -117,6 +120,7 @@ struct host_record {
 
 static struct idmap host_records = IDMAP_INIT;
 
+/* Tell the session of a record: src and n are a copy's, 0 for a function. */
 static CUresult capture_record(uint16_t op, struct host_record *rec, CUdeviceptr src, CUstream hStream)
 {
     uint64_t id = handle_new_id();
@@ -126,12 +130,13 @@ static CUresult capture_record(uint16_t op, struct host_record *rec, CUdeviceptr
     }
     rpc_call c;
     rpc_begin(&c, op);
-    wb_put_u64(&c.req, id);
     if (op == OP_scuda_capture_dtoh) {
-        wb_put_u64(&c.req, src);
-        wb_put_u64(&c.req, rec->n);
+        struct msg_scuda_capture_dtoh_req m = {id, src, rec->n, handle_wire_id(hStream)};
+        msg_scuda_capture_dtoh_req_put(&c.req, &m);
+    } else {
+        struct msg_scuda_capture_hostfn_req m = {id, handle_wire_id(hStream)};
+        msg_scuda_capture_hostfn_req_put(&c.req, &m);
     }
-    rpc_put_handle(&c.req, hStream);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);
     if (r != CUDA_SUCCESS) free(idmap_del(&host_records, id));
@@ -174,26 +179,34 @@ static int skip_bytes(int fd, size_t n)
     return 0;
 }
 
+/* A FRAME_HOST_WORK frame: a host_work head (messages.gen.h), then for
+ * HOST_WORK_DATA the bytes, read straight into the record's buffer. */
 int graph_host_deliver(int fd, uint32_t len)
 {
-    uint8_t head[9];
+    uint8_t head[HOST_WORK_HEAD_LEN];
     if (len < sizeof head || io_read_full(fd, head, sizeof head) != 0) return -1;
-    uint64_t id;
-    memcpy(&id, head + 1, 8);
+    struct msg_host_work w;
+    struct msg_arena a;
+    wire_reader in;
+    msg_arena_init(&a);
+    wr_init(&in, head, sizeof head);
+    msg_get_host_work(&in, &a, &w);
+    msg_arena_free(&a);
+    if (!wr_ok_end(&in)) return -1; /* the spec and HOST_WORK_HEAD_LEN disagree */
     size_t rest = len - sizeof head;
     void *v = NULL;
-    struct host_record *rec = idmap_get(&host_records, id, NULL, &v) ? v : NULL;
-    switch (head[0]) {
+    struct host_record *rec = idmap_get(&host_records, w.record, NULL, &v) ? v : NULL;
+    switch (w.kind) {
     case HOST_WORK_DATA:
         if (rec && rec->kind == HOST_WORK_DATA && rest == rec->n) return io_read_full(fd, rec->dst, rest);
-        LOG_WARN("graph host work: bytes for unknown record %llu dropped", (unsigned long long)id);
+        LOG_WARN("graph host work: bytes for unknown record %llu dropped", (unsigned long long)w.record);
         return skip_bytes(fd, rest);
     case HOST_WORK_RUN:
         if (skip_bytes(fd, rest) != 0) return -1;
         if (rec && rec->kind == HOST_WORK_RUN) rec->fn(rec->user);
         return 0;
     case HOST_WORK_FORGET:
-        free(idmap_del(&host_records, id));
+        free(idmap_del(&host_records, w.record));
         return skip_bytes(fd, rest);
     default:
         return skip_bytes(fd, rest);
@@ -458,19 +471,11 @@ EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_P
     return r;
 }
 
-/* TODO: the memcpy node's request becomes a message (messages.gen.h). */
-static void put_deps(wire_buf *b, const CUgraphNode *deps, size_t n)
-{
-    wb_put_u64(b, n);
-    for (size_t i = 0; i < n; i++) rpc_put_handle(b, deps[i]);
-}
-
 /* ---- memcpy nodes ---------------------------------------------------------- */
 
-/* As it travels, per side (source first): u32 memory type, u64 x in bytes,
- * y, z, lod, u64 device pointer, u64 array id, u64 pitch, u64 height; then
- * u64 width in bytes, height, depth. Host sides never travel. */
-static CUresult put_memcpy3d(wire_buf *b, const CUDA_MEMCPY3D *p, const char *fn)
+/* A copy as it travels (the graph_copy record of messages.gen.h). Host
+ * sides never travel. */
+static CUresult copy_msg(const CUDA_MEMCPY3D *p, struct msg_graph_copy *m, const char *fn)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     if (p->srcMemoryType == CU_MEMORYTYPE_HOST || p->dstMemoryType == CU_MEMORYTYPE_HOST) {
@@ -478,153 +483,140 @@ static CUresult put_memcpy3d(wire_buf *b, const CUDA_MEMCPY3D *p, const char *fn
                  "replays on the server; not supported", fn);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    wb_put_u32(b, (uint32_t)p->srcMemoryType);
-    wb_put_u64(b, p->srcXInBytes);
-    wb_put_u64(b, p->srcY);
-    wb_put_u64(b, p->srcZ);
-    wb_put_u64(b, p->srcLOD);
-    wb_put_u64(b, p->srcDevice);
-    rpc_put_handle(b, p->srcArray);
-    wb_put_u64(b, p->srcPitch);
-    wb_put_u64(b, p->srcHeight);
-    wb_put_u32(b, (uint32_t)p->dstMemoryType);
-    wb_put_u64(b, p->dstXInBytes);
-    wb_put_u64(b, p->dstY);
-    wb_put_u64(b, p->dstZ);
-    wb_put_u64(b, p->dstLOD);
-    wb_put_u64(b, p->dstDevice);
-    rpc_put_handle(b, p->dstArray);
-    wb_put_u64(b, p->dstPitch);
-    wb_put_u64(b, p->dstHeight);
-    wb_put_u64(b, p->WidthInBytes);
-    wb_put_u64(b, p->Height);
-    wb_put_u64(b, p->Depth);
+    *m = (struct msg_graph_copy){
+        .src = {(uint32_t)p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcZ, p->srcLOD, p->srcDevice,
+                handle_wire_id(p->srcArray), p->srcPitch, p->srcHeight},
+        .dst = {(uint32_t)p->dstMemoryType, p->dstXInBytes, p->dstY, p->dstZ, p->dstLOD, p->dstDevice,
+                handle_wire_id(p->dstArray), p->dstPitch, p->dstHeight},
+        .width = p->WidthInBytes,
+        .height = p->Height,
+        .depth = p->Depth,
+    };
     return CUDA_SUCCESS;
 }
 
-static void read_memcpy3d(wire_reader *in, CUDA_MEMCPY3D *p)
+static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
 {
     memset(p, 0, sizeof *p);
-    p->srcMemoryType = (CUmemorytype)wr_u32(in);
-    p->srcXInBytes = wr_u64(in);
-    p->srcY = wr_u64(in);
-    p->srcZ = wr_u64(in);
-    p->srcLOD = wr_u64(in);
-    p->srcDevice = wr_u64(in);
-    p->srcArray = (CUarray)handle_from_id(wr_u64(in));
-    p->srcPitch = wr_u64(in);
-    p->srcHeight = wr_u64(in);
-    p->dstMemoryType = (CUmemorytype)wr_u32(in);
-    p->dstXInBytes = wr_u64(in);
-    p->dstY = wr_u64(in);
-    p->dstZ = wr_u64(in);
-    p->dstLOD = wr_u64(in);
-    p->dstDevice = wr_u64(in);
-    p->dstArray = (CUarray)handle_from_id(wr_u64(in));
-    p->dstPitch = wr_u64(in);
-    p->dstHeight = wr_u64(in);
-    p->WidthInBytes = wr_u64(in);
-    p->Height = wr_u64(in);
-    p->Depth = wr_u64(in);
+    p->srcMemoryType = (CUmemorytype)m->src.type;
+    p->srcXInBytes = m->src.x, p->srcY = m->src.y, p->srcZ = m->src.z, p->srcLOD = m->src.lod;
+    p->srcDevice = m->src.ptr;
+    p->srcArray = (CUarray)handle_from_id(m->src.array);
+    p->srcPitch = m->src.pitch, p->srcHeight = m->src.height;
+    p->dstMemoryType = (CUmemorytype)m->dst.type;
+    p->dstXInBytes = m->dst.x, p->dstY = m->dst.y, p->dstZ = m->dst.z, p->dstLOD = m->dst.lod;
+    p->dstDevice = m->dst.ptr;
+    p->dstArray = (CUarray)handle_from_id(m->dst.array);
+    p->dstPitch = m->dst.pitch, p->dstHeight = m->dst.height;
+    p->WidthInBytes = m->width, p->Height = m->height, p->Depth = m->depth;
 }
 
-/* Request: u64 node id (picked here), u64 graph, u64 n, n node ids,
- * copy, u64 context. */
 EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                      size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     SHIM_ENTER(cuGraphAddMemcpyNode, (phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx));
-    if (!phGraphNode || (numDependencies && !dependencies)) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t id = handle_new_id();
+    if (!phGraphNode || (numDependencies && !dependencies) || numDependencies > GRAPH_MAX_DEPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphAddMemcpyNode_req m = {
+        .node = handle_new_id(), .graph = handle_wire_id(hGraph), .ctx = handle_wire_id(ctx)};
+    CUresult r = copy_msg(copyParams, &m.copy, "cuGraphAddMemcpyNode");
+    if (r != CUDA_SUCCESS) return r;
+    uint64_t small[32], *heap;
+    m.deps = node_ids(dependencies, numDependencies, small, 32, &heap);
+    m.deps_count = (uint32_t)numDependencies;
+    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphAddMemcpyNode);
-    wb_put_u64(&c.req, id);
-    rpc_put_handle(&c.req, hGraph);
-    put_deps(&c.req, dependencies, numDependencies);
-    CUresult r = put_memcpy3d(&c.req, copyParams, "cuGraphAddMemcpyNode");
-    rpc_put_handle(&c.req, ctx);
-    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    msg_cuGraphAddMemcpyNode_req_put(&c.req, &m);
+    free(heap);
+    r = rpc_sync(&c);
     rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(id);
+    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
     return r;
 }
 
-/* Request: u64 node. Reply: the copy. */
 EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
     SHIM_ENTER(cuGraphMemcpyNodeGetParams, (hNode, nodeParams));
     if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphMemcpyNodeGetParams_req m = {handle_wire_id(hNode)};
+    struct msg_cuGraphMemcpyNodeGetParams_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphMemcpyNodeGetParams);
-    rpc_put_handle(&c.req, hNode);
+    msg_cuGraphMemcpyNodeGetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        read_memcpy3d(&c.out, nodeParams);
-        if (!wr_ok_end(&c.out)) {
-            LOG_ERROR("cuGraphMemcpyNodeGetParams: malformed reply from the server");
-            r = CUDA_ERROR_UNKNOWN;
-        }
+    if (r == CUDA_SUCCESS && msg_cuGraphMemcpyNodeGetParams_rep_get(&c.out, &c.arena, &rep) != 0) {
+        LOG_ERROR("cuGraphMemcpyNodeGetParams: malformed reply from the server");
+        r = CUDA_ERROR_UNKNOWN;
     }
+    if (r == CUDA_SUCCESS) copy_from_msg(&rep.copy, nodeParams);
     rpc_end(&c);
     return r;
 }
 
-/* Request: u64 node, the copy. */
 EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
 {
     SHIM_ENTER(cuGraphMemcpyNodeSetParams, (hNode, nodeParams));
+    struct msg_cuGraphMemcpyNodeSetParams_req m = {.node = handle_wire_id(hNode)};
+    CUresult r = copy_msg(nodeParams, &m.copy, "cuGraphMemcpyNodeSetParams");
+    if (r != CUDA_SUCCESS) return r;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphMemcpyNodeSetParams);
-    rpc_put_handle(&c.req, hNode);
-    CUresult r = put_memcpy3d(&c.req, nodeParams, "cuGraphMemcpyNodeSetParams");
-    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    msg_cuGraphMemcpyNodeSetParams_req_put(&c.req, &m);
+    r = rpc_sync(&c);
     rpc_end(&c);
     return r;
 }
 
-/* Request: u64 executable graph, u64 node, the copy, u64 context. */
 EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     SHIM_ENTER(cuGraphExecMemcpyNodeSetParams, (hGraphExec, hNode, copyParams, ctx));
+    struct msg_cuGraphExecMemcpyNodeSetParams_req m = {
+        .exec = handle_wire_id(hGraphExec), .node = handle_wire_id(hNode), .ctx = handle_wire_id(ctx)};
+    CUresult r = copy_msg(copyParams, &m.copy, "cuGraphExecMemcpyNodeSetParams");
+    if (r != CUDA_SUCCESS) return r;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphExecMemcpyNodeSetParams);
-    rpc_put_handle(&c.req, hGraphExec);
-    rpc_put_handle(&c.req, hNode);
-    CUresult r = put_memcpy3d(&c.req, copyParams, "cuGraphExecMemcpyNodeSetParams");
-    rpc_put_handle(&c.req, ctx);
-    if (r == CUDA_SUCCESS) r = rpc_sync(&c);
+    msg_cuGraphExecMemcpyNodeSetParams_req_put(&c.req, &m);
+    r = rpc_sync(&c);
     rpc_end(&c);
     return r;
 }
 
 /* ---- instantiation with parameters ------------------------------------- */
 
-/* Request: u64 executable graph id (picked here), u64 graph, u8 params
- * present, then u64 flags and u64 upload stream. Reply (also on failure):
- * u64 error node id, u32 result. */
+/* The reply comes also on failure: the node at fault and the reason go to
+ * the caller's parameters either way. */
 EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                              CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
     SHIM_ENTER(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
     if (!phGraphExec) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t id = handle_new_id();
+    struct msg_cuGraphInstantiateWithParams_req m = {
+        .exec = handle_new_id(),
+        .graph = handle_wire_id(hGraph),
+        .has_params = instantiateParams != NULL,
+        .flags = instantiateParams ? instantiateParams->flags : 0,
+        .upload_stream = instantiateParams ? handle_wire_id(instantiateParams->hUploadStream) : 0,
+    };
+    struct msg_cuGraphInstantiateWithParams_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphInstantiateWithParams);
-    wb_put_u64(&c.req, id);
-    rpc_put_handle(&c.req, hGraph);
-    wb_put_u8(&c.req, instantiateParams != NULL);
-    if (instantiateParams) {
-        wb_put_u64(&c.req, instantiateParams->flags);
-        rpc_put_handle(&c.req, instantiateParams->hUploadStream);
-    }
+    msg_cuGraphInstantiateWithParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
-    if (instantiateParams && c.out.left >= 12) {
-        instantiateParams->hErrNode_out = (CUgraphNode)handle_from_id(wr_u64(&c.out));
-        instantiateParams->result_out = (CUgraphInstantiateResult)wr_u32(&c.out);
+    /* a failure the session met before instantiating has no outputs */
+    int have = msg_cuGraphInstantiateWithParams_rep_get(&c.out, &c.arena, &rep) == 0;
+    if (r == CUDA_SUCCESS && !have) {
+        LOG_ERROR("cuGraphInstantiateWithParams: malformed reply from the server");
+        r = CUDA_ERROR_UNKNOWN;
+    }
+    if (instantiateParams && have) {
+        instantiateParams->hErrNode_out = (CUgraphNode)handle_from_id(rep.err_node);
+        instantiateParams->result_out = (CUgraphInstantiateResult)rep.result;
     }
     rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphExec = (CUgraphExec)handle_from_id(id);
+    if (r == CUDA_SUCCESS) *phGraphExec = (CUgraphExec)handle_from_id(m.exec);
     return r;
 }
 
@@ -670,47 +662,68 @@ static struct capture_arrays *thread_arrays(size_t n)
     return a;
 }
 
-enum { WANT_STATUS = 1, WANT_ID = 2, WANT_GRAPH = 4, WANT_DEPS = 8, WANT_EDGES = 16, WANT_NUM = 32 };
+/* Ask the session. The reply, v2's as a v3 one without edges, has its
+ * arrays in c's arena. */
+static CUresult capture_ask(rpc_call *c, uint16_t op, CUstream hStream, uint8_t want,
+                            struct msg_cuStreamGetCaptureInfo_v3_rep *out)
+{
+    rpc_begin(c, op);
+    CUresult r;
+    int bad;
+    if (op == OP_cuStreamGetCaptureInfo_v3) {
+        struct msg_cuStreamGetCaptureInfo_v3_req m = {handle_wire_id(hStream), want};
+        msg_cuStreamGetCaptureInfo_v3_req_put(&c->req, &m);
+        if ((r = rpc_sync(c)) != CUDA_SUCCESS) return r;
+        bad = msg_cuStreamGetCaptureInfo_v3_rep_get(&c->out, &c->arena, out) != 0;
+    } else {
+        struct msg_cuStreamGetCaptureInfo_v2_req m = {handle_wire_id(hStream), want};
+        struct msg_cuStreamGetCaptureInfo_v2_rep v2;
+        msg_cuStreamGetCaptureInfo_v2_req_put(&c->req, &m);
+        if ((r = rpc_sync(c)) != CUDA_SUCCESS) return r;
+        bad = msg_cuStreamGetCaptureInfo_v2_rep_get(&c->out, &c->arena, &v2) != 0;
+        *out = (struct msg_cuStreamGetCaptureInfo_v3_rep){
+            .status = v2.status, .id = v2.id, .graph = v2.graph, .num = v2.num,
+            .deps = v2.deps, .deps_count = v2.deps_count};
+    }
+    /* num ids when wanted; num edges when wanted and the driver has them */
+    uint64_t deps_n = want & CAPTURE_WANT_DEPS ? out->num : 0;
+    if (bad || out->deps_count != deps_n ||
+        (out->edges_count && (out->edges_count != out->num || !(want & CAPTURE_WANT_EDGES)))) {
+        LOG_ERROR("cuStreamGetCaptureInfo: malformed reply from the server");
+        return CUDA_ERROR_UNKNOWN;
+    }
+    return CUDA_SUCCESS;
+}
 
-/* Request: u64 stream, u8 which outputs are wanted (WANT_*). Reply: u32
- * status, u64 capture id, u64 graph id, u64 n, then (with WANT_DEPS) n node
- * ids and (with WANT_EDGES) u8 present + n CUgraphEdgeData. */
+/* The driver sees the same NULL outputs as the application's call: the
+ * session passes NULL for those not wanted. */
 static CUresult capture_info(uint16_t op, CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id,
                              CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *num)
 {
-    uint8_t want = (status ? WANT_STATUS : 0) | (id ? WANT_ID : 0) | (graph ? WANT_GRAPH : 0) |
-                   (deps ? WANT_DEPS : 0) | (edges ? WANT_EDGES : 0) | (num ? WANT_NUM : 0);
+    uint8_t want = (status ? CAPTURE_WANT_STATUS : 0) | (id ? CAPTURE_WANT_ID : 0) |
+                   (graph ? CAPTURE_WANT_GRAPH : 0) | (deps ? CAPTURE_WANT_DEPS : 0) |
+                   (edges ? CAPTURE_WANT_EDGES : 0) | (num ? CAPTURE_WANT_NUM : 0);
     rpc_call c;
-    rpc_begin(&c, op);
-    rpc_put_handle(&c.req, hStream);
-    wb_put_u8(&c.req, want);
-    CUresult r = rpc_sync(&c);
+    struct msg_cuStreamGetCaptureInfo_v3_rep rep;
+    CUresult r = capture_ask(&c, op, hStream, want, &rep);
+    if (r != CUDA_SUCCESS) {
+        rpc_end(&c);
+        return r;
+    }
+    size_t n = (size_t)rep.num;
+    /* each array has n elements (at most CAPTURE_MAX_DEPS, the decoder saw to it) or none */
+    size_t len = rep.deps_count ? rep.deps_count : rep.edges_count;
+    struct capture_arrays *a = NULL;
+    if (len && !(a = thread_arrays(len))) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
-        CUstreamCaptureStatus st = (CUstreamCaptureStatus)wr_u32(&c.out);
-        cuuint64_t cid = wr_u64(&c.out);
-        uint64_t gid = wr_u64(&c.out);
-        uint64_t n = wr_u64(&c.out);
-        struct capture_arrays *a = NULL;
-        if ((deps || edges) && n > MAX_CAPTURE_DEPS) {
-            r = CUDA_ERROR_UNKNOWN;
-        } else if ((deps || edges) && n && !(a = thread_arrays((size_t)n))) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            for (uint64_t i = 0; deps && i < n; i++) a->deps[i] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
-            int have_edges = edges ? wr_u8(&c.out) : 0;
-            if (have_edges && n) wr_raw(&c.out, a->edges, (size_t)n * sizeof *a->edges);
-            if (!wr_ok_end(&c.out)) {
-                LOG_ERROR("cuStreamGetCaptureInfo: malformed reply from the server");
-                r = CUDA_ERROR_UNKNOWN;
-            } else {
-                if (status) *status = st;
-                if (id) *id = cid;
-                if (graph) *graph = (CUgraph)handle_from_id(gid);
-                if (num) *num = (size_t)n;
-                if (deps) *deps = n ? a->deps : NULL;
-                if (edges) *edges = have_edges && n ? a->edges : NULL;
-            }
-        }
+        for (size_t i = 0; i < rep.deps_count; i++) a->deps[i] = (CUgraphNode)handle_from_id(rep.deps[i]);
+        if (rep.edges_count) memcpy(a->edges, rep.edges, rep.edges_count * sizeof *a->edges);
+        if (status) *status = (CUstreamCaptureStatus)rep.status;
+        if (id) *id = rep.id;
+        if (graph) *graph = (CUgraph)handle_from_id(rep.graph);
+        if (num) *num = n;
+        if (deps) *deps = n ? a->deps : NULL;
+        if (edges) *edges = rep.edges_count ? a->edges : NULL;
     }
     rpc_end(&c);
     return r;

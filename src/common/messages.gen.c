@@ -1333,14 +1333,20 @@ int msg_scuda_ctx_synchronize_rep_get(wire_reader *r, struct msg_arena *a, struc
 
 void msg_scuda_capture_dtoh_req_put(wire_buf *b, const struct msg_scuda_capture_dtoh_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->record);
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
 }
 
 int msg_scuda_capture_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_dtoh_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->record = wr_u64(r);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1359,14 +1365,16 @@ int msg_scuda_capture_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct m
 
 void msg_scuda_capture_hostfn_req_put(wire_buf *b, const struct msg_scuda_capture_hostfn_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->record);
+    wb_put_u64(b, m->stream);
 }
 
 int msg_scuda_capture_hostfn_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->record = wr_u64(r);
+    m->stream = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1383,94 +1391,243 @@ int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_host_work(wire_buf *b, const struct msg_host_work *m)
+{
+    wb_put_u8(b, m->kind);
+    wb_put_u64(b, m->record);
+}
+
+void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m)
+{
+    (void)a;
+    m->kind = wr_u8(r);
+    m->record = wr_u64(r);
+}
+
 void msg_cuStreamIsCapturing_req_put(wire_buf *b, const struct msg_cuStreamIsCapturing_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->stream);
 }
 
 int msg_cuStreamIsCapturing_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamIsCapturing_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuStreamIsCapturing_rep_put(wire_buf *b, const struct msg_cuStreamIsCapturing_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->status);
 }
 
 int msg_cuStreamIsCapturing_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamIsCapturing_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->status = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuStreamGetCaptureInfo_v2_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v2_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->want);
 }
 
 int msg_cuStreamGetCaptureInfo_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v2_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->want = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuStreamGetCaptureInfo_v2_rep_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v2_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->status);
+    wb_put_u64(b, m->id);
+    wb_put_u64(b, m->graph);
+    wb_put_u64(b, m->num);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
 }
 
 int msg_cuStreamGetCaptureInfo_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v2_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->status = wr_u32(r);
+    m->id = wr_u64(r);
+    m->graph = wr_u64(r);
+    m->num = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(CAPTURE_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuStreamGetCaptureInfo_v3_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->stream);
+    wb_put_u8(b, m->want);
 }
 
 int msg_cuStreamGetCaptureInfo_v3_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v3_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->want = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuStreamGetCaptureInfo_v3_rep_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u32(b, m->status);
+    wb_put_u64(b, m->id);
+    wb_put_u64(b, m->graph);
+    wb_put_u64(b, m->num);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    wb_put_u32(b, m->edges_count);
+    for (uint32_t i = 0; i < m->edges_count; i++)
+        wb_put_raw(b, &m->edges[i], sizeof m->edges[i]);
 }
 
 int msg_cuStreamGetCaptureInfo_v3_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v3_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->status = wr_u32(r);
+    m->id = wr_u64(r);
+    m->graph = wr_u64(r);
+    m->num = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(CAPTURE_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    {
+        uint32_t n = wr_u32(r);
+        CUgraphEdgeData *v = NULL;
+        if (n > (uint32_t)(CAPTURE_MAX_DEPS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->edges = v;
+        m->edges_count = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_put_graph_copy_side(wire_buf *b, const struct msg_graph_copy_side *m)
+{
+    wb_put_u32(b, m->type);
+    wb_put_u64(b, m->x);
+    wb_put_u64(b, m->y);
+    wb_put_u64(b, m->z);
+    wb_put_u64(b, m->lod);
+    wb_put_u64(b, m->ptr);
+    wb_put_u64(b, m->array);
+    wb_put_u64(b, m->pitch);
+    wb_put_u64(b, m->height);
+}
+
+void msg_get_graph_copy_side(wire_reader *r, struct msg_arena *a, struct msg_graph_copy_side *m)
+{
+    (void)a;
+    m->type = wr_u32(r);
+    m->x = wr_u64(r);
+    m->y = wr_u64(r);
+    m->z = wr_u64(r);
+    m->lod = wr_u64(r);
+    m->ptr = wr_u64(r);
+    m->array = wr_u64(r);
+    m->pitch = wr_u64(r);
+    m->height = wr_u64(r);
+}
+
+void msg_put_graph_copy(wire_buf *b, const struct msg_graph_copy *m)
+{
+    msg_put_graph_copy_side(b, &m->src);
+    msg_put_graph_copy_side(b, &m->dst);
+    wb_put_u64(b, m->width);
+    wb_put_u64(b, m->height);
+    wb_put_u64(b, m->depth);
+}
+
+void msg_get_graph_copy(wire_reader *r, struct msg_arena *a, struct msg_graph_copy *m)
+{
+    (void)a;
+    msg_get_graph_copy_side(r, a, &m->src);
+    msg_get_graph_copy_side(r, a, &m->dst);
+    m->width = wr_u64(r);
+    m->height = wr_u64(r);
+    m->depth = wr_u64(r);
 }
 
 void msg_cuGraphAddMemcpyNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemcpyNode_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    msg_put_graph_copy(b, &m->copy);
+    wb_put_u64(b, m->ctx);
 }
 
 int msg_cuGraphAddMemcpyNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemcpyNode_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->graph = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    msg_get_graph_copy(r, a, &m->copy);
+    m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1489,40 +1646,42 @@ int msg_cuGraphAddMemcpyNode_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_cuGraphMemcpyNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeGetParams_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->node);
 }
 
 int msg_cuGraphMemcpyNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeGetParams_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuGraphMemcpyNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeGetParams_rep *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_graph_copy(b, &m->copy);
 }
 
 int msg_cuGraphMemcpyNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeGetParams_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_graph_copy(r, a, &m->copy);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuGraphMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeSetParams_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->node);
+    msg_put_graph_copy(b, &m->copy);
 }
 
 int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeSetParams_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    msg_get_graph_copy(r, a, &m->copy);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1541,14 +1700,20 @@ int msg_cuGraphMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, 
 
 void msg_cuGraphExecMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphExecMemcpyNodeSetParams_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->node);
+    msg_put_graph_copy(b, &m->copy);
+    wb_put_u64(b, m->ctx);
 }
 
 int msg_cuGraphExecMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecMemcpyNodeSetParams_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->node = wr_u64(r);
+    msg_get_graph_copy(r, a, &m->copy);
+    m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1567,27 +1732,37 @@ int msg_cuGraphExecMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
 
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->graph);
+    wb_put_u8(b, m->has_params);
+    wb_put_u64(b, m->flags);
+    wb_put_u64(b, m->upload_stream);
 }
 
 int msg_cuGraphInstantiateWithParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->graph = wr_u64(r);
+    m->has_params = wr_u8(r);
+    m->flags = wr_u64(r);
+    m->upload_stream = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_cuGraphInstantiateWithParams_rep_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->err_node);
+    wb_put_u32(b, m->result);
 }
 
 int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->err_node = wr_u64(r);
+    m->result = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

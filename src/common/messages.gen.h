@@ -25,6 +25,14 @@
 #define GRAPH_MAX_DEPS 8388608  /* a frame's worth of node ids */
 #define POINTER_KIND_MAX 64  /* pointers one scuda_pointer_kind asks about */
 #define POINTER_ATTR_MAX 64  /* bytes the driver writes for one pointer attribute */
+#define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
+#define CAPTURE_WANT_STATUS 1
+#define CAPTURE_WANT_ID 2
+#define CAPTURE_WANT_GRAPH 4
+#define CAPTURE_WANT_DEPS 8
+#define CAPTURE_WANT_EDGES 16  /* _v3 only */
+#define CAPTURE_WANT_NUM 32
+#define CAPTURE_MAX_DEPS 4194304  /* a frame's worth of node ids and edge data */
 
 /* launch_attr record: a CUlaunchAttribute: its event handles are ids */
 struct msg_launch_attr {
@@ -693,7 +701,10 @@ int msg_scuda_ctx_synchronize_rep_get(wire_reader *r, struct msg_arena *a, struc
 
 /* scuda_capture_dtoh request */
 struct msg_scuda_capture_dtoh_req {
-    char none; /* no fields */
+    uint64_t record; /* handle record: the client's record id (a chunk of at most SCUDA_CHUNK bytes) */
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
 };
 void msg_scuda_capture_dtoh_req_put(wire_buf *b, const struct msg_scuda_capture_dtoh_req *m);
 int msg_scuda_capture_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_dtoh_req *m);
@@ -707,7 +718,8 @@ int msg_scuda_capture_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct m
 
 /* scuda_capture_hostfn request */
 struct msg_scuda_capture_hostfn_req {
-    char none; /* no fields */
+    uint64_t record; /* handle record */
+    uint64_t stream; /* handle stream */
 };
 void msg_scuda_capture_hostfn_req_put(wire_buf *b, const struct msg_scuda_capture_hostfn_req *m);
 int msg_scuda_capture_hostfn_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_req *m);
@@ -719,51 +731,104 @@ struct msg_scuda_capture_hostfn_rep {
 void msg_scuda_capture_hostfn_rep_put(wire_buf *b, const struct msg_scuda_capture_hostfn_rep *m);
 int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_rep *m);
 
+/* host_work record */
+struct msg_host_work {
+    uint8_t kind; /* u8 kind: enum host_work_kind (protocol.h) */
+    uint64_t record; /* handle record */
+};
+void msg_put_host_work(wire_buf *b, const struct msg_host_work *m);
+void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m);
+
 /* cuStreamIsCapturing request */
 struct msg_cuStreamIsCapturing_req {
-    char none; /* no fields */
+    uint64_t stream; /* handle stream */
 };
 void msg_cuStreamIsCapturing_req_put(wire_buf *b, const struct msg_cuStreamIsCapturing_req *m);
 int msg_cuStreamIsCapturing_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamIsCapturing_req *m);
 
 /* cuStreamIsCapturing reply */
 struct msg_cuStreamIsCapturing_rep {
-    char none; /* no fields */
+    uint32_t status; /* u32 status */
 };
 void msg_cuStreamIsCapturing_rep_put(wire_buf *b, const struct msg_cuStreamIsCapturing_rep *m);
 int msg_cuStreamIsCapturing_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamIsCapturing_rep *m);
 
 /* cuStreamGetCaptureInfo_v2 request */
 struct msg_cuStreamGetCaptureInfo_v2_req {
-    char none; /* no fields */
+    uint64_t stream; /* handle stream */
+    uint8_t want; /* u8 want */
 };
 void msg_cuStreamGetCaptureInfo_v2_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v2_req *m);
 int msg_cuStreamGetCaptureInfo_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v2_req *m);
 
 /* cuStreamGetCaptureInfo_v2 reply */
 struct msg_cuStreamGetCaptureInfo_v2_rep {
-    char none; /* no fields */
+    uint32_t status; /* u32 status */
+    uint64_t id; /* u64 id */
+    uint64_t graph; /* handle graph */
+    uint64_t num; /* u64 num */
+    const uint64_t *deps; /* u32 count, then handle[] (at most CAPTURE_MAX_DEPS) deps: num ids when wanted, else none */
+    uint32_t deps_count;
 };
 void msg_cuStreamGetCaptureInfo_v2_rep_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v2_rep *m);
 int msg_cuStreamGetCaptureInfo_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v2_rep *m);
 
 /* cuStreamGetCaptureInfo_v3 request */
 struct msg_cuStreamGetCaptureInfo_v3_req {
-    char none; /* no fields */
+    uint64_t stream; /* handle stream */
+    uint8_t want; /* u8 want */
 };
 void msg_cuStreamGetCaptureInfo_v3_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_req *m);
 int msg_cuStreamGetCaptureInfo_v3_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v3_req *m);
 
 /* cuStreamGetCaptureInfo_v3 reply */
 struct msg_cuStreamGetCaptureInfo_v3_rep {
-    char none; /* no fields */
+    uint32_t status; /* u32 status */
+    uint64_t id; /* u64 id */
+    uint64_t graph; /* handle graph */
+    uint64_t num; /* u64 num */
+    const uint64_t *deps; /* u32 count, then handle[] (at most CAPTURE_MAX_DEPS) deps: num ids when wanted, else none */
+    uint32_t deps_count;
+    const CUgraphEdgeData *edges; /* u32 count, then raw:CUgraphEdgeData[] (at most CAPTURE_MAX_DEPS) edges: num when wanted and the driver has them, else none */
+    uint32_t edges_count;
 };
 void msg_cuStreamGetCaptureInfo_v3_rep_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_rep *m);
 int msg_cuStreamGetCaptureInfo_v3_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v3_rep *m);
 
+/* graph_copy_side record: one side of a CUDA_MEMCPY3D */
+struct msg_graph_copy_side {
+    uint32_t type; /* u32 type: CU_MEMORYTYPE_DEVICE, UNIFIED or ARRAY */
+    uint64_t x; /* u64 x: in bytes */
+    uint64_t y; /* u64 y */
+    uint64_t z; /* u64 z */
+    uint64_t lod; /* u64 lod */
+    uint64_t ptr; /* dptr ptr: DEVICE, UNIFIED */
+    uint64_t array; /* handle array: ARRAY */
+    uint64_t pitch; /* u64 pitch */
+    uint64_t height; /* u64 height */
+};
+void msg_put_graph_copy_side(wire_buf *b, const struct msg_graph_copy_side *m);
+void msg_get_graph_copy_side(wire_reader *r, struct msg_arena *a, struct msg_graph_copy_side *m);
+
+/* graph_copy record: CUDA_MEMCPY3D */
+struct msg_graph_copy {
+    struct msg_graph_copy_side src; /* graph_copy_side src */
+    struct msg_graph_copy_side dst; /* graph_copy_side dst */
+    uint64_t width; /* u64 width: in bytes */
+    uint64_t height; /* u64 height */
+    uint64_t depth; /* u64 depth */
+};
+void msg_put_graph_copy(wire_buf *b, const struct msg_graph_copy *m);
+void msg_get_graph_copy(wire_reader *r, struct msg_arena *a, struct msg_graph_copy *m);
+
 /* cuGraphAddMemcpyNode request */
 struct msg_cuGraphAddMemcpyNode_req {
-    char none; /* no fields */
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    struct msg_graph_copy copy; /* graph_copy copy */
+    uint64_t ctx; /* handle ctx */
 };
 void msg_cuGraphAddMemcpyNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemcpyNode_req *m);
 int msg_cuGraphAddMemcpyNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemcpyNode_req *m);
@@ -777,21 +842,22 @@ int msg_cuGraphAddMemcpyNode_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 /* cuGraphMemcpyNodeGetParams request */
 struct msg_cuGraphMemcpyNodeGetParams_req {
-    char none; /* no fields */
+    uint64_t node; /* handle node */
 };
 void msg_cuGraphMemcpyNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeGetParams_req *m);
 int msg_cuGraphMemcpyNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeGetParams_req *m);
 
 /* cuGraphMemcpyNodeGetParams reply */
 struct msg_cuGraphMemcpyNodeGetParams_rep {
-    char none; /* no fields */
+    struct msg_graph_copy copy; /* graph_copy copy */
 };
 void msg_cuGraphMemcpyNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeGetParams_rep *m);
 int msg_cuGraphMemcpyNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeGetParams_rep *m);
 
 /* cuGraphMemcpyNodeSetParams request */
 struct msg_cuGraphMemcpyNodeSetParams_req {
-    char none; /* no fields */
+    uint64_t node; /* handle node */
+    struct msg_graph_copy copy; /* graph_copy copy */
 };
 void msg_cuGraphMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeSetParams_req *m);
 int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeSetParams_req *m);
@@ -805,7 +871,10 @@ int msg_cuGraphMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, 
 
 /* cuGraphExecMemcpyNodeSetParams request */
 struct msg_cuGraphExecMemcpyNodeSetParams_req {
-    char none; /* no fields */
+    uint64_t exec; /* handle exec */
+    uint64_t node; /* handle node */
+    struct msg_graph_copy copy; /* graph_copy copy */
+    uint64_t ctx; /* handle ctx */
 };
 void msg_cuGraphExecMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphExecMemcpyNodeSetParams_req *m);
 int msg_cuGraphExecMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecMemcpyNodeSetParams_req *m);
@@ -819,14 +888,19 @@ int msg_cuGraphExecMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
 
 /* cuGraphInstantiateWithParams request */
 struct msg_cuGraphInstantiateWithParams_req {
-    char none; /* no fields */
+    uint64_t exec; /* handle exec: the new executable graph's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    uint8_t has_params; /* u8 has_params: 0: the application passed no CUDA_GRAPH_INSTANTIATE_PARAMS */
+    uint64_t flags; /* u64 flags */
+    uint64_t upload_stream; /* handle upload_stream */
 };
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m);
 int msg_cuGraphInstantiateWithParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_req *m);
 
 /* cuGraphInstantiateWithParams reply */
 struct msg_cuGraphInstantiateWithParams_rep {
-    char none; /* no fields */
+    uint64_t err_node; /* handle err_node */
+    uint32_t result; /* u32 result: CUgraphInstantiateResult */
 };
 void msg_cuGraphInstantiateWithParams_rep_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_rep *m);
 int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_rep *m);

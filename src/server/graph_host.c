@@ -123,16 +123,18 @@ void graph_host_forward(struct session *s)
     pthread_mutex_unlock(&queue_lock);
     while (w) {
         struct work *next = w->next;
-        uint8_t head[9];
-        head[0] = w->kind;
-        memcpy(head + 1, &w->id, 8);
-        struct frame_header h = {.length = (uint32_t)(sizeof head + w->n), .flags = FRAME_HOST_WORK};
+        /* the host_work head (messages.gen.h), then the bytes */
+        wire_buf head;
+        wb_init(&head);
+        msg_put_host_work(&head, &(struct msg_host_work){w->kind, w->id});
+        struct frame_header h = {.length = (uint32_t)(head.len + w->n), .flags = FRAME_HOST_WORK};
         uint8_t hdr[FRAME_HEADER_LEN];
         frame_header_encode(&h, hdr);
-        struct iovec iov[3] = {{hdr, sizeof hdr}, {head, sizeof head}, {w->data, w->n}};
+        struct iovec iov[3] = {{hdr, sizeof hdr}, {head.data, head.len}, {w->data, w->n}};
         pthread_mutex_lock(&s->write_lock);
         io_writev_full(s->fd, iov, w->n ? 3 : 2);
         pthread_mutex_unlock(&s->write_lock);
+        wb_free(&head);
         free(w->data);
         free(w);
         w = next;
@@ -433,15 +435,17 @@ static int hold(CUgraph g, struct record *r, int tail)
     return 0;
 }
 
-/* Request: u64 record id, u64 source device address, u64 n, u64 stream.
- * The stream is capturing: capture a copy into a staging buffer. */
+/* The stream is capturing: capture a copy into a staging buffer. */
 CUresult srv_scuda_capture_dtoh(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in), src = wr_u64(&c->in), n = wr_u64(&c->in), sid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in) || n == 0 || n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_capture_dtoh_req m;
+    if (msg_scuda_capture_dtoh_req_get(&c->in, &c->arena, &m) != 0 || m.n == 0 ||
+        m.n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t n = (size_t)m.n;
     CUstream st;
     CUgraph g;
-    CUresult r = capture_graph(c, sid, &st, &g);
+    CUresult r = capture_graph(c, m.stream, &st, &g);
     if (r != CUDA_SUCCESS) return r;
     /* Allocating pinned memory is not allowed in a global capture: this
      * thread relaxes its mode for the allocation (and the frees). */
@@ -457,12 +461,12 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
         orig.cuMemFreeHost(buf);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    rec->id = id;
+    rec->id = m.record;
     rec->kind = REC_COPY;
     rec->staging = buf;
     rec->n = n;
     atomic_init(&rec->refs, 1);
-    if ((r = orig.cuMemcpyDtoHAsync_v2(buf, src, n, st)) != CUDA_SUCCESS) {
+    if ((r = orig.cuMemcpyDtoHAsync_v2(buf, m.src, n, st)) != CUDA_SUCCESS) {
         orig.cuMemFreeHost(buf);
         free(rec);
         return r;
@@ -478,20 +482,19 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 record id, u64 stream. The stream is capturing: capture a
- * host node that has the client run its function (after the copies
- * captured since the last one). */
+/* The stream is capturing: capture a host node that has the client run
+ * its function (after the copies captured since the last one). */
 CUresult srv_scuda_capture_hostfn(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in), sid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_capture_hostfn_req m;
+    if (msg_scuda_capture_hostfn_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUgraph g;
-    CUresult r = capture_graph(c, sid, &st, &g);
+    CUresult r = capture_graph(c, m.stream, &st, &g);
     if (r != CUDA_SUCCESS) return r;
     struct record *rec = calloc(1, sizeof *rec);
     if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
-    rec->id = id;
+    rec->id = m.record;
     rec->kind = REC_HOSTFN;
     atomic_init(&rec->refs, 1);
     if ((r = orig.cuLaunchHostFunc(st, host_fn_node, rec)) != CUDA_SUCCESS) {

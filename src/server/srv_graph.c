@@ -1,5 +1,5 @@
 /* srv_graph.c - the hand-written graph calls (src/client/graph.c has the
- * client side and each request's layout).
+ * client side; the messages are in codegen/driver_spec.py, MESSAGES).
  *
  * Kernel node parameters arrive packed like a launch's (launch_params.h)
  * and are checked like a launch's against the layout the driver reports
@@ -19,19 +19,6 @@
 #include "session.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
-#include "../common/protocol.h"
-
-#define MAX_DEPS (SCUDA_MAX_FRAME / 8)
-
-/* TODO: the memcpy node's request becomes a message (messages.gen.h). */
-static CUresult read_deps(srv_call *c, const uint64_t **ids, uint64_t *n)
-{
-    *n = wr_u64(&c->in);
-    uint64_t *v = *n <= MAX_DEPS && *n <= c->in.left / 8 ? msg_alloc(&c->arena, (size_t)*n * 8 + 8) : NULL;
-    for (uint64_t i = 0; v && i < *n; i++) v[i] = wr_u64(&c->in);
-    *ids = v;
-    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
 
 /* Node ids -> a malloc'd array of real nodes (NULL when n is 0). */
 static CUresult resolve_deps(srv_call *c, const uint64_t *ids, uint64_t n, CUgraphNode **out)
@@ -138,7 +125,7 @@ static CUresult pack_node_params(const CUDA_KERNEL_NODE_PARAMS *p, struct msg_cu
     if (!p->kernelParams && p->extra) {
         const void *buf = NULL;
         size_t size = 0;
-        for (int i = 0; p->extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+        for (int i = 0; i < 64 && p->extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
             if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = p->extra[i + 1];
             else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(const size_t *)p->extra[i + 1];
         }
@@ -213,20 +200,16 @@ CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c)
 
 /* ---- memcpy nodes ------------------------------------------------------------ */
 
-/* One side: u32 type, u64 x, y, z, lod, u64 device pointer, u64 array id,
- * u64 pitch, u64 height. */
-static CUresult read_side(srv_call *c, CUmemorytype *type, size_t *x, size_t *y, size_t *z, size_t *lod,
-                          CUdeviceptr *dev, CUarray *arr, size_t *pitch, size_t *height)
+/* One side of a copy, checked: a unified address must be device memory,
+ * an array one of this session's. */
+static CUresult side_from_msg(srv_call *c, const struct msg_graph_copy_side *m, CUmemorytype *type, size_t *x,
+                              size_t *y, size_t *z, size_t *lod, CUdeviceptr *dev, CUarray *arr, size_t *pitch,
+                              size_t *height)
 {
-    *type = (CUmemorytype)wr_u32(&c->in);
-    *x = wr_u64(&c->in);
-    *y = wr_u64(&c->in);
-    *z = wr_u64(&c->in);
-    *lod = wr_u64(&c->in);
-    *dev = wr_u64(&c->in);
-    uint64_t array_id = wr_u64(&c->in);
-    *pitch = wr_u64(&c->in);
-    *height = wr_u64(&c->in);
+    *type = (CUmemorytype)m->type;
+    *x = m->x, *y = m->y, *z = m->z, *lod = m->lod;
+    *dev = m->ptr;
+    *pitch = m->pitch, *height = m->height;
     switch (*type) {
     case CU_MEMORYTYPE_DEVICE:
         return CUDA_SUCCESS;
@@ -243,7 +226,7 @@ static CUresult read_side(srv_call *c, CUmemorytype *type, size_t *x, size_t *y,
     }
     case CU_MEMORYTYPE_ARRAY: {
         void *a;
-        CUresult r = handle_get(c->s, array_id, HK_ARRAY, &a);
+        CUresult r = handle_get(c->s, m->array, HK_ARRAY, &a);
         *arr = (CUarray)a;
         return r;
     }
@@ -252,151 +235,129 @@ static CUresult read_side(srv_call *c, CUmemorytype *type, size_t *x, size_t *y,
     }
 }
 
-static CUresult read_memcpy3d(srv_call *c, CUDA_MEMCPY3D *p)
+static CUresult copy_from_msg(srv_call *c, const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
 {
     memset(p, 0, sizeof *p);
-    CUresult r = read_side(c, &p->srcMemoryType, &p->srcXInBytes, &p->srcY, &p->srcZ, &p->srcLOD, &p->srcDevice,
-                           &p->srcArray, &p->srcPitch, &p->srcHeight);
-    CUresult r2 = read_side(c, &p->dstMemoryType, &p->dstXInBytes, &p->dstY, &p->dstZ, &p->dstLOD, &p->dstDevice,
-                            &p->dstArray, &p->dstPitch, &p->dstHeight);
-    p->WidthInBytes = wr_u64(&c->in);
-    p->Height = wr_u64(&c->in);
-    p->Depth = wr_u64(&c->in);
+    CUresult r = side_from_msg(c, &m->src, &p->srcMemoryType, &p->srcXInBytes, &p->srcY, &p->srcZ, &p->srcLOD,
+                               &p->srcDevice, &p->srcArray, &p->srcPitch, &p->srcHeight);
+    CUresult r2 = side_from_msg(c, &m->dst, &p->dstMemoryType, &p->dstXInBytes, &p->dstY, &p->dstZ, &p->dstLOD,
+                                &p->dstDevice, &p->dstArray, &p->dstPitch, &p->dstHeight);
+    p->WidthInBytes = m->width;
+    p->Height = m->height;
+    p->Depth = m->depth;
     return r != CUDA_SUCCESS ? r : r2;
 }
 
-static CUresult put_side(srv_call *c, CUmemorytype type, size_t x, size_t y, size_t z, size_t lod, CUdeviceptr dev,
-                         CUarray arr, size_t pitch, size_t height)
+static CUresult side_to_msg(srv_call *c, CUmemorytype type, size_t x, size_t y, size_t z, size_t lod,
+                            CUdeviceptr dev, CUarray arr, size_t pitch, size_t height, struct msg_graph_copy_side *m)
 {
     if (type == CU_MEMORYTYPE_HOST) return CUDA_ERROR_NOT_SUPPORTED;
-    wb_put_u32(&c->out, (uint32_t)type);
-    wb_put_u64(&c->out, x);
-    wb_put_u64(&c->out, y);
-    wb_put_u64(&c->out, z);
-    wb_put_u64(&c->out, lod);
-    wb_put_u64(&c->out, dev);
-    wb_put_u64(&c->out, arr ? handle_export(c->s, HK_ARRAY, arr) : 0);
-    wb_put_u64(&c->out, pitch);
-    wb_put_u64(&c->out, height);
+    *m = (struct msg_graph_copy_side){
+        (uint32_t)type, x, y, z, lod, dev, arr ? handle_export(c->s, HK_ARRAY, arr) : 0, pitch, height};
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 node id, u64 graph, deps, copy, u64 context. */
 CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
 {
-    uint64_t node_id = wr_u64(&c->in), graph_id = wr_u64(&c->in);
-    const uint64_t *dep_ids;
-    uint64_t ndeps;
-    if (read_deps(c, &dep_ids, &ndeps) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphAddMemcpyNode_req m;
+    if (msg_cuGraphAddMemcpyNode_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D p;
-    CUresult rp = read_memcpy3d(c, &p);
-    uint64_t ctx_id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    if (rp != CUDA_SUCCESS) return rp;
+    CUresult r = copy_from_msg(c, &m.copy, &p);
+    if (r != CUDA_SUCCESS) return r;
     void *graph, *ctx;
     CUgraphNode *deps = NULL, node = NULL;
-    CUresult r = handle_get(c->s, graph_id, HK_GRAPH, &graph);
-    if (r == CUDA_SUCCESS) r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
-    if (r == CUDA_SUCCESS) r = resolve_deps(c, dep_ids, ndeps, &deps);
-    if (r == CUDA_SUCCESS) r = REAL(cuGraphAddMemcpyNode, &node, (CUgraph)graph, deps, ndeps, &p, (CUcontext)ctx);
+    r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
+    if (r == CUDA_SUCCESS) r = resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r == CUDA_SUCCESS)
+        r = REAL(cuGraphAddMemcpyNode, &node, (CUgraph)graph, deps, m.deps_count, &p, (CUcontext)ctx);
     free(deps);
-    if (r == CUDA_SUCCESS) r = handle_put(c->s, node_id, HK_GRAPH_NODE, node);
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
     return r;
 }
 
-/* Request: u64 node. Reply: the copy. */
 CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c)
 {
-    uint64_t node_id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuGraphMemcpyNodeGetParams_req m;
+    if (msg_cuGraphMemcpyNodeGetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *node;
-    CUresult r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
     if (r != CUDA_SUCCESS) return r;
     CUDA_MEMCPY3D p;
     memset(&p, 0, sizeof p);
     if ((r = REAL(cuGraphMemcpyNodeGetParams, node, &p)) != CUDA_SUCCESS) return r;
-    if ((r = put_side(c, p.srcMemoryType, p.srcXInBytes, p.srcY, p.srcZ, p.srcLOD, p.srcDevice, p.srcArray,
-                      p.srcPitch, p.srcHeight)) != CUDA_SUCCESS ||
-        (r = put_side(c, p.dstMemoryType, p.dstXInBytes, p.dstY, p.dstZ, p.dstLOD, p.dstDevice, p.dstArray,
-                      p.dstPitch, p.dstHeight)) != CUDA_SUCCESS)
+    struct msg_cuGraphMemcpyNodeGetParams_rep rep = {
+        .copy = {.width = p.WidthInBytes, .height = p.Height, .depth = p.Depth}};
+    if ((r = side_to_msg(c, p.srcMemoryType, p.srcXInBytes, p.srcY, p.srcZ, p.srcLOD, p.srcDevice, p.srcArray,
+                         p.srcPitch, p.srcHeight, &rep.copy.src)) != CUDA_SUCCESS ||
+        (r = side_to_msg(c, p.dstMemoryType, p.dstXInBytes, p.dstY, p.dstZ, p.dstLOD, p.dstDevice, p.dstArray,
+                         p.dstPitch, p.dstHeight, &rep.copy.dst)) != CUDA_SUCCESS)
         return r;
-    wb_put_u64(&c->out, p.WidthInBytes);
-    wb_put_u64(&c->out, p.Height);
-    wb_put_u64(&c->out, p.Depth);
+    msg_cuGraphMemcpyNodeGetParams_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 node, copy. */
 CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c)
 {
-    uint64_t node_id = wr_u64(&c->in);
+    struct msg_cuGraphMemcpyNodeSetParams_req m;
+    if (msg_cuGraphMemcpyNodeSetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D p;
-    CUresult rp = read_memcpy3d(c, &p);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    if (rp != CUDA_SUCCESS) return rp;
+    CUresult r = copy_from_msg(c, &m.copy, &p);
+    if (r != CUDA_SUCCESS) return r;
     void *node;
-    CUresult r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
+    r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
     return r == CUDA_SUCCESS ? REAL(cuGraphMemcpyNodeSetParams, node, &p) : r;
 }
 
-/* Request: u64 executable graph, u64 node, copy, u64 context. */
 CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c)
 {
-    uint64_t exec_id = wr_u64(&c->in), node_id = wr_u64(&c->in);
+    struct msg_cuGraphExecMemcpyNodeSetParams_req m;
+    if (msg_cuGraphExecMemcpyNodeSetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D p;
-    CUresult rp = read_memcpy3d(c, &p);
-    uint64_t ctx_id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
-    if (rp != CUDA_SUCCESS) return rp;
+    CUresult r = copy_from_msg(c, &m.copy, &p);
+    if (r != CUDA_SUCCESS) return r;
     void *ge, *node, *ctx;
-    CUresult r = handle_get(c->s, exec_id, HK_GRAPH_EXEC, &ge);
-    if (r == CUDA_SUCCESS) r = handle_get(c->s, node_id, HK_GRAPH_NODE, &node);
-    if (r == CUDA_SUCCESS) r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
+    r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &ge);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
     return r == CUDA_SUCCESS ? REAL(cuGraphExecMemcpyNodeSetParams, (CUgraphExec)ge, node, &p, (CUcontext)ctx) : r;
 }
 
 /* ---- instantiation with parameters ---------------------------------------- */
 
-/* Request: u64 executable graph id, u64 graph, u8 params present [u64
- * flags, u64 upload stream]. Reply, also on failure: u64 error node id,
- * u32 instantiate result. */
+/* The reply goes also on failure: the error node and the result say why. */
 CUresult srv_cuGraphInstantiateWithParams(srv_call *c)
 {
-    uint64_t exec_id = wr_u64(&c->in), graph_id = wr_u64(&c->in);
-    uint8_t have = wr_u8(&c->in);
+    struct msg_cuGraphInstantiateWithParams_req m;
+    if (msg_cuGraphInstantiateWithParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUDA_GRAPH_INSTANTIATE_PARAMS p;
     memset(&p, 0, sizeof p);
-    uint64_t stream_id = 0;
-    if (have) {
-        p.flags = wr_u64(&c->in);
-        stream_id = wr_u64(&c->in);
-    }
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    p.flags = m.flags;
     void *graph, *stream;
-    CUresult r = handle_get(c->s, graph_id, HK_GRAPH, &graph);
-    if (r == CUDA_SUCCESS) r = handle_get(c->s, stream_id, HK_STREAM, &stream);
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.upload_stream, HK_STREAM, &stream);
     if (r != CUDA_SUCCESS) return r;
     p.hUploadStream = (CUstream)stream;
     CUgraphExec ge = NULL;
-    r = REAL(cuGraphInstantiateWithParams, &ge, (CUgraph)graph, have ? &p : NULL);
+    r = REAL(cuGraphInstantiateWithParams, &ge, (CUgraph)graph, m.has_params ? &p : NULL);
     c->out_on_error = 1;
-    wb_put_u64(&c->out, handle_export(c->s, HK_GRAPH_NODE, p.hErrNode_out));
-    wb_put_u32(&c->out, (uint32_t)p.result_out);
-    if (r == CUDA_SUCCESS) r = handle_put(c->s, exec_id, HK_GRAPH_EXEC, ge);
+    struct msg_cuGraphInstantiateWithParams_rep rep = {
+        .err_node = handle_export(c->s, HK_GRAPH_NODE, p.hErrNode_out),
+        .result = (uint32_t)p.result_out,
+    };
+    msg_cuGraphInstantiateWithParams_rep_put(&c->out, &rep);
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.exec, HK_GRAPH_EXEC, ge);
     return r;
 }
 
 /* ---- capture info ------------------------------------------------------------- */
 
-enum { WANT_STATUS = 1, WANT_ID = 2, WANT_GRAPH = 4, WANT_DEPS = 8, WANT_EDGES = 16, WANT_NUM = 32 };
-
-/* Request: u64 stream, u8 wanted outputs. Reply: u32 status, u64 id, u64
- * graph id, u64 n, [n node ids], [u8 edges present, n CUgraphEdgeData]. */
-static CUresult capture_info(srv_call *c, int v3)
+/* The capture's state as cuStreamGetCaptureInfo_v3's reply (v2's lacks the
+ * edges). The driver sees NULL for every output the client's caller passed
+ * NULL for (it checks them); the arrays are empty when not wanted. */
+static CUresult capture_info(srv_call *c, int v3, uint64_t stream_id, uint8_t want,
+                             struct msg_cuStreamGetCaptureInfo_v3_rep *rep)
 {
-    uint64_t stream_id = wr_u64(&c->in);
-    uint8_t want = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in) || (!v3 && (want & WANT_EDGES))) return CUDA_ERROR_INVALID_VALUE;
     void *stream;
     CUresult r = handle_get(c->s, stream_id, HK_STREAM, &stream);
     if (r != CUDA_SUCCESS) return r;
@@ -406,47 +367,71 @@ static CUresult capture_info(srv_call *c, int v3)
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
-    /* The driver sees the same NULLs as the client's call: it checks them. */
-    CUstreamCaptureStatus *ps = want & WANT_STATUS ? &status : NULL;
-    cuuint64_t *pid = want & WANT_ID ? &id : NULL;
-    CUgraph *pg = want & WANT_GRAPH ? &graph : NULL;
-    const CUgraphNode **pd = want & WANT_DEPS ? &deps : NULL;
-    size_t *pn = want & WANT_NUM ? &n : NULL;
+    CUstreamCaptureStatus *ps = want & CAPTURE_WANT_STATUS ? &status : NULL;
+    cuuint64_t *pid = want & CAPTURE_WANT_ID ? &id : NULL;
+    CUgraph *pg = want & CAPTURE_WANT_GRAPH ? &graph : NULL;
+    const CUgraphNode **pd = want & CAPTURE_WANT_DEPS ? &deps : NULL;
+    const CUgraphEdgeData **pe = want & CAPTURE_WANT_EDGES ? &edges : NULL;
+    size_t *pn = want & CAPTURE_WANT_NUM ? &n : NULL;
     if (v3)
-        r = real.cuStreamGetCaptureInfo_v3 ? REAL(cuStreamGetCaptureInfo_v3, (CUstream)stream, ps, pid, pg, pd,
-                                                                            want & WANT_EDGES ? &edges : NULL, pn)
+        r = real.cuStreamGetCaptureInfo_v3 ? REAL(cuStreamGetCaptureInfo_v3, (CUstream)stream, ps, pid, pg, pd, pe, pn)
                                            : CUDA_ERROR_NOT_SUPPORTED;
     else
         r = real.cuStreamGetCaptureInfo_v2 ? REAL(cuStreamGetCaptureInfo_v2, (CUstream)stream, ps, pid, pg, pd, pn)
                                            : CUDA_ERROR_NOT_SUPPORTED;
     if (r != CUDA_SUCCESS) return r;
-    if ((deps || edges) && n > MAX_DEPS / 2) return CUDA_ERROR_OUT_OF_MEMORY;
-    wb_put_u32(&c->out, (uint32_t)status);
-    wb_put_u64(&c->out, id);
-    wb_put_u64(&c->out, handle_export(c->s, HK_GRAPH, graph));
-    wb_put_u64(&c->out, n);
-    if (want & WANT_DEPS)
-        for (size_t i = 0; i < n; i++) wb_put_u64(&c->out, deps ? handle_export(c->s, HK_GRAPH_NODE, deps[i]) : 0);
-    if (want & WANT_EDGES) {
-        wb_put_u8(&c->out, edges != NULL);
-        if (edges && n) wb_put_raw(&c->out, edges, n * sizeof *edges);
-    }
+    if ((pd || pe) && n > CAPTURE_MAX_DEPS) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t *ids = NULL;
+    if (pd && n && !(ids = msg_alloc(&c->arena, n * sizeof *ids))) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; ids && i < n; i++) ids[i] = deps ? handle_export(c->s, HK_GRAPH_NODE, deps[i]) : 0;
+    *rep = (struct msg_cuStreamGetCaptureInfo_v3_rep){
+        .status = (uint32_t)status,
+        .id = id,
+        .graph = handle_export(c->s, HK_GRAPH, graph),
+        .num = n,
+        .deps = ids,
+        .deps_count = pd ? (uint32_t)n : 0,
+        .edges = edges,
+        .edges_count = edges ? (uint32_t)n : 0,
+    };
     return CUDA_SUCCESS;
 }
 
-CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) { return capture_info(c, 0); }
-CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) { return capture_info(c, 1); }
+CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c)
+{
+    struct msg_cuStreamGetCaptureInfo_v2_req m;
+    if (msg_cuStreamGetCaptureInfo_v2_req_get(&c->in, &c->arena, &m) != 0 || (m.want & CAPTURE_WANT_EDGES))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuStreamGetCaptureInfo_v3_rep info;
+    CUresult r = capture_info(c, 0, m.stream, m.want, &info);
+    if (r != CUDA_SUCCESS) return r;
+    struct msg_cuStreamGetCaptureInfo_v2_rep rep = {
+        .status = info.status, .id = info.id, .graph = info.graph, .num = info.num,
+        .deps = info.deps, .deps_count = info.deps_count};
+    msg_cuStreamGetCaptureInfo_v2_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
 
-/* Request: u64 stream. Reply: u32 capture status. */
+CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c)
+{
+    struct msg_cuStreamGetCaptureInfo_v3_req m;
+    if (msg_cuStreamGetCaptureInfo_v3_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuStreamGetCaptureInfo_v3_rep rep;
+    CUresult r = capture_info(c, 1, m.stream, m.want, &rep);
+    if (r == CUDA_SUCCESS) msg_cuStreamGetCaptureInfo_v3_rep_put(&c->out, &rep);
+    return r;
+}
+
 CUresult srv_cuStreamIsCapturing(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_cuStreamIsCapturing_req m;
+    if (msg_cuStreamIsCapturing_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *st;
-    CUresult r = handle_get(c->s, id, HK_STREAM, &st);
+    CUresult r = handle_get(c->s, m.stream, HK_STREAM, &st);
     if (r != CUDA_SUCCESS) return r;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     r = REAL(cuStreamIsCapturing, (CUstream)st, &status);
-    if (r == CUDA_SUCCESS) wb_put_u32(&c->out, (uint32_t)status);
+    struct msg_cuStreamIsCapturing_rep rep = {(uint32_t)status};
+    if (r == CUDA_SUCCESS) msg_cuStreamIsCapturing_rep_put(&c->out, &rep);
     return r;
 }

@@ -583,8 +583,8 @@ op scuda_memcpy_dtod             blocking
 # 2D and 3D copies. A host side travels packed, its rows (and slices) back
 # to back: the server hands the driver its buffer with pitch = width, and
 # x, y, z, pitch and height of that side are the client's alone.
-record copy_side                       # one side of a CUDA_MEMCPY3D
-    u32 type                           # CU_MEMORYTYPE_HOST, DEVICE or ARRAY (the client resolves UNIFIED)
+record copy_side                       # one side of a CUDA_MEMCPY3D (copies and graph memcpy nodes)
+    u32 type                           # copies: HOST, DEVICE or ARRAY (the client resolves UNIFIED); nodes: DEVICE, UNIFIED or ARRAY
     u64 x                              # in bytes
     u64 y
     u64 z                              # 3D only, like lod and height
@@ -788,20 +788,9 @@ op cuStreamGetCaptureInfo_v3
 # Memcpy nodes: device, unified (device memory only) and array sides. A
 # host side would make the graph read or write client memory when it
 # replays on the server: the client refuses it, the session too.
-record graph_copy_side                 # one side of a CUDA_MEMCPY3D
-    u32 type                           # CU_MEMORYTYPE_DEVICE, UNIFIED or ARRAY
-    u64 x                              # in bytes
-    u64 y
-    u64 z
-    u64 lod
-    dptr ptr                           # DEVICE, UNIFIED
-    handle array                       # ARRAY
-    u64 pitch
-    u64 height
-
 record graph_copy                      # CUDA_MEMCPY3D
-    graph_copy_side src
-    graph_copy_side dst
+    copy_side src
+    copy_side dst
     u64 width                          # in bytes
     u64 height
     u64 depth

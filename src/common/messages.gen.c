@@ -1549,37 +1549,10 @@ int msg_cuStreamGetCaptureInfo_v3_rep_get(wire_reader *r, struct msg_arena *a, s
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_put_graph_copy_side(wire_buf *b, const struct msg_graph_copy_side *m)
-{
-    wb_put_u32(b, m->type);
-    wb_put_u64(b, m->x);
-    wb_put_u64(b, m->y);
-    wb_put_u64(b, m->z);
-    wb_put_u64(b, m->lod);
-    wb_put_u64(b, m->ptr);
-    wb_put_u64(b, m->array);
-    wb_put_u64(b, m->pitch);
-    wb_put_u64(b, m->height);
-}
-
-void msg_get_graph_copy_side(wire_reader *r, struct msg_arena *a, struct msg_graph_copy_side *m)
-{
-    (void)a;
-    m->type = wr_u32(r);
-    m->x = wr_u64(r);
-    m->y = wr_u64(r);
-    m->z = wr_u64(r);
-    m->lod = wr_u64(r);
-    m->ptr = wr_u64(r);
-    m->array = wr_u64(r);
-    m->pitch = wr_u64(r);
-    m->height = wr_u64(r);
-}
-
 void msg_put_graph_copy(wire_buf *b, const struct msg_graph_copy *m)
 {
-    msg_put_graph_copy_side(b, &m->src);
-    msg_put_graph_copy_side(b, &m->dst);
+    msg_put_copy_side(b, &m->src);
+    msg_put_copy_side(b, &m->dst);
     wb_put_u64(b, m->width);
     wb_put_u64(b, m->height);
     wb_put_u64(b, m->depth);
@@ -1588,8 +1561,8 @@ void msg_put_graph_copy(wire_buf *b, const struct msg_graph_copy *m)
 void msg_get_graph_copy(wire_reader *r, struct msg_arena *a, struct msg_graph_copy *m)
 {
     (void)a;
-    msg_get_graph_copy_side(r, a, &m->src);
-    msg_get_graph_copy_side(r, a, &m->dst);
+    msg_get_copy_side(r, a, &m->src);
+    msg_get_copy_side(r, a, &m->dst);
     m->width = wr_u64(r);
     m->height = wr_u64(r);
     m->depth = wr_u64(r);

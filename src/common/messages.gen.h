@@ -213,9 +213,9 @@ struct msg_scuda_memcpy_dtod_rep {
 void msg_scuda_memcpy_dtod_rep_put(wire_buf *b, const struct msg_scuda_memcpy_dtod_rep *m);
 int msg_scuda_memcpy_dtod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memcpy_dtod_rep *m);
 
-/* copy_side record: one side of a CUDA_MEMCPY3D */
+/* copy_side record: one side of a CUDA_MEMCPY3D (copies and graph memcpy nodes) */
 struct msg_copy_side {
-    uint32_t type; /* u32 type: CU_MEMORYTYPE_HOST, DEVICE or ARRAY (the client resolves UNIFIED) */
+    uint32_t type; /* u32 type: copies: HOST, DEVICE or ARRAY (the client resolves UNIFIED); nodes: DEVICE, UNIFIED or ARRAY */
     uint64_t x; /* u64 x: in bytes */
     uint64_t y; /* u64 y */
     uint64_t z; /* u64 z: 3D only, like lod and height */
@@ -795,25 +795,10 @@ struct msg_cuStreamGetCaptureInfo_v3_rep {
 void msg_cuStreamGetCaptureInfo_v3_rep_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_rep *m);
 int msg_cuStreamGetCaptureInfo_v3_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v3_rep *m);
 
-/* graph_copy_side record: one side of a CUDA_MEMCPY3D */
-struct msg_graph_copy_side {
-    uint32_t type; /* u32 type: CU_MEMORYTYPE_DEVICE, UNIFIED or ARRAY */
-    uint64_t x; /* u64 x: in bytes */
-    uint64_t y; /* u64 y */
-    uint64_t z; /* u64 z */
-    uint64_t lod; /* u64 lod */
-    uint64_t ptr; /* dptr ptr: DEVICE, UNIFIED */
-    uint64_t array; /* handle array: ARRAY */
-    uint64_t pitch; /* u64 pitch */
-    uint64_t height; /* u64 height */
-};
-void msg_put_graph_copy_side(wire_buf *b, const struct msg_graph_copy_side *m);
-void msg_get_graph_copy_side(wire_reader *r, struct msg_arena *a, struct msg_graph_copy_side *m);
-
 /* graph_copy record: CUDA_MEMCPY3D */
 struct msg_graph_copy {
-    struct msg_graph_copy_side src; /* graph_copy_side src */
-    struct msg_graph_copy_side dst; /* graph_copy_side dst */
+    struct msg_copy_side src; /* copy_side src */
+    struct msg_copy_side dst; /* copy_side dst */
     uint64_t width; /* u64 width: in bytes */
     uint64_t height; /* u64 height */
     uint64_t depth; /* u64 depth */

@@ -202,7 +202,7 @@ CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c)
 
 /* One side of a copy, checked: a unified address must be device memory,
  * an array one of this session's. */
-static CUresult side_from_msg(srv_call *c, const struct msg_graph_copy_side *m, CUmemorytype *type, size_t *x,
+static CUresult side_from_msg(srv_call *c, const struct msg_copy_side *m, CUmemorytype *type, size_t *x,
                               size_t *y, size_t *z, size_t *lod, CUdeviceptr *dev, CUarray *arr, size_t *pitch,
                               size_t *height)
 {
@@ -249,10 +249,10 @@ static CUresult copy_from_msg(srv_call *c, const struct msg_graph_copy *m, CUDA_
 }
 
 static CUresult side_to_msg(srv_call *c, CUmemorytype type, size_t x, size_t y, size_t z, size_t lod,
-                            CUdeviceptr dev, CUarray arr, size_t pitch, size_t height, struct msg_graph_copy_side *m)
+                            CUdeviceptr dev, CUarray arr, size_t pitch, size_t height, struct msg_copy_side *m)
 {
     if (type == CU_MEMORYTYPE_HOST) return CUDA_ERROR_NOT_SUPPORTED;
-    *m = (struct msg_graph_copy_side){
+    *m = (struct msg_copy_side){
         (uint32_t)type, x, y, z, lod, dev, arr ? handle_export(c->s, HK_ARRAY, arr) : 0, pitch, height};
     return CUDA_SUCCESS;
 }

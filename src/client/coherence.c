@@ -357,6 +357,11 @@ static void push_locked(struct region *r)
  * stream of every context at once. */
 uint64_t coherence_stream_key(CUstream s) { return s == NULL || s == CU_STREAM_LEGACY ? 0 : stream_key(s); }
 
+void coherence_stream_synced(CUstream stream, int whole_context)
+{
+    coherence_synced(coherence_stream_key(stream), whole_context);
+}
+
 void coherence_before_send(void)
 {
     if (busy || (atomic_load(&dirty_total) == 0 && atomic_load(&pushing) == 0)) return;

@@ -61,6 +61,8 @@ void coherence_before_send(void);
  * context synchronize, else the synchronized stream's key (0: a stream
  * this library cannot name, such as an event's). */
 void coherence_synced(uint64_t stream_id, int whole_context);
+/* coherence_synced for a stream handle: the hook for stream_synced (rpc.h). */
+void coherence_stream_synced(CUstream stream, int whole_context);
 /* The server wrote device memory [dev, dev+n) (a copy or memset): the host
  * copy of it is stale. */
 void coherence_device_wrote(uint64_t dev, size_t n);

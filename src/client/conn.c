@@ -54,6 +54,13 @@ static struct {
 const struct session_info *conn_info(void) { return &conn.info; }
 const char *conn_addr(void) { return conn.addr; }
 
+static int (*host_work)(int fd, uint32_t len);
+void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
+
+static __thread uint32_t thread_ctx;
+void conn_set_thread_ctx(uint32_t ctx_id) { thread_ctx = ctx_id; }
+uint32_t conn_thread_ctx(void) { return thread_ctx; }
+
 static void on_writer_error(int err);
 
 /* ---- connect and handshake ------------------------------------------- */
@@ -187,7 +194,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         .op = c->op,
         .flags = async ? FRAME_ASYNC : 0,
         .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
-        .ctx = shim_current_ctx_id(),
+        .ctx = thread_ctx,
     };
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);
@@ -335,7 +342,7 @@ static int read_one_frame(void)
         return -1;
     }
     if (h.flags & FRAME_OUTPUT) return deliver_output(h.length);
-    if (h.flags & FRAME_HOST_WORK) return graph_host_deliver ? graph_host_deliver(conn.fd, h.length) : discard(h.length);
+    if (h.flags & FRAME_HOST_WORK) return host_work ? host_work(conn.fd, h.length) : discard(h.length);
 
     pthread_mutex_lock(&conn.recv_lock);
     struct waiter *w = find_waiter_locked(h.seq);

@@ -38,4 +38,15 @@ void conn_wire_bytes(uint64_t *sent, uint64_t *received);
 /* Called in a forked child: the connection belongs to the parent. */
 void conn_forget_after_fork(void);
 
+/* What reads a FRAME_HOST_WORK frame of `len` bytes off fd (a replayed
+ * graph's host work: capture.c); without one such frames are skipped.
+ * The layers above register it at cuInit, so that the connection calls
+ * nothing above itself. */
+void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len));
+
+/* The calling thread's current context id, which every frame carries
+ * (context.c keeps it up to date; 0: none, as for NVML calls). */
+void conn_set_thread_ctx(uint32_t ctx_id);
+uint32_t conn_thread_ctx(void);
+
 #endif

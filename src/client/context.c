@@ -12,9 +12,8 @@
 #include <string.h>
 
 #include "conn.h"
-#include "export_tables.h"
+#include "context.h"
 #include "memo.h"
-#include "coherence.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -46,61 +45,31 @@ static struct primary_state primaries[SCUDA_MAX_DEVICES];
 static __thread struct client_ctx *ctx_stack[STACK_DEPTH];
 static __thread int ctx_depth;
 
-static _Atomic uint64_t next_handle_id = 0x10000;
-
-uint64_t handle_new_id(void)
-{
-    /* Ids are multiples of 16 so they look like aligned pointers to code
-     * that inspects handles, and never collide with the special stream
-     * values 0, 1 and 2. */
-    return atomic_fetch_add_explicit(&next_handle_id, 16, memory_order_relaxed);
-}
-
 static struct client_ctx *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
 
-/* The calling thread's default stream in its current context, created on
- * first use. Like the driver's, it synchronizes with the legacy stream. */
-#define PTDS_SLOTS 8
-static __thread struct {
-    uint64_t ctx, stream;
-    unsigned generation;
-} ptds[PTDS_SLOTS];
-/* Bumped when a context goes away: every thread's cached streams of the
- * old generation are stale (their real streams died with the context). */
-static _Atomic unsigned ptds_generation;
+/* Who learns that a context went away (export_tables.c: the storage
+ * cudart attached to it); set at cuInit. */
+static void (*destroy_hook)(CUcontext ctx);
 
-uint64_t per_thread_stream_id(void)
+void context_set_destroy_hook(void (*hook)(CUcontext ctx)) { destroy_hook = hook; }
+
+static void context_destroyed(CUcontext ctx)
+{
+    if (destroy_hook) destroy_hook(ctx);
+}
+
+/* After every change of the stack: the connection stamps each frame with
+ * the current context's id. */
+static void stack_changed(void)
 {
     struct client_ctx *c = current();
-    uint64_t ctx = c ? c->id : 0;
-    int free_slot = -1;
-    unsigned gen = atomic_load(&ptds_generation);
-    for (int i = 0; i < PTDS_SLOTS; i++) {
-        if (ptds[i].stream && ptds[i].generation != gen) ptds[i].stream = 0;
-        if (ptds[i].stream && ptds[i].ctx == ctx) return ptds[i].stream;
-        if (!ptds[i].stream && free_slot < 0) free_slot = i;
-    }
-    CUstream s;
-    if (cuStreamCreate(&s, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
-    if (free_slot < 0) free_slot = 0; /* more contexts than slots: replace one */
-    ptds[free_slot].ctx = ctx;
-    ptds[free_slot].stream = (uint64_t)(uintptr_t)s;
-    ptds[free_slot].generation = gen;
-    return ptds[free_slot].stream;
+    conn_set_thread_ctx(c ? (uint32_t)c->id : 0);
 }
 
 uint32_t shim_current_ctx_id(void)
 {
     struct client_ctx *c = current();
     return c ? (uint32_t)c->id : 0;
-}
-
-uint64_t stream_key(const void *h)
-{
-    uint64_t id = handle_wire_id(h);
-    if (id > (uint64_t)(uintptr_t)CU_STREAM_LEGACY) return id;
-    /* Bit 63 is in no handle id (dispatch.h), so this names no other stream. */
-    return 1ull << 63 | shim_current_ctx_id();
 }
 
 static struct client_ctx *lookup(CUcontext h)
@@ -144,6 +113,7 @@ static void unbind_everywhere_in_thread(struct client_ctx *c)
     for (int i = 0; i < ctx_depth; i++)
         if (ctx_stack[i] == c) ctx_stack[i] = NULL;
     while (ctx_depth && ctx_stack[ctx_depth - 1] == NULL) ctx_depth--;
+    stack_changed();
 }
 
 static int valid_device(CUdevice dev) { return dev >= 0 && (unsigned)dev < conn_info()->device_count; }
@@ -171,6 +141,7 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
     } else {
         ctx_depth--;
     }
+    stack_changed();
     return CUDA_SUCCESS;
 }
 
@@ -180,6 +151,7 @@ static CUresult push(CUcontext ctx)
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     if (ctx_depth == STACK_DEPTH) return CUDA_ERROR_OUT_OF_MEMORY;
     ctx_stack[ctx_depth++] = c;
+    stack_changed();
     return CUDA_SUCCESS;
 }
 
@@ -187,6 +159,7 @@ static CUresult pop(CUcontext *pctx)
 {
     if (ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
     struct client_ctx *c = ctx_stack[--ctx_depth];
+    stack_changed();
     if (pctx) *pctx = (CUcontext)handle_from_id(c->id);
     return CUDA_SUCCESS;
 }
@@ -250,7 +223,7 @@ static CUresult ctx_sync(CUcontext ctx)
     msg_scuda_ctx_synchronize_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
-    if (r == CUDA_SUCCESS) coherence_synced(0, 1);
+    if (r == CUDA_SUCCESS) stream_synced(NULL, 1);
     return rpc_report_deferred(r);
 }
 
@@ -277,6 +250,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     }
     if (ctx_depth == STACK_DEPTH) ctx_depth--;
     ctx_stack[ctx_depth++] = c; /* a new context becomes current */
+    stack_changed();
     *pctx = (CUcontext)handle_from_id(c->id);
     return CUDA_SUCCESS;
 }
@@ -321,9 +295,9 @@ static CUresult ctx_destroy(CUcontext ctx)
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
     if (r == CUDA_SUCCESS) {
-        scuda_export_tables_context_destroyed(ctx);
+        context_destroyed(ctx);
         memo_forget_settings(); /* memo entries are keyed by context id */
-        atomic_fetch_add(&ptds_generation, 1);
+        per_thread_streams_stale();
         unbind_everywhere_in_thread(c);
         ctx_free(c);
     }
@@ -374,7 +348,7 @@ static CUresult primary_release(CUdevice dev)
     pthread_mutex_unlock(&ctx_lock);
     if (none) return CUDA_ERROR_INVALID_CONTEXT;
     if (!last) return CUDA_SUCCESS;
-    scuda_export_tables_context_destroyed((CUcontext)handle_from_id(p->ctx->id));
+    context_destroyed((CUcontext)handle_from_id(p->ctx->id));
     memo_forget_settings(); /* the context's state goes with it */
     rpc_call call;
     struct msg_scuda_primary_ctx_release_req m = {dev};
@@ -417,7 +391,7 @@ EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { S
 static CUresult primary_reset(CUdevice dev)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    if (primaries[dev].ctx) scuda_export_tables_context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
+    if (primaries[dev].ctx) context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     rpc_call call;
     struct msg_scuda_primary_ctx_reset_req m = {dev};
     rpc_begin(&call, OP_scuda_primary_ctx_reset);
@@ -426,7 +400,7 @@ static CUresult primary_reset(CUdevice dev)
     rpc_end(&call);
     if (r == CUDA_SUCCESS) {
         memo_forget_settings();
-        atomic_fetch_add(&ptds_generation, 1);
+        per_thread_streams_stale();
         pthread_mutex_lock(&ctx_lock);
         primaries[dev].refcount = 0;
         primaries[dev].flags = 0;

@@ -1,5 +1,6 @@
-/* copy.h - the plain host<->device copies of memcpy.c, for this library's
- * own use (coherence.c): no capture checks, no coherence bookkeeping.
+/* copy.h - plain host<->device transfers (copy.c), under every
+ * cuMemcpy* of memcpy.c and mirrored memory's page moves (coherence.c):
+ * no capture checks, no coherence bookkeeping.
  * async_mode 0 copies with cuMemcpyHtoD/DtoH semantics, 1 on `st`. */
 #ifndef SCUDA_CLIENT_COPY_H
 #define SCUDA_CLIENT_COPY_H

@@ -14,7 +14,12 @@
 #include <unistd.h>
 
 #include "bulk.h"
+#include "capture.h"
+#include "coherence.h"
 #include "conn.h"
+#include "context.h"
+#include "export_tables.h"
+#include "rpc.h"
 #include "shim.h"
 #include "../common/config.h"
 #include "../common/libload.h"
@@ -51,6 +56,17 @@ static void child_after_fork(void)
     }
 }
 
+/* The connection, rpc and stream layers call nothing above themselves
+ * (the NVML shim shares them); what they must tell the layers above goes
+ * through these hooks, set before the first frame can arrive. */
+static void connect_layers(void)
+{
+    conn_set_host_work_handler(capture_host_deliver);
+    rpc_set_push_hook(coherence_before_send);
+    stream_set_synced_hook(coherence_stream_synced);
+    context_set_destroy_hook(scuda_export_tables_context_destroyed);
+}
+
 static void init_once_fn(void)
 {
     char addr[256];
@@ -59,6 +75,7 @@ static void init_once_fn(void)
     pthread_atfork(NULL, NULL, child_after_fork);
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("using server %s (from %s)", addr, source);
+        connect_layers();
         CUresult r = conn_open(addr);
         if (r == CUDA_SUCCESS) {
             shim_mode = scuda_env_on("SCUDA_TRACE") ? SHIM_REMOTE_TRACED : SHIM_REMOTE;

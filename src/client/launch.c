@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "hooks.h"
 #include "launch.h"
 #include "module.h"

@@ -22,18 +22,4 @@ struct launch_pack {
 CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void **extra, struct launch_pack *pk);
 void launch_pack_free(struct launch_pack *pk);
 
-/* Stream capture and client memory (graph.c). A graph replays on the
- * server. capture_status() tells whether hStream is capturing (it asks the
- * session only while captures are going in this process). A capturing
- * stream gets device-to-host copies and host functions through
- * capture_dtoh() and capture_hostfn(): the session captures a copy into a
- * staging buffer and a host node, and delivers the bytes or runs the
- * function here at each replay (src/server/graph_host.h). Anything else
- * with a host side is refused by capture_refuse(): it logs why `what`
- * cannot be captured and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
-CUresult capture_status(CUstream hStream, CUstreamCaptureStatus *status);
-CUresult capture_refuse(CUstream hStream, const char *what);
-CUresult capture_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream hStream);
-CUresult capture_hostfn(CUstream hStream, CUhostFn fn, void *userData);
-
 #endif

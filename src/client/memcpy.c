@@ -7,7 +7,9 @@
  * straight into the caller's buffer. Anything larger than SCUDA_CHUNK
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
- * The requests and replies are the scuda_memcpy_* messages of
+ * The plain transfers are copy.c; this file adds what each form of copy
+ * means (capture, mirrored memory, 2D/3D, peers). The requests and
+ * replies are the scuda_memcpy_* messages of
  * codegen/driver_spec.py. Streams travel as their wire ids
  * (handle_wire_id), so a copy on CU_STREAM_PER_THREAD runs on this
  * thread's stream, like the launches and memsets before it.
@@ -25,35 +27,14 @@
 #include <string.h>
 
 #include "bulk.h"
+#include "capture.h"
 #include "coherence.h"
 #include "copy.h"
-#include "launch.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
-
-CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
-{
-    CUresult cr;
-    if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
-    for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
-        size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
-        struct msg_scuda_memcpy_htod_req m = {
-            .dst = dst + off, .stream = handle_wire_id(st), .mode = (uint8_t)mode,
-            .data = (const char *)src + off, .data_len = len,
-        };
-        rpc_call c;
-        rpc_begin(&c, OP_scuda_memcpy_htod);
-        msg_scuda_memcpy_htod_req_put(&c.req, &m);
-        c.bulk = m.data; /* from the caller's buffer, no staging copy */
-        c.bulk_len = len;
-        CUresult r = rpc_async(&c);
-        if (r != CUDA_SUCCESS || n == 0) return r;
-    }
-    return CUDA_SUCCESS;
-}
 
 /* A source in mirrored memory (coherence.h) is read through its alias. */
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
@@ -66,36 +47,6 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, in
     cr = copy_to_device(dst, from, n, st, mode);
     coherence_device_wrote(dst, n);
     return cr;
-}
-
-CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode)
-{
-    uint64_t async_before = rpc_async_count();
-    CUresult br;
-    if (bulk_dtoh(dst, src, n, handle_wire_id(st), mode, &br)) {
-        if (br != CUDA_SUCCESS) return br;
-        if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
-        return CUDA_SUCCESS;
-    }
-    for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
-        size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
-        struct msg_scuda_memcpy_dtoh_req m = {src + off, len, handle_wire_id(st), (uint8_t)mode};
-        struct msg_scuda_memcpy_dtoh_rep rep;
-        rpc_call c;
-        rpc_begin(&c, OP_scuda_memcpy_dtoh);
-        msg_scuda_memcpy_dtoh_req_put(&c.req, &m);
-        c.sink = (char *)dst + off; /* the bytes land here, not in the reply */
-        c.sink_len = len;
-        CUresult r = rpc_sync(&c);
-        if (r == CUDA_SUCCESS && msg_scuda_memcpy_dtoh_rep_get(&c.out, &c.arena, &rep) != 0) r = CUDA_ERROR_UNKNOWN;
-        rpc_end(&c);
-        if (r != CUDA_SUCCESS) return r;
-        if (n == 0) break;
-    }
-    /* The session synchronized the stream before replying (async mode), so
-     * the stream is idle unless someone queued work since. */
-    if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
-    return CUDA_SUCCESS;
 }
 
 /* A destination in mirrored memory is written through its alias and
@@ -115,7 +66,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
     if (!to) return r;
     r = copy_from_device(to, src, n, st, mode);
     if (to != dst) coherence_host_wrote(dst, n);
-    if (r == CUDA_SUCCESS) coherence_synced(mode == COPY_ASYNC ? coherence_stream_key(st) : 0, 0);
+    if (r == CUDA_SUCCESS) stream_synced(mode == COPY_ASYNC ? st : NULL, 0);
     return rpc_report_deferred(r); /* a copy to the host observes earlier work */
 }
 

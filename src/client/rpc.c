@@ -86,12 +86,15 @@ CUresult rpc_report_deferred(CUresult r)
 }
 
 /* Mirrored memory (coherence.c) pushes the host's writes before any call
- * reaches the server. Weak: the NVML shim shares this file and has none. */
-void coherence_before_send(void) __attribute__((weak));
+ * reaches the server; it registers at cuInit. The NVML shim shares this
+ * file and registers nothing. */
+static void (*push_hook)(void);
+
+void rpc_set_push_hook(void (*hook)(void)) { push_hook = hook; }
 
 void rpc_push_mirrors(void)
 {
-    if (coherence_before_send) coherence_before_send();
+    if (push_hook) push_hook();
 }
 
 CUresult rpc_start(rpc_call *c)

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "handles.h"
 #include "../common/messages.gen.h"
 #include "../common/wire.h"
 
@@ -54,14 +55,22 @@ void rpc_begin(rpc_call *c, uint16_t op);
 /* What an observing export returns: r, or when r is CUDA_SUCCESS the
  * pending error of an earlier one-way call (once). */
 CUresult rpc_report_deferred(CUresult r);
-/* Push mirrored memory's dirty pages now, as every call does first. */
+/* Push mirrored memory's dirty pages now, as every call does first
+ * (through the hook set at cuInit: coherence.c). */
 void rpc_push_mirrors(void);
+void rpc_set_push_hook(void (*hook)(void));
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
 /* A reply proved that `stream` (as this thread means it: stream_key) was
  * idle when it was sent, and `async_before` one-way calls had been sent by
  * then. */
 void stream_note_idle(const void *stream, uint64_t async_before);
+/* Work is known complete (a synchronize or a copy to the host returned):
+ * on `stream` (NULL: the NULL stream), or with whole_context in every
+ * stream of the current context. Mirrored memory (coherence.c, through
+ * the hook it sets at cuInit) may then trust the device's bytes. */
+void stream_synced(CUstream stream, int whole_context);
+void stream_set_synced_hook(void (*hook)(CUstream stream, int whole_context));
 /* cuStreamSynchronize for this library's own waits (before a host function,
  * a host-to-host copy): the call's own result, leaving an earlier one-way
  * call's error to the application's next observing call. */
@@ -77,26 +86,7 @@ CUresult rpc_async(rpc_call *c); /* also ends the call: no rpc_end needed */
 int rpc_sync_every_call(void);
 void rpc_end(rpc_call *c);
 
-/* Virtual handles: a handle the application holds IS its id
- * (docs/architecture.md, 3.5 Virtual handles).
- * The client picks ids for handles it creates, so creation can be async.
- * CU_STREAM_PER_THREAD becomes the calling thread's own stream: the
- * session runs calls on several threads of its own, so the driver's
- * per-thread stream there would not be this thread's. */
-uint64_t per_thread_stream_id(void);
-static inline uint64_t handle_wire_id(const void *h)
-{
-    uint64_t id = (uint64_t)(uintptr_t)h;
-    if (__builtin_expect(id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD, 0)) id = per_thread_stream_id();
-    return id;
-}
+/* A handle argument of a generated stub, as its wire id (handles.h). */
 static inline void rpc_put_handle(wire_buf *b, const void *h) { wb_put_u64(b, handle_wire_id(h)); }
-/* Which stream the session runs for stream handle `h` sent by this thread
- * now, for telling streams apart in the client (never sent): the wire id,
- * and for the NULL and legacy stream (the same stream, one per context)
- * the current context as well. */
-uint64_t stream_key(const void *h);
-uint64_t handle_new_id(void);
-static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 
 #endif

@@ -53,16 +53,11 @@ extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
 /* The virtual id of the calling thread's current context (0 = none). */
 uint32_t shim_current_ctx_id(void);
 
-/* Stream captures in progress in this process (graph.c), counted by the
+/* Stream captures in progress in this process (capture.c), counted by the
  * generated cuStreamBeginCapture* (after success) and cuStreamEndCapture
  * stubs. While there are none no stream can be capturing, so copies with a
- * host side need not ask the session (capture_refuse in launch.h). */
+ * host side need not ask the session (capture_refuse in capture.h). */
 void capture_begun(void);
 void capture_ended(CUresult r);
-/* A FRAME_HOST_WORK frame of `len` payload bytes is next on fd: copy a
- * replayed graph's bytes into client memory, or run a captured host
- * function (graph.c). 0, or -1 when the connection failed. Weak: the NVML
- * shim shares conn.c and never receives host work. */
-int graph_host_deliver(int fd, uint32_t len) __attribute__((weak));
 
 #endif

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "coherence.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
@@ -25,6 +24,17 @@ static struct {
     uint64_t async_count; /* one-way calls sent when it was seen idle */
     int valid;
 } idle = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Mirrored memory learns of completed work through this (coherence.c
+ * registers at cuInit), so that this file calls nothing above it. */
+static void (*synced_hook)(CUstream stream, int whole_context);
+
+void stream_set_synced_hook(void (*hook)(CUstream stream, int whole_context)) { synced_hook = hook; }
+
+void stream_synced(CUstream stream, int whole_context)
+{
+    if (synced_hook) synced_hook(stream, whole_context);
+}
 
 void stream_note_idle(const void *stream, uint64_t async_before)
 {
@@ -48,7 +58,7 @@ static int known_idle(const void *stream)
 CUresult stream_wait(CUstream hStream)
 {
     if (known_idle(hStream)) {
-        coherence_synced(coherence_stream_key(hStream), 0);
+        stream_synced(hStream, 0);
         return CUDA_SUCCESS;
     }
     rpc_call c;
@@ -60,7 +70,7 @@ CUresult stream_wait(CUstream hStream)
     rpc_end(&c);
     if (r == CUDA_SUCCESS) {
         stream_note_idle(hStream, async_before);
-        coherence_synced(coherence_stream_key(hStream), 0);
+        stream_synced(hStream, 0);
     }
     return r;
 }

@@ -12,10 +12,6 @@
 #include "../../common/log.h"
 #include "../../common/protocol.h"
 
-/* conn.c stamps every frame with the caller's CUDA context. NVML calls have
- * none, and the session ignores it for NVML ops. */
-uint32_t shim_current_ctx_id(void) { return 0; }
-
 nvmlReturn_t nvml_call(rpc_call *c)
 {
     /* Checked here so that conn.c's CUDA codes for them never reach the

@@ -22,7 +22,6 @@
 #include "../unit/sample_images.h"
 #include "common/auth.h"
 #include "common/ops.gen.h"
-#include "common/wire.h"
 #include "harness.h"
 
 #define REFUSED "module image of"
@@ -34,19 +33,9 @@ static uint64_t next_id = 0x10000;
 static long load(int fd, int is_library, const void *img, size_t len, const uint8_t *key)
 {
     if (!key) return h_raw_load(fd, H_RAW_CTX, next_id += 16, is_library, img, len);
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u64(&b, next_id += 16);
-    wb_put_u8(&b, (uint8_t)is_library);
-    wb_put_u32(&b, 0); /* JIT options */
-    wb_put_raw(&b, key, AUTH_SHA256_LEN);
-    wb_put_u64(&b, len);
-    uint8_t *out = NULL;
-    size_t n = 0;
-    long r = h_raw_call(fd, OP_scuda_module_load_by_hash, H_RAW_CTX, b.data, b.len, &out, &n);
-    if (r == CUDA_SUCCESS) EXPECT(n >= 1 && out[0] == 1, "the planted image was not found by its digest");
-    free(out);
-    wb_free(&b);
+    int found = 0;
+    long r = h_raw_load_by_hash(fd, H_RAW_CTX, next_id += 16, is_library, key, len, &found);
+    if (r == CUDA_SUCCESS) EXPECT(found == 1, "the planted image was not found by its digest");
     return r;
 }
 

@@ -16,6 +16,9 @@
  *   race      six processes load five images at once into a cache with
  *             room for three: all loads work, every file left is whole
  *             and under its own digest, and the bound holds.
+ *   large     an image over 1 MiB (the session receives it straight into
+ *             staging memory) loads and runs, and the next process finds
+ *             it on disk.
  *   poison    a raw client names digest H, then sends bytes B: the server
  *             files them under sha256(B), and H stays a miss.
  *   bounds    malformed by-hash requests get INVALID_VALUE.
@@ -328,6 +331,39 @@ static void race(void)
     for (int i = 0; i < IMAGES; i++) free(v[i]);
 }
 
+/* ---- large ------------------------------------------------------------------ */
+
+/* A variant behind a 3 MiB comment line: over the 1 MiB from which a
+ * session receives a load's bytes into staging memory, under its 8 MiB. */
+static char *image_large(void)
+{
+    char *ptx = image_variant(9);
+    size_t len = strlen(ptx) + 1, pad = 3u << 20;
+    char *img = malloc(pad + len);
+    CHECK(img != NULL);
+    memcpy(img, "// ", 3);
+    memset(img + 3, 'x', pad - 4);
+    img[pad - 1] = '\n';
+    memcpy(img + pad, ptx, len);
+    free(ptx);
+    return img;
+}
+
+static void large(const struct h_server *srv, int session)
+{
+    char *img = image_large();
+    struct load_list once = {{img, NULL}, 0};
+    client(load_all, &once, "large image");
+    struct summary a = summary_of(srv, session);
+    CHECK(a.images_received == 1 && a.bytes_received == image_len(img) && a.stored == 1,
+          "large image: received=%llu (%llu bytes) stored=%llu", a.images_received, a.bytes_received, a.stored);
+    client(load_all, &once, "large image again");
+    struct summary b = summary_of(srv, session + 1);
+    CHECK(b.images_received == 0 && b.hits_disk == 1, "large image again: received=%llu disk hits=%llu",
+          b.images_received, b.hits_disk);
+    free(img);
+}
+
 /* ---- poison, bounds (raw protocol) -------------------------------------- */
 
 static const uint32_t CTX = 0x200;
@@ -506,6 +542,7 @@ int main(void)
     warm(&srv, img);
     corrupt(&srv, img, 3, 0);
     corrupt(&srv, img, 4, 1);
+    large(&srv, 5);
     poison(&srv);
     bounds(&srv);
     h_server_stop(&srv);

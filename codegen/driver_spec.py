@@ -680,15 +680,83 @@ op scuda_bulk_dtoh               blocking  observes   # replies after every chun
 
 # ---- modules and libraries (fields to come) ---------------------------------------
 # (group: modules)
+# A load names the image by its SHA-256 (scuda_module_load_by_hash) and
+# sends the bytes (scuda_module_load) only when the session lacks them.
+# Both reply with the JIT logs, also when the load fails, and then every
+# function's name; a function's parameter layout is asked for at its first
+# launch (scuda_param_info).
+const JIT_MAX_OPTIONS     32
+const IMAGE_DIGEST_LEN    32           # SHA-256
+const MODULE_MAX_FUNCS    1000000
+
+record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size
+    u32 option
+    u64 value
+
+record load_head                       # what both loads send first
+    handle id                          # the new module's or library's id (the client picks it)
+    u8 is_library
+    u32 jit_count                      # at most JIT_MAX_OPTIONS
+    jit_option jit[32]                 # JIT_MAX_OPTIONS: a number, as a bulk request's head has a fixed size
+
+record layout_info                     # a function's parameter layout
+    u8 known                           # 0: the session could not tell it (no context current)
+    param_slot slots[] max=LAUNCH_MAX_PARAMS
+
+record func_desc                       # a function or kernel of a loaded image
+    str name
+    layout_info layout
+
+record load_result                     # a load's reply, also on failure (logs only then)
+    str info_log                       # NULL unless the client asked for that log
+    str error_log
+    func_desc funcs[] max=MODULE_MAX_FUNCS
+
+record bind_by_name                    # a function of a module or a kernel of a library, by name
+    handle parent
+    handle id                          # the new handle's id (the client picks it)
+    str name
+
 op scuda_module_load             blocking
+    in load_head head
+    in bytes image bulk
+    out load_result result
+
 op scuda_module_load_by_hash     blocking
+    in load_head head
+    in u8 digest[IMAGE_DIGEST_LEN]     # of exactly the bytes scuda_module_load would send
+    in u64 image_len
+    out u8 found                       # 0: the session lacks the image: send it with scuda_module_load
+    out load_result result             # empty when not found
+
 op scuda_module_get_function
+    in bind_by_name bind
+
 op scuda_library_get_kernel
+    in bind_by_name bind
+
 op scuda_module_get_global
+    in handle id                       # the module or library
+    in u8 is_library
+    in str name
+    out dptr ptr
+    out u64 size
+
 op scuda_kernel_get_function
+    in handle kernel
+    in handle func                     # the new function's id (one per kernel and context)
+
 op scuda_module_unload
+    in handle id
+    in u8 is_library
+
 op scuda_library_get_module
+    in handle library
+    in handle module                   # the new module's id
+
 op scuda_param_info
+    in handle func                     # a function or a kernel
+    out layout_info layout
 # (end of group: modules)
 
 # ---- contexts and the session (fields to come) -------------------------------------

@@ -5,7 +5,8 @@
  * when the server does not have it yet; the reply carries every
  * function's name, and a function's parameter layout is asked for at its
  * first launch (func_layout). Function and kernel handles are
- * ids the client picks; binding them on the server is a one-way message. */
+ * ids the client picks; binding them on the server is a one-way message.
+ * The messages are in codegen/driver_spec.py (MESSAGES, group modules). */
 #define _GNU_SOURCE
 #include "module.h"
 
@@ -42,7 +43,6 @@ struct func_ref {
     struct func_desc *desc;
 };
 
-#define PARAMS_UNKNOWN 0xffffffffu
 static pthread_mutex_t layout_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct idmap objects = IDMAP_INIT;
@@ -170,13 +170,11 @@ static void free_loaded(struct loaded *l)
     free(l);
 }
 
-/* u32 count (or PARAMS_UNKNOWN), then offset and size of each parameter. */
-static int read_layout(wire_reader *r, struct func_desc *d)
+/* Take the layout the session sent, when it knew it. */
+static int set_layout(struct func_desc *d, const struct msg_layout_info *l)
 {
-    uint32_t n = wr_u32(r);
-    if (r->bad) return -1;
-    if (n == PARAMS_UNKNOWN) return 0;
-    if (n > 4096) return -1;
+    if (!l->known) return 0;
+    uint32_t n = l->slots_count;
     uint32_t *offset = calloc(n + 1, sizeof *offset), *size = calloc(n + 1, sizeof *size);
     if (!offset || !size) {
         free(offset);
@@ -185,14 +183,9 @@ static int read_layout(wire_reader *r, struct func_desc *d)
     }
     uint32_t bytes = 0;
     for (uint32_t i = 0; i < n; i++) {
-        offset[i] = wr_u32(r);
-        size[i] = wr_u32(r);
+        offset[i] = l->slots[i].offset;
+        size[i] = l->slots[i].size;
         if (offset[i] + size[i] > bytes) bytes = offset[i] + size[i];
-    }
-    if (r->bad) {
-        free(offset);
-        free(size);
-        return -1;
     }
     free(d->offset);
     free(d->size);
@@ -204,42 +197,42 @@ static int read_layout(wire_reader *r, struct func_desc *d)
     return 0;
 }
 
-static int read_desc(wire_reader *r, struct func_desc *d)
-{
-    const char *name = wr_str(r);
-    if (r->bad || !name || !(d->name = strdup(name))) return -1;
-    return read_layout(r, d);
-}
-
 CUresult func_layout(const void *h, struct func_desc *d)
 {
     pthread_mutex_lock(&layout_lock);
     CUresult r = CUDA_SUCCESS;
     if (!d->layout_known) {
+        struct msg_scuda_param_info_req m = {.func = handle_wire_id(h)};
+        struct msg_scuda_param_info_rep rep;
         rpc_call c;
         rpc_begin(&c, OP_scuda_param_info);
-        rpc_put_handle(&c.req, h);
+        msg_scuda_param_info_req_put(&c.req, &m);
         r = rpc_sync(&c);
-        if (r == CUDA_SUCCESS && (read_layout(&c.out, d) != 0 || !d->layout_known)) r = CUDA_ERROR_INVALID_CONTEXT;
+        /* Still unknown: no context is current (a library's kernel). */
+        if (r == CUDA_SUCCESS && (msg_scuda_param_info_rep_get(&c.out, &c.arena, &rep) != 0 ||
+                                  set_layout(d, &rep.layout) != 0 || !d->layout_known))
+            r = CUDA_ERROR_INVALID_CONTEXT;
         rpc_end(&c);
     }
     pthread_mutex_unlock(&layout_lock);
     return r;
 }
 
-static struct loaded *read_description(wire_reader *r, uint64_t id, int is_library)
+static struct loaded *new_loaded(const struct msg_load_result *res, uint64_t id, int is_library)
 {
     struct loaded *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->id = id;
     l->is_library = is_library;
-    uint32_t n = wr_u32(r);
-    if (r->bad || n > 1000000 || !(l->funcs = calloc(n ? n : 1, sizeof *l->funcs))) {
+    uint32_t n = res->funcs_count;
+    if (!(l->funcs = calloc(n ? n : 1, sizeof *l->funcs))) {
         free(l);
         return NULL;
     }
     for (l->nfuncs = 0; l->nfuncs < n; l->nfuncs++) {
-        if (read_desc(r, &l->funcs[l->nfuncs]) != 0) {
+        const struct msg_func_desc *f = &res->funcs[l->nfuncs];
+        struct func_desc *d = &l->funcs[l->nfuncs];
+        if (!f->name || !(d->name = strdup(f->name)) || set_layout(d, &f->layout) != 0) {
             l->nfuncs++;
             free_loaded(l);
             return NULL;
@@ -269,21 +262,19 @@ static size_t jit_log_size(const struct jit_request *j, CUjit_option size_opt)
     return 0;
 }
 
-static void put_jit(wire_buf *b, const struct jit_request *j)
+/* The options that travel, into a load's head: -1 when there are more
+ * than JIT_MAX_OPTIONS (which the session would refuse). */
+static int put_jit(struct msg_load_head *h, const struct jit_request *j)
 {
-    size_t mark = b->len;
-    uint32_t count = 0;
-    wb_put_u32(b, 0);
     for (unsigned i = 0; j && i < j->n; i++) {
         if (!jit_is_forwarded(j->opt[i])) continue;
+        if (h->jit_count == JIT_MAX_OPTIONS) return -1;
         uint64_t v = (uint64_t)(uintptr_t)j->val[i];
         if (j->opt[i] == CU_JIT_INFO_LOG_BUFFER) v = jit_log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
         if (j->opt[i] == CU_JIT_ERROR_LOG_BUFFER) v = jit_log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
-        wb_put_u32(b, (uint32_t)j->opt[i]);
-        wb_put_u64(b, v);
-        count++;
+        h->jit[h->jit_count++] = (struct msg_jit_option){.option = (uint32_t)j->opt[i], .value = v};
     }
-    if (!b->oom) memcpy(b->data + mark, &count, 4);
+    return 0;
 }
 
 static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log)
@@ -306,48 +297,54 @@ static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUji
  * process sends every image in full. */
 static _Atomic int server_lacks_by_hash;
 
+/* Begin a load request: with the bytes, which go from the caller's buffer,
+ * or by digest when image is NULL. */
+static void send_load(rpc_call *c, const struct msg_load_head *head, const void *image, size_t len,
+                      const uint8_t key[AUTH_SHA256_LEN])
+{
+    if (image) {
+        struct msg_scuda_module_load_req m = {.head = *head, .image = image, .image_len = len};
+        rpc_begin(c, OP_scuda_module_load);
+        msg_scuda_module_load_req_put(&c->req, &m);
+        c->bulk = image;
+        c->bulk_len = len;
+    } else {
+        struct msg_scuda_module_load_by_hash_req m = {.head = *head, .image_len = len};
+        memcpy(m.digest, key, sizeof m.digest);
+        rpc_begin(c, OP_scuda_module_load_by_hash);
+        msg_scuda_module_load_by_hash_req_put(&c->req, &m);
+    }
+}
+
 /* One load request: by digest when image is NULL, else with the bytes.
  * Sets *want_bytes when the session asks for the bytes instead. */
-static CUresult request_load(uint64_t id, int is_library, const struct jit_request *jit, const void *image,
+static CUresult request_load(const struct msg_load_head *head, const struct jit_request *jit, const void *image,
                              size_t len, const uint8_t key[AUTH_SHA256_LEN], struct loaded **out, int *want_bytes)
 {
     rpc_call c;
-    rpc_begin(&c, image ? OP_scuda_module_load : OP_scuda_module_load_by_hash);
-    wb_put_u64(&c.req, id);
-    wb_put_u8(&c.req, (uint8_t)is_library);
-    put_jit(&c.req, jit);
-    if (image) {
-        wb_put_u64(&c.req, len);
-        c.bulk = image;
-        c.bulk_len = len;
-    } else {
-        wb_put_raw(&c.req, key, AUTH_SHA256_LEN);
-        wb_put_u64(&c.req, len);
-    }
+    send_load(&c, head, image, len, key);
     CUresult r = rpc_sync(&c);
-    int found = 1;
-    if (!image) {
-        if (!c.out.left) { /* the session did not look the image up */
-            if (r == CUDA_ERROR_NOT_SUPPORTED) {
-                server_lacks_by_hash = 1;
-                *want_bytes = 1;
-                r = CUDA_SUCCESS;
-            } else if (r == CUDA_SUCCESS) {
-                r = CUDA_ERROR_UNKNOWN; /* not what any server sends */
-            }
-            rpc_end(&c);
-            return r;
+    struct msg_scuda_module_load_rep sent;
+    struct msg_scuda_module_load_by_hash_rep by_hash;
+    int bad = image ? msg_scuda_module_load_rep_get(&c.out, &c.arena, &sent) != 0
+                    : msg_scuda_module_load_by_hash_rep_get(&c.out, &c.arena, &by_hash) != 0;
+    const struct msg_load_result *res = image ? &sent.result : &by_hash.result;
+    if (bad) {
+        if (!image && r == CUDA_ERROR_NOT_SUPPORTED) { /* the session did not look the image up */
+            server_lacks_by_hash = 1;
+            *want_bytes = 1;
+            r = CUDA_SUCCESS;
+        } else if (r == CUDA_SUCCESS) {
+            r = CUDA_ERROR_INVALID_IMAGE;
         }
-        found = wr_u8(&c.out);
-        if (!found && r == CUDA_SUCCESS) *want_bytes = 1;
+    } else if (image || by_hash.found) {
+        take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, res->info_log);
+        take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, res->error_log);
+        if (r == CUDA_SUCCESS && !(*out = new_loaded(res, head->id, head->is_library)))
+            r = CUDA_ERROR_INVALID_IMAGE;
+    } else if (r == CUDA_SUCCESS) {
+        *want_bytes = 1;
     }
-    if (found && c.out.left) {
-        const char *info = wr_str(&c.out), *err = wr_str(&c.out);
-        take_jit_log(jit, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info);
-        take_jit_log(jit, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, err);
-    }
-    if (r == CUDA_SUCCESS && found && !(*out = read_description(&c.out, id, is_library)))
-        r = CUDA_ERROR_INVALID_IMAGE;
     rpc_end(&c);
     return r;
 }
@@ -361,9 +358,11 @@ static CUresult request_load(uint64_t id, int is_library, const struct jit_reque
 static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_load_head head = {.is_library = (uint8_t)is_library};
+    if (put_jit(&head, jit) != 0) return CUDA_ERROR_INVALID_VALUE;
     const void *img = image_unwrap(image);
     size_t len = image_size(img);
-    uint64_t id = handle_new_id();
+    uint64_t id = head.id = handle_new_id();
     struct loaded *l = NULL;
     int want_bytes = 1;
     CUresult r = CUDA_SUCCESS;
@@ -374,10 +373,10 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
         if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
         want_bytes = 0;
         t0 = t0 ? stats_now_ns() : 0;
-        r = request_load(id, is_library, jit, NULL, len, key, &l, &want_bytes);
+        r = request_load(&head, jit, NULL, len, key, &l, &want_bytes);
         if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
     }
-    if (r == CUDA_SUCCESS && want_bytes) r = request_load(id, is_library, jit, img, len, NULL, &l, &want_bytes);
+    if (r == CUDA_SUCCESS && want_bytes) r = request_load(&head, jit, img, len, NULL, &l, &want_bytes);
     if (r != CUDA_SUCCESS) return r;
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
         free_loaded(l);
@@ -473,10 +472,10 @@ static CUresult unload(void *h, int is_library)
 {
     struct loaded *l = loaded_lookup(h, is_library);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    struct msg_scuda_module_unload_req m = {.id = l->id, .is_library = (uint8_t)is_library};
     rpc_call c;
     rpc_begin(&c, OP_scuda_module_unload);
-    wb_put_u64(&c.req, l->id);
-    wb_put_u8(&c.req, (uint8_t)is_library);
+    msg_scuda_module_unload_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);
     /* Function handles of the module stay in the map, pointing at freed
@@ -525,6 +524,23 @@ static struct binding **bucket_of(uint64_t parent, const struct func_desc *desc,
     return &bindings[h & (BINDING_BUCKETS - 1)];
 }
 
+/* A binding's request: module_get_function and library_get_kernel name
+ * the function; kernel_get_function has only the kernel. */
+static void put_bind(wire_buf *b, uint16_t op, uint64_t parent, uint64_t id, const char *name)
+{
+    struct msg_bind_by_name by_name = {.parent = parent, .id = id, .name = name};
+    if (op == OP_scuda_module_get_function) {
+        struct msg_scuda_module_get_function_req m = {by_name};
+        msg_scuda_module_get_function_req_put(b, &m);
+    } else if (op == OP_scuda_library_get_kernel) {
+        struct msg_scuda_library_get_kernel_req m = {by_name};
+        msg_scuda_library_get_kernel_req_put(b, &m);
+    } else {
+        struct msg_scuda_kernel_get_function_req m = {.kernel = parent, .func = id};
+        msg_scuda_kernel_get_function_req_put(b, &m);
+    }
+}
+
 /* The handle of kind tag for `desc`, bound on the server by `op` the first
  * time it is asked for. */
 static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc, uint32_t tag,
@@ -557,9 +573,7 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     }
     rpc_call c;
     rpc_begin(&c, op);
-    wb_put_u64(&c.req, parent_id);
-    wb_put_u64(&c.req, id);
-    if (op != OP_scuda_kernel_get_function) wb_put_str(&c.req, desc->name);
+    put_bind(&c.req, op, parent_id, id, desc->name);
     CUresult r = rpc_async(&c);
     if (r != CUDA_SUCCESS) {
         free(b);
@@ -695,16 +709,17 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, int is_lib
     if (!name) return CUDA_ERROR_INVALID_VALUE;
     struct loaded *l = loaded_lookup(h, is_library);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    struct msg_scuda_module_get_global_req m = {.id = l->id, .is_library = (uint8_t)is_library, .name = name};
+    struct msg_scuda_module_get_global_rep rep;
     rpc_call c;
     rpc_begin(&c, OP_scuda_module_get_global);
-    wb_put_u64(&c.req, l->id);
-    wb_put_u8(&c.req, (uint8_t)is_library);
-    wb_put_str(&c.req, name);
+    msg_scuda_module_get_global_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS && msg_scuda_module_get_global_rep_get(&c.out, &c.arena, &rep) != 0)
+        r = CUDA_ERROR_UNKNOWN; /* not what any server sends */
     if (r == CUDA_SUCCESS) {
-        uint64_t p = wr_u64(&c.out), size = wr_u64(&c.out);
-        if (dptr) *dptr = p;
-        if (bytes) *bytes = size;
+        if (dptr) *dptr = rep.ptr;
+        if (bytes) *bytes = rep.size;
     }
     rpc_end(&c);
     return r;
@@ -735,10 +750,10 @@ EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     *mod = *lib;
     mod->id = handle_new_id();
     mod->is_library = 0;
+    struct msg_scuda_library_get_module_req m = {.library = lib->id, .module = mod->id};
     rpc_call c;
     rpc_begin(&c, OP_scuda_library_get_module);
-    wb_put_u64(&c.req, lib->id);
-    wb_put_u64(&c.req, mod->id);
+    msg_scuda_library_get_module_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);
     if (r == CUDA_SUCCESS && idmap_put(&objects, mod->id, TAG_MODULE, mod) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;

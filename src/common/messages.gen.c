@@ -853,68 +853,195 @@ int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_jit_option(wire_buf *b, const struct msg_jit_option *m)
+{
+    wb_put_u32(b, m->option);
+    wb_put_u64(b, m->value);
+}
+
+void msg_get_jit_option(wire_reader *r, struct msg_arena *a, struct msg_jit_option *m)
+{
+    (void)a;
+    m->option = wr_u32(r);
+    m->value = wr_u64(r);
+}
+
+void msg_put_load_head(wire_buf *b, const struct msg_load_head *m)
+{
+    wb_put_u64(b, m->id);
+    wb_put_u8(b, m->is_library);
+    wb_put_u32(b, m->jit_count);
+    for (size_t i = 0; i < sizeof m->jit / sizeof m->jit[0]; i++)
+        msg_put_jit_option(b, &m->jit[i]);
+}
+
+void msg_get_load_head(wire_reader *r, struct msg_arena *a, struct msg_load_head *m)
+{
+    (void)a;
+    m->id = wr_u64(r);
+    m->is_library = wr_u8(r);
+    m->jit_count = wr_u32(r);
+    for (size_t i = 0; i < sizeof m->jit / sizeof m->jit[0]; i++)
+        msg_get_jit_option(r, a, &m->jit[i]);
+}
+
+void msg_put_layout_info(wire_buf *b, const struct msg_layout_info *m)
+{
+    wb_put_u8(b, m->known);
+    wb_put_u32(b, m->slots_count);
+    for (uint32_t i = 0; i < m->slots_count; i++)
+        msg_put_param_slot(b, &m->slots[i]);
+}
+
+void msg_get_layout_info(wire_reader *r, struct msg_arena *a, struct msg_layout_info *m)
+{
+    (void)a;
+    m->known = wr_u8(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_param_slot *v = NULL;
+        if (n > (uint32_t)(LAUNCH_MAX_PARAMS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_param_slot(r, a, &v[i]);
+        m->slots = v;
+        m->slots_count = n;
+    }
+}
+
+void msg_put_func_desc(wire_buf *b, const struct msg_func_desc *m)
+{
+    wb_put_str(b, m->name);
+    msg_put_layout_info(b, &m->layout);
+}
+
+void msg_get_func_desc(wire_reader *r, struct msg_arena *a, struct msg_func_desc *m)
+{
+    (void)a;
+    m->name = wr_str(r);
+    msg_get_layout_info(r, a, &m->layout);
+}
+
+void msg_put_load_result(wire_buf *b, const struct msg_load_result *m)
+{
+    wb_put_str(b, m->info_log);
+    wb_put_str(b, m->error_log);
+    wb_put_u32(b, m->funcs_count);
+    for (uint32_t i = 0; i < m->funcs_count; i++)
+        msg_put_func_desc(b, &m->funcs[i]);
+}
+
+void msg_get_load_result(wire_reader *r, struct msg_arena *a, struct msg_load_result *m)
+{
+    (void)a;
+    m->info_log = wr_str(r);
+    m->error_log = wr_str(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_func_desc *v = NULL;
+        if (n > (uint32_t)(MODULE_MAX_FUNCS) || n > r->left / 10)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_func_desc(r, a, &v[i]);
+        m->funcs = v;
+        m->funcs_count = n;
+    }
+}
+
+void msg_put_bind_by_name(wire_buf *b, const struct msg_bind_by_name *m)
+{
+    wb_put_u64(b, m->parent);
+    wb_put_u64(b, m->id);
+    wb_put_str(b, m->name);
+}
+
+void msg_get_bind_by_name(wire_reader *r, struct msg_arena *a, struct msg_bind_by_name *m)
+{
+    (void)a;
+    m->parent = wr_u64(r);
+    m->id = wr_u64(r);
+    m->name = wr_str(r);
+}
+
 void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_load_head(b, &m->head);
+    wb_put_u64(b, m->image_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
 int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    m->image_len = wr_u64(r);
+    m->image = a->bulk_apart ? NULL : wr_view(r, (size_t)m->image_len);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_load_result(b, &m->result);
 }
 
 int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_load_result(r, a, &m->result);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_load_head(b, &m->head);
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->image_len);
 }
 
 int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->image_len = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u8(b, m->found);
+    msg_put_load_result(b, &m->result);
 }
 
 int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->found = wr_u8(r);
+    msg_get_load_result(r, a, &m->result);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_bind_by_name(b, &m->bind);
 }
 
 int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_bind_by_name(r, a, &m->bind);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -933,14 +1060,14 @@ int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_bind_by_name(b, &m->bind);
 }
 
 int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_bind_by_name(r, a, &m->bind);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -959,40 +1086,48 @@ int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->id);
+    wb_put_u8(b, m->is_library);
+    wb_put_str(b, m->name);
 }
 
 int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->id = wr_u64(r);
+    m->is_library = wr_u8(r);
+    m->name = wr_str(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->ptr);
+    wb_put_u64(b, m->size);
 }
 
 int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->ptr = wr_u64(r);
+    m->size = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->kernel);
+    wb_put_u64(b, m->func);
 }
 
 int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->kernel = wr_u64(r);
+    m->func = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1011,14 +1146,16 @@ int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->id);
+    wb_put_u8(b, m->is_library);
 }
 
 int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->id = wr_u64(r);
+    m->is_library = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1037,14 +1174,16 @@ int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->library);
+    wb_put_u64(b, m->module);
 }
 
 int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->library = wr_u64(r);
+    m->module = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -1063,27 +1202,27 @@ int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m)
 {
-    (void)b;
-    (void)m;
+    wb_put_u64(b, m->func);
 }
 
 int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    m->func = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m)
 {
-    (void)b;
-    (void)m;
+    msg_put_layout_info(b, &m->layout);
 }
 
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    msg_get_layout_info(r, a, &m->layout);
     return wr_ok_end(r) ? 0 : -1;
 }
 

@@ -25,6 +25,9 @@
 #define GRAPH_MAX_DEPS 8388608  /* a frame's worth of node ids */
 #define POINTER_KIND_MAX 64  /* pointers one scuda_pointer_kind asks about */
 #define POINTER_ATTR_MAX 64  /* bytes the driver writes for one pointer attribute */
+#define JIT_MAX_OPTIONS 32
+#define IMAGE_DIGEST_LEN 32  /* SHA-256 */
+#define MODULE_MAX_FUNCS 1000000
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define CAPTURE_WANT_STATUS 1
 #define CAPTURE_WANT_ID 2
@@ -442,37 +445,96 @@ struct msg_scuda_bulk_dtoh_rep {
 void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m);
 int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m);
 
+/* jit_option record: a CUjit_option forwarded: a scalar's value, or a log buffer's size */
+struct msg_jit_option {
+    uint32_t option; /* u32 option */
+    uint64_t value; /* u64 value */
+};
+void msg_put_jit_option(wire_buf *b, const struct msg_jit_option *m);
+void msg_get_jit_option(wire_reader *r, struct msg_arena *a, struct msg_jit_option *m);
+
+/* load_head record: what both loads send first */
+struct msg_load_head {
+    uint64_t id; /* handle id: the new module's or library's id (the client picks it) */
+    uint8_t is_library; /* u8 is_library */
+    uint32_t jit_count; /* u32 jit_count: at most JIT_MAX_OPTIONS */
+    struct msg_jit_option jit[32]; /* jit_option[32] jit: JIT_MAX_OPTIONS: a number, as a bulk request's head has a fixed size */
+};
+void msg_put_load_head(wire_buf *b, const struct msg_load_head *m);
+void msg_get_load_head(wire_reader *r, struct msg_arena *a, struct msg_load_head *m);
+
+/* layout_info record: a function's parameter layout */
+struct msg_layout_info {
+    uint8_t known; /* u8 known: 0: the session could not tell it (no context current) */
+    const struct msg_param_slot *slots; /* u32 count, then param_slot[] (at most LAUNCH_MAX_PARAMS) slots */
+    uint32_t slots_count;
+};
+void msg_put_layout_info(wire_buf *b, const struct msg_layout_info *m);
+void msg_get_layout_info(wire_reader *r, struct msg_arena *a, struct msg_layout_info *m);
+
+/* func_desc record: a function or kernel of a loaded image */
+struct msg_func_desc {
+    const char *name; /* str name */
+    struct msg_layout_info layout; /* layout_info layout */
+};
+void msg_put_func_desc(wire_buf *b, const struct msg_func_desc *m);
+void msg_get_func_desc(wire_reader *r, struct msg_arena *a, struct msg_func_desc *m);
+
+/* load_result record: a load's reply, also on failure (logs only then) */
+struct msg_load_result {
+    const char *info_log; /* str info_log: NULL unless the client asked for that log */
+    const char *error_log; /* str error_log */
+    const struct msg_func_desc *funcs; /* u32 count, then func_desc[] (at most MODULE_MAX_FUNCS) funcs */
+    uint32_t funcs_count;
+};
+void msg_put_load_result(wire_buf *b, const struct msg_load_result *m);
+void msg_get_load_result(wire_reader *r, struct msg_arena *a, struct msg_load_result *m);
+
+/* bind_by_name record: a function of a module or a kernel of a library, by name */
+struct msg_bind_by_name {
+    uint64_t parent; /* handle parent */
+    uint64_t id; /* handle id: the new handle's id (the client picks it) */
+    const char *name; /* str name */
+};
+void msg_put_bind_by_name(wire_buf *b, const struct msg_bind_by_name *m);
+void msg_get_bind_by_name(wire_reader *r, struct msg_arena *a, struct msg_bind_by_name *m);
+
 /* scuda_module_load request */
 struct msg_scuda_module_load_req {
-    char none; /* no fields */
+    struct msg_load_head head; /* load_head head */
+    const void *image; /* u64 length + bytes (bulk) image */
+    uint64_t image_len;
 };
 void msg_scuda_module_load_req_put(wire_buf *b, const struct msg_scuda_module_load_req *m);
 int msg_scuda_module_load_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_req *m);
 
 /* scuda_module_load reply */
 struct msg_scuda_module_load_rep {
-    char none; /* no fields */
+    struct msg_load_result result; /* load_result result */
 };
 void msg_scuda_module_load_rep_put(wire_buf *b, const struct msg_scuda_module_load_rep *m);
 int msg_scuda_module_load_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_rep *m);
 
 /* scuda_module_load_by_hash request */
 struct msg_scuda_module_load_by_hash_req {
-    char none; /* no fields */
+    struct msg_load_head head; /* load_head head */
+    uint8_t digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] digest: of exactly the bytes scuda_module_load would send */
+    uint64_t image_len; /* u64 image_len */
 };
 void msg_scuda_module_load_by_hash_req_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_req *m);
 int msg_scuda_module_load_by_hash_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_req *m);
 
 /* scuda_module_load_by_hash reply */
 struct msg_scuda_module_load_by_hash_rep {
-    char none; /* no fields */
+    uint8_t found; /* u8 found: 0: the session lacks the image: send it with scuda_module_load */
+    struct msg_load_result result; /* load_result result: empty when not found */
 };
 void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m);
 int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m);
 
 /* scuda_module_get_function request */
 struct msg_scuda_module_get_function_req {
-    char none; /* no fields */
+    struct msg_bind_by_name bind; /* bind_by_name bind */
 };
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m);
 int msg_scuda_module_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_function_req *m);
@@ -486,7 +548,7 @@ int msg_scuda_module_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
 
 /* scuda_library_get_kernel request */
 struct msg_scuda_library_get_kernel_req {
-    char none; /* no fields */
+    struct msg_bind_by_name bind; /* bind_by_name bind */
 };
 void msg_scuda_library_get_kernel_req_put(wire_buf *b, const struct msg_scuda_library_get_kernel_req *m);
 int msg_scuda_library_get_kernel_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_kernel_req *m);
@@ -500,21 +562,25 @@ int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, st
 
 /* scuda_module_get_global request */
 struct msg_scuda_module_get_global_req {
-    char none; /* no fields */
+    uint64_t id; /* handle id: the module or library */
+    uint8_t is_library; /* u8 is_library */
+    const char *name; /* str name */
 };
 void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m);
 int msg_scuda_module_get_global_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_req *m);
 
 /* scuda_module_get_global reply */
 struct msg_scuda_module_get_global_rep {
-    char none; /* no fields */
+    uint64_t ptr; /* dptr ptr */
+    uint64_t size; /* u64 size */
 };
 void msg_scuda_module_get_global_rep_put(wire_buf *b, const struct msg_scuda_module_get_global_rep *m);
 int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_get_global_rep *m);
 
 /* scuda_kernel_get_function request */
 struct msg_scuda_kernel_get_function_req {
-    char none; /* no fields */
+    uint64_t kernel; /* handle kernel */
+    uint64_t func; /* handle func: the new function's id (one per kernel and context) */
 };
 void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m);
 int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m);
@@ -528,7 +594,8 @@ int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
 
 /* scuda_module_unload request */
 struct msg_scuda_module_unload_req {
-    char none; /* no fields */
+    uint64_t id; /* handle id */
+    uint8_t is_library; /* u8 is_library */
 };
 void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m);
 int msg_scuda_module_unload_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_unload_req *m);
@@ -542,7 +609,8 @@ int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 /* scuda_library_get_module request */
 struct msg_scuda_library_get_module_req {
-    char none; /* no fields */
+    uint64_t library; /* handle library */
+    uint64_t module; /* handle module: the new module's id */
 };
 void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m);
 int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m);
@@ -556,14 +624,14 @@ int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, st
 
 /* scuda_param_info request */
 struct msg_scuda_param_info_req {
-    char none; /* no fields */
+    uint64_t func; /* handle func: a function or a kernel */
 };
 void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m);
 int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m);
 
 /* scuda_param_info reply */
 struct msg_scuda_param_info_rep {
-    char none; /* no fields */
+    struct msg_layout_info layout; /* layout_info layout */
 };
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);

@@ -3,7 +3,8 @@
  * A load replies with every function's name, and scuda_param_info with a
  * function's parameter layout at its first launch, so the client answers
  * cuModuleGetFunction and packs launch parameters without further round
- * trips (docs/architecture.md, 3.8 Modules). */
+ * trips (docs/architecture.md, 3.8 Modules). The messages are in
+ * codegen/driver_spec.py (MESSAGES, group modules). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "module_cache.h"
 #include "param_layout.h"
 #include "session.h"
+#include "staging.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 #include "../common/jit_options.h"
@@ -44,93 +46,78 @@ static void drop_owned(struct session *s, uint64_t owner_id)
         }
     } while (n == 256);
 }
-/* Parameter count for "layout not known yet": the client asks again with
- * scuda_param_info when a context is current. */
-#define PARAMS_UNKNOWN 0xffffffffu
 
-/* A load describes each function by name only. Its parameter layout is
- * asked for at its first launch (scuda_param_info): finding it here would
- * make the driver load every kernel of every library at once (a CUkernel's
- * layout needs its function, and getting that defeats lazy loading), which
- * made PyTorch's start load thousands of kernels it never runs. */
-static CUresult describe_module(wire_buf *out, CUmodule mod)
+/* A load describes each function by name only (its layout unknown). Its
+ * parameter layout is asked for at its first launch (scuda_param_info):
+ * finding it here would make the driver load every kernel of every library
+ * at once (a CUkernel's layout needs its function, and getting that
+ * defeats lazy loading), which made PyTorch's start load thousands of
+ * kernels it never runs. The names are the driver's: valid while the
+ * image stays loaded. */
+static CUresult describe_module(struct msg_arena *a, CUmodule mod, struct msg_load_result *out)
 {
     unsigned count = 0;
     CUresult r = REAL(cuModuleGetFunctionCount, &count, mod);
     if (r != CUDA_SUCCESS) return r;
     CUfunction *fs = calloc(count ? count : 1, sizeof *fs);
-    if (!fs) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct msg_func_desc *d = msg_alloc(a, (size_t)count * sizeof *d + 1);
+    if (!fs || !d) {
+        free(fs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     r = REAL(cuModuleEnumerateFunctions, fs, count, mod);
-    wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
         const char *name = "";
         REAL(cuFuncGetName, &name, fs[i]);
-        wb_put_str(out, name);
-        wb_put_u32(out, PARAMS_UNKNOWN);
+        d[i] = (struct msg_func_desc){.name = name};
+    }
+    if (r == CUDA_SUCCESS) {
+        out->funcs = d;
+        out->funcs_count = count;
     }
     free(fs);
     return r;
 }
 
-static CUresult describe_library(wire_buf *out, CUlibrary lib)
+static CUresult describe_library(struct msg_arena *a, CUlibrary lib, struct msg_load_result *out)
 {
     unsigned count = 0;
     CUresult r = REAL(cuLibraryGetKernelCount, &count, lib);
     if (r != CUDA_SUCCESS) return r;
     CUkernel *ks = calloc(count ? count : 1, sizeof *ks);
-    if (!ks) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct msg_func_desc *d = msg_alloc(a, (size_t)count * sizeof *d + 1);
+    if (!ks || !d) {
+        free(ks);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     r = REAL(cuLibraryEnumerateKernels, ks, count, lib);
-    wb_put_u32(out, r == CUDA_SUCCESS ? count : 0);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < count; i++) {
         const char *name = "";
         REAL(cuKernelGetName, &name, ks[i]);
-        wb_put_str(out, name);
-        wb_put_u32(out, PARAMS_UNKNOWN);
+        d[i] = (struct msg_func_desc){.name = name};
+    }
+    if (r == CUDA_SUCCESS) {
+        out->funcs = d;
+        out->funcs_count = count;
     }
     free(ks);
     return r;
 }
 
-#define MAX_JIT_OPTIONS 32
 #define MAX_JIT_LOG (1u << 20)
 
-/* JIT options as they travel: scalar values, and the sizes of the log
- * buffers the client wants filled. The session supplies its own buffers. */
+_Static_assert(sizeof ((struct msg_load_head *)0)->jit / sizeof(struct msg_jit_option) == JIT_MAX_OPTIONS,
+               "load_head.jit holds JIT_MAX_OPTIONS options");
+_Static_assert(IMAGE_DIGEST_LEN == MODULE_KEY_LEN, "the module cache is keyed by the load's digest");
+
+/* JIT options as the driver takes them: the request's scalar values, and
+ * buffers of the sizes the client asked for in place of its log buffers. */
 struct jit_options {
     unsigned n;
-    CUjit_option opt[MAX_JIT_OPTIONS + 2]; /* + the size options of two logs */
-    void *val[MAX_JIT_OPTIONS + 2];
+    CUjit_option opt[JIT_MAX_OPTIONS + 2]; /* + the size options of two logs */
+    void *val[JIT_MAX_OPTIONS + 2];
     char *info_log, *error_log;
 };
-
-static int read_jit_options(wire_reader *in, struct jit_options *j)
-{
-    memset(j, 0, sizeof *j);
-    uint32_t n = wr_u32(in);
-    if (n > MAX_JIT_OPTIONS) return -1;
-    for (uint32_t i = 0; i < n; i++) {
-        CUjit_option o = (CUjit_option)wr_u32(in);
-        uint64_t v = wr_u64(in);
-        char **log = o == CU_JIT_INFO_LOG_BUFFER ? &j->info_log : o == CU_JIT_ERROR_LOG_BUFFER ? &j->error_log : NULL;
-        if (log) {
-            /* v is the size the client asked for; the size option follows. */
-            if (v > MAX_JIT_LOG || *log) return -1;
-            if (!(*log = calloc(1, v + 1))) return -1;
-            j->val[j->n] = *log;
-            j->opt[j->n] = o;
-            j->n++;
-            /* The driver learns a log buffer's size from its size option. */
-            o = o == CU_JIT_INFO_LOG_BUFFER ? CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES : CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-            j->val[j->n] = (void *)(uintptr_t)v;
-        } else if (jit_option_is_scalar(o)) {
-            j->val[j->n] = (void *)(uintptr_t)v;
-        } else {
-            return -1; /* a pointer-valued option: never dereference client values */
-        }
-        j->opt[j->n++] = o;
-    }
-    return in->bad ? -1 : 0;
-}
 
 static void free_jit_logs(struct jit_options *j)
 {
@@ -139,225 +126,256 @@ static void free_jit_logs(struct jit_options *j)
     j->info_log = j->error_log = NULL;
 }
 
-static void put_jit_logs(wire_buf *out, struct jit_options *j)
+/* One option of the request; -1 when it may not cross the wire. */
+static int add_jit_option(struct jit_options *j, CUjit_option o, uint64_t v)
 {
-    wb_put_str(out, j->info_log ? j->info_log : "");
-    wb_put_str(out, j->error_log ? j->error_log : "");
-    free_jit_logs(j);
+    char **log = o == CU_JIT_INFO_LOG_BUFFER ? &j->info_log : o == CU_JIT_ERROR_LOG_BUFFER ? &j->error_log : NULL;
+    if (log) {
+        /* v is the size the client asked for; the size option follows. */
+        if (v > MAX_JIT_LOG || *log) return -1;
+        if (!(*log = calloc(1, v + 1))) return -1;
+        j->val[j->n] = *log;
+        j->opt[j->n] = o;
+        j->n++;
+        /* The driver learns a log buffer's size from its size option. */
+        o = o == CU_JIT_INFO_LOG_BUFFER ? CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES : CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+        j->val[j->n] = (void *)(uintptr_t)v;
+    } else if (jit_option_is_scalar(o)) {
+        j->val[j->n] = (void *)(uintptr_t)v;
+    } else {
+        return -1; /* a pointer-valued option: never dereference client values */
+    }
+    j->opt[j->n++] = o;
+    return 0;
+}
+
+/* The request's JIT options; -1 (nothing to free) when one is refused. */
+static int jit_options_from(const struct msg_load_head *h, struct jit_options *j)
+{
+    memset(j, 0, sizeof *j);
+    if (h->jit_count > JIT_MAX_OPTIONS) return -1;
+    for (uint32_t i = 0; i < h->jit_count; i++) {
+        if (add_jit_option(j, (CUjit_option)h->jit[i].option, h->jit[i].value) != 0) {
+            free_jit_logs(j);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Load an image of len bytes (8-byte aligned) as a module or a library
- * under the client's id. Appends the JIT logs, then on success the
- * functions; the logs go back even on failure. The driver takes no length
- * and finds the image's extent in its headers, so an image whose headers
- * reach past its bytes never gets to the driver (image_check.h). */
-static CUresult load_image(srv_call *c, uint64_t id, int is_library, struct jit_options *j, const void *image,
-                           size_t len)
+ * under the client's id, describing its functions in *res on success. The
+ * driver takes no length and finds the image's extent in its headers, so
+ * an image whose headers reach past its bytes never gets to the driver
+ * (image_check.h). */
+static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct jit_options *j, const void *image,
+                           size_t len, struct msg_load_result *res)
 {
     CUresult r;
     char why[200];
-    c->out_on_error = 1;
     if (image_check(image, len, why, sizeof why) != 0) {
         LOG_WARN("module image of %zu bytes refused: %s", len, why);
-        put_jit_logs(&c->out, j);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    if (is_library) {
+    if (h->is_library) {
         CUlibrary lib = NULL;
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
-        put_jit_logs(&c->out, j);
-        if (r == CUDA_SUCCESS && (r = describe_library(&c->out, lib)) == CUDA_SUCCESS)
-            r = handle_put(c->s, id, HK_LIBRARY, lib);
-        if (r != CUDA_SUCCESS && lib) REAL(cuLibraryUnload, lib);
+        if (r == CUDA_SUCCESS && (r = describe_library(&c->arena, lib, res)) == CUDA_SUCCESS)
+            r = handle_put(c->s, h->id, HK_LIBRARY, lib);
+        if (r != CUDA_SUCCESS && lib) {
+            res->funcs_count = 0; /* the names go with the library */
+            REAL(cuLibraryUnload, lib);
+        }
     } else {
         CUmodule mod = NULL;
         r = REAL(cuModuleLoadDataEx, &mod, image, j->n, j->n ? j->opt : NULL, j->n ? j->val : NULL);
-        put_jit_logs(&c->out, j);
-        if (r == CUDA_SUCCESS && (r = describe_module(&c->out, mod)) == CUDA_SUCCESS)
-            r = handle_put(c->s, id, HK_MODULE, mod);
-        if (r != CUDA_SUCCESS && mod) REAL(cuModuleUnload, mod);
+        if (r == CUDA_SUCCESS && (r = describe_module(&c->arena, mod, res)) == CUDA_SUCCESS)
+            r = handle_put(c->s, h->id, HK_MODULE, mod);
+        if (r != CUDA_SUCCESS && mod) {
+            res->funcs_count = 0;
+            REAL(cuModuleUnload, mod);
+        }
     }
     return r;
 }
 
-/* Request: u64 id, u8 is_library, JIT options, blob image. Reply (also on
- * failure): str info log, str error log; then, on success, the functions.
- * The image is copied to an aligned buffer: an ELF inside a frame need not
- * be 8-byte aligned. An image the driver accepts is kept in the module
- * cache, under the digest computed here. */
-/* The head both loads share: u64 id, u8 is_library, JIT options. */
-static int read_load_head(srv_call *c, uint64_t *id, uint8_t *is_library, struct jit_options *j)
+/* The logs go back even when the load fails (c->out_on_error). */
+static void take_logs(srv_call *c, const struct jit_options *j, struct msg_load_result *res)
 {
-    *id = wr_u64(&c->in);
-    *is_library = wr_u8(&c->in);
-    if (read_jit_options(&c->in, j) == 0) return 0;
-    free_jit_logs(j);
-    return -1;
+    c->out_on_error = 1;
+    res->info_log = j->info_log;
+    res->error_log = j->error_log;
 }
 
-CUresult srv_scuda_module_load(srv_call *c)
+/* The image is in the request, or, when large, in staging memory (the
+ * session received it there). One in the request is copied to an aligned
+ * buffer: an ELF inside a frame need not be 8-byte aligned; staging memory
+ * is. An image the driver accepts is kept in the module cache, under the
+ * digest computed here. */
+static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m, struct jit_options *j)
 {
-    uint64_t id;
-    uint8_t is_library;
-    struct jit_options j;
-    if (read_load_head(c, &id, &is_library, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
-    size_t len;
-    const void *image = wr_blob(&c->in, &len);
+    struct msg_scuda_module_load_rep rep = {{0}};
+    const void *image = c->staging ? staging_data(c->staging) : m->image;
+    size_t len = (size_t)m->image_len;
     char *copy = NULL;
-    if (!wr_ok_end(&c->in) || !image || !(copy = malloc(len ? len : 1))) {
-        c->out_on_error = 1;
-        put_jit_logs(&c->out, &j);
-        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (image && (c->staging || (copy = malloc(len ? len : 1)))) {
+        if (copy) image = memcpy(copy, image, len);
+        module_cache_received(len);
+        r = load_image(c, &m->head, j, image, len, &rep.result);
+        if (r == CUDA_SUCCESS) module_cache_put(image, len);
     }
-    memcpy(copy, image, len);
-    module_cache_received(len);
-    CUresult r = load_image(c, id, is_library, &j, copy, len);
-    if (r == CUDA_SUCCESS) module_cache_put(copy, len);
+    take_logs(c, j, &rep.result);
+    msg_scuda_module_load_rep_put(&c->out, &rep);
     free(copy);
     return r;
 }
 
-/* Request: u64 id, u8 is_library, JIT options, the image's SHA-256 (32
- * bytes), u64 image length. Reply: u8 found; when 1, what scuda_module_load
- * replies (the load ran on the cached image); when 0, nothing more: the
- * session lacks the image and the client sends it with scuda_module_load.
+CUresult srv_scuda_module_load(srv_call *c)
+{
+    struct msg_scuda_module_load_req m;
+    struct jit_options j;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) == 0 && jit_options_from(&m.head, &j) == 0) {
+        r = load_sent(c, &m, &j);
+        free_jit_logs(&j);
+    }
+    if (c->staging) { /* this handler's to give back, whatever happened */
+        staging_release(c->staging);
+        c->staging = NULL;
+    }
+    return r;
+}
+
+/* A load of an image the session may have (module_cache.h): found = 0
+ * when it lacks the image, and the client sends it with scuda_module_load.
  * The digest only finds bytes the server hashed itself. */
 CUresult srv_scuda_module_load_by_hash(srv_call *c)
 {
-    uint64_t id;
-    uint8_t is_library;
+    struct msg_scuda_module_load_by_hash_req m;
     struct jit_options j;
-    if (read_load_head(c, &id, &is_library, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
-    const uint8_t *key = wr_view(&c->in, MODULE_KEY_LEN);
-    uint64_t len = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in) || !key || len == 0 || len > MODULE_IMAGE_MAX) {
-        free_jit_logs(&j);
+    if (msg_scuda_module_load_by_hash_req_get(&c->in, &c->arena, &m) != 0 || m.image_len == 0 ||
+        m.image_len > MODULE_IMAGE_MAX || jit_options_from(&m.head, &j) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_module_load_by_hash_rep rep = {0};
+    void *image = module_cache_get(m.digest, m.image_len);
+    CUresult r = CUDA_SUCCESS;
+    rep.found = image != NULL;
+    if (image) {
+        r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &rep.result);
+        take_logs(c, &j, &rep.result);
     }
-    void *image = module_cache_get(key, len);
-    /* The answer goes back even when the load fails: an empty
-     * NOT_SUPPORTED reply means a server without this op. */
+    /* The answer goes back even when the load fails: a NOT_SUPPORTED
+     * reply that does not decode means a server without this op. */
     c->out_on_error = 1;
-    wb_put_u8(&c->out, image != NULL);
-    if (!image) {
-        free_jit_logs(&j);
-        return CUDA_SUCCESS;
-    }
-    CUresult r = load_image(c, id, is_library, &j, image, (size_t)len);
+    msg_scuda_module_load_by_hash_rep_put(&c->out, &rep);
+    free_jit_logs(&j);
     free(image);
     return r;
 }
 
-/* Request: u64 module id, u64 new function id, str name. */
 CUresult srv_scuda_module_get_function(srv_call *c)
 {
-    uint64_t mod_id = wr_u64(&c->in), fid = wr_u64(&c->in);
-    const char *name = wr_str(&c->in);
-    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_module_get_function_req m;
+    if (msg_scuda_module_get_function_req_get(&c->in, &c->arena, &m) != 0 || !m.bind.name)
+        return CUDA_ERROR_INVALID_VALUE;
     void *mod;
-    CUresult r = handle_get(c->s, mod_id, HK_MODULE, &mod);
+    CUresult r = handle_get(c->s, m.bind.parent, HK_MODULE, &mod);
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
-    if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, fid, HK_FUNCTION, f, mod_id);
+    if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, m.bind.name)) != CUDA_SUCCESS) return r;
+    return put_owned(c->s, m.bind.id, HK_FUNCTION, f, m.bind.parent);
 }
 
-/* Request: u64 library id, u64 new kernel id, str name. */
 CUresult srv_scuda_library_get_kernel(srv_call *c)
 {
-    uint64_t lib_id = wr_u64(&c->in), kid = wr_u64(&c->in);
-    const char *name = wr_str(&c->in);
-    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_library_get_kernel_req m;
+    if (msg_scuda_library_get_kernel_req_get(&c->in, &c->arena, &m) != 0 || !m.bind.name)
+        return CUDA_ERROR_INVALID_VALUE;
     void *lib;
-    CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
+    CUresult r = handle_get(c->s, m.bind.parent, HK_LIBRARY, &lib);
     if (r != CUDA_SUCCESS) return r;
     CUkernel k;
-    if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, kid, HK_KERNEL, k, lib_id);
+    if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, m.bind.name)) != CUDA_SUCCESS) return r;
+    return put_owned(c->s, m.bind.id, HK_KERNEL, k, m.bind.parent);
 }
 
-/* Request: u64 kernel id, u64 new function id. */
 CUresult srv_scuda_kernel_get_function(srv_call *c)
 {
-    uint64_t kid = wr_u64(&c->in), fid = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_kernel_get_function_req m;
+    if (msg_scuda_kernel_get_function_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *k;
-    CUresult r = handle_get(c->s, kid, HK_KERNEL, &k);
+    CUresult r = handle_get(c->s, m.kernel, HK_KERNEL, &k);
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = REAL(cuKernelGetFunction, &f, (CUkernel)k)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, fid, HK_FUNCTION, f, kid);
+    return put_owned(c->s, m.func, HK_FUNCTION, f, m.kernel);
 }
 
-/* Request: u64 module-or-library id, u8 is_library, str name.
- * Reply: u64 device pointer, u64 size. */
 CUresult srv_scuda_module_get_global(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    uint8_t is_library = wr_u8(&c->in);
-    const char *name = wr_str(&c->in);
-    if (!wr_ok_end(&c->in) || !name) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_module_get_global_req m;
+    if (msg_scuda_module_get_global_req_get(&c->in, &c->arena, &m) != 0 || !m.name) return CUDA_ERROR_INVALID_VALUE;
     void *h;
-    CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
+    CUresult r = handle_get(c->s, m.id, m.is_library ? HK_LIBRARY : HK_MODULE, &h);
     if (r != CUDA_SUCCESS) return r;
     CUdeviceptr p = 0;
     size_t size = 0;
-    r = is_library ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, name)
-                   : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, name);
+    r = m.is_library ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, m.name)
+                     : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, m.name);
     if (r != CUDA_SUCCESS) return r;
-    wb_put_u64(&c->out, p);
-    wb_put_u64(&c->out, size);
+    struct msg_scuda_module_get_global_rep rep = {.ptr = p, .size = size};
+    msg_scuda_module_get_global_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }
 
-/* Request: u64 id, u8 is_library. */
 CUresult srv_scuda_module_unload(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    uint8_t is_library = wr_u8(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_module_unload_req m;
+    if (msg_scuda_module_unload_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *h;
-    CUresult r = handle_get(c->s, id, is_library ? HK_LIBRARY : HK_MODULE, &h);
+    CUresult r = handle_get(c->s, m.id, m.is_library ? HK_LIBRARY : HK_MODULE, &h);
     if (r != CUDA_SUCCESS) return r;
-    r = is_library ? REAL(cuLibraryUnload, (CUlibrary)h) : REAL(cuModuleUnload, (CUmodule)h);
+    r = m.is_library ? REAL(cuLibraryUnload, (CUlibrary)h) : REAL(cuModuleUnload, (CUmodule)h);
     if (r == CUDA_SUCCESS) {
-        drop_owned(c->s, id);
-        handle_drop(c->s, id);
+        drop_owned(c->s, m.id);
+        handle_drop(c->s, m.id);
     }
     return r;
 }
 
-/* Request: u64 library id, u64 new module id. */
 CUresult srv_scuda_library_get_module(srv_call *c)
 {
-    uint64_t lib_id = wr_u64(&c->in), mod_id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_library_get_module_req m;
+    if (msg_scuda_library_get_module_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *lib;
-    CUresult r = handle_get(c->s, lib_id, HK_LIBRARY, &lib);
+    CUresult r = handle_get(c->s, m.library, HK_LIBRARY, &lib);
     if (r != CUDA_SUCCESS) return r;
     CUmodule mod;
     if ((r = REAL(cuLibraryGetModule, &mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, mod_id, HK_MODULE, mod, lib_id);
+    return put_owned(c->s, m.module, HK_MODULE, mod, m.library);
 }
 
-/* Request: u64 function-or-kernel id. Reply: the parameter layout, as in
- * a load's description (PARAMS_UNKNOWN when the driver cannot tell it, as
- * for a library kernel before any context is current). It is the layout
- * launches are checked against (param_layout.h). */
+/* A function's or kernel's parameter layout: unknown when the driver
+ * cannot tell it, as for a library kernel before any context is current.
+ * It is the layout launches are checked against (param_layout.h). */
 CUresult srv_scuda_param_info(srv_call *c)
 {
-    uint64_t id = wr_u64(&c->in);
-    if (!wr_ok_end(&c->in)) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_param_info_req m;
+    if (msg_scuda_param_info_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     void *h;
     int is_kernel;
-    CUresult r = handle_get_function(c->s, id, &h, &is_kernel);
+    CUresult r = handle_get_function(c->s, m.func, &h, &is_kernel);
     if (r != CUDA_SUCCESS) return r;
     struct param_layout *l = h ? param_layout_dup(h, is_kernel) : NULL;
-    wb_put_u32(&c->out, l ? l->n : PARAMS_UNKNOWN);
-    for (uint32_t i = 0; l && i < l->n; i++) {
-        wb_put_u32(&c->out, l->p[i].offset);
-        wb_put_u32(&c->out, l->p[i].size);
+    struct msg_scuda_param_info_rep rep = {{0}};
+    struct msg_param_slot *slots = l ? msg_alloc(&c->arena, l->n * sizeof *slots + 1) : NULL;
+    if (l && !slots) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (slots) {
+        for (uint32_t i = 0; i < l->n; i++) slots[i] = (struct msg_param_slot){l->p[i].offset, l->p[i].size};
+        rep.layout = (struct msg_layout_info){.known = 1, .slots = slots, .slots_count = l->n};
     }
     free(l);
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) msg_scuda_param_info_rep_put(&c->out, &rep);
+    return r;
 }

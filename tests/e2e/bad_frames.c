@@ -102,9 +102,8 @@ static void build_requests(struct req *r, int *n, CUdeviceptr dev)
     struct msg_scuda_pointer_get_attributes_req attr = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dev};
     msg_scuda_pointer_get_attributes_req_put(b, &attr);
     b = NEW("scuda_module_get_global", OP_scuda_module_get_global);
-    wb_put_u64(b, 0x9990);
-    wb_put_u8(b, 0);
-    wb_put_str(b, "nosuchglobal");
+    struct msg_scuda_module_get_global_req global = {.id = 0x9990, .name = "nosuchglobal"};
+    msg_scuda_module_get_global_req_put(b, &global);
 #undef NEW
 }
 
@@ -168,18 +167,16 @@ static void inner_lengths(void)
     wb_reset(&b);
     msg_scuda_memcpy_htod_req_put(&b, &(struct msg_scuda_memcpy_htod_req){.dst = 0x1000, .data_len = UINT64_MAX});
     CHECK(call(fd, OP_scuda_memcpy_htod, &b) == CUDA_ERROR_INVALID_VALUE);
-    /* module load with a blob length past the end */
+    /* module load with an image length past the end */
     wb_reset(&b);
-    wb_put_u64(&b, 0x4440);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 1ull << 40);
+    struct msg_scuda_module_load_req load = {.head = {.id = 0x4440}, .image_len = 1ull << 40};
+    msg_scuda_module_load_req_put(&b, &load);
     wb_put_raw(&b, "hello", 5);
     CHECK(call(fd, OP_scuda_module_load, &b) == CUDA_ERROR_INVALID_VALUE);
     /* module load with an empty image */
     wb_reset(&b);
-    wb_put_u64(&b, 0x4450);
-    wb_put_u8(&b, 0);
-    wb_put_u64(&b, 0);
+    load = (struct msg_scuda_module_load_req){.head = {.id = 0x4450}, .image_len = 0};
+    msg_scuda_module_load_req_put(&b, &load);
     long r = call(fd, OP_scuda_module_load, &b);
     CHECK(r != CUDA_SUCCESS && r >= 0, "empty module image returned %ld", r);
     /* dtoh of 2^40 bytes from a bogus address: an error, not an allocation */

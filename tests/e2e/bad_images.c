@@ -12,7 +12,9 @@
  * module cache on disk (a file planted under its own digest). Then the
  * shim loads real images (PTX text, a fatbin, an ELF) with cuModuleLoadData,
  * which takes no length either: the length it measures must cover what the
- * headers declare, so none of them is refused for its size. */
+ * headers declare, so none of them is refused for its size; and PTX the
+ * driver cannot parse fails with the driver's JIT error log copied into
+ * the caller's buffer (the log comes back with the failure). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,6 @@
 #include "../unit/sample_images.h"
 #include "common/auth.h"
 #include "common/ops.gen.h"
-#include "common/wire.h"
 #include "harness.h"
 
 #define REFUSED "module image of"
@@ -34,19 +35,9 @@ static uint64_t next_id = 0x10000;
 static long load(int fd, int is_library, const void *img, size_t len, const uint8_t *key)
 {
     if (!key) return h_raw_load(fd, H_RAW_CTX, next_id += 16, is_library, img, len);
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u64(&b, next_id += 16);
-    wb_put_u8(&b, (uint8_t)is_library);
-    wb_put_u32(&b, 0); /* JIT options */
-    wb_put_raw(&b, key, AUTH_SHA256_LEN);
-    wb_put_u64(&b, len);
-    uint8_t *out = NULL;
-    size_t n = 0;
-    long r = h_raw_call(fd, OP_scuda_module_load_by_hash, H_RAW_CTX, b.data, b.len, &out, &n);
-    if (r == CUDA_SUCCESS) EXPECT(n >= 1 && out[0] == 1, "the planted image was not found by its digest");
-    free(out);
-    wb_free(&b);
+    int found = 0;
+    long r = h_raw_load_by_hash(fd, H_RAW_CTX, next_id += 16, is_library, key, len, &found);
+    if (r == CUDA_SUCCESS) EXPECT(found == 1, "the planted image was not found by its digest");
     return r;
 }
 
@@ -144,6 +135,26 @@ static uint8_t *fatbin_of(const char *ptx, size_t *len)
     return p;
 }
 
+/* Broken PTX with both JIT logs asked for: the driver's error, its error
+ * log in the caller's buffer, and the size options set to what was used. */
+static void broken_ptx_logs(void)
+{
+    const char *bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k( { bogus; }\n";
+    char info[256] = "untouched", err[256] = {0};
+    CUjit_option opts[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                           CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL};
+    void *vals[] = {info, (void *)(uintptr_t)sizeof info, err, (void *)(uintptr_t)sizeof err,
+                    (void *)(uintptr_t)4};
+    CUmodule m;
+    CUresult r = cuModuleLoadDataEx(&m, bad, 5, opts, vals);
+    CHECK(r != CUDA_SUCCESS, "broken PTX loaded");
+    CHECK(err[0] != 0, "broken PTX: no error log");
+    CHECK((uintptr_t)vals[3] == strlen(err) + 1, "error log size option %zu for a log of %zu bytes",
+          (size_t)(uintptr_t)vals[3], strlen(err));
+    CHECK(info[0] == 0 && (uintptr_t)vals[1] == 1, "info log \"%s\", size option %zu", info,
+          (size_t)(uintptr_t)vals[1]);
+}
+
 static int shim_client(void *arg)
 {
     (void)arg;
@@ -165,6 +176,7 @@ static int shim_client(void *arg)
     uint8_t *elf = sample_elf(&len);
     CU_EXPECT(CUDA_ERROR_INVALID_IMAGE, cuModuleLoadData(&m, elf));
     free(elf);
+    broken_ptx_logs();
     free(fat);
     free(ptx);
     return 0;

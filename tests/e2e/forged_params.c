@@ -339,6 +339,29 @@ static void true_layouts_run(void)
     printf("ok every kernel runs with its true layout, launched and in a graph\n");
 }
 
+/* scuda_param_info on function or kernel `id`, outside any context: the
+ * CUresult; the reply must decode. */
+static long param_info(int fd, uint64_t id)
+{
+    struct msg_scuda_param_info_req m = {.func = id};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_param_info_req_put(&b, &m);
+    uint8_t *out = NULL;
+    size_t n = 0;
+    long r = h_raw_call(fd, OP_scuda_param_info, 0, b.data, b.len, &out, &n);
+    wb_free(&b);
+    struct msg_scuda_param_info_rep rep;
+    struct msg_arena a;
+    wire_reader rd;
+    msg_arena_init(&a);
+    wr_init(&rd, out, n);
+    CHECK(r != CUDA_SUCCESS || msg_scuda_param_info_rep_get(&rd, &a, &rep) == 0, "param_info: a malformed reply");
+    msg_arena_free(&a);
+    free(out);
+    return r;
+}
+
 /* A library loaded, and its kernel asked about, while no context is current
  * (cudart loads its libraries that early); launched later in one. */
 static void library_before_context(void)
@@ -348,8 +371,7 @@ static void library_before_context(void)
     CHECK(fd >= 0);
     CHECK(load(fd, 0, LIB_ID, 1) == CUDA_SUCCESS, "a library loaded without a context");
     CHECK(h_raw_bind(fd, 0, OP_scuda_library_get_kernel, LIB_ID, KERNEL_ID, "copy_params_4k") == CUDA_SUCCESS);
-    uint64_t id = KERNEL_ID;
-    CHECK(h_raw_call(fd, OP_scuda_param_info, 0, &id, 8, NULL, NULL) == CUDA_SUCCESS);
+    CHECK(param_info(fd, KERNEL_ID) == CUDA_SUCCESS);
     h_raw_retain_ctx(fd);
     uint64_t out = alloc_zeroed(fd);
     struct params p = true_params(K_4K);

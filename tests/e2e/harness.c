@@ -740,24 +740,52 @@ int h_raw_session(const char *addr)
 
 long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len)
 {
+    struct msg_scuda_module_load_req m = {.head = {.id = id, .is_library = (uint8_t)is_library},
+                                          .image = image, .image_len = len};
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, id);
-    wb_put_u8(&b, (uint8_t)is_library);
-    wb_put_u32(&b, 0); /* JIT options */
-    wb_put_blob(&b, image, len);
+    msg_scuda_module_load_req_put(&b, &m);
+    wb_put_raw(&b, image, len); /* the bulk bytes follow the fields, as the shim sends them */
     long r = h_raw_call(fd, OP_scuda_module_load, ctx, b.data, b.len, NULL, NULL);
     wb_free(&b);
     return r;
 }
 
-long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name)
+long h_raw_load_by_hash(int fd, uint32_t ctx, uint64_t id, int is_library, const uint8_t digest[IMAGE_DIGEST_LEN],
+                        uint64_t len, int *found)
 {
+    struct msg_scuda_module_load_by_hash_req m = {.head = {.id = id, .is_library = (uint8_t)is_library},
+                                                  .image_len = len};
+    memcpy(m.digest, digest, IMAGE_DIGEST_LEN);
     wire_buf b;
     wb_init(&b);
-    wb_put_u64(&b, parent);
-    wb_put_u64(&b, id);
-    wb_put_str(&b, name);
+    msg_scuda_module_load_by_hash_req_put(&b, &m);
+    uint8_t *out = NULL;
+    size_t n = 0;
+    long r = h_raw_call(fd, OP_scuda_module_load_by_hash, ctx, b.data, b.len, &out, &n);
+    wb_free(&b);
+    if (found) {
+        struct msg_scuda_module_load_by_hash_rep rep;
+        struct msg_arena a;
+        wire_reader rd;
+        msg_arena_init(&a);
+        wr_init(&rd, out, n);
+        *found = msg_scuda_module_load_by_hash_rep_get(&rd, &a, &rep) == 0 ? rep.found : -1;
+        msg_arena_free(&a);
+    }
+    free(out);
+    return r;
+}
+
+long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name)
+{
+    struct msg_bind_by_name by_name = {.parent = parent, .id = id, .name = name};
+    wire_buf b;
+    wb_init(&b);
+    if (op == OP_scuda_module_get_function)
+        msg_scuda_module_get_function_req_put(&b, &(struct msg_scuda_module_get_function_req){by_name});
+    else
+        msg_scuda_library_get_kernel_req_put(&b, &(struct msg_scuda_library_get_kernel_req){by_name});
     long r = h_raw_call(fd, op, ctx, b.data, b.len, NULL, NULL);
     wb_free(&b);
     return r;

@@ -171,10 +171,14 @@ void h_raw_retain_ctx(int fd);
 /* h_raw_connect without a token, then h_raw_retain_ctx: a session ready
  * for calls in context H_RAW_CTX. */
 int h_raw_session(const char *addr);
-/* Load an image (scuda_module_load) as module or library `id`; bind a
+/* Load an image (scuda_module_load) as module or library `id`; load one
+ * by its digest (scuda_module_load_by_hash), setting *found (if not NULL)
+ * to the reply's flag, or -1 when the reply does not decode; bind a
  * function or kernel of it by name (op OP_scuda_module_get_function or
- * OP_scuda_library_get_kernel) as `id`. Both return the CUresult, or -1. */
+ * OP_scuda_library_get_kernel) as `id`. All return the CUresult, or -1. */
 long h_raw_load(int fd, uint32_t ctx, uint64_t id, int is_library, const void *image, size_t len);
+long h_raw_load_by_hash(int fd, uint32_t ctx, uint64_t id, int is_library, const uint8_t digest[IMAGE_DIGEST_LEN],
+                        uint64_t len, int *found);
 long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id, const char *name);
 /* Launch function `fid` on one thread of one block (stream 0, no
  * attributes) with parameters `p` (packed bytes, or a raw `extra`

@@ -16,6 +16,9 @@
  *   race      six processes load five images at once into a cache with
  *             room for three: all loads work, every file left is whole
  *             and under its own digest, and the bound holds.
+ *   large     an image over 1 MiB (the session receives it straight into
+ *             staging memory) loads and runs, and the next process finds
+ *             it on disk.
  *   poison    a raw client names digest H, then sends bytes B: the server
  *             files them under sha256(B), and H stays a miss.
  *   bounds    malformed by-hash requests get INVALID_VALUE.
@@ -328,6 +331,39 @@ static void race(void)
     for (int i = 0; i < IMAGES; i++) free(v[i]);
 }
 
+/* ---- large ------------------------------------------------------------------ */
+
+/* A variant behind a 3 MiB comment line: over the 1 MiB from which a
+ * session receives a load's bytes into staging memory, under its 8 MiB. */
+static char *image_large(void)
+{
+    char *ptx = image_variant(9);
+    size_t len = strlen(ptx) + 1, pad = 3u << 20;
+    char *img = malloc(pad + len);
+    CHECK(img != NULL);
+    memcpy(img, "// ", 3);
+    memset(img + 3, 'x', pad - 4);
+    img[pad - 1] = '\n';
+    memcpy(img + pad, ptx, len);
+    free(ptx);
+    return img;
+}
+
+static void large(const struct h_server *srv, int session)
+{
+    char *img = image_large();
+    struct load_list once = {{img, NULL}, 0};
+    client(load_all, &once, "large image");
+    struct summary a = summary_of(srv, session);
+    CHECK(a.images_received == 1 && a.bytes_received == image_len(img) && a.stored == 1,
+          "large image: received=%llu (%llu bytes) stored=%llu", a.images_received, a.bytes_received, a.stored);
+    client(load_all, &once, "large image again");
+    struct summary b = summary_of(srv, session + 1);
+    CHECK(b.images_received == 0 && b.hits_disk == 1, "large image again: received=%llu disk hits=%llu",
+          b.images_received, b.hits_disk);
+    free(img);
+}
+
 /* ---- poison, bounds (raw protocol) -------------------------------------- */
 
 static const uint32_t CTX = 0x200;
@@ -363,20 +399,9 @@ static uint64_t next_id = 0x7770000;
 /* A by-hash load of (key, len): 1 found, 0 the session wants the bytes. */
 static int by_hash(int fd, const uint8_t key[AUTH_SHA256_LEN], uint64_t len)
 {
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u64(&b, next_id += 16);
-    wb_put_u8(&b, 0);
-    wb_put_u32(&b, 0); /* no JIT options */
-    wb_put_raw(&b, key, AUTH_SHA256_LEN);
-    wb_put_u64(&b, len);
-    uint8_t *out;
-    size_t n;
-    long r = raw_call(fd, OP_scuda_module_load_by_hash, &b, &out, &n);
-    wb_free(&b);
-    CHECK(r == CUDA_SUCCESS && n >= 1, "by-hash load: result %ld, %zu bytes", r, n);
-    int found = out[0];
-    free(out);
+    int found = -1;
+    long r = h_raw_load_by_hash(fd, CTX, next_id += 16, 0, key, len, &found);
+    CHECK(r == CUDA_SUCCESS && found >= 0, "by-hash load: result %ld, found %d", r, found);
     return found;
 }
 
@@ -393,14 +418,7 @@ static void poison(const struct h_server *srv)
     int fd = raw_session(srv);
     CHECK(by_hash(fd, ka, image_len(a)) == 0, "digest of an image never sent was found");
     /* Answer the miss with other bytes: B claimed as A. */
-    wire_buf w;
-    wb_init(&w);
-    wb_put_u64(&w, next_id += 16);
-    wb_put_u8(&w, 0);
-    wb_put_u32(&w, 0);
-    wb_put_blob(&w, b, image_len(b));
-    CHECK(raw_call(fd, OP_scuda_module_load, &w, NULL, NULL) == CUDA_SUCCESS);
-    wb_free(&w);
+    CHECK(h_raw_load(fd, CTX, next_id += 16, 0, b, image_len(b)) == CUDA_SUCCESS);
     CHECK(!exists(fa), "bytes of B were filed under A's digest");
     CHECK(exists(fb), "B was not filed under its own digest");
     CHECK(by_hash(fd, ka, image_len(a)) == 0, "A's digest finds B's bytes in the same session");
@@ -425,24 +443,23 @@ static void bounds(const struct h_server *srv)
     uint8_t key[AUTH_SHA256_LEN] = {1, 2, 3};
     struct {
         const char *what;
-        size_t key_bytes;
         uint64_t len;
+        size_t cut;  /* bytes cut off the end */
         int trailing;
     } cases[] = {
-        {"a short digest", 20, 100, 0},
-        {"no length", AUTH_SHA256_LEN, UINT64_MAX, 0},
-        {"length 0", AUTH_SHA256_LEN, 0, 0},
-        {"length over the frame limit", AUTH_SHA256_LEN, (uint64_t)SCUDA_MAX_FRAME + 1, 0},
-        {"trailing bytes", AUTH_SHA256_LEN, 100, 1},
+        {"a short digest", 100, 12, 0},
+        {"no length", 100, 8, 0},
+        {"length 0", 0, 0, 0},
+        {"length over the frame limit", (uint64_t)SCUDA_MAX_FRAME + 1, 0, 0},
+        {"trailing bytes", 100, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct msg_scuda_module_load_by_hash_req m = {.head = {.id = next_id += 16}, .image_len = cases[i].len};
+        memcpy(m.digest, key, sizeof m.digest);
         wire_buf b;
         wb_init(&b);
-        wb_put_u64(&b, next_id += 16);
-        wb_put_u8(&b, 0);
-        wb_put_u32(&b, 0);
-        wb_put_raw(&b, key, cases[i].key_bytes);
-        if (cases[i].len != UINT64_MAX) wb_put_u64(&b, cases[i].len);
+        msg_scuda_module_load_by_hash_req_put(&b, &m);
+        b.len -= cases[i].cut;
         if (cases[i].trailing) wb_put_u8(&b, 9);
         long r = raw_call(fd, OP_scuda_module_load_by_hash, &b, NULL, NULL);
         CHECK(r == CUDA_ERROR_INVALID_VALUE, "%s: result %ld", cases[i].what, r);
@@ -525,6 +542,7 @@ int main(void)
     warm(&srv, img);
     corrupt(&srv, img, 3, 0);
     corrupt(&srv, img, 4, 1);
+    large(&srv, 5);
     poison(&srv);
     bounds(&srv);
     h_server_stop(&srv);

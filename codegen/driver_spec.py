@@ -696,8 +696,7 @@ record jit_option                      # a CUjit_option forwarded: a scalar's va
 record load_head                       # what both loads send first
     handle id                          # the new module's or library's id (the client picks it)
     u8 is_library
-    u32 jit_count                      # at most JIT_MAX_OPTIONS
-    jit_option jit[32]                 # JIT_MAX_OPTIONS: a number, as a bulk request's head has a fixed size
+    jit_option jit[] max=JIT_MAX_OPTIONS
 
 record layout_info                     # a function's parameter layout
     u8 known                           # 0: the session could not tell it (no context current)

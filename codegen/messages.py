@@ -184,6 +184,10 @@ class Spec:
         return total
 
     def min_size(self, f):
+        """Fewest wire bytes field f can take."""
+        return 4 if f.var else self.elem_min_size(f)  # an empty array: its count
+
+    def elem_min_size(self, f):
         """Fewest wire bytes one element of f can take (bounds a count)."""
         if f.type in ("str",):
             return 1
@@ -209,7 +213,7 @@ class Spec:
         for f in fields[:-1]:
             s = self.fixed_size(f)
             if s is None:
-                raise MessageError("%s: the fields before a bulk request field must be of fixed size" % op.name)
+                return 0  # the session cannot find the bytes without decoding: never staged
             total += s
         return total
 
@@ -301,7 +305,7 @@ def get_field(spec, f, d):
         return ["    {",
                 "        uint32_t n = wr_u32(r);",
                 "        %s *v = NULL;" % t,
-                "        if (n > (uint32_t)(%s) || n > r->left / %d)" % (f.max, spec.min_size(f)),
+                "        if (n > (uint32_t)(%s) || n > r->left / %d)" % (f.max, spec.elem_min_size(f)),
                 "            r->bad = 1;",
                 "        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))",
                 "            r->bad = 1;",

@@ -262,18 +262,21 @@ static size_t jit_log_size(const struct jit_request *j, CUjit_option size_opt)
     return 0;
 }
 
-/* The options that travel, into a load's head: -1 when there are more
- * than JIT_MAX_OPTIONS (which the session would refuse). */
-static int put_jit(struct msg_load_head *h, const struct jit_request *j)
+/* The options that travel, into opts (room for JIT_MAX_OPTIONS) and a
+ * load's head: -1 when there are more (which the session would refuse). */
+static int put_jit(struct msg_load_head *h, struct msg_jit_option *opts, const struct jit_request *j)
 {
+    uint32_t n = 0;
     for (unsigned i = 0; j && i < j->n; i++) {
         if (!jit_is_forwarded(j->opt[i])) continue;
-        if (h->jit_count == JIT_MAX_OPTIONS) return -1;
+        if (n == JIT_MAX_OPTIONS) return -1;
         uint64_t v = (uint64_t)(uintptr_t)j->val[i];
         if (j->opt[i] == CU_JIT_INFO_LOG_BUFFER) v = jit_log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
         if (j->opt[i] == CU_JIT_ERROR_LOG_BUFFER) v = jit_log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
-        h->jit[h->jit_count++] = (struct msg_jit_option){.option = (uint32_t)j->opt[i], .value = v};
+        opts[n++] = (struct msg_jit_option){.option = (uint32_t)j->opt[i], .value = v};
     }
+    h->jit = opts;
+    h->jit_count = n;
     return 0;
 }
 
@@ -359,7 +362,8 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     struct msg_load_head head = {.is_library = (uint8_t)is_library};
-    if (put_jit(&head, jit) != 0) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_jit_option opts[JIT_MAX_OPTIONS];
+    if (put_jit(&head, opts, jit) != 0) return CUDA_ERROR_INVALID_VALUE;
     const void *img = image_unwrap(image);
     size_t len = image_size(img);
     uint64_t id = head.id = handle_new_id();

@@ -871,7 +871,7 @@ void msg_put_load_head(wire_buf *b, const struct msg_load_head *m)
     wb_put_u64(b, m->id);
     wb_put_u8(b, m->is_library);
     wb_put_u32(b, m->jit_count);
-    for (size_t i = 0; i < sizeof m->jit / sizeof m->jit[0]; i++)
+    for (uint32_t i = 0; i < m->jit_count; i++)
         msg_put_jit_option(b, &m->jit[i]);
 }
 
@@ -880,9 +880,20 @@ void msg_get_load_head(wire_reader *r, struct msg_arena *a, struct msg_load_head
     (void)a;
     m->id = wr_u64(r);
     m->is_library = wr_u8(r);
-    m->jit_count = wr_u32(r);
-    for (size_t i = 0; i < sizeof m->jit / sizeof m->jit[0]; i++)
-        msg_get_jit_option(r, a, &m->jit[i]);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_jit_option *v = NULL;
+        if (n > (uint32_t)(JIT_MAX_OPTIONS) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_jit_option(r, a, &v[i]);
+        m->jit = v;
+        m->jit_count = n;
+    }
 }
 
 void msg_put_layout_info(wire_buf *b, const struct msg_layout_info *m)
@@ -943,7 +954,7 @@ void msg_get_load_result(wire_reader *r, struct msg_arena *a, struct msg_load_re
     {
         uint32_t n = wr_u32(r);
         struct msg_func_desc *v = NULL;
-        if (n > (uint32_t)(MODULE_MAX_FUNCS) || n > r->left / 10)
+        if (n > (uint32_t)(MODULE_MAX_FUNCS) || n > r->left / 6)
             r->bad = 1;
         else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
             r->bad = 1;

@@ -457,8 +457,8 @@ void msg_get_jit_option(wire_reader *r, struct msg_arena *a, struct msg_jit_opti
 struct msg_load_head {
     uint64_t id; /* handle id: the new module's or library's id (the client picks it) */
     uint8_t is_library; /* u8 is_library */
-    uint32_t jit_count; /* u32 jit_count: at most JIT_MAX_OPTIONS */
-    struct msg_jit_option jit[32]; /* jit_option[32] jit: JIT_MAX_OPTIONS: a number, as a bulk request's head has a fixed size */
+    const struct msg_jit_option *jit; /* u32 count, then jit_option[] (at most JIT_MAX_OPTIONS) jit */
+    uint32_t jit_count;
 };
 void msg_put_load_head(wire_buf *b, const struct msg_load_head *m);
 void msg_get_load_head(wire_reader *r, struct msg_arena *a, struct msg_load_head *m);

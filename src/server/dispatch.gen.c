@@ -8293,7 +8293,7 @@ int op_wait_target(uint16_t op, const wire_reader *in, uint64_t *id, int *is_eve
 const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_ping] = {"scuda_ping", srv_scuda_ping, 0, 0, 0, 0},
     [OP_scuda_error_string] = {"scuda_error_string", srv_scuda_error_string, 0, 0, 1, 0},
-    [OP_scuda_module_load] = {"scuda_module_load", srv_scuda_module_load, 1, 0, 0, 405},
+    [OP_scuda_module_load] = {"scuda_module_load", srv_scuda_module_load, 1, 0, 0, 0},
     [OP_scuda_module_get_function] = {"scuda_module_get_function", srv_scuda_module_get_function, 0, 0, 0, 0},
     [OP_scuda_library_load] = {"scuda_library_load", NULL, 0, 0, 0, 0}, /* retired */
     [OP_scuda_library_get_kernel] = {"scuda_library_get_kernel", srv_scuda_library_get_kernel, 0, 0, 0, 0},

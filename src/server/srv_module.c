@@ -106,8 +106,6 @@ static CUresult describe_library(struct msg_arena *a, CUlibrary lib, struct msg_
 
 #define MAX_JIT_LOG (1u << 20)
 
-_Static_assert(sizeof ((struct msg_load_head *)0)->jit / sizeof(struct msg_jit_option) == JIT_MAX_OPTIONS,
-               "load_head.jit holds JIT_MAX_OPTIONS options");
 _Static_assert(IMAGE_DIGEST_LEN == MODULE_KEY_LEN, "the module cache is keyed by the load's digest");
 
 /* JIT options as the driver takes them: the request's scalar values, and
@@ -153,7 +151,6 @@ static int add_jit_option(struct jit_options *j, CUjit_option o, uint64_t v)
 static int jit_options_from(const struct msg_load_head *h, struct jit_options *j)
 {
     memset(j, 0, sizeof *j);
-    if (h->jit_count > JIT_MAX_OPTIONS) return -1;
     for (uint32_t i = 0; i < h->jit_count; i++) {
         if (add_jit_option(j, (CUjit_option)h->jit[i].option, h->jit[i].value) != 0) {
             free_jit_logs(j);

@@ -30,10 +30,11 @@
  * Bulk connections (striping, docs/architecture.md). One TCP stream cannot
  * fill a fast link, so large copies also travel over K extra connections
  * to the same port, which join the session:
- *   1. On the main connection, op scuda_bulk_setup { u32 k wanted } answers
- *      { u32 k granted, u32 session pid, u32 largest chunk,
- *        u8 secret[BULK_SECRET_LEN] }: a fresh random join secret of this
- *      session, known only to it and to this client.
+ *   1. On the main connection, op scuda_bulk_setup (its message is in
+ *      codegen/driver_spec.py, MESSAGES, like every op's) grants k
+ *      connections and hands out the session's pid, the largest chunk and
+ *      a fresh random join secret of this session, known only to it and to
+ *      this client.
  *   2. For i in 0..k-1 the client connects again, and after the usual
  *      server_hello/client_hello (token proof included, flags
  *      HELLO_BULK_JOIN) sends a join request
@@ -50,13 +51,10 @@
  *      has chunks j = 0..ceil(n/c)-1 at offset j*c; chunk j travels, in
  *      order, on connection j mod k: client -> server for scuda_bulk_htod,
  *      server -> client for scuda_bulk_dtoh. Both sides check every header
- *      against the copy announced on the main connection:
- *        scuda_bulk_htod { u64 dst, u64 stream, u8 mode, u64 n, u32 c,
- *                          u64 copy id }   one-way, like scuda_memcpy_htod
- *        scuda_bulk_dtoh { u64 src, u64 stream, u8 mode, u64 n, u32 c,
- *                          u64 copy id }   reply (no bytes) after every
- *                                          chunk has been sent
- *      Copy ids increase. A copy whose CUDA call fails still moves all
+ *      against the copy announced on the main connection (the bulk_copy
+ *      record: address, stream, mode, n, c, copy id): scuda_bulk_htod is
+ *      one-way, like scuda_memcpy_htod; scuda_bulk_dtoh replies (no bytes)
+ *      after every chunk has been sent. Copy ids increase. A copy whose CUDA call fails still moves all
  *      its chunks (device-to-host ones as zeros), so the connections stay
  *      in step; anything else wrong on a bulk connection ends striping for
  *      the session (both sides close every bulk connection) and fails the
@@ -64,7 +62,9 @@
  *
  * Then frames, both ways. Each frame is a 16-byte header and `length` bytes
  * of payload.
- *   request  (client -> server): op, flags, seq, ctx; payload = arguments
+ *   request  (client -> server): op, flags, seq, ctx; payload = arguments,
+ *                                as the op's message or generated stub
+ *                                encodes them (codegen/driver_spec.py)
  *   reply    (server -> client): op echoed, FRAME_REPLY, seq echoed;
  *                                payload = u32 CUresult, then outputs
  *   output   (server -> client): FRAME_OUTPUT, payload = u8 stream (1 stdout,
@@ -72,9 +72,9 @@
  *                                captured in the session, sent before the
  *                                reply of the synchronizing call that
  *                                flushed it.
- *   host work (server -> client): FRAME_HOST_WORK, payload = u8 kind, u64
- *                                record id (the client's, from
- *                                scuda_capture_dtoh/_hostfn), then for
+ *   host work (server -> client): FRAME_HOST_WORK, payload = the host_work
+ *                                record (u8 kind, u64 record id: the
+ *                                client's, from scuda_capture_dtoh/_hostfn), then for
  *                                HOST_WORK_DATA the bytes a replayed copy
  *                                brought to the client's buffer. Sent, like
  *                                output, before the next reply.
@@ -97,8 +97,11 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
 #define SCUDA_MAGIC 0x31554353u /* "SCU1" */
 /* 2: a one-way call's error comes back only on an observing call's reply
- * (FRAME_DEFERRED); kernel-node queries carry the function's name. */
-#define SCUDA_PROTOCOL_VERSION 2
+ * (FRAME_DEFERRED); kernel-node queries carry the function's name.
+ * 3: every hand-written op is a typed message of codegen/driver_spec.py
+ * (MESSAGES); launches carry packed bytes without a layout; the op
+ * registry lost the ids nothing sent. */
+#define SCUDA_PROTOCOL_VERSION 3
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833

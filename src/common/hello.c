@@ -1,29 +1,37 @@
-/* hello.c - see hello.h. */
+/* hello.c - see hello.h.
+ *
+ * Each message is read whole with one bounded read and decoded with a
+ * wire_reader, so a decoder never sees a short message; each is written
+ * with one write, so a peer never waits on half of one. */
 #include "hello.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "auth.h"
 #include "session_info.h"
 #include "transport.h"
 #include "wire.h"
 
+/* ---- the client's half ---------------------------------------------------- */
+
 int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen)
 {
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
+    uint8_t hello[SERVER_HELLO_LEN];
     if (io_read_full_timeout(fd, hello, sizeof hello, timeout_ms) != 0) {
         snprintf(err, errlen, "%s",
                  errno == ETIMEDOUT ? "no greeting in time: is a SCUDA server listening there?"
                                     : "the connection closed before the server's greeting");
         return -1;
     }
-    uint32_t magic;
-    uint16_t version;
-    memcpy(&magic, hello, 4);
-    memcpy(&version, hello + 4, 2);
+    wire_reader r;
+    wr_init(&r, hello, sizeof hello);
+    uint32_t magic = wr_u32(&r);
+    uint16_t version = wr_u16(&r);
+    (void)wr_u16(&r); /* flags: nothing the client acts on */
     if (magic != SCUDA_MAGIC) {
         snprintf(err, errlen, "not a SCUDA server");
         return -1;
@@ -32,7 +40,7 @@ int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], ch
         snprintf(err, errlen, "the server speaks protocol v%u, this client v%u", version, (unsigned)SCUDA_PROTOCOL_VERSION);
         return -2;
     }
-    memcpy(nonce, hello + 8, SCUDA_NONCE_LEN);
+    wr_raw(&r, nonce, SCUDA_NONCE_LEN);
     return 0;
 }
 
@@ -66,21 +74,23 @@ void hello_join_request(uint8_t req[BULK_JOIN_LEN], uint32_t pid, uint32_t index
 /* A welcome is { u32 status, u32 length } and a body of that length: the
  * message, then a session's session info. Far larger than any session
  * info: a length beyond it is not a SCUDA welcome. */
+#define WELCOME_HEAD_LEN 8
 #define WELCOME_MAX (1u << 20)
 
 static int read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen,
                         struct session_info *si)
 {
-    uint8_t hdr[8];
-    uint32_t len;
+    uint8_t hdr[WELCOME_HEAD_LEN];
     *status = WELCOME_INTERNAL;
     if (io_read_full_timeout(fd, hdr, sizeof hdr, timeout_ms) != 0) {
         snprintf(msg, msglen, "%s",
                  errno == ETIMEDOUT ? "no welcome in time" : "the connection closed before the welcome");
         return -1;
     }
-    memcpy(status, hdr, 4);
-    memcpy(&len, hdr + 4, 4);
+    wire_reader h;
+    wr_init(&h, hdr, sizeof hdr);
+    *status = wr_u32(&h);
+    uint32_t len = wr_u32(&h);
     if (len > WELCOME_MAX) {
         snprintf(msg, msglen, "a malformed welcome");
         return -2;
@@ -114,4 +124,83 @@ int hello_read_session_welcome(int fd, int timeout_ms, uint32_t *status, char *m
 int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen)
 {
     return read_welcome(fd, timeout_ms, status, msg, msglen, NULL);
+}
+
+/* ---- the server's half ---------------------------------------------------- */
+
+int hello_send_server(int fd, uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN])
+{
+    auth_nonce(nonce, SCUDA_NONCE_LEN);
+    wire_buf b;
+    wb_init(&b);
+    wb_put_u32(&b, SCUDA_MAGIC);
+    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
+    wb_put_u16(&b, flags);
+    wb_put_raw(&b, nonce, SCUDA_NONCE_LEN);
+    int rc = b.oom ? (errno = ENOMEM, -1) : io_write_full(fd, b.data, b.len);
+    wb_free(&b);
+    return rc;
+}
+
+int hello_read_client(int fd, int timeout_ms, struct client_hello *ch)
+{
+    uint8_t in[CLIENT_HELLO_LEN];
+    if (io_read_full_timeout(fd, in, sizeof in, timeout_ms) != 0) return -1;
+    wire_reader r;
+    wr_init(&r, in, sizeof in);
+    ch->magic = wr_u32(&r);
+    ch->version = wr_u16(&r);
+    ch->flags = wr_u16(&r);
+    ch->build = wr_u32(&r);
+    ch->device_mask = wr_u64(&r);
+    wr_raw(&r, ch->proof, sizeof ch->proof);
+    return 0;
+}
+
+int hello_proof_ok(const struct client_hello *ch, const char *token, const uint8_t nonce[SCUDA_NONCE_LEN])
+{
+    uint8_t expect[SCUDA_PROOF_LEN];
+    auth_proof(token, nonce, expect);
+    return auth_equal(expect, ch->proof, SCUDA_PROOF_LEN);
+}
+
+int hello_read_join_request(int fd, int timeout_ms, struct join_request *jr)
+{
+    uint8_t req[BULK_JOIN_LEN];
+    if (io_read_full_timeout(fd, req, sizeof req, timeout_ms) != 0) return -1;
+    wire_reader r;
+    wr_init(&r, req, sizeof req);
+    jr->pid = wr_u32(&r);
+    jr->index = wr_u32(&r);
+    wr_raw(&r, jr->proof, sizeof jr->proof);
+    return 0;
+}
+
+int hello_send_welcome(int fd, uint32_t status, const char *msg)
+{
+    return hello_send_session_welcome(fd, status, msg, NULL);
+}
+
+int hello_send_session_welcome(int fd, uint32_t status, const char *msg, const struct session_info *si)
+{
+    /* The body first: the head carries its length. */
+    wire_buf body, head;
+    wb_init(&body);
+    wb_init(&head);
+    wb_put_str(&body, msg);
+    if (si) session_info_encode(&body, si);
+    wb_put_u32(&head, status);
+    wb_put_u32(&head, (uint32_t)body.len);
+    int rc;
+    if (body.oom || head.oom) {
+        /* Half a welcome would only confuse the client: send none. */
+        errno = ENOMEM;
+        rc = -1;
+    } else {
+        struct iovec iov[2] = {{head.data, head.len}, {body.data, body.len}};
+        rc = io_writev_full(fd, iov, 2);
+    }
+    wb_free(&head);
+    wb_free(&body);
+    return rc;
 }

@@ -1,7 +1,10 @@
-/* hello.h - the client's half of the SCUDA handshake (protocol.h), one
- * implementation for every kind of connection: the shim's main one
- * (conn.c), bulk joins (bulk.c), `scuda bench`'s raw link and the e2e
- * tests' raw sessions. Every wait is bounded. */
+/* hello.h - both ends of the SCUDA handshake (protocol.h): the only code
+ * that encodes or decodes a server_hello, a client_hello, a join request
+ * or a welcome. The client's half serves every kind of connection: the
+ * shim's main one (conn.c), bulk joins (bulk.c), `scuda bench`'s raw link
+ * and the e2e tests' raw sessions. The server's half serves its forked
+ * children (server.c), sessions, raw links and bulk joins. Every wait is
+ * bounded. */
 #ifndef SCUDA_HELLO_H
 #define SCUDA_HELLO_H
 
@@ -11,6 +14,8 @@
 #include "protocol.h"
 
 struct session_info;
+
+/* ---- the client's half ---------------------------------------------------- */
 
 /* Read the server_hello within timeout_ms and check its magic and version.
  * Fills nonce. Returns 0; -2 when the server speaks another protocol
@@ -40,5 +45,51 @@ int hello_read_session_welcome(int fd, int timeout_ms, uint32_t *status, char *m
  * bulk join's): a session's welcome is malformed here (-2, *status then
  * WELCOME_OK). */
 int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size_t msglen);
+
+/* ---- the server's half ---------------------------------------------------- */
+
+/* A client_hello, decoded. */
+struct client_hello {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t flags;       /* HELLO_*: what the connection is for */
+    uint32_t build;       /* the client's SCUDA_CLIENT_BUILD, for the log */
+    uint64_t device_mask; /* the devices it asks for */
+    uint8_t proof[SCUDA_PROOF_LEN];
+};
+
+/* A join request, decoded (see hello_join_request). */
+struct join_request {
+    uint32_t pid;
+    uint32_t index;
+    uint8_t proof[SCUDA_PROOF_LEN];
+};
+
+/* Send a server_hello with `flags` (HELLO_SERVER_*) and a fresh nonce,
+ * which is left in nonce: each connection gets its own, so a recorded
+ * proof is worth nothing on the next. Returns 0, or -1 (errno set). */
+int hello_send_server(int fd, uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN]);
+
+/* Read a client_hello within timeout_ms into *ch. Nothing in it is
+ * checked: the server answers each fault its own way (server.c). Returns
+ * 0, or -1 when none came in time or the connection closed in it. */
+int hello_read_client(int fd, int timeout_ms, struct client_hello *ch);
+
+/* 1 when ch carries the proof of `token` (NULL: none) over nonce, else 0.
+ * The comparison takes the same time wherever the proofs differ. */
+int hello_proof_ok(const struct client_hello *ch, const char *token, const uint8_t nonce[SCUDA_NONCE_LEN]);
+
+/* Read the join request that follows a HELLO_BULK_JOIN client_hello,
+ * within timeout_ms, into *jr; the proof is the session's to check.
+ * Returns 0, or -1 when none came in time or the connection closed in it. */
+int hello_read_join_request(int fd, int timeout_ms, struct join_request *jr);
+
+/* Send a welcome without session info: a refusal, a raw link's, a bulk
+ * join's. Returns 0, or -1 (errno set) when the client is gone. */
+int hello_send_welcome(int fd, uint32_t status, const char *msg);
+
+/* A session's welcome: the same, then its session info (si; NULL in a
+ * refusal). */
+int hello_send_session_welcome(int fd, uint32_t status, const char *msg, const struct session_info *si);
 
 #endif

@@ -11,6 +11,8 @@
  *                                     then, if status == 0, the session info
  *                                     (see session_info.h) }
  * proof = HMAC-SHA256(token, nonce) when the server has a token, else zeros.
+ * Both ends encode and decode these three, and the join request below,
+ * with common/hello.c and nowhere else.
  *
  * client_hello flags: 0 asks for a CUDA session. One HELLO_RAW_* bit asks
  * instead, after the same token check and under the same session limit,
@@ -109,6 +111,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 
 #define SCUDA_NONCE_LEN 16
 #define SCUDA_PROOF_LEN 32
+#define SERVER_HELLO_LEN (4 + 2 + 2 + SCUDA_NONCE_LEN)
+#define CLIENT_HELLO_LEN (4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN)
+
+/* server_hello flags: for information only, a client sends its proof
+ * whether or not they say a token is wanted. */
+#define HELLO_SERVER_TOKEN (1u << 0) /* this server checks a token */
 
 /* client_hello flags (see above). */
 #define HELLO_RAW_ECHO (1u << 0)

@@ -13,7 +13,7 @@
 #include "children.h"
 #include "fd_pass.h"
 #include "session.h"
-#include "welcome.h"
+#include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/transport.h"
 
@@ -22,36 +22,37 @@
 
 /* ---- the join child ------------------------------------------------------ */
 
-static void decode_request(const uint8_t req[BULK_JOIN_LEN], const uint8_t nonce[SCUDA_NONCE_LEN],
-                           struct join_note *note)
+/* What the parent and the session need of a join: the request, and the
+ * nonce its proof was made over. */
+static void make_note(const struct join_request *jr, const uint8_t nonce[SCUDA_NONCE_LEN], struct join_note *note)
 {
     memset(note, 0, sizeof *note);
     note->magic = JOIN_NOTE_MAGIC;
-    memcpy(&note->pid, req, 4);
-    memcpy(&note->index, req + 4, 4);
-    memcpy(note->proof, req + 8, SCUDA_PROOF_LEN);
+    note->pid = jr->pid;
+    note->index = jr->index;
+    memcpy(note->proof, jr->proof, SCUDA_PROOF_LEN);
     memcpy(note->nonce, nonce, SCUDA_NONCE_LEN);
 }
 
 void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], const char *peer)
 {
-    uint8_t req[BULK_JOIN_LEN];
-    if (io_read_full_timeout(fd, req, sizeof req, JOIN_REQUEST_TIMEOUT_MS) != 0) {
+    struct join_request jr;
+    if (hello_read_join_request(fd, JOIN_REQUEST_TIMEOUT_MS, &jr) != 0) {
         LOG_INFO("%s: bulk join without a join request", peer);
         _exit(0);
     }
     struct join_note note;
-    decode_request(req, nonce, &note);
+    make_note(&jr, nonce, &note);
     if (!children_known((pid_t)note.pid) || note.pid == (uint32_t)getpid()) {
         char msg[96];
         snprintf(msg, sizeof msg, "bulk join refused: no session %u on this server", note.pid);
         LOG_WARN("%s: %s", peer, msg);
-        welcome_send(fd, WELCOME_BAD_JOIN, msg);
+        hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
         _exit(0);
     }
     if (fd_send(ctl, &note, sizeof note, fd, 0) != 0) {
         LOG_WARN("%s: cannot hand a bulk join to the server: %s", peer, strerror(errno));
-        welcome_send(fd, WELCOME_INTERNAL, "bulk join failed inside the server");
+        hello_send_welcome(fd, WELCOME_INTERNAL, "bulk join failed inside the server");
         _exit(1);
     }
     LOG_DEBUG("%s: bulk connection %u handed to session %u", peer, note.index, note.pid);
@@ -69,14 +70,14 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
         /* Attached first, welcomed second: once the client holds every
          * welcome, every connection is ready for a striped copy. */
-        if (welcome_send(fd, WELCOME_OK, "bulk") != 0)
+        if (hello_send_welcome(fd, WELCOME_OK, "bulk") != 0)
             LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
         return;
     }
     char msg[200];
     snprintf(msg, sizeof msg, "bulk join refused: %s", why);
     LOG_WARN("%s", msg);
-    welcome_send(fd, WELCOME_BAD_JOIN, msg);
+    hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
     close(fd);
 }
 

@@ -6,7 +6,6 @@
  * RAW_IDLE_S, or stops reading what it is sent, ends the child. */
 #define _GNU_SOURCE
 #include "raw_link.h"
-#include "welcome.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
@@ -71,7 +71,7 @@ void raw_link_main(int fd, uint16_t hello_flags, int log_fd)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
     uint8_t *buf = malloc(RAW_BUF);
-    if (buf == NULL || welcome_send(fd, WELCOME_OK, mode) != 0) {
+    if (buf == NULL || hello_send_welcome(fd, WELCOME_OK, mode) != 0) {
         LOG_WARN("%s: could not start: %s", mode, buf ? strerror(errno) : "out of memory");
         _exit(1);
     }

@@ -14,7 +14,6 @@
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
-#include "welcome.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,11 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/auth.h"
+#include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
-#include "../common/wire.h"
 
 #define HANDSHAKE_TIMEOUT_MS 5000
 #define DEFAULT_MAX_SESSIONS 64
@@ -56,7 +54,7 @@ static void reap_children(void)
     }
 }
 
-static void refuse(int fd, uint32_t status, const char *msg) { welcome_send(fd, status, msg); }
+static void refuse(int fd, uint32_t status, const char *msg) { hello_send_welcome(fd, status, msg); }
 
 static int known_flags(uint16_t f)
 {
@@ -69,53 +67,37 @@ static int known_flags(uint16_t f)
 static int check_client(int fd, const struct server_options *opt, const char *peer, uint16_t *hello_flags,
                         int server_full, uint8_t nonce[SCUDA_NONCE_LEN])
 {
-    uint8_t hello[8 + SCUDA_NONCE_LEN];
-    uint32_t magic = SCUDA_MAGIC;
-    uint16_t version = SCUDA_PROTOCOL_VERSION, flags = opt->token ? 1 : 0;
-    memcpy(hello, &magic, 4);
-    memcpy(hello + 4, &version, 2);
-    memcpy(hello + 6, &flags, 2);
-    auth_nonce(hello + 8, SCUDA_NONCE_LEN);
-    if (io_write_full(fd, hello, sizeof hello) != 0) return -1;
-
-    uint8_t in[4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN];
-    if (io_read_full_timeout(fd, in, sizeof in, HANDSHAKE_TIMEOUT_MS) != 0) {
+    if (hello_send_server(fd, opt->token ? HELLO_SERVER_TOKEN : 0, nonce) != 0) return -1;
+    struct client_hello ch;
+    if (hello_read_client(fd, HANDSHAKE_TIMEOUT_MS, &ch) != 0) {
         LOG_INFO("%s: no handshake within %d ms", peer, HANDSHAKE_TIMEOUT_MS);
         return -1;
     }
-    uint16_t their_version;
-    uint32_t build;
-    memcpy(&magic, in, 4);
-    memcpy(&their_version, in + 4, 2);
-    memcpy(hello_flags, in + 6, 2);
-    memcpy(&build, in + 8, 4);
-    if (magic != SCUDA_MAGIC) {
+    *hello_flags = ch.flags;
+    if (ch.magic != SCUDA_MAGIC) {
         LOG_INFO("%s: not a SCUDA client", peer);
         return -1;
     }
-    if (their_version != SCUDA_PROTOCOL_VERSION) {
+    if (ch.version != SCUDA_PROTOCOL_VERSION) {
         char msg[128];
-        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", their_version, (unsigned)SCUDA_PROTOCOL_VERSION);
+        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", ch.version, (unsigned)SCUDA_PROTOCOL_VERSION);
         LOG_WARN("%s refused: %s", peer, msg);
         refuse(fd, WELCOME_BAD_VERSION, msg);
         return -1;
     }
-    uint8_t expect[SCUDA_PROOF_LEN];
-    auth_proof(opt->token, hello + 8, expect);
-    if (!auth_equal(expect, in + 20, SCUDA_PROOF_LEN)) {
+    if (!hello_proof_ok(&ch, opt->token, nonce)) {
         LOG_WARN("%s refused: bad token", peer);
         refuse(fd, WELCOME_BAD_TOKEN, "bad token");
         return -1;
     }
-    if (!known_flags(*hello_flags)) {
+    if (!known_flags(ch.flags)) {
         char msg[128];
-        snprintf(msg, sizeof msg, "unknown hello flags 0x%x", *hello_flags);
+        snprintf(msg, sizeof msg, "unknown hello flags 0x%x", ch.flags);
         LOG_WARN("%s refused: %s", peer, msg);
         refuse(fd, WELCOME_BAD_VERSION, msg);
         return -1;
     }
-    memcpy(nonce, hello + 8, SCUDA_NONCE_LEN);
-    if (*hello_flags == HELLO_BULK_JOIN) return 0; /* a join makes no session */
+    if (ch.flags == HELLO_BULK_JOIN) return 0; /* a join makes no session */
     if (server_full) {
         char msg[128];
         snprintf(msg, sizeof msg, "server full: %d sessions",
@@ -124,7 +106,7 @@ static int check_client(int fd, const struct server_options *opt, const char *pe
         refuse(fd, WELCOME_SERVER_FULL, msg);
         return -1;
     }
-    LOG_INFO("%s: client build %u accepted", peer, build);
+    LOG_INFO("%s: client build %u accepted", peer, ch.build);
     return 0;
 }
 

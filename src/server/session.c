@@ -29,7 +29,7 @@
 #include "param_layout.h"
 #include "quota.h"
 #include "staging.h"
-#include "welcome.h"
+#include "../common/hello.h"
 #include "../common/libload.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -628,7 +628,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     char err[512] = "";
     if (load_driver(opt->driver_path, err, sizeof err) != 0) {
         LOG_ERROR("cannot load the CUDA driver (%s); install it or pass --driver PATH", err);
-        welcome_send(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver");
+        hello_send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver");
         _exit(1);
     }
     quota_install(&real, opt->mem_quota);
@@ -642,10 +642,10 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         LOG_ERROR("cuInit on the server failed with %d", r);
         char msg[128];
         snprintf(msg, sizeof msg, "cuInit failed on the server with CUresult %d", r);
-        welcome_send(fd, WELCOME_NO_DEVICE, msg);
+        hello_send_welcome(fd, WELCOME_NO_DEVICE, msg);
         _exit(1);
     }
-    welcome_send_session(fd, WELCOME_OK, "", &si);
+    hello_send_session_welcome(fd, WELCOME_OK, "", &si);
     LOG_INFO("session started: %u device(s)", si.device_count);
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     dispatch_loop(&s);

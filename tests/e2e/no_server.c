@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/hello.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "harness.h"
@@ -85,27 +86,44 @@ struct fake_server {
     enum fake mode;
 };
 
+/* A server_hello the client must refuse: another version, or not SCUDA's
+ * magic. Built by hand: hello.c writes only good ones. */
+static void send_bad_server_hello(int fd, enum fake mode)
+{
+    uint8_t hello[SERVER_HELLO_LEN] = {0};
+    uint32_t magic = mode == FAKE_MAGIC ? 0x50545448u /* "HTTP" */ : SCUDA_MAGIC;
+    uint16_t version = mode == FAKE_VERSION ? 99 : SCUDA_PROTOCOL_VERSION;
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    (void)io_write_full(fd, hello, sizeof hello);
+}
+
+/* Welcome OK, then a session info that is garbage, or a length of almost
+ * 4 GiB. By hand too: the point is a welcome hello.c would never send. */
+static void send_bad_welcome(int fd, enum fake mode)
+{
+    uint8_t w[8 + 64];
+    uint32_t status = 0, len = mode == FAKE_HUGE_WELCOME ? 0xfffffff0u : 64;
+    memcpy(w, &status, 4);
+    memcpy(w + 4, &len, 4);
+    memset(w + 8, 0xff, 64);
+    w[8] = 0; /* message: absent */
+    (void)io_write_full(fd, w, sizeof w);
+}
+
 static int fake_main(void *arg)
 {
     struct fake_server *f = arg;
     int fd = accept(f->lfd, NULL, NULL);
     if (fd < 0) return 1;
-    uint8_t hello[8 + SCUDA_NONCE_LEN] = {0};
-    uint32_t magic = f->mode == FAKE_MAGIC ? 0x50545448u /* "HTTP" */ : SCUDA_MAGIC;
-    uint16_t version = f->mode == FAKE_VERSION ? 99 : SCUDA_PROTOCOL_VERSION;
-    memcpy(hello, &magic, 4);
-    memcpy(hello + 4, &version, 2);
-    (void)io_write_full(fd, hello, sizeof hello);
-    uint8_t client_hello[52];
-    if (f->mode >= FAKE_BAD_INFO && io_read_full_timeout(fd, client_hello, sizeof client_hello, 5000) == 0) {
-        /* welcome OK, then a session info that is garbage or too large */
-        uint8_t w[8 + 64];
-        uint32_t status = 0, len = f->mode == FAKE_HUGE_WELCOME ? 0xfffffff0u : 64;
-        memcpy(w, &status, 4);
-        memcpy(w + 4, &len, 4);
-        memset(w + 8, 0xff, 64);
-        w[8] = 0; /* message: absent */
-        (void)io_write_full(fd, w, sizeof w);
+    if (f->mode == FAKE_VERSION || f->mode == FAKE_MAGIC) {
+        send_bad_server_hello(fd, f->mode);
+    } else {
+        /* A good greeting, so that the client goes on to the welcome. */
+        uint8_t nonce[SCUDA_NONCE_LEN];
+        struct client_hello ch;
+        if (hello_send_server(fd, 0, nonce) == 0 && hello_read_client(fd, 5000, &ch) == 0)
+            send_bad_welcome(fd, f->mode);
     }
     h_sleep_ms(1500);
     close(fd);

@@ -60,7 +60,7 @@ static int ncorpus;
 static size_t corpus_bytes;
 
 /* The proxy: relays one client connection to the server and records the
- * client's frames (after its 52-byte hello). */
+ * client's frames (after its client_hello). */
 struct proxy {
     int lfd;
     int port;
@@ -72,7 +72,7 @@ static void record(const uint8_t *data, size_t n)
 {
     static uint8_t *buf;
     static size_t len, cap;
-    static size_t skip = 4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN;
+    static size_t skip = CLIENT_HELLO_LEN;
     if (len + n > cap) {
         cap = (len + n) * 2;
         buf = realloc(buf, cap);

@@ -547,8 +547,8 @@ op cuGraphExecKernelNodeSetParams_v2
 
 op cuGraphKernelNodeGetParams_v2
     in handle node
-    out kernel_node params             # packed with the driver's layout:
-    out param_slot layout[] max=LAUNCH_MAX_PARAMS   # ... this one (none for a raw buffer)
+    out kernel_node params             # packed with the driver's layout, which follows
+    out param_slot layout[] max=LAUNCH_MAX_PARAMS   # that layout (none for a raw buffer)
     out str name                       # the function's name: the client may never have looked it up
 
 # ---- copies (fields to come) -------------------------------------------------------

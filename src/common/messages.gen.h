@@ -154,8 +154,8 @@ int msg_cuGraphKernelNodeGetParams_v2_req_get(wire_reader *r, struct msg_arena *
 
 /* cuGraphKernelNodeGetParams_v2 reply */
 struct msg_cuGraphKernelNodeGetParams_v2_rep {
-    struct msg_kernel_node params; /* kernel_node params: packed with the driver's layout: */
-    const struct msg_param_slot *layout; /* u32 count, then param_slot[] (at most LAUNCH_MAX_PARAMS) layout: ... this one (none for a raw buffer) */
+    struct msg_kernel_node params; /* kernel_node params: packed with the driver's layout, which follows */
+    const struct msg_param_slot *layout; /* u32 count, then param_slot[] (at most LAUNCH_MAX_PARAMS) layout: that layout (none for a raw buffer) */
     uint32_t layout_count;
     const char *name; /* str name: the function's name: the client may never have looked it up */
 };

@@ -71,8 +71,8 @@ struct plan {
     int copy_max_reps;    /* ... clamped to [3, this] */
 };
 
-static const struct plan FULL = {0, 10000, 2000, 100000, 256 * MiB, 3, 1 * GiB, 1 * GiB, 100};
-static const struct plan QUICK = {1, 2000, 500, 20000, 256 * MiB, 3, 256 * MiB, 256 * MiB, 30};
+static const struct plan FULL = {0, 10000, 2000, 100000, 256 * MiB, 3, 1 * GiB, 1 * GiB, 1000};
+static const struct plan QUICK = {1, 2000, 500, 20000, 256 * MiB, 3, 256 * MiB, 256 * MiB, 300};
 
 /* ---- results: plain data, so the native child can send them through a pipe ---- */
 
@@ -85,7 +85,9 @@ struct lat {
 struct rate {
     int ok, reps;
     uint64_t bytes;
-    double seconds; /* per repetition: median (raw link), mean of a batch (copies) */
+    /* Per repetition: the median run (raw link); for copies, the median of
+     * 5 batch means up to 1 MiB, one batch mean above. */
+    double seconds;
     double gbps;    /* 1e9 bytes per second */
     char err[112];
 };
@@ -507,30 +509,52 @@ static CUresult copy_once(const struct driver *d, int kind, CUdeviceptr dev, voi
                                                       : d->cuMemcpyDtoH_v2(host, dev, n);
 }
 
-/* reps back-to-back copies, then cuCtxSynchronize: a copy that returns
- * before its bytes have landed (allowed for pageable H2D) still counts in
- * full. The figure is the mean over the batch. */
+/* Copies of this size or less are timed in several batches and reported
+ * as the median batch: one batch of 4 KiB copies lasts well under a
+ * millisecond, so a single scheduler hiccup would move its mean by
+ * several percent. */
+#define COPY_SMALL (1 * MiB)
+#define COPY_SMALL_BATCHES 5
+
+/* One batch: reps back-to-back copies, then cuCtxSynchronize, so a copy
+ * that returns before its bytes have landed (allowed for pageable H2D)
+ * still counts in full. Returns the mean seconds per copy, or -1. */
+static double copy_batch(const struct driver *d, int kind, CUdeviceptr dev, void *host, uint64_t size, int reps,
+                         struct rate *out)
+{
+    CUresult r = CUDA_SUCCESS;
+    double t0 = now_s();
+    for (int i = 0; i < reps && r == CUDA_SUCCESS; i++) r = copy_once(d, kind, dev, host, size);
+    if (r != CUDA_SUCCESS) {
+        cu_err(d, out->err, sizeof out->err, kind < D2H_PAGEABLE ? "cuMemcpyHtoD" : "cuMemcpyDtoH", r);
+        return -1;
+    }
+    if ((r = d->cuCtxSynchronize()) != CUDA_SUCCESS) {
+        cu_err(d, out->err, sizeof out->err, "cuCtxSynchronize after the copies", r);
+        return -1;
+    }
+    return (now_s() - t0) / reps;
+}
+
 static void copy_point(const struct driver *d, const struct plan *p, int kind, CUdeviceptr dev, void *host,
                        uint64_t size, struct rate *out)
 {
     uint64_t want = p->copy_budget / size;
     int reps = want < 3 ? 3 : want > (uint64_t)p->copy_max_reps ? p->copy_max_reps : (int)want;
+    int batches = size <= COPY_SMALL ? COPY_SMALL_BATCHES : 1;
+    double per_copy[COPY_SMALL_BATCHES];
     out->bytes = size;
     CUresult r = CUDA_SUCCESS;
     if (size <= 16 * MiB) r = copy_once(d, kind, dev, host, size); /* warm-up */
     if (r == CUDA_SUCCESS) r = d->cuCtxSynchronize();
-    double t0 = now_s();
-    for (int i = 0; i < reps && r == CUDA_SUCCESS; i++) r = copy_once(d, kind, dev, host, size);
     if (r != CUDA_SUCCESS) {
-        cu_err(d, out->err, sizeof out->err, kind < D2H_PAGEABLE ? "cuMemcpyHtoD" : "cuMemcpyDtoH", r);
+        cu_err(d, out->err, sizeof out->err, "the warm-up copy", r);
         return;
     }
-    if ((r = d->cuCtxSynchronize()) != CUDA_SUCCESS) {
-        cu_err(d, out->err, sizeof out->err, "cuCtxSynchronize after the copies", r);
-        return;
-    }
-    out->reps = reps;
-    out->seconds = (now_s() - t0) / reps;
+    for (int b = 0; b < batches; b++)
+        if ((per_copy[b] = copy_batch(d, kind, dev, host, size, reps, out)) < 0) return;
+    out->reps = reps * batches;
+    out->seconds = median_of(per_copy, batches);
     out->gbps = (double)size / out->seconds / 1e9;
     out->ok = 1;
 }

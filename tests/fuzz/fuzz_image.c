@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/sample_images.h"
+#ifndef SCUDA_LIBFUZZER
 #include "fuzz_rng.h"
+#endif
+#include "../unit/sample_images.h"
 #include "server/image_check.h"
 
 
@@ -111,6 +113,20 @@ static void walk(const uint8_t *p, size_t len)
     else reach_string(p, "the PTX text");
 }
 
+#ifdef SCUDA_LIBFUZZER
+/* The libFuzzer target (tests/fuzz/libfuzzer/): the input is the image,
+ * in libFuzzer's buffer of exactly its size; the same walk judges what
+ * the check accepts. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char why[256];
+    if (image_check(data, size, why, sizeof why) == 0) walk(data, size);
+    if (failures) abort();
+    return 0;
+}
+#else
 /* ---- mutation -------------------------------------------------------------------- */
 
 static uint64_t edge_value(size_t len)
@@ -189,3 +205,4 @@ int main(void)
     printf("fuzz_image: %lu of %lu mutated images accepted, %lu failures\n", accepted, iterations, failures);
     return failures != 0;
 }
+#endif

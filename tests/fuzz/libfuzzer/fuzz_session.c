@@ -6,7 +6,7 @@
  * length beyond what is left takes what is left. Each frame runs through
  * session_run_frame(), the dispatch loop's own path from a frame to its
  * handler, reply and deferred error; replies go to /dev/null. The seed
- * corpus holds streams recorded from the shim (gen_corpus.c), so the
+ * corpus holds streams recorded from the shim (make_corpus.sh), so the
  * fuzzer starts from real handles, pointers and module loads.
  *
  * The session is the one a server builds (session_main): the stand-in

@@ -23,6 +23,19 @@ if ((${#need_apt[@]})); then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
 
+# clang and its libFuzzer runtime: the fuzz job (tests/fuzz/libfuzzer/).
+need_fuzz=()
+command -v clang >/dev/null 2>&1 || need_fuzz+=(clang)
+if ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  need_fuzz+=(libclang-rt-14-dev)
+fi
+if ((${#need_fuzz[@]})); then
+  echo "deps: installing ${need_fuzz[*]} with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_fuzz[@]}" >/dev/null
+fi
+
 # The code generator parses cuda.h with pycparser.
 if ! python3 -c 'import pycparser' 2>/dev/null; then
   echo "deps: installing pycparser with pip"

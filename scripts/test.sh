@@ -2,8 +2,9 @@
 # Builds SCUDA and runs every CI test: unit tests, the generator's diff
 # check, and end-to-end tests of client and server over loopback against
 # the CPU stand-in driver; then all of it again under AddressSanitizer and
-# UBSan; then the unit and end-to-end tests under ThreadSanitizer, and once
-# more for a coverage report. Before them, cppcheck against its baseline.
+# UBSan; then the unit and end-to-end tests under ThreadSanitizer; then the
+# libFuzzer targets for a bounded time; and the tests once more for a
+# coverage report. Before them, cppcheck against its baseline.
 # No GPU needed. Ends with "N passed, N failed" over all of it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,23 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 # The fuzzers and the generator's checks gain nothing from a third run.
 # The tests' ThreadSanitizer options (any report fails): tests/CMakeLists.txt.
 run_suite "tsan" build-ci-tsan '^(unit|standin|e2e)/' -DSCUDA_SANITIZE=thread
+
+# libFuzzer (tests/fuzz/libfuzzer/): clang's coverage-guided fuzzing of the
+# decoders, an in-process session against the stand-in and the image
+# check, each for FUZZ_SECONDS (60) from tests/fuzz/corpus/; each target
+# is one test. A failure prints the reproducer's path.
+echo "=== libfuzzer: build (build-ci-fuzz)"
+if CC=clang cmake -S . -B build-ci-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCUDA_FUZZ=ON \
+     >build-ci-fuzz.cmake.log 2>&1 &&
+   cmake --build build-ci-fuzz -j "$jobs" --target fuzz_all >build-ci-fuzz.build.log 2>&1; then
+  echo "=== libfuzzer: tests"
+  ctest --test-dir build-ci-fuzz --output-on-failure --timeout 300 -j "$jobs" -R '^libfuzzer/' 2>&1 \
+    | tee build-ci-fuzz/ctest.log
+  count_ctest build-ci-fuzz/ctest.log
+else
+  tail -n 60 build-ci-fuzz.cmake.log build-ci-fuzz.build.log
+  echo "=== libfuzzer: BUILD FAILED"; total_fail=$((total_fail + 1))
+fi
 
 # Coverage (scripts/coverage.sh): the tsan suite's tests in a gcov build,
 # counted like any suite; the percentage is a report, never a failure.

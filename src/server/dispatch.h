@@ -117,6 +117,9 @@ CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void 
 /* Forget id (after the real handle was destroyed). For HK_MEM_ALLOC, drop
  * one reference: the id goes with the last one. */
 void handle_drop(struct session *s, uint64_t id);
+/* Forget every id, as a new session would start. Only the session fuzzer
+ * calls it, between inputs, after the driver dropped every handle. */
+void handle_forget_all(void);
 /* The id of a real handle, or 0 when it has none. */
 uint64_t handle_find_id(struct session *s, enum handle_kind kind, const void *real_handle);
 /* The id of a real handle the driver returned: its existing id, or a new

@@ -221,3 +221,14 @@ uint64_t handle_export(struct session *s, enum handle_kind kind, void *real_hand
     pthread_mutex_unlock(&rev.lock);
     return id;
 }
+
+void handle_forget_all(void)
+{
+    pthread_mutex_lock(&rev.lock);
+    idmap_clear(&handles);
+    free(rev.slots);
+    rev.slots = NULL;
+    rev.cap = rev.used = 0;
+    rev.next_server_id = HANDLE_SERVER_ID_BASE;
+    pthread_mutex_unlock(&rev.lock);
+}

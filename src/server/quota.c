@@ -116,3 +116,9 @@ void quota_install(struct driver_table *t, uint64_t quota)
     WRAP(cuMemFreeAsync);
     WRAP(cuMemRelease);
 }
+
+void quota_forget_all(void)
+{
+    idmap_clear(&sizes);
+    atomic_store(&used, 0);
+}

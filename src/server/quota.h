@@ -15,4 +15,8 @@
  * than `quota` bytes of device memory (0: no quota, nothing is wrapped). */
 void quota_install(struct driver_table *t, uint64_t quota);
 
+/* Forget every allocation, as a new session would start. Only the session
+ * fuzzer calls it, between inputs, after the driver freed everything. */
+void quota_forget_all(void);
+
 #endif

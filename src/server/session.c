@@ -557,6 +557,21 @@ static int read_staged(struct session *s, struct pending_call *p, const struct f
     return 0;
 }
 
+/* The call a frame with header h asks for; its arguments still to be
+ * attached (p->payload and p->call.in). NULL when memory runs out. */
+static struct pending_call *call_new(struct session *s, const struct frame_header *h)
+{
+    struct pending_call *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->ctx = h->ctx;
+    p->call.s = s;
+    p->call.op = h->op;
+    p->call.seq = h->seq;
+    p->call.async = (h->flags & FRAME_ASYNC) != 0;
+    wb_init(&p->call.out);
+    return p;
+}
+
 static struct pending_call *read_call(struct session *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -567,7 +582,7 @@ static struct pending_call *read_call(struct session *s)
         LOG_WARN("client sent a %u-byte frame (limit %u): closing the session", h.length, SCUDA_MAX_FRAME);
         return NULL;
     }
-    struct pending_call *p = calloc(1, sizeof *p);
+    struct pending_call *p = call_new(s, &h);
     if (!p) return NULL;
     const struct op_entry *e = op_entry_of(h.op);
     uint32_t head_len = e ? e->bulk_head : 0;
@@ -576,7 +591,7 @@ static struct pending_call *read_call(struct session *s)
             free(p);
             return NULL;
         }
-        goto fill;
+        return p;
     }
     void *payload = malloc(h.length ? h.length : 1);
     if (!payload || read_exact(s, payload, h.length) != 0) {
@@ -586,14 +601,21 @@ static struct pending_call *read_call(struct session *s)
     }
     p->payload = payload;
     wr_init(&p->call.in, payload, h.length);
-fill:
-    p->ctx = h.ctx;
-    p->call.s = s;
-    p->call.op = h.op;
-    p->call.seq = h.seq;
-    p->call.async = (h.flags & FRAME_ASYNC) != 0;
-    wb_init(&p->call.out);
     return p;
+}
+
+void session_run_frame(struct session *s, const struct frame_header *h, void *payload)
+{
+    struct pending_call *p = call_new(s, h);
+    if (!p) {
+        free(payload);
+        return;
+    }
+    p->payload = payload;
+    wr_init(&p->call.in, payload, h->length);
+    finish_copy_in_flight();
+    run_call(s, p);
+    finish_copy_in_flight(); /* nothing left running when it returns */
 }
 
 static void dispatch_loop(struct session *s)

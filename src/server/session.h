@@ -25,6 +25,14 @@ struct session {
  * when the client goes away, closing its bulk connections with it. */
 void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd) __attribute__((noreturn));
 
+struct frame_header;
+/* Runs the call of one received frame (header h, payload of h->length
+ * bytes, malloc'd and taken over) inline, on the calling thread: the
+ * dispatch loop's path from a frame to its reply, without the socket's
+ * framing or the worker threads. The session fuzzer's seam
+ * (tests/fuzz/libfuzzer/fuzz_session.c). */
+void session_run_frame(struct session *s, const struct frame_header *h, void *payload);
+
 /* Make the client's context `ctx_id` current on the calling thread. */
 CUresult session_bind_ctx(struct session *s, uint32_t ctx_id);
 

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -618,10 +619,71 @@ static int replay(const char *path)
     return 0;
 }
 
+/* ---- seeds for the libFuzzer targets --------------------------------------- */
+
+static void write_file(const char *dir, const char *name, const struct frame *from, int n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    for (int i = 0; i < n; i++) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        frame_header_encode(&from[i].h, hdr);
+        CHECK(fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(from[i].p, 1, from[i].h.length, f) == from[i].h.length);
+    }
+    CHECK(fclose(f) == 0);
+}
+
+/* --write-corpus DIR: the recording, as inputs of the libFuzzer session
+ * target (DIR/session: the stream's first frames, which make the context,
+ * then a window of the rest, at most 64 KiB each) and of the decode
+ * target (DIR/frames: one frame each, make_corpus.sh turns them into
+ * decoder inputs). The seed corpus in tests/fuzz/corpus/ is made this way. */
+#define SEED_PROLOGUE 16
+#define SEED_WINDOW 24
+static int write_corpus(const char *dir)
+{
+    h_begin("fuzz_frames", 120);
+    struct h_server srv;
+    h_server_start(&srv, "corpus", NULL);
+    record_corpus(srv.addr);
+    h_server_stop(&srv);
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/session", dir);
+    mkdir(sub, 0755);
+    int files = 0;
+    static struct frame seed[SEED_PROLOGUE + SEED_WINDOW];
+    for (int at = SEED_PROLOGUE; at < ncorpus; at += SEED_WINDOW / 2) {
+        int n = 0;
+        size_t bytes = 0;
+        for (int i = 0; i < SEED_PROLOGUE + SEED_WINDOW; i++) {
+            int k = i < SEED_PROLOGUE ? i : at + i - SEED_PROLOGUE;
+            if (k >= ncorpus || bytes + FRAME_HEADER_LEN + corpus[k].h.length > (64u << 10)) break;
+            bytes += FRAME_HEADER_LEN + corpus[k].h.length;
+            seed[n++] = corpus[k];
+        }
+        char name[64];
+        snprintf(name, sizeof name, "recorded-%04d", files++);
+        write_file(sub, name, seed, n);
+    }
+    snprintf(sub, sizeof sub, "%s/frames", dir);
+    mkdir(sub, 0755);
+    for (int i = 0; i < ncorpus; i++) {
+        if (corpus[i].h.length > (64u << 10)) continue;
+        char name[64];
+        snprintf(name, sizeof name, "frame-%04d-op%u", i, corpus[i].h.op);
+        write_file(sub, name, &corpus[i], 1);
+    }
+    printf("wrote %d session seeds and %d frames under %s\n", files, ncorpus, dir);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     argv0 = argv[0];
     if (argc == 3 && strcmp(argv[1], "--replay") == 0) return replay(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) return write_corpus(argv[2]);
     const char *env = getenv("FUZZ_SECONDS");
     unsigned seconds = env ? (unsigned)atoi(env) : 20;
     env = getenv("FUZZ_THREADS");

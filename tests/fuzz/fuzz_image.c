@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/sample_images.h"
+#ifndef SCUDA_LIBFUZZER
 #include "fuzz_rng.h"
+#endif
+#include "../unit/sample_images.h"
 #include "server/image_check.h"
 
 
@@ -111,6 +113,20 @@ static void walk(const uint8_t *p, size_t len)
     else reach_string(p, "the PTX text");
 }
 
+#ifdef SCUDA_LIBFUZZER
+/* The libFuzzer target (tests/fuzz/libfuzzer/): the input is the image,
+ * in libFuzzer's buffer of exactly its size; the same walk judges what
+ * the check accepts. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char why[256];
+    if (image_check(data, size, why, sizeof why) == 0) walk(data, size);
+    if (failures) abort();
+    return 0;
+}
+#else
 /* ---- mutation -------------------------------------------------------------------- */
 
 static uint64_t edge_value(size_t len)
@@ -160,8 +176,30 @@ static size_t mutate(uint8_t *p, size_t len, size_t cap)
     }
 }
 
-int main(void)
+/* --write-seeds DIR: the three sample images, as the libFuzzer image
+ * target's seed corpus (tests/fuzz/corpus/image). */
+static int write_seeds(const char *dir)
 {
+    static const char *names[3] = {"sample.ptx", "sample.cubin", "sample.fatbin"};
+    size_t len[3];
+    uint8_t *img[3] = {sample_ptx(&len[0]), sample_elf(&len[1]), sample_fatbin(&len[2])};
+    int rc = 0;
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(img[i], 1, len[i], f) != len[i] || fclose(f) != 0) {
+            fprintf(stderr, "fuzz_image: cannot write %s\n", path);
+            rc = 1;
+        }
+        free(img[i]);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) return write_seeds(argv[2]);
     const char *it = getenv("FUZZ_ITERATIONS");
     unsigned long iterations = it ? strtoul(it, NULL, 10) : 500000;
     uint64_t seed = rng_seed();
@@ -189,3 +227,4 @@ int main(void)
     printf("fuzz_image: %lu of %lu mutated images accepted, %lu failures\n", accepted, iterations, failures);
     return failures != 0;
 }
+#endif

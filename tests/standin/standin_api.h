@@ -32,6 +32,13 @@ int standin_launch_get(unsigned long long index, char *name, size_t name_size,
                        unsigned int *shared_mem_bytes, void *params,
                        size_t params_cap, size_t *params_size);
 
+/* Back to just after cuInit: every context destroyed with what it owns
+ * (created ones freed, primary ones inactive and unretained), the sticky
+ * error cleared. For the session fuzzer (tests/fuzz/libfuzzer), between
+ * inputs. Libraries, graphs and pools, which no context owns, stay. */
+__attribute__((visibility("default")))
+void standin_reset(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -722,3 +722,28 @@ CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
     si_leave();
     return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* test hook: back to just after cuInit (standin_api.h)                */
+
+SI_API void standin_reset(void)
+{
+    si_enter();
+    si_in_callback = 0;
+    /* Created contexts are freed; primary ones go inactive, unretained. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < si_g.ctxs.cap; i++) {
+            si_ctx *c = si_g.ctxs.slots[i];
+            if (!c || !si_hset_has(&si_g.ctxs, c) || c->primary != (pass == 1))
+                continue;
+            si_ctx_teardown(c);
+            if (!c->primary)
+                free(c);
+        }
+    }
+    for (int d = 0; d < si_g.ndev; d++)
+        si_g.dev[d].primary->refcount = 0;
+    si_tls_depth = 0;
+    si_g.sticky = CUDA_SUCCESS;
+    si_leave();
+}

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,16 @@ static long mirror_free(int fd, uint64_t dev)
     return r;
 }
 
+/* An address the way a client's would be: in this process's mapping area
+ * (under ThreadSanitizer, the only one it lets a process map at). */
+static uint64_t client_address(uint64_t size)
+{
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    munmap(p, size);
+    return (uint64_t)(uintptr_t)p;
+}
+
 static void host_mirrors(void)
 {
     struct h_server srv;
@@ -90,9 +101,9 @@ static void host_mirrors(void)
     uint64_t before = rss_bytes(session);
     uint64_t dev[4] = {0};
     /* 48 MiB fits; three more of 256 MiB each would take the session far past it. */
-    CHECK(mirror_create(fd, 0x7e0000000000ull, 48 * MIB, &dev[0]) == CUDA_SUCCESS);
+    CHECK(mirror_create(fd, client_address(48 * MIB), 48 * MIB, &dev[0]) == CUDA_SUCCESS);
     for (int i = 1; i < 4; i++) {
-        long r = mirror_create(fd, 0x7e0000000000ull + (uint64_t)i * (1ull << 32), 256 * MIB, &dev[i]);
+        long r = mirror_create(fd, client_address(256 * MIB), 256 * MIB, &dev[i]);
         CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "mirror %d past --host-mem-quota 64M: %ld, not OUT_OF_MEMORY", i, r);
     }
     uint64_t after = rss_bytes(session);
@@ -100,7 +111,7 @@ static void host_mirrors(void)
           (unsigned long long)before, (unsigned long long)after);
     /* Freed, the first mirror's bytes are the session's again. */
     CHECK(mirror_free(fd, dev[0]) == CUDA_SUCCESS);
-    CHECK(mirror_create(fd, 0x7e0000000000ull, 60 * MIB, &dev[1]) == CUDA_SUCCESS);
+    CHECK(mirror_create(fd, client_address(60 * MIB), 60 * MIB, &dev[1]) == CUDA_SUCCESS);
     CHECK(h_raw_call(fd, OP_scuda_ping, 0, NULL, 0, NULL, NULL) == CUDA_SUCCESS, "the session did not go on");
     close(fd);
     CHECK(h_server_log_count(&srv, "--host-mem-quota") >= 1, "the refusal was not logged with the option's name");

@@ -40,6 +40,7 @@ static void usage(FILE *f)
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--port-fd FD]\n"
+            "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -61,6 +62,12 @@ static void usage(FILE *f)
             "  --module-cache-size SIZE\n"
             "                          most bytes kept there; the images used least\n"
             "                          recently go first (default 1G; 0: off)\n"
+            "  --host-mem-quota SIZE   host memory a client can make its session hold (mirrors,\n"
+            "                          buffers, queued calls), like --mem-quota (default 8G)\n"
+            "  --max-handles N         live handles (streams, events, modules...) per session\n"
+            "                          (default 1000000)\n"
+            "  --max-queued-calls N    blocking calls per session waiting for a worker; more\n"
+            "                          fail with CUDA_ERROR_OUT_OF_MEMORY (default 4096)\n"
             "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
@@ -172,6 +179,43 @@ struct args {
     char module_cache_default[4096];
 };
 
+/* ---- session limits: what one client can make its session grow to ---- */
+
+/* Applies one of the session limit options at argv[*i]. Returns -1 when it
+ * took the option, 0 when argv[*i] is none of them, or an exit code. */
+static int apply_session_limits(int argc, char **argv, int *i, struct args *a)
+{
+    const char *v;
+    long n;
+    int r;
+    if ((r = cli_option(argc, argv, i, CMD, "--host-mem-quota", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (parse_bytes(v, &a->opt.host_mem_quota) == 0 && a->opt.host_mem_quota >= (1u << 20)) return -1;
+        fprintf(stderr, "%s: --host-mem-quota '%s' is not a size of at least 1M: give bytes or a whole\n"
+                        "  number with K, M, G or T, e.g. 8G or 512M.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--max-handles", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 16, 1L << 40, &n) == 0) {
+            a->opt.max_handles = (uint64_t)n;
+            return -1;
+        }
+        fprintf(stderr, "%s: --max-handles '%s' is not a number of at least 16.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--max-queued-calls", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 1, 1L << 30, &n) == 0) {
+            a->opt.max_queued_calls = (uint64_t)n;
+            return -1;
+        }
+        fprintf(stderr, "%s: --max-queued-calls '%s' is not a number from 1 to 1073741824.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 /* Applies one option at argv[*i]. Returns 0, or an exit code (CLI_USAGE). */
 static int apply(int argc, char **argv, int *i, struct args *a)
 {
@@ -227,6 +271,7 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         fprintf(stderr, "%s: --port-fd '%s' is not an open file descriptor.\n", CMD, v);
         return CLI_USAGE;
     }
+    if ((r = apply_session_limits(argc, argv, i, a)) != 0) return r < 0 ? 0 : r;
     return cli_unknown_option(CMD, argv[*i]);
 }
 

@@ -4,12 +4,14 @@
 #endif
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 /* -1 until SCUDA_LOG is read. Any thread may read it first; all settle the
@@ -41,10 +43,96 @@ int scuda_log_enabled(enum scuda_log_level level)
 void scuda_log_set_role(const char *role) { log_role = role; }
 void scuda_log_set_fd(int fd) { log_fd = fd; }
 
+/* ---- the rate limit ------------------------------------------------------ */
+
+/* Off (burst 0) unless a process asks: the shim and the CLI log little,
+ * and each line there is the user's own doing. */
+static struct {
+    pthread_mutex_t lock;
+    double burst, per_second, tokens;
+    double last_ns;      /* when tokens were last refilled */
+    double reported_ns;  /* when the last "dropped" line was written */
+    unsigned long long dropped;
+} rate = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Read before the lock: a process without a limit never takes it (the
+ * shim logs from its fault handler). */
+static _Atomic int rate_on;
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+void scuda_log_set_rate_limit(unsigned burst, unsigned per_second)
+{
+    pthread_mutex_lock(&rate.lock);
+    rate.burst = rate.tokens = burst;
+    rate.per_second = per_second;
+    rate.last_ns = rate.reported_ns = now_ns();
+    pthread_mutex_unlock(&rate.lock);
+    atomic_store(&rate_on, burst > 0);
+}
+
+static void write_line(const char *line, size_t len)
+{
+    /* One write() per line so that lines from several threads never interleave. */
+    ssize_t w = write(log_fd, line, len);
+    (void)w;
+}
+
+static void write_dropped(unsigned long long n)
+{
+    char line[256];
+    int len = snprintf(line, sizeof line,
+                       "scuda[%s %d] warn: %llu log lines dropped (rate limit: %.0f lines at once, then %.0f a "
+                       "second)\n",
+                       log_role, (int)getpid(), n, rate.burst, rate.per_second);
+    if (len > 0) write_line(line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+}
+
+/* Whether a line may be written now; writes the count of dropped lines
+ * first when it is due. */
+static int rate_admit(void)
+{
+    if (!atomic_load(&rate_on)) return 1;
+    pthread_mutex_lock(&rate.lock);
+    double t = now_ns();
+    rate.tokens += (t - rate.last_ns) * rate.per_second / 1e9;
+    if (rate.tokens > rate.burst) rate.tokens = rate.burst;
+    rate.last_ns = t;
+    int ok = rate.tokens >= 1;
+    if (!ok) {
+        rate.dropped++;
+    } else {
+        rate.tokens -= 1;
+        if (rate.dropped && t - rate.reported_ns >= 1e9) {
+            write_dropped(rate.dropped);
+            rate.dropped = 0;
+            rate.reported_ns = t;
+        }
+    }
+    pthread_mutex_unlock(&rate.lock);
+    return ok;
+}
+
+void scuda_log_flush_dropped(void)
+{
+    if (!atomic_load(&rate_on)) return;
+    pthread_mutex_lock(&rate.lock);
+    if (rate.dropped) write_dropped(rate.dropped);
+    rate.dropped = 0;
+    rate.reported_ns = now_ns();
+    pthread_mutex_unlock(&rate.lock);
+}
+
+/* ---- lines ------------------------------------------------------------------ */
+
 void scuda_log(enum scuda_log_level level, const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
-    if (!scuda_log_enabled(level)) return;
+    if (!scuda_log_enabled(level) || !rate_admit()) return;
 
     char line[1024];
     int n = snprintf(line, sizeof line, "scuda[%s %d] %s: ", log_role, (int)getpid(), names[level]);
@@ -55,9 +143,7 @@ void scuda_log(enum scuda_log_level level, const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2) len = sizeof line - 2;
     line[len++] = '\n';
-    /* One write() per line so that lines from several threads never interleave. */
-    ssize_t w = write(log_fd, line, len);
-    (void)w;
+    write_line(line, len);
 }
 
 void scuda_log_unsupported_once(int *once_flag, const char *name)

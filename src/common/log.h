@@ -32,6 +32,17 @@ void scuda_log(enum scuda_log_level level, const char *fmt, ...)
 #define LOG_DEBUG(...) \
     do { if (scuda_log_enabled(SCUDA_LOG_DEBUG)) scuda_log(SCUDA_LOG_DEBUG, __VA_ARGS__); } while (0)
 
+/* A rate limit on every line of this process (a token bucket): `burst`
+ * lines at once, then `per_second`. A session process turns it on, since
+ * nearly every line it writes is caused by its client, and a client must
+ * not be able to fill the server's disk (an unknown op per frame, a refused
+ * allocation in a loop). Lines over the limit are counted, not written; the
+ * count is written as one "N log lines dropped" line at the next line that
+ * passes, at most once a second, and by scuda_log_flush_dropped(). */
+void scuda_log_set_rate_limit(unsigned burst, unsigned per_second);
+/* Write the pending "N log lines dropped" line now, if any (at exit). */
+void scuda_log_flush_dropped(void);
+
 /* Log "NAME is not supported by SCUDA" once per name, at warn level.
  * `once_flag` is a static int owned by the caller; it makes the check
  * a single load on the hot path. */

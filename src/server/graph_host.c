@@ -36,6 +36,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "session.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -86,11 +87,12 @@ static int warned_big;
 
 static void enqueue(uint8_t kind, uint64_t id, const void *data, size_t n)
 {
+    /* Bytes waiting for the client are the session's (host_quota.h). */
     struct work *w = calloc(1, sizeof *w);
-    void *copy = n ? malloc(n) : NULL;
+    void *copy = n ? host_quota_alloc(n, "captured host work waiting for the client") : NULL;
     if (!w || (n && !copy)) {
         free(w);
-        free(copy);
+        host_quota_free(copy);
         LOG_ERROR("graph host work: out of memory; the client misses record %llu", (unsigned long long)id);
         return;
     }
@@ -135,7 +137,7 @@ void graph_host_forward(struct session *s)
         io_writev_full(s->fd, iov, w->n ? 3 : 2);
         pthread_mutex_unlock(&s->write_lock);
         wb_free(&head);
-        free(w->data);
+        host_quota_free(w->data);
         free(w);
         w = next;
     }
@@ -167,7 +169,10 @@ static void free_dead(void)
     pthread_mutex_unlock(&queue_lock);
     while (r) {
         struct record *next = r->next_dead;
-        if (r->staging) orig.cuMemFreeHost(r->staging);
+        if (r->staging) {
+            orig.cuMemFreeHost(r->staging);
+            host_quota_release(r->n);
+        }
         free(r);
         r = next;
     }
@@ -453,12 +458,18 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
     if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
     free_dead();
     void *buf = NULL;
-    r = orig.cuMemHostAlloc(&buf, n, 0);
+    /* Pinned for as long as the graph lives: charged until the record goes. */
+    int charged = host_quota_charge(n, "a captured copy's buffer") == 0;
+    r = charged ? orig.cuMemHostAlloc(&buf, n, 0) : CUDA_ERROR_OUT_OF_MEMORY;
     if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
-    if (r != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS) {
+        if (charged) host_quota_release(n);
+        return r;
+    }
     struct record *rec = calloc(1, sizeof *rec);
     if (!rec) {
         orig.cuMemFreeHost(buf);
+        host_quota_release(n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     rec->id = m.record;
@@ -468,6 +479,7 @@ CUresult srv_scuda_capture_dtoh(srv_call *c)
     atomic_init(&rec->refs, 1);
     if ((r = orig.cuMemcpyDtoHAsync_v2(buf, m.src, n, st)) != CUDA_SUCCESS) {
         orig.cuMemFreeHost(buf);
+        host_quota_release(n);
         free(rec);
         return r;
     }

@@ -25,10 +25,49 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
+#include "handles.h"
 #include "session.h"
 #include "../common/idmap.h"
+#include "../common/log.h"
 
 static struct idmap handles = IDMAP_INIT; /* one session per process */
+
+/* ---- the limit (--max-handles) ---------------------------------------- */
+
+/* Ids in the map, and the most there may be; both under rev.lock. Each id
+ * costs the session a slot in two tables and usually a driver object, so
+ * a client creating events in a loop must meet a bound. */
+static uint64_t live, max_live;
+
+void handles_set_limit(uint64_t max) { max_live = max; }
+
+static int at_limit(void)
+{
+    if (max_live == 0 || live < max_live) return 0;
+    LOG_WARN("the session holds %llu handles, its limit: a new one fails with CUDA_ERROR_OUT_OF_MEMORY; "
+             "the client should destroy what it no longer uses, or raise the server's --max-handles",
+             (unsigned long long)live);
+    return 1;
+}
+
+/* The driver made a handle that cannot get an id: destroy it, so that a
+ * refused creation holds nothing. Kinds owned by another handle (a
+ * module's functions, a graph's nodes) go with their owner. */
+static void destroy_real(enum handle_kind kind, void *h)
+{
+    switch (kind) {
+    case HK_STREAM: REAL(cuStreamDestroy_v2, (CUstream)h); break;
+    case HK_EVENT: REAL(cuEventDestroy_v2, (CUevent)h); break;
+    case HK_MODULE: REAL(cuModuleUnload, (CUmodule)h); break;
+    case HK_LIBRARY: REAL(cuLibraryUnload, (CUlibrary)h); break;
+    case HK_GRAPH: REAL(cuGraphDestroy, (CUgraph)h); break;
+    case HK_GRAPH_EXEC: REAL(cuGraphExecDestroy, (CUgraphExec)h); break;
+    case HK_ARRAY: REAL(cuArrayDestroy, (CUarray)h); break;
+    case HK_MEMPOOL: REAL(cuMemPoolDestroy, (CUmemoryPool)h); break;
+    case HK_LINK_STATE: REAL(cuLinkDestroy, (CUlinkState)h); break;
+    default: break;
+    }
+}
 
 /* ---- reverse index: (kind, real handle) -> id ------------------------- */
 
@@ -152,13 +191,15 @@ CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void 
     (void)s;
     if (is_special_stream(id) || handle_is_server_id(id)) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&rev.lock);
-    int rc = idmap_put(&handles, id, (uint32_t)kind, real_handle);
+    int rc = at_limit() ? -3 : idmap_put(&handles, id, (uint32_t)kind, real_handle);
     if (rc == 0 && real_handle != NULL && rev_set((uint32_t)kind, real_handle, id) != 0) {
         idmap_del(&handles, id);
         rc = -2;
     }
+    if (rc == 0) live++;
     pthread_mutex_unlock(&rev.lock);
-    return rc == 0 ? CUDA_SUCCESS : rc == -2 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    if (rc == -3 && real_handle) destroy_real(kind, real_handle);
+    return rc == 0 ? CUDA_SUCCESS : rc == -2 || rc == -3 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 }
 
 void handle_drop(struct session *s, uint64_t id)
@@ -173,6 +214,7 @@ void handle_drop(struct session *s, uint64_t id)
             e->refs--; /* another reference still holds the id */
         } else {
             idmap_del(&handles, id);
+            live--;
             if (e && e->id == id) {
                 e->id = REV_TOMBSTONE;
                 e->real = NULL;
@@ -209,9 +251,10 @@ uint64_t handle_export(struct session *s, enum handle_kind kind, void *real_hand
         /* Contexts come only from the client: it keeps the context stack,
          * and frames carry the current context's id in 32 bits. */
         uint64_t cand = rev.next_server_id;
-        if (handle_is_server_id(cand) && idmap_put(&handles, cand, (uint32_t)kind, real_handle) == 0) {
+        if (handle_is_server_id(cand) && !at_limit() && idmap_put(&handles, cand, (uint32_t)kind, real_handle) == 0) {
             if (rev_set((uint32_t)kind, real_handle, cand) == 0) {
                 id = cand;
+                live++;
                 rev.next_server_id += 16;
             } else {
                 idmap_del(&handles, cand);

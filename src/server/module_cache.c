@@ -9,11 +9,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "host_quota.h"
+#include "identity.h"
 #include "../common/auth.h"
 #include "../common/log.h"
 
 struct entry {
     uint8_t key[MODULE_KEY_LEN];
+    uint8_t user[MODULE_USER_TAG_LEN]; /* who loaded it (user_tag) */
     void *image; /* len + 1 bytes, NUL-terminated */
     size_t len;
     uint64_t used; /* clock value of the last use: the smallest goes first */
@@ -38,12 +41,32 @@ void module_cache_init(const char *dir, uint64_t disk_limit)
     mc.disk_limit = disk_limit;
 }
 
+/* ---- whose images ---------------------------------------------------------- */
+
+/* The session's user as the store names it: a digest of the name, so that
+ * names never become file names. A session has one identity; it is read
+ * at every use all the same (cheap: one short SHA-256). */
+static void user_tag(uint8_t tag[MODULE_USER_TAG_LEN])
+{
+    static const char domain[] = "scuda module cache user";
+    char buf[sizeof domain + SCUDA_IDENTITY_MAX];
+    const char *name = session_identity();
+    size_t n = strlen(name);
+    memcpy(buf, domain, sizeof domain); /* with its NUL: no name can pose as another */
+    memcpy(buf + sizeof domain, name, n);
+    uint8_t d[MODULE_KEY_LEN];
+    auth_sha256_digest(buf, sizeof domain + n, d);
+    memcpy(tag, d, MODULE_USER_TAG_LEN);
+}
+
 /* ---- the memory table (mc.lock held) ------------------------------------ */
 
-static struct entry *mem_find(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+static struct entry *mem_find(const uint8_t key[MODULE_KEY_LEN], uint64_t len, const uint8_t user[MODULE_USER_TAG_LEN])
 {
     for (size_t i = 0; i < mc.n; i++)
-        if (mc.e[i].len == len && memcmp(mc.e[i].key, key, MODULE_KEY_LEN) == 0) return &mc.e[i];
+        if (mc.e[i].len == len && memcmp(mc.e[i].key, key, MODULE_KEY_LEN) == 0 &&
+            memcmp(mc.e[i].user, user, MODULE_USER_TAG_LEN) == 0)
+            return &mc.e[i];
     return NULL;
 }
 
@@ -53,6 +76,7 @@ static void mem_drop_oldest(void)
     for (size_t i = 1; i < mc.n; i++)
         if (mc.e[i].used < mc.e[old].used) old = i;
     mc.bytes -= mc.e[old].len;
+    host_quota_release(mc.e[old].len + 1);
     free(mc.e[old].image);
     mc.e[old] = mc.e[--mc.n];
 }
@@ -67,9 +91,10 @@ static void *copy_image(const void *image, size_t len)
     return p;
 }
 
-static void mem_add(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+static void mem_add(const uint8_t key[MODULE_KEY_LEN], const uint8_t user[MODULE_USER_TAG_LEN], const void *image,
+                    size_t len)
 {
-    if (len > MODULE_MEMORY_ENTRY_MAX || mem_find(key, len)) return;
+    if (len > MODULE_MEMORY_ENTRY_MAX || mem_find(key, len, user)) return;
     while (mc.n && mc.bytes + len > MODULE_MEMORY_MAX) mem_drop_oldest();
     if (mc.n == mc.cap) {
         size_t cap = mc.cap ? mc.cap * 2 : 64;
@@ -79,8 +104,15 @@ static void mem_add(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t
         mc.cap = cap;
     }
     struct entry *e = &mc.e[mc.n];
-    if (!(e->image = copy_image(image, len))) return;
+    /* The table is the session's memory (host_quota.h); a refusal only
+     * means this image is not kept. */
+    if (host_quota_charge(len + 1, "the session's module table") != 0) return;
+    if (!(e->image = copy_image(image, len))) {
+        host_quota_release(len + 1);
+        return;
+    }
     memcpy(e->key, key, MODULE_KEY_LEN);
+    memcpy(e->user, user, MODULE_USER_TAG_LEN);
     e->len = len;
     e->used = ++mc.clock;
     mc.bytes += len;
@@ -89,8 +121,11 @@ static void mem_add(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t
 
 /* ---- lookups and stores ------------------------------------------------- */
 
-static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len, const uint8_t user[MODULE_USER_TAG_LEN])
 {
+    /* Not this user's: a miss, decided without opening the image, so that
+     * "stored for someone else" and "not stored" look and take the same. */
+    if (!module_store_user_has(mc.dir, key, user)) return NULL;
     void *image;
     const char *why;
     char hex[2 * MODULE_KEY_LEN + 1];
@@ -109,7 +144,7 @@ static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
         mc.hits_disk++;
         mc.disk_read_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
         mc.disk_read_bytes += len;
-        mem_add(key, image, len);
+        mem_add(key, user, image, len);
     }
     pthread_mutex_unlock(&mc.lock);
     return image;
@@ -119,16 +154,21 @@ void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
 {
     void *image = NULL;
     if (len > MODULE_IMAGE_MAX) return NULL;
+    uint8_t user[MODULE_USER_TAG_LEN];
+    user_tag(user);
     pthread_mutex_lock(&mc.lock);
-    struct entry *e = mem_find(key, len);
+    struct entry *e = mem_find(key, len, user);
     if (e) {
         e->used = ++mc.clock;
         if ((image = copy_image(e->image, e->len))) mc.hits_memory++;
     }
     pthread_mutex_unlock(&mc.lock);
     const char *found = image ? "hit in memory" : "miss";
-    if (image && mc.dir) module_store_touch(mc.dir, key);
-    if (!image && mc.dir && (image = disk_get(key, len))) found = "hit on disk";
+    if (image && mc.dir) {
+        module_store_touch(mc.dir, key);
+        module_store_user_has(mc.dir, key, user); /* touches the user's marker too */
+    }
+    if (!image && mc.dir && (image = disk_get(key, len, user))) found = "hit on disk";
     if (!image) {
         pthread_mutex_lock(&mc.lock);
         mc.misses++;
@@ -152,14 +192,17 @@ void module_cache_received(size_t len)
 
 /* Disk trouble (full, read-only, removed) costs transfers, never a load:
  * say so once and stop storing for the rest of the session (lookups go on). */
-static void disk_put(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+static void disk_put(const uint8_t key[MODULE_KEY_LEN], const uint8_t user[MODULE_USER_TAG_LEN], const void *image,
+                     size_t len)
 {
     if (len + MODULE_STORE_HEADER > mc.disk_limit) return; /* it would evict everything, itself included */
     pthread_mutex_lock(&mc.lock);
     int broken = mc.write_failed;
     pthread_mutex_unlock(&mc.lock);
     if (broken) return;
-    if (module_store_write(mc.dir, key, image, len) != 0) {
+    /* The image first, then the user's marker: a marker never points at
+     * nothing (eviction deletes those). */
+    if (module_store_write(mc.dir, key, image, len) != 0 || module_store_user_mark(mc.dir, key, user) != 0) {
         int err = errno;
         pthread_mutex_lock(&mc.lock);
         int warn = !mc.write_failed;
@@ -188,10 +231,12 @@ void module_cache_put(const void *image, size_t len)
     if (len > MODULE_IMAGE_MAX) return;
     uint8_t key[MODULE_KEY_LEN];
     auth_sha256_digest(image, len, key); /* never the client's word for it */
+    uint8_t user[MODULE_USER_TAG_LEN];
+    user_tag(user);
     pthread_mutex_lock(&mc.lock);
-    mem_add(key, image, len);
+    mem_add(key, user, image, len);
     pthread_mutex_unlock(&mc.lock);
-    if (mc.dir) disk_put(key, image, len);
+    if (mc.dir) disk_put(key, user, image, len);
 }
 
 void module_cache_log_summary(void)

@@ -7,7 +7,14 @@
  * does the client send the bytes (scuda_module_load), and what arrives is
  * kept under the digest computed here, so a client that lies about a
  * digest can only miss: it can never plant bytes under another image's
- * name. Thread-safe: loads run on the session's worker threads. */
+ * name. Thread-safe: loads run on the session's worker threads.
+ *
+ * An image is found only for a user who loaded it before on this server
+ * (session_identity(), identity.h): to anyone else the answer is "not
+ * cached", and the client sends the bytes, which then marks that user.
+ * Otherwise the cache would tell any client whether someone else had
+ * loaded a given image (a private model's kernels, say). Images are still
+ * stored once, whoever loaded them; only the answer is per user. */
 #ifndef SCUDA_SERVER_MODULE_CACHE_H
 #define SCUDA_SERVER_MODULE_CACHE_H
 

@@ -37,6 +37,33 @@ static int is_key_name(const char *name)
     return n == 2 * MODULE_KEY_LEN;
 }
 
+static int is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* "<image hex>.<tag hex>" */
+static int is_marker_name(const char *name)
+{
+    return strlen(name) == 2 * MODULE_KEY_LEN + 1 + 2 * MODULE_USER_TAG_LEN && name[2 * MODULE_KEY_LEN] == '.' &&
+           is_hex(name, 2 * MODULE_KEY_LEN) && is_hex(name + 2 * MODULE_KEY_LEN + 1, 2 * MODULE_USER_TAG_LEN);
+}
+
+static int marker_path(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN],
+                       char *out, size_t outlen)
+{
+    char hex[2 * MODULE_KEY_LEN + 1], thex[2 * MODULE_KEY_LEN + 1];
+    module_key_hex(key, hex);
+    uint8_t t[MODULE_KEY_LEN] = {0};
+    memcpy(t, tag, MODULE_USER_TAG_LEN);
+    module_key_hex(t, thex);
+    thex[2 * MODULE_USER_TAG_LEN] = '\0';
+    int n = snprintf(out, outlen, "%s/%s.%s", dir, hex, thex);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
 static int key_path(const char *dir, const uint8_t key[MODULE_KEY_LEN], char *out, size_t outlen)
 {
     char hex[2 * MODULE_KEY_LEN + 1];
@@ -186,6 +213,32 @@ void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN])
     if (key_path(dir, key, path, sizeof path) == 0) utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
 }
 
+/* ---- users' markers ------------------------------------------------------- */
+
+int module_store_user_has(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN])
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (marker_path(dir, key, tag, path, sizeof path) != 0 || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW); /* used now: the last to be evicted */
+    return 1;
+}
+
+int module_store_user_mark(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN])
+{
+    char path[PATH_MAX];
+    if (marker_path(dir, key, tag, path, sizeof path) != 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    futimens(fd, NULL); /* an existing marker: used now */
+    close(fd);
+    return 0;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 static int write_all(int fd, struct iovec *iov, int n)
@@ -269,12 +322,25 @@ size_t module_store_pick_victims(struct store_file *files, size_t n, uint64_t li
 static int consider(int dfd, const char *name, struct store_file **files, size_t *n, size_t *cap)
 {
     struct stat st;
-    int tmp = strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0;
-    if ((!tmp && !is_key_name(name)) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+    int tmp = strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0, marker = is_marker_name(name);
+    if ((!tmp && !marker && !is_key_name(name)) || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
         return 0;
     if (tmp) {
         if (time(NULL) - st.st_mtime > MODULE_STORE_STALE_TMP_S) unlinkat(dfd, name, 0);
         return 0;
+    }
+    if (marker) {
+        /* A marker whose image is gone says nothing any more. Markers are
+         * written after their image, so a live one always has it. */
+        char image[2 * MODULE_KEY_LEN + 1];
+        struct stat ist;
+        memcpy(image, name, 2 * MODULE_KEY_LEN);
+        image[2 * MODULE_KEY_LEN] = '\0';
+        if (fstatat(dfd, image, &ist, AT_SYMLINK_NOFOLLOW) != 0) {
+            unlinkat(dfd, name, 0);
+            return 0;
+        }
     }
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 256;
@@ -284,8 +350,8 @@ static int consider(int dfd, const char *name, struct store_file **files, size_t
         *cap = c;
     }
     struct store_file *f = &(*files)[(*n)++];
-    memcpy(f->name, name, sizeof f->name);
-    f->size = (uint64_t)st.st_size;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->size = marker ? MODULE_STORE_MARKER_COST : (uint64_t)st.st_size;
     f->used = st.st_mtim;
     return 0;
 }
@@ -303,7 +369,7 @@ int module_store_evict(const char *dir, uint64_t limit)
     if (ok) {
         size_t k = module_store_pick_victims(files, n, limit);
         for (size_t i = 0; i < k; i++)
-            if (unlinkat(dfd, files[i].name, 0) == 0) evicted++; /* ENOENT: another session was first */
+            if (unlinkat(dfd, files[i].name, 0) == 0 && !is_marker_name(files[i].name)) evicted++; /* ENOENT: another session was first */
     }
     free(files);
     closedir(d);

@@ -16,7 +16,14 @@
  *   - a hit sets the file's mtime to now; after each write the files used
  *     least recently are deleted until the directory holds at most the
  *     limit. Deleting a file another session is reading is harmless: it
- *     keeps its open descriptor. */
+ *     keeps its open descriptor.
+ *
+ * Which users loaded an image is kept next to it, one empty marker file
+ * per user, "<image hex>.<user tag hex>" (module_cache.c asks for an image
+ * only on behalf of a user who loaded it: no cache oracle across users).
+ * A marker is checked with one lstat, counts MODULE_STORE_MARKER_COST
+ * bytes against the limit, is evicted by its own last use like an image,
+ * and goes when its image is gone. */
 #ifndef SCUDA_SERVER_MODULE_STORE_H
 #define SCUDA_SERVER_MODULE_STORE_H
 
@@ -30,6 +37,10 @@
 /* No image is larger than a frame: every one arrived in one. */
 #define MODULE_IMAGE_MAX SCUDA_MAX_FRAME
 #define MODULE_STORE_HEADER 16
+/* A user's tag: the first bytes of a digest of the user's name. */
+#define MODULE_USER_TAG_LEN 8
+/* What a marker counts against the store's limit: an inode and a directory entry. */
+#define MODULE_STORE_MARKER_COST 512
 /* Temporary files older than this belong to a writer that died. */
 #define MODULE_STORE_STALE_TMP_S 3600
 
@@ -57,6 +68,12 @@ void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN]);
  * 0, or -1 with errno set. */
 int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len);
 
+/* 1 when the user with this tag has loaded the image with this digest
+ * here (its marker exists; its use is then set to now), else 0. */
+int module_store_user_has(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN]);
+/* Record that this user loaded the image. Returns 0, or -1 with errno. */
+int module_store_user_mark(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN]);
+
 /* Delete the least recently used files until the images in dir take at
  * most limit bytes (headers included), and temporary files left by dead
  * writers. Returns how many images were deleted. */
@@ -66,7 +83,7 @@ int module_store_evict(const char *dir, uint64_t limit);
  * use first and returns how many from the front must go so that the rest
  * total at most limit. */
 struct store_file {
-    char name[2 * MODULE_KEY_LEN + 1];
+    char name[2 * MODULE_KEY_LEN + 1 + 2 * MODULE_USER_TAG_LEN + 1]; /* an image's or a marker's */
     uint64_t size;
     struct timespec used;
 };

@@ -19,7 +19,14 @@ struct server_options {
     int print_port_fd;        /* if >= 0, the chosen port is written there as "PORT\n" */
     const char *module_cache_dir;  /* module images on disk (module_store.h); NULL = none */
     uint64_t module_cache_size;    /* the most bytes kept there; 0 = no disk cache */
+    /* What one session may grow to (host_quota.h, handles.c, session.c); 0 = the default. */
+    uint64_t host_mem_quota;       /* host bytes a client can make its session hold */
+    uint64_t max_handles;          /* live virtual handles per session */
+    uint64_t max_queued_calls;     /* blocking calls waiting for a worker */
 };
+
+#define SCUDA_MAX_HANDLES_DEFAULT 1000000u
+#define SCUDA_MAX_QUEUED_CALLS_DEFAULT 4096u
 
 /* The module cache's bound when none is given. */
 #define SCUDA_MODULE_CACHE_DEFAULT_SIZE (1ull << 30)

@@ -24,6 +24,8 @@
 #include "bulk_join.h"
 #include "dispatch.h"
 #include "graph_host.h"
+#include "handles.h"
+#include "host_quota.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -38,6 +40,12 @@
 #include "../common/transport.h"
 
 struct driver_table real;
+
+/* Every line a session logs is rate limited (log.h): a client must not be
+ * able to fill the server's disk, and 100 lines at once then 10 a second
+ * is more than any well-behaved session writes. */
+#define SESSION_LOG_BURST 100
+#define SESSION_LOG_PER_SECOND 10
 
 /* Each thread remembers which context it made current, so a call costs a
  * cuCtxSetCurrent only when the context changes. Destroying, releasing or
@@ -174,6 +182,7 @@ struct pending_call {
     srv_call call;
     uint32_t ctx;
     void *payload;
+    uint64_t charged; /* host bytes charged while it waits for a worker */
 };
 
 static const struct op_entry *op_entry_of(uint16_t op)
@@ -288,20 +297,11 @@ static void log_failed_call(const srv_call *c, const wire_reader *args, const st
     LOG_DEBUG("%s%s failed: %d; arguments %s", c->async ? "one-way " : "", e ? e->name : "unknown op", (int)r, hex);
 }
 
-static void run_call(struct session *s, struct pending_call *p)
+/* Report a call's result r (a reply, or a deferred error for a one-way
+ * call) and free it. */
+static void finish_call(struct session *s, struct pending_call *p, CUresult r)
 {
     srv_call *c = &p->call;
-    const struct op_entry *e = op_entry_of(c->op);
-    const wire_reader args = c->in;
-    CUresult r;
-    if (!e || !e->handler) {
-        LOG_WARN("client asked for op %u, which this server does not know; "
-                 "upgrade the server to the client's version", c->op);
-        r = CUDA_ERROR_NOT_SUPPORTED;
-    } else if (!needs_context(e, c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
-        r = e->handler(c);
-    }
-    if (r != CUDA_SUCCESS) log_failed_call(c, &args, e, r);
     if (c->async) {
         if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
     } else if (c->replied) {
@@ -310,10 +310,29 @@ static void run_call(struct session *s, struct pending_call *p)
         send_reply(s, c, r);
     }
     wb_free(&c->out);
-    free(c->bulk_free);
+    host_quota_free(c->bulk_free);
     msg_arena_free(&p->call.arena);
     free(p->payload);
+    host_quota_release(p->charged);
     free(p);
+}
+
+static void run_call(struct session *s, struct pending_call *p)
+{
+    srv_call *c = &p->call;
+    const struct op_entry *e = op_entry_of(c->op);
+    const wire_reader args = c->in;
+    CUresult r;
+    if (!e || !e->handler) {
+        /* Rate limited like every line of a session (log.h). */
+        LOG_WARN("client asked for op %u, which this server does not know; "
+                 "upgrade the server to the client's version", c->op);
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (!needs_context(e, c->op) || (r = session_bind_ctx(s, p->ctx)) == CUDA_SUCCESS || p->ctx == 0) {
+        r = e->handler(c);
+    }
+    if (r != CUDA_SUCCESS) log_failed_call(c, &args, e, r);
+    finish_call(s, p, r);
 }
 
 /* ---- workers for blocking calls -------------------------------------- */
@@ -345,6 +364,30 @@ static void *worker_main(void *arg)
         atomic_fetch_sub(&calls_in_flight, 1);
     }
     return NULL;
+}
+
+/* The bound on calls waiting for a worker (--max-queued-calls).
+ *
+ * A full queue fails the call (CUDA_ERROR_OUT_OF_MEMORY, logged) instead
+ * of pausing the reading of the socket, because a pause can deadlock: the
+ * calls on the workers may wait for GPU work that only a later frame
+ * releases (a stream waiting on cuStreamWaitValue32 for a value that a
+ * later cuStreamWriteValue32 or copy writes), and a paused session would
+ * never read that frame. Nothing legitimate comes near the bound: a client
+ * thread has at most one waiting call, so only a client with thousands of
+ * threads in a synchronize at once, or one that sends waiting calls
+ * without waiting for their replies, meets it. */
+static int queue_full(struct session *s, uint16_t op)
+{
+    uint64_t max = s->opt->max_queued_calls ? s->opt->max_queued_calls : SCUDA_MAX_QUEUED_CALLS_DEFAULT;
+    pthread_mutex_lock(&wq.lock);
+    int full = wq.tail - wq.head >= max;
+    pthread_mutex_unlock(&wq.lock);
+    if (full)
+        LOG_WARN("%llu blocking calls already wait for a worker: refused %s with CUDA_ERROR_OUT_OF_MEMORY; "
+                 "raise the server's --max-queued-calls if this client needs more",
+                 (unsigned long long)max, scuda_op_name(op));
+    return full;
 }
 
 static int enqueue_blocking(struct pending_call *p)
@@ -618,6 +661,24 @@ void session_run_frame(struct session *s, const struct frame_header *h, void *pa
     finish_copy_in_flight(); /* nothing left running when it returns */
 }
 
+/* A call that waits for a worker keeps its frame: charge both to the
+ * session's host memory (host_quota.h). Returns 0, or -1 when refused. */
+static int charge_queued(struct pending_call *p)
+{
+    uint64_t bytes = sizeof *p + p->call.in.left;
+    if (host_quota_charge(bytes, "a queued blocking call") != 0) return -1;
+    p->charged = bytes;
+    return 0;
+}
+
+/* Fail a call that cannot wait for a worker, as if it had run. */
+static void refuse_call(struct session *s, struct pending_call *p)
+{
+    if (p->call.staging) staging_release(p->call.staging);
+    p->call.staging = NULL;
+    finish_call(s, p, CUDA_ERROR_OUT_OF_MEMORY);
+}
+
 static void dispatch_loop(struct session *s)
 {
     struct pending_call *p;
@@ -626,9 +687,15 @@ static void dispatch_loop(struct session *s)
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
         if (blocking) {
+            if (queue_full(s, p->call.op) || charge_queued(p) != 0) {
+                refuse_call(s, p);
+                continue;
+            }
             atomic_fetch_add(&calls_in_flight, 1);
             if (enqueue_blocking(p) == 0) continue;
             atomic_fetch_sub(&calls_in_flight, 1);
+            host_quota_release(p->charged);
+            p->charged = 0;
         }
         run_call(s, p);
     }
@@ -654,6 +721,10 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         _exit(1);
     }
     quota_install(&real, opt->mem_quota);
+    /* What this client can make the session grow to (docs/operate.md, Session limits). */
+    host_quota_init(opt->host_mem_quota ? opt->host_mem_quota : HOST_QUOTA_DEFAULT);
+    handles_set_limit(opt->max_handles ? opt->max_handles : SCUDA_MAX_HANDLES_DEFAULT);
+    scuda_log_set_rate_limit(SESSION_LOG_BURST, SESSION_LOG_PER_SECOND);
     module_cache_init(opt->module_cache_dir, opt->module_cache_size);
     graph_host_install(&real);
     param_layout_install(&real);
@@ -675,5 +746,6 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
      * module it held, in the driver (docs/architecture.md, 2 Processes). */
     module_cache_log_summary();
     LOG_INFO("client disconnected; session ends");
+    scuda_log_flush_dropped();
     _exit(0);
 }

@@ -23,6 +23,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "session.h"
 #include "../common/log.h"
 
@@ -106,10 +107,13 @@ CUresult srv_scuda_host_mirror_create(srv_call *c)
     if (n == 0 || n > MIRROR_MAX_BYTES) return CUDA_ERROR_INVALID_VALUE;
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len = ((size_t)n + page - 1) & ~(page - 1);
     if (!hint_allowed(want, len, page)) return CUDA_ERROR_INVALID_VALUE;
+    /* Pinned under a real driver: the whole length is the session's, charged until freed. */
+    if (host_quota_charge(len, "a host mirror") != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     struct mirror *m = calloc(1, sizeof *m);
     void *host = m ? map_near(want, len) : NULL;
     if (!host) {
         free(m);
+        host_quota_release(len);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUdeviceptr dev = 0;
@@ -121,6 +125,7 @@ CUresult srv_scuda_host_mirror_create(srv_call *c)
     if (r != CUDA_SUCCESS) {
         munmap(host, len);
         free(m);
+        host_quota_release(len);
         return r;
     }
     pthread_mutex_lock(&mirrors_lock);
@@ -149,6 +154,7 @@ CUresult srv_scuda_host_mirror_free(srv_call *c)
     if (!m) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = REAL(cuMemHostUnregister, m->host);
     munmap(m->host, m->len);
+    host_quota_release(m->len);
     free(m);
     return r;
 }

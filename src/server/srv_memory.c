@@ -11,6 +11,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "session.h"
 #include "staging.h"
 #include "../common/log.h"
@@ -129,7 +130,9 @@ CUresult srv_scuda_memcpy_dtoh(srv_call *c)
         int streamed = dtoh_streamed(c, m.src, m.n, m.mode == COPY_ASYNC ? st : NULL);
         if (streamed >= 0) return streamed ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
     }
-    void *buf = malloc(m.n ? m.n : 1);
+    /* Reply buffers are charged to the session (host_quota.h) and freed
+     * after the reply, by session.c. */
+    void *buf = host_quota_alloc(m.n ? m.n : 1, "a copy's reply");
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     if (m.mode == COPY_ASYNC) {
         r = REAL(cuMemcpyDtoHAsync_v2, buf, m.src, m.n, st);
@@ -250,8 +253,10 @@ static CUresult copy_nd(srv_call *c, int dims, const struct msg_copy_nd *m, cons
     if (r != CUDA_SUCCESS) return r;
 
     void *dst_host = NULL;
-    if (m->dst.type == CU_MEMORYTYPE_HOST && !(dst_host = calloc(1, packed ? packed : 1)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (m->dst.type == CU_MEMORYTYPE_HOST) {
+        if (!(dst_host = host_quota_alloc(packed ? packed : 1, "a copy's reply"))) return CUDA_ERROR_OUT_OF_MEMORY;
+        memset(dst_host, 0, packed ? packed : 1);
+    }
     CUDA_MEMCPY3D d = {.WidthInBytes = m->width, .Height = m->height, .Depth = depth};
     r = fill_side(c, &m->src, (void *)in_bytes, m->width, m->height, &d.srcMemoryType, &d.srcXInBytes, &d.srcY,
                   &d.srcZ, &d.srcLOD, (void **)&d.srcHost, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);

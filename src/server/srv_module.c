@@ -10,6 +10,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "image_check.h"
 #include "module_cache.h"
 #include "param_layout.h"
@@ -216,7 +217,9 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
     size_t len = (size_t)m->image_len;
     char *copy = NULL;
     CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (image && (c->staging || (copy = malloc(len ? len : 1)))) {
+    if (image && !c->staging && !(copy = host_quota_alloc(len ? len : 1, "a module image's copy")))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (image) {
         if (copy) image = memcpy(copy, image, len);
         module_cache_received(len);
         r = load_image(c, &m->head, j, image, len, &rep.result);
@@ -224,7 +227,7 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
     }
     take_logs(c, j, &rep.result);
     msg_scuda_module_load_rep_put(&c->out, &rep);
-    free(copy);
+    host_quota_free(copy);
     return r;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
+#include "host_quota.h"
 #include "../common/log.h"
 
 #define SESSION_POOL_COUNT 4
@@ -21,6 +22,7 @@ struct staging_pool {
     size_t size;
     int wait_held;     /* takers also wait for held buffers (staging_pool_take) */
     int pinned_failed; /* the session pool then stops trying */
+    int capped;        /* the host memory quota refused a buffer: no more are made */
     struct staging *bufs;
 };
 
@@ -30,7 +32,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t freed = PTHREAD_COND_INITIALIZER;
 
 static struct staging session_bufs[SESSION_POOL_COUNT];
-static struct staging_pool session_pool = {SESSION_POOL_COUNT, STAGING_SIZE, 0, 0, session_bufs};
+static struct staging_pool session_pool = {.count = SESSION_POOL_COUNT, .size = STAGING_SIZE, .bufs = session_bufs};
 
 /* Called with pool_lock held: is b free now? */
 static int reclaim_locked(struct staging *b)
@@ -45,9 +47,17 @@ static int reclaim_locked(struct staging *b)
  * Returns -1 when this attempt failed. */
 static int session_buffer(struct staging *b)
 {
-    if (b->data || session_pool.pinned_failed) return 0;
+    if (b->data || session_pool.pinned_failed || session_pool.capped) return 0;
+    /* Charged for the session's life: the pools are never freed. Refused,
+     * the pool keeps the buffers it has (copies that find none free go the
+     * plain way, received into their frame), and asks no more. */
+    if (host_quota_charge(STAGING_SIZE, "a staging buffer") != 0) {
+        session_pool.capped = 1;
+        return 0;
+    }
     if (REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
         LOG_WARN("no pinned staging memory: bulk copies will not overlap the network");
+        host_quota_release(STAGING_SIZE);
         session_pool.pinned_failed = 1;
         b->data = NULL;
         return -1;
@@ -118,12 +128,16 @@ int staging_pool_fill(struct staging_pool *p)
     for (int i = 0; i < p->count; i++) {
         struct staging *b = &p->bufs[i];
         if (b->data) continue;
+        if (host_quota_charge(p->size, "a striping buffer") != 0) return -1;
         if (!p->pinned_failed && REAL(cuMemHostAlloc, &b->data, p->size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
             LOG_WARN("no pinned memory for striped copies: they go through ordinary memory, slower");
             p->pinned_failed = 1;
             b->data = NULL;
         }
-        if (!b->data && !(b->data = malloc(p->size))) return -1;
+        if (!b->data && !(b->data = malloc(p->size))) {
+            host_quota_release(p->size);
+            return -1;
+        }
     }
     return 0;
 }

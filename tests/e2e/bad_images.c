@@ -112,6 +112,15 @@ static void planted_in_cache(void)
     uint64_t len = sizeof img;
     CHECK(fwrite("SCUDAMI1", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(img, 1, sizeof img, f) == sizeof img);
     fclose(f);
+    /* ...that this server's one user, "anonymous", loaded: the cache answers
+     * only a user who did (module_store.h, users' markers). */
+    static const char user[] = "scuda module cache user\0anonymous";
+    uint8_t tag[AUTH_SHA256_LEN];
+    auth_sha256_digest(user, sizeof user - 1, tag);
+    n += snprintf(path + n, sizeof path - (size_t)n, ".");
+    for (int i = 0; i < 8; i++) n += snprintf(path + n, sizeof path - (size_t)n, "%02x", tag[i]);
+    CHECK((f = fopen(path, "wb")) != NULL, "cannot write %s", path);
+    fclose(f);
     expect_refused("a 16-byte fatbin that claims 1 MiB", img, sizeof img, key);
 }
 

@@ -79,7 +79,8 @@ static int exists(const char *path)
 static int files_in(const char *dir)
 {
     char cmd[700];
-    snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null | wc -l", dir);
+    /* images only: users' markers ("IMAGE.USER") are not images */
+    snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null | grep -v '[.]' | wc -l", dir);
     FILE *p = popen(cmd, "r");
     int n = -1;
     CHECK(p && fscanf(p, "%d", &n) == 1);
@@ -284,6 +285,12 @@ static uint64_t check_files(const char *dir)
     while (fgets(name, sizeof name, p)) {
         name[strcspn(name, "\n")] = '\0';
         CHECK(strncmp(name, ".tmp-", 5) != 0, "temporary file %s left behind", name);
+        if (strchr(name, '.')) {
+            /* a user's marker: empty, named after an image that is there (or
+             * one the next eviction deletes) */
+            CHECK(strlen(name) == 64 + 1 + 16, "%s: not a marker's name", name);
+            continue;
+        }
         char path[1024], hex[2 * AUTH_SHA256_LEN + 1];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         size_t len;
@@ -469,6 +476,34 @@ static void bounds(const struct h_server *srv)
     close(fd);
 }
 
+/* ---- another user's image ------------------------------------------------ */
+
+/* An image in the store that this server's user ("anonymous") never loaded
+ * (another user of a server with named tokens, or a store shared with
+ * another server) is "not cached" to this user: the client sends it, and
+ * from then on it is this user's hit too. */
+static void other_users(const struct h_server *srv)
+{
+    char *img = image_variant(9);
+    uint8_t key[AUTH_SHA256_LEN];
+    auth_sha256_digest(img, image_len(img), key);
+    char path[1024];
+    key_file(srv->cache_dir, img, path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    uint64_t len = image_len(img);
+    CHECK(f && fwrite("SCUDAMI1", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(img, 1, len, f) == len);
+    fclose(f);
+    int fd = raw_session(srv);
+    CHECK(by_hash(fd, key, len) == 0, "an image only another user loaded was reported cached");
+    CHECK(h_raw_load(fd, CTX, next_id += 16, 0, img, len) == CUDA_SUCCESS);
+    close(fd);
+    fd = raw_session(srv); /* a new session: its memory table is empty, the disk answers */
+    CHECK(by_hash(fd, key, len) == 1, "the user who sent the image does not get the hit");
+    close(fd);
+    free(img);
+    printf("ok another user's cached image is a miss; the user's own load is a hit\n");
+}
+
 /* ---- unusable, off ------------------------------------------------------ */
 
 static void unusable(void)
@@ -545,6 +580,7 @@ int main(void)
     large(&srv, 5);
     poison(&srv);
     bounds(&srv);
+    other_users(&srv);
     h_server_stop(&srv);
     free(img);
 

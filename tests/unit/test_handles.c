@@ -1,13 +1,26 @@
 /* test_handles.c - the session's handle map (src/server/handles.c): client
  * ids, server ids from handle_export (a range of their own), the reverse
- * lookup, reference counted VMM handles, contexts only from the client. */
+ * lookup, reference counted VMM handles, contexts only from the client,
+ * the --max-handles limit. */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "check.h"
 #include "server/dispatch.h"
+#include "server/handles.h"
 
 #define R(x) ((void *)(uintptr_t)(x))
+
+/* handles.c destroys a handle refused at the limit through the driver
+ * table; here there is no driver, and the destroyed ones are counted. */
+struct driver_table real;
+static int lacked;
+CUresult driver_lacks(const char *name)
+{
+    (void)name;
+    lacked++;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 int main(void)
 {
@@ -90,6 +103,23 @@ int main(void)
     for (uintptr_t i = 0; i < 4000 && ok; i++)
         ok = handle_find_id(NULL, HK_GRAPH_NODE, R(0x100000 + 16 * i)) == (i % 2 ? first + 16 * i : 0);
     CHECK(ok);
+
+    /* the limit: far above what is live, nothing changes; below it, every
+     * new id is refused (and its real handle destroyed); exports meet it
+     * too; no limit again, new ids go in */
+    handles_set_limit(1u << 20);
+    CHECK(handle_put(NULL, 0x300000, HK_EVENT, R(0xe000)) == CUDA_SUCCESS);
+    handle_drop(NULL, 0x300000);
+    uint64_t base = 0x400000;
+    int put = 0;
+    handles_set_limit(1);
+    CHECK(handle_put(NULL, base, HK_EVENT, R(0xe010)) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(lacked == 1); /* cuEventDestroy_v2 was asked for */
+    CHECK(handle_get(NULL, base, HK_EVENT, &h) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(handle_export(NULL, HK_MEMPOOL, R(0xe020)) == 0);
+    handles_set_limit(0); /* no limit */
+    for (int i = 0; i < 8; i++) put += handle_put(NULL, base + 16 * (uint64_t)i, HK_EVENT, R(0xe100 + 16 * i)) == CUDA_SUCCESS;
+    CHECK(put == 8);
 
     printf("test_handles: %d checks, %d failed\n", checks, failures);
     return failures != 0;

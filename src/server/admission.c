@@ -44,6 +44,7 @@ struct pending {
     int fd;
     enum adm_state state;
     uint64_t serial;       /* accept order: lower is older */
+    uint64_t accepted_ms;
     uint64_t deadline_ms;  /* from accept; nothing extends it */
     uint64_t refuse_at_ms; /* ADM_SEND_REFUSAL: not before this */
     short revents;
@@ -204,7 +205,7 @@ static struct pending *make_room(const char *source)
      * each with bulk connections) connect at once and finish in a round
      * trip; a flood's connections are the ones that stay. */
     struct pending *old = pending_from(source) >= cfg.per_source ? oldest_from(source) : NULL;
-    if (old && now_ms() - (old->deadline_ms - ADMISSION_DEADLINE_MS) >= ADMISSION_GRACE_MS)
+    if (old && now_ms() - old->accepted_ms >= ADMISSION_GRACE_MS)
         evict(old, "--max-handshakes-per-source reached");
     struct pending *freeslot = NULL;
     for (int i = 0; i < cfg.max_pending && !freeslot; i++)
@@ -223,7 +224,8 @@ static void take(int fd)
     memset(p, 0, sizeof *p);
     p->fd = fd;
     p->serial = ++next_serial;
-    p->deadline_ms = now_ms() + ADMISSION_DEADLINE_MS;
+    p->accepted_ms = now_ms();
+    p->deadline_ms = p->accepted_ms + ADMISSION_DEADLINE_MS;
     snprintf(p->peer, sizeof p->peer, "%s", peer);
     snprintf(p->source, sizeof p->source, "%s", source);
     p->state = ADM_TRANSPORT;

@@ -1,43 +1,43 @@
 /* cmd_server.c - `scuda server [options]`, and its short form `scuda -l ADDR`.
  *
- * Checks the options, settles the token, refuses an unauthenticated
- * listener beyond loopback (docs/architecture.md, 3.9 Transports), and hands over to
- * server_run(). */
+ * Checks the options, loads the users' tokens, and hands over to
+ * server_run(), which refuses an unauthenticated listener beyond loopback
+ * by the address it binds (docs/architecture.md, 3.9 Transports). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/config.h"
 #include "common/protocol.h"
+#include "common/token_file.h"
 #include "server/server.h"
 
 static const char *const CMD = "scuda server";
 
-#define TOKEN_HINT                                                                       \
-    "  Make one with:  head -c 32 /dev/urandom | base64 > ~/.scuda-token && chmod 600 ~/.scuda-token\n" \
-    "  then start the server with --token-file ~/.scuda-token, and give clients the same\n"             \
-    "  secret in SCUDA_TOKEN.\n"
+#define TOKEN_HINT                                                                                      \
+    "  Make one with:  echo \"$USER $(head -c 32 /dev/urandom | base64)\" > ~/.scuda-tokens\n"         \
+    "                  chmod 600 ~/.scuda-tokens\n"                                                        \
+    "  then start the server with --token-file ~/.scuda-tokens (SIGHUP reads it again), and\n"         \
+    "  give each user their token in SCUDA_TOKEN or a file named by SCUDA_TOKEN_FILE.\n"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: scuda server [--listen ADDR:PORT] [--driver PATH] [--token-file FILE]\n"
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
+            "                    [--max-handshakes N] [--max-handshakes-per-source N]\n"
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--port-fd FD]\n"
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
@@ -49,9 +49,14 @@ static void usage(FILE *f)
             "  -l, --listen ADDR:PORT  address to listen on (default %s);\n"
             "                          port 0 picks a free port, which is printed\n"
             "  --driver PATH           the real libcuda.so.1 to use (default: the system's)\n"
-            "  --token-file FILE       shared secret clients must prove (default: SCUDA_TOKEN);\n"
-            "                          required unless ADDR is a loopback address\n"
+            "  --token-file FILE       users and their tokens, one `NAME TOKEN` a line (a single\n"
+            "                          bare token is user \"default\"); SIGHUP reads it again.\n"
+            "                          Default: SCUDA_TOKEN as user \"default\". Required unless\n"
+            "                          the address bound is loopback\n"
             "  --max-sessions N        most client connections at once (default 64)\n"
+            "  --max-handshakes N      most handshakes in progress (default 256)\n"
+            "  --max-handshakes-per-source N\n"
+            "                          most of them from one address (default 8)\n"
             "  --mem-quota SIZE        device memory per session: bytes, or with a K, M, G\n"
             "                          or T suffix (powers of 1024); default unlimited\n"
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
@@ -107,67 +112,28 @@ static int parse_bytes(const char *s, uint64_t *out)
     return 0;
 }
 
-static int is_loopback(const char *host)
+/* ---- tokens (admission) ---- */
+
+/* The users: the token file's, or SCUDA_TOKEN as user "default", or none.
+ * Returns 0, or 1 after saying why (a malformed file names its line). */
+static int load_tokens(const char *path, struct token_set *set)
 {
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (strcasecmp(host, "localhost") == 0) return 1;
-    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-    return 0; /* another name could resolve anywhere: assume it is reachable */
-}
-
-/* The token is the file's one line, without trailing whitespace. Returns a
- * malloc'd string or NULL after printing why. */
-static char *read_token_file(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "%s: cannot open token file %s: %s.\n" TOKEN_HINT, CMD, path, strerror(errno));
-        return NULL;
+    if (path == NULL) {
+        const char *t = getenv("SCUDA_TOKEN"); /* not SCUDA_TOKEN_FILE: that is a client's */
+        return t != NULL && *t && token_set_single(set, TOKEN_DEFAULT_USER, t) != 0 ? 1 : 0;
     }
-    struct stat st;
-    int shared = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0;
-
-    /* One byte more than the largest token we take, to detect a longer file. */
-    char buf[4096 + 2];
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            fprintf(stderr, "%s: cannot read token file %s: %s\n", CMD, path, strerror(errno));
-            close(fd);
-            return NULL;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-        if (n == sizeof buf - 1) break;
-    }
-    close(fd);
-    int too_long = n > 4096;
-    buf[n] = '\0';
-    while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
-
-    const char *problem = NULL;
-    if (too_long)
-        problem = "is larger than 4 KiB";
-    else if (n == 0)
-        problem = "is empty";
-    else if (strpbrk(buf, "\r\n") != NULL)
-        problem = "holds more than one line";
-    else if (memchr(buf, '\0', n) != NULL)
-        problem = "holds a NUL byte";
-    if (problem != NULL) {
-        fprintf(stderr, "%s: token file %s %s: it must hold the secret on one line.\n" TOKEN_HINT, CMD, path,
-                problem);
-        return NULL;
+    char err[PATH_MAX + 256];
+    int shared = 0;
+    if (token_set_load(path, set, &shared, err, sizeof err) != 0) {
+        fprintf(stderr,
+                "%s: %s.\n  It holds one `NAME TOKEN` a line ('#' comments allowed), or a single token.\n" TOKEN_HINT,
+                CMD, err);
+        return 1;
     }
     if (shared)
         fprintf(stderr, "%s: warning: token file %s can be read by other users; run: chmod 600 %s\n", CMD,
                 path, path);
-    return strdup(buf);
+    return 0;
 }
 
 /* ---- options ---- */
@@ -175,6 +141,7 @@ static char *read_token_file(const char *path)
 struct args {
     struct server_options opt;
     const char *token_file;
+    struct token_set tokens;
     const char *module_cache; /* --module-cache as given; NULL: the default */
     char module_cache_default[4096];
 };
@@ -239,6 +206,25 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         fprintf(stderr, "%s: --max-sessions '%s' is not a number from 1 to 100000.\n", CMD, v);
         return CLI_USAGE;
     }
+    /* admission: bounds on handshakes in progress */
+    if ((r = cli_option(argc, argv, i, CMD, "--max-handshakes", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 1, 100000, &n) == 0) {
+            a->opt.max_handshakes = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --max-handshakes '%s' is not a number from 1 to 100000.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--max-handshakes-per-source", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 1, 100000, &n) == 0) {
+            a->opt.max_handshakes_per_source = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --max-handshakes-per-source '%s' is not a number from 1 to 100000.\n", CMD, v);
+        return CLI_USAGE;
+    }
     if ((r = cli_option(argc, argv, i, CMD, "--mem-quota", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
         if (parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
@@ -291,7 +277,7 @@ static void settle_module_cache(struct args *a)
 }
 
 /* Checks that need all the options. Returns 0 or an exit code. */
-static int check(struct args *a, char **token_owned)
+static int check(struct args *a)
 {
     char host[256];
     int port;
@@ -307,21 +293,11 @@ static int check(struct args *a, char **token_owned)
         return 1;
     }
 
-    if (a->token_file != NULL) {
-        if ((*token_owned = read_token_file(a->token_file)) == NULL) return 1;
-        a->opt.token = *token_owned;
-    } else {
-        a->opt.token = scuda_token();
-    }
-
-    if (a->opt.token == NULL && !is_loopback(host)) {
-        fprintf(stderr,
-                "%s: refusing to listen on %s without a token: anyone who can reach that address\n"
-                "  could use this machine's GPUs. Set a shared secret with --token-file FILE or\n"
-                "  SCUDA_TOKEN, or listen on loopback only (--listen 127.0.0.1:%d).\n" TOKEN_HINT,
-                CMD, a->opt.listen, port);
-        return 1;
-    }
+    /* Whether a listener without a token is allowed is the server's to
+     * judge, by the address it binds (server.c), never by this name. */
+    if (load_tokens(a->token_file, &a->tokens) != 0) return 1;
+    a->opt.tokens = &a->tokens;
+    a->opt.token_file = a->token_file;
     return 0;
 }
 
@@ -342,10 +318,9 @@ int cmd_server(int argc, char **argv)
         if (rc != 0) return rc;
     }
 
-    char *token = NULL;
     settle_module_cache(&a);
-    int rc = check(&a, &token);
+    int rc = check(&a);
     if (rc == 0) rc = server_run(&a.opt);
-    free(token);
+    token_set_free(&a.tokens);
     return rc;
 }

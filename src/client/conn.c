@@ -83,7 +83,7 @@ static CUresult read_welcome(void)
     if (status != WELCOME_OK) {
         static const char *fixes[] = {
             [WELCOME_BAD_VERSION] = "use a client and server of the same SCUDA version",
-            [WELCOME_BAD_TOKEN] = "set SCUDA_TOKEN to the server's token",
+            [WELCOME_BAD_TOKEN] = "set SCUDA_TOKEN or SCUDA_TOKEN_FILE to a token in the server's token file",
             [WELCOME_SERVER_FULL] = "wait for a session to end, or raise the server's --max-sessions",
             [WELCOME_NO_DEVICE] = "check the GPU and driver on the server",
             [WELCOME_INTERNAL] = "check the server's log",

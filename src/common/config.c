@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "protocol.h"
+#include "token_file.h"
 
 /* Copy s[0..n) into out without surrounding whitespace. Returns the copied
  * length, or -1 if it does not fit. */
@@ -285,10 +288,41 @@ int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+/* SCUDA_TOKEN_FILE, read once: the token does not change under a running
+ * process, and its threads (bulk connections) ask for it concurrently. */
+static pthread_once_t token_file_once = PTHREAD_ONCE_INIT;
+static char *token_from_file;
+
+static void read_token_file_env(void)
+{
+    const char *path = getenv("SCUDA_TOKEN_FILE");
+    if (path == NULL || path[0] == '\0') return;
+    struct token_set set;
+    int shared = 0;
+    char err[512];
+    if (token_set_load(path, &set, &shared, err, sizeof err) != 0) {
+        LOG_ERROR("SCUDA_TOKEN_FILE: %s; the server will refuse this client. Put your token in it, "
+                  "alone or as `NAME TOKEN`", err);
+        return;
+    }
+    if (set.count != 1) {
+        LOG_ERROR("SCUDA_TOKEN_FILE: token file %s holds %d tokens; a client's file holds one, "
+                  "alone or as `NAME TOKEN`", path, set.count);
+    } else {
+        token_from_file = strdup(set.entries[0].token);
+        if (shared)
+            LOG_WARN("token file %s can be read by other users, who could use your token; run: chmod 600 %s",
+                     path, path);
+    }
+    token_set_free(&set);
+}
+
 const char *scuda_token(void)
 {
     const char *t = getenv("SCUDA_TOKEN");
-    return t != NULL && t[0] != '\0' ? t : NULL;
+    if (t != NULL && t[0] != '\0') return t;
+    pthread_once(&token_file_once, read_token_file_env);
+    return token_from_file;
 }
 
 int scuda_bulk_streams(void)

@@ -47,7 +47,11 @@ int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
  * -1 if no home is known or the path does not fit. */
 int scuda_module_cache_default(char *out, size_t outlen);
 
-/* env SCUDA_TOKEN, or NULL when it is unset or empty. */
+/* The client's token: env SCUDA_TOKEN; when that is unset or empty, the
+ * token in the file SCUDA_TOKEN_FILE names (token_file.h: the token alone
+ * or `NAME TOKEN`; read once per process, with a warning when others can
+ * read the file and an error naming the file when it is unusable). NULL
+ * when there is none. */
 const char *scuda_token(void);
 
 /* How many extra connections carry large copies (striping,

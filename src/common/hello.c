@@ -13,6 +13,7 @@
 
 #include "auth.h"
 #include "session_info.h"
+#include "token_file.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -128,32 +129,90 @@ int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size
 
 /* ---- the server's half ---------------------------------------------------- */
 
-int hello_send_server(int fd, uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN])
+void hello_encode_server(uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN], uint8_t out[SERVER_HELLO_LEN])
 {
     auth_nonce(nonce, SCUDA_NONCE_LEN);
-    wire_buf b;
-    wb_init(&b);
-    wb_put_u32(&b, SCUDA_MAGIC);
-    wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
-    wb_put_u16(&b, flags);
-    wb_put_raw(&b, nonce, SCUDA_NONCE_LEN);
-    int rc = b.oom ? (errno = ENOMEM, -1) : io_write_full(fd, b.data, b.len);
-    wb_free(&b);
-    return rc;
+    uint32_t magic = SCUDA_MAGIC;
+    uint16_t version = SCUDA_PROTOCOL_VERSION;
+    for (int i = 0; i < 4; i++) out[i] = (uint8_t)(magic >> (8 * i));
+    out[4] = (uint8_t)version;
+    out[5] = (uint8_t)(version >> 8);
+    out[6] = (uint8_t)flags;
+    out[7] = (uint8_t)(flags >> 8);
+    memcpy(out + 8, nonce, SCUDA_NONCE_LEN);
 }
 
-int hello_read_client(int fd, int timeout_ms, struct client_hello *ch)
+void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello *ch)
 {
-    uint8_t in[CLIENT_HELLO_LEN];
-    if (io_read_full_timeout(fd, in, sizeof in, timeout_ms) != 0) return -1;
     wire_reader r;
-    wr_init(&r, in, sizeof in);
+    wr_init(&r, in, CLIENT_HELLO_LEN);
     ch->magic = wr_u32(&r);
     ch->version = wr_u16(&r);
     ch->flags = wr_u16(&r);
     ch->build = wr_u32(&r);
     ch->device_mask = wr_u64(&r);
     wr_raw(&r, ch->proof, sizeof ch->proof);
+}
+
+void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_request *jr)
+{
+    wire_reader r;
+    wr_init(&r, in, BULK_JOIN_LEN);
+    jr->pid = wr_u32(&r);
+    jr->index = wr_u32(&r);
+    wr_raw(&r, jr->proof, sizeof jr->proof);
+}
+
+long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap)
+{
+    wire_buf body;
+    wb_init(&body);
+    wb_put_str(&body, msg);
+    long n = -1;
+    if (!body.oom && body.len <= UINT32_MAX && 8 + body.len <= cap) {
+        uint32_t len = (uint32_t)body.len;
+        for (int i = 0; i < 4; i++) {
+            out[i] = (uint8_t)(status >> (8 * i));
+            out[4 + i] = (uint8_t)(len >> (8 * i));
+        }
+        memcpy(out + 8, body.data, body.len);
+        n = (long)(8 + body.len);
+    }
+    wb_free(&body);
+    return n;
+}
+
+int hello_find_user(const struct client_hello *ch, const struct token_set *tokens,
+                    const uint8_t nonce[SCUDA_NONCE_LEN])
+{
+    uint8_t expect[SCUDA_PROOF_LEN];
+    if (!tokens || tokens->count == 0) {
+        auth_proof(NULL, nonce, expect);
+        return auth_equal(expect, ch->proof, SCUDA_PROOF_LEN) ? 0 : -1;
+    }
+    int found = -1;
+    for (int i = 0; i < tokens->count; i++) {
+        auth_proof(tokens->entries[i].token, nonce, expect);
+        int eq = auth_equal(expect, ch->proof, SCUDA_PROOF_LEN);
+        /* No early exit and no branch on the result: select by mask. */
+        int mask = -eq;
+        found = (found & ~mask) | (i & mask);
+    }
+    return found;
+}
+
+int hello_send_server(int fd, uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN])
+{
+    uint8_t out[SERVER_HELLO_LEN];
+    hello_encode_server(flags, nonce, out);
+    return io_write_full(fd, out, sizeof out);
+}
+
+int hello_read_client(int fd, int timeout_ms, struct client_hello *ch)
+{
+    uint8_t in[CLIENT_HELLO_LEN];
+    if (io_read_full_timeout(fd, in, sizeof in, timeout_ms) != 0) return -1;
+    hello_decode_client(in, ch);
     return 0;
 }
 
@@ -168,11 +227,7 @@ int hello_read_join_request(int fd, int timeout_ms, struct join_request *jr)
 {
     uint8_t req[BULK_JOIN_LEN];
     if (io_read_full_timeout(fd, req, sizeof req, timeout_ms) != 0) return -1;
-    wire_reader r;
-    wr_init(&r, req, sizeof req);
-    jr->pid = wr_u32(&r);
-    jr->index = wr_u32(&r);
-    wr_raw(&r, jr->proof, sizeof jr->proof);
+    hello_decode_join_request(req, jr);
     return 0;
 }
 

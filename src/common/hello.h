@@ -65,6 +65,28 @@ struct join_request {
     uint8_t proof[SCUDA_PROOF_LEN];
 };
 
+/* The server's half without sockets, for the parent's non-blocking
+ * handshakes (server/admission.c): each message as bytes. */
+
+/* A server_hello with `flags` and a fresh nonce (left in nonce). */
+void hello_encode_server(uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN], uint8_t out[SERVER_HELLO_LEN]);
+/* Decode CLIENT_HELLO_LEN bytes; nothing in them is checked. */
+void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello *ch);
+/* Decode BULK_JOIN_LEN bytes; the proof is the session's to check. */
+void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_request *jr);
+/* A welcome without session info into out (cap bytes). Returns its
+ * length, or -1 when it does not fit. */
+long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap);
+
+struct token_set;
+/* The index in `tokens` of the user whose token made ch's proof over
+ * nonce, or -1. Every token is tried, whatever matched, and each
+ * comparison takes the same time wherever the proofs differ: the time
+ * depends only on how many tokens there are. With no tokens (NULL or
+ * empty), the proof of no token (zeros) gives 0 and anything else -1. */
+int hello_find_user(const struct client_hello *ch, const struct token_set *tokens,
+                    const uint8_t nonce[SCUDA_NONCE_LEN]);
+
 /* Send a server_hello with `flags` (HELLO_SERVER_*) and a fresh nonce,
  * which is left in nonce: each connection gets its own, so a recorded
  * proof is worth nothing on the next. Returns 0, or -1 (errno set). */

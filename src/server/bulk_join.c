@@ -10,56 +10,22 @@
 #include <unistd.h>
 
 #include "bulk.h"
-#include "children.h"
 #include "fd_pass.h"
 #include "session.h"
 #include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/transport.h"
 
-/* As long as the handshake itself may take (server.c). */
-#define JOIN_REQUEST_TIMEOUT_MS 5000
-
-/* ---- the join child ------------------------------------------------------ */
-
-/* What the parent and the session need of a join: the request, and the
- * nonce its proof was made over. */
-static void make_note(const struct join_request *jr, const uint8_t nonce[SCUDA_NONCE_LEN], struct join_note *note)
-{
-    memset(note, 0, sizeof *note);
-    note->magic = JOIN_NOTE_MAGIC;
-    note->pid = jr->pid;
-    note->index = jr->index;
-    memcpy(note->proof, jr->proof, SCUDA_PROOF_LEN);
-    memcpy(note->nonce, nonce, SCUDA_NONCE_LEN);
-}
-
-void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], const char *peer)
-{
-    struct join_request jr;
-    if (hello_read_join_request(fd, JOIN_REQUEST_TIMEOUT_MS, &jr) != 0) {
-        LOG_INFO("%s: bulk join without a join request", peer);
-        _exit(0);
-    }
-    struct join_note note;
-    make_note(&jr, nonce, &note);
-    if (!children_known((pid_t)note.pid) || note.pid == (uint32_t)getpid()) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "bulk join refused: no session %u on this server", note.pid);
-        LOG_WARN("%s: %s", peer, msg);
-        hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
-        _exit(0);
-    }
-    if (fd_send(ctl, &note, sizeof note, fd, 0) != 0) {
-        LOG_WARN("%s: cannot hand a bulk join to the server: %s", peer, strerror(errno));
-        hello_send_welcome(fd, WELCOME_INTERNAL, "bulk join failed inside the server");
-        _exit(1);
-    }
-    LOG_DEBUG("%s: bulk connection %u handed to session %u", peer, note.index, note.pid);
-    _exit(0);
-}
-
 /* ---- in the session ------------------------------------------------------ */
+
+/* Tell the parent what became of a join: it refuses bad ones itself. */
+static void send_verdict(struct session *s, const struct join_note *note, int ok)
+{
+    struct join_verdict v = {.magic = JOIN_VERDICT_MAGIC, .ok = (uint32_t)ok};
+    memcpy(v.nonce, note->nonce, SCUDA_NONCE_LEN);
+    if (send(s->ctl_fd, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v)
+        LOG_DEBUG("bulk join verdict not delivered: %s", strerror(errno));
+}
 
 static void take_join(struct session *s, const struct join_note *note, int fd)
 {
@@ -72,13 +38,14 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
          * welcome, every connection is ready for a striped copy. */
         if (hello_send_welcome(fd, WELCOME_OK, "bulk") != 0)
             LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
+        send_verdict(s, note, 1);
         return;
     }
-    char msg[200];
-    snprintf(msg, sizeof msg, "bulk join refused: %s", why);
-    LOG_WARN("%s", msg);
-    hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
+    /* The reason is for the operator's log only; the client gets the
+     * parent's one refusal for every bad join. */
+    LOG_WARN("bulk join refused: %s", why);
     close(fd);
+    send_verdict(s, note, 0);
 }
 
 static void *join_main(void *arg)

@@ -1,14 +1,16 @@
 /* bulk_join.h - how a bulk connection reaches its session (protocol.h,
  * "Bulk connections").
  *
- * The parent forks a child per accepted connection, which runs the
- * handshake. When the hello asks for HELLO_BULK_JOIN, that child (the join
- * child) reads the join request and hands the connection, with a
- * join_note, up its socketpair to the parent (children.c), which passes
- * both down to the session's pair. The session checks the proof against
- * its join secret (bulk.c) and welcomes the connection or refuses it.
- * Only the session knows its secret; the parent and the join child only
- * carry the proof. */
+ * The parent runs the connection's handshake itself (admission.c),
+ * reads the join request, and passes the connection with a join_note
+ * down the pair of the session with that pid and that user (children.c,
+ * SCM_RIGHTS), keeping its own copy. The session checks the proof
+ * against its join secret (bulk.c): it welcomes a good join itself, and
+ * answers the parent with a join_verdict either way. Every bad join (no
+ * such session, another user's, a wrong secret, a taken slot) is refused
+ * by the parent, with one message, no sooner than a fixed delay after
+ * the request: a refusal tells no one which pids are live sessions.
+ * Only the session knows its secret; the parent only carries the proof. */
 #ifndef SCUDA_SERVER_BULK_JOIN_H
 #define SCUDA_SERVER_BULK_JOIN_H
 
@@ -16,9 +18,16 @@
 
 #include "../common/protocol.h"
 
-#define JOIN_NOTE_MAGIC 0x4e494f4au /* "JOIN" */
+#define JOIN_NOTE_MAGIC 0x4e494f4au    /* "JOIN" */
+#define JOIN_VERDICT_MAGIC 0x54434456u /* "VDCT" */
 
-/* What travels with the connection's fd between the processes. */
+/* The one refusal of every bad join, and how long after the join request
+ * it is sent at the earliest: longer than a session takes to check a
+ * proof, so both paths answer at the same moment. */
+#define JOIN_REFUSAL "bulk join refused: no open slot of a session of yours matches it; copies go over the main connection"
+#define JOIN_REFUSAL_DELAY_MS 100
+
+/* What travels with the connection's fd from the parent to the session. */
 struct join_note {
     uint32_t magic;
     uint32_t pid;   /* the session the client names */
@@ -27,16 +36,18 @@ struct join_note {
     uint8_t proof[SCUDA_PROOF_LEN]; /* auth_join_proof(), as the client computed it */
 };
 
-/* The join child, after a handshake with HELLO_BULK_JOIN: read the join
- * request, refuse it at once when no such session exists, else hand the
- * connection up `ctl`. Exits the process. */
-void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], const char *peer)
-    __attribute__((noreturn));
+/* The session's answer, up its pair: the join with that nonce was
+ * welcomed (ok 1) or is the parent's to refuse (ok 0). */
+struct join_verdict {
+    uint32_t magic;
+    uint32_t ok;
+    uint8_t nonce[SCUDA_NONCE_LEN];
+};
 
 struct session;
 /* In a session: start the thread that takes joins from the parent on
  * s->ctl_fd, for as long as the session lives (a join before the client's
- * scuda_bulk_setup is refused, with a reason). Returns 0 or -1. */
+ * scuda_bulk_setup is refused). Returns 0 or -1. */
 int bulk_join_listen(struct session *s);
 
 #endif

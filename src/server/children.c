@@ -3,48 +3,51 @@
 #include "children.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admission.h"
 #include "bulk_join.h"
-#include "fd_pass.h"
 #include "../common/log.h"
 
 struct child {
-    pid_t pid;
-    int ctl;     /* the parent's end of the child's pair; -1 once closed */
-    int is_join; /* it sent a join up: not a session */
+    struct child_info info;
+    int ctl; /* the parent's end of the child's pair; -1 once closed */
 };
 
 static struct child *kids;
 static int nkids, capkids;
-static struct pollfd *pfds;
-static int cappfds;
-static int polled; /* children in the last poll set */
 
 int children_pair(int ends[2])
 {
     return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends);
 }
 
-void children_add(pid_t pid, int parent_end)
+void children_add(pid_t pid, int parent_end, const char *user)
 {
     if (nkids == capkids) {
         int cap = capkids ? 2 * capkids : 64;
         struct child *k = realloc(kids, (size_t)cap * sizeof *k);
         if (!k) {
-            /* Without a place in the book the child cannot get joins; it
-             * still runs, and its sessions stripe nothing. */
-            LOG_WARN("child %d: out of memory for its control socket", (int)pid);
+            /* Out of the book, the child cannot be counted or revoked:
+             * end it rather than let it run unaccounted. */
+            LOG_ERROR("session %d: out of memory for the book of children; ending it", (int)pid);
+            kill(pid, SIGKILL);
             close(parent_end);
             return;
         }
         kids = k;
         capkids = cap;
     }
-    kids[nkids++] = (struct child){.pid = pid, .ctl = parent_end, .is_join = 0};
+    struct child *c = &kids[nkids++];
+    memset(c, 0, sizeof *c);
+    c->info.pid = pid;
+    snprintf(c->info.user, sizeof c->info.user, "%s", user);
+    c->ctl = parent_end;
 }
 
 void children_forget_in_child(void)
@@ -57,74 +60,49 @@ void children_forget_in_child(void)
 
 static void service_one(struct child *k);
 
-int children_remove(pid_t pid)
+int children_remove(pid_t pid, struct child_info *out)
 {
     for (int i = 0; i < nkids; i++) {
-        if (kids[i].pid != pid) continue;
-        /* A join child sends its connection and exits at once: it can be
-         * reaped before the parent has read what it sent, which is still
-         * queued on the pair. Closing the pair unread would drop it. */
+        if (kids[i].info.pid != pid) continue;
+        /* Verdicts it sent before it ended are still queued: take them. */
         if (kids[i].ctl >= 0) service_one(&kids[i]);
-        int was_join = kids[i].is_join;
         if (kids[i].ctl >= 0) close(kids[i].ctl);
+        if (out) *out = kids[i].info;
         kids[i] = kids[--nkids];
-        return was_join;
+        return 1;
     }
     return 0;
 }
 
-int children_sessions(void)
+int children_sessions(void) { return nkids; }
+
+int children_ctl_of(pid_t pid, const char *user)
+{
+    for (int i = 0; i < nkids; i++)
+        if (kids[i].info.pid == pid && !kids[i].info.ended_by_server && strcmp(kids[i].info.user, user) == 0)
+            return kids[i].ctl;
+    return -1;
+}
+
+int children_end_user(const char *user, const char *why)
 {
     int n = 0;
-    for (int i = 0; i < nkids; i++) n += !kids[i].is_join;
+    for (int i = 0; i < nkids; i++) {
+        struct child_info *c = &kids[i].info;
+        if (c->ended_by_server || strcmp(c->user, user) != 0) continue;
+        LOG_WARN("session %d of user %s: ending it: %s", (int)c->pid, user, why);
+        c->ended_by_server = 1;
+        kill(c->pid, SIGTERM);
+        n++;
+    }
     return n;
 }
 
-static struct child *find(pid_t pid)
-{
-    for (int i = 0; i < nkids; i++)
-        if (kids[i].pid == pid && !kids[i].is_join) return &kids[i];
-    return NULL;
-}
+int children_poll_count(void) { return nkids; }
 
-int children_known(pid_t pid) { return find(pid) != NULL; }
-
-struct pollfd *children_pollset(int lfd, nfds_t *n)
+void children_poll_fill(struct pollfd *p)
 {
-    if (cappfds < nkids + 1) {
-        int cap = nkids + 64;
-        struct pollfd *p = realloc(pfds, (size_t)cap * sizeof *p);
-        if (!p) {
-            /* Poll the listener alone this time; joins wait a round. */
-            static struct pollfd only;
-            only = (struct pollfd){.fd = lfd, .events = POLLIN};
-            *n = 1;
-            polled = 0;
-            return &only;
-        }
-        pfds = p;
-        cappfds = cap;
-    }
-    pfds[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    for (int i = 0; i < nkids; i++) pfds[1 + i] = (struct pollfd){.fd = kids[i].ctl, .events = POLLIN};
-    *n = (nfds_t)nkids + 1;
-    polled = nkids;
-    return pfds;
-}
-
-/* A join child handed up a connection: pass it to the session it names.
- * Never blocks: a session that cannot take it now loses this join, and the
- * client sees its connection close (it then copies without striping). */
-static void route(struct child *from, const struct join_note *note, int fd)
-{
-    from->is_join = 1;
-    struct child *to = find((pid_t)note->pid);
-    if (to == NULL || to == from || to->ctl < 0) {
-        LOG_INFO("bulk join for session %u: no such session any more", note->pid);
-    } else if (fd_send(to->ctl, note, sizeof *note, fd, MSG_DONTWAIT) != 0) {
-        LOG_WARN("bulk join for session %u: cannot pass the connection on: %s", note->pid, strerror(errno));
-    }
-    close(fd);
+    for (int i = 0; i < nkids; i++) p[i] = (struct pollfd){.fd = kids[i].ctl, .events = POLLIN};
 }
 
 /* Drain what one child sent. Its pair is closed at EOF (the child exited
@@ -132,26 +110,25 @@ static void route(struct child *from, const struct join_note *note, int fd)
 static void service_one(struct child *k)
 {
     for (;;) {
-        struct join_note note;
-        int fd;
-        long n = fd_recv(k->ctl, &note, sizeof note, &fd, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        if (n == 0 || (n < 0 && errno != EMSGSIZE)) {
+        struct join_verdict v;
+        ssize_t n = recv(k->ctl, &v, sizeof v, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        if (n <= 0) {
             close(k->ctl);
             k->ctl = -1;
             return;
         }
-        if (n == (long)sizeof note && note.magic == JOIN_NOTE_MAGIC && fd >= 0) {
-            route(k, &note, fd);
-        } else {
-            LOG_WARN("child %d sent a malformed control message; ignored", (int)k->pid);
-            if (fd >= 0) close(fd);
-        }
+        if (n == (ssize_t)sizeof v && v.magic == JOIN_VERDICT_MAGIC)
+            admission_join_verdict(v.nonce, v.ok != 0);
+        else
+            LOG_WARN("session %d sent a malformed control message; ignored", (int)k->info.pid);
     }
 }
 
-void children_service(void)
+void children_poll_done(const struct pollfd *p, int n)
 {
-    for (int i = 0; i < polled && i < nkids; i++)
-        if (kids[i].ctl >= 0 && pfds[1 + i].fd == kids[i].ctl && pfds[1 + i].revents) service_one(&kids[i]);
+    /* The set was filled in book order and nothing was added or removed
+     * since: entry i is child i, as long as its fd still matches. */
+    for (int i = 0; i < n && i < nkids; i++)
+        if (kids[i].ctl >= 0 && p[i].fd == kids[i].ctl && p[i].revents) service_one(&kids[i]);
 }

@@ -1,40 +1,50 @@
 /* children.h - the server parent's book of its children (server.c).
  *
- * Every accepted connection gets a child, forked before its handshake, and
- * a SOCK_SEQPACKET socketpair between the two. A child that turns out to
- * be a bulk join (protocol.h, HELLO_BULK_JOIN) sends its connection up
- * its pair with the session it wants; the parent passes it down the pair
- * of the child with that pid (SCM_RIGHTS) and stops counting the join
- * child as a session. Sessions keep their end of the pair to receive
- * joins; no child holds any other child's pair. */
+ * A child is forked only after its client authenticated (admission.c):
+ * every child is a session or a raw link, and counts against
+ * --max-sessions. Each has a SOCK_SEQPACKET socketpair with the parent,
+ * and the name of the user its client proved to be. Bulk joins go down a
+ * session's pair with their connection (SCM_RIGHTS); the session's
+ * verdict on each comes back up it (bulk_join.h). No child holds any
+ * other child's pair. */
 #ifndef SCUDA_SERVER_CHILDREN_H
 #define SCUDA_SERVER_CHILDREN_H
 
 #include <poll.h>
 #include <sys/types.h>
 
+#include "../common/token_file.h"
+
+/* What the book knew of a child. */
+struct child_info {
+    pid_t pid;
+    char user[TOKEN_NAME_MAX];
+    int ended_by_server; /* the parent ended it (its user's token was revoked) */
+};
+
 /* A socketpair for the next child: ends[0] the parent's, ends[1] the
  * child's. Returns 0, or -1 (errno set). */
 int children_pair(int ends[2]);
-/* In the parent, after fork: remember the child and its pair. */
-void children_add(pid_t pid, int parent_end);
-/* In a child, right after fork: close every parent end inherited from the
- * parent (the book's pids stay readable, for children_known). */
+/* In the parent, after fork: remember the child, its pair and its user. */
+void children_add(pid_t pid, int parent_end, const char *user);
+/* In a child, right after fork: close every parent end inherited. */
 void children_forget_in_child(void);
-/* The child was reaped: forget it. Returns 1 when it was a bulk join. */
-int children_remove(pid_t pid);
-/* Children that may be sessions (raw link children count as sessions,
- * as before; joins do not). */
+/* The child was reaped: forget it. Returns 1 and fills *out (when not
+ * NULL) if it was in the book, else 0. */
+int children_remove(pid_t pid, struct child_info *out);
+/* Children alive: sessions and raw links. */
 int children_sessions(void);
-/* 1 when pid is a child that is not a known join (in a child: as the
- * book was at fork). */
-int children_known(pid_t pid);
+/* The parent's end of the pair of child `pid` whose user is `user`, or -1
+ * (no such child, another user's, or its pair is closed). */
+int children_ctl_of(pid_t pid, const char *user);
+/* End every child of `user` (SIGTERM), logging `why`. Returns how many. */
+int children_end_user(const char *user, const char *why);
 
-/* The poll set: [0] is lfd, then one entry per child's pair (fd -1 for a
- * pair already closed). *n gets the number of entries. Valid until the
- * next children_* call that adds or removes a child. */
-struct pollfd *children_pollset(int lfd, nfds_t *n);
-/* After poll() on that set: take what children sent and route the joins. */
-void children_service(void);
+/* Poll entries, one per child's pair: how many, and fill them. */
+int children_poll_count(void);
+void children_poll_fill(struct pollfd *p);
+/* After poll() on what children_poll_fill wrote: take what children sent
+ * (bulk join verdicts, handed to admission_join_verdict). */
+void children_poll_done(const struct pollfd *p, int n);
 
 #endif

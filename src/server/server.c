@@ -1,26 +1,25 @@
-/* server.c - the parent process: listen, fork, and let the child greet,
- * authenticate and become the session.
+/* server.c - the parent process: listen, admit, fork, reap, reload.
  *
- * The parent never touches CUDA, and never waits on a client: the
- * handshake runs in the forked child, so a client that connects and says
- * nothing cannot stall the accept loop for everyone else. The parent
- * counts its children against the session limit, and passes bulk
- * connections from the children that accepted them to their sessions
- * (children.c). */
+ * The parent never touches CUDA, and never waits on a client: every
+ * handshake runs in its poll loop, on non-blocking sockets (admission.c),
+ * and a process is forked only for a client that proved a token. The
+ * parent counts its children against the session limit, passes bulk
+ * joins to their sessions (children.c), and on SIGHUP reads the token
+ * file again, ending the sessions of users whose token is gone. */
 #define _GNU_SOURCE
 #include "module_store.h"
-#include "bulk_join.h"
+#include "admission.h"
+#include "bound_addr.h"
 #include "children.h"
+#include "identity.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,154 +27,141 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
+#include "../common/token_file.h"
 #include "../common/transport.h"
 
-#define HANDSHAKE_TIMEOUT_MS 5000
 #define DEFAULT_MAX_SESSIONS 64
+#define LOOP_TICK_MS 200
 
-static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t stopping, reload_requested;
 
 static void on_stop(int sig) { (void)sig; stopping = 1; }
+static void on_hup(int sig) { (void)sig; reload_requested = 1; }
+
+/* What a forked child needs of the parent. */
+static const struct server_options *the_opt;
+static int listen_fd = -1, log_fd = -1;
+
+/* The users now: the options' set at start, a set of our own after a
+ * reload (the one the options point at belongs to the caller). */
+static const struct token_set *tokens_now;
+static struct token_set *tokens_owned;
 
 static void reap_children(void)
 {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (children_remove(pid) && WIFEXITED(status))
-            LOG_DEBUG("bulk join child %d done", (int)pid);
+        struct child_info c = {.pid = pid};
+        if (!children_remove(pid, &c)) snprintf(c.user, sizeof c.user, "?");
+        /* "session PID ended" / "died from signal" begin each line: tests
+         * and operators' scripts look for them. */
+        if (c.ended_by_server)
+            LOG_INFO("session %d ended: the token of user %s was revoked", (int)pid, c.user);
         else if (WIFSIGNALED(status))
-            LOG_WARN("session %d died from signal %d", (int)pid, WTERMSIG(status));
+            LOG_WARN("session %d died from signal %d (user %s)", (int)pid, WTERMSIG(status), c.user);
         else
-            LOG_INFO("session %d ended (status %d)", (int)pid, WEXITSTATUS(status));
+            LOG_INFO("session %d ended (status %d, user %s)", (int)pid, WEXITSTATUS(status), c.user);
     }
 }
 
-static void refuse(int fd, uint32_t status, const char *msg) { hello_send_welcome(fd, status, msg); }
+/* ---- children ---------------------------------------------------------- */
 
-static int known_flags(uint16_t f)
-{
-    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN;
-}
-
-/* Returns 0 when the client may have what its *hello_flags ask for: a
- * session (0), a raw link child (HELLO_RAW_*), or to join a session
- * (HELLO_BULK_JOIN; nonce then holds this connection's nonce). */
-static int check_client(int fd, const struct server_options *opt, const char *peer, uint16_t *hello_flags,
-                        int server_full, uint8_t nonce[SCUDA_NONCE_LEN])
-{
-    if (hello_send_server(fd, opt->token ? HELLO_SERVER_TOKEN : 0, nonce) != 0) return -1;
-    struct client_hello ch;
-    if (hello_read_client(fd, HANDSHAKE_TIMEOUT_MS, &ch) != 0) {
-        LOG_INFO("%s: no handshake within %d ms", peer, HANDSHAKE_TIMEOUT_MS);
-        return -1;
-    }
-    *hello_flags = ch.flags;
-    if (ch.magic != SCUDA_MAGIC) {
-        LOG_INFO("%s: not a SCUDA client", peer);
-        return -1;
-    }
-    if (ch.version != SCUDA_PROTOCOL_VERSION) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u", ch.version, (unsigned)SCUDA_PROTOCOL_VERSION);
-        LOG_WARN("%s refused: %s", peer, msg);
-        refuse(fd, WELCOME_BAD_VERSION, msg);
-        return -1;
-    }
-    if (!hello_proof_ok(&ch, opt->token, nonce)) {
-        LOG_WARN("%s refused: bad token", peer);
-        refuse(fd, WELCOME_BAD_TOKEN, "bad token");
-        return -1;
-    }
-    if (!known_flags(ch.flags)) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "unknown hello flags 0x%x", ch.flags);
-        LOG_WARN("%s refused: %s", peer, msg);
-        refuse(fd, WELCOME_BAD_VERSION, msg);
-        return -1;
-    }
-    if (ch.flags == HELLO_BULK_JOIN) return 0; /* a join makes no session */
-    if (server_full) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "server full: %d sessions",
-                 opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS);
-        LOG_WARN("%s refused: %s", peer, msg);
-        refuse(fd, WELCOME_SERVER_FULL, msg);
-        return -1;
-    }
-    LOG_INFO("%s: client build %u accepted", peer, ch.build);
-    return 0;
-}
-
-/* In the forked child: the handshake, then what the client asked for. */
-static void child_main(int fd, int ctl, const struct server_options *opt, int log_fd, const char *peer, int full)
+/* In the forked child: become what the client asked for. */
+static void child_main(const struct admitted *a, int ctl)
 {
     signal(SIGCHLD, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    uint16_t hello_flags = 0;
-    uint8_t nonce[SCUDA_NONCE_LEN];
-    if (check_client(fd, opt, peer, &hello_flags, full, nonce) != 0) _exit(0);
-    if (hello_flags == HELLO_BULK_JOIN) bulk_join_child(fd, ctl, nonce, peer);
-    if (hello_flags != 0) {
+    signal(SIGHUP, SIG_IGN); /* SIGHUP is the parent's: reload, not hang up */
+    session_identity_set(a->user);
+    if (a->flags != 0) {
         close(ctl);
-        LOG_INFO("%s: raw link %d", peer, (int)getpid());
-        raw_link_main(fd, hello_flags, log_fd);
+        LOG_INFO("%s (user %s): raw link %d", a->peer, a->user, (int)getpid());
+        raw_link_main(a->fd, a->flags, log_fd);
     }
-    LOG_INFO("%s: session %d", peer, (int)getpid());
-    session_main(fd, ctl, opt, log_fd);
+    LOG_INFO("%s (user %s): session %d", a->peer, a->user, (int)getpid());
+    session_main(a->fd, ctl, the_opt, log_fd);
 }
 
-static void serve_one(int lfd, int fd, const struct server_options *opt, int log_fd, const char *peer)
+/* admission.c's callback: fork the session or raw link of an
+ * authenticated client. */
+static void start_child(const struct admitted *a)
 {
-    int max = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS;
-    int full = children_sessions() >= max;
     int pair[2];
     if (children_pair(pair) != 0) {
-        LOG_ERROR("%s: socketpair failed: %s; connection closed", peer, strerror(errno));
-        close(fd);
+        LOG_ERROR("%s: socketpair failed: %s; connection closed", a->peer, strerror(errno));
+        close(a->fd);
         return;
     }
     pid_t pid = fork();
     if (pid == 0) {
-        close(lfd);
+        close(listen_fd);
         close(pair[0]);
         children_forget_in_child();
-        child_main(fd, pair[1], opt, log_fd, peer, full);
+        admission_forget_in_child();
+        child_main(a, pair[1]);
     }
     close(pair[1]);
     if (pid < 0) {
-        LOG_ERROR("%s: fork failed: %s; connection closed", peer, strerror(errno));
+        LOG_ERROR("%s: fork failed: %s; connection closed", a->peer, strerror(errno));
         close(pair[0]);
     } else {
-        children_add(pid, pair[0]);
-        LOG_DEBUG("%s: child %d", peer, (int)pid);
+        children_add(pid, pair[0], a->user);
+        LOG_DEBUG("%s: child %d", a->peer, (int)pid);
     }
-    close(fd);
+    close(a->fd);
 }
 
-static void peer_name(int fd, char *out, size_t len)
+/* ---- tokens ---------------------------------------------------------- */
+
+static const char *token_count_word(const struct token_set *t) { return t->count == 1 ? "user" : "users"; }
+
+/* End the sessions of every user of `old` whose token `now` lacks or
+ * changed. */
+static void end_revoked(const struct token_set *old, const struct token_set *now, const char *path)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char host[64] = "?";
-    int port = 0;
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-            port = ntohs(a->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-            port = ntohs(a->sin6_port);
-        }
+    char why[PATH_MAX + 64];
+    for (int i = 0; old && i < old->count; i++) {
+        const struct token_entry *e = token_set_find(now, old->entries[i].name);
+        if (e && strcmp(e->token, old->entries[i].token) == 0) continue;
+        snprintf(why, sizeof why, "its token was %s %s", e ? "changed in" : "removed from", path);
+        children_end_user(old->entries[i].name, why);
     }
-    snprintf(out, len, "%s:%d", host, port);
 }
+
+static void reload_tokens(void)
+{
+    reload_requested = 0;
+    const char *path = the_opt->token_file;
+    if (!path) {
+        LOG_WARN("SIGHUP: no token file to read again (the token comes from SCUDA_TOKEN or there is none); "
+                 "start the server with --token-file FILE to change users while it runs");
+        return;
+    }
+    struct token_set *next = calloc(1, sizeof *next);
+    char err[PATH_MAX + 256];
+    int shared = 0;
+    if (!next || token_set_load(path, next, &shared, err, sizeof err) != 0) {
+        LOG_WARN("SIGHUP: %s; keeping the %d user(s) loaded before. Fix the file and send SIGHUP again",
+                 next ? err : "out of memory", tokens_now ? tokens_now->count : 0);
+        free(next);
+        return;
+    }
+    if (shared) LOG_WARN("token file %s can be read by other users; run: chmod 600 %s", path, path);
+    end_revoked(tokens_now, next, path);
+    tokens_now = next;
+    if (tokens_owned) {
+        token_set_free(tokens_owned);
+        free(tokens_owned);
+    }
+    tokens_owned = next;
+    LOG_WARN("SIGHUP: token file %s read again: %d %s", path, next->count, token_count_word(next));
+}
+
+/* ---- start-up ---------------------------------------------------------- */
 
 /* The module cache directory, checked once here rather than by every
  * session: one warning, and sessions that do not try again. */
@@ -198,50 +184,117 @@ static void prepare_module_cache(struct server_options *opt)
              (unsigned long long)opt->module_cache_size);
 }
 
-int server_run(const struct server_options *options)
+/* Listen, and refuse to go on when the address bound is reachable from
+ * elsewhere and no token guards it. Returns the fd, or -1. */
+static int open_listener(const struct server_options *opt, const char *addr, int *port)
 {
-    struct server_options copy = *options, *opt = &copy;
-    scuda_log_set_role("server");
-    prepare_module_cache(opt);
     char err[256];
-    int port = 0;
-    const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
-    int lfd = tcp_listen(listen_addr, &port, err, sizeof err);
+    int lfd = tcp_listen(addr, port, err, sizeof err);
     if (lfd < 0) {
         LOG_ERROR("%s", err);
-        return 1;
+        return -1;
     }
+    if ((!opt->tokens || opt->tokens->count == 0) && !bound_is_loopback(lfd)) {
+        LOG_ERROR("refusing to serve on %s without a token: the address it bound is not loopback, so anyone "
+                  "who can reach it could use this machine's GPUs. Give users tokens with --token-file FILE "
+                  "(lines of `NAME TOKEN`) or SCUDA_TOKEN, or listen on loopback only (--listen 127.0.0.1:%d)",
+                  addr, *port);
+        close(lfd);
+        return -1;
+    }
+    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    return lfd;
+}
+
+static int start_admission(const struct server_options *opt)
+{
+    struct admission_config ac = {
+        .max_pending = opt->max_handshakes > 0 ? opt->max_handshakes : ADMISSION_DEFAULT_MAX,
+        .per_source = opt->max_handshakes_per_source > 0 ? opt->max_handshakes_per_source
+                                                          : ADMISSION_DEFAULT_PER_SOURCE,
+        .max_sessions = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS,
+        .tokens = &tokens_now,
+        .admit = start_child,
+    };
+    if (admission_init(&ac) != 0) {
+        LOG_ERROR("out of memory for %d pending handshakes; lower --max-handshakes", ac.max_pending);
+        return -1;
+    }
+    LOG_INFO("admission: at most %d handshakes in progress, %d from one address, %d sessions; %d %s",
+             ac.max_pending, ac.per_source, ac.max_sessions, tokens_now ? tokens_now->count : 0,
+             tokens_now && tokens_now->count ? token_count_word(tokens_now) : "tokens (loopback only)");
+    return 0;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+/* One round: poll the listener, the children's pairs and the pending
+ * handshakes, then serve what is ready. */
+static void serve_round(struct pollfd **set, int *cap)
+{
+    int nk = children_poll_count(), na = admission_poll_count();
+    int n = 1 + nk + na;
+    if (n > *cap) {
+        struct pollfd *p = realloc(*set, (size_t)n * sizeof *p);
+        if (!p) {
+            LOG_ERROR("out of memory for the poll set; retrying");
+            poll(NULL, 0, LOOP_TICK_MS);
+            return;
+        }
+        *set = p;
+        *cap = n;
+    }
+    struct pollfd *p = *set;
+    p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+    children_poll_fill(p + 1);
+    admission_poll_fill(p + 1 + nk);
+    int rc = poll(p, (nfds_t)n, admission_timeout_ms(LOOP_TICK_MS));
+    if (rc < 0 && errno != EINTR) LOG_WARN("poll: %s", strerror(errno));
+    reap_children(); /* children that ended free their places first */
+    if (rc > 0) children_poll_done(p + 1, nk);
+    admission_poll_done(p + 1 + nk, na);
+    if (rc > 0 && (p[0].revents & POLLIN)) admission_accept(listen_fd);
+}
+
+int server_run(const struct server_options *options)
+{
+    static struct server_options copy;
+    copy = *options;
+    struct server_options *opt = &copy;
+    the_opt = opt;
+    tokens_now = opt->tokens;
+    scuda_log_set_role("server");
+    prepare_module_cache(opt);
+    int port = 0;
+    const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
+    listen_fd = open_listener(opt, listen_addr, &port);
+    if (listen_fd < 0 || start_admission(opt) != 0) return 1;
     fprintf(stderr, "scuda server listening on %s (port %d)\n", listen_addr, port);
     if (opt->print_port_fd >= 0) dprintf(opt->print_port_fd, "%d\n", port);
 
     /* Sessions redirect their stdout/stderr for device printf; they log
      * through a duplicate of the server's stderr. */
-    int log_fd = dup(2);
-    struct sigaction sa = {0};
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    log_fd = dup(2);
+    install_signals();
+    struct pollfd *set = NULL;
+    int cap = 0;
     while (!stopping) {
-        reap_children();
-        nfds_t n;
-        struct pollfd *p = children_pollset(lfd, &n);
-        if (poll(p, n, 200) <= 0) continue;
-        /* Joins first: a join child is not a session, whatever connects next. */
-        children_service();
-        if (!(p[0].revents & POLLIN)) continue;
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        reap_children(); /* children that ended during the poll free their places now */
-        /* The session process must keep the socket across exec-free fork;
-         * CLOEXEC only matters for children that exec, which we never do. */
-        tcp_tune(fd, 10);
-        char peer[96];
-        peer_name(fd, peer, sizeof peer);
-        serve_one(lfd, fd, opt, log_fd, peer);
+        if (reload_requested) reload_tokens();
+        serve_round(&set, &cap);
     }
+    free(set);
     LOG_INFO("stopping: %d session(s) still running end with their clients", children_sessions());
-    close(lfd);
+    close(listen_fd);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* server.h - the SCUDA server's entry point, called by `scuda server`.
  *
- * The parent process listens, checks each client's handshake, and forks one
- * session process per connection. The parent never initializes CUDA: CUDA
+ * The parent process listens, runs each client's handshake itself
+ * (admission.h), and forks one session process per authenticated client. The parent never initializes CUDA: CUDA
  * state does not survive fork (docs/architecture.md, 2 Processes). */
 #ifndef SCUDA_SERVER_H
 #define SCUDA_SERVER_H
@@ -9,10 +9,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct token_set;
+
 struct server_options {
     const char *listen;       /* "HOST:PORT"; port 0 picks a free port */
     const char *driver_path;  /* real libcuda.so.1 to load in sessions; NULL = default search */
-    const char *token;        /* shared secret; NULL = none (loopback only) */
+    /* Users and their tokens (token_file.h); NULL or empty = none, which
+     * only a loopback listener may have. token_file, when set, is where
+     * they came from: SIGHUP reads it again. */
+    const struct token_set *tokens;
+    const char *token_file;
+    int max_handshakes;       /* handshakes in progress; 0 = default (256) */
+    int max_handshakes_per_source; /* of them, from one address; 0 = default (8) */
     int max_sessions;         /* 0 = default (64) */
     uint64_t mem_quota;       /* device bytes per session; 0 = unlimited */
     int idle_timeout_s;       /* 0 = none */
@@ -31,7 +39,9 @@ struct server_options {
 /* The module cache's bound when none is given. */
 #define SCUDA_MODULE_CACHE_DEFAULT_SIZE (1ull << 30)
 
-/* Runs until SIGINT/SIGTERM. Returns the process exit code. */
+/* Runs until SIGINT/SIGTERM; SIGHUP reloads the token file. Returns the
+ * process exit code (1 when it cannot listen, or when the address it
+ * bound is not loopback and it has no token). */
 int server_run(const struct server_options *opt);
 
 #endif

@@ -1,0 +1,168 @@
+/* admission.c - handshakes run in the server parent, bounded, with one
+ * deadline from accept (docs/operate.md, "Admission and tokens").
+ *
+ * flood:      200 silent connections from 127.0.0.2 and one that drips a
+ *             byte every 4 s from 127.0.0.3; a client from 127.0.0.1
+ *             still gets a working session within 1 s, and the drip is
+ *             cut at the 5 s deadline, not held by its bytes.
+ * per_source: the 9th connection from one address (after the grace)
+ *             drops that address's oldest, and nobody else's.
+ * global:     at --max-handshakes, the source holding the most loses
+ *             its oldest; a lone connection from another address stays. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/hello.h"
+#include "common/protocol.h"
+#include "harness.h"
+
+/* A TCP connection to srv from source address `src` (any 127/8 address
+ * is this machine's). Returns the fd. */
+static int connect_from(const char *src, const struct h_server *srv)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    CHECK(inet_pton(AF_INET, src, &a.sin_addr) == 1);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", src, strerror(errno));
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    CHECK(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect from %s: %s", src, strerror(errno));
+    return fd;
+}
+
+/* Read the server's greeting: the connection is then a pending handshake. */
+static void read_greeting(int fd)
+{
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    char err[256];
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "no greeting: %s", err);
+}
+
+/* 1 when the server has closed fd (EOF or reset), 0 while it is open. */
+static int closed_now(int fd)
+{
+    char c;
+    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static int real_client(void *arg)
+{
+    (void)arg;
+    uint64_t t0 = h_now_ms();
+    h_cuda_setup();
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 1024));
+    CU(cuMemsetD32_v2(d, 0x5eed, 256));
+    uint32_t v[256];
+    CU(cuMemcpyDtoH_v2(v, d, sizeof v));
+    uint64_t took = h_now_ms() - t0;
+    for (int i = 0; i < 256; i++) CHECK(v[i] == 0x5eed, "word %d: %#x", i, v[i]);
+    CHECK(took <= 1000, "a real client needed %llu ms next to a flood of silent connections",
+          (unsigned long long)took);
+    printf("the real client worked after %llu ms\n", (unsigned long long)took);
+    return 0;
+}
+
+#define FLOOD 200
+
+static void flood(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "flood", NULL);
+    static int mute[FLOOD];
+    for (int i = 0; i < FLOOD; i++) mute[i] = connect_from("127.0.0.2", &srv);
+    int drip = connect_from("127.0.0.3", &srv);
+    uint64_t drip_start = h_now_ms();
+    read_greeting(drip);
+    CHECK(write(drip, "S", 1) == 1);
+    h_wait_ok(h_spawn(real_client, NULL, 20, -1, -1), 20000, "a real client next to 200 silent connections");
+
+    /* The drip: one byte every 4 s keeps no handshake alive past 5 s. */
+    uint64_t closed_at = 0;
+    while (!closed_at && h_now_ms() - drip_start < 12000) {
+        uint64_t next = h_now_ms() + 4000 - (h_now_ms() - drip_start) % 4000;
+        while (!closed_at && h_now_ms() < next) {
+            struct pollfd p = {.fd = drip, .events = POLLIN};
+            if (poll(&p, 1, 50) > 0 && closed_now(drip)) closed_at = h_now_ms();
+        }
+        if (!closed_at && send(drip, "C", 1, MSG_NOSIGNAL) != 1) closed_at = h_now_ms();
+    }
+    uint64_t held = closed_at ? closed_at - drip_start : 0;
+    CHECK(closed_at && held >= 4500 && held <= 7500,
+          "a connection dripping a byte every 4 s was %s after %llu ms; the deadline is 5 s from accept",
+          closed_at ? "closed" : "still open", (unsigned long long)(h_now_ms() - drip_start));
+    printf("ok the drip was cut after %llu ms\n", (unsigned long long)held);
+    CHECK(h_server_log_count(&srv, "no handshake within 5000 ms") >= 1, "the server did not log the deadline");
+    for (int i = 0; i < FLOOD; i++) close(mute[i]);
+    close(drip);
+    h_server_stop(&srv);
+    printf("ok 200 silent connections from one address cost a real client nothing\n");
+}
+
+static void per_source(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "per-source", NULL);
+    int flood[9], other = connect_from("127.0.0.3", &srv);
+    read_greeting(other);
+    for (int i = 0; i < 8; i++) {
+        flood[i] = connect_from("127.0.0.2", &srv);
+        read_greeting(flood[i]);
+    }
+    h_sleep_ms(1300); /* past the grace: these are stale now */
+    flood[8] = connect_from("127.0.0.2", &srv);
+    read_greeting(flood[8]);
+    CHECK(h_raw_closed_within(flood[0], 2000), "the 9th connection from 127.0.0.2 did not drop its oldest");
+    for (int i = 1; i < 9; i++) CHECK(!closed_now(flood[i]), "127.0.0.2's connection %d was dropped too", i);
+    CHECK(!closed_now(other), "a connection from 127.0.0.3 was dropped for 127.0.0.2's flood");
+    CHECK(h_server_log_count(&srv, "--max-handshakes-per-source reached") >= 1, "the drop was not logged");
+    for (int i = 0; i < 9; i++) close(flood[i]);
+    close(other);
+    h_server_stop(&srv);
+    printf("ok the per-source bound drops the flooder's oldest, not others\n");
+}
+
+static void global(void)
+{
+    struct h_server srv;
+    struct h_server_opts opt = {.extra_args = {"--max-handshakes", "10", "--max-handshakes-per-source", "100"}};
+    h_server_start(&srv, "global", &opt);
+    int many[9], lone, late;
+    for (int i = 0; i < 9; i++) {
+        many[i] = connect_from("127.0.0.2", &srv);
+        read_greeting(many[i]);
+    }
+    lone = connect_from("127.0.0.3", &srv);
+    read_greeting(lone);
+    late = connect_from("127.0.0.4", &srv);
+    read_greeting(late);
+    CHECK(h_raw_closed_within(many[0], 2000), "at --max-handshakes, the biggest source kept its oldest");
+    CHECK(!closed_now(lone), "at --max-handshakes, a lone connection from another address was dropped");
+    CHECK(!closed_now(late) && !closed_now(many[1]), "more than one handshake was dropped");
+    for (int i = 0; i < 9; i++) close(many[i]);
+    close(lone);
+    close(late);
+    h_server_stop(&srv);
+    printf("ok at --max-handshakes the source holding the most loses its oldest\n");
+}
+
+int main(void)
+{
+    h_begin("admission", 55);
+    per_source();
+    global();
+    flood();
+    printf("PASS admission\n");
+    return 0;
+}

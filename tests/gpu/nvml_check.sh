@@ -67,9 +67,12 @@ cleanup() {
   [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
 }
 trap cleanup EXIT
-SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" >"$LOG/server.log" 2>&1 &
+# SCUDA_GPU_TLS=1: over TLS (tls.sh).
+source "$ROOT/tests/gpu/tls.sh"
+SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" "${SERVER_TLS_ARGS[@]}" >"$LOG/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+tls_trust "$LOG/server.log"
 
 # scuda_run CMD...: CMD through SCUDA with the GPU hidden.
 scuda_run() { timeout -k 5 60 "${HIDE[@]}" env SCUDA_LIB_DIR="$BUILD/lib" "$SCUDA" run --server "127.0.0.1:$PORT" -- "$@"; }

@@ -75,10 +75,13 @@ HIDDEN=(bash "$ROOT/tests/gpu/hide.sh")
 hidden_run() { timeout -k 5 "$TIMEOUT" "${HIDDEN[@]}" "$@"; }
 
 # ---------------------------------------------------------------- server
+# SCUDA_GPU_TLS=1: the whole suite over TLS (tls.sh).
+source "$ROOT/tests/gpu/tls.sh"
 SERVER_PID=''
 start_server() {
   PORT=${PORT:-$(free_port)}
-  SCUDA_LOG=${SCUDA_SERVER_LOG:-info} "$SCUDA" server --listen "127.0.0.1:$PORT" >"$LOGDIR/server.log" 2>&1 &
+  SCUDA_LOG=${SCUDA_SERVER_LOG:-info} "$SCUDA" server --listen "127.0.0.1:$PORT" "${SERVER_TLS_ARGS[@]}" \
+    >"$LOGDIR/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -88,6 +91,7 @@ start_server() {
     fi
     if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
       echo "scuda server pid $SERVER_PID listening on 127.0.0.1:$PORT"
+      tls_trust "$LOGDIR/server.log"
       return 0
     fi
     sleep 0.1

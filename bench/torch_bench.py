@@ -3,7 +3,7 @@
 
 Run on the GPU machine from the repository root:
 
-    python3 bench/torch_bench.py [--server HOST:PORT] [--quick] [--json FILE]
+    python3 bench/torch_bench.py [--server HOST:PORT] [--quick] [--tls] [--json FILE]
 
 Each workload runs in a subprocess of its own, once natively (this machine's
 driver) and once through SCUDA (`scuda run --server ... -- python3 this-file
@@ -33,8 +33,10 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -312,10 +314,51 @@ def _recv_exact(s, n):
     return bytes(buf)
 
 
+PREFACE_MAGIC = 0x31504353  # "SCP1"
+PREFACE_STATUS = {1: "this server requires TLS: set SCUDA_TLS=1",
+                  2: "this server does not offer TLS: unset SCUDA_TLS", 3: "the server did not understand the preface"}
+
+
+def _wants_tls(host):
+    """As the client library decides (docs/operate.md): TLS beyond loopback,
+    or with SCUDA_TLS=1; plain on loopback, or with SCUDA_INSECURE=1."""
+    if os.environ.get("SCUDA_TLS") == "1":
+        return True
+    if os.environ.get("SCUDA_INSECURE") == "1":
+        return False
+    return not (host.startswith("127.") or host in ("::1", "localhost"))
+
+
+def _tls_wrap(s, host):
+    """TLS 1.3 that trusts exactly SCUDA_TLS_FINGERPRINT (the raw link is a
+    benchmark: it does not read known_hosts or a CA file)."""
+    want = os.environ.get("SCUDA_TLS_FINGERPRINT", "")
+    if not want:
+        raise RuntimeError("TLS raw link: set SCUDA_TLS_FINGERPRINT=sha256:HEX to the server's certificate")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # checked below, against the pinned fingerprint
+    t = ctx.wrap_socket(s, server_hostname=host)
+    got = "sha256:" + hashlib.sha256(t.getpeercert(binary_form=True)).hexdigest()
+    if got != want.lower():
+        t.close()
+        raise RuntimeError("TLS raw link: the server presented %s, SCUDA_TLS_FINGERPRINT is %s" % (got, want))
+    return t
+
+
 def raw_open(addr, flags):
     host, _, port = addr.rpartition(":")
-    s = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    host = host.strip("[]")
+    s = socket.create_connection((host, int(port)), timeout=30)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    tls = _wants_tls(host)
+    s.sendall(struct.pack("<IBBH", PREFACE_MAGIC, 1 if tls else 0, 0, 0))
+    magic, status = struct.unpack("<IB3x", _recv_exact(s, 8))
+    if magic != PREFACE_MAGIC or status != 0:
+        raise RuntimeError("refused: %s" % PREFACE_STATUS.get(status, "not a SCUDA v4 server"))
+    if tls:
+        s = _tls_wrap(s, host)
     hello = _recv_exact(s, 24)
     magic, version = struct.unpack("<IH", hello[:6])
     if magic != SCUDA_MAGIC:
@@ -455,10 +498,14 @@ class Deadline:
         return None if self.end is None else self.end - time.monotonic()
 
 
-def start_server(scuda, log_path):
+def start_server(scuda, log_path, tls):
+    """A loopback server for the run; with tls, over TLS with a certificate
+    made in a fresh state directory, which this process and its children
+    then trust by fingerprint (SCUDA_TLS_FINGERPRINT)."""
     r, w = os.pipe()
     log = open(log_path, "w")
-    p = subprocess.Popen([scuda, "server", "--listen", "127.0.0.1:0", "--port-fd", str(w)],
+    extra = ["--tls", "--state-dir", tempfile.mkdtemp(prefix="torch_bench-tls.")] if tls else []
+    p = subprocess.Popen([scuda, "server", "--listen", "127.0.0.1:0", "--port-fd", str(w)] + extra,
                          pass_fds=(w,), stdout=log, stderr=log, start_new_session=True)
     os.close(w)
     line = b""
@@ -467,7 +514,20 @@ def start_server(scuda, log_path):
     if not line.strip().isdigit():
         p.kill()
         raise SystemExit("torch_bench: scuda server did not start; see %s" % log_path)
+    if tls:
+        trust_fingerprint(p, log_path)
     return p, "127.0.0.1:%d" % int(line)
+
+
+def trust_fingerprint(p, log_path):
+    for _ in range(100):
+        m = re.search(r"sha256:[0-9a-f]{64}", open(log_path).read())
+        if m:
+            os.environ.update(SCUDA_TLS="1", SCUDA_TLS_FINGERPRINT=m.group(0))
+            return
+        time.sleep(0.1)
+    p.kill()
+    raise SystemExit("torch_bench: the server printed no certificate fingerprint; see %s" % log_path)
 
 
 def stop_server(p):
@@ -528,6 +588,7 @@ def main():
     ap.add_argument("--server", help="SCUDA server HOST:PORT (default: start one on loopback)")
     ap.add_argument("--scuda", default=os.path.join(REPO, "build", "bin", "scuda"), help="the scuda command")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    ap.add_argument("--tls", action="store_true", help="the server this run starts requires TLS")
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     ap.add_argument("--timeout", type=float, help="seconds per workload run (default 120, 60 with --quick)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run; workloads left are SKIPPED")
@@ -560,7 +621,7 @@ def main():
     server_proc = None
     addr = args.server
     if addr is None:
-        server_proc, addr = start_server(scuda, os.path.join(log_dir, "server.log"))
+        server_proc, addr = start_server(scuda, os.path.join(log_dir, "server.log"), args.tls)
     print("torch_bench: server %s%s, logs in %s" % (addr, " (started here)" if server_proc else "", log_dir),
           file=sys.stderr)
 

@@ -13,8 +13,11 @@
 #include "children.h"
 #include "fd_pass.h"
 #include "session.h"
+#include "server.h"
+#include "../common/auth.h"
 #include "../common/hello.h"
 #include "../common/log.h"
+#include "../common/tls.h"
 #include "../common/transport.h"
 
 /* As long as the handshake itself may take (server.c). */
@@ -43,6 +46,16 @@ void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], cons
     }
     struct join_note note;
     make_note(&jr, nonce, &note);
+    struct tls_link *l = tls_of(fd);
+    if (l && !tls_drained(l)) {
+        /* Bytes after the request inside this TLS session: not our client,
+         * which starts its second session right after it. */
+        LOG_WARN("%s: bulk join refused: data after the join request", peer);
+        _exit(0);
+    }
+    /* The session runs a TLS session of its own on this socket (take_join):
+     * this one ends here, without a close_notify. */
+    if (l) tls_detach_free(fd);
     if (!children_known((pid_t)note.pid) || note.pid == (uint32_t)getpid()) {
         char msg[96];
         snprintf(msg, sizeof msg, "bulk join refused: no session %u on this server", note.pid);
@@ -61,12 +74,51 @@ void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], cons
 
 /* ---- in the session ------------------------------------------------------ */
 
+/* Over TLS, the join child's TLS session ended with the join request, and
+ * the client starts a second one with this session on the same socket: a
+ * relay that let the first through could otherwise take the socket over
+ * now. The client proves it is the first session's client by repeating
+ * its join request inside the second: the request's proof crossed the
+ * network only encrypted, so no one else can know it. Returns 0, or -1
+ * with the reason in why. */
+static int second_tls(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    char err[200];
+    struct tls_link *l = tls_server_link(s->opt->tls, fd, 1, err, sizeof err);
+    if (!l || tls_accept(l, JOIN_REQUEST_TIMEOUT_MS, err, sizeof err) != 0 || tls_attach(fd, l) != 0) {
+        tls_link_free(l);
+        snprintf(why, whylen, "the second TLS session failed: %.100s", err);
+        return -1;
+    }
+    struct join_request again;
+    uint8_t want[4 + 4 + SCUDA_PROOF_LEN], got[sizeof want];
+    if (hello_read_join_request(fd, JOIN_REQUEST_TIMEOUT_MS, &again) != 0) {
+        snprintf(why, whylen, "no join request in the second TLS session");
+        return -1;
+    }
+    memcpy(want, &note->pid, 4);
+    memcpy(want + 4, &note->index, 4);
+    memcpy(want + 8, note->proof, SCUDA_PROOF_LEN);
+    memcpy(got, &again.pid, 4);
+    memcpy(got + 4, &again.index, 4);
+    memcpy(got + 8, again.proof, SCUDA_PROOF_LEN);
+    if (!auth_equal(want, got, sizeof want)) {
+        snprintf(why, whylen, "the second TLS session is not the first one's client");
+        return -1;
+    }
+    return 0;
+}
+
 static void take_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
     tcp_tune(fd, 10);
     if (note->pid != (uint32_t)getpid()) {
         snprintf(why, sizeof why, "this is session %d, not %u", (int)getpid(), note->pid);
+    } else if (s->opt->tls && second_tls(s, note, fd, why, sizeof why) != 0) {
+        LOG_WARN("bulk join refused: %s", why);
+        io_close(fd);
+        return;
     } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
         /* Attached first, welcomed second: once the client holds every
          * welcome, every connection is ready for a striped copy. */
@@ -78,7 +130,7 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     snprintf(msg, sizeof msg, "bulk join refused: %s", why);
     LOG_WARN("%s", msg);
     hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
-    close(fd);
+    io_close(fd);
 }
 
 static void *join_main(void *arg)

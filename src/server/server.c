@@ -14,6 +14,7 @@
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
+#include "transport_phase.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -118,7 +119,20 @@ static void child_main(int fd, int ctl, const struct server_options *opt, int lo
     signal(SIGTERM, SIG_DFL);
     uint16_t hello_flags = 0;
     uint8_t nonce[SCUDA_NONCE_LEN];
+    struct transport_phase tp;
+    char why[256];
+    transport_phase_init(&tp, fd, opt->tls);
+    if (transport_phase_run(&tp, HANDSHAKE_TIMEOUT_MS, why, sizeof why) != 0) {
+        if (tp.refusal[0]) LOG_WARN("%s %s", peer, why);
+        else LOG_INFO("%s: %s", peer, why);
+        _exit(0);
+    }
     if (check_client(fd, opt, peer, &hello_flags, full, nonce) != 0) _exit(0);
+    if (hello_flags == HELLO_BULK_JOIN && tp.client_tls && tp.kind != PREFACE_JOIN) {
+        LOG_WARN("%s refused: a bulk join whose preface did not say so", peer);
+        refuse(fd, WELCOME_BAD_JOIN, "a bulk join must say so in its preface");
+        _exit(0);
+    }
     if (hello_flags == HELLO_BULK_JOIN) bulk_join_child(fd, ctl, nonce, peer);
     if (hello_flags != 0) {
         close(ctl);

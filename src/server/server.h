@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct tls_server;
+
 struct server_options {
     const char *listen;       /* "HOST:PORT"; port 0 picks a free port */
     const char *driver_path;  /* real libcuda.so.1 to load in sessions; NULL = default search */
@@ -19,6 +21,7 @@ struct server_options {
     int print_port_fd;        /* if >= 0, the chosen port is written there as "PORT\n" */
     const char *module_cache_dir;  /* module images on disk (module_store.h); NULL = none */
     uint64_t module_cache_size;    /* the most bytes kept there; 0 = no disk cache */
+    const struct tls_server *tls;  /* every connection speaks TLS with it (tls.h); NULL = plain TCP */
 };
 
 /* The module cache's bound when none is given. */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -343,7 +344,7 @@ static void framing(void)
 static int greeted(uint8_t nonce[SCUDA_NONCE_LEN])
 {
     char err[256];
-    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    int fd = dial(addr, 5000, PREFACE_SESSION, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
     CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     return fd;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/dial.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/session_info.h"
@@ -649,10 +650,10 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
 {
     char err[256];
     if (status) *status = UINT32_MAX;
-    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    /* As the shim connects: the preface, TLS when the test runs over TLS,
+     * no Nagle delay between a frame and the next. */
+    int fd = dial(addr, 5000, PREFACE_SESSION, err, sizeof err);
     if (fd < 0) return -1;
-    int one = 1; /* as the shim: no Nagle delay between a frame and the next */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint8_t nonce[SCUDA_NONCE_LEN];
     if (hello_read_server(fd, 5000, nonce, err, sizeof err) != 0) goto fail;
     if (hello_send_client(fd, 0, ~0ull, token, nonce, NULL, 0) != 0) goto fail;
@@ -664,7 +665,7 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
     if (rc != 0 || st != WELCOME_OK) goto fail;
     return fd;
 fail:
-    close(fd);
+    io_close(fd);
     return -1;
 }
 

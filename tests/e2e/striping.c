@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -546,7 +547,7 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
                     uint32_t *status, char *msg, size_t msglen)
 {
     char err[256];
-    int fd = tcp_connect(raw_addr, 5000, err, sizeof err);
+    int fd = dial(raw_addr, 5000, PREFACE_JOIN, err, sizeof err);
     CHECK(fd >= 0, "connect: %s", err);
     uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN], key[BULK_SECRET_LEN];
     CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
@@ -557,6 +558,13 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
     if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
     hello_join_request(req, pid, index, key, proof_nonce);
     CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
+    /* Over TLS: the session's own TLS session, the request again (bulk_join.c). */
+    if (tls_of(fd) && (dial_second_tls(fd, raw_addr, 5000, err, sizeof err) != 0 ||
+                       io_write_full(fd, req, sizeof req) != 0)) {
+        snprintf(msg, msglen, "%s", err);
+        io_close(fd);
+        return -1;
+    }
     if (hello_read_welcome(fd, 10000, status, msg, msglen) != 0 || *status != WELCOME_OK) {
         close(fd);
         return -1;

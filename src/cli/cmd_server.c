@@ -329,9 +329,11 @@ static int settle_tls(struct args *a, const char *host, int port)
     }
     a->opt.tls = srv;
     const char *fp = tls_server_fingerprint(srv);
+    char where[300];
+    snprintf(where, sizeof where, port ? "%s:%d" : "%s:PORT", host, port);
     fprintf(stderr, "%s: TLS certificate %s %s\n"
-                    "  clients pin it with `scuda trust HOST:%d` (compare the fingerprint it shows with this one)\n"
-                    "  or SCUDA_TLS_FINGERPRINT=%s\n", CMD, cert, fp, port, fp);
+                    "  clients pin it with `scuda trust %s` (compare the fingerprint it shows with this one)\n"
+                    "  or SCUDA_TLS_FINGERPRINT=%s\n", CMD, cert, fp, where, fp);
     return 0;
 }
 

@@ -213,8 +213,9 @@ static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECR
     }
     /* Over TLS the session takes the socket over with a TLS session of its
      * own, in which the request is repeated (bulk_join.c, second_tls). */
-    if (dial_second_tls(fd, conn_addr(), JOIN_TIMEOUT_MS, err, errlen) != 0) goto fail;
-    if (tls_of(fd) && io_write_full(fd, req, sizeof req) != 0) {
+    int second = dial_second_tls(fd, conn_addr(), JOIN_TIMEOUT_MS, err, errlen);
+    if (second < 0) goto fail;
+    if (tls_of(fd) && second == 0 && io_write_full(fd, req, sizeof req) != 0) {
         snprintf(err, errlen, "the connection closed during the second TLS session");
         goto fail;
     }

@@ -3,7 +3,9 @@
 #include "dial.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,9 +49,10 @@ static int read_answer(int fd, const char *addr, int timeout_ms, char *err, size
     }
 }
 
-/* The client's TLS handshake, pipelined with the preface's answer: the
- * ClientHello goes out first, then the plain answer is read, then the
- * handshake ends. ca: SCUDA_TLS_CA, or NULL. On failure err says why. */
+/* The client's TLS handshake, after the preface's answer when
+ * read_preface_answer (it cannot be pipelined with the ClientHello:
+ * OpenSSL reads the socket right after writing it, answer included).
+ * ca: SCUDA_TLS_CA, or NULL. On failure err says why. */
 static struct tls_link *handshake(int fd, const char *addr, const char *ca, int timeout_ms, int allow_ktls,
                                   int read_preface_answer, char *err, size_t errlen)
 {
@@ -59,15 +62,9 @@ static struct tls_link *handshake(int fd, const char *addr, const char *ca, int 
         snprintf(err, errlen, "bad address '%s'", addr);
         return NULL;
     }
+    if (read_preface_answer && read_answer(fd, addr, timeout_ms, err, errlen) != 0) return NULL;
     struct tls_link *l = tls_client_link(fd, ca, host, allow_ktls, err, errlen);
     if (!l) return NULL;
-    if (read_preface_answer) {
-        if (tls_connect_step(l, err, errlen) == TLS_STEP_ERROR ||
-            read_answer(fd, addr, timeout_ms, err, errlen) != 0) {
-            tls_link_free(l);
-            return NULL;
-        }
-    }
     if (tls_connect(l, timeout_ms, err, errlen) != 0) {
         tls_link_free(l);
         return NULL;
@@ -107,6 +104,9 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
     int tls = scuda_tls_for(addr);
     int fd = tcp_connect(addr, timeout_ms, err, errlen);
     if (fd < 0) return -1;
+    /* A link left on this fd number by a connection closed without
+     * io_close must not carry this one. */
+    tls_detach_free(fd);
     tcp_tune(fd, DEAD_PEER_S);
     uint8_t pre[PREFACE_LEN];
     preface_encode(pre, tls ? PREFACE_TLS : PREFACE_PLAIN, kind);
@@ -129,6 +129,21 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
 int dial_second_tls(int fd, const char *addr, int timeout_ms, char *err, size_t errlen)
 {
     if (!tls_of(fd)) return 0;
+    /* The first session's link holds nothing unread: the server has sent
+     * nothing in it since the handshake. Look at the socket itself. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    uint8_t c = 0;
+    int rc;
+    do rc = poll(&p, 1, timeout_ms); while (rc < 0 && errno == EINTR);
+    if (rc <= 0 || recv(fd, &c, 1, MSG_PEEK) != 1) {
+        snprintf(err, errlen, "no answer to the bulk join within %d ms", timeout_ms);
+        return -2;
+    }
+    if (c != JOIN_GO_BYTE) return 1;
+    if (recv(fd, &c, 1, 0) != 1) {
+        snprintf(err, errlen, "the connection closed during the bulk join");
+        return -2;
+    }
     tls_detach_free(fd);
     return secure(fd, addr, timeout_ms, 1, 0, err, errlen);
 }
@@ -137,6 +152,7 @@ int dial_fingerprint(const char *addr, int timeout_ms, char fp[TLS_FP_LEN], char
 {
     int fd = tcp_connect(addr, timeout_ms, err, errlen);
     if (fd < 0) return -1;
+    tls_detach_free(fd); /* as in dial() */
     uint8_t pre[PREFACE_LEN];
     preface_encode(pre, PREFACE_TLS, PREFACE_SESSION);
     struct tls_link *l = NULL;

@@ -20,9 +20,11 @@
 int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen);
 
 /* A bulk join's second TLS session on fd, once its join request went out
- * in the first: the first link is dropped (no close_notify) and a new
- * handshake runs, the server checked as in dial(). Returns 0, or -2 with
- * the message in err. Plain connections: nothing to do, 0. */
+ * in the first: after the session's JOIN_GO_BYTE the first link is
+ * dropped (no close_notify) and a new handshake runs, the server checked
+ * as in dial(). Returns 0 (plain connections: nothing to do); 1 when the
+ * server answered inside the first session instead (a refusal: read the
+ * welcome as usual); -2 with the message in err. */
 int dial_second_tls(int fd, const char *addr, int timeout_ms, char *err, size_t errlen);
 
 /* Connect over TLS without checking the server and return the

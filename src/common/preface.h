@@ -12,13 +12,19 @@
  * which is never handed to the kernel (tls.h, allow_ktls): a second TLS
  * session follows it on the same socket. When the client asked for TLS
  * and the status is PREFACE_OK, the TLS handshake starts right after the
- * answer; the client does not wait for the answer before its ClientHello. */
+ * answer. */
 #ifndef SCUDA_PREFACE_H
 #define SCUDA_PREFACE_H
 
 #include <stdint.h>
 
 #define PREFACE_MAGIC 0x31504353u /* "SCP1" */
+/* A TLS bulk join: once its join request went out in the first TLS
+ * session, the session that took the socket over sends this byte in
+ * plain, and the client then starts the second TLS session. A refusal
+ * from the join child comes instead inside the first session, whose
+ * records start with 0x17: the client tells the two apart. */
+#define JOIN_GO_BYTE 0x47 /* 'G' */
 #define PREFACE_LEN 8
 
 enum preface_transport { PREFACE_PLAIN = 0, PREFACE_TLS = 1 };

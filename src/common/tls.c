@@ -332,7 +332,6 @@ static int handshake_step(struct tls_link *l, int server, char *err, size_t errl
 }
 
 int tls_accept_step(struct tls_link *l, char *err, size_t errlen) { return handshake_step(l, 1, err, errlen); }
-int tls_connect_step(struct tls_link *l, char *err, size_t errlen) { return handshake_step(l, 0, err, errlen); }
 
 static int handshake(struct tls_link *l, int server, int timeout_ms, char *err, size_t errlen)
 {

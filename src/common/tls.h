@@ -71,9 +71,6 @@ int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pat
 struct tls_link *tls_client_link(int fd, const char *ca_file, const char *host, int allow_ktls, char *err,
                                  size_t errlen);
 
-/* One non-blocking step of the client's handshake, as tls_accept_step. */
-int tls_connect_step(struct tls_link *l, char *err, size_t errlen);
-
 /* The client's handshake within timeout_ms. Returns 0, or -1 with the
  * reason in err (with ca_file: why the chain or name was refused). */
 int tls_connect(struct tls_link *l, int timeout_ms, char *err, size_t errlen);

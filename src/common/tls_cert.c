@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,17 +79,9 @@ static int write_pem(const char *path, mode_t mode, EVP_PKEY *key, X509 *cert)
     return 0;
 }
 
-int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pathlen, int *created, char *err,
-                    size_t errlen)
+/* Make the key and the certificate. Returns 0, or -1 with err set. */
+static int make_pair(const char *dir, const char *cert_path, const char *key_path, char *err, size_t errlen)
 {
-    snprintf(cert_path, pathlen, "%s/server-cert.pem", dir);
-    snprintf(key_path, pathlen, "%s/server-key.pem", dir);
-    *created = 0;
-    if (access(cert_path, R_OK) == 0 && access(key_path, R_OK) == 0) return 0;
-    if (mkdirs(dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-        return -1;
-    }
     errno = 0;
     EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
     X509 *cert = key ? make_cert(key) : NULL;
@@ -100,6 +93,40 @@ int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pat
     }
     X509_free(cert);
     EVP_PKEY_free(key);
-    *created = rc == 0;
+    return rc;
+}
+
+static int have_pair(const char *cert_path, const char *key_path)
+{
+    return access(cert_path, R_OK) == 0 && access(key_path, R_OK) == 0;
+}
+
+int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pathlen, int *created, char *err,
+                    size_t errlen)
+{
+    snprintf(cert_path, pathlen, "%s/server-cert.pem", dir);
+    snprintf(key_path, pathlen, "%s/server-key.pem", dir);
+    *created = 0;
+    if (have_pair(cert_path, key_path)) return 0;
+    if (mkdirs(dir) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    /* Servers started at once with one state directory make one pair: the
+     * first makes it under the lock, the others then find it. */
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", dir);
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+        snprintf(err, errlen, "cannot lock %s: %s", lock_path, strerror(errno));
+        if (lock >= 0) close(lock);
+        return -1;
+    }
+    int rc = 0;
+    if (!have_pair(cert_path, key_path)) {
+        rc = make_pair(dir, cert_path, key_path, err, errlen);
+        *created = rc == 0;
+    }
+    close(lock);
     return rc;
 }

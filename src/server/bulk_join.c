@@ -17,6 +17,7 @@
 #include "../common/auth.h"
 #include "../common/hello.h"
 #include "../common/log.h"
+#include "../common/preface.h"
 #include "../common/tls.h"
 #include "../common/transport.h"
 
@@ -53,9 +54,6 @@ void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], cons
         LOG_WARN("%s: bulk join refused: data after the join request", peer);
         _exit(0);
     }
-    /* The session runs a TLS session of its own on this socket (take_join):
-     * this one ends here, without a close_notify. */
-    if (l) tls_detach_free(fd);
     if (!children_known((pid_t)note.pid) || note.pid == (uint32_t)getpid()) {
         char msg[96];
         snprintf(msg, sizeof msg, "bulk join refused: no session %u on this server", note.pid);
@@ -63,6 +61,10 @@ void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], cons
         hello_send_welcome(fd, WELCOME_BAD_JOIN, msg);
         _exit(0);
     }
+    /* The session runs a TLS session of its own on this socket (take_join):
+     * this one ends here, without a close_notify; a refusal above was sent
+     * inside it. */
+    if (l) tls_detach_free(fd);
     if (fd_send(ctl, &note, sizeof note, fd, 0) != 0) {
         LOG_WARN("%s: cannot hand a bulk join to the server: %s", peer, strerror(errno));
         hello_send_welcome(fd, WELCOME_INTERNAL, "bulk join failed inside the server");
@@ -84,6 +86,11 @@ void bulk_join_child(int fd, int ctl, const uint8_t nonce[SCUDA_NONCE_LEN], cons
 static int second_tls(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)
 {
     char err[200];
+    uint8_t go = JOIN_GO_BYTE;
+    if (send(fd, &go, 1, MSG_NOSIGNAL) != 1) {
+        snprintf(why, whylen, "the client left: %s", strerror(errno));
+        return -1;
+    }
     struct tls_link *l = tls_server_link(s->opt->tls, fd, 1, err, sizeof err);
     if (!l || tls_accept(l, JOIN_REQUEST_TIMEOUT_MS, err, sizeof err) != 0 || tls_attach(fd, l) != 0) {
         tls_link_free(l);
@@ -112,6 +119,7 @@ static int second_tls(struct session *s, const struct join_note *note, int fd, c
 static void take_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
+    tls_detach_free(fd); /* a fresh connection: nothing of an old fd number's */
     tcp_tune(fd, 10);
     if (note->pid != (uint32_t)getpid()) {
         snprintf(why, sizeof why, "this is session %d, not %u", (int)getpid(), note->pid);

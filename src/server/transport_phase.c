@@ -14,6 +14,7 @@ enum { READ_PREFACE, WRITE_ANSWER, ACCEPT_TLS, FINISHED, REFUSED };
 void transport_phase_init(struct transport_phase *tp, int fd, const struct tls_server *tls)
 {
     memset(tp, 0, sizeof *tp);
+    tls_detach_free(fd); /* a fresh connection: nothing of an old fd number's */
     tp->fd = fd;
     tp->tls = tls;
     tp->state = READ_PREFACE;

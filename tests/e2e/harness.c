@@ -204,6 +204,10 @@ void h_begin(const char *name, unsigned seconds)
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     mkdir(E2E_LOG_DIR, 0755);
+    /* The certificate this test's TLS servers share: made afresh. */
+    char state_dir[520];
+    snprintf(state_dir, sizeof state_dir, "%s/%s.state", E2E_LOG_DIR, name);
+    h_remove_tree(state_dir);
     alarm(seconds);
 }
 
@@ -285,6 +289,17 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     snprintf(cache_home, sizeof cache_home, "%s/%s.%s.cache", E2E_LOG_DIR, test_name, tag);
     snprintf(s->cache_dir, sizeof s->cache_dir, "%s/scuda/modules", cache_home);
     h_remove_tree(cache_home);
+    /* TLS: asked for, or the whole suite over TLS (E2E_TLS=1). */
+    s->tls = opt->tls || (getenv("E2E_TLS") && strcmp(getenv("E2E_TLS"), "1") == 0);
+    /* One certificate for all of a test's servers (clients switch servers
+     * with SCUDA_SERVER alone), unless a server is to have its own. */
+    char state_dir[520];
+    if (opt->own_cert) {
+        snprintf(state_dir, sizeof state_dir, "%s/%s.%s.state", E2E_LOG_DIR, test_name, tag);
+        h_remove_tree(state_dir);
+    } else {
+        snprintf(state_dir, sizeof state_dir, "%s/%s.state", E2E_LOG_DIR, test_name);
+    }
     /* Old sanitizer reports of this test would fail it. */
     DIR *d = opendir(E2E_LOG_DIR);
     const char *base = strrchr(s->san_prefix, '/') + 1;
@@ -361,6 +376,11 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
             argv[n++] = "--token-file";
             argv[n++] = opt->token_file;
         }
+        if (s->tls) {
+            argv[n++] = "--tls";
+            argv[n++] = "--state-dir";
+            argv[n++] = state_dir;
+        }
         for (int i = 0; i < 8 && opt->extra_args[i]; i++) argv[n++] = opt->extra_args[i];
         argv[n] = NULL;
         execv(SCUDA_BIN, (char **)argv);
@@ -391,6 +411,17 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     CHECK(s->port > 0 && s->port < 65536, "the server did not report its port (got \"%s\")", buf);
     snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
     setenv("SCUDA_SERVER", s->addr, 1);
+    if (s->tls) {
+        /* Printed before the port: the log holds it now. */
+        char *log = h_server_log(s);
+        const char *line = strstr(log, "TLS certificate ");
+        const char *fp = line ? strstr(line, "sha256:") : NULL;
+        CHECK(fp && strlen(fp) >= 71, "no TLS fingerprint in the server's log");
+        snprintf(s->fingerprint, sizeof s->fingerprint, "%.71s", fp);
+        free(log);
+        setenv("SCUDA_TLS", "1", 1);
+        setenv("SCUDA_TLS_FINGERPRINT", s->fingerprint, 1);
+    }
 }
 
 char *h_server_log(const struct h_server *s) { return h_read_file(s->log_path, NULL); }

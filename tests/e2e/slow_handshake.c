@@ -54,7 +54,7 @@ int main(void)
         }
     }
     h_wait_ok(h_spawn(client, NULL, 25, -1, -1), 25000, "a normal client next to stalled handshakes");
-    for (int i = 0; i < 3; i++) close(mute[i]);
+    for (int i = 0; i < 3; i++) io_close(mute[i]);
     h_server_stop(&srv);
     printf("PASS slow_handshake\n");
     return 0;

@@ -40,7 +40,7 @@ struct tls_link {
     SSL *ssl;
     int fd;
     int timeout_ms; /* each wait of the link's I/O; -1: none */
-    int reported;   /* a protocol error was logged */
+    atomic_int reported; /* a protocol error was logged */
     pthread_mutex_t lock;
 };
 
@@ -297,8 +297,7 @@ static int after_failure(struct tls_link *l, int code, int saved_errno, const ch
         errno = saved_errno;
         return -1;
     }
-    if (!l->reported) {
-        l->reported = 1;
+    if (!atomic_exchange(&l->reported, 1)) {
         LOG_WARN("TLS connection closed: %s. The bytes were altered on the way (a relay or a fault on the path), "
                  "or the peer does not speak SCUDA's TLS", why);
     }
@@ -403,6 +402,7 @@ void tls_describe(struct tls_link *l, char *out, size_t outlen)
 
 /* ---- I/O -------------------------------------------------------------------- */
 
+/* Set before the link is shared between threads (raw links). */
 void tls_set_timeout(struct tls_link *l, int timeout_ms) { l->timeout_ms = timeout_ms; }
 
 /* Read up to n bytes into p under the lock, several records at a time.

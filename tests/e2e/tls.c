@@ -14,9 +14,10 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,28 +33,21 @@
 
 /* ---- a relay that records what it carries and can inject ------------------ */
 
+/* A process of its own (threads in the test process would be copied into
+ * every client it forks, which ThreadSanitizer refuses): it relays each
+ * connection in a child, appends every byte it carries, both ways, to a
+ * file, and on SIGUSR1 writes a forged frame towards the server and says
+ * so on a pipe. */
 static struct {
-    int lfd, port;
+    pid_t pid;
+    int port;
     char target[64];
-    pthread_mutex_t lock;
-    uint8_t *seen; /* every byte relayed, both directions */
-    size_t seen_len, seen_cap;
-    atomic_int inject;   /* set: write INJECTED into the next client->server gap */
-    atomic_int injected;
-} relay = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    char seen_path[512];
+    int injected_pipe[2];
+} relay;
 
-static void relay_note(const uint8_t *p, size_t n)
-{
-    pthread_mutex_lock(&relay.lock);
-    if (relay.seen_len + n > relay.seen_cap) {
-        relay.seen_cap = (relay.seen_len + n) * 2;
-        relay.seen = realloc(relay.seen, relay.seen_cap);
-        CHECK(relay.seen != NULL);
-    }
-    memcpy(relay.seen + relay.seen_len, p, n);
-    relay.seen_len += n;
-    pthread_mutex_unlock(&relay.lock);
-}
+static volatile sig_atomic_t inject_now;
+static void on_usr1(int sig) { (void)sig; inject_now = 1; }
 
 /* What a relay that knows SCUDA's frames would slip in: a cuMemAlloc. */
 static void inject_call(int sfd)
@@ -63,77 +57,80 @@ static void inject_call(int sfd)
     frame_header_encode(&h, frame);
     uint64_t size = 1 << 20;
     memcpy(frame + FRAME_HEADER_LEN, &size, 8);
-    CHECK(write(sfd, frame, sizeof frame) == (ssize_t)sizeof frame);
-    atomic_store(&relay.injected, 1);
+    if (write(sfd, frame, sizeof frame) == (ssize_t)sizeof frame) (void)!write(relay.injected_pipe[1], "i", 1);
 }
 
-static void *relay_conn(void *arg)
+static void relay_conn(int cfd, int seen_fd)
 {
-    int cfd = (int)(intptr_t)arg;
     char err[256];
     int sfd = tcp_connect(relay.target, 5000, err, sizeof err);
-    CHECK(sfd >= 0, "relay: %s", err);
+    if (sfd < 0) _exit(1);
     struct pollfd p[2] = {{.fd = cfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    static _Thread_local uint8_t buf[1 << 16];
+    static uint8_t buf[1 << 16];
     for (;;) {
         int rc = poll(p, 2, 20);
-        if (rc < 0 && errno == EINTR) continue;
-        if (atomic_exchange(&relay.inject, 0)) inject_call(sfd);
+        if (inject_now) {
+            inject_now = 0;
+            inject_call(sfd);
+        }
         if (rc <= 0) continue;
         int from = p[0].revents ? 0 : 1;
         ssize_t n = read(p[from].fd, buf, sizeof buf);
-        if (n <= 0) break;
-        relay_note(buf, (size_t)n);
-        if (write(p[1 - from].fd, buf, (size_t)n) != n) break;
+        if (n <= 0 || write(seen_fd, buf, (size_t)n) != n || write(p[1 - from].fd, buf, (size_t)n) != n) break;
     }
-    close(cfd);
-    close(sfd);
-    return NULL;
-}
-
-static void *relay_accept(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        int cfd = accept(relay.lfd, NULL, NULL);
-        if (cfd < 0) return NULL;
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, relay_conn, (void *)(intptr_t)cfd) == 0);
-        pthread_detach(t);
-    }
+    _exit(0);
 }
 
 static void relay_start(const char *target)
 {
     char err[256];
     snprintf(relay.target, sizeof relay.target, "%s", target);
-    relay.lfd = tcp_listen("127.0.0.1:0", &relay.port, err, sizeof err);
-    CHECK(relay.lfd >= 0, "%s", err);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, relay_accept, NULL) == 0);
-    pthread_detach(t);
+    snprintf(relay.seen_path, sizeof relay.seen_path, "%s/tls.relay.bytes", E2E_LOG_DIR);
+    int lfd = tcp_listen("127.0.0.1:0", &relay.port, err, sizeof err);
+    CHECK(lfd >= 0, "%s", err);
+    CHECK(pipe(relay.injected_pipe) == 0);
+    relay.pid = fork();
+    CHECK(relay.pid >= 0);
+    if (relay.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(0);
+        signal(SIGUSR1, on_usr1);
+        signal(SIGCHLD, SIG_IGN);
+        setpgid(0, 0);
+        for (;;) {
+            int cfd = accept(lfd, NULL, NULL);
+            if (cfd < 0) continue;
+            int seen_fd = open(relay.seen_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+            if (fork() == 0) relay_conn(cfd, seen_fd);
+            close(cfd);
+            close(seen_fd);
+        }
+    }
+    setpgid(relay.pid, relay.pid);
+    close(lfd);
 }
 
-static void relay_reset(void)
+static void relay_stop(void)
 {
-    pthread_mutex_lock(&relay.lock);
-    relay.seen_len = 0;
-    pthread_mutex_unlock(&relay.lock);
-    atomic_store(&relay.injected, 0);
+    kill(-relay.pid, SIGKILL);
+    waitpid(relay.pid, NULL, 0);
 }
+
+static void relay_reset(void) { unlink(relay.seen_path); }
 
 /* Whether any 32-byte piece of the copy's pattern crossed the relay. */
 static int relay_saw_pattern(void)
 {
     uint8_t *pat = malloc(PATTERN_BYTES);
     h_pattern(pat, PATTERN_BYTES, PATTERN_SEED);
-    int seen = 0;
-    pthread_mutex_lock(&relay.lock);
-    for (size_t off = 0; off + 32 <= PATTERN_BYTES && !seen; off += 4096)
-        seen = memmem(relay.seen, relay.seen_len, pat + off, 32) != NULL;
-    pthread_mutex_unlock(&relay.lock);
+    size_t len = 0;
+    char *seen = h_read_file(relay.seen_path, &len);
+    int found = 0;
+    for (size_t off = 0; off + 32 <= PATTERN_BYTES && !found; off += 4096)
+        found = memmem(seen, len, pat + off, 32) != NULL;
+    free(seen);
     free(pat);
-    return seen;
+    return found;
 }
 
 /* ---- clients -------------------------------------------------------------- */
@@ -229,9 +226,10 @@ static void relay_cases(void)
     CHECK(!relay_saw_pattern(), "the relay read the copy's bytes through TLS");
     printf("ok a relay sees none of a 64 KiB copy's bytes over TLS\n");
 
-    atomic_store(&relay.inject, 1);
-    for (int i = 0; i < 500 && !atomic_load(&relay.injected); i++) h_sleep_ms(10);
-    CHECK(atomic_load(&relay.injected), "the relay did not inject");
+    /* The relay's connection children share its process group. */
+    CHECK(kill(-relay.pid, SIGUSR1) == 0);
+    struct pollfd pi = {.fd = relay.injected_pipe[0], .events = POLLIN};
+    CHECK(poll(&pi, 1, 10000) == 1 && read(relay.injected_pipe[0], &c, 1) == 1, "the relay did not inject");
     for (int i = 0; i < 500 && !h_server_log_count(&srv, "TLS connection closed"); i++) h_sleep_ms(10);
     CHECK(h_server_log_count(&srv, "TLS connection closed") == 1, "the session did not refuse injected bytes");
     CHECK(write(go_pipe[1], "g", 1) == 1);
@@ -243,7 +241,9 @@ static void relay_cases(void)
      * check above can fail. */
     struct h_server plain;
     h_server_start(&plain, "relay-plain", &(struct h_server_opts){.token = "t0ken"});
-    snprintf(relay.target, sizeof relay.target, "%s", plain.addr);
+    relay_stop();
+    relay_start(plain.addr);
+    snprintf(via, sizeof via, "127.0.0.1:%d", relay.port);
     unsetenv("SCUDA_TLS");
     unsetenv("SCUDA_TLS_FINGERPRINT");
     setenv("SCUDA_SERVER", via, 1);
@@ -252,6 +252,7 @@ static void relay_cases(void)
     CHECK(relay_saw_pattern(), "control: the relay did not see plain bytes (the check cannot fail)");
     printf("ok control: over plain TCP the relay does see them\n");
     h_server_stop(&plain);
+    relay_stop();
     unsetenv("SCUDA_TOKEN");
 }
 

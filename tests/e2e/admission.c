@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/hello.h"
+#include "common/preface.h"
 #include "common/protocol.h"
 #include "harness.h"
 
@@ -40,9 +41,11 @@ static int connect_from(const char *src, const struct h_server *srv)
     return fd;
 }
 
-/* Read the server's greeting: the connection is then a pending handshake. */
-static void read_greeting(int fd)
+/* The preface (and TLS, for a TLS server), then the server's greeting:
+ * the connection is then a pending handshake. */
+static void read_greeting(int fd, const struct h_server *srv)
 {
+    h_transport(fd, srv, PREFACE_SESSION);
     uint8_t nonce[SCUDA_NONCE_LEN];
     char err[256];
     CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "no greeting: %s", err);
@@ -84,8 +87,8 @@ static void flood(void)
     for (int i = 0; i < FLOOD; i++) mute[i] = connect_from("127.0.0.2", &srv);
     int drip = connect_from("127.0.0.3", &srv);
     uint64_t drip_start = h_now_ms();
-    read_greeting(drip);
-    CHECK(write(drip, "S", 1) == 1);
+    read_greeting(drip, &srv);
+    CHECK(io_write_full(drip, "S", 1) == 0); /* over TLS, a record of its own */
     h_wait_ok(h_spawn(real_client, NULL, 20, -1, -1), 20000, "a real client next to 200 silent connections");
 
     /* The drip: one byte every 4 s keeps no handshake alive past 5 s. */
@@ -96,7 +99,7 @@ static void flood(void)
             struct pollfd p = {.fd = drip, .events = POLLIN};
             if (poll(&p, 1, 50) > 0 && closed_now(drip)) closed_at = h_now_ms();
         }
-        if (!closed_at && send(drip, "C", 1, MSG_NOSIGNAL) != 1) closed_at = h_now_ms();
+        if (!closed_at && io_write_full(drip, "C", 1) != 0) closed_at = h_now_ms();
     }
     uint64_t held = closed_at ? closed_at - drip_start : 0;
     CHECK(closed_at && held >= 4500 && held <= 7500,
@@ -105,7 +108,7 @@ static void flood(void)
     printf("ok the drip was cut after %llu ms\n", (unsigned long long)held);
     CHECK(h_server_log_count(&srv, "no handshake within 5000 ms") >= 1, "the server did not log the deadline");
     for (int i = 0; i < FLOOD; i++) close(mute[i]);
-    close(drip);
+    io_close(drip);
     h_server_stop(&srv);
     printf("ok 200 silent connections from one address cost a real client nothing\n");
 }
@@ -115,20 +118,20 @@ static void per_source(void)
     struct h_server srv;
     h_server_start(&srv, "per-source", NULL);
     int flood[9], other = connect_from("127.0.0.3", &srv);
-    read_greeting(other);
+    read_greeting(other, &srv);
     for (int i = 0; i < 8; i++) {
         flood[i] = connect_from("127.0.0.2", &srv);
-        read_greeting(flood[i]);
+        read_greeting(flood[i], &srv);
     }
     h_sleep_ms(1300); /* past the grace: these are stale now */
     flood[8] = connect_from("127.0.0.2", &srv);
-    read_greeting(flood[8]);
+    read_greeting(flood[8], &srv);
     CHECK(h_raw_closed_within(flood[0], 2000), "the 9th connection from 127.0.0.2 did not drop its oldest");
     for (int i = 1; i < 9; i++) CHECK(!closed_now(flood[i]), "127.0.0.2's connection %d was dropped too", i);
     CHECK(!closed_now(other), "a connection from 127.0.0.3 was dropped for 127.0.0.2's flood");
     CHECK(h_server_log_count(&srv, "--max-handshakes-per-source reached") >= 1, "the drop was not logged");
-    for (int i = 0; i < 9; i++) close(flood[i]);
-    close(other);
+    for (int i = 0; i < 9; i++) io_close(flood[i]);
+    io_close(other);
     h_server_stop(&srv);
     printf("ok the per-source bound drops the flooder's oldest, not others\n");
 }
@@ -141,18 +144,18 @@ static void global(void)
     int many[9], lone, late;
     for (int i = 0; i < 9; i++) {
         many[i] = connect_from("127.0.0.2", &srv);
-        read_greeting(many[i]);
+        read_greeting(many[i], &srv);
     }
     lone = connect_from("127.0.0.3", &srv);
-    read_greeting(lone);
+    read_greeting(lone, &srv);
     late = connect_from("127.0.0.4", &srv);
-    read_greeting(late);
+    read_greeting(late, &srv);
     CHECK(h_raw_closed_within(many[0], 2000), "at --max-handshakes, the biggest source kept its oldest");
     CHECK(!closed_now(lone), "at --max-handshakes, a lone connection from another address was dropped");
     CHECK(!closed_now(late) && !closed_now(many[1]), "more than one handshake was dropped");
-    for (int i = 0; i < 9; i++) close(many[i]);
-    close(lone);
-    close(late);
+    for (int i = 0; i < 9; i++) io_close(many[i]);
+    io_close(lone);
+    io_close(late);
     h_server_stop(&srv);
     printf("ok at --max-handshakes the source holding the most loses its oldest\n");
 }

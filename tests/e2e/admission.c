@@ -1,14 +1,19 @@
 /* admission.c - handshakes run in the server parent, bounded, with one
  * deadline from accept (docs/operate.md, "Admission and tokens").
  *
- * flood:      200 silent connections from 127.0.0.2 and one that drips a
- *             byte every 4 s from 127.0.0.3; a client from 127.0.0.1
- *             still gets a working session within 1 s, and the drip is
- *             cut at the 5 s deadline, not held by its bytes.
+ * flood:      200 silent connections from 127.0.0.2, 8 stalled right
+ *             after their preface (over TLS: inside their TLS handshake)
+ *             from 127.0.0.4, and one that drips a byte every 4 s from
+ *             127.0.0.3; a client from 127.0.0.1 still gets a working
+ *             session within 1 s, and the drip and the stalled ones are
+ *             cut at the 5 s deadline, not held by their bytes.
  * per_source: the 9th connection from one address (after the grace)
  *             drops that address's oldest, and nobody else's.
  * global:     at --max-handshakes, the source holding the most loses
- *             its oldest; a lone connection from another address stays. */
+ *             its oldest; a lone connection from another address stays.
+ *
+ * With E2E_TLS=1 (ctest e2e/admission_tls) the server requires TLS: the
+ * parent runs every TLS handshake too, without waiting on any client. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +29,7 @@
 #include "common/hello.h"
 #include "common/preface.h"
 #include "common/protocol.h"
+#include "common/transport.h"
 #include "harness.h"
 
 /* A TCP connection to srv from source address `src` (any 127/8 address
@@ -59,6 +65,34 @@ static int closed_now(int fd)
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+/* A connection that sends its preface and stops: over TLS, after the
+ * first 5 bytes of a ClientHello record, so the server's TLS handshake
+ * waits for the rest. */
+static int stalled_from(const char *src, const struct h_server *srv)
+{
+    int fd = connect_from(src, srv);
+    uint8_t pre[PREFACE_LEN], answer[PREFACE_LEN];
+    preface_encode(pre, srv->tls ? PREFACE_TLS : PREFACE_PLAIN, PREFACE_SESSION);
+    CHECK(write(fd, pre, sizeof pre) == (ssize_t)sizeof pre);
+    CHECK(io_read_full_timeout(fd, answer, sizeof answer, 5000) == 0, "no answer to the preface");
+    CHECK(preface_answer_decode(answer) == PREFACE_OK);
+    static const uint8_t record_start[5] = {0x16, 0x03, 0x01, 0x02, 0x00}; /* a 512-byte handshake record */
+    if (srv->tls) CHECK(write(fd, record_start, sizeof record_start) == (ssize_t)sizeof record_start);
+    return fd;
+}
+
+/* The server's log files for `base`: apart for the TLS run, which may run
+ * beside the plain one. */
+static const char *tag(const char *base)
+{
+    static char buf[4][64];
+    static int next;
+    const char *tls = getenv("E2E_TLS");
+    char *out = buf[next++ % 4];
+    snprintf(out, sizeof buf[0], "%s%s", base, tls && strcmp(tls, "1") == 0 ? "-tls" : "");
+    return out;
+}
+
 static int real_client(void *arg)
 {
     (void)arg;
@@ -82,9 +116,11 @@ static int real_client(void *arg)
 static void flood(void)
 {
     struct h_server srv;
-    h_server_start(&srv, "flood", NULL);
+    h_server_start(&srv, tag("flood"), NULL);
     static int mute[FLOOD];
     for (int i = 0; i < FLOOD; i++) mute[i] = connect_from("127.0.0.2", &srv);
+    int stalled[8];
+    for (int i = 0; i < 8; i++) stalled[i] = stalled_from("127.0.0.4", &srv);
     int drip = connect_from("127.0.0.3", &srv);
     uint64_t drip_start = h_now_ms();
     read_greeting(drip, &srv);
@@ -107,6 +143,12 @@ static void flood(void)
           closed_at ? "closed" : "still open", (unsigned long long)(h_now_ms() - drip_start));
     printf("ok the drip was cut after %llu ms\n", (unsigned long long)held);
     CHECK(h_server_log_count(&srv, "no handshake within 5000 ms") >= 1, "the server did not log the deadline");
+    /* Accepted before the drip, so past their deadline by now. */
+    for (int i = 0; i < 8; i++)
+        CHECK(h_raw_closed_within(stalled[i], 1000), "a connection stalled %s was still open after the deadline",
+              srv.tls ? "in its TLS handshake" : "after its preface");
+    printf("ok connections stalled %s were cut at the deadline\n", srv.tls ? "in their TLS handshake" : "after the preface");
+    for (int i = 0; i < 8; i++) close(stalled[i]);
     for (int i = 0; i < FLOOD; i++) close(mute[i]);
     io_close(drip);
     h_server_stop(&srv);
@@ -116,7 +158,7 @@ static void flood(void)
 static void per_source(void)
 {
     struct h_server srv;
-    h_server_start(&srv, "per-source", NULL);
+    h_server_start(&srv, tag("per-source"), NULL);
     int flood[9], other = connect_from("127.0.0.3", &srv);
     read_greeting(other, &srv);
     for (int i = 0; i < 8; i++) {
@@ -140,7 +182,7 @@ static void global(void)
 {
     struct h_server srv;
     struct h_server_opts opt = {.extra_args = {"--max-handshakes", "10", "--max-handshakes-per-source", "100"}};
-    h_server_start(&srv, "global", &opt);
+    h_server_start(&srv, tag("global"), &opt);
     int many[9], lone, late;
     for (int i = 0; i < 9; i++) {
         many[i] = connect_from("127.0.0.2", &srv);

@@ -8,6 +8,8 @@ need_apt=()
 for tool in cmake ninja gcc python3 nm cppcheck gcovr; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
+# TLS (src/common/tls.c) builds against OpenSSL 3.
+[ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 if ((${#need_apt[@]})); then
   pkgs=()
   for t in "${need_apt[@]}"; do

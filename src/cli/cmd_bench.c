@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/protocol.h"
 #include "common/transport.h"
@@ -703,9 +704,8 @@ static void run_native(const struct plan *p, struct gpu_results *g)
  * or -1 with the reason in err. */
 static int raw_open(const char *addr, uint16_t mode, char *err, size_t errlen)
 {
-    int fd = tcp_connect(addr, 5000, err, errlen);
+    int fd = dial(addr, 5000, PREFACE_SESSION, err, errlen);
     if (fd < 0) return -1;
-    tcp_tune(fd, 10);
     uint8_t nonce[SCUDA_NONCE_LEN];
     uint32_t status = WELCOME_INTERNAL;
     char msg[256];
@@ -730,7 +730,7 @@ static int raw_open(const char *addr, uint16_t mode, char *err, size_t errlen)
     }
     return fd;
 fail:
-    close(fd);
+    io_close(fd);
     return -1;
 }
 

@@ -20,8 +20,11 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/log.h"
 #include "common/protocol.h"
+#include "common/tls.h"
 #include "common/token_file.h"
+#include "common/transport.h"
 #include "server/server.h"
 
 static const char *const CMD = "scuda server";
@@ -39,8 +42,9 @@ static void usage(FILE *f)
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
             "                    [--max-handshakes N] [--max-handshakes-per-source N]\n"
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
-            "                    [--port-fd FD]\n"
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
+            "                    [--tls] [--tls-cert FILE --tls-key FILE] [--state-dir DIR]\n"
+            "                    [--insecure] [--port-fd FD]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -73,11 +77,20 @@ static void usage(FILE *f)
             "                          (default 1000000)\n"
             "  --max-queued-calls N    blocking calls per session waiting for a worker; more\n"
             "                          fail with CUDA_ERROR_OUT_OF_MEMORY (default 4096)\n"
+            "  --tls                   speak TLS on loopback too (always on beyond loopback)\n"
+            "  --tls-cert FILE, --tls-key FILE\n"
+            "                          the server's TLS certificate (chain) and key, PEM;\n"
+            "                          default: a self-signed one made on first start in\n"
+            "                          the state directory\n"
+            "  --state-dir DIR         where that certificate lives (default:\n"
+            "                          $XDG_STATE_HOME/scuda or ~/.local/state/scuda)\n"
+            "  --insecure              plain TCP beyond loopback: calls and data cross the\n"
+            "                          network in clear (logged as a warning)\n"
             "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
             "\n"
-            "Environment: SCUDA_TOKEN, SCUDA_LOG, XDG_CACHE_HOME.\n"
+            "Environment: SCUDA_TOKEN, SCUDA_LOG, XDG_CACHE_HOME, XDG_STATE_HOME.\n"
             "\n"
             "Examples:\n"
             "  scuda server\n"
@@ -140,6 +153,9 @@ static int load_tokens(const char *path, struct token_set *set)
 
 struct args {
     struct server_options opt;
+    /* TLS (settle_tls) */
+    int tls, insecure;
+    const char *tls_cert, *tls_key, *state_dir;
     const char *token_file;
     struct token_set tokens;
     const char *module_cache; /* --module-cache as given; NULL: the default */
@@ -196,6 +212,14 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--module-cache", NULL, &a->module_cache)) != 0)
         return r < 0 ? CLI_USAGE : 0;
+
+    /* TLS */
+    if ((r = cli_option(argc, argv, i, CMD, "--tls-cert", NULL, &a->tls_cert)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--tls-key", NULL, &a->tls_key)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--state-dir", NULL, &a->state_dir)) != 0)
+        return r < 0 ? CLI_USAGE : 0;
+    if (strcmp(argv[*i], "--tls") == 0) return a->tls = 1, 0;
+    if (strcmp(argv[*i], "--insecure") == 0) return a->insecure = 1, 0;
 
     if ((r = cli_option(argc, argv, i, CMD, "--max-sessions", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
@@ -276,6 +300,79 @@ static void settle_module_cache(struct args *a)
     }
 }
 
+/* ---- TLS ---- */
+
+/* The certificate and key: given, or the server's own in its state
+ * directory. Returns 0 with the paths set, or 1 after saying why. */
+static int find_certificate(struct args *a, const char **cert, const char **key, char *cbuf, char *kbuf, size_t len)
+{
+    *cert = a->tls_cert;
+    *key = a->tls_key;
+    if (*cert) return 0;
+    char dir[4096], err[4400];
+    if (a->state_dir) snprintf(dir, sizeof dir, "%s", a->state_dir);
+    else if (scuda_state_dir_default(dir, sizeof dir) != 0) {
+        fprintf(stderr, "%s: no home directory for the server's TLS certificate: set HOME, pass --state-dir DIR,\n"
+                        "  or give one with --tls-cert FILE --tls-key FILE.\n", CMD);
+        return 1;
+    }
+    int created;
+    if (tls_self_signed(dir, cbuf, kbuf, len, &created, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s. Fix the directory, choose another with --state-dir DIR, or give a\n"
+                        "  certificate with --tls-cert FILE --tls-key FILE.\n", CMD, err);
+        return 1;
+    }
+    if (created) fprintf(stderr, "%s: made a self-signed TLS certificate: %s (key %s, mode 0600)\n", CMD, cbuf, kbuf);
+    *cert = cbuf;
+    *key = kbuf;
+    return 0;
+}
+
+/* TLS whenever the server listens beyond loopback (unless --insecure), and
+ * on loopback with --tls or a certificate. Returns 0 or an exit code. */
+static int settle_tls(struct args *a, const char *host, int port)
+{
+    /* By name here, to know whether a certificate is needed; the server
+     * checks the address it binds (server.c) and refuses plain TCP beyond
+     * loopback that --insecure did not ask for. */
+    int loopback = addr_is_loopback(a->opt.listen);
+    if ((a->tls_cert == NULL) != (a->tls_key == NULL)) {
+        fprintf(stderr, "%s: --tls-cert and --tls-key go together: give both, or neither for a self-signed\n"
+                        "  certificate.\n", CMD);
+        return CLI_USAGE;
+    }
+    if (a->insecure && (a->tls || a->tls_cert)) {
+        fprintf(stderr, "%s: --insecure turns TLS off; it cannot go with --tls or --tls-cert.\n", CMD);
+        return CLI_USAGE;
+    }
+    if (!a->tls && !a->tls_cert && (loopback || a->insecure)) {
+        if (a->insecure && !loopback)
+            LOG_WARN("--insecure: plain TCP on %s. Every call, copy and result (the programs' data, device "
+                     "memory contents, the bulk join secrets) crosses the network in clear: anyone on the path "
+                     "can read it, and can inject calls into sessions once a client has authenticated. Drop "
+                     "--insecure to serve TLS", a->opt.listen);
+        a->opt.insecure = a->insecure;
+        return 0;
+    }
+    static char cbuf[4096], kbuf[4096];
+    const char *cert, *key;
+    if (find_certificate(a, &cert, &key, cbuf, kbuf, sizeof cbuf) != 0) return 1;
+    char err[1024];
+    struct tls_server *srv = tls_server_new(cert, key, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "%s: %s.\n", CMD, err);
+        return 1;
+    }
+    a->opt.tls = srv;
+    const char *fp = tls_server_fingerprint(srv);
+    char where[300];
+    snprintf(where, sizeof where, port ? "%s:%d" : "%s:PORT", host, port);
+    fprintf(stderr, "%s: TLS certificate %s %s\n"
+                    "  clients pin it with `scuda trust %s` (compare the fingerprint it shows with this one)\n"
+                    "  or SCUDA_TLS_FINGERPRINT=%s\n", CMD, cert, fp, where, fp);
+    return 0;
+}
+
 /* Checks that need all the options. Returns 0 or an exit code. */
 static int check(struct args *a)
 {
@@ -298,7 +395,7 @@ static int check(struct args *a)
     if (load_tokens(a->token_file, &a->tokens) != 0) return 1;
     a->opt.tokens = &a->tokens;
     a->opt.token_file = a->token_file;
-    return 0;
+    return settle_tls(a, host, port);
 }
 
 int cmd_server(int argc, char **argv)
@@ -322,5 +419,6 @@ int cmd_server(int argc, char **argv)
     int rc = check(&a);
     if (rc == 0) rc = server_run(&a.opt);
     token_set_free(&a.tokens);
+    tls_server_free((struct tls_server *)a.opt.tls);
     return rc;
 }

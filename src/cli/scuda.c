@@ -5,6 +5,7 @@
  *   scuda run [...] -- CMD        run CMD against a server (cmd_run.c)
  *   scuda info [...]              show the server's GPUs (cmd_info.c)
  *   scuda bench [...]             measure SCUDA against the raw link (cmd_bench.c)
+ *   scuda trust HOST:PORT         pin a server's TLS certificate (cmd_trust.c)
  *   scuda HOST:PORT               save the default server (cmd_save.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,6 +31,8 @@ static void usage(FILE *f)
             "                       show the server's GPUs, driver version and round trip\n"
             "  bench [--server HOST:PORT] [--json FILE] [--quick]\n"
             "                       measure latency, launches, copies against the raw link\n"
+            "  trust [--yes] HOST:PORT\n"
+            "                       pin the server's TLS certificate (after checking it)\n"
             "  server [--listen ADDR:PORT] [options]\n"
             "                       serve this machine's GPUs\n"
             "  -l ADDR:PORT         short for 'scuda server --listen ADDR:PORT'\n"
@@ -41,6 +44,9 @@ static void usage(FILE *f)
             "Environment:\n"
             "  SCUDA_SERVER   server for 'run' and 'info' (HOST:PORT[,HOST:PORT...])\n"
             "  SCUDA_TOKEN    shared secret; must match the server's\n"
+            "  SCUDA_TLS=1    TLS on loopback too (always on elsewhere); SCUDA_TLS_FINGERPRINT,\n"
+            "                 SCUDA_TLS_CA or `scuda trust` say which server to trust;\n"
+            "                 SCUDA_INSECURE=1 allows plain TCP beyond loopback\n"
             "  SCUDA_LOG      log level: error, warn (default), info, debug\n"
             "  SCUDA_LIB_DIR  directory holding SCUDA's libcuda.so.1 (default: ../lib\n"
             "                 next to the scuda executable)\n"
@@ -64,6 +70,7 @@ static int help(const char *name)
     if (strcmp(name, "info") == 0) return cmd_info(2, argv);
     if (strcmp(name, "bench") == 0) return cmd_bench(2, argv);
     if (strcmp(name, "server") == 0) return cmd_server(2, argv);
+    if (strcmp(name, "trust") == 0) return cmd_trust(2, argv);
     fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
     return CLI_USAGE;
 }
@@ -86,6 +93,7 @@ int main(int argc, char **argv)
     if (strcmp(c, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(c, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(c, "trust") == 0) return cmd_trust(argc - 1, argv + 1);
     /* The short form: argv[0] stands in for "server" and -l is its alias. */
     if (is_listen_flag(c)) return cmd_server(argc, argv);
 

@@ -30,6 +30,7 @@
 
 #include "../common/auth.h"
 #include "../common/config.h"
+#include "../common/dial.h"
 #include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -178,7 +179,7 @@ static void close_all(void)
     pthread_cond_broadcast(&bulk.job_cv);
     pthread_mutex_unlock(&bulk.job_lock);
     for (int i = 0; i < bulk.k; i++) {
-        if (bulk.fd[i] >= 0) close(bulk.fd[i]);
+        if (bulk.fd[i] >= 0) io_close(bulk.fd[i]);
         bulk.fd[i] = -1;
     }
     bulk.state = BULK_OFF;
@@ -199,9 +200,8 @@ static void go_off_after_failure(void)
  * `index` of session `pid`. Returns the fd, or -1 with the reason in err. */
 static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECRET_LEN], char *err, size_t errlen)
 {
-    int fd = tcp_connect(conn_addr(), CONNECT_TIMEOUT_MS, err, errlen);
+    int fd = dial(conn_addr(), CONNECT_TIMEOUT_MS, PREFACE_JOIN, err, errlen);
     if (fd < 0) return -1;
-    tcp_tune(fd, DEAD_PEER_S);
     uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN];
     uint32_t status;
     char msg[256];
@@ -209,6 +209,14 @@ static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECR
     hello_join_request(req, pid, index, secret, nonce);
     if (hello_send_client(fd, HELLO_BULK_JOIN, 0, scuda_token(), nonce, req, sizeof req) != 0) {
         snprintf(err, errlen, "the connection closed during the handshake");
+        goto fail;
+    }
+    /* Over TLS the session takes the socket over with a TLS session of its
+     * own, in which the request is repeated (bulk_join.c, second_tls). */
+    int second = dial_second_tls(fd, conn_addr(), JOIN_TIMEOUT_MS, err, errlen);
+    if (second < 0) goto fail;
+    if (tls_of(fd) && second == 0 && io_write_full(fd, req, sizeof req) != 0) {
+        snprintf(err, errlen, "the connection closed during the second TLS session");
         goto fail;
     }
     if (hello_read_welcome(fd, JOIN_TIMEOUT_MS, &status, msg, sizeof msg) != 0) {
@@ -221,7 +229,7 @@ static int join_one(uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECR
     }
     return fd;
 fail:
-    close(fd);
+    io_close(fd);
     return -1;
 }
 
@@ -397,7 +405,7 @@ void bulk_forget_after_fork(void)
     /* The parent's connections and threads are not ours; closing our
      * copies of the fds leaves the parent's sockets open. */
     for (int i = 0; i < BULK_MAX_STREAMS && bulk.state != BULK_UNTRIED; i++)
-        if (bulk.fd[i] >= 0) close(bulk.fd[i]);
+        if (bulk.fd[i] >= 0) io_forget(bulk.fd[i]);
     pthread_mutex_init(&bulk.lock, NULL);
     pthread_mutex_init(&bulk.job_lock, NULL);
     pthread_cond_init(&bulk.job_cv, NULL);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/config.h"
+#include "../common/dial.h"
 #include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
@@ -68,7 +69,7 @@ static void on_writer_error(int err);
 static CUresult handshake_fail(const char *what, const char *fix)
 {
     LOG_ERROR("server %s: %s; %s", conn.addr, what, fix);
-    if (conn.fd >= 0) close(conn.fd);
+    if (conn.fd >= 0) io_close(conn.fd);
     conn.fd = -1;
     return CUDA_ERROR_NO_DEVICE;
 }
@@ -101,13 +102,19 @@ CUresult conn_open(const char *addr)
     char err[256];
     snprintf(conn.addr, sizeof conn.addr, "%s", addr);
     conn.dead = 0; /* a forked child that connects anew (the NVML shim does) */
-    conn.fd = tcp_connect(addr, CONNECT_TIMEOUT_MS, err, sizeof err);
-    if (conn.fd < 0) {
-        LOG_ERROR("cannot reach server %s: %s; start `scuda server` on the GPU machine, "
-                  "or point SCUDA_SERVER (or `scuda run --server`) at a running one", addr, err);
+    char why[1024];
+    conn.fd = dial(addr, CONNECT_TIMEOUT_MS, PREFACE_SESSION, why, sizeof why);
+    if (conn.fd == -2) {
+        /* Reached, but refused or not trusted: why says what to do. */
+        LOG_ERROR("server %s: %s", addr, why);
+        conn.fd = -1;
         return CUDA_ERROR_NO_DEVICE;
     }
-    tcp_tune(conn.fd, DEAD_PEER_S);
+    if (conn.fd < 0) {
+        LOG_ERROR("cannot reach server %s: %s; start `scuda server` on the GPU machine, "
+                  "or point SCUDA_SERVER (or `scuda run --server`) at a running one", addr, why);
+        return CUDA_ERROR_NO_DEVICE;
+    }
     if (sendq_start(conn.fd, on_writer_error) != 0) LOG_WARN("no writer thread: every call is written directly");
 
     uint8_t nonce[SCUDA_NONCE_LEN];
@@ -151,7 +158,7 @@ void conn_forget_after_fork(void)
     sendq_forget_after_fork();
     /* The child must never write to the parent's socket: like real CUDA
      * after fork, calls in the child fail, and the parent is unharmed. */
-    if (conn.fd >= 0) close(conn.fd);
+    if (conn.fd >= 0) io_forget(conn.fd);
     conn.fd = -1;
     conn.dead = 1;
     conn.waiters = NULL;

@@ -33,6 +33,10 @@ static struct {
     struct buffer pending;
     _Atomic size_t pending_len; /* read without the lock while spinning */
     int sleeping;
+    /* The buffer being written (under write_lock), kept reachable here: a
+     * child forked meanwhile inherits it without the thread that holds it,
+     * and LeakSanitizer would call it a leak. */
+    void *in_flight;
 } q = {.fd = -1,
        .write_lock = PTHREAD_MUTEX_INITIALIZER,
        .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -81,7 +85,9 @@ static void give_back(struct buffer out)
 static int flush_locked(void)
 {
     struct buffer out = take_pending();
+    q.in_flight = out.data;
     int rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
+    q.in_flight = NULL;
     give_back(out);
     return rc;
 }
@@ -162,6 +168,7 @@ int sendq_write_direct(struct iovec *iov, int iovcnt)
 {
     pthread_mutex_lock(&q.write_lock);
     struct buffer out = take_pending();
+    q.in_flight = out.data;
     struct iovec all[8];
     int n = 0, rc;
     if (out.len) all[n++] = (struct iovec){.iov_base = out.data, .iov_len = out.len};
@@ -172,6 +179,7 @@ int sendq_write_direct(struct iovec *iov, int iovcnt)
         rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
         if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
     }
+    q.in_flight = NULL;
     give_back(out);
     pthread_mutex_unlock(&q.write_lock);
     return rc;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "token_file.h"
+#include "transport.h"
 
 /* Copy s[0..n) into out without surrounding whitespace. Returns the copied
  * length, or -1 if it does not fit. */
@@ -342,4 +344,53 @@ int scuda_env_on(const char *name)
 {
     const char *e = getenv(name);
     return e && *e && strcmp(e, "0") != 0;
+}
+
+/* ---- TLS -------------------------------------------------------------------- */
+
+int scuda_tls_for(const char *addr)
+{
+    if (addr_is_loopback(addr)) return scuda_env_on("SCUDA_TLS");
+    if (!scuda_env_on("SCUDA_INSECURE")) return 1;
+    static atomic_int warned;
+    if (!atomic_exchange(&warned, 1)) {
+        LOG_WARN("SCUDA_INSECURE=1: plain TCP to %s. Every call, copy and result crosses the network in clear: "
+                 "anyone on the path can read them or inject calls into the session. Unset SCUDA_INSECURE to "
+                 "use TLS", addr);
+    }
+    return 0;
+}
+
+static const char *env_value(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+const char *scuda_tls_fingerprint(void) { return env_value("SCUDA_TLS_FINGERPRINT"); }
+const char *scuda_tls_ca(void) { return env_value("SCUDA_TLS_CA"); }
+
+/* "$XDG_VAR/scuda/leaf" or "<home>/fallback/scuda/leaf". */
+static int xdg_path(const char *var, const char *fallback, const char *leaf, char *out, size_t outlen)
+{
+    const char *xdg = getenv(var);
+    const char *home = home_dir();
+    int n;
+    if (xdg != NULL && xdg[0] == '/')
+        n = snprintf(out, outlen, "%s/scuda%s%s", xdg, leaf[0] ? "/" : "", leaf);
+    else if (home != NULL)
+        n = snprintf(out, outlen, "%s/%s/scuda%s%s", home, fallback, leaf[0] ? "/" : "", leaf);
+    else
+        return -1;
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+int scuda_known_hosts_path(char *out, size_t outlen)
+{
+    return xdg_path("XDG_CONFIG_HOME", ".config", "known_hosts", out, outlen);
+}
+
+int scuda_state_dir_default(char *out, size_t outlen)
+{
+    return xdg_path("XDG_STATE_HOME", ".local/state", "", out, outlen);
 }

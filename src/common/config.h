@@ -67,4 +67,31 @@ int scuda_bulk_streams(void);
 /* An environment switch: set, not empty and not "0". */
 int scuda_env_on(const char *name);
 
+/* ---- TLS (docs/operate.md, TLS) -------------------------------------------
+ *
+ * Whether a connection to addr uses TLS: always beyond loopback, unless
+ * SCUDA_INSECURE=1 (plain TCP, logged as a warning once per process); on
+ * loopback only with SCUDA_TLS=1. Returns 1 for TLS, 0 for plain. */
+int scuda_tls_for(const char *addr);
+
+/* How the client authenticates the server, first that is set:
+ *   SCUDA_TLS_FINGERPRINT=sha256:HEX  the certificate's SHA-256, pinned;
+ *   SCUDA_TLS_CA=FILE                 a chain to these CAs and the name
+ *                                     of the address in the certificate;
+ *   the known_hosts file              "HOST:PORT sha256:HEX" lines, one per
+ *                                     server, written by `scuda trust`.
+ * Each returns NULL when unset or empty. */
+const char *scuda_tls_fingerprint(void);
+const char *scuda_tls_ca(void);
+
+/* "$XDG_CONFIG_HOME/scuda/known_hosts" when that variable holds an
+ * absolute path, else "<home>/.config/scuda/known_hosts". Returns 0, or -1
+ * if no home is known or the path does not fit. */
+int scuda_known_hosts_path(char *out, size_t outlen);
+
+/* The server's state directory (its generated TLS certificate and key):
+ * "$XDG_STATE_HOME/scuda" when that variable holds an absolute path, else
+ * "<home>/.local/state/scuda". Returns 0, or -1 as above. */
+int scuda_state_dir_default(char *out, size_t outlen);
+
 #endif

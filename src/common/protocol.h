@@ -4,6 +4,10 @@
  * containing pointers is ever sent raw.
  *
  * Connection start (docs/architecture.md, 3.1 Handshake):
+ *   client -> server  preface       { magic u32 "SCP1", u8 transport, u8 kind, u16 0 }
+ *   server -> client  answer        { magic u32 "SCP1", u8 status, u8 0, u16 0 }
+ *   then, when transport is TLS, a TLS 1.3 handshake, and everything
+ *   below travels inside TLS (preface.h, tls.h)
  *   server -> client  server_hello  { magic u32, version u16, flags u16, nonce[16] }
  *   client -> server  client_hello  { magic u32, version u16, flags u16,
  *                                     client_build u32, device_mask u64, proof[32] }
@@ -102,8 +106,10 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * (FRAME_DEFERRED); kernel-node queries carry the function's name.
  * 3: every hand-written op is a typed message of codegen/driver_spec.py
  * (MESSAGES); launches carry packed bytes without a layout; the op
- * registry lost the ids nothing sent. */
-#define SCUDA_PROTOCOL_VERSION 3
+ * registry lost the ids nothing sent.
+ * 4: the client's preface, then TLS 1.3 (preface.h); a bulk join runs a
+ * second TLS session after its join request. */
+#define SCUDA_PROTOCOL_VERSION 4
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "transport.h"
 #include "config.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -139,12 +140,18 @@ int addr_is_loopback(const char *hostport)
 
 int io_spin_for_input(int fd, unsigned spin_ns)
 {
+    struct tls_link *l = tls_of(fd);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        char c;
-        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        if (l) {
+            /* Bytes SSL already holds never show in a peek at the socket. */
+            if (tls_input_ready(l)) return 1;
+        } else {
+            char c;
+            ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (r > 0 || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        }
         clock_gettime(CLOCK_MONOTONIC, &t);
         uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
         if (ns >= spin_ns) return 0;
@@ -153,6 +160,8 @@ int io_spin_for_input(int fd, unsigned spin_ns)
 
 int io_read_full(int fd, void *buf, size_t n)
 {
+    struct tls_link *l = tls_of(fd);
+    if (l) return tls_read_full(l, buf, n, -1);
     char *p = buf;
     while (n > 0) {
         ssize_t r = read(fd, p, n);
@@ -175,6 +184,8 @@ int io_write_full(int fd, const void *buf, size_t n)
 
 int io_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
+    struct tls_link *l = tls_of(fd);
+    if (l) return tls_writev(l, iov, iovcnt);
     while (iovcnt > 0) {
         /* MSG_NOSIGNAL: a dead peer must give EPIPE, not kill the process. */
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > 1024 ? 1024 : iovcnt)};
@@ -195,13 +206,24 @@ int io_writev_full(int fd, struct iovec *iov, int iovcnt)
     return 0;
 }
 
-int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms)
+/* poll() for input; 1 ready, 0 timed out, -1 error. */
+static int poll_in(int fd, int timeout_ms)
 {
-    char *p = buf;
-    while (n > 0) {
+    for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int rc = poll(&pfd, 1, timeout_ms);
         if (rc < 0 && errno == EINTR) continue;
+        return rc;
+    }
+}
+
+int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms)
+{
+    struct tls_link *l = tls_of(fd);
+    if (l) return tls_read_full(l, buf, n, timeout_ms);
+    char *p = buf;
+    while (n > 0) {
+        int rc = poll_in(fd, timeout_ms);
         if (rc == 0) { errno = ETIMEDOUT; return -1; }
         if (rc < 0) return -1;
         ssize_t r = read(fd, p, n);
@@ -214,4 +236,54 @@ int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms)
         n -= (size_t)r;
     }
     return 0;
+}
+
+ssize_t io_read_some(int fd, void *buf, size_t cap, int timeout_ms)
+{
+    struct tls_link *l = tls_of(fd);
+    if (l) return tls_read_some(l, buf, cap, timeout_ms);
+    for (;;) {
+        if (timeout_ms > 0) {
+            int rc = poll_in(fd, timeout_ms);
+            if (rc == 0) errno = ETIMEDOUT;
+            if (rc <= 0) return -1;
+        }
+        ssize_t n = recv(fd, buf, cap, timeout_ms == 0 ? MSG_DONTWAIT : 0);
+        if (n > 0) return n;
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (errno != EINTR) return -1;
+    }
+}
+
+int io_wait_input(int fd, int timeout_ms)
+{
+    struct tls_link *l = tls_of(fd);
+    return l ? tls_wait_input(l, timeout_ms) : poll_in(fd, timeout_ms);
+}
+
+void io_set_timeout(int fd, int timeout_ms)
+{
+    struct tls_link *l = tls_of(fd);
+    if (l) {
+        tls_set_timeout(l, timeout_ms);
+        return;
+    }
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int io_close(int fd)
+{
+    tls_detach_free(fd);
+    return close(fd);
+}
+
+void io_forget(int fd)
+{
+    tls_detach_abandon(fd);
+    close(fd);
 }

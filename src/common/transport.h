@@ -1,10 +1,16 @@
 /* transport.h - TCP sockets for SCUDA: connect with a deadline, listen,
  * full reads and writes that survive EINTR and short transfers, and the
- * socket options that bound how long a dead peer can go unnoticed. */
+ * socket options that bound how long a dead peer can go unnoticed.
+ *
+ * The one I/O path: every read, write and wait on a SCUDA connection, in
+ * every process, goes through the io_* calls below. On an fd with a TLS
+ * link attached (tls.h) they run through the link; on any other fd they
+ * are the plain socket calls. */
 #ifndef SCUDA_TRANSPORT_H
 #define SCUDA_TRANSPORT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 /* Connect to "HOST:PORT" within timeout_ms. Returns the fd, or -1 with a
@@ -35,5 +41,20 @@ int io_writev_full(int fd, struct iovec *iov, int iovcnt);
 int io_spin_for_input(int fd, unsigned spin_ns);
 /* Read exactly n bytes, waiting at most timeout_ms for each chunk. */
 int io_read_full_timeout(int fd, void *buf, size_t n, int timeout_ms);
+/* One read of 1..cap bytes. timeout_ms: 0 = only what is there now
+ * (EAGAIN otherwise), -1 = wait as long as the fd's timeout (io_set_timeout;
+ * none by default), else at most that long (ETIMEDOUT). EOF gives -1 with
+ * ECONNRESET. */
+ssize_t io_read_some(int fd, void *buf, size_t cap, int timeout_ms);
+/* Wait until a read would not block: 1, 0 after timeout_ms (-1: forever),
+ * -1 on error. */
+int io_wait_input(int fd, int timeout_ms);
+/* Every later blocking read or write on fd gives up after timeout_ms. */
+void io_set_timeout(int fd, int timeout_ms);
+/* Close a connection and free its TLS link (no close_notify is sent). */
+int io_close(int fd);
+/* Close this process's copy of a connection another process keeps using
+ * (after fork): its TLS link is left untouched, never freed. */
+void io_forget(int fd);
 
 #endif

@@ -21,14 +21,16 @@
 #include "bulk_join.h"
 #include "children.h"
 #include "fd_pass.h"
+#include "transport_phase.h"
 #include "../common/hello.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
+#include "../common/tls.h"
 #include "../common/transport.h"
 
 enum adm_state {
     ADM_FREE = 0,
-    ADM_TRANSPORT,         /* the transport's own handshake (TLS); today none */
+    ADM_TRANSPORT,         /* the preface, then TLS when the client asked (transport_phase.c) */
     ADM_SEND_SERVER_HELLO,
     ADM_READ_CLIENT_HELLO,
     ADM_READ_JOIN_REQUEST, /* HELLO_BULK_JOIN: the join request follows */
@@ -47,7 +49,8 @@ struct pending {
     uint64_t accepted_ms;
     uint64_t deadline_ms;  /* from accept; nothing extends it */
     uint64_t refuse_at_ms; /* ADM_SEND_REFUSAL: not before this */
-    short revents;
+    short transport_wants; /* ADM_TRANSPORT: POLLIN or POLLOUT */
+    struct transport_phase tp;
     char peer[PEER_LEN];
     char source[INET6_ADDRSTRLEN];
     uint8_t nonce[SCUDA_NONCE_LEN];
@@ -82,10 +85,16 @@ int admission_init(const struct admission_config *c)
 /* ---- the transport: the only reads and writes on a pending connection ---- */
 
 /* Both return the bytes moved, 0 when the socket is not ready, or -1 when
- * the connection failed or the peer closed it. The TLS transport takes
- * these over; nothing else in the parent touches a pending socket. */
+ * the connection failed or the peer closed it. Once the transport phase
+ * is done, a TLS connection has its link attached to the fd, and these go
+ * through it; nothing else in the parent touches a pending socket. */
 static long pending_read(struct pending *p, void *buf, size_t n)
 {
+    struct tls_link *l = tls_of(p->fd);
+    if (l) {
+        ssize_t r = tls_read_some(l, buf, n, 0);
+        return r > 0 ? r : errno == EAGAIN ? 0 : -1;
+    }
     ssize_t r = recv(p->fd, buf, n, MSG_DONTWAIT);
     if (r > 0) return r;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
@@ -94,6 +103,11 @@ static long pending_read(struct pending *p, void *buf, size_t n)
 
 static long pending_write(struct pending *p, const void *buf, size_t n)
 {
+    struct tls_link *l = tls_of(p->fd);
+    if (l) {
+        ssize_t w = tls_write_some(l, buf, n);
+        return w >= 0 ? w : errno == EAGAIN ? 0 : -1;
+    }
     ssize_t w = send(p->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w >= 0) return w;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
@@ -102,9 +116,12 @@ static long pending_write(struct pending *p, const void *buf, size_t n)
 
 /* ---- slots ---------------------------------------------------------------- */
 
+/* Close the parent's copy: its TLS state is freed without a close_notify,
+ * which would end the connection for a session that holds it too. */
 static void drop(struct pending *p)
 {
-    if (p->fd >= 0) close(p->fd);
+    transport_phase_abort(&p->tp);
+    if (p->fd >= 0) io_close(p->fd);
     memset(p, 0, sizeof *p);
     p->fd = -1;
 }
@@ -229,6 +246,8 @@ static void take(int fd)
     snprintf(p->peer, sizeof p->peer, "%s", peer);
     snprintf(p->source, sizeof p->source, "%s", source);
     p->state = ADM_TRANSPORT;
+    transport_phase_init(&p->tp, fd, cfg.tls);
+    p->transport_wants = POLLIN; /* the client speaks first: its preface */
     LOG_DEBUG("%s: connected", peer);
 }
 
@@ -275,9 +294,12 @@ static void route_join(struct pending *p)
         struct join_note note = {.magic = JOIN_NOTE_MAGIC, .pid = p->jr.pid, .index = p->jr.index};
         memcpy(note.nonce, p->nonce, SCUDA_NONCE_LEN);
         memcpy(note.proof, p->jr.proof, SCUDA_PROOF_LEN);
-        /* The session gets a blocking socket; the parent keeps its copy,
-         * only to refuse, and writes to it with MSG_DONTWAIT. */
-        fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
+        /* A plain join: the session gets a blocking socket; the parent
+         * keeps its copy, only to refuse, and writes to it with
+         * MSG_DONTWAIT. A TLS join stays non-blocking: the parent may
+         * still refuse inside its TLS session, and the session's own TLS
+         * session runs on a non-blocking socket anyway (tls.h). */
+        if (!tls_of(p->fd)) fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
         if (fd_send(ctl, &note, sizeof note, p->fd, MSG_DONTWAIT) == 0) {
             p->state = ADM_JOIN_WAIT;
             p->refuse_at_ms = refuse_at;
@@ -293,7 +315,8 @@ static void route_join(struct pending *p)
 
 static void admit(struct pending *p)
 {
-    fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
+    /* A TLS link waits in poll() itself and needs a non-blocking socket. */
+    if (!tls_of(p->fd)) fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
     struct admitted a = {.fd = p->fd, .flags = p->ch.flags, .build = p->ch.build, .user = p->user, .peer = p->peer};
     p->fd = -1; /* the callee's now */
     cfg.admit(&a);
@@ -321,6 +344,12 @@ static void decide(struct pending *p)
                  ch->flags);
         LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
         refuse(p, WELCOME_BAD_VERSION, msg, 0);
+    } else if (ch->flags == HELLO_BULK_JOIN && tls_of(p->fd) && p->tp.kind != PREFACE_JOIN) {
+        /* Its TLS keys may be in the kernel: the session could not run
+         * the join's second TLS session on this socket. */
+        LOG_WARN("%s (user %s) refused: a bulk join whose preface did not say so", p->peer, p->user);
+        refuse(p, WELCOME_BAD_JOIN, "a bulk join must say so in its preface; use a client and server of the same "
+                                    "SCUDA version", 0);
     } else if (ch->flags == HELLO_BULK_JOIN) {
         route_join(p); /* a join makes no session: no session limit */
     } else if (children_sessions() >= cfg.max_sessions) {
@@ -351,6 +380,26 @@ static int transfer(struct pending *p, int writing)
     return 1;
 }
 
+/* The preface and, when the client asked for it, the TLS handshake: one
+ * non-blocking step. Returns 1 when done (a TLS link is then attached to
+ * the fd), 0 when it waits for the socket (p->transport_wants says what
+ * for) or p was dropped. */
+static int transport_done(struct pending *p)
+{
+    char err[256];
+    int st = transport_phase_step(&p->tp, err, sizeof err);
+    if (st == TLS_STEP_DONE) return 1;
+    if (st == TLS_STEP_WANT_READ || st == TLS_STEP_WANT_WRITE) {
+        p->transport_wants = st == TLS_STEP_WANT_READ ? POLLIN : POLLOUT;
+        return 0;
+    }
+    /* A client refused at the preface was told why in its answer. */
+    if (p->tp.refusal[0]) LOG_WARN("%s %s", p->peer, err);
+    else LOG_INFO("%s: %s", p->peer, err);
+    drop(p);
+    return 0;
+}
+
 /* One step of p's handshake. Returns 1 when it moved on (step again), 0
  * when it waits, and drops p when it is over. */
 static int step(struct pending *p)
@@ -358,7 +407,7 @@ static int step(struct pending *p)
     int rc;
     switch (p->state) {
     case ADM_TRANSPORT:
-        /* TLS runs its server handshake here, before any SCUDA byte. */
+        if (!transport_done(p)) return 0;
         hello_encode_server(tokens_needed() ? HELLO_SERVER_TOKEN : 0, p->nonce, p->io);
         expect_bytes(p, ADM_SEND_SERVER_HELLO, SERVER_HELLO_LEN);
         return 1;
@@ -377,6 +426,14 @@ static int step(struct pending *p)
     case ADM_READ_JOIN_REQUEST:
         if ((rc = transfer(p, 0)) <= 0) break;
         hello_decode_join_request(p->io, &p->jr);
+        if (tls_of(p->fd) && !tls_drained(tls_of(p->fd))) {
+            /* Our client sends nothing more in this TLS session: the
+             * session takes the socket over with a TLS session of its own
+             * (bulk_join.c). Whatever came is not from our client. */
+            LOG_WARN("%s: bulk join refused: data after the join request", p->peer);
+            drop(p);
+            return 0;
+        }
         p->state = ADM_DECIDE;
         return 1;
     case ADM_DECIDE:
@@ -400,12 +457,22 @@ static int step(struct pending *p)
 static short wanted_events(const struct pending *p)
 {
     switch (p->state) {
+    case ADM_TRANSPORT: return p->transport_wants;
     case ADM_SEND_SERVER_HELLO: return POLLOUT;
     case ADM_READ_CLIENT_HELLO:
     case ADM_READ_JOIN_REQUEST: return POLLIN;
     case ADM_SEND_REFUSAL: return now_ms() >= p->refuse_at_ms ? POLLOUT : 0;
     default: return 0;
     }
+}
+
+/* Bytes TLS already took off the socket and holds for a read: poll()
+ * would not say so. */
+static int buffered_input(const struct pending *p)
+{
+    int reading = p->state == ADM_READ_CLIENT_HELLO || p->state == ADM_READ_JOIN_REQUEST;
+    struct tls_link *l = reading ? tls_of(p->fd) : NULL;
+    return l && !tls_drained(l);
 }
 
 int admission_poll_count(void) { return cfg.max_pending; }
@@ -433,7 +500,7 @@ void admission_poll_done(const struct pollfd *pf, int n)
             continue;
         }
         int ready = i < n && pf[i].fd == p->fd && pf[i].revents;
-        int due = p->state == ADM_TRANSPORT || p->state == ADM_DECIDE ||
+        int due = p->state == ADM_DECIDE || buffered_input(p) ||
                   (p->state == ADM_SEND_REFUSAL && now >= p->refuse_at_ms);
         if (ready || due)
             while (step(p)) {
@@ -447,7 +514,7 @@ int admission_timeout_ms(int cap_ms)
     for (int i = 0; i < cfg.max_pending; i++) {
         const struct pending *p = &slots[i];
         if (p->fd < 0) continue;
-        if (p->state == ADM_TRANSPORT || p->state == ADM_DECIDE) return 0;
+        if (p->state == ADM_DECIDE || buffered_input(p)) return 0;
         if (p->deadline_ms < next) next = p->deadline_ms;
         if (p->state == ADM_SEND_REFUSAL && p->refuse_at_ms < next) next = p->refuse_at_ms;
     }
@@ -471,6 +538,10 @@ void admission_join_verdict(const uint8_t nonce[16], int ok)
 
 void admission_forget_in_child(void)
 {
-    for (int i = 0; i < cfg.max_pending; i++)
-        if (slots[i].fd >= 0) close(slots[i].fd);
+    /* The parent is one thread: its TLS links are whole here, and freeing
+     * them sends nothing. */
+    for (int i = 0; i < cfg.max_pending; i++) {
+        transport_phase_abort(&slots[i].tp);
+        if (slots[i].fd >= 0) io_close(slots[i].fd);
+    }
 }

@@ -5,7 +5,7 @@
  *
  * Each pending connection is a small state machine on a non-blocking
  * socket:
- *   TRANSPORT -> SEND_SERVER_HELLO -> READ_CLIENT_HELLO
+ *   TRANSPORT (preface, TLS) -> SEND_SERVER_HELLO -> READ_CLIENT_HELLO
  *     [-> READ_JOIN_REQUEST] -> DECIDE -> admitted | JOIN_WAIT | SEND_REFUSAL
  * The parent never waits on one client. A handshake has one deadline,
  * from accept: bytes do not extend it. Handshakes in progress have a
@@ -28,9 +28,14 @@
 #define ADMISSION_DEFAULT_MAX 256
 #define ADMISSION_DEFAULT_PER_SOURCE 8
 
+struct tls_server;
+
 /* A client that authenticated and asked for a session or a raw link. */
 struct admitted {
-    int fd;          /* blocking again; the callee owns it */
+    /* The callee owns it: blocking again over plain TCP; over TLS
+     * non-blocking, with its link attached (tls_of), which a forked child
+     * keeps using and the parent frees with io_close (no close_notify). */
+    int fd;
     uint16_t flags;  /* 0: a session; HELLO_RAW_*: a raw link */
     uint32_t build;  /* the client's build, for the log */
     const char *user;
@@ -41,6 +46,9 @@ struct admission_config {
     int max_pending;    /* handshakes in progress, in all */
     int per_source;     /* handshakes in progress from one address */
     int max_sessions;   /* children, for "server full" */
+    /* Every connection's transport: TLS with this (tls.h), or plain TCP
+     * when NULL; the client's preface must agree (transport_phase.h). */
+    const struct tls_server *tls;
     /* The users and their tokens now (server.c swaps it on reload); an
      * empty set means no token is needed (the listener is loopback). */
     const struct token_set *const *tokens;

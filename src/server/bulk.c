@@ -258,7 +258,8 @@ static void *link_main(void *arg)
 
 /* ---- joining ------------------------------------------------------------------------ */
 
-static int admit_locked(const struct join_note *note, int fd, char *why, size_t whylen)
+/* Whether the join could become its connection now. 0, or -1 (why). */
+static int check_locked(const struct join_note *note, char *why, size_t whylen)
 {
     uint8_t want[SCUDA_PROOF_LEN];
     if (bulk.k == 0) {
@@ -278,11 +279,17 @@ static int admit_locked(const struct join_note *note, int fd, char *why, size_t 
         snprintf(why, whylen, "wrong join secret");
         return -1;
     }
-    struct link *l = &bulk.link[note->index];
-    if (l->fd >= 0) {
+    if (bulk.link[note->index].fd >= 0) {
         snprintf(why, whylen, "connection %u has joined already", note->index);
         return -1;
     }
+    return 0;
+}
+
+static int admit_locked(const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    if (check_locked(note, why, whylen) != 0) return -1;
+    struct link *l = &bulk.link[note->index];
     l->fd = fd;
     pthread_t t;
     if (pthread_create(&t, NULL, link_main, l) != 0) {
@@ -294,6 +301,14 @@ static int admit_locked(const struct join_note *note, int fd, char *why, size_t 
     if (++bulk.joined == bulk.k)
         LOG_INFO("bulk: %d connections joined; large copies are striped over them", bulk.k);
     return 0;
+}
+
+int bulk_check(const struct join_note *note, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&bulk.lock);
+    int rc = check_locked(note, why, whylen);
+    pthread_mutex_unlock(&bulk.lock);
+    return rc;
 }
 
 int bulk_admit(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)

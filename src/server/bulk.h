@@ -22,6 +22,9 @@ struct join_note;
  * join secret and, when it is good, make fd bulk connection note->index
  * (its thread started; the caller then sends the welcome). Returns 0, or
  * -1 with the reason in why (fd is then still the caller's). */
+/* bulk_admit's checks alone, fd left out: a TLS join is checked before
+ * the session runs its own TLS session on it (bulk_join.c). */
+int bulk_check(const struct join_note *note, char *why, size_t whylen);
 int bulk_admit(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen);
 
 #endif

@@ -12,9 +12,17 @@
 #include "bulk.h"
 #include "fd_pass.h"
 #include "session.h"
+#include "server.h"
+#include "../common/auth.h"
 #include "../common/hello.h"
 #include "../common/log.h"
+#include "../common/preface.h"
+#include "../common/tls.h"
 #include "../common/transport.h"
+
+/* The session's own TLS session on a join: as long as a handshake may
+ * take in the parent (admission.h). */
+#define SECOND_TLS_TIMEOUT_MS 5000
 
 /* ---- in the session ------------------------------------------------------ */
 
@@ -27,22 +35,95 @@ static void send_verdict(struct session *s, const struct join_note *note, int ok
         LOG_DEBUG("bulk join verdict not delivered: %s", strerror(errno));
 }
 
+/* A TLS session cannot move between processes: the parent's, in which
+ * the join request came, ends with it (the parent frees it without a
+ * close_notify once it has this verdict). This session then runs a TLS
+ * session of its own on the socket, after a plain JOIN_GO_BYTE, and the
+ * client proves it is the first session's client by repeating its join
+ * request inside it: the proof crossed the network only encrypted, so a
+ * relay that let the first session through cannot take the socket over
+ * now. Returns 0 with the link attached, or -1 with the reason in why. */
+static int second_tls(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    char err[200];
+    uint8_t go = JOIN_GO_BYTE;
+    if (send(fd, &go, 1, MSG_NOSIGNAL) != 1) {
+        snprintf(why, whylen, "the client left: %s", strerror(errno));
+        return -1;
+    }
+    struct tls_link *l = tls_server_link(s->opt->tls, fd, 1, err, sizeof err);
+    if (!l || tls_accept(l, SECOND_TLS_TIMEOUT_MS, err, sizeof err) != 0 || tls_attach(fd, l) != 0) {
+        tls_link_free(l);
+        snprintf(why, whylen, "the second TLS session failed: %.100s", err);
+        return -1;
+    }
+    struct join_request again;
+    uint8_t want[4 + 4 + SCUDA_PROOF_LEN], got[sizeof want];
+    if (hello_read_join_request(fd, SECOND_TLS_TIMEOUT_MS, &again) != 0) {
+        snprintf(why, whylen, "no join request in the second TLS session");
+        return -1;
+    }
+    memcpy(want, &note->pid, 4);
+    memcpy(want + 4, &note->index, 4);
+    memcpy(want + 8, note->proof, SCUDA_PROOF_LEN);
+    memcpy(got, &again.pid, 4);
+    memcpy(got + 4, &again.index, 4);
+    memcpy(got + 8, again.proof, SCUDA_PROOF_LEN);
+    if (!auth_equal(want, got, sizeof want)) {
+        snprintf(why, whylen, "the second TLS session is not the first one's client");
+        return -1;
+    }
+    return 0;
+}
+
+/* Attached first, welcomed second: once the client holds every welcome,
+ * every connection is ready for a striped copy. */
+static void welcome(const struct join_note *note, int fd)
+{
+    if (hello_send_welcome(fd, WELCOME_OK, "bulk") != 0)
+        LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
+}
+
+/* A join over TLS whose proof is good: the socket is this session's from
+ * here on, and so is every answer on it. */
+static void take_tls_join(struct session *s, const struct join_note *note, int fd)
+{
+    char why[160];
+    send_verdict(s, note, 1);
+    if (second_tls(s, note, fd, why, sizeof why) != 0) {
+        LOG_WARN("bulk join refused: %s", why);
+    } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
+        welcome(note, fd);
+        return;
+    } else {
+        /* Taken since the check (a second join of the same index): the
+         * client proved the secret, so no one learns anything here. */
+        LOG_WARN("bulk join refused: %s", why);
+        hello_send_welcome(fd, WELCOME_BAD_JOIN, JOIN_REFUSAL);
+    }
+    io_close(fd);
+}
+
 static void take_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
+    tls_detach_free(fd); /* a fresh connection: nothing of an old fd number's */
     tcp_tune(fd, 10);
     if (note->pid != (uint32_t)getpid()) {
         snprintf(why, sizeof why, "this is session %d, not %u", (int)getpid(), note->pid);
+    } else if (s->opt->tls) {
+        if (bulk_check(note, why, sizeof why) == 0) {
+            take_tls_join(s, note, fd);
+            return;
+        }
     } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
-        /* Attached first, welcomed second: once the client holds every
-         * welcome, every connection is ready for a striped copy. */
-        if (hello_send_welcome(fd, WELCOME_OK, "bulk") != 0)
-            LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
+        welcome(note, fd);
         send_verdict(s, note, 1);
         return;
     }
     /* The reason is for the operator's log only; the client gets the
-     * parent's one refusal for every bad join. */
+     * parent's one refusal for every bad join (over TLS, inside the
+     * parent's TLS session). */
     LOG_WARN("bulk join refused: %s", why);
     close(fd);
     send_verdict(s, note, 0);

@@ -10,7 +10,15 @@
  * such session, another user's, a wrong secret, a taken slot) is refused
  * by the parent, with one message, no sooner than a fixed delay after
  * the request: a refusal tells no one which pids are live sessions.
- * Only the session knows its secret; the parent only carries the proof. */
+ * Only the session knows its secret; the parent only carries the proof.
+ *
+ * Over TLS the parent's TLS session, in which the request came, cannot
+ * move to the session. A bad join is refused inside it, as above. A good
+ * one (the session checked the proof first, so no one without the secret
+ * ever sees the difference) is the session's: it sends JOIN_GO_BYTE in
+ * plain, runs a TLS session of its own on the socket, and the client
+ * repeats its request inside that one before it is welcomed (bulk_join.c,
+ * second_tls). */
 #ifndef SCUDA_SERVER_BULK_JOIN_H
 #define SCUDA_SERVER_BULK_JOIN_H
 

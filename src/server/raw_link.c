@@ -27,9 +27,8 @@
 static int echo_loop(int fd, uint8_t *buf)
 {
     for (;;) {
-        ssize_t n = read(fd, buf, RAW_BUF);
-        if (n < 0 && errno == EINTR) continue;
-        if (n == 0) return 0;
+        ssize_t n = io_read_some(fd, buf, RAW_BUF, -1);
+        if (n < 0 && errno == ECONNRESET) return 0;
         if (n < 0 || io_write_full(fd, buf, (size_t)n) != 0) return -1;
     }
 }
@@ -66,9 +65,7 @@ void raw_link_main(int fd, uint16_t hello_flags, int log_fd)
     const char *mode = hello_flags & HELLO_RAW_ECHO ? "raw echo" : "raw sink";
     /* A client that goes quiet, or stops reading, must not hold the child
      * forever: every read and write gives up after RAW_IDLE_S. */
-    struct timeval tv = {.tv_sec = RAW_IDLE_S};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    io_set_timeout(fd, RAW_IDLE_S * 1000);
 
     uint8_t *buf = malloc(RAW_BUF);
     if (buf == NULL || hello_send_welcome(fd, WELCOME_OK, mode) != 0) {

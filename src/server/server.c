@@ -93,7 +93,7 @@ static void start_child(const struct admitted *a)
     int pair[2];
     if (children_pair(pair) != 0) {
         LOG_ERROR("%s: socketpair failed: %s; connection closed", a->peer, strerror(errno));
-        close(a->fd);
+        io_close(a->fd);
         return;
     }
     pid_t pid = fork();
@@ -112,7 +112,9 @@ static void start_child(const struct admitted *a)
         children_add(pid, pair[0], a->user);
         LOG_DEBUG("%s: child %d", a->peer, (int)pid);
     }
-    close(a->fd);
+    /* The child keeps the connection, and its TLS session: the parent's
+     * copy of that goes without a close_notify (tls.h, Fork). */
+    io_close(a->fd);
 }
 
 /* ---- tokens ---------------------------------------------------------- */
@@ -185,7 +187,7 @@ static void prepare_module_cache(struct server_options *opt)
 }
 
 /* Listen, and refuse to go on when the address bound is reachable from
- * elsewhere and no token guards it. Returns the fd, or -1. */
+ * elsewhere and no token, or no TLS, guards it. Returns the fd, or -1. */
 static int open_listener(const struct server_options *opt, const char *addr, int *port)
 {
     char err[256];
@@ -202,6 +204,16 @@ static int open_listener(const struct server_options *opt, const char *addr, int
         close(lfd);
         return -1;
     }
+    if (!opt->tls && !opt->insecure && !bound_is_loopback(lfd)) {
+        /* cmd_server.c turns TLS on by the name given; the address bound
+         * is what counts. */
+        LOG_ERROR("refusing to serve plain TCP on %s: the address it bound is not loopback, so calls and data "
+                  "would cross the network in clear. Start the server with --tls (or --tls-cert FILE --tls-key "
+                  "FILE), or with --insecure to accept that",
+                  addr);
+        close(lfd);
+        return -1;
+    }
     fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
     return lfd;
 }
@@ -214,6 +226,7 @@ static int start_admission(const struct server_options *opt)
                                                           : ADMISSION_DEFAULT_PER_SOURCE,
         .max_sessions = opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS,
         .tokens = &tokens_now,
+        .tls = opt->tls,
         .admit = start_child,
     };
     if (admission_init(&ac) != 0) {

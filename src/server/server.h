@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct tls_server;
 struct token_set;
 
 struct server_options {
@@ -31,6 +32,8 @@ struct server_options {
     uint64_t host_mem_quota;       /* host bytes a client can make its session hold */
     uint64_t max_handles;          /* live virtual handles per session */
     uint64_t max_queued_calls;     /* blocking calls waiting for a worker */
+    const struct tls_server *tls;  /* every connection speaks TLS with it (tls.h); NULL = plain TCP */
+    int insecure;                  /* --insecure: plain TCP beyond loopback was asked for */
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u

@@ -474,9 +474,7 @@ static int wait_input(struct session *s)
 {
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     while (idle_ms > 0) {
-        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
-        int rc = poll(&pfd, 1, idle_ms);
-        if (rc < 0 && errno == EINTR) continue;
+        int rc = io_wait_input(s->fd, idle_ms);
         if (rc != 0) return rc < 0 ? -1 : 0;
         if (atomic_load(&calls_in_flight) == 0) {
             LOG_WARN("client idle for %d s: closing the session", s->opt->idle_timeout_s);
@@ -495,13 +493,8 @@ static ssize_t read_socket(struct session *s, void *dst, size_t cap)
      * first: a large payload arrives in many reads. */
     int timed = s->opt->idle_timeout_s > 0;
     for (;;) {
-        ssize_t n = recv(s->fd, dst, cap, timed ? MSG_DONTWAIT : 0);
+        ssize_t n = io_read_some(s->fd, dst, cap, timed ? 0 : -1);
         if (n > 0) return n;
-        if (n == 0) {
-            errno = ECONNRESET;
-            return -1;
-        }
-        if (errno == EINTR) continue;
         if (!timed || (errno != EAGAIN && errno != EWOULDBLOCK) || wait_input(s) != 0) return -1;
     }
 }

@@ -74,7 +74,7 @@ int main(void)
     CHECK(fd < 0 && status == WELCOME_BAD_TOKEN, "raw client with zero proof: fd %d, status %u", fd, status);
     fd = h_raw_connect(srv.addr, "abc", &status);
     CHECK(fd >= 0 && status == WELCOME_OK, "raw client with the token: status %u", status);
-    close(fd);
+    io_close(fd);
     CHECK(h_server_log_count(&srv, "bad token") >= 4, "the server did not log the refusals");
     h_server_stop(&srv);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -148,7 +149,7 @@ static void truncations(void)
         ping_ok(fd, reqs[i].name);
         wb_free(rb);
     }
-    close(fd);
+    io_close(fd);
     printf("ok truncated and extended payloads get INVALID_VALUE\n");
 }
 
@@ -225,7 +226,7 @@ static void inner_lengths(void)
     CHECK(r != CUDA_SUCCESS, "a 3D copy whose packed size wraps to 0 returned SUCCESS");
     ping_ok(fd, "lying inner lengths");
     wb_free(&b);
-    close(fd);
+    io_close(fd);
     printf("ok lying inner lengths are refused\n");
 }
 
@@ -251,7 +252,7 @@ static void unknown_ops_and_contexts(void)
     r = call_raw(fd, OP_scuda_ping, FRAME_REPLY | FRAME_OUTPUT | FRAME_BULK | 0xfff0, CTX, NULL, 0);
     CHECK(r == CUDA_SUCCESS || r == -1, "ping with odd flags returned %ld", r);
     ping_ok(fd, "odd flags");
-    close(fd);
+    io_close(fd);
     printf("ok unknown ops, unknown contexts, odd flags\n");
 }
 
@@ -276,7 +277,7 @@ static void every_op(void)
         CHECK(h_raw_send(fd, (uint16_t)op, FRAME_ASYNC, s, CTX, ff, 1 + op % 64) == 0);
     }
     ping_ok(fd, "every op one-way");
-    close(fd);
+    io_close(fd);
     printf("ok every op with empty and 0xff payloads\n");
 }
 
@@ -292,7 +293,7 @@ static void framing(void)
         frame_header_encode(&h, hdr);
         CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
         CHECK(h_raw_closed_within(fd, 5000), "a %u-byte frame did not close the connection", lens[i]);
-        close(fd);
+        io_close(fd);
     }
     /* A header that promises more than comes, then the client leaves. */
     {
@@ -302,7 +303,7 @@ static void framing(void)
         frame_header_encode(&h, hdr);
         CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
         CHECK(io_write_full(fd, "0123456789", 10) == 0);
-        close(fd);
+        io_close(fd);
     }
     /* A header that promises less than comes: the rest is read as frames. */
     {
@@ -316,13 +317,13 @@ static void framing(void)
         CHECK(io_write_full(fd, hdr, sizeof hdr) == 0);
         (void)io_write_full(fd, junk, sizeof junk);
         h_sleep_ms(100);
-        close(fd);
+        io_close(fd);
     }
     /* A partial header, then nothing. */
     {
         int fd = open_session();
         CHECK(io_write_full(fd, "\x10\x00\x00", 3) == 0);
-        close(fd);
+        io_close(fd);
     }
     /* Random bytes right after the handshake, in several sizes. */
     for (int i = 0; i < 6; i++) {
@@ -334,7 +335,7 @@ static void framing(void)
         (void)io_write_full(fd, junk, n);
         free(junk);
         h_sleep_ms(20);
-        close(fd);
+        io_close(fd);
     }
     printf("ok oversized frames close the session; lying lengths and random bytes do no harm\n");
 }
@@ -343,7 +344,7 @@ static void framing(void)
 static int greeted(uint8_t nonce[SCUDA_NONCE_LEN])
 {
     char err[256];
-    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    int fd = dial(addr, 5000, PREFACE_SESSION, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
     CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
     return fd;
@@ -369,7 +370,7 @@ static void handshakes(const struct h_server *srv)
     memset(junk, 0x41, sizeof junk);
     CHECK(io_write_full(fd, junk, sizeof junk) == 0);
     CHECK(h_raw_closed_within(fd, 5000), "a client hello with a wrong magic was not closed");
-    close(fd);
+    io_close(fd);
     CHECK(h_server_log_count(srv, "not a SCUDA client") >= 1, "the server did not log the wrong magic");
     /* wrong version: refused with WELCOME_BAD_VERSION. Built by hand:
      * hello.c sends only its own version. */
@@ -381,16 +382,16 @@ static void handshakes(const struct h_server *srv)
     memcpy(ch + 4, &ver, 2);
     CHECK(io_write_full(fd, ch, sizeof ch) == 0);
     expect_refusal(fd, WELCOME_BAD_VERSION, "protocol v", "a wrong version");
-    close(fd);
+    io_close(fd);
     /* a well-formed hello with a flag this server does not know */
     fd = greeted(nonce);
     CHECK(hello_send_client(fd, 1u << 7, ~0ull, NULL, nonce, NULL, 0) == 0);
     expect_refusal(fd, WELCOME_BAD_VERSION, "unknown hello flags 0x80", "an unknown flag");
-    close(fd);
+    io_close(fd);
     /* half a client hello, then gone */
     fd = greeted(nonce);
     CHECK(io_write_full(fd, ch, 20) == 0);
-    close(fd);
+    io_close(fd);
     printf("ok bad handshakes are refused\n");
 }
 

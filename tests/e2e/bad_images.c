@@ -52,7 +52,7 @@ static void expect_refused(const char *what, const void *img, size_t len, const 
               is_library ? "library" : "module", r, r >= 0 ? h_cu_name((CUresult)r) : "no reply");
         EXPECT(h_server_log_count(&srv, REFUSED) == logged + 1, "%s: the session did not log the refusal", what);
     }
-    close(fd);
+    io_close(fd);
     printf("%s %s%s\n", h_soft_failures() == before ? "ok" : "FAILED", what, key ? " (from the module cache)" : "");
 }
 

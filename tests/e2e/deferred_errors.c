@@ -158,7 +158,7 @@ static void raw_protocol(const char *addr)
     r = call(fd, 60001, ctx, NULL);
     CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "unknown sync op returned %ld", r);
     wb_free(&b);
-    close(fd);
+    io_close(fd);
     printf("ok deferred errors at the protocol level\n");
 }
 

@@ -193,7 +193,7 @@ static void expect_refused(const char *what, long (*send)(int fd, uint64_t out),
         free(back);
     }
     EXPECT(h_server_log_count(&srv, log_needle) == logged + 1, "%s: no log line with \"%s\"", what, log_needle);
-    close(fd);
+    io_close(fd);
     printf("%s %s\n", h_soft_failures() == before ? "ok" : "FAILED", what);
 }
 
@@ -335,7 +335,7 @@ static void true_layouts_run(void)
     CHECK(memcmp(back, &out, 8) == 0 && back[8] == 0x11 && back[8199] == 0x11 && back[8200] == 0,
           "the graph's true kernel node");
     free(back);
-    close(fd);
+    io_close(fd);
     printf("ok every kernel runs with its true layout, launched and in a graph\n");
 }
 
@@ -384,7 +384,7 @@ static void library_before_context(void)
     uint8_t *back = read_back(fd, out);
     CHECK(memcmp(back, &out, 8) == 0 && back[4103] == 0x11 && nonzero_bytes(back + 4104, OUT_BYTES - 4104) == 0);
     free(back);
-    close(fd);
+    io_close(fd);
     printf("%s a library kernel loaded before any context is checked against its own layout\n",
            h_soft_failures() == before ? "ok" : "FAILED");
 }
@@ -412,7 +412,7 @@ static void layout_unknown(void)
     p = true_params(K_NOOP);
     CHECK(launch(fd, fid_of(K_NOOP), &p, out) == CUDA_SUCCESS, "a launch without parameters");
     EXPECT(h_server_log_count(&blind, "cannot report its parameter layout") == 2, "no log line for the refusals");
-    close(fd);
+    io_close(fd);
     h_server_stop(&blind);
     printf("%s without cuFuncGetParamInfo, launches with parameters are refused\n",
            h_soft_failures() == before ? "ok" : "FAILED");

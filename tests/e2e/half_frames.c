@@ -43,7 +43,7 @@ static void expect_closed(const char *what, const void *part, size_t len)
     int closed = h_raw_closed_within(fd, 5000);
     EXPECT(closed, "%s: the session still holds the connection after 5 s", what);
     EXPECT(h_server_log_count(&srv, "idle for") > logged, "%s: no log line", what);
-    close(fd);
+    io_close(fd);
     printf("%s %s: closed after %llu ms\n", closed ? "ok" : "FAILED", what, (unsigned long long)(h_now_ms() - t0));
 }
 
@@ -101,7 +101,7 @@ static void busy_is_not_idle(void)
     EXPECT(h_now_ms() - t0 >= 2000, "the synchronize returned before the kernel ended");
     int closed = h_raw_closed_within(fd, 5000);
     EXPECT(closed, "after the synchronize, the half frame held the session");
-    close(fd);
+    io_close(fd);
     printf("%s a session with a call running keeps its half frame until the call ends\n",
            r == CUDA_SUCCESS && closed ? "ok" : "FAILED");
 }

@@ -23,7 +23,10 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/dial.h"
 #include "common/ops.gen.h"
+#include "common/preface.h"
+#include "common/tls.h"
 #include "common/protocol.h"
 #include "common/session_info.h"
 #include "common/transport.h"
@@ -203,6 +206,10 @@ void h_begin(const char *name, unsigned seconds)
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     mkdir(E2E_LOG_DIR, 0755);
+    /* The certificate this test's TLS servers share: made afresh. */
+    char state_dir[520];
+    snprintf(state_dir, sizeof state_dir, "%s/%s.state", E2E_LOG_DIR, name);
+    h_remove_tree(state_dir);
     alarm(seconds);
 }
 
@@ -284,6 +291,17 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     snprintf(cache_home, sizeof cache_home, "%s/%s.%s.cache", E2E_LOG_DIR, test_name, tag);
     snprintf(s->cache_dir, sizeof s->cache_dir, "%s/scuda/modules", cache_home);
     h_remove_tree(cache_home);
+    /* TLS: asked for, or the whole suite over TLS (E2E_TLS=1). */
+    s->tls = opt->tls || (getenv("E2E_TLS") && strcmp(getenv("E2E_TLS"), "1") == 0);
+    /* One certificate for all of a test's servers (clients switch servers
+     * with SCUDA_SERVER alone), unless a server is to have its own. */
+    char state_dir[520];
+    if (opt->own_cert) {
+        snprintf(state_dir, sizeof state_dir, "%s/%s.%s.state", E2E_LOG_DIR, test_name, tag);
+        h_remove_tree(state_dir);
+    } else {
+        snprintf(state_dir, sizeof state_dir, "%s/%s.state", E2E_LOG_DIR, test_name);
+    }
     /* Old sanitizer reports of this test would fail it. */
     DIR *d = opendir(E2E_LOG_DIR);
     const char *base = strrchr(s->san_prefix, '/') + 1;
@@ -360,6 +378,11 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
             argv[n++] = "--token-file";
             argv[n++] = opt->token_file;
         }
+        if (s->tls) {
+            argv[n++] = "--tls";
+            argv[n++] = "--state-dir";
+            argv[n++] = state_dir;
+        }
         for (int i = 0; i < 8 && opt->extra_args[i]; i++) argv[n++] = opt->extra_args[i];
         argv[n] = NULL;
         execv(SCUDA_BIN, (char **)argv);
@@ -390,6 +413,17 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
     CHECK(s->port > 0 && s->port < 65536, "the server did not report its port (got \"%s\")", buf);
     snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
     setenv("SCUDA_SERVER", s->addr, 1);
+    if (s->tls) {
+        /* Printed before the port: the log holds it now. */
+        char *log = h_server_log(s);
+        const char *line = strstr(log, "TLS certificate ");
+        const char *fp = line ? strstr(line, "sha256:") : NULL;
+        CHECK(fp && strlen(fp) >= 71, "no TLS fingerprint in the server's log");
+        snprintf(s->fingerprint, sizeof s->fingerprint, "%.71s", fp);
+        free(log);
+        setenv("SCUDA_TLS", "1", 1);
+        setenv("SCUDA_TLS_FINGERPRINT", s->fingerprint, 1);
+    }
 }
 
 char *h_server_log(const struct h_server *s) { return h_read_file(s->log_path, NULL); }
@@ -645,14 +679,31 @@ long h_diff(const void *a, const void *b, size_t n)
 
 /* ---- raw protocol ---------------------------------------------------------- */
 
+void h_transport(int fd, const struct h_server *srv, int kind)
+{
+    uint8_t pre[PREFACE_LEN], answer[PREFACE_LEN];
+    preface_encode(pre, srv->tls ? PREFACE_TLS : PREFACE_PLAIN, kind);
+    CHECK(io_write_full(fd, pre, sizeof pre) == 0, "preface: %s", strerror(errno));
+    CHECK(io_read_full_timeout(fd, answer, sizeof answer, 5000) == 0, "no answer to the preface: %s",
+          strerror(errno));
+    CHECK(preface_answer_decode(answer) == PREFACE_OK, "the preface was refused (%d)", preface_answer_decode(answer));
+    if (!srv->tls) return;
+    char err[256];
+    tls_detach_free(fd); /* nothing of an old fd number's */
+    struct tls_link *l = tls_client_link(fd, NULL, "127.0.0.1", 0, err, sizeof err);
+    CHECK(l != NULL, "%s", err);
+    CHECK(tls_connect(l, 5000, err, sizeof err) == 0, "TLS handshake: %s", err);
+    CHECK(tls_attach(fd, l) == 0);
+}
+
 int h_raw_connect(const char *addr, const char *token, uint32_t *status)
 {
     char err[256];
     if (status) *status = UINT32_MAX;
-    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    /* As the shim connects: the preface, TLS when the test runs over TLS,
+     * no Nagle delay between a frame and the next. */
+    int fd = dial(addr, 5000, PREFACE_SESSION, err, sizeof err);
     if (fd < 0) return -1;
-    int one = 1; /* as the shim: no Nagle delay between a frame and the next */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint8_t nonce[SCUDA_NONCE_LEN];
     if (hello_read_server(fd, 5000, nonce, err, sizeof err) != 0) goto fail;
     if (hello_send_client(fd, 0, ~0ull, token, nonce, NULL, 0) != 0) goto fail;
@@ -664,7 +715,7 @@ int h_raw_connect(const char *addr, const char *token, uint32_t *status)
     if (rc != 0 || st != WELCOME_OK) goto fail;
     return fd;
 fail:
-    close(fd);
+    io_close(fd);
     return -1;
 }
 
@@ -815,3 +866,12 @@ long h_raw_launch(int fd, uint64_t fid, const struct msg_launch_params *p)
     wb_free(&b);
     return r;
 }
+
+/* LeakSanitizer in the test programs: a client that forks while another
+ * of its threads has used OpenSSL (e2e/fork over TLS) leaves that
+ * thread's OpenSSL error state behind in the child, reachable only from a
+ * thread the child does not have. libcrypto has no frame pointers, so its
+ * allocations show no caller to tell that apart from anything else it
+ * allocates: its allocations are not leak-checked here. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libcrypto.so\n"; }

@@ -11,6 +11,7 @@
  * SCUDA_SERVER), or in children made with h_spawn(), each with a time limit.
  *
  * E2E_DRIVER=PATH replaces the stand-in (e.g. the real libcuda.so.1).
+ * E2E_TLS=1 runs every server with --tls and every client over TLS.
  *
  * The server's stderr (SCUDA_LOG=info) goes to a file in E2E_LOG_DIR; a
  * failing test prints its tail. Sanitizer reports of the server and its
@@ -20,6 +21,7 @@
 #define SCUDA_E2E_HARNESS_H
 
 #include "common/messages.gen.h"
+#include "common/transport.h" /* io_close: raw connections may carry a TLS link (E2E_TLS=1) */
 #include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,16 +83,21 @@ struct h_server {
     char san_prefix[512];
     char cache_dir[600]; /* its default module cache (emptied at start) */
     pid_t owner;        /* the process that started it (and cleans up) */
+    int tls;            /* it speaks TLS (--tls, its certificate in E2E_LOG_DIR) */
+    char fingerprint[80]; /* then its certificate's "sha256:HEX" */
 };
 
 struct h_server_opts {
     const char *token;          /* SCUDA_TOKEN for the server (NULL: unset) */
     const char *token_file;     /* --token-file (NULL: none) */
     const char *extra_args[8];  /* more options, NULL-terminated */
+    int tls;                    /* --tls; clients get SCUDA_TLS=1 and SCUDA_TLS_FINGERPRINT */
+    int own_cert;               /* a fresh certificate of its own, not the test's shared one */
 };
 
 /* Start `scuda server --listen 127.0.0.1:0 --driver STANDIN --port-fd N`,
- * wait for its port (10 s at most) and set SCUDA_SERVER. `tag` names the
+ * wait for its port (10 s at most) and set SCUDA_SERVER (and, for a TLS
+ * server, SCUDA_TLS=1 and SCUDA_TLS_FINGERPRINT). `tag` names the
  * log file (several servers per test need different tags). Its default
  * module cache is s->cache_dir, in E2E_LOG_DIR, emptied first: tests never
  * share one, nor touch the user's ~/.cache. */
@@ -185,6 +192,12 @@ long h_raw_bind(int fd, uint32_t ctx, uint16_t op, uint64_t parent, uint64_t id,
  * buffer), in context H_RAW_CTX, waiting for the reply: the CUresult, or
  * -1. */
 long h_raw_launch(int fd, uint64_t fid, const struct msg_launch_params *p);
+/* On a socket already connected to srv (from a chosen source address,
+ * say): the preface of `kind` (PREFACE_SESSION or PREFACE_JOIN) and, for
+ * a TLS server, the TLS handshake, its link attached to fd; the server's
+ * certificate is not checked (the test started it). The test fails if
+ * either fails; the server's hello comes next. */
+void h_transport(int fd, const struct h_server *srv, int kind);
 /* 1 when the server closes the connection within timeout_ms (what it
  * sends meanwhile is read and dropped). */
 int h_raw_closed_within(int fd, int timeout_ms);

@@ -145,7 +145,7 @@ int main(void)
     CHECK(h_wait_sessions(&srv, 1, 5000) && h_server_sessions(&srv, &session, 1) == 1);
     low_addresses(fd);
     mapped_and_unmapped(fd);
-    close(fd);
+    io_close(fd);
     h_server_stop(&srv);
     CHECK(h_soft_failures() == 0, "%d checks failed", h_soft_failures());
     printf("PASS host_mirror\n");

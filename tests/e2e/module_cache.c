@@ -218,7 +218,7 @@ static void corrupt(const struct h_server *srv, const char *img, int session, in
         c ^= 0x20;
         CHECK(pwrite(fd, &c, 1, 16 + 200) == 1);
     }
-    close(fd);
+    io_close(fd);
     int warned = h_server_log_count(srv, "was damaged");
     struct load_list once = {{img, NULL}, 0};
     client(load_all, &once, cut_short ? "load after a cut" : "load after a flipped byte");
@@ -430,12 +430,12 @@ static void poison(const struct h_server *srv)
     CHECK(exists(fb), "B was not filed under its own digest");
     CHECK(by_hash(fd, ka, image_len(a)) == 0, "A's digest finds B's bytes in the same session");
     CHECK(by_hash(fd, kb, image_len(b)) == 1, "B's own digest does not find it");
-    close(fd);
+    io_close(fd);
 
     fd = raw_session(srv);
     CHECK(by_hash(fd, ka, image_len(a)) == 0, "A's digest finds B's bytes in a new session");
     CHECK(by_hash(fd, kb, image_len(b) + 1) == 0, "B's digest with another length was found");
-    close(fd);
+    io_close(fd);
 
     /* A real client loading A now sends it, and runs A. */
     struct load_list l = {{a, NULL}, 0};
@@ -473,7 +473,7 @@ static void bounds(const struct h_server *srv)
         wb_free(&b);
     }
     CHECK(by_hash(fd, key, 100) == 0, "the session no longer answers well-formed requests");
-    close(fd);
+    io_close(fd);
 }
 
 /* ---- another user's image ------------------------------------------------ */
@@ -510,7 +510,7 @@ static void unusable(void)
 {
     char file[600], dir[700];
     int fd = h_temp_file("not-a-dir", file, sizeof file);
-    close(fd);
+    io_close(fd);
     snprintf(dir, sizeof dir, "%s/modules", file); /* under a regular file: even root cannot */
     struct h_server srv;
     struct h_server_opts opt = {.extra_args = {"--module-cache", dir}};

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
 #include "common/protocol.h"
@@ -547,7 +548,7 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
                     uint32_t *status, char *msg, size_t msglen)
 {
     char err[256];
-    int fd = tcp_connect(raw_addr, 5000, err, sizeof err);
+    int fd = dial(raw_addr, 5000, PREFACE_JOIN, err, sizeof err);
     CHECK(fd >= 0, "connect: %s", err);
     uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN], key[BULK_SECRET_LEN];
     CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
@@ -558,8 +559,15 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
     if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
     hello_join_request(req, pid, index, key, proof_nonce);
     CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
+    /* Over TLS: the session's own TLS session, the request again (bulk_join.c). */
+    int second = dial_second_tls(fd, raw_addr, 5000, err, sizeof err);
+    if (second < 0 || (tls_of(fd) && second == 0 && io_write_full(fd, req, sizeof req) != 0)) {
+        snprintf(msg, msglen, "%s", err);
+        io_close(fd);
+        return -1;
+    }
     if (hello_read_welcome(fd, 10000, status, msg, msglen) != 0 || *status != WELCOME_OK) {
-        close(fd);
+        io_close(fd);
         return -1;
     }
     return fd;
@@ -655,8 +663,8 @@ static void joins(void)
     CHECK(h_server_log_count(&srv, "expected chunk at offset 0 of copy 1") == 1);
     expect_refused(NULL, a.pid, 1, a.secret, HONEST, WELCOME_BAD_JOIN, "striping has ended",
                    "a join after striping ended");
-    close(l0);
-    close(l1);
+    io_close(l0);
+    io_close(l1);
 
     /* An announcement out of bounds ends striping too. */
     int m0 = expect_welcomed(NULL, b.pid, 0, b.secret, "b's connection 0");
@@ -667,10 +675,10 @@ static void joins(void)
     CHECK(io_read_full_timeout(m0, &c, 1, 10000) != 0 && errno != ETIMEDOUT);
     raw_ping(&b, CUDA_SUCCESS, "session b after striping ended");
     CHECK(h_server_log_count(&srv, "copy size out of bounds") == 1);
-    close(m0);
-    close(m1);
-    close(a.fd);
-    close(b.fd);
+    io_close(m0);
+    io_close(m1);
+    io_close(a.fd);
+    io_close(b.fd);
     printf("ok a chunk or an announcement out of step ends striping, not the session\n");
 }
 
@@ -685,8 +693,8 @@ static void joins_with_token(void)
     raw_open(&a, "t0ken", 2);
     expect_refused(NULL, a.pid, 0, a.secret, HONEST, WELCOME_BAD_TOKEN, "bad token", "the right secret, no token");
     expect_refused("t0kem", a.pid, 0, a.secret, HONEST, WELCOME_BAD_TOKEN, "bad token", "a wrong token");
-    close(expect_welcomed("t0ken", a.pid, 0, a.secret, "the right secret and token"));
-    close(a.fd);
+    io_close(expect_welcomed("t0ken", a.pid, 0, a.secret, "the right secret and token"));
+    io_close(a.fd);
     raw_addr = srv.addr;
     h_server_stop(&tsrv);
     setenv("SCUDA_SERVER", srv.addr, 1);
@@ -716,9 +724,9 @@ static void half_chunk(void)
     CHECK(ended, "a chunk half sent held the bulk connections past --idle-timeout 1");
     CHECK(h_server_log_count(&isrv, "timed out during copy 1") == 1);
     CHECK(h_raw_closed_within(a.fd, 5000), "the silent session outlived --idle-timeout 1");
-    close(l0);
-    close(l1);
-    close(a.fd);
+    io_close(l0);
+    io_close(l1);
+    io_close(a.fd);
     raw_addr = srv.addr;
     h_server_stop(&isrv);
     setenv("SCUDA_SERVER", srv.addr, 1);

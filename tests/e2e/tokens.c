@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/dial.h"
 #include "common/hello.h"
 #include "common/protocol.h"
 #include "common/transport.h"
@@ -188,7 +189,9 @@ static size_t bad_join(const char *addr, const char *token, uint32_t pid, uint8_
                        uint64_t *took_ms)
 {
     char err[256];
-    int fd = tcp_connect(addr, 5000, err, sizeof err);
+    /* As a bulk connection dials: the join's preface, TLS when the test
+     * runs over TLS. */
+    int fd = dial(addr, 5000, PREFACE_JOIN, err, sizeof err);
     CHECK(fd >= 0, "%s", err);
     uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN], secret[BULK_SECRET_LEN];
     memset(secret, 0x5a, sizeof secret);
@@ -205,7 +208,7 @@ static size_t bad_join(const char *addr, const char *token, uint32_t pid, uint8_
         n += (size_t)r;
     }
     *took_ms = h_now_ms() - t0;
-    close(fd);
+    io_close(fd);
     return n;
 }
 

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "common/ops.gen.h"
+#include "common/preface.h"
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "common/wire.h"
@@ -61,7 +62,7 @@ static int ncorpus;
 static size_t corpus_bytes;
 
 /* The proxy: relays one client connection to the server and records the
- * client's frames (after its client_hello). */
+ * client's frames (after its preface and client_hello; plain TCP only). */
 struct proxy {
     int lfd;
     int port;
@@ -73,7 +74,7 @@ static void record(const uint8_t *data, size_t n)
 {
     static uint8_t *buf;
     static size_t len, cap;
-    static size_t skip = CLIENT_HELLO_LEN;
+    static size_t skip = PREFACE_LEN + CLIENT_HELLO_LEN;
     if (len + n > cap) {
         cap = (len + n) * 2;
         buf = realloc(buf, cap);

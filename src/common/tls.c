@@ -1,0 +1,558 @@
+/* tls.c - see tls.h. */
+#define _GNU_SOURCE
+#include "tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "log.h"
+
+/* TLS 1.3 only, AES-GCM only: every CPU SCUDA runs on has AES
+ * instructions, and the kernel's TLS offload takes these suites. */
+#define CIPHER_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"
+
+/* How much one holder of a link's mutex encrypts or decrypts before it
+ * lets the other direction in: large enough for few lock round trips on
+ * a bulk copy, small enough that a reply is not held up long behind one. */
+#define BURST_BYTES (256u << 10)
+/* Small pieces of a writev are gathered into one record up to this. */
+#define GATHER_BYTES (16u << 10)
+
+/* Links by fd. Far above the handful of connections one process holds; an
+ * fd beyond it cannot carry TLS (tls_attach says so). */
+#define MAX_FD 65536
+
+struct tls_link {
+    SSL *ssl;
+    int fd;
+    int timeout_ms; /* each wait of the link's I/O; -1: none */
+    atomic_int reported; /* a protocol error was logged */
+    pthread_mutex_t lock;
+};
+
+struct tls_server {
+    SSL_CTX *ctx;
+    char fingerprint[TLS_FP_LEN];
+};
+
+static struct tls_link *_Atomic links[MAX_FD];
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* OpenSSL's reason for the last failure on this thread, else `fallback`. */
+static void ssl_reason(char *out, size_t outlen, const char *fallback)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (e) {
+        const char *r = ERR_reason_error_string(e);
+        snprintf(out, outlen, "%s", r ? r : fallback);
+    } else {
+        snprintf(out, outlen, "%s", fallback);
+    }
+    ERR_clear_error();
+}
+
+static int set_err(char *err, size_t errlen, const char *what)
+{
+    char why[160];
+    ssl_reason(why, sizeof why, "unknown TLS error");
+    snprintf(err, errlen, "%s: %s", what, why);
+    return -1;
+}
+
+/* ---- contexts ------------------------------------------------------------- */
+
+static SSL_CTX *new_ctx(const SSL_METHOD *method)
+{
+    SSL_CTX *ctx = SSL_CTX_new(method);
+    if (!ctx) return NULL;
+    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) || !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_ciphersuites(ctx, CIPHER_SUITES)) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    /* No resumption: every connection authenticates afresh, and nothing
+     * arrives after the handshake that a join's hand-over would split. */
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* A write that stops on a full socket returns what it wrote; the retry
+     * may pass the same bytes from where the caller's pointer now is. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Frames carry their own lengths: a cut connection is an error there
+     * already, and EOF reads as EOF rather than an SSL error. */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
+    return ctx;
+}
+
+static int fingerprint_of(X509 *cert, char out[TLS_FP_LEN])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (!cert || !X509_digest(cert, EVP_sha256(), md, &n) || n != 32) return -1;
+    memcpy(out, "sha256:", 7);
+    for (unsigned i = 0; i < n; i++) snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+struct tls_server *tls_server_new(const char *cert_file, const char *key_file, char *err, size_t errlen)
+{
+    struct tls_server *srv = calloc(1, sizeof *srv);
+    if (!srv || !(srv->ctx = new_ctx(TLS_server_method()))) {
+        set_err(err, errlen, "cannot set up TLS");
+        free(srv);
+        return NULL;
+    }
+    char what[600];
+    if (SSL_CTX_use_certificate_chain_file(srv->ctx, cert_file) != 1) {
+        snprintf(what, sizeof what, "cannot use TLS certificate %s", cert_file);
+    } else if (SSL_CTX_use_PrivateKey_file(srv->ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+        snprintf(what, sizeof what, "cannot use TLS key %s", key_file);
+    } else if (SSL_CTX_check_private_key(srv->ctx) != 1) {
+        snprintf(what, sizeof what, "TLS key %s does not belong to certificate %s", key_file, cert_file);
+    } else {
+        fingerprint_of(SSL_CTX_get0_certificate(srv->ctx), srv->fingerprint);
+        return srv;
+    }
+    set_err(err, errlen, what);
+    SSL_CTX_free(srv->ctx);
+    free(srv);
+    return NULL;
+}
+
+const char *tls_server_fingerprint(const struct tls_server *srv) { return srv->fingerprint; }
+
+void tls_server_free(struct tls_server *srv)
+{
+    if (!srv) return;
+    SSL_CTX_free(srv->ctx);
+    free(srv);
+}
+
+/* ---- links ---------------------------------------------------------------- */
+
+static struct tls_link *new_link(SSL_CTX *ctx, int fd, int allow_ktls, char *err, size_t errlen)
+{
+    struct tls_link *l = calloc(1, sizeof *l);
+    if (!l || !(l->ssl = SSL_new(ctx)) || !SSL_set_fd(l->ssl, fd)) {
+        set_err(err, errlen, "cannot set up TLS");
+        if (l && l->ssl) SSL_free(l->ssl);
+        free(l);
+        return NULL;
+    }
+#ifdef SSL_OP_ENABLE_KTLS
+    if (allow_ktls) SSL_set_options(l->ssl, SSL_OP_ENABLE_KTLS);
+#else
+    (void)allow_ktls;
+#endif
+    l->fd = fd;
+    l->timeout_ms = -1;
+    pthread_mutex_init(&l->lock, NULL);
+    /* The handshake steps on a non-blocking socket like every later call. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return l;
+}
+
+struct tls_link *tls_server_link(const struct tls_server *srv, int fd, int allow_ktls, char *err, size_t errlen)
+{
+    return new_link(srv->ctx, fd, allow_ktls, err, errlen);
+}
+
+struct tls_link *tls_client_link(int fd, const char *ca_file, const char *host, int allow_ktls, char *err,
+                                 size_t errlen)
+{
+    SSL_CTX *ctx = new_ctx(TLS_client_method());
+    if (!ctx) {
+        set_err(err, errlen, "cannot set up TLS");
+        return NULL;
+    }
+    if (ca_file) {
+        if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+            char what[600];
+            snprintf(what, sizeof what, "cannot read SCUDA_TLS_CA %s", ca_file);
+            set_err(err, errlen, what);
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    }
+    struct tls_link *l = new_link(ctx, fd, allow_ktls, err, errlen);
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
+    if (!l) return NULL;
+    unsigned char ip[16];
+    int is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+    if (!is_ip) SSL_set_tlsext_host_name(l->ssl, host);
+    if (ca_file) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(l->ssl);
+        if (is_ip ? !X509_VERIFY_PARAM_set1_ip_asc(vp, host) : !SSL_set1_host(l->ssl, host)) {
+            set_err(err, errlen, "cannot set the name to check");
+            tls_link_free(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+void tls_link_free(struct tls_link *l)
+{
+    if (!l) return;
+    /* SSL_free sends nothing: no close_notify reaches the peer, so a
+     * connection handed on stays usable by its new owner. */
+    SSL_free(l->ssl);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+int tls_attach(int fd, struct tls_link *l)
+{
+    if (fd < 0 || fd >= MAX_FD) {
+        errno = EMFILE;
+        return -1;
+    }
+    atomic_store_explicit(&links[fd], l, memory_order_release);
+    return 0;
+}
+
+struct tls_link *tls_of(int fd)
+{
+    if (fd < 0 || fd >= MAX_FD) return NULL;
+    return atomic_load_explicit(&links[fd], memory_order_acquire);
+}
+
+static struct tls_link *detach(int fd)
+{
+    if (fd < 0 || fd >= MAX_FD) return NULL;
+    return atomic_exchange(&links[fd], NULL);
+}
+
+void tls_detach_free(int fd) { tls_link_free(detach(fd)); }
+
+/* Abandoned links stay reachable from here: they are not leaks, only
+ * memory a forked child must not free. */
+static struct tls_link *abandoned[64];
+static _Atomic int n_abandoned;
+
+void tls_detach_abandon(int fd)
+{
+    struct tls_link *l = detach(fd);
+    if (!l) return;
+    int i = atomic_fetch_add(&n_abandoned, 1);
+    if (i < (int)(sizeof abandoned / sizeof abandoned[0])) abandoned[i] = l;
+}
+
+/* ---- waiting ------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* poll() for events; 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, int timeout_ms)
+{
+    int64_t end = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+    for (;;) {
+        int left = timeout_ms < 0 ? -1 : (int)(end - now_ms() > 0 ? end - now_ms() : 0);
+        struct pollfd p = {.fd = fd, .events = events};
+        int rc = poll(&p, 1, left);
+        if (rc < 0 && errno == EINTR) continue;
+        return rc;
+    }
+}
+
+/* After an SSL call failed with `code`: wait for what it wants, or turn
+ * the failure into errno. Returns 0 to try again, -1 to give up. */
+static int after_failure(struct tls_link *l, int code, int saved_errno, const char *why, int timeout_ms)
+{
+    short ev = code == SSL_ERROR_WANT_READ ? POLLIN : code == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (ev) {
+        if (timeout_ms == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        int rc = wait_fd(l->fd, ev, timeout_ms);
+        if (rc == 0) errno = ETIMEDOUT;
+        return rc > 0 ? 0 : -1;
+    }
+    if (code == SSL_ERROR_ZERO_RETURN || (code == SSL_ERROR_SYSCALL && saved_errno == 0)) {
+        errno = ECONNRESET;
+        return -1;
+    }
+    if (code == SSL_ERROR_SYSCALL) {
+        errno = saved_errno;
+        return -1;
+    }
+    if (!atomic_exchange(&l->reported, 1)) {
+        LOG_WARN("TLS connection closed: %s. The bytes were altered on the way (a relay or a fault on the path), "
+                 "or the peer does not speak SCUDA's TLS", why);
+    }
+    errno = EPROTO;
+    return -1;
+}
+
+/* ---- handshakes ----------------------------------------------------------- */
+
+static int handshake_step(struct tls_link *l, int server, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&l->lock);
+    ERR_clear_error();
+    errno = 0;
+    int rc = server ? SSL_accept(l->ssl) : SSL_connect(l->ssl);
+    int code = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(l->ssl, rc);
+    int saved = errno;
+    char why[160];
+    if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS handshake failed");
+    pthread_mutex_unlock(&l->lock);
+    switch (code) {
+    case SSL_ERROR_NONE: return TLS_STEP_DONE;
+    case SSL_ERROR_WANT_READ: return TLS_STEP_WANT_READ;
+    case SSL_ERROR_WANT_WRITE: return TLS_STEP_WANT_WRITE;
+    case SSL_ERROR_SSL: snprintf(err, errlen, "TLS handshake failed: %s", why); break;
+    default:
+        snprintf(err, errlen, "TLS handshake failed: %s",
+                 saved ? strerror(saved) : "the peer closed the connection");
+    }
+    return TLS_STEP_ERROR;
+}
+
+int tls_accept_step(struct tls_link *l, char *err, size_t errlen) { return handshake_step(l, 1, err, errlen); }
+
+static int handshake(struct tls_link *l, int server, int timeout_ms, char *err, size_t errlen)
+{
+    int64_t end = now_ms() + timeout_ms;
+    for (;;) {
+        int st = handshake_step(l, server, err, errlen);
+        if (st == TLS_STEP_DONE) break;
+        if (st == TLS_STEP_ERROR) return -1;
+        int64_t left = end - now_ms();
+        if (left <= 0 || wait_fd(l->fd, st == TLS_STEP_WANT_READ ? POLLIN : POLLOUT, (int)left) <= 0) {
+            snprintf(err, errlen, "no TLS handshake within %d ms", timeout_ms);
+            return -1;
+        }
+    }
+    char how[160];
+    tls_describe(l, how, sizeof how);
+    LOG_DEBUG("TLS: %s", how);
+    return 0;
+}
+
+int tls_accept(struct tls_link *l, int timeout_ms, char *err, size_t errlen)
+{
+    return handshake(l, 1, timeout_ms, err, errlen);
+}
+
+int tls_connect(struct tls_link *l, int timeout_ms, char *err, size_t errlen)
+{
+    if (handshake(l, 0, timeout_ms, err, errlen) == 0) return 0;
+    long v = SSL_get_verify_result(l->ssl);
+    if (v != X509_V_OK) {
+        snprintf(err, errlen, "the server's certificate was refused: %s", X509_verify_cert_error_string(v));
+    }
+    return -1;
+}
+
+int tls_peer_fingerprint(struct tls_link *l, char out[TLS_FP_LEN])
+{
+    X509 *cert = SSL_get1_peer_certificate(l->ssl);
+    int rc = fingerprint_of(cert, out);
+    X509_free(cert);
+    return rc;
+}
+
+int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err, size_t errlen)
+{
+    FILE *f = fopen(cert_file, "re");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", cert_file, strerror(errno));
+        return -1;
+    }
+    X509 *cert = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    int rc = fingerprint_of(cert, out);
+    X509_free(cert);
+    if (rc != 0) snprintf(err, errlen, "%s holds no PEM certificate", cert_file);
+    return rc;
+}
+
+void tls_describe(struct tls_link *l, char *out, size_t outlen)
+{
+    int ktx = 0, krx = 0;
+#ifdef SSL_OP_ENABLE_KTLS
+    ktx = BIO_get_ktls_send(SSL_get_wbio(l->ssl));
+    krx = BIO_get_ktls_recv(SSL_get_rbio(l->ssl));
+#endif
+    snprintf(out, outlen, "%s %s, kernel TLS %s", SSL_get_version(l->ssl), SSL_get_cipher_name(l->ssl),
+             ktx && krx ? "send and receive" : ktx ? "send only" : krx ? "receive only" : "off");
+}
+
+/* ---- I/O -------------------------------------------------------------------- */
+
+/* Set before the link is shared between threads (raw links). */
+void tls_set_timeout(struct tls_link *l, int timeout_ms) { l->timeout_ms = timeout_ms; }
+
+/* Read up to n bytes into p under the lock, several records at a time.
+ * Returns the count (0 with *code set when nothing could be read). */
+static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, char *why, size_t whylen)
+{
+    size_t got = 0;
+    *code = SSL_ERROR_NONE;
+    pthread_mutex_lock(&l->lock);
+    while (got < n && got < BURST_BYTES) {
+        ERR_clear_error();
+        errno = 0;
+        size_t k = 0;
+        if (SSL_read_ex(l->ssl, p + got, n - got, &k)) {
+            got += k;
+            continue;
+        }
+        *code = SSL_get_error(l->ssl, 0);
+        *saved = errno;
+        if (*code == SSL_ERROR_SSL) ssl_reason(why, whylen, "TLS record error");
+        break;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return got;
+}
+
+ssize_t tls_read_some(struct tls_link *l, void *buf, size_t cap, int timeout_ms)
+{
+    if (timeout_ms < 0) timeout_ms = l->timeout_ms;
+    for (;;) {
+        int code, saved = 0;
+        char why[160] = "";
+        size_t got = read_burst(l, buf, cap, &code, &saved, why, sizeof why);
+        if (got > 0) return (ssize_t)got;
+        if (after_failure(l, code, saved, why, timeout_ms) != 0) return -1;
+    }
+}
+
+int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t k = tls_read_some(l, p, n, timeout_ms);
+        if (k < 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int write_all(struct tls_link *l, const char *p, size_t n)
+{
+    while (n > 0) {
+        /* The same length for the same remaining bytes: a retry after
+         * WANT_WRITE must repeat the call that stopped. */
+        size_t chunk = n < BURST_BYTES ? n : BURST_BYTES;
+        pthread_mutex_lock(&l->lock);
+        ERR_clear_error();
+        errno = 0;
+        size_t w = 0;
+        int ok = SSL_write_ex(l->ssl, p, chunk, &w);
+        int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+        int saved = errno;
+        char why[160] = "";
+        if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+        pthread_mutex_unlock(&l->lock);
+        if (ok) {
+            p += w;
+            n -= w;
+            continue;
+        }
+        if (after_failure(l, code, saved, why, l->timeout_ms) != 0) return -1;
+    }
+    return 0;
+}
+
+ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
+{
+    pthread_mutex_lock(&l->lock);
+    ERR_clear_error();
+    errno = 0;
+    size_t w = 0;
+    int ok = SSL_write_ex(l->ssl, buf, n, &w);
+    int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+    int saved = errno;
+    char why[160] = "";
+    if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+    pthread_mutex_unlock(&l->lock);
+    if (ok) return (ssize_t)w;
+    after_failure(l, code, saved, why, 0); /* 0: no wait; sets errno */
+    return -1;
+}
+
+int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
+{
+    char gather[GATHER_BYTES];
+    size_t have = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        const char *p = iov[i].iov_base;
+        size_t n = iov[i].iov_len;
+        if (have + n <= sizeof gather) {
+            memcpy(gather + have, p, n);
+            have += n;
+            continue;
+        }
+        if (have && write_all(l, gather, have) != 0) return -1;
+        have = 0;
+        if (n < sizeof gather) {
+            memcpy(gather, p, n);
+            have = n;
+        } else if (write_all(l, p, n) != 0) {
+            return -1;
+        }
+    }
+    return have ? write_all(l, gather, have) : 0;
+}
+
+int tls_input_ready(struct tls_link *l)
+{
+    pthread_mutex_lock(&l->lock);
+    int ready = SSL_pending(l->ssl) > 0;
+    if (!ready) {
+        /* Process whatever whole records the socket holds. */
+        ERR_clear_error();
+        char c;
+        size_t k;
+        ready = SSL_peek_ex(l->ssl, &c, 1, &k) || SSL_get_error(l->ssl, 0) != SSL_ERROR_WANT_READ;
+        ERR_clear_error();
+    }
+    pthread_mutex_unlock(&l->lock);
+    return ready;
+}
+
+int tls_wait_input(struct tls_link *l, int timeout_ms)
+{
+    int64_t end = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+    for (;;) {
+        if (tls_input_ready(l)) return 1;
+        int left = timeout_ms < 0 ? -1 : (int)(end - now_ms() > 0 ? end - now_ms() : 0);
+        int rc = wait_fd(l->fd, POLLIN, left);
+        if (rc <= 0) return rc;
+        /* Readable may be part of a record only: ask SSL again. */
+        if (timeout_ms >= 0 && now_ms() >= end) return tls_input_ready(l);
+    }
+}
+
+int tls_drained(struct tls_link *l)
+{
+    pthread_mutex_lock(&l->lock);
+    int drained = !SSL_has_pending(l->ssl);
+    pthread_mutex_unlock(&l->lock);
+    return drained;
+}

@@ -9,6 +9,7 @@
 #endif
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,5 +57,29 @@ int cli_parse_long(const char *s, long min, long max, long *out)
     long v = strtol(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || v < min || v > max) return -1;
     *out = v;
+    return 0;
+}
+
+/* "123", "512K", "40G", "1TiB", "8MB": powers of 1024. */
+int cli_parse_bytes(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0])) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0) return -1;
+
+    static const char units[] = "KMGT";
+    const char *u = *end != '\0' ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    unsigned shift = 0;
+    if (u != NULL) {
+        shift = 10u * (unsigned)(u - units + 1);
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end != '\0') return -1;
+    if (shift > 0 && v > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
     return 0;
 }

@@ -8,6 +8,7 @@
 #define SCUDA_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CLI_USAGE 2
 
@@ -35,6 +36,9 @@ int cli_unknown_option(const char *cmd, const char *arg);
 
 /* Parse a decimal integer in [min, max] with nothing after it. */
 int cli_parse_long(const char *s, long min, long max, long *out);
+/* A size: "123", "512K", "40G", "1TiB", "8MB" (powers of 1024). Returns 0,
+ * or -1 when s is not one. */
+int cli_parse_bytes(const char *s, uint64_t *out);
 
 /* ---- shim_env.c: the environment the shim reads ---- */
 

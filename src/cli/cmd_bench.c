@@ -754,7 +754,7 @@ static void raw_rtt(const char *addr, const struct plan *p, struct lat *out)
     else
         lat_fill(out, v, p->rtt_n);
     free(v);
-    close(fd);
+    io_close(fd);
 }
 
 /* One sink transfer of n bytes from buf: seconds until acknowledged, or < 0. */
@@ -772,6 +772,10 @@ static double raw_send(int fd, const uint8_t *buf, uint64_t n)
     return now_s() - t0;
 }
 
+/* The warm-up transfer before the timed ones: 16 MiB, or less when the
+ * source buffer (raw_bytes) is smaller. */
+static uint64_t raw_warmup(const struct plan *p) { return p->raw_bytes < 16 * MiB ? p->raw_bytes : 16 * MiB; }
+
 static void raw_bw(const char *addr, const struct plan *p, struct rate *out)
 {
     char sz[32];
@@ -785,7 +789,7 @@ static void raw_bw(const char *addr, const struct plan *p, struct rate *out)
     double v[16];
     int ok = buf != NULL;
     if (ok) memset(buf, 0x5a, p->raw_bytes);
-    if (ok) ok = raw_send(fd, buf, 16 * MiB) >= 0; /* warm-up */
+    if (ok) ok = raw_send(fd, buf, raw_warmup(p)) >= 0; /* warm-up */
     for (int i = 0; ok && i < p->raw_reps; i++) ok = (v[i] = raw_send(fd, buf, p->raw_bytes)) >= 0;
     if (!ok) {
         snprintf(out->err, sizeof out->err, "raw sink: %s", buf ? strerror(errno) : "out of memory");
@@ -798,7 +802,7 @@ static void raw_bw(const char *addr, const struct plan *p, struct rate *out)
         out->ok = 1;
     }
     free(buf);
-    close(fd);
+    io_close(fd);
 }
 
 /* The start line of a transfer over several streams at once. */
@@ -877,7 +881,7 @@ static void raw_bw_k(const char *addr, const struct plan *p, int k, struct rate 
     double v[16];
     int ok = buf != NULL;
     if (ok) memset(buf, 0x5a, p->raw_bytes);
-    if (ok) ok = raw_send_k(fds, k, buf, 16 * MiB) >= 0; /* warm-up */
+    if (ok) ok = raw_send_k(fds, k, buf, raw_warmup(p)) >= 0; /* warm-up */
     for (int i = 0; ok && i < p->raw_reps; i++) ok = (v[i] = raw_send_k(fds, k, buf, p->raw_bytes)) >= 0;
     if (ok) {
         out->reps = p->raw_reps;
@@ -890,7 +894,7 @@ static void raw_bw_k(const char *addr, const struct plan *p, int k, struct rate 
     uint64_t end = 0;
     for (int i = 0; i < n; i++) {
         if (ok) io_write_full(fds[i], &end, sizeof end);
-        close(fds[i]);
+        io_close(fds[i]);
     }
     free(buf);
 }
@@ -1211,7 +1215,7 @@ static int write_json(const char *path, const char *addr, const char *source, co
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: scuda bench [--server HOST:PORT] [--json FILE] [--quick] [--native]\n"
+            "Usage: scuda bench [--server HOST:PORT] [--json FILE] [--quick] [--native] [--max-copy SIZE]\n"
             "\n"
             "Measure SCUDA against the link it runs on, in one run:\n"
             "  - the raw link: TCP round trip, and bandwidth over one stream and over K\n"
@@ -1230,6 +1234,7 @@ static void usage(FILE *f)
             "                      saved by 'scuda HOST:PORT' in ~/.config/scuda/host)\n"
             "  --json FILE         also write every figure, and the ratios, to FILE\n"
             "  --quick             fewer repetitions, copies up to 256 MiB\n"
+            "  --max-copy SIZE     copies and raw transfers up to SIZE (e.g. 1M), for a quick check\n"
             "  --native            also run the driver workloads against this machine's own\n"
             "                      libcuda.so.1 (on the GPU machine), for a native column\n"
             "  -h, --help          show this help\n"
@@ -1238,9 +1243,24 @@ static void usage(FILE *f)
             "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_BULK_STREAMS, SCUDA_LOG, SCUDA_LIB_DIR.\n");
 }
 
+/* --max-copy SIZE: copies and raw transfers up to SIZE, about SIZE bytes
+ * per copy point (a smoke run: a slow link, a sanitizer build). */
+static int limit_copies(struct plan *plan, const char *arg)
+{
+    uint64_t max;
+    if (cli_parse_bytes(arg, &max) != 0 || max < 4096) {
+        fprintf(stderr, "%s: --max-copy wants a size of at least 4K (as 64M or 1G), not '%s'\n", CMD, arg);
+        return -1;
+    }
+    if (max < plan->max_copy) plan->max_copy = max;
+    if (max < plan->raw_bytes) plan->raw_bytes = max;
+    if (max < plan->copy_budget) plan->copy_budget = max;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
-    const char *server = NULL, *json = NULL, *source = NULL;
+    const char *server = NULL, *json = NULL, *source = NULL, *max_copy = NULL;
     int quick = 0, native = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
@@ -1257,10 +1277,13 @@ int cmd_bench(int argc, char **argv)
         }
         int r = cli_option(argc, argv, &i, CMD, "--server", NULL, &server);
         if (r == 0) r = cli_option(argc, argv, &i, CMD, "--json", NULL, &json);
+        if (r == 0) r = cli_option(argc, argv, &i, CMD, "--max-copy", NULL, &max_copy);
         if (r < 0) return CLI_USAGE;
         if (r == 0) return cli_unknown_option(CMD, argv[i]);
     }
-    const struct plan *p = quick ? &QUICK : &FULL;
+    struct plan plan = quick ? QUICK : FULL;
+    const struct plan *p = &plan;
+    if (max_copy && limit_copies(&plan, max_copy) != 0) return CLI_USAGE;
 
     char libdir[PATH_MAX], addr[1024];
     if (cli_shim_dir(CMD, libdir, sizeof libdir) != 0) return 1;

@@ -101,29 +101,6 @@ static void usage(FILE *f)
 
 /* ---- value parsers ---- */
 
-/* "123", "512K", "40G", "1TiB", "8MB": powers of 1024. */
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    if (!isdigit((unsigned char)s[0])) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0) return -1;
-
-    static const char units[] = "KMGT";
-    const char *u = *end != '\0' ? strchr(units, toupper((unsigned char)*end)) : NULL;
-    unsigned shift = 0;
-    if (u != NULL) {
-        shift = 10u * (unsigned)(u - units + 1);
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end != '\0') return -1;
-    if (shift > 0 && v > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
 
 /* ---- tokens (admission) ---- */
 
@@ -173,7 +150,7 @@ static int apply_session_limits(int argc, char **argv, int *i, struct args *a)
     int r;
     if ((r = cli_option(argc, argv, i, CMD, "--host-mem-quota", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
-        if (parse_bytes(v, &a->opt.host_mem_quota) == 0 && a->opt.host_mem_quota >= (1u << 20)) return -1;
+        if (cli_parse_bytes(v, &a->opt.host_mem_quota) == 0 && a->opt.host_mem_quota >= (1u << 20)) return -1;
         fprintf(stderr, "%s: --host-mem-quota '%s' is not a size of at least 1M: give bytes or a whole\n"
                         "  number with K, M, G or T, e.g. 8G or 512M.\n", CMD, v);
         return CLI_USAGE;
@@ -251,14 +228,14 @@ static int apply(int argc, char **argv, int *i, struct args *a)
     }
     if ((r = cli_option(argc, argv, i, CMD, "--mem-quota", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
-        if (parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
+        if (cli_parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
         fprintf(stderr, "%s: --mem-quota '%s' is not a size: give bytes or a whole number with K, M, G or T,\n"
                         "  e.g. 40G or 1536M.\n", CMD, v);
         return CLI_USAGE;
     }
     if ((r = cli_option(argc, argv, i, CMD, "--module-cache-size", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
-        if (parse_bytes(v, &a->opt.module_cache_size) == 0) return 0;
+        if (cli_parse_bytes(v, &a->opt.module_cache_size) == 0) return 0;
         fprintf(stderr, "%s: --module-cache-size '%s' is not a size: give bytes or a whole number with K, M,\n"
                         "  G or T, e.g. 2G or 512M (0 turns the cache off).\n", CMD, v);
         return CLI_USAGE;

@@ -122,7 +122,7 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
         rc = secure(fd, addr, timeout_ms, kind != PREFACE_JOIN, 1, err, errlen);
     }
     if (rc == 0) return fd;
-    close(fd);
+    io_close(fd);
     return rc;
 }
 

@@ -62,6 +62,8 @@ static struct {
     _Atomic uint32_t server_dead_ms;   /* the session's --dead-after (its pongs say); 0 = none */
     uint32_t dead_after_ms;            /* SCUDA_DEAD_AFTER; 0 = never */
     int liveness_started;
+    int transfers;                     /* conn_transfer_begin without end (under recv_lock) */
+    void (*_Atomic on_dead)(void);
 } conn = {
     .fd = -1,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -185,6 +187,7 @@ void conn_forget_after_fork(void)
     conn.waiters = NULL;
     conn.reader_active = 0;
     conn.liveness_started = 0; /* threads do not survive fork */
+    conn.transfers = 0;
     pthread_mutex_init(&conn.recv_lock, NULL);
 }
 
@@ -246,7 +249,7 @@ CUresult conn_send(struct rpc_call *c, int async)
             pthread_mutex_unlock(&conn.recv_lock);
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         }
-        if (conn.waiters == NULL) conn.wait_since_ms = mono_ms();
+        if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
         w->next = conn.waiters;
         conn.waiters = w;
         pthread_mutex_unlock(&conn.recv_lock);
@@ -542,6 +545,27 @@ static void declare_dead_locked(uint64_t silent_ms)
     /* Unblock whoever reads or writes: the reader's read and the writer's
      * write now fail at once. */
     shutdown(conn.fd, SHUT_RDWR);
+    void (*on_dead)(void) = atomic_load(&conn.on_dead);
+    if (on_dead) on_dead();
+}
+
+void conn_set_dead_handler(void (*handler)(void)) { atomic_store(&conn.on_dead, handler); }
+
+void conn_transfer_begin(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
+    conn.transfers++;
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+void conn_transfer_progress(void) { atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed); }
+
+void conn_transfer_end(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    conn.transfers--;
+    pthread_mutex_unlock(&conn.recv_lock);
 }
 
 /* How often to ping: a quarter of the shorter bound (ours or the session's). */
@@ -591,7 +615,7 @@ static void *liveness_main(void *arg)
         }
         pthread_mutex_lock(&conn.recv_lock);
         int stop = conn.dead;
-        if (!stop && conn.waiters && conn.dead_after_ms) {
+        if (!stop && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
             uint64_t since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
             if (now - since >= conn.dead_after_ms) {
                 declare_dead_locked(now - since);

@@ -893,6 +893,18 @@ op cuGraphInstantiateWithParams
     out handle err_node
     out u32 result                     # CUgraphInstantiateResult
 # (end of group: graphs)
+
+# ---- liveness (docs/architecture.md, 3.10 Liveness) ----------------------------
+# A heartbeat on the session connection. Neither is a call: the session's
+# reader takes a ping before the dispatch queue (it never waits for the
+# driver), and the client's reader drops a pong without waking any caller.
+op scuda_live_ping                     # client to session, one-way when the client has sent nothing for a while;
+                                       # the first one, at connect, waits for its reply
+    in u32 dead_after_ms               # the client's SCUDA_DEAD_AFTER: the session pongs at least 4 times as often
+    out u32 dead_after_ms              # the session's --dead-after: the client pings at least 4 times as often
+
+op scuda_live_pong                     # session to client, while the client waits for it and nothing else went out
+    in u32 dead_after_ms               # the session's --dead-after: the client pings at least 4 times as often
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

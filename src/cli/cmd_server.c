@@ -40,6 +40,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: scuda server [--listen ADDR:PORT] [--driver PATH] [--token-file FILE]\n"
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
+            "                    [--dead-after S]\n"
             "                    [--max-handshakes N] [--max-handshakes-per-source N]\n"
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
@@ -64,6 +65,8 @@ static void usage(FILE *f)
             "  --mem-quota SIZE        device memory per session: bytes, or with a K, M, G\n"
             "                          or T suffix (powers of 1024); default unlimited\n"
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
+            "  --dead-after S          end a session whose client sent nothing, not even a ping,\n"
+            "                          for S seconds (default: 10; 0 = never)\n"
             "  --module-cache DIR      keep module images clients loaded in DIR, so the next\n"
             "                          process sends only their hashes (default:\n"
             "                          $XDG_CACHE_HOME/scuda/modules or ~/.cache/scuda/modules);\n"
@@ -249,6 +252,16 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         fprintf(stderr, "%s: --idle-timeout '%s' is not a number of seconds (0 = never).\n", CMD, v);
         return CLI_USAGE;
     }
+    /* Liveness (docs/architecture.md, 3.10): a client silent this long is dead. */
+    if ((r = cli_option(argc, argv, i, CMD, "--dead-after", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 0, 86400, &n) == 0) {
+            a->opt.dead_after_s = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --dead-after '%s' is not a number of seconds from 0 (never) to 86400.\n", CMD, v);
+        return CLI_USAGE;
+    }
     if ((r = cli_option(argc, argv, i, CMD, "--port-fd", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
         if (cli_parse_long(v, 0, INT_MAX, &n) == 0 && fcntl((int)n, F_GETFD) != -1) {
@@ -381,6 +394,7 @@ int cmd_server(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.opt.listen = SCUDA_DEFAULT_ADDR;
     a.opt.print_port_fd = -1;
+    a.opt.dead_after_s = SCUDA_DEAD_AFTER_DEFAULT_S;
     a.opt.module_cache_size = SCUDA_MODULE_CACHE_DEFAULT_SIZE;
 
     for (int i = 1; i < argc; i++) {

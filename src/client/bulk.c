@@ -115,6 +115,7 @@ static int move_share(int index, const struct job *j)
         if (j->dir == TO_DEVICE) {
             struct iovec iov[2] = {{want, sizeof want}, {j->host + off, len}};
             if (io_writev_full(fd, iov, 2) != 0) return -1;
+            conn_transfer_progress(); /* the session took it: alive */
             continue;
         }
         uint8_t head[BULK_CHUNK_HEAD];
@@ -124,6 +125,7 @@ static int move_share(int index, const struct job *j)
             return -1;
         }
         if (io_read_full(fd, j->host + off, len) != 0) return -1;
+        conn_transfer_progress();
     }
     return 0;
 }
@@ -152,6 +154,7 @@ static void *helper_main(void *arg)
  * Called with bulk.lock held. Returns 0, or -1 when it failed. */
 static int run_job(const struct job *j)
 {
+    conn_transfer_begin(); /* a silent server fails the copy (conn.h) */
     pthread_mutex_lock(&bulk.job_lock);
     uint64_t gen = bulk.job.gen + 1;
     bulk.job = *j;
@@ -166,6 +169,7 @@ static int run_job(const struct job *j)
     while (bulk.moving > 0) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
     int failed = bulk.failed;
     pthread_mutex_unlock(&bulk.job_lock);
+    conn_transfer_end();
     return failed ? -1 : 0;
 }
 
@@ -289,6 +293,18 @@ static int streams_wanted(void)
     return k;
 }
 
+/* The main connection declared the server dead (conn.h): a copy in
+ * progress fails at once instead of waiting on a silent server. Between
+ * jobs there is nothing to stop, and the next copy fails on the main
+ * connection. */
+static void on_server_dead(void)
+{
+    pthread_mutex_lock(&bulk.job_lock);
+    int running = bulk.moving > 0;
+    pthread_mutex_unlock(&bulk.job_lock);
+    if (running) note_failure(0, ETIMEDOUT);
+}
+
 /* Open the connections. Called with bulk.lock held, once. */
 static void setup_locked(void)
 {
@@ -321,6 +337,7 @@ static void setup_locked(void)
         return;
     }
     bulk.state = BULK_ON;
+    conn_set_dead_handler(on_server_dead);
     LOG_INFO("%d bulk connections to server %s: copies of %u MiB and more are striped", k, conn_addr(),
              BULK_MIN_COPY >> 20);
 }

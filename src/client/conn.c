@@ -4,6 +4,7 @@
 #include "rpc.h"
 #include "send_queue.h"
 #include "shim.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -11,12 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/config.h"
 #include "../common/dial.h"
 #include "../common/hello.h"
 #include "../common/log.h"
+#include "../common/messages.gen.h"
+#include "../common/ops.gen.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
@@ -26,6 +31,11 @@
 #define DEAD_PEER_S 10
 /* How long a thread waiting for a reply polls the socket before it sleeps. */
 #define REPLY_SPIN_NS 30000
+/* SCUDA_DEAD_AFTER's default, in seconds (docs/architecture.md, 3.10). */
+#define DEAD_AFTER_DEFAULT_S 10
+/* Large payloads are read in pieces of this size, each counted as a sign
+ * of life: a 64 MiB reply on a slow link is not a silent server. */
+#define READ_PIECE (1u << 20)
 
 /* A thread waiting for its reply. Lives on the waiter's stack. */
 struct waiter {
@@ -46,7 +56,15 @@ static struct {
     struct waiter *waiters;
     int reader_active;
     int dead;
+    uint64_t wait_since_ms; /* when the waiter list last became non-empty */
     _Atomic uint32_t next_seq;
+    /* Liveness (section "liveness" below). */
+    _Atomic uint64_t rx_progress;      /* bumped by every piece read */
+    _Atomic uint32_t server_dead_ms;   /* the session's --dead-after (its pongs say); 0 = none */
+    uint32_t dead_after_ms;            /* SCUDA_DEAD_AFTER; 0 = never */
+    int liveness_started;
+    int transfers;                     /* conn_transfer_begin without end (under recv_lock) */
+    void (*_Atomic on_dead)(void);
 } conn = {
     .fd = -1,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -63,6 +81,15 @@ void conn_set_thread_ctx(uint32_t ctx_id) { thread_ctx = ctx_id; }
 uint32_t conn_thread_ctx(void) { return thread_ctx; }
 
 static void on_writer_error(int err);
+static int take_pong(uint32_t len);
+static uint64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+static int liveness_greet(void);
+static void liveness_start(void);
 
 /* ---- connect and handshake ------------------------------------------- */
 
@@ -94,6 +121,9 @@ static CUresult read_welcome(void)
         snprintf(what, sizeof what, "refused: %s", msg[0] ? msg : "no reason given");
         return handshake_fail(what, fix);
     }
+    if (liveness_greet() != 0)
+        return handshake_fail("no answer to the first heartbeat", "use a client and server of the same SCUDA version");
+    liveness_start();
     return CUDA_SUCCESS;
 }
 
@@ -163,6 +193,8 @@ void conn_forget_after_fork(void)
     conn.dead = 1;
     conn.waiters = NULL;
     conn.reader_active = 0;
+    conn.liveness_started = 0; /* threads do not survive fork */
+    conn.transfers = 0;
     pthread_mutex_init(&conn.recv_lock, NULL);
 }
 
@@ -224,6 +256,7 @@ CUresult conn_send(struct rpc_call *c, int async)
             pthread_mutex_unlock(&conn.recv_lock);
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         }
+        if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
         w->next = conn.waiters;
         conn.waiters = w;
         pthread_mutex_unlock(&conn.recv_lock);
@@ -267,10 +300,25 @@ static void unlink_waiter_locked(struct waiter *target)
 
 /* Device printf text from the session: written through stdio so it stays
  * in order with the application's own buffered output. */
+/* Every read of the main connection: in pieces, each one a sign of life
+ * for the liveness thread. */
+static int conn_read(void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        size_t k = n < READ_PIECE ? n : READ_PIECE;
+        if (io_read_full(conn.fd, p, k) != 0) return -1;
+        atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed);
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
 static int deliver_output(uint32_t len)
 {
     uint8_t *buf = malloc(len ? len : 1);
-    if (!buf || io_read_full(conn.fd, buf, len) != 0) {
+    if (!buf || conn_read(buf, len) != 0) {
         free(buf);
         return -1;
     }
@@ -289,16 +337,16 @@ static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
     uint32_t len = h->length;
     struct rpc_call *c = w->call;
     uint8_t head[12];
-    if (len < sizeof head || io_read_full(conn.fd, head, sizeof head) != 0) return -1;
+    if (len < sizeof head || conn_read(head, sizeof head) != 0) return -1;
     uint32_t result;
     uint64_t n;
     memcpy(&result, head, 4);
     memcpy(&n, head + 4, 8);
     if (n > len - sizeof head || n > c->sink_len) return -1;
-    if (io_read_full(conn.fd, c->sink, (size_t)n) != 0) return -1;
+    if (conn_read(c->sink, (size_t)n) != 0) return -1;
     size_t rest = len - sizeof head - (size_t)n;
     c->reply = malloc(rest ? rest : 1);
-    if (!c->reply || io_read_full(conn.fd, c->reply, rest) != 0) return -1;
+    if (!c->reply || conn_read(c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
     c->arena.bulk_apart = 1; /* the bulk field is in the sink, not in c->out */
     c->arena.bulk_len = n;
@@ -312,7 +360,7 @@ static int read_plain_reply(struct waiter *w, const struct frame_header *h)
     uint32_t len = h->length;
     struct rpc_call *c = w->call;
     c->reply = malloc(len ? len : 1);
-    if (!c->reply || len < 4 || io_read_full(conn.fd, c->reply, len) != 0) return -1;
+    if (!c->reply || len < 4 || conn_read(c->reply, len) != 0) return -1;
     uint32_t result;
     memcpy(&result, c->reply, 4);
     wr_init(&c->out, (uint8_t *)c->reply + 4, len - 4);
@@ -327,9 +375,28 @@ static int discard(uint32_t len)
     uint8_t buf[4096];
     while (len > 0) {
         uint32_t n = len < sizeof buf ? len : (uint32_t)sizeof buf;
-        if (io_read_full(conn.fd, buf, n) != 0) return -1;
+        if (conn_read(buf, n) != 0) return -1;
         len -= n;
     }
+    return 0;
+}
+
+/* A pong: the session is alive. Nobody waits for it; it only says how
+ * often the session wants to hear from us. */
+static int take_pong(uint32_t len)
+{
+    uint8_t buf[64];
+    if (len > sizeof buf || conn_read(buf, len) != 0) {
+        errno = EPROTO;
+        return -1;
+    }
+    wire_reader r;
+    wr_init(&r, buf, len);
+    struct msg_arena arena;
+    msg_arena_init(&arena);
+    struct msg_scuda_live_pong_req m;
+    if (msg_scuda_live_pong_req_get(&r, &arena, &m) == 0) atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+    msg_arena_free(&arena);
     return 0;
 }
 
@@ -341,7 +408,7 @@ static int read_one_frame(void)
     struct frame_header h;
     /* A reply is often microseconds away: poll before sleeping in read. */
     io_spin_for_input(conn.fd, REPLY_SPIN_NS);
-    if (io_read_full(conn.fd, hdr, sizeof hdr) != 0) return -1;
+    if (conn_read(hdr, sizeof hdr) != 0) return -1;
     frame_header_decode(hdr, &h);
     atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
     if (h.length > SCUDA_MAX_FRAME + SCUDA_REPLY_MARGIN) {
@@ -349,6 +416,7 @@ static int read_one_frame(void)
         return -1;
     }
     if (h.flags & FRAME_OUTPUT) return deliver_output(h.length);
+    if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(h.length);
     if (h.flags & FRAME_HOST_WORK) return host_work ? host_work(conn.fd, h.length) : discard(h.length);
 
     pthread_mutex_lock(&conn.recv_lock);
@@ -396,3 +464,184 @@ CUresult conn_wait(struct rpc_call *c, int *deferred)
     return me->result;
 }
 
+
+/* ---- liveness ------------------------------------------------------------ */
+
+/* A session that hangs (a stopped process, a wedged host, a partition that
+ * TCP keepalive cannot see because the host still answers) sends nothing.
+ * The rule: while a caller waits on the session, the session must send
+ * something at least every SCUDA_DEAD_AFTER seconds; it sends pongs when
+ * it has nothing else to say (session.c). Past that, the client declares
+ * it dead and every pending and later call fails as for a lost
+ * connection. The other way round, the client pings when it has sent
+ * nothing for a quarter of the shorter of the two bounds, so an idle but
+ * live client keeps its session. A busy connection sends no pings: the
+ * liveness thread only compares counters the hot path bumps anyway. */
+
+static uint32_t dead_after_ms_from_env(void)
+{
+    const char *v = getenv("SCUDA_DEAD_AFTER");
+    if (!v || !*v) return DEAD_AFTER_DEFAULT_S * 1000u;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 0) || s > 86400) {
+        LOG_WARN("SCUDA_DEAD_AFTER='%s' is not a number of seconds from 0 (never) to 86400; using %d",
+                 v, DEAD_AFTER_DEFAULT_S);
+        return DEAD_AFTER_DEFAULT_S * 1000u;
+    }
+    uint32_t ms = (uint32_t)(s * 1000);
+    return s > 0 && ms < 100 ? 100 : ms;
+}
+
+static void ping_frame(uint8_t *frame, size_t *len, int async)
+{
+    wire_buf b;
+    wb_init(&b);
+    struct msg_scuda_live_ping_req m = {.dead_after_ms = conn.dead_after_ms};
+    msg_scuda_live_ping_req_put(&b, &m);
+    struct frame_header h = {
+        .length = (uint32_t)b.len,
+        .op = OP_scuda_live_ping,
+        .flags = async ? FRAME_ASYNC : 0,
+        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+    };
+    frame_header_encode(&h, frame);
+    memcpy(frame + FRAME_HEADER_LEN, b.data, b.len);
+    *len = FRAME_HEADER_LEN + b.len;
+    wb_free(&b);
+}
+
+/* The first ping asks for an answer (it is not one-way), which carries the
+ * session's --dead-after: from then on both ends know how often to speak. */
+static int liveness_greet(void)
+{
+    conn.dead_after_ms = dead_after_ms_from_env();
+    uint8_t frame[FRAME_HEADER_LEN + 16];
+    size_t len;
+    ping_frame(frame, &len, 0);
+    if (io_write_full(conn.fd, frame, len) != 0) return -1;
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct frame_header h;
+    if (io_read_full_timeout(conn.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0) return -1;
+    frame_header_decode(hdr, &h);
+    uint8_t buf[64];
+    if (h.op != OP_scuda_live_ping || !(h.flags & FRAME_REPLY) || h.length < 4 || h.length > sizeof buf ||
+        io_read_full_timeout(conn.fd, buf, h.length, WELCOME_TIMEOUT_MS) != 0)
+        return -1;
+    wire_reader r;
+    wr_init(&r, buf + 4, h.length - 4);
+    struct msg_arena arena;
+    msg_arena_init(&arena);
+    struct msg_scuda_live_ping_rep m;
+    int rc = msg_scuda_live_ping_rep_get(&r, &arena, &m);
+    msg_arena_free(&arena);
+    if (rc != 0) return -1;
+    atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+    return 0;
+}
+
+/* Called with recv_lock held. */
+static void declare_dead_locked(uint64_t silent_ms)
+{
+    if (conn.dead) return;
+    LOG_ERROR("server %s sent nothing for %.1f s (SCUDA_DEAD_AFTER=%.1f): declared dead; CUDA calls now fail "
+              "with CUDA_ERROR_DEVICE_UNAVAILABLE; check the server machine and its session process (stopped, "
+              "hung in the driver, or cut off by the network), or raise SCUDA_DEAD_AFTER",
+              conn.addr, (double)silent_ms / 1000, (double)conn.dead_after_ms / 1000);
+    mark_dead_locked("declared dead");
+    /* Unblock whoever reads or writes: the reader's read and the writer's
+     * write now fail at once. */
+    shutdown(conn.fd, SHUT_RDWR);
+    void (*on_dead)(void) = atomic_load(&conn.on_dead);
+    if (on_dead) on_dead();
+}
+
+void conn_set_dead_handler(void (*handler)(void)) { atomic_store(&conn.on_dead, handler); }
+
+void conn_transfer_begin(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
+    conn.transfers++;
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+void conn_transfer_progress(void) { atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed); }
+
+void conn_transfer_end(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    conn.transfers--;
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+/* How often to ping: a quarter of the shorter bound (ours or the session's). */
+static uint64_t ping_interval_ms(void)
+{
+    uint32_t mine = conn.dead_after_ms, theirs = atomic_load(&conn.server_dead_ms);
+    uint32_t shortest = mine && theirs ? (mine < theirs ? mine : theirs) : (mine ? mine : theirs);
+    return shortest ? shortest / 4 : 0;
+}
+
+static void send_ping(void)
+{
+    uint8_t frame[FRAME_HEADER_LEN + 16];
+    size_t len;
+    ping_frame(frame, &len, 1);
+    struct iovec iov = {.iov_base = frame, .iov_len = len};
+    /* Through the writer thread: this thread never blocks on the socket. */
+    if (sendq_enqueue(&iov, 1) != 0) return;
+    stats_count(OP_scuda_live_ping, 1);
+    atomic_fetch_add_explicit(&bytes_sent, len, memory_order_relaxed);
+}
+
+static void *liveness_main(void *arg)
+{
+    (void)arg;
+    uint64_t sent_seen = 0, rx_seen = 0, rx_at = mono_ms(), last_ping = mono_ms();
+    for (;;) {
+        uint64_t interval = ping_interval_ms();
+        /* Ticks short enough to declare death within a few percent of the bound. */
+        uint64_t tick = interval ? (interval < 250 ? interval : 250) : 1000;
+        struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        uint64_t now = mono_ms();
+        uint64_t sent = atomic_load(&bytes_sent);
+        if (sent != sent_seen) {
+            sent_seen = sent;
+            last_ping = now; /* anything we send counts as a ping */
+        } else if (interval && now - last_ping >= interval) {
+            send_ping();
+            sent_seen = atomic_load(&bytes_sent);
+            last_ping = now;
+        }
+        uint64_t rx = atomic_load(&conn.rx_progress);
+        if (rx != rx_seen) {
+            rx_seen = rx;
+            rx_at = now;
+        }
+        pthread_mutex_lock(&conn.recv_lock);
+        int stop = conn.dead;
+        if (!stop && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
+            uint64_t since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
+            if (now - since >= conn.dead_after_ms) {
+                declare_dead_locked(now - since);
+                stop = 1;
+            }
+        }
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (stop) return NULL;
+    }
+}
+
+static void liveness_start(void)
+{
+    if (conn.liveness_started) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, liveness_main, NULL) != 0) {
+        LOG_WARN("no liveness thread: a hung server will not be noticed (%s)", strerror(errno));
+        return;
+    }
+    pthread_detach(t);
+    conn.liveness_started = 1;
+}

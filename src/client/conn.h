@@ -44,6 +44,17 @@ void conn_forget_after_fork(void);
  * nothing above itself. */
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len));
 
+/* Liveness (docs/architecture.md, 3.10) for transfers outside the main
+ * connection (striped copies on bulk connections): between begin and end
+ * the caller waits on the server as a waiting call does, each piece moved
+ * is a sign of life, and when the server is declared dead the handler
+ * registered here runs (it shuts the bulk connections down, so their
+ * transfers fail instead of hanging). */
+void conn_transfer_begin(void);
+void conn_transfer_progress(void);
+void conn_transfer_end(void);
+void conn_set_dead_handler(void (*handler)(void));
+
 /* The calling thread's current context id, which every frame carries
  * (context.c keeps it up to date; 0: none, as for NVML calls). */
 void conn_set_thread_ctx(uint32_t ctx_id);

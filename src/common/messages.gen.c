@@ -1889,3 +1889,55 @@ int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_live_ping_req_put(wire_buf *b, const struct msg_scuda_live_ping_req *m)
+{
+    wb_put_u32(b, m->dead_after_ms);
+}
+
+int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dead_after_ms = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_live_ping_rep_put(wire_buf *b, const struct msg_scuda_live_ping_rep *m)
+{
+    wb_put_u32(b, m->dead_after_ms);
+}
+
+int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dead_after_ms = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_live_pong_req_put(wire_buf *b, const struct msg_scuda_live_pong_req *m)
+{
+    wb_put_u32(b, m->dead_after_ms);
+}
+
+int msg_scuda_live_pong_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dead_after_ms = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_live_pong_rep_put(wire_buf *b, const struct msg_scuda_live_pong_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+

@@ -958,4 +958,32 @@ struct msg_cuGraphInstantiateWithParams_rep {
 void msg_cuGraphInstantiateWithParams_rep_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_rep *m);
 int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_rep *m);
 
+/* scuda_live_ping request: client to session, one-way when the client has sent nothing for a while; the first one, at connect, waits for its reply */
+struct msg_scuda_live_ping_req {
+    uint32_t dead_after_ms; /* u32 dead_after_ms: the client's SCUDA_DEAD_AFTER: the session pongs at least 4 times as often */
+};
+void msg_scuda_live_ping_req_put(wire_buf *b, const struct msg_scuda_live_ping_req *m);
+int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_req *m);
+
+/* scuda_live_ping reply */
+struct msg_scuda_live_ping_rep {
+    uint32_t dead_after_ms; /* u32 dead_after_ms: the session's --dead-after: the client pings at least 4 times as often */
+};
+void msg_scuda_live_ping_rep_put(wire_buf *b, const struct msg_scuda_live_ping_rep *m);
+int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_rep *m);
+
+/* scuda_live_pong request: session to client, while the client waits for it and nothing else went out */
+struct msg_scuda_live_pong_req {
+    uint32_t dead_after_ms; /* u32 dead_after_ms: the session's --dead-after: the client pings at least 4 times as often */
+};
+void msg_scuda_live_pong_req_put(wire_buf *b, const struct msg_scuda_live_pong_req *m);
+int msg_scuda_live_pong_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_req *m);
+
+/* scuda_live_pong reply */
+struct msg_scuda_live_pong_rep {
+    char none; /* no fields */
+};
+void msg_scuda_live_pong_rep_put(wire_buf *b, const struct msg_scuda_live_pong_rep *m);
+int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_rep *m);
+
 #endif

@@ -350,6 +350,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_bulk_setup] = "scuda_bulk_setup",
     [OP_scuda_bulk_htod] = "scuda_bulk_htod",
     [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
+    [OP_scuda_live_ping] = "scuda_live_ping",
+    [OP_scuda_live_pong] = "scuda_live_pong",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -351,7 +351,9 @@ enum scuda_op {
     OP_scuda_bulk_setup = 344,
     OP_scuda_bulk_htod = 345,
     OP_scuda_bulk_dtoh = 346,
-    OP_COUNT = 347
+    OP_scuda_live_ping = 347,
+    OP_scuda_live_pong = 348,
+    OP_COUNT = 349
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -42,7 +42,7 @@ struct tls_link {
     SSL *ssl;
     int fd;
     int timeout_ms; /* each wait of the link's I/O; -1: none */
-    atomic_int reported; /* a protocol error was logged */
+    atomic_int reported; /* a protocol error was logged: the link is broken */
     pthread_mutex_t lock;
 };
 
@@ -286,6 +286,15 @@ static int wait_fd(int fd, short events, int timeout_ms)
 
 /* After an SSL call failed with `code`: wait for what it wants, or turn
  * the failure into errno. Returns 0 to try again, -1 to give up. */
+/* Bytes that are not our peer's TLS records end the link: logged once. */
+static void report_broken(struct tls_link *l, const char *why)
+{
+    if (!atomic_exchange(&l->reported, 1)) {
+        LOG_WARN("TLS connection closed: %s. The bytes were altered on the way (a relay or a fault on the path), "
+                 "or the peer does not speak SCUDA's TLS", why);
+    }
+}
+
 static int after_failure(struct tls_link *l, int code, int saved_errno, const char *why, int timeout_ms)
 {
     short ev = code == SSL_ERROR_WANT_READ ? POLLIN : code == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
@@ -298,19 +307,18 @@ static int after_failure(struct tls_link *l, int code, int saved_errno, const ch
         if (rc == 0) errno = ETIMEDOUT;
         return rc > 0 ? 0 : -1;
     }
+    /* A link broken by bad records (perhaps found by tls_input_ready)
+     * stays broken: OpenSSL then reports later calls as a bare EOF. */
+    if (atomic_load(&l->reported) || code == SSL_ERROR_SSL) {
+        report_broken(l, why);
+        errno = EPROTO;
+        return -1;
+    }
     if (code == SSL_ERROR_ZERO_RETURN || (code == SSL_ERROR_SYSCALL && saved_errno == 0)) {
         errno = ECONNRESET;
         return -1;
     }
-    if (code == SSL_ERROR_SYSCALL) {
-        errno = saved_errno;
-        return -1;
-    }
-    if (!atomic_exchange(&l->reported, 1)) {
-        LOG_WARN("TLS connection closed: %s. The bytes were altered on the way (a relay or a fault on the path), "
-                 "or the peer does not speak SCUDA's TLS", why);
-    }
-    errno = EPROTO;
+    errno = saved_errno;
     return -1;
 }
 
@@ -531,6 +539,8 @@ int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
 
 int tls_input_ready(struct tls_link *l)
 {
+    char why[160] = "";
+    int broken = 0;
     pthread_mutex_lock(&l->lock);
     int ready = SSL_pending(l->ssl) > 0;
     if (!ready) {
@@ -538,10 +548,17 @@ int tls_input_ready(struct tls_link *l)
         ERR_clear_error();
         char c;
         size_t k;
-        ready = SSL_peek_ex(l->ssl, &c, 1, &k) || SSL_get_error(l->ssl, 0) != SSL_ERROR_WANT_READ;
+        int ok = SSL_peek_ex(l->ssl, &c, 1, &k);
+        int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+        if (code == SSL_ERROR_SSL) {
+            ssl_reason(why, sizeof why, "TLS record error");
+            broken = 1;
+        }
+        ready = ok || code != SSL_ERROR_WANT_READ;
         ERR_clear_error();
     }
     pthread_mutex_unlock(&l->lock);
+    if (broken) report_broken(l, why);
     return ready;
 }
 

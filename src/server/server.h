@@ -25,6 +25,7 @@ struct server_options {
     int max_sessions;         /* 0 = default (64) */
     uint64_t mem_quota;       /* device bytes per session; 0 = unlimited */
     int idle_timeout_s;       /* 0 = none */
+    int dead_after_s;         /* a client silent this long is dead (session.c, liveness); 0 = never */
     int print_port_fd;        /* if >= 0, the chosen port is written there as "PORT\n" */
     const char *module_cache_dir;  /* module images on disk (module_store.h); NULL = none */
     uint64_t module_cache_size;    /* the most bytes kept there; 0 = no disk cache */
@@ -37,6 +38,7 @@ struct server_options {
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u
+#define SCUDA_DEAD_AFTER_DEFAULT_S 10
 #define SCUDA_MAX_QUEUED_CALLS_DEFAULT 4096u
 
 /* The module cache's bound when none is given. */

@@ -56,6 +56,14 @@ static __thread unsigned bound_generation;
 static _Atomic unsigned ctx_generation;
 /* Blocking calls running on workers: a session waiting on the GPU is not idle. */
 static _Atomic int calls_in_flight;
+/* Liveness (the section below the dispatch loop). */
+static _Atomic int dispatch_busy;          /* the dispatch thread has a frame: reading it or running it */
+static _Atomic uint64_t frames_out;        /* frames written to the client */
+static _Atomic uint32_t client_dead_ms;    /* the client's SCUDA_DEAD_AFTER, from its pings */
+static _Atomic int pong_due;               /* a ping asked for an answer */
+static _Atomic uint32_t pong_seq;          /* ...and this is its sequence number */
+static void liveness_start(struct session *s);
+static int liveness_note_ping(const void *payload, size_t len, int async, uint32_t seq);
 
 /* ---- driver and session info ---------------------------------------- */
 
@@ -241,6 +249,7 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     pthread_mutex_lock(&s->write_lock);
     int w = io_writev_full(s->fd, iov, n);
     pthread_mutex_unlock(&s->write_lock);
+    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
     if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
 }
 
@@ -268,6 +277,7 @@ int session_stream_begin(struct srv_call *c, uint64_t n)
 
 int session_stream_write(struct srv_call *c, const void *p, size_t len)
 {
+    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed); /* bytes going out are a sign of life */
     return io_write_full(c->s->fd, p, len);
 }
 
@@ -473,10 +483,22 @@ static struct {
 static int wait_input(struct session *s)
 {
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
-    while (idle_ms > 0) {
-        int rc = io_wait_input(s->fd, idle_ms);
+    int dead_ms = s->opt->dead_after_s > 0 ? s->opt->dead_after_s * 1000 : 0;
+    int wait_ms = idle_ms && (!dead_ms || idle_ms < dead_ms) ? idle_ms : dead_ms;
+    uint64_t since = mono_ns();
+    while (wait_ms > 0) {
+        int rc = io_wait_input(s->fd, wait_ms);
         if (rc != 0) return rc < 0 ? -1 : 0;
-        if (atomic_load(&calls_in_flight) == 0) {
+        /* A live client pings whenever it has sent nothing for a quarter
+         * of this, even while its calls run: silence means it is gone. */
+        if (dead_ms && mono_ns() - since >= (uint64_t)dead_ms * 1000000u) {
+            LOG_WARN("client sent nothing for %d s (--dead-after): declared dead, ending the session; "
+                     "a stopped or hung client, or a network partition (raise --dead-after if clients "
+                     "are this slow)", s->opt->dead_after_s);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (idle_ms && atomic_load(&calls_in_flight) == 0) {
             LOG_WARN("client idle for %d s: closing the session", s->opt->idle_timeout_s);
             errno = ETIMEDOUT;
             return -1;
@@ -491,7 +513,7 @@ static ssize_t read_socket(struct session *s, void *dst, size_t cap)
 {
     /* Under an idle timeout, bytes already waiting are read without a poll
      * first: a large payload arrives in many reads. */
-    int timed = s->opt->idle_timeout_s > 0;
+    int timed = s->opt->idle_timeout_s > 0 || s->opt->dead_after_s > 0;
     for (;;) {
         ssize_t n = io_read_some(s->fd, dst, cap, timed ? 0 : -1);
         if (n > 0) return n;
@@ -612,7 +634,9 @@ static struct pending_call *read_call(struct session *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
+    atomic_store(&dispatch_busy, 0);
     if (read_header(s, hdr) != 0) return NULL;
+    atomic_store(&dispatch_busy, 1);
     frame_header_decode(hdr, &h);
     if (h.length > SCUDA_MAX_FRAME) {
         LOG_WARN("client sent a %u-byte frame (limit %u): closing the session", h.length, SCUDA_MAX_FRAME);
@@ -637,6 +661,21 @@ static struct pending_call *read_call(struct session *s)
     }
     p->payload = payload;
     wr_init(&p->call.in, payload, h.length);
+    return p;
+}
+
+/* The next call, after the pings in front of it: a ping is no call, and
+ * never enters the dispatch queue. */
+static struct pending_call *read_next_call(struct session *s)
+{
+    struct pending_call *p;
+    while ((p = read_call(s)) != NULL && p->call.op == OP_scuda_live_ping) {
+        /* A malformed one goes on, to be refused like any malformed call. */
+        if (liveness_note_ping(p->payload, p->call.in.left, p->call.async, p->call.seq) != 0) break;
+        free(p->payload);
+        wb_free(&p->call.out);
+        free(p);
+    }
     return p;
 }
 
@@ -675,7 +714,7 @@ static void refuse_call(struct session *s, struct pending_call *p)
 static void dispatch_loop(struct session *s)
 {
     struct pending_call *p;
-    while ((p = read_call(s)) != NULL) {
+    while ((p = read_next_call(s)) != NULL) {
         finish_copy_in_flight();
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
@@ -692,6 +731,134 @@ static void dispatch_loop(struct session *s)
         }
         run_call(s, p);
     }
+}
+
+/* ---- liveness ----------------------------------------------------------- */
+
+/* docs/architecture.md, 3.10. The client declares us dead when it waits
+ * and hears nothing for its SCUDA_DEAD_AFTER. While the session owes it an
+ * answer (the dispatch thread holds a frame, or a worker runs a call) and
+ * has written nothing for a quarter of that, this thread sends a pong. It
+ * never touches the driver, so a ten-minute kernel, or a dispatch thread
+ * stuck in a slow driver call, is never mistaken for a hang; a stopped
+ * process sends nothing, which is the point. It takes the socket only when
+ * no one else writes (a reply being written is a sign of life already). */
+
+static pthread_mutex_t pong_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pong_wake;
+
+/* A ping the reader could not read (liveness_note_ping) is refused as a
+ * malformed request; a good one never gets here. */
+CUresult srv_scuda_live_ping(srv_call *c)
+{
+    (void)c;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Returns 0, or -1 when the ping is malformed. */
+static int liveness_note_ping(const void *payload, size_t len, int async, uint32_t seq)
+{
+    wire_reader r;
+    wr_init(&r, payload, len);
+    struct msg_arena arena;
+    msg_arena_init(&arena);
+    struct msg_scuda_live_ping_req m;
+    int rc = msg_scuda_live_ping_req_get(&r, &arena, &m) == 0 && r.left == 0 ? 0 : -1;
+    if (rc == 0) {
+        /* A hostile client must not make us spin: 100 ms at the least. */
+        atomic_store(&client_dead_ms, m.dead_after_ms && m.dead_after_ms < 100 ? 100 : m.dead_after_ms);
+        if (!async) {
+            /* The first ping waits for its pong: answer at once. */
+            pthread_mutex_lock(&pong_lock);
+            atomic_store(&pong_seq, seq);
+            atomic_store(&pong_due, 1);
+            pthread_cond_signal(&pong_wake);
+            pthread_mutex_unlock(&pong_lock);
+        }
+    }
+    msg_arena_free(&arena);
+    return rc;
+}
+
+/* A pong, or (reply) the reply to the ping that asked for one. Both say
+ * our --dead-after. */
+static void send_pong(struct session *s, int reply, uint32_t seq)
+{
+    uint32_t mine = s->opt->dead_after_s > 0 ? (uint32_t)s->opt->dead_after_s * 1000u : 0;
+    wire_buf b;
+    wb_init(&b);
+    struct frame_header h = {.op = OP_scuda_live_pong};
+    if (reply) {
+        wb_put_u32(&b, CUDA_SUCCESS);
+        struct msg_scuda_live_ping_rep m = {.dead_after_ms = mine};
+        msg_scuda_live_ping_rep_put(&b, &m);
+        h = (struct frame_header){.op = OP_scuda_live_ping, .flags = FRAME_REPLY, .seq = seq};
+    } else {
+        struct msg_scuda_live_pong_req m = {.dead_after_ms = mine};
+        msg_scuda_live_pong_req_put(&b, &m);
+    }
+    h.length = (uint32_t)b.len;
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
+    if (reply) pthread_mutex_lock(&s->write_lock);
+    else if (pthread_mutex_trylock(&s->write_lock) != 0) {
+        wb_free(&b);
+        return;
+    }
+    io_writev_full(s->fd, iov, 2);
+    pthread_mutex_unlock(&s->write_lock);
+    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
+    wb_free(&b);
+}
+
+static int session_owes_client(void) { return atomic_load(&dispatch_busy) || atomic_load(&calls_in_flight) > 0; }
+
+static void *liveness_main(void *arg)
+{
+    struct session *s = arg;
+    uint64_t out_seen = atomic_load(&frames_out), quiet_since = mono_ns();
+    for (;;) {
+        uint32_t ms = atomic_load(&client_dead_ms);
+        uint64_t interval_ns = ms ? (uint64_t)ms * 1000000u / 4 : 0;
+        uint64_t tick_ns = interval_ns && interval_ns < 100000000u ? interval_ns : 100000000u;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t until = (uint64_t)ts.tv_nsec + tick_ns;
+        ts.tv_sec += (time_t)(until / 1000000000u);
+        ts.tv_nsec = (long)(until % 1000000000u);
+        pthread_mutex_lock(&pong_lock);
+        while (!atomic_load(&pong_due) && pthread_cond_timedwait(&pong_wake, &pong_lock, &ts) == 0) {
+        }
+        pthread_mutex_unlock(&pong_lock);
+        if (atomic_exchange(&pong_due, 0)) send_pong(s, 1, atomic_load(&pong_seq));
+        uint64_t now = mono_ns(), out = atomic_load(&frames_out);
+        if (out != out_seen || !session_owes_client()) {
+            out_seen = out;
+            quiet_since = now;
+        } else if (interval_ns && now - quiet_since >= interval_ns) {
+            send_pong(s, 0, 0);
+            out_seen = atomic_load(&frames_out);
+            quiet_since = now;
+        }
+    }
+    return NULL;
+}
+
+static void liveness_start(struct session *s)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&pong_wake, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_t t;
+    if (pthread_create(&t, NULL, liveness_main, s) != 0) {
+        LOG_WARN("no liveness thread: a client waiting on a long call may declare this session dead (%s)",
+                 strerror(errno));
+        return;
+    }
+    pthread_detach(t);
 }
 
 void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd)
@@ -734,6 +901,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     hello_send_session_welcome(fd, WELCOME_OK, "", &si);
     LOG_INFO("session started: %u device(s)", si.device_count);
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
+    liveness_start(&s);
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (docs/architecture.md, 2 Processes). */

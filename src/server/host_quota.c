@@ -13,11 +13,25 @@ static _Atomic uint64_t used;
 
 void host_quota_init(uint64_t bytes) { limit = bytes; }
 
+static uint64_t (*reclaim)(void);
+
+void host_quota_set_reclaim(uint64_t (*fn)(void)) { reclaim = fn; }
+
+static int try_charge(uint64_t bytes, uint64_t *before)
+{
+    *before = atomic_fetch_add(&used, bytes);
+    if (limit == 0 || (*before + bytes >= *before && *before + bytes <= limit)) return 0;
+    atomic_fetch_sub(&used, bytes);
+    return -1;
+}
+
 int host_quota_charge(uint64_t bytes, const char *what)
 {
-    uint64_t before = atomic_fetch_add(&used, bytes);
-    if (limit == 0 || (before + bytes >= before && before + bytes <= limit)) return 0;
-    atomic_fetch_sub(&used, bytes);
+    uint64_t before;
+    if (try_charge(bytes, &before) == 0) return 0;
+    /* Memory kept only to be fast (idle staging buffers) gives way to
+     * memory a call needs. */
+    if (reclaim && reclaim() > 0 && try_charge(bytes, &before) == 0) return 0;
     LOG_WARN("session host memory quota: refused %llu bytes for %s (%llu of %llu in use); the call fails with "
              "CUDA_ERROR_OUT_OF_MEMORY. Raise the server's --host-mem-quota if this client needs more",
              (unsigned long long)bytes, what, (unsigned long long)before, (unsigned long long)limit);

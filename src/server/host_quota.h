@@ -25,6 +25,10 @@ void host_quota_init(uint64_t limit);
 /* Charge `bytes` for `what` (a few words for the log line). Returns 0, or
  * -1 when the session would pass its quota (nothing is charged then). */
 int host_quota_charge(uint64_t bytes, const char *what);
+/* A function that frees memory the session keeps only to be fast, and
+ * returns the bytes it gave back: a charge that would be refused calls it
+ * once, then tries again. It must not block (the caller may hold locks). */
+void host_quota_set_reclaim(uint64_t (*fn)(void));
 /* Give back what a successful charge took. */
 void host_quota_release(uint64_t bytes);
 /* Bytes charged now. */

@@ -883,6 +883,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     quota_install(&real, opt->mem_quota);
     /* What this client can make the session grow to (docs/operate.md, Session limits). */
     host_quota_init(opt->host_mem_quota ? opt->host_mem_quota : HOST_QUOTA_DEFAULT);
+    staging_init();
     handles_set_limit(opt->max_handles ? opt->max_handles : SCUDA_MAX_HANDLES_DEFAULT);
     scuda_log_set_rate_limit(SESSION_LOG_BURST, SESSION_LOG_PER_SECOND);
     module_cache_init(opt->module_cache_dir, opt->module_cache_size);

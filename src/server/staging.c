@@ -65,6 +65,45 @@ static int session_buffer(struct staging *b)
     return 0;
 }
 
+/* Called with pool_lock held: free the session pool's idle buffers. */
+static uint64_t trim_locked(void)
+{
+    uint64_t freed_bytes = 0;
+    for (int i = 0; i < session_pool.count; i++) {
+        struct staging *b = &session_bufs[i];
+        if (!b->data || !reclaim_locked(b)) continue;
+        REAL(cuMemFreeHost, b->data);
+        b->data = NULL;
+        host_quota_release(STAGING_SIZE);
+        freed_bytes += STAGING_SIZE;
+    }
+    if (freed_bytes) session_pool.capped = 0; /* it may grow again when there is room */
+    return freed_bytes;
+}
+
+/* The host quota's reclaim hook: idle staging buffers give way to memory
+ * a call needs. A caller inside the pool (its lock held) reclaims nothing. */
+static uint64_t staging_trim_idle(void)
+{
+    if (pthread_mutex_trylock(&pool_lock) != 0) return 0;
+    uint64_t n = trim_locked();
+    pthread_mutex_unlock(&pool_lock);
+    return n;
+}
+
+void staging_init(void) { host_quota_set_reclaim(staging_trim_idle); }
+
+void staging_forget_all(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < session_pool.count; i++) {
+        if (session_bufs[i].data) host_quota_release(STAGING_SIZE);
+        session_bufs[i] = (struct staging){0};
+    }
+    session_pool.capped = session_pool.pinned_failed = 0;
+    pthread_mutex_unlock(&pool_lock);
+}
+
 static struct staging *take_locked(struct staging_pool *p)
 {
     for (int i = 0; i < p->count; i++) {

@@ -25,6 +25,12 @@ struct staging_pool;
  * all are held, or pinned memory cannot be had (then callers copy the
  * plain way). */
 struct staging *staging_acquire(void);
+/* Let the host memory quota take idle buffers back (host_quota.h): call
+ * once at session start. */
+void staging_init(void);
+/* Drop every buffer of the session pool without freeing it, for a test
+ * whose driver already freed them (the fuzzer's reset). */
+void staging_forget_all(void);
 
 /* A pool of `count` buffers of `size` bytes. NULL when out of memory. */
 struct staging_pool *staging_pool_new(int count, size_t size);

@@ -30,6 +30,7 @@
 #include "server/module_cache.h"
 #include "server/param_layout.h"
 #include "server/quota.h"
+#include "server/staging.h"
 #include "server/session.h"
 
 /* Small, so that a run of allocations reaches the quota's edges. */
@@ -83,6 +84,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void reset_session(void)
 {
     standin_reset();
+    staging_forget_all(); /* the reset freed its buffers with their contexts */
     handle_forget_all();
     quota_forget_all();
     session_forget_bound_ctx();

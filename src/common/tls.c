@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -33,6 +34,17 @@
 #define READ_AHEAD_BYTES (128u << 10)
 /* Small pieces of a writev are gathered into one record up to this. */
 #define GATHER_BYTES (16u << 10)
+/* A link on memory BIOs takes up to this much ciphertext off the socket
+ * per recv(). */
+#define RECV_BYTES (256u << 10)
+
+/* Where a link's records go. A link starts on a socket BIO (OpenSSL reads
+ * and writes the fd itself: the handshake, and the server's parent, which
+ * steps many connections without waiting). Its first waiting I/O settles
+ * it: a link that keeps its socket and has no kernel TLS moves to memory
+ * BIOs, where SCUDA does the system calls itself, many records at a time
+ * and outside the SSL lock; every other link stays on its socket. */
+enum link_mode { MODE_UNSETTLED = 0, MODE_SOCKET = 1, MODE_MEM = 2 };
 
 /* Links by fd. Far above the handful of connections one process holds; an
  * fd beyond it cannot carry TLS (tls_attach says so). */
@@ -43,7 +55,18 @@ struct tls_link {
     int fd;
     int timeout_ms; /* each wait of the link's I/O; -1: none */
     atomic_int reported; /* a protocol error was logged */
-    pthread_mutex_t lock;
+    int may_use_mem;     /* keeps its socket to the end (not a join's first) */
+    atomic_int mode;     /* enum link_mode */
+    pthread_mutex_t lock; /* every SSL call, and rbio/wbio/end_errno */
+    /* MODE_MEM only. */
+    BIO *rbio, *wbio;          /* owned by the SSL */
+    int end_errno;             /* the socket ended: ECONNRESET on EOF, else recv's errno */
+    atomic_uint fed;           /* feeds into rbio so far: a reader that missed one must not sleep */
+    pthread_mutex_t send_lock; /* held from encryption to send(): records leave in order */
+    char *out;                 /* ciphertext on its way out (send_lock) */
+    size_t out_cap;
+    pthread_mutex_t recv_lock; /* held from recv() to the feed: ciphertext enters in order */
+    char *in;                  /* RECV_BYTES of ciphertext just received (recv_lock) */
 };
 
 struct tls_server {
@@ -169,7 +192,10 @@ static struct tls_link *new_link(SSL_CTX *ctx, int fd, int allow_ktls, char *err
     }
     l->fd = fd;
     l->timeout_ms = -1;
+    l->may_use_mem = allow_ktls;
     pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->send_lock, NULL);
+    pthread_mutex_init(&l->recv_lock, NULL);
     /* The handshake steps on a non-blocking socket like every later call. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return l;
@@ -222,6 +248,10 @@ void tls_link_free(struct tls_link *l)
      * connection handed on stays usable by its new owner. */
     SSL_free(l->ssl);
     pthread_mutex_destroy(&l->lock);
+    pthread_mutex_destroy(&l->send_lock);
+    pthread_mutex_destroy(&l->recv_lock);
+    free(l->out);
+    free(l->in);
     free(l);
 }
 
@@ -409,14 +439,130 @@ void tls_describe(struct tls_link *l, char *out, size_t outlen)
              ktx && krx ? "send and receive" : ktx ? "send only" : krx ? "receive only" : "off");
 }
 
+/* ---- settling a link ------------------------------------------------------- */
+
+static int ktls_active(struct tls_link *l)
+{
+#ifdef SSL_OP_ENABLE_KTLS
+    return BIO_get_ktls_send(SSL_get_wbio(l->ssl)) || BIO_get_ktls_recv(SSL_get_rbio(l->ssl));
+#else
+    (void)l;
+    return 0;
+#endif
+}
+
+/* Move a finished link onto memory BIOs. Records SSL already read ahead
+ * stay in SSL's own buffer, so nothing read during the handshake is lost.
+ * Under the lock; 0, or -1 when out of memory (the link stays on its
+ * socket, which works, only slower). */
+static int to_memory(struct tls_link *l)
+{
+    BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+    char *in = malloc(RECV_BYTES);
+    if (!r || !w || !in) {
+        BIO_free(r);
+        BIO_free(w);
+        free(in);
+        return -1;
+    }
+    BIO_set_mem_eof_return(r, -1); /* empty: "retry", until the socket ends */
+    SSL_set_bio(l->ssl, r, w);
+    l->rbio = r;
+    l->wbio = w;
+    l->in = in;
+    return 0;
+}
+
+/* Settle the link's mode on its first waiting I/O: the server's parent
+ * only steps links without waiting, so a link never leaves its socket BIO
+ * in the parent, and a session forked from it finds an unsettled link. */
+static void settle(struct tls_link *l)
+{
+    if (atomic_load_explicit(&l->mode, memory_order_acquire) != MODE_UNSETTLED) return;
+    pthread_mutex_lock(&l->lock);
+    if (atomic_load(&l->mode) == MODE_UNSETTLED && SSL_is_init_finished(l->ssl)) {
+        int mem = l->may_use_mem && !ktls_active(l) && to_memory(l) == 0;
+        atomic_store_explicit(&l->mode, mem ? MODE_MEM : MODE_SOCKET, memory_order_release);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+static int on_memory(struct tls_link *l) { return atomic_load_explicit(&l->mode, memory_order_acquire) == MODE_MEM; }
+
+/* ---- memory BIOs: the system calls ------------------------------------------ */
+
+/* Take what the socket holds now into rbio, never waiting. Returns 1 when
+ * something came (bytes, or the socket's end, which SSL then reads as
+ * EOF), 0 when nothing is there yet. */
+static int pull(struct tls_link *l)
+{
+    pthread_mutex_lock(&l->recv_lock);
+    ssize_t r;
+    do r = recv(l->fd, l->in, RECV_BYTES, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    int e = errno, came = 1;
+    pthread_mutex_lock(&l->lock);
+    if (r > 0) {
+        BIO_write(l->rbio, l->in, (int)r);
+    } else if (r == 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
+        if (!l->end_errno) l->end_errno = r == 0 ? ECONNRESET : e;
+        BIO_set_mem_eof_return(l->rbio, 0);
+    } else {
+        came = 0;
+    }
+    if (came) atomic_fetch_add(&l->fed, 1);
+    pthread_mutex_unlock(&l->lock);
+    pthread_mutex_unlock(&l->recv_lock);
+    return came;
+}
+
+/* Move wbio's ciphertext into l->out. Under the lock and send_lock.
+ * Returns its length, or -1 (ENOMEM). */
+static ssize_t take_ciphertext(struct tls_link *l)
+{
+    size_t n = BIO_ctrl_pending(l->wbio);
+    if (n > l->out_cap) {
+        char *p = realloc(l->out, n);
+        if (!p) {
+            errno = ENOMEM;
+            return -1;
+        }
+        l->out = p;
+        l->out_cap = n;
+    }
+    return n ? BIO_read(l->wbio, l->out, (int)n) : 0;
+}
+
+/* Send n bytes of l->out, each wait for room bounded by the link's
+ * timeout. Under send_lock only. */
+static int send_out(struct tls_link *l, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = send(l->fd, l->out + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        int rc = wait_fd(l->fd, POLLOUT, l->timeout_ms);
+        if (rc == 0) errno = ETIMEDOUT;
+        if (rc <= 0) return -1;
+    }
+    return 0;
+}
+
 /* ---- I/O -------------------------------------------------------------------- */
 
 /* Set before the link is shared between threads (raw links). */
 void tls_set_timeout(struct tls_link *l, int timeout_ms) { l->timeout_ms = timeout_ms; }
 
 /* Read up to n bytes into p under the lock, several records at a time.
- * Returns the count (0 with *code set when nothing could be read). */
-static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, char *why, size_t whylen)
+ * Returns the count (0 with *code set when nothing could be read); *fed:
+ * rbio's feeds as of this read. */
+static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, unsigned *fed, char *why,
+                         size_t whylen)
 {
     size_t got = 0;
     *code = SSL_ERROR_NONE;
@@ -432,21 +578,46 @@ static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *
         *code = SSL_get_error(l->ssl, 0);
         *saved = errno;
         if (*code == SSL_ERROR_SSL) ssl_reason(why, whylen, "TLS record error");
+        /* On memory the socket's end is ours to tell: recv's error, not
+         * SSL's idea of errno. */
+        if (l->end_errno && (*code == SSL_ERROR_ZERO_RETURN || *code == SSL_ERROR_SYSCALL)) {
+            *code = SSL_ERROR_SYSCALL;
+            *saved = l->end_errno;
+        }
         break;
     }
+    *fed = atomic_load(&l->fed);
     pthread_mutex_unlock(&l->lock);
     return got;
+}
+
+/* On memory, SSL wants more ciphertext: take it from the socket, waiting
+ * at most timeout_ms for it. 0 to read again, -1 with errno. */
+static int refill(struct tls_link *l, unsigned fed_before, int timeout_ms)
+{
+    if (pull(l) || atomic_load(&l->fed) != fed_before) return 0;
+    if (timeout_ms == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    int rc = wait_fd(l->fd, POLLIN, timeout_ms);
+    if (rc == 0) errno = ETIMEDOUT;
+    return rc > 0 ? 0 : -1;
 }
 
 ssize_t tls_read_some(struct tls_link *l, void *buf, size_t cap, int timeout_ms)
 {
     if (timeout_ms < 0) timeout_ms = l->timeout_ms;
+    if (timeout_ms != 0) settle(l);
     for (;;) {
         int code, saved = 0;
+        unsigned fed;
         char why[160] = "";
-        size_t got = read_burst(l, buf, cap, &code, &saved, why, sizeof why);
+        size_t got = read_burst(l, buf, cap, &code, &saved, &fed, why, sizeof why);
         if (got > 0) return (ssize_t)got;
-        if (after_failure(l, code, saved, why, timeout_ms) != 0) return -1;
+        int rc = code == SSL_ERROR_WANT_READ && on_memory(l) ? refill(l, fed, timeout_ms)
+                                                             : after_failure(l, code, saved, why, timeout_ms);
+        if (rc != 0) return -1;
     }
 }
 
@@ -462,7 +633,49 @@ int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms)
     return 0;
 }
 
-static int write_all(struct tls_link *l, const char *p, size_t n)
+/* Encrypt up to BURST_BYTES of p into wbio and take the records out.
+ * Under send_lock. Returns the plaintext bytes taken and the ciphertext's
+ * length in *out_n, or -1 with errno. */
+static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
+{
+    size_t chunk = n < BURST_BYTES ? n : BURST_BYTES;
+    pthread_mutex_lock(&l->lock);
+    ERR_clear_error();
+    errno = 0;
+    size_t w = 0;
+    int ok = SSL_write_ex(l->ssl, p, chunk, &w);
+    int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+    int saved = errno;
+    char why[160] = "";
+    if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+    /* Also whatever a reader's SSL_read left there (an alert): it goes
+     * out in order with ours. */
+    ssize_t c = take_ciphertext(l);
+    pthread_mutex_unlock(&l->lock);
+    if (c < 0) return -1;
+    *out_n = (size_t)c;
+    if (ok) return (ssize_t)w;
+    /* A memory BIO never says "wait": any failure ends the link. */
+    after_failure(l, code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ ? SSL_ERROR_SSL : code, saved,
+                  why[0] ? why : "TLS write error", 0);
+    return -1;
+}
+
+/* write_all on memory BIOs: encrypt a burst, send it in one system call
+ * (or as few as the socket allows), the next. Under send_lock. */
+static int mem_write_all(struct tls_link *l, const char *p, size_t n)
+{
+    while (n > 0) {
+        size_t out_n = 0;
+        ssize_t w = seal(l, p, n, &out_n);
+        if (w < 0 || send_out(l, out_n) != 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int sock_write_all(struct tls_link *l, const char *p, size_t n)
 {
     while (n > 0) {
         /* The same length for the same remaining bytes: a retry after
@@ -488,8 +701,23 @@ static int write_all(struct tls_link *l, const char *p, size_t n)
     return 0;
 }
 
+static int write_all(struct tls_link *l, const char *p, size_t n)
+{
+    return on_memory(l) ? mem_write_all(l, p, n) : sock_write_all(l, p, n);
+}
+
 ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
 {
+    if (on_memory(l)) {
+        /* Records once made must leave: on memory this waits for room
+         * like tls_writev. Only a settled link is on memory, and the
+         * parent, the one caller that must not wait, never settles one. */
+        size_t take = n < BURST_BYTES ? n : BURST_BYTES;
+        pthread_mutex_lock(&l->send_lock);
+        int rc = mem_write_all(l, buf, take);
+        pthread_mutex_unlock(&l->send_lock);
+        return rc == 0 ? (ssize_t)take : -1;
+    }
     pthread_mutex_lock(&l->lock);
     ERR_clear_error();
     errno = 0;
@@ -505,7 +733,7 @@ ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
     return -1;
 }
 
-int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
+static int gather_and_write(struct tls_link *l, const struct iovec *iov, int iovcnt)
 {
     char gather[GATHER_BYTES];
     size_t have = 0;
@@ -529,18 +757,41 @@ int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
     return have ? write_all(l, gather, have) : 0;
 }
 
+int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
+{
+    settle(l);
+    if (!on_memory(l)) return gather_and_write(l, iov, iovcnt);
+    /* One message's records leave together, whoever else writes. */
+    pthread_mutex_lock(&l->send_lock);
+    int rc = gather_and_write(l, iov, iovcnt);
+    pthread_mutex_unlock(&l->send_lock);
+    return rc;
+}
+
+/* Whether SSL can hand out something now: bytes, EOF or an error. It
+ * processes whatever whole records it holds. Under the lock. */
+static int ssl_has_input(struct tls_link *l)
+{
+    if (SSL_pending(l->ssl) > 0) return 1;
+    ERR_clear_error();
+    char c;
+    size_t k;
+    int ready = SSL_peek_ex(l->ssl, &c, 1, &k) || SSL_get_error(l->ssl, 0) != SSL_ERROR_WANT_READ;
+    ERR_clear_error();
+    return ready;
+}
+
 int tls_input_ready(struct tls_link *l)
 {
+    settle(l);
     pthread_mutex_lock(&l->lock);
-    int ready = SSL_pending(l->ssl) > 0;
-    if (!ready) {
-        /* Process whatever whole records the socket holds. */
-        ERR_clear_error();
-        char c;
-        size_t k;
-        ready = SSL_peek_ex(l->ssl, &c, 1, &k) || SSL_get_error(l->ssl, 0) != SSL_ERROR_WANT_READ;
-        ERR_clear_error();
-    }
+    int ready = ssl_has_input(l);
+    pthread_mutex_unlock(&l->lock);
+    if (ready || !on_memory(l)) return ready;
+    /* On memory the socket's bytes are not SSL's until we take them. */
+    if (!pull(l)) return 0;
+    pthread_mutex_lock(&l->lock);
+    ready = ssl_has_input(l);
     pthread_mutex_unlock(&l->lock);
     return ready;
 }
@@ -561,7 +812,7 @@ int tls_wait_input(struct tls_link *l, int timeout_ms)
 int tls_drained(struct tls_link *l)
 {
     pthread_mutex_lock(&l->lock);
-    int drained = !SSL_has_pending(l->ssl);
+    int drained = !SSL_has_pending(l->ssl) && !(l->rbio && BIO_ctrl_pending(l->rbio) > 0);
     pthread_mutex_unlock(&l->lock);
     return drained;
 }

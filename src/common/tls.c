@@ -34,16 +34,17 @@
 #define READ_AHEAD_BYTES (128u << 10)
 /* Small pieces of a writev are gathered into one record up to this. */
 #define GATHER_BYTES (16u << 10)
-/* A link on memory BIOs takes up to this much ciphertext off the socket
- * per recv(). */
+/* A link on memory takes up to this much ciphertext off the socket per
+ * recv(). */
 #define RECV_BYTES (256u << 10)
 
 /* Where a link's records go. A link starts on a socket BIO (OpenSSL reads
  * and writes the fd itself: the handshake, and the server's parent, which
  * steps many connections without waiting). Its first waiting I/O settles
- * it: a link that keeps its socket and has no kernel TLS moves to memory
- * BIOs, where SCUDA does the system calls itself, many records at a time
- * and outside the SSL lock; every other link stays on its socket. */
+ * it: a link that keeps its socket and has no kernel TLS goes "on memory"
+ * (link_bio: SSL reads and writes buffers of the link, and SCUDA does the
+ * system calls itself, many records at a time and outside the SSL lock);
+ * every other link stays on its socket. */
 enum link_mode { MODE_UNSETTLED = 0, MODE_SOCKET = 1, MODE_MEM = 2 };
 
 /* Links by fd. Far above the handful of connections one process holds; an
@@ -57,16 +58,23 @@ struct tls_link {
     atomic_int reported; /* a protocol error was logged */
     int may_use_mem;     /* keeps its socket to the end (not a join's first) */
     atomic_int mode;     /* enum link_mode */
-    pthread_mutex_t lock; /* every SSL call, and rbio/wbio/end_errno */
-    /* MODE_MEM only. */
-    BIO *rbio, *wbio;          /* owned by the SSL */
-    int end_errno;             /* the socket ended: ECONNRESET on EOF, else recv's errno */
-    atomic_uint fed;           /* feeds into rbio so far: a reader that missed one must not sleep */
-    pthread_mutex_t send_lock; /* held from encryption to send(): records leave in order */
-    char *out;                 /* ciphertext on its way out (send_lock) */
+    pthread_mutex_t lock; /* every SSL call, and what its BIO touches */
+    /* MODE_MEM only: SSL's BIO is link_bio, over these buffers. */
+    int end_errno; /* the socket ended: ECONNRESET on EOF, else recv's errno */
+    atomic_uint fed; /* refills of `in` so far: a reader that missed one must not sleep */
+    /* Ciphertext received: SSL reads [in_off, in_len) under the lock;
+     * pull() alone writes past in_len, under recv_lock, without the lock. */
+    char *in;
+    size_t in_off, in_len;
+    pthread_mutex_t recv_lock;
+    /* Ciphertext SSL made (under the lock), handed whole to the writer. */
+    char *sealed;
+    size_t sealed_len, sealed_cap;
+    /* The writer's: ciphertext on its way out, held from encryption to
+     * send() so that records leave in the order they were made. */
+    pthread_mutex_t send_lock;
+    char *out;
     size_t out_cap;
-    pthread_mutex_t recv_lock; /* held from recv() to the feed: ciphertext enters in order */
-    char *in;                  /* RECV_BYTES of ciphertext just received (recv_lock) */
 };
 
 struct tls_server {
@@ -251,6 +259,7 @@ void tls_link_free(struct tls_link *l)
     pthread_mutex_destroy(&l->send_lock);
     pthread_mutex_destroy(&l->recv_lock);
     free(l->out);
+    free(l->sealed);
     free(l->in);
     free(l);
 }
@@ -451,24 +460,84 @@ static int ktls_active(struct tls_link *l)
 #endif
 }
 
-/* Move a finished link onto memory BIOs. Records SSL already read ahead
+/* The BIO of a link on memory: SSL reads the ciphertext pull() received
+ * and writes its records into `sealed`, both only under the link's lock.
+ * No copy through an OpenSSL memory BIO, and no system call inside. */
+static int link_bio_read(BIO *b, char *buf, size_t n, size_t *got)
+{
+    struct tls_link *l = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    size_t have = l->in_len - l->in_off;
+    *got = 0;
+    if (have == 0) {
+        if (!l->end_errno) BIO_set_retry_read(b); /* else EOF */
+        return 0;
+    }
+    *got = n < have ? n : have;
+    memcpy(buf, l->in + l->in_off, *got);
+    l->in_off += *got;
+    return 1;
+}
+
+static int link_bio_write(BIO *b, const char *buf, size_t n, size_t *put)
+{
+    struct tls_link *l = BIO_get_data(b);
+    if (l->sealed_len + n > l->sealed_cap) {
+        size_t cap = (l->sealed_len + n) * 2;
+        char *p = realloc(l->sealed, cap);
+        if (!p) return 0;
+        l->sealed = p;
+        l->sealed_cap = cap;
+    }
+    memcpy(l->sealed + l->sealed_len, buf, n);
+    l->sealed_len += n;
+    *put = n;
+    return 1;
+}
+
+static long link_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    struct tls_link *l = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_PENDING: return (long)(l->in_len - l->in_off);
+    default: return 0;
+    }
+}
+
+static BIO_METHOD *link_bio_method;
+static pthread_once_t link_bio_once = PTHREAD_ONCE_INIT;
+
+static void link_bio_init(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "scuda link");
+    if (m && BIO_meth_set_read_ex(m, link_bio_read) && BIO_meth_set_write_ex(m, link_bio_write) &&
+        BIO_meth_set_ctrl(m, link_bio_ctrl)) {
+        link_bio_method = m;
+    } else {
+        BIO_meth_free(m);
+    }
+}
+
+/* Move a finished link onto its own BIO. Records SSL already read ahead
  * stay in SSL's own buffer, so nothing read during the handshake is lost.
  * Under the lock; 0, or -1 when out of memory (the link stays on its
  * socket, which works, only slower). */
 static int to_memory(struct tls_link *l)
 {
-    BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+    pthread_once(&link_bio_once, link_bio_init);
+    BIO *b = link_bio_method ? BIO_new(link_bio_method) : NULL;
     char *in = malloc(RECV_BYTES);
-    if (!r || !w || !in) {
-        BIO_free(r);
-        BIO_free(w);
+    if (!b || !in) {
+        BIO_free(b);
         free(in);
         return -1;
     }
-    BIO_set_mem_eof_return(r, -1); /* empty: "retry", until the socket ends */
-    SSL_set_bio(l->ssl, r, w);
-    l->rbio = r;
-    l->wbio = w;
+    BIO_set_data(b, l);
+    BIO_set_init(b, 1);
+    SSL_set_bio(l->ssl, b, b); /* one reference, for both directions */
     l->in = in;
     return 0;
 }
@@ -491,22 +560,37 @@ static int on_memory(struct tls_link *l) { return atomic_load_explicit(&l->mode,
 
 /* ---- memory BIOs: the system calls ------------------------------------------ */
 
-/* Take what the socket holds now into rbio, never waiting. Returns 1 when
+/* Take what the socket holds now into `in`, never waiting. Returns 1 when
  * something came (bytes, or the socket's end, which SSL then reads as
- * EOF), 0 when nothing is there yet. */
+ * EOF) or SSL has bytes it did not take yet, 0 when nothing is there. */
 static int pull(struct tls_link *l)
 {
     pthread_mutex_lock(&l->recv_lock);
+    pthread_mutex_lock(&l->lock);
+    if (l->in_off == l->in_len) {
+        l->in_off = l->in_len = 0;
+    } else if (l->in_off > 0 && RECV_BYTES - l->in_len < RECV_BYTES / 4) {
+        /* Room for a few records: move the part of one left over down. */
+        memmove(l->in, l->in + l->in_off, l->in_len - l->in_off);
+        l->in_len -= l->in_off;
+        l->in_off = 0;
+    }
+    size_t tail = l->in_len;
+    int more = l->end_errno || tail == RECV_BYTES;
+    pthread_mutex_unlock(&l->lock);
+    if (more) {
+        pthread_mutex_unlock(&l->recv_lock);
+        return 1;
+    }
     ssize_t r;
-    do r = recv(l->fd, l->in, RECV_BYTES, MSG_DONTWAIT);
+    do r = recv(l->fd, l->in + tail, RECV_BYTES - tail, MSG_DONTWAIT);
     while (r < 0 && errno == EINTR);
     int e = errno, came = 1;
     pthread_mutex_lock(&l->lock);
     if (r > 0) {
-        BIO_write(l->rbio, l->in, (int)r);
+        l->in_len += (size_t)r;
     } else if (r == 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
-        if (!l->end_errno) l->end_errno = r == 0 ? ECONNRESET : e;
-        BIO_set_mem_eof_return(l->rbio, 0);
+        l->end_errno = r == 0 ? ECONNRESET : e;
     } else {
         came = 0;
     }
@@ -516,21 +600,18 @@ static int pull(struct tls_link *l)
     return came;
 }
 
-/* Move wbio's ciphertext into l->out. Under the lock and send_lock.
- * Returns its length, or -1 (ENOMEM). */
-static ssize_t take_ciphertext(struct tls_link *l)
+/* Hand the records SSL made to the writer: swap `sealed` with `out`.
+ * Under the lock and send_lock. Returns their length. */
+static size_t take_sealed(struct tls_link *l)
 {
-    size_t n = BIO_ctrl_pending(l->wbio);
-    if (n > l->out_cap) {
-        char *p = realloc(l->out, n);
-        if (!p) {
-            errno = ENOMEM;
-            return -1;
-        }
-        l->out = p;
-        l->out_cap = n;
-    }
-    return n ? BIO_read(l->wbio, l->out, (int)n) : 0;
+    char *p = l->out;
+    size_t cap = l->out_cap, n = l->sealed_len;
+    l->out = l->sealed;
+    l->out_cap = l->sealed_cap;
+    l->sealed = p;
+    l->sealed_cap = cap;
+    l->sealed_len = 0;
+    return n;
 }
 
 /* Send n bytes of l->out, each wait for room bounded by the link's
@@ -560,7 +641,7 @@ void tls_set_timeout(struct tls_link *l, int timeout_ms) { l->timeout_ms = timeo
 
 /* Read up to n bytes into p under the lock, several records at a time.
  * Returns the count (0 with *code set when nothing could be read); *fed:
- * rbio's feeds as of this read. */
+ * pull()s as of this read. */
 static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, unsigned *fed, char *why,
                          size_t whylen)
 {
@@ -633,7 +714,7 @@ int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms)
     return 0;
 }
 
-/* Encrypt up to BURST_BYTES of p into wbio and take the records out.
+/* Encrypt up to BURST_BYTES of p into `sealed` and take the records out.
  * Under send_lock. Returns the plaintext bytes taken and the ciphertext's
  * length in *out_n, or -1 with errno. */
 static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
@@ -650,10 +731,8 @@ static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
     if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
     /* Also whatever a reader's SSL_read left there (an alert): it goes
      * out in order with ours. */
-    ssize_t c = take_ciphertext(l);
+    *out_n = take_sealed(l);
     pthread_mutex_unlock(&l->lock);
-    if (c < 0) return -1;
-    *out_n = (size_t)c;
     if (ok) return (ssize_t)w;
     /* A memory BIO never says "wait": any failure ends the link. */
     after_failure(l, code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ ? SSL_ERROR_SSL : code, saved,
@@ -661,7 +740,7 @@ static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
     return -1;
 }
 
-/* write_all on memory BIOs: encrypt a burst, send it in one system call
+/* write_all on memory: encrypt a burst, send it in one system call
  * (or as few as the socket allows), the next. Under send_lock. */
 static int mem_write_all(struct tls_link *l, const char *p, size_t n)
 {
@@ -812,7 +891,7 @@ int tls_wait_input(struct tls_link *l, int timeout_ms)
 int tls_drained(struct tls_link *l)
 {
     pthread_mutex_lock(&l->lock);
-    int drained = !SSL_has_pending(l->ssl) && !(l->rbio && BIO_ctrl_pending(l->rbio) > 0);
+    int drained = !SSL_has_pending(l->ssl) && l->in_off == l->in_len;
     pthread_mutex_unlock(&l->lock);
     return drained;
 }

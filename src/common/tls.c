@@ -552,6 +552,7 @@ static void settle(struct tls_link *l)
     if (atomic_load(&l->mode) == MODE_UNSETTLED && SSL_is_init_finished(l->ssl)) {
         int mem = l->may_use_mem && !ktls_active(l) && to_memory(l) == 0;
         atomic_store_explicit(&l->mode, mem ? MODE_MEM : MODE_SOCKET, memory_order_release);
+        LOG_DEBUG("TLS on fd %d: %s", l->fd, mem ? "records through SCUDA's buffers" : "records through the socket BIO");
     }
     pthread_mutex_unlock(&l->lock);
 }

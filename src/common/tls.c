@@ -722,14 +722,23 @@ static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
 {
     size_t chunk = n < BURST_BYTES ? n : BURST_BYTES;
     pthread_mutex_lock(&l->lock);
-    ERR_clear_error();
-    errno = 0;
     size_t w = 0;
-    int ok = SSL_write_ex(l->ssl, p, chunk, &w);
-    int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
-    int saved = errno;
+    int ok = 1, code = SSL_ERROR_NONE, saved = 0;
     char why[160] = "";
-    if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+    /* Partial writes (new_ctx) end each SSL_write at a record: go on to
+     * the whole burst, so that it leaves in one send(). */
+    while (ok && w < chunk) {
+        ERR_clear_error();
+        errno = 0;
+        size_t k = 0;
+        ok = SSL_write_ex(l->ssl, p + w, chunk - w, &k);
+        w += ok ? k : 0;
+    }
+    if (!ok) {
+        code = SSL_get_error(l->ssl, 0);
+        saved = errno;
+        if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+    }
     /* Also whatever a reader's SSL_read left there (an alert): it goes
      * out in order with ours. */
     *out_n = take_sealed(l);

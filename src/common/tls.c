@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -33,6 +34,18 @@
 #define READ_AHEAD_BYTES (128u << 10)
 /* Small pieces of a writev are gathered into one record up to this. */
 #define GATHER_BYTES (16u << 10)
+/* A link on memory takes up to this much ciphertext off the socket per
+ * recv(). */
+#define RECV_BYTES (256u << 10)
+
+/* Where a link's records go. A link starts on a socket BIO (OpenSSL reads
+ * and writes the fd itself: the handshake, and the server's parent, which
+ * steps many connections without waiting). Its first waiting I/O settles
+ * it: a link that keeps its socket and has no kernel TLS goes "on memory"
+ * (link_bio: SSL reads and writes buffers of the link, and SCUDA does the
+ * system calls itself, many records at a time and outside the SSL lock);
+ * every other link stays on its socket. */
+enum link_mode { MODE_UNSETTLED = 0, MODE_SOCKET = 1, MODE_MEM = 2 };
 
 /* Links by fd. Far above the handful of connections one process holds; an
  * fd beyond it cannot carry TLS (tls_attach says so). */
@@ -43,7 +56,25 @@ struct tls_link {
     int fd;
     int timeout_ms; /* each wait of the link's I/O; -1: none */
     atomic_int reported; /* a protocol error was logged: the link is broken */
-    pthread_mutex_t lock;
+    int may_use_mem;     /* keeps its socket to the end (not a join's first) */
+    atomic_int mode;     /* enum link_mode */
+    pthread_mutex_t lock; /* every SSL call, and what its BIO touches */
+    /* MODE_MEM only: SSL's BIO is link_bio, over these buffers. */
+    int end_errno; /* the socket ended: ECONNRESET on EOF, else recv's errno */
+    atomic_uint fed; /* refills of `in` so far: a reader that missed one must not sleep */
+    /* Ciphertext received: SSL reads [in_off, in_len) under the lock;
+     * pull() alone writes past in_len, under recv_lock, without the lock. */
+    char *in;
+    size_t in_off, in_len;
+    pthread_mutex_t recv_lock;
+    /* Ciphertext SSL made (under the lock), handed whole to the writer. */
+    char *sealed;
+    size_t sealed_len, sealed_cap;
+    /* The writer's: ciphertext on its way out, held from encryption to
+     * send() so that records leave in the order they were made. */
+    pthread_mutex_t send_lock;
+    char *out;
+    size_t out_cap;
 };
 
 struct tls_server {
@@ -169,7 +200,10 @@ static struct tls_link *new_link(SSL_CTX *ctx, int fd, int allow_ktls, char *err
     }
     l->fd = fd;
     l->timeout_ms = -1;
+    l->may_use_mem = allow_ktls;
     pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->send_lock, NULL);
+    pthread_mutex_init(&l->recv_lock, NULL);
     /* The handshake steps on a non-blocking socket like every later call. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return l;
@@ -222,6 +256,11 @@ void tls_link_free(struct tls_link *l)
      * connection handed on stays usable by its new owner. */
     SSL_free(l->ssl);
     pthread_mutex_destroy(&l->lock);
+    pthread_mutex_destroy(&l->send_lock);
+    pthread_mutex_destroy(&l->recv_lock);
+    free(l->out);
+    free(l->sealed);
+    free(l->in);
     free(l);
 }
 
@@ -284,8 +323,6 @@ static int wait_fd(int fd, short events, int timeout_ms)
     }
 }
 
-/* After an SSL call failed with `code`: wait for what it wants, or turn
- * the failure into errno. Returns 0 to try again, -1 to give up. */
 /* Bytes that are not our peer's TLS records end the link: logged once. */
 static void report_broken(struct tls_link *l, const char *why)
 {
@@ -295,6 +332,8 @@ static void report_broken(struct tls_link *l, const char *why)
     }
 }
 
+/* After an SSL call failed with `code`: wait for what it wants, or turn
+ * the failure into errno. Returns 0 to try again, -1 to give up. */
 static int after_failure(struct tls_link *l, int code, int saved_errno, const char *why, int timeout_ms)
 {
     short ev = code == SSL_ERROR_WANT_READ ? POLLIN : code == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
@@ -417,14 +456,203 @@ void tls_describe(struct tls_link *l, char *out, size_t outlen)
              ktx && krx ? "send and receive" : ktx ? "send only" : krx ? "receive only" : "off");
 }
 
+/* ---- settling a link ------------------------------------------------------- */
+
+static int ktls_active(struct tls_link *l)
+{
+#ifdef SSL_OP_ENABLE_KTLS
+    return BIO_get_ktls_send(SSL_get_wbio(l->ssl)) || BIO_get_ktls_recv(SSL_get_rbio(l->ssl));
+#else
+    (void)l;
+    return 0;
+#endif
+}
+
+/* The BIO of a link on memory: SSL reads the ciphertext pull() received
+ * and writes its records into `sealed`, both only under the link's lock.
+ * No copy through an OpenSSL memory BIO, and no system call inside. */
+static int link_bio_read(BIO *b, char *buf, size_t n, size_t *got)
+{
+    struct tls_link *l = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    size_t have = l->in_len - l->in_off;
+    *got = 0;
+    if (have == 0) {
+        if (!l->end_errno) BIO_set_retry_read(b); /* else EOF */
+        return 0;
+    }
+    *got = n < have ? n : have;
+    memcpy(buf, l->in + l->in_off, *got);
+    l->in_off += *got;
+    return 1;
+}
+
+static int link_bio_write(BIO *b, const char *buf, size_t n, size_t *put)
+{
+    struct tls_link *l = BIO_get_data(b);
+    if (l->sealed_len + n > l->sealed_cap) {
+        size_t cap = (l->sealed_len + n) * 2;
+        char *p = realloc(l->sealed, cap);
+        if (!p) return 0;
+        l->sealed = p;
+        l->sealed_cap = cap;
+    }
+    memcpy(l->sealed + l->sealed_len, buf, n);
+    l->sealed_len += n;
+    *put = n;
+    return 1;
+}
+
+static long link_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    struct tls_link *l = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_PENDING: return (long)(l->in_len - l->in_off);
+    default: return 0;
+    }
+}
+
+static BIO_METHOD *link_bio_method;
+static pthread_once_t link_bio_once = PTHREAD_ONCE_INIT;
+
+static void link_bio_init(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "scuda link");
+    if (m && BIO_meth_set_read_ex(m, link_bio_read) && BIO_meth_set_write_ex(m, link_bio_write) &&
+        BIO_meth_set_ctrl(m, link_bio_ctrl)) {
+        link_bio_method = m;
+    } else {
+        BIO_meth_free(m);
+    }
+}
+
+/* Move a finished link onto its own BIO. Records SSL already read ahead
+ * stay in SSL's own buffer, so nothing read during the handshake is lost.
+ * Under the lock; 0, or -1 when out of memory (the link stays on its
+ * socket, which works, only slower). */
+static int to_memory(struct tls_link *l)
+{
+    pthread_once(&link_bio_once, link_bio_init);
+    BIO *b = link_bio_method ? BIO_new(link_bio_method) : NULL;
+    char *in = malloc(RECV_BYTES);
+    if (!b || !in) {
+        BIO_free(b);
+        free(in);
+        return -1;
+    }
+    BIO_set_data(b, l);
+    BIO_set_init(b, 1);
+    SSL_set_bio(l->ssl, b, b); /* one reference, for both directions */
+    l->in = in;
+    return 0;
+}
+
+/* Settle the link's mode on its first waiting I/O: the server's parent
+ * only steps links without waiting, so a link never leaves its socket BIO
+ * in the parent, and a session forked from it finds an unsettled link. */
+static void settle(struct tls_link *l)
+{
+    if (atomic_load_explicit(&l->mode, memory_order_acquire) != MODE_UNSETTLED) return;
+    pthread_mutex_lock(&l->lock);
+    if (atomic_load(&l->mode) == MODE_UNSETTLED && SSL_is_init_finished(l->ssl)) {
+        int mem = l->may_use_mem && !ktls_active(l) && to_memory(l) == 0;
+        atomic_store_explicit(&l->mode, mem ? MODE_MEM : MODE_SOCKET, memory_order_release);
+        LOG_DEBUG("TLS on fd %d: %s", l->fd, mem ? "records through SCUDA's buffers" : "records through the socket BIO");
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+static int on_memory(struct tls_link *l) { return atomic_load_explicit(&l->mode, memory_order_acquire) == MODE_MEM; }
+
+/* ---- memory BIOs: the system calls ------------------------------------------ */
+
+/* Take what the socket holds now into `in`, never waiting. Returns 1 when
+ * something came (bytes, or the socket's end, which SSL then reads as
+ * EOF) or SSL has bytes it did not take yet, 0 when nothing is there. */
+static int pull(struct tls_link *l)
+{
+    pthread_mutex_lock(&l->recv_lock);
+    pthread_mutex_lock(&l->lock);
+    if (l->in_off == l->in_len) {
+        l->in_off = l->in_len = 0;
+    } else if (l->in_off > 0 && RECV_BYTES - l->in_len < RECV_BYTES / 4) {
+        /* Room for a few records: move the part of one left over down. */
+        memmove(l->in, l->in + l->in_off, l->in_len - l->in_off);
+        l->in_len -= l->in_off;
+        l->in_off = 0;
+    }
+    size_t tail = l->in_len;
+    int more = l->end_errno || tail == RECV_BYTES;
+    pthread_mutex_unlock(&l->lock);
+    if (more) {
+        pthread_mutex_unlock(&l->recv_lock);
+        return 1;
+    }
+    ssize_t r;
+    do r = recv(l->fd, l->in + tail, RECV_BYTES - tail, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    int e = errno, came = 1;
+    pthread_mutex_lock(&l->lock);
+    if (r > 0) {
+        l->in_len += (size_t)r;
+    } else if (r == 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
+        l->end_errno = r == 0 ? ECONNRESET : e;
+    } else {
+        came = 0;
+    }
+    if (came) atomic_fetch_add(&l->fed, 1);
+    pthread_mutex_unlock(&l->lock);
+    pthread_mutex_unlock(&l->recv_lock);
+    return came;
+}
+
+/* Hand the records SSL made to the writer: swap `sealed` with `out`.
+ * Under the lock and send_lock. Returns their length. */
+static size_t take_sealed(struct tls_link *l)
+{
+    char *p = l->out;
+    size_t cap = l->out_cap, n = l->sealed_len;
+    l->out = l->sealed;
+    l->out_cap = l->sealed_cap;
+    l->sealed = p;
+    l->sealed_cap = cap;
+    l->sealed_len = 0;
+    return n;
+}
+
+/* Send n bytes of l->out, each wait for room bounded by the link's
+ * timeout. Under send_lock only. */
+static int send_out(struct tls_link *l, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = send(l->fd, l->out + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        int rc = wait_fd(l->fd, POLLOUT, l->timeout_ms);
+        if (rc == 0) errno = ETIMEDOUT;
+        if (rc <= 0) return -1;
+    }
+    return 0;
+}
+
 /* ---- I/O -------------------------------------------------------------------- */
 
 /* Set before the link is shared between threads (raw links). */
 void tls_set_timeout(struct tls_link *l, int timeout_ms) { l->timeout_ms = timeout_ms; }
 
 /* Read up to n bytes into p under the lock, several records at a time.
- * Returns the count (0 with *code set when nothing could be read). */
-static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, char *why, size_t whylen)
+ * Returns the count (0 with *code set when nothing could be read); *fed:
+ * pull()s as of this read. */
+static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *saved, unsigned *fed, char *why,
+                         size_t whylen)
 {
     size_t got = 0;
     *code = SSL_ERROR_NONE;
@@ -440,21 +668,46 @@ static size_t read_burst(struct tls_link *l, char *p, size_t n, int *code, int *
         *code = SSL_get_error(l->ssl, 0);
         *saved = errno;
         if (*code == SSL_ERROR_SSL) ssl_reason(why, whylen, "TLS record error");
+        /* On memory the socket's end is ours to tell: recv's error, not
+         * SSL's idea of errno. */
+        if (l->end_errno && (*code == SSL_ERROR_ZERO_RETURN || *code == SSL_ERROR_SYSCALL)) {
+            *code = SSL_ERROR_SYSCALL;
+            *saved = l->end_errno;
+        }
         break;
     }
+    *fed = atomic_load(&l->fed);
     pthread_mutex_unlock(&l->lock);
     return got;
+}
+
+/* On memory, SSL wants more ciphertext: take it from the socket, waiting
+ * at most timeout_ms for it. 0 to read again, -1 with errno. */
+static int refill(struct tls_link *l, unsigned fed_before, int timeout_ms)
+{
+    if (pull(l) || atomic_load(&l->fed) != fed_before) return 0;
+    if (timeout_ms == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    int rc = wait_fd(l->fd, POLLIN, timeout_ms);
+    if (rc == 0) errno = ETIMEDOUT;
+    return rc > 0 ? 0 : -1;
 }
 
 ssize_t tls_read_some(struct tls_link *l, void *buf, size_t cap, int timeout_ms)
 {
     if (timeout_ms < 0) timeout_ms = l->timeout_ms;
+    if (timeout_ms != 0) settle(l);
     for (;;) {
         int code, saved = 0;
+        unsigned fed;
         char why[160] = "";
-        size_t got = read_burst(l, buf, cap, &code, &saved, why, sizeof why);
+        size_t got = read_burst(l, buf, cap, &code, &saved, &fed, why, sizeof why);
         if (got > 0) return (ssize_t)got;
-        if (after_failure(l, code, saved, why, timeout_ms) != 0) return -1;
+        int rc = code == SSL_ERROR_WANT_READ && on_memory(l) ? refill(l, fed, timeout_ms)
+                                                             : after_failure(l, code, saved, why, timeout_ms);
+        if (rc != 0) return -1;
     }
 }
 
@@ -470,7 +723,56 @@ int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms)
     return 0;
 }
 
-static int write_all(struct tls_link *l, const char *p, size_t n)
+/* Encrypt up to BURST_BYTES of p into `sealed` and take the records out.
+ * Under send_lock. Returns the plaintext bytes taken and the ciphertext's
+ * length in *out_n, or -1 with errno. */
+static ssize_t seal(struct tls_link *l, const char *p, size_t n, size_t *out_n)
+{
+    size_t chunk = n < BURST_BYTES ? n : BURST_BYTES;
+    pthread_mutex_lock(&l->lock);
+    size_t w = 0;
+    int ok = 1, code = SSL_ERROR_NONE, saved = 0;
+    char why[160] = "";
+    /* Partial writes (new_ctx) end each SSL_write at a record: go on to
+     * the whole burst, so that it leaves in one send(). */
+    while (ok && w < chunk) {
+        ERR_clear_error();
+        errno = 0;
+        size_t k = 0;
+        ok = SSL_write_ex(l->ssl, p + w, chunk - w, &k);
+        w += ok ? k : 0;
+    }
+    if (!ok) {
+        code = SSL_get_error(l->ssl, 0);
+        saved = errno;
+        if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
+    }
+    /* Also whatever a reader's SSL_read left there (an alert): it goes
+     * out in order with ours. */
+    *out_n = take_sealed(l);
+    pthread_mutex_unlock(&l->lock);
+    if (ok) return (ssize_t)w;
+    /* A memory BIO never says "wait": any failure ends the link. */
+    after_failure(l, code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ ? SSL_ERROR_SSL : code, saved,
+                  why[0] ? why : "TLS write error", 0);
+    return -1;
+}
+
+/* write_all on memory: encrypt a burst, send it in one system call
+ * (or as few as the socket allows), the next. Under send_lock. */
+static int mem_write_all(struct tls_link *l, const char *p, size_t n)
+{
+    while (n > 0) {
+        size_t out_n = 0;
+        ssize_t w = seal(l, p, n, &out_n);
+        if (w < 0 || send_out(l, out_n) != 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int sock_write_all(struct tls_link *l, const char *p, size_t n)
 {
     while (n > 0) {
         /* The same length for the same remaining bytes: a retry after
@@ -496,8 +798,23 @@ static int write_all(struct tls_link *l, const char *p, size_t n)
     return 0;
 }
 
+static int write_all(struct tls_link *l, const char *p, size_t n)
+{
+    return on_memory(l) ? mem_write_all(l, p, n) : sock_write_all(l, p, n);
+}
+
 ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
 {
+    if (on_memory(l)) {
+        /* Records once made must leave: on memory this waits for room
+         * like tls_writev. Only a settled link is on memory, and the
+         * parent, the one caller that must not wait, never settles one. */
+        size_t take = n < BURST_BYTES ? n : BURST_BYTES;
+        pthread_mutex_lock(&l->send_lock);
+        int rc = mem_write_all(l, buf, take);
+        pthread_mutex_unlock(&l->send_lock);
+        return rc == 0 ? (ssize_t)take : -1;
+    }
     pthread_mutex_lock(&l->lock);
     ERR_clear_error();
     errno = 0;
@@ -513,7 +830,7 @@ ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
     return -1;
 }
 
-int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
+static int gather_and_write(struct tls_link *l, const struct iovec *iov, int iovcnt)
 {
     char gather[GATHER_BYTES];
     size_t have = 0;
@@ -537,27 +854,50 @@ int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
     return have ? write_all(l, gather, have) : 0;
 }
 
+int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt)
+{
+    settle(l);
+    if (!on_memory(l)) return gather_and_write(l, iov, iovcnt);
+    /* One message's records leave together, whoever else writes. */
+    pthread_mutex_lock(&l->send_lock);
+    int rc = gather_and_write(l, iov, iovcnt);
+    pthread_mutex_unlock(&l->send_lock);
+    return rc;
+}
+
+/* Whether SSL can hand out something now: bytes, EOF or an error. It
+ * processes whatever whole records it holds. Under the lock. */
+static int ssl_has_input(struct tls_link *l, char *why, size_t whylen, int *broken)
+{
+    if (SSL_pending(l->ssl) > 0) return 1;
+    ERR_clear_error();
+    char c;
+    size_t k;
+    int ok = SSL_peek_ex(l->ssl, &c, 1, &k);
+    int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+    if (code == SSL_ERROR_SSL) {
+        /* Bad records: reported here, as later calls see only an EOF. */
+        ssl_reason(why, whylen, "TLS record error");
+        *broken = 1;
+    }
+    ERR_clear_error();
+    return ok || code != SSL_ERROR_WANT_READ;
+}
+
 int tls_input_ready(struct tls_link *l)
 {
     char why[160] = "";
     int broken = 0;
+    settle(l);
     pthread_mutex_lock(&l->lock);
-    int ready = SSL_pending(l->ssl) > 0;
-    if (!ready) {
-        /* Process whatever whole records the socket holds. */
-        ERR_clear_error();
-        char c;
-        size_t k;
-        int ok = SSL_peek_ex(l->ssl, &c, 1, &k);
-        int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
-        if (code == SSL_ERROR_SSL) {
-            ssl_reason(why, sizeof why, "TLS record error");
-            broken = 1;
-        }
-        ready = ok || code != SSL_ERROR_WANT_READ;
-        ERR_clear_error();
-    }
+    int ready = ssl_has_input(l, why, sizeof why, &broken);
     pthread_mutex_unlock(&l->lock);
+    if (!ready && on_memory(l) && pull(l)) {
+        /* On memory the socket's bytes are not SSL's until we take them. */
+        pthread_mutex_lock(&l->lock);
+        ready = ssl_has_input(l, why, sizeof why, &broken);
+        pthread_mutex_unlock(&l->lock);
+    }
     if (broken) report_broken(l, why);
     return ready;
 }
@@ -578,7 +918,7 @@ int tls_wait_input(struct tls_link *l, int timeout_ms)
 int tls_drained(struct tls_link *l)
 {
     pthread_mutex_lock(&l->lock);
-    int drained = !SSL_has_pending(l->ssl);
+    int drained = !SSL_has_pending(l->ssl) && l->in_off == l->in_len;
     pthread_mutex_unlock(&l->lock);
     return drained;
 }

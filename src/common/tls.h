@@ -13,6 +13,13 @@
  * Data already decrypted inside SSL makes poll() lie, so every wait for
  * input asks the link first (tls_input_ready).
  *
+ * Records: a link starts on OpenSSL's socket BIO. Its first waiting call
+ * (any but tls_read_some with no wait, tls_write_some, tls_drained: the
+ * server's parent's calls) settles it; a link that keeps its socket
+ * (allow_ktls) and has no kernel TLS then runs "on memory": SSL reads and
+ * writes the link's buffers, and tls.c does the system calls outside the
+ * mutex, up to 256 KiB of records each, in order (a send-order lock).
+ *
  * Fork: a process that hands a connection on (the server's parent once
  * it forked a session or passed a join on, a client that forked) frees
  * or abandons its SSL copy without SSL_shutdown: a close_notify would end
@@ -116,7 +123,9 @@ int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms);
 int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt);
 /* Write what the socket takes now, never waiting: the bytes written, or -1
  * with errno (EAGAIN: none for now; call again with the same remaining
- * bytes). For the server's parent, which waits on no one. */
+ * bytes). For the server's parent, which waits on no one (on a link
+ * already on memory, records once made must leave: it waits as
+ * tls_writev does). */
 ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n);
 /* 1 when a read would find bytes (or EOF, or an error) now, else 0. */
 int tls_input_ready(struct tls_link *l);

@@ -10,6 +10,8 @@ for tool in cmake ninja gcc python3 nm cppcheck gcovr; do
 done
 # TLS (src/common/tls.c) builds against OpenSSL 3.
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+# The `openssl` command: tests/e2e/tls_ca.c makes its CA and certificates.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if ((${#need_apt[@]})); then
   pkgs=()
   for t in "${need_apt[@]}"; do

@@ -1,0 +1,167 @@
+/* tls_ca.c - SCUDA_TLS_CA end to end (docs/operate.md, TLS): a server
+ * with a certificate for 127.0.0.1 signed by a CA the test makes with the
+ * `openssl` command, and clients that trust that CA and nothing else (no
+ * fingerprint, no known_hosts):
+ *
+ *   - a client with SCUDA_TLS_CA=ca.pem works;
+ *   - a client with another CA is refused before it sends anything, and
+ *     the refusal names the verification failure;
+ *   - a certificate of the right CA for another name is refused. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[512];
+
+/* Run a shell command in dir; fail the test if it fails. */
+__attribute__((format(printf, 1, 2))) static void sh(const char *fmt, ...)
+{
+    char inner[1536], cmd[2200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(inner, sizeof inner, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s >>openssl.log 2>&1", dir, inner);
+    CHECK(system(cmd) == 0, "failed (see %s/openssl.log): %s", dir, inner);
+}
+
+#define NEW_KEY "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+
+/* A self-signed CA: NAME.pem and NAME.key. */
+static void make_ca(const char *name)
+{
+    sh("openssl req -x509 " NEW_KEY " -days 2 -subj /CN=%s -keyout %s.key -out %s.pem", name, name, name);
+}
+
+/* NAME.pem and NAME.key: a certificate for the subject alt name san
+ * ("IP:..." or "DNS:..."), signed by ca. */
+static void make_leaf(const char *name, const char *san, const char *ca)
+{
+    char ext[700];
+    snprintf(ext, sizeof ext, "%s/%s.ext", dir, name);
+    FILE *f = fopen(ext, "w");
+    CHECK(f && fprintf(f, "subjectAltName=%s\nbasicConstraints=CA:FALSE\n", san) > 0 && fclose(f) == 0, "%s", ext);
+    sh("openssl req " NEW_KEY " -subj /CN=%s -keyout %s.key -out %s.csr", name, name, name);
+    sh("openssl x509 -req -in %s.csr -days 2 -CA %s.pem -CAkey %s.key -CAcreateserial -extfile %s.ext -out %s.pem",
+       name, ca, ca, name, name);
+}
+
+static void start_server(struct h_server *srv, const char *tag, const char *leaf)
+{
+    static char cert[2][600], key[2][600];
+    static int n;
+    int i = n++ % 2;
+    snprintf(cert[i], sizeof cert[i], "%s/%s.pem", dir, leaf);
+    snprintf(key[i], sizeof key[i], "%s/%s.key", dir, leaf);
+    struct h_server_opts opt = {.token = "t0ken", .tls = 1,
+                                .extra_args = {"--tls-cert", cert[i], "--tls-key", key[i]}};
+    h_server_start(srv, tag, &opt);
+    /* Trust by the CA alone: no pin of any kind. */
+    unsetenv("SCUDA_TLS_FINGERPRINT");
+}
+
+static void trust_ca(const char *ca)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.pem", dir, ca);
+    setenv("SCUDA_TLS_CA", path, 1);
+}
+
+/* ---- clients -------------------------------------------------------------- */
+
+static int working_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 4096));
+    uint8_t src[4096], back[4096];
+    h_pattern(src, sizeof src, 7);
+    CU(cuMemcpyHtoD_v2(d, src, sizeof src));
+    CU(cuMemcpyDtoH_v2(back, d, sizeof back));
+    CHECK(h_diff(src, back, sizeof src) < 0, "the copy came back different");
+    return 0;
+}
+
+static int refused_client(void *arg)
+{
+    (void)arg;
+    CHECK(cuInit(0) == CUDA_ERROR_NO_DEVICE, "cuInit worked, but the server should have been refused");
+    return 0;
+}
+
+/* Run a refused client; its stderr (malloc'd). */
+static char *run_refused(const char *tag)
+{
+    char path[512];
+    int err_fd = h_temp_file(tag, path, sizeof path);
+    h_wait_ok(h_spawn(refused_client, NULL, 30, -1, err_fd), 30000, tag);
+    close(err_fd);
+    return h_read_file(path, NULL);
+}
+
+/* The server got no SCUDA hello since it had accepted `accepted_before`
+ * clients: no token proof, no session. */
+static void check_nothing_sent(const struct h_server *srv, int accepted_before, const char *what)
+{
+    h_sleep_ms(200);
+    CHECK(h_server_log_count(srv, "accepted") == accepted_before && h_server_log_count(srv, "bad token") == 0,
+          "%s: the server saw a hello from a client that does not trust it", what);
+    CHECK(h_server_log_count(srv, "TLS handshake failed") == 1, "%s: the server saw no failed handshake", what);
+}
+
+int main(void)
+{
+    h_begin("tls_ca", 110);
+    unsetenv("E2E_TLS");
+    snprintf(dir, sizeof dir, "%s/tls_ca.pki", E2E_LOG_DIR);
+    h_remove_tree(dir);
+    CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    make_ca("ca");
+    make_ca("other-ca");
+    make_leaf("server", "IP:127.0.0.1", "ca");
+    make_leaf("elsewhere", "DNS:elsewhere.example,IP:10.9.9.9", "ca");
+
+    /* No known_hosts to fall back on. */
+    char config[600];
+    snprintf(config, sizeof config, "%s/config", dir);
+    setenv("XDG_CONFIG_HOME", config, 1);
+    setenv("SCUDA_TOKEN", "t0ken", 1);
+
+    struct h_server srv;
+    start_server(&srv, "ca", "server");
+    trust_ca("ca");
+    h_wait_ok(h_spawn(working_client, NULL, 30, -1, -1), 30000, "a client that trusts the server's CA");
+    printf("ok SCUDA_TLS_CA alone (no fingerprint, no known_hosts) trusts a server its CA signed\n");
+
+    trust_ca("other-ca");
+    char *err = run_refused("other-ca");
+    CHECK(strstr(err, "certificate was refused") && strstr(err, "unable to get local issuer certificate"),
+          "the refusal should name the verification failure:\n%s", err);
+    free(err);
+    check_nothing_sent(&srv, 1, "another CA");
+    printf("ok a client with another CA is refused, naming why, and sends nothing\n");
+    h_server_stop(&srv);
+
+    struct h_server wrong;
+    start_server(&wrong, "ca-elsewhere", "elsewhere");
+    trust_ca("ca");
+    err = run_refused("wrong-name");
+    CHECK(strstr(err, "certificate was refused") && strstr(err, "IP address mismatch"),
+          "the refusal should say the certificate names another address:\n%s", err);
+    free(err);
+    check_nothing_sent(&wrong, 0, "another name");
+    printf("ok a certificate of the right CA for another name is refused\n");
+    h_server_stop(&wrong);
+
+    unsetenv("SCUDA_TLS_CA");
+    unsetenv("SCUDA_TOKEN");
+    printf("PASS tls_ca\n");
+    return 0;
+}

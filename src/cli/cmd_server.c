@@ -85,6 +85,9 @@ static void usage(FILE *f)
             "                          the server's TLS certificate (chain) and key, PEM;\n"
             "                          default: a self-signed one made on first start in\n"
             "                          the state directory\n"
+            "  --tls-client-ca FILE    ask clients for a certificate; one that chains to these\n"
+            "                          CAs (PEM) authenticates its client instead of a token,\n"
+            "                          as the user its subject CN names (implies --tls)\n"
             "  --state-dir DIR         where that certificate lives (default:\n"
             "                          $XDG_STATE_HOME/scuda or ~/.local/state/scuda)\n"
             "  --insecure              plain TCP beyond loopback: calls and data cross the\n"
@@ -135,7 +138,7 @@ struct args {
     struct server_options opt;
     /* TLS (settle_tls) */
     int tls, insecure;
-    const char *tls_cert, *tls_key, *state_dir;
+    const char *tls_cert, *tls_key, *tls_client_ca, *state_dir;
     const char *token_file;
     struct token_set tokens;
     const char *module_cache; /* --module-cache as given; NULL: the default */
@@ -196,6 +199,7 @@ static int apply(int argc, char **argv, int *i, struct args *a)
     /* TLS */
     if ((r = cli_option(argc, argv, i, CMD, "--tls-cert", NULL, &a->tls_cert)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--tls-key", NULL, &a->tls_key)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--tls-client-ca", NULL, &a->tls_client_ca)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--state-dir", NULL, &a->state_dir)) != 0)
         return r < 0 ? CLI_USAGE : 0;
     if (strcmp(argv[*i], "--tls") == 0) return a->tls = 1, 0;
@@ -331,8 +335,10 @@ static int settle_tls(struct args *a, const char *host, int port)
                         "  certificate.\n", CMD);
         return CLI_USAGE;
     }
+    if (a->tls_client_ca) a->tls = 1; /* client certificates need TLS */
     if (a->insecure && (a->tls || a->tls_cert)) {
-        fprintf(stderr, "%s: --insecure turns TLS off; it cannot go with --tls or --tls-cert.\n", CMD);
+        fprintf(stderr, "%s: --insecure turns TLS off; it cannot go with --tls, --tls-cert or --tls-client-ca.\n",
+                CMD);
         return CLI_USAGE;
     }
     if (!a->tls && !a->tls_cert && (loopback || a->insecure)) {
@@ -353,6 +359,13 @@ static int settle_tls(struct args *a, const char *host, int port)
         fprintf(stderr, "%s: %s.\n", CMD, err);
         return 1;
     }
+    if (a->tls_client_ca && tls_server_client_ca(srv, a->tls_client_ca, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s; give a PEM file of the CAs that sign your clients' certificates.\n", CMD, err);
+        tls_server_free(srv);
+        return 1;
+    }
+    if (a->tls_client_ca) LOG_INFO("TLS: client certificates signed by %s authenticate their clients",
+                                   a->tls_client_ca);
     a->opt.tls = srv;
     const char *fp = tls_server_fingerprint(srv);
     char where[300];

@@ -369,6 +369,8 @@ static const char *env_value(const char *name)
 
 const char *scuda_tls_fingerprint(void) { return env_value("SCUDA_TLS_FINGERPRINT"); }
 const char *scuda_tls_ca(void) { return env_value("SCUDA_TLS_CA"); }
+const char *scuda_tls_cert(void) { return env_value("SCUDA_TLS_CERT"); }
+const char *scuda_tls_key(void) { return env_value("SCUDA_TLS_KEY"); }
 
 /* "$XDG_VAR/scuda/leaf" or "<home>/fallback/scuda/leaf". */
 static int xdg_path(const char *var, const char *fallback, const char *leaf, char *out, size_t outlen)

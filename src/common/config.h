@@ -83,6 +83,9 @@ int scuda_tls_for(const char *addr);
  * Each returns NULL when unset or empty. */
 const char *scuda_tls_fingerprint(void);
 const char *scuda_tls_ca(void);
+/* SCUDA_TLS_CERT, SCUDA_TLS_KEY: the client certificate and key, or NULL. */
+const char *scuda_tls_cert(void);
+const char *scuda_tls_key(void);
 
 /* "$XDG_CONFIG_HOME/scuda/known_hosts" when that variable holds an
  * absolute path, else "<home>/.config/scuda/known_hosts". Returns 0, or -1

@@ -49,6 +49,19 @@ static int read_answer(int fd, const char *addr, int timeout_ms, char *err, size
     }
 }
 
+/* SCUDA_TLS_CERT and SCUDA_TLS_KEY, when set: both or neither. */
+static int use_client_cert(struct tls_link *l, char *err, size_t errlen)
+{
+    const char *cert = scuda_tls_cert(), *key = scuda_tls_key();
+    if (!cert && !key) return 0;
+    if (!cert || !key) {
+        snprintf(err, errlen, "SCUDA_TLS_CERT and SCUDA_TLS_KEY go together: set both (a client certificate and "
+                              "its key, PEM) or neither");
+        return -1;
+    }
+    return tls_client_cert(l, cert, key, err, errlen);
+}
+
 /* The client's TLS handshake, after the preface's answer when
  * read_preface_answer (it cannot be pipelined with the ClientHello:
  * OpenSSL reads the socket right after writing it, answer included).
@@ -65,6 +78,10 @@ static struct tls_link *handshake(int fd, const char *addr, const char *ca, int 
     if (read_preface_answer && read_answer(fd, addr, timeout_ms, err, errlen) != 0) return NULL;
     struct tls_link *l = tls_client_link(fd, ca, host, allow_ktls, err, errlen);
     if (!l) return NULL;
+    if (use_client_cert(l, err, errlen) != 0) {
+        tls_link_free(l);
+        return NULL;
+    }
     if (tls_connect(l, timeout_ms, err, errlen) != 0) {
         tls_link_free(l);
         return NULL;

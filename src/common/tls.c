@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "tls.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -167,6 +168,32 @@ struct tls_server *tls_server_new(const char *cert_file, const char *key_file, c
 }
 
 const char *tls_server_fingerprint(const struct tls_server *srv) { return srv->fingerprint; }
+
+/* Accept every client certificate during the handshake: whether it
+ * verified is read afterwards (tls_peer_user), so that a client with a
+ * bad certificate but a good token is still admitted by its token, and
+ * one with neither gets the same "bad token" refusal as without TLS. */
+static int keep_going(int ok, X509_STORE_CTX *store)
+{
+    (void)ok;
+    (void)store;
+    return 1;
+}
+
+int tls_server_client_ca(struct tls_server *srv, const char *ca_file, char *err, size_t errlen)
+{
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca_file);
+    if (!names || SSL_CTX_load_verify_locations(srv->ctx, ca_file, NULL) != 1) {
+        char what[600];
+        snprintf(what, sizeof what, "cannot read --tls-client-ca %s", ca_file);
+        set_err(err, errlen, what);
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        return -1;
+    }
+    SSL_CTX_set_client_CA_list(srv->ctx, names); /* the context owns names now */
+    SSL_CTX_set_verify(srv->ctx, SSL_VERIFY_PEER, keep_going);
+    return 0;
+}
 
 void tls_server_free(struct tls_server *srv)
 {
@@ -420,6 +447,60 @@ int tls_connect(struct tls_link *l, int timeout_ms, char *err, size_t errlen)
         snprintf(err, errlen, "the server's certificate was refused: %s", X509_verify_cert_error_string(v));
     }
     return -1;
+}
+
+int tls_client_cert(struct tls_link *l, const char *cert_file, const char *key_file, char *err, size_t errlen)
+{
+    char what[600];
+    if (SSL_use_certificate_chain_file(l->ssl, cert_file) != 1) {
+        snprintf(what, sizeof what, "cannot use SCUDA_TLS_CERT %s", cert_file);
+    } else if (SSL_use_PrivateKey_file(l->ssl, key_file, SSL_FILETYPE_PEM) != 1) {
+        snprintf(what, sizeof what, "cannot use SCUDA_TLS_KEY %s", key_file);
+    } else if (SSL_check_private_key(l->ssl) != 1) {
+        snprintf(what, sizeof what, "SCUDA_TLS_KEY %s does not belong to SCUDA_TLS_CERT %s", key_file, cert_file);
+    } else {
+        return 0;
+    }
+    set_err(err, errlen, what);
+    return -1;
+}
+
+/* A user name from a certificate goes into logs, quotas and the session's
+ * identity: letters, digits and ._@- only, as token names. */
+static int safe_user_name(const char *s, size_t len)
+{
+    if (len == 0) return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!isalnum(c) && c != '.' && c != '_' && c != '-' && c != '@') return 0;
+    }
+    return 1;
+}
+
+int tls_peer_user(struct tls_link *l, char *out, size_t outlen, char *why, size_t whylen)
+{
+    X509 *cert = SSL_get1_peer_certificate(l->ssl);
+    if (!cert) return 0;
+    int rc = -1;
+    long v = SSL_get_verify_result(l->ssl);
+    X509_NAME *subject = X509_get_subject_name(cert);
+    int at = subject ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1;
+    ASN1_STRING *cn = at >= 0 ? X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at)) : NULL;
+    const char *name = cn ? (const char *)ASN1_STRING_get0_data(cn) : NULL;
+    size_t len = cn ? (size_t)ASN1_STRING_length(cn) : 0;
+    if (v != X509_V_OK) {
+        snprintf(why, whylen, "its certificate does not verify against --tls-client-ca: %s",
+                 X509_verify_cert_error_string(v));
+    } else if (!name || !safe_user_name(name, len) || len >= outlen) {
+        snprintf(why, whylen, "its certificate's subject CN is not a user name (letters, digits, ._@-, at most "
+                              "%zu characters)", outlen - 1);
+    } else {
+        memcpy(out, name, len);
+        out[len] = '\0';
+        rc = 1;
+    }
+    X509_free(cert);
+    return rc;
 }
 
 int tls_peer_fingerprint(struct tls_link *l, char out[TLS_FP_LEN])

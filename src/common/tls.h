@@ -47,6 +47,10 @@ enum tls_step { TLS_STEP_DONE = 0, TLS_STEP_WANT_READ = 1, TLS_STEP_WANT_WRITE =
  * accepted connection shares. NULL with the reason in err. */
 struct tls_server *tls_server_new(const char *cert_file, const char *key_file, char *err, size_t errlen);
 const char *tls_server_fingerprint(const struct tls_server *srv);
+/* Ask every client for a certificate (optional) and check the ones that
+ * come against the CAs in ca_file (--tls-client-ca). Returns 0, or -1
+ * with the reason in err. */
+int tls_server_client_ca(struct tls_server *srv, const char *ca_file, char *err, size_t errlen);
 void tls_server_free(struct tls_server *srv);
 
 /* A link for an accepted socket, not yet attached. allow_ktls: let the
@@ -86,6 +90,16 @@ int tls_connect(struct tls_link *l, int timeout_ms, char *err, size_t errlen);
 /* The peer certificate's fingerprint ("sha256:HEX"). Returns 0, or -1
  * when there is none. */
 int tls_peer_fingerprint(struct tls_link *l, char out[TLS_FP_LEN]);
+
+/* Present this certificate (chain) and key when the server asks for one
+ * (SCUDA_TLS_CERT, SCUDA_TLS_KEY). Returns 0, or -1 with the reason. */
+int tls_client_cert(struct tls_link *l, const char *cert_file, const char *key_file, char *err, size_t errlen);
+
+/* After the server's handshake: the user a client certificate names (its
+ * subject CN) into out. 1 when the certificate verified against
+ * --tls-client-ca and its CN is a valid user name; 0 when the client sent
+ * none; -1 when it sent one that does not count (why says why). */
+int tls_peer_user(struct tls_link *l, char *out, size_t outlen, char *why, size_t whylen);
 
 /* The fingerprint of a certificate in a PEM file. */
 int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err, size_t errlen);

@@ -275,9 +275,24 @@ static int known_flags(uint16_t f)
 
 static int tokens_needed(void) { return *cfg.tokens && (*cfg.tokens)->count > 0; }
 
-/* The user the proof names, into p->user. Returns 0, or -1. */
+/* A client certificate that verified against --tls-client-ca names the
+ * user by its subject CN, instead of a token; one that does not verify
+ * counts for nothing (the token may still admit the client). 1 when it
+ * named the user into p->user. */
+static int certificate_user(struct pending *p)
+{
+    struct tls_link *l = tls_of(p->fd);
+    char why[300];
+    int rc = l ? tls_peer_user(l, p->user, sizeof p->user, why, sizeof why) : 0;
+    if (rc < 0) LOG_WARN("%s: client certificate ignored: %s", p->peer, why);
+    return rc == 1;
+}
+
+/* The user the certificate or else the proof names, into p->user.
+ * Returns 0, or -1. */
 static int authenticate(struct pending *p)
 {
+    if (certificate_user(p)) return 0;
     const struct token_set *t = *cfg.tokens;
     int i = hello_find_user(&p->ch, t, p->nonce);
     if (i < 0) return -1;

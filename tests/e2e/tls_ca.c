@@ -6,7 +6,10 @@
  *   - a client with SCUDA_TLS_CA=ca.pem works;
  *   - a client with another CA is refused before it sends anything, and
  *     the refusal names the verification failure;
- *   - a certificate of the right CA for another name is refused. */
+ *   - a certificate of the right CA for another name is refused;
+ *   - with --tls-client-ca, a client certificate from that CA stands in for
+ *     a token and its subject CN becomes the user; one from another CA, or
+ *     none, without a token, is refused as a bad token. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -52,15 +55,18 @@ static void make_leaf(const char *name, const char *san, const char *ca)
        name, ca, ca, name, name);
 }
 
-static void start_server(struct h_server *srv, const char *tag, const char *leaf)
+static void start_server(struct h_server *srv, const char *tag, const char *leaf, const char *client_ca)
 {
     static char cert[2][600], key[2][600];
     static int n;
     int i = n++ % 2;
     snprintf(cert[i], sizeof cert[i], "%s/%s.pem", dir, leaf);
     snprintf(key[i], sizeof key[i], "%s/%s.key", dir, leaf);
+    static char ca[600];
+    snprintf(ca, sizeof ca, "%s/%s.pem", dir, client_ca ? client_ca : "");
     struct h_server_opts opt = {.token = "t0ken", .tls = 1,
-                                .extra_args = {"--tls-cert", cert[i], "--tls-key", key[i]}};
+                                .extra_args = {"--tls-cert", cert[i], "--tls-key", key[i],
+                                               client_ca ? "--tls-client-ca" : NULL, ca}};
     h_server_start(srv, tag, &opt);
     /* Trust by the CA alone: no pin of any kind. */
     unsetenv("SCUDA_TLS_FINGERPRINT");
@@ -116,6 +122,52 @@ static void check_nothing_sent(const struct h_server *srv, int accepted_before, 
     CHECK(h_server_log_count(srv, "TLS handshake failed") == 1, "%s: the server saw no failed handshake", what);
 }
 
+static void use_client_cert(const char *name)
+{
+    char cert[600], key[600];
+    snprintf(cert, sizeof cert, "%s/%s.pem", dir, name);
+    snprintf(key, sizeof key, "%s/%s.key", dir, name);
+    setenv("SCUDA_TLS_CERT", cert, 1);
+    setenv("SCUDA_TLS_KEY", key, 1);
+}
+
+static void client_cert_cases(void)
+{
+    struct h_server srv;
+    start_server(&srv, "client-ca", "server", "ca");
+    trust_ca("ca");
+
+    /* A certificate from the client CA, no token: the CN is the user. */
+    unsetenv("SCUDA_TOKEN");
+    use_client_cert("alice");
+    h_wait_ok(h_spawn(working_client, NULL, 30, -1, -1), 30000, "a client with a certificate and no token");
+    CHECK(h_server_log_count(&srv, "user alice, client build") == 1 && h_server_log_count(&srv, "(user alice)") >= 1,
+          "the certificate's CN should be the session's user");
+    printf("ok a client certificate from --tls-client-ca authenticates its client as its CN, without a token\n");
+
+    /* A certificate from another CA and no token: refused as a bad token. */
+    use_client_cert("mallory");
+    char *err = run_refused("mallory");
+    CHECK(strstr(err, "bad token"), "a certificate from another CA should not authenticate:\n%s", err);
+    free(err);
+    CHECK(h_server_log_count(&srv, "client certificate ignored") == 1 && h_server_log_count(&srv, "user mallory") == 0,
+          "the server should log why it ignored the certificate");
+    printf("ok a client certificate from another CA does not authenticate\n");
+
+    /* No certificate and no token: refused, as ever; a token still works. */
+    unsetenv("SCUDA_TLS_CERT");
+    unsetenv("SCUDA_TLS_KEY");
+    err = run_refused("no-cert");
+    CHECK(strstr(err, "bad token"), "%s", err);
+    free(err);
+    setenv("SCUDA_TOKEN", "t0ken", 1);
+    h_wait_ok(h_spawn(working_client, NULL, 30, -1, -1), 30000, "a client with a token and no certificate");
+    CHECK(h_server_log_count(&srv, "user default, client build") == 1, "the token's user");
+    printf("ok without a certificate: no token is refused, a token works\n");
+    h_server_stop(&srv);
+    unsetenv("SCUDA_TOKEN");
+}
+
 int main(void)
 {
     h_begin("tls_ca", 110);
@@ -127,6 +179,8 @@ int main(void)
     make_ca("other-ca");
     make_leaf("server", "IP:127.0.0.1", "ca");
     make_leaf("elsewhere", "DNS:elsewhere.example,IP:10.9.9.9", "ca");
+    make_leaf("alice", "DNS:alice.example", "ca");
+    make_leaf("mallory", "DNS:mallory.example", "other-ca");
 
     /* No known_hosts to fall back on. */
     char config[600];
@@ -135,7 +189,7 @@ int main(void)
     setenv("SCUDA_TOKEN", "t0ken", 1);
 
     struct h_server srv;
-    start_server(&srv, "ca", "server");
+    start_server(&srv, "ca", "server", NULL);
     trust_ca("ca");
     h_wait_ok(h_spawn(working_client, NULL, 30, -1, -1), 30000, "a client that trusts the server's CA");
     printf("ok SCUDA_TLS_CA alone (no fingerprint, no known_hosts) trusts a server its CA signed\n");
@@ -150,7 +204,7 @@ int main(void)
     h_server_stop(&srv);
 
     struct h_server wrong;
-    start_server(&wrong, "ca-elsewhere", "elsewhere");
+    start_server(&wrong, "ca-elsewhere", "elsewhere", NULL);
     trust_ca("ca");
     err = run_refused("wrong-name");
     CHECK(strstr(err, "certificate was refused") && strstr(err, "IP address mismatch"),
@@ -160,8 +214,8 @@ int main(void)
     printf("ok a certificate of the right CA for another name is refused\n");
     h_server_stop(&wrong);
 
+    client_cert_cases();
     unsetenv("SCUDA_TLS_CA");
-    unsetenv("SCUDA_TOKEN");
     printf("PASS tls_ca\n");
     return 0;
 }

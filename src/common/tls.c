@@ -853,28 +853,41 @@ static int mem_write_all(struct tls_link *l, const char *p, size_t n)
     return 0;
 }
 
+/* One SSL_write on a socket-BIO link, under its lock: what it wrote, or
+ * why not (for after_failure). */
+struct sock_write {
+    int ok, code, saved_errno;
+    size_t written;
+    char why[160];
+};
+
+static struct sock_write sock_write_once(struct tls_link *l, const void *p, size_t n)
+{
+    struct sock_write r = {0};
+    pthread_mutex_lock(&l->lock);
+    ERR_clear_error();
+    errno = 0;
+    r.ok = SSL_write_ex(l->ssl, p, n, &r.written);
+    r.code = r.ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
+    r.saved_errno = errno;
+    if (r.code == SSL_ERROR_SSL) ssl_reason(r.why, sizeof r.why, "TLS write error");
+    pthread_mutex_unlock(&l->lock);
+    return r;
+}
+
 static int sock_write_all(struct tls_link *l, const char *p, size_t n)
 {
     while (n > 0) {
         /* The same length for the same remaining bytes: a retry after
          * WANT_WRITE must repeat the call that stopped. */
         size_t chunk = n < BURST_BYTES ? n : BURST_BYTES;
-        pthread_mutex_lock(&l->lock);
-        ERR_clear_error();
-        errno = 0;
-        size_t w = 0;
-        int ok = SSL_write_ex(l->ssl, p, chunk, &w);
-        int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
-        int saved = errno;
-        char why[160] = "";
-        if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
-        pthread_mutex_unlock(&l->lock);
-        if (ok) {
-            p += w;
-            n -= w;
+        struct sock_write r = sock_write_once(l, p, chunk);
+        if (r.ok) {
+            p += r.written;
+            n -= r.written;
             continue;
         }
-        if (after_failure(l, code, saved, why, l->timeout_ms) != 0) return -1;
+        if (after_failure(l, r.code, r.saved_errno, r.why, l->timeout_ms) != 0) return -1;
     }
     return 0;
 }
@@ -896,18 +909,9 @@ ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n)
         pthread_mutex_unlock(&l->send_lock);
         return rc == 0 ? (ssize_t)take : -1;
     }
-    pthread_mutex_lock(&l->lock);
-    ERR_clear_error();
-    errno = 0;
-    size_t w = 0;
-    int ok = SSL_write_ex(l->ssl, buf, n, &w);
-    int code = ok ? SSL_ERROR_NONE : SSL_get_error(l->ssl, 0);
-    int saved = errno;
-    char why[160] = "";
-    if (code == SSL_ERROR_SSL) ssl_reason(why, sizeof why, "TLS write error");
-    pthread_mutex_unlock(&l->lock);
-    if (ok) return (ssize_t)w;
-    after_failure(l, code, saved, why, 0); /* 0: no wait; sets errno */
+    struct sock_write r = sock_write_once(l, buf, n);
+    if (r.ok) return (ssize_t)r.written;
+    after_failure(l, r.code, r.saved_errno, r.why, 0); /* 0: no wait; sets errno */
     return -1;
 }
 

@@ -76,7 +76,8 @@ static int enter_as_user_namespace_root(void)
 static void sh(const char *cmd)
 {
     char full[1024];
-    snprintf(full, sizeof full, "%s >>'%s/ip.log' 2>&1", cmd, dir);
+    /* `ip` lives in /usr/sbin, which an ordinary user's PATH may lack. */
+    snprintf(full, sizeof full, "PATH=\"$PATH:/usr/sbin:/sbin\"; %s >>'%s/ip.log' 2>&1", cmd, dir);
     CHECK(system(full) == 0, "failed (see %s/ip.log; is iproute2 installed? scripts/deps.sh): %s", dir, cmd);
 }
 
@@ -194,12 +195,19 @@ static int refused_client(void *arg)
     return 0;
 }
 
-/* A client that speaks plain TCP to 10.99.0.1 (SCUDA_INSECURE=1): works. */
+/* A client that speaks plain TCP to 10.99.0.1 (SCUDA_INSECURE=1): works,
+ * and warns on its side too. */
 static void plain_client_works(const char *what)
 {
+    char path[512];
+    int err_fd = h_temp_file("plain-client", path, sizeof path);
     setenv("SCUDA_INSECURE", "1", 1);
-    h_wait_ok(h_spawn(copy_client, NULL, 30, -1, -1), 30000, what);
+    h_wait_ok(h_spawn(copy_client, NULL, 30, -1, err_fd), 30000, what);
     unsetenv("SCUDA_INSECURE");
+    close(err_fd);
+    char *err = h_read_file(path, NULL);
+    CHECK(strstr(err, "SCUDA_INSECURE=1: plain TCP to " ADDR), "%s: the client should warn:\n%s", what, err);
+    free(err);
 }
 
 /* The same client, refused: its stderr (malloc'd). */

@@ -12,12 +12,15 @@ done
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 # The `openssl` command: tests/e2e/tls_ca.c makes its CA and certificates.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# The `ip` command: tests/e2e/beyond_loopback.c makes a veth pair.
+command -v ip >/dev/null 2>&1 || need_apt+=(ip)
 if ((${#need_apt[@]})); then
   pkgs=()
   for t in "${need_apt[@]}"; do
     case "$t" in
       ninja) pkgs+=(ninja-build) ;;
       nm) pkgs+=(binutils) ;;
+      ip) pkgs+=(iproute2) ;;
       *) pkgs+=("$t") ;;
     esac
   done

@@ -342,12 +342,7 @@ static int settle_tls(struct args *a, const char *host, int port)
         return CLI_USAGE;
     }
     if (!a->tls && !a->tls_cert && (loopback || a->insecure)) {
-        if (a->insecure && !loopback)
-            LOG_WARN("--insecure: plain TCP on %s. Every call, copy and result (the programs' data, device "
-                     "memory contents, the bulk join secrets) crosses the network in clear: anyone on the path "
-                     "can read it, and can inject calls into sessions once a client has authenticated. Drop "
-                     "--insecure to serve TLS", a->opt.listen);
-        a->opt.insecure = a->insecure;
+        a->opt.insecure = a->insecure; /* the server warns, once it knows the address it bound */
         return 0;
     }
     static char cbuf[4096], kbuf[4096];

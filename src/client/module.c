@@ -35,7 +35,16 @@ struct loaded {
     int is_library;
     uint32_t nfuncs;
     struct func_desc *funcs;
+    /* A library's module in a context (cuLibraryGetModule) shares the
+     * library's funcs: `library` owns them, and lists its modules in
+     * `modules`, linked by `next_module`, to forget them when it goes. */
+    struct loaded *library;
+    struct loaded *modules;
+    struct loaded *next_module;
 };
+
+/* The lists of libraries' modules. */
+static pthread_mutex_t library_modules_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A function or kernel handle: which loaded image, which function. */
 struct func_ref {
@@ -161,6 +170,10 @@ static size_t image_size(const void *image)
 
 static void free_loaded(struct loaded *l)
 {
+    if (l && l->library) { /* the descriptions are the library's */
+        free(l);
+        return;
+    }
     for (uint32_t i = 0; l && i < l->nfuncs; i++) {
         free(l->funcs[i].name);
         free(l->funcs[i].offset);
@@ -472,21 +485,25 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, 
     return load_file((void **)library, fileName, 1, &j);
 }
 
+static void forget_loaded(struct loaded *l);
+
+/* The record is taken out of the map only once the session unloaded the
+ * image, and by one thread: of two unloading the same handle at once, the
+ * other finds nothing to free. Until then nothing here reads the record,
+ * which such a thread may be freeing. */
 static CUresult unload(void *h, int is_library)
 {
-    struct loaded *l = loaded_lookup(h, is_library);
-    if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    struct msg_scuda_module_unload_req m = {.id = l->id, .is_library = (uint8_t)is_library};
+    if (!loaded_lookup(h, is_library)) return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t id = (uint64_t)(uintptr_t)h;
+    struct msg_scuda_module_unload_req m = {.id = id, .is_library = (uint8_t)is_library};
     rpc_call c;
     rpc_begin(&c, OP_scuda_module_unload);
     msg_scuda_module_unload_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);
-    /* Function handles of the module stay in the map, pointing at freed
-     * descriptions, unless we keep them: leak the description instead of
-     * risking a dangling launch. Modules are unloaded rarely. */
     if (r == CUDA_SUCCESS) {
-        idmap_del(&objects, l->id);
+        struct loaded *l = idmap_del(&objects, id);
+        if (l) forget_loaded(l);
         memo_forget_settings(); /* cached function attributes may name freed functions */
     }
     return r;
@@ -579,7 +596,9 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     rpc_begin(&c, op);
     put_bind(&c.req, op, parent_id, id, desc->name);
     CUresult r = rpc_async(&c);
-    if (r != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS) { /* never handed out */
+        idmap_del(&objects, id);
+        free(ref);
         free(b);
         return r;
     }
@@ -592,6 +611,70 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     pthread_mutex_unlock(&bindings_lock);
     *out = handle_from_id(id);
     return CUDA_SUCCESS;
+}
+
+/* Whether binding b is one of l's function or kernel handles: for a
+ * library's module, those bound through it; else those of its functions. */
+static int binding_of(const struct binding *b, const struct loaded *l)
+{
+    if (l->library) return b->parent == l->id;
+    uintptr_t d = (uintptr_t)b->desc, first = (uintptr_t)l->funcs;
+    return d >= first && d < first + (uintptr_t)l->nfuncs * sizeof *l->funcs;
+}
+
+/* Forget l's function and kernel handles, as the session dropped them
+ * with the image (srv_module.c): from now on they are invalid handles,
+ * and nothing points into l. */
+static void forget_bindings(const struct loaded *l)
+{
+    pthread_mutex_lock(&bindings_lock);
+    for (size_t i = 0; i < BINDING_BUCKETS; i++) {
+        for (struct binding **p = &bindings[i]; *p;) {
+            struct binding *b = *p;
+            if (!binding_of(b, l)) {
+                p = &b->next;
+                continue;
+            }
+            *p = b->next;
+            free(idmap_del(&objects, b->id)); /* its func_ref */
+            free(b);
+        }
+    }
+    pthread_mutex_unlock(&bindings_lock);
+}
+
+/* A library's module leaves its library's list. */
+static void unlink_module(struct loaded *mod)
+{
+    pthread_mutex_lock(&library_modules_lock);
+    struct loaded **p = &mod->library->modules;
+    while (*p && *p != mod) p = &(*p)->next_module;
+    if (*p) *p = mod->next_module;
+    pthread_mutex_unlock(&library_modules_lock);
+}
+
+/* An unloaded module or library, already out of the map: its handles,
+ * a library's modules, and the record itself. The driver calls all of
+ * them invalid from now on; using one while another thread unloads its
+ * image is the program's race, as with the driver. */
+static void forget_loaded(struct loaded *l)
+{
+    forget_bindings(l);
+    if (l->library) {
+        unlink_module(l);
+    } else {
+        pthread_mutex_lock(&library_modules_lock);
+        struct loaded *mod = l->modules;
+        l->modules = NULL;
+        pthread_mutex_unlock(&library_modules_lock);
+        while (mod) {
+            struct loaded *next = mod->next_module;
+            idmap_del(&objects, mod->id);
+            free(mod);
+            mod = next;
+        }
+    }
+    free_loaded(l);
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
@@ -751,9 +834,7 @@ EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     if (!lib) return CUDA_ERROR_INVALID_HANDLE;
     struct loaded *mod = malloc(sizeof *mod);
     if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
-    *mod = *lib;
-    mod->id = handle_new_id();
-    mod->is_library = 0;
+    *mod = (struct loaded){.id = handle_new_id(), .nfuncs = lib->nfuncs, .funcs = lib->funcs, .library = lib};
     struct msg_scuda_library_get_module_req m = {.library = lib->id, .module = mod->id};
     rpc_call c;
     rpc_begin(&c, OP_scuda_library_get_module);
@@ -765,6 +846,10 @@ EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
         free(mod);
         return r;
     }
+    pthread_mutex_lock(&library_modules_lock);
+    mod->next_module = lib->modules;
+    lib->modules = mod;
+    pthread_mutex_unlock(&library_modules_lock);
     *pMod = handle_from_id(mod->id);
     return CUDA_SUCCESS;
 }

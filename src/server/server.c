@@ -214,6 +214,14 @@ static int open_listener(const struct server_options *opt, const char *addr, int
         close(lfd);
         return -1;
     }
+    /* Warned here, by the address bound, and not by the name: `localhost`
+     * can resolve beyond loopback, and then this is plain TCP in the open. */
+    if (!opt->tls && opt->insecure && !bound_is_loopback(lfd))
+        LOG_WARN("--insecure: plain TCP on %s, whose address is not loopback. Every call, copy and result (the "
+                 "programs' data, device memory contents, the bulk join secrets) crosses the network in clear: "
+                 "anyone on the path can read it, and can inject calls into sessions once a client has "
+                 "authenticated. Drop --insecure to serve TLS",
+                 addr);
     fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
     return lfd;
 }

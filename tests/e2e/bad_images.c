@@ -178,9 +178,29 @@ static int shim_client(void *arg)
     CUfunction f;
     CU(cuModuleGetFunction(&f, m, "fill_u32"));
     CU(cuModuleUnload(m));
+    /* Unloading frees what the client knew of the image: its handles are
+     * invalid from then on, as in the driver (and under LeakSanitizer
+     * nothing of it is left behind). */
+    const char *name;
+    CUmodule owner;
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuFuncGetName(&name, f));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuFuncGetModule(&owner, f));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&f, m, "fill_u32"));
     CUlibrary lib;
     CU(cuLibraryLoadData(&lib, fat, NULL, NULL, 0, NULL, NULL, 0));
     CU(cuLibraryUnload(lib));
+    CU(cuLibraryLoadData(&lib, fat, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k;
+    CU(cuLibraryGetKernel(&k, lib, "fill_u32"));
+    CU(cuKernelGetFunction(&f, k));
+    CUfunction mf;
+    CU(cuLibraryGetModule(&owner, lib));
+    CU(cuModuleGetFunction(&mf, owner, "fill_u32"));
+    CU(cuLibraryUnload(lib));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuKernelGetName(&name, k));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuFuncGetName(&name, f));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuFuncGetName(&name, mf));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&mf, owner, "fill_u32"));
     /* The stand-in runs no cubins: the driver, not the size check, says no. */
     uint8_t *elf = sample_elf(&len);
     CU_EXPECT(CUDA_ERROR_INVALID_IMAGE, cuModuleLoadData(&m, elf));

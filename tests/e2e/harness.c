@@ -348,7 +348,10 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
         if (opt->token) setenv("SCUDA_TOKEN", opt->token, 1);
         else unsetenv("SCUDA_TOKEN");
         char san[1200];
-        snprintf(san, sizeof san, "log_path=%s:abort_on_error=1:detect_leaks=0", s->san_prefix);
+        /* Leaks are looked for in whatever exits through exit(): the
+         * parent at SIGTERM, children that fail early. Sessions end with
+         * _exit(), which skips the check: the driver frees their state. */
+        snprintf(san, sizeof san, "log_path=%s:abort_on_error=1:detect_leaks=1", s->san_prefix);
         setenv("ASAN_OPTIONS", san, 1);
         snprintf(san, sizeof san, "log_path=%s:print_stacktrace=1:halt_on_error=1:abort_on_error=1",
                  s->san_prefix);

@@ -9,7 +9,9 @@
  *   - a certificate of the right CA for another name is refused;
  *   - with --tls-client-ca, a client certificate from that CA stands in for
  *     a token and its subject CN becomes the user; one from another CA, or
- *     none, without a token, is refused as a bad token. */
+ *     none, without a token, is refused as a bad token;
+ *   - a client admitted by its certificate alone gets working bulk
+ *     connections: a 64 MiB copy each way is striped, byte for byte. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -95,6 +97,44 @@ static int working_client(void *arg)
     return 0;
 }
 
+/* Private to the shim (src/client/bulk.c): how many bulk connections are up. */
+extern int scuda_client_bulk_streams(void);
+
+#define STRIPED_BYTES (64u << 20)
+#define PIECE (1u << 20) /* below the striping threshold: over the main connection */
+
+/* 64 MiB each way, both striped (SCUDA_BULK_STREAMS=4): the bytes that
+ * went in are checked in pieces over the main connection, the bytes that
+ * came back against what went in. */
+static int striping_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    uint8_t *src = malloc(STRIPED_BYTES), *back = malloc(STRIPED_BYTES), *piece = malloc(PIECE);
+    CHECK(src && back && piece);
+    h_pattern(src, STRIPED_BYTES, 64);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, STRIPED_BYTES));
+    CU(cuMemcpyHtoD_v2(d, src, STRIPED_BYTES));
+    CHECK(scuda_client_bulk_streams() == 4, "%d bulk connections after a 64 MiB copy, expected 4",
+          scuda_client_bulk_streams());
+    for (size_t off = 0; off < STRIPED_BYTES; off += PIECE) {
+        CU(cuMemcpyDtoH_v2(piece, d + off, PIECE));
+        long at = h_diff(piece, src + off, PIECE);
+        CHECK(at < 0, "striped host-to-device copy: byte %zu differs", off + (size_t)at);
+    }
+    memset(back, 0, STRIPED_BYTES);
+    CU(cuMemcpyDtoH_v2(back, d, STRIPED_BYTES));
+    long at = h_diff(back, src, STRIPED_BYTES);
+    CHECK(at < 0, "striped device-to-host copy: byte %ld differs", at);
+    CHECK(scuda_client_bulk_streams() == 4, "striping ended during the copies");
+    CU(cuMemFree_v2(d));
+    free(src);
+    free(back);
+    free(piece);
+    return 0;
+}
+
 static int refused_client(void *arg)
 {
     (void)arg;
@@ -144,6 +184,15 @@ static void client_cert_cases(void)
     CHECK(h_server_log_count(&srv, "user alice, client build") == 1 && h_server_log_count(&srv, "(user alice)") >= 1,
           "the certificate's CN should be the session's user");
     printf("ok a client certificate from --tls-client-ca authenticates its client as its CN, without a token\n");
+
+    /* Its bulk connections run the same handshake with no token: the
+     * certificate must admit them too, or large copies lose striping. */
+    setenv("SCUDA_BULK_STREAMS", "4", 1);
+    h_wait_ok(h_spawn(striping_client, NULL, 60, -1, -1), 60000, "striped copies of a client with a certificate");
+    unsetenv("SCUDA_BULK_STREAMS");
+    CHECK(h_server_log_count(&srv, "bulk: 4 connections joined") == 1 && h_server_log_count(&srv, "refused") == 0,
+          "the bulk connections of a client admitted by its certificate should join its session");
+    printf("ok a client admitted by its certificate alone stripes 64 MiB each way over its bulk connections\n");
 
     /* A certificate from another CA and no token: refused as a bad token. */
     use_client_cert("mallory");

@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "server/device_window.h"
 
-/* A window every build can map: ThreadSanitizer leaves only a few ranges
- * to the program, and this is one (device_window.h). */
-#define BASE 0x7e8000000000ull
+/* The build's default base, which every build can map (ThreadSanitizer
+ * leaves the program only a few ranges: device_window.h), given
+ * explicitly with a size of the test's own, as a second server would. */
+#define BASE WINDOW_BASE_DEFAULT
 #define SIZE (64ull << 30)
 #define MiB (1ull << 20)
 
@@ -208,8 +210,10 @@ static int driver_placed(void *arg)
 int main(void)
 {
     h_begin("window", 100);
+    char base[32];
+    snprintf(base, sizeof base, "%#llx", BASE);
     struct h_server srv;
-    struct h_server_opts opt = {.extra_args = {"--window-base", "0x7e8000000000", "--window-size", "64G"}};
+    struct h_server_opts opt = {.extra_args = {"--window-base", base, "--window-size", "64G"}};
     h_server_start(&srv, "main", &opt);
     char *first = run_sequence("first"), *second = run_sequence("second");
     CHECK(strlen(first) > 0 && strcmp(first, second) == 0, "two sessions, two sequences:\n%s---\n%s", first, second);
@@ -217,15 +221,17 @@ int main(void)
     free(second);
     h_wait_ok(h_spawn(queries, NULL, 20, -1, -1), 25000, "queries");
     h_wait_ok(h_spawn(expandable, NULL, 20, -1, -1), 25000, "expandable");
+    char line[96];
+    snprintf(line, sizeof line, "device 0: memory window %#llx-%#llx", BASE, BASE + SIZE);
+    CHECK(h_server_log_count(&srv, line) == 4, "each session says where its window is");
     h_server_stop(&srv);
 
-    struct h_server_opts q = {.extra_args = {"--window-base", "0x7e8000000000", "--window-size", "64G",
-                                             "--mem-quota", "4M"}};
+    struct h_server_opts q = {.extra_args = {"--window-base", base, "--window-size", "64G", "--mem-quota", "4M"}};
     h_server_start(&srv, "quota", &q);
     h_wait_ok(h_spawn(quota, NULL, 20, -1, -1), 25000, "quota");
     h_server_stop(&srv);
 
-    struct h_server_opts off = {.extra_args = {"--driver-placed-memory", "--window-base", "0x7e8000000000"}};
+    struct h_server_opts off = {.extra_args = {"--driver-placed-memory", "--window-base", base}};
     h_server_start(&srv, "off", &off);
     h_wait_ok(h_spawn(driver_placed, NULL, 20, -1, -1), 25000, "driver-placed");
     h_server_stop(&srv);

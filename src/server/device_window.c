@@ -547,6 +547,15 @@ static CUresult win_cuMemFree_v2(CUdeviceptr p)
     return r;
 }
 
+/* A stream-ordered free of window memory: the stream's work on it
+ * finishes first, then it is freed as by cuMemFree. */
+static CUresult win_cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    if (!in_windows(p) || !orig.cuStreamSynchronize) return orig.cuMemFreeAsync(p, s);
+    CUresult r = orig.cuStreamSynchronize(s);
+    return r == CUDA_SUCCESS ? win_cuMemFree_v2(p) : r;
+}
+
 /* ---- queries ---------------------------------------------------------------- */
 
 /* What the table knows of p: 1 and *rec for an allocation or a reservation
@@ -850,6 +859,7 @@ int window_install(struct driver_table *t, const struct window_config *c)
     WRAP(cuMemAlloc_v2);
     WRAP(cuMemAllocPitch_v2);
     WRAP(cuMemFree_v2);
+    WRAP(cuMemFreeAsync);
     WRAP(cuMemGetAddressRange_v2);
     WRAP(cuPointerGetAttribute);
     WRAP(cuPointerGetAttributes);

@@ -68,6 +68,8 @@ static CUresult f_count(int *n) { *n = 2; return CUDA_SUCCESS; }
 static CUresult f_peer(int *can, CUdevice a, CUdevice b) { (void)a, (void)b; *can = 0; return CUDA_SUCCESS; }
 static CUresult f_sync(void) { return sticky; }
 static CUresult f_query(CUstream s) { (void)s; return sticky; }
+static CUresult f_stream_sync(CUstream s) { (void)s; return sticky; }
+static CUresult f_free_async(CUdeviceptr p, CUstream s) { (void)p, (void)s; return CUDA_ERROR_INVALID_VALUE; }
 static CUresult f_pitch(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned e)
 {
     (void)w, (void)h, (void)e;
@@ -103,7 +105,7 @@ static struct driver_table t = {
     .cuMemAddressFree = f_addr_free, .cuMemCreate = f_create, .cuMemRelease = f_release, .cuMemMap = f_map,
     .cuMemUnmap = f_unmap, .cuMemSetAccess = f_access, .cuCtxGetCurrent = f_current, .cuCtxGetDevice = f_device,
     .cuDeviceGetCount = f_count, .cuDeviceCanAccessPeer = f_peer, .cuCtxSynchronize = f_sync,
-    .cuStreamQuery = f_query, .cuMemAllocPitch_v2 = f_pitch, .cuMemAlloc_v2 = f_alloc, .cuMemFree_v2 = f_free,
+    .cuStreamQuery = f_query, .cuStreamSynchronize = f_stream_sync, .cuMemFreeAsync = f_free_async, .cuMemAllocPitch_v2 = f_pitch, .cuMemAlloc_v2 = f_alloc, .cuMemFree_v2 = f_free,
     .cuPointerGetAttribute = f_attr, .cuMemGetAddressRange_v2 = f_range, .cuMemGetInfo_v2 = f_info,
 };
 
@@ -209,6 +211,11 @@ int main(void)
     }
     CHECK(n == 14 && pitched == 1 && reserves == 2);
     CHECK(window_blockers() == 0);
+
+    /* a stream-ordered free of window memory frees it, once */
+    uint64_t fa = alloc(100);
+    CHECK(fa != 0 && t.cuMemFreeAsync(fa, NULL) == CUDA_SUCCESS);
+    CHECK(t.cuMemFreeAsync(fa, NULL) == CUDA_ERROR_INVALID_VALUE);
 
     /* a full window: out of memory, said once; what fits still fits */
     CHECK(alloc(40 * MiB) == 0);

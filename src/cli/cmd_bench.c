@@ -52,6 +52,9 @@ static const char *const CMD = "scuda bench";
 #define RAW_TIMEOUT_MS 60000
 
 static const uint64_t COPY_SIZES[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
+/* cuMemAlloc + cuMemFree pairs: sub-allocated, one chunk, several chunks. */
+#define N_ALLOC_SIZES 4
+static const uint64_t ALLOC_SIZES[N_ALLOC_SIZES] = {256, 64 * KiB, 2 * MiB, 64 * MiB};
 #define N_SIZES ((int)(sizeof COPY_SIZES / sizeof COPY_SIZES[0]))
 
 enum copy_kind { H2D_PAGEABLE, H2D_PINNED, D2H_PAGEABLE, D2H_PINNED, N_KINDS };
@@ -113,6 +116,7 @@ struct gpu_results {
         char err[112];
     } module;
     struct rate copy[N_KINDS][N_SIZES];
+    struct lat alloc[N_ALLOC_SIZES]; /* one cuMemAlloc + cuMemFree pair, microseconds */
     int bulk_streams; /* bulk connections the shim used (striping); 0: none */
 };
 
@@ -173,8 +177,10 @@ static const char *size_name(uint64_t b, char *out, size_t n)
         snprintf(out, n, "%llu GiB", (unsigned long long)(b / GiB));
     else if (b >= MiB && b % MiB == 0)
         snprintf(out, n, "%llu MiB", (unsigned long long)(b / MiB));
-    else
+    else if (b >= KiB && b % KiB == 0)
         snprintf(out, n, "%llu KiB", (unsigned long long)(b / KiB));
+    else
+        snprintf(out, n, "%llu B", (unsigned long long)b);
     return out;
 }
 
@@ -293,6 +299,35 @@ static void bench_sync(const struct driver *d, const struct plan *p, CUstream st
         cu_err(d, g->sync.err, sizeof g->sync.err, "cuStreamSynchronize", r);
     else
         lat_fill(&g->sync, v, p->sync_n);
+    free(v);
+}
+
+/* cuMemAlloc + cuMemFree of one size, back to back: what an allocator
+ * that does not cache (or a program that allocates per step) pays. */
+static void bench_alloc(const struct driver *d, const struct plan *p, const char *who, struct gpu_results *g)
+{
+    int n = p->quick ? 200 : 1000;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int si = 0; si < N_ALLOC_SIZES; si++) {
+        struct lat *l = &g->alloc[si];
+        char sz[32];
+        progress(who, "cuMemAlloc + cuMemFree of %s x %d", size_name(ALLOC_SIZES[si], sz, sizeof sz), n);
+        if (v == NULL) {
+            snprintf(l->err, sizeof l->err, "out of memory");
+            continue;
+        }
+        CUresult r = CUDA_SUCCESS;
+        CUdeviceptr ptr;
+        for (int i = 0; i < 20 && r == CUDA_SUCCESS; i++)
+            if ((r = d->cuMemAlloc_v2(&ptr, ALLOC_SIZES[si])) == CUDA_SUCCESS) r = d->cuMemFree_v2(ptr);
+        for (int i = 0; i < n && r == CUDA_SUCCESS; i++) {
+            double t0 = now_s();
+            if ((r = d->cuMemAlloc_v2(&ptr, ALLOC_SIZES[si])) == CUDA_SUCCESS) r = d->cuMemFree_v2(ptr);
+            v[i] = (now_s() - t0) * 1e6;
+        }
+        if (r != CUDA_SUCCESS) cu_err(d, l->err, sizeof l->err, "cuMemAlloc/cuMemFree", r);
+        else lat_fill(l, v, n);
+    }
     free(v);
 }
 
@@ -639,6 +674,7 @@ static void run_gpu(const struct driver *d, const struct plan *p, const char *wh
         snprintf(g->launch.err, sizeof g->launch.err, "not run: the module did not load");
     }
     bench_copies(d, p, who, g);
+    bench_alloc(d, p, who, g);
     if (d->scuda_client_bulk_streams) g->bulk_streams = d->scuda_client_bulk_streams();
 
     if (mod) d->cuModuleUnload(mod);
@@ -959,6 +995,7 @@ static void row(const char *name, int ok, double v, int n_ok, double nv, enum un
 static int gpu_failed(const struct gpu_results *g)
 {
     int bad = !g->ok || g->ping.err[0] || g->sync.err[0] || g->launch.err[0] || g->module.err[0];
+    for (int si = 0; si < N_ALLOC_SIZES; si++) bad |= g->alloc[si].err[0] != 0;
     for (int k = 0; k < N_KINDS; k++)
         for (int s = 0; s < N_SIZES; s++) bad |= g->copy[k][s].err[0] != 0;
     return bad;
@@ -973,6 +1010,8 @@ static void print_errors(const char *who, const struct gpu_results *g)
     }
     if (g->ping.err[0]) printf("  %s: empty sync call: %s\n", who, g->ping.err);
     if (g->sync.err[0]) printf("  %s: stream synchronize: %s\n", who, g->sync.err);
+    for (int si = 0; si < N_ALLOC_SIZES; si++)
+        if (g->alloc[si].err[0]) printf("  %s: cuMemAlloc/cuMemFree: %s\n", who, g->alloc[si].err);
     if (g->launch.err[0]) printf("  %s: launches: %s\n", who, g->launch.err);
     if (g->module.err[0]) printf("  %s: module load: %s\n", who, g->module.err);
     for (int k = 0; k < N_KINDS; k++)
@@ -1048,6 +1087,11 @@ static void print_table(const char *addr, const char *source, const struct plan 
             const struct rate *a = &s->copy[k][si], *b = &n->copy[k][si];
             row(name, a->ok, a->gbps, b->ok, b->gbps, U_GBPS, bw, bw_k);
         }
+    }
+    for (int si = 0; si < N_ALLOC_SIZES; si++) {
+        char name[64];
+        snprintf(name, sizeof name, "cuMemAlloc+Free %s, median", size_name(ALLOC_SIZES[si], sz, sizeof sz));
+        row(name, s->alloc[si].ok, s->alloc[si].median, n->alloc[si].ok, n->alloc[si].median, U_US, rtt, none);
     }
     printf("\n  /native and /raw are SCUDA's figure divided by the reference: above 1 is\n"
            "  slower for times, faster for rates. /raw divides times by the raw round trip\n"
@@ -1130,6 +1174,12 @@ static void json_gpu(FILE *f, const char *who, const struct gpu_results *g, cons
     json_lat(f, "empty_sync_call_us", &g->ping, raw->rtt.ok, raw->rtt.median, raw->rtt.p99);
     fputs(",\n", f);
     json_lat(f, "stream_sync_us", &g->sync, raw->rtt.ok, raw->rtt.median, raw->rtt.p99);
+    for (int si = 0; si < N_ALLOC_SIZES; si++) {
+        char name[48];
+        snprintf(name, sizeof name, "alloc_free_%llu_bytes_us", (unsigned long long)ALLOC_SIZES[si]);
+        fputs(",\n", f);
+        json_lat(f, name, &g->alloc[si], raw->rtt.ok, raw->rtt.median, raw->rtt.p99);
+    }
     fprintf(f, ",\n    \"launch\": {\"ok\": %s, \"count\": %d, \"seconds\": %.6f, \"per_s\": %.1f, \"vs_native\": ",
             g->launch.ok ? "true" : "false", g->launch.count, g->launch.seconds, g->launch.per_s);
     json_ratio(f, ref && g->launch.ok && ref->launch.ok, g->launch.per_s, ref ? ref->launch.per_s : 0);
@@ -1226,7 +1276,8 @@ static void usage(FILE *f)
             "    empty-kernel launches per second, H2D and D2H copies from 4 KiB to 1 GiB\n"
             "    (pageable and pinned), and module load time: cold (an image no cache has),\n"
             "    warm in the same process, and warm in a new process (what a program's\n"
-            "    startup pays once the server's module cache has its modules).\n"
+            "    startup pays once the server's module cache has its modules), and\n"
+            "    cuMemAlloc + cuMemFree pairs of 256 B, 64 KiB, 2 MiB and 64 MiB.\n"
             "Progress goes to stderr, the table to stdout.\n"
             "\n"
             "Options:\n"

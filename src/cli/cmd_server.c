@@ -46,6 +46,7 @@ static void usage(FILE *f)
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
             "                    [--tls] [--tls-cert FILE --tls-key FILE] [--state-dir DIR]\n"
             "                    [--insecure] [--port-fd FD]\n"
+            "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -64,6 +65,11 @@ static void usage(FILE *f)
             "                          most of them from one address (default 8)\n"
             "  --mem-quota SIZE        device memory per session: bytes, or with a K, M, G\n"
             "                          or T suffix (powers of 1024); default unlimited\n"
+            "  --driver-placed-memory  let the driver place device memory, instead of each\n"
+            "                          device's window (sessions then cannot move elsewhere)\n"
+            "  --window-base ADDR      device 0's memory window, a multiple of 2M (default\n"
+            "                          0x200000000000); device N's follows at ADDR + N * size\n"
+            "  --window-size SIZE      addresses per device, like --mem-quota (default 4T)\n"
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
             "  --dead-after S          end a session whose client sent nothing, not even a ping,\n"
             "                          for S seconds (default: 10; 0 = never)\n"
@@ -238,6 +244,26 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         if (cli_parse_bytes(v, &a->opt.mem_quota) == 0) return 0;
         fprintf(stderr, "%s: --mem-quota '%s' is not a size: give bytes or a whole number with K, M, G or T,\n"
                         "  e.g. 40G or 1536M.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[*i], "--driver-placed-memory") == 0) return a->opt.driver_placed_memory = 1, 0;
+    if ((r = cli_option(argc, argv, i, CMD, "--window-base", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        char *end;
+        errno = 0;
+        a->opt.window_base = strtoull(v, &end, 0);
+        if (errno == 0 && *v && *end == 0 && a->opt.window_base && a->opt.window_base % (2u << 20) == 0) return 0;
+        fprintf(stderr, "%s: --window-base '%s' is not an address that is a multiple of 2M, e.g. 0x200000000000.\n",
+                CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--window-size", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_bytes(v, &a->opt.window_size) == 0 && a->opt.window_size >= (64u << 20) &&
+            a->opt.window_size % (2u << 20) == 0)
+            return 0;
+        fprintf(stderr, "%s: --window-size '%s' is not a size of at least 64M, a multiple of 2M: give bytes or\n"
+                        "  a whole number with K, M, G or T, e.g. 4T.\n", CMD, v);
         return CLI_USAGE;
     }
     if ((r = cli_option(argc, argv, i, CMD, "--module-cache-size", NULL, &v)) != 0) {

@@ -35,6 +35,10 @@ struct server_options {
     uint64_t max_queued_calls;     /* blocking calls waiting for a worker */
     const struct tls_server *tls;  /* every connection speaks TLS with it (tls.h); NULL = plain TCP */
     int insecure;                  /* --insecure: plain TCP beyond loopback was asked for */
+    /* Where device memory lands (device_window.h): 0 = the default window. */
+    int driver_placed_memory;      /* --driver-placed-memory: no window, the driver places it */
+    uint64_t window_base;          /* device 0's window */
+    uint64_t window_size;          /* addresses per device */
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u

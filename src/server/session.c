@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "bulk_join.h"
+#include "device_window.h"
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handles.h"
@@ -861,6 +862,20 @@ static void liveness_start(struct session *s)
     pthread_detach(t);
 }
 
+/* Device memory lands in the session's windows unless the operator said
+ * otherwise; below the quota, so that the quota counts what the
+ * application asked for (device_window.h). */
+static void install_window(const struct server_options *opt)
+{
+    if (opt->driver_placed_memory) return;
+    struct window_config w = {
+        .base = opt->window_base ? opt->window_base : WINDOW_BASE_DEFAULT,
+        .size = opt->window_size ? opt->window_size : WINDOW_SIZE_DEFAULT,
+        .cache_bytes = WINDOW_CACHE_DEFAULT,
+    };
+    window_install(&real, &w);
+}
+
 void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd)
 {
     static struct session s;
@@ -880,6 +895,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         hello_send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver");
         _exit(1);
     }
+    install_window(opt);
     quota_install(&real, opt->mem_quota);
     /* What this client can make the session grow to (docs/operate.md, Session limits). */
     host_quota_init(opt->host_mem_quota ? opt->host_mem_quota : HOST_QUOTA_DEFAULT);

@@ -48,6 +48,9 @@ static void bench_against(const char *what, const struct h_server_opts *opt)
     CHECK(st == 0, "%s: scuda bench exited %d:\n%s", what, st, err);
     CHECK(strstr(json, "\"warm_new_process_ok\": true") != NULL,
           "%s: the warm module load in a new process failed:\n%s", what, err);
+    CHECK(strstr(json, "\"alloc_free_256_bytes_us\": {\"ok\": true") != NULL &&
+              strstr(json, "\"alloc_free_67108864_bytes_us\": {\"ok\": true") != NULL,
+          "%s: no cuMemAlloc/cuMemFree latency:\n%s", what, json);
     CHECK(strstr(json, "\"ok\": false") == NULL, "%s: a part of the bench failed:\n%s\n%s", what, json, err);
     CHECK(strstr(json, "\"bytes\": 1048576") != NULL && strstr(json, "\"bytes\": 16777216") == NULL,
           "%s: --max-copy 1M did not bound the copies:\n%s", what, json);

@@ -422,6 +422,10 @@ void si_free_ctx_allocs(si_ctx *c);     /* all allocations of c */
 CUresult si_va_init(si_device *d);
 /* address ranges of a device, for VMM reservations */
 bool si_va_take(si_device *d, size_t len, size_t *off);
+bool si_va_take_at(si_device *d, size_t off, size_t len);
+/* p lies in an address reservation made at a fixed address outside every
+ * device range (standin_vmm.c) */
+bool si_vmm_fixed_holds(uintptr_t p);
 void si_va_give(si_device *d, size_t off, size_t len);
 /* an allocation-table entry for memory mapped elsewhere (VMM); no pages touched */
 si_alloc *si_alloc_add_range(uintptr_t base, size_t size, int kind, int dev, si_ctx *c);

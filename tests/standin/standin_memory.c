@@ -52,7 +52,7 @@ bool si_in_device_range(uintptr_t p)
         if (p >= b && p - b < si_g.dev[i].va_size)
             return true;
     }
-    return false;
+    return si_vmm_fixed_holds(p);
 }
 
 /* ---- extents (first fit, coalescing) ---- */
@@ -107,8 +107,27 @@ static void si_extent_give(si_device *d, size_t off, size_t len)
     }
 }
 
+/* [off, off+len) exactly, when one free extent holds all of it */
+static bool si_extent_take_at(si_device *d, size_t off, size_t len)
+{
+    for (size_t i = 0; i < d->n_free; i++) {
+        si_extent e = d->free_ext[i];
+        if (off < e.off || len > e.len || off - e.off > e.len - len)
+            continue;
+        memmove(&d->free_ext[i], &d->free_ext[i + 1], (d->n_free - i - 1) * sizeof(si_extent));
+        d->n_free--;
+        if (off > e.off)
+            si_extent_give(d, e.off, off - e.off);
+        if (off + len < e.off + e.len)
+            si_extent_give(d, off + len, e.off + e.len - off - len);
+        return true;
+    }
+    return false;
+}
+
 /* for VMM address reservations (standin_vmm.c) */
 bool si_va_take(si_device *d, size_t len, size_t *off) { return si_extent_take(d, len, off); }
+bool si_va_take_at(si_device *d, size_t off, size_t len) { return si_extent_take_at(d, off, len); }
 void si_va_give(si_device *d, size_t off, size_t len) { si_extent_give(d, off, len); }
 
 /* ---- the allocation table, sorted by base ---- */
@@ -250,7 +269,7 @@ void si_free_ctx_allocs(si_ctx *c)
     size_t i = 0;
     while (i < si_g.n_allocs) {
         si_alloc *a = si_g.allocs[i];
-        if (a->ctx == c)
+        if (a->ctx == c && a->kind != SI_AK_VMM) /* VMM mappings are the process's, as on the driver */
             si_alloc_release(a); /* shifts the table down */
         else
             i++;

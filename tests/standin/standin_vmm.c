@@ -2,7 +2,10 @@
  * cuMemAddressReserve, cuMemMap, cuMemSetAccess, ...). See README.md.
  *
  * A physical allocation is a memfd of its size. An address reservation is
- * a range of the device's PROT_NONE reservation; cuMemMap maps the memfd
+ * a range of the device's PROT_NONE reservation, or, asked for at a free
+ * address outside it, a PROT_NONE mapping of its own there (an address
+ * that is taken is not honoured: the reservation goes elsewhere, as with
+ * the driver); cuMemMap maps the memfd
  * there (still PROT_NONE), and cuMemSetAccess makes the range readable
  * and writable and enters it in the allocation table as one allocation,
  * so copies and kernels may span several physical allocations mapped side
@@ -33,6 +36,7 @@ typedef struct si_resv {
     size_t size;
     int dev;
     size_t take_off, take_len; /* what was taken from the device range */
+    bool fixed;                /* at a fixed address outside every device range: its own mapping */
     struct si_resv *next;
 } si_resv;
 
@@ -181,33 +185,90 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
     return rc;
 }
 
+static bool si_resv_overlaps(uintptr_t va, size_t size)
+{
+    for (si_resv *r = si_resvs; r; r = r->next)
+        if (va < r->base + r->size && r->base < va + size)
+            return true;
+    return false;
+}
+
+bool si_vmm_fixed_holds(uintptr_t p)
+{
+    for (si_resv *r = si_resvs; r; r = r->next)
+        if (r->fixed && p >= r->base && p - r->base < r->size)
+            return true;
+    return false;
+}
+
+/* A reservation exactly at `addr`, as the driver grants a free fixed
+ * address: inside a device range when that part of it is free, else a
+ * fresh PROT_NONE mapping there that replaces nothing. Returns false when
+ * any of it is taken (another reservation, an allocation, any mapping of
+ * the process): the caller then places it elsewhere, as the driver does
+ * with an address it cannot honour (it never fails for that). */
+static bool si_reserve_at(uintptr_t addr, size_t size, si_resv *r)
+{
+    if (addr % SI_VMM_GRANULARITY || addr + size < addr || si_resv_overlaps(addr, size))
+        return false;
+    for (int i = 0; i < si_g.ndev; i++) {
+        si_device *d = &si_g.dev[i];
+        uintptr_t b = (uintptr_t)d->va_base;
+        if (addr + size <= b || addr >= b + d->va_size)
+            continue;
+        if (addr < b || addr + size > b + d->va_size || !si_va_take_at(d, addr - b, size))
+            return false;
+        r->dev = i;
+        r->take_off = addr - b;
+        r->take_len = size;
+        return true;
+    }
+    void *p = mmap((void *)addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    if ((uintptr_t)p != addr) { /* a kernel older than 4.17 takes the flag as a hint */
+        munmap(p, size);
+        return false;
+    }
+    r->fixed = true;
+    return true;
+}
+
 CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                      unsigned long long flags)
 {
-    (void)addr; /* a hint */
     si_enter();
     CUresult rc = si_check_init();
     if (!rc && (!ptr || size == 0 || size % SI_VMM_GRANULARITY || flags || (alignment & (alignment - 1))))
         rc = CUDA_ERROR_INVALID_VALUE;
     si_ctx *c = rc ? NULL : si_current();
     int dev = c ? c->dev : 0;
-    size_t align = alignment > SI_VMM_GRANULARITY ? alignment : SI_VMM_GRANULARITY;
-    size_t off = 0, len = size + align;
-    if (!rc && !si_va_take(&si_g.dev[dev], len, &off))
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!rc) {
-        si_device *d = &si_g.dev[dev];
-        uintptr_t start = (uintptr_t)d->va_base + off;
-        uintptr_t base = (start + align - 1) & ~(uintptr_t)(align - 1);
-        si_resv *r = si_xcalloc(1, sizeof(*r));
-        r->base = base;
+    si_resv *r = rc ? NULL : si_xcalloc(1, sizeof(*r));
+    if (r && addr && si_reserve_at((uintptr_t)addr, size, r)) {
+        r->base = (uintptr_t)addr;
+        if (r->fixed)
+            r->dev = dev;
+    } else if (r) {
+        size_t align = alignment > SI_VMM_GRANULARITY ? alignment : SI_VMM_GRANULARITY;
+        size_t off = 0, len = size + align;
+        if (!si_va_take(&si_g.dev[dev], len, &off)) {
+            free(r);
+            r = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            uintptr_t start = (uintptr_t)si_g.dev[dev].va_base + off;
+            r->base = (start + align - 1) & ~(uintptr_t)(align - 1);
+            r->dev = dev;
+            r->take_off = off;
+            r->take_len = len;
+        }
+    }
+    if (r) {
         r->size = size;
-        r->dev = dev;
-        r->take_off = off;
-        r->take_len = len;
         r->next = si_resvs;
         si_resvs = r;
-        *ptr = (CUdeviceptr)base;
+        *ptr = (CUdeviceptr)r->base;
     }
     si_leave();
     return rc;
@@ -236,7 +297,10 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     if (!rc) {
         si_resv *r = *pp;
         *pp = r->next;
-        si_va_give(&si_g.dev[r->dev], r->take_off, r->take_len);
+        if (r->fixed)
+            munmap((void *)r->base, r->size);
+        else
+            si_va_give(&si_g.dev[r->dev], r->take_off, r->take_len);
         free(r);
     }
     si_leave();

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "protocol.h"
 #include "transport.h"
 #include "trust.h"
 
@@ -37,6 +38,15 @@ static int read_answer(int fd, const char *addr, int timeout_ms, char *err, size
         snprintf(err, errlen, "this server does not offer TLS (it serves plain TCP: on loopback, or started with "
                               "--insecure); start it with --tls, or on loopback unset SCUDA_TLS (elsewhere "
                               "SCUDA_INSECURE=1 allows plain TCP)");
+        return -2;
+    case PREFACE_VERSION:
+        snprintf(err, errlen, "the server speaks another SCUDA protocol version over TLS than this client (v%d); "
+                              "use a client and server of the same SCUDA version", SCUDA_PROTOCOL_VERSION);
+        return -2;
+    case PREFACE_BAD:
+        snprintf(err, errlen, "the server did not take this client's connection preface: an older SCUDA server "
+                              "(before v%d), or not SCUDA; use a client and server of the same SCUDA version",
+                 SCUDA_PROTOCOL_VERSION);
         return -2;
     case -2:
         snprintf(err, errlen, "the server speaks an older SCUDA protocol (before v4, without TLS); use a client "
@@ -135,7 +145,7 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
         rc = read_answer(fd, addr, timeout_ms, err, errlen);
     } else {
         /* A join's first session is dropped for a second one on the same
-         * socket: the kernel must not hold its keys. */
+         * socket: it must read exactly its own records. */
         rc = secure(fd, addr, timeout_ms, kind != PREFACE_JOIN, 1, err, errlen);
     }
     if (rc == 0) return fd;

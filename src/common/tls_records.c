@@ -20,11 +20,21 @@
 #include "protocol.h"
 
 #define REC_OVERHEAD (REC_HEADER_LEN + REC_TAG_LEN)
-/* Room for small records beyond the one being read: many per recv(). */
-#define READ_AHEAD_BYTES (64u << 10)
-/* A record at least this large, that fits the reader's buffer, is
- * received straight into it; smaller ones come with the read-ahead. */
+/* Bytes read beyond the record being read: many small records per
+ * recv(), and little of a large one, whose body is better received
+ * straight into its reader's buffer. */
+#define READ_AHEAD_BYTES (16u << 10)
+/* The same after a record received straight into a buffer: the next
+ * record's header, or a small record whole. */
+#define DIRECT_READ_AHEAD 1024u
+/* A piece of a writev at least this large starts a record of its own, and
+ * a record at least this large, that fits the reader's buffer, is received
+ * straight into it: a frame header read on its own then takes a small
+ * record, and the payload read after it gets whole records. */
 #define DIRECT_MIN (16u << 10)
+/* Records leave together up to this much: a frame header's record and
+ * the payload record after it in one send(). */
+#define SEND_BYTES (REC_MAX_PLAIN + REC_OVERHEAD + DIRECT_MIN)
 /* How long a read told not to wait still waits for the rest of a large
  * record it has started (rec_may_wait links only): its sender sent it
  * whole, so the rest is on its way. */
@@ -52,7 +62,7 @@ struct rec_link {
     size_t in_cap, in_off, in_len, plain_off, plain_end;
     int rx_errno; /* the link's end: every later read fails with it */
 
-    /* Sending, under tx_lock: one record, [out_off, out_len) not sent yet,
+    /* Sending, under tx_lock: records, [out_off, out_len) not sent yet,
      * carrying out_plain bytes of the caller's (rec_write_some). */
     pthread_mutex_t tx_lock;
     struct direction tx;
@@ -171,22 +181,43 @@ struct cursor {
     size_t off; /* bytes of iov[0] taken */
 };
 
-/* Encrypt the next len bytes of c into `out` as one record, reading each
- * piece where it lies. Under tx_lock. 0, or -1 with errno. */
+/* How many of the next total bytes of c go into one record: up to
+ * REC_MAX_PLAIN, ending before a large piece (DIRECT_MIN). */
+static size_t record_len(const struct cursor *c, size_t total)
+{
+    const struct iovec *v = c->iov;
+    size_t len = 0, off = c->off;
+    while (len < total && len < REC_MAX_PLAIN) {
+        size_t avail = v->iov_len - off;
+        if (avail == 0) {
+            v++;
+            off = 0;
+            continue;
+        }
+        if (len > 0 && off == 0 && avail >= DIRECT_MIN) break;
+        size_t k = avail < REC_MAX_PLAIN - len ? avail : REC_MAX_PLAIN - len;
+        len += k;
+        off += k;
+    }
+    return len < total ? len : total;
+}
+
+/* Encrypt the next len bytes of c as one record after those in `out`,
+ * reading each piece where it lies. Under tx_lock. 0, or -1 with errno. */
 static int seal_record(struct rec_link *r, struct cursor *c, size_t len)
 {
-    if (grow(&r->out, &r->out_cap, len + REC_OVERHEAD) != 0) return -1;
+    if (grow(&r->out, &r->out_cap, r->out_len + len + REC_OVERHEAD) != 0) return -1;
     if (r->tx.seq == UINT64_MAX) { /* never in practice: 2^64 records */
         errno = EOVERFLOW;
         return -1;
     }
-    uint8_t nonce[REC_IV_LEN], *body = r->out + REC_HEADER_LEN;
+    uint8_t nonce[REC_IV_LEN], *hdr = r->out + r->out_len, *body = hdr + REC_HEADER_LEN;
     EVP_CIPHER_CTX *ctx = r->tx.ctx;
     int n, ok;
-    put_be32(r->out, (uint32_t)len);
+    put_be32(hdr, (uint32_t)len);
     nonce_of(&r->tx, nonce);
     ok = EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
-         EVP_EncryptUpdate(ctx, NULL, &n, r->out, REC_HEADER_LEN) == 1;
+         EVP_EncryptUpdate(ctx, NULL, &n, hdr, REC_HEADER_LEN) == 1;
     for (size_t done = 0; ok && done < len;) {
         size_t avail = c->iov->iov_len - c->off;
         if (avail == 0) {
@@ -208,12 +239,11 @@ static int seal_record(struct rec_link *r, struct cursor *c, size_t len)
         return -1;
     }
     r->tx.seq++;
-    r->out_off = 0;
-    r->out_len = len + REC_OVERHEAD;
+    r->out_len += len + REC_OVERHEAD;
     return 0;
 }
 
-/* Send what is left of the record in `out`. wait: for room, within the
+/* Send what is left of the records in `out`. wait: for room, within the
  * link's timeout; else EAGAIN when the socket is full. Under tx_lock. */
 static int send_record(struct rec_link *r, int wait)
 {
@@ -234,6 +264,7 @@ static int send_record(struct rec_link *r, int wait)
         if (rc == 0) errno = ETIMEDOUT;
         if (rc <= 0) return -1;
     }
+    r->out_off = r->out_len = 0;
     return 0;
 }
 
@@ -246,11 +277,12 @@ static int writev_locked(struct rec_link *r, const struct iovec *iov, int iovcnt
     for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
     struct cursor c = {iov, iovcnt, 0};
     while (total > 0) {
-        size_t len = total < REC_MAX_PLAIN ? total : REC_MAX_PLAIN;
-        if (seal_record(r, &c, len) != 0 || send_record(r, 1) != 0) return -1;
+        size_t len = record_len(&c, total);
+        if (r->out_len > 0 && r->out_len + len + REC_OVERHEAD > SEND_BYTES && send_record(r, 1) != 0) return -1;
+        if (seal_record(r, &c, len) != 0) return -1;
         total -= len;
     }
-    return 0;
+    return send_record(r, 1);
 }
 
 int rec_writev(struct rec_link *r, const struct iovec *iov, int iovcnt)
@@ -386,7 +418,8 @@ static int pull(struct rec_link *r)
     }
     /* Without read-ahead, exactly this record: what follows it on the
      * socket is not ours. */
-    size_t want = r->read_ahead ? r->in_cap - r->in_len : need - have;
+    size_t want = need > have ? need - have : 0;
+    if (r->read_ahead) want = want + READ_AHEAD_BYTES < r->in_cap - r->in_len ? want + READ_AHEAD_BYTES : r->in_cap - r->in_len;
     ssize_t n;
     do n = recv(r->fd, r->in + r->in_len, want, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
@@ -416,8 +449,8 @@ static ssize_t read_direct(struct rec_link *r, uint8_t *buf, size_t len, int tim
         int nv = 0;
         if (got < len) v[nv++] = (struct iovec){buf + got, len - got};
         v[nv++] = (struct iovec){tag + tag_got, REC_TAG_LEN - tag_got};
-        if (r->read_ahead && grow(&r->in, &r->in_cap, READ_AHEAD_BYTES) == 0)
-            v[nv++] = (struct iovec){r->in, r->in_cap};
+        if (r->read_ahead && grow(&r->in, &r->in_cap, DIRECT_READ_AHEAD) == 0)
+            v[nv++] = (struct iovec){r->in, DIRECT_READ_AHEAD};
         struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)nv};
         ssize_t n = recvmsg(r->fd, &m, MSG_DONTWAIT);
         if (n > 0) {

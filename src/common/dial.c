@@ -76,7 +76,7 @@ static int use_client_cert(struct tls_link *l, char *err, size_t errlen)
  * read_preface_answer (it cannot be pipelined with the ClientHello:
  * OpenSSL reads the socket right after writing it, answer included).
  * ca: SCUDA_TLS_CA, or NULL. On failure err says why. */
-static struct tls_link *handshake(int fd, const char *addr, const char *ca, int timeout_ms, int allow_ktls,
+static struct tls_link *handshake(int fd, const char *addr, const char *ca, int timeout_ms, int keeps_socket,
                                   int read_preface_answer, char *err, size_t errlen)
 {
     char host[256];
@@ -86,7 +86,7 @@ static struct tls_link *handshake(int fd, const char *addr, const char *ca, int 
         return NULL;
     }
     if (read_preface_answer && read_answer(fd, addr, timeout_ms, err, errlen) != 0) return NULL;
-    struct tls_link *l = tls_client_link(fd, ca, host, allow_ktls, err, errlen);
+    struct tls_link *l = tls_client_link(fd, ca, host, keeps_socket, err, errlen);
     if (!l) return NULL;
     if (use_client_cert(l, err, errlen) != 0) {
         tls_link_free(l);
@@ -113,9 +113,9 @@ static int check_server(struct tls_link *l, const char *addr, char *err, size_t 
 
 /* TLS on fd, the server checked, the link attached. 0, or -2 (err says
  * why; fd is left to the caller). */
-static int secure(int fd, const char *addr, int timeout_ms, int allow_ktls, int answer, char *err, size_t errlen)
+static int secure(int fd, const char *addr, int timeout_ms, int keeps_socket, int answer, char *err, size_t errlen)
 {
-    struct tls_link *l = handshake(fd, addr, scuda_tls_ca(), timeout_ms, allow_ktls, answer, err, errlen);
+    struct tls_link *l = handshake(fd, addr, scuda_tls_ca(), timeout_ms, keeps_socket, answer, err, errlen);
     if (!l) return -2;
     int rc = check_server(l, addr, err, errlen);
     if (rc == 0 && tls_attach(fd, l) != 0) {

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "protocol.h"
 #include "transport.h"
 #include "trust.h"
 
@@ -37,6 +38,15 @@ static int read_answer(int fd, const char *addr, int timeout_ms, char *err, size
         snprintf(err, errlen, "this server does not offer TLS (it serves plain TCP: on loopback, or started with "
                               "--insecure); start it with --tls, or on loopback unset SCUDA_TLS (elsewhere "
                               "SCUDA_INSECURE=1 allows plain TCP)");
+        return -2;
+    case PREFACE_VERSION:
+        snprintf(err, errlen, "the server speaks another SCUDA protocol version over TLS than this client (v%d); "
+                              "use a client and server of the same SCUDA version", SCUDA_PROTOCOL_VERSION);
+        return -2;
+    case PREFACE_BAD:
+        snprintf(err, errlen, "the server did not take this client's connection preface: an older SCUDA server "
+                              "(before v%d), or not SCUDA; use a client and server of the same SCUDA version",
+                 SCUDA_PROTOCOL_VERSION);
         return -2;
     case -2:
         snprintf(err, errlen, "the server speaks an older SCUDA protocol (before v4, without TLS); use a client "
@@ -66,7 +76,7 @@ static int use_client_cert(struct tls_link *l, char *err, size_t errlen)
  * read_preface_answer (it cannot be pipelined with the ClientHello:
  * OpenSSL reads the socket right after writing it, answer included).
  * ca: SCUDA_TLS_CA, or NULL. On failure err says why. */
-static struct tls_link *handshake(int fd, const char *addr, const char *ca, int timeout_ms, int allow_ktls,
+static struct tls_link *handshake(int fd, const char *addr, const char *ca, int timeout_ms, int keeps_socket,
                                   int read_preface_answer, char *err, size_t errlen)
 {
     char host[256];
@@ -76,7 +86,7 @@ static struct tls_link *handshake(int fd, const char *addr, const char *ca, int 
         return NULL;
     }
     if (read_preface_answer && read_answer(fd, addr, timeout_ms, err, errlen) != 0) return NULL;
-    struct tls_link *l = tls_client_link(fd, ca, host, allow_ktls, err, errlen);
+    struct tls_link *l = tls_client_link(fd, ca, host, keeps_socket, err, errlen);
     if (!l) return NULL;
     if (use_client_cert(l, err, errlen) != 0) {
         tls_link_free(l);
@@ -103,9 +113,9 @@ static int check_server(struct tls_link *l, const char *addr, char *err, size_t 
 
 /* TLS on fd, the server checked, the link attached. 0, or -2 (err says
  * why; fd is left to the caller). */
-static int secure(int fd, const char *addr, int timeout_ms, int allow_ktls, int answer, char *err, size_t errlen)
+static int secure(int fd, const char *addr, int timeout_ms, int keeps_socket, int answer, char *err, size_t errlen)
 {
-    struct tls_link *l = handshake(fd, addr, scuda_tls_ca(), timeout_ms, allow_ktls, answer, err, errlen);
+    struct tls_link *l = handshake(fd, addr, scuda_tls_ca(), timeout_ms, keeps_socket, answer, err, errlen);
     if (!l) return -2;
     int rc = check_server(l, addr, err, errlen);
     if (rc == 0 && tls_attach(fd, l) != 0) {
@@ -135,7 +145,7 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
         rc = read_answer(fd, addr, timeout_ms, err, errlen);
     } else {
         /* A join's first session is dropped for a second one on the same
-         * socket: the kernel must not hold its keys. */
+         * socket: it must read exactly its own records. */
         rc = secure(fd, addr, timeout_ms, kind != PREFACE_JOIN, 1, err, errlen);
     }
     if (rc == 0) return fd;

@@ -108,8 +108,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * (MESSAGES); launches carry packed bytes without a layout; the op
  * registry lost the ids nothing sent.
  * 4: the client's preface, then TLS 1.3 (preface.h); a bulk join runs a
- * second TLS session after its join request. */
-#define SCUDA_PROTOCOL_VERSION 4
+ * second TLS session after its join request.
+ * 5: after the TLS handshake the records are SCUDA's sealed records
+ * (tls_records.h, keys from OpenSSL's exporter), not OpenSSL's; the
+ * preface carries the version, so a v4 TLS peer is refused before its
+ * handshake instead of reading records it cannot parse. */
+#define SCUDA_PROTOCOL_VERSION 5
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833

@@ -1,29 +1,23 @@
 /* tls.h - TLS 1.3 links on SCUDA connections, with OpenSSL
  * (docs/architecture.md, 9.12 TLS).
  *
- * A link is one SSL object bound to one connected socket. Once attached to
- * its fd (tls_attach), every io_* call of transport.h on that fd goes
- * through it: no other code reads or writes a TLS connection.
+ * A link is one connected socket's TLS: OpenSSL's handshake, then SCUDA's
+ * sealed records (tls_records.h) with keys both ends derive from that
+ * handshake through OpenSSL's exporter. After the handshake the SSL
+ * object carries no byte: it only answers questions about the peer's
+ * certificate. Once attached to its fd (tls_attach), every io_* call of
+ * transport.h on that fd goes through the link: no other code reads or
+ * writes a TLS connection.
  *
  * Threads: the client and the session use one connection from a sender
- * and a reader thread at once, and OpenSSL forbids concurrent use of one
- * SSL object. Each link has a mutex around every SSL call, and the socket
- * is non-blocking, so no thread ever sleeps on the socket holding it: a
- * call that would block releases the mutex and waits in poll() first.
- * Data already decrypted inside SSL makes poll() lie, so every wait for
- * input asks the link first (tls_input_ready).
- *
- * Records: a link starts on OpenSSL's socket BIO. Its first waiting call
- * (any but tls_read_some with no wait, tls_write_some, tls_drained: the
- * server's parent's calls) settles it; a link that keeps its socket
- * (allow_ktls) and has no kernel TLS then runs "on memory": SSL reads and
- * writes the link's buffers, and tls.c does the system calls outside the
- * mutex, up to 256 KiB of records each, in order (a send-order lock).
+ * and a reader thread at once. The two directions share nothing but the
+ * socket (tls_records.h), which is non-blocking: waits happen in poll().
  *
  * Fork: a process that hands a connection on (the server's parent once
  * it forked a session or passed a join on, a client that forked) frees
- * or abandons its SSL copy without SSL_shutdown: a close_notify would end
- * the connection for its new owner. */
+ * or abandons its copy of the link; nothing is sent on the socket. The
+ * forked session goes on with the copy fork gave it, record numbers
+ * included. */
 #ifndef SCUDA_TLS_H
 #define SCUDA_TLS_H
 
@@ -53,12 +47,13 @@ const char *tls_server_fingerprint(const struct tls_server *srv);
 int tls_server_client_ca(struct tls_server *srv, const char *ca_file, char *err, size_t errlen);
 void tls_server_free(struct tls_server *srv);
 
-/* A link for an accepted socket, not yet attached. allow_ktls: let the
- * kernel carry the records when it can (never on a connection that will
- * start a second TLS session on the same socket: a bulk join's first). */
-struct tls_link *tls_server_link(const struct tls_server *srv, int fd, int allow_ktls, char *err, size_t errlen);
+/* A link for an accepted socket, not yet attached. keeps_socket: no
+ * second TLS session follows on this socket, so reads may take more than
+ * one record off it at a time (0 for a bulk join's first session). */
+struct tls_link *tls_server_link(const struct tls_server *srv, int fd, int keeps_socket, char *err, size_t errlen);
 
-/* One non-blocking step of the server's handshake: DONE, WANT_READ or
+/* One non-blocking step of the server's handshake: DONE (the record keys
+ * derived too), WANT_READ or
  * WANT_WRITE (poll the fd for that, then step again) or ERROR (reason in
  * err). Drops into a poll loop of many connections as it is. */
 int tls_accept_step(struct tls_link *l, char *err, size_t errlen);
@@ -79,8 +74,9 @@ int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pat
 /* A link for a connected socket, not yet attached. ca_file: verify the
  * server's chain against it and the certificate's name against host
  * (a DNS name or an IP address); NULL: the caller pins the certificate
- * itself after the handshake (tls_peer_fingerprint). */
-struct tls_link *tls_client_link(int fd, const char *ca_file, const char *host, int allow_ktls, char *err,
+ * itself after the handshake (tls_peer_fingerprint). keeps_socket: as
+ * for tls_server_link. */
+struct tls_link *tls_client_link(int fd, const char *ca_file, const char *host, int keeps_socket, char *err,
                                  size_t errlen);
 
 /* The client's handshake within timeout_ms. Returns 0, or -1 with the
@@ -104,7 +100,8 @@ int tls_peer_user(struct tls_link *l, char *out, size_t outlen, char *why, size_
 /* The fingerprint of a certificate in a PEM file. */
 int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err, size_t errlen);
 
-/* "TLSv1.3 TLS_AES_128_GCM_SHA256, kernel TLS send/receive" for logs. */
+/* "TLSv1.3 TLS_AES_128_GCM_SHA256 handshake, records sealed by SCUDA
+ * (AES-256-GCM)" for logs. */
 void tls_describe(struct tls_link *l, char *out, size_t outlen);
 
 /* ---- links and their fds ------------------------------------------------ */
@@ -124,29 +121,30 @@ void tls_link_free(struct tls_link *l);
 
 /* ---- I/O on a link (transport.c) ---------------------------------------- */
 
+/* Before the handshake ended these fail with ENOTCONN (tls_input_ready
+ * and tls_drained: a read would fail at once, nothing is held). */
+
 /* Waits of the link's I/O give up after timeout_ms (ETIMEDOUT); -1: never. */
 void tls_set_timeout(struct tls_link *l, int timeout_ms);
 /* Read 1..cap bytes. timeout_ms: 0 = no wait (EAGAIN), -1 = the link's.
- * Returns n > 0, or -1 with errno (EOF: ECONNRESET; bytes altered on the
- * way or not TLS: EPROTO, logged once per link). */
+ * Returns n > 0, or -1 with errno (EOF: ECONNRESET; a record altered on
+ * the way, or not SCUDA's: EPROTO, logged once per link). */
 ssize_t tls_read_some(struct tls_link *l, void *buf, size_t cap, int timeout_ms);
 /* Read exactly n bytes, each wait bounded by timeout_ms (-1: the link's). */
 int tls_read_full(struct tls_link *l, void *buf, size_t n, int timeout_ms);
-/* Write every byte of every iovec: small pieces gathered into one record,
- * large ones encrypted straight from the caller's memory. */
+/* Write every byte of every iovec: the pieces are encrypted where they lie
+ * into records of up to REC_MAX_PLAIN bytes, one send() each. */
 int tls_writev(struct tls_link *l, const struct iovec *iov, int iovcnt);
 /* Write what the socket takes now, never waiting: the bytes written, or -1
  * with errno (EAGAIN: none for now; call again with the same remaining
- * bytes). For the server's parent, which waits on no one (on a link
- * already on memory, records once made must leave: it waits as
- * tls_writev does). */
+ * bytes). For the server's parent, which waits on no one. */
 ssize_t tls_write_some(struct tls_link *l, const void *buf, size_t n);
 /* 1 when a read would find bytes (or EOF, or an error) now, else 0. */
 int tls_input_ready(struct tls_link *l);
 /* Wait until tls_input_ready, at most timeout_ms (-1: forever). Returns 1,
  * 0 on timeout, -1 on a poll error. */
 int tls_wait_input(struct tls_link *l, int timeout_ms);
-/* 1 when SSL holds no bytes it has not handed out yet. */
+/* 1 when the link holds nothing a read could return without the socket. */
 int tls_drained(struct tls_link *l);
 
 #endif

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "transport_phase.h"
 
+#include "../common/protocol.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +27,11 @@ static int decide(struct transport_phase *tp, char *err, size_t errlen)
     if (preface_decode(tp->preface, &tp->client_tls, &tp->kind) != 0) {
         status = PREFACE_BAD;
         snprintf(err, errlen, "no SCUDA preface (a client older than protocol v4, or not SCUDA)");
+    } else if (tp->client_tls && preface_version(tp->preface) != SCUDA_PROTOCOL_VERSION) {
+        status = PREFACE_VERSION;
+        snprintf(err, errlen, "refused: a TLS client of protocol v%d, and this server speaks v%d (its records after "
+                 "the handshake differ); use a client and server of the same SCUDA version",
+                 preface_version(tp->preface) ? preface_version(tp->preface) : 4, SCUDA_PROTOCOL_VERSION);
     } else if (tp->tls && !tp->client_tls) {
         status = PREFACE_NEED_TLS;
         snprintf(err, errlen, "refused: a plain TCP client, and this server requires TLS (the client must set "
@@ -59,7 +66,7 @@ static int start_tls(struct transport_phase *tp, char *err, size_t errlen)
         return TLS_STEP_DONE;
     }
     /* A join's first TLS session is followed by a second on the same
-     * socket (bulk_join.c): its keys must stay out of the kernel. */
+     * socket (bulk_join.c): it must read exactly its own records. */
     tp->link = tls_server_link(tp->tls, tp->fd, tp->kind != PREFACE_JOIN, err, errlen);
     if (!tp->link) return TLS_STEP_ERROR;
     tp->state = ACCEPT_TLS;

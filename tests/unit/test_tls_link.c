@@ -2,8 +2,9 @@
  * handshake: records leave in few system calls (one send() per 16 KiB
  * record is the cost this guards against), both directions at once from
  * two threads stay intact, waits are honest about bytes already taken
- * off the socket, every wait is bounded, and the socket's end and altered
- * bytes read as ECONNRESET and EPROTO. */
+ * off the socket, every wait is bounded, the socket's end and altered
+ * bytes read as ECONNRESET and EPROTO, and what travels after the
+ * handshake is sealed records. */
 #define _GNU_SOURCE
 #include "common/tls.h"
 
@@ -240,6 +241,30 @@ static void ends_and_alterations(void)
     free_pair(&p);
 }
 
+/* After the handshake the bytes on the wire are SCUDA's sealed records
+ * (tls_records.h), with keys both ends derived from it: a 5-byte write is
+ * one record of a 4-byte big-endian length, 5 bytes and a 16-byte tag, not
+ * a TLS application-data record (0x17 0x03 0x03). */
+static void sealed_on_the_wire(void)
+{
+    struct pair p;
+    CHECK(make_pair(&p) == 0);
+    CHECK(write_str(p.client, "hello") == 0);
+    unsigned char raw[64];
+    ssize_t n = recv(p.sfd, raw, sizeof raw, MSG_PEEK);
+    CHECK(n == 4 + 5 + 16);
+    CHECK(raw[0] == 0 && raw[1] == 0 && raw[2] == 0 && raw[3] == 5);
+    char buf[8];
+    CHECK(tls_read_full(p.server, buf, 5, -1) == 0 && !memcmp(buf, "hello", 5));
+    CHECK(write_str(p.server, "back") == 0);
+    CHECK(tls_read_full(p.client, buf, 4, -1) == 0 && !memcmp(buf, "back", 4));
+    char how[200];
+    tls_describe(p.client, how, sizeof how);
+    CHECK(strstr(how, "records sealed by SCUDA") != NULL);
+    printf("after the handshake: %s\n", how);
+    free_pair(&p);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/scuda-tls-link-XXXXXX", cert[512], key[512], err[512];
@@ -253,6 +278,7 @@ int main(void)
     both_directions();
     honest_waits();
     ends_and_alterations();
+    sealed_on_the_wire();
     tls_server_free(srv);
     unlink(cert);
     unlink(key);

@@ -469,7 +469,7 @@ int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err,
 
 void tls_describe(struct tls_link *l, char *out, size_t outlen)
 {
-    snprintf(out, outlen, "%s %s handshake, records sealed by SCUDA (AES-256-GCM)", SSL_get_version(l->ssl),
+    snprintf(out, outlen, "%s %s handshake, records sealed by SCUDA (AES-128-GCM)", SSL_get_version(l->ssl),
              SSL_get_cipher_name(l->ssl));
 }
 

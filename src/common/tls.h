@@ -101,7 +101,7 @@ int tls_peer_user(struct tls_link *l, char *out, size_t outlen, char *why, size_
 int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err, size_t errlen);
 
 /* "TLSv1.3 TLS_AES_128_GCM_SHA256 handshake, records sealed by SCUDA
- * (AES-256-GCM)" for logs. */
+ * (AES-128-GCM)" for logs. */
 void tls_describe(struct tls_link *l, char *out, size_t outlen);
 
 /* ---- links and their fds ------------------------------------------------ */

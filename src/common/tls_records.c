@@ -77,7 +77,7 @@ static int direction_init(struct direction *d, const struct rec_keys *k, int enc
     d->ctx = EVP_CIPHER_CTX_new();
     memcpy(d->iv, k->iv, REC_IV_LEN);
     /* The key schedule once; each record then only sets its nonce. */
-    return d->ctx && EVP_CipherInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, k->key, NULL, encrypt) == 1 ? 0 : -1;
+    return d->ctx && EVP_CipherInit_ex(d->ctx, EVP_aes_128_gcm(), NULL, k->key, NULL, encrypt) == 1 ? 0 : -1;
 }
 
 struct rec_link *rec_new(int fd, const struct rec_keys *tx, const struct rec_keys *rx, int read_ahead)

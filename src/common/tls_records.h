@@ -8,7 +8,7 @@
  *
  *   record = { u32 plaintext length, big-endian } ciphertext, 16-byte tag
  *
- * AES-256-GCM (OpenSSL's EVP), one key and 12-byte IV base per direction;
+ * AES-128-GCM (OpenSSL's EVP), one key and 12-byte IV base per direction;
  * the nonce is the IV base XOR the direction's 64-bit record number, which
  * each end counts itself, and the length is the additional data. So a
  * record replayed, reordered, dropped, cut or altered fails its tag, and
@@ -34,7 +34,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define REC_KEY_LEN 32
+#define REC_KEY_LEN 16
 #define REC_IV_LEN 12
 #define REC_HEADER_LEN 4
 #define REC_TAG_LEN 16

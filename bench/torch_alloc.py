@@ -3,7 +3,7 @@
 
 Run on the GPU machine from the repository root, after building:
 
-    python3 bench/torch_alloc.py [--server HOST:PORT] [--steps N]
+    python3 bench/torch_alloc.py [--server HOST:PORT] [--steps N] [--hide] [--server-arg OPT]
 
 Four runs, each a fresh process: natively and through SCUDA (`scuda run`),
 each with PyTorch's default allocator and with
@@ -31,6 +31,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCUDA = os.path.join(ROOT, "build", "bin", "scuda")
+HIDE = os.path.join(ROOT, "tests", "gpu", "hide.sh")
 SIZES = [512, 4096, 65536, 1 << 20, 3 << 20, 16 << 20, 64 << 20]
 
 
@@ -70,7 +71,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(remote, server, expandable, steps):
+def run(remote, server, expandable, steps, hide):
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if expandable:
@@ -78,6 +79,8 @@ def run(remote, server, expandable, steps):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(steps)]
     if remote:
         cmd = [SCUDA, "run", "--server", server, "--"] + cmd
+        if hide:  # the client must not see this machine's GPU
+            cmd = ["bash", HIDE] + cmd
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
@@ -92,6 +95,10 @@ def main():
     ap.add_argument("--server")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--hide", action="store_true",
+                    help="run SCUDA's clients under tests/gpu/hide.sh (root), so only the server sees the GPU")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="an option for the server this script starts (repeat), e.g. --driver-placed-memory")
     a = ap.parse_args()
     if a.worker:
         worker(a.steps)
@@ -99,7 +106,7 @@ def main():
     server, proc = a.server, None
     if not server:
         server = "127.0.0.1:%d" % free_port()
-        proc = subprocess.Popen([SCUDA, "server", "--listen", server], stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([SCUDA, "server", "--listen", server] + a.server_arg, stderr=subprocess.DEVNULL)
         time.sleep(1)
     failed = 0
     try:
@@ -108,7 +115,7 @@ def main():
             for remote in (False, True):
                 name = "%s, %s" % ("SCUDA" if remote else "native",
                                    "expandable_segments" if expandable else "default allocator")
-                res, err = run(remote, server, expandable, a.steps)
+                res, err = run(remote, server, expandable, a.steps, a.hide)
                 if res is None:
                     failed = 1
                     print("%-34s FAILED(%s)" % (name, err))

@@ -1359,8 +1359,9 @@ int cmd_bench(int argc, char **argv)
     raw_bw(addr, p, &raw.bw);
     /* The streams a striped copy uses; striping off still shows what it
      * would give with the default. */
-    int k = scuda_bulk_streams();
-    raw.k = k >= 2 ? k : SCUDA_BULK_STREAMS_DEFAULT;
+    int tls = scuda_tls_for(addr);
+    int k = scuda_bulk_streams(tls);
+    raw.k = k >= 2 ? k : scuda_bulk_streams_default(tls);
     raw_bw_k(addr, p, raw.k, &raw.bw_k);
 
     with_native = native;

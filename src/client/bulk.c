@@ -277,11 +277,12 @@ static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECR
 /* How many connections: SCUDA_BULK_STREAMS; below 2 means none. */
 static int streams_wanted(void)
 {
-    int k = scuda_bulk_streams();
+    int tls = scuda_tls_for(conn_addr());
+    int k = scuda_bulk_streams(tls);
     if (k < 0) {
         LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
-                 BULK_MAX_STREAMS, SCUDA_BULK_STREAMS_DEFAULT);
-        k = SCUDA_BULK_STREAMS_DEFAULT;
+                 BULK_MAX_STREAMS, scuda_bulk_streams_default(tls));
+        k = scuda_bulk_streams_default(tls);
     }
     if (k < 2) LOG_INFO("SCUDA_BULK_STREAMS=%d: striping off, copies use the main connection", k);
     if (k >= 2 && rpc_sync_every_call()) {

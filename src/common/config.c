@@ -327,10 +327,12 @@ const char *scuda_token(void)
     return token_from_file;
 }
 
-int scuda_bulk_streams(void)
+int scuda_bulk_streams_default(int tls) { return tls ? SCUDA_BULK_STREAMS_TLS_DEFAULT : SCUDA_BULK_STREAMS_DEFAULT; }
+
+int scuda_bulk_streams(int tls)
 {
     const char *e = getenv("SCUDA_BULK_STREAMS");
-    if (e == NULL || e[0] == '\0') return SCUDA_BULK_STREAMS_DEFAULT;
+    if (e == NULL || e[0] == '\0') return scuda_bulk_streams_default(tls);
     int v = 0;
     for (const char *p = e; *p != '\0'; p++) {
         if (*p < '0' || *p > '9') return -1;

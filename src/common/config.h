@@ -57,12 +57,17 @@ const char *scuda_token(void);
 /* How many extra connections carry large copies (striping,
  * docs/architecture.md, 3.7 Bulk data):
  * env SCUDA_BULK_STREAMS, an integer from 0 to BULK_MAX_STREAMS (16).
- * Unset or empty: SCUDA_BULK_STREAMS_DEFAULT. 0 or 1 turns striping off
- * (a single extra stream is no faster than the main connection).
- * Returns the count, or -1 when the value is not such an integer (the
- * caller says so and uses the default). */
+ * Unset or empty: SCUDA_BULK_STREAMS_DEFAULT, or over TLS (tls != 0)
+ * SCUDA_BULK_STREAMS_TLS_DEFAULT: a sealed stream spends a core on AES-GCM
+ * at each end besides the copy, so it takes twice the connections to move
+ * as many bytes as plain TCP (measured on loopback: architecture.md, 9.12).
+ * 0 or 1 turns striping off (a single extra stream is no faster than the
+ * main connection). Returns the count, or -1 when the value is not such an
+ * integer (the caller says so and uses the default). */
 #define SCUDA_BULK_STREAMS_DEFAULT 4
-int scuda_bulk_streams(void);
+#define SCUDA_BULK_STREAMS_TLS_DEFAULT 8
+int scuda_bulk_streams(int tls);
+int scuda_bulk_streams_default(int tls);
 
 /* An environment switch: set, not empty and not "0". */
 int scuda_env_on(const char *name);

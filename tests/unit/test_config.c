@@ -219,12 +219,16 @@ static void test_bulk_streams(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].value) setenv("SCUDA_BULK_STREAMS", cases[i].value, 1);
         else unsetenv("SCUDA_BULK_STREAMS");
-        int got = scuda_bulk_streams();
+        int got = scuda_bulk_streams(0);
         char what[128];
         snprintf(what, sizeof what, "scuda_bulk_streams: %s -> %d (got %d)",
                  cases[i].value ? cases[i].value : "(unset)", cases[i].want, got);
         check(what, got == cases[i].want);
     }
+    unsetenv("SCUDA_BULK_STREAMS");
+    check("scuda_bulk_streams: TLS default", scuda_bulk_streams(1) == SCUDA_BULK_STREAMS_TLS_DEFAULT);
+    setenv("SCUDA_BULK_STREAMS", "3", 1);
+    check("scuda_bulk_streams: TLS, set", scuda_bulk_streams(1) == 3);
     unsetenv("SCUDA_BULK_STREAMS");
 }
 

@@ -353,6 +353,10 @@ cuStreamGetCaptureInfo_v3     manual  sends=cuStreamGetCaptureInfo_v3
 cuStreamBeginCapture          sync    capture_begin
 cuStreamEndCapture            sync    out_handle=phGraph capture_end
 cuStreamCopyAttributes        sync
+# The value is a union: only the member the attribute id names travels
+# (scuda_stream_attr_size, src/common/value_sizes.h); src/client/stream_attr.c.
+cuStreamGetAttribute          manual  sends=cuStreamGetAttribute
+cuStreamSetAttribute          manual  sends=cuStreamSetAttribute
 cuStreamBeginCaptureToGraph   sync    capture_begin  dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamUpdateCaptureDependencies  sync  dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamWaitValue32           async
@@ -757,6 +761,22 @@ op scuda_param_info
     in handle func                     # a function or a kernel
     out layout_info layout
 # (end of group: modules)
+
+# ---- stream attributes, old launches, run-time linking (group: legacy) ----------
+# A stream attribute's value is the one member of CUstreamAttrValue its id
+# names, scuda_stream_attr_size(attr) bytes (src/common/value_sizes.h); an
+# id SCUDA does not know travels with no bytes, and the session asks its
+# driver whether it means anything (src/server/srv_stream.c).
+op cuStreamGetAttribute
+    in handle stream
+    in u32 attr
+    out bytes value
+
+op cuStreamSetAttribute
+    in handle stream
+    in u32 attr
+    in bytes value
+# (end of group: legacy)
 
 # ---- contexts and the session (fields to come) -------------------------------------
 # (group: contexts)

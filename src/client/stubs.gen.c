@@ -6149,14 +6149,6 @@ EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return cuStreamEndCapture(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, phGraph); /* per-thread default stream */
 }
 
-EXPORT CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)
-{
-    SHIM_ENTER(cuStreamGetAttribute, (hStream, attr, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamGetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
     SHIM_ENTER(cuStreamGetAttribute_ptsz, (hStream, attr, value_out));
@@ -6392,14 +6384,6 @@ EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
     SHIM_ENTER(cuStreamQuery_ptsz, (hStream));
     return cuStreamQuery(hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *param)
-{
-    SHIM_ENTER(cuStreamSetAttribute, (hStream, attr, param));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)

@@ -1237,6 +1237,72 @@ int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_cuStreamGetAttribute_req_put(wire_buf *b, const struct msg_cuStreamGetAttribute_req *m)
+{
+    wb_put_u64(b, m->stream);
+    wb_put_u32(b, m->attr);
+}
+
+int msg_cuStreamGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->attr = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamGetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamGetAttribute_rep *m)
+{
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuStreamGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSetAttribute_req_put(wire_buf *b, const struct msg_cuStreamSetAttribute_req *m)
+{
+    wb_put_u64(b, m->stream);
+    wb_put_u32(b, m->attr);
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuStreamSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->attr = wr_u32(r);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamSetAttribute_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m)
 {
     (void)b;

@@ -636,6 +636,39 @@ struct msg_scuda_param_info_rep {
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
 
+/* cuStreamGetAttribute request */
+struct msg_cuStreamGetAttribute_req {
+    uint64_t stream; /* handle stream */
+    uint32_t attr; /* u32 attr */
+};
+void msg_cuStreamGetAttribute_req_put(wire_buf *b, const struct msg_cuStreamGetAttribute_req *m);
+int msg_cuStreamGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_req *m);
+
+/* cuStreamGetAttribute reply */
+struct msg_cuStreamGetAttribute_rep {
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuStreamGetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamGetAttribute_rep *m);
+int msg_cuStreamGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_rep *m);
+
+/* cuStreamSetAttribute request */
+struct msg_cuStreamSetAttribute_req {
+    uint64_t stream; /* handle stream */
+    uint32_t attr; /* u32 attr */
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuStreamSetAttribute_req_put(wire_buf *b, const struct msg_cuStreamSetAttribute_req *m);
+int msg_cuStreamSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_req *m);
+
+/* cuStreamSetAttribute reply */
+struct msg_cuStreamSetAttribute_rep {
+    char none; /* no fields */
+};
+void msg_cuStreamSetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamSetAttribute_rep *m);
+int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_rep *m);
+
 /* scuda_ping request: an empty round trip (scuda info, bench) */
 struct msg_scuda_ping_req {
     char none; /* no fields */

@@ -353,7 +353,9 @@ enum scuda_op {
     OP_scuda_bulk_dtoh = 346,
     OP_scuda_live_ping = 347,
     OP_scuda_live_pong = 348,
-    OP_COUNT = 349
+    OP_cuStreamGetAttribute = 349,
+    OP_cuStreamSetAttribute = 350,
+    OP_COUNT = 351
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -58,9 +58,11 @@ extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((we
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamIsCapturing(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamSetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamSynchronize(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
@@ -8641,6 +8643,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1, 1, 0, 0},
     [OP_scuda_live_ping] = {"scuda_live_ping", srv_scuda_live_ping, 0, 0, 0, 0},
     [OP_scuda_live_pong] = {"scuda_live_pong", srv_scuda_live_pong, 0, 0, 0, 0},
+    [OP_cuStreamGetAttribute] = {"cuStreamGetAttribute", srv_cuStreamGetAttribute, 0, 0, 0, 0},
+    [OP_cuStreamSetAttribute] = {"cuStreamSetAttribute", srv_cuStreamSetAttribute, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -53,9 +53,11 @@ CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c);
 CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c);
 CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c);
 CUresult srv_cuMemAllocManaged(srv_call *c);
+CUresult srv_cuStreamGetAttribute(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c);
 CUresult srv_cuStreamIsCapturing(srv_call *c);
+CUresult srv_cuStreamSetAttribute(srv_call *c);
 CUresult srv_cuStreamSynchronize(srv_call *c);
 
 #endif

@@ -173,6 +173,11 @@ struct si_stream {
     uint64_t enq_seq, done_seq;
     si_stream *next_all;
     si_stream *next_ptds;
+    /* cuStreamSetAttribute values, by attribute (standin_stream.c) */
+    CUaccessPolicyWindow apw;
+    CUsynchronizationPolicy sync_policy;
+    CUlaunchMemSyncDomainMap domain_map;
+    CUlaunchMemSyncDomain domain;
 };
 
 struct si_event {

@@ -311,19 +311,20 @@ cuLaunchKernelEx              manual  sends=scuda_host_mirror_create,scuda_host_
 cuLaunchCooperativeKernel     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
 cuLaunchHostFunc              manual  sends=cuStreamSynchronize,scuda_capture_dtoh,scuda_capture_hostfn
 cuStreamAddCallback           manual  sends=cuStreamSynchronize
-# Pre-CUDA-4 execution control (cuParamSet* + cuLaunch/cuLaunchGrid) and the
-# deprecated multi-device launch: not supported remotely.
-cuLaunch                      unsupported
-cuLaunchGrid                  unsupported
-cuLaunchGridAsync             unsupported
-cuLaunchCooperativeKernelMultiDevice  unsupported
-cuFuncSetBlockShape           unsupported
-cuFuncSetSharedSize           unsupported
-cuParamSetSize                unsupported
-cuParamSeti                   unsupported
-cuParamSetf                   unsupported
-cuParamSetv                   unsupported
-cuParamSetTexRef              unsupported
+# Pre-CUDA-4 execution control, emulated in the client (src/client/legacy_launch.c):
+# per-function block shape, shared size and parameter buffer, launched
+# through cuLaunchKernel with the buffer as `extra`.
+cuLaunch                      manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchGrid                  manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchGridAsync             manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuFuncSetBlockShape           local
+cuFuncSetSharedSize           local
+cuParamSetSize                local
+cuParamSeti                   local
+cuParamSetf                   local
+cuParamSetv                   local
+cuParamSetTexRef              unsupported            # binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters
+cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
 cuOccupancyAvailableDynamicSMemPerBlock               memo  dynamicSmemSize=out

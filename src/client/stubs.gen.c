@@ -1278,14 +1278,6 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
     return r;
 }
 
-EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
-{
-    SHIM_ENTER(cuFuncSetBlockShape, (hfunc, x, y, z));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncSetBlockShape");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     SHIM_ENTER(cuFuncSetCacheConfig, (hfunc, config));
@@ -1318,14 +1310,6 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
     rpc_end(&c);
     memo_invalidate_all();
     return r;
-}
-
-EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
-{
-    SHIM_ENTER(cuFuncSetSharedSize, (hfunc, bytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncSetSharedSize");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
@@ -3114,14 +3098,6 @@ EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUd
     return r;
 }
 
-EXPORT CUresult cuLaunch(CUfunction f)
-{
-    SHIM_ENTER(cuLaunch, (f));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunch");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags)
 {
     SHIM_ENTER(cuLaunchCooperativeKernelMultiDevice, (launchParamsList, numDevices, flags));
@@ -3134,22 +3110,6 @@ EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDi
 {
     SHIM_ENTER(cuLaunchCooperativeKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams));
     return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream == NULL ? CU_STREAM_PER_THREAD : hStream, kernelParams); /* per-thread default stream */
-}
-
-EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
-{
-    SHIM_ENTER(cuLaunchGrid, (f, grid_width, grid_height));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchGrid");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
-{
-    SHIM_ENTER(cuLaunchGridAsync, (f, grid_width, grid_height, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchGridAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
@@ -5785,43 +5745,11 @@ EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction 
     return r;
 }
 
-EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
-{
-    SHIM_ENTER(cuParamSetSize, (hfunc, numbytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetSize");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
     static int once;
     scuda_log_unsupported_once(&once, "cuParamSetTexRef");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
-{
-    SHIM_ENTER(cuParamSetf, (hfunc, offset, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetf");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
-{
-    SHIM_ENTER(cuParamSeti, (hfunc, offset, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSeti");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
-{
-    SHIM_ENTER(cuParamSetv, (hfunc, offset, ptr, numbytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetv");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -282,6 +282,7 @@ enum si_builtin {
     SI_BI_FILL_U32,
     SI_BI_VEC_ADD,
     SI_BI_COPY_PARAMS,
+    SI_BI_LAUNCH_SHAPE,  /* writes its grid, block and shared size */
     SI_BI_SLEEP_MS,
     SI_BI_FAULT,
     SI_BI_TRAP_ASSERT,

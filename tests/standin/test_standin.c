@@ -728,6 +728,7 @@ static const sig g_sigs[] = {
     {"trap_assert", 0, {0}, {0}},
     {"say_hello", 1, {0}, {4}},
     {"noop", 0, {0}, {0}},
+    {"launch_shape", 1, {0}, {8}},
 };
 #define N_KERNELS (sizeof(g_sigs) / sizeof(g_sigs[0]))
 

@@ -133,7 +133,7 @@ cuDeviceGetMemPool            sync    pool=existing
 # ---- contexts ------------------------------------------------------------------
 # The client keeps the context stack; every request carries the caller's
 # current context (frame header), so per-context queries can be forwarded.
-cuCtxCreate                   manual  sends=scuda_ctx_create
+cuCtxCreate                   manual  legacy sends=scuda_ctx_create  # the pre-3.2 export makes a legacy context
 cuCtxDestroy                  manual  invalidates_memo sends=scuda_ctx_destroy
 cuCtxAttach                   local
 cuCtxDetach                   local
@@ -210,10 +210,10 @@ cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
-cuMemAllocHost                local
+cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
 cuMemHostAlloc                local
 cuMemFreeHost                 manual  sends=scuda_host_mirror_free
-cuMemHostGetDevicePointer     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free
+cuMemHostGetDevicePointer     manual  legacy sends=scuda_host_mirror_create,scuda_host_mirror_free
 cuMemHostRegister_v2          local
 cuMemHostRegister             alias=cuMemHostRegister_v2
 cuMemHostUnregister           local
@@ -222,23 +222,23 @@ cuPointerGetAttribute         manual  sends=scuda_host_mirror_create,scuda_host_
 cuPointerGetAttributes        manual  sends=scuda_pointer_get_attributes
 
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
-# The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) become
-# `unsupported` by LEGACY_ABI_MANUAL.
+# The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) are
+# adapters onto the _v2 paths (`legacy`, src/client/legacy.c).
 cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
 cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
-cuMemcpyHtoD                  manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyHtoDAsync             manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyDtoH                  manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoHAsync             manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoD                  manual  sends=scuda_memcpy_dtod
-cuMemcpyDtoDAsync             manual  sends=scuda_memcpy_dtod
-cuMemcpy2D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DUnaligned           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoHAsync             manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoD                  manual  legacy sends=scuda_memcpy_dtod
+cuMemcpyDtoDAsync             manual  legacy sends=scuda_memcpy_dtod
+cuMemcpy2D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DUnaligned           manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 cuMemcpy3DPeer                manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 cuMemcpy3DPeerAsync           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 # CUDA-array copies: generated until they get a hand-written bulk path
@@ -273,7 +273,7 @@ cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_
 cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
-cuModuleGetGlobal             manual  sends=scuda_module_get_global
+cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
 cuModuleGetLoadingMode        local
 cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
@@ -794,6 +794,7 @@ op scuda_ctx_create              blocking  any_context
     in handle ctx                      # the new context's id
     in u32 flags
     in i32 dev
+    in u8 legacy                       # 1: cuCtxCreate's pre-3.2 export, whose context takes the 32-bit entry points
 
 op scuda_primary_ctx_retain      blocking  any_context
     in i32 dev

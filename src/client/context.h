@@ -13,4 +13,9 @@ void context_set_destroy_hook(void (*hook)(CUcontext ctx));
 /* A device's primary context, without a reference (export_tables.h). */
 CUresult scuda_primary_ctx_lookup(CUdevice dev, CUcontext *pctx);
 
+/* Whether the calling thread's current context came from cuCtxCreate's
+ * pre-3.2 export: driver 580 runs the 32-bit (pre-3.2) entry points only in
+ * such a context and answers CUDA_ERROR_INVALID_CONTEXT in any other. */
+int context_current_is_legacy(void);
+
 #endif

@@ -3422,14 +3422,6 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
     return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
-EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    SHIM_ENTER(cuMemAllocHost, (pp, bytesize));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemAllocHost");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes)
 {
     SHIM_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
@@ -3856,14 +3848,6 @@ EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUm
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
-{
-    SHIM_ENTER(cuMemHostGetDevicePointer, (pdptr, p, Flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemHostGetDevicePointer");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
@@ -4314,34 +4298,10 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
-EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy2D, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2D");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy2DAsync, (pCopy, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2DAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy2DAsync_v2_ptsz, (pCopy, hStream));
     return cuMemcpy2DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy2DUnaligned, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2DUnaligned");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -4354,22 +4314,6 @@ EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
     SHIM_ENTER(cuMemcpy2D_v2_ptds, (pCopy));
     return cuMemcpy2D_v2(pCopy); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy3D, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3D");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DAsync, (pCopy, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
@@ -4692,22 +4636,6 @@ EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdevic
     return cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
-EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyDtoD, (dstDevice, srcDevice, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoD");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyDtoDAsync, (dstDevice, srcDevice, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoDAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyDtoDAsync_v2_ptsz, (dstDevice, srcDevice, ByteCount, hStream));
@@ -4718,22 +4646,6 @@ EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevic
 {
     SHIM_ENTER(cuMemcpyDtoD_v2_ptds, (dstDevice, srcDevice, ByteCount));
     return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyDtoH, (dstHost, srcDevice, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoH");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyDtoHAsync, (dstHost, srcDevice, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoHAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
@@ -4840,22 +4752,6 @@ EXPORT CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const v
 {
     SHIM_ENTER(cuMemcpyHtoA_v2_ptds, (dstArray, dstOffset, srcHost, ByteCount));
     return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyHtoD, (dstDevice, srcHost, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyHtoD");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyHtoDAsync, (dstDevice, srcHost, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyHtoDAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
@@ -5282,14 +5178,6 @@ EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name)
-{
-    SHIM_ENTER(cuModuleGetGlobal, (dptr, bytes, hmod, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuModuleGetGlobal");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)

@@ -1362,6 +1362,7 @@ void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create
     wb_put_u64(b, m->ctx);
     wb_put_u32(b, m->flags);
     wb_put_i32(b, m->dev);
+    wb_put_u8(b, m->legacy);
 }
 
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m)
@@ -1371,6 +1372,7 @@ int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg
     m->ctx = wr_u64(r);
     m->flags = wr_u32(r);
     m->dev = wr_i32(r);
+    m->legacy = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

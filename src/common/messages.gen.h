@@ -703,6 +703,7 @@ struct msg_scuda_ctx_create_req {
     uint64_t ctx; /* handle ctx: the new context's id */
     uint32_t flags; /* u32 flags */
     int32_t dev; /* i32 dev */
+    uint8_t legacy; /* u8 legacy: 1: cuCtxCreate's pre-3.2 export, whose context takes the 32-bit entry points */
 };
 void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create_req *m);
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m);

@@ -47,7 +47,10 @@ CUresult srv_scuda_ctx_create(srv_call *c)
     struct msg_scuda_ctx_create_req m;
     if (msg_scuda_ctx_create_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx;
-    CUresult r = REAL(cuCtxCreate_v4, &ctx, NULL, m.flags, (CUdevice)m.dev);
+    /* a legacy context is the driver's own pre-3.2 kind: its addresses fit
+     * the 32-bit entry points */
+    CUresult r = m.legacy ? REAL(cuCtxCreate, &ctx, m.flags, (CUdevice)m.dev)
+                          : REAL(cuCtxCreate_v4, &ctx, NULL, m.flags, (CUdevice)m.dev);
     session_forget_bound_ctx(); /* creation pushed it onto this thread */
     if (r != CUDA_SUCCESS) return r;
     REAL(cuCtxPopCurrent_v2, NULL);

@@ -145,6 +145,7 @@ struct si_ctx {
     unsigned flags;
     bool primary;
     bool active;
+    bool pre32;            /* made by cuCtxCreate's pre-3.2 export (standin_legacy.c) */
     int refcount;          /* primary: retain count */
     unsigned primary_flags;
     size_t limits[SI_N_LIMITS];

@@ -13,6 +13,9 @@
 #undef cuCtxPushCurrent
 #undef cuStreamDestroy
 #undef cuEventDestroy
+#undef cuCtxCreate
+#undef cuMemAlloc
+#undef cuMemFree
 
 SI_API CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
@@ -70,4 +73,50 @@ SI_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 SI_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
 {
     return cuEventDestroy_v2(hEvent);
+}
+
+/* Pre-3.2 contexts and the 32-bit entry points: driver 580 runs the 32-bit
+ * forms only in a context made by cuCtxCreate's first export, and answers
+ * CUDA_ERROR_INVALID_CONTEXT in any other (measured on an H200). Its
+ * addresses then lie below 4 GiB; here that takes STANDIN_LOW_VA=1, and an
+ * address above is OUT_OF_MEMORY (the 32-bit space has no room). */
+SI_API CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult rc = cuCtxCreate_v4(pctx, NULL, flags, dev);
+    if (rc == CUDA_SUCCESS)
+        ((si_ctx *)*pctx)->pre32 = true;
+    return rc;
+}
+
+static CUresult si_pre32_check(void)
+{
+    si_enter();
+    si_ctx *c = si_current();
+    CUresult rc = c && c->pre32 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    si_leave();
+    return rc;
+}
+
+SI_API CUresult CUDAAPI cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
+{
+    CUresult rc = si_pre32_check();
+    if (rc)
+        return rc;
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p = 0;
+    if ((rc = cuMemAlloc_v2(&p, bytesize)))
+        return rc;
+    if (p + bytesize > 0xffffffffu) {
+        cuMemFree_v2(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = (unsigned int)p;
+    return CUDA_SUCCESS;
+}
+
+SI_API CUresult CUDAAPI cuMemFree(unsigned int dptr)
+{
+    CUresult rc = si_pre32_check();
+    return rc ? rc : cuMemFree_v2(dptr);
 }

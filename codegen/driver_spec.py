@@ -181,6 +181,7 @@ cuMemAllocManaged             manual  sends=cuMemAllocManaged  # the client maps
 cuMemPrefetchAsync            async   hook           # a prefetch to the host fetches eagerly
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
+cuMemRangeGetAttributes       local                  # src/client/range_attrs.c: one cuMemRangeGetAttribute per attribute
 cuMemSetAccess                sync    desc=in[count]
 # VMM: CUmemGenericAllocationHandle is a driver value mapped through ids
 # like any handle (HK_MEM_ALLOC, reference counted like the driver's).
@@ -220,6 +221,7 @@ cuMemHostUnregister           local
 cuMemHostGetFlags             local
 cuPointerGetAttribute         manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_pointer_get_attributes
 cuPointerGetAttributes        manual  sends=scuda_pointer_get_attributes
+cuPointerSetAttribute         sync    blocking  value=in[scuda_pointer_set_attr_size(attribute)]   # SYNC_MEMOPS waits for pending synchronous copies
 
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
 # The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) are
@@ -450,6 +452,8 @@ cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
 cuLogsDumpToFile              unsupported
+cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
+cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
 cuDeviceGetNvSciSyncAttributes  unsupported
 cuFlushGPUDirectRDMAWrites    sync
 

@@ -4199,14 +4199,6 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
     return r;
 }
 
-EXPORT CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count)
-{
-    SHIM_ENTER(cuMemRangeGetAttributes, (data, dataSizes, attributes, numAttributes, devPtr, count));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemRangeGetAttributes");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     SHIM_ENTER(cuMemRelease, (handle));
@@ -5644,9 +5636,25 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
 EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     SHIM_ENTER(cuPointerSetAttribute, (value, attribute, ptr));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuPointerSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (value != NULL && (scuda_pointer_set_attr_size(attribute)) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuPointerSetAttribute);
+    wb_put_u8(&c.req, value != NULL);
+    if (value != NULL) {
+        size_t n_ = (size_t)(scuda_pointer_set_attr_size(attribute));
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, value, n_ * sizeof(unsigned char));
+    }
+    wb_put_u32(&c.req, (uint32_t)(attribute));
+    wb_put_u64(&c.req, (uint64_t)(ptr));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuPointerSetAttribute");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)

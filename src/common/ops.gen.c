@@ -354,6 +354,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_live_pong] = "scuda_live_pong",
     [OP_cuStreamGetAttribute] = "cuStreamGetAttribute",
     [OP_cuStreamSetAttribute] = "cuStreamSetAttribute",
+    [OP_cuPointerSetAttribute] = "cuPointerSetAttribute",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -355,7 +355,8 @@ enum scuda_op {
     OP_scuda_live_pong = 348,
     OP_cuStreamGetAttribute = 349,
     OP_cuStreamSetAttribute = 350,
-    OP_COUNT = 351
+    OP_cuPointerSetAttribute = 351,
+    OP_COUNT = 352
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -31,6 +31,13 @@ static inline size_t scuda_mempool_attr_size(CUmemPool_attribute attr)
     }
 }
 
+/* cuPointerSetAttribute: SYNC_MEMOPS is the one attribute a program sets;
+ * its value is read as an unsigned int (the driver's documentation). */
+static inline size_t scuda_pointer_set_attr_size(CUpointer_attribute attr)
+{
+    return attr == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS ? sizeof(unsigned int) : 0;
+}
+
 /* cuStreamGetAttribute / cuStreamSetAttribute: the member of
  * CUstreamAttrValue each attribute with a meaning for a stream reads or
  * writes (driver 580 answers INVALID_VALUE for every other id). The access

@@ -6268,6 +6268,40 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuPointerSetAttribute(srv_call *call)
+{
+    uint8_t value_p = wr_u8(&call->in);
+    uint64_t value_n = value_p ? wr_u64(&call->in) : 0;
+    const void *value_w = value_p && value_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)value_n * sizeof(unsigned char)) : NULL;
+    if (value_p && value_w == NULL && value_n != 0)
+        call->in.bad = 1;
+    CUpointer_attribute attribute = (CUpointer_attribute)wr_u32(&call->in);
+    CUdeviceptr ptr = (CUdeviceptr)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n != (uint64_t)(size_t)(scuda_pointer_set_attr_size(attribute)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuPointerSetAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *value_a = NULL;
+    if (value_p) {
+        value_a = alloc_n(value_n, sizeof *value_a);
+        if (value_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (value_n)
+            memcpy(value_a, value_w, (size_t)value_n * sizeof *value_a);
+    }
+    r = real.cuPointerSetAttribute(value_a, attribute, ptr);
+done:
+    free(value_a);
+    return r;
+}
+
 static CUresult gen_srv_cuProfilerStart(srv_call *call)
 {
     if (!wr_ok_end(&call->in))
@@ -8645,6 +8679,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_live_pong] = {"scuda_live_pong", srv_scuda_live_pong, 0, 0, 0, 0},
     [OP_cuStreamGetAttribute] = {"cuStreamGetAttribute", srv_cuStreamGetAttribute, 0, 0, 0, 0},
     [OP_cuStreamSetAttribute] = {"cuStreamSetAttribute", srv_cuStreamSetAttribute, 0, 0, 0, 0},
+    [OP_cuPointerSetAttribute] = {"cuPointerSetAttribute", gen_srv_cuPointerSetAttribute, 1, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

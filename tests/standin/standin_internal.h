@@ -135,6 +135,10 @@ struct si_alloc {
     bool sync_memops;
     si_module *owner;
     si_pool *pool;   /* cuMemAllocAsync / cuMemAllocFromPoolAsync */
+    /* managed memory's hints, for cuMemRangeGetAttribute (whole allocation) */
+    bool read_mostly;
+    int preferred;     /* a device, CU_DEVICE_CPU, or CU_DEVICE_INVALID (none) */
+    int last_prefetch; /* the same */
 };
 
 #define SI_N_LIMITS 10

@@ -673,7 +673,7 @@ CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute at
         if (!a)
             rc = CUDA_ERROR_INVALID_VALUE;
         else
-            a->sync_memops = *(const bool *)value;
+            a->sync_memops = *(const unsigned int *)value != 0; /* documented as an unsigned int */
     }
     si_leave();
     return rc;

@@ -307,6 +307,15 @@ cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo
 
+# ---- run-time linking (hand-written: src/client/link.c) -----------------------
+# The session links; files are read on the client; the image is copied into
+# a buffer of the client's, valid until cuLinkDestroy.
+cuLinkCreate                  manual  sends=scuda_link_create
+cuLinkAddData                 manual  sends=scuda_link_add
+cuLinkAddFile                 manual  sends=scuda_link_add
+cuLinkComplete                manual  sends=scuda_link_complete
+cuLinkDestroy                 manual  sends=cuLinkDestroy
+
 # ---- launches (hand-written) ------------------------------------------------
 cuLaunchKernel                manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
 cuLaunchKernelEx              manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
@@ -781,6 +790,35 @@ op cuStreamSetAttribute
     in handle stream
     in u32 attr
     in bytes value
+
+# Run-time linking (src/client/link.c, src/server/srv_link.c). The link's
+# log buffers are the session's, of the sizes the client asked for at
+# cuLinkCreate; every add and the completion reply with both logs as they
+# stand (also on failure), which the client copies into the application's
+# buffers. A file is read by the client and travels as data.
+const LINK_IMAGE_MAX      67108864     # a linked image comes back in one reply
+
+op scuda_link_create             blocking
+    in handle link                     # the new link's id (the client picks it)
+    in jit_option jit[] max=JIT_MAX_OPTIONS
+
+op scuda_link_add                blocking
+    in handle link
+    in u32 type                        # CUjitInputType
+    in str name
+    in jit_option jit[] max=JIT_MAX_OPTIONS   # scalar options of this input
+    in bytes data bulk                 # the input (staged when large)
+    out str info_log
+    out str error_log
+
+op scuda_link_complete           blocking
+    in handle link
+    out str info_log
+    out str error_log
+    out bytes image                    # the linked image, the client's until cuLinkDestroy
+
+op cuLinkDestroy
+    in handle link
 # (end of group: legacy)
 
 # ---- contexts and the session (fields to come) -------------------------------------

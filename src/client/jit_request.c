@@ -7,9 +7,9 @@
 
 static int is_log_buffer(CUjit_option o) { return o == CU_JIT_INFO_LOG_BUFFER || o == CU_JIT_ERROR_LOG_BUFFER; }
 
-static size_t log_size(const struct jit_request *j, CUjit_option size_opt)
+size_t jit_request_log_size(const struct jit_request *j, CUjit_option size_opt)
 {
-    for (unsigned i = 0; i < j->n; i++)
+    for (unsigned i = 0; j && i < j->n; i++)
         if (j->opt[i] == size_opt) return (size_t)(uintptr_t)j->val[i];
     return 0;
 }
@@ -22,19 +22,19 @@ int jit_request_put(const struct jit_request *j, struct msg_jit_option *opts, ui
         if (!jit_option_is_scalar(o) && (scalars_only || !is_log_buffer(o))) continue;
         if (n == JIT_MAX_OPTIONS) return -1;
         uint64_t v = (uint64_t)(uintptr_t)j->val[i];
-        if (o == CU_JIT_INFO_LOG_BUFFER) v = log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
-        if (o == CU_JIT_ERROR_LOG_BUFFER) v = log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+        if (o == CU_JIT_INFO_LOG_BUFFER) v = jit_request_log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+        if (o == CU_JIT_ERROR_LOG_BUFFER) v = jit_request_log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
         opts[n++] = (struct msg_jit_option){.option = (uint32_t)o, .value = v};
     }
     *count = n;
     return 0;
 }
 
-void jit_request_take_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log)
+void jit_request_take_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, size_t cap,
+                          const char *log)
 {
     for (unsigned i = 0; j && i < j->n; i++) {
         if (j->opt[i] != buf_opt || !j->val[i]) continue;
-        size_t cap = log_size(j, size_opt);
         size_t len = log ? strlen(log) : 0;
         if (cap == 0) return;
         if (len >= cap) len = cap - 1;

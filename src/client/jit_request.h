@@ -21,8 +21,13 @@ struct jit_request {
  * refuse). With scalars_only, log buffers stay behind. */
 int jit_request_put(const struct jit_request *j, struct msg_jit_option *opts, uint32_t *count, int scalars_only);
 
+/* The value of a log buffer's size option (0: none). */
+size_t jit_request_log_size(const struct jit_request *j, CUjit_option size_opt);
+
 /* Copy a log of the session into the application's buffer for buf_opt,
- * truncated to its size option, and set that option to the bytes written. */
-void jit_request_take_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log);
+ * truncated to cap bytes (its size option as the call began: the option
+ * is an output too), and set that option to the bytes written. */
+void jit_request_take_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, size_t cap,
+                          const char *log);
 
 #endif

@@ -251,7 +251,7 @@ static int put_jit(struct msg_load_head *h, struct msg_jit_option *opts, const s
 
 static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log)
 {
-    jit_request_take_log(j, buf_opt, size_opt, log);
+    jit_request_take_log(j, buf_opt, size_opt, jit_request_log_size(j, size_opt), log);
 }
 
 /* A server without scuda_module_load_by_hash (older than the module

@@ -1303,6 +1303,161 @@ int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_link_create_req_put(wire_buf *b, const struct msg_scuda_link_create_req *m)
+{
+    wb_put_u64(b, m->link);
+    wb_put_u32(b, m->jit_count);
+    for (uint32_t i = 0; i < m->jit_count; i++)
+        msg_put_jit_option(b, &m->jit[i]);
+}
+
+int msg_scuda_link_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_jit_option *v = NULL;
+        if (n > (uint32_t)(JIT_MAX_OPTIONS) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_jit_option(r, a, &v[i]);
+        m->jit = v;
+        m->jit_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_create_rep_put(wire_buf *b, const struct msg_scuda_link_create_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_link_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_add_req_put(wire_buf *b, const struct msg_scuda_link_add_req *m)
+{
+    wb_put_u64(b, m->link);
+    wb_put_u32(b, m->type);
+    wb_put_str(b, m->name);
+    wb_put_u32(b, m->jit_count);
+    for (uint32_t i = 0; i < m->jit_count; i++)
+        msg_put_jit_option(b, &m->jit[i]);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
+}
+
+int msg_scuda_link_add_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    m->type = wr_u32(r);
+    m->name = wr_str(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_jit_option *v = NULL;
+        if (n > (uint32_t)(JIT_MAX_OPTIONS) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_jit_option(r, a, &v[i]);
+        m->jit = v;
+        m->jit_count = n;
+    }
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_add_rep_put(wire_buf *b, const struct msg_scuda_link_add_rep *m)
+{
+    wb_put_str(b, m->info_log);
+    wb_put_str(b, m->error_log);
+}
+
+int msg_scuda_link_add_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->info_log = wr_str(r);
+    m->error_log = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_complete_req_put(wire_buf *b, const struct msg_scuda_link_complete_req *m)
+{
+    wb_put_u64(b, m->link);
+}
+
+int msg_scuda_link_complete_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_complete_rep_put(wire_buf *b, const struct msg_scuda_link_complete_rep *m)
+{
+    wb_put_str(b, m->info_log);
+    wb_put_str(b, m->error_log);
+    wb_put_blob(b, m->image, m->image_len);
+}
+
+int msg_scuda_link_complete_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->info_log = wr_str(r);
+    m->error_log = wr_str(r);
+    {
+        size_t n = 0;
+        m->image = wr_blob(r, &n);
+        m->image_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuLinkDestroy_req_put(wire_buf *b, const struct msg_cuLinkDestroy_req *m)
+{
+    wb_put_u64(b, m->link);
+}
+
+int msg_cuLinkDestroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuLinkDestroy_rep_put(wire_buf *b, const struct msg_cuLinkDestroy_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuLinkDestroy_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m)
 {
     (void)b;

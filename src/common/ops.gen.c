@@ -355,6 +355,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuStreamGetAttribute] = "cuStreamGetAttribute",
     [OP_cuStreamSetAttribute] = "cuStreamSetAttribute",
     [OP_cuPointerSetAttribute] = "cuPointerSetAttribute",
+    [OP_scuda_link_create] = "scuda_link_create",
+    [OP_scuda_link_add] = "scuda_link_add",
+    [OP_scuda_link_complete] = "scuda_link_complete",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -35,6 +35,9 @@ extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_create(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_add(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_complete(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_create(srv_call *c) __attribute__((weak));
@@ -57,6 +60,7 @@ extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((we
 extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuLinkDestroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
@@ -3745,23 +3749,6 @@ static CUresult gen_srv_cuKernelSetCacheConfig(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuKernelSetCacheConfig((CUkernel)kernel_h, config, dev);
-done:
-    return r;
-}
-
-static CUresult gen_srv_cuLinkDestroy(srv_call *call)
-{
-    uint64_t state_id = wr_u64(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuLinkDestroy == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *state_h = NULL;
-    r = handle_get(call->s, state_id, HK_LINK_STATE, &state_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuLinkDestroy((CUlinkState)state_h);
 done:
     return r;
 }
@@ -8468,7 +8455,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0, 0, 0, 0},
-    [OP_cuLinkDestroy] = {"cuLinkDestroy", gen_srv_cuLinkDestroy, 0, 0, 0, 0},
+    [OP_cuLinkDestroy] = {"cuLinkDestroy", srv_cuLinkDestroy, 0, 0, 0, 0},
     [OP_cuLogsCurrent] = {"cuLogsCurrent", gen_srv_cuLogsCurrent, 0, 0, 0, 0},
     [OP_cuLogsUnregisterCallback] = {"cuLogsUnregisterCallback", gen_srv_cuLogsUnregisterCallback, 0, 0, 0, 0},
     [OP_cuMemAddressFree] = {"cuMemAddressFree", gen_srv_cuMemAddressFree, 0, 0, 0, 0},
@@ -8680,6 +8667,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuStreamGetAttribute] = {"cuStreamGetAttribute", srv_cuStreamGetAttribute, 0, 0, 0, 0},
     [OP_cuStreamSetAttribute] = {"cuStreamSetAttribute", srv_cuStreamSetAttribute, 0, 0, 0, 0},
     [OP_cuPointerSetAttribute] = {"cuPointerSetAttribute", gen_srv_cuPointerSetAttribute, 1, 0, 0, 0},
+    [OP_scuda_link_create] = {"scuda_link_create", srv_scuda_link_create, 1, 0, 0, 0},
+    [OP_scuda_link_add] = {"scuda_link_add", srv_scuda_link_add, 1, 0, 0, 0},
+    [OP_scuda_link_complete] = {"scuda_link_complete", srv_scuda_link_complete, 1, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

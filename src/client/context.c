@@ -93,6 +93,7 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
             c->dev = dev;
             c->flags = flags;
             c->primary = primary;
+            c->legacy = 0; /* a reused slot: ctx_create says when it is legacy */
             c->live = 1;
         }
     }

@@ -2,6 +2,7 @@
  * stack; the session creates, retains and destroys the real contexts. */
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "legacy_ctx.h"
 #include "session.h"
 
 void session_forget_bound_ctx(void);
@@ -56,6 +57,7 @@ CUresult srv_scuda_ctx_create(srv_call *c)
     REAL(cuCtxPopCurrent_v2, NULL);
     r = handle_put(c->s, m.ctx, HK_CONTEXT, ctx);
     if (r != CUDA_SUCCESS) REAL(cuCtxDestroy_v2, ctx);
+    else if (m.legacy) legacy_ctx_add(ctx);
     return r;
 }
 
@@ -68,7 +70,10 @@ CUresult srv_scuda_ctx_destroy(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     session_forget_bound_ctx();
     r = REAL(cuCtxDestroy_v2, (CUcontext)ctx);
-    if (r == CUDA_SUCCESS) handle_drop(c->s, m.ctx);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(c->s, m.ctx);
+        legacy_ctx_remove((CUcontext)ctx);
+    }
     return r;
 }
 

@@ -405,6 +405,17 @@ extern si_global si_g;
 CUresult si_check_init(void);
 /* current context of the calling thread; NULL if none/stale */
 si_ctx *si_current(void);
+/* Driver 580 refuses the _v2 forms of the 32-bit entry points in a pre-3.2
+ * context; the 32-bit forms (standin_legacy.c) call them with
+ * si_v1_entry set. */
+extern __thread bool si_v1_entry;
+CUresult si_v2_guard(void);
+#define SI_V2_GUARD()                      \
+    do {                                   \
+        CUresult g_ = si_v2_guard();       \
+        if (g_)                            \
+            return g_;                     \
+    } while (0)
 /* init + current context + sticky error */
 CUresult si_get_ctx(si_ctx **out);
 /* validates a context handle (live) */

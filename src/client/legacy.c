@@ -7,7 +7,9 @@
  * CUDA_ERROR_INVALID_CONTEXT in any other context, or with none (measured
  * on an H200). So does SCUDA: the client knows which contexts are legacy
  * (context.c), and the session makes them with the same export, so its
- * driver places their memory where 32 bits reach.
+ * driver places their memory where 32 bits reach; there the driver refuses
+ * the _v2 forms too, so the session sends its _v2 calls to the 32-bit
+ * exports (src/server/legacy_ctx.c).
  *
  * Each form is a thin adapter onto its _v2 path: a 32-bit input widens
  * exactly. A 64-bit output that does not fit 32 bits (client host memory

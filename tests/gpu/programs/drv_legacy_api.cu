@@ -6,6 +6,7 @@
 // BUILD: -lcuda -ldl -Xcompiler -Wno-deprecated-declarations
 #include <cuda.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include "common.h"
 
 static void *libcuda;
@@ -280,7 +281,8 @@ static void run_time_linking(void) {
   CUlinkState ls;
   CU(cuLinkCreate(4, o, vals, &ls));
   CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)link_a, strlen(link_a) + 1, "a.ptx", 0, NULL, NULL));
-  const char *path = "/tmp/scuda_gpu_link_b.ptx";
+  char path[64];  // a name of this process's: runs may overlap
+  snprintf(path, sizeof path, "/tmp/scuda_gpu_link_b.%d.ptx", (int)getpid());
   FILE *f = fopen(path, "w");
   if (!f || fputs(link_b, f) < 0 || fclose(f) != 0) { printf("FAIL: writing %s\n", path); exit(1); }
   CU(cuLinkAddFile(ls, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));

@@ -293,6 +293,16 @@ int context_current_is_legacy(void)
     return c && c->legacy;
 }
 
+static __thread int v1_depth; /* inside a 32-bit form (legacy.c) */
+
+void context_v1_enter(void) { v1_depth++; }
+void context_v1_leave(void) { v1_depth--; }
+
+CUresult context_v2_allowed(void)
+{
+    return v1_depth == 0 && context_current_is_legacy() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+}
+
 static CUresult ctx_destroy(CUcontext ctx)
 {
     struct client_ctx *c = lookup(ctx);

@@ -27,6 +27,15 @@ static CUresult require_legacy_context(void)
     return context_current_is_legacy() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+static CUresult v1_done(CUresult r)
+{
+    context_v1_leave();
+    return r;
+}
+
+/* The _v2 form `call`, which a legacy context refuses to anyone but us. */
+#define AS_V1(call) (context_v1_enter(), v1_done(call))
+
 /* *out = v when v fits the 32-bit ABI. */
 static CUresult narrow(const char *what, uint64_t v, unsigned int *out)
 {
@@ -45,42 +54,42 @@ EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dst, const void *src, unsigned int n
 {
     SHIM_ENTER(cuMemcpyHtoD, (dst, src, n));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyHtoD_v2(dst, src, n);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyHtoD_v2(dst, src, n));
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dst, const void *src, unsigned int n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyHtoDAsync, (dst, src, n, st));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyHtoDAsync_v2(dst, src, n, st);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyHtoDAsync_v2(dst, src, n, st));
 }
 
 EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr_v1 src, unsigned int n)
 {
     SHIM_ENTER(cuMemcpyDtoH, (dst, src, n));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyDtoH_v2(dst, src, n);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyDtoH_v2(dst, src, n));
 }
 
 EXPORT CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr_v1 src, unsigned int n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyDtoHAsync, (dst, src, n, st));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyDtoHAsync_v2(dst, src, n, st);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyDtoHAsync_v2(dst, src, n, st));
 }
 
 EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dst, CUdeviceptr_v1 src, unsigned int n)
 {
     SHIM_ENTER(cuMemcpyDtoD, (dst, src, n));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyDtoD_v2(dst, src, n);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyDtoD_v2(dst, src, n));
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dst, CUdeviceptr_v1 src, unsigned int n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyDtoDAsync, (dst, src, n, st));
     CUresult r = require_legacy_context();
-    return r != CUDA_SUCCESS ? r : cuMemcpyDtoDAsync_v2(dst, src, n, st);
+    return r != CUDA_SUCCESS ? r : AS_V1(cuMemcpyDtoDAsync_v2(dst, src, n, st));
 }
 
 static CUDA_MEMCPY2D widen_2d(const CUDA_MEMCPY2D_v1 *p)
@@ -114,8 +123,8 @@ static CUresult copy_2d_v1(const CUDA_MEMCPY2D_v1 *p, int unaligned, int async, 
     if (r != CUDA_SUCCESS) return r;
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY2D w = widen_2d(p);
-    if (async) return cuMemcpy2DAsync_v2(&w, st);
-    return unaligned ? cuMemcpy2DUnaligned_v2(&w) : cuMemcpy2D_v2(&w);
+    if (async) return AS_V1(cuMemcpy2DAsync_v2(&w, st));
+    return unaligned ? AS_V1(cuMemcpy2DUnaligned_v2(&w)) : AS_V1(cuMemcpy2D_v2(&w));
 }
 
 static CUresult copy_3d_v1(const CUDA_MEMCPY3D_v1 *p, int async, CUstream st)
@@ -124,7 +133,7 @@ static CUresult copy_3d_v1(const CUDA_MEMCPY3D_v1 *p, int async, CUstream st)
     if (r != CUDA_SUCCESS) return r;
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D w = widen_3d(p);
-    return async ? cuMemcpy3DAsync_v2(&w, st) : cuMemcpy3D_v2(&w);
+    return async ? AS_V1(cuMemcpy3DAsync_v2(&w, st)) : AS_V1(cuMemcpy3D_v2(&w));
 }
 
 EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *p)
@@ -173,7 +182,7 @@ EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsign
     if (r != CUDA_SUCCESS) return r;
     if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr dev;
-    r = cuMemHostGetDevicePointer_v2(&dev, p, Flags);
+    r = AS_V1(cuMemHostGetDevicePointer_v2(&dev, p, Flags));
     return r != CUDA_SUCCESS ? r : narrow("cuMemHostGetDevicePointer", dev, pdptr);
 }
 
@@ -184,7 +193,7 @@ EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUm
     if (r != CUDA_SUCCESS) return r;
     CUdeviceptr dev;
     size_t size;
-    r = cuModuleGetGlobal_v2(&dev, &size, hmod, name);
+    r = AS_V1(cuModuleGetGlobal_v2(&dev, &size, hmod, name));
     if (r != CUDA_SUCCESS) return r;
     unsigned int d32, s32;
     if ((r = narrow("cuModuleGetGlobal", dev, &d32)) != CUDA_SUCCESS ||

@@ -20,6 +20,7 @@
 #include "jit_request.h"
 #include "memo.h"
 #include "conn.h"
+#include "context.h"
 #include "stats.h"
 #include "rpc.h"
 #include "shim.h"
@@ -691,7 +692,8 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, int is_lib
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
     SHIM_ENTER(cuModuleGetGlobal_v2, (dptr, bytes, hmod, name));
-    return get_global(dptr, bytes, hmod, 0, name);
+    CUresult lr = context_v2_allowed(); /* refused in a legacy context, as by the driver */
+    return lr != CUDA_SUCCESS ? lr : get_global(dptr, bytes, hmod, 0, name);
 }
 
 EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)

@@ -6,7 +6,8 @@
  * stand-in places memory below 4 GiB with STANDIN_LOW_VA=1, as the real
  * driver does for such a context) they copy the right bytes, the 2D/3D
  * layouts convert field by field, a module global comes back as 32 bits,
- * a context made after a legacy one (the primary one) is not legacy,
+ * the _v2 forms are refused in a legacy context, a context made after a
+ * legacy one (the primary one) is not legacy,
  * and a 64-bit address that does not fit (pinned client memory mirrored at
  * its own high address) is CUDA_ERROR_OUT_OF_MEMORY, never truncated. */
 #define _GNU_SOURCE
@@ -164,6 +165,17 @@ static void client(void)
     copies_2d(a);
     copies_3d(b);
     globals_and_host_memory();
+    /* their _v2 forms are the ones refused here, as by the driver */
+    char buf[16];
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemcpyHtoD_v2(a, buf, sizeof buf));
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemcpyDtoH_v2(buf, a, sizeof buf));
+    CUDA_MEMCPY2D c2 = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = buf, .srcPitch = 16,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = a, .dstPitch = 16,
+                        .WidthInBytes = 16, .Height = 1};
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemcpy2D_v2(&c2));
+    CUdeviceptr g64;
+    size_t gsize;
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuModuleGetGlobal_v2(&g64, &gsize, h_load_module(), "g_counter"));
     CU(cuMemFree(a));
     CU(cuMemFree(b));
     CU(cuCtxDestroy_v2(legacy));

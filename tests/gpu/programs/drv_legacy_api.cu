@@ -167,6 +167,10 @@ static void legacy_abi(void) {
   // above: not compared.
   printf("# v1 cuMemHostGetDevicePointer -> %d\n", (int)hostdev1(&hd, hp, 0));
   CU(cuMemFreeHost(hp));
+  CUdeviceptr g64 = 0;
+  size_t g64size = 0;
+  printf("v2 forms in a legacy context: cuMemcpyHtoD_v2 -> %d, cuModuleGetGlobal_v2 -> %d\n",
+         (int)cuMemcpyHtoD(a, buf, 16), (int)cuModuleGetGlobal(&g64, &g64size, m, "g_word"));
   CU(cuModuleUnload(m));
   CU(free1(a));
   CU(free1(b));

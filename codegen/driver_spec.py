@@ -133,7 +133,7 @@ cuDeviceGetMemPool            sync    pool=existing
 # ---- contexts ------------------------------------------------------------------
 # The client keeps the context stack; every request carries the caller's
 # current context (frame header), so per-context queries can be forwarded.
-cuCtxCreate                   manual  sends=scuda_ctx_create
+cuCtxCreate                   manual  legacy sends=scuda_ctx_create  # the pre-3.2 export makes a legacy context
 cuCtxDestroy                  manual  invalidates_memo sends=scuda_ctx_destroy
 cuCtxAttach                   local
 cuCtxDetach                   local
@@ -181,6 +181,7 @@ cuMemAllocManaged             manual  sends=cuMemAllocManaged  # the client maps
 cuMemPrefetchAsync            async   hook           # a prefetch to the host fetches eagerly
 cuMemAdvise                   sync
 cuMemRangeGetAttribute        sync    data=out[dataSize]
+cuMemRangeGetAttributes       local                  # src/client/range_attrs.c: one cuMemRangeGetAttribute per attribute
 cuMemSetAccess                sync    desc=in[count]
 # VMM: CUmemGenericAllocationHandle is a driver value mapped through ids
 # like any handle (HK_MEM_ALLOC, reference counted like the driver's).
@@ -210,35 +211,36 @@ cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
-cuMemAllocHost                local
+cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
 cuMemHostAlloc                local
 cuMemFreeHost                 manual  sends=scuda_host_mirror_free
-cuMemHostGetDevicePointer     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free
+cuMemHostGetDevicePointer     manual  legacy sends=scuda_host_mirror_create,scuda_host_mirror_free
 cuMemHostRegister_v2          local
 cuMemHostRegister             alias=cuMemHostRegister_v2
 cuMemHostUnregister           local
 cuMemHostGetFlags             local
 cuPointerGetAttribute         manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_pointer_get_attributes
 cuPointerGetAttributes        manual  sends=scuda_pointer_get_attributes
+cuPointerSetAttribute         sync    blocking  value=in[scuda_pointer_set_attr_size(attribute)]   # SYNC_MEMOPS waits for pending synchronous copies
 
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
-# The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) become
-# `unsupported` by LEGACY_ABI_MANUAL.
+# The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) are
+# adapters onto the _v2 paths (`legacy`, src/client/legacy.c).
 cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
 cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
-cuMemcpyHtoD                  manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyHtoDAsync             manual  sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyDtoH                  manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoHAsync             manual  sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoD                  manual  sends=scuda_memcpy_dtod
-cuMemcpyDtoDAsync             manual  sends=scuda_memcpy_dtod
-cuMemcpy2D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DUnaligned           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3D                    manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3DAsync               manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoHAsync             manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoD                  manual  legacy sends=scuda_memcpy_dtod
+cuMemcpyDtoDAsync             manual  legacy sends=scuda_memcpy_dtod
+cuMemcpy2D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DUnaligned           manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy2DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpy3DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 cuMemcpy3DPeer                manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 cuMemcpy3DPeerAsync           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
 # CUDA-array copies: generated until they get a hand-written bulk path
@@ -273,7 +275,7 @@ cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_
 cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
-cuModuleGetGlobal             manual  sends=scuda_module_get_global
+cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
 cuModuleGetLoadingMode        local
 cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
@@ -305,25 +307,35 @@ cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo
 
+# ---- run-time linking (hand-written: src/client/link.c) -----------------------
+# The session links; files are read on the client; the image is copied into
+# a buffer of the client's, valid until cuLinkDestroy.
+cuLinkCreate                  manual  sends=scuda_link_create
+cuLinkAddData                 manual  sends=scuda_link_add
+cuLinkAddFile                 manual  sends=scuda_link_add
+cuLinkComplete                manual  sends=scuda_link_complete
+cuLinkDestroy                 manual  sends=cuLinkDestroy
+
 # ---- launches (hand-written) ------------------------------------------------
 cuLaunchKernel                manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
 cuLaunchKernelEx              manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
 cuLaunchCooperativeKernel     manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
 cuLaunchHostFunc              manual  sends=cuStreamSynchronize,scuda_capture_dtoh,scuda_capture_hostfn
 cuStreamAddCallback           manual  sends=cuStreamSynchronize
-# Pre-CUDA-4 execution control (cuParamSet* + cuLaunch/cuLaunchGrid) and the
-# deprecated multi-device launch: not supported remotely.
-cuLaunch                      unsupported
-cuLaunchGrid                  unsupported
-cuLaunchGridAsync             unsupported
-cuLaunchCooperativeKernelMultiDevice  unsupported
-cuFuncSetBlockShape           unsupported
-cuFuncSetSharedSize           unsupported
-cuParamSetSize                unsupported
-cuParamSeti                   unsupported
-cuParamSetf                   unsupported
-cuParamSetv                   unsupported
-cuParamSetTexRef              unsupported
+# Pre-CUDA-4 execution control, emulated in the client (src/client/legacy_launch.c):
+# per-function block shape, shared size and parameter buffer, launched
+# through cuLaunchKernel with the buffer as `extra`.
+cuLaunch                      manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchGrid                  manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuLaunchGridAsync             manual  sends=scuda_host_mirror_create,scuda_host_mirror_free,scuda_launch,scuda_param_info
+cuFuncSetBlockShape           local
+cuFuncSetSharedSize           local
+cuParamSetSize                local
+cuParamSeti                   local
+cuParamSetf                   local
+cuParamSetv                   local
+cuParamSetTexRef              unsupported            # binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters
+cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
 cuOccupancyAvailableDynamicSMemPerBlock               memo  dynamicSmemSize=out
@@ -353,6 +365,10 @@ cuStreamGetCaptureInfo_v3     manual  sends=cuStreamGetCaptureInfo_v3
 cuStreamBeginCapture          sync    capture_begin
 cuStreamEndCapture            sync    out_handle=phGraph capture_end
 cuStreamCopyAttributes        sync
+# The value is a union: only the member the attribute id names travels
+# (scuda_stream_attr_size, src/common/value_sizes.h); src/client/stream_attr.c.
+cuStreamGetAttribute          manual  sends=cuStreamGetAttribute
+cuStreamSetAttribute          manual  sends=cuStreamSetAttribute
 cuStreamBeginCaptureToGraph   sync    capture_begin  dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamUpdateCaptureDependencies  sync  dependencies=in[numDependencies] dependencyData=in[numDependencies]
 cuStreamWaitValue32           async
@@ -445,6 +461,8 @@ cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
 cuLogsDumpToFile              unsupported
+cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
+cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
 cuDeviceGetNvSciSyncAttributes  unsupported
 cuFlushGPUDirectRDMAWrites    sync
 
@@ -758,6 +776,51 @@ op scuda_param_info
     out layout_info layout
 # (end of group: modules)
 
+# ---- stream attributes, old launches, run-time linking (group: legacy) ----------
+# A stream attribute's value is the one member of CUstreamAttrValue its id
+# names, scuda_stream_attr_size(attr) bytes (src/common/value_sizes.h); an
+# id SCUDA does not know travels with no bytes, and the session asks its
+# driver whether it means anything (src/server/srv_stream.c).
+op cuStreamGetAttribute
+    in handle stream
+    in u32 attr
+    out bytes value
+
+op cuStreamSetAttribute
+    in handle stream
+    in u32 attr
+    in bytes value
+
+# Run-time linking (src/client/link.c, src/server/srv_link.c). The link's
+# log buffers are the session's, of the sizes the client asked for at
+# cuLinkCreate; every add and the completion reply with both logs as they
+# stand (also on failure), which the client copies into the application's
+# buffers. A file is read by the client and travels as data.
+const LINK_IMAGE_MAX      67108864     # a linked image comes back in one reply
+
+op scuda_link_create             blocking
+    in handle link                     # the new link's id (the client picks it)
+    in jit_option jit[] max=JIT_MAX_OPTIONS
+
+op scuda_link_add                blocking
+    in handle link
+    in u32 type                        # CUjitInputType
+    in str name
+    in jit_option jit[] max=JIT_MAX_OPTIONS   # scalar options of this input
+    in bytes data bulk                 # the input (staged when large)
+    out str info_log
+    out str error_log
+
+op scuda_link_complete           blocking
+    in handle link
+    out str info_log
+    out str error_log
+    out bytes image                    # the linked image, the client's until cuLinkDestroy
+
+op cuLinkDestroy
+    in handle link
+# (end of group: legacy)
+
 # ---- contexts and the session (fields to come) -------------------------------------
 # (group: contexts)
 # The client keeps the context stack and picks every context's id; the
@@ -773,6 +836,7 @@ op scuda_ctx_create              blocking  any_context
     in handle ctx                      # the new context's id
     in u32 flags
     in i32 dev
+    in u8 legacy                       # 1: cuCtxCreate's pre-3.2 export, whose context takes the 32-bit entry points
 
 op scuda_primary_ctx_retain      blocking  any_context
     in i32 dev

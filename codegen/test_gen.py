@@ -240,7 +240,7 @@ class Spec(unittest.TestCase):
             self.assertFalse(m.exports[n].observes, n)
         self.assertEqual(cls["cuLaunchKernel"], "manual")
         self.assertEqual(cls["cuMemcpyHtoD_v2"], "manual")
-        self.assertEqual(cls["cuMemcpyHtoD"], "unsupported")  # 32-bit legacy ABI
+        self.assertEqual(cls["cuMemcpyHtoD"], "manual")  # 32-bit legacy ABI: src/client/legacy.c
         self.assertEqual(cls["cuStreamQuery_ptsz"], "wrapper")
 
     def test_generated_files_have_banner(self):

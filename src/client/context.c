@@ -29,6 +29,7 @@ struct client_ctx {
     unsigned flags;
     int primary;
     int live;
+    int legacy; /* made by cuCtxCreate's pre-3.2 export: the 32-bit entry points work in it */
 };
 
 static struct client_ctx contexts[MAX_CONTEXTS];
@@ -92,6 +93,7 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
             c->dev = dev;
             c->flags = flags;
             c->primary = primary;
+            c->legacy = 0; /* a reused slot: ctx_create says when it is legacy */
             c->live = 1;
         }
     }
@@ -232,14 +234,15 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { SHIM_ENTER(cuCtxSynchronize
 
 /* ---- regular contexts ------------------------------------------------- */
 
-static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int legacy)
 {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     struct client_ctx *c = ctx_new(dev, flags, 0);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call call;
-    struct msg_scuda_ctx_create_req m = {.ctx = c->id, .flags = flags, .dev = dev};
+    c->legacy = legacy;
+    struct msg_scuda_ctx_create_req m = {.ctx = c->id, .flags = flags, .dev = dev, .legacy = (uint8_t)legacy};
     rpc_begin(&call, OP_scuda_ctx_create);
     msg_scuda_ctx_create_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
@@ -258,13 +261,13 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     SHIM_ENTER(cuCtxCreate, (pctx, flags, dev));
-    return ctx_create(pctx, flags, dev);
+    return ctx_create(pctx, flags, dev, 1);
 }
 
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     SHIM_ENTER(cuCtxCreate_v2, (pctx, flags, dev));
-    return ctx_create(pctx, flags, dev);
+    return ctx_create(pctx, flags, dev, 0);
 }
 
 EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
@@ -272,7 +275,7 @@ EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray
 {
     SHIM_ENTER(cuCtxCreate_v3, (pctx, paramsArray, numParams, flags, dev));
     if (numParams != 0) return CUDA_ERROR_NOT_SUPPORTED; /* execution affinity: not forwarded yet */
-    return ctx_create(pctx, flags, dev);
+    return ctx_create(pctx, flags, dev, 0);
 }
 
 EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
@@ -281,7 +284,23 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePara
     SHIM_ENTER(cuCtxCreate_v4, (pctx, ctxCreateParams, flags, dev));
     if (ctxCreateParams && (ctxCreateParams->numExecAffinityParams || ctxCreateParams->cigParams))
         return CUDA_ERROR_NOT_SUPPORTED; /* affinity and CIG need host resources we don't forward */
-    return ctx_create(pctx, flags, dev);
+    return ctx_create(pctx, flags, dev, 0);
+}
+
+int context_current_is_legacy(void)
+{
+    struct client_ctx *c = current();
+    return c && c->legacy;
+}
+
+static __thread int v1_depth; /* inside a 32-bit form (legacy.c) */
+
+void context_v1_enter(void) { v1_depth++; }
+void context_v1_leave(void) { v1_depth--; }
+
+CUresult context_v2_allowed(void)
+{
+    return v1_depth == 0 && context_current_is_legacy() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
 }
 
 static CUresult ctx_destroy(CUcontext ctx)

@@ -13,4 +13,17 @@ void context_set_destroy_hook(void (*hook)(CUcontext ctx));
 /* A device's primary context, without a reference (export_tables.h). */
 CUresult scuda_primary_ctx_lookup(CUdevice dev, CUcontext *pctx);
 
+/* Whether the calling thread's current context came from cuCtxCreate's
+ * pre-3.2 export: driver 580 runs the 32-bit (pre-3.2) entry points only in
+ * such a context and answers CUDA_ERROR_INVALID_CONTEXT in any other. */
+int context_current_is_legacy(void);
+
+/* In a legacy context driver 580 refuses the _v2 forms of the 32-bit entry
+ * points as well (CUDA_ERROR_INVALID_CONTEXT), except that SCUDA's own
+ * 32-bit forms run on them: they call between context_v1_enter() and
+ * context_v1_leave(). CUDA_SUCCESS when a _v2 form may run. */
+CUresult context_v2_allowed(void);
+void context_v1_enter(void);
+void context_v1_leave(void);
+
 #endif

@@ -20,6 +20,7 @@
 
 #include "coherence.h"
 #include "conn.h"
+#include "context.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
@@ -252,6 +253,8 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
 {
     static int once;
     SHIM_ENTER(cuMemHostGetDevicePointer_v2, (pdptr, p, Flags));
+    CUresult lr = context_v2_allowed(); /* refused in a legacy context, as by the driver */
+    if (lr != CUDA_SUCCESS) return lr;
     struct host_range hr;
     if (!pdptr || Flags != 0 || !host_range_of(p, &hr)) return CUDA_ERROR_INVALID_VALUE;
     if (!hr.owned) {

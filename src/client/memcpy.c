@@ -29,6 +29,7 @@
 #include "bulk.h"
 #include "capture.h"
 #include "coherence.h"
+#include "context.h"
 #include "copy.h"
 #include "rpc.h"
 #include "shim.h"
@@ -121,36 +122,48 @@ static CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     SHIM_ENTER(cuMemcpyHtoD_v2, (dst, src, n));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return htod(dst, src, n, NULL, COPY_SYNC);
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyHtoDAsync_v2, (dst, src, n, st));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return htod(dst, src, n, st, COPY_ASYNC);
 }
 
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     SHIM_ENTER(cuMemcpyDtoH_v2, (dst, src, n));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return dtoh(dst, src, n, NULL, COPY_SYNC);
 }
 
 EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyDtoHAsync_v2, (dst, src, n, st));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return dtoh(dst, src, n, st, COPY_ASYNC);
 }
 
 EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     SHIM_ENTER(cuMemcpyDtoD_v2, (dst, src, n));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return dtod(dst, src, n, NULL, COPY_SYNC);
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
 {
     SHIM_ENTER(cuMemcpyDtoDAsync_v2, (dst, src, n, st));
+    CUresult lr = context_v2_allowed();
+    if (lr != CUDA_SUCCESS) return lr;
     return dtod(dst, src, n, st, COPY_ASYNC);
 }
 
@@ -382,11 +395,24 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream st, int mode)
     return copy_nd_call(3, &s, &d, p->WidthInBytes, p->Height, p->Depth, st, mode);
 }
 
-EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2D_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
-EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2DUnaligned_v2, (p)); return copy_2d(p, NULL, COPY_SYNC); }
-EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream st) { SHIM_ENTER(cuMemcpy2DAsync_v2, (p, st)); return copy_2d(p, st, COPY_ASYNC); }
-EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { SHIM_ENTER(cuMemcpy3D_v2, (p)); return copy_3d(p, NULL, COPY_SYNC); }
-EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream st) { SHIM_ENTER(cuMemcpy3DAsync_v2, (p, st)); return copy_3d(p, st, COPY_ASYNC); }
+/* The _v2 2D/3D forms, refused in a legacy context like the driver does. */
+static CUresult copy_2d_v2(const CUDA_MEMCPY2D *p, CUstream st, int mode)
+{
+    CUresult r = context_v2_allowed();
+    return r != CUDA_SUCCESS ? r : copy_2d(p, st, mode);
+}
+
+static CUresult copy_3d_v2(const CUDA_MEMCPY3D *p, CUstream st, int mode)
+{
+    CUresult r = context_v2_allowed();
+    return r != CUDA_SUCCESS ? r : copy_3d(p, st, mode);
+}
+
+EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2D_v2, (p)); return copy_2d_v2(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { SHIM_ENTER(cuMemcpy2DUnaligned_v2, (p)); return copy_2d_v2(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream st) { SHIM_ENTER(cuMemcpy2DAsync_v2, (p, st)); return copy_2d_v2(p, st, COPY_ASYNC); }
+EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { SHIM_ENTER(cuMemcpy3D_v2, (p)); return copy_3d_v2(p, NULL, COPY_SYNC); }
+EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream st) { SHIM_ENTER(cuMemcpy3DAsync_v2, (p, st)); return copy_3d_v2(p, st, COPY_ASYNC); }
 
 /* Peer 3D copies on one server: the contexts name devices of the same
  * session, and unified addressing makes the plain 3D copy correct. */

@@ -17,14 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jit_request.h"
 #include "memo.h"
 #include "conn.h"
+#include "context.h"
 #include "stats.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/auth.h"
 #include "../common/idmap.h"
-#include "../common/jit_options.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
@@ -254,58 +255,17 @@ static struct loaded *new_loaded(const struct msg_load_result *res, uint64_t id,
     return l;
 }
 
-/* JIT options: scalar ones travel by value; for the log buffers we send
- * their sizes and copy the session's logs back into them, updating the
- * size options as the driver does. Wall time (an output) is not reported. */
-struct jit_request {
-    unsigned n;
-    CUjit_option *opt;
-    void **val;
-};
-
-static int jit_is_forwarded(CUjit_option o)
-{
-    return jit_option_is_scalar(o) || o == CU_JIT_INFO_LOG_BUFFER || o == CU_JIT_ERROR_LOG_BUFFER;
-}
-
-static size_t jit_log_size(const struct jit_request *j, CUjit_option size_opt)
-{
-    for (unsigned i = 0; i < j->n; i++)
-        if (j->opt[i] == size_opt) return (size_t)(uintptr_t)j->val[i];
-    return 0;
-}
-
 /* The options that travel, into opts (room for JIT_MAX_OPTIONS) and a
  * load's head: -1 when there are more (which the session would refuse). */
 static int put_jit(struct msg_load_head *h, struct msg_jit_option *opts, const struct jit_request *j)
 {
-    uint32_t n = 0;
-    for (unsigned i = 0; j && i < j->n; i++) {
-        if (!jit_is_forwarded(j->opt[i])) continue;
-        if (n == JIT_MAX_OPTIONS) return -1;
-        uint64_t v = (uint64_t)(uintptr_t)j->val[i];
-        if (j->opt[i] == CU_JIT_INFO_LOG_BUFFER) v = jit_log_size(j, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
-        if (j->opt[i] == CU_JIT_ERROR_LOG_BUFFER) v = jit_log_size(j, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
-        opts[n++] = (struct msg_jit_option){.option = (uint32_t)j->opt[i], .value = v};
-    }
     h->jit = opts;
-    h->jit_count = n;
-    return 0;
+    return jit_request_put(j, opts, &h->jit_count, 0);
 }
 
 static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUjit_option size_opt, const char *log)
 {
-    for (unsigned i = 0; j && i < j->n; i++) {
-        if (j->opt[i] != buf_opt || !j->val[i]) continue;
-        size_t cap = jit_log_size(j, size_opt);
-        size_t len = log ? strlen(log) : 0;
-        if (cap == 0) return;
-        if (len >= cap) len = cap - 1;
-        memcpy(j->val[i], log ? log : "", len);
-        ((char *)j->val[i])[len] = '\0';
-        for (unsigned k = 0; k < j->n; k++)
-            if (j->opt[k] == size_opt) j->val[k] = (void *)(uintptr_t)(len + 1);
-    }
+    jit_request_take_log(j, buf_opt, size_opt, jit_request_log_size(j, size_opt), log);
 }
 
 /* A server without scuda_module_load_by_hash (older than the module
@@ -815,7 +775,8 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, int is_lib
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
     SHIM_ENTER(cuModuleGetGlobal_v2, (dptr, bytes, hmod, name));
-    return get_global(dptr, bytes, hmod, 0, name);
+    CUresult lr = context_v2_allowed(); /* refused in a legacy context, as by the driver */
+    return lr != CUDA_SUCCESS ? lr : get_global(dptr, bytes, hmod, 0, name);
 }
 
 EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)

@@ -1278,14 +1278,6 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
     return r;
 }
 
-EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
-{
-    SHIM_ENTER(cuFuncSetBlockShape, (hfunc, x, y, z));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncSetBlockShape");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     SHIM_ENTER(cuFuncSetCacheConfig, (hfunc, config));
@@ -1318,14 +1310,6 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
     rpc_end(&c);
     memo_invalidate_all();
     return r;
-}
-
-EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
-{
-    SHIM_ENTER(cuFuncSetSharedSize, (hfunc, bytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuFuncSetSharedSize");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
@@ -3114,14 +3098,6 @@ EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUd
     return r;
 }
 
-EXPORT CUresult cuLaunch(CUfunction f)
-{
-    SHIM_ENTER(cuLaunch, (f));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunch");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags)
 {
     SHIM_ENTER(cuLaunchCooperativeKernelMultiDevice, (launchParamsList, numDevices, flags));
@@ -3134,22 +3110,6 @@ EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDi
 {
     SHIM_ENTER(cuLaunchCooperativeKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams));
     return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream == NULL ? CU_STREAM_PER_THREAD : hStream, kernelParams); /* per-thread default stream */
-}
-
-EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
-{
-    SHIM_ENTER(cuLaunchGrid, (f, grid_width, grid_height));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchGrid");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
-{
-    SHIM_ENTER(cuLaunchGridAsync, (f, grid_width, grid_height, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchGridAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
@@ -3190,77 +3150,6 @@ EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, cons
     static int once;
     scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction");
     return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    SHIM_ENTER(cuLinkAddData, (state, type, data, size, name, numOptions, options, optionValues));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkAddData");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    SHIM_ENTER(cuLinkAddData_v2, (state, type, data, size, name, numOptions, options, optionValues));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkAddData_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    SHIM_ENTER(cuLinkAddFile, (state, type, path, numOptions, options, optionValues));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkAddFile");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    SHIM_ENTER(cuLinkAddFile_v2, (state, type, path, numOptions, options, optionValues));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkAddFile_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
-{
-    SHIM_ENTER(cuLinkComplete, (state, cubinOut, sizeOut));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkComplete");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)
-{
-    SHIM_ENTER(cuLinkCreate, (numOptions, options, optionValues, stateOut));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)
-{
-    SHIM_ENTER(cuLinkCreate_v2, (numOptions, options, optionValues, stateOut));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLinkCreate_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuLinkDestroy(CUlinkState state)
-{
-    SHIM_ENTER(cuLinkDestroy, (state));
-    rpc_call c;
-    rpc_begin(&c, OP_cuLinkDestroy);
-    rpc_put_handle(&c.req, state);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuLinkDestroy");
-    }
-    rpc_end(&c);
-    return r;
 }
 
 EXPORT CUresult cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags)
@@ -3460,14 +3349,6 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 {
     SHIM_ENTER(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
     return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    SHIM_ENTER(cuMemAllocHost, (pp, bytesize));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemAllocHost");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes)
@@ -3898,14 +3779,6 @@ EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUm
     return r;
 }
 
-EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
-{
-    SHIM_ENTER(cuMemHostGetDevicePointer, (pdptr, p, Flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemHostGetDevicePointer");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
     SHIM_ENTER(cuMemHostRegister, (p, bytesize, Flags));
@@ -4255,14 +4128,6 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
     return r;
 }
 
-EXPORT CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count)
-{
-    SHIM_ENTER(cuMemRangeGetAttributes, (data, dataSizes, attributes, numAttributes, devPtr, count));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemRangeGetAttributes");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     SHIM_ENTER(cuMemRelease, (handle));
@@ -4354,34 +4219,10 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
-EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy2D, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2D");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *pCopy, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy2DAsync, (pCopy, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2DAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy2DAsync_v2_ptsz, (pCopy, hStream));
     return cuMemcpy2DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy2DUnaligned, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy2DUnaligned");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -4394,22 +4235,6 @@ EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
     SHIM_ENTER(cuMemcpy2D_v2_ptds, (pCopy));
     return cuMemcpy2D_v2(pCopy); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 *pCopy)
-{
-    SHIM_ENTER(cuMemcpy3D, (pCopy));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3D");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 *pCopy, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DAsync, (pCopy, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
@@ -4732,22 +4557,6 @@ EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdevic
     return cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
-EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyDtoD, (dstDevice, srcDevice, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoD");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyDtoDAsync, (dstDevice, srcDevice, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoDAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyDtoDAsync_v2_ptsz, (dstDevice, srcDevice, ByteCount, hStream));
@@ -4758,22 +4567,6 @@ EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevic
 {
     SHIM_ENTER(cuMemcpyDtoD_v2_ptds, (dstDevice, srcDevice, ByteCount));
     return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyDtoH, (dstHost, srcDevice, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoH");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyDtoHAsync, (dstHost, srcDevice, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyDtoHAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
@@ -4880,22 +4673,6 @@ EXPORT CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const v
 {
     SHIM_ENTER(cuMemcpyHtoA_v2_ptds, (dstArray, dstOffset, srcHost, ByteCount));
     return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount); /* legacy-stream semantics (stronger, still correct) */
-}
-
-EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
-{
-    SHIM_ENTER(cuMemcpyHtoD, (dstDevice, srcHost, ByteCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyHtoD");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyHtoDAsync, (dstDevice, srcHost, ByteCount, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyHtoDAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
@@ -5322,14 +5099,6 @@ EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, CUmodule hmod, const char *name)
-{
-    SHIM_ENTER(cuModuleGetGlobal, (dptr, bytes, hmod, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuModuleGetGlobal");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)
@@ -5785,14 +5554,6 @@ EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction 
     return r;
 }
 
-EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
-{
-    SHIM_ENTER(cuParamSetSize, (hfunc, numbytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetSize");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
@@ -5801,36 +5562,28 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
-{
-    SHIM_ENTER(cuParamSetf, (hfunc, offset, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetf");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
-{
-    SHIM_ENTER(cuParamSeti, (hfunc, offset, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSeti");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
-{
-    SHIM_ENTER(cuParamSetv, (hfunc, offset, ptr, numbytes));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetv");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     SHIM_ENTER(cuPointerSetAttribute, (value, attribute, ptr));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuPointerSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (value != NULL && (scuda_pointer_set_attr_size(attribute)) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuPointerSetAttribute);
+    wb_put_u8(&c.req, value != NULL);
+    if (value != NULL) {
+        size_t n_ = (size_t)(scuda_pointer_set_attr_size(attribute));
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, value, n_ * sizeof(unsigned char));
+    }
+    wb_put_u32(&c.req, (uint32_t)(attribute));
+    wb_put_u64(&c.req, (uint64_t)(ptr));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuPointerSetAttribute");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)
@@ -6149,14 +5902,6 @@ EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return cuStreamEndCapture(hStream == NULL ? CU_STREAM_PER_THREAD : hStream, phGraph); /* per-thread default stream */
 }
 
-EXPORT CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)
-{
-    SHIM_ENTER(cuStreamGetAttribute, (hStream, attr, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamGetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
     SHIM_ENTER(cuStreamGetAttribute_ptsz, (hStream, attr, value_out));
@@ -6392,14 +6137,6 @@ EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
     SHIM_ENTER(cuStreamQuery_ptsz, (hStream));
     return cuStreamQuery(hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *param)
-{
-    SHIM_ENTER(cuStreamSetAttribute, (hStream, attr, param));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuStreamSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)

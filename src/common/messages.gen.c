@@ -1237,6 +1237,227 @@ int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_cuStreamGetAttribute_req_put(wire_buf *b, const struct msg_cuStreamGetAttribute_req *m)
+{
+    wb_put_u64(b, m->stream);
+    wb_put_u32(b, m->attr);
+}
+
+int msg_cuStreamGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->attr = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamGetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamGetAttribute_rep *m)
+{
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuStreamGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSetAttribute_req_put(wire_buf *b, const struct msg_cuStreamSetAttribute_req *m)
+{
+    wb_put_u64(b, m->stream);
+    wb_put_u32(b, m->attr);
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuStreamSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->stream = wr_u64(r);
+    m->attr = wr_u32(r);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuStreamSetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamSetAttribute_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_create_req_put(wire_buf *b, const struct msg_scuda_link_create_req *m)
+{
+    wb_put_u64(b, m->link);
+    wb_put_u32(b, m->jit_count);
+    for (uint32_t i = 0; i < m->jit_count; i++)
+        msg_put_jit_option(b, &m->jit[i]);
+}
+
+int msg_scuda_link_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_jit_option *v = NULL;
+        if (n > (uint32_t)(JIT_MAX_OPTIONS) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_jit_option(r, a, &v[i]);
+        m->jit = v;
+        m->jit_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_create_rep_put(wire_buf *b, const struct msg_scuda_link_create_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_link_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_add_req_put(wire_buf *b, const struct msg_scuda_link_add_req *m)
+{
+    wb_put_u64(b, m->link);
+    wb_put_u32(b, m->type);
+    wb_put_str(b, m->name);
+    wb_put_u32(b, m->jit_count);
+    for (uint32_t i = 0; i < m->jit_count; i++)
+        msg_put_jit_option(b, &m->jit[i]);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
+}
+
+int msg_scuda_link_add_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    m->type = wr_u32(r);
+    m->name = wr_str(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_jit_option *v = NULL;
+        if (n > (uint32_t)(JIT_MAX_OPTIONS) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_jit_option(r, a, &v[i]);
+        m->jit = v;
+        m->jit_count = n;
+    }
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_add_rep_put(wire_buf *b, const struct msg_scuda_link_add_rep *m)
+{
+    wb_put_str(b, m->info_log);
+    wb_put_str(b, m->error_log);
+}
+
+int msg_scuda_link_add_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->info_log = wr_str(r);
+    m->error_log = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_complete_req_put(wire_buf *b, const struct msg_scuda_link_complete_req *m)
+{
+    wb_put_u64(b, m->link);
+}
+
+int msg_scuda_link_complete_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_link_complete_rep_put(wire_buf *b, const struct msg_scuda_link_complete_rep *m)
+{
+    wb_put_str(b, m->info_log);
+    wb_put_str(b, m->error_log);
+    wb_put_blob(b, m->image, m->image_len);
+}
+
+int msg_scuda_link_complete_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->info_log = wr_str(r);
+    m->error_log = wr_str(r);
+    {
+        size_t n = 0;
+        m->image = wr_blob(r, &n);
+        m->image_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuLinkDestroy_req_put(wire_buf *b, const struct msg_cuLinkDestroy_req *m)
+{
+    wb_put_u64(b, m->link);
+}
+
+int msg_cuLinkDestroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->link = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuLinkDestroy_rep_put(wire_buf *b, const struct msg_cuLinkDestroy_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuLinkDestroy_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_ping_req_put(wire_buf *b, const struct msg_scuda_ping_req *m)
 {
     (void)b;
@@ -1296,6 +1517,7 @@ void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create
     wb_put_u64(b, m->ctx);
     wb_put_u32(b, m->flags);
     wb_put_i32(b, m->dev);
+    wb_put_u8(b, m->legacy);
 }
 
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m)
@@ -1305,6 +1527,7 @@ int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg
     m->ctx = wr_u64(r);
     m->flags = wr_u32(r);
     m->dev = wr_i32(r);
+    m->legacy = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

@@ -28,6 +28,7 @@
 #define JIT_MAX_OPTIONS 32
 #define IMAGE_DIGEST_LEN 32  /* SHA-256 */
 #define MODULE_MAX_FUNCS 1000000
+#define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define CAPTURE_WANT_STATUS 1
 #define CAPTURE_WANT_ID 2
@@ -636,6 +637,107 @@ struct msg_scuda_param_info_rep {
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
 
+/* cuStreamGetAttribute request */
+struct msg_cuStreamGetAttribute_req {
+    uint64_t stream; /* handle stream */
+    uint32_t attr; /* u32 attr */
+};
+void msg_cuStreamGetAttribute_req_put(wire_buf *b, const struct msg_cuStreamGetAttribute_req *m);
+int msg_cuStreamGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_req *m);
+
+/* cuStreamGetAttribute reply */
+struct msg_cuStreamGetAttribute_rep {
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuStreamGetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamGetAttribute_rep *m);
+int msg_cuStreamGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetAttribute_rep *m);
+
+/* cuStreamSetAttribute request */
+struct msg_cuStreamSetAttribute_req {
+    uint64_t stream; /* handle stream */
+    uint32_t attr; /* u32 attr */
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuStreamSetAttribute_req_put(wire_buf *b, const struct msg_cuStreamSetAttribute_req *m);
+int msg_cuStreamSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_req *m);
+
+/* cuStreamSetAttribute reply */
+struct msg_cuStreamSetAttribute_rep {
+    char none; /* no fields */
+};
+void msg_cuStreamSetAttribute_rep_put(wire_buf *b, const struct msg_cuStreamSetAttribute_rep *m);
+int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSetAttribute_rep *m);
+
+/* scuda_link_create request */
+struct msg_scuda_link_create_req {
+    uint64_t link; /* handle link: the new link's id (the client picks it) */
+    const struct msg_jit_option *jit; /* u32 count, then jit_option[] (at most JIT_MAX_OPTIONS) jit */
+    uint32_t jit_count;
+};
+void msg_scuda_link_create_req_put(wire_buf *b, const struct msg_scuda_link_create_req *m);
+int msg_scuda_link_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_req *m);
+
+/* scuda_link_create reply */
+struct msg_scuda_link_create_rep {
+    char none; /* no fields */
+};
+void msg_scuda_link_create_rep_put(wire_buf *b, const struct msg_scuda_link_create_rep *m);
+int msg_scuda_link_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_create_rep *m);
+
+/* scuda_link_add request */
+struct msg_scuda_link_add_req {
+    uint64_t link; /* handle link */
+    uint32_t type; /* u32 type: CUjitInputType */
+    const char *name; /* str name */
+    const struct msg_jit_option *jit; /* u32 count, then jit_option[] (at most JIT_MAX_OPTIONS) jit: scalar options of this input */
+    uint32_t jit_count;
+    const void *data; /* u64 length + bytes (bulk) data: the input (staged when large) */
+    uint64_t data_len;
+};
+void msg_scuda_link_add_req_put(wire_buf *b, const struct msg_scuda_link_add_req *m);
+int msg_scuda_link_add_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_req *m);
+
+/* scuda_link_add reply */
+struct msg_scuda_link_add_rep {
+    const char *info_log; /* str info_log */
+    const char *error_log; /* str error_log */
+};
+void msg_scuda_link_add_rep_put(wire_buf *b, const struct msg_scuda_link_add_rep *m);
+int msg_scuda_link_add_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_add_rep *m);
+
+/* scuda_link_complete request */
+struct msg_scuda_link_complete_req {
+    uint64_t link; /* handle link */
+};
+void msg_scuda_link_complete_req_put(wire_buf *b, const struct msg_scuda_link_complete_req *m);
+int msg_scuda_link_complete_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_req *m);
+
+/* scuda_link_complete reply */
+struct msg_scuda_link_complete_rep {
+    const char *info_log; /* str info_log */
+    const char *error_log; /* str error_log */
+    const void *image; /* u64 length + bytes image: the linked image, the client's until cuLinkDestroy */
+    uint64_t image_len;
+};
+void msg_scuda_link_complete_rep_put(wire_buf *b, const struct msg_scuda_link_complete_rep *m);
+int msg_scuda_link_complete_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_rep *m);
+
+/* cuLinkDestroy request */
+struct msg_cuLinkDestroy_req {
+    uint64_t link; /* handle link */
+};
+void msg_cuLinkDestroy_req_put(wire_buf *b, const struct msg_cuLinkDestroy_req *m);
+int msg_cuLinkDestroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_req *m);
+
+/* cuLinkDestroy reply */
+struct msg_cuLinkDestroy_rep {
+    char none; /* no fields */
+};
+void msg_cuLinkDestroy_rep_put(wire_buf *b, const struct msg_cuLinkDestroy_rep *m);
+int msg_cuLinkDestroy_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_rep *m);
+
 /* scuda_ping request: an empty round trip (scuda info, bench) */
 struct msg_scuda_ping_req {
     char none; /* no fields */
@@ -670,6 +772,7 @@ struct msg_scuda_ctx_create_req {
     uint64_t ctx; /* handle ctx: the new context's id */
     uint32_t flags; /* u32 flags */
     int32_t dev; /* i32 dev */
+    uint8_t legacy; /* u8 legacy: 1: cuCtxCreate's pre-3.2 export, whose context takes the 32-bit entry points */
 };
 void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create_req *m);
 int msg_scuda_ctx_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_create_req *m);

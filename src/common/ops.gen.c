@@ -352,6 +352,12 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
     [OP_scuda_live_ping] = "scuda_live_ping",
     [OP_scuda_live_pong] = "scuda_live_pong",
+    [OP_cuStreamGetAttribute] = "cuStreamGetAttribute",
+    [OP_cuStreamSetAttribute] = "cuStreamSetAttribute",
+    [OP_cuPointerSetAttribute] = "cuPointerSetAttribute",
+    [OP_scuda_link_create] = "scuda_link_create",
+    [OP_scuda_link_add] = "scuda_link_add",
+    [OP_scuda_link_complete] = "scuda_link_complete",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -353,7 +353,13 @@ enum scuda_op {
     OP_scuda_bulk_dtoh = 346,
     OP_scuda_live_ping = 347,
     OP_scuda_live_pong = 348,
-    OP_COUNT = 349
+    OP_cuStreamGetAttribute = 349,
+    OP_cuStreamSetAttribute = 350,
+    OP_cuPointerSetAttribute = 351,
+    OP_scuda_link_create = 352,
+    OP_scuda_link_add = 353,
+    OP_scuda_link_complete = 354,
+    OP_COUNT = 355
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -31,4 +31,27 @@ static inline size_t scuda_mempool_attr_size(CUmemPool_attribute attr)
     }
 }
 
+/* cuPointerSetAttribute: SYNC_MEMOPS is the one attribute a program sets;
+ * its value is read as an unsigned int (the driver's documentation). */
+static inline size_t scuda_pointer_set_attr_size(CUpointer_attribute attr)
+{
+    return attr == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS ? sizeof(unsigned int) : 0;
+}
+
+/* cuStreamGetAttribute / cuStreamSetAttribute: the member of
+ * CUstreamAttrValue each attribute with a meaning for a stream reads or
+ * writes (driver 580 answers INVALID_VALUE for every other id). The access
+ * policy window's base_ptr is a device address: it travels as a value. */
+static inline size_t scuda_stream_attr_size(CUstreamAttrID attr)
+{
+    switch ((int)attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: return sizeof(CUaccessPolicyWindow);
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY: return sizeof(CUsynchronizationPolicy);
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY: return sizeof(int);
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: return sizeof(CUlaunchMemSyncDomainMap);
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: return sizeof(CUlaunchMemSyncDomain);
+    default: return 0;
+    }
+}
+
 #endif

@@ -35,6 +35,9 @@ extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_create(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_add(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_link_complete(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_error_string(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_create(srv_call *c) __attribute__((weak));
@@ -57,10 +60,13 @@ extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((we
 extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuLinkDestroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamIsCapturing(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuStreamSetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamSynchronize(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
@@ -3747,23 +3753,6 @@ done:
     return r;
 }
 
-static CUresult gen_srv_cuLinkDestroy(srv_call *call)
-{
-    uint64_t state_id = wr_u64(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuLinkDestroy == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *state_h = NULL;
-    r = handle_get(call->s, state_id, HK_LINK_STATE, &state_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuLinkDestroy((CUlinkState)state_h);
-done:
-    return r;
-}
-
 static CUresult gen_srv_cuLogsCurrent(srv_call *call)
 {
     uint8_t iterator_out_p = wr_u8(&call->in);
@@ -6266,6 +6255,40 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuPointerSetAttribute(srv_call *call)
+{
+    uint8_t value_p = wr_u8(&call->in);
+    uint64_t value_n = value_p ? wr_u64(&call->in) : 0;
+    const void *value_w = value_p && value_n <= SCUDA_MAX_FRAME / sizeof(unsigned char) ? wr_view(&call->in, (size_t)value_n * sizeof(unsigned char)) : NULL;
+    if (value_p && value_w == NULL && value_n != 0)
+        call->in.bad = 1;
+    CUpointer_attribute attribute = (CUpointer_attribute)wr_u32(&call->in);
+    CUdeviceptr ptr = (CUdeviceptr)wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n != (uint64_t)(size_t)(scuda_pointer_set_attr_size(attribute)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (value_p && value_n == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuPointerSetAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    unsigned char *value_a = NULL;
+    if (value_p) {
+        value_a = alloc_n(value_n, sizeof *value_a);
+        if (value_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (value_n)
+            memcpy(value_a, value_w, (size_t)value_n * sizeof *value_a);
+    }
+    r = real.cuPointerSetAttribute(value_a, attribute, ptr);
+done:
+    free(value_a);
+    return r;
+}
+
 static CUresult gen_srv_cuProfilerStart(srv_call *call)
 {
     if (!wr_ok_end(&call->in))
@@ -8432,7 +8455,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0, 0, 0, 0},
-    [OP_cuLinkDestroy] = {"cuLinkDestroy", gen_srv_cuLinkDestroy, 0, 0, 0, 0},
+    [OP_cuLinkDestroy] = {"cuLinkDestroy", srv_cuLinkDestroy, 0, 0, 0, 0},
     [OP_cuLogsCurrent] = {"cuLogsCurrent", gen_srv_cuLogsCurrent, 0, 0, 0, 0},
     [OP_cuLogsUnregisterCallback] = {"cuLogsUnregisterCallback", gen_srv_cuLogsUnregisterCallback, 0, 0, 0, 0},
     [OP_cuMemAddressFree] = {"cuMemAddressFree", gen_srv_cuMemAddressFree, 0, 0, 0, 0},
@@ -8641,6 +8664,12 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1, 1, 0, 0},
     [OP_scuda_live_ping] = {"scuda_live_ping", srv_scuda_live_ping, 0, 0, 0, 0},
     [OP_scuda_live_pong] = {"scuda_live_pong", srv_scuda_live_pong, 0, 0, 0, 0},
+    [OP_cuStreamGetAttribute] = {"cuStreamGetAttribute", srv_cuStreamGetAttribute, 0, 0, 0, 0},
+    [OP_cuStreamSetAttribute] = {"cuStreamSetAttribute", srv_cuStreamSetAttribute, 0, 0, 0, 0},
+    [OP_cuPointerSetAttribute] = {"cuPointerSetAttribute", gen_srv_cuPointerSetAttribute, 1, 0, 0, 0},
+    [OP_scuda_link_create] = {"scuda_link_create", srv_scuda_link_create, 1, 0, 0, 0},
+    [OP_scuda_link_add] = {"scuda_link_add", srv_scuda_link_add, 1, 0, 0, 0},
+    [OP_scuda_link_complete] = {"scuda_link_complete", srv_scuda_link_complete, 1, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

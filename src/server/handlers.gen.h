@@ -30,6 +30,9 @@ CUresult srv_scuda_kernel_get_function(srv_call *c);
 CUresult srv_scuda_module_unload(srv_call *c);
 CUresult srv_scuda_library_get_module(srv_call *c);
 CUresult srv_scuda_param_info(srv_call *c);
+CUresult srv_scuda_link_create(srv_call *c);
+CUresult srv_scuda_link_add(srv_call *c);
+CUresult srv_scuda_link_complete(srv_call *c);
 CUresult srv_scuda_ping(srv_call *c);
 CUresult srv_scuda_error_string(srv_call *c);
 CUresult srv_scuda_ctx_create(srv_call *c);
@@ -52,10 +55,13 @@ CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c);
 CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c);
 CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c);
 CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c);
+CUresult srv_cuLinkDestroy(srv_call *c);
 CUresult srv_cuMemAllocManaged(srv_call *c);
+CUresult srv_cuStreamGetAttribute(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v2(srv_call *c);
 CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c);
 CUresult srv_cuStreamIsCapturing(srv_call *c);
+CUresult srv_cuStreamSetAttribute(srv_call *c);
 CUresult srv_cuStreamSynchronize(srv_call *c);
 
 #endif

@@ -27,6 +27,7 @@
 #include "graph_host.h"
 #include "handles.h"
 #include "host_quota.h"
+#include "legacy_ctx.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -904,6 +905,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     scuda_log_set_rate_limit(SESSION_LOG_BURST, SESSION_LOG_PER_SECOND);
     module_cache_init(opt->module_cache_dir, opt->module_cache_size);
     graph_host_install(&real);
+    legacy_ctx_install(&real); /* the 32-bit exports in pre-3.2 contexts */
     param_layout_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;

@@ -2,6 +2,7 @@
  * stack; the session creates, retains and destroys the real contexts. */
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "legacy_ctx.h"
 #include "session.h"
 
 void session_forget_bound_ctx(void);
@@ -47,12 +48,16 @@ CUresult srv_scuda_ctx_create(srv_call *c)
     struct msg_scuda_ctx_create_req m;
     if (msg_scuda_ctx_create_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx;
-    CUresult r = REAL(cuCtxCreate_v4, &ctx, NULL, m.flags, (CUdevice)m.dev);
+    /* a legacy context is the driver's own pre-3.2 kind: its addresses fit
+     * the 32-bit entry points */
+    CUresult r = m.legacy ? REAL(cuCtxCreate, &ctx, m.flags, (CUdevice)m.dev)
+                          : REAL(cuCtxCreate_v4, &ctx, NULL, m.flags, (CUdevice)m.dev);
     session_forget_bound_ctx(); /* creation pushed it onto this thread */
     if (r != CUDA_SUCCESS) return r;
     REAL(cuCtxPopCurrent_v2, NULL);
     r = handle_put(c->s, m.ctx, HK_CONTEXT, ctx);
     if (r != CUDA_SUCCESS) REAL(cuCtxDestroy_v2, ctx);
+    else if (m.legacy) legacy_ctx_add(ctx);
     return r;
 }
 
@@ -65,7 +70,10 @@ CUresult srv_scuda_ctx_destroy(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     session_forget_bound_ctx();
     r = REAL(cuCtxDestroy_v2, (CUcontext)ctx);
-    if (r == CUDA_SUCCESS) handle_drop(c->s, m.ctx);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(c->s, m.ctx);
+        legacy_ctx_remove((CUcontext)ctx);
+    }
     return r;
 }
 

@@ -18,7 +18,7 @@
 #include "staging.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
-#include "../common/jit_options.h"
+#include "jit_args.h"
 
 /* Which module or library each function and kernel id came from, so that
  * unloading drops them too: a stale id must never reach the driver. */
@@ -105,61 +105,7 @@ static CUresult describe_library(struct msg_arena *a, CUlibrary lib, struct msg_
     return r;
 }
 
-#define MAX_JIT_LOG (1u << 20)
-
 _Static_assert(IMAGE_DIGEST_LEN == MODULE_KEY_LEN, "the module cache is keyed by the load's digest");
-
-/* JIT options as the driver takes them: the request's scalar values, and
- * buffers of the sizes the client asked for in place of its log buffers. */
-struct jit_options {
-    unsigned n;
-    CUjit_option opt[JIT_MAX_OPTIONS + 2]; /* + the size options of two logs */
-    void *val[JIT_MAX_OPTIONS + 2];
-    char *info_log, *error_log;
-};
-
-static void free_jit_logs(struct jit_options *j)
-{
-    free(j->info_log);
-    free(j->error_log);
-    j->info_log = j->error_log = NULL;
-}
-
-/* One option of the request; -1 when it may not cross the wire. */
-static int add_jit_option(struct jit_options *j, CUjit_option o, uint64_t v)
-{
-    char **log = o == CU_JIT_INFO_LOG_BUFFER ? &j->info_log : o == CU_JIT_ERROR_LOG_BUFFER ? &j->error_log : NULL;
-    if (log) {
-        /* v is the size the client asked for; the size option follows. */
-        if (v > MAX_JIT_LOG || *log) return -1;
-        if (!(*log = calloc(1, v + 1))) return -1;
-        j->val[j->n] = *log;
-        j->opt[j->n] = o;
-        j->n++;
-        /* The driver learns a log buffer's size from its size option. */
-        o = o == CU_JIT_INFO_LOG_BUFFER ? CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES : CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-        j->val[j->n] = (void *)(uintptr_t)v;
-    } else if (jit_option_is_scalar(o)) {
-        j->val[j->n] = (void *)(uintptr_t)v;
-    } else {
-        return -1; /* a pointer-valued option: never dereference client values */
-    }
-    j->opt[j->n++] = o;
-    return 0;
-}
-
-/* The request's JIT options; -1 (nothing to free) when one is refused. */
-static int jit_options_from(const struct msg_load_head *h, struct jit_options *j)
-{
-    memset(j, 0, sizeof *j);
-    for (uint32_t i = 0; i < h->jit_count; i++) {
-        if (add_jit_option(j, (CUjit_option)h->jit[i].option, h->jit[i].value) != 0) {
-            free_jit_logs(j);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* Load an image of len bytes (8-byte aligned) as a module or a library
  * under the client's id, describing its functions in *res on success. The
@@ -236,7 +182,7 @@ CUresult srv_scuda_module_load(srv_call *c)
     struct msg_scuda_module_load_req m;
     struct jit_options j;
     CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) == 0 && jit_options_from(&m.head, &j) == 0) {
+    if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) == 0 && jit_options_from(m.head.jit, m.head.jit_count, &j) == 0) {
         r = load_sent(c, &m, &j);
         free_jit_logs(&j);
     }
@@ -255,7 +201,7 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     struct msg_scuda_module_load_by_hash_req m;
     struct jit_options j;
     if (msg_scuda_module_load_by_hash_req_get(&c->in, &c->arena, &m) != 0 || m.image_len == 0 ||
-        m.image_len > MODULE_IMAGE_MAX || jit_options_from(&m.head, &j) != 0)
+        m.image_len > MODULE_IMAGE_MAX || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct msg_scuda_module_load_by_hash_rep rep = {0};
     void *image = module_cache_get(m.digest, m.image_len);

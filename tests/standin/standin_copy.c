@@ -168,6 +168,7 @@ static CUresult si_linear(uintptr_t dst, uintptr_t src, size_t n, bool src_cuda,
 
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
+    SI_V2_GUARD();
     return si_linear(dstDevice, SI_H(srcHost), ByteCount, false, true, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
@@ -177,6 +178,7 @@ SI_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    SI_V2_GUARD();
     return si_linear(SI_H(dstHost), srcDevice, ByteCount, true, false, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
@@ -185,6 +187,7 @@ SI_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevic
 }
 CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    SI_V2_GUARD();
     return si_linear(dstDevice, srcDevice, ByteCount, true, true, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
@@ -204,6 +207,7 @@ SI_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t B
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                       CUstream hStream)
 {
+    SI_V2_GUARD();
     return si_linear(dstDevice, SI_H(srcHost), ByteCount, false, true, hStream, true, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
@@ -214,6 +218,7 @@ SI_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const v
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                       CUstream hStream)
 {
+    SI_V2_GUARD();
     return si_linear(SI_H(dstHost), srcDevice, ByteCount, true, false, hStream, true, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
@@ -224,6 +229,7 @@ SI_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr src
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                       size_t ByteCount, CUstream hStream)
 {
+    SI_V2_GUARD();
     return si_linear(dstDevice, srcDevice, ByteCount, true, true, hStream, true, false);
 }
 SI_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
@@ -353,6 +359,7 @@ static CUresult si_copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool p
 
 CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
+    SI_V2_GUARD();
     return si_copy2d(pCopy, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -361,6 +368,7 @@ SI_API CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 }
 CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 {
+    SI_V2_GUARD();
     return si_copy2d(pCopy, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -369,6 +377,7 @@ SI_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 }
 CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
+    SI_V2_GUARD();
     return si_copy2d(pCopy, hStream, true, false);
 }
 SI_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
@@ -455,6 +464,7 @@ static CUresult si_copy3d(const CUDA_MEMCPY3D *p, CUstream h, bool async, bool p
 
 CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 {
+    SI_V2_GUARD();
     return si_copy3d(pCopy, NULL, false, false);
 }
 SI_API CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
@@ -463,6 +473,7 @@ SI_API CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 }
 CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
+    SI_V2_GUARD();
     return si_copy3d(pCopy, hStream, true, false);
 }
 SI_API CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)

@@ -135,6 +135,10 @@ struct si_alloc {
     bool sync_memops;
     si_module *owner;
     si_pool *pool;   /* cuMemAllocAsync / cuMemAllocFromPoolAsync */
+    /* managed memory's hints, for cuMemRangeGetAttribute (whole allocation) */
+    bool read_mostly;
+    int preferred;     /* a device, CU_DEVICE_CPU, or CU_DEVICE_INVALID (none) */
+    int last_prefetch; /* the same */
 };
 
 #define SI_N_LIMITS 10
@@ -145,6 +149,7 @@ struct si_ctx {
     unsigned flags;
     bool primary;
     bool active;
+    bool pre32;            /* made by cuCtxCreate's pre-3.2 export (standin_legacy.c) */
     int refcount;          /* primary: retain count */
     unsigned primary_flags;
     size_t limits[SI_N_LIMITS];
@@ -173,6 +178,11 @@ struct si_stream {
     uint64_t enq_seq, done_seq;
     si_stream *next_all;
     si_stream *next_ptds;
+    /* cuStreamSetAttribute values, by attribute (standin_stream.c) */
+    CUaccessPolicyWindow apw;
+    CUsynchronizationPolicy sync_policy;
+    CUlaunchMemSyncDomainMap domain_map;
+    CUlaunchMemSyncDomain domain;
 };
 
 struct si_event {
@@ -277,6 +287,7 @@ enum si_builtin {
     SI_BI_FILL_U32,
     SI_BI_VEC_ADD,
     SI_BI_COPY_PARAMS,
+    SI_BI_LAUNCH_SHAPE,  /* writes its grid, block and shared size */
     SI_BI_SLEEP_MS,
     SI_BI_FAULT,
     SI_BI_TRAP_ASSERT,
@@ -394,6 +405,17 @@ extern si_global si_g;
 CUresult si_check_init(void);
 /* current context of the calling thread; NULL if none/stale */
 si_ctx *si_current(void);
+/* Driver 580 refuses the _v2 forms of the 32-bit entry points in a pre-3.2
+ * context; the 32-bit forms (standin_legacy.c) call them with
+ * si_v1_entry set. */
+extern __thread bool si_v1_entry;
+CUresult si_v2_guard(void);
+#define SI_V2_GUARD()                      \
+    do {                                   \
+        CUresult g_ = si_v2_guard();       \
+        if (g_)                            \
+            return g_;                     \
+    } while (0)
 /* init + current context + sticky error */
 CUresult si_get_ctx(si_ctx **out);
 /* validates a context handle (live) */

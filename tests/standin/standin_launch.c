@@ -145,6 +145,10 @@ static void si_decode(const si_entry *e, const unsigned char *buf, si_kargs *k)
             k->blob = si_xcalloc(e->param_bytes, 1);
             memcpy(k->blob, buf, e->param_bytes);
         }
+    } else if (strcmp(n, "launch_shape") == 0) {
+        want = SI_BI_LAUNCH_SHAPE; /* the configuration is added at submit */
+        if ((ok = e->n_params == 1 && e->params[0].size == 8))
+            k->p[0] = si_rd(buf, e, 0);
     } else if (strcmp(n, "sleep_ms") == 0) {
         want = SI_BI_SLEEP_MS;
         if ((ok = si_sig(e, 1, one32)))
@@ -412,6 +416,14 @@ void si_kcall_submit(si_stream *s, const si_kcall *k)
     si_kargs a;
     si_decode(f->entry, k->params, &a);
     si_op *op;
+    if (a.builtin == SI_BI_LAUNCH_SHAPE) {
+        /* launch_shape writes grid[3], block[3] and the shared size as u32 */
+        uint32_t shape[7] = {k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shmem};
+        a.blob = si_xcalloc(sizeof shape, 1);
+        memcpy(a.blob, shape, sizeof shape);
+        a.blob_len = sizeof shape;
+        a.builtin = SI_BI_COPY_PARAMS;
+    }
     if (a.builtin == SI_BI_SLEEP_MS) {
         op = si_op_new(SI_OP_SLEEP);
         op->u.sleep.ms = a.u32;

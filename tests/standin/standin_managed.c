@@ -7,7 +7,7 @@
  * the real driver, small allocations share 2 MiB blocks (256-byte
  * aligned), so an allocation need not start on a page of its own.
  * Advice, prefetches and stream attachment are checked and accepted:
- * they change no results. (Only the current _v2 forms: the stand-in is
+ * they change no results, only what cuMemRangeGetAttribute reports. (Only the current _v2 forms: the stand-in is
  * built against cuda.h's default names.) */
 #include "standin_internal.h"
 
@@ -70,6 +70,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
             si_alloc *a = si_alloc_add_range((uintptr_t)p, bytesize, SI_AK_MANAGED, c->dev, c);
             a->map_size = map;
             a->flags = flags;
+            a->preferred = a->last_prefetch = CU_DEVICE_INVALID;
             d->used += bytesize;
             *dptr = (CUdeviceptr)p;
         }
@@ -88,28 +89,68 @@ static CUresult si_managed_range(CUdeviceptr p, size_t n)
     return a && a->kind == SI_AK_MANAGED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult si_hint(CUdeviceptr p, size_t n)
+/* A location as the range attributes report it: a device or the CPU. */
+static int si_location_id(CUmemLocation loc)
 {
-    si_enter();
-    CUresult rc = si_managed_range(p, n);
-    si_leave();
-    return rc;
+    return loc.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU : loc.id;
 }
 
 CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
 {
-    (void)advice;
-    (void)location;
-    return si_hint(devPtr, count);
+    si_enter();
+    CUresult rc = si_managed_range(devPtr, count);
+    si_alloc *a = rc ? NULL : si_range((uintptr_t)devPtr, count);
+    if (a && advice == CU_MEM_ADVISE_SET_READ_MOSTLY)
+        a->read_mostly = true;
+    else if (a && advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY)
+        a->read_mostly = false;
+    else if (a && advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION)
+        a->preferred = si_location_id(location);
+    else if (a && advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION)
+        a->preferred = CU_DEVICE_INVALID;
+    si_leave();
+    return rc;
 }
 
 CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
                                        CUstream hStream)
 {
-    (void)location;
     (void)flags;
     (void)hStream;
-    return si_hint(devPtr, count);
+    si_enter();
+    CUresult rc = si_managed_range(devPtr, count);
+    si_alloc *a = rc ? NULL : si_range((uintptr_t)devPtr, count);
+    if (a)
+        a->last_prefetch = si_location_id(location);
+    si_leave();
+    return rc;
+}
+
+/* The hints of a managed range (the int attributes; ACCESSED_BY as an
+ * empty list: dataSize / 4 entries of CU_DEVICE_INVALID). */
+CUresult CUDAAPI cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
+                                        CUdeviceptr devPtr, size_t count)
+{
+    si_enter();
+    CUresult rc = si_managed_range(devPtr, count);
+    si_alloc *a = rc ? NULL : si_range((uintptr_t)devPtr, count);
+    if (a && (!data || dataSize < 4 || dataSize % 4))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (a && attribute == CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY) {
+        for (size_t i = 0; i < dataSize / 4; i++)
+            ((int *)data)[i] = CU_DEVICE_INVALID;
+    } else if (a && dataSize != 4)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (a && attribute == CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY)
+        *(int *)data = a->read_mostly;
+    else if (a && attribute == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION)
+        *(int *)data = a->preferred;
+    else if (a && attribute == CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION)
+        *(int *)data = a->last_prefetch;
+    else if (a)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_leave();
+    return rc;
 }
 
 CUresult CUDAAPI cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)

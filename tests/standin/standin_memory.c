@@ -32,9 +32,17 @@ CUresult si_va_init(si_device *d)
     if (va > (SIZE_MAX - (256u << 20)) / 4)
         return CUDA_ERROR_OUT_OF_MEMORY;
     va = si_round_up(va * 4 + (256u << 20), SI_PAGE, &ovf);
-    void *p = mmap(NULL, va, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* STANDIN_LOW_VA=1: below 4 GiB, where 32-bit (pre-3.2) device pointers
+     * reach, as the real driver places a legacy context's memory */
+    const char *low = getenv("STANDIN_LOW_VA");
+    int low_va = low && strcmp(low, "1") == 0;
+    void *p = mmap(NULL, va, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low_va ? MAP_32BIT : 0), -1, 0);
     if (p == MAP_FAILED || ovf)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (low_va && (uintptr_t)p + va > 0xffffffffu) {
+        munmap(p, va);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     d->va_base = p;
     d->va_size = va;
     d->cap_free = 16;
@@ -684,7 +692,7 @@ CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute at
         if (!a)
             rc = CUDA_ERROR_INVALID_VALUE;
         else
-            a->sync_memops = *(const bool *)value;
+            a->sync_memops = *(const unsigned int *)value != 0; /* documented as an unsigned int */
     }
     si_leave();
     return rc;

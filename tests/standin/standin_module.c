@@ -1116,6 +1116,7 @@ static CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dp
 CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
                                       const char *name)
 {
+    SI_V2_GUARD();
     si_enter();
     CUresult rc = si_check_init();
     si_module *m = (si_module *)hmod;

@@ -48,6 +48,8 @@ si_stream *si_stream_new(si_ctx *c, int kind, unsigned flags, int prio)
     s->kind = kind;
     s->flags = flags;
     s->priority = prio;
+    s->sync_policy = CU_SYNC_POLICY_AUTO;
+    s->domain_map.remote = 1; /* the driver's default map: default_ 0, remote 1 */
     s->next_all = si_g.stream_list;
     si_g.stream_list = s;
     si_hset_add(&si_g.all_streams, s);
@@ -770,6 +772,69 @@ SI_STREAM_GETTER(cuStreamGetDevice, false, CUdevice, s->ctx->dev)
 SI_STREAM_GETTER(cuStreamGetDevice_ptsz, true, CUdevice, s->ctx->dev)
 SI_STREAM_GETTER(cuStreamIsCapturing, false, CUstreamCaptureStatus, si_capture_status(s))
 SI_STREAM_GETTER(cuStreamIsCapturing_ptsz, true, CUstreamCaptureStatus, si_capture_status(s))
+
+/* Stream attributes, as driver 580 answers them on an H200: the access
+ * policy window, synchronization policy, priority and memory sync domain
+ * (map) have a meaning for a stream; every other id is INVALID_VALUE. A
+ * getter writes only the member its id names. */
+static CUresult si_stream_attr(si_stream *s, CUstreamAttrID id, CUstreamAttrValue *v, bool set)
+{
+    switch ((int)id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        if (set) s->apw = v->accessPolicyWindow; else v->accessPolicyWindow = s->apw;
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        if (set && (v->syncPolicy < CU_SYNC_POLICY_AUTO || v->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (set) s->sync_policy = v->syncPolicy; else v->syncPolicy = s->sync_policy;
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+        if (set) s->priority = v->priority; else v->priority = s->priority;
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        if (set) s->domain_map = v->memSyncDomainMap; else v->memSyncDomainMap = s->domain_map;
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+        if (set && v->memSyncDomain > CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) return CUDA_ERROR_INVALID_VALUE;
+        if (set) s->domain = v->memSyncDomain; else v->memSyncDomain = s->domain;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult si_stream_attr_call(CUstream h, CUstreamAttrID id, CUstreamAttrValue *v, bool set, bool ptsz)
+{
+    si_enter();
+    si_stream *s = NULL;
+    CUresult rc = si_stream_query_arg(h, ptsz, &s);
+    if (!rc && !v)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_stream_attr(s, id, v, set);
+    si_leave();
+    return rc;
+}
+
+SI_API CUresult CUDAAPI cuStreamGetAttribute(CUstream h, CUstreamAttrID id, CUstreamAttrValue *v)
+{
+    return si_stream_attr_call(h, id, v, false, false);
+}
+
+SI_API CUresult CUDAAPI cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID id, CUstreamAttrValue *v)
+{
+    return si_stream_attr_call(h, id, v, false, true);
+}
+
+SI_API CUresult CUDAAPI cuStreamSetAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrValue *v)
+{
+    return si_stream_attr_call(h, id, (CUstreamAttrValue *)v, true, false);
+}
+
+SI_API CUresult CUDAAPI cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID id, const CUstreamAttrValue *v)
+{
+    return si_stream_attr_call(h, id, (CUstreamAttrValue *)v, true, true);
+}
 
 static CUresult si_stream_get_ctx2(CUstream h, CUcontext *pCtx, CUgreenCtx *pGreenCtx, bool ptsz)
 {

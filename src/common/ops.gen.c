@@ -352,6 +352,18 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
     [OP_scuda_live_ping] = "scuda_live_ping",
     [OP_scuda_live_pong] = "scuda_live_pong",
+    [OP_cuArrayGetPlane] = "cuArrayGetPlane",
+    [OP_cuMipmappedArrayGetLevel] = "cuMipmappedArrayGetLevel",
+    [OP_cuModuleGetSurfRef] = "cuModuleGetSurfRef",
+    [OP_cuModuleGetTexRef] = "cuModuleGetTexRef",
+    [OP_cuSurfObjectCreate] = "cuSurfObjectCreate",
+    [OP_cuSurfObjectGetResourceDesc] = "cuSurfObjectGetResourceDesc",
+    [OP_cuSurfRefGetArray] = "cuSurfRefGetArray",
+    [OP_cuTexObjectCreate] = "cuTexObjectCreate",
+    [OP_cuTexObjectGetResourceDesc] = "cuTexObjectGetResourceDesc",
+    [OP_cuTexRefCreate] = "cuTexRefCreate",
+    [OP_cuTexRefGetArray] = "cuTexRefGetArray",
+    [OP_cuTexRefGetMipmappedArray] = "cuTexRefGetMipmappedArray",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -353,7 +353,19 @@ enum scuda_op {
     OP_scuda_bulk_dtoh = 346,
     OP_scuda_live_ping = 347,
     OP_scuda_live_pong = 348,
-    OP_COUNT = 349
+    OP_cuArrayGetPlane = 349,
+    OP_cuMipmappedArrayGetLevel = 350,
+    OP_cuModuleGetSurfRef = 351,
+    OP_cuModuleGetTexRef = 352,
+    OP_cuSurfObjectCreate = 353,
+    OP_cuSurfObjectGetResourceDesc = 354,
+    OP_cuSurfRefGetArray = 355,
+    OP_cuTexObjectCreate = 356,
+    OP_cuTexObjectGetResourceDesc = 357,
+    OP_cuTexRefCreate = 358,
+    OP_cuTexRefGetArray = 359,
+    OP_cuTexRefGetMipmappedArray = 360,
+    OP_COUNT = 361
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

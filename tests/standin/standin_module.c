@@ -443,6 +443,7 @@ static bool si_parse_literal(si_tok t, bool neg, bool as_float, size_t size, uns
 static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
 {
     size_t elem = 0, align = 0, vec = 1;
+    int ref_kind = 0;
     bool fl = false;
     si_image *img = B->img;
     for (;;) {
@@ -457,7 +458,10 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
             size_t sz = si_type_size(t, &fl);
             if (sz)
                 elem = sz;
-            else if (si_is(t, ".align")) {
+            else if (si_is(t, ".texref") || si_is(t, ".surfref")) {
+                elem = 8; /* a reference: its state lives in the module (standin_texture.c) */
+                ref_kind = si_is(t, ".texref") ? 1 : 2;
+            } else if (si_is(t, ".align")) {
                 unsigned long long a = 0;
                 si_tok n = si_next(L);
                 if (!si_parse_uint(n, &a) || a == 0 || (a & (a - 1)))
@@ -579,6 +583,7 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
         si_gvar *g = &img->globals[img->n_globals++];
         memset(g, 0, sizeof(*g));
         g->name = si_tokdup(name);
+        g->ref_kind = ref_kind;
         g->size = size;
         g->align = align ? align : esz;
         if (n_init) {
@@ -882,6 +887,7 @@ void si_module_destroy(si_module *m)
             break;
         }
     si_hset_del(&si_g.modules, m);
+    si_module_refs_free(m);
     for (size_t i = 0; i < m->image->n_entries; i++)
         si_hset_del(&si_g.funcs, &m->funcs[i]);
     for (size_t i = 0; i < m->image->n_globals; i++)

@@ -728,6 +728,9 @@ static const sig g_sigs[] = {
     {"trap_assert", 0, {0}, {0}},
     {"say_hello", 1, {0}, {4}},
     {"noop", 0, {0}, {0}},
+    {"tex_sample", 5, {0, 8, 16, 24, 28}, {8, 8, 8, 4, 4}},
+    {"texref_sample", 3, {0, 8, 16}, {8, 8, 4}},
+    {"surf_write", 5, {0, 8, 12, 16, 20}, {8, 4, 4, 4, 4}},
 };
 #define N_KERNELS (sizeof(g_sigs) / sizeof(g_sigs[0]))
 

@@ -52,7 +52,7 @@ static CUresult si_array_new(si_ctx *c, const CUDA_ARRAY3D_DESCRIPTOR *d, void *
     size_t es = si_format_size(d->Format);
     unsigned known = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
                      CUDA_ARRAY3D_TEXTURE_GATHER;
-    if (!es || !(d->NumChannels == 1 || d->NumChannels == 2 || d->NumChannels == 4) ||
+    if (!es || (d->Format != CU_AD_FORMAT_NV12 && !(d->NumChannels == 1 || d->NumChannels == 2 || d->NumChannels == 4)) ||
         d->Width == 0 || (d->Flags & ~known) || d->Width > 65536 || d->Height > 65536 || d->Depth > 16384)
         return CUDA_ERROR_INVALID_VALUE;
     if ((d->Flags & CUDA_ARRAY3D_CUBEMAP) &&

@@ -456,12 +456,11 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
             continue;
         if (t.t == TK_DIR) {
             size_t sz = si_type_size(t, &fl);
+            if (si_is(t, ".texref") || si_is(t, ".surfref")) /* its state lives in the module (standin_texture.c) */
+                ref_kind = si_is(t, ".texref") ? 1 : 2;
             if (sz)
                 elem = sz;
-            else if (si_is(t, ".texref") || si_is(t, ".surfref")) {
-                elem = 8; /* a reference: its state lives in the module (standin_texture.c) */
-                ref_kind = si_is(t, ".texref") ? 1 : 2;
-            } else if (si_is(t, ".align")) {
+            else if (si_is(t, ".align")) {
                 unsigned long long a = 0;
                 si_tok n = si_next(L);
                 if (!si_parse_uint(n, &a) || a == 0 || (a & (a - 1)))

@@ -4,7 +4,7 @@
 // and a mipmapped array in turn, sets every sampling state, reads each
 // back, and prints a checksum of what the kernel read.
 // BUILD: -lcuda
-#define CUDA_DISABLE_DEPRECATED  // texture references are deprecated, and what this tests
+#define CUDA_ENABLE_DEPRECATED  // texture references are deprecated, and what this tests
 #include <cuda.h>
 #include "common.h"
 

@@ -279,8 +279,8 @@ cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
 cuModuleGetLoadingMode        local
 cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
-cuModuleGetTexRef             unsupported            # legacy texture references
-cuModuleGetSurfRef            unsupported
+cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
+cuModuleGetSurfRef            sync    pSurfRef=existing
 cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash
 cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
@@ -441,6 +441,19 @@ cuArray3DCreate               sync    out_handle=pHandle
 cuArrayDestroy                sync    drops=hArray
 cuMipmappedArrayCreate        sync    out_handle=pHandle pMipmappedArrayDesc=in
 cuMipmappedArrayDestroy       sync    drops=hMipmappedArray
+# Levels and planes are arrays the driver owns: session ids (handle_export),
+# the same id each time; they die with their mipmapped array or array.
+cuMipmappedArrayGetLevel      sync    pLevelArray=existing
+cuArrayGetPlane               sync    pPlaneArray=existing
+
+# ---- texture and surface objects (src/client/texture.c, src/server/srv_texture.c)
+# A CUtexObject/CUsurfObject is the server driver's 64-bit value, passed
+# through unchanged: kernels read it. CUDA_RESOURCE_DESC holds an array
+# handle or a device pointer, so it travels as the res_desc message record.
+cuTexObjectCreate             manual  sends=cuTexObjectCreate
+cuTexObjectGetResourceDesc    manual  sends=cuTexObjectGetResourceDesc
+cuSurfObjectCreate            manual  sends=cuSurfObjectCreate
+cuSurfObjectGetResourceDesc   manual  sends=cuSurfObjectGetResourceDesc
 
 # ---- tensor maps (TMA descriptors; globalAddress is a device address) ------
 cuTensorMapEncodeTiled        sync    globalAddress=value globalDim=in[tensorRank] globalStrides=in[tensorRank > 1 ? tensorRank - 1 : 0] boxDim=in[tensorRank] elementStrides=in[tensorRank]
@@ -466,7 +479,14 @@ cuLogsDumpToMemory            unsupported            # the driver's log is the s
 cuDeviceGetNvSciSyncAttributes  unsupported
 cuFlushGPUDirectRDMAWrites    sync
 
-# ---- legacy texture references ------------------------------------------------
+# ---- legacy texture and surface references ----------------------------------------
+# A CUtexref/CUsurfref is a driver object: a virtual handle like a function.
+# Arrays bound to one come back as the ids the client gave them.
+cuTexRefCreate                sync    out_handle=pTexRef
+cuTexRefDestroy               sync    drops=hTexRef
+cuTexRefGetArray              sync    phArray=existing
+cuTexRefGetMipmappedArray     sync    phMipmappedArray=existing
+cuSurfRefGetArray             sync    phArray=existing
 cuTexRefGetBorderColor        sync    pBorderColor=out[4]
 cuTexRefSetBorderColor        sync    pBorderColor=in[4]
 """
@@ -957,6 +977,43 @@ op cuGraphInstantiateWithParams
     out handle err_node
     out u32 result                     # CUgraphInstantiateResult
 # (end of group: graphs)
+
+# ---- texture and surface objects --------------------------------------------------
+# (group: textures)
+# CUDA_RESOURCE_DESC with its handle as an id (src/client/texture.c,
+# src/server/srv_texture.c). Only the fields of `type` mean anything; the
+# others travel as zero. Objects are the driver's own 64-bit values.
+record res_desc
+    u32 type                           # CUresourcetype
+    handle array                       # ARRAY: a CUarray; MIPMAPPED_ARRAY: a CUmipmappedArray
+    dptr ptr                           # LINEAR and PITCH2D
+    u32 format                         # CUarray_format (LINEAR, PITCH2D)
+    u32 channels
+    u64 size                           # LINEAR: bytes
+    u64 width                          # PITCH2D: elements
+    u64 height
+    u64 pitch                          # PITCH2D: bytes
+    u32 flags
+
+op cuTexObjectCreate
+    in res_desc res
+    in raw:CUDA_TEXTURE_DESC tex
+    in u8 has_view                     # 0: no CUDA_RESOURCE_VIEW_DESC
+    in raw:CUDA_RESOURCE_VIEW_DESC view
+    out u64 obj
+
+op cuTexObjectGetResourceDesc
+    in u64 obj
+    out res_desc res
+
+op cuSurfObjectCreate
+    in res_desc res
+    out u64 obj
+
+op cuSurfObjectGetResourceDesc
+    in u64 obj
+    out res_desc res
+# (end of group: textures)
 
 # ---- liveness (docs/architecture.md, 3.10 Liveness) ----------------------------
 # A heartbeat on the session connection. Neither is a call: the session's

@@ -222,9 +222,20 @@ EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *mem
 EXPORT CUresult cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx)
 {
     SHIM_ENTER(cuArrayGetPlane, (pPlaneArray, hArray, planeIdx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuArrayGetPlane");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuArrayGetPlane);
+    wb_put_u8(&c.req, pPlaneArray != NULL);
+    rpc_put_handle(&c.req, hArray);
+    wb_put_u32(&c.req, (uint32_t)(planeIdx));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pPlaneArray != NULL)
+            *pPlaneArray = (CUarray)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuArrayGetPlane");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array)
@@ -5059,9 +5070,20 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
 {
     SHIM_ENTER(cuMipmappedArrayGetLevel, (pLevelArray, hMipmappedArray, level));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMipmappedArrayGetLevel");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMipmappedArrayGetLevel);
+    wb_put_u8(&c.req, pLevelArray != NULL);
+    rpc_put_handle(&c.req, hMipmappedArray);
+    wb_put_u32(&c.req, (uint32_t)(level));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pLevelArray != NULL)
+            *pLevelArray = (CUarray)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMipmappedArrayGetLevel");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device)
@@ -5104,17 +5126,39 @@ EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
 EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)
 {
     SHIM_ENTER(cuModuleGetSurfRef, (pSurfRef, hmod, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuModuleGetSurfRef");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuModuleGetSurfRef);
+    wb_put_u8(&c.req, pSurfRef != NULL);
+    rpc_put_handle(&c.req, hmod);
+    wb_put_str(&c.req, name);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pSurfRef != NULL)
+            *pSurfRef = (CUsurfref)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuModuleGetSurfRef");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name)
 {
     SHIM_ENTER(cuModuleGetTexRef, (pTexRef, hmod, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuModuleGetTexRef");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuModuleGetTexRef);
+    wb_put_u8(&c.req, pTexRef != NULL);
+    rpc_put_handle(&c.req, hmod);
+    wb_put_str(&c.req, name);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pTexRef != NULL)
+            *pTexRef = (CUtexref)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuModuleGetTexRef");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev)
@@ -6378,14 +6422,6 @@ EXPORT CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, 
     return cuStreamWriteValue64_v2(stream == NULL ? CU_STREAM_PER_THREAD : stream, addr, value, flags); /* per-thread default stream */
 }
 
-EXPORT CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
-{
-    SHIM_ENTER(cuSurfObjectCreate, (pSurfObject, pResDesc));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuSurfObjectCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
 {
     SHIM_ENTER(cuSurfObjectDestroy, (surfObject));
@@ -6401,20 +6437,22 @@ EXPORT CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
     return r;
 }
 
-EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
-{
-    SHIM_ENTER(cuSurfObjectGetResourceDesc, (pResDesc, surfObject));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuSurfObjectGetResourceDesc");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
 {
     SHIM_ENTER(cuSurfRefGetArray, (phArray, hSurfRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuSurfRefGetArray");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuSurfRefGetArray);
+    wb_put_u8(&c.req, phArray != NULL);
+    rpc_put_handle(&c.req, hSurfRef);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phArray != NULL)
+            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuSurfRefGetArray");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
@@ -6605,14 +6643,6 @@ EXPORT CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAd
     return r;
 }
 
-EXPORT CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
-{
-    SHIM_ENTER(cuTexObjectCreate, (pTexObject, pResDesc, pTexDesc, pResViewDesc));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuTexObjectCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuTexObjectDestroy(CUtexObject texObject)
 {
     SHIM_ENTER(cuTexObjectDestroy, (texObject));
@@ -6626,14 +6656,6 @@ EXPORT CUresult cuTexObjectDestroy(CUtexObject texObject)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
-{
-    SHIM_ENTER(cuTexObjectGetResourceDesc, (pResDesc, texObject));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuTexObjectGetResourceDesc");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
@@ -6675,9 +6697,21 @@ EXPORT CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObje
 EXPORT CUresult cuTexRefCreate(CUtexref *pTexRef)
 {
     SHIM_ENTER(cuTexRefCreate, (pTexRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuTexRefCreate");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuTexRefCreate);
+    uint64_t pTexRef_id = pTexRef != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, pTexRef != NULL);
+    if (pTexRef != NULL)
+        wb_put_u64(&c.req, pTexRef_id);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (pTexRef != NULL)
+            *pTexRef = (CUtexref)handle_from_id(pTexRef_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuTexRefCreate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuTexRefDestroy(CUtexref hTexRef)
@@ -6753,9 +6787,19 @@ EXPORT CUresult cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
 EXPORT CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetArray, (phArray, hTexRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuTexRefGetArray");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuTexRefGetArray);
+    wb_put_u8(&c.req, phArray != NULL);
+    rpc_put_handle(&c.req, hTexRef);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phArray != NULL)
+            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuTexRefGetArray");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
@@ -6914,9 +6958,19 @@ EXPORT CUresult cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *
 EXPORT CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetMipmappedArray, (phMipmappedArray, hTexRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuTexRefGetMipmappedArray");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuTexRefGetMipmappedArray);
+    wb_put_u8(&c.req, phMipmappedArray != NULL);
+    rpc_put_handle(&c.req, hTexRef);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phMipmappedArray != NULL)
+            *phMipmappedArray = (CUmipmappedArray)handle_from_id(wr_u64(&c.out));
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuTexRefGetMipmappedArray");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)

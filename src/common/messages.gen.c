@@ -2112,6 +2112,145 @@ int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_res_desc(wire_buf *b, const struct msg_res_desc *m)
+{
+    wb_put_u32(b, m->type);
+    wb_put_u64(b, m->array);
+    wb_put_u64(b, m->ptr);
+    wb_put_u32(b, m->format);
+    wb_put_u32(b, m->channels);
+    wb_put_u64(b, m->size);
+    wb_put_u64(b, m->width);
+    wb_put_u64(b, m->height);
+    wb_put_u64(b, m->pitch);
+    wb_put_u32(b, m->flags);
+}
+
+void msg_get_res_desc(wire_reader *r, struct msg_arena *a, struct msg_res_desc *m)
+{
+    (void)a;
+    m->type = wr_u32(r);
+    m->array = wr_u64(r);
+    m->ptr = wr_u64(r);
+    m->format = wr_u32(r);
+    m->channels = wr_u32(r);
+    m->size = wr_u64(r);
+    m->width = wr_u64(r);
+    m->height = wr_u64(r);
+    m->pitch = wr_u64(r);
+    m->flags = wr_u32(r);
+}
+
+void msg_cuTexObjectCreate_req_put(wire_buf *b, const struct msg_cuTexObjectCreate_req *m)
+{
+    msg_put_res_desc(b, &m->res);
+    wb_put_raw(b, &m->tex, sizeof m->tex);
+    wb_put_u8(b, m->has_view);
+    wb_put_raw(b, &m->view, sizeof m->view);
+}
+
+int msg_cuTexObjectCreate_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectCreate_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_res_desc(r, a, &m->res);
+    wr_raw(r, &m->tex, sizeof m->tex);
+    m->has_view = wr_u8(r);
+    wr_raw(r, &m->view, sizeof m->view);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuTexObjectCreate_rep_put(wire_buf *b, const struct msg_cuTexObjectCreate_rep *m)
+{
+    wb_put_u64(b, m->obj);
+}
+
+int msg_cuTexObjectCreate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectCreate_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->obj = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuTexObjectGetResourceDesc_req_put(wire_buf *b, const struct msg_cuTexObjectGetResourceDesc_req *m)
+{
+    wb_put_u64(b, m->obj);
+}
+
+int msg_cuTexObjectGetResourceDesc_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectGetResourceDesc_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->obj = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuTexObjectGetResourceDesc_rep_put(wire_buf *b, const struct msg_cuTexObjectGetResourceDesc_rep *m)
+{
+    msg_put_res_desc(b, &m->res);
+}
+
+int msg_cuTexObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectGetResourceDesc_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_res_desc(r, a, &m->res);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuSurfObjectCreate_req_put(wire_buf *b, const struct msg_cuSurfObjectCreate_req *m)
+{
+    msg_put_res_desc(b, &m->res);
+}
+
+int msg_cuSurfObjectCreate_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectCreate_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_res_desc(r, a, &m->res);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuSurfObjectCreate_rep_put(wire_buf *b, const struct msg_cuSurfObjectCreate_rep *m)
+{
+    wb_put_u64(b, m->obj);
+}
+
+int msg_cuSurfObjectCreate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectCreate_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->obj = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuSurfObjectGetResourceDesc_req_put(wire_buf *b, const struct msg_cuSurfObjectGetResourceDesc_req *m)
+{
+    wb_put_u64(b, m->obj);
+}
+
+int msg_cuSurfObjectGetResourceDesc_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectGetResourceDesc_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->obj = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuSurfObjectGetResourceDesc_rep_put(wire_buf *b, const struct msg_cuSurfObjectGetResourceDesc_rep *m)
+{
+    msg_put_res_desc(b, &m->res);
+}
+
+int msg_cuSurfObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectGetResourceDesc_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_res_desc(r, a, &m->res);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_live_ping_req_put(wire_buf *b, const struct msg_scuda_live_ping_req *m)
 {
     wb_put_u32(b, m->dead_after_ms);

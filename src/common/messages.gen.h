@@ -1061,6 +1061,81 @@ struct msg_cuGraphInstantiateWithParams_rep {
 void msg_cuGraphInstantiateWithParams_rep_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_rep *m);
 int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_rep *m);
 
+/* res_desc record */
+struct msg_res_desc {
+    uint32_t type; /* u32 type: CUresourcetype */
+    uint64_t array; /* handle array: ARRAY: a CUarray; MIPMAPPED_ARRAY: a CUmipmappedArray */
+    uint64_t ptr; /* dptr ptr: LINEAR and PITCH2D */
+    uint32_t format; /* u32 format: CUarray_format (LINEAR, PITCH2D) */
+    uint32_t channels; /* u32 channels */
+    uint64_t size; /* u64 size: LINEAR: bytes */
+    uint64_t width; /* u64 width: PITCH2D: elements */
+    uint64_t height; /* u64 height */
+    uint64_t pitch; /* u64 pitch: PITCH2D: bytes */
+    uint32_t flags; /* u32 flags */
+};
+void msg_put_res_desc(wire_buf *b, const struct msg_res_desc *m);
+void msg_get_res_desc(wire_reader *r, struct msg_arena *a, struct msg_res_desc *m);
+
+/* cuTexObjectCreate request */
+struct msg_cuTexObjectCreate_req {
+    struct msg_res_desc res; /* res_desc res */
+    CUDA_TEXTURE_DESC tex; /* raw:CUDA_TEXTURE_DESC tex */
+    uint8_t has_view; /* u8 has_view: 0: no CUDA_RESOURCE_VIEW_DESC */
+    CUDA_RESOURCE_VIEW_DESC view; /* raw:CUDA_RESOURCE_VIEW_DESC view */
+};
+void msg_cuTexObjectCreate_req_put(wire_buf *b, const struct msg_cuTexObjectCreate_req *m);
+int msg_cuTexObjectCreate_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectCreate_req *m);
+
+/* cuTexObjectCreate reply */
+struct msg_cuTexObjectCreate_rep {
+    uint64_t obj; /* u64 obj */
+};
+void msg_cuTexObjectCreate_rep_put(wire_buf *b, const struct msg_cuTexObjectCreate_rep *m);
+int msg_cuTexObjectCreate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectCreate_rep *m);
+
+/* cuTexObjectGetResourceDesc request */
+struct msg_cuTexObjectGetResourceDesc_req {
+    uint64_t obj; /* u64 obj */
+};
+void msg_cuTexObjectGetResourceDesc_req_put(wire_buf *b, const struct msg_cuTexObjectGetResourceDesc_req *m);
+int msg_cuTexObjectGetResourceDesc_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectGetResourceDesc_req *m);
+
+/* cuTexObjectGetResourceDesc reply */
+struct msg_cuTexObjectGetResourceDesc_rep {
+    struct msg_res_desc res; /* res_desc res */
+};
+void msg_cuTexObjectGetResourceDesc_rep_put(wire_buf *b, const struct msg_cuTexObjectGetResourceDesc_rep *m);
+int msg_cuTexObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuTexObjectGetResourceDesc_rep *m);
+
+/* cuSurfObjectCreate request */
+struct msg_cuSurfObjectCreate_req {
+    struct msg_res_desc res; /* res_desc res */
+};
+void msg_cuSurfObjectCreate_req_put(wire_buf *b, const struct msg_cuSurfObjectCreate_req *m);
+int msg_cuSurfObjectCreate_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectCreate_req *m);
+
+/* cuSurfObjectCreate reply */
+struct msg_cuSurfObjectCreate_rep {
+    uint64_t obj; /* u64 obj */
+};
+void msg_cuSurfObjectCreate_rep_put(wire_buf *b, const struct msg_cuSurfObjectCreate_rep *m);
+int msg_cuSurfObjectCreate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectCreate_rep *m);
+
+/* cuSurfObjectGetResourceDesc request */
+struct msg_cuSurfObjectGetResourceDesc_req {
+    uint64_t obj; /* u64 obj */
+};
+void msg_cuSurfObjectGetResourceDesc_req_put(wire_buf *b, const struct msg_cuSurfObjectGetResourceDesc_req *m);
+int msg_cuSurfObjectGetResourceDesc_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectGetResourceDesc_req *m);
+
+/* cuSurfObjectGetResourceDesc reply */
+struct msg_cuSurfObjectGetResourceDesc_rep {
+    struct msg_res_desc res; /* res_desc res */
+};
+void msg_cuSurfObjectGetResourceDesc_rep_put(wire_buf *b, const struct msg_cuSurfObjectGetResourceDesc_rep *m);
+int msg_cuSurfObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuSurfObjectGetResourceDesc_rep *m);
+
 /* scuda_live_ping request: client to session, one-way when the client has sent nothing for a while; the first one, at connect, waits for its reply */
 struct msg_scuda_live_ping_req {
     uint32_t dead_after_ms; /* u32 dead_after_ms: the client's SCUDA_DEAD_AFTER: the session pongs at least 4 times as often */

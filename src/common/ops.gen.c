@@ -358,6 +358,18 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_link_create] = "scuda_link_create",
     [OP_scuda_link_add] = "scuda_link_add",
     [OP_scuda_link_complete] = "scuda_link_complete",
+    [OP_cuArrayGetPlane] = "cuArrayGetPlane",
+    [OP_cuMipmappedArrayGetLevel] = "cuMipmappedArrayGetLevel",
+    [OP_cuModuleGetSurfRef] = "cuModuleGetSurfRef",
+    [OP_cuModuleGetTexRef] = "cuModuleGetTexRef",
+    [OP_cuSurfObjectCreate] = "cuSurfObjectCreate",
+    [OP_cuSurfObjectGetResourceDesc] = "cuSurfObjectGetResourceDesc",
+    [OP_cuSurfRefGetArray] = "cuSurfRefGetArray",
+    [OP_cuTexObjectCreate] = "cuTexObjectCreate",
+    [OP_cuTexObjectGetResourceDesc] = "cuTexObjectGetResourceDesc",
+    [OP_cuTexRefCreate] = "cuTexRefCreate",
+    [OP_cuTexRefGetArray] = "cuTexRefGetArray",
+    [OP_cuTexRefGetMipmappedArray] = "cuTexRefGetMipmappedArray",
 };
 
 const char *scuda_op_name(unsigned op)

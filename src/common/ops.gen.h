@@ -359,7 +359,19 @@ enum scuda_op {
     OP_scuda_link_create = 352,
     OP_scuda_link_add = 353,
     OP_scuda_link_complete = 354,
-    OP_COUNT = 355
+    OP_cuArrayGetPlane = 355,
+    OP_cuMipmappedArrayGetLevel = 356,
+    OP_cuModuleGetSurfRef = 357,
+    OP_cuModuleGetTexRef = 358,
+    OP_cuSurfObjectCreate = 359,
+    OP_cuSurfObjectGetResourceDesc = 360,
+    OP_cuSurfRefGetArray = 361,
+    OP_cuTexObjectCreate = 362,
+    OP_cuTexObjectGetResourceDesc = 363,
+    OP_cuTexRefCreate = 364,
+    OP_cuTexRefGetArray = 365,
+    OP_cuTexRefGetMipmappedArray = 366,
+    OP_COUNT = 367
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

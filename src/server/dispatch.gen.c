@@ -68,6 +68,10 @@ extern CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c) __attribute__((weak))
 extern CUresult srv_cuStreamIsCapturing(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamSetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamSynchronize(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuSurfObjectCreate(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuSurfObjectGetResourceDesc(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuTexObjectCreate(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuTexObjectGetResourceDesc(srv_call *c) __attribute__((weak));
 
 /* Room for n elements of size sz, bounded by the frame limit. */
 static void *alloc_n(uint64_t n, size_t sz)
@@ -333,6 +337,35 @@ static CUresult gen_srv_cuArrayGetMemoryRequirements(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (memoryRequirements_p) {
             wb_put_raw(&call->out, &memoryRequirements_v, sizeof memoryRequirements_v);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuArrayGetPlane(srv_call *call)
+{
+    uint8_t pPlaneArray_p = wr_u8(&call->in);
+    CUarray pPlaneArray_v = NULL;
+    uint64_t hArray_id = wr_u64(&call->in);
+    unsigned int planeIdx = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuArrayGetPlane == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hArray_h = NULL;
+    r = handle_get(call->s, hArray_id, HK_ARRAY, &hArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuArrayGetPlane(pPlaneArray_p ? &pPlaneArray_v : NULL, (CUarray)hArray_h, planeIdx);
+    if (r == CUDA_SUCCESS) {
+        if (pPlaneArray_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_ARRAY, (void *)pPlaneArray_v);
+            if (pPlaneArray_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
         }
     }
 done:
@@ -5792,6 +5825,35 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuMipmappedArrayGetLevel(srv_call *call)
+{
+    uint8_t pLevelArray_p = wr_u8(&call->in);
+    CUarray pLevelArray_v = NULL;
+    uint64_t hMipmappedArray_id = wr_u64(&call->in);
+    unsigned int level = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMipmappedArrayGetLevel == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hMipmappedArray_h = NULL;
+    r = handle_get(call->s, hMipmappedArray_id, HK_MIPMAPPED_ARRAY, &hMipmappedArray_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMipmappedArrayGetLevel(pLevelArray_p ? &pLevelArray_v : NULL, (CUmipmappedArray)hMipmappedArray_h, level);
+    if (r == CUDA_SUCCESS) {
+        if (pLevelArray_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_ARRAY, (void *)pLevelArray_v);
+            if (pLevelArray_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuMipmappedArrayGetMemoryRequirements(srv_call *call)
 {
     uint8_t memoryRequirements_p = wr_u8(&call->in);
@@ -5837,6 +5899,64 @@ static CUresult gen_srv_cuMipmappedArrayGetSparseProperties(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (sparseProperties_p) {
             wb_put_raw(&call->out, &sparseProperties_v, sizeof sparseProperties_v);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuModuleGetSurfRef(srv_call *call)
+{
+    uint8_t pSurfRef_p = wr_u8(&call->in);
+    CUsurfref pSurfRef_v = NULL;
+    uint64_t hmod_id = wr_u64(&call->in);
+    const char *name = wr_str(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuModuleGetSurfRef == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hmod_h = NULL;
+    r = handle_get(call->s, hmod_id, HK_MODULE, &hmod_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuModuleGetSurfRef(pSurfRef_p ? &pSurfRef_v : NULL, (CUmodule)hmod_h, name);
+    if (r == CUDA_SUCCESS) {
+        if (pSurfRef_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_SURFREF, (void *)pSurfRef_v);
+            if (pSurfRef_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuModuleGetTexRef(srv_call *call)
+{
+    uint8_t pTexRef_p = wr_u8(&call->in);
+    CUtexref pTexRef_v = NULL;
+    uint64_t hmod_id = wr_u64(&call->in);
+    const char *name = wr_str(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuModuleGetTexRef == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hmod_h = NULL;
+    r = handle_get(call->s, hmod_id, HK_MODULE, &hmod_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuModuleGetTexRef(pTexRef_p ? &pTexRef_v : NULL, (CUmodule)hmod_h, name);
+    if (r == CUDA_SUCCESS) {
+        if (pTexRef_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_TEXREF, (void *)pTexRef_v);
+            if (pTexRef_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
         }
     }
 done:
@@ -7168,6 +7288,34 @@ static CUresult gen_srv_cuSurfObjectDestroy(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuSurfRefGetArray(srv_call *call)
+{
+    uint8_t phArray_p = wr_u8(&call->in);
+    CUarray phArray_v = NULL;
+    uint64_t hSurfRef_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuSurfRefGetArray == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hSurfRef_h = NULL;
+    r = handle_get(call->s, hSurfRef_id, HK_SURFREF, &hSurfRef_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuSurfRefGetArray(phArray_p ? &phArray_v : NULL, (CUsurfref)hSurfRef_h);
+    if (r == CUDA_SUCCESS) {
+        if (phArray_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_ARRAY, (void *)phArray_v);
+            if (phArray_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
+    }
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuSurfRefSetArray(srv_call *call)
 {
     uint64_t hSurfRef_id = wr_u64(&call->in);
@@ -7569,6 +7717,24 @@ static CUresult gen_srv_cuTexObjectGetTextureDesc(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuTexRefCreate(srv_call *call)
+{
+    uint8_t pTexRef_p = wr_u8(&call->in);
+    uint64_t pTexRef_id = pTexRef_p ? wr_u64(&call->in) : 0;
+    CUtexref pTexRef_v = NULL;
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuTexRefCreate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuTexRefCreate(pTexRef_p ? &pTexRef_v : NULL);
+    if (r == CUDA_SUCCESS) {
+        if (pTexRef_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, pTexRef_id, HK_TEXREF, (void *)pTexRef_v);
+    }
+    return r;
+}
+
 static CUresult gen_srv_cuTexRefDestroy(srv_call *call)
 {
     uint64_t hTexRef_id = wr_u64(&call->in);
@@ -7582,6 +7748,9 @@ static CUresult gen_srv_cuTexRefDestroy(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuTexRefDestroy((CUtexref)hTexRef_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, hTexRef_id);
+    }
 done:
     return r;
 }
@@ -7654,6 +7823,34 @@ static CUresult gen_srv_cuTexRefGetAddress_v2(srv_call *call)
     if (r == CUDA_SUCCESS) {
         if (pdptr_p)
             wb_put_u64(&call->out, (uint64_t)(pdptr_v));
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuTexRefGetArray(srv_call *call)
+{
+    uint8_t phArray_p = wr_u8(&call->in);
+    CUarray phArray_v = NULL;
+    uint64_t hTexRef_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuTexRefGetArray == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hTexRef_h = NULL;
+    r = handle_get(call->s, hTexRef_id, HK_TEXREF, &hTexRef_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuTexRefGetArray(phArray_p ? &phArray_v : NULL, (CUtexref)hTexRef_h);
+    if (r == CUDA_SUCCESS) {
+        if (phArray_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_ARRAY, (void *)phArray_v);
+            if (phArray_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
     }
 done:
     return r;
@@ -7867,6 +8064,34 @@ static CUresult gen_srv_cuTexRefGetMipmapLevelClamp(srv_call *call)
             wb_put_f32(&call->out, (float)(pminMipmapLevelClamp_v));
         if (pmaxMipmapLevelClamp_p)
             wb_put_f32(&call->out, (float)(pmaxMipmapLevelClamp_v));
+    }
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuTexRefGetMipmappedArray(srv_call *call)
+{
+    uint8_t phMipmappedArray_p = wr_u8(&call->in);
+    CUmipmappedArray phMipmappedArray_v = NULL;
+    uint64_t hTexRef_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuTexRefGetMipmappedArray == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hTexRef_h = NULL;
+    r = handle_get(call->s, hTexRef_id, HK_TEXREF, &hTexRef_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuTexRefGetMipmappedArray(phMipmappedArray_p ? &phMipmappedArray_v : NULL, (CUtexref)hTexRef_h);
+    if (r == CUDA_SUCCESS) {
+        if (phMipmappedArray_p) {
+            /* a handle the driver returned: its id, a new one if needed */
+            uint64_t id = handle_export(call->s, HK_MIPMAPPED_ARRAY, (void *)phMipmappedArray_v);
+            if (phMipmappedArray_v && id == 0)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            wb_put_u64(&call->out, id);
+        }
     }
 done:
     return r;
@@ -8670,6 +8895,18 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_link_create] = {"scuda_link_create", srv_scuda_link_create, 1, 0, 0, 0},
     [OP_scuda_link_add] = {"scuda_link_add", srv_scuda_link_add, 1, 0, 0, 0},
     [OP_scuda_link_complete] = {"scuda_link_complete", srv_scuda_link_complete, 1, 0, 0, 0},
+    [OP_cuArrayGetPlane] = {"cuArrayGetPlane", gen_srv_cuArrayGetPlane, 0, 0, 0, 0},
+    [OP_cuMipmappedArrayGetLevel] = {"cuMipmappedArrayGetLevel", gen_srv_cuMipmappedArrayGetLevel, 0, 0, 0, 0},
+    [OP_cuModuleGetSurfRef] = {"cuModuleGetSurfRef", gen_srv_cuModuleGetSurfRef, 0, 0, 0, 0},
+    [OP_cuModuleGetTexRef] = {"cuModuleGetTexRef", gen_srv_cuModuleGetTexRef, 0, 0, 0, 0},
+    [OP_cuSurfObjectCreate] = {"cuSurfObjectCreate", srv_cuSurfObjectCreate, 0, 0, 0, 0},
+    [OP_cuSurfObjectGetResourceDesc] = {"cuSurfObjectGetResourceDesc", srv_cuSurfObjectGetResourceDesc, 0, 0, 0, 0},
+    [OP_cuSurfRefGetArray] = {"cuSurfRefGetArray", gen_srv_cuSurfRefGetArray, 0, 0, 0, 0},
+    [OP_cuTexObjectCreate] = {"cuTexObjectCreate", srv_cuTexObjectCreate, 0, 0, 0, 0},
+    [OP_cuTexObjectGetResourceDesc] = {"cuTexObjectGetResourceDesc", srv_cuTexObjectGetResourceDesc, 0, 0, 0, 0},
+    [OP_cuTexRefCreate] = {"cuTexRefCreate", gen_srv_cuTexRefCreate, 0, 0, 0, 0},
+    [OP_cuTexRefGetArray] = {"cuTexRefGetArray", gen_srv_cuTexRefGetArray, 0, 0, 0, 0},
+    [OP_cuTexRefGetMipmappedArray] = {"cuTexRefGetMipmappedArray", gen_srv_cuTexRefGetMipmappedArray, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -63,5 +63,9 @@ CUresult srv_cuStreamGetCaptureInfo_v3(srv_call *c);
 CUresult srv_cuStreamIsCapturing(srv_call *c);
 CUresult srv_cuStreamSetAttribute(srv_call *c);
 CUresult srv_cuStreamSynchronize(srv_call *c);
+CUresult srv_cuSurfObjectCreate(srv_call *c);
+CUresult srv_cuSurfObjectGetResourceDesc(srv_call *c);
+CUresult srv_cuTexObjectCreate(srv_call *c);
+CUresult srv_cuTexObjectGetResourceDesc(srv_call *c);
 
 #endif

@@ -63,6 +63,8 @@ static void destroy_real(enum handle_kind kind, void *h)
     case HK_GRAPH: REAL(cuGraphDestroy, (CUgraph)h); break;
     case HK_GRAPH_EXEC: REAL(cuGraphExecDestroy, (CUgraphExec)h); break;
     case HK_ARRAY: REAL(cuArrayDestroy, (CUarray)h); break;
+    case HK_MIPMAPPED_ARRAY: REAL(cuMipmappedArrayDestroy, (CUmipmappedArray)h); break;
+    case HK_TEXREF: REAL(cuTexRefDestroy, (CUtexref)h); break;
     case HK_MEMPOOL: REAL(cuMemPoolDestroy, (CUmemoryPool)h); break;
     case HK_LINK_STATE: REAL(cuLinkDestroy, (CUlinkState)h); break;
     default: break;

@@ -17,7 +17,7 @@ else
 fi
 mkdir -p "$OUT"
 # shellcheck disable=SC2086
-$CC $FLAGS -fPIC -shared tests/standin/*.c -o "$OUT/libcuda-standin.so" -lpthread
+$CC $FLAGS -fPIC -shared tests/standin/*.c -o "$OUT/libcuda-standin.so" -lpthread -lm
 # shellcheck disable=SC2086
 $CC $FLAGS -DSTANDIN_TEST_MAIN tests/standin/test_standin.c -o "$OUT/test_standin" \
     "$OUT/libcuda-standin.so" -Wl,-rpath,"$PWD/$OUT" -lpthread -ldl

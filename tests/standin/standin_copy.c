@@ -293,10 +293,11 @@ SI_API CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext 
 
 /* start address of one side: base + (z * height + y) * pitch + x */
 static CUresult si_side_addr(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
-                             size_t x, size_t y, size_t z, size_t pitch, size_t height,
-                             uintptr_t *addr, bool *must_cuda)
+                             size_t x, size_t y, size_t z, size_t *pitch_io, size_t *height_io,
+                             const size_t extent[3], uintptr_t *addr, bool *must_cuda)
 {
     uintptr_t base;
+    size_t pitch = *pitch_io, height = *height_io;
     switch (type) {
     case CU_MEMORYTYPE_HOST:
         base = (uintptr_t)host;
@@ -310,9 +311,9 @@ static CUresult si_side_addr(CUmemorytype type, const void *host, CUdeviceptr de
         base = (uintptr_t)dev;
         *must_cuda = false;
         break;
-    case CU_MEMORYTYPE_ARRAY:
-        (void)array;
-        return CUDA_ERROR_NOT_SUPPORTED; /* CUDA arrays are not implemented */
+    case CU_MEMORYTYPE_ARRAY: /* dense rows: the array's own pitch and height (standin_array.c) */
+        *must_cuda = true;
+        return si_array_side(array, x, y, z, extent[0], extent[1], extent[2], addr, pitch_io, height_io);
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -334,20 +335,23 @@ static CUresult si_copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool p
     si_copy c;
     memset(&c, 0, sizeof(c));
     bool sm = false, dm = false;
+    size_t ext[3] = {p ? p->WidthInBytes : 0, p ? p->Height : 0, 1};
+    size_t sp = p ? p->srcPitch : 0, dp = p ? p->dstPitch : 0, sh = p ? p->Height : 0, dh = sh;
     if (!rc)
         rc = si_side_addr(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                          p->srcY, 0, p->srcPitch, 0, &c.src, &sm);
+                          p->srcY, 0, &sp, &sh, ext, &c.src, &sm);
     if (!rc)
         rc = si_side_addr(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                          p->dstY, 0, p->dstPitch, 0, &c.dst, &dm);
-    if (!rc && p->Height > 1 && (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes))
+                          p->dstY, 0, &dp, &dh, ext, &c.dst, &dm);
+    if (!rc && p->Height > 1 && (sp < p->WidthInBytes || dp < p->WidthInBytes))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc && (p->srcPitch > SI_MAX_PITCH || p->dstPitch > SI_MAX_PITCH))
+    if (!rc && (sp > SI_MAX_PITCH || dp > SI_MAX_PITCH))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc) {
-        c.spitch = p->srcPitch;
-        c.dpitch = p->dstPitch;
-        c.sheight = c.dheight = p->Height;
+        c.spitch = sp;
+        c.dpitch = dp;
+        c.sheight = sh;
+        c.dheight = dh;
         c.width = p->WidthInBytes;
         c.height = p->Height;
         c.depth = 1;
@@ -403,24 +407,26 @@ static CUresult si_copy3d_core(const CUDA_MEMCPY3D_PEER *p, bool peer, const voi
     si_copy c;
     memset(&c, 0, sizeof(c));
     bool sm = false, dm = false;
+    size_t ext[3] = {p ? p->WidthInBytes : 0, p ? p->Height : 0, p ? p->Depth : 0};
+    size_t sp = p ? p->srcPitch : 0, dp = p ? p->dstPitch : 0;
+    size_t sh = p ? p->srcHeight : 0, dh = p ? p->dstHeight : 0;
     if (!rc)
         rc = si_side_addr(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                          p->srcY, p->srcZ, p->srcPitch, p->srcHeight, &c.src, &sm);
+                          p->srcY, p->srcZ, &sp, &sh, ext, &c.src, &sm);
     if (!rc)
         rc = si_side_addr(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                          p->dstY, p->dstZ, p->dstPitch, p->dstHeight, &c.dst, &dm);
-    if (!rc && (p->Height > 1 || p->Depth > 1) &&
-        (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes))
+                          p->dstY, p->dstZ, &dp, &dh, ext, &c.dst, &dm);
+    if (!rc && (p->Height > 1 || p->Depth > 1) && (sp < p->WidthInBytes || dp < p->WidthInBytes))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc && p->Depth > 1 && (p->srcHeight < p->Height || p->dstHeight < p->Height))
+    if (!rc && p->Depth > 1 && (sh < p->Height || dh < p->Height))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc && (p->srcPitch > SI_MAX_PITCH || p->dstPitch > SI_MAX_PITCH))
+    if (!rc && (sp > SI_MAX_PITCH || dp > SI_MAX_PITCH))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc) {
-        c.spitch = p->srcPitch;
-        c.dpitch = p->dstPitch;
-        c.sheight = p->srcHeight;
-        c.dheight = p->dstHeight;
+        c.spitch = sp;
+        c.dpitch = dp;
+        c.sheight = sh;
+        c.dheight = dh;
         c.width = p->WidthInBytes;
         c.height = p->Height;
         c.depth = p->Depth;

@@ -121,6 +121,7 @@ enum si_alloc_kind {
     SI_AK_HOST_REG,     /* cuMemHostRegister */
     SI_AK_VMM,          /* a range of VMM mappings made accessible (standin_vmm.c) */
     SI_AK_MANAGED,      /* cuMemAllocManaged (standin_managed.c) */
+    SI_AK_ARRAY,        /* a CUDA array's elements (standin_array.c) */
 };
 
 struct si_alloc {
@@ -219,6 +220,7 @@ typedef struct si_gvar {
     size_t size, align;
     unsigned char *init;    /* initializer bytes (init_len <= size) */
     size_t init_len;
+    int ref_kind;           /* 1: .texref, 2: .surfref, else 0 */
 } si_gvar;
 
 struct si_image {
@@ -254,6 +256,7 @@ struct si_module {
     si_func *funcs;        /* one per entry */
     si_alloc **globals;    /* one per global variable */
     si_library *library;   /* set when created for a library */
+    void **refs;           /* texture/surface references, per global (standin_texture.c) */
     si_module *next_all;
 };
 
@@ -292,6 +295,8 @@ enum si_builtin {
     SI_BI_FAULT,
     SI_BI_TRAP_ASSERT,
     SI_BI_SAY_HELLO,
+    SI_BI_TEX_SAMPLE,     /* tex_sample, texref_sample: blob is the si_texview */
+    SI_BI_SURF_WRITE,     /* surf_write: blob is the si_texview */
 };
 
 typedef struct si_kargs {
@@ -299,6 +304,7 @@ typedef struct si_kargs {
     uint64_t p[3];
     uint64_t n;
     uint32_t u32;
+    uint32_t dims[4];     /* surf_write: w, h, d, base */
     unsigned char *blob;  /* copy_params: the whole parameter buffer */
     size_t blob_len;
 } si_kargs;
@@ -496,6 +502,66 @@ void si_func_default_attrs(si_func_attrs *a);
 CUresult si_func_get_attr(const si_entry *e, const si_image *img,
                           const si_func_attrs *a, CUfunction_attribute attr, int *out);
 CUresult si_func_set_attr(si_func_attrs *a, CUfunction_attribute attr, int value);
+
+/* ------------------------------------------------------------------ */
+/* arrays (standin_array.c), textures and surfaces (standin_texture.c)  */
+
+#define SI_MAX_LEVELS 16
+
+typedef struct si_array si_array;
+struct si_array {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    si_ctx *ctx;
+    void *owner;          /* the mipmapped array or planar array it belongs to */
+    size_t elem;          /* bytes per element */
+    size_t pitch;         /* Width * elem: rows are dense */
+    size_t rows, slices;  /* Height and Depth, at least 1 */
+    si_alloc *mem;        /* NULL for a planar (NV12) array */
+    uint64_t mem_id;
+    si_array *planes[2];  /* NV12: luma, chroma */
+};
+
+typedef struct si_mipmap {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    unsigned n_levels;
+    si_array *levels[SI_MAX_LEVELS];
+} si_mipmap;
+
+size_t si_format_size(CUarray_format f); /* bytes per channel, 0 if unknown */
+si_array *si_array_get(CUarray h);        /* live, memory still there; else NULL */
+si_mipmap *si_mipmap_get(CUmipmappedArray h);
+CUresult si_array_side(CUarray h, size_t x, size_t y, size_t z, size_t wbytes, size_t height,
+                       size_t depth, uintptr_t *addr, size_t *pitch, size_t *rows);
+
+/* What a kernel samples: a texture object's or reference's resource and
+ * sampling state, copied at launch (standin_texture.c). */
+typedef struct si_level {
+    uintptr_t base;
+    size_t w, h, d;       /* elements; h, d at least 1 */
+    size_t pitch;         /* bytes per row */
+} si_level;
+
+typedef struct si_texview {
+    CUresourcetype res;
+    unsigned arr_flags;   /* CUDA_ARRAY3D_LAYERED, _CUBEMAP */
+    int dims;             /* 1, 2 or 3 (layers excluded) */
+    size_t layers;        /* 1 unless layered (cubemaps: faces x layers) */
+    CUarray_format fmt;
+    unsigned ch, elem;
+    unsigned n_levels;
+    si_level lv[SI_MAX_LEVELS];
+    CUDA_TEXTURE_DESC td;
+} si_texview;
+
+/* A texture object (or, surface 1, a surface object) as a view; false if unknown. Lock held. */
+bool si_texobj_view(uint64_t obj, bool surface, si_texview *v);
+/* The module's texture reference `name` as a view; false if unbound or unknown. Lock held. */
+bool si_texref_view(si_module *m, const char *name, si_texview *v);
+/* out[i] = the 4 words tex(coords[i]) returns, i < n; false: out of bounds */
+bool si_tex_sample_exec(const si_texview *v, uint64_t out, uint64_t coords, uint64_t n);
+/* every element (x,y,z) < (w,h,d) gets the u32 base + x + 100 y + 10000 z */
+bool si_surf_write_exec(const si_texview *v, uint32_t w, uint32_t h, uint32_t d, uint32_t base);
+void si_module_refs_free(si_module *m);
 
 /* ------------------------------------------------------------------ */
 /* launches (standin_launch.c)                                         */

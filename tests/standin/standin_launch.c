@@ -114,7 +114,45 @@ static uint64_t si_rd(const unsigned char *buf, const si_entry *e, size_t i)
 }
 
 /* decodes the arguments of a built-in kernel; SI_BI_NONE if unknown */
-static void si_decode(const si_entry *e, const unsigned char *buf, si_kargs *k)
+/* a texture or surface kernel: the view is copied now, as the launch binds it */
+static bool si_decode_tex(const si_entry *e, const unsigned char *buf, si_module *m, si_kargs *k)
+{
+    static const size_t tex_sig[] = {8, 8, 8, 4, 4}, ref_sig[] = {8, 8, 4}, surf_sig[] = {8, 4, 4, 4, 4};
+    si_texview v;
+    bool have = false;
+    if (strcmp(e->name, "tex_sample") == 0) {
+        if (!si_sig(e, 5, tex_sig))
+            return false;
+        k->builtin = SI_BI_TEX_SAMPLE;
+        have = si_texobj_view(si_rd(buf, e, 1), false, &v);
+        k->p[0] = si_rd(buf, e, 0);
+        k->p[1] = si_rd(buf, e, 2);
+        k->n = (uint32_t)si_rd(buf, e, 3);
+    } else if (strcmp(e->name, "texref_sample") == 0) {
+        if (!si_sig(e, 3, ref_sig))
+            return false;
+        k->builtin = SI_BI_TEX_SAMPLE;
+        have = m && si_texref_view(m, "tex_ref", &v);
+        k->p[0] = si_rd(buf, e, 0);
+        k->p[1] = si_rd(buf, e, 1);
+        k->n = (uint32_t)si_rd(buf, e, 2);
+    } else {
+        if (!si_sig(e, 5, surf_sig))
+            return false;
+        k->builtin = SI_BI_SURF_WRITE;
+        have = si_texobj_view(si_rd(buf, e, 0), true, &v);
+        for (int i = 0; i < 4; i++)
+            k->dims[i] = (uint32_t)si_rd(buf, e, (size_t)i + 1);
+    }
+    if (have) { /* else no blob: the kernel faults, as a bad object does on a GPU */
+        k->blob = si_xcalloc(1, sizeof v);
+        memcpy(k->blob, &v, sizeof v);
+        k->blob_len = sizeof v;
+    }
+    return true;
+}
+
+static void si_decode(const si_entry *e, const unsigned char *buf, si_module *m, si_kargs *k)
 {
     static const size_t fill_sig[] = {8, 4, 8}, vec_sig[] = {8, 8, 8, 4}, one32[] = {4};
     const char *n = e->name;
@@ -157,6 +195,10 @@ static void si_decode(const si_entry *e, const unsigned char *buf, si_kargs *k)
         want = SI_BI_FAULT;
     } else if (strcmp(n, "trap_assert") == 0) {
         want = SI_BI_TRAP_ASSERT;
+    } else if (strcmp(n, "tex_sample") == 0 || strcmp(n, "texref_sample") == 0 ||
+               strcmp(n, "surf_write") == 0) {
+        want = strcmp(n, "surf_write") == 0 ? SI_BI_SURF_WRITE : SI_BI_TEX_SAMPLE;
+        ok = si_decode_tex(e, buf, m, k);
     } else if (strcmp(n, "say_hello") == 0) {
         want = SI_BI_SAY_HELLO;
         if ((ok = si_sig(e, 1, one32))) {
@@ -228,6 +270,15 @@ void si_kernel_exec(si_ctx *c, const si_kargs *k)
         break;
     case SI_BI_FAULT:
         si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+        break;
+    case SI_BI_TEX_SAMPLE:
+        if (!k->blob || !si_tex_sample_exec((const si_texview *)k->blob, k->p[0], k->p[1], k->n))
+            si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+        break;
+    case SI_BI_SURF_WRITE:
+        if (!k->blob || !si_surf_write_exec((const si_texview *)k->blob, k->dims[0], k->dims[1],
+                                            k->dims[2], k->dims[3]))
+            si_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         break;
     case SI_BI_TRAP_ASSERT:
         fprintf(stderr, "kernels.cu:1: void trap_assert(): block: [0,0,0], thread: [0,0,0] "
@@ -414,7 +465,7 @@ void si_kcall_submit(si_stream *s, const si_kcall *k)
     }
     si_log_launch(f, k->grid, k->block, k->shmem, k->params, f->entry->param_bytes);
     si_kargs a;
-    si_decode(f->entry, k->params, &a);
+    si_decode(f->entry, k->params, f->module, &a);
     si_op *op;
     if (a.builtin == SI_BI_LAUNCH_SHAPE) {
         /* launch_shape writes grid[3], block[3] and the shared size as u32 */

@@ -443,6 +443,7 @@ static bool si_parse_literal(si_tok t, bool neg, bool as_float, size_t size, uns
 static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
 {
     size_t elem = 0, align = 0, vec = 1;
+    int ref_kind = 0;
     bool fl = false;
     si_image *img = B->img;
     for (;;) {
@@ -455,6 +456,8 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
             continue;
         if (t.t == TK_DIR) {
             size_t sz = si_type_size(t, &fl);
+            if (si_is(t, ".texref") || si_is(t, ".surfref")) /* its state lives in the module (standin_texture.c) */
+                ref_kind = si_is(t, ".texref") ? 1 : 2;
             if (sz)
                 elem = sz;
             else if (si_is(t, ".align")) {
@@ -579,6 +582,7 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
         si_gvar *g = &img->globals[img->n_globals++];
         memset(g, 0, sizeof(*g));
         g->name = si_tokdup(name);
+        g->ref_kind = ref_kind;
         g->size = size;
         g->align = align ? align : esz;
         if (n_init) {
@@ -882,6 +886,7 @@ void si_module_destroy(si_module *m)
             break;
         }
     si_hset_del(&si_g.modules, m);
+    si_module_refs_free(m);
     for (size_t i = 0; i < m->image->n_entries; i++)
         si_hset_del(&si_g.funcs, &m->funcs[i]);
     for (size_t i = 0; i < m->image->n_globals; i++)

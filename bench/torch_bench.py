@@ -36,7 +36,6 @@ import os
 import re
 import signal
 import socket
-import ssl
 import statistics
 import struct
 import subprocess
@@ -315,8 +314,19 @@ def _recv_exact(s, n):
 
 
 PREFACE_MAGIC = 0x31504353  # "SCP1"
+
+
+def _protocol_version():
+    """SCUDA_PROTOCOL_VERSION, read from the one place it is defined."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "common", "protocol.h")
+    with open(path) as f:
+        return int(re.search(r"#define SCUDA_PROTOCOL_VERSION (\d+)", f.read()).group(1))
+
+
+PROTOCOL_VERSION = _protocol_version()
 PREFACE_STATUS = {1: "this server requires TLS: set SCUDA_TLS=1",
-                  2: "this server does not offer TLS: unset SCUDA_TLS", 3: "the server did not understand the preface"}
+                  2: "this server does not offer TLS: unset SCUDA_TLS", 3: "the server did not understand the preface",
+                  4: "the server speaks another protocol version"}
 
 
 def _wants_tls(host):
@@ -329,36 +339,21 @@ def _wants_tls(host):
     return not (host.startswith("127.") or host in ("::1", "localhost"))
 
 
-def _tls_wrap(s, host):
-    """TLS 1.3 that trusts exactly SCUDA_TLS_FINGERPRINT (the raw link is a
-    benchmark: it does not read known_hosts or a CA file)."""
-    want = os.environ.get("SCUDA_TLS_FINGERPRINT", "")
-    if not want:
-        raise RuntimeError("TLS raw link: set SCUDA_TLS_FINGERPRINT=sha256:HEX to the server's certificate")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE  # checked below, against the pinned fingerprint
-    t = ctx.wrap_socket(s, server_hostname=host)
-    got = "sha256:" + hashlib.sha256(t.getpeercert(binary_form=True)).hexdigest()
-    if got != want.lower():
-        t.close()
-        raise RuntimeError("TLS raw link: the server presented %s, SCUDA_TLS_FINGERPRINT is %s" % (got, want))
-    return t
-
-
 def raw_open(addr, flags):
     host, _, port = addr.rpartition(":")
     host = host.strip("[]")
     s = socket.create_connection((host, int(port)), timeout=30)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    tls = _wants_tls(host)
-    s.sendall(struct.pack("<IBBH", PREFACE_MAGIC, 1 if tls else 0, 0, 0))
+    if _wants_tls(host):
+        # After the TLS handshake SCUDA's records are sealed with keys from
+        # the TLS exporter, which Python's ssl module cannot derive.
+        s.close()
+        raise RuntimeError("a TLS raw link needs SCUDA's record layer, which Python's ssl cannot speak; "
+                           "measure it with `scuda bench --json FILE` and pass --link-json FILE")
+    s.sendall(struct.pack("<IBBBB", PREFACE_MAGIC, 0, 0, PROTOCOL_VERSION, 0))
     magic, status = struct.unpack("<IB3x", _recv_exact(s, 8))
     if magic != PREFACE_MAGIC or status != 0:
-        raise RuntimeError("refused: %s" % PREFACE_STATUS.get(status, "not a SCUDA v4 server"))
-    if tls:
-        s = _tls_wrap(s, host)
+        raise RuntimeError("refused: %s" % PREFACE_STATUS.get(status, "not a SCUDA v%d server" % PROTOCOL_VERSION))
     hello = _recv_exact(s, 24)
     magic, version = struct.unpack("<IH", hello[:6])
     if magic != SCUDA_MAGIC:

@@ -176,9 +176,29 @@ static CUresult replay_alloc(struct session *s, const struct msg_migrate_item *i
     return r;
 }
 
-static CUresult replay_bytes(const struct msg_migrate_item *it)
+/* Bytes go only into memory this import rebuilt: an allocation or a
+ * global, listed once, when the first bytes arrive (after every object). */
+static struct migrate_range *rebuilt;
+static long nrebuilt = -1;
+
+static int inside_rebuilt(uint64_t addr, uint64_t len)
+{
+    if (nrebuilt < 0) nrebuilt = migrate_memory(&rebuilt);
+    for (long i = 0; i < nrebuilt; i++)
+        if (addr >= rebuilt[i].addr && addr - rebuilt[i].addr <= rebuilt[i].size &&
+            len <= rebuilt[i].size - (addr - rebuilt[i].addr))
+            return 1;
+    return 0;
+}
+
+static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_t wl)
 {
     if (!it->data || it->data_len == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!inside_rebuilt(it->a, it->data_len)) {
+        snprintf(why, wl, "%llu bytes for %#llx, which is no allocation or global of the session",
+                 (unsigned long long)it->data_len, (unsigned long long)it->a);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     return REAL(cuMemcpyHtoD_v2, (CUdeviceptr)it->a, it->data, (size_t)it->data_len);
 }
 
@@ -193,7 +213,7 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_EVENT: return replay_event(s, it);
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
-    case MIG_BYTES: return replay_bytes(it);
+    case MIG_BYTES: return replay_bytes(it, why, wl);
     default: snprintf(why, wl, "an item of unknown kind %u", it->kind); return CUDA_ERROR_INVALID_VALUE;
     }
 }

@@ -236,11 +236,16 @@ static CUresult describe_context(const struct handle_ref *h, struct msg_migrate_
 {
     CUdevice dev = 0;
     unsigned flags = 0;
+    unsigned primary_flags = 0;
+    int active = 0;
     CUcontext primary = NULL;
     CUresult r = REAL(cuCtxSetCurrent, (CUcontext)h->real);
     if (r == CUDA_SUCCESS) r = REAL(cuCtxGetDevice, &dev);
     if (r == CUDA_SUCCESS) r = REAL(cuCtxGetFlags, &flags);
-    if (r == CUDA_SUCCESS && (r = REAL(cuDevicePrimaryCtxRetain, &primary, dev)) == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) r = REAL(cuDevicePrimaryCtxGetState, dev, &primary_flags, &active);
+    /* Only an active primary context can be this one; retaining an
+     * inactive one would create it. */
+    if (r == CUDA_SUCCESS && active && (r = REAL(cuDevicePrimaryCtxRetain, &primary, dev)) == CUDA_SUCCESS)
         REAL(cuDevicePrimaryCtxRelease_v2, dev);
     *it = (struct msg_migrate_item){.kind = MIG_CONTEXT, .id = h->id, .a = (uint64_t)dev, .b = flags,
                                     .c = primary == (CUcontext)h->real};

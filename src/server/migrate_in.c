@@ -314,9 +314,11 @@ void migrate_in_run(struct session *s)
     uint64_t bytes = 0;
     v.result = (uint32_t)import(s, &v, &bytes, why, sizeof why);
     v.why = why;
-    send_verdict(s->fd, &v);
+    /* Logged before the verdict goes out: once the exporter has it, its
+     * client may act on it, and this log must already say what happened. */
     if (v.result != CUDA_SUCCESS) {
         LOG_WARN("session %d: the incoming session was not rebuilt: %s; discarded", (int)getpid(), why);
+        send_verdict(s->fd, &v);
         drain(s->fd);
         _exit(1);
     }
@@ -327,6 +329,7 @@ void migrate_in_run(struct session *s)
      * copy was a checked rehearsal and goes with this process. */
     LOG_INFO("session %d: no client switch in this build (it needs connection resume); the copy is discarded",
              (int)getpid());
+    send_verdict(s->fd, &v);
     drain(s->fd);
     _exit(0);
 }

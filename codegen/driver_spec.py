@@ -1026,6 +1026,40 @@ op scuda_live_ping                     # client to session, one-way when the cli
 
 op scuda_live_pong                     # session to client, while the client waits for it and nothing else went out
     in u32 dead_after_ms               # the session's --dead-after: the client pings at least 4 times as often
+
+# ---- live migration (docs/architecture.md, 9.17 Live migration) ------------------
+# scuda_migrate asks the session to move to another server. Between the two
+# servers, the state travels as migrate_item records in frames of their own
+# (src/server/migrate_out.c, migrate_in.c; protocol.h, "Migration"), and
+# the importing session answers with one migrate_verdict.
+const MIGRATE_CHUNK       4194304      # device bytes per migrate_item
+const MIGRATE_WHY_MAX     512
+
+op scuda_migrate                       # client to session; the session stops reading until it is done
+    in str to                          # HOST:PORT of the server to move to
+    out u32 moved                      # 1: the state is on the other server and checked
+    out str why                        # the reason, when it did not move
+    out u64 hold_ns                    # the pause, in parts: holding and synchronizing,
+    out u64 replay_ns                  # replaying the objects on the other server,
+    out u64 copy_ns                    # copying device memory
+    out u64 bytes                      # device bytes copied
+
+record migrate_item                    # one object of a migrating session, or a piece of its memory
+    u8 kind                            # enum migrate_kind (src/server/migrate_state.h)
+    handle id                          # the client's id of the object (0 for memory)
+    handle parent                      # its context's id, or its module's (functions, globals)
+    u64 a                              # kind-specific: flags, device, address
+    u64 b                              # kind-specific: priority, size
+    u64 c                              # kind-specific: pitch
+    str name                           # a function's or global's name
+    bytes data                         # a module's image, or device bytes
+
+record migrate_verdict                 # the importing session's answer
+    u32 result                         # CUDA_SUCCESS when everything was replayed and checked
+    str why                            # else the reason, for both logs
+    u8 digest[32]                      # SHA-256 of the state as replayed (migrate_state.h)
+    u64 replay_ns
+    u64 copy_ns
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

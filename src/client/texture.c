@@ -1,4 +1,4 @@
-/* texture.c - texture and surface objects (docs/architecture.md, 9.13
+/* texture.c - texture and surface objects (docs/architecture.md, 9.16
  * Textures and surfaces).
  *
  * A CUDA_RESOURCE_DESC holds an array handle (an id here) or a device

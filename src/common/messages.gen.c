@@ -2303,3 +2303,87 @@ int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_migrate_req_put(wire_buf *b, const struct msg_scuda_migrate_req *m)
+{
+    wb_put_str(b, m->to);
+}
+
+int msg_scuda_migrate_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_migrate_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->to = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_migrate_rep_put(wire_buf *b, const struct msg_scuda_migrate_rep *m)
+{
+    wb_put_u32(b, m->moved);
+    wb_put_str(b, m->why);
+    wb_put_u64(b, m->hold_ns);
+    wb_put_u64(b, m->replay_ns);
+    wb_put_u64(b, m->copy_ns);
+    wb_put_u64(b, m->bytes);
+}
+
+int msg_scuda_migrate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_migrate_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->moved = wr_u32(r);
+    m->why = wr_str(r);
+    m->hold_ns = wr_u64(r);
+    m->replay_ns = wr_u64(r);
+    m->copy_ns = wr_u64(r);
+    m->bytes = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_put_migrate_item(wire_buf *b, const struct msg_migrate_item *m)
+{
+    wb_put_u8(b, m->kind);
+    wb_put_u64(b, m->id);
+    wb_put_u64(b, m->parent);
+    wb_put_u64(b, m->a);
+    wb_put_u64(b, m->b);
+    wb_put_u64(b, m->c);
+    wb_put_str(b, m->name);
+    wb_put_blob(b, m->data, m->data_len);
+}
+
+void msg_get_migrate_item(wire_reader *r, struct msg_arena *a, struct msg_migrate_item *m)
+{
+    (void)a;
+    m->kind = wr_u8(r);
+    m->id = wr_u64(r);
+    m->parent = wr_u64(r);
+    m->a = wr_u64(r);
+    m->b = wr_u64(r);
+    m->c = wr_u64(r);
+    m->name = wr_str(r);
+    {
+        size_t n = 0;
+        m->data = wr_blob(r, &n);
+        m->data_len = n;
+    }
+}
+
+void msg_put_migrate_verdict(wire_buf *b, const struct msg_migrate_verdict *m)
+{
+    wb_put_u32(b, m->result);
+    wb_put_str(b, m->why);
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->replay_ns);
+    wb_put_u64(b, m->copy_ns);
+}
+
+void msg_get_migrate_verdict(wire_reader *r, struct msg_arena *a, struct msg_migrate_verdict *m)
+{
+    (void)a;
+    m->result = wr_u32(r);
+    m->why = wr_str(r);
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->replay_ns = wr_u64(r);
+    m->copy_ns = wr_u64(r);
+}
+

@@ -37,6 +37,8 @@
 #define CAPTURE_WANT_EDGES 16  /* _v3 only */
 #define CAPTURE_WANT_NUM 32
 #define CAPTURE_MAX_DEPS 4194304  /* a frame's worth of node ids and edge data */
+#define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
+#define MIGRATE_WHY_MAX 512
 
 /* launch_attr record: a CUlaunchAttribute: its event handles are ids */
 struct msg_launch_attr {
@@ -1163,5 +1165,50 @@ struct msg_scuda_live_pong_rep {
 };
 void msg_scuda_live_pong_rep_put(wire_buf *b, const struct msg_scuda_live_pong_rep *m);
 int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_rep *m);
+
+/* scuda_migrate request: client to session; the session stops reading until it is done */
+struct msg_scuda_migrate_req {
+    const char *to; /* str to: HOST:PORT of the server to move to */
+};
+void msg_scuda_migrate_req_put(wire_buf *b, const struct msg_scuda_migrate_req *m);
+int msg_scuda_migrate_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_migrate_req *m);
+
+/* scuda_migrate reply */
+struct msg_scuda_migrate_rep {
+    uint32_t moved; /* u32 moved: 1: the state is on the other server and checked */
+    const char *why; /* str why: the reason, when it did not move */
+    uint64_t hold_ns; /* u64 hold_ns: the pause, in parts: holding and synchronizing, */
+    uint64_t replay_ns; /* u64 replay_ns: replaying the objects on the other server, */
+    uint64_t copy_ns; /* u64 copy_ns: copying device memory */
+    uint64_t bytes; /* u64 bytes: device bytes copied */
+};
+void msg_scuda_migrate_rep_put(wire_buf *b, const struct msg_scuda_migrate_rep *m);
+int msg_scuda_migrate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_migrate_rep *m);
+
+/* migrate_item record: one object of a migrating session, or a piece of its memory */
+struct msg_migrate_item {
+    uint8_t kind; /* u8 kind: enum migrate_kind (src/server/migrate_state.h) */
+    uint64_t id; /* handle id: the client's id of the object (0 for memory) */
+    uint64_t parent; /* handle parent: its context's id, or its module's (functions, globals) */
+    uint64_t a; /* u64 a: kind-specific: flags, device, address */
+    uint64_t b; /* u64 b: kind-specific: priority, size */
+    uint64_t c; /* u64 c: kind-specific: pitch */
+    const char *name; /* str name: a function's or global's name */
+    const void *data; /* u64 length + bytes data: a module's image, or device bytes */
+    uint64_t data_len;
+};
+void msg_put_migrate_item(wire_buf *b, const struct msg_migrate_item *m);
+void msg_get_migrate_item(wire_reader *r, struct msg_arena *a, struct msg_migrate_item *m);
+
+/* migrate_verdict record: the importing session's answer */
+struct msg_migrate_verdict {
+    uint32_t result; /* u32 result: CUDA_SUCCESS when everything was replayed and checked */
+    const char *why; /* str why: else the reason, for both logs */
+    uint8_t digest[32]; /* u8[32] digest: SHA-256 of the state as replayed (migrate_state.h) */
+    uint64_t replay_ns; /* u64 replay_ns */
+    uint64_t copy_ns; /* u64 copy_ns */
+};
+void msg_put_migrate_verdict(wire_buf *b, const struct msg_migrate_verdict *m);
+void msg_get_migrate_verdict(wire_reader *r, struct msg_arena *a, struct msg_migrate_verdict *m);
 
 #endif

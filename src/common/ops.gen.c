@@ -370,6 +370,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuTexRefCreate] = "cuTexRefCreate",
     [OP_cuTexRefGetArray] = "cuTexRefGetArray",
     [OP_cuTexRefGetMipmappedArray] = "cuTexRefGetMipmappedArray",
+    [OP_scuda_migrate] = "scuda_migrate",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -371,7 +371,8 @@ enum scuda_op {
     OP_cuTexRefCreate = 364,
     OP_cuTexRefGetArray = 365,
     OP_cuTexRefGetMipmappedArray = 366,
-    OP_COUNT = 367
+    OP_scuda_migrate = 367,
+    OP_COUNT = 368
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -31,7 +31,24 @@
  *                 connections (see "Bulk connections" below). The
  *                 client_hello is followed by a join request; no session
  *                 limit applies (a join makes no session).
+ * HELLO_MIGRATE_IN comes from another server moving one of its sessions
+ *                 here ("Migration" below): a session, under the same
+ *                 token check and session limit, that imports.
  * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
+ *
+ * Migration (docs/architecture.md, 9.17). Server A's session, asked with
+ * op scuda_migrate, connects to server B as a client would (its own
+ * SCUDA_TOKEN / SCUDA_TOKEN_FILE, TLS as the client's variables say) with
+ * HELLO_MIGRATE_IN, and gets a session welcome. Then A sends frames, each
+ * { header: op scuda_migrate, seq 0, 1, ...; payload: one migrate_item
+ * record (codegen/driver_spec.py) }: contexts, modules, functions,
+ * globals, streams, events, allocations, a deferred error, then device
+ * bytes (at most MIGRATE_CHUNK per item), then MIG_END with the byte
+ * count. B replays each under the same ids and at the same addresses and
+ * answers once, { header: op scuda_migrate, FRAME_REPLY; payload: one
+ * migrate_verdict }: its result, the reason, and the SHA-256 of what it
+ * holds (migrate_state.h), which A compares with its own. B may answer
+ * early, when it gave up; A then stops sending.
  *
  * Bulk connections (striping, docs/architecture.md). One TCP stream cannot
  * fill a fast link, so large copies also travel over K extra connections
@@ -133,6 +150,7 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define HELLO_RAW_SINK (1u << 1)
 #define RAW_SINK_MAX (64ull << 30) /* largest raw sink transfer */
 #define HELLO_BULK_JOIN (1u << 2)
+#define HELLO_MIGRATE_IN (1u << 4) /* another server moving a session here (below) */
 
 /* Bulk connections (above). */
 #define BULK_MAX_STREAMS 16

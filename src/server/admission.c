@@ -270,7 +270,7 @@ void admission_accept(int lfd)
 
 static int known_flags(uint16_t f)
 {
-    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN;
+    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN;
 }
 
 static int tokens_needed(void) { return *cfg.tokens && (*cfg.tokens)->count > 0; }

@@ -323,13 +323,21 @@ static CUresult chunk_map(struct window *w, int dev, uint64_t addr, uint64_t siz
     return r;
 }
 
-/* A new chunk of `size` bytes, mapped, at the lowest free address. */
-static CUresult chunk_new(struct window *w, int dev, uint64_t size, bool small, struct chunk **out)
+/* A new chunk of `size` bytes, mapped, at the lowest free address, or at
+ * offset `at` of the window when it is not NO_OFFSET (a migration's replay). */
+#define NO_OFFSET UINT64_MAX
+static CUresult chunk_new_at(struct window *w, int dev, uint64_t size, bool small, uint64_t at, struct chunk **out)
 {
-    uint64_t off;
+    uint64_t off = at;
     struct chunk *c = calloc(1, sizeof *c);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!spans_take(&w->va, size, w->gran, &off)) {
+    if (at != NO_OFFSET && !spans_take_at(&w->va, at, size)) {
+        free(c);
+        LOG_WARN("device %d: window offset %#llx is taken; a migration cannot place memory there", dev,
+                 (unsigned long long)at);
+        return CUDA_ERROR_ALREADY_MAPPED;
+    }
+    if (at == NO_OFFSET && !spans_take(&w->va, size, w->gran, &off)) {
         free(c);
         LOG_WARN("device %d: its memory window is full (%llu bytes); raise --window-size", dev,
                  (unsigned long long)w->size);
@@ -366,6 +374,11 @@ static CUresult chunk_new(struct window *w, int dev, uint64_t size, bool small, 
     w->mapped += size;
     *out = c;
     return CUDA_SUCCESS;
+}
+
+static CUresult chunk_new(struct window *w, int dev, uint64_t size, bool small, struct chunk **out)
+{
+    return chunk_new_at(w, dev, size, small, NO_OFFSET, out);
 }
 
 static void chunk_use(struct chunk *c)
@@ -411,6 +424,33 @@ static CUresult window_place(struct window *w, int dev, uint64_t bytes, uint64_t
     return CUDA_SUCCESS;
 }
 
+/* A migration's replay: place `bytes` at exactly `addr` (where the
+ * exporting session had it), in a chunk of the same kind the exporter's
+ * placement would have made. */
+static CUresult window_place_fixed(struct window *w, int dev, uint64_t bytes, uint64_t addr, struct chunk **in)
+{
+    if (addr < w->base || addr - w->base >= w->size) return CUDA_ERROR_INVALID_ADDRESS_SPACE;
+    struct chunk *c = chunk_holding(w, addr);
+    CUresult r;
+    if (bytes <= SMALL_MAX) {
+        uint64_t off = addr - w->base;
+        if (!c && (r = chunk_new_at(w, dev, w->gran, true, off - off % w->gran, &c)) != CUDA_SUCCESS) return r;
+        if (!c->small || !spans_take_at(&c->free, addr - c->addr, round_up(bytes, SMALL_ALIGN)))
+            return CUDA_ERROR_ALREADY_MAPPED;
+    } else {
+        uint64_t need = round_up(bytes, w->gran);
+        if (c || (addr - w->base) % w->gran) return CUDA_ERROR_ALREADY_MAPPED;
+        if ((r = chunk_new_at(w, dev, need, false, addr - w->base, &c)) != CUDA_SUCCESS) return r;
+    }
+    chunk_use(c);
+    *in = c;
+    return CUDA_SUCCESS;
+}
+
+/* The address the next allocation must get (window_place_next_at), 0 when
+ * none: read and cleared under the lock. */
+static uint64_t next_fixed;
+
 /* An allocation leaves its chunk: the chunk becomes idle when empty, and
  * goes back to the driver when the idle ones would pass the cache. */
 static void chunk_leave(struct window *w, struct chunk *c, uint64_t addr, uint64_t bytes)
@@ -454,7 +494,10 @@ static CUresult window_alloc(CUdeviceptr *p, uint64_t bytes, enum window_kind ki
     struct window *w = window_open(dev);
     struct chunk *c = NULL;
     uint64_t addr = 0;
-    if (!w) *fallback = 1, r = CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t fixed = next_fixed;
+    next_fixed = 0;
+    if (!w) *fallback = !fixed, r = CUDA_ERROR_NOT_SUPPORTED;
+    else if (fixed) r = window_place_fixed(w, dev, bytes, addr = fixed, &c);
     else r = window_place(w, dev, bytes, &addr, &c);
     struct record rec = {.addr = addr, .size = bytes, .pitch = pitch, .id = ID_BASE + ++next_id,
                          .kind = kind, .dev = dev, .ctx = ctx, .chunk = c};
@@ -812,9 +855,16 @@ bool window_entry_from(uint64_t from, struct window_entry *e)
     bool found = i < nrecs;
     if (found)
         *e = (struct window_entry){.addr = recs[i].addr, .size = recs[i].size, .pitch = recs[i].pitch,
-                                   .kind = recs[i].kind, .device = recs[i].dev};
+                                   .kind = recs[i].kind, .device = recs[i].dev, .ctx = recs[i].ctx};
     pthread_mutex_unlock(&lock);
     return found;
+}
+
+void window_place_next_at(uint64_t addr)
+{
+    pthread_mutex_lock(&lock);
+    next_fixed = addr;
+    pthread_mutex_unlock(&lock);
 }
 
 unsigned window_blockers(void)

@@ -73,12 +73,20 @@ struct window_entry {
     uint64_t pitch; /* WINDOW_PITCH only */
     enum window_kind kind;
     int device;     /* the server driver's ordinal */
+    void *ctx;      /* the CUcontext that was current when it was made (NULL for reservations) */
 };
 
 /* The entry at the lowest address >= `from`: true and *e filled, or false
  * at the end. Walk with from = e.addr + 1: the walk stays correct if the
  * table changes between calls (it sees what is there when it passes). */
 bool window_entry_from(uint64_t from, struct window_entry *e);
+
+/* A migration's replay (migrate_in.c): the next cuMemAlloc or
+ * cuMemAllocPitch of this session must land at `addr`, or fail
+ * (CUDA_ERROR_ALREADY_MAPPED when it is taken, INVALID_ADDRESS_SPACE when
+ * it lies outside this server's window, NOT_SUPPORTED with no window),
+ * instead of at the lowest free address. */
+void window_place_next_at(uint64_t addr);
 
 /* Why this session's memory cannot all be reproduced at the same
  * addresses elsewhere: a mask of these, 0 when it can. */

@@ -51,6 +51,7 @@ extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
@@ -8907,6 +8908,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuTexRefCreate] = {"cuTexRefCreate", gen_srv_cuTexRefCreate, 0, 0, 0, 0},
     [OP_cuTexRefGetArray] = {"cuTexRefGetArray", gen_srv_cuTexRefGetArray, 0, 0, 0, 0},
     [OP_cuTexRefGetMipmappedArray] = {"cuTexRefGetMipmappedArray", gen_srv_cuTexRefGetMipmappedArray, 0, 0, 0, 0},
+    [OP_scuda_migrate] = {"scuda_migrate", srv_scuda_migrate, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -277,3 +277,25 @@ void handle_forget_all(void)
     rev.next_server_id = HANDLE_SERVER_ID_BASE;
     pthread_mutex_unlock(&rev.lock);
 }
+
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x = ((const struct handle_ref *)a)->id, y = ((const struct handle_ref *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+long handle_list(struct handle_ref **out)
+{
+    pthread_mutex_lock(&handles.lock);
+    size_t n = 0;
+    struct handle_ref *v = malloc((handles.cap ? handles.cap : 1) * sizeof *v);
+    for (size_t i = 0; v && i < handles.cap; i++) {
+        const struct idmap_slot *e = &handles.slots[i];
+        if (e->id != 0 && e->id != UINT64_MAX) v[n++] = (struct handle_ref){e->id, e->tag, e->value};
+    }
+    pthread_mutex_unlock(&handles.lock);
+    if (!v) return -1;
+    qsort(v, n, sizeof *v, by_id);
+    *out = v;
+    return (long)n;
+}

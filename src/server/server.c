@@ -12,6 +12,7 @@
 #include "bound_addr.h"
 #include "children.h"
 #include "identity.h"
+#include "migrate_in.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
@@ -77,7 +78,8 @@ static void child_main(const struct admitted *a, int ctl)
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_IGN); /* SIGHUP is the parent's: reload, not hang up */
     session_identity_set(a->user);
-    if (a->flags != 0) {
+    if (a->flags == HELLO_MIGRATE_IN) migrate_in_expect(); /* a server moving a session here */
+    else if (a->flags != 0) {
         close(ctl);
         LOG_INFO("%s (user %s): raw link %d", a->peer, a->user, (int)getpid());
         raw_link_main(a->fd, a->flags, log_fd);

@@ -28,6 +28,8 @@
 #include "handles.h"
 #include "host_quota.h"
 #include "legacy_ctx.h"
+#include "migrate_in.h"
+#include "migrate_state.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -58,6 +60,7 @@ static __thread unsigned bound_generation;
 static _Atomic unsigned ctx_generation;
 /* Blocking calls running on workers: a session waiting on the GPU is not idle. */
 static _Atomic int calls_in_flight;
+int session_calls_running(void) { return atomic_load(&calls_in_flight); }
 /* Liveness (the section below the dispatch loop). */
 static _Atomic int dispatch_busy;          /* the dispatch thread has a frame: reading it or running it */
 static _Atomic uint64_t frames_out;        /* frames written to the client */
@@ -907,6 +910,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     graph_host_install(&real);
     legacy_ctx_install(&real); /* the 32-bit exports in pre-3.2 contexts */
     param_layout_install(&real);
+    migrate_state_install(&real);
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);
@@ -919,6 +923,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     }
     hello_send_session_welcome(fd, WELCOME_OK, "", &si);
     LOG_INFO("session started: %u device(s)", si.device_count);
+    if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     liveness_start(&s);
     dispatch_loop(&s);

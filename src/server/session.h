@@ -51,6 +51,8 @@ struct staging;
 int session_stream_begin(struct srv_call *c, uint64_t n);
 int session_stream_write(struct srv_call *c, const void *p, size_t len);
 void session_stream_end(struct srv_call *c);
+/* Blocking calls running on workers now (a migration waits for none). */
+int session_calls_running(void);
 /* The next call must not run before this "synchronous" copy completes. */
 void session_after_copy(struct staging *b);
 

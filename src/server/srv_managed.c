@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "migrate_state.h"
 #include "handlers.gen.h"
 #include "host_quota.h"
 #include "session.h"
@@ -109,6 +110,7 @@ CUresult srv_scuda_host_mirror_create(srv_call *c)
     if (!hint_allowed(want, len, page)) return CUDA_ERROR_INVALID_VALUE;
     /* Pinned under a real driver: the whole length is the session's, charged until freed. */
     if (host_quota_charge(len, "a host mirror") != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    migrate_block(MIGRATE_BLOCK_HOST_MIRROR); /* the client's mirror of it cannot follow */
     struct mirror *m = calloc(1, sizeof *m);
     void *host = m ? map_near(want, len) : NULL;
     if (!host) {

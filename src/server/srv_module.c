@@ -12,6 +12,7 @@
 #include "handlers.gen.h"
 #include "host_quota.h"
 #include "image_check.h"
+#include "migrate_state.h"
 #include "module_cache.h"
 #include "param_layout.h"
 #include "session.h"
@@ -126,6 +127,7 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
         if (r == CUDA_SUCCESS && (r = describe_library(&c->arena, lib, res)) == CUDA_SUCCESS)
             r = handle_put(c->s, h->id, HK_LIBRARY, lib);
+        if (r == CUDA_SUCCESS) migrate_block(MIGRATE_BLOCK_LIBRARY);
         if (r != CUDA_SUCCESS && lib) {
             res->funcs_count = 0; /* the names go with the library */
             REAL(cuLibraryUnload, lib);
@@ -135,6 +137,7 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
         r = REAL(cuModuleLoadDataEx, &mod, image, j->n, j->n ? j->opt : NULL, j->n ? j->val : NULL);
         if (r == CUDA_SUCCESS && (r = describe_module(&c->arena, mod, res)) == CUDA_SUCCESS)
             r = handle_put(c->s, h->id, HK_MODULE, mod);
+        if (r == CUDA_SUCCESS) migrate_note_module(h->id, image, len);
         if (r != CUDA_SUCCESS && mod) {
             res->funcs_count = 0;
             REAL(cuModuleUnload, mod);
@@ -220,17 +223,23 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     return r;
 }
 
+CUresult module_bind_function(struct session *s, uint64_t id, uint64_t module_id, const char *name)
+{
+    void *mod;
+    CUresult r = handle_get(s, module_id, HK_MODULE, &mod);
+    if (r != CUDA_SUCCESS) return r;
+    CUfunction f;
+    if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
+    if ((r = put_owned(s, id, HK_FUNCTION, f, module_id)) == CUDA_SUCCESS) migrate_note_function(id, module_id, name);
+    return r;
+}
+
 CUresult srv_scuda_module_get_function(srv_call *c)
 {
     struct msg_scuda_module_get_function_req m;
     if (msg_scuda_module_get_function_req_get(&c->in, &c->arena, &m) != 0 || !m.bind.name)
         return CUDA_ERROR_INVALID_VALUE;
-    void *mod;
-    CUresult r = handle_get(c->s, m.bind.parent, HK_MODULE, &mod);
-    if (r != CUDA_SUCCESS) return r;
-    CUfunction f;
-    if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, m.bind.name)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, m.bind.id, HK_FUNCTION, f, m.bind.parent);
+    return module_bind_function(c->s, m.bind.id, m.bind.parent, m.bind.name);
 }
 
 CUresult srv_scuda_library_get_kernel(srv_call *c)
@@ -270,6 +279,7 @@ CUresult srv_scuda_module_get_global(srv_call *c)
     r = m.is_library ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, m.name)
                      : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, m.name);
     if (r != CUDA_SUCCESS) return r;
+    if (!m.is_library) migrate_note_global(m.id, m.name, p, size);
     struct msg_scuda_module_get_global_rep rep = {.ptr = p, .size = size};
     msg_scuda_module_get_global_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
@@ -286,6 +296,7 @@ CUresult srv_scuda_module_unload(srv_call *c)
     if (r == CUDA_SUCCESS) {
         drop_owned(c->s, m.id);
         handle_drop(c->s, m.id);
+        if (!m.is_library) migrate_forget_module(m.id);
     }
     return r;
 }

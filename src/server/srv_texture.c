@@ -1,5 +1,5 @@
 /* srv_texture.c - texture and surface objects (docs/architecture.md,
- * 9.13 Textures and surfaces).
+ * 9.16 Textures and surfaces).
  *
  * A CUDA_RESOURCE_DESC names an array or a mipmapped array by handle, so
  * it travels as the res_desc record with that handle as an id, translated

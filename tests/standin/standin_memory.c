@@ -25,6 +25,28 @@ static size_t si_round_up(size_t x, size_t a, bool *ovf)
     return r & ~(a - 1);
 }
 
+/* Where a device's range is asked for: the same place in every process,
+ * as a real driver places module globals alike in two fresh processes, so
+ * that a migrated session's globals keep their addresses (a hint only:
+ * elsewhere when taken). Clear of the session's device windows and of
+ * the ranges the sanitizers keep (ThreadSanitizer leaves programs only a
+ * few; server/device_window.h). */
+static void *si_va_hint(int ordinal)
+{
+#if defined(__SANITIZE_THREAD__)
+    uintptr_t base = 0x7ec000000000u;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    uintptr_t base = 0x7ec000000000u;
+#else
+    uintptr_t base = 0x300000000000u;
+#endif
+#else
+    uintptr_t base = 0x300000000000u;
+#endif
+    return (void *)(base + (uintptr_t)ordinal * (64ull << 30));
+}
+
 CUresult si_va_init(si_device *d)
 {
     bool ovf = false;
@@ -33,10 +55,12 @@ CUresult si_va_init(si_device *d)
         return CUDA_ERROR_OUT_OF_MEMORY;
     va = si_round_up(va * 4 + (256u << 20), SI_PAGE, &ovf);
     /* STANDIN_LOW_VA=1: below 4 GiB, where 32-bit (pre-3.2) device pointers
-     * reach, as the real driver places a legacy context's memory */
+     * reach, as the real driver places a legacy context's memory; else at
+     * the device's fixed hint, so two processes place alike */
     const char *low = getenv("STANDIN_LOW_VA");
     int low_va = low && strcmp(low, "1") == 0;
-    void *p = mmap(NULL, va, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low_va ? MAP_32BIT : 0), -1, 0);
+    void *p = mmap(low_va ? NULL : si_va_hint(d->ordinal), va, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low_va ? MAP_32BIT : 0), -1, 0);
     if (p == MAP_FAILED || ovf)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (low_va && (uintptr_t)p + va > 0xffffffffu) {

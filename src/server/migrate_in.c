@@ -1,0 +1,335 @@
+/* migrate_in.c - a session moving here from another server: the importing
+ * side (docs/architecture.md, 9.17 Live migration; protocol.h, "Migration").
+ *
+ * The parent forks this session for a HELLO_MIGRATE_IN client, another
+ * server that proved a token. After the usual welcome it reads the items
+ * of migrate_state.h and replays each under the client's own ids: the
+ * same contexts, modules, functions, streams and events, every allocation
+ * at the address it had there (the device window), then the device bytes.
+ * Every item comes from the network: each is decoded with bounds, and an
+ * id, an address or a name it gives is the driver's or the window's to
+ * refuse. The first failure ends the replay; the verdict says why, and
+ * the process exits, which frees whatever was rebuilt. */
+#define _GNU_SOURCE
+#include "migrate_in.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device_window.h"
+#include "dispatch.h"
+#include "image_check.h"
+#include "migrate_state.h"
+#include "session.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+/* A stalled exporter must not hold a session place for long. */
+#define ITEM_TIMEOUT_MS 30000
+
+static int expected;
+
+void migrate_in_expect(void) { expected = 1; }
+int migrate_in_expected(void) { return expected; }
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One item frame: its payload (malloc'd) decoded into *it. Returns 0, or
+ * -1 when the connection failed or the frame is malformed (why). */
+static int read_item(int fd, void **payload, struct msg_arena *a, struct msg_migrate_item *it, char *why, size_t wl)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct frame_header h;
+    *payload = NULL;
+    if (io_read_full_timeout(fd, hdr, sizeof hdr, ITEM_TIMEOUT_MS) != 0) {
+        snprintf(why, wl, "the exporting server went away or sent nothing for %d s", ITEM_TIMEOUT_MS / 1000);
+        return -1;
+    }
+    frame_header_decode(hdr, &h);
+    if (h.op != OP_scuda_migrate || h.length > SCUDA_MAX_FRAME || !(*payload = malloc(h.length ? h.length : 1)) ||
+        io_read_full_timeout(fd, *payload, h.length, ITEM_TIMEOUT_MS) != 0) {
+        snprintf(why, wl, "a malformed or cut migration frame (op %u, %u bytes)", h.op, h.length);
+        return -1;
+    }
+    wire_reader r;
+    wr_init(&r, *payload, h.length);
+    msg_get_migrate_item(&r, a, it);
+    if (!wr_ok_end(&r)) {
+        snprintf(why, wl, "a malformed migration item");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- replaying one item ----------------------------------------------------- */
+
+static CUresult replay_context(struct session *s, const struct msg_migrate_item *it)
+{
+    CUcontext ctx = NULL;
+    CUresult r;
+    if (it->c) {
+        unsigned flags = 0;
+        int active = 0;
+        if (REAL(cuDevicePrimaryCtxGetState, (CUdevice)it->a, &flags, &active) == CUDA_SUCCESS && flags != it->b)
+            REAL(cuDevicePrimaryCtxSetFlags_v2, (CUdevice)it->a, (unsigned)it->b);
+        r = REAL(cuDevicePrimaryCtxRetain, &ctx, (CUdevice)it->a);
+    } else if ((r = REAL(cuCtxCreate_v4, &ctx, NULL, (unsigned)it->b, (CUdevice)it->a)) == CUDA_SUCCESS) {
+        REAL(cuCtxPopCurrent_v2, NULL);
+    }
+    return r != CUDA_SUCCESS ? r : handle_put(s, it->id, HK_CONTEXT, ctx);
+}
+
+static CUresult replay_module(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    if (!it->data || it->data_len == 0 || image_check(it->data, (size_t)it->data_len, why, wl) != 0) {
+        if (!why[0]) snprintf(why, wl, "module %#llx: no image", (unsigned long long)it->id);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    /* The driver wants an aligned image; the frame's bytes need not be. */
+    void *image = malloc((size_t)it->data_len + 1);
+    if (!image) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(image, it->data, (size_t)it->data_len);
+    ((char *)image)[it->data_len] = '\0';
+    CUmodule mod = NULL;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS) r = REAL(cuModuleLoadDataEx, &mod, image, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_MODULE, mod)) != CUDA_SUCCESS) REAL(cuModuleUnload, mod);
+    if (r == CUDA_SUCCESS) migrate_note_module(it->id, image, (size_t)it->data_len);
+    free(image);
+    return r;
+}
+
+/* A global must be where the client's kernels and pointers expect it. */
+static CUresult replay_global(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    void *mod;
+    CUdeviceptr p = 0;
+    size_t size = 0;
+    CUresult r = it->name ? handle_get(s, it->parent, HK_MODULE, &mod) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) r = REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)mod, it->name);
+    if (r == CUDA_SUCCESS && (p != it->a || size != it->b)) {
+        snprintf(why, wl, "global %s is at %#llx (%zu bytes) on this server, at %#llx (%llu bytes) on the "
+                          "session's: this driver places module memory elsewhere",
+                 it->name, (unsigned long long)p, size, (unsigned long long)it->a, (unsigned long long)it->b);
+        return CUDA_ERROR_INVALID_ADDRESS_SPACE;
+    }
+    if (r == CUDA_SUCCESS) migrate_note_global(it->parent, it->name, p, size);
+    return r;
+}
+
+static CUresult replay_stream(struct session *s, const struct msg_migrate_item *it)
+{
+    CUstream st = NULL;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS) r = REAL(cuStreamCreateWithPriority, &st, (unsigned)it->a, (int)(int64_t)it->b);
+    if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_STREAM, st)) != CUDA_SUCCESS) REAL(cuStreamDestroy_v2, st);
+    return r;
+}
+
+static CUresult replay_event(struct session *s, const struct msg_migrate_item *it)
+{
+    CUevent e = NULL;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS) r = REAL(cuEventCreate, &e, (unsigned)it->a);
+    if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_EVENT, e)) != CUDA_SUCCESS) REAL(cuEventDestroy_v2, e);
+    return r;
+}
+
+/* The allocation at the very address it had: the window places it there
+ * or says why not. */
+static CUresult replay_alloc(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS && (it->b == 0 || (it->c && (it->c > it->b || it->b % it->c)))) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        window_place_next_at(it->a);
+        r = it->c ? REAL(cuMemAllocPitch_v2, &p, &pitch, (size_t)it->c, (size_t)(it->b / it->c), 4)
+                  : REAL(cuMemAlloc_v2, &p, (size_t)it->b);
+        window_place_next_at(0);
+    }
+    uint64_t base = 0, size = 0;
+    if (r == CUDA_SUCCESS && p == it->a && pitch == it->c) return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        snprintf(why, wl, "memory at %#llx came back at %#llx (pitch %zu for %llu)", (unsigned long long)it->a,
+                 (unsigned long long)p, pitch, (unsigned long long)it->c);
+        return CUDA_ERROR_INVALID_ADDRESS_SPACE;
+    }
+    if (!window_range((int)it->id, &base, &size))
+        snprintf(why, wl, "device %d has no memory window here (--driver-placed-memory, or a taken range): memory "
+                          "at %#llx cannot be placed", (int)it->id, (unsigned long long)it->a);
+    else if (r == CUDA_ERROR_INVALID_ADDRESS_SPACE)
+        snprintf(why, wl, "memory at %#llx is outside device %d's window here (%#llx-%#llx); start this server "
+                          "with the session's server's --window-base and --window-size",
+                 (unsigned long long)it->a, (int)it->id, (unsigned long long)base, (unsigned long long)(base + size));
+    return r;
+}
+
+/* Bytes go only into memory this import rebuilt: an allocation or a
+ * global, listed once, when the first bytes arrive (after every object). */
+static struct migrate_range *rebuilt;
+static long nrebuilt = -1;
+
+static int inside_rebuilt(uint64_t addr, uint64_t len)
+{
+    if (nrebuilt < 0) nrebuilt = migrate_memory(&rebuilt);
+    for (long i = 0; i < nrebuilt; i++)
+        if (addr >= rebuilt[i].addr && addr - rebuilt[i].addr <= rebuilt[i].size &&
+            len <= rebuilt[i].size - (addr - rebuilt[i].addr))
+            return 1;
+    return 0;
+}
+
+static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    if (!it->data || it->data_len == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!inside_rebuilt(it->a, it->data_len)) {
+        snprintf(why, wl, "%llu bytes for %#llx, which is no allocation or global of the session",
+                 (unsigned long long)it->data_len, (unsigned long long)it->a);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return REAL(cuMemcpyHtoD_v2, (CUdeviceptr)it->a, it->data, (size_t)it->data_len);
+}
+
+static CUresult replay(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    switch (it->kind) {
+    case MIG_CONTEXT: return replay_context(s, it);
+    case MIG_MODULE: return replay_module(s, it, why, wl);
+    case MIG_FUNCTION: return it->name ? module_bind_function(s, it->id, it->parent, it->name) : CUDA_ERROR_INVALID_VALUE;
+    case MIG_GLOBAL: return replay_global(s, it, why, wl);
+    case MIG_STREAM: return replay_stream(s, it);
+    case MIG_EVENT: return replay_event(s, it);
+    case MIG_ALLOC: return replay_alloc(s, it, why, wl);
+    case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
+    case MIG_BYTES: return replay_bytes(it, why, wl);
+    default: snprintf(why, wl, "an item of unknown kind %u", it->kind); return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static const char *kind_word(unsigned k)
+{
+    static const char *const w[] = {"?", "context", "module", "function", "global", "stream", "event",
+                                    "allocation", "deferred error", "memory", "end"};
+    return k < sizeof w / sizeof *w ? w[k] : "?";
+}
+
+/* ---- the check and the verdict --------------------------------------------- */
+
+/* What this session now holds, read back from the device, digested as the
+ * exporter digested what it sent. */
+static CUresult digest_state(uint8_t out[32])
+{
+    struct migrate_digest *d = migrate_digest_begin();
+    struct migrate_range *v = NULL;
+    long n = migrate_memory(&v);
+    uint8_t *buf = malloc(MIGRATE_CHUNK);
+    CUresult r = d && n >= 0 && buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (long i = 0; i < n && r == CUDA_SUCCESS; i++)
+        for (uint64_t off = 0; off < v[i].size && r == CUDA_SUCCESS; off += MIGRATE_CHUNK) {
+            size_t len = v[i].size - off < MIGRATE_CHUNK ? (size_t)(v[i].size - off) : MIGRATE_CHUNK;
+            if ((r = REAL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(v[i].addr + off), len)) == CUDA_SUCCESS)
+                migrate_digest_bytes(d, buf, len);
+        }
+    if (d) migrate_digest_end(d, out);
+    free(buf);
+    free(v);
+    return r;
+}
+
+static void send_verdict(int fd, const struct msg_migrate_verdict *v)
+{
+    wire_buf b;
+    wb_init(&b);
+    msg_put_migrate_verdict(&b, v);
+    struct frame_header h = {.length = (uint32_t)b.len, .op = OP_scuda_migrate, .flags = FRAME_REPLY};
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
+    io_writev_full(fd, iov, 2);
+    wb_free(&b);
+}
+
+/* Read items until the end (or the first failure) and replay them.
+ * Returns the result; the reason in why. */
+static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_t *bytes, char *why, size_t wl)
+{
+    uint64_t t0 = now_ns(), t_copy = 0;
+    for (;;) {
+        void *payload = NULL;
+        struct msg_arena a;
+        msg_arena_init(&a);
+        struct msg_migrate_item it;
+        CUresult r = read_item(s->fd, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        int end = r == CUDA_SUCCESS && it.kind == MIG_END;
+        if (r == CUDA_SUCCESS && it.kind == MIG_BYTES && !t_copy) t_copy = now_ns();
+        if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
+            snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
+                     (unsigned long long)(it.kind == MIG_ALLOC || it.kind == MIG_BYTES ? it.a : it.id), (int)r);
+        if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;
+        if (end && it.b != *bytes) {
+            snprintf(why, wl, "%llu bytes of memory announced, %llu received", (unsigned long long)it.b,
+                     (unsigned long long)*bytes);
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+        free(payload);
+        msg_arena_free(&a);
+        if (r != CUDA_SUCCESS) return r;
+        if (end) break;
+    }
+    uint64_t t1 = now_ns();
+    if (!t_copy) t_copy = t1;
+    CUresult r = digest_state(v->digest);
+    if (r != CUDA_SUCCESS) snprintf(why, wl, "reading back the copied memory failed with CUresult %d", (int)r);
+    v->replay_ns = t_copy - t0;
+    v->copy_ns = now_ns() - t_copy;
+    return r;
+}
+
+/* After a refusal the exporter may still be sending: read until it closes
+ * (bounded), so that closing here cannot destroy the verdict in flight. */
+static void drain(int fd)
+{
+    uint8_t buf[65536];
+    uint64_t deadline = now_ns() + (uint64_t)ITEM_TIMEOUT_MS * 1000000u;
+    while (now_ns() < deadline && io_read_some(fd, buf, sizeof buf, 1000) > 0) {
+    }
+}
+
+void migrate_in_run(struct session *s)
+{
+    char why[MIGRATE_WHY_MAX] = "";
+    struct msg_migrate_verdict v = {0};
+    uint64_t bytes = 0;
+    v.result = (uint32_t)import(s, &v, &bytes, why, sizeof why);
+    v.why = why;
+    /* Logged before the verdict goes out: once the exporter has it, its
+     * client may act on it, and this log must already say what happened. */
+    if (v.result != CUDA_SUCCESS) {
+        LOG_WARN("session %d: the incoming session was not rebuilt: %s; discarded", (int)getpid(), why);
+        send_verdict(s->fd, &v);
+        drain(s->fd);
+        _exit(1);
+    }
+    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches",
+             (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0, v.copy_ns / 1e6);
+    /* The client's switch to this session is connection resume's step
+     * (docs/architecture.md 9.17, "The switch"), not in this build: the
+     * copy was a checked rehearsal and goes with this process. */
+    LOG_INFO("session %d: no client switch in this build (it needs connection resume); the copy is discarded",
+             (int)getpid());
+    send_verdict(s->fd, &v);
+    drain(s->fd);
+    _exit(0);
+}

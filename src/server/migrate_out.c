@@ -1,0 +1,256 @@
+/* migrate_out.c - a session moving to another server: the exporting side
+ * (docs/architecture.md, 9.17 Live migration; protocol.h, "Migration").
+ *
+ * scuda_migrate runs on the dispatch thread, so while it runs no further
+ * call of the client is read: the session is held. It refuses at once,
+ * with the reasons, when something cannot move (migrate_state.h); else it
+ * waits for the workers, synchronizes every context, connects to the
+ * other server as a HELLO_MIGRATE_IN client, sends every object and then
+ * every byte of device memory, and compares the digest the other side
+ * computed over what it rebuilt with its own. Whatever goes wrong there,
+ * this session has changed nothing and goes on serving. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "handles.h"
+#include "migrate_state.h"
+#include "session.h"
+#include "../common/config.h"
+#include "../common/dial.h"
+#include "../common/hello.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/protocol.h"
+#include "../common/session_info.h"
+#include "../common/transport.h"
+
+void session_forget_bound_ctx(void);
+
+#define DIAL_TIMEOUT_MS 5000
+#define DRAIN_TIMEOUT_MS 5000
+/* The importer reads back every byte before it answers. */
+#define VERDICT_TIMEOUT_MS 120000
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* ---- holding the session ---------------------------------------------------- */
+
+/* Wait for the calls other client threads run on workers, then let the
+ * GPU finish: afterwards nothing changes device memory. Returns 0, or -1
+ * with why. */
+static int hold(char *why, size_t whylen)
+{
+    uint64_t deadline = now_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000u;
+    while (session_calls_running() > 0) {
+        if (now_ns() > deadline) {
+            snprintf(why, whylen, "another client thread's call still waits on the GPU after %d s; try again when "
+                                  "it returned", DRAIN_TIMEOUT_MS / 1000);
+            return -1;
+        }
+        usleep(1000);
+    }
+    struct handle_ref *h = NULL;
+    long n = handle_list(&h);
+    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    for (long i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        if (h[i].kind != HK_CONTEXT) continue;
+        r = REAL(cuCtxSetCurrent, (CUcontext)h[i].real);
+        if (r == CUDA_SUCCESS) r = REAL(cuCtxSynchronize, );
+    }
+    free(h);
+    if (r != CUDA_SUCCESS)
+        snprintf(why, whylen, "synchronizing the session's contexts failed with CUresult %d (a faulted context "
+                              "cannot move)", (int)r);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* ---- the connection to the other server ------------------------------------- */
+
+/* Connect to `to` as its client does, asking for a session that imports.
+ * This server proves the token of its own environment (SCUDA_TOKEN,
+ * SCUDA_TOKEN_FILE) and checks the other one as a client would (TLS,
+ * known_hosts). Returns the fd, or -1 with why. */
+static int connect_peer(const char *to, char *why, size_t whylen)
+{
+    char err[512];
+    int fd = dial(to, DIAL_TIMEOUT_MS, PREFACE_SESSION, err, sizeof err);
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot reach server %.200s: %.280s", to, err);
+        return -1;
+    }
+    uint8_t nonce[SCUDA_NONCE_LEN];
+    uint32_t status = 0;
+    static struct session_info si;
+    if (hello_read_server(fd, DIAL_TIMEOUT_MS, nonce, err, sizeof err) != 0) {
+        snprintf(why, whylen, "server %.200s: %.280s", to, err);
+    } else if (hello_send_client(fd, HELLO_MIGRATE_IN, ~0ull, scuda_token(), nonce, NULL, 0) != 0) {
+        snprintf(why, whylen, "server %.200s: connection lost in the handshake: %s", to, strerror(errno));
+    } else if (hello_read_session_welcome(fd, DIAL_TIMEOUT_MS, &status, err, sizeof err, &si) != 0) {
+        snprintf(why, whylen, "server %.200s sent no welcome: %.200s", to, err);
+    } else if (status != WELCOME_OK) {
+        snprintf(why, whylen, "server %.160s refused: %.200s (this server proves the token in its own environment: "
+                              "SCUDA_TOKEN or SCUDA_TOKEN_FILE)", to, err);
+    } else {
+        return fd;
+    }
+    io_close(fd);
+    return -1;
+}
+
+static int send_item(int fd, const struct msg_migrate_item *it, uint32_t seq)
+{
+    wire_buf b;
+    wb_init(&b);
+    msg_put_migrate_item(&b, it);
+    struct frame_header h = {.length = (uint32_t)b.len, .op = OP_scuda_migrate, .seq = seq};
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
+    int rc = b.len <= SCUDA_MAX_FRAME ? io_writev_full(fd, iov, 2) : -1;
+    wb_free(&b);
+    return rc;
+}
+
+/* The importer answers early when it gave up: stop sending then. */
+static int peer_spoke(int fd) { return io_wait_input(fd, 0) != 0; }
+
+/* Every range of device memory, in chunks, each also fed to the digest. */
+static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t *sent, char *why, size_t whylen)
+{
+    struct migrate_range *v = NULL;
+    long n = migrate_memory(&v);
+    uint8_t *buf = n >= 0 ? malloc(MIGRATE_CHUNK) : NULL;
+    int rc = buf ? 0 : -1;
+    if (!buf) snprintf(why, whylen, "out of host memory for the copy");
+    for (long i = 0; i < n && rc == 0; i++) {
+        for (uint64_t off = 0; off < v[i].size && rc == 0; off += MIGRATE_CHUNK) {
+            size_t len = v[i].size - off < MIGRATE_CHUNK ? (size_t)(v[i].size - off) : MIGRATE_CHUNK;
+            CUresult r = REAL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(v[i].addr + off), len);
+            if (r != CUDA_SUCCESS) {
+                snprintf(why, whylen, "reading device memory at %#llx failed with CUresult %d",
+                         (unsigned long long)(v[i].addr + off), (int)r);
+                rc = -1;
+                break;
+            }
+            migrate_digest_bytes(d, buf, len);
+            struct msg_migrate_item it = {.kind = MIG_BYTES, .a = v[i].addr + off, .data = buf, .data_len = len};
+            if (peer_spoke(fd) || send_item(fd, &it, (*seq)++) != 0) rc = 1; /* the verdict says why */
+            *sent += len;
+        }
+    }
+    free(buf);
+    free(v);
+    return rc;
+}
+
+/* Read the importer's verdict into *v (its strings in arena a). */
+static int read_verdict(int fd, struct msg_arena *a, struct msg_migrate_verdict *v, void **payload)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct frame_header h;
+    if (io_read_full_timeout(fd, hdr, sizeof hdr, VERDICT_TIMEOUT_MS) != 0) return -1;
+    frame_header_decode(hdr, &h);
+    if (h.op != OP_scuda_migrate || h.length > 4096 || !(*payload = malloc(h.length ? h.length : 1))) return -1;
+    if (io_read_full_timeout(fd, *payload, h.length, VERDICT_TIMEOUT_MS) != 0) return -1;
+    wire_reader r;
+    wr_init(&r, *payload, h.length);
+    msg_get_migrate_verdict(&r, a, v);
+    return wr_ok_end(&r) ? 0 : -1;
+}
+
+/* ---- one migration ---------------------------------------------------------- */
+
+struct outcome {
+    char why[MIGRATE_WHY_MAX];
+    uint64_t replay_ns, copy_ns, bytes;
+};
+
+/* Send everything and judge the answer. Returns 0 when the other server
+ * holds a checked copy of the session. */
+static int transfer(struct session *s, int fd, struct outcome *o)
+{
+    struct msg_migrate_item *items = NULL;
+    CUresult deferred = s->deferred_error;
+    long n = migrate_items(&items, (uint64_t)deferred, o->why, sizeof o->why);
+    if (n < 0) return -1;
+    struct migrate_digest *d = migrate_digest_begin();
+    uint32_t seq = 0;
+    int rc = d ? 0 : -1;
+    for (long i = 0; i < n && rc == 0; i++)
+        if (peer_spoke(fd) || send_item(fd, &items[i], seq++) != 0) rc = 1;
+    free(items);
+    if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
+    struct msg_migrate_item end = {.kind = MIG_END, .b = o->bytes};
+    if (rc == 0 && send_item(fd, &end, seq) != 0) rc = 1;
+    uint8_t mine[32] = {0};
+    if (d) migrate_digest_end(d, mine);
+    if (rc < 0) return -1;
+    struct msg_arena a;
+    msg_arena_init(&a);
+    struct msg_migrate_verdict v;
+    void *payload = NULL;
+    if (read_verdict(fd, &a, &v, &payload) != 0) {
+        snprintf(o->why, sizeof o->why, "the other server sent no verdict (it went away, or took longer than %d s)",
+                 VERDICT_TIMEOUT_MS / 1000);
+        rc = -1;
+    } else if (v.result != CUDA_SUCCESS) {
+        snprintf(o->why, sizeof o->why, "the other server could not rebuild the session: %s",
+                 v.why ? v.why : "(no reason)");
+        rc = -1;
+    } else if (rc != 0 || memcmp(v.digest, mine, sizeof mine) != 0) {
+        snprintf(o->why, sizeof o->why, "the other server's copy differs from this session (objects, addresses or "
+                                        "bytes): discarded");
+        rc = -1;
+    } else {
+        o->replay_ns = v.replay_ns, o->copy_ns = v.copy_ns;
+    }
+    free(payload);
+    msg_arena_free(&a);
+    return rc;
+}
+
+static void log_moved(const char *to, const struct msg_scuda_migrate_rep *rep, uint64_t total_ns)
+{
+    LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms, %.1f MiB memory in %.1f ms",
+             (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6, rep->replay_ns / 1e6,
+             rep->bytes / 1048576.0, rep->copy_ns / 1e6);
+    /* The switch is connection resume's (architecture.md 9.17, "The switch"). */
+    LOG_INFO("session %d: %s holds a checked copy; the client stays here until connection resume can move it",
+             (int)getpid(), to);
+}
+
+CUresult srv_scuda_migrate(srv_call *c)
+{
+    struct msg_scuda_migrate_req m;
+    if (msg_scuda_migrate_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t t0 = now_ns();
+    struct outcome o = {.why = ""};
+    struct msg_scuda_migrate_rep rep = {0};
+    migrate_blockers_explain(o.why, sizeof o.why);
+    int fd = -1;
+    if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
+        rep.hold_ns = now_ns() - t0;
+        if ((fd = connect_peer(m.to, o.why, sizeof o.why)) >= 0 && transfer(c->s, fd, &o) == 0) rep.moved = 1;
+    }
+    if (fd >= 0) io_close(fd);
+    session_forget_bound_ctx(); /* holding and describing made other contexts current */
+    rep.replay_ns = o.replay_ns, rep.copy_ns = o.copy_ns, rep.bytes = o.bytes;
+    if (rep.moved) log_moved(m.to, &rep, now_ns() - t0);
+    else LOG_WARN("session %d cannot move to %s: %s; it goes on here", (int)getpid(), m.to, o.why);
+    rep.why = rep.moved ? "" : o.why;
+    msg_scuda_migrate_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}

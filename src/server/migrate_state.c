@@ -1,0 +1,434 @@
+/* migrate_state.c - see migrate_state.h; the design is in
+ * docs/architecture.md, 9.17 Live migration.
+ *
+ * The notes are small arrays under one lock: module loads run on worker
+ * threads, the rest on the dispatch thread, and a migration reads them
+ * while the session is held. */
+#define _GNU_SOURCE
+#include "migrate_state.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device_window.h"
+#include "dispatch.h"
+#include "handles.h"
+#include "host_quota.h"
+#include "../common/auth.h"
+#include "../common/idmap.h"
+
+struct module_note {
+    uint64_t id;
+    void *image; /* host_quota_alloc'd copy */
+    size_t len;
+    uint64_t ctx_id; /* the context it was loaded in */
+};
+
+struct name_note {
+    uint64_t id;        /* the function's id; 0 for a global */
+    uint64_t module_id;
+    char *name;
+    uint64_t addr, size; /* globals */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct module_note *modules;
+static size_t nmodules;
+static struct name_note *names;
+static size_t nnames;
+static unsigned blockers;
+/* Event flags by real CUevent (the id map's key is the handle's value). */
+static struct idmap event_flags = IDMAP_INIT;
+static CUresult (*orig_event_create)(CUevent *, unsigned);
+
+void migrate_block(unsigned why)
+{
+    pthread_mutex_lock(&lock);
+    blockers |= why;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- notes --------------------------------------------------------------- */
+
+/* The id of the calling thread's current context, 0 when none has one. */
+static uint64_t current_ctx_id(void)
+{
+    CUcontext ctx = NULL;
+    if (REAL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx) return 0;
+    return handle_find_id(NULL, HK_CONTEXT, ctx);
+}
+
+static CUresult noting_cuEventCreate(CUevent *e, unsigned flags)
+{
+    CUresult r = orig_event_create(e, flags);
+    if (r == CUDA_SUCCESS && e && *e) {
+        idmap_del(&event_flags, (uint64_t)(uintptr_t)*e); /* a handle value the driver reused */
+        idmap_put(&event_flags, (uint64_t)(uintptr_t)*e, flags, (void *)(uintptr_t)current_ctx_id());
+    }
+    return r;
+}
+
+void migrate_state_install(struct driver_table *t)
+{
+    if (!t->cuEventCreate || orig_event_create) return;
+    orig_event_create = t->cuEventCreate;
+    t->cuEventCreate = noting_cuEventCreate;
+}
+
+void migrate_note_module(uint64_t id, const void *image, size_t len)
+{
+    void *copy = host_quota_alloc(len ? len : 1, "a module image kept for a migration");
+    pthread_mutex_lock(&lock);
+    struct module_note *v = copy ? realloc(modules, (nmodules + 1) * sizeof *v) : NULL;
+    if (v) {
+        modules = v;
+        modules[nmodules++] = (struct module_note){id, memcpy(copy, image, len), len, current_ctx_id()};
+    } else {
+        host_quota_free(copy);
+        blockers |= MIGRATE_BLOCK_LOST_NOTE;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void migrate_forget_module(uint64_t id)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i].id == id) {
+            host_quota_free(modules[i].image);
+            memmove(&modules[i], &modules[i + 1], (nmodules - i - 1) * sizeof *modules);
+            nmodules--;
+            break;
+        }
+    for (size_t i = nnames; i-- > 0;)
+        if (names[i].module_id == id) {
+            free(names[i].name);
+            memmove(&names[i], &names[i + 1], (nnames - i - 1) * sizeof *names);
+            nnames--;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+static void note_name(struct name_note n)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nnames && n.id == 0; i++)
+        if (names[i].id == 0 && names[i].addr == n.addr) { /* a global looked up again */
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    struct name_note *v = realloc(names, (nnames + 1) * sizeof *v);
+    n.name = strdup(n.name);
+    if (v && n.name) {
+        names = v;
+        names[nnames++] = n;
+    } else {
+        if (v) names = v;
+        free(n.name);
+        blockers |= MIGRATE_BLOCK_LOST_NOTE;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void migrate_note_function(uint64_t id, uint64_t module_id, const char *name)
+{
+    note_name((struct name_note){.id = id, .module_id = module_id, .name = (char *)name});
+}
+
+void migrate_note_global(uint64_t module_id, const char *name, uint64_t addr, uint64_t size)
+{
+    note_name((struct name_note){.module_id = module_id, .name = (char *)name, .addr = addr, .size = size});
+}
+
+/* ---- what cannot move ---------------------------------------------------- */
+
+static const char *kind_name(uint32_t k)
+{
+    static const char *const n[HK_COUNT] = {
+        [HK_LIBRARY] = "libraries", [HK_KERNEL] = "kernels", [HK_GRAPH] = "graphs",
+        [HK_GRAPH_EXEC] = "executable graphs", [HK_GRAPH_NODE] = "graph nodes", [HK_MEMPOOL] = "memory pools",
+        [HK_ARRAY] = "arrays", [HK_MIPMAPPED_ARRAY] = "mipmapped arrays", [HK_LINK_STATE] = "link states",
+        [HK_USER_OBJECT] = "user objects", [HK_GREEN_CTX] = "green contexts",
+        [HK_EXTERNAL_MEMORY] = "external memory", [HK_EXTERNAL_SEMAPHORE] = "external semaphores",
+        [HK_GRAPHICS_RESOURCE] = "graphics resources", [HK_TEXREF] = "texture references",
+        [HK_SURFREF] = "surface references", [HK_MEM_ALLOC] = "VMM allocations (cuMemCreate)",
+    };
+    return k < HK_COUNT && n[k] ? n[k] : "objects of another kind";
+}
+
+static int replayable(uint32_t k)
+{
+    return k == HK_CONTEXT || k == HK_STREAM || k == HK_EVENT || k == HK_MODULE || k == HK_FUNCTION;
+}
+
+static void add_reason(char *why, size_t whylen, const char *reason)
+{
+    size_t n = strlen(why);
+    if (n < whylen) snprintf(why + n, whylen - n, "%s%s", n ? "; " : "", reason);
+}
+
+static void explain_window(char *why, size_t whylen)
+{
+    unsigned w = window_blockers();
+    if (w & WINDOW_BLOCK_STREAM_ORDERED)
+        add_reason(why, whylen, "stream-ordered memory (cuMemAllocAsync, memory pools) is placed by the driver");
+    if (w & WINDOW_BLOCK_MANAGED) add_reason(why, whylen, "managed memory (cuMemAllocManaged) is placed by the driver");
+    if (w & WINDOW_BLOCK_DRIVER_RESERVE)
+        add_reason(why, whylen, "an address reservation outside the window was placed by the driver");
+    if (w & WINDOW_BLOCK_NO_WINDOW)
+        add_reason(why, whylen, "the memory window was taken, so the driver placed memory (see --window-base)");
+    for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);)
+        if (e.kind == WINDOW_RESERVE) {
+            add_reason(why, whylen, "the application's own address reservations (cuMemAddressReserve) are not "
+                                    "replayed yet");
+            break;
+        }
+}
+
+void migrate_blockers_explain(char *why, size_t whylen)
+{
+    if (whylen) why[0] = '\0';
+    explain_window(why, whylen);
+    pthread_mutex_lock(&lock);
+    unsigned b = blockers;
+    pthread_mutex_unlock(&lock);
+    if (b & MIGRATE_BLOCK_HOST_MIRROR) add_reason(why, whylen, "zero-copy host memory is mapped into the session");
+    if (b & MIGRATE_BLOCK_LIBRARY) add_reason(why, whylen, "libraries (cuLibraryLoad*) are not replayed yet");
+    if (b & MIGRATE_BLOCK_LOST_NOTE) add_reason(why, whylen, "the session ran out of host memory noting its state");
+    struct handle_ref *h = NULL;
+    long n = handle_list(&h);
+    unsigned seen = 0;
+    for (long i = 0; i < n; i++) {
+        if (replayable(h[i].kind) || (seen & (1u << h[i].kind))) continue;
+        seen |= 1u << h[i].kind;
+        char r[96];
+        snprintf(r, sizeof r, "%s are not replayed yet", kind_name(h[i].kind));
+        add_reason(why, whylen, r);
+    }
+    if (n < 0) add_reason(why, whylen, "out of memory listing the session's handles");
+    free(h);
+}
+
+/* ---- the items ------------------------------------------------------------ */
+
+struct item_list {
+    struct msg_migrate_item *v;
+    size_t n, cap;
+};
+
+static int push(struct item_list *l, struct msg_migrate_item it)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct msg_migrate_item *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v, l->cap = cap;
+    }
+    l->v[l->n++] = it;
+    return 0;
+}
+
+/* A context: its device, its flags, and whether it is the device's
+ * primary one (retaining the primary context gives that same handle). */
+static CUresult describe_context(const struct handle_ref *h, struct msg_migrate_item *it)
+{
+    CUdevice dev = 0;
+    unsigned flags = 0;
+    unsigned primary_flags = 0;
+    int active = 0;
+    CUcontext primary = NULL;
+    CUresult r = REAL(cuCtxSetCurrent, (CUcontext)h->real);
+    if (r == CUDA_SUCCESS) r = REAL(cuCtxGetDevice, &dev);
+    if (r == CUDA_SUCCESS) r = REAL(cuCtxGetFlags, &flags);
+    if (r == CUDA_SUCCESS) r = REAL(cuDevicePrimaryCtxGetState, dev, &primary_flags, &active);
+    /* Only an active primary context can be this one; retaining an
+     * inactive one would create it. */
+    if (r == CUDA_SUCCESS && active && (r = REAL(cuDevicePrimaryCtxRetain, &primary, dev)) == CUDA_SUCCESS)
+        REAL(cuDevicePrimaryCtxRelease_v2, dev);
+    *it = (struct msg_migrate_item){.kind = MIG_CONTEXT, .id = h->id, .a = (uint64_t)dev, .b = flags,
+                                    .c = primary == (CUcontext)h->real};
+    return r;
+}
+
+static CUresult describe_stream(const struct handle_ref *h, struct msg_migrate_item *it)
+{
+    unsigned flags = 0;
+    int prio = 0;
+    CUcontext ctx = NULL;
+    CUresult r = REAL(cuStreamGetFlags, (CUstream)h->real, &flags);
+    if (r == CUDA_SUCCESS) r = REAL(cuStreamGetPriority, (CUstream)h->real, &prio);
+    if (r == CUDA_SUCCESS) r = REAL(cuStreamGetCtx, (CUstream)h->real, &ctx);
+    *it = (struct msg_migrate_item){.kind = MIG_STREAM, .id = h->id, .parent = handle_find_id(NULL, HK_CONTEXT, ctx),
+                                    .a = flags, .b = (uint64_t)(int64_t)prio};
+    return r;
+}
+
+static CUresult describe_event(const struct handle_ref *h, struct msg_migrate_item *it)
+{
+    uint32_t flags = 0;
+    void *ctx_id = NULL;
+    if (!idmap_get(&event_flags, (uint64_t)(uintptr_t)h->real, &flags, &ctx_id)) return CUDA_ERROR_NOT_FOUND;
+    *it = (struct msg_migrate_item){.kind = MIG_EVENT, .id = h->id, .parent = (uint64_t)(uintptr_t)ctx_id, .a = flags};
+    return CUDA_SUCCESS;
+}
+
+/* Handles of one kind, in id order. */
+static CUresult add_handles(struct item_list *l, const struct handle_ref *h, long n, uint32_t kind)
+{
+    for (long i = 0; i < n; i++) {
+        if (h[i].kind != kind) continue;
+        struct msg_migrate_item it;
+        CUresult r = kind == HK_CONTEXT ? describe_context(&h[i], &it)
+                   : kind == HK_STREAM  ? describe_stream(&h[i], &it)
+                                        : describe_event(&h[i], &it);
+        if (r != CUDA_SUCCESS) return r;
+        if (push(l, it) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* 1 when `id` names a live handle of `kind` (a note may outlive it). */
+static int live(const struct handle_ref *h, long n, uint64_t id, uint32_t kind)
+{
+    for (long lo = 0, hi = n; lo < hi;) {
+        long mid = (lo + hi) / 2;
+        if (h[mid].id < id) lo = mid + 1;
+        else if (h[mid].id > id) hi = mid;
+        else return h[mid].kind == kind;
+    }
+    return 0;
+}
+
+/* Modules, then functions, then globals, from the notes (under the lock). */
+static int add_module_notes(struct item_list *l, const struct handle_ref *h, long n)
+{
+    for (size_t i = 0; i < nmodules; i++)
+        if (live(h, n, modules[i].id, HK_MODULE) &&
+            push(l, (struct msg_migrate_item){.kind = MIG_MODULE, .id = modules[i].id, .parent = modules[i].ctx_id,
+                                              .data = modules[i].image, .data_len = modules[i].len}) != 0)
+            return -1;
+    for (size_t i = 0; i < nnames; i++) {
+        const struct name_note *f = &names[i];
+        if (!live(h, n, f->module_id, HK_MODULE) || (f->id && !live(h, n, f->id, HK_FUNCTION))) continue;
+        struct msg_migrate_item it = {.kind = f->id ? MIG_FUNCTION : MIG_GLOBAL, .id = f->id,
+                                      .parent = f->module_id, .name = f->name, .a = f->addr, .b = f->size};
+        if (push(l, it) != 0) return -1;
+    }
+    return 0;
+}
+
+static int add_allocations(struct item_list *l)
+{
+    for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);) {
+        if (e.kind == WINDOW_RESERVE) continue;
+        struct msg_migrate_item it = {.kind = MIG_ALLOC, .id = (uint64_t)e.device,
+                                      .parent = handle_find_id(NULL, HK_CONTEXT, e.ctx), .a = e.addr, .b = e.size,
+                                      .c = e.kind == WINDOW_PITCH ? e.pitch : 0};
+        if (push(l, it) != 0) return -1;
+    }
+    return 0;
+}
+
+long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen)
+{
+    struct handle_ref *h = NULL;
+    long n = handle_list(&h);
+    struct item_list l = {0};
+    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_handles(&l, h, n, HK_CONTEXT);
+    pthread_mutex_lock(&lock);
+    if (r == CUDA_SUCCESS && add_module_notes(&l, h, n) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_STREAM);
+    if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_EVENT);
+    if (r == CUDA_SUCCESS && add_allocations(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && deferred && push(&l, (struct msg_migrate_item){.kind = MIG_DEFERRED, .a = deferred}))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    free(h);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cannot describe the session's objects (CUresult %d)", (int)r);
+        free(l.v);
+        return -1;
+    }
+    *out = l.v;
+    return (long)l.n;
+}
+
+/* ---- the digest ------------------------------------------------------------ */
+
+struct migrate_digest {
+    auth_sha256 sha;
+};
+
+static void digest_u64(struct migrate_digest *d, uint64_t v) { auth_sha256_update(&d->sha, &v, sizeof v); }
+
+/* What both sides must agree on: every replayable id with its kind, every
+ * allocation's place and shape, every global's place. */
+struct migrate_digest *migrate_digest_begin(void)
+{
+    struct migrate_digest *d = malloc(sizeof *d);
+    struct handle_ref *h = NULL;
+    long n = handle_list(&h);
+    if (!d || n < 0) {
+        free(d);
+        free(h);
+        return NULL;
+    }
+    auth_sha256_init(&d->sha);
+    for (long i = 0; i < n; i++)
+        if (replayable(h[i].kind)) digest_u64(d, h[i].id), digest_u64(d, h[i].kind);
+    for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);)
+        digest_u64(d, e.addr), digest_u64(d, e.size), digest_u64(d, e.pitch), digest_u64(d, e.kind),
+            digest_u64(d, (uint64_t)e.device);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nnames; i++)
+        if (names[i].id == 0 && live(h, n, names[i].module_id, HK_MODULE))
+            digest_u64(d, names[i].addr), digest_u64(d, names[i].size);
+    pthread_mutex_unlock(&lock);
+    free(h);
+    return d;
+}
+
+void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n) { auth_sha256_update(&d->sha, p, n); }
+
+void migrate_digest_end(struct migrate_digest *d, uint8_t out[32])
+{
+    auth_sha256_final(&d->sha, out);
+    free(d);
+}
+
+static int push_range(struct migrate_range **v, size_t *n, size_t *cap, uint64_t addr, uint64_t size)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        struct migrate_range *w = realloc(*v, c * sizeof *w);
+        if (!w) return -1;
+        *v = w, *cap = c;
+    }
+    (*v)[(*n)++] = (struct migrate_range){addr, size};
+    return 0;
+}
+
+long migrate_memory(struct migrate_range **out)
+{
+    struct handle_ref *h = NULL;
+    long nh = handle_list(&h);
+    size_t n = 0, cap = 0;
+    struct migrate_range *v = NULL;
+    int bad = nh < 0;
+    for (struct window_entry e = {0}; !bad && window_entry_from(e.addr + 1, &e);)
+        if (e.kind != WINDOW_RESERVE) bad = push_range(&v, &n, &cap, e.addr, e.size);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; !bad && i < nnames; i++)
+        if (names[i].id == 0 && live(h, nh, names[i].module_id, HK_MODULE))
+            bad = push_range(&v, &n, &cap, names[i].addr, names[i].size);
+    pthread_mutex_unlock(&lock);
+    free(h);
+    if (bad) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return (long)n;
+}

@@ -1,0 +1,96 @@
+/* migrate_state.h - what a session must remember so that another server
+ * can rebuild it, and the list of objects a migration replays
+ * (docs/architecture.md, 9.17 Live migration).
+ *
+ * Most of a session's state can be asked of the driver when it moves
+ * (a context's device and flags, a stream's flags and priority) or of the
+ * device window (every allocation). What the driver cannot tell is noted
+ * here as it happens: a module's image, the name a function was bound
+ * by, the globals the client looked up, an event's flags, and uses that
+ * cannot move at all. Both sides use this file: the exporting session
+ * builds its items and blockers from it, the importing one notes what it
+ * replays, so that it can move again, and both compute the same digest of
+ * what they hold, which is how the exporter knows the copy is faithful. */
+#ifndef SCUDA_SERVER_MIGRATE_STATE_H
+#define SCUDA_SERVER_MIGRATE_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/driver_table.gen.h"
+#include "../common/messages.gen.h"
+
+/* migrate_item.kind, in the order the exporter sends them: an item only
+ * names objects sent before it. */
+enum migrate_kind {
+    MIG_CONTEXT = 1, /* id; a = device, b = flags, c = 1 for the device's primary context */
+    MIG_MODULE,      /* id, parent = its context; data = the image */
+    MIG_FUNCTION,    /* id, parent = its module; name */
+    MIG_GLOBAL,      /* parent = its module; name; a = address, b = size */
+    MIG_STREAM,      /* id, parent = its context; a = flags, b = priority (as i32) */
+    MIG_EVENT,       /* id, parent = its context; a = flags */
+    MIG_ALLOC,       /* parent = its context; id = device; a = address, b = size, c = pitch (0: cuMemAlloc) */
+    MIG_DEFERRED,    /* a = the first error of a one-way call, not yet reported */
+    MIG_BYTES,       /* a = device address; data = the bytes there */
+    MIG_END,         /* b = device bytes sent: the importer checks and answers */
+};
+
+/* Uses that no migration can reproduce, besides window_blockers(). */
+enum migrate_blocker {
+    MIGRATE_BLOCK_HOST_MIRROR = 1 << 0, /* zero-copy host memory mapped into the session */
+    MIGRATE_BLOCK_LIBRARY = 1 << 1,     /* cuLibraryLoad*: libraries and kernels are not replayed yet */
+    MIGRATE_BLOCK_LOST_NOTE = 1 << 2,   /* out of memory while noting: the notes are incomplete */
+};
+
+/* ---- notes, as the session runs ------------------------------------------ */
+
+/* Wrap t's cuEventCreate to note each event's flags (the driver does not
+ * tell them). Once, at session start. */
+void migrate_state_install(struct driver_table *t);
+/* A module `id` was loaded from `len` bytes of image (copied here). */
+void migrate_note_module(uint64_t id, const void *image, size_t len);
+/* Module `id` was unloaded: its image, functions and globals go. */
+void migrate_forget_module(uint64_t id);
+/* Function `id` was bound by `name` in module `module_id`. */
+void migrate_note_function(uint64_t id, uint64_t module_id, const char *name);
+/* The client looked up global `name` of module `module_id`. */
+void migrate_note_global(uint64_t module_id, const char *name, uint64_t addr, uint64_t size);
+/* A use that cannot move (enum migrate_blocker). */
+void migrate_block(unsigned why);
+
+/* ---- leaving ------------------------------------------------------------ */
+
+/* Why this session cannot move now: "" when it can, else the reasons, by
+ * name, with what the application used (window_blockers() included). */
+void migrate_blockers_explain(char *why, size_t whylen);
+
+/* The objects to replay, in order (MIG_CONTEXT .. MIG_DEFERRED), into a
+ * malloc'd array whose names and data point into this file's notes (valid
+ * until the next call that changes them). Contexts are made current on the
+ * calling thread to ask about them. Returns the count, or -1 with why. */
+long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen);
+
+/* ---- the digest, on both sides ---------------------------------------- */
+
+/* The digest of the session's objects, then of the bytes fed with
+ * migrate_digest_bytes in the order the exporter sends them: every window
+ * allocation by address, then every global in item order. */
+struct migrate_digest;
+struct migrate_digest *migrate_digest_begin(void);
+void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n);
+void migrate_digest_end(struct migrate_digest *d, uint8_t out[32]);
+
+/* The device memory a migration copies, in digest order: a malloc'd
+ * array of ranges, every window allocation by address, then every live
+ * module's globals in note order. Returns the count, or -1 (out of memory). */
+struct migrate_range {
+    uint64_t addr, size;
+};
+long migrate_memory(struct migrate_range **out);
+
+/* From srv_module.c, for the replay: bind `name` of module `module_id`
+ * as function `id`, as scuda_module_get_function does. */
+struct session;
+CUresult module_bind_function(struct session *s, uint64_t id, uint64_t module_id, const char *name);
+
+#endif

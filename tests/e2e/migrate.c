@@ -1,0 +1,209 @@
+/* migrate.c - moving a running session to another server
+ * (src/server/migrate_out.c, migrate_in.c; docs/architecture.md 9.17).
+ *
+ * Two servers on loopback. A client mid-run (allocations of every size
+ * class, a pitched one, a module whose global it changed, streams and
+ * events with flags, kernels, copies) asks to move to B: B must rebuild
+ * it under the same ids and at the same addresses, with the same bytes
+ * (B's digest of what it holds must equal A's, which is what "moved"
+ * means), and the client's results must be those of a run that did not
+ * move. Then the refusals, each with its reason, the session going on
+ * where it was: a stream-ordered allocation, a B whose window is
+ * elsewhere, a B that does not accept A's token. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "server/device_window.h"
+
+int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/client/migrate.c) */
+
+#define N 4096
+#define MiB (1ull << 20)
+
+static const char *target; /* B's address for the child, NULL: no migration */
+static char why[512];
+
+static void launch(CUfunction f, CUstream s, void **args)
+{
+    CU(cuLaunchKernel(f, 16, 1, 1, 256, 1, 1, 0, s, args, NULL));
+}
+
+/* The run: phase one, the move (when asked), phase two, every result
+ * printed so that two runs can be compared byte for byte. */
+static int workload(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUfunction add = h_func("vec_add"), fill = h_func("fill_u32");
+    CUdeviceptr g = 0, a, b, c, big, pitched;
+    size_t gsize = 0, pitch = 0;
+    CU(cuModuleGetGlobal_v2(&g, &gsize, h_module(), "g_counter"));
+    uint32_t counter = 1234;
+    CU(cuMemcpyHtoD_v2(g, &counter, sizeof counter));
+    CU(cuMemAlloc_v2(&a, N * sizeof(float)));
+    CU(cuMemAlloc_v2(&b, N * sizeof(float)));
+    CU(cuMemAlloc_v2(&c, N * sizeof(float)));
+    CU(cuMemAlloc_v2(&big, 3 * MiB));
+    CU(cuMemAllocPitch_v2(&pitched, &pitch, 100, 10, 4));
+    CUstream s1, s2;
+    CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamCreateWithPriority(&s2, 0, -1));
+    CUevent e1, e2;
+    CU(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&e2, 0));
+    float ha[N], hb[N];
+    for (int i = 0; i < N; i++) ha[i] = (float)i, hb[i] = (float)(2 * i) + 0.5f;
+    CU(cuMemcpyHtoDAsync_v2(a, ha, sizeof ha, s1));
+    CU(cuMemcpyHtoD_v2(b, hb, sizeof hb));
+    unsigned n = N;
+    void *add_args[] = {&a, &b, &c, &n};
+    launch(add, s1, add_args);
+    uint32_t v = 0xabcd0123u;
+    uint64_t words = 3 * MiB / 4;
+    void *fill_args[] = {&big, &v, &words};
+    launch(fill, s2, fill_args);
+    CU(cuEventRecord(e1, s1));
+    CU(cuStreamWaitEvent(s2, e1, 0));
+    CU(cuMemsetD8_v2(pitched, 0x5a, pitch * 10));
+
+    if (target) {
+        int moved = scuda_migrate(target, why, sizeof why);
+        CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
+    }
+
+    /* Phase two: the same handles, addresses and bytes. */
+    launch(add, s2, add_args); /* c = a + b again, on the other stream */
+    CU(cuEventRecord(e2, s2));
+    CU(cuEventSynchronize(e2));
+    float hc[N];
+    CU(cuMemcpyDtoH_v2(hc, c, sizeof hc));
+    uint32_t back = 0, word = 0;
+    CU(cuMemcpyDtoH_v2(&back, g, sizeof back));
+    CU(cuMemcpyDtoH_v2(&word, big + 3 * MiB - 4, 4));
+    uint8_t row[100];
+    CU(cuMemcpyDtoH_v2(row, pitched + 9 * pitch, sizeof row));
+    for (int i = 0; i < N; i++) CHECK(hc[i] == ha[i] + hb[i], "c[%d] = %f", i, (double)hc[i]);
+    CHECK(back == 1234, "the global is %u", back);
+    CHECK(word == 0xabcd0123u, "the last word is %08x", word);
+    CHECK(row[99] == 0x5a);
+    CU(cuStreamQuery(s1));
+    CU(cuEventQuery(e1));
+    printf("global %u word %08x row %02x c[%d] %f pitch %zu\n", back, word, row[0], N - 1, (double)hc[N - 1], pitch);
+    printf("a %#llx b %#llx c %#llx big %#llx pitched %#llx g %#llx\n", (unsigned long long)a, (unsigned long long)b,
+           (unsigned long long)c, (unsigned long long)big, (unsigned long long)pitched, (unsigned long long)g);
+    return 0;
+}
+
+static char *run_workload(const char *tag, const char *to)
+{
+    char path[512];
+    int fd = h_temp_file(tag, path, sizeof path);
+    target = to;
+    h_wait_ok(h_spawn(workload, NULL, 60, fd, -1), 65000, tag);
+    close(fd);
+    size_t len;
+    return h_read_file(path, &len);
+}
+
+static void test_moves(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-b", NULL);
+    h_server_start(&A, "migrate-a", NULL); /* last: SCUDA_SERVER is A's */
+    char *plain = run_workload("migrate-plain", NULL);
+    char *moved = run_workload("migrate-moved", B.addr);
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&A, "migrated session") == 1, "A logs the move with its timings");
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    char *log = h_server_log(&A);
+    CHECK(strstr(log, "hold+sync") && strstr(log, "replay") && strstr(log, "MiB memory in"), "the pause, in parts");
+    free(log);
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+/* ---- refusals: the session goes on where it was ----------------------------- */
+
+static int refused_blocker(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr p, q;
+    CU(cuMemAllocAsync(&p, 4096, NULL));
+    CU(cuMemAlloc_v2(&q, 4096));
+    int moved = scuda_migrate(target, why, sizeof why);
+    CHECK(moved == 0, "a session with stream-ordered memory moved");
+    CHECK(strstr(why, "stream-ordered memory"), "the reason names it: %s", why);
+    uint32_t v = 7, back = 0;
+    CU(cuMemcpyHtoD_v2(q, &v, 4));
+    CU(cuMemcpyDtoH_v2(&back, q, 4));
+    CHECK(back == 7, "the session goes on");
+    CU(cuMemFreeAsync(p, NULL));
+    return 0;
+}
+
+static int refused_elsewhere(void *arg)
+{
+    const char *want = arg;
+    h_cuda_setup();
+    CUdeviceptr q;
+    CU(cuMemAlloc_v2(&q, 4096));
+    uint32_t v = 9, back = 0;
+    CU(cuMemcpyHtoD_v2(q, &v, 4));
+    int moved = scuda_migrate(target, why, sizeof why);
+    CHECK(moved == 0, "the session moved");
+    CHECK(strstr(why, want), "the reason says '%s': %s", want, why);
+    CU(cuMemcpyDtoH_v2(&back, q, 4));
+    CHECK(back == 9, "the session goes on with its bytes");
+    return 0;
+}
+
+static void run_child(int (*fn)(void *), void *arg, const char *what)
+{
+    h_wait_ok(h_spawn(fn, arg, 60, -1, -1), 65000, what);
+}
+
+static void test_refusals(void)
+{
+    struct h_server A, B, C, D;
+    char base[64];
+    /* A window elsewhere: what was at an address there cannot be here. */
+    snprintf(base, sizeof base, "%#llx", (unsigned long long)(WINDOW_BASE_DEFAULT + (128ull << 30)));
+    struct h_server_opts other_window = {.extra_args = {"--window-base", base, "--window-size", "64G", NULL}};
+    struct h_server_opts beta = {.token = "beta"}, alpha = {.token = "alpha"};
+    h_server_start(&B, "migrate-window-b", &other_window);
+    h_server_start(&C, "migrate-token-c", &beta);
+    h_server_start(&A, "migrate-blocker-a", NULL);
+    target = B.addr;
+    run_child(refused_blocker, NULL, "a stream-ordered allocation refuses");
+    CHECK(h_server_log_count(&B, "imported a session") == 0, "nothing reached B");
+    run_child(refused_elsewhere, "--window-base", "a window elsewhere refuses");
+    CHECK(h_server_log_count(&B, "not rebuilt") == 1, "B discarded it, and said why");
+    CHECK(h_server_log_count(&A, "cannot move") == 2, "A said why, each time");
+    h_server_stop(&A);
+    /* A's token is not B's. */
+    setenv("SCUDA_TOKEN", "alpha", 1);
+    h_server_start(&D, "migrate-token-a", &alpha);
+    target = C.addr;
+    run_child(refused_elsewhere, "bad token", "a bad token refuses");
+    CHECK(h_server_log_count(&C, "bad token") == 1, "B refused A's token");
+    unsetenv("SCUDA_TOKEN");
+    h_server_stop(&D);
+    h_server_stop(&C);
+    h_server_stop(&B);
+}
+
+int main(void)
+{
+    h_begin("migrate", 170);
+    test_moves();
+    test_refusals();
+    printf("PASS migrate\n");
+    return 0;
+}

@@ -62,6 +62,7 @@ struct record {
     int dev;
     CUcontext ctx;
     struct chunk *chunk; /* NULL for WINDOW_RESERVE */
+    unsigned sync_memops; /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, as the app set it */
 };
 
 static struct driver_table orig;
@@ -648,9 +649,31 @@ static CUresult win_cuPointerGetAttribute(void *data, CUpointer_attribute a, CUd
         if (!alloc) break;
         *(CUcontext *)data = rec.ctx;
         return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        if (!alloc) break;
+        *(unsigned *)data = rec.sync_memops;
+        return CUDA_SUCCESS;
     default: break;
     }
     return orig.cuPointerGetAttribute(data, a, p);
+}
+
+/* SYNC_MEMOPS: the driver refuses it on VMM mappings (NOT_SUPPORTED), but
+ * the application set it on what it knows as cuMemAlloc memory, where the
+ * driver takes it. Its effect, synchronous memory operations that always
+ * synchronize, cannot be told apart by a client: every call of the
+ * session runs in order, and nothing outside CUDA's order (a GPUDirect
+ * RDMA peer of the client) can reach the server's memory. So the window
+ * keeps the value, for cuPointerGetAttribute to answer. */
+static CUresult win_cuPointerSetAttribute(const void *value, CUpointer_attribute a, CUdeviceptr p)
+{
+    if (a != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS || !value || !in_windows(p)) return orig.cuPointerSetAttribute(value, a, p);
+    pthread_mutex_lock(&lock);
+    struct record *r = window_holding(p) ? rec_holding(p) : NULL;
+    CUresult res = r && r->kind != WINDOW_RESERVE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (res == CUDA_SUCCESS) r->sync_memops = *(const unsigned *)value ? 1 : 0;
+    pthread_mutex_unlock(&lock);
+    return res;
 }
 
 static CUresult win_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
@@ -913,6 +936,7 @@ int window_install(struct driver_table *t, const struct window_config *c)
     WRAP(cuMemGetAddressRange_v2);
     WRAP(cuPointerGetAttribute);
     WRAP(cuPointerGetAttributes);
+    if (t->cuPointerSetAttribute) WRAP(cuPointerSetAttribute);
     WRAP(cuMemGetInfo_v2);
     WRAP(cuMemAddressReserve);
     WRAP(cuMemAddressFree);

@@ -715,6 +715,8 @@ CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute at
         si_alloc *a = si_alloc_find((uintptr_t)ptr);
         if (!a)
             rc = CUDA_ERROR_INVALID_VALUE;
+        else if (a->kind == SI_AK_VMM)
+            rc = CUDA_ERROR_NOT_SUPPORTED; /* driver 580 on a VMM mapping */
         else
             a->sync_memops = *(const unsigned int *)value != 0; /* documented as an unsigned int */
     }

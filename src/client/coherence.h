@@ -81,4 +81,9 @@ void coherence_host_wrote(const void *p, size_t n);
 void coherence_prefetch_to_host(uint64_t dev, size_t n);
 void coherence_attach(uint64_t dev, uint64_t stream_id, unsigned flags);
 
+/* managed.c: a device attribute as SCUDA can honour it (0 for concurrent
+ * managed access, host-native atomics, pageable access and the like),
+ * given the session driver's value. */
+int managed_device_attribute(CUdevice_attribute a, int driver_value);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coherence.h"
 #include "conn.h"
 #include "shim.h"
 
@@ -50,7 +51,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
     if (!d) return CUDA_ERROR_INVALID_DEVICE;
     if ((unsigned)attrib >= d->attr_count) return CUDA_ERROR_INVALID_VALUE;
     if (d->attr_result[attrib] != CUDA_SUCCESS) return (CUresult)d->attr_result[attrib];
-    *pi = d->attr_value[attrib];
+    *pi = managed_device_attribute(attrib, d->attr_value[attrib]);
     return CUDA_SUCCESS;
 }
 

@@ -113,3 +113,26 @@ CUresult hook_cuEventQuery(CUresult r, CUevent hEvent)
 }
 
 CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent) { return hook_cuEventQuery(r, hEvent); }
+
+/* What the device attributes may promise about host and GPU sharing
+ * memory. The session's driver answers for a GPU whose memory the host
+ * reaches directly; through SCUDA the host works on a mirror that meets
+ * the GPU's bytes only at synchronizations (coherence.h), so concurrent
+ * access, host-native atomics, pageable access and the device use of
+ * registered memory are not there, and a program that checks must take
+ * its fallback path (docs/architecture.md, 4 Memory kinds). */
+int managed_device_attribute(CUdevice_attribute a, int driver_value)
+{
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        return 0;
+    default:
+        return driver_value;
+    }
+}

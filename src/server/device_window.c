@@ -54,6 +54,7 @@ struct window {
     uint64_t mapped, live;               /* bytes of chunks; bytes the application holds in them */
     CUmemAccessDesc access[MAX_DEVICES]; /* the device and its peers */
     size_t naccess;
+    CUmemAllocationHandleType shareable; /* what chunks are created exportable as (IPC) */
 };
 
 struct record {
@@ -232,6 +233,19 @@ static void window_access(struct window *w, int dev)
     }
 }
 
+/* Chunks are created exportable as file descriptors where the device can,
+ * so that cuIpcGetMemHandle works on window memory: VMM memory has no
+ * legacy IPC handle, so srv_ipc.c exports the chunk instead. */
+static void window_shareable(struct window *w, int dev)
+{
+    int posix = 0;
+    if (orig.cuDeviceGetAttribute &&
+        orig.cuDeviceGetAttribute(&posix, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) !=
+            CUDA_SUCCESS)
+        posix = 0;
+    w->shareable = posix ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+}
+
 /* Reserve device dev's window at its fixed address. The driver takes the
  * address as a hint: a window that is taken comes back elsewhere, and
  * then memory goes to the driver, said once in the log. */
@@ -267,6 +281,7 @@ static struct window *window_open(int dev)
     }
     w->gran = gran > CHUNK_MIN ? gran : CHUNK_MIN;
     window_access(w, dev);
+    window_shareable(w, dev);
     w->state = 1;
     LOG_INFO("device %d: memory window %#llx-%#llx", dev, (unsigned long long)w->base,
              (unsigned long long)(w->base + w->size));
@@ -306,7 +321,8 @@ static void window_trim(struct window *w)
 static CUresult chunk_map(struct window *w, int dev, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                                .requestedHandleTypes = w->shareable};
     CUresult r = orig.cuMemCreate(h, size, &prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && idle_bytes) {
         window_trim(w);
@@ -888,6 +904,20 @@ void window_place_next_at(uint64_t addr)
     pthread_mutex_lock(&lock);
     next_fixed = addr;
     pthread_mutex_unlock(&lock);
+}
+
+bool window_chunk_of(uint64_t p, struct window_chunk *out)
+{
+    if (!in_windows(p)) return false;
+    pthread_mutex_lock(&lock);
+    struct window *w = window_holding(p);
+    struct record *r = w ? rec_holding(p) : NULL;
+    struct chunk *c = r && r->chunk ? r->chunk : NULL;
+    if (c)
+        *out = (struct window_chunk){.handle = c->handle, .addr = c->addr, .size = c->size, .device = r->dev,
+                                     .shareable = w->shareable != CU_MEM_HANDLE_TYPE_NONE};
+    pthread_mutex_unlock(&lock);
+    return c != NULL;
 }
 
 unsigned window_blockers(void)

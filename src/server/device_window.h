@@ -98,6 +98,16 @@ enum window_blocker {
 };
 unsigned window_blockers(void);
 
+/* The chunk holding allocation address p (IPC exports the chunk: VMM
+ * memory has no legacy IPC handle). false when p is no window allocation. */
+struct window_chunk {
+    CUmemGenericAllocationHandle handle;
+    uint64_t addr, size;
+    int device;
+    bool shareable; /* created exportable as a POSIX file descriptor */
+};
+bool window_chunk_of(uint64_t p, struct window_chunk *out);
+
 /* The window of server device `dev`: false when the window is off. */
 bool window_range(int dev, uint64_t *base, uint64_t *size);
 

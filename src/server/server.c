@@ -13,6 +13,7 @@
 #include "children.h"
 #include "identity.h"
 #include "migrate_in.h"
+#include "ipc_registry.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
@@ -299,6 +300,9 @@ int server_run(const struct server_options *options)
     tokens_now = opt->tokens;
     scuda_log_set_role("server");
     prepare_module_cache(opt);
+    /* Before any fork: the sessions share this table (IPC between them). */
+    if (ipc_registry_create() != 0)
+        LOG_WARN("no shared table for IPC (%s): cuIpc* calls will be refused", strerror(errno));
     int port = 0;
     const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
     listen_fd = open_listener(opt, listen_addr, &port);

@@ -9,6 +9,7 @@
  * blocking). */
 #define _GNU_SOURCE
 #include "session.h"
+#include "srv_ipc.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -901,6 +902,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     }
     install_window(opt);
     quota_install(&real, opt->mem_quota);
+    ipc_install(&real); /* after the window: imports reserve their addresses through it */
     /* What this client can make the session grow to (docs/operate.md, Session limits). */
     host_quota_init(opt->host_mem_quota ? opt->host_mem_quota : HOST_QUOTA_DEFAULT);
     staging_init();

@@ -419,6 +419,73 @@ static void zero_copy(void)
     CU(cuMemFreeHost(h));
 }
 
+/* What SCUDA cannot give, the device attributes must not promise, so that
+ * programs that check take their fallback path: the host sees the GPU's
+ * writes only after a synchronize, host and GPU atomics on one word do not
+ * meet, and registered memory has no device pointer. */
+static void honest_attributes(void)
+{
+    static const struct {
+        CUdevice_attribute a;
+        const char *name;
+    } none[] = {
+        {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, "CONCURRENT_MANAGED_ACCESS"},
+        {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, "PAGEABLE_MEMORY_ACCESS"},
+        {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, "USES_HOST_PAGE_TABLES"},
+        {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, "HOST_NATIVE_ATOMIC_SUPPORTED"},
+        {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, "DIRECT_MANAGED_MEM_ACCESS_FROM_HOST"},
+        {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM"},
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        int v = -1;
+        CU(cuDeviceGetAttribute(&v, none[i].a, 0));
+        CHECK(v == 0, "%s is %d: SCUDA cannot give it", none[i].name, v);
+    }
+    int v = 0;
+    CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0));
+    CHECK(v == 1, "MANAGED_MEMORY is %d", v);
+    CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0));
+    CHECK(v == 1, "CAN_MAP_HOST_MEMORY is %d", v);
+}
+
+/* The same kernel over managed, pinned (its host address used as a device
+ * address), zero-copy and plain device memory, one after another, as a
+ * program comparing memory kinds does. */
+static void mixed_kinds(void)
+{
+    const int n = 4096;
+    const size_t bytes = 3 * (size_t)n * sizeof(float);
+    CUdeviceptr managed, plain, zc;
+    float *pinned, *mapped;
+    CU(cuMemAllocManaged(&managed, bytes, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocHost_v2((void **)&pinned, bytes));
+    CU(cuMemHostAlloc((void **)&mapped, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+    CU(cuMemHostGetDevicePointer_v2(&zc, mapped, 0));
+    CU(cuMemAlloc_v2(&plain, bytes));
+    float *host[3] = {(float *)managed, pinned, mapped};
+    CUdeviceptr dev[4] = {managed, (CUdeviceptr)pinned, zc, plain};
+    float *ref = malloc(bytes);
+    for (int i = 0; i < n; i++) ref[i] = (float)i, ref[n + i] = 0.25f * (float)i, ref[2 * n + i] = 0;
+    for (int k = 0; k < 3; k++) memcpy(host[k], ref, bytes);
+    CU(cuMemcpyHtoD_v2(plain, ref, bytes));
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 4; k++) {
+            vec_add(dev[k], dev[k] + n * sizeof(float), dev[k] + 2 * n * sizeof(float), n);
+            CU(cuCtxSynchronize());
+        }
+    float *out = malloc(bytes);
+    for (int k = 0; k < 4; k++) {
+        const float *c = k < 3 ? host[k] + 2 * n : out;
+        if (k == 3) CU(cuMemcpyDtoH_v2(out, plain + 2 * n * sizeof(float), n * sizeof(float)));
+        for (int i = 0; i < n; i++) CHECK(c[i] == 1.25f * (float)i, "kind %d: c[%d] = %f", k, i, c[i]);
+    }
+    free(ref), free(out);
+    CU(cuMemFree_v2(managed));
+    CU(cuMemFree_v2(plain));
+    CU(cuMemFreeHost(pinned));
+    CU(cuMemFreeHost(mapped));
+}
+
 static int client(void *arg)
 {
     (void)arg;
@@ -431,7 +498,8 @@ static int client(void *arg)
     } parts[] = {{"vector_add", vector_add}, {"shared_pages", shared_pages}, {"alternate", alternate},
                  {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
                  {"zero_copy", zero_copy},   {"fetch_while_dirty", fetch_while_dirty},
-                 {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse}};
+                 {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse},
+                 {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();

@@ -16,7 +16,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SI_VMM_GRANULARITY (2u << 20)
@@ -425,6 +427,58 @@ CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags, const CUmemLocation *
     if (!rc) {
         si_alloc *a = si_alloc_find((uintptr_t)ptr);
         *flags = a && a->kind == SI_AK_VMM ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    }
+    si_leave();
+    return rc;
+}
+
+/* Sharing (cuMemExportToShareableHandle): the handle is a duplicate of the
+ * physical allocation's memfd, so another process that imports it and
+ * maps it sees the same bytes, as two processes sharing GPU memory do. */
+CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_phys *p = rc ? NULL : si_phys_of(handle);
+    if (!rc && (!p || !shareableHandle || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && p->prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        rc = CUDA_ERROR_NOT_PERMITTED; /* not created exportable */
+    int fd = rc ? -1 : fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+    if (!rc && fd < 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc)
+        *(int *)shareableHandle = fd;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                CUmemAllocationHandleType shHandleType)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    struct stat st;
+    int given = (int)(intptr_t)osHandle;
+    if (!rc && (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(given, &st) != 0 ||
+                st.st_size <= 0 || st.st_size % SI_VMM_GRANULARITY))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    int fd = rc ? -1 : fcntl(given, F_DUPFD_CLOEXEC, 0);
+    if (!rc && fd < 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        si_phys *p = si_xcalloc(1, sizeof(*p));
+        p->fd = fd;
+        p->size = (size_t)st.st_size;
+        p->refs = 1;
+        p->prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                        .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+        p->next = si_physes;
+        si_physes = p;
+        si_g.dev[0].used += p->size; /* given back by si_phys_maybe_free */
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
     }
     si_leave();
     return rc;

@@ -371,7 +371,10 @@ enum scuda_op {
     OP_cuTexRefCreate = 364,
     OP_cuTexRefGetArray = 365,
     OP_cuTexRefGetMipmappedArray = 366,
-    OP_COUNT = 367
+    OP_scuda_capture_htod = 367,
+    OP_scuda_graph_uploads = 368,
+    OP_scuda_graph_stage = 369,
+    OP_COUNT = 370
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

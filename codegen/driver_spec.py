@@ -393,8 +393,10 @@ cuIpcOpenEventHandle          sync    out_handle=phEvent
 # Node handles of captured graphs get server ids (handle_export). Kernel
 # and memcpy node parameters hold functions, parameter pointers and host
 # pointers: hand-written (src/client/graph.c, src/server/srv_graph.c).
-# Host nodes would run client code: not supported (stream capture of
-# cuLaunchHostFunc fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+# Host-side data (memcpy nodes with a host side, captured copies from and
+# to client memory) lives in session staging records: see MESSAGES, graphs.
+# Host nodes added by hand would run client code: not supported yet
+# (captured cuLaunchHostFunc is, through scuda_capture_hostfn).
 cuGraphCreate                 sync    out_handle=phGraph
 cuGraphDestroy                async   drops=hGraph
 cuGraphClone                  sync    out_handle=phGraphClone
@@ -411,7 +413,7 @@ cuGraphAddKernelNode          manual  sends=cuGraphAddKernelNode_v2,scuda_host_m
 cuGraphKernelNodeGetParams    manual  sends=cuGraphKernelNodeGetParams_v2
 cuGraphKernelNodeSetParams    manual  sends=cuGraphKernelNodeSetParams_v2,scuda_host_mirror_create,scuda_host_mirror_free,scuda_param_info
 cuGraphExecKernelNodeSetParams  manual  sends=cuGraphExecKernelNodeSetParams_v2,scuda_host_mirror_create,scuda_host_mirror_free,scuda_param_info
-cuGraphAddMemcpyNode          manual  sends=cuGraphAddMemcpyNode  # device and array sides only
+cuGraphAddMemcpyNode          manual  sends=cuGraphAddMemcpyNode  # a host side becomes staging records (graph_host.c)
 cuGraphMemcpyNodeGetParams    manual  sends=cuGraphMemcpyNodeGetParams
 cuGraphMemcpyNodeSetParams    manual  sends=cuGraphMemcpyNodeSetParams
 cuGraphExecMemcpyNodeSetParams  manual  sends=cuGraphExecMemcpyNodeSetParams
@@ -420,7 +422,7 @@ cuGraphHostNodeGetParams      unsupported
 cuGraphHostNodeSetParams      unsupported
 cuGraphExecHostNodeSetParams  unsupported
 cuGraphExecDestroy            async   drops=hGraphExec
-cuGraphLaunch                 async
+cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
 cuGraphAddEmptyNode           sync    out_handle=phGraphNode dependencies=in[numDependencies]
 cuGraphAddChildGraphNode      sync    out_handle=phGraphNode dependencies=in[numDependencies]
@@ -903,6 +905,31 @@ record host_work
     u8 kind                            # enum host_work_kind (protocol.h)
     handle record
 
+# A host-to-device copy from client memory on a capturing stream, and a
+# memcpy node with a host side, read client memory when the graph runs:
+# the session captures a copy from a pinned staging buffer (an upload
+# record), and the client sends the bytes of every upload record of an
+# executable graph, read from its memory at cuGraphLaunch, before the
+# launch (src/client/graph_launch.c).
+op scuda_capture_htod
+    in handle record                   # the client's record id (a chunk of at most SCUDA_CHUNK bytes)
+    in dptr dst
+    in u64 n
+    in handle stream
+
+const GRAPH_MAX_UPLOADS   1048576      # upload records of one executable graph
+op scuda_graph_uploads
+    in handle exec
+    out handle records[] max=GRAPH_MAX_UPLOADS   # in the order the client sends their bytes
+
+op scuda_graph_stage
+    in handle record
+    in bytes data bulk                 # the record's n bytes, read from client memory at launch
+
+op cuGraphLaunch
+    in handle exec
+    in handle stream
+
 op cuStreamIsCapturing
     in handle stream
     out u32 status
@@ -936,9 +963,12 @@ op cuStreamGetCaptureInfo_v3
     out handle deps[] max=CAPTURE_MAX_DEPS   # num ids when wanted, else none
     out raw:CUgraphEdgeData edges[] max=CAPTURE_MAX_DEPS   # num when wanted and the driver has them, else none
 
-# Memcpy nodes: device, unified (device memory only) and array sides. A
-# host side would make the graph read or write client memory when it
-# replays on the server: the client refuses it, the session too.
+# Memcpy nodes: device, unified (device memory only) and array sides; a
+# host side (one at most) is a staging buffer of the session, split into
+# records of at most SCUDA_CHUNK bytes whose ids the client picks
+# (`records`, none without a host side). Its x, y, z and ptr are the
+# client's alone: the session copies from or into its staging, which holds
+# the host side's extent from its first byte.
 record graph_copy                      # CUDA_MEMCPY3D
     copy_side src
     copy_side dst
@@ -951,6 +981,7 @@ op cuGraphAddMemcpyNode
     in handle graph
     in handle deps[] max=GRAPH_MAX_DEPS
     in graph_copy copy
+    in handle records[] max=GRAPH_MAX_UPLOADS   # the host side's staging records
     in handle ctx
 
 op cuGraphMemcpyNodeGetParams
@@ -960,11 +991,13 @@ op cuGraphMemcpyNodeGetParams
 op cuGraphMemcpyNodeSetParams
     in handle node
     in graph_copy copy
+    in handle records[] max=GRAPH_MAX_UPLOADS   # the host side's staging records
 
 op cuGraphExecMemcpyNodeSetParams
     in handle exec
     in handle node
     in graph_copy copy
+    in handle records[] max=GRAPH_MAX_UPLOADS   # the host side's staging records
     in handle ctx
 
 # The reply comes also when instantiation fails: it says why.

@@ -6,7 +6,10 @@
  * - Host work in captures: a device-to-host copy into client memory or a
  *   host function on a capturing stream becomes a record here (the
  *   destination, or the function) and a copy into a staging buffer or a
- *   host node in the session's graph (src/server/graph_host.c). At each
+ *   host node in the session's graph (src/server/graph_host.c). A
+ *   host-to-device copy from client memory becomes an upload record (the
+ *   source) and a copy from a staging buffer, whose bytes the client sends
+ *   at each cuGraphLaunch (graph_launch.c). At each
  *   replay the session sends the bytes, or "run it", before its next
  *   reply, and the reader thread delivers them (capture_host_deliver). So
  *   they happen before any synchronizing call that saw the graph finish
@@ -98,28 +101,64 @@ CUresult capture_refuse(CUstream hStream, const char *what)
 /* ---- host work in captures ------------------------------------------------ */
 
 struct host_record {
-    int kind;      /* HOST_WORK_DATA: a copy; HOST_WORK_RUN: a function */
-    void *dst;
+    int kind;      /* HOST_WORK_DATA: a copy; HOST_WORK_RUN: a function; CAPTURE_UPLOAD: a copy's source */
+    void *dst;     /* CAPTURE_UPLOAD: the source */
     size_t n;
     CUhostFn fn;
     void *user;
 };
 
 static struct idmap host_records = IDMAP_INIT;
+static _Atomic int uploads_made;
 
-/* Tell the session of a record: src and n are a copy's, 0 for a function. */
-static CUresult capture_record(uint16_t op, struct host_record *rec, CUdeviceptr src, CUstream hStream)
+int capture_uploads_made(void) { return atomic_load(&uploads_made) > 0; }
+
+CUresult capture_record_new(int kind, void *p, size_t n, uint64_t *id)
+{
+    struct host_record *rec = calloc(1, sizeof *rec);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    rec->kind = kind;
+    rec->dst = p;
+    rec->n = n;
+    *id = handle_new_id();
+    if (idmap_put(&host_records, *id, 0, rec) != 0) {
+        free(rec);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (kind == CAPTURE_UPLOAD) atomic_fetch_add(&uploads_made, 1);
+    return CUDA_SUCCESS;
+}
+
+void capture_record_drop(uint64_t id) { free(idmap_del(&host_records, id)); }
+
+int capture_upload_source(uint64_t id, const void **src, size_t *n)
+{
+    void *v = NULL;
+    struct host_record *rec = idmap_get(&host_records, id, NULL, &v) ? v : NULL;
+    if (!rec || rec->kind != CAPTURE_UPLOAD) return -1;
+    *src = rec->dst;
+    *n = rec->n;
+    return 0;
+}
+
+/* Tell the session of a record: dev and n are a copy's device side, 0 for
+ * a function. */
+static CUresult capture_record(uint16_t op, struct host_record *rec, CUdeviceptr dev, CUstream hStream)
 {
     uint64_t id = handle_new_id();
     if (idmap_put(&host_records, id, 0, rec) != 0) {
         free(rec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (rec->kind == CAPTURE_UPLOAD) atomic_fetch_add(&uploads_made, 1);
     rpc_call c;
     rpc_begin(&c, op);
     if (op == OP_scuda_capture_dtoh) {
-        struct msg_scuda_capture_dtoh_req m = {id, src, rec->n, handle_wire_id(hStream)};
+        struct msg_scuda_capture_dtoh_req m = {id, dev, rec->n, handle_wire_id(hStream)};
         msg_scuda_capture_dtoh_req_put(&c.req, &m);
+    } else if (op == OP_scuda_capture_htod) {
+        struct msg_scuda_capture_htod_req m = {id, dev, rec->n, handle_wire_id(hStream)};
+        msg_scuda_capture_htod_req_put(&c.req, &m);
     } else {
         struct msg_scuda_capture_hostfn_req m = {id, handle_wire_id(hStream)};
         msg_scuda_capture_hostfn_req_put(&c.req, &m);
@@ -140,6 +179,21 @@ CUresult capture_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream hStream)
         rec->dst = (char *)dst + off;
         rec->n = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         CUresult r = capture_record(OP_scuda_capture_dtoh, rec, src + off, hStream);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult capture_htod(CUdeviceptr dst, const void *src, size_t n, CUstream hStream)
+{
+    /* one record per chunk: each launch's bytes travel in frames of their own */
+    for (size_t off = 0; off < n; off += SCUDA_CHUNK) {
+        struct host_record *rec = calloc(1, sizeof *rec);
+        if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+        rec->kind = CAPTURE_UPLOAD;
+        rec->dst = (char *)(uintptr_t)src + off;
+        rec->n = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        CUresult r = capture_record(OP_scuda_capture_htod, rec, dst + off, hStream);
         if (r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;

@@ -20,6 +20,23 @@ CUresult capture_status(CUstream hStream, CUstreamCaptureStatus *status);
 CUresult capture_refuse(CUstream hStream, const char *what);
 CUresult capture_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream hStream);
 CUresult capture_hostfn(CUstream hStream, CUhostFn fn, void *userData);
+/* A host-to-device copy from client memory on a capturing stream: the
+ * graph copies from a staging buffer of the session, which the client
+ * fills from src at each cuGraphLaunch (graph_launch.c). */
+CUresult capture_htod(CUdeviceptr dst, const void *src, size_t n, CUstream hStream);
+
+/* Host-side records of memcpy nodes (graph.c): kind HOST_WORK_DATA (bytes
+ * the session sends back into p) or CAPTURE_UPLOAD (bytes read from p at
+ * each launch). A record lives until the session says to forget it, or
+ * capture_record_drop() when the session never learnt of it. */
+#define CAPTURE_UPLOAD 0x100
+CUresult capture_record_new(int kind, void *p, size_t n, uint64_t *id);
+void capture_record_drop(uint64_t id);
+/* An upload record's source; -1 when id is none. */
+int capture_upload_source(uint64_t id, const void **src, size_t *n);
+/* Whether any upload record was made in this process (else no launch has
+ * bytes to send). */
+int capture_uploads_made(void);
 
 /* A FRAME_HOST_WORK frame of `len` payload bytes is next on fd: copy a
  * replayed graph's bytes into client memory, or run a captured host

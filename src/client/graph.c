@@ -7,8 +7,11 @@
  *   cuGraphKernelNodeGetParams hands back pointers into a copy this file
  *   keeps per node until the next query of that node.
  * - Memcpy nodes: device, unified (when it is device memory) and array
- *   sides. A host side would make the graph read or write client memory
- *   when it replays on the server: CUDA_ERROR_NOT_SUPPORTED, logged.
+ *   sides travel as they are. A host side (one at most) is client memory,
+ *   which the graph cannot reach when it replays on the server: the
+ *   session copies from or into a staging buffer instead, and the bytes
+ *   travel at each launch (graph_launch.c) or come back after it, as
+ *   upload or data records (capture.h) with an id per SCUDA_CHUNK.
  *
  * Every graph, node and executable graph handle is an id
  * (docs/architecture.md, 3.5 Virtual handles); the nodes of a captured
@@ -19,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
+#include "graph_launch.h"
 #include "launch.h"
 #include "module.h"
 #include "rpc.h"
@@ -289,16 +294,93 @@ EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_P
 
 /* ---- memcpy nodes ---------------------------------------------------------- */
 
-/* A copy as it travels (the graph_copy record of messages.gen.h). Host
- * sides never travel. */
-static CUresult copy_msg(const CUDA_MEMCPY3D *p, struct msg_graph_copy *m, const char *fn)
+/* A node's host side as the application gave it, for its queries. */
+struct host_side {
+    int is_src;
+    void *host;
+    size_t x, y, z;
+};
+static struct idmap node_host_sides = IDMAP_INIT; /* node id -> struct host_side */
+
+/* The records of a copy's host side (none without one): one per
+ * SCUDA_CHUNK of its extent, from its first byte. */
+struct side_records {
+    uint64_t small[4], *ids;
+    uint32_t n;
+    struct host_side side;
+};
+
+static void side_records_drop(struct side_records *sr)
 {
-    if (!p) return CUDA_ERROR_INVALID_VALUE;
-    if (p->srcMemoryType == CU_MEMORYTYPE_HOST || p->dstMemoryType == CU_MEMORYTYPE_HOST) {
-        LOG_WARN("%s: a memcpy node with a side in host memory would read or write client memory when the graph "
-                 "replays on the server; not supported", fn);
+    for (uint32_t i = 0; i < sr->n; i++) capture_record_drop(sr->ids[i]);
+    if (sr->ids != sr->small) free(sr->ids);
+    sr->n = 0;
+}
+
+static CUresult side_records_make(const CUDA_MEMCPY3D *p, struct side_records *sr, const char *fn)
+{
+    memset(sr, 0, sizeof *sr);
+    sr->ids = sr->small;
+    int src = p->srcMemoryType == CU_MEMORYTYPE_HOST, dst = p->dstMemoryType == CU_MEMORYTYPE_HOST;
+    if (!src && !dst) return CUDA_SUCCESS;
+    if (src && dst) {
+        LOG_WARN("%s: a host-to-host memcpy node is not supported (the graph replays on the server)", fn);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    size_t w = p->WidthInBytes, h = p->Height ? p->Height : 1, d = p->Depth ? p->Depth : 1;
+    size_t pitch = src ? p->srcPitch : p->dstPitch, rows = src ? p->srcHeight : p->dstHeight;
+    pitch = pitch ? pitch : w;
+    rows = rows ? rows : h;
+    size_t n;
+    if (!w || pitch < w || rows < h || __builtin_mul_overflow(d - 1, rows, &n) ||
+        __builtin_add_overflow(n, h - 1, &n) || __builtin_mul_overflow(n, pitch, &n) ||
+        __builtin_add_overflow(n, w, &n))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dst && n != w * h * d) {
+        LOG_WARN("%s: a pitched memcpy node into host memory (rows with gaps) is not supported: the bytes come "
+                 "back as one block", fn);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    sr->side = (struct host_side){src, (void *)(src ? p->srcHost : p->dstHost), src ? p->srcXInBytes : p->dstXInBytes,
+                                  src ? p->srcY : p->dstY, src ? p->srcZ : p->dstZ};
+    if (!sr->side.host) return CUDA_ERROR_INVALID_VALUE;
+    char *base = (char *)sr->side.host + sr->side.x + (sr->side.z * rows + sr->side.y) * pitch;
+    size_t count = (n + SCUDA_CHUNK - 1) / SCUDA_CHUNK;
+    if (count > sizeof sr->small / sizeof *sr->small && !(sr->ids = malloc(count * sizeof *sr->ids)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t off = 0; off < n; off += SCUDA_CHUNK) {
+        size_t k = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
+        CUresult r = capture_record_new(src ? CAPTURE_UPLOAD : HOST_WORK_DATA, base + off, k, &sr->ids[sr->n]);
+        if (r != CUDA_SUCCESS) {
+            side_records_drop(sr);
+            return r;
+        }
+        sr->n++;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The call went through: its records are the session's (kept), and the
+ * node's host side is remembered for its queries. Else they are dropped. */
+static void side_records_done(struct side_records *sr, CUresult r, uint64_t node)
+{
+    if (r != CUDA_SUCCESS) {
+        side_records_drop(sr);
+        return;
+    }
+    free(idmap_del(&node_host_sides, node));
+    struct host_side *hs = sr->n ? malloc(sizeof *hs) : NULL;
+    if (hs) *hs = sr->side;
+    if (hs && idmap_put(&node_host_sides, node, 0, hs) != 0) free(hs);
+    if (sr->ids != sr->small) free(sr->ids);
+}
+
+/* A copy as it travels (the graph_copy record of messages.gen.h). A host
+ * side's address stays here (side_records_make). */
+static CUresult copy_msg(const CUDA_MEMCPY3D *p, struct msg_graph_copy *m, const char *fn)
+{
+    (void)fn;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     *m = (struct msg_graph_copy){
         .src = {(uint32_t)p->srcMemoryType, p->srcXInBytes, p->srcY, p->srcZ, p->srcLOD, p->srcDevice,
                 handle_wire_id(p->srcArray), p->srcPitch, p->srcHeight},
@@ -327,6 +409,18 @@ static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
     p->WidthInBytes = m->width, p->Height = m->height, p->Depth = m->depth;
 }
 
+/* A host side comes back as the application gave it. */
+static void host_side_restore(uint64_t node, CUDA_MEMCPY3D *p)
+{
+    void *v = NULL;
+    struct host_side *hs = idmap_get(&node_host_sides, node, NULL, &v) ? v : NULL;
+    if (!hs) return;
+    if (hs->is_src && p->srcMemoryType == CU_MEMORYTYPE_HOST)
+        p->srcHost = hs->host, p->srcXInBytes = hs->x, p->srcY = hs->y, p->srcZ = hs->z;
+    if (!hs->is_src && p->dstMemoryType == CU_MEMORYTYPE_HOST)
+        p->dstHost = hs->host, p->dstXInBytes = hs->x, p->dstY = hs->y, p->dstZ = hs->z;
+}
+
 EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                      size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
@@ -337,16 +431,24 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
         .node = handle_new_id(), .graph = handle_wire_id(hGraph), .ctx = handle_wire_id(ctx)};
     CUresult r = copy_msg(copyParams, &m.copy, "cuGraphAddMemcpyNode");
     if (r != CUDA_SUCCESS) return r;
+    struct side_records sr;
+    if ((r = side_records_make(copyParams, &sr, "cuGraphAddMemcpyNode")) != CUDA_SUCCESS) return r;
+    m.records = sr.ids;
+    m.records_count = sr.n;
     uint64_t small[32], *heap;
     m.deps = node_ids(dependencies, numDependencies, small, 32, &heap);
     m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!m.deps) {
+        side_records_drop(&sr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     rpc_call c;
     rpc_begin(&c, OP_cuGraphAddMemcpyNode);
     msg_cuGraphAddMemcpyNode_req_put(&c.req, &m);
     free(heap);
     r = rpc_sync(&c);
     rpc_end(&c);
+    side_records_done(&sr, r, m.node);
     if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
     return r;
 }
@@ -365,7 +467,10 @@ EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
         LOG_ERROR("cuGraphMemcpyNodeGetParams: malformed reply from the server");
         r = CUDA_ERROR_UNKNOWN;
     }
-    if (r == CUDA_SUCCESS) copy_from_msg(&rep.copy, nodeParams);
+    if (r == CUDA_SUCCESS) {
+        copy_from_msg(&rep.copy, nodeParams);
+        host_side_restore(m.node, nodeParams);
+    }
     rpc_end(&c);
     return r;
 }
@@ -392,11 +497,18 @@ EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
         .exec = handle_wire_id(hGraphExec), .node = handle_wire_id(hNode), .ctx = handle_wire_id(ctx)};
     CUresult r = copy_msg(copyParams, &m.copy, "cuGraphExecMemcpyNodeSetParams");
     if (r != CUDA_SUCCESS) return r;
+    struct side_records sr;
+    if ((r = side_records_make(copyParams, &sr, "cuGraphExecMemcpyNodeSetParams")) != CUDA_SUCCESS) return r;
+    m.records = sr.ids;
+    m.records_count = sr.n;
     rpc_call c;
     rpc_begin(&c, OP_cuGraphExecMemcpyNodeSetParams);
     msg_cuGraphExecMemcpyNodeSetParams_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);
+    if (r == CUDA_SUCCESS) graph_launch_forget(hGraphExec); /* its uploads changed */
+    if (r != CUDA_SUCCESS) side_records_drop(&sr);
+    else if (sr.ids != sr.small) free(sr.ids);
     return r;
 }
 

@@ -41,8 +41,13 @@
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     if (n && !src) return CUDA_ERROR_INVALID_VALUE;
-    CUresult cr = mode == COPY_ASYNC ? capture_refuse(st, "a host-to-device copy from client memory") : CUDA_SUCCESS;
-    if (cr != CUDA_SUCCESS) return cr;
+    CUresult cr;
+    if (mode == COPY_ASYNC) {
+        /* captured: the graph reads src at each launch (graph_launch.c) */
+        CUstreamCaptureStatus cs;
+        if ((cr = capture_status(st, &cs)) != CUDA_SUCCESS) return cr;
+        if (cs != CU_STREAM_CAPTURE_STATUS_NONE) return capture_htod(dst, src, n, st);
+    }
     const void *from = coherence_host_view(src, n, 0, &cr);
     if (!from) return cr;
     cr = copy_to_device(dst, from, n, st, mode);

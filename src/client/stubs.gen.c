@@ -2260,16 +2260,6 @@ EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAtt
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuGraphLaunch(CUgraphExec hGraph, CUstream hStream)
-{
-    SHIM_ENTER(cuGraphLaunch, (hGraph, hStream));
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphLaunch);
-    rpc_put_handle(&c.req, hGraph);
-    rpc_put_handle(&c.req, hStream);
-    return rpc_async(&c);
-}
-
 EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     SHIM_ENTER(cuGraphLaunch_ptsz, (hGraphExec, hStream));

@@ -1777,6 +1777,136 @@ void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work
     m->record = wr_u64(r);
 }
 
+void msg_scuda_capture_htod_req_put(wire_buf *b, const struct msg_scuda_capture_htod_req *m)
+{
+    wb_put_u64(b, m->record);
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->n);
+    wb_put_u64(b, m->stream);
+}
+
+int msg_scuda_capture_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_htod_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->record = wr_u64(r);
+    m->dst = wr_u64(r);
+    m->n = wr_u64(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_capture_htod_rep_put(wire_buf *b, const struct msg_scuda_capture_htod_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_capture_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_htod_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_uploads_req_put(wire_buf *b, const struct msg_scuda_graph_uploads_req *m)
+{
+    wb_put_u64(b, m->exec);
+}
+
+int msg_scuda_graph_uploads_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_uploads_rep_put(wire_buf *b, const struct msg_scuda_graph_uploads_rep *m)
+{
+    wb_put_u32(b, m->records_count);
+    for (uint32_t i = 0; i < m->records_count; i++)
+        wb_put_u64(b, m->records[i]);
+}
+
+int msg_scuda_graph_uploads_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_UPLOADS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->records = v;
+        m->records_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_stage_req_put(wire_buf *b, const struct msg_scuda_graph_stage_req *m)
+{
+    wb_put_u64(b, m->record);
+    wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
+}
+
+int msg_scuda_graph_stage_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_stage_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->record = wr_u64(r);
+    m->data_len = wr_u64(r);
+    m->data = a->bulk_apart ? NULL : wr_view(r, (size_t)m->data_len);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_stage_rep_put(wire_buf *b, const struct msg_scuda_graph_stage_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_graph_stage_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_stage_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphLaunch_req_put(wire_buf *b, const struct msg_cuGraphLaunch_req *m)
+{
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->stream);
+}
+
+int msg_cuGraphLaunch_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphLaunch_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphLaunch_rep_put(wire_buf *b, const struct msg_cuGraphLaunch_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuGraphLaunch_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphLaunch_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuStreamIsCapturing_req_put(wire_buf *b, const struct msg_cuStreamIsCapturing_req *m)
 {
     wb_put_u64(b, m->stream);
@@ -1949,6 +2079,9 @@ void msg_cuGraphAddMemcpyNode_req_put(wire_buf *b, const struct msg_cuGraphAddMe
     for (uint32_t i = 0; i < m->deps_count; i++)
         wb_put_u64(b, m->deps[i]);
     msg_put_graph_copy(b, &m->copy);
+    wb_put_u32(b, m->records_count);
+    for (uint32_t i = 0; i < m->records_count; i++)
+        wb_put_u64(b, m->records[i]);
     wb_put_u64(b, m->ctx);
 }
 
@@ -1973,6 +2106,20 @@ int msg_cuGraphAddMemcpyNode_req_get(wire_reader *r, struct msg_arena *a, struct
         m->deps_count = n;
     }
     msg_get_graph_copy(r, a, &m->copy);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_UPLOADS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->records = v;
+        m->records_count = n;
+    }
     m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
@@ -2020,6 +2167,9 @@ void msg_cuGraphMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGrap
 {
     wb_put_u64(b, m->node);
     msg_put_graph_copy(b, &m->copy);
+    wb_put_u32(b, m->records_count);
+    for (uint32_t i = 0; i < m->records_count; i++)
+        wb_put_u64(b, m->records[i]);
 }
 
 int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeSetParams_req *m)
@@ -2028,6 +2178,20 @@ int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, 
     memset(m, 0, sizeof *m);
     m->node = wr_u64(r);
     msg_get_graph_copy(r, a, &m->copy);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_UPLOADS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->records = v;
+        m->records_count = n;
+    }
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -2049,6 +2213,9 @@ void msg_cuGraphExecMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cu
     wb_put_u64(b, m->exec);
     wb_put_u64(b, m->node);
     msg_put_graph_copy(b, &m->copy);
+    wb_put_u32(b, m->records_count);
+    for (uint32_t i = 0; i < m->records_count; i++)
+        wb_put_u64(b, m->records[i]);
     wb_put_u64(b, m->ctx);
 }
 
@@ -2059,6 +2226,20 @@ int msg_cuGraphExecMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena 
     m->exec = wr_u64(r);
     m->node = wr_u64(r);
     msg_get_graph_copy(r, a, &m->copy);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_UPLOADS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->records = v;
+        m->records_count = n;
+    }
     m->ctx = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }

@@ -30,6 +30,7 @@
 #define MODULE_MAX_FUNCS 1000000
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
+#define GRAPH_MAX_UPLOADS 1048576  /* upload records of one executable graph */
 #define CAPTURE_WANT_STATUS 1
 #define CAPTURE_WANT_ID 2
 #define CAPTURE_WANT_GRAPH 4
@@ -912,6 +913,69 @@ struct msg_host_work {
 void msg_put_host_work(wire_buf *b, const struct msg_host_work *m);
 void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m);
 
+/* scuda_capture_htod request */
+struct msg_scuda_capture_htod_req {
+    uint64_t record; /* handle record: the client's record id (a chunk of at most SCUDA_CHUNK bytes) */
+    uint64_t dst; /* dptr dst */
+    uint64_t n; /* u64 n */
+    uint64_t stream; /* handle stream */
+};
+void msg_scuda_capture_htod_req_put(wire_buf *b, const struct msg_scuda_capture_htod_req *m);
+int msg_scuda_capture_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_htod_req *m);
+
+/* scuda_capture_htod reply */
+struct msg_scuda_capture_htod_rep {
+    char none; /* no fields */
+};
+void msg_scuda_capture_htod_rep_put(wire_buf *b, const struct msg_scuda_capture_htod_rep *m);
+int msg_scuda_capture_htod_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_htod_rep *m);
+
+/* scuda_graph_uploads request */
+struct msg_scuda_graph_uploads_req {
+    uint64_t exec; /* handle exec */
+};
+void msg_scuda_graph_uploads_req_put(wire_buf *b, const struct msg_scuda_graph_uploads_req *m);
+int msg_scuda_graph_uploads_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_req *m);
+
+/* scuda_graph_uploads reply */
+struct msg_scuda_graph_uploads_rep {
+    const uint64_t *records; /* u32 count, then handle[] (at most GRAPH_MAX_UPLOADS) records: in the order the client sends their bytes */
+    uint32_t records_count;
+};
+void msg_scuda_graph_uploads_rep_put(wire_buf *b, const struct msg_scuda_graph_uploads_rep *m);
+int msg_scuda_graph_uploads_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_rep *m);
+
+/* scuda_graph_stage request */
+struct msg_scuda_graph_stage_req {
+    uint64_t record; /* handle record */
+    const void *data; /* u64 length + bytes (bulk) data: the record's n bytes, read from client memory at launch */
+    uint64_t data_len;
+};
+void msg_scuda_graph_stage_req_put(wire_buf *b, const struct msg_scuda_graph_stage_req *m);
+int msg_scuda_graph_stage_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_stage_req *m);
+
+/* scuda_graph_stage reply */
+struct msg_scuda_graph_stage_rep {
+    char none; /* no fields */
+};
+void msg_scuda_graph_stage_rep_put(wire_buf *b, const struct msg_scuda_graph_stage_rep *m);
+int msg_scuda_graph_stage_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_stage_rep *m);
+
+/* cuGraphLaunch request */
+struct msg_cuGraphLaunch_req {
+    uint64_t exec; /* handle exec */
+    uint64_t stream; /* handle stream */
+};
+void msg_cuGraphLaunch_req_put(wire_buf *b, const struct msg_cuGraphLaunch_req *m);
+int msg_cuGraphLaunch_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphLaunch_req *m);
+
+/* cuGraphLaunch reply */
+struct msg_cuGraphLaunch_rep {
+    char none; /* no fields */
+};
+void msg_cuGraphLaunch_rep_put(wire_buf *b, const struct msg_cuGraphLaunch_rep *m);
+int msg_cuGraphLaunch_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphLaunch_rep *m);
+
 /* cuStreamIsCapturing request */
 struct msg_cuStreamIsCapturing_req {
     uint64_t stream; /* handle stream */
@@ -986,6 +1050,8 @@ struct msg_cuGraphAddMemcpyNode_req {
     const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
     uint32_t deps_count;
     struct msg_graph_copy copy; /* graph_copy copy */
+    const uint64_t *records; /* u32 count, then handle[] (at most GRAPH_MAX_UPLOADS) records: the host side's staging records */
+    uint32_t records_count;
     uint64_t ctx; /* handle ctx */
 };
 void msg_cuGraphAddMemcpyNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemcpyNode_req *m);
@@ -1016,6 +1082,8 @@ int msg_cuGraphMemcpyNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, 
 struct msg_cuGraphMemcpyNodeSetParams_req {
     uint64_t node; /* handle node */
     struct msg_graph_copy copy; /* graph_copy copy */
+    const uint64_t *records; /* u32 count, then handle[] (at most GRAPH_MAX_UPLOADS) records: the host side's staging records */
+    uint32_t records_count;
 };
 void msg_cuGraphMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeSetParams_req *m);
 int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeSetParams_req *m);
@@ -1032,6 +1100,8 @@ struct msg_cuGraphExecMemcpyNodeSetParams_req {
     uint64_t exec; /* handle exec */
     uint64_t node; /* handle node */
     struct msg_graph_copy copy; /* graph_copy copy */
+    const uint64_t *records; /* u32 count, then handle[] (at most GRAPH_MAX_UPLOADS) records: the host side's staging records */
+    uint32_t records_count;
     uint64_t ctx; /* handle ctx */
 };
 void msg_cuGraphExecMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphExecMemcpyNodeSetParams_req *m);

@@ -371,6 +371,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuTexRefGetArray] = "cuTexRefGetArray",
     [OP_cuTexRefGetMipmappedArray] = "cuTexRefGetMipmappedArray",
     [OP_scuda_migrate] = "scuda_migrate",
+    [OP_scuda_capture_htod] = "scuda_capture_htod",
+    [OP_scuda_graph_uploads] = "scuda_graph_uploads",
+    [OP_scuda_graph_stage] = "scuda_graph_stage",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -372,7 +372,10 @@ enum scuda_op {
     OP_cuTexRefGetArray = 365,
     OP_cuTexRefGetMipmappedArray = 366,
     OP_scuda_migrate = 367,
-    OP_COUNT = 368
+    OP_scuda_capture_htod = 368,
+    OP_scuda_graph_uploads = 369,
+    OP_scuda_graph_stage = 370,
+    OP_COUNT = 371
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

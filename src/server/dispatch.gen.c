@@ -49,6 +49,9 @@ extern CUresult srv_scuda_ctx_destroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_synchronize(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_capture_htod(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_uploads(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_stage(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
@@ -59,6 +62,7 @@ extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((w
 extern CUresult srv_cuGraphInstantiateWithParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphLaunch(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLinkDestroy(srv_call *c) __attribute__((weak));
@@ -2732,28 +2736,6 @@ static CUresult gen_srv_cuGraphKernelNodeCopyAttributes(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuGraphKernelNodeCopyAttributes((CUgraphNode)dst_h, (CUgraphNode)src_h);
-done:
-    return r;
-}
-
-static CUresult gen_srv_cuGraphLaunch(srv_call *call)
-{
-    uint64_t hGraph_id = wr_u64(&call->in);
-    uint64_t hStream_id = wr_u64(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuGraphLaunch == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hGraph_h = NULL;
-    void *hStream_h = NULL;
-    r = handle_get(call->s, hGraph_id, HK_GRAPH_EXEC, &hGraph_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = handle_get(call->s, hStream_id, HK_STREAM, &hStream_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuGraphLaunch((CUgraphExec)hGraph_h, (CUstream)hStream_h);
 done:
     return r;
 }
@@ -8650,7 +8632,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphExecMemsetNodeSetParams] = {"cuGraphExecMemsetNodeSetParams", gen_srv_cuGraphExecMemsetNodeSetParams, 0, 0, 0, 0},
     [OP_cuGraphInstantiateWithFlags] = {"cuGraphInstantiateWithFlags", gen_srv_cuGraphInstantiateWithFlags, 0, 0, 0, 0},
     [OP_cuGraphKernelNodeCopyAttributes] = {"cuGraphKernelNodeCopyAttributes", gen_srv_cuGraphKernelNodeCopyAttributes, 0, 0, 0, 0},
-    [OP_cuGraphLaunch] = {"cuGraphLaunch", gen_srv_cuGraphLaunch, 0, 0, 0, 0},
+    [OP_cuGraphLaunch] = {"cuGraphLaunch", srv_cuGraphLaunch, 0, 0, 0, 0},
     [OP_cuGraphMemFreeNodeGetParams] = {"cuGraphMemFreeNodeGetParams", gen_srv_cuGraphMemFreeNodeGetParams, 0, 0, 0, 0},
     [OP_cuGraphMemsetNodeGetParams] = {"cuGraphMemsetNodeGetParams", gen_srv_cuGraphMemsetNodeGetParams, 0, 0, 0, 0},
     [OP_cuGraphMemsetNodeSetParams] = {"cuGraphMemsetNodeSetParams", gen_srv_cuGraphMemsetNodeSetParams, 0, 0, 0, 0},
@@ -8909,6 +8891,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuTexRefGetArray] = {"cuTexRefGetArray", gen_srv_cuTexRefGetArray, 0, 0, 0, 0},
     [OP_cuTexRefGetMipmappedArray] = {"cuTexRefGetMipmappedArray", gen_srv_cuTexRefGetMipmappedArray, 0, 0, 0, 0},
     [OP_scuda_migrate] = {"scuda_migrate", srv_scuda_migrate, 0, 0, 0, 0},
+    [OP_scuda_capture_htod] = {"scuda_capture_htod", srv_scuda_capture_htod, 0, 0, 0, 0},
+    [OP_scuda_graph_uploads] = {"scuda_graph_uploads", srv_scuda_graph_uploads, 0, 0, 0, 0},
+    [OP_scuda_graph_stage] = {"scuda_graph_stage", srv_scuda_graph_stage, 0, 0, 0, 16},
 };
 
 const unsigned op_table_len = OP_COUNT;

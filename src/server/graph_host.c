@@ -1,5 +1,5 @@
-/* graph_host.c - host work in captured graphs: device-to-host copies into
- * client memory and host functions (see graph_host.h).
+/* graph_host.c - host work in graphs: copies from and into client memory
+ * and host functions (see graph_host.h).
  *
  * Capture. The client sends each such operation of a capturing stream as
  * scuda_capture_dtoh or scuda_capture_hostfn with a record id it picked.
@@ -11,6 +11,14 @@
  *  - Copies after the last host function are delivered after each launch
  *    of the graph: the cuGraphLaunch wrapper adds a stream callback. So a
  *    graph has exactly the nodes it would have natively.
+ *  - A copy from client memory (scuda_capture_htod, or a memcpy node whose
+ *    source is host memory) becomes a copy from a pinned staging buffer:
+ *    an upload record. The client sends the bytes of every upload record
+ *    of an executable graph before each launch (scuda_graph_stage), read
+ *    from its memory at cuGraphLaunch. A stage waits until the launches
+ *    that read the buffer before are done (an event recorded after each):
+ *    the next launch's bytes must not overwrite what an earlier one has
+ *    yet to copy.
  *
  * Delivery. Host nodes and callbacks run on driver threads and must not
  * block: they queue a copy of the bytes. The queue goes to the client as
@@ -43,13 +51,17 @@
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
-enum { REC_COPY = 1, REC_HOSTFN = 2 };
+enum { REC_COPY = 1, REC_HOSTFN = 2, REC_UPLOAD = 3 };
 
 struct record {
     uint64_t id;            /* the client's */
     int kind;
-    void *staging;          /* REC_COPY: pinned, n bytes */
+    void *staging;          /* REC_COPY, REC_UPLOAD: pinned, n bytes */
     size_t n;
+    size_t alloc;           /* the staging's size when it is its own */
+    struct record *owner;   /* a chunk of owner's staging (memcpy nodes), or NULL: its own */
+    const void *node;       /* the memcpy node (added by hand) whose host side this is */
+    CUevent used;           /* REC_UPLOAD: recorded after each launch that reads the staging */
     struct record **flush;  /* REC_HOSTFN: copies delivered before the function runs */
     size_t nflush;
     _Atomic int refs;
@@ -62,11 +74,16 @@ struct holding {
     size_t n;
     struct record **tail;   /* copies no host function delivers (no extra reference) */
     size_t ntail;
+    struct record **uploads; /* upload records, in the order they were made (no extra reference) */
+    size_t nuploads;
 };
 
 static struct driver_table orig;
 static struct idmap graphs = IDMAP_INIT; /* real CUgraph -> struct holding */
 static struct idmap execs = IDMAP_INIT;  /* real CUgraphExec -> struct holding */
+/* The client's record id -> upload record, for scuda_graph_stage. Records
+ * are freed only by free_dead(), on the session thread that stages. */
+static struct idmap uploads = IDMAP_INIT;
 static pthread_mutex_t holdings_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the queue for the client ------------------------------------------- */
@@ -151,6 +168,7 @@ static void record_ref(struct record *r) { atomic_fetch_add(&r->refs, 1); }
 static void record_unref(struct record *r)
 {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    if (r->kind == REC_UPLOAD) idmap_del(&uploads, r->id);
     for (size_t i = 0; i < r->nflush; i++) record_unref(r->flush[i]);
     free(r->flush);
     enqueue(HOST_WORK_FORGET, r->id, NULL, 0);
@@ -169,9 +187,12 @@ static void free_dead(void)
     pthread_mutex_unlock(&queue_lock);
     while (r) {
         struct record *next = r->next_dead;
-        if (r->staging) {
+        if (r->used) orig.cuEventDestroy(r->used);
+        if (r->owner) {
+            record_unref(r->owner); /* freed next time round when this was the last chunk */
+        } else if (r->staging) {
             orig.cuMemFreeHost(r->staging);
-            host_quota_release(r->n);
+            host_quota_release(r->alloc ? r->alloc : r->n);
         }
         free(r);
         r = next;
@@ -195,6 +216,7 @@ static void holding_free(struct holding *h)
     for (size_t i = 0; i < h->n; i++) record_unref(h->all[i]);
     free(h->all);
     free(h->tail);
+    free(h->uploads);
     free(h);
 }
 
@@ -207,6 +229,8 @@ static int holding_add(struct holding *dst, const struct holding *src)
     }
     for (size_t i = 0; i < src->ntail; i++)
         if (push_rec(&dst->tail, &dst->ntail, src->tail[i]) != 0) return -1;
+    for (size_t i = 0; i < src->nuploads; i++)
+        if (push_rec(&dst->uploads, &dst->nuploads, src->uploads[i]) != 0) return -1;
     return 0;
 }
 
@@ -316,6 +340,9 @@ static CUresult wrap_cuGraphLaunch(CUgraphExec e, CUstream st)
         l = NULL;
     }
     if (x && x->n && !l) r = CUDA_ERROR_OUT_OF_MEMORY;
+    /* the next stage of these buffers waits for this launch */
+    for (size_t i = 0; x && r == CUDA_SUCCESS && i < x->nuploads; i++)
+        r = orig.cuEventRecord(x->uploads[i]->used, st);
     pthread_mutex_unlock(&holdings_lock);
     if (r != CUDA_SUCCESS)
         LOG_ERROR("graph host work: out of memory launching a graph; its host work is lost");
@@ -530,4 +557,223 @@ CUresult srv_scuda_capture_hostfn(srv_call *c)
         return CUDA_ERROR_OUT_OF_MEMORY; /* its node stays in the graph: the record too (leaked) */
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- copies from and into client memory ----------------------------------------- */
+
+/* A record with a pinned staging buffer of n bytes (or a chunk of owner's,
+ * at offset off), made on the session thread. An upload record gets its
+ * event and becomes known to scuda_graph_stage. */
+static CUresult record_new(uint64_t id, int kind, size_t n, struct record *owner, size_t off, struct record **out)
+{
+    free_dead();
+    struct record *rec = calloc(1, sizeof *rec);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    rec->id = id;
+    rec->kind = kind;
+    rec->n = n;
+    atomic_init(&rec->refs, 1);
+    /* Pinned memory and events are not allowed in a global capture: this
+     * thread relaxes its mode for them. */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
+    CUresult r = CUDA_SUCCESS;
+    if (owner) {
+        rec->owner = owner;
+        record_ref(owner);
+        rec->staging = (char *)owner->staging + off;
+    } else if (host_quota_charge(n, "a graph's host copy buffer") != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY; /* pinned for as long as a graph holds it */
+    } else if ((r = orig.cuMemHostAlloc(&rec->staging, n, 0)) != CUDA_SUCCESS) {
+        host_quota_release(n);
+        rec->staging = NULL;
+    } else {
+        rec->alloc = n;
+    }
+    if (r == CUDA_SUCCESS && kind == REC_UPLOAD) {
+        r = orig.cuEventCreate(&rec->used, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS && idmap_put(&uploads, id, 0, rec) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
+    if (r != CUDA_SUCCESS) {
+        record_unref(rec); /* goes to free_dead with what it got */
+        return r;
+    }
+    *out = rec;
+    return CUDA_SUCCESS;
+}
+
+/* Record rec in holding x: every record; copies to the host also as
+ * delivered after each launch; uploads as staged before it. */
+static int hold_in(struct holding *x, struct record *rec)
+{
+    if (!x || push_rec(&x->all, &x->n, rec) != 0) return -1;
+    struct record ***list = rec->kind == REC_UPLOAD ? &x->uploads : rec->kind == REC_COPY ? &x->tail : NULL;
+    size_t *n = rec->kind == REC_UPLOAD ? &x->nuploads : &x->ntail;
+    if (list && push_rec(list, n, rec) != 0) {
+        x->n--;
+        return -1;
+    }
+    return 0;
+}
+
+/* The stream is capturing: capture a copy from a staging buffer whose
+ * bytes the client sends before each launch. */
+CUresult srv_scuda_capture_htod(srv_call *c)
+{
+    struct msg_scuda_capture_htod_req m;
+    if (msg_scuda_capture_htod_req_get(&c->in, &c->arena, &m) != 0 || m.n == 0 ||
+        m.n > SCUDA_MAX_FRAME - SCUDA_REPLY_MARGIN)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstream st;
+    CUgraph g;
+    CUresult r = capture_graph(c, m.stream, &st, &g);
+    if (r != CUDA_SUCCESS) return r;
+    struct record *rec;
+    if ((r = record_new(m.record, REC_UPLOAD, (size_t)m.n, NULL, 0, &rec)) != CUDA_SUCCESS) return r;
+    if ((r = orig.cuMemcpyHtoDAsync_v2(m.dst, rec->staging, (size_t)m.n, st)) != CUDA_SUCCESS) {
+        record_unref(rec);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    int rc = hold_in(holding_get(&graphs, g), rec);
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) {
+        LOG_ERROR("graph host work: out of memory recording a captured copy from client memory");
+        return CUDA_ERROR_OUT_OF_MEMORY; /* its node stays in the graph: the record too (leaked) */
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The upload records of an executable graph: the client sends their bytes
+ * before each launch. */
+CUresult srv_scuda_graph_uploads(srv_call *c)
+{
+    struct msg_scuda_graph_uploads_req m;
+    if (msg_scuda_graph_uploads_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *e;
+    CUresult r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &e);
+    if (r != CUDA_SUCCESS) return r;
+    struct msg_scuda_graph_uploads_rep rep = {0};
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *x = holding_of(&execs, e);
+    size_t n = x ? x->nuploads : 0;
+    uint64_t *ids = n && n <= GRAPH_MAX_UPLOADS ? msg_alloc(&c->arena, n * sizeof *ids) : NULL;
+    for (size_t i = 0; ids && i < n; i++) ids[i] = x->uploads[i]->id;
+    pthread_mutex_unlock(&holdings_lock);
+    if (n && !ids) return CUDA_ERROR_OUT_OF_MEMORY;
+    rep.records = ids;
+    rep.records_count = (uint32_t)n;
+    msg_scuda_graph_uploads_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+/* A launch's bytes for one upload record, read by the client at
+ * cuGraphLaunch. The launches that read the buffer before must be done:
+ * their GPU work bounds the wait. */
+CUresult srv_scuda_graph_stage(srv_call *c)
+{
+    struct msg_scuda_graph_stage_req m;
+    if (msg_scuda_graph_stage_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *v = NULL;
+    struct record *rec = idmap_get(&uploads, m.record, NULL, &v) ? v : NULL;
+    if (!rec || m.data_len != rec->n) {
+        LOG_WARN("graph launch: bytes for unknown upload record %llu (or of the wrong size) refused",
+                 (unsigned long long)m.record);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = orig.cuEventSynchronize(rec->used);
+    if (r != CUDA_SUCCESS) return r;
+    memcpy(rec->staging, m.data, rec->n);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_cuGraphLaunch(srv_call *c)
+{
+    struct msg_cuGraphLaunch_req m;
+    if (msg_cuGraphLaunch_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *e, *st;
+    CUresult r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &e);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.stream, HK_STREAM, &st);
+    return r == CUDA_SUCCESS ? wrap_cuGraphLaunch((CUgraphExec)e, (CUstream)st) : r;
+}
+
+/* ---- memcpy nodes with a host side (srv_graph.c) ---------------------------------- */
+
+void graph_host_side_free(struct graph_host_side *hs)
+{
+    if (!hs) return;
+    for (size_t i = 0; i < hs->n; i++) record_unref(hs->recs[i]);
+    free(hs->recs);
+    hs->recs = NULL;
+    hs->n = 0;
+}
+
+CUresult graph_host_side_new(int upload, const uint64_t *ids, size_t nids, size_t extent,
+                             struct graph_host_side *hs)
+{
+    memset(hs, 0, sizeof *hs);
+    size_t chunks = (extent + SCUDA_CHUNK - 1) / SCUDA_CHUNK;
+    if (extent == 0 || nids != chunks) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nids; i++) {
+        void *v;
+        if (idmap_get(&uploads, ids[i], NULL, &v)) return CUDA_ERROR_INVALID_VALUE; /* ids are fresh */
+    }
+    if (!(hs->recs = calloc(nids, sizeof *hs->recs))) return CUDA_ERROR_OUT_OF_MEMORY;
+    int kind = upload ? REC_UPLOAD : REC_COPY;
+    /* the first record owns the whole buffer: the node copies from or into it at once */
+    CUresult r = record_new(ids[0], kind, extent, NULL, 0, &hs->recs[0]);
+    if (r == CUDA_SUCCESS) {
+        hs->n = 1;
+        hs->staging = hs->recs[0]->staging;
+        hs->recs[0]->n = extent < SCUDA_CHUNK ? extent : SCUDA_CHUNK; /* its own chunk */
+    }
+    for (size_t i = 1; r == CUDA_SUCCESS && i < nids; i++) {
+        size_t off = i * (size_t)SCUDA_CHUNK;
+        size_t n = extent - off < SCUDA_CHUNK ? extent - off : SCUDA_CHUNK;
+        if ((r = record_new(ids[i], kind, n, hs->recs[0], off, &hs->recs[i])) == CUDA_SUCCESS) hs->n++;
+    }
+    if (r != CUDA_SUCCESS) graph_host_side_free(hs);
+    return r;
+}
+
+/* Forget node's records in list: the node copies from or into other
+ * memory now (they stay held: a launch in flight may use them). */
+static void unlist_node(struct record **list, size_t *n, const void *node)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (list[i]->node != node) list[k++] = list[i];
+    *n = k;
+}
+
+static int hold_side(struct idmap *m, const void *h, const void *node, struct graph_host_side *hs)
+{
+    pthread_mutex_lock(&holdings_lock);
+    struct holding *x = holding_get(m, h);
+    if (x && node) {
+        unlist_node(x->uploads, &x->nuploads, node);
+        unlist_node(x->tail, &x->ntail, node);
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < hs->n; i++) {
+        hs->recs[i]->node = node;
+        rc = hold_in(x, hs->recs[i]);
+    }
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) LOG_ERROR("graph host work: out of memory recording a memcpy node's host side");
+    free(hs->recs); /* the holding has the references now (leaked on failure: the node uses them) */
+    hs->recs = NULL;
+    hs->n = 0;
+    return rc;
+}
+
+int graph_host_side_hold_graph(struct graph_host_side *hs, CUgraph g, const void *node)
+{
+    return hold_side(&graphs, g, node, hs);
+}
+
+int graph_host_side_hold_exec(struct graph_host_side *hs, CUgraphExec e, const void *node)
+{
+    return hold_side(&execs, e, node, hs);
 }

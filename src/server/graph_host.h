@@ -10,6 +10,9 @@
 #ifndef SCUDA_SERVER_GRAPH_HOST_H
 #define SCUDA_SERVER_GRAPH_HOST_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "../common/driver_table.gen.h"
 
 struct session;
@@ -19,5 +22,24 @@ struct session;
 void graph_host_install(struct driver_table *t);
 /* Send the host work queued by replays (call with no lock held). */
 void graph_host_forward(struct session *s);
+
+/* A memcpy node's host side: a pinned staging buffer of the host side's
+ * extent, split into records of at most SCUDA_CHUNK bytes with the
+ * client's ids (upload: the client sends their bytes before each launch;
+ * else they come back to it after). */
+struct graph_host_side {
+    void *staging;
+    struct record **recs;
+    size_t n;
+};
+CUresult graph_host_side_new(int upload, const uint64_t *ids, size_t nids, size_t extent,
+                             struct graph_host_side *hs);
+/* The node was made or changed: its graph (or executable graph) holds the
+ * records from now on, in place of the node's earlier ones. 0, or -1 out
+ * of memory (logged). */
+int graph_host_side_hold_graph(struct graph_host_side *hs, CUgraph g, const void *node);
+int graph_host_side_hold_exec(struct graph_host_side *hs, CUgraphExec e, const void *node);
+/* The driver refused the node: drop the records. */
+void graph_host_side_free(struct graph_host_side *hs);
 
 #endif

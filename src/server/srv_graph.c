@@ -8,11 +8,15 @@
  * node query packs them again with that layout. Memcpy nodes take
  * device, array and unified sides; a unified address must be device
  * memory of this session, never a host address, which here would be the
- * server's own memory. */
+ * server's own memory. A host side is the client's memory: the node
+ * copies from or into a staging buffer of the session instead
+ * (graph_host.h), whose bytes travel at each launch. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dispatch.h"
+#include "graph_host.h"
 #include "handlers.gen.h"
 #include "launch_params.h"
 #include "param_layout.h"
@@ -230,9 +234,57 @@ static CUresult side_from_msg(srv_call *c, const struct msg_copy_side *m, CUmemo
         *arr = (CUarray)a;
         return r;
     }
+    case CU_MEMORYTYPE_HOST:
+        *dev = 0; /* the client's address: host_side() puts the staging buffer there */
+        *x = *y = *z = 0;
+        return CUDA_SUCCESS;
     default:
-        return CUDA_ERROR_NOT_SUPPORTED; /* host memory never travels */
+        return CUDA_ERROR_INVALID_VALUE;
     }
+}
+
+/* The bytes of a host side from its first one: the staging holds the host
+ * side laid out as in client memory, with its pitch and height. */
+static CUresult host_extent(const struct msg_graph_copy *m, const struct msg_copy_side *side, size_t *out)
+{
+    uint64_t w = m->width, h = m->height ? m->height : 1, d = m->depth ? m->depth : 1;
+    uint64_t pitch = side->pitch ? side->pitch : w, rows = side->height ? side->height : h, n;
+    if (w == 0 || pitch < w || rows < h || __builtin_mul_overflow(d - 1, rows, &n) ||
+        __builtin_add_overflow(n, h - 1, &n) || __builtin_mul_overflow(n, pitch, &n) ||
+        __builtin_add_overflow(n, w, &n) || n > SIZE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Bytes back to the client land as one block: gaps between rows would
+     * overwrite client memory the copy does not touch. */
+    int to_host = side == &m->dst;
+    if (to_host && n != w * h * d) {
+        LOG_WARN("memcpy node: a pitched copy into client memory (rows with gaps) is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *out = (size_t)n;
+    return CUDA_SUCCESS;
+}
+
+/* A copy's host side, if any, becomes a staging buffer of records with the
+ * client's ids; p then copies from or into it. */
+static CUresult host_side(const struct msg_graph_copy *m, const uint64_t *ids, uint32_t nids, CUDA_MEMCPY3D *p,
+                          struct graph_host_side *hs)
+{
+    memset(hs, 0, sizeof *hs);
+    int src_host = m->src.type == CU_MEMORYTYPE_HOST, dst_host = m->dst.type == CU_MEMORYTYPE_HOST;
+    if (!src_host && !dst_host) return nids ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (src_host && dst_host) {
+        LOG_WARN("memcpy node: host to host copies are not supported (both sides are client memory)");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    size_t extent;
+    CUresult r = host_extent(m, src_host ? &m->src : &m->dst, &extent);
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = graph_host_side_new(src_host, ids, nids, extent, hs)) != CUDA_SUCCESS) return r;
+    if (src_host)
+        p->srcHost = hs->staging;
+    else
+        p->dstHost = hs->staging;
+    return CUDA_SUCCESS;
 }
 
 static CUresult copy_from_msg(srv_call *c, const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
@@ -248,10 +300,12 @@ static CUresult copy_from_msg(srv_call *c, const struct msg_graph_copy *m, CUDA_
     return r != CUDA_SUCCESS ? r : r2;
 }
 
+/* A host side is a staging buffer here: the client puts its own address
+ * and offsets back. */
 static CUresult side_to_msg(srv_call *c, CUmemorytype type, size_t x, size_t y, size_t z, size_t lod,
                             CUdeviceptr dev, CUarray arr, size_t pitch, size_t height, struct msg_copy_side *m)
 {
-    if (type == CU_MEMORYTYPE_HOST) return CUDA_ERROR_NOT_SUPPORTED;
+    if (type == CU_MEMORYTYPE_HOST) x = y = z = dev = 0;
     *m = (struct msg_copy_side){
         (uint32_t)type, x, y, z, lod, dev, arr ? handle_export(c->s, HK_ARRAY, arr) : 0, pitch, height};
     return CUDA_SUCCESS;
@@ -266,14 +320,20 @@ CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     void *graph, *ctx;
     CUgraphNode *deps = NULL, node = NULL;
+    struct graph_host_side hs = {0};
     r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
     if (r == CUDA_SUCCESS) r = resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r == CUDA_SUCCESS) r = host_side(&m.copy, m.records, m.records_count, &p, &hs);
     if (r == CUDA_SUCCESS)
         r = REAL(cuGraphAddMemcpyNode, &node, (CUgraph)graph, deps, m.deps_count, &p, (CUcontext)ctx);
     free(deps);
-    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
-    return r;
+    if (r != CUDA_SUCCESS) {
+        graph_host_side_free(&hs);
+        return r;
+    }
+    if (hs.n && graph_host_side_hold_graph(&hs, (CUgraph)graph, node) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    return handle_put(c->s, m.node, HK_GRAPH_NODE, node);
 }
 
 CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c)
@@ -304,6 +364,12 @@ CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c)
     CUDA_MEMCPY3D p;
     CUresult r = copy_from_msg(c, &m.copy, &p);
     if (r != CUDA_SUCCESS) return r;
+    /* Which graph holds the node's new staging is not known here. */
+    if (m.records_count || p.srcMemoryType == CU_MEMORYTYPE_HOST || p.dstMemoryType == CU_MEMORYTYPE_HOST) {
+        LOG_WARN("cuGraphMemcpyNodeSetParams: a host side is not supported on a graph's node; set it on the "
+                 "executable graph (cuGraphExecMemcpyNodeSetParams) or add the node with it");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     void *node;
     r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
     return r == CUDA_SUCCESS ? REAL(cuGraphMemcpyNodeSetParams, node, &p) : r;
@@ -317,10 +383,18 @@ CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c)
     CUresult r = copy_from_msg(c, &m.copy, &p);
     if (r != CUDA_SUCCESS) return r;
     void *ge, *node, *ctx;
+    struct graph_host_side hs = {0};
     r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &ge);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
-    return r == CUDA_SUCCESS ? REAL(cuGraphExecMemcpyNodeSetParams, (CUgraphExec)ge, node, &p, (CUcontext)ctx) : r;
+    if (r == CUDA_SUCCESS) r = host_side(&m.copy, m.records, m.records_count, &p, &hs);
+    if (r == CUDA_SUCCESS) r = REAL(cuGraphExecMemcpyNodeSetParams, (CUgraphExec)ge, node, &p, (CUcontext)ctx);
+    if (r != CUDA_SUCCESS) {
+        graph_host_side_free(&hs);
+        return r;
+    }
+    /* the node's earlier staging (if any) is no longer staged or delivered */
+    return graph_host_side_hold_exec(&hs, (CUgraphExec)ge, node) != 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 /* ---- instantiation with parameters ---------------------------------------- */

@@ -892,13 +892,15 @@ CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return rc;
 }
 
-/* a device (or unified) side of a memcpy node */
-static bool si_node_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
-                         size_t height, uintptr_t *out)
+/* a device, unified or host side of a memcpy node (host memory is read or
+ * written when the node runs, as by the driver) */
+static bool si_node_side(CUmemorytype type, CUdeviceptr dev, const void *host, size_t x, size_t y, size_t z,
+                         size_t pitch, size_t height, uintptr_t *out)
 {
-    if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+    if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED && type != CU_MEMORYTYPE_HOST)
         return false;
-    *out = (uintptr_t)dev + x + (z * height + y) * pitch;
+    uintptr_t base = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev;
+    *out = base + x + (z * height + y) * pitch;
     return true;
 }
 
@@ -924,11 +926,11 @@ CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
         c.width = p->WidthInBytes;
         c.height = h;
         c.depth = d;
-        if (!si_node_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, c.spitch, c.sheight,
-                          &c.src) ||
-            !si_node_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, c.dpitch, c.dheight,
-                          &c.dst))
-            rc = CUDA_ERROR_NOT_SUPPORTED; /* host and array sides: not modelled */
+        if (!si_node_side(p->srcMemoryType, p->srcDevice, p->srcHost, p->srcXInBytes, p->srcY, p->srcZ, c.spitch,
+                          c.sheight, &c.src) ||
+            !si_node_side(p->dstMemoryType, p->dstDevice, p->dstHost, p->dstXInBytes, p->dstY, p->dstZ, c.dpitch,
+                          c.dheight, &c.dst))
+            rc = CUDA_ERROR_NOT_SUPPORTED; /* array sides: not modelled */
         else if (si_copy_validate(&c) != CUDA_SUCCESS)
             rc = CUDA_ERROR_INVALID_VALUE;
     }

@@ -352,6 +352,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = "scuda_bulk_dtoh",
     [OP_scuda_live_ping] = "scuda_live_ping",
     [OP_scuda_live_pong] = "scuda_live_pong",
+    [OP_scuda_resume_ack] = "scuda_resume_ack",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -353,7 +353,8 @@ enum scuda_op {
     OP_scuda_bulk_dtoh = 346,
     OP_scuda_live_ping = 347,
     OP_scuda_live_pong = 348,
-    OP_COUNT = 349
+    OP_scuda_resume_ack = 349,
+    OP_COUNT = 350
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -31,7 +31,39 @@
  *                 connections (see "Bulk connections" below). The
  *                 client_hello is followed by a join request; no session
  *                 limit applies (a join makes no session).
+ * HELLO_RESUME   reconnects to a session whose main connection broke (see
+ *                 "Resume" below). The client_hello is followed by a
+ *                 resume request; no session limit applies.
  * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
+ *
+ * Resume (docs/architecture.md, 3.11). The reply to the first ping hands
+ * the client the session's resume secret (32 random bytes, never on the
+ * wire again) and its --resume-within. Each end numbers the frames it
+ * sends on the main connection, 1, 2, ...: every client frame (the first
+ * ping is 1); every session frame except pongs (the first ping's reply is
+ * 1). A frame is RECEIVED when its reader has read it whole: the session
+ * holds a request's whole payload (a one-way call then runs, exactly
+ * once, whatever becomes of the connection); the client has a reply in
+ * the caller's buffers, an output frame written to stdio, a host-work
+ * frame done. A frame cut in the middle is dropped by its reader and
+ * sent again whole. Each end keeps what it sent until the other
+ * acknowledges it: pings and pongs carry `ack`, the count of frames
+ * received, and so does a one-way scuda_resume_ack the client sends every
+ * 128 frames it read (a busy client sends no pings); a reply acknowledges its request and everything before it;
+ * a one-way frame that carries bytes too large to copy (FRAME_ACK_ME)
+ * is acknowledged by a pong at once, and its call returns after that.
+ * When the connection breaks the client connects again with HELLO_RESUME
+ * and a resume request
+ *   { u32 session pid, u32 RESUME_INDEX, u8 proof[32], u64 received }
+ * proof = auth_join_proof(resume secret, nonce of THIS connection, pid,
+ * RESUME_INDEX). The parent routes it as a bulk join (same refusal, same
+ * delay, same user check); the session answers with a welcome "resumed"
+ * then u64 received (its count of the client's frames). Then both ends
+ * send again, in order, the kept frames numbered above the other's
+ * count, and go on. A reply whose device bytes the session did not keep
+ * (FRAME_BULK) comes back as an empty FRAME_REDO reply with its result:
+ * the client sends the request again (a copy to the host reads device
+ * memory and changes nothing, so running it again is safe).
  *
  * Bulk connections (striping, docs/architecture.md). One TCP stream cannot
  * fill a fast link, so large copies also travel over K extra connections
@@ -108,8 +140,11 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * (MESSAGES); launches carry packed bytes without a layout; the op
  * registry lost the ids nothing sent.
  * 4: the client's preface, then TLS 1.3 (preface.h); a bulk join runs a
- * second TLS session after its join request. */
-#define SCUDA_PROTOCOL_VERSION 4
+ * second TLS session after its join request.
+ * 6: a broken main connection resumes (HELLO_RESUME): frames are
+ * numbered, pings and pongs acknowledge them, the first ping's reply
+ * hands out the resume secret. */
+#define SCUDA_PROTOCOL_VERSION 6
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833
@@ -129,6 +164,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define HELLO_RAW_SINK (1u << 1)
 #define RAW_SINK_MAX (64ull << 30) /* largest raw sink transfer */
 #define HELLO_BULK_JOIN (1u << 2)
+#define HELLO_RESUME (1u << 3)
+
+/* Resume (above). */
+#define RESUME_SECRET_LEN 32
+#define RESUME_INDEX 0xffffffffu          /* the join index a resume proof is made for */
+#define RESUME_REQ_LEN (4 + 4 + 32 + 8)   /* resume request after the client_hello */
 
 /* Bulk connections (above). */
 #define BULK_MAX_STREAMS 16
@@ -174,6 +215,8 @@ enum frame_flags {
     FRAME_BULK = 1u << 3,   /* reply payload: u32 result, u64 n, n bulk bytes, outputs */
     FRAME_HOST_WORK = 1u << 4, /* host work of a graph replay (HOST_WORK_*), see above */
     FRAME_DEFERRED = 1u << 5,  /* reply: the CUresult is an earlier one-way call's; this call succeeded */
+    FRAME_ACK_ME = 1u << 6,    /* request: acknowledge it with a pong once read whole (resume) */
+    FRAME_REDO = 1u << 7,      /* reply: its bytes were lost in a resume; send the request again */
 };
 
 struct frame_header {

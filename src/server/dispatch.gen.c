@@ -48,6 +48,7 @@ extern CUresult srv_scuda_capture_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
@@ -8641,6 +8642,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_bulk_dtoh] = {"scuda_bulk_dtoh", srv_scuda_bulk_dtoh, 1, 1, 0, 0},
     [OP_scuda_live_ping] = {"scuda_live_ping", srv_scuda_live_ping, 0, 0, 0, 0},
     [OP_scuda_live_pong] = {"scuda_live_pong", srv_scuda_live_pong, 0, 0, 0, 0},
+    [OP_scuda_resume_ack] = {"scuda_resume_ack", srv_scuda_resume_ack, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

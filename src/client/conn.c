@@ -38,6 +38,10 @@
  * of life: a 64 MiB reply on a slow link is not a silent server. */
 #define READ_PIECE (1u << 20)
 
+/* What one-way calls may leave kept for a resume before one of them waits
+ * for the session's acknowledgement (conn_send). */
+#define KEPT_SOFT_MAX (8u << 20)
+
 /* A thread waiting for its reply, or (ack_only) for the session to
  * acknowledge a frame whose bytes it lent (send_queue.h). Lives in the
  * thread's storage. */
@@ -271,8 +275,11 @@ CUresult conn_send(struct rpc_call *c, int async)
 
     /* A one-way frame whose bytes are too large to copy for a resume is
      * kept by reference: the call waits until the session has it
-     * (send_queue.h). */
-    int lend = async && FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX && conn.resume_within_ms;
+     * (send_queue.h). So does one sent while much is kept: one-way calls
+     * alone read no acknowledgements, and this one reads them, so what is
+     * kept stays bounded (a round trip per KEPT_SOFT_MAX bytes). */
+    int lend = async && conn.resume_within_ms &&
+               (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes() > KEPT_SOFT_MAX);
     if (lend) {
         h.flags |= FRAME_ACK_ME;
         frame_header_encode(&h, hdr);

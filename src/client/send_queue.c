@@ -57,6 +57,7 @@ static struct {
     uint64_t next_no;
     struct kept *kept;
     size_t kept_head, kept_count, kept_cap; /* a ring */
+    _Atomic size_t kept_bytes;
 } q = {.fd = -1,
        .next_no = 1,
        .write_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -110,11 +111,11 @@ static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
         return no;
     }
     struct kept k = {.no = no};
+    for (int i = 0; i < iovcnt; i++) k.len += iov[i].iov_len;
     if (borrow && iovcnt - 1 <= KEPT_PARTS && iov[0].iov_len == FRAME_HEADER_LEN) {
         memcpy(k.hdr, iov[0].iov_base, FRAME_HEADER_LEN);
         for (int i = 1; i < iovcnt; i++) k.rest[k.nrest++] = iov[i];
     } else {
-        for (int i = 0; i < iovcnt; i++) k.len += iov[i].iov_len;
         if (!(k.copy = malloc(k.len ? k.len : 1))) {
             LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
             return no;
@@ -126,11 +127,13 @@ static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
         }
     }
     *kept_at(q.kept_count++) = k;
+    atomic_fetch_add_explicit(&q.kept_bytes, k.len, memory_order_relaxed);
     return no;
 }
 
 static void forget_first_locked(void)
 {
+    atomic_fetch_sub_explicit(&q.kept_bytes, kept_at(0)->len, memory_order_relaxed);
     free(kept_at(0)->copy);
     q.kept_head = (q.kept_head + 1) % q.kept_cap;
     q.kept_count--;
@@ -142,6 +145,8 @@ void sendq_acked(uint64_t ack)
     while (q.kept_count > 0 && kept_at(0)->no <= ack) forget_first_locked();
     pthread_mutex_unlock(&q.lock);
 }
+
+size_t sendq_kept_bytes(void) { return atomic_load_explicit(&q.kept_bytes, memory_order_relaxed); }
 
 void sendq_forget_kept(void)
 {

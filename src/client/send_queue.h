@@ -51,6 +51,8 @@ void sendq_acked(uint64_t ack);
  * queue's. Queued frames not yet written are among the kept ones. Returns
  * the number of frames sent again, or -1 (errno set). */
 long sendq_resume(int fd, uint64_t server_has);
+/* Bytes of the frames kept now (copied or lent). */
+size_t sendq_kept_bytes(void);
 /* The connection is lost for good: forget every kept frame. */
 void sendq_forget_kept(void);
 /* In a forked child: the queue and its thread belong to the parent. */

@@ -64,6 +64,7 @@ static _Atomic uint32_t client_dead_ms;    /* the client's SCUDA_DEAD_AFTER, fro
 static _Atomic int pong_due;               /* a ping asked for an answer */
 static _Atomic int ack_due;                /* the client should hear what we received (resume.h) */
 static _Atomic uint32_t pong_seq;          /* ...and this is its sequence number */
+static _Atomic int pong_hands_secret;      /* ...and it was the client's first frame (resume.h) */
 static void liveness_start(struct session *s);
 static int liveness_note_ping(const void *payload, size_t len, int async, uint32_t seq);
 
@@ -843,6 +844,9 @@ static int liveness_note_ping(const void *payload, size_t len, int async, uint32
             /* The first ping waits for its pong: answer at once. */
             pthread_mutex_lock(&pong_lock);
             atomic_store(&pong_seq, seq);
+            /* The resume secret goes out once, to the ping a client opens
+             * with: a stray ping later gets none. */
+            atomic_store(&pong_hands_secret, resume_received() == 1);
             atomic_store(&pong_due, 1);
             pthread_cond_signal(&pong_wake);
             pthread_mutex_unlock(&pong_lock);
@@ -865,11 +869,11 @@ static void send_pong(struct session *s, int reply, uint32_t seq, int must)
     struct frame_header h = {.op = OP_scuda_live_pong};
     if (reply) {
         wb_put_u32(&b, CUDA_SUCCESS);
-        struct msg_scuda_live_ping_rep m = {
-            .dead_after_ms = mine,
-            .resume_within_ms = s->opt->resume_within_s > 0 ? (uint32_t)s->opt->resume_within_s * 1000u : 0,
-        };
-        memcpy(m.resume_secret, resume_secret(), sizeof m.resume_secret);
+        struct msg_scuda_live_ping_rep m = {.dead_after_ms = mine};
+        if (atomic_load(&pong_hands_secret) && s->opt->resume_within_s > 0) {
+            m.resume_within_ms = (uint32_t)s->opt->resume_within_s * 1000u;
+            memcpy(m.resume_secret, resume_secret(), sizeof m.resume_secret);
+        }
         msg_scuda_live_ping_rep_put(&b, &m);
         h = (struct frame_header){.op = OP_scuda_live_ping, .flags = FRAME_REPLY, .seq = seq};
     } else {

@@ -871,8 +871,11 @@ static void broke_locked(const char *why)
  * gone, or never was ours: trying again cannot help). why says what. */
 static int resume_connect(int timeout_ms, uint64_t *server_has, char *why, size_t whylen)
 {
+    /* Whatever dial says (unreachable, closed at its first bytes, a TLS
+     * handshake that failed), a relay that restarts can say it for a
+     * while: only the session's own refusal ends the retries early. */
     int fd = dial(conn.addr, timeout_ms, PREFACE_JOIN, why, whylen);
-    if (fd < 0) return fd; /* -2: reached, but refused or not trusted: final */
+    if (fd < 0) return -1;
     uint8_t nonce[SCUDA_NONCE_LEN], req[RESUME_REQ_LEN];
     uint32_t status;
     char msg[256];

@@ -26,11 +26,14 @@ struct buffer {
 };
 
 /* A frame kept until the session acknowledges it (protocol.h, "Resume"):
- * a copy, or its header and pointers to the caller's bytes. */
+ * a copy in the log (q.log, one buffer for every copied frame, so a
+ * launch costs a memcpy and no malloc), or its header and pointers to
+ * the caller's bytes. */
 #define KEPT_PARTS 4
 struct kept {
     uint64_t no;
-    uint8_t *copy; /* malloc'd whole frame, or NULL */
+    int copied;
+    size_t off; /* copied: where in q.log */
     size_t len;
     uint8_t hdr[FRAME_HEADER_LEN];
     struct iovec rest[KEPT_PARTS];
@@ -58,6 +61,8 @@ static struct {
     struct kept *kept;
     size_t kept_head, kept_count, kept_cap; /* a ring */
     _Atomic size_t kept_bytes;
+    uint8_t *log;
+    size_t log_start, log_end, log_cap; /* copied frames, in order */
 } q = {.fd = -1,
        .next_no = 1,
        .write_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -99,6 +104,28 @@ static int kept_reserve_locked(void)
     return 0;
 }
 
+/* Room for n more bytes at the log's end (lock held): what is forgotten
+ * at its start is reclaimed first. */
+static int log_reserve_locked(size_t n)
+{
+    if (q.log_end + n <= q.log_cap) return 0;
+    if (q.log_start > 0) {
+        memmove(q.log, q.log + q.log_start, q.log_end - q.log_start);
+        for (size_t i = 0; i < q.kept_count; i++)
+            if (kept_at(i)->copied) kept_at(i)->off -= q.log_start;
+        q.log_end -= q.log_start;
+        q.log_start = 0;
+        if (q.log_end + n <= q.log_cap) return 0;
+    }
+    size_t cap = q.log_cap ? q.log_cap : 1u << 20;
+    while (cap < q.log_end + n) cap *= 2;
+    uint8_t *l = realloc(q.log, cap);
+    if (!l) return -1;
+    q.log = l;
+    q.log_cap = cap;
+    return 0;
+}
+
 /* Number the frame in iov and keep it (lock held). Small frames are
  * copied; a large one keeps pointers to the caller's bytes (borrow).
  * Returns its number. Out of memory it is numbered but not kept: a
@@ -116,14 +143,15 @@ static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
         memcpy(k.hdr, iov[0].iov_base, FRAME_HEADER_LEN);
         for (int i = 1; i < iovcnt; i++) k.rest[k.nrest++] = iov[i];
     } else {
-        if (!(k.copy = malloc(k.len ? k.len : 1))) {
+        if (log_reserve_locked(k.len) != 0) {
             LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
             return no;
         }
-        size_t off = 0;
+        k.copied = 1;
+        k.off = q.log_end;
         for (int i = 0; i < iovcnt; i++) {
-            memcpy(k.copy + off, iov[i].iov_base, iov[i].iov_len);
-            off += iov[i].iov_len;
+            memcpy(q.log + q.log_end, iov[i].iov_base, iov[i].iov_len);
+            q.log_end += iov[i].iov_len;
         }
     }
     *kept_at(q.kept_count++) = k;
@@ -133,10 +161,11 @@ static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
 
 static void forget_first_locked(void)
 {
-    atomic_fetch_sub_explicit(&q.kept_bytes, kept_at(0)->len, memory_order_relaxed);
-    free(kept_at(0)->copy);
+    struct kept *k = kept_at(0);
+    atomic_fetch_sub_explicit(&q.kept_bytes, k->len, memory_order_relaxed);
+    if (k->copied) q.log_start = k->off + k->len; /* copies are in the log in order */
     q.kept_head = (q.kept_head + 1) % q.kept_cap;
-    q.kept_count--;
+    if (--q.kept_count == 0) q.log_start = q.log_end = 0;
 }
 
 void sendq_acked(uint64_t ack)
@@ -164,7 +193,7 @@ void sendq_set_first_no(uint64_t first_no)
 
 static int write_kept(int fd, const struct kept *k)
 {
-    if (k->copy) return io_write_full(fd, k->copy, k->len);
+    if (k->copied) return io_write_full(fd, q.log + k->off, k->len);
     struct iovec iov[KEPT_PARTS + 1] = {{(void *)k->hdr, FRAME_HEADER_LEN}};
     for (int i = 0; i < k->nrest; i++) iov[i + 1] = k->rest[i];
     return io_writev_full(fd, iov, k->nrest + 1);

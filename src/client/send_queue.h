@@ -25,7 +25,7 @@
 /* Frames up to this size are copied to be kept for a resume; larger ones
  * are kept by reference (their bytes are the caller's until the session
  * acknowledged them: see sendq_write_direct). */
-#define SENDQ_KEEP_COPY_MAX (64u << 10)
+#define SENDQ_KEEP_COPY_MAX (256u << 10)
 
 /* Start the writer thread for fd. on_error(errno) is called (once per
  * failure) when a write fails. Frames are numbered from first_no on

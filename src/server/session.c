@@ -660,6 +660,7 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
 }
 
 static void ask_for_ack(void);
+static int send_pong(struct session *s, int reply, uint32_t seq, int must);
 
 static struct pending_call *read_call(struct session *s)
 {
@@ -692,8 +693,11 @@ static struct pending_call *read_call(struct session *s)
         p->payload = payload;
         wr_init(&p->call.in, payload, h.length);
     }
-    /* Read whole: it runs, whatever becomes of the connection. */
-    if (resume_note_received(h.flags, h.length)) ask_for_ack();
+    /* Read whole: it runs, whatever becomes of the connection. A caller
+     * that waits for its acknowledgement (FRAME_ACK_ME) gets it from here
+     * when no one writes, without a hand-off to the liveness thread. */
+    if (resume_note_received(h.flags, h.length) && (!(h.flags & FRAME_ACK_ME) || !send_pong(s, 0, 0, 0)))
+        ask_for_ack();
     return p;
 }
 
@@ -861,7 +865,7 @@ static int liveness_note_ping(const void *payload, size_t len, int async, uint32
  * pong says what we received (resume.h). A pong that only keeps the
  * client patient (!must) is skipped when someone else writes: that is a
  * sign of life already. */
-static void send_pong(struct session *s, int reply, uint32_t seq, int must)
+static int send_pong(struct session *s, int reply, uint32_t seq, int must)
 {
     uint32_t mine = s->opt->dead_after_s > 0 ? (uint32_t)s->opt->dead_after_s * 1000u : 0;
     wire_buf b;
@@ -891,13 +895,14 @@ static void send_pong(struct session *s, int reply, uint32_t seq, int must)
         if (must) pthread_mutex_lock(&s->write_lock);
         else if (pthread_mutex_trylock(&s->write_lock) != 0) {
             wb_free(&b);
-            return;
+            return 0;
         }
         io_writev_full(s->fd, iov, 2);
         pthread_mutex_unlock(&s->write_lock);
     }
     atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
     wb_free(&b);
+    return 1;
 }
 
 /* The reader read a frame the client wants acknowledged, or much since

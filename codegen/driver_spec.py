@@ -1055,10 +1055,19 @@ op cuSurfObjectGetResourceDesc
 op scuda_live_ping                     # client to session, one-way when the client has sent nothing for a while;
                                        # the first one, at connect, waits for its reply
     in u32 dead_after_ms               # the client's SCUDA_DEAD_AFTER: the session pongs at least 4 times as often
+    in u64 ack                         # the session's frames the client has received whole (resume, protocol.h)
+    in u8 leaving                      # 1: the client process exits: its session ends with the connection, no resume
     out u32 dead_after_ms              # the session's --dead-after: the client pings at least 4 times as often
+    out u32 resume_within_ms           # the session's --resume-within: how long it waits for a resume; 0 = none
+    out u8 resume_secret[32]           # the session's resume secret: RESUME_SECRET_LEN (protocol.h) bytes
 
 op scuda_live_pong                     # session to client, while the client waits for it and nothing else went out
     in u32 dead_after_ms               # the session's --dead-after: the client pings at least 4 times as often
+    in u64 ack                         # the client's frames the session has received whole (resume, protocol.h)
+
+op scuda_resume_ack                    # client to session, one-way, every 128 of the session's frames the client
+                                       # read whole, so the session forgets what it kept for a resume (protocol.h)
+    in u64 ack                         # the session's frames the client has received whole
 
 # ---- live migration (docs/architecture.md, 9.17 Live migration) ------------------
 # scuda_migrate asks the session to move to another server. Between the two

@@ -40,7 +40,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: scuda server [--listen ADDR:PORT] [--driver PATH] [--token-file FILE]\n"
             "                    [--max-sessions N] [--mem-quota SIZE] [--idle-timeout S]\n"
-            "                    [--dead-after S]\n"
+            "                    [--dead-after S] [--resume-within S]\n"
             "                    [--max-handshakes N] [--max-handshakes-per-source N]\n"
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
@@ -73,6 +73,8 @@ static void usage(FILE *f)
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
             "  --dead-after S          end a session whose client sent nothing, not even a ping,\n"
             "                          for S seconds (default: 10; 0 = never)\n"
+            "  --resume-within S       a session whose connection broke waits S seconds for its\n"
+            "                          client to resume it (default: 30; 0 = never)\n"
             "  --module-cache DIR      keep module images clients loaded in DIR, so the next\n"
             "                          process sends only their hashes (default:\n"
             "                          $XDG_CACHE_HOME/scuda/modules or ~/.cache/scuda/modules);\n"
@@ -292,6 +294,16 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         fprintf(stderr, "%s: --dead-after '%s' is not a number of seconds from 0 (never) to 86400.\n", CMD, v);
         return CLI_USAGE;
     }
+    /* Resume (docs/architecture.md, 3.11): how long a broken session waits. */
+    if ((r = cli_option(argc, argv, i, CMD, "--resume-within", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 0, 3600, &n) == 0) {
+            a->opt.resume_within_s = (int)n;
+            return 0;
+        }
+        fprintf(stderr, "%s: --resume-within '%s' is not a number of seconds from 0 (never) to 3600.\n", CMD, v);
+        return CLI_USAGE;
+    }
     if ((r = cli_option(argc, argv, i, CMD, "--port-fd", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
         if (cli_parse_long(v, 0, INT_MAX, &n) == 0 && fcntl((int)n, F_GETFD) != -1) {
@@ -429,6 +441,7 @@ int cmd_server(int argc, char **argv)
     a.opt.listen = SCUDA_DEFAULT_ADDR;
     a.opt.print_port_fd = -1;
     a.opt.dead_after_s = SCUDA_DEAD_AFTER_DEFAULT_S;
+    a.opt.resume_within_s = SCUDA_RESUME_WITHIN_DEFAULT_S;
     a.opt.module_cache_size = SCUDA_MODULE_CACHE_DEFAULT_SIZE;
 
     for (int i = 1; i < argc; i++) {

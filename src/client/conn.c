@@ -23,6 +23,7 @@
 #include "../common/messages.gen.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/tls.h"
 #include "../common/transport.h"
 
 #define CONNECT_TIMEOUT_MS 5000
@@ -37,13 +38,23 @@
  * of life: a 64 MiB reply on a slow link is not a silent server. */
 #define READ_PIECE (1u << 20)
 
-/* A thread waiting for its reply. Lives on the waiter's stack. */
+/* What one-way calls may leave kept for a resume before one of them waits
+ * for the session's acknowledgement (conn_send). */
+#define KEPT_SOFT_MAX (8u << 20)
+
+/* A thread waiting for its reply, or (ack_only) for the session to
+ * acknowledge a frame whose bytes it lent (send_queue.h). Lives in the
+ * thread's storage. */
 struct waiter {
     uint32_t seq;
     struct rpc_call *call;
     int done;
+    int ack_only;
+    int redo;                    /* the reply was lost in a resume: send the request again */
+    _Atomic uint64_t frame_no;   /* its frame's number (protocol.h, "Resume") */
     CUresult result;
     int deferred; /* result is an earlier one-way call's error (FRAME_DEFERRED) */
+    CUresult held;               /* a deferred error a FRAME_REDO stand-in carried */
     pthread_cond_t cv;
     struct waiter *next;
 };
@@ -65,9 +76,21 @@ static struct {
     int liveness_started;
     int transfers;                     /* conn_transfer_begin without end (under recv_lock) */
     void (*_Atomic on_dead)(void);
+    /* Resume (protocol.h, "Resume"; docs/architecture.md, 3.11). */
+    _Atomic int resuming;              /* the connection broke; the resumer thread reconnects */
+    pthread_cond_t resumed;            /* broadcast when it is over, either way (under recv_lock) */
+    uint32_t session_pid;
+    uint8_t resume_secret[RESUME_SECRET_LEN];
+    uint32_t resume_within_ms;         /* the shorter of ours and the session's; 0 = no resume */
+    _Atomic uint64_t received;         /* the session's frames read whole (the reader only writes it) */
+    uint64_t ack_sent;                 /* what the last ping acknowledged (the reader's) */
+    _Atomic uint64_t acked;            /* our frames the session has */
+    uint64_t broke_ms;
+    char broke_why[160];
 } conn = {
     .fd = -1,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
+    .resumed = PTHREAD_COND_INITIALIZER,
 };
 
 const struct session_info *conn_info(void) { return &conn.info; }
@@ -82,6 +105,7 @@ uint32_t conn_thread_ctx(void) { return thread_ctx; }
 
 static void on_writer_error(int err);
 static int take_pong(uint32_t len);
+static void broke_locked(const char *why);
 static uint64_t mono_ms(void)
 {
     struct timespec t;
@@ -90,6 +114,7 @@ static uint64_t mono_ms(void)
 }
 static int liveness_greet(void);
 static void liveness_start(void);
+static void say_goodbye(void);
 
 /* ---- connect and handshake ------------------------------------------- */
 
@@ -124,6 +149,8 @@ static CUresult read_welcome(void)
     if (liveness_greet() != 0)
         return handshake_fail("no answer to the first heartbeat", "use a client and server of the same SCUDA version");
     liveness_start();
+    static int goodbye_set;
+    if (!goodbye_set++) atexit(say_goodbye);
     return CUDA_SUCCESS;
 }
 
@@ -174,12 +201,13 @@ static void mark_dead_locked(const char *why)
             pthread_cond_signal(&w->cv);
         }
     }
+    pthread_cond_broadcast(&conn.resumed);
 }
 
 static void on_writer_error(int err)
 {
     pthread_mutex_lock(&conn.recv_lock);
-    mark_dead_locked(strerror(err));
+    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err));
     pthread_mutex_unlock(&conn.recv_lock);
 }
 
@@ -195,7 +223,9 @@ void conn_forget_after_fork(void)
     conn.reader_active = 0;
     conn.liveness_started = 0; /* threads do not survive fork */
     conn.transfers = 0;
+    atomic_store(&conn.resuming, 0);
     pthread_mutex_init(&conn.recv_lock, NULL);
+    pthread_cond_init(&conn.resumed, NULL);
 }
 
 /* ---- sending ---------------------------------------------------------- */
@@ -243,39 +273,65 @@ CUresult conn_send(struct rpc_call *c, int async)
         {.iov_base = (void *)c->bulk, .iov_len = c->bulk_len},
     };
 
+    /* A one-way frame whose bytes are too large to copy for a resume is
+     * kept by reference: the call waits until the session has it
+     * (send_queue.h). So does one sent while much is kept: one-way calls
+     * alone read no acknowledgements, and this one reads them, so what is
+     * kept stays bounded (a round trip per KEPT_SOFT_MAX bytes). */
+    int lend = async && conn.resume_within_ms &&
+               (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes() > KEPT_SOFT_MAX);
+    if (lend) {
+        h.flags |= FRAME_ACK_ME;
+        frame_header_encode(&h, hdr);
+    }
+    if (async && !lend && !atomic_load_explicit(&conn.resuming, memory_order_relaxed) && !conn.dead) {
+        if (FRAME_HEADER_LEN + len <= SENDQ_SMALL_FRAME && sendq_enqueue(iov, c->bulk_len ? 3 : 2) == 0) {
+            atomic_fetch_add_explicit(&bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
+            return CUDA_SUCCESS;
+        }
+    }
+
+    /* Register before sending: the reply (or acknowledgement) can come
+     * before we wait. */
     struct waiter *w = NULL;
-    if (!async) {
-        /* Register before sending: the reply can come before we wait. */
+    pthread_mutex_lock(&conn.recv_lock);
+    /* While the connection resumes, calls wait (bounded by
+     * SCUDA_RESUME_WITHIN: the resumer ends it either way). */
+    while (atomic_load(&conn.resuming) && !conn.dead) pthread_cond_wait(&conn.resumed, &conn.recv_lock);
+    if (conn.dead) {
+        pthread_mutex_unlock(&conn.recv_lock);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    if (!async || lend) {
         w = my_waiter();
         w->seq = h.seq;
         w->call = c;
         w->done = 0;
+        w->redo = 0;
+        w->ack_only = async;
         w->deferred = 0;
-        pthread_mutex_lock(&conn.recv_lock);
-        if (conn.dead) {
-            pthread_mutex_unlock(&conn.recv_lock);
-            return CUDA_ERROR_DEVICE_UNAVAILABLE;
-        }
+        atomic_store(&w->frame_no, 0);
         if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
         w->next = conn.waiters;
         conn.waiters = w;
-        pthread_mutex_unlock(&conn.recv_lock);
-    } else if (conn.dead) {
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
+    pthread_mutex_unlock(&conn.recv_lock);
 
     int n = c->bulk_len ? 3 : 2;
     int rc = 0;
-    if (!async || FRAME_HEADER_LEN + len > SENDQ_SMALL_FRAME || sendq_enqueue(iov, n) != 0)
-        rc = sendq_write_direct(iov, n);
-    if (rc != 0) {
-        pthread_mutex_lock(&conn.recv_lock);
-        mark_dead_locked(strerror(errno));
-        if (w) unlink_waiter_locked(w);
-        pthread_mutex_unlock(&conn.recv_lock);
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    }
+    if (!async || lend || FRAME_HEADER_LEN + len > SENDQ_SMALL_FRAME || sendq_enqueue(iov, n) != 0)
+        rc = sendq_write_direct(iov, n, w ? &w->frame_no : NULL);
     atomic_fetch_add_explicit(&bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
+    if (rc != 0) {
+        /* The frame is kept: a resume sends it again. */
+        pthread_mutex_lock(&conn.recv_lock);
+        broke_locked(errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno));
+        pthread_mutex_unlock(&conn.recv_lock);
+    }
+    if (lend) {
+        int deferred;
+        return conn_wait(c, &deferred); /* the acknowledgement */
+    }
     return CUDA_SUCCESS;
 }
 
@@ -284,7 +340,7 @@ CUresult conn_send(struct rpc_call *c, int async)
 static struct waiter *find_waiter_locked(uint32_t seq)
 {
     for (struct waiter *w = conn.waiters; w; w = w->next)
-        if (w->seq == seq && !w->done) return w;
+        if (w->seq == seq && !w->done && !w->ack_only) return w;
     return NULL;
 }
 
@@ -345,6 +401,7 @@ static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
     if (n > len - sizeof head || n > c->sink_len) return -1;
     if (conn_read(c->sink, (size_t)n) != 0) return -1;
     size_t rest = len - sizeof head - (size_t)n;
+    free(c->reply);
     c->reply = malloc(rest ? rest : 1);
     if (!c->reply || conn_read(c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
@@ -359,6 +416,7 @@ static int read_plain_reply(struct waiter *w, const struct frame_header *h)
 {
     uint32_t len = h->length;
     struct rpc_call *c = w->call;
+    free(c->reply); /* a reply cut by a break, read again after the resume */
     c->reply = malloc(len ? len : 1);
     if (!c->reply || len < 4 || conn_read(c->reply, len) != 0) return -1;
     uint32_t result;
@@ -381,6 +439,25 @@ static int discard(uint32_t len)
     return 0;
 }
 
+/* The session has our frames up to ack: forget them, and let calls that
+ * lent their bytes return. */
+static void note_acked(uint64_t ack)
+{
+    if (ack <= atomic_load(&conn.acked)) return;
+    atomic_store(&conn.acked, ack);
+    sendq_acked(ack);
+    pthread_mutex_lock(&conn.recv_lock);
+    for (struct waiter *w = conn.waiters; w; w = w->next) {
+        uint64_t no = atomic_load(&w->frame_no);
+        if (w->ack_only && !w->done && no && no <= ack) {
+            w->done = 1;
+            w->result = CUDA_SUCCESS;
+            pthread_cond_signal(&w->cv);
+        }
+    }
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
 /* A pong: the session is alive. Nobody waits for it; it only says how
  * often the session wants to hear from us. */
 static int take_pong(uint32_t len)
@@ -395,9 +472,79 @@ static int take_pong(uint32_t len)
     struct msg_arena arena;
     msg_arena_init(&arena);
     struct msg_scuda_live_pong_req m;
-    if (msg_scuda_live_pong_req_get(&r, &arena, &m) == 0) atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+    if (msg_scuda_live_pong_req_get(&r, &arena, &m) == 0) {
+        atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+        note_acked(m.ack);
+    }
     msg_arena_free(&arena);
     return 0;
+}
+
+/* A reply whose device bytes were lost in a resume (FRAME_REDO): its
+ * caller sends the request again. A deferred error it carried is held
+ * for the repeated call's reply. */
+static int take_redo(struct waiter *w, const struct frame_header *h)
+{
+    uint32_t result;
+    if (h->length != 4 || conn_read(&result, 4) != 0) {
+        errno = EPROTO;
+        return -1;
+    }
+    if (h->flags & FRAME_DEFERRED) w->held = (CUresult)result;
+    w->redo = 1;
+    return 0;
+}
+
+/* A numbered frame (protocol.h, "Resume"), after its header. */
+static int take_frame(const struct frame_header *h)
+{
+    if (h->flags & FRAME_OUTPUT) return deliver_output(h->length);
+    if (h->flags & FRAME_HOST_WORK) return host_work ? host_work(conn.fd, h->length) : discard(h->length);
+
+    pthread_mutex_lock(&conn.recv_lock);
+    struct waiter *w = find_waiter_locked(h->seq);
+    pthread_mutex_unlock(&conn.recv_lock);
+    if (w == NULL) return discard(h->length);
+
+    int rc = h->flags & FRAME_REDO                   ? take_redo(w, h)
+             : (h->flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, h)
+                                                        : read_plain_reply(w, h);
+    if (rc != 0) return -1;
+    /* The reply says the session has our request and all before it: what
+     * the request lent must be forgotten before its caller returns. */
+    note_acked(atomic_load(&w->frame_no));
+    pthread_mutex_lock(&conn.recv_lock);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&conn.recv_lock);
+    return 0;
+}
+
+/* One more of the session's frames read whole. The session keeps what it
+ * sent until we say we have it: a one-way scuda_resume_ack says so every
+ * ACK_EVERY frames (pings say so too, when the client is idle). */
+#define ACK_EVERY 128
+static void frame_received(void)
+{
+    uint64_t n = atomic_fetch_add(&conn.received, 1) + 1;
+    if (n - conn.ack_sent < ACK_EVERY) return;
+    conn.ack_sent = n;
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_resume_ack_req_put(&b, &(struct msg_scuda_resume_ack_req){.ack = n});
+    uint8_t frame[FRAME_HEADER_LEN + 16];
+    struct frame_header h = {
+        .length = (uint32_t)b.len,
+        .op = OP_scuda_resume_ack,
+        .flags = FRAME_ASYNC,
+        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+    };
+    frame_header_encode(&h, frame);
+    memcpy(frame + FRAME_HEADER_LEN, b.data, b.len);
+    struct iovec iov = {.iov_base = frame, .iov_len = FRAME_HEADER_LEN + b.len};
+    /* Through the writer thread: the reader never blocks on the socket. */
+    if (sendq_enqueue(&iov, 1) == 0) atomic_fetch_add_explicit(&bytes_sent, iov.iov_len, memory_order_relaxed);
+    wb_free(&b);
 }
 
 /* Read one frame as the reader. Called without recv_lock; takes it to
@@ -415,31 +562,19 @@ static int read_one_frame(void)
         errno = EPROTO;
         return -1;
     }
-    if (h.flags & FRAME_OUTPUT) return deliver_output(h.length);
-    if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(h.length);
-    if (h.flags & FRAME_HOST_WORK) return host_work ? host_work(conn.fd, h.length) : discard(h.length);
-
-    pthread_mutex_lock(&conn.recv_lock);
-    struct waiter *w = find_waiter_locked(h.seq);
-    pthread_mutex_unlock(&conn.recv_lock);
-    if (w == NULL) return discard(h.length);
-
-    int rc = (h.flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, &h) : read_plain_reply(w, &h);
-    if (rc != 0) return -1;
-    pthread_mutex_lock(&conn.recv_lock);
-    w->done = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&conn.recv_lock);
-    return 0;
+    if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(h.length); /* not numbered */
+    int rc = take_frame(&h);
+    if (rc == 0) frame_received();
+    return rc;
 }
 
-CUresult conn_wait(struct rpc_call *c, int *deferred)
+/* Wait until me is done, reading for everyone while no one else does.
+ * Returns with recv_lock held. */
+static void wait_done_locked(struct waiter *me)
 {
-    struct waiter *me = my_waiter();
-    (void)c;
-    pthread_mutex_lock(&conn.recv_lock);
     while (!me->done) {
-        if (conn.reader_active) {
+        if (conn.reader_active || atomic_load(&conn.resuming)) {
+            /* The resumer wakes every waiter when it is over. */
             pthread_cond_wait(&me->cv, &conn.recv_lock);
             continue;
         }
@@ -449,7 +584,10 @@ CUresult conn_wait(struct rpc_call *c, int *deferred)
         int saved = errno;
         pthread_mutex_lock(&conn.recv_lock);
         conn.reader_active = 0;
-        if (rc != 0) mark_dead_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved));
+        /* Altered bytes (EPROTO: TLS, or a frame no session sends) are
+         * an attack or a fault on the path: no resume, as before. */
+        if (rc != 0 && saved == EPROTO) mark_dead_locked(strerror(saved));
+        else if (rc != 0) broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved));
     }
     unlink_waiter_locked(me);
     /* Hand the reader role to another waiter, if any. */
@@ -459,8 +597,26 @@ CUresult conn_wait(struct rpc_call *c, int *deferred)
             break;
         }
     }
-    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+CUresult conn_wait(struct rpc_call *c, int *deferred)
+{
+    struct waiter *me = my_waiter();
+    me->held = CUDA_SUCCESS;
+    for (;;) {
+        pthread_mutex_lock(&conn.recv_lock);
+        wait_done_locked(me);
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (!me->redo || me->result == CUDA_ERROR_DEVICE_UNAVAILABLE) break;
+        /* Its bytes were lost in a resume: ask again (protocol.h). */
+        CUresult r = conn_send(c, 0);
+        if (r != CUDA_SUCCESS) return r;
+    }
     *deferred = me->deferred;
+    if (me->held != CUDA_SUCCESS && me->result == CUDA_SUCCESS) {
+        *deferred = 1;
+        return me->held;
+    }
     return me->result;
 }
 
@@ -493,11 +649,12 @@ static uint32_t dead_after_ms_from_env(void)
     return s > 0 && ms < 100 ? 100 : ms;
 }
 
-static void ping_frame(uint8_t *frame, size_t *len, int async)
+static void ping_frame(uint8_t *frame, size_t *len, int async, int leaving)
 {
     wire_buf b;
     wb_init(&b);
-    struct msg_scuda_live_ping_req m = {.dead_after_ms = conn.dead_after_ms};
+    struct msg_scuda_live_ping_req m = {
+        .dead_after_ms = conn.dead_after_ms, .ack = atomic_load(&conn.received), .leaving = (uint8_t)leaving};
     msg_scuda_live_ping_req_put(&b, &m);
     struct frame_header h = {
         .length = (uint32_t)b.len,
@@ -511,20 +668,35 @@ static void ping_frame(uint8_t *frame, size_t *len, int async)
     wb_free(&b);
 }
 
+/* What a resume needs, from the first ping's reply: the session's secret
+ * and how long it waits; resume is off when either end says 0. */
+static void resume_setup(const struct msg_scuda_live_ping_rep *m)
+{
+    long mine = scuda_resume_within_ms();
+    if (mine < 0) {
+        LOG_WARN("SCUDA_RESUME_WITHIN='%s' is not a number of seconds from 0 (never) to 3600; using %d",
+                 getenv("SCUDA_RESUME_WITHIN"), SCUDA_RESUME_WITHIN_DEFAULT_S);
+        mine = SCUDA_RESUME_WITHIN_DEFAULT_S * 1000L;
+    }
+    conn.session_pid = conn.info.session_pid;
+    memcpy(conn.resume_secret, m->resume_secret, RESUME_SECRET_LEN);
+    conn.resume_within_ms = (uint32_t)mine < m->resume_within_ms ? (uint32_t)mine : m->resume_within_ms;
+}
+
 /* The first ping asks for an answer (it is not one-way), which carries the
  * session's --dead-after: from then on both ends know how often to speak. */
 static int liveness_greet(void)
 {
     conn.dead_after_ms = dead_after_ms_from_env();
-    uint8_t frame[FRAME_HEADER_LEN + 16];
+    uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
-    ping_frame(frame, &len, 0);
+    ping_frame(frame, &len, 0, 0);
     if (io_write_full(conn.fd, frame, len) != 0) return -1;
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
     if (io_read_full_timeout(conn.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0) return -1;
     frame_header_decode(hdr, &h);
-    uint8_t buf[64];
+    uint8_t buf[128];
     if (h.op != OP_scuda_live_ping || !(h.flags & FRAME_REPLY) || h.length < 4 || h.length > sizeof buf ||
         io_read_full_timeout(conn.fd, buf, h.length, WELCOME_TIMEOUT_MS) != 0)
         return -1;
@@ -537,6 +709,12 @@ static int liveness_greet(void)
     msg_arena_free(&arena);
     if (rc != 0) return -1;
     atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+    /* Frame 1 each way: the ping and its reply (protocol.h, "Resume"). */
+    atomic_store(&conn.received, 1);
+    conn.ack_sent = 1;
+    atomic_store(&conn.acked, 1);
+    sendq_set_first_no(2);
+    resume_setup(&m);
     return 0;
 }
 
@@ -544,11 +722,16 @@ static int liveness_greet(void)
 static void declare_dead_locked(uint64_t silent_ms)
 {
     if (conn.dead) return;
-    LOG_ERROR("server %s sent nothing for %.1f s (SCUDA_DEAD_AFTER=%.1f): declared dead; CUDA calls now fail "
-              "with CUDA_ERROR_DEVICE_UNAVAILABLE; check the server machine and its session process (stopped, "
-              "hung in the driver, or cut off by the network), or raise SCUDA_DEAD_AFTER",
-              conn.addr, (double)silent_ms / 1000, (double)conn.dead_after_ms / 1000);
-    mark_dead_locked("declared dead");
+    if (atomic_load(&conn.resuming)) return;
+    LOG_ERROR("server %s sent nothing for %.1f s (SCUDA_DEAD_AFTER=%.1f): declared dead%s; check the server "
+              "machine and its session process (stopped, hung in the driver, or cut off by the network), or "
+              "raise SCUDA_DEAD_AFTER",
+              conn.addr, (double)silent_ms / 1000, (double)conn.dead_after_ms / 1000,
+              conn.resume_within_ms ? "; trying to resume the session"
+                                    : "; CUDA calls now fail with CUDA_ERROR_DEVICE_UNAVAILABLE");
+    char why[64];
+    snprintf(why, sizeof why, "it sent nothing for %.1f s", (double)silent_ms / 1000);
+    broke_locked(why);
     /* Unblock whoever reads or writes: the reader's read and the writer's
      * write now fail at once. */
     shutdown(conn.fd, SHUT_RDWR);
@@ -585,9 +768,9 @@ static uint64_t ping_interval_ms(void)
 
 static void send_ping(void)
 {
-    uint8_t frame[FRAME_HEADER_LEN + 16];
+    uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
-    ping_frame(frame, &len, 1);
+    ping_frame(frame, &len, 1, 0);
     struct iovec iov = {.iov_base = frame, .iov_len = len};
     /* Through the writer thread: this thread never blocks on the socket. */
     if (sendq_enqueue(&iov, 1) != 0) return;
@@ -622,11 +805,11 @@ static void *liveness_main(void *arg)
         }
         pthread_mutex_lock(&conn.recv_lock);
         int stop = conn.dead;
-        if (!stop && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
+        if (!stop && !atomic_load(&conn.resuming) && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
             uint64_t since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
             if (now - since >= conn.dead_after_ms) {
                 declare_dead_locked(now - since);
-                stop = 1;
+                stop = conn.dead;
             }
         }
         pthread_mutex_unlock(&conn.recv_lock);
@@ -644,4 +827,174 @@ static void liveness_start(void)
     }
     pthread_detach(t);
     conn.liveness_started = 1;
+}
+
+
+/* ---- resume (protocol.h, "Resume"; docs/architecture.md, 3.11) ------------------ */
+
+/* A connection that breaks while both ends live (a Wi-Fi change, a NAT
+ * timeout, a relay restart) is replaced: the resumer thread connects
+ * again, proves the session's resume secret, and both ends send again
+ * what the other lacks. Calls wait meanwhile (conn_send, conn_wait); when
+ * SCUDA_RESUME_WITHIN runs out, they fail as for a lost connection. */
+
+#define RESUME_FIRST_DELAY_MS 50
+#define RESUME_MAX_DELAY_MS 1000
+
+static void *resume_main(void *arg);
+
+/* Called with recv_lock held: the connection broke for `why`. */
+static void broke_locked(const char *why)
+{
+    if (conn.dead || atomic_load(&conn.resuming)) return;
+    if (!conn.resume_within_ms) {
+        mark_dead_locked(why);
+        return;
+    }
+    conn.broke_ms = mono_ms();
+    snprintf(conn.broke_why, sizeof conn.broke_why, "%s", why);
+    atomic_store(&conn.resuming, 1);
+    shutdown(conn.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
+    LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %.0f s "
+             "(SCUDA_RESUME_WITHIN)", conn.addr, why, (double)conn.resume_within_ms / 1000);
+    pthread_t t;
+    if (pthread_create(&t, NULL, resume_main, NULL) != 0) {
+        atomic_store(&conn.resuming, 0);
+        mark_dead_locked(why);
+        return;
+    }
+    pthread_detach(t);
+}
+
+/* One try: connect, prove the secret, learn what the session has.
+ * Returns the fd; -1 to try again; -2 when the session refused (it is
+ * gone, or never was ours: trying again cannot help). why says what. */
+static int resume_connect(int timeout_ms, uint64_t *server_has, char *why, size_t whylen)
+{
+    /* Whatever dial says (unreachable, closed at its first bytes, a TLS
+     * handshake that failed), a relay that restarts can say it for a
+     * while: only the session's own refusal ends the retries early. */
+    int fd = dial(conn.addr, timeout_ms, PREFACE_JOIN, why, whylen);
+    if (fd < 0) return -1;
+    uint8_t nonce[SCUDA_NONCE_LEN], req[RESUME_REQ_LEN];
+    uint32_t status;
+    char msg[256];
+    int rc = -1;
+    if (hello_read_server(fd, timeout_ms, nonce, why, whylen) != 0) goto out;
+    hello_resume_request(req, conn.session_pid, conn.resume_secret, nonce, atomic_load(&conn.received));
+    if (hello_send_client(fd, HELLO_RESUME, 0, scuda_token(), nonce, req, sizeof req) != 0) {
+        snprintf(why, whylen, "the connection closed during the handshake");
+        goto out;
+    }
+    /* Over TLS the session runs a TLS session of its own, in which the
+     * request is repeated, as for a bulk join (bulk_join.c). */
+    int second = dial_second_tls(fd, conn.addr, timeout_ms, why, whylen);
+    if (second < 0) goto out;
+    if (tls_of(fd) && second == 0 && io_write_full(fd, req, BULK_JOIN_LEN) != 0) {
+        snprintf(why, whylen, "the connection closed during the second TLS session");
+        goto out;
+    }
+    if (hello_read_welcome(fd, timeout_ms, &status, msg, sizeof msg) != 0) {
+        snprintf(why, whylen, "%s", msg[0] ? msg : "no answer");
+        goto out;
+    }
+    if (status != WELCOME_OK || strcmp(msg, "resumed") != 0) {
+        snprintf(why, whylen, "refused: %.200s", msg);
+        rc = -2;
+        goto out;
+    }
+    if (io_read_full_timeout(fd, server_has, sizeof *server_has, timeout_ms) != 0) {
+        snprintf(why, whylen, "no count after the welcome");
+        goto out;
+    }
+    tcp_tune(fd, DEAD_PEER_S);
+    return fd;
+out:
+    io_close(fd);
+    return rc;
+}
+
+/* Make fd the connection: send again what the session lacks, then let
+ * everyone go on. Returns 0, or -1 when fd broke already. */
+static int resume_install(int fd, uint64_t server_has)
+{
+    /* A reader that was inside a read when the old connection broke has
+     * left it (shutdown) before we take its fd away. */
+    pthread_mutex_lock(&conn.recv_lock);
+    while (conn.reader_active) {
+        pthread_mutex_unlock(&conn.recv_lock);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        pthread_mutex_lock(&conn.recv_lock);
+    }
+    int old = conn.fd;
+    conn.fd = fd;
+    pthread_mutex_unlock(&conn.recv_lock);
+    long again = sendq_resume(fd, server_has);
+    io_close(old);
+    note_acked(server_has);
+    return again < 0 ? -1 : 0;
+}
+
+static void resume_over(int ok, const char *why)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    atomic_store(&conn.resuming, 0);
+    if (ok) {
+        conn.wait_since_ms = mono_ms(); /* the silence of the break is not the new connection's */
+        for (struct waiter *w = conn.waiters; w; w = w->next) pthread_cond_signal(&w->cv);
+        pthread_cond_broadcast(&conn.resumed);
+    } else {
+        mark_dead_locked(why);
+        sendq_forget_kept();
+    }
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+static void *resume_main(void *arg)
+{
+    (void)arg;
+    uint64_t deadline = conn.broke_ms + conn.resume_within_ms, delay = RESUME_FIRST_DELAY_MS;
+    char why[512] = "", final[768];
+    for (int attempt = 1;; attempt++) {
+        uint64_t now = mono_ms();
+        if (now >= deadline) break;
+        uint64_t left = deadline - now;
+        uint64_t server_has = 0;
+        int fd = resume_connect(left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, &server_has, why,
+                                sizeof why);
+        if (fd >= 0 && resume_install(fd, server_has) == 0) {
+            LOG_WARN("resumed session on %s after %llu ms", conn.addr, (unsigned long long)(mono_ms() - conn.broke_ms));
+            resume_over(1, NULL);
+            return NULL;
+        }
+        if (fd == -2) {
+            snprintf(final, sizeof final, "%s, and the session cannot be resumed (%s): it ended, or the server "
+                     "restarted", conn.broke_why, why);
+            resume_over(0, final);
+            return NULL;
+        }
+        if (fd >= 0) snprintf(why, sizeof why, "the new connection broke at once");
+        LOG_INFO("server %s: resume attempt %d failed: %s; retrying", conn.addr, attempt, why);
+        now = mono_ms();
+        uint64_t nap = now + delay < deadline ? delay : (deadline > now ? deadline - now : 0);
+        nanosleep(&(struct timespec){(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L}, NULL);
+        delay = delay * 2 < RESUME_MAX_DELAY_MS ? delay * 2 : RESUME_MAX_DELAY_MS;
+    }
+    snprintf(final, sizeof final, "%s, and no resume within %.0f s (SCUDA_RESUME_WITHIN; last try: %s)",
+             conn.broke_why, (double)conn.resume_within_ms / 1000, why[0] ? why : "none");
+    resume_over(0, final);
+    return NULL;
+}
+
+/* At exit: tell the session we leave, so that it ends with the connection
+ * instead of waiting SCUDA_RESUME_WITHIN for a resume. A process that is
+ * killed cannot say so: its session waits the server's --resume-within. */
+static void say_goodbye(void)
+{
+    if (conn.dead || conn.fd < 0 || atomic_load(&conn.resuming)) return;
+    uint8_t frame[FRAME_HEADER_LEN + 32];
+    size_t len;
+    ping_frame(frame, &len, 1, 1);
+    struct iovec iov = {.iov_base = frame, .iov_len = len};
+    sendq_write_direct(&iov, 1, NULL);
 }

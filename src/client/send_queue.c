@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/log.h"
+#include "../common/protocol.h"
 #include "../common/transport.h"
 
 #define QUEUE_MAX (4u << 20)
@@ -21,6 +23,21 @@
 struct buffer {
     uint8_t *data;
     size_t len, cap;
+};
+
+/* A frame kept until the session acknowledges it (protocol.h, "Resume"):
+ * a copy in the log (q.log, one buffer for every copied frame, so a
+ * launch costs a memcpy and no malloc), or its header and pointers to
+ * the caller's bytes. */
+#define KEPT_PARTS 4
+struct kept {
+    uint64_t no;
+    int copied;
+    size_t off; /* copied: where in q.log */
+    size_t len;
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct iovec rest[KEPT_PARTS];
+    int nrest;
 };
 
 static struct {
@@ -37,7 +54,17 @@ static struct {
      * child forked meanwhile inherits it without the thread that holds it,
      * and LeakSanitizer would call it a leak. */
     void *in_flight;
+    /* Numbering and keeping, under lock: numbers follow the order in which
+     * frames reach the socket (queued ones in queue order, a direct one
+     * right after what it flushes). */
+    uint64_t next_no;
+    struct kept *kept;
+    size_t kept_head, kept_count, kept_cap; /* a ring */
+    _Atomic size_t kept_bytes;
+    uint8_t *log;
+    size_t log_start, log_end, log_cap; /* copied frames, in order */
 } q = {.fd = -1,
+       .next_no = 1,
        .write_lock = PTHREAD_MUTEX_INITIALIZER,
        .lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER};
@@ -57,6 +84,145 @@ static uint64_t now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
+
+/* ---- keeping frames for a resume ------------------------------------------- */
+
+static struct kept *kept_at(size_t i) { return &q.kept[(q.kept_head + i) % q.kept_cap]; }
+
+/* Room for one more kept frame (lock held). */
+static int kept_reserve_locked(void)
+{
+    if (q.kept_count < q.kept_cap) return 0;
+    size_t cap = q.kept_cap ? q.kept_cap * 2 : 256;
+    struct kept *k = malloc(cap * sizeof *k);
+    if (!k) return -1;
+    for (size_t i = 0; i < q.kept_count; i++) k[i] = *kept_at(i);
+    free(q.kept);
+    q.kept = k;
+    q.kept_head = 0;
+    q.kept_cap = cap;
+    return 0;
+}
+
+/* Room for n more bytes at the log's end (lock held): what is forgotten
+ * at its start is reclaimed first. */
+static int log_reserve_locked(size_t n)
+{
+    if (q.log_end + n <= q.log_cap) return 0;
+    if (q.log_start > 0) {
+        memmove(q.log, q.log + q.log_start, q.log_end - q.log_start);
+        for (size_t i = 0; i < q.kept_count; i++)
+            if (kept_at(i)->copied) kept_at(i)->off -= q.log_start;
+        q.log_end -= q.log_start;
+        q.log_start = 0;
+        if (q.log_end + n <= q.log_cap) return 0;
+    }
+    size_t cap = q.log_cap ? q.log_cap : 1u << 20;
+    while (cap < q.log_end + n) cap *= 2;
+    uint8_t *l = realloc(q.log, cap);
+    if (!l) return -1;
+    q.log = l;
+    q.log_cap = cap;
+    return 0;
+}
+
+/* Number the frame in iov and keep it (lock held). Small frames are
+ * copied; a large one keeps pointers to the caller's bytes (borrow).
+ * Returns its number. Out of memory it is numbered but not kept: a
+ * resume that would need it fails, and says why. */
+static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
+{
+    uint64_t no = q.next_no++;
+    if (kept_reserve_locked() != 0) {
+        LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
+        return no;
+    }
+    struct kept k = {.no = no};
+    for (int i = 0; i < iovcnt; i++) k.len += iov[i].iov_len;
+    if (borrow && iovcnt - 1 <= KEPT_PARTS && iov[0].iov_len == FRAME_HEADER_LEN) {
+        memcpy(k.hdr, iov[0].iov_base, FRAME_HEADER_LEN);
+        for (int i = 1; i < iovcnt; i++) k.rest[k.nrest++] = iov[i];
+    } else {
+        if (log_reserve_locked(k.len) != 0) {
+            LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
+            return no;
+        }
+        k.copied = 1;
+        k.off = q.log_end;
+        for (int i = 0; i < iovcnt; i++) {
+            memcpy(q.log + q.log_end, iov[i].iov_base, iov[i].iov_len);
+            q.log_end += iov[i].iov_len;
+        }
+    }
+    *kept_at(q.kept_count++) = k;
+    atomic_fetch_add_explicit(&q.kept_bytes, k.len, memory_order_relaxed);
+    return no;
+}
+
+static void forget_first_locked(void)
+{
+    struct kept *k = kept_at(0);
+    atomic_fetch_sub_explicit(&q.kept_bytes, k->len, memory_order_relaxed);
+    if (k->copied) q.log_start = k->off + k->len; /* copies are in the log in order */
+    q.kept_head = (q.kept_head + 1) % q.kept_cap;
+    if (--q.kept_count == 0) q.log_start = q.log_end = 0;
+}
+
+void sendq_acked(uint64_t ack)
+{
+    pthread_mutex_lock(&q.lock);
+    while (q.kept_count > 0 && kept_at(0)->no <= ack) forget_first_locked();
+    pthread_mutex_unlock(&q.lock);
+}
+
+size_t sendq_kept_bytes(void) { return atomic_load_explicit(&q.kept_bytes, memory_order_relaxed); }
+
+void sendq_forget_kept(void)
+{
+    pthread_mutex_lock(&q.lock);
+    while (q.kept_count > 0) forget_first_locked();
+    pthread_mutex_unlock(&q.lock);
+}
+
+void sendq_set_first_no(uint64_t first_no)
+{
+    pthread_mutex_lock(&q.lock);
+    q.next_no = first_no;
+    pthread_mutex_unlock(&q.lock);
+}
+
+static int write_kept(int fd, const struct kept *k)
+{
+    if (k->copied) return io_write_full(fd, q.log + k->off, k->len);
+    struct iovec iov[KEPT_PARTS + 1] = {{(void *)k->hdr, FRAME_HEADER_LEN}};
+    for (int i = 0; i < k->nrest; i++) iov[i + 1] = k->rest[i];
+    return io_writev_full(fd, iov, k->nrest + 1);
+}
+
+long sendq_resume(int fd, uint64_t server_has)
+{
+    pthread_mutex_lock(&q.write_lock);
+    pthread_mutex_lock(&q.lock);
+    while (q.kept_count > 0 && kept_at(0)->no <= server_has) forget_first_locked();
+    /* What is queued is kept too: it goes out below, in order, once. */
+    q.pending.len = 0;
+    atomic_store(&q.pending_len, 0);
+    q.fd = fd;
+    long n = 0;
+    if (q.kept_count > 0 && kept_at(0)->no != server_has + 1) {
+        LOG_WARN("resume: the session has %llu of our frames, but we keep from frame %llu on",
+                 (unsigned long long)server_has, (unsigned long long)kept_at(0)->no);
+        errno = EPROTO;
+        n = -1;
+    }
+    for (size_t i = 0; i < q.kept_count && n >= 0; i++, n++)
+        if (write_kept(fd, kept_at(i)) != 0) n = -1;
+    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_unlock(&q.write_lock);
+    return n;
+}
+
+/* ---- the queue ------------------------------------------------------------------ */
 
 /* The queued bytes are taken out of the queue while they are written
  * (write_lock held), then the buffer is handed back for reuse, or freed
@@ -150,6 +316,7 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt)
         pthread_mutex_unlock(&q.lock);
         return -1;
     }
+    keep_locked(iov, iovcnt, 0);
     for (int i = 0; i < iovcnt; i++) {
         memcpy(q.pending.data + q.pending.len, iov[i].iov_base, iov[i].iov_len);
         q.pending.len += iov[i].iov_len;
@@ -164,10 +331,20 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt)
 /* What is queued and the caller's frame go out in one write: the session
  * then reads a launch and the copy that waits for it together (PyTorch's
  * .item()), with one wake-up. */
-int sendq_write_direct(struct iovec *iov, int iovcnt)
+int sendq_write_direct(struct iovec *iov, int iovcnt, _Atomic uint64_t *no)
 {
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
     pthread_mutex_lock(&q.write_lock);
-    struct buffer out = take_pending();
+    /* Taking what is queued and numbering this frame at once: it goes out
+     * right after those, whatever is queued meanwhile. */
+    pthread_mutex_lock(&q.lock);
+    uint64_t mine = keep_locked(iov, iovcnt, len > SENDQ_KEEP_COPY_MAX);
+    if (no) atomic_store(no, mine);
+    struct buffer out = q.pending;
+    q.pending = (struct buffer){0};
+    atomic_store(&q.pending_len, 0);
+    pthread_mutex_unlock(&q.lock);
     q.in_flight = out.data;
     struct iovec all[8];
     int n = 0, rc;

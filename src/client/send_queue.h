@@ -16,20 +16,45 @@
 #define SCUDA_CLIENT_SEND_QUEUE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
 
 /* Frames up to this size are queued; larger ones are written directly. */
 #define SENDQ_SMALL_FRAME (16u << 10)
 
+/* Frames up to this size are copied to be kept for a resume; larger ones
+ * are kept by reference (their bytes are the caller's until the session
+ * acknowledged them: see sendq_write_direct). */
+#define SENDQ_KEEP_COPY_MAX (256u << 10)
+
 /* Start the writer thread for fd. on_error(errno) is called (once per
- * failure) when a write fails. Returns 0 or -1. */
+ * failure) when a write fails. Frames are numbered from first_no on
+ * (protocol.h, "Resume"). Returns 0 or -1. */
 int sendq_start(int fd, void (*on_error)(int err));
+void sendq_set_first_no(uint64_t first_no);
 /* Queue a copy of the frame. Returns 0, or -1 when the frame must be
  * written directly instead (queue full or writer not running). */
 int sendq_enqueue(const struct iovec *iov, int iovcnt);
-/* Write queued frames, then this frame, from the calling thread.
- * Returns 0 or -1 (errno set). */
-int sendq_write_direct(struct iovec *iov, int iovcnt);
+/* Write queued frames, then this frame, from the calling thread. The
+ * frame's number goes to *no before any byte is written. iov[0] is the
+ * frame's header (always copied). A frame above SENDQ_KEEP_COPY_MAX keeps
+ * pointers to the rest: the caller must not let them go before the
+ * session acknowledged the frame (its reply came, or sendq_acked covers
+ * it). Returns 0, or -1 (errno set): the frame is kept all the same, for
+ * a resume. */
+int sendq_write_direct(struct iovec *iov, int iovcnt, _Atomic uint64_t *no);
+
+/* Resume (protocol.h): the session has frames up to `ack`; forget them. */
+void sendq_acked(uint64_t ack);
+/* On the new connection fd: forget what the session has (up to
+ * server_has), write every kept frame after it, in order, and make fd the
+ * queue's. Queued frames not yet written are among the kept ones. Returns
+ * the number of frames sent again, or -1 (errno set). */
+long sendq_resume(int fd, uint64_t server_has);
+/* Bytes of the frames kept now (copied or lent). */
+size_t sendq_kept_bytes(void);
+/* The connection is lost for good: forget every kept frame. */
+void sendq_forget_kept(void);
 /* In a forked child: the queue and its thread belong to the parent. */
 void sendq_forget_after_fork(void);
 

@@ -342,6 +342,16 @@ int scuda_bulk_streams(int tls)
     return v;
 }
 
+long scuda_resume_within_ms(void)
+{
+    const char *e = getenv("SCUDA_RESUME_WITHIN");
+    if (e == NULL || e[0] == '\0') return SCUDA_RESUME_WITHIN_DEFAULT_S * 1000L;
+    char *end;
+    double s = strtod(e, &end);
+    if (*end != '\0' || !(s >= 0) || s > 3600) return -1;
+    return (long)(s * 1000);
+}
+
 int scuda_env_on(const char *name)
 {
     const char *e = getenv(name);

@@ -69,6 +69,16 @@ const char *scuda_token(void);
 int scuda_bulk_streams(int tls);
 int scuda_bulk_streams_default(int tls);
 
+/* How long the client tries to resume its session after the main
+ * connection broke (docs/architecture.md, 3.11 Resume): env
+ * SCUDA_RESUME_WITHIN, seconds from 0 (never: a broken connection fails
+ * every call, as before) to 3600. Unset or empty: the default. Returns
+ * milliseconds, or -1 when the value is not such a number (the caller
+ * says so and uses the default). The server's --resume-within has the
+ * same default. */
+#define SCUDA_RESUME_WITHIN_DEFAULT_S 30
+long scuda_resume_within_ms(void);
+
 /* An environment switch: set, not empty and not "0". */
 int scuda_env_on(const char *name);
 

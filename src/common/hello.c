@@ -72,6 +72,13 @@ void hello_join_request(uint8_t req[BULK_JOIN_LEN], uint32_t pid, uint32_t index
     auth_join_proof(secret, nonce, pid, index, req + 8);
 }
 
+void hello_resume_request(uint8_t req[RESUME_REQ_LEN], uint32_t pid, const uint8_t secret[RESUME_SECRET_LEN],
+                          const uint8_t nonce[SCUDA_NONCE_LEN], uint64_t received)
+{
+    hello_join_request(req, pid, RESUME_INDEX, secret, nonce);
+    memcpy(req + BULK_JOIN_LEN, &received, 8);
+}
+
 /* A welcome is { u32 status, u32 length } and a body of that length: the
  * message, then a session's session info. Far larger than any session
  * info: a length beyond it is not a SCUDA welcome. */
@@ -161,6 +168,12 @@ void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_requ
     jr->pid = wr_u32(&r);
     jr->index = wr_u32(&r);
     wr_raw(&r, jr->proof, sizeof jr->proof);
+}
+
+void hello_decode_resume_request(const uint8_t in[RESUME_REQ_LEN], struct join_request *jr, uint64_t *received)
+{
+    hello_decode_join_request(in, jr);
+    memcpy(received, in + BULK_JOIN_LEN, 8);
 }
 
 long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap)

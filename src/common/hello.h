@@ -34,6 +34,13 @@ int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *
 void hello_join_request(uint8_t req[BULK_JOIN_LEN], uint32_t pid, uint32_t index,
                         const uint8_t secret[BULK_SECRET_LEN], const uint8_t nonce[SCUDA_NONCE_LEN]);
 
+/* The resume request that follows a HELLO_RESUME client_hello: a join
+ * request for RESUME_INDEX of session `pid`, proving the session's resume
+ * secret over this connection's nonce, then `received`, the count of the
+ * session's frames the client has read whole (protocol.h, "Resume"). */
+void hello_resume_request(uint8_t req[RESUME_REQ_LEN], uint32_t pid, const uint8_t secret[RESUME_SECRET_LEN],
+                          const uint8_t nonce[SCUDA_NONCE_LEN], uint64_t received);
+
 /* Read a session's welcome within timeout_ms: *status and its message in
  * msg and, when the status is WELCOME_OK, the session info in *si.
  * Returns 0; -1 when none came or the connection closed in it; -2 when it
@@ -74,6 +81,8 @@ void hello_encode_server(uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN], uint8_t
 void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello *ch);
 /* Decode BULK_JOIN_LEN bytes; the proof is the session's to check. */
 void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_request *jr);
+/* Decode RESUME_REQ_LEN bytes: the join request part, then *received. */
+void hello_decode_resume_request(const uint8_t in[RESUME_REQ_LEN], struct join_request *jr, uint64_t *received);
 /* A welcome without session info into out (cap bytes). Returns its
  * length, or -1 when it does not fit. */
 long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap);

@@ -2435,6 +2435,8 @@ int msg_cuSurfObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a,
 void msg_scuda_live_ping_req_put(wire_buf *b, const struct msg_scuda_live_ping_req *m)
 {
     wb_put_u32(b, m->dead_after_ms);
+    wb_put_u64(b, m->ack);
+    wb_put_u8(b, m->leaving);
 }
 
 int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_req *m)
@@ -2442,12 +2444,16 @@ int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_
     (void)a;
     memset(m, 0, sizeof *m);
     m->dead_after_ms = wr_u32(r);
+    m->ack = wr_u64(r);
+    m->leaving = wr_u8(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_live_ping_rep_put(wire_buf *b, const struct msg_scuda_live_ping_rep *m)
 {
     wb_put_u32(b, m->dead_after_ms);
+    wb_put_u32(b, m->resume_within_ms);
+    wb_put_raw(b, m->resume_secret, sizeof m->resume_secret);
 }
 
 int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_rep *m)
@@ -2455,12 +2461,15 @@ int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     (void)a;
     memset(m, 0, sizeof *m);
     m->dead_after_ms = wr_u32(r);
+    m->resume_within_ms = wr_u32(r);
+    wr_raw(r, m->resume_secret, sizeof m->resume_secret);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_live_pong_req_put(wire_buf *b, const struct msg_scuda_live_pong_req *m)
 {
     wb_put_u32(b, m->dead_after_ms);
+    wb_put_u64(b, m->ack);
 }
 
 int msg_scuda_live_pong_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_req *m)
@@ -2468,6 +2477,7 @@ int msg_scuda_live_pong_req_get(wire_reader *r, struct msg_arena *a, struct msg_
     (void)a;
     memset(m, 0, sizeof *m);
     m->dead_after_ms = wr_u32(r);
+    m->ack = wr_u64(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
@@ -2478,6 +2488,32 @@ void msg_scuda_live_pong_rep_put(wire_buf *b, const struct msg_scuda_live_pong_r
 }
 
 int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_resume_ack_req_put(wire_buf *b, const struct msg_scuda_resume_ack_req *m)
+{
+    wb_put_u64(b, m->ack);
+}
+
+int msg_scuda_resume_ack_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_resume_ack_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->ack = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_resume_ack_rep_put(wire_buf *b, const struct msg_scuda_resume_ack_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_resume_ack_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_resume_ack_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);

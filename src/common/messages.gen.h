@@ -1211,6 +1211,8 @@ int msg_cuSurfObjectGetResourceDesc_rep_get(wire_reader *r, struct msg_arena *a,
 /* scuda_live_ping request: client to session, one-way when the client has sent nothing for a while; the first one, at connect, waits for its reply */
 struct msg_scuda_live_ping_req {
     uint32_t dead_after_ms; /* u32 dead_after_ms: the client's SCUDA_DEAD_AFTER: the session pongs at least 4 times as often */
+    uint64_t ack; /* u64 ack: the session's frames the client has received whole (resume, protocol.h) */
+    uint8_t leaving; /* u8 leaving: 1: the client process exits: its session ends with the connection, no resume */
 };
 void msg_scuda_live_ping_req_put(wire_buf *b, const struct msg_scuda_live_ping_req *m);
 int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_req *m);
@@ -1218,6 +1220,8 @@ int msg_scuda_live_ping_req_get(wire_reader *r, struct msg_arena *a, struct msg_
 /* scuda_live_ping reply */
 struct msg_scuda_live_ping_rep {
     uint32_t dead_after_ms; /* u32 dead_after_ms: the session's --dead-after: the client pings at least 4 times as often */
+    uint32_t resume_within_ms; /* u32 resume_within_ms: the session's --resume-within: how long it waits for a resume; 0 = none */
+    uint8_t resume_secret[32]; /* u8[32] resume_secret: the session's resume secret: RESUME_SECRET_LEN (protocol.h) bytes */
 };
 void msg_scuda_live_ping_rep_put(wire_buf *b, const struct msg_scuda_live_ping_rep *m);
 int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_ping_rep *m);
@@ -1225,6 +1229,7 @@ int msg_scuda_live_ping_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
 /* scuda_live_pong request: session to client, while the client waits for it and nothing else went out */
 struct msg_scuda_live_pong_req {
     uint32_t dead_after_ms; /* u32 dead_after_ms: the session's --dead-after: the client pings at least 4 times as often */
+    uint64_t ack; /* u64 ack: the client's frames the session has received whole (resume, protocol.h) */
 };
 void msg_scuda_live_pong_req_put(wire_buf *b, const struct msg_scuda_live_pong_req *m);
 int msg_scuda_live_pong_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_req *m);
@@ -1235,6 +1240,20 @@ struct msg_scuda_live_pong_rep {
 };
 void msg_scuda_live_pong_rep_put(wire_buf *b, const struct msg_scuda_live_pong_rep *m);
 int msg_scuda_live_pong_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_live_pong_rep *m);
+
+/* scuda_resume_ack request: client to session, one-way, every 128 of the session's frames the client read whole, so the session forgets what it kept for a resume (protocol.h) */
+struct msg_scuda_resume_ack_req {
+    uint64_t ack; /* u64 ack: the session's frames the client has received whole */
+};
+void msg_scuda_resume_ack_req_put(wire_buf *b, const struct msg_scuda_resume_ack_req *m);
+int msg_scuda_resume_ack_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_resume_ack_req *m);
+
+/* scuda_resume_ack reply */
+struct msg_scuda_resume_ack_rep {
+    char none; /* no fields */
+};
+void msg_scuda_resume_ack_rep_put(wire_buf *b, const struct msg_scuda_resume_ack_rep *m);
+int msg_scuda_resume_ack_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_resume_ack_rep *m);
 
 /* scuda_migrate request: client to session; the session stops reading until it is done */
 struct msg_scuda_migrate_req {

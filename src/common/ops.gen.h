@@ -375,7 +375,8 @@ enum scuda_op {
     OP_scuda_capture_htod = 368,
     OP_scuda_graph_uploads = 369,
     OP_scuda_graph_stage = 370,
-    OP_COUNT = 371
+    OP_scuda_resume_ack = 371,
+    OP_COUNT = 372
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

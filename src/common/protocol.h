@@ -34,6 +34,9 @@
  * HELLO_MIGRATE_IN comes from another server moving one of its sessions
  *                 here ("Migration" below): a session, under the same
  *                 token check and session limit, that imports.
+ * HELLO_RESUME   reconnects to a session whose main connection broke (see
+ *                 "Resume" below). The client_hello is followed by a
+ *                 resume request; no session limit applies.
  * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
  *
  * Migration (docs/architecture.md, 9.17). Server A's session, asked with
@@ -49,6 +52,35 @@
  * migrate_verdict }: its result, the reason, and the SHA-256 of what it
  * holds (migrate_state.h), which A compares with its own. B may answer
  * early, when it gave up; A then stops sending.
+ *
+ * Resume (docs/architecture.md, 3.11). The reply to the first ping hands
+ * the client the session's resume secret (32 random bytes, never on the
+ * wire again) and its --resume-within. Each end numbers the frames it
+ * sends on the main connection, 1, 2, ...: every client frame (the first
+ * ping is 1); every session frame except pongs (the first ping's reply is
+ * 1). A frame is RECEIVED when its reader has read it whole: the session
+ * holds a request's whole payload (a one-way call then runs, exactly
+ * once, whatever becomes of the connection); the client has a reply in
+ * the caller's buffers, an output frame written to stdio, a host-work
+ * frame done. A frame cut in the middle is dropped by its reader and
+ * sent again whole. Each end keeps what it sent until the other
+ * acknowledges it: pings and pongs carry `ack`, the count of frames
+ * received, and so does a one-way scuda_resume_ack the client sends every
+ * 128 frames it read (a busy client sends no pings); a reply acknowledges its request and everything before it;
+ * a one-way frame that carries bytes too large to copy (FRAME_ACK_ME)
+ * is acknowledged by a pong at once, and its call returns after that.
+ * When the connection breaks the client connects again with HELLO_RESUME
+ * and a resume request
+ *   { u32 session pid, u32 RESUME_INDEX, u8 proof[32], u64 received }
+ * proof = auth_join_proof(resume secret, nonce of THIS connection, pid,
+ * RESUME_INDEX). The parent routes it as a bulk join (same refusal, same
+ * delay, same user check); the session answers with a welcome "resumed"
+ * then u64 received (its count of the client's frames). Then both ends
+ * send again, in order, the kept frames numbered above the other's
+ * count, and go on. A reply whose device bytes the session did not keep
+ * (FRAME_BULK) comes back as an empty FRAME_REDO reply with its result:
+ * the client sends the request again (a copy to the host reads device
+ * memory and changes nothing, so running it again is safe).
  *
  * Bulk connections (striping, docs/architecture.md). One TCP stream cannot
  * fill a fast link, so large copies also travel over K extra connections
@@ -129,8 +161,11 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * 5: after the TLS handshake the records are SCUDA's sealed records
  * (tls_records.h, keys from OpenSSL's exporter), not OpenSSL's; the
  * preface carries the version, so a v4 TLS peer is refused before its
- * handshake instead of reading records it cannot parse. */
-#define SCUDA_PROTOCOL_VERSION 5
+ * handshake instead of reading records it cannot parse.
+ * 6: a broken main connection resumes (HELLO_RESUME): frames are
+ * numbered, pings and pongs acknowledge them, the first ping's reply
+ * hands out the resume secret. */
+#define SCUDA_PROTOCOL_VERSION 6
 /* Sent in the handshake for the server's log; bump with each release. */
 #define SCUDA_CLIENT_BUILD 1
 #define SCUDA_DEFAULT_PORT 14833
@@ -151,6 +186,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define RAW_SINK_MAX (64ull << 30) /* largest raw sink transfer */
 #define HELLO_BULK_JOIN (1u << 2)
 #define HELLO_MIGRATE_IN (1u << 4) /* another server moving a session here (below) */
+#define HELLO_RESUME (1u << 3)
+
+/* Resume (above). */
+#define RESUME_SECRET_LEN 32
+#define RESUME_INDEX 0xffffffffu          /* the join index a resume proof is made for */
+#define RESUME_REQ_LEN (4 + 4 + 32 + 8)   /* resume request after the client_hello */
 
 /* Bulk connections (above). */
 #define BULK_MAX_STREAMS 16
@@ -196,6 +237,8 @@ enum frame_flags {
     FRAME_BULK = 1u << 3,   /* reply payload: u32 result, u64 n, n bulk bytes, outputs */
     FRAME_HOST_WORK = 1u << 4, /* host work of a graph replay (HOST_WORK_*), see above */
     FRAME_DEFERRED = 1u << 5,  /* reply: the CUresult is an earlier one-way call's; this call succeeded */
+    FRAME_ACK_ME = 1u << 6,    /* request: acknowledge it with a pong once read whole (resume) */
+    FRAME_REDO = 1u << 7,      /* reply: its bytes were lost in a resume; send the request again */
 };
 
 struct frame_header {

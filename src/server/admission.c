@@ -33,7 +33,7 @@ enum adm_state {
     ADM_TRANSPORT,         /* the preface, then TLS when the client asked (transport_phase.c) */
     ADM_SEND_SERVER_HELLO,
     ADM_READ_CLIENT_HELLO,
-    ADM_READ_JOIN_REQUEST, /* HELLO_BULK_JOIN: the join request follows */
+    ADM_READ_JOIN_REQUEST, /* HELLO_BULK_JOIN or HELLO_RESUME: the join or resume request follows */
     ADM_DECIDE,
     ADM_JOIN_WAIT,         /* handed to its session; waiting for the verdict */
     ADM_SEND_REFUSAL,      /* a welcome that refuses, then close */
@@ -58,6 +58,7 @@ struct pending {
     size_t io_len, io_done;
     struct client_hello ch;
     struct join_request jr;
+    uint64_t resume_received; /* HELLO_RESUME: the session's frames the client has */
     char user[TOKEN_NAME_MAX];
 };
 
@@ -270,8 +271,14 @@ void admission_accept(int lfd)
 
 static int known_flags(uint16_t f)
 {
-    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN;
+    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN ||
+           f == HELLO_RESUME;
 }
+
+/* A connection for an existing session: a bulk join or a resume. The
+ * parent routes both the same way (bulk_join.h): a resume is a join of
+ * slot RESUME_INDEX, proved with the session's resume secret. */
+static int joins_session(uint16_t f) { return f == HELLO_BULK_JOIN || f == HELLO_RESUME; }
 
 static int tokens_needed(void) { return *cfg.tokens && (*cfg.tokens)->count > 0; }
 
@@ -300,13 +307,21 @@ static int authenticate(struct pending *p)
     return 0;
 }
 
+/* The one refusal of every bad join, and of every bad resume. */
+static const char *refusal_of(const struct pending *p)
+{
+    return p->ch.flags == HELLO_RESUME ? RESUME_REFUSAL : JOIN_REFUSAL;
+}
+
 /* Hand a join to its session; the session answers with a verdict. */
 static void route_join(struct pending *p)
 {
+    int resume = p->ch.flags == HELLO_RESUME;
     int ctl = children_ctl_of((pid_t)p->jr.pid, p->user);
     uint64_t refuse_at = now_ms() + JOIN_REFUSAL_DELAY_MS;
     if (ctl >= 0) {
-        struct join_note note = {.magic = JOIN_NOTE_MAGIC, .pid = p->jr.pid, .index = p->jr.index};
+        struct join_note note = {.magic = JOIN_NOTE_MAGIC, .pid = p->jr.pid, .index = p->jr.index,
+                                 .kind = resume ? JOIN_RESUME : JOIN_BULK, .received = p->resume_received};
         memcpy(note.nonce, p->nonce, SCUDA_NONCE_LEN);
         memcpy(note.proof, p->jr.proof, SCUDA_PROOF_LEN);
         /* A plain join: the session gets a blocking socket; the parent
@@ -320,12 +335,13 @@ static void route_join(struct pending *p)
             p->refuse_at_ms = refuse_at;
             return;
         }
-        LOG_WARN("%s: bulk join for session %u: cannot pass the connection on: %s", p->peer, p->jr.pid,
-                 strerror(errno));
+        LOG_WARN("%s: %s for session %u: cannot pass the connection on: %s", p->peer,
+                 resume ? "resume" : "bulk join", p->jr.pid, strerror(errno));
     } else {
-        LOG_WARN("%s: bulk join refused: user %s has no session %u", p->peer, p->user, p->jr.pid);
+        LOG_WARN("%s: %s refused: user %s has no session %u", p->peer, resume ? "resume" : "bulk join", p->user,
+                 p->jr.pid);
     }
-    refuse(p, WELCOME_BAD_JOIN, JOIN_REFUSAL, refuse_at);
+    refuse(p, WELCOME_BAD_JOIN, refusal_of(p), refuse_at);
 }
 
 static void admit(struct pending *p)
@@ -359,14 +375,14 @@ static void decide(struct pending *p)
                  ch->flags);
         LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
         refuse(p, WELCOME_BAD_VERSION, msg, 0);
-    } else if (ch->flags == HELLO_BULK_JOIN && tls_of(p->fd) && p->tp.kind != PREFACE_JOIN) {
+    } else if (joins_session(ch->flags) && tls_of(p->fd) && p->tp.kind != PREFACE_JOIN) {
         /* Its TLS keys may be in the kernel: the session could not run
          * the join's second TLS session on this socket. */
         LOG_WARN("%s (user %s) refused: a bulk join whose preface did not say so", p->peer, p->user);
         refuse(p, WELCOME_BAD_JOIN, "a bulk join must say so in its preface; use a client and server of the same "
                                     "SCUDA version", 0);
-    } else if (ch->flags == HELLO_BULK_JOIN) {
-        route_join(p); /* a join makes no session: no session limit */
+    } else if (joins_session(ch->flags)) {
+        route_join(p); /* a join or a resume makes no session: no session limit */
     } else if (children_sessions() >= cfg.max_sessions) {
         snprintf(msg, sizeof msg, "server full: %d sessions; wait for one to end, or raise --max-sessions",
                  cfg.max_sessions);
@@ -433,14 +449,15 @@ static int step(struct pending *p)
     case ADM_READ_CLIENT_HELLO:
         if ((rc = transfer(p, 0)) <= 0) break;
         hello_decode_client(p->io, &p->ch);
-        if (p->ch.magic == SCUDA_MAGIC && p->ch.flags == HELLO_BULK_JOIN)
-            expect_bytes(p, ADM_READ_JOIN_REQUEST, BULK_JOIN_LEN);
+        if (p->ch.magic == SCUDA_MAGIC && joins_session(p->ch.flags))
+            expect_bytes(p, ADM_READ_JOIN_REQUEST, p->ch.flags == HELLO_RESUME ? RESUME_REQ_LEN : BULK_JOIN_LEN);
         else
             p->state = ADM_DECIDE;
         return 1;
     case ADM_READ_JOIN_REQUEST:
         if ((rc = transfer(p, 0)) <= 0) break;
-        hello_decode_join_request(p->io, &p->jr);
+        if (p->ch.flags == HELLO_RESUME) hello_decode_resume_request(p->io, &p->jr, &p->resume_received);
+        else hello_decode_join_request(p->io, &p->jr);
         if (tls_of(p->fd) && !tls_drained(tls_of(p->fd))) {
             /* Our client sends nothing more in this TLS session: the
              * session takes the socket over with a TLS session of its own
@@ -545,7 +562,7 @@ void admission_join_verdict(const uint8_t nonce[16], int ok)
             LOG_DEBUG("%s: bulk connection %u joined session %u", p->peer, p->jr.index, p->jr.pid);
             drop(p); /* the session holds the connection; this was the parent's copy */
         } else {
-            refuse(p, WELCOME_BAD_JOIN, JOIN_REFUSAL, p->refuse_at_ms);
+            refuse(p, WELCOME_BAD_JOIN, refusal_of(p), p->refuse_at_ms);
         }
         return;
     }

@@ -11,6 +11,7 @@
 
 #include "bulk.h"
 #include "fd_pass.h"
+#include "resume.h"
 #include "session.h"
 #include "server.h"
 #include "../common/auth.h"
@@ -104,6 +105,21 @@ static void take_tls_join(struct session *s, const struct join_note *note, int f
     io_close(fd);
 }
 
+/* A resume (slot RESUME_INDEX) whose proof is good: the connection is
+ * the session's new main connection (resume.h). Over TLS it first runs
+ * the session's own TLS session, as a bulk join does. */
+static void take_resume(struct session *s, const struct join_note *note, int fd)
+{
+    char why[160];
+    send_verdict(s, note, 1);
+    if (s->opt->tls && second_tls(s, note, fd, why, sizeof why) != 0) {
+        LOG_WARN("resume refused: %s", why);
+        io_close(fd);
+        return;
+    }
+    resume_offer(s, fd, note->received);
+}
+
 static void take_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
@@ -111,6 +127,11 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     tcp_tune(fd, 10);
     if (note->pid != (uint32_t)getpid()) {
         snprintf(why, sizeof why, "this is session %d, not %u", (int)getpid(), note->pid);
+    } else if (note->kind == JOIN_RESUME) {
+        if (resume_check(note, why, sizeof why) == 0) {
+            take_resume(s, note, fd);
+            return;
+        }
     } else if (s->opt->tls) {
         if (bulk_check(note, why, sizeof why) == 0) {
             take_tls_join(s, note, fd);
@@ -124,7 +145,7 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     /* The reason is for the operator's log only; the client gets the
      * parent's one refusal for every bad join (over TLS, inside the
      * parent's TLS session). */
-    LOG_WARN("bulk join refused: %s", why);
+    LOG_WARN("%s refused: %s", note->kind == JOIN_RESUME ? "resume" : "bulk join", why);
     close(fd);
     send_verdict(s, note, 0);
 }

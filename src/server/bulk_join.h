@@ -27,12 +27,14 @@
 #include "../common/protocol.h"
 
 #define JOIN_NOTE_MAGIC 0x4e494f4au    /* "JOIN" */
+enum join_kind { JOIN_BULK = 0, JOIN_RESUME = 1 };
 #define JOIN_VERDICT_MAGIC 0x54434456u /* "VDCT" */
 
 /* The one refusal of every bad join, and how long after the join request
  * it is sent at the earliest: longer than a session takes to check a
  * proof, so both paths answer at the same moment. */
 #define JOIN_REFUSAL "bulk join refused: no open slot of a session of yours matches it; copies go over the main connection"
+#define RESUME_REFUSAL "resume refused: no session of yours matches it"
 #define JOIN_REFUSAL_DELAY_MS 100
 
 /* What travels with the connection's fd from the parent to the session. */
@@ -42,6 +44,8 @@ struct join_note {
     uint32_t index; /* which of its bulk connections this is */
     uint8_t nonce[SCUDA_NONCE_LEN]; /* of this connection's handshake */
     uint8_t proof[SCUDA_PROOF_LEN]; /* auth_join_proof(), as the client computed it */
+    uint32_t kind;     /* JOIN_BULK, or JOIN_RESUME: the session's new main connection */
+    uint64_t received; /* a resume: the session's frames the client has */
 };
 
 /* The session's answer, up its pair: the join with that nonce was

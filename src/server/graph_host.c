@@ -45,6 +45,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "host_quota.h"
+#include "resume.h"
 #include "session.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -150,9 +151,7 @@ void graph_host_forward(struct session *s)
         uint8_t hdr[FRAME_HEADER_LEN];
         frame_header_encode(&h, hdr);
         struct iovec iov[3] = {{hdr, sizeof hdr}, {head.data, head.len}, {w->data, w->n}};
-        pthread_mutex_lock(&s->write_lock);
-        io_writev_full(s->fd, iov, w->n ? 3 : 2);
-        pthread_mutex_unlock(&s->write_lock);
+        resume_write_frame(s, iov, w->n ? 3 : 2, NULL, 0); /* kept until the client has it (resume.h) */
         wb_free(&head);
         host_quota_free(w->data);
         free(w);

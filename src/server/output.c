@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "output.h"
 #include "graph_host.h"
+#include "resume.h"
 #include "session.h"
 
 #include <errno.h>
@@ -95,9 +96,7 @@ static void send_output(struct session *s, int which, const char *data, size_t l
     uint8_t tag = (uint8_t)which;
     frame_header_encode(&h, hdr);
     struct iovec iov[3] = {{hdr, sizeof hdr}, {&tag, 1}, {(void *)data, len}};
-    pthread_mutex_lock(&s->write_lock);
-    io_writev_full(s->fd, iov, 3);
-    pthread_mutex_unlock(&s->write_lock);
+    resume_write_frame(s, iov, 3, NULL, 0); /* kept until the client has it (resume.h) */
 }
 
 void output_forward(struct session *s)

@@ -26,6 +26,7 @@ struct server_options {
     uint64_t mem_quota;       /* device bytes per session; 0 = unlimited */
     int idle_timeout_s;       /* 0 = none */
     int dead_after_s;         /* a client silent this long is dead (session.c, liveness); 0 = never */
+    int resume_within_s;      /* a session whose connection broke waits this long for a resume; 0 = never */
     int print_port_fd;        /* if >= 0, the chosen port is written there as "PORT\n" */
     const char *module_cache_dir;  /* module images on disk (module_store.h); NULL = none */
     uint64_t module_cache_size;    /* the most bytes kept there; 0 = no disk cache */

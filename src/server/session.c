@@ -35,6 +35,7 @@
 #include "output.h"
 #include "param_layout.h"
 #include "quota.h"
+#include "resume.h"
 #include "staging.h"
 #include "../common/hello.h"
 #include "../common/libload.h"
@@ -67,7 +68,9 @@ static _Atomic int dispatch_busy;          /* the dispatch thread has a frame: r
 static _Atomic uint64_t frames_out;        /* frames written to the client */
 static _Atomic uint32_t client_dead_ms;    /* the client's SCUDA_DEAD_AFTER, from its pings */
 static _Atomic int pong_due;               /* a ping asked for an answer */
+static _Atomic int ack_due;                /* the client should hear what we received (resume.h) */
 static _Atomic uint32_t pong_seq;          /* ...and this is its sequence number */
+static _Atomic int pong_hands_secret;      /* ...and it was the client's first frame (resume.h) */
 static void liveness_start(struct session *s);
 static int liveness_note_ping(const void *payload, size_t len, int async, uint32_t seq);
 
@@ -222,6 +225,17 @@ static CUresult reply_result(struct session *s, const srv_call *c, CUresult own,
     return deferred;
 }
 
+/* What a reply that carried device bytes is kept as: the same reply,
+ * empty but for its result, marked FRAME_REDO. */
+static void redo_stand_in(const struct frame_header *reply, uint32_t result, uint8_t out[FRAME_HEADER_LEN + 4])
+{
+    struct frame_header h = *reply;
+    h.length = 4;
+    h.flags = (uint16_t)((h.flags & ~FRAME_BULK) | FRAME_REDO);
+    frame_header_encode(&h, out);
+    memcpy(out + FRAME_HEADER_LEN, &result, 4);
+}
+
 static void send_reply(struct session *s, srv_call *c, CUresult r)
 {
     output_forward(s);
@@ -252,11 +266,13 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
         iov[n++] = (struct iovec){(void *)c->bulk, (size_t)bulk_len};
     }
     if (out_len) iov[n++] = (struct iovec){c->out.data, out_len};
-    pthread_mutex_lock(&s->write_lock);
-    int w = io_writev_full(s->fd, iov, n);
-    pthread_mutex_unlock(&s->write_lock);
+    /* Device bytes are not copied to be kept: after a resume the client
+     * gets the FRAME_REDO stand-in and asks again (protocol.h, "Resume"). */
+    uint8_t redo[FRAME_HEADER_LEN + 4];
+    if (bulk) redo_stand_in(&h, result, redo);
+    int w = resume_write_frame(s, iov, n, bulk ? redo : NULL, sizeof redo);
     atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
-    if (w != 0) LOG_INFO("client went away while we replied: %s", strerror(errno));
+    if (w != 0) LOG_DEBUG("the connection broke while we replied: %s (kept for a resume)", strerror(errno));
 }
 
 /* Driver calls run in the frame's context; ops flagged any_context in the
@@ -276,7 +292,10 @@ int session_stream_begin(struct srv_call *c, uint64_t n)
     frame_header_encode(&h, head);
     memcpy(head + FRAME_HEADER_LEN, &result, 4);
     memcpy(head + FRAME_HEADER_LEN + 4, &n, 8);
+    uint8_t redo[FRAME_HEADER_LEN + 4];
+    redo_stand_in(&h, result, redo);
     pthread_mutex_lock(&s->write_lock);
+    resume_keep_locked(redo, sizeof redo);
     c->replied = 1;
     return session_stream_write(c, head, sizeof head);
 }
@@ -515,6 +534,11 @@ static int wait_input(struct session *s)
 
 /* One read of at most cap bytes from the socket; n > 0, or -1 (EOF gives
  * ECONNRESET). */
+/* Set when the connection broke (EOF, reset, an error), as opposed to a
+ * verdict of ours (--dead-after, --idle-timeout): only a break waits for
+ * a resume. */
+static int conn_broke;
+
 static ssize_t read_socket(struct session *s, void *dst, size_t cap)
 {
     /* Under an idle timeout, bytes already waiting are read without a poll
@@ -523,7 +547,12 @@ static ssize_t read_socket(struct session *s, void *dst, size_t cap)
     for (;;) {
         ssize_t n = io_read_some(s->fd, dst, cap, timed ? 0 : -1);
         if (n > 0) return n;
-        if (!timed || (errno != EAGAIN && errno != EWOULDBLOCK) || wait_input(s) != 0) return -1;
+        if (!timed || (errno != EAGAIN && errno != EWOULDBLOCK) || wait_input(s) != 0) {
+            /* Altered bytes (EPROTO: a TLS record that does not verify)
+             * are an attack or a broken path, not a break to resume. */
+            conn_broke = errno != ETIMEDOUT && errno != EPROTO;
+            return -1;
+        }
     }
 }
 
@@ -636,6 +665,9 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
     return p;
 }
 
+static void ask_for_ack(void);
+static int send_pong(struct session *s, int reply, uint32_t seq, int must);
+
 static struct pending_call *read_call(struct session *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -657,27 +689,57 @@ static struct pending_call *read_call(struct session *s)
             free(p);
             return NULL;
         }
-        return p;
+    } else {
+        void *payload = malloc(h.length ? h.length : 1);
+        if (!payload || read_exact(s, payload, h.length) != 0) {
+            free(p);
+            free(payload);
+            return NULL;
+        }
+        p->payload = payload;
+        wr_init(&p->call.in, payload, h.length);
     }
-    void *payload = malloc(h.length ? h.length : 1);
-    if (!payload || read_exact(s, payload, h.length) != 0) {
-        free(p);
-        free(payload);
-        return NULL;
-    }
-    p->payload = payload;
-    wr_init(&p->call.in, payload, h.length);
+    /* Read whole: it runs, whatever becomes of the connection. A caller
+     * that waits for its acknowledgement (FRAME_ACK_ME) gets it from here
+     * when no one writes, without a hand-off to the liveness thread. */
+    if (resume_note_received(h.flags, h.length) && (!(h.flags & FRAME_ACK_ME) || !send_pong(s, 0, 0, 0)))
+        ask_for_ack();
     return p;
 }
 
-/* The next call, after the pings in front of it: a ping is no call, and
- * never enters the dispatch queue. */
+/* An acknowledgement of our frames (resume.h). Returns 0, or -1 when it
+ * is malformed. */
+static int note_resume_ack(const void *payload, size_t len)
+{
+    wire_reader r;
+    wr_init(&r, payload, len);
+    struct msg_arena arena;
+    msg_arena_init(&arena);
+    struct msg_scuda_resume_ack_req m;
+    int rc = msg_scuda_resume_ack_req_get(&r, &arena, &m) == 0 && r.left == 0 ? 0 : -1;
+    if (rc == 0) resume_acked(m.ack);
+    msg_arena_free(&arena);
+    return rc;
+}
+
+/* A malformed acknowledgement is refused like any malformed request. */
+CUresult srv_scuda_resume_ack(srv_call *c)
+{
+    (void)c;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The next call, after the pings and acknowledgements in front of it:
+ * they are no calls, and never enter the dispatch queue. */
 static struct pending_call *read_next_call(struct session *s)
 {
     struct pending_call *p;
-    while ((p = read_call(s)) != NULL && p->call.op == OP_scuda_live_ping) {
+    while ((p = read_call(s)) != NULL && (p->call.op == OP_scuda_live_ping || p->call.op == OP_scuda_resume_ack)) {
         /* A malformed one goes on, to be refused like any malformed call. */
-        if (liveness_note_ping(p->payload, p->call.in.left, p->call.async, p->call.seq) != 0) break;
+        int bad = p->call.op == OP_scuda_live_ping
+                      ? liveness_note_ping(p->payload, p->call.in.left, p->call.async, p->call.seq)
+                      : note_resume_ack(p->payload, p->call.in.left);
+        if (bad) break;
         free(p->payload);
         wb_free(&p->call.out);
         free(p);
@@ -717,10 +779,23 @@ static void refuse_call(struct session *s, struct pending_call *p)
     finish_call(s, p, CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+/* The next call; after a break, on the connection the client resumed
+ * with. NULL when the client is gone for good. */
+static struct pending_call *next_call(struct session *s)
+{
+    for (;;) {
+        conn_broke = 0;
+        struct pending_call *p = read_next_call(s);
+        if (p || !conn_broke || resume_wait(s) != 0) return p;
+        /* Whatever was buffered or half read is the client's to send again. */
+        inbuf.start = inbuf.end = 0;
+    }
+}
+
 static void dispatch_loop(struct session *s)
 {
     struct pending_call *p;
-    while ((p = read_next_call(s)) != NULL) {
+    while ((p = next_call(s)) != NULL) {
         finish_copy_in_flight();
         const struct op_entry *e = op_entry_of(p->call.op);
         int blocking = e && e->blocking && !p->call.async && would_block(s, p);
@@ -773,10 +848,15 @@ static int liveness_note_ping(const void *payload, size_t len, int async, uint32
     if (rc == 0) {
         /* A hostile client must not make us spin: 100 ms at the least. */
         atomic_store(&client_dead_ms, m.dead_after_ms && m.dead_after_ms < 100 ? 100 : m.dead_after_ms);
+        resume_acked(m.ack);
+        if (m.leaving) resume_client_leaving();
         if (!async) {
             /* The first ping waits for its pong: answer at once. */
             pthread_mutex_lock(&pong_lock);
             atomic_store(&pong_seq, seq);
+            /* The resume secret goes out once, to the ping a client opens
+             * with: a stray ping later gets none. */
+            atomic_store(&pong_hands_secret, resume_received() == 1);
             atomic_store(&pong_due, 1);
             pthread_cond_signal(&pong_wake);
             pthread_mutex_unlock(&pong_lock);
@@ -787,8 +867,11 @@ static int liveness_note_ping(const void *payload, size_t len, int async, uint32
 }
 
 /* A pong, or (reply) the reply to the ping that asked for one. Both say
- * our --dead-after. */
-static void send_pong(struct session *s, int reply, uint32_t seq)
+ * our --dead-after; the reply also hands out what a resume needs, and a
+ * pong says what we received (resume.h). A pong that only keeps the
+ * client patient (!must) is skipped when someone else writes: that is a
+ * sign of life already. */
+static int send_pong(struct session *s, int reply, uint32_t seq, int must)
 {
     uint32_t mine = s->opt->dead_after_s > 0 ? (uint32_t)s->opt->dead_after_s * 1000u : 0;
     wire_buf b;
@@ -797,25 +880,46 @@ static void send_pong(struct session *s, int reply, uint32_t seq)
     if (reply) {
         wb_put_u32(&b, CUDA_SUCCESS);
         struct msg_scuda_live_ping_rep m = {.dead_after_ms = mine};
+        if (atomic_load(&pong_hands_secret) && s->opt->resume_within_s > 0) {
+            m.resume_within_ms = (uint32_t)s->opt->resume_within_s * 1000u;
+            memcpy(m.resume_secret, resume_secret(), sizeof m.resume_secret);
+        }
         msg_scuda_live_ping_rep_put(&b, &m);
         h = (struct frame_header){.op = OP_scuda_live_ping, .flags = FRAME_REPLY, .seq = seq};
     } else {
-        struct msg_scuda_live_pong_req m = {.dead_after_ms = mine};
+        struct msg_scuda_live_pong_req m = {.dead_after_ms = mine, .ack = resume_received()};
         msg_scuda_live_pong_req_put(&b, &m);
     }
     h.length = (uint32_t)b.len;
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
-    if (reply) pthread_mutex_lock(&s->write_lock);
-    else if (pthread_mutex_trylock(&s->write_lock) != 0) {
-        wb_free(&b);
-        return;
+    if (reply) {
+        resume_write_frame(s, iov, 2, NULL, 0); /* a reply: numbered and kept */
+    } else {
+        /* Pongs are not numbered: one lost in a break is worth nothing. */
+        if (must) pthread_mutex_lock(&s->write_lock);
+        else if (pthread_mutex_trylock(&s->write_lock) != 0) {
+            wb_free(&b);
+            return 0;
+        }
+        io_writev_full(s->fd, iov, 2);
+        pthread_mutex_unlock(&s->write_lock);
     }
-    io_writev_full(s->fd, iov, 2);
-    pthread_mutex_unlock(&s->write_lock);
     atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
     wb_free(&b);
+    return 1;
+}
+
+/* The reader read a frame the client wants acknowledged, or much since
+ * the last acknowledgement: the liveness thread sends a pong, so the
+ * dispatch thread never waits for the socket. */
+static void ask_for_ack(void)
+{
+    pthread_mutex_lock(&pong_lock);
+    atomic_store(&ack_due, 1);
+    pthread_cond_signal(&pong_wake);
+    pthread_mutex_unlock(&pong_lock);
 }
 
 static int session_owes_client(void) { return atomic_load(&dispatch_busy) || atomic_load(&calls_in_flight) > 0; }
@@ -834,16 +938,18 @@ static void *liveness_main(void *arg)
         ts.tv_sec += (time_t)(until / 1000000000u);
         ts.tv_nsec = (long)(until % 1000000000u);
         pthread_mutex_lock(&pong_lock);
-        while (!atomic_load(&pong_due) && pthread_cond_timedwait(&pong_wake, &pong_lock, &ts) == 0) {
+        while (!atomic_load(&pong_due) && !atomic_load(&ack_due) &&
+               pthread_cond_timedwait(&pong_wake, &pong_lock, &ts) == 0) {
         }
         pthread_mutex_unlock(&pong_lock);
-        if (atomic_exchange(&pong_due, 0)) send_pong(s, 1, atomic_load(&pong_seq));
+        if (atomic_exchange(&pong_due, 0)) send_pong(s, 1, atomic_load(&pong_seq), 1);
+        if (atomic_exchange(&ack_due, 0)) send_pong(s, 0, 0, 1);
         uint64_t now = mono_ns(), out = atomic_load(&frames_out);
         if (out != out_seen || !session_owes_client()) {
             out_seen = out;
             quiet_since = now;
         } else if (interval_ns && now - quiet_since >= interval_ns) {
-            send_pong(s, 0, 0);
+            send_pong(s, 0, 0, 0);
             out_seen = atomic_load(&frames_out);
             quiet_since = now;
         }
@@ -893,6 +999,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     scuda_log_set_role("session");
     scuda_log_set_fd(log_fd);
     tcp_tune(fd, 10);
+    resume_init(fd);
 
     char err[512] = "";
     if (load_driver(opt->driver_path, err, sizeof err) != 0) {

@@ -85,6 +85,9 @@ static void run(int mode, const char *what)
 int main(void)
 {
     h_begin("server_dies", 38);
+    /* A client whose server is gone tries to resume for SCUDA_RESUME_WITHIN
+     * (resume.c covers that); here it must give up well within the 15 s. */
+    setenv("SCUDA_RESUME_WITHIN", "2", 1);
     run(0, "session killed during cuStreamSynchronize");
     run(1, "server killed during a device-to-host copy");
     printf("PASS server_dies\n");

@@ -700,7 +700,9 @@ int main(int argc, char **argv)
            (unsigned long long)seed);
 
     struct h_server srv;
-    struct h_server_opts opt = {.extra_args = {"--max-sessions", "64"}};
+    /* Connections that replay a client's opening and vanish would each
+     * hold a session --resume-within seconds, waiting for a resume. */
+    struct h_server_opts opt = {.extra_args = {"--max-sessions", "64", "--resume-within", "0"}};
     h_server_start(&srv, "main", &opt);
     server_addr = srv.addr;
     record_corpus(srv.addr);

@@ -1,0 +1,436 @@
+/* resume.c - a broken connection resumes (protocol.h, "Resume";
+ * docs/architecture.md, 3.11).
+ *
+ * A relay between the client and the server (a small TCP proxy in this
+ * test) cuts the client's main connection while the client runs a mix of
+ * allocations, one-way memsets, kernel launches and copies of several
+ * sizes (one striped, one streamed), and accepts the client's reconnect:
+ * - every result is byte-exact and no call ran twice (a kernel adds 1 to a
+ *   counter; the counter equals the launches), there is still one session,
+ *   and stderr says "resumed session on" once per cut;
+ * - a cut during which the relay refuses connections for a while (a relay
+ *   restart) resumes too, after the client's retries;
+ * - a cut longer than the grace period fails the calls with
+ *   CUDA_ERROR_DEVICE_UNAVAILABLE and a message naming the server and
+ *   SCUDA_RESUME_WITHIN, and the session ends after --resume-within;
+ * - a forged resume (a wrong proof, a wrong pid) gets the one refusal of
+ *   every bad resume, after the same delay, and the session goes on.
+ * The relay cuts only the main connection: bulk connections are
+ * connections of their own (docs/architecture.md, 3.11 says what happens
+ * to them). E2E_TLS=1 runs it all over TLS (ctest e2e/resume_tls). */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/dial.h"
+#include "common/hello.h"
+#include "common/preface.h"
+#include "common/protocol.h"
+#include "server/bulk_join.h"
+
+/* ---- the relay ------------------------------------------------------------ */
+
+/* SIGUSR1: cut the main connection (the first one accepted; after a cut,
+ * the next one accepted). SIGUSR2: cut it and stop listening (a relay
+ * that restarts). SIGHUP: listen again on the same port. */
+static volatile sig_atomic_t cut_asked, down_asked, up_asked;
+static void on_usr1(int sig) { (void)sig, cut_asked = 1; }
+static void on_usr2(int sig) { (void)sig, down_asked = 1; }
+static void on_hup(int sig) { (void)sig, up_asked = 1; }
+
+struct pipe_pair {
+    int from, to;
+};
+
+static void *forward(void *arg)
+{
+    struct pipe_pair pp = *(struct pipe_pair *)arg;
+    free(arg);
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(pp.from, buf, sizeof buf);
+        if (n <= 0) break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(pp.to, buf + off, (size_t)(n - off));
+            if (w <= 0) goto out;
+            off += w;
+        }
+    }
+out:
+    shutdown(pp.from, SHUT_RDWR);
+    shutdown(pp.to, SHUT_RDWR);
+    return NULL;
+}
+
+static void start_forward(int from, int to)
+{
+    struct pipe_pair *pp = malloc(sizeof *pp);
+    *pp = (struct pipe_pair){from, to};
+    pthread_t t;
+    if (pthread_create(&t, NULL, forward, pp) == 0) pthread_detach(t);
+}
+
+static int listen_on(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0) return -1;
+    return fd;
+}
+
+static int port_of(int fd)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    return ntohs(a.sin_port);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void cut(int *main_fds)
+{
+    for (int i = 0; i < 2; i++)
+        if (main_fds[i] >= 0) shutdown(main_fds[i], SHUT_RDWR);
+    main_fds[0] = main_fds[1] = -1;
+}
+
+static void relay_main(int lfd, int server_port)
+{
+    signal(SIGUSR1, on_usr1);
+    signal(SIGUSR2, on_usr2);
+    signal(SIGHUP, on_hup);
+    int port = port_of(lfd), main_fds[2] = {-1, -1}, next_is_main = 1;
+    for (;;) {
+        if (cut_asked) {
+            cut_asked = 0;
+            cut(main_fds);
+            next_is_main = 1;
+        }
+        if (down_asked) {
+            down_asked = 0;
+            cut(main_fds);
+            next_is_main = 1;
+            if (lfd >= 0) close(lfd);
+            lfd = -1;
+        }
+        if (up_asked) {
+            up_asked = 0;
+            if (lfd < 0) lfd = listen_on(port);
+        }
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0 || lfd < 0) continue;
+        int c = accept(lfd, NULL, NULL);
+        if (c < 0) continue;
+        int s = connect_to(server_port);
+        if (s < 0) {
+            close(c);
+            continue;
+        }
+        if (next_is_main) {
+            main_fds[0] = c;
+            main_fds[1] = s;
+            next_is_main = 0;
+        }
+        start_forward(c, s);
+        start_forward(s, c);
+    }
+}
+
+static pid_t relay_pid;
+static char relay_addr[64];
+
+static void relay_start(const struct h_server *srv)
+{
+    int lfd = listen_on(0);
+    CHECK(lfd >= 0, "relay: %s", strerror(errno));
+    snprintf(relay_addr, sizeof relay_addr, "127.0.0.1:%d", port_of(lfd));
+    relay_pid = fork();
+    CHECK(relay_pid >= 0);
+    if (relay_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        relay_main(lfd, srv->port);
+        _exit(0);
+    }
+    close(lfd);
+    setenv("SCUDA_SERVER", relay_addr, 1);
+}
+
+static void relay_stop(void)
+{
+    kill(relay_pid, SIGKILL);
+    waitpid(relay_pid, NULL, 0);
+}
+
+/* ---- a client that is cut in the middle of its work --------------------------- */
+
+#define ROUNDS 6
+#define LAUNCHES_PER_ROUND 40
+static const size_t sizes[] = {100, (64u << 10) + 3, (1u << 20) + 5, 3u << 20, (16u << 20) + 8};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define STRIPED (NSIZES - 1)
+
+static void *relay_up_later(void *arg)
+{
+    (void)arg;
+    h_sleep_ms(800);
+    kill(relay_pid, SIGHUP);
+    return NULL;
+}
+
+/* Round r cuts at a point that depends on r: before the launches, before
+ * a large host-to-device copy, before the streamed device-to-host copy,
+ * before the allocations. Round 3 takes the relay down for 0.8 s. */
+static void maybe_cut(int round, int phase)
+{
+    if (round == 0 || round == ROUNDS - 1 || round % 4 != phase) return;
+    if (round == 3) {
+        pthread_t t;
+        kill(relay_pid, SIGUSR2);
+        CHECK(pthread_create(&t, NULL, relay_up_later, NULL) == 0);
+        pthread_detach(t);
+    } else {
+        kill(relay_pid, SIGUSR1);
+    }
+}
+
+static int cuts_made(void)
+{
+    int n = 0;
+    for (int r = 1; r < ROUNDS - 1; r++) n++;
+    return n;
+}
+
+static void copy_round_trip(CUdeviceptr d, uint8_t *src, uint8_t *back, size_t n, uint32_t seed)
+{
+    h_pattern(src, n, seed);
+    memset(back, 0, n);
+    CU(cuMemcpyHtoD_v2(d, src, n));
+    CU(cuMemcpyDtoH_v2(back, d, n));
+    long at = h_diff(src, back, n);
+    CHECK(at < 0, "a %zu-byte copy came back different at byte %ld", n, at);
+}
+
+static int cut_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUfunction add = h_func("vec_add");
+    CUdeviceptr counter, one, d[NSIZES];
+    CU(cuMemAlloc_v2(&counter, sizeof(float)));
+    CU(cuMemAlloc_v2(&one, sizeof(float)));
+    float zero = 0, unit = 1;
+    CU(cuMemcpyHtoD_v2(counter, &zero, sizeof zero));
+    CU(cuMemcpyHtoD_v2(one, &unit, sizeof unit));
+    uint8_t *src = malloc(sizes[STRIPED]), *back = malloc(sizes[STRIPED]);
+    for (size_t i = 0; i < NSIZES; i++) CU(cuMemAlloc_v2(&d[i], sizes[i]));
+    /* A striped copy first: the bulk connections open before any cut. */
+    copy_round_trip(d[STRIPED], src, back, sizes[STRIPED], 1);
+    int launches = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        maybe_cut(r, 0);
+        int n = 1;
+        void *args[] = {&counter, &one, &counter, &n};
+        for (int i = 0; i < LAUNCHES_PER_ROUND; i++, launches++)
+            CU(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        /* One-way memsets, checked by the copy back. */
+        uint32_t fill = 0x5a5a0000u + (uint32_t)r;
+        CU(cuMemsetD32_v2(d[1], fill, sizes[1] / 4));
+        CU(cuMemcpyDtoH_v2(back, d[1], sizes[1] / 4 * 4));
+        for (size_t i = 0; i < sizes[1] / 4; i++) {
+            uint32_t v;
+            memcpy(&v, back + 4 * i, 4);
+            CHECK(v == fill, "round %d: memset word %zu is %#x, not %#x", r, i, v, fill);
+        }
+        for (size_t i = 0; i < NSIZES; i++) {
+            if (i == 2) maybe_cut(r, 1);
+            if (i == 3) maybe_cut(r, 2);
+            copy_round_trip(d[i], src, back, sizes[i], (uint32_t)(r * 16 + i));
+        }
+        maybe_cut(r, 3);
+        CUdeviceptr extra[3];
+        for (int i = 0; i < 3; i++) CU(cuMemAlloc_v2(&extra[i], 4096u << i));
+        for (int i = 0; i < 3; i++) CU(cuMemFree_v2(extra[i]));
+    }
+    CU(cuCtxSynchronize());
+    float got = -1;
+    CU(cuMemcpyDtoH_v2(&got, counter, sizeof got));
+    CHECK(got == (float)launches, "the counter is %.0f after %d launches: a launch was lost or ran twice", got,
+          launches);
+    free(src);
+    free(back);
+    return 0;
+}
+
+static void cut_mid_run(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "cut", NULL);
+    relay_start(&srv);
+    char err_path[512];
+    int err_fd = h_temp_file("cut.stderr", err_path, sizeof err_path);
+    pid_t pid = h_spawn(cut_client, NULL, 100, -1, err_fd);
+    close(err_fd);
+    int st = h_wait(pid, 100000);
+    char *err = h_read_file(err_path, NULL);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the client failed (status %d); its stderr:\n%s", st,
+          err);
+    int resumed = 0;
+    for (const char *p = err; (p = strstr(p, "resumed session on")) != NULL; p++) resumed++;
+    CHECK(resumed == cuts_made(), "%d cuts but %d resumes; stderr:\n%s", cuts_made(), resumed, err);
+    CHECK(strstr(err, relay_addr) && strstr(err, "retrying"), "stderr does not name the server and say it retries:\n%s",
+          err);
+    free(err);
+    pid_t sessions[8];
+    CHECK(h_server_sessions(&srv, sessions, 8) == 1, "a resume made a new session");
+    CHECK(h_server_log_count(&srv, "client resumed the session") == cuts_made(), "the session log lacks resumes");
+    relay_stop();
+    h_server_stop(&srv);
+    printf("ok %d cuts mid-run (one a relay down for 0.8 s): byte-exact, no call lost or run twice, one session\n",
+           cuts_made());
+}
+
+/* ---- a cut longer than the grace period; forged resumes ------------------------ */
+
+static int to_test[2], to_client[2];
+
+static int patient_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 4096));
+    uint8_t host[4096];
+    CHECK(write(to_test[1], "r", 1) == 1);
+    char c;
+    CHECK(read(to_client[0], &c, 1) == 1); /* the forged resumes are done */
+    CU(cuMemcpyDtoH_v2(host, d, sizeof host)); /* the session is unharmed */
+    CHECK(write(to_test[1], "f", 1) == 1);
+    CHECK(read(to_client[0], &c, 1) == 1); /* the relay is down now */
+    uint64_t t0 = h_now_ms();
+    CU_EXPECT(CUDA_ERROR_DEVICE_UNAVAILABLE, cuMemcpyDtoH_v2(host, d, sizeof host));
+    uint64_t took = h_now_ms() - t0;
+    CHECK(took >= 1500 && took <= 6000, "the call failed after %llu ms, not after SCUDA_RESUME_WITHIN=2",
+          (unsigned long long)took);
+    t0 = h_now_ms();
+    CU_EXPECT(CUDA_ERROR_DEVICE_UNAVAILABLE, cuMemAlloc_v2(&d, 64));
+    CHECK(h_now_ms() - t0 < 500, "a call after the failed resume waited");
+    return 0;
+}
+
+/* A resume request with `secret` for `pid`, straight to the server.
+ * Returns the welcome's status and message, and how long it took. */
+static void forge(const struct h_server *srv, uint32_t pid, const uint8_t secret[RESUME_SECRET_LEN], uint32_t *status,
+                  char *msg, size_t msglen, uint64_t *took)
+{
+    char err[256];
+    int fd = dial(srv->addr, 5000, PREFACE_JOIN, err, sizeof err);
+    CHECK(fd >= 0, "connect: %s", err);
+    uint8_t nonce[SCUDA_NONCE_LEN], req[RESUME_REQ_LEN];
+    CHECK(hello_read_server(fd, 5000, nonce, err, sizeof err) == 0, "%s", err);
+    hello_resume_request(req, pid, secret, nonce, 1);
+    uint64_t t0 = h_now_ms();
+    CHECK(hello_send_client(fd, HELLO_RESUME, 0, NULL, nonce, req, sizeof req) == 0);
+    *status = 0;
+    msg[0] = 0;
+    int rc = hello_read_welcome(fd, 10000, status, msg, msglen);
+    *took = h_now_ms() - t0;
+    CHECK(rc == 0, "no welcome for a forged resume: %s", msg);
+    io_close(fd);
+}
+
+static void forged_resumes(const struct h_server *srv, pid_t session)
+{
+    uint8_t secret[RESUME_SECRET_LEN];
+    memset(secret, 0x42, sizeof secret);
+    struct {
+        uint32_t pid;
+        const char *what;
+    } cases[] = {{(uint32_t)session, "a wrong proof"}, {(uint32_t)srv->pid, "the pid of no session"},
+                 {(uint32_t)session + 100000u, "a pid that is no process"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t status;
+        char msg[256];
+        uint64_t took;
+        forge(srv, cases[i].pid, secret, &status, msg, sizeof msg, &took);
+        CHECK(status == WELCOME_BAD_JOIN && strcmp(msg, RESUME_REFUSAL) == 0,
+              "%s: status %u \"%s\"; expected %d \"%s\"", cases[i].what, status, msg, WELCOME_BAD_JOIN, RESUME_REFUSAL);
+        CHECK(took >= JOIN_REFUSAL_DELAY_MS - 5, "%s: refused after %llu ms, before the one delay", cases[i].what,
+              (unsigned long long)took);
+    }
+    CHECK(h_server_log_count(srv, "resume of session") >= 1, "the log does not say why the proof was refused");
+    printf("ok forged resumes (a wrong proof, wrong pids) get the one refusal, after the one delay\n");
+}
+
+static void longer_than_grace(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "grace", &(struct h_server_opts){.extra_args = {"--resume-within", "2"}});
+    relay_start(&srv);
+    setenv("SCUDA_RESUME_WITHIN", "2", 1);
+    CHECK(pipe(to_test) == 0 && pipe(to_client) == 0);
+    char err_path[512];
+    int err_fd = h_temp_file("grace.stderr", err_path, sizeof err_path);
+    pid_t pid = h_spawn(patient_client, NULL, 40, -1, err_fd);
+    close(err_fd);
+    char c;
+    CHECK(read(to_test[0], &c, 1) == 1, "the client did not start");
+    pid_t sessions[8];
+    CHECK(h_wait_sessions(&srv, 1, 5000));
+    CHECK(h_server_sessions(&srv, sessions, 8) == 1);
+    forged_resumes(&srv, sessions[0]);
+    CHECK(write(to_client[1], "g", 1) == 1);
+    CHECK(read(to_test[0], &c, 1) == 1, "the client's call after the forged resumes failed");
+    kill(relay_pid, SIGUSR2); /* cut, and refuse every reconnect */
+    h_sleep_ms(100);
+    CHECK(write(to_client[1], "g", 1) == 1);
+    h_wait_ok(pid, 30000, "a client cut for longer than SCUDA_RESUME_WITHIN");
+    unsetenv("SCUDA_RESUME_WITHIN");
+    char *err = h_read_file(err_path, NULL);
+    CHECK(strstr(err, relay_addr) && strstr(err, "no resume within 2 s") && strstr(err, "SCUDA_RESUME_WITHIN"),
+          "stderr does not name the server and the cause:\n%s", err);
+    free(err);
+    uint64_t t0 = h_now_ms();
+    while (h_pid_alive(sessions[0]) && h_now_ms() - t0 < 8000) h_sleep_ms(50);
+    CHECK(!h_pid_alive(sessions[0]), "the session still runs 8 s after its client's connection broke (--resume-within 2)");
+    CHECK(h_server_log_count(&srv, "did not resume within 2 s") == 1, "the server log does not say why the session ended");
+    relay_stop();
+    h_server_stop(&srv);
+    printf("ok a cut longer than the grace period fails every call, naming the server; the session ends\n");
+}
+
+int main(void)
+{
+    /* Its own log names over TLS: ctest runs both at once. */
+    const char *tls = getenv("E2E_TLS");
+    h_begin(tls && strcmp(tls, "1") == 0 ? "resume_tls" : "resume", 170);
+    cut_mid_run();
+    longer_than_grace();
+    printf("PASS resume\n");
+    return 0;
+}

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/dial.h"
 #include "common/hello.h"
 #include "common/ops.gen.h"
@@ -278,11 +279,13 @@ static int threads_client(void *arg)
 /* ---- striping off ------------------------------------------------------------------ */
 
 /* SCUDA_BULK_STREAMS=arg: "0" and "1" turn striping off, anything that
- * is not a count gets a warning and the default (4). */
+ * is not a count gets a warning and the default (4, over TLS 8). */
 static int setting_client(void *arg)
 {
     use_streams(arg);
-    int want = strcmp(arg, "0") == 0 || strcmp(arg, "1") == 0 ? 0 : 4;
+    const char *tls = getenv("SCUDA_TLS");
+    int dflt = tls && strcmp(tls, "1") == 0 ? SCUDA_BULK_STREAMS_TLS_DEFAULT : SCUDA_BULK_STREAMS_DEFAULT;
+    int want = strcmp(arg, "0") == 0 || strcmp(arg, "1") == 0 ? 0 : dflt;
     h_cuda_setup();
     CUstream st;
     CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));

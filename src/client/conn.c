@@ -37,6 +37,10 @@
 /* Large payloads are read in pieces of this size, each counted as a sign
  * of life: a 64 MiB reply on a slow link is not a silent server. */
 #define READ_PIECE (1u << 20)
+/* How long a client tries to resume a server that went silent, rather than
+ * one whose connection broke (declare_dead_locked): a fresh path answers
+ * within a few round trips; a frozen session never does. */
+#define RESUME_AFTER_SILENCE_MS 500u
 
 /* What one-way calls may leave kept for a resume before one of them waits
  * for the session's acknowledgement (conn_send). */
@@ -82,6 +86,7 @@ static struct {
     uint32_t session_pid;
     uint8_t resume_secret[RESUME_SECRET_LEN];
     uint32_t resume_within_ms;         /* the shorter of ours and the session's; 0 = no resume */
+    uint32_t resume_window_ms;         /* this break's: resume_within_ms, or less after silence */
     _Atomic uint64_t received;         /* the session's frames read whole (the reader only writes it) */
     uint64_t ack_sent;                 /* what the last ping acknowledged (the reader's) */
     _Atomic uint64_t acked;            /* our frames the session has */
@@ -105,7 +110,7 @@ uint32_t conn_thread_ctx(void) { return thread_ctx; }
 
 static void on_writer_error(int err);
 static int take_pong(uint32_t len);
-static void broke_locked(const char *why);
+static void broke_locked(const char *why, uint32_t window_ms);
 static uint64_t mono_ms(void)
 {
     struct timespec t;
@@ -207,7 +212,7 @@ static void mark_dead_locked(const char *why)
 static void on_writer_error(int err)
 {
     pthread_mutex_lock(&conn.recv_lock);
-    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err));
+    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err), conn.resume_within_ms);
     pthread_mutex_unlock(&conn.recv_lock);
 }
 
@@ -325,7 +330,8 @@ CUresult conn_send(struct rpc_call *c, int async)
     if (rc != 0) {
         /* The frame is kept: a resume sends it again. */
         pthread_mutex_lock(&conn.recv_lock);
-        broke_locked(errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno));
+        broke_locked(errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno),
+                     conn.resume_within_ms);
         pthread_mutex_unlock(&conn.recv_lock);
     }
     if (lend) {
@@ -587,7 +593,9 @@ static void wait_done_locked(struct waiter *me)
         /* Altered bytes (EPROTO: TLS, or a frame no session sends) are
          * an attack or a fault on the path: no resume, as before. */
         if (rc != 0 && saved == EPROTO) mark_dead_locked(strerror(saved));
-        else if (rc != 0) broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved));
+        else if (rc != 0)
+            broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved),
+                         conn.resume_within_ms);
     }
     unlink_waiter_locked(me);
     /* Hand the reader role to another waiter, if any. */
@@ -731,7 +739,13 @@ static void declare_dead_locked(uint64_t silent_ms)
                                     : "; CUDA calls now fail with CUDA_ERROR_DEVICE_UNAVAILABLE");
     char why[64];
     snprintf(why, sizeof why, "it sent nothing for %.1f s", (double)silent_ms / 1000);
-    broke_locked(why);
+    /* Silence on an open connection is a frozen server (a stopped host, a
+     * wedged driver) or a path that dropped it without a word (a NAT
+     * timeout). One reconnect tells them apart within half a second: a
+     * fresh path resumes at once, a frozen session never answers. So the
+     * client errors out within SCUDA_DEAD_AFTER + 1 s, never later. */
+    uint32_t window = conn.resume_within_ms < RESUME_AFTER_SILENCE_MS ? conn.resume_within_ms : RESUME_AFTER_SILENCE_MS;
+    broke_locked(why, window);
     /* Unblock whoever reads or writes: the reader's read and the writer's
      * write now fail at once. */
     shutdown(conn.fd, SHUT_RDWR);
@@ -844,19 +858,21 @@ static void liveness_start(void)
 static void *resume_main(void *arg);
 
 /* Called with recv_lock held: the connection broke for `why`. */
-static void broke_locked(const char *why)
+static void broke_locked(const char *why, uint32_t window_ms)
 {
     if (conn.dead || atomic_load(&conn.resuming)) return;
-    if (!conn.resume_within_ms) {
+    if (!window_ms) {
         mark_dead_locked(why);
         return;
     }
     conn.broke_ms = mono_ms();
+    conn.resume_window_ms = window_ms;
     snprintf(conn.broke_why, sizeof conn.broke_why, "%s", why);
     atomic_store(&conn.resuming, 1);
     shutdown(conn.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
-    LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %.0f s "
-             "(SCUDA_RESUME_WITHIN)", conn.addr, why, (double)conn.resume_within_ms / 1000);
+    LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
+             "(SCUDA_RESUME_WITHIN%s)", conn.addr, why, (double)window_ms / 1000,
+             window_ms < conn.resume_within_ms ? "; a silent server gets half a second" : "");
     pthread_t t;
     if (pthread_create(&t, NULL, resume_main, NULL) != 0) {
         atomic_store(&conn.resuming, 0);
@@ -953,7 +969,7 @@ static void resume_over(int ok, const char *why)
 static void *resume_main(void *arg)
 {
     (void)arg;
-    uint64_t deadline = conn.broke_ms + conn.resume_within_ms, delay = RESUME_FIRST_DELAY_MS;
+    uint64_t deadline = conn.broke_ms + conn.resume_window_ms, delay = RESUME_FIRST_DELAY_MS;
     char why[512] = "", final[768];
     for (int attempt = 1;; attempt++) {
         uint64_t now = mono_ms();
@@ -980,8 +996,8 @@ static void *resume_main(void *arg)
         nanosleep(&(struct timespec){(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L}, NULL);
         delay = delay * 2 < RESUME_MAX_DELAY_MS ? delay * 2 : RESUME_MAX_DELAY_MS;
     }
-    snprintf(final, sizeof final, "%s, and no resume within %.0f s (SCUDA_RESUME_WITHIN; last try: %s)",
-             conn.broke_why, (double)conn.resume_within_ms / 1000, why[0] ? why : "none");
+    snprintf(final, sizeof final, "%s, and no resume within %g s (SCUDA_RESUME_WITHIN; last try: %s)",
+             conn.broke_why, (double)conn.resume_window_ms / 1000, why[0] ? why : "none");
     resume_over(0, final);
     return NULL;
 }

@@ -565,17 +565,18 @@ CUresult srv_scuda_capture_hostfn(srv_call *c)
  * event and becomes known to scuda_graph_stage. */
 static CUresult record_new(uint64_t id, int kind, size_t n, struct record *owner, size_t off, struct record **out)
 {
-    free_dead();
     struct record *rec = calloc(1, sizeof *rec);
     if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
     rec->id = id;
     rec->kind = kind;
     rec->n = n;
     atomic_init(&rec->refs, 1);
-    /* Pinned memory and events are not allowed in a global capture: this
-     * thread relaxes its mode for them. */
+    /* Pinned memory and events are not allowed in a global capture, nor is
+     * freeing pinned memory (free_dead: a real driver then invalidates the
+     * capture): this thread relaxes its mode for them. */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (orig.cuThreadExchangeStreamCaptureMode) orig.cuThreadExchangeStreamCaptureMode(&mode);
+    free_dead();
     CUresult r = CUDA_SUCCESS;
     if (owner) {
         rec->owner = owner;

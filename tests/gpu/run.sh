@@ -47,7 +47,8 @@ ARCH=${GPU_ARCH:-sm_90}
 EXPORTS=$ROOT/tests/gpu/data/libcuda-580-exports.txt
 # Programs that are also built with -cudart shared (as NAME_cudart_shared).
 SHARED_CUDART=(vector_add rt_device_query memcpy_kinds streams_events device_printf host_callback cuda_graph)
-KILL_DEADLINE_S=2     # SIGKILL test: session gone and memory back within this
+RESUME_WITHIN_S=3     # the suite's server keeps a broken session this long for a resume
+KILL_DEADLINE_S=$((RESUME_WITHIN_S + 2))  # SIGKILL test: session gone and memory back within this
 NO_SERVER_LIMIT_S=5   # no-server test: the client must give up within this
 
 mkdir -p "$BIN" "$LOGDIR"
@@ -81,6 +82,7 @@ SERVER_PID=''
 start_server() {
   PORT=${PORT:-$(free_port)}
   SCUDA_LOG=${SCUDA_SERVER_LOG:-info} "$SCUDA" server --listen "127.0.0.1:$PORT" "${SERVER_TLS_ARGS[@]}" \
+    --resume-within "$RESUME_WITHIN_S" \
     >"$LOGDIR/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
@@ -333,8 +335,10 @@ special_no_server() {
   if [[ -z $why ]]; then record $name PASS "failed in ${ms} ms"; else record $name FAIL "$why"; fi
 }
 
-# (3) A client killed with SIGKILL while it holds 2 GiB: within 2 s its session
-#     process (SCUDA) is gone and the GPU's used memory is back to its baseline.
+# (3) A client killed with SIGKILL while it holds 2 GiB: its session waits
+#     --resume-within for the client to come back (it cannot tell a dead
+#     client from a broken path), then within 2 s more its process (SCUDA)
+#     is gone and the GPU's used memory is back to its baseline.
 special_sigkill() {
   local name=special:sigkill_cleanup T=$LOGDIR/.tmp/special_sigkill base during pid sessions_before new_sessions='' victims=()
   base=$(gpu_mem_used || true)

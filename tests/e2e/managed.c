@@ -486,6 +486,37 @@ static void mixed_kinds(void)
     CU(cuMemFreeHost(mapped));
 }
 
+/* A 2D copy into managed memory: the host reads the copy's rows right
+ * after the (synchronous) copy returns, as it does after a 1D copy. Rows
+ * the copy skips keep the host's own bytes. */
+static void copy_2d_into_managed(void)
+{
+    const size_t pitch = 2 * PAGE, width = 3000, rows = 6;
+    CUdeviceptr m;
+    CU(cuMemAllocManaged(&m, pitch * rows, CU_MEM_ATTACH_GLOBAL));
+    uint8_t *h = (uint8_t *)m;
+    memset(h, 1, pitch * rows); /* every page dirty, pushed by the copy */
+    uint8_t *src = malloc(width * rows);
+    memset(src, 2, width * rows);
+    CUDA_MEMCPY2D c = {
+        .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .srcPitch = width,
+        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = m, .dstXInBytes = 100, .dstY = 1, .dstPitch = pitch,
+        .WidthInBytes = width, .Height = rows - 2,
+    };
+    CU(cuMemcpy2D_v2(&c));
+    for (size_t y = 0; y < rows; y++)
+        for (size_t x = 0; x < pitch; x++) {
+            int copied = y >= 1 && y <= rows - 2 && x >= 100 && x < 100 + width;
+            if (h[y * pitch + x] != (copied ? 2 : 1)) {
+                CHECK(0, "row %zu byte %zu: %u after a 2D copy into managed memory", y, x, h[y * pitch + x]);
+                y = rows;
+                break;
+            }
+        }
+    free(src);
+    CU(cuMemFree_v2(m));
+}
+
 static int client(void *arg)
 {
     (void)arg;
@@ -499,7 +530,8 @@ static int client(void *arg)
                  {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
                  {"zero_copy", zero_copy},   {"fetch_while_dirty", fetch_while_dirty},
                  {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse},
-                 {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds}};
+                 {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds},
+                 {"copy_2d_into_managed", copy_2d_into_managed}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "coherence.h"
 #include "hooks.h"
 #include "launch.h"
 #include "module.h"
@@ -156,7 +157,9 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     rpc_begin(&c, OP_scuda_launch);
     msg_scuda_launch_req_put(&c.req, &m);
     launch_pack_free(&pk);
-    return rpc_async(&c);
+    r = rpc_async(&c);
+    coherence_kernel_sent();
+    return r;
 }
 
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,

@@ -176,8 +176,8 @@ void rpc_end(rpc_call *c)
 
 void hook_pre_cuMemFree(CUdeviceptr_v1 dptr) { (void)dptr; }
 void hook_pre_cuMemFree_v2(CUdeviceptr dptr) { (void)dptr; }
-void host_pinned_touch(uint64_t p) { (void)p; }
-void host_pinned_touch_words(const void *w, size_t n) { (void)w, (void)n; }
+CUresult host_pinned_touch(uint64_t p) { (void)p; return CUDA_SUCCESS; }
+CUresult host_pinned_touch_words(const void *w, size_t n) { (void)w, (void)n; return CUDA_SUCCESS; }
 CUresult hook_cuMemPrefetchAsync(CUresult r, CUdeviceptr p, size_t n, CUdevice d, CUstream s)
 {
     (void)p, (void)n, (void)d, (void)s;

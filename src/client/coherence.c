@@ -64,6 +64,7 @@ enum { PAGE_INVALID = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2, PAGE_ZERO = 3 };
 struct extent {
     uint64_t lo, hi, base;
     uint64_t attached; /* stream key when attached to one stream, else 0 */
+    int host_only;     /* attached to the host (CU_MEM_ATTACH_HOST): no kernel uses it */
     uint64_t seen;
 };
 
@@ -94,6 +95,11 @@ static _Atomic size_t dirty_total;
  * call from another thread must still wait for its bytes to go first. */
 static _Atomic int pushing;
 static __thread int busy; /* this thread holds the lock (work_begin) */
+/* One-way calls sent (rpc_async_count) when the latest kernel was sent,
+ * and when the latest synchronizing call returned: a kernel may still run
+ * while the first is larger (coherence_kernel_sent). The last value
+ * reported keeps the log to one line per kernel. */
+static _Atomic uint64_t kernel_mark, sync_mark, race_reported;
 static size_t page_size;
 static struct sigaction previous_segv;
 
@@ -417,6 +423,38 @@ static size_t fetch_window_locked(struct region *r, size_t i)
     return n;
 }
 
+void coherence_kernel_sent(void) { atomic_store(&kernel_mark, rpc_async_count()); }
+
+/* Whether a kernel may use the byte at dev: it is in an allocation
+ * attached neither to the host nor to one stream (whose idleness is not
+ * known here; such memory is exempt rather than wrongly refused). */
+static int open_to_kernels(const struct region *r, uint64_t dev)
+{
+    for (size_t e = 0; e < r->nextents; e++)
+        if (r->ext[e].lo <= dev && dev < r->ext[e].hi) return !r->ext[e].host_only && !r->ext[e].attached;
+    return 0;
+}
+
+/* The host writes managed memory while a kernel sent since the last
+ * synchronize may still run. SCUDA promises no concurrent managed access
+ * and no host-native atomics (managed_device_attribute): the host's write
+ * and the kernel's meet only at the next synchronize, where one of them
+ * loses (a host atomic next to a kernel's counts wrong). The write goes
+ * ahead, and the next synchronizing call fails, with the cause logged. */
+static void note_race(const struct region *r, uintptr_t addr)
+{
+    uint64_t k = atomic_load(&kernel_mark);
+    if (k <= atomic_load(&sync_mark) || !r->managed || !open_to_kernels(r, r->dev + (addr - (uintptr_t)r->view)))
+        return;
+    rpc_defer_error(CUDA_ERROR_ILLEGAL_STATE);
+    if (atomic_exchange(&race_reported, k) != k)
+        LOG_ERROR("the host wrote managed memory at %p while a kernel may be running; this GPU has no "
+                  "concurrent managed access or host-native atomics through SCUDA, so the host's and the "
+                  "kernel's writes cannot both be kept: the next synchronizing call fails with "
+                  "CUDA_ERROR_ILLEGAL_STATE (synchronize before the host touches managed memory, or attach it "
+                  "to the host with cudaStreamAttachMemAsync)", (void *)addr);
+}
+
 /* 1 when the fault was ours and the access can be retried. */
 static int handle_fault(uintptr_t addr, int write)
 {
@@ -430,7 +468,10 @@ static int handle_fault(uintptr_t addr, int write)
             if (fetch(r, i, n) == CUDA_SUCCESS) set_state(r, i, n, PAGE_CLEAN);
             else ours = 0; /* the server is gone: let the fault kill as it would */
         }
-        if (ours && write) make_dirty(r, i);
+        if (ours && write) {
+            note_race(r, addr);
+            make_dirty(r, i);
+        }
     }
     work_end();
     return ours;
@@ -689,6 +730,7 @@ static void prefetch_locked(struct region *r)
 
 void coherence_synced(uint64_t stream_id, int whole_context)
 {
+    atomic_store(&sync_mark, rpc_async_count());
     if (!nregions || busy) return;
     work_begin();
     uint64_t now = rpc_async_count();
@@ -800,6 +842,9 @@ void coherence_attach(uint64_t dev, uint64_t stream_id, unsigned flags)
     work_begin();
     for (struct region *r = regions; r; r = r->next_region)
         for (size_t i = 0; i < r->nextents; i++)
-            if (r->ext[i].base == dev) r->ext[i].attached = flags == CU_MEM_ATTACH_SINGLE ? stream_id : 0;
+            if (r->ext[i].base == dev) {
+                r->ext[i].attached = flags == CU_MEM_ATTACH_SINGLE ? stream_id : 0;
+                r->ext[i].host_only = flags == CU_MEM_ATTACH_HOST;
+            }
     work_end();
 }

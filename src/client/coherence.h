@@ -76,6 +76,10 @@ void *coherence_host_view(const void *p, size_t n, int will_write, CUresult *err
  * with will_write): those pages are dirty. */
 void coherence_host_wrote(const void *p, size_t n);
 
+/* A kernel was sent: until the next synchronizing call, a host write to
+ * managed memory a kernel may use fails that call (coherence.c). */
+void coherence_kernel_sent(void);
+
 /* Hints: a prefetch to the host fetches eagerly at the next synchronize;
  * attaching to one stream scopes the region's synchronizations. */
 void coherence_prefetch_to_host(uint64_t dev, size_t n);

@@ -28,12 +28,14 @@ CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent);
  * that memory a mirror the GPU can reach (unified addressing). Memsets
  * call it before they are sent (spec flag `pre_hook`); so do launches,
  * for every pointer-sized word of their parameters. */
-void host_pinned_touch(uint64_t p);
+CUresult host_pinned_touch(uint64_t p);
 /* Each aligned 8-byte word of words[0..n): a launch's packed parameters.
- * With no unmirrored cuMemHostAlloc memory, one load and nothing else. */
-void host_pinned_touch_words(const void *words, size_t n);
+ * With no unmirrored cuMemHostAlloc memory, one load and nothing else.
+ * CUDA_ERROR_NOT_SUPPORTED when a word is the address of registered
+ * (cuMemHostRegister) memory, which the GPU cannot reach through SCUDA. */
+CUresult host_pinned_touch_words(const void *words, size_t n);
 #define HOOK_MEMSET(NAME) \
-    static inline void hook_pre_##NAME(uint64_t dst, ...) { host_pinned_touch(dst); }
+    static inline void hook_pre_##NAME(uint64_t dst, ...) { (void)host_pinned_touch(dst); }
 HOOK_MEMSET(cuMemsetD8)
 HOOK_MEMSET(cuMemsetD8_v2)
 HOOK_MEMSET(cuMemsetD8Async)

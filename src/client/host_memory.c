@@ -43,6 +43,10 @@ static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
  * loads. Updated under ranges_lock. */
 static _Atomic unsigned unmirrored;
 static _Atomic uint64_t unmirrored_lo = UINT64_MAX, unmirrored_hi;
+/* cuMemHostRegister ranges: the session has no copy of them, ever, so a
+ * launch that hands one to the GPU is refused (host_pinned_touch) rather
+ * than left to fault on the GPU. Their span widens the one above. */
+static _Atomic unsigned registered;
 
 /* Returns a copy of the range holding p, or 0 when p is not ours. */
 static int host_range_of(const void *p, struct host_range *out)
@@ -67,9 +71,9 @@ static CUresult add_range(void *base, void *alias, size_t size, unsigned flags, 
     pthread_mutex_lock(&ranges_lock);
     r->next = ranges;
     ranges = r;
-    if (owned) {
+    {
         uint64_t lo = (uint64_t)(uintptr_t)base, hi = lo + size;
-        atomic_fetch_add(&unmirrored, 1);
+        atomic_fetch_add(owned ? &unmirrored : &registered, 1);
         if (lo < atomic_load(&unmirrored_lo)) atomic_store(&unmirrored_lo, lo);
         if (hi > atomic_load(&unmirrored_hi)) atomic_store(&unmirrored_hi, hi);
     }
@@ -87,6 +91,7 @@ static struct host_range *remove_range(void *base, int owned)
             found = *pp;
             *pp = found->next;
             if (owned && !found->mirror) atomic_fetch_sub(&unmirrored, 1);
+            if (!owned) atomic_fetch_sub(&registered, 1);
             break;
         }
     }
@@ -219,15 +224,26 @@ static CUresult make_mirror(void *base, uint64_t *dev)
  * a program may memset it or hand it to a kernel without asking for its
  * device pointer (XLA's redzone checker does both with its result word).
  * The first such use makes the range a mirror, placed by the session at the
- * same address when it can, so the address means the same on the GPU. */
-void host_pinned_touch(uint64_t p)
+ * same address when it can, so the address means the same on the GPU.
+ * Registered memory cannot be: the GPU would fault on its address (a
+ * sticky CUDA_ERROR_ILLEGAL_ADDRESS that ends the context), so it is
+ * CUDA_ERROR_NOT_SUPPORTED, with the fix in the log. */
+CUresult host_pinned_touch(uint64_t p)
 {
-    if (atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0 ||
+    if ((atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0 &&
+         atomic_load_explicit(&registered, memory_order_relaxed) == 0) ||
         p < atomic_load_explicit(&unmirrored_lo, memory_order_relaxed) ||
         p >= atomic_load_explicit(&unmirrored_hi, memory_order_relaxed))
-        return;
+        return CUDA_SUCCESS;
     struct host_range hr;
-    if (!host_range_of((void *)(uintptr_t)p, &hr) || !hr.owned || hr.mirror) return;
+    if (!host_range_of((void *)(uintptr_t)p, &hr) || hr.mirror) return CUDA_SUCCESS;
+    if (!hr.owned) {
+        LOG_ERROR("the device address %#llx is cuMemHostRegister memory (%p, %zu bytes), which the GPU cannot "
+                  "reach through SCUDA; refused with CUDA_ERROR_NOT_SUPPORTED (allocate it with "
+                  "cuMemHostAlloc / cudaHostAlloc, or copy it to device memory)",
+                  (unsigned long long)p, (void *)hr.base, hr.size);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     uint64_t dev = 0;
     CUresult r = make_mirror(hr.base, &dev);
     if (r != CUDA_SUCCESS)
@@ -237,16 +253,22 @@ void host_pinned_touch(uint64_t p)
         LOG_WARN("pinned host memory at %p is used as a device address, but the server mapped it at %#llx; "
                  "device code that uses the host address will fault (use cuMemHostGetDevicePointer)",
                  (void *)hr.base, (unsigned long long)dev);
+    return CUDA_SUCCESS;
 }
 
-void host_pinned_touch_words(const void *words, size_t n)
+CUresult host_pinned_touch_words(const void *words, size_t n)
 {
-    if (atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0) return; /* a launch's usual case */
+    if (atomic_load_explicit(&unmirrored, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&registered, memory_order_relaxed) == 0)
+        return CUDA_SUCCESS; /* a launch's usual case */
+    CUresult r = CUDA_SUCCESS;
     for (size_t off = 0; off + 8 <= n; off += 8) {
         uint64_t v;
         memcpy(&v, (const char *)words + off, 8);
-        host_pinned_touch(v);
+        CUresult w = host_pinned_touch(v);
+        if (r == CUDA_SUCCESS) r = w;
     }
+    return r;
 }
 
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)

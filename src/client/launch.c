@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "coherence.h"
 #include "hooks.h"
 #include "launch.h"
 #include "module.h"
@@ -31,8 +32,7 @@ CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void
         }
         if (size && !buf) return CUDA_ERROR_INVALID_VALUE;
         pk->params = (struct msg_launch_params){.raw = 1, .data = buf, .data_len = size};
-        host_pinned_touch_words(buf, size); /* unified addressing: hooks.h */
-        return CUDA_SUCCESS;
+        return host_pinned_touch_words(buf, size); /* unified addressing: hooks.h */
     }
     if (d->nparams && !kernelParams) return CUDA_ERROR_INVALID_VALUE;
     uint8_t *dst = (uint8_t *)pk->small;
@@ -40,9 +40,10 @@ CUresult launch_pack_params(const struct func_desc *d, void **kernelParams, void
         return CUDA_ERROR_OUT_OF_MEMORY;
     memset(dst, 0, d->param_bytes);
     for (uint32_t i = 0; i < d->nparams; i++) memcpy(dst + d->offset[i], kernelParams[i], d->size[i]);
-    host_pinned_touch_words(dst, d->param_bytes);
     pk->params = (struct msg_launch_params){.raw = 0, .data = dst, .data_len = d->param_bytes};
-    return CUDA_SUCCESS;
+    CUresult r = host_pinned_touch_words(dst, d->param_bytes);
+    if (r != CUDA_SUCCESS) launch_pack_free(pk);
+    return r;
 }
 
 void launch_pack_free(struct launch_pack *pk)
@@ -156,7 +157,9 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     rpc_begin(&c, OP_scuda_launch);
     msg_scuda_launch_req_put(&c.req, &m);
     launch_pack_free(&pk);
-    return rpc_async(&c);
+    r = rpc_async(&c);
+    coherence_kernel_sent();
+    return r;
 }
 
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,

@@ -51,6 +51,8 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
         if (err == 0) {
             if (r == CUDA_SUCCESS) *dptr = dev;
             else cuMemFree_v2(dev);
+            /* No kernel uses it until it is attached elsewhere (coherence.c's race check). */
+            if (r == CUDA_SUCCESS && flags == CU_MEM_ATTACH_HOST) coherence_attach(dev, 0, CU_MEM_ATTACH_HOST);
             break;
         }
         held[nheld++] = dev; /* keep it, so the next address differs */

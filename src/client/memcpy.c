@@ -365,6 +365,19 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
     return r;
 }
 
+/* A copy into device memory that is mirrored here (managed or zero-copy
+ * memory, coherence.h) leaves the host's copy of those rows stale: the
+ * span from the first byte written to the last is invalidated, as a 1D
+ * copy's is, so the host's next read fetches the copy's bytes. */
+static void device_side_written(const struct side *dst, size_t w, size_t h, size_t d)
+{
+    if (dst->type != CU_MEMORYTYPE_DEVICE || !w || !h || !d) return;
+    size_t height = dst->height ? dst->height : 1;
+    uint64_t first = dst->dev + (dst->z * height + dst->y) * dst->pitch + dst->x;
+    uint64_t last = dst->dev + ((dst->z + d - 1) * height + dst->y + h - 1) * dst->pitch + dst->x + w;
+    coherence_device_wrote(first, last - first);
+}
+
 /* A 2D/3D copy as the application asked for it. One that ends in host
  * memory observes earlier work (rpc.h): it reports an earlier one-way
  * call's error after all its bands (copy_nd_split) have arrived. */
@@ -372,6 +385,7 @@ static CUresult copy_nd_call(int dims, struct side *src, struct side *dst, size_
                              int mode)
 {
     CUresult r = copy_nd(dims, src, dst, w, h, d, st, mode);
+    device_side_written(dst, w, h, d);
     return dst->type == CU_MEMORYTYPE_HOST ? rpc_report_deferred(r) : r; /* unified sides are resolved now */
 }
 

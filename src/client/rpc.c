@@ -79,6 +79,8 @@ static void deferred_note(CUresult r)
     sticky_note(r);
 }
 
+void rpc_defer_error(CUresult r) { deferred_note(r); }
+
 CUresult rpc_report_deferred(CUresult r)
 {
     if (r != CUDA_SUCCESS || atomic_load_explicit(&deferred_error, memory_order_relaxed) == 0) return r;

@@ -55,6 +55,9 @@ void rpc_begin(rpc_call *c, uint16_t op);
 /* What an observing export returns: r, or when r is CUDA_SUCCESS the
  * pending error of an earlier one-way call (once). */
 CUresult rpc_report_deferred(CUresult r);
+/* An error this library found itself, reported like a one-way call's:
+ * by the application's next observing call (the first one is kept). */
+void rpc_defer_error(CUresult r);
 /* Push mirrored memory's dirty pages now, as every call does first
  * (through the hook set at cuInit: coherence.c). */
 void rpc_push_mirrors(void);

@@ -314,7 +314,9 @@ static void *dirty_when_sent(void *arg)
 static void alloc_while_dirty(void)
 {
     CUdeviceptr x, y;
-    do CU(cuMemAllocManaged(&x, 256, CU_MEM_ATTACH_GLOBAL));
+    /* Attached to the host: it is written while the stalling kernel runs,
+     * which memory a kernel may use must not be (host_write_during_kernel). */
+    do CU(cuMemAllocManaged(&x, 256, CU_MEM_ATTACH_HOST));
     while ((x + 256) % PAGE == 0); /* the next allocation must share x's page */
     volatile uint8_t *hx = (volatile uint8_t *)x;
     hx[0] = 1;
@@ -361,7 +363,7 @@ static void stripe_while_fetching(void)
     const size_t n = 16u << 20, qn = n + 2 * PAGE; /* striped: 8 MiB and more */
     CUdeviceptr q, p, dq, d;
     CU(cuMemAllocManaged(&q, qn, CU_MEM_ATTACH_GLOBAL));
-    CU(cuMemAllocManaged(&p, 64, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&p, 64, CU_MEM_ATTACH_HOST)); /* written while the stalling kernel runs */
     CU(cuMemAlloc_v2(&dq, qn));
     CU(cuMemAlloc_v2(&d, n));
     uint8_t *h = malloc(n), *back = malloc(n);
@@ -486,6 +488,69 @@ static void mixed_kinds(void)
     CU(cuMemFreeHost(mapped));
 }
 
+/* A 2D copy into managed memory: the host reads the copy's rows right
+ * after the (synchronous) copy returns, as it does after a 1D copy. Rows
+ * the copy skips keep the host's own bytes. */
+static void copy_2d_into_managed(void)
+{
+    const size_t pitch = 2 * PAGE, width = 3000, rows = 6;
+    CUdeviceptr m;
+    CU(cuMemAllocManaged(&m, pitch * rows, CU_MEM_ATTACH_GLOBAL));
+    uint8_t *h = (uint8_t *)m;
+    memset(h, 1, pitch * rows); /* every page dirty, pushed by the copy */
+    uint8_t *src = malloc(width * rows);
+    memset(src, 2, width * rows);
+    CUDA_MEMCPY2D c = {
+        .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .srcPitch = width,
+        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = m, .dstXInBytes = 100, .dstY = 1, .dstPitch = pitch,
+        .WidthInBytes = width, .Height = rows - 2,
+    };
+    CU(cuMemcpy2D_v2(&c));
+    for (size_t y = 0; y < rows; y++)
+        for (size_t x = 0; x < pitch; x++) {
+            int copied = y >= 1 && y <= rows - 2 && x >= 100 && x < 100 + width;
+            if (h[y * pitch + x] != (copied ? 2 : 1)) {
+                CHECK(0, "row %zu byte %zu: %u after a 2D copy into managed memory", y, x, h[y * pitch + x]);
+                y = rows;
+                break;
+            }
+        }
+    free(src);
+    CU(cuMemFree_v2(m));
+}
+
+/* SCUDA has no concurrent managed access or host-native atomics: a host
+ * write (an atomic, say) to managed memory while a kernel may still run
+ * cannot be merged with the kernel's, so the next synchronize fails
+ * instead of returning a wrong count. Memory attached to the host, and
+ * writes after a synchronize, are fine. */
+static void host_write_during_kernel(void)
+{
+    CUdeviceptr m, mine;
+    CU(cuMemAllocManaged(&m, 64 * 1024, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&mine, 64 * 1024, CU_MEM_ATTACH_HOST));
+    uint32_t *counter = (uint32_t *)m, *host_only = (uint32_t *)mine;
+    *counter = 0, *host_only = 0;
+    fill(m + 4096, 5, 16, NULL); /* a kernel that may use the allocation */
+    __atomic_fetch_add(host_only, 1, __ATOMIC_SEQ_CST);
+    CUresult r = cuCtxSynchronize();
+    CHECK(r == CUDA_SUCCESS, "a host write to memory attached to the host: %d", r);
+
+    fill(m + 4096, 6, 16, NULL);
+    __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); /* the kernel may run */
+    r = cuCtxSynchronize();
+    CHECK(r == CUDA_ERROR_ILLEGAL_STATE, "host atomic while a kernel may run: %d, want CUDA_ERROR_ILLEGAL_STATE", r);
+    r = cuCtxSynchronize();
+    CHECK(r == CUDA_SUCCESS, "the error is reported once: %d", r);
+
+    __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); /* after the synchronize: fine */
+    r = cuCtxSynchronize();
+    CHECK(r == CUDA_SUCCESS && *counter == 2 && counter[1024] == 6, "after a synchronize: %d, %u %u", r, *counter,
+          counter[1024]);
+    CU(cuMemFree_v2(m));
+    CU(cuMemFree_v2(mine));
+}
+
 static int client(void *arg)
 {
     (void)arg;
@@ -499,7 +564,9 @@ static int client(void *arg)
                  {"prefetch", prefetch},     {"attached", attached},         {"threads", threads},
                  {"zero_copy", zero_copy},   {"fetch_while_dirty", fetch_while_dirty},
                  {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse},
-                 {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds}};
+                 {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds},
+                 {"copy_2d_into_managed", copy_2d_into_managed},
+                 {"host_write_during_kernel", host_write_during_kernel}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();

@@ -4,6 +4,7 @@
  * redzone checker does both with its result word; without a mirror the
  * session's driver sees an address it does not know (CUDA_ERROR_INVALID_VALUE). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -53,6 +54,23 @@ static int client(void *arg)
 
     CU(cuMemFreeHost(word));
     CU(cuMemFreeHost(buf));
+
+    /* Registered memory has no copy in the session: a kernel handed its
+     * address would fault on the GPU (a sticky CUDA_ERROR_ILLEGAL_ADDRESS
+     * that ends the context). The launch is refused instead, at an offset
+     * too, and the context stays usable. */
+    uint32_t *reg = aligned_alloc(4096, 2 * 4096);
+    CU(cuMemHostRegister_v2(reg, 2 * 4096, CU_MEMHOSTREGISTER_DEVICEMAP));
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)(reg + 100);
+    uint32_t seven = 7;
+    uint64_t count = 8;
+    void *args[] = {&at, &seven, &count};
+    CUresult lr = cuLaunchKernel(h_func("fill_u32"), 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+    CHECK(lr == CUDA_ERROR_NOT_SUPPORTED, "kernel on registered memory: %d, want CUDA_ERROR_NOT_SUPPORTED", lr);
+    CUresult sr = cuStreamSynchronize(st);
+    CHECK(sr == CUDA_SUCCESS, "the stream after the refused launch: %d", sr);
+    CU(cuMemHostUnregister(reg));
+    free(reg);
     CU(cuStreamDestroy_v2(st));
     return 0;
 }

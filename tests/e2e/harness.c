@@ -672,6 +672,18 @@ void h_pattern(void *p, size_t n, uint32_t seed)
     }
 }
 
+void h_copy_round_trip(uint32_t seed)
+{
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 4096));
+    uint8_t src[4096], back[4096];
+    h_pattern(src, sizeof src, seed);
+    CU(cuMemcpyHtoD_v2(d, src, sizeof src));
+    CU(cuMemcpyDtoH_v2(back, d, sizeof back));
+    CHECK(h_diff(src, back, sizeof src) < 0, "the copy came back different");
+    CU(cuMemFree_v2(d));
+}
+
 long h_diff(const void *a, const void *b, size_t n)
 {
     const uint8_t *x = a, *y = b;

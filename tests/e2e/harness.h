@@ -154,6 +154,9 @@ CUfunction h_func(const char *name);
 void h_pattern(void *p, size_t n, uint32_t seed);
 /* Index of the first differing byte, or -1. */
 long h_diff(const void *a, const void *b, size_t n);
+/* A session that works: 4 KiB of pattern `seed` to a fresh allocation and
+ * back, byte-exact (CHECKs; for client functions run by h_spawn). */
+void h_copy_round_trip(uint32_t seed);
 
 /* ---- raw protocol (for bad-input tests) ------------------------------ */
 

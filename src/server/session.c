@@ -31,6 +31,7 @@
 #include "legacy_ctx.h"
 #include "migrate_in.h"
 #include "migrate_state.h"
+#include "migrate_switch.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -784,6 +785,12 @@ static void refuse_call(struct session *s, struct pending_call *p)
 static struct pending_call *next_call(struct session *s)
 {
     for (;;) {
+        if (migrate_switch_pending()) {
+            /* The client was told to resume on another server: read
+             * nothing more here; it comes back, or this session ends. */
+            if (migrate_switch_wait(s) != 0) return NULL;
+            inbuf.start = inbuf.end = 0;
+        }
         conn_broke = 0;
         struct pending_call *p = read_next_call(s);
         if (p || !conn_broke || resume_wait(s) != 0) return p;
@@ -1035,6 +1042,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     liveness_start(&s);
+    if (migrate_in_expected()) migrate_switch_in_await(&s); /* its client resumes here */
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (docs/architecture.md, 2 Processes). */

@@ -11,6 +11,7 @@
  * where it was: a stream-ordered allocation, a B whose window is
  * elsewhere, a B that does not accept A's token. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,31 @@ int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/
 static const char *target; /* B's address for the child, NULL: no migration */
 static char why[512];
 
+/* A launch counter: another thread adds `ones` into `count` in place,
+ * COUNTER_LAUNCHES times, while the session moves. Each launch that ran
+ * twice (or not at all) shows in the sum. */
+#define COUNTER_LAUNCHES 300
+struct counter {
+    CUcontext ctx;
+    CUfunction add;
+    CUstream stream;
+    CUdeviceptr count, ones;
+};
+
+static void *count_launches(void *arg)
+{
+    struct counter *k = arg;
+    CU(cuCtxSetCurrent(k->ctx));
+    unsigned n = 256;
+    void *args[] = {&k->count, &k->ones, &k->count, &n};
+    for (int i = 0; i < COUNTER_LAUNCHES; i++) {
+        CU(cuLaunchKernel(k->add, 1, 1, 1, 256, 1, 1, 0, k->stream, args, NULL));
+        if (i % 16 == 0) h_sleep_ms(1);
+    }
+    CU(cuStreamSynchronize(k->stream));
+    return NULL;
+}
+
 static void launch(CUfunction f, CUstream s, void **args)
 {
     CU(cuLaunchKernel(f, 16, 1, 1, 256, 1, 1, 0, s, args, NULL));
@@ -37,7 +63,7 @@ static void launch(CUfunction f, CUstream s, void **args)
 static int workload(void *arg)
 {
     (void)arg;
-    h_cuda_setup();
+    CUcontext ctx = h_cuda_setup();
     CUfunction add = h_func("vec_add"), fill = h_func("fill_u32");
     CUdeviceptr g = 0, a, b, c, big, pitched;
     size_t gsize = 0, pitch = 0;
@@ -70,10 +96,29 @@ static int workload(void *arg)
     CU(cuStreamWaitEvent(s2, e1, 0));
     CU(cuMemsetD8_v2(pitched, 0x5a, pitch * 10));
 
+    struct counter k = {.ctx = ctx, .add = add};
+    CU(cuStreamCreate(&k.stream, CU_STREAM_NON_BLOCKING));
+    CU(cuMemAlloc_v2(&k.count, 256 * sizeof(float)));
+    CU(cuMemAlloc_v2(&k.ones, 256 * sizeof(float)));
+    float ones[256];
+    for (int i = 0; i < 256; i++) ones[i] = 1.0f;
+    CU(cuMemcpyHtoD_v2(k.ones, ones, sizeof ones));
+    CU(cuMemsetD32_v2(k.count, 0, 256));
+    CU(cuCtxSynchronize());
+    pthread_t counting;
+    CHECK(pthread_create(&counting, NULL, count_launches, &k) == 0);
+
     if (target) {
+        h_sleep_ms(5); /* launches on their way while the session moves */
         int moved = scuda_migrate(target, why, sizeof why);
         CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
     }
+    pthread_join(counting, NULL);
+    float counted[256];
+    CU(cuMemcpyDtoH_v2(counted, k.count, sizeof counted));
+    for (int i = 0; i < 256; i++)
+        CHECK(counted[i] == (float)COUNTER_LAUNCHES, "launch counter %d is %.0f, not %d: a launch ran %s", i,
+              (double)counted[i], COUNTER_LAUNCHES, counted[i] > COUNTER_LAUNCHES ? "twice" : "not at all");
 
     /* Phase two: the same handles, addresses and bytes. */
     launch(add, s2, add_args); /* c = a + b again, on the other stream */
@@ -92,19 +137,40 @@ static int workload(void *arg)
     CHECK(row[99] == 0x5a);
     CU(cuStreamQuery(s1));
     CU(cuEventQuery(e1));
+    printf("counter %.0f\n", (double)counted[0]);
     printf("global %u word %08x row %02x c[%d] %f pitch %zu\n", back, word, row[0], N - 1, (double)hc[N - 1], pitch);
     printf("a %#llx b %#llx c %#llx big %#llx pitched %#llx g %#llx\n", (unsigned long long)a, (unsigned long long)b,
            (unsigned long long)c, (unsigned long long)big, (unsigned long long)pitched, (unsigned long long)g);
     return 0;
 }
 
+static char moved_err[512]; /* the last run's stderr */
+
+/* Wait (at most 20 s) until s's log has needle n times. */
+static int log_reaches(const struct h_server *s, const char *needle, int n)
+{
+    uint64_t until = h_now_ms() + 20000;
+    while (h_server_log_count(s, needle) < n && h_now_ms() < until) h_sleep_ms(20);
+    return h_server_log_count(s, needle);
+}
+
+static int pid_gone(pid_t pid)
+{
+    uint64_t until = h_now_ms() + 20000;
+    while (h_pid_alive(pid) && h_now_ms() < until) h_sleep_ms(20);
+    return !h_pid_alive(pid);
+}
+
 static char *run_workload(const char *tag, const char *to)
 {
-    char path[512];
+    char path[512], errtag[128];
     int fd = h_temp_file(tag, path, sizeof path);
+    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
+    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
     target = to;
-    h_wait_ok(h_spawn(workload, NULL, 60, fd, -1), 65000, tag);
+    h_wait_ok(h_spawn(workload, NULL, 60, fd, efd), 65000, tag);
     close(fd);
+    close(efd);
     size_t len;
     return h_read_file(path, &len);
 }
@@ -122,6 +188,17 @@ static void test_moves(void)
     char *log = h_server_log(&A);
     CHECK(strstr(log, "hold+sync") && strstr(log, "replay") && strstr(log, "MiB memory in"), "the pause, in parts");
     free(log);
+    /* The switch: the client's later calls ran on B, and A's session is gone. */
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "A saw the client go");
+    CHECK(h_server_log_count(&B, "the client resumed here") == 1, "B took the client's resume");
+    CHECK(h_server_log_count(&B, "client resumed the session") == 1, "B's session serves the client");
+    pid_t pids[4];
+    CHECK(h_server_sessions(&A, pids, 4) == 2, "A ran the plain run's session and the moved one's");
+    CHECK(pid_gone(pids[1]), "A's session process %d is gone after the move", (int)pids[1]);
+    char *err = h_read_file(moved_err, &(size_t){0});
+    CHECK(strstr(err, "session moved from") && strstr(err, B.addr) && strstr(err, "hold") && strstr(err, "memory"),
+          "the client says where it moved and the pause: %s", err);
+    free(err);
     free(plain);
     free(moved);
     h_server_stop(&A);
@@ -201,7 +278,8 @@ static void test_refusals(void)
 
 int main(void)
 {
-    h_begin("migrate", 170);
+    const char *tls = getenv("E2E_TLS");
+    h_begin(tls && strcmp(tls, "1") == 0 ? "migrate_tls" : "migrate", 170); /* ctest runs both at once */
     test_moves();
     test_refusals();
     printf("PASS migrate\n");

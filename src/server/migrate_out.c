@@ -242,8 +242,12 @@ static void follow_blockers(struct session *s, char *why, size_t whylen)
                               "is leaving)");
 }
 
+static int failed_at_peer;
+int migrate_failed_at_peer(void) { return failed_at_peer; }
+
 int migrate_session(struct session *s, const char *to, struct srv_call *c, struct msg_scuda_migrate_rep *rep)
 {
+    failed_at_peer = 0;
     uint64_t t0 = now_ns();
     struct outcome o = {.why = ""};
     *rep = (struct msg_scuda_migrate_rep){0};
@@ -253,6 +257,7 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     uint32_t b_pid = 0;
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
+        failed_at_peer = 1;
         if ((fd = connect_peer(to, &b_pid, o.why, sizeof o.why)) >= 0 && transfer(s, fd, &o) == 0) {
             rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
             log_copied(to, rep, now_ns() - t0);

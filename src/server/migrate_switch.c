@@ -17,6 +17,8 @@
 #include "migrate_switch.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,4 +331,63 @@ void migrate_switch_in_await(struct session *s)
             _exit(0);
         }
     }
+}
+
+/* ---- an operator's request (control.c, bulk_join.c) ------------------------------ */
+
+static struct {
+    pthread_mutex_t lock;
+    _Atomic int waiting;
+    char to[256];
+    int fd; /* where the outcome goes; -1: none */
+} req = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static void answer(int fd, const char *line)
+{
+    if (fd < 0) return;
+    dprintf(fd, "%s\n", line);
+    close(fd);
+}
+
+void migrate_request_post(const char *to, int reply_fd)
+{
+    pthread_mutex_lock(&req.lock);
+    int busy = atomic_load(&req.waiting) || req.fd >= 0;
+    if (!busy) {
+        snprintf(req.to, sizeof req.to, "%s", to);
+        req.fd = reply_fd;
+        atomic_store(&req.waiting, 1);
+    }
+    pthread_mutex_unlock(&req.lock);
+    if (busy) answer(reply_fd, "not moved: another move of this session is under way; try again when it ended");
+}
+
+int migrate_request_waiting(void) { return atomic_load(&req.waiting); }
+
+int migrate_request_run(struct session *s)
+{
+    char to[256];
+    pthread_mutex_lock(&req.lock);
+    atomic_store(&req.waiting, 0);
+    snprintf(to, sizeof to, "%s", req.to);
+    pthread_mutex_unlock(&req.lock);
+    LOG_INFO("session %d: asked to move to %s (scuda migrate)", (int)getpid(), to);
+    struct msg_scuda_migrate_rep rep;
+    if (migrate_session(s, to, NULL, &rep)) return 1; /* answered when the client has moved, or not */
+    char line[MIGRATE_WHY_MAX + 320];
+    /* "refused by": another server might take it (a drain tries the next
+     * peer); "cannot move": no server can, now. */
+    if (migrate_failed_at_peer()) snprintf(line, sizeof line, "refused by %s: %s", to, rep.why ? rep.why : "");
+    else snprintf(line, sizeof line, "cannot move: %s", rep.why ? rep.why : "(no reason)");
+    migrate_request_answer(line);
+    return 0;
+}
+
+void migrate_request_answer(const char *line)
+{
+    pthread_mutex_lock(&req.lock);
+    int fd = req.fd;
+    req.fd = -1;
+    pthread_mutex_unlock(&req.lock);
+    answer(fd, line);
 }

@@ -29,6 +29,9 @@ void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v);
  * calls migrate_switch_wait before it reads again), else 0: the session
  * goes on here. (migrate_out.c) */
 int migrate_session(struct session *s, const char *to, struct srv_call *c, struct msg_scuda_migrate_rep *rep);
+/* 1 when the last migrate_session failed at or after reaching the other
+ * server (another server might do), 0 when the session cannot move now. */
+int migrate_failed_at_peer(void);
 
 /* After a good verdict on fd: hand B the resume state, and on B's word
  * that it waits for the client, send the client the notice. c and rep as
@@ -45,6 +48,19 @@ int migrate_switch_pending(void);
 int migrate_switch_wait(struct session *s);
 /* The outcome of the last migration, for an operator's request. */
 const char *migrate_switch_outcome(void);
+
+/* ---- an operator's request (scuda migrate; control.c) ------------------------- */
+
+/* From the join thread: move to `to` at the next call boundary; the
+ * outcome goes to reply_fd as one line, which is then closed. */
+void migrate_request_post(const char *to, int reply_fd);
+/* 1 while a request waits for the dispatch thread. */
+int migrate_request_waiting(void);
+/* On the dispatch thread: run it. Returns 1 when the client was told to
+ * move (the answer follows migrate_switch_wait), else 0 (answered). */
+int migrate_request_run(struct session *s);
+/* The outcome line for whoever asked (nothing when no one did). */
+void migrate_request_answer(const char *line);
 
 /* ---- on B, the importing session ------------------------------------------- */
 

@@ -69,6 +69,7 @@ static struct {
     int fail_index, fail_errno;
     int quit; /* helpers exit */
     int helpers; /* helper threads alive */
+    uint64_t gen_at_setup; /* the last job's gen when the helpers started: theirs come after it */
     unsigned moves_seen; /* conn_moves() when the connections were opened */
 } bulk = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -135,8 +136,8 @@ static int move_share(int index, const struct job *j)
 static void *helper_main(void *arg)
 {
     int index = (int)(intptr_t)arg;
-    uint64_t seen = 0;
     pthread_mutex_lock(&bulk.job_lock);
+    uint64_t seen = bulk.gen_at_setup; /* connections opened again after a move: no older job is ours */
     for (;;) {
         while (bulk.job.gen == seen && !bulk.quit) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
         if (bulk.quit) break;
@@ -327,6 +328,7 @@ static void setup_locked(void)
         pthread_t t;
         pthread_mutex_lock(&bulk.job_lock);
         bulk.helpers++;
+        bulk.gen_at_setup = bulk.job.gen;
         pthread_mutex_unlock(&bulk.job_lock);
         if (pthread_create(&t, NULL, helper_main, (void *)(intptr_t)h) != 0) {
             pthread_mutex_lock(&bulk.job_lock);

@@ -25,6 +25,7 @@
 #include "server/device_window.h"
 
 int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/client/migrate.c) */
+int scuda_client_bulk_streams(void);                         /* bulk connections in use (bulk.c) */
 
 #define N 4096
 #define MiB (1ull << 20)
@@ -103,6 +104,15 @@ static int workload(void *arg)
     CU(cuStreamWaitEvent(s2, e1, 0));
     CU(cuMemsetD8_v2(pitched, 0x5a, pitch * 10));
 
+    /* A striped copy before the move: bulk connections to A. */
+    size_t striped_len = 16 * MiB;
+    uint8_t *striped = malloc(striped_len), *striped_back = malloc(striped_len);
+    CHECK(striped && striped_back);
+    for (size_t i = 0; i < striped_len; i++) striped[i] = (uint8_t)(i * 7 + 3);
+    CUdeviceptr dstriped;
+    CU(cuMemAlloc_v2(&dstriped, striped_len));
+    CU(cuMemcpyHtoD_v2(dstriped, striped, striped_len));
+
     struct counter k = {.ctx = ctx, .add = add};
     CU(cuStreamCreate(&k.stream, CU_STREAM_NON_BLOCKING));
     CU(cuMemAlloc_v2(&k.count, 256 * sizeof(float)));
@@ -130,6 +140,16 @@ static int workload(void *arg)
         }
     }
     pthread_join(counting, NULL);
+    /* Striped copies after the move: the bulk connections are B's now. */
+    CU(cuMemcpyDtoH_v2(striped_back, dstriped, striped_len));
+    CHECK(memcmp(striped, striped_back, striped_len) == 0, "the striped bytes came back");
+    for (size_t i = 0; i < striped_len; i++) striped[i] ^= 0x5a;
+    CU(cuMemcpyHtoD_v2(dstriped, striped, striped_len));
+    CU(cuMemcpyDtoH_v2(striped_back, dstriped, striped_len));
+    CHECK(memcmp(striped, striped_back, striped_len) == 0, "the striped bytes went and came back");
+    CHECK(scuda_client_bulk_streams() > 0, "the copies were striped");
+    free(striped);
+    free(striped_back);
     float counted[256];
     CU(cuMemcpyDtoH_v2(counted, k.count, sizeof counted));
     for (int i = 0; i < 256; i++)

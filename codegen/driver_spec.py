@@ -1086,6 +1086,16 @@ op scuda_migrate                       # client to session; the session stops re
     out u64 copy_ns                    # copying device memory
     out u64 bytes                      # device bytes copied
 
+op scuda_moved                         # session to client, one-way and not numbered, the session's last frame on
+                                       # this connection: the session now lives on another server; resume there
+    in str to                          # HOST:PORT of the server it moved to
+    in u32 pid                         # the session's process id there (the resume request names it)
+    in u64 hold_ns                     # the pause, in parts, for the client's log
+    in u64 replay_ns
+    in u64 copy_ns
+    in u64 bytes
+    in u64 total_ns                    # from the hold to this notice
+
 record migrate_item                    # one object of a migrating session, or a piece of its memory
     u8 kind                            # enum migrate_kind (src/server/migrate_state.h)
     handle id                          # the client's id of the object (0 for memory)

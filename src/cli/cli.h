@@ -16,6 +16,7 @@ int cmd_server(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_migrate(int argc, char **argv); /* `scuda migrate --session PID --to HOST:PORT` */
 int cmd_trust(int argc, char **argv); /* `scuda trust HOST:PORT`: pin a server's TLS certificate */
 int cmd_save(const char *addr); /* `scuda HOST:PORT` */
 

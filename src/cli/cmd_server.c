@@ -100,6 +100,10 @@ static void usage(FILE *f)
             "                          $XDG_STATE_HOME/scuda or ~/.local/state/scuda)\n"
             "  --insecure              plain TCP beyond loopback: calls and data cross the\n"
             "                          network in clear (logged as a warning)\n"
+            "  --control PATH          the control socket for `scuda migrate` (mode 0600;\n"
+            "                          default: control.sock in the state directory)\n"
+            "  --peer HOST:PORT[,...]  on SIGTERM, move every session to these servers\n"
+            "                          (round robin) before exiting: a drain\n"
             "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
@@ -201,7 +205,9 @@ static int apply(int argc, char **argv, int *i, struct args *a)
     if ((r = cli_option(argc, argv, i, CMD, "--listen", "-l", &a->opt.listen)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--driver", NULL, &a->opt.driver_path)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0 ||
-        (r = cli_option(argc, argv, i, CMD, "--module-cache", NULL, &a->module_cache)) != 0)
+        (r = cli_option(argc, argv, i, CMD, "--module-cache", NULL, &a->module_cache)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--control", NULL, &a->opt.control_path)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--peer", NULL, &a->opt.peers)) != 0)
         return r < 0 ? CLI_USAGE : 0;
 
     /* TLS */
@@ -454,6 +460,16 @@ int cmd_server(int argc, char **argv)
     }
 
     settle_module_cache(&a);
+    static char control_default[4200];
+    if (!a.opt.control_path) {
+        char dir[4096];
+        if (a.state_dir) snprintf(dir, sizeof dir, "%s", a.state_dir);
+        else if (scuda_state_dir_default(dir, sizeof dir) != 0) dir[0] = '\0';
+        if (dir[0]) {
+            snprintf(control_default, sizeof control_default, "%s/control.sock", dir);
+            a.opt.control_path = control_default;
+        }
+    }
     int rc = check(&a);
     if (rc == 0) rc = server_run(&a.opt);
     token_set_free(&a.tokens);

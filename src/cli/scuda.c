@@ -6,6 +6,8 @@
  *   scuda info [...]              show the server's GPUs (cmd_info.c)
  *   scuda bench [...]             measure SCUDA against the raw link (cmd_bench.c)
  *   scuda trust HOST:PORT         pin a server's TLS certificate (cmd_trust.c)
+ *   scuda migrate --session PID --to HOST:PORT
+ *                                 move a session to another server (cmd_migrate.c)
  *   scuda HOST:PORT               save the default server (cmd_save.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -33,6 +35,8 @@ static void usage(FILE *f)
             "                       measure latency, launches, copies against the raw link\n"
             "  trust [--yes] HOST:PORT\n"
             "                       pin the server's TLS certificate (after checking it)\n"
+            "  migrate --session PID --to HOST:PORT\n"
+            "                       move a session of a server here to another server\n"
             "  server [--listen ADDR:PORT] [options]\n"
             "                       serve this machine's GPUs\n"
             "  -l ADDR:PORT         short for 'scuda server --listen ADDR:PORT'\n"
@@ -71,6 +75,7 @@ static int help(const char *name)
     if (strcmp(name, "bench") == 0) return cmd_bench(2, argv);
     if (strcmp(name, "server") == 0) return cmd_server(2, argv);
     if (strcmp(name, "trust") == 0) return cmd_trust(2, argv);
+    if (strcmp(name, "migrate") == 0) return cmd_migrate(2, argv);
     fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
     return CLI_USAGE;
 }
@@ -94,6 +99,7 @@ int main(int argc, char **argv)
     if (strcmp(c, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(c, "trust") == 0) return cmd_trust(argc - 1, argv + 1);
+    if (strcmp(c, "migrate") == 0) return cmd_migrate(argc - 1, argv + 1);
     /* The short form: argv[0] stands in for "server" and -l is its alias. */
     if (is_listen_flag(c)) return cmd_server(argc, argv);
 

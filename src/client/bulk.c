@@ -68,6 +68,9 @@ static struct {
     int failed; /* the job failed; fail_* say where */
     int fail_index, fail_errno;
     int quit; /* helpers exit */
+    int helpers; /* helper threads alive */
+    uint64_t gen_at_setup; /* the last job's gen when the helpers started: theirs come after it */
+    unsigned moves_seen; /* conn_moves() when the connections were opened */
 } bulk = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .job_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -133,8 +136,8 @@ static int move_share(int index, const struct job *j)
 static void *helper_main(void *arg)
 {
     int index = (int)(intptr_t)arg;
-    uint64_t seen = 0;
     pthread_mutex_lock(&bulk.job_lock);
+    uint64_t seen = bulk.gen_at_setup; /* connections opened again after a move: no older job is ours */
     for (;;) {
         while (bulk.job.gen == seen && !bulk.quit) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
         if (bulk.quit) break;
@@ -146,6 +149,8 @@ static void *helper_main(void *arg)
         bulk.moving--;
         pthread_cond_broadcast(&bulk.job_cv);
     }
+    bulk.helpers--;
+    pthread_cond_broadcast(&bulk.job_cv);
     pthread_mutex_unlock(&bulk.job_lock);
     return NULL;
 }
@@ -321,7 +326,14 @@ static void setup_locked(void)
         if ((bulk.fd[i] = join_one(pid, (uint32_t)i, secret, err, sizeof err)) < 0) break;
     for (int h = 1; i == k && h < k; h++) {
         pthread_t t;
+        pthread_mutex_lock(&bulk.job_lock);
+        bulk.helpers++;
+        bulk.gen_at_setup = bulk.job.gen;
+        pthread_mutex_unlock(&bulk.job_lock);
         if (pthread_create(&t, NULL, helper_main, (void *)(intptr_t)h) != 0) {
+            pthread_mutex_lock(&bulk.job_lock);
+            bulk.helpers--;
+            pthread_mutex_unlock(&bulk.job_lock);
             snprintf(err, sizeof err, "cannot start a thread");
             i = h;
             break;
@@ -343,6 +355,21 @@ static void setup_locked(void)
              BULK_MIN_COPY >> 20);
 }
 
+/* The session moved to another server (conn.h): the connections to the
+ * old one go, and the next copy opens them to the new one. Called with
+ * bulk.lock held, so no job runs and every helper waits for one. */
+static void forget_old_server_locked(void)
+{
+    bulk.moves_seen = conn_moves();
+    if (bulk.state == BULK_UNTRIED) return;
+    if (bulk.state == BULK_ON) close_all();
+    pthread_mutex_lock(&bulk.job_lock);
+    while (bulk.helpers > 0) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock); /* they see quit at once */
+    bulk.quit = 0;
+    pthread_mutex_unlock(&bulk.job_lock);
+    bulk.state = BULK_UNTRIED;
+}
+
 /* Takes bulk.lock; returns 1 with it held when striping is on, else 0
  * (lock released). */
 static int begin(size_t n)
@@ -350,6 +377,7 @@ static int begin(size_t n)
     if (n < BULK_MIN_COPY) return 0;
     rpc_push_mirrors(); /* not under bulk.lock: see the top of this file */
     pthread_mutex_lock(&bulk.lock);
+    if (conn_moves() != bulk.moves_seen) forget_old_server_locked();
     if (bulk.state == BULK_UNTRIED) setup_locked();
     if (bulk.state == BULK_ON) return 1;
     pthread_mutex_unlock(&bulk.lock);

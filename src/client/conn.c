@@ -92,6 +92,13 @@ static struct {
     _Atomic uint64_t acked;            /* our frames the session has */
     uint64_t broke_ms;
     char broke_why[160];
+    /* A move (docs/architecture.md 9.17, "The switch"): the session said
+     * it now lives on another server; the resumer goes there. */
+    int moving;                        /* under recv_lock */
+    char move_to[256];
+    uint32_t move_pid;
+    struct msg_scuda_moved_req move;   /* its timings, for the log */
+    _Atomic unsigned moves;            /* completed moves (bulk.c opens its connections again) */
 } conn = {
     .fd = -1,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -100,6 +107,7 @@ static struct {
 
 const struct session_info *conn_info(void) { return &conn.info; }
 const char *conn_addr(void) { return conn.addr; }
+unsigned conn_moves(void) { return atomic_load(&conn.moves); }
 
 static int (*host_work)(int fd, uint32_t len);
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
@@ -553,6 +561,36 @@ static void frame_received(void)
     wb_free(&b);
 }
 
+/* The session's last frame on this connection: it moved to another
+ * server (scuda_moved). Remember where; the caller treats it as a break,
+ * and the resumer goes there. Returns -1 (errno ECONNABORTED), or -1 with
+ * EPROTO when the notice is malformed. */
+static int take_moved(uint32_t len)
+{
+    uint8_t buf[512];
+    errno = EPROTO;
+    if (len > sizeof buf || conn_read(buf, len) != 0) return -1;
+    wire_reader r;
+    wr_init(&r, buf, len);
+    struct msg_arena arena;
+    msg_arena_init(&arena);
+    struct msg_scuda_moved_req m;
+    int ok = msg_scuda_moved_req_get(&r, &arena, &m) == 0 && r.left == 0 && m.to && m.to[0] &&
+             strlen(m.to) < sizeof conn.move_to && m.pid != 0;
+    if (ok) {
+        pthread_mutex_lock(&conn.recv_lock);
+        snprintf(conn.move_to, sizeof conn.move_to, "%s", m.to);
+        conn.move_pid = m.pid;
+        conn.move = m;
+        conn.move.to = NULL;
+        conn.moving = 1;
+        pthread_mutex_unlock(&conn.recv_lock);
+        errno = ECONNABORTED;
+    }
+    msg_arena_free(&arena);
+    return -1;
+}
+
 /* Read one frame as the reader. Called without recv_lock; takes it to
  * find the waiter, which cannot leave while it is not done. */
 static int read_one_frame(void)
@@ -569,6 +607,7 @@ static int read_one_frame(void)
         return -1;
     }
     if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(h.length); /* not numbered */
+    if (h.op == OP_scuda_moved && !(h.flags & FRAME_REPLY)) return take_moved(h.length);      /* not numbered */
     int rc = take_frame(&h);
     if (rc == 0) frame_received();
     return rc;
@@ -593,6 +632,7 @@ static void wait_done_locked(struct waiter *me)
         /* Altered bytes (EPROTO: TLS, or a frame no session sends) are
          * an attack or a fault on the path: no resume, as before. */
         if (rc != 0 && saved == EPROTO) mark_dead_locked(strerror(saved));
+        else if (rc != 0 && conn.moving) broke_locked("the session moved to another server", conn.resume_within_ms);
         else if (rc != 0)
             broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved),
                          conn.resume_within_ms);
@@ -862,7 +902,8 @@ static void broke_locked(const char *why, uint32_t window_ms)
 {
     if (conn.dead || atomic_load(&conn.resuming)) return;
     if (!window_ms) {
-        mark_dead_locked(why);
+        mark_dead_locked(conn.moving ? "the session moved to another server, and this client does not resume "
+                                       "connections (SCUDA_RESUME_WITHIN=0)" : why);
         return;
     }
     conn.broke_ms = mono_ms();
@@ -870,9 +911,13 @@ static void broke_locked(const char *why, uint32_t window_ms)
     snprintf(conn.broke_why, sizeof conn.broke_why, "%s", why);
     atomic_store(&conn.resuming, 1);
     shutdown(conn.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
-    LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
-             "(SCUDA_RESUME_WITHIN%s)", conn.addr, why, (double)window_ms / 1000,
-             window_ms < conn.resume_within_ms ? "; a silent server gets half a second" : "");
+    if (conn.moving)
+        LOG_INFO("server %s: the session moves to %s (session %u there); resuming it there", conn.addr,
+                 conn.move_to, conn.move_pid);
+    else
+        LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
+                 "(SCUDA_RESUME_WITHIN%s)", conn.addr, why, (double)window_ms / 1000,
+                 window_ms < conn.resume_within_ms ? "; a silent server gets half a second" : "");
     pthread_t t;
     if (pthread_create(&t, NULL, resume_main, NULL) != 0) {
         atomic_store(&conn.resuming, 0);
@@ -885,26 +930,28 @@ static void broke_locked(const char *why, uint32_t window_ms)
 /* One try: connect, prove the secret, learn what the session has.
  * Returns the fd; -1 to try again; -2 when the session refused (it is
  * gone, or never was ours: trying again cannot help). why says what. */
-static int resume_connect(int timeout_ms, uint64_t *server_has, char *why, size_t whylen)
+static int resume_connect(const char *addr, uint32_t pid, int timeout_ms, uint64_t *server_has, char *why,
+                          size_t whylen)
 {
     /* Whatever dial says (unreachable, closed at its first bytes, a TLS
      * handshake that failed), a relay that restarts can say it for a
      * while: only the session's own refusal ends the retries early. */
-    int fd = dial(conn.addr, timeout_ms, PREFACE_JOIN, why, whylen);
+    int fd = dial(addr, timeout_ms, PREFACE_JOIN, why, whylen);
+    if (fd == -2 && conn.moving) return -3; /* reached, but refused or not trusted: only a move gives up */
     if (fd < 0) return -1;
     uint8_t nonce[SCUDA_NONCE_LEN], req[RESUME_REQ_LEN];
     uint32_t status;
     char msg[256];
     int rc = -1;
     if (hello_read_server(fd, timeout_ms, nonce, why, whylen) != 0) goto out;
-    hello_resume_request(req, conn.session_pid, conn.resume_secret, nonce, atomic_load(&conn.received));
+    hello_resume_request(req, pid, conn.resume_secret, nonce, atomic_load(&conn.received));
     if (hello_send_client(fd, HELLO_RESUME, 0, scuda_token(), nonce, req, sizeof req) != 0) {
         snprintf(why, whylen, "the connection closed during the handshake");
         goto out;
     }
     /* Over TLS the session runs a TLS session of its own, in which the
      * request is repeated, as for a bulk join (bulk_join.c). */
-    int second = dial_second_tls(fd, conn.addr, timeout_ms, why, whylen);
+    int second = dial_second_tls(fd, addr, timeout_ms, why, whylen);
     if (second < 0) goto out;
     if (tls_of(fd) && second == 0 && io_write_full(fd, req, BULK_JOIN_LEN) != 0) {
         snprintf(why, whylen, "the connection closed during the second TLS session");
@@ -966,22 +1013,72 @@ static void resume_over(int ok, const char *why)
     pthread_mutex_unlock(&conn.recv_lock);
 }
 
+/* A move succeeded: the session is on the other server from now on. */
+static void moved_there(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    char from[256];
+    snprintf(from, sizeof from, "%s", conn.addr);
+    snprintf(conn.addr, sizeof conn.addr, "%s", conn.move_to);
+    conn.session_pid = conn.move_pid;
+    conn.moving = 0;
+    pthread_mutex_unlock(&conn.recv_lock);
+    atomic_fetch_add(&conn.moves, 1);
+    const struct msg_scuda_moved_req *m = &conn.move;
+    double gib = (double)m->bytes / (1u << 30);
+    LOG_WARN("session moved from %s to %s in %.0f ms (hold %.1f ms, replay %.1f ms, memory %.1f %s in %.0f ms)",
+             from, conn.addr, m->total_ns / 1e6 + (double)(mono_ms() - conn.broke_ms), m->hold_ns / 1e6,
+             m->replay_ns / 1e6, gib >= 0.1 ? gib : (double)m->bytes / (1u << 20),
+             gib >= 0.1 ? "GiB" : "MiB", m->copy_ns / 1e6);
+}
+
+/* A move that cannot reach the other server goes back to the one it came
+ * from, which keeps the session until --resume-within runs out. */
+static void move_abandoned(const char *why)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    conn.moving = 0;
+    pthread_mutex_unlock(&conn.recv_lock);
+    LOG_WARN("cannot resume the session on %s (%s): resuming it on %s, where it came from%s", conn.move_to, why,
+             conn.addr, strstr(why, "trust") || strstr(why, "certificate") || strstr(why, "fingerprint")
+                            ? "; to follow moves over TLS, trust every server the session may move to "
+                              "(SCUDA_TLS_CA, or a known_hosts entry for each; docs/operate.md, Moving a session)"
+                            : "");
+}
+
 static void *resume_main(void *arg)
 {
     (void)arg;
     uint64_t deadline = conn.broke_ms + conn.resume_window_ms, delay = RESUME_FIRST_DELAY_MS;
+    /* A move tries the new server for half the time, then the old one. */
+    uint64_t move_deadline = conn.broke_ms + conn.resume_within_ms / 2;
     char why[512] = "", final[768];
     for (int attempt = 1;; attempt++) {
         uint64_t now = mono_ms();
         if (now >= deadline) break;
-        uint64_t left = deadline - now;
+        pthread_mutex_lock(&conn.recv_lock);
+        int moving = conn.moving;
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (moving && now >= move_deadline) {
+            move_abandoned(why[0] ? why : "no answer");
+            moving = 0;
+        }
+        uint64_t left = (moving ? move_deadline : deadline) - now;
         uint64_t server_has = 0;
-        int fd = resume_connect(left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, &server_has, why,
+        int fd = resume_connect(moving ? conn.move_to : conn.addr, moving ? conn.move_pid : conn.session_pid,
+                                left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, &server_has, why,
                                 sizeof why);
         if (fd >= 0 && resume_install(fd, server_has) == 0) {
-            LOG_WARN("resumed session on %s after %llu ms", conn.addr, (unsigned long long)(mono_ms() - conn.broke_ms));
+            if (moving) moved_there();
+            else LOG_WARN("resumed session on %s after %llu ms", conn.addr,
+                          (unsigned long long)(mono_ms() - conn.broke_ms));
             resume_over(1, NULL);
             return NULL;
+        }
+        if (moving && (fd == -2 || fd == -3)) {
+            move_abandoned(why);
+            delay = RESUME_FIRST_DELAY_MS;
+            continue;
         }
         if (fd == -2) {
             snprintf(final, sizeof final, "%s, and the session cannot be resumed (%s): it ended, or the server "
@@ -990,7 +1087,8 @@ static void *resume_main(void *arg)
             return NULL;
         }
         if (fd >= 0) snprintf(why, sizeof why, "the new connection broke at once");
-        LOG_INFO("server %s: resume attempt %d failed: %s; retrying", conn.addr, attempt, why);
+        LOG_INFO("server %s: resume attempt %d failed: %s; retrying", moving ? conn.move_to : conn.addr, attempt,
+                 why);
         now = mono_ms();
         uint64_t nap = now + delay < deadline ? delay : (deadline > now ? deadline - now : 0);
         nanosleep(&(struct timespec){(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L}, NULL);

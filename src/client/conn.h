@@ -23,6 +23,9 @@ CUresult conn_open(const char *addr);
 /* The session info received at connect (valid in REMOTE mode). */
 const struct session_info *conn_info(void);
 const char *conn_addr(void);
+/* How many times the session moved to another server (docs/architecture.md
+ * 9.17): bulk connections are opened again to the new one. */
+unsigned conn_moves(void);
 
 /* Send one frame: header, then `req` bytes, then `bulk` bytes. */
 struct rpc_call;

@@ -1274,6 +1274,26 @@ struct msg_scuda_migrate_rep {
 void msg_scuda_migrate_rep_put(wire_buf *b, const struct msg_scuda_migrate_rep *m);
 int msg_scuda_migrate_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_migrate_rep *m);
 
+/* scuda_moved request: session to client, one-way and not numbered, the session's last frame on this connection: the session now lives on another server; resume there */
+struct msg_scuda_moved_req {
+    const char *to; /* str to: HOST:PORT of the server it moved to */
+    uint32_t pid; /* u32 pid: the session's process id there (the resume request names it) */
+    uint64_t hold_ns; /* u64 hold_ns: the pause, in parts, for the client's log */
+    uint64_t replay_ns; /* u64 replay_ns */
+    uint64_t copy_ns; /* u64 copy_ns */
+    uint64_t bytes; /* u64 bytes */
+    uint64_t total_ns; /* u64 total_ns: from the hold to this notice */
+};
+void msg_scuda_moved_req_put(wire_buf *b, const struct msg_scuda_moved_req *m);
+int msg_scuda_moved_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_moved_req *m);
+
+/* scuda_moved reply */
+struct msg_scuda_moved_rep {
+    char none; /* no fields */
+};
+void msg_scuda_moved_rep_put(wire_buf *b, const struct msg_scuda_moved_rep *m);
+int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_moved_rep *m);
+
 /* migrate_item record: one object of a migrating session, or a piece of its memory */
 struct msg_migrate_item {
     uint8_t kind; /* u8 kind: enum migrate_kind (src/server/migrate_state.h) */

@@ -375,6 +375,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_graph_uploads] = "scuda_graph_uploads",
     [OP_scuda_graph_stage] = "scuda_graph_stage",
     [OP_scuda_resume_ack] = "scuda_resume_ack",
+    [OP_scuda_moved] = "scuda_moved",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -376,7 +376,8 @@ enum scuda_op {
     OP_scuda_graph_uploads = 369,
     OP_scuda_graph_stage = 370,
     OP_scuda_resume_ack = 371,
-    OP_COUNT = 372
+    OP_scuda_moved = 372,
+    OP_COUNT = 373
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

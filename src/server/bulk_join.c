@@ -11,6 +11,7 @@
 
 #include "bulk.h"
 #include "fd_pass.h"
+#include "migrate_switch.h"
 #include "resume.h"
 #include "session.h"
 #include "server.h"
@@ -154,9 +155,19 @@ static void *join_main(void *arg)
 {
     struct session *s = arg;
     for (;;) {
+        union {
+            struct join_note join;
+            struct migrate_note migrate;
+        } m;
         struct join_note note;
         int fd;
-        long n = fd_recv(s->ctl_fd, &note, sizeof note, &fd, 0);
+        long n = fd_recv(s->ctl_fd, &m, sizeof m, &fd, 0);
+        if (n == (long)sizeof m.migrate && m.migrate.magic == MIGRATE_NOTE_MAGIC && fd >= 0) {
+            m.migrate.to[sizeof m.migrate.to - 1] = '\0';
+            migrate_request_post(m.migrate.to, fd); /* the dispatch thread runs it (migrate_switch.h) */
+            continue;
+        }
+        if (n == (long)sizeof note) memcpy(&note, &m.join, sizeof note);
         if (n < 0 && errno == EMSGSIZE) continue; /* fd_recv closed what came */
         if (n <= 0) {
             /* The parent is gone: no more joins; bulk connections that are

@@ -56,6 +56,15 @@ struct join_verdict {
     uint8_t nonce[SCUDA_NONCE_LEN];
 };
 
+/* An operator's request that the session move (control.c; docs/operate.md,
+ * "Moving a session"): it comes down the pair with the connection of
+ * whoever asked, on which the session writes the outcome, one line. */
+#define MIGRATE_NOTE_MAGIC 0x5247494du /* "MIGR" */
+struct migrate_note {
+    uint32_t magic;
+    char to[256]; /* HOST:PORT, NUL-terminated */
+};
+
 struct session;
 /* In a session: start the thread that takes joins from the parent on
  * s->ctl_fd, for as long as the session lives (a join before the client's

@@ -84,6 +84,21 @@ int children_ctl_of(pid_t pid, const char *user)
     return -1;
 }
 
+int children_ctl_any(pid_t pid)
+{
+    for (int i = 0; i < nkids; i++)
+        if (kids[i].info.pid == pid && !kids[i].info.ended_by_server) return kids[i].ctl;
+    return -1;
+}
+
+int children_list(pid_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < nkids && n < max; i++)
+        if (kids[i].ctl >= 0 && !kids[i].info.ended_by_server) out[n++] = kids[i].info.pid;
+    return n;
+}
+
 int children_end_user(const char *user, const char *why)
 {
     int n = 0;

@@ -37,6 +37,11 @@ int children_sessions(void);
 /* The parent's end of the pair of child `pid` whose user is `user`, or -1
  * (no such child, another user's, or its pair is closed). */
 int children_ctl_of(pid_t pid, const char *user);
+/* The same for whoever asks on the server's own control socket (control.c):
+ * any user's child. */
+int children_ctl_any(pid_t pid);
+/* The pids of the children with an open pair, at most max. */
+int children_list(pid_t *out, int max);
 /* End every child of `user` (SIGTERM), logging `why`. Returns how many. */
 int children_end_user(const char *user, const char *why);
 

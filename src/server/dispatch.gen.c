@@ -56,6 +56,7 @@ extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
@@ -8896,6 +8897,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_graph_uploads] = {"scuda_graph_uploads", srv_scuda_graph_uploads, 0, 0, 0, 0},
     [OP_scuda_graph_stage] = {"scuda_graph_stage", srv_scuda_graph_stage, 0, 0, 0, 16},
     [OP_scuda_resume_ack] = {"scuda_resume_ack", srv_scuda_resume_ack, 0, 0, 0, 0},
+    [OP_scuda_moved] = {"scuda_moved", srv_scuda_moved, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

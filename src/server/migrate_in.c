@@ -23,6 +23,7 @@
 #include "dispatch.h"
 #include "image_check.h"
 #include "migrate_state.h"
+#include "migrate_switch.h"
 #include "session.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -46,18 +47,18 @@ static uint64_t now_ns(void)
 
 /* One item frame: its payload (malloc'd) decoded into *it. Returns 0, or
  * -1 when the connection failed or the frame is malformed (why). */
-static int read_item(int fd, void **payload, struct msg_arena *a, struct msg_migrate_item *it, char *why, size_t wl)
+int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *a, struct msg_migrate_item *it, char *why, size_t wl)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
     *payload = NULL;
-    if (io_read_full_timeout(fd, hdr, sizeof hdr, ITEM_TIMEOUT_MS) != 0) {
-        snprintf(why, wl, "the exporting server went away or sent nothing for %d s", ITEM_TIMEOUT_MS / 1000);
+    if (io_read_full_timeout(fd, hdr, sizeof hdr, timeout_ms) != 0) {
+        snprintf(why, wl, "the exporting server went away or sent nothing for %d s", timeout_ms / 1000);
         return -1;
     }
     frame_header_decode(hdr, &h);
     if (h.op != OP_scuda_migrate || h.length > SCUDA_MAX_FRAME || !(*payload = malloc(h.length ? h.length : 1)) ||
-        io_read_full_timeout(fd, *payload, h.length, ITEM_TIMEOUT_MS) != 0) {
+        io_read_full_timeout(fd, *payload, h.length, timeout_ms) != 0) {
         snprintf(why, wl, "a malformed or cut migration frame (op %u, %u bytes)", h.op, h.length);
         return -1;
     }
@@ -221,7 +222,7 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
 static const char *kind_word(unsigned k)
 {
     static const char *const w[] = {"?", "context", "module", "function", "global", "stream", "event",
-                                    "allocation", "deferred error", "memory", "end"};
+                                    "allocation", "deferred error", "memory", "end", "kept frame", "switch"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -248,7 +249,7 @@ static CUresult digest_state(uint8_t out[32])
     return r;
 }
 
-static void send_verdict(int fd, const struct msg_migrate_verdict *v)
+void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v)
 {
     wire_buf b;
     wb_init(&b);
@@ -271,7 +272,7 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         struct msg_arena a;
         msg_arena_init(&a);
         struct msg_migrate_item it;
-        CUresult r = read_item(s->fd, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        CUresult r = migrate_read_item(s->fd, ITEM_TIMEOUT_MS, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES && !t_copy) t_copy = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
@@ -318,18 +319,19 @@ void migrate_in_run(struct session *s)
      * client may act on it, and this log must already say what happened. */
     if (v.result != CUDA_SUCCESS) {
         LOG_WARN("session %d: the incoming session was not rebuilt: %s; discarded", (int)getpid(), why);
-        send_verdict(s->fd, &v);
+        migrate_send_verdict(s->fd, &v);
         drain(s->fd);
         _exit(1);
     }
     LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches",
              (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0, v.copy_ns / 1e6);
-    /* The client's switch to this session is connection resume's step
-     * (docs/architecture.md 9.17, "The switch"), not in this build: the
-     * copy was a checked rehearsal and goes with this process. */
-    LOG_INFO("session %d: no client switch in this build (it needs connection resume); the copy is discarded",
-             (int)getpid());
-    send_verdict(s->fd, &v);
-    drain(s->fd);
-    _exit(0);
+    migrate_send_verdict(s->fd, &v);
+    /* The switch: the exporter hands over the connection's state, and
+     * this session waits for the client (migrate_switch.c). */
+    if (migrate_switch_in(s, why, sizeof why) != 0) {
+        LOG_WARN("session %d: the client's connection state did not come: %s; the copy is discarded",
+                 (int)getpid(), why);
+        drain(s->fd);
+        _exit(1);
+    }
 }

@@ -11,7 +11,9 @@ void migrate_in_expect(void);
 int migrate_in_expected(void);
 
 /* After the welcome: read, replay and check the exporter's items, answer
- * with the verdict, and end the process. */
-void migrate_in_run(struct session *s) __attribute__((noreturn));
+ * with the verdict, and take the client's connection state (the switch).
+ * Returns when the session waits for its client's resume
+ * (migrate_switch_in_await); on any failure the process ends. */
+void migrate_in_run(struct session *s);
 
 #endif

@@ -22,6 +22,8 @@
 #include "handlers.gen.h"
 #include "handles.h"
 #include "migrate_state.h"
+#include "migrate_switch.h"
+#include "resume.h"
 #include "session.h"
 #include "../common/config.h"
 #include "../common/dial.h"
@@ -83,7 +85,7 @@ static int hold(char *why, size_t whylen)
  * This server proves the token of its own environment (SCUDA_TOKEN,
  * SCUDA_TOKEN_FILE) and checks the other one as a client would (TLS,
  * known_hosts). Returns the fd, or -1 with why. */
-static int connect_peer(const char *to, char *why, size_t whylen)
+static int connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen)
 {
     char err[512];
     int fd = dial(to, DIAL_TIMEOUT_MS, PREFACE_SESSION, err, sizeof err);
@@ -104,13 +106,14 @@ static int connect_peer(const char *to, char *why, size_t whylen)
         snprintf(why, whylen, "server %.160s refused: %.200s (this server proves the token in its own environment: "
                               "SCUDA_TOKEN or SCUDA_TOKEN_FILE)", to, err);
     } else {
+        *pid = si.session_pid;
         return fd;
     }
     io_close(fd);
     return -1;
 }
 
-static int send_item(int fd, const struct msg_migrate_item *it, uint32_t seq)
+int migrate_send_item(int fd, const struct msg_migrate_item *it, uint32_t seq)
 {
     wire_buf b;
     wb_init(&b);
@@ -147,7 +150,7 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
             }
             migrate_digest_bytes(d, buf, len);
             struct msg_migrate_item it = {.kind = MIG_BYTES, .a = v[i].addr + off, .data = buf, .data_len = len};
-            if (peer_spoke(fd) || send_item(fd, &it, (*seq)++) != 0) rc = 1; /* the verdict says why */
+            if (peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0) rc = 1; /* the verdict says why */
             *sent += len;
         }
     }
@@ -157,14 +160,14 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
 }
 
 /* Read the importer's verdict into *v (its strings in arena a). */
-static int read_verdict(int fd, struct msg_arena *a, struct msg_migrate_verdict *v, void **payload)
+int migrate_read_verdict(int fd, int timeout_ms, struct msg_arena *a, struct msg_migrate_verdict *v, void **payload)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
-    if (io_read_full_timeout(fd, hdr, sizeof hdr, VERDICT_TIMEOUT_MS) != 0) return -1;
+    if (io_read_full_timeout(fd, hdr, sizeof hdr, timeout_ms) != 0) return -1;
     frame_header_decode(hdr, &h);
     if (h.op != OP_scuda_migrate || h.length > 4096 || !(*payload = malloc(h.length ? h.length : 1))) return -1;
-    if (io_read_full_timeout(fd, *payload, h.length, VERDICT_TIMEOUT_MS) != 0) return -1;
+    if (io_read_full_timeout(fd, *payload, h.length, timeout_ms) != 0) return -1;
     wire_reader r;
     wr_init(&r, *payload, h.length);
     msg_get_migrate_verdict(&r, a, v);
@@ -190,11 +193,11 @@ static int transfer(struct session *s, int fd, struct outcome *o)
     uint32_t seq = 0;
     int rc = d ? 0 : -1;
     for (long i = 0; i < n && rc == 0; i++)
-        if (peer_spoke(fd) || send_item(fd, &items[i], seq++) != 0) rc = 1;
+        if (peer_spoke(fd) || migrate_send_item(fd, &items[i], seq++) != 0) rc = 1;
     free(items);
     if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
     struct msg_migrate_item end = {.kind = MIG_END, .b = o->bytes};
-    if (rc == 0 && send_item(fd, &end, seq) != 0) rc = 1;
+    if (rc == 0 && migrate_send_item(fd, &end, seq) != 0) rc = 1;
     uint8_t mine[32] = {0};
     if (d) migrate_digest_end(d, mine);
     if (rc < 0) return -1;
@@ -202,7 +205,7 @@ static int transfer(struct session *s, int fd, struct outcome *o)
     msg_arena_init(&a);
     struct msg_migrate_verdict v;
     void *payload = NULL;
-    if (read_verdict(fd, &a, &v, &payload) != 0) {
+    if (migrate_read_verdict(fd, VERDICT_TIMEOUT_MS, &a, &v, &payload) != 0) {
         snprintf(o->why, sizeof o->why, "the other server sent no verdict (it went away, or took longer than %d s)",
                  VERDICT_TIMEOUT_MS / 1000);
         rc = -1;
@@ -222,35 +225,64 @@ static int transfer(struct session *s, int fd, struct outcome *o)
     return rc;
 }
 
-static void log_moved(const char *to, const struct msg_scuda_migrate_rep *rep, uint64_t total_ns)
+static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, uint64_t total_ns)
 {
     LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms, %.1f MiB memory in %.1f ms",
              (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6, rep->replay_ns / 1e6,
              rep->bytes / 1048576.0, rep->copy_ns / 1e6);
-    /* The switch is connection resume's (architecture.md 9.17, "The switch"). */
-    LOG_INFO("session %d: %s holds a checked copy; the client stays here until connection resume can move it",
-             (int)getpid(), to);
+}
+
+/* Why the client could not follow a move, or "". */
+static void follow_blockers(struct session *s, char *why, size_t whylen)
+{
+    if (s->opt->resume_within_s <= 0)
+        snprintf(why, whylen, "this server takes no resumes (--resume-within 0), so its client cannot follow a move");
+    else if (!resume_can_follow())
+        snprintf(why, whylen, "the client cannot resume a connection (it never asked for the resume secret, or it "
+                              "is leaving)");
+}
+
+static int failed_at_peer;
+int migrate_failed_at_peer(void) { return failed_at_peer; }
+
+int migrate_session(struct session *s, const char *to, struct srv_call *c, struct msg_scuda_migrate_rep *rep)
+{
+    failed_at_peer = 0;
+    uint64_t t0 = now_ns();
+    struct outcome o = {.why = ""};
+    *rep = (struct msg_scuda_migrate_rep){0};
+    migrate_blockers_explain(o.why, sizeof o.why);
+    if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
+    int fd = -1, switched = 0;
+    uint32_t b_pid = 0;
+    if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
+        rep->hold_ns = now_ns() - t0;
+        failed_at_peer = 1;
+        if ((fd = connect_peer(to, &b_pid, o.why, sizeof o.why)) >= 0 && transfer(s, fd, &o) == 0) {
+            rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
+            log_copied(to, rep, now_ns() - t0);
+            switched = migrate_switch_out(s, fd, to, b_pid, c, rep, t0, o.why, sizeof o.why) == 0;
+        }
+    }
+    if (fd >= 0 && !switched) io_close(fd);
+    session_forget_bound_ctx(); /* holding and describing made other contexts current */
+    rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
+    rep->moved = (uint32_t)switched;
+    if (!switched) LOG_WARN("session %d cannot move to %s: %s; it goes on here", (int)getpid(), to, o.why);
+    static char why_kept[MIGRATE_WHY_MAX];
+    snprintf(why_kept, sizeof why_kept, "%s", switched ? "" : o.why);
+    rep->why = why_kept;
+    return switched;
 }
 
 CUresult srv_scuda_migrate(srv_call *c)
 {
     struct msg_scuda_migrate_req m;
     if (msg_scuda_migrate_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t t0 = now_ns();
-    struct outcome o = {.why = ""};
-    struct msg_scuda_migrate_rep rep = {0};
-    migrate_blockers_explain(o.why, sizeof o.why);
-    int fd = -1;
-    if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
-        rep.hold_ns = now_ns() - t0;
-        if ((fd = connect_peer(m.to, o.why, sizeof o.why)) >= 0 && transfer(c->s, fd, &o) == 0) rep.moved = 1;
-    }
-    if (fd >= 0) io_close(fd);
-    session_forget_bound_ctx(); /* holding and describing made other contexts current */
-    rep.replay_ns = o.replay_ns, rep.copy_ns = o.copy_ns, rep.bytes = o.bytes;
-    if (rep.moved) log_moved(m.to, &rep, now_ns() - t0);
-    else LOG_WARN("session %d cannot move to %s: %s; it goes on here", (int)getpid(), m.to, o.why);
-    rep.why = rep.moved ? "" : o.why;
-    msg_scuda_migrate_rep_put(&c->out, &rep);
+    struct msg_scuda_migrate_rep rep;
+    /* After a switch the reply is already numbered and kept: it reaches
+     * the client from whichever server it resumes on (migrate_switch.c). */
+    if (migrate_session(c->s, m.to, c, &rep)) c->replied = 1;
+    else msg_scuda_migrate_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }

@@ -33,6 +33,9 @@ enum migrate_kind {
     MIG_DEFERRED,    /* a = the first error of a one-way call, not yet reported */
     MIG_BYTES,       /* a = device address; data = the bytes there */
     MIG_END,         /* b = device bytes sent: the importer checks and answers */
+    /* After a good verdict, the switch (migrate_switch.c): */
+    MIG_KEPT,        /* a = frame number; data = a frame sent to the client and not acknowledged */
+    MIG_SWITCH,      /* a = client frames received, b = frames sent; data = the resume secret */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */

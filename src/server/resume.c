@@ -239,6 +239,48 @@ static long send_again_locked(int fd, uint64_t client_has)
     return n;
 }
 
+int resume_take(struct session *s, int timeout_ms, uint64_t *client_has)
+{
+    (void)s;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms % 1000) * 1000000u;
+    until.tv_sec += timeout_ms / 1000 + (time_t)(ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    pthread_mutex_lock(&rs.offer_lock);
+    while (rs.offer_fd < 0 && pthread_cond_timedwait(&rs.offer_cv, &rs.offer_lock, &until) == 0) {
+    }
+    int fd = rs.offer_fd;
+    *client_has = rs.offer_received;
+    rs.offer_fd = -1;
+    pthread_mutex_unlock(&rs.offer_lock);
+    return fd;
+}
+
+int resume_install(struct session *s, int fd, uint64_t client_has)
+{
+    pthread_mutex_lock(&s->write_lock);
+    uint64_t have = atomic_load(&rs.received);
+    long again = -1;
+    if (hello_send_welcome(fd, WELCOME_OK, "resumed") == 0 && io_write_full(fd, &have, sizeof have) == 0)
+        again = send_again_locked(fd, client_has);
+    int old = s->fd;
+    s->fd = fd;
+    atomic_store(&rs.current_fd, fd);
+    pthread_mutex_unlock(&s->write_lock);
+    if (old >= 0) io_close(old);
+    if (again == -2) return -1;
+    if (again < 0) {
+        /* It broke again at once: as any break. */
+        shutdown(fd, SHUT_RDWR);
+        LOG_WARN("the resumed connection failed at once");
+        return 0;
+    }
+    LOG_INFO("client resumed the session: %ld frame(s) sent again, %llu of its frames received",
+             again, (unsigned long long)have);
+    return 0;
+}
+
 int resume_wait(struct session *s)
 {
     atomic_store(&rs.current_fd, s->fd);
@@ -254,24 +296,61 @@ int resume_wait(struct session *s)
                  s->opt->resume_within_s);
         return -1;
     }
-    pthread_mutex_lock(&s->write_lock);
-    uint64_t have = atomic_load(&rs.received);
-    long again = -1;
-    if (hello_send_welcome(fd, WELCOME_OK, "resumed") == 0 && io_write_full(fd, &have, sizeof have) == 0)
-        again = send_again_locked(fd, client_has);
-    int old = s->fd;
-    s->fd = fd;
-    atomic_store(&rs.current_fd, fd);
-    pthread_mutex_unlock(&s->write_lock);
-    io_close(old);
-    if (again == -2) return -1;
-    if (again < 0) {
-        /* It broke again at once: as any break. */
-        shutdown(fd, SHUT_RDWR);
-        LOG_WARN("the resumed connection failed at once");
-        return 0;
+    return resume_install(s, fd, client_has);
+}
+
+/* ---- a migration (docs/architecture.md 9.17, "The switch") ------------------------ */
+
+int resume_can_follow(void) { return atomic_load(&rs.handed_out) && !atomic_load(&rs.leaving); }
+
+uint64_t resume_sent_locked(void) { return rs.sent; }
+
+int resume_drop_newest_locked(uint64_t no)
+{
+    pthread_mutex_lock(&rs.kept_lock);
+    int rc = -1;
+    if (rs.count > 0 && rs.kept[(rs.head + rs.count - 1) % rs.cap].no == no && rs.sent == no) {
+        free(rs.kept[(rs.head + rs.count - 1) % rs.cap].bytes);
+        rs.count--;
+        rs.sent--;
+        rc = 0;
     }
-    LOG_INFO("client resumed the session: %ld frame(s) sent again, %llu of its frames received",
-             again, (unsigned long long)have);
+    pthread_mutex_unlock(&rs.kept_lock);
+    return rc;
+}
+
+int resume_each_kept(int (*fn)(void *arg, uint64_t no, const void *bytes, size_t len), void *arg)
+{
+    pthread_mutex_lock(&rs.kept_lock);
+    int rc = 0;
+    for (size_t i = 0; i < rs.count && rc == 0; i++) {
+        const struct kept *k = &rs.kept[(rs.head + i) % rs.cap];
+        rc = fn(arg, k->no, k->bytes, k->len);
+    }
+    pthread_mutex_unlock(&rs.kept_lock);
+    return rc;
+}
+
+int resume_adopt_kept(uint64_t no, const void *bytes, size_t len)
+{
+    pthread_mutex_lock(&rs.kept_lock);
+    /* In order and above every frame kept so far: the exporter's list. */
+    int rc = rs.count > 0 && rs.kept[(rs.head + rs.count - 1) % rs.cap].no >= no ? -1 : keep_locked(no, bytes, len);
+    pthread_mutex_unlock(&rs.kept_lock);
+    return rc;
+}
+
+int resume_adopt(const uint8_t secret[RESUME_SECRET_LEN], uint64_t received, uint64_t sent)
+{
+    pthread_mutex_lock(&rs.kept_lock);
+    int rc = rs.count > 0 && rs.kept[(rs.head + rs.count - 1) % rs.cap].no > sent ? -1 : 0;
+    pthread_mutex_unlock(&rs.kept_lock);
+    if (rc != 0) return -1;
+    memcpy(rs.secret, secret, RESUME_SECRET_LEN);
+    rs.sent = sent;
+    atomic_store(&rs.received, received);
+    rs.acked_frames = received;
+    atomic_store(&rs.current_fd, -1); /* the exporter's connection is not the client's */
+    atomic_store(&rs.handed_out, 1);
     return 0;
 }

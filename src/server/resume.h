@@ -61,4 +61,29 @@ void resume_offer(struct session *s, int fd, uint64_t received);
  * one. Returns 0 when resumed, -1 when none came (the session ends). */
 int resume_wait(struct session *s);
 
+/* Wait up to timeout_ms for a checked resume (resume_offer). Returns its
+ * fd and what the client has of our frames, or -1. */
+int resume_take(struct session *s, int timeout_ms, uint64_t *client_has);
+/* Make fd the session's connection: welcome it, send again what the
+ * client lacks, close the old one. Returns 0, or -1 when we no longer keep
+ * what it lacks (the session ends). */
+int resume_install(struct session *s, int fd, uint64_t client_has);
+
+/* ---- a migration (docs/architecture.md 9.17, "The switch") ------------------ */
+
+/* 1 when the client holds the secret and did not say it leaves. */
+int resume_can_follow(void);
+/* Our frames numbered so far (s->write_lock held). */
+uint64_t resume_sent_locked(void);
+/* Forget frame `no` when it is the newest one kept and was never written
+ * (s->write_lock held): a migration reply that the switch did not need. */
+int resume_drop_newest_locked(uint64_t no);
+/* Call fn for each kept frame, oldest first, until it returns nonzero. */
+int resume_each_kept(int (*fn)(void *arg, uint64_t no, const void *bytes, size_t len), void *arg);
+/* On the server a session moves to, before its client resumes: the
+ * exporter's kept frames (in order), then its secret and counts. Each
+ * returns 0, or -1 when the state is inconsistent (or out of memory). */
+int resume_adopt_kept(uint64_t no, const void *bytes, size_t len);
+int resume_adopt(const uint8_t secret[RESUME_SECRET_LEN], uint64_t received, uint64_t sent);
+
 #endif

@@ -11,6 +11,8 @@
 #include "admission.h"
 #include "bound_addr.h"
 #include "children.h"
+#include "control.h"
+#include "drain.h"
 #include "identity.h"
 #include "migrate_in.h"
 #include "ipc_registry.h"
@@ -38,6 +40,9 @@
 #define LOOP_TICK_MS 200
 
 static volatile sig_atomic_t stopping, reload_requested;
+/* A drain waits for each move this much longer than --resume-within (the
+ * copy itself, then the client's resume). */
+#define DRAIN_MOVE_SLACK_S 150
 
 static void on_stop(int sig) { (void)sig; stopping = 1; }
 static void on_hup(int sig) { (void)sig; reload_requested = 1; }
@@ -78,6 +83,7 @@ static void child_main(const struct admitted *a, int ctl)
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_IGN); /* SIGHUP is the parent's: reload, not hang up */
+    if (control_fd() >= 0) close(control_fd()); /* the parent's alone */
     session_identity_set(a->user);
     if (a->flags == HELLO_MIGRATE_IN) migrate_in_expect(); /* a server moving a session here */
     else if (a->flags != 0) {
@@ -267,8 +273,8 @@ static void install_signals(void)
  * handshakes, then serve what is ready. */
 static void serve_round(struct pollfd **set, int *cap)
 {
-    int nk = children_poll_count(), na = admission_poll_count();
-    int n = 1 + nk + na;
+    int nk = children_poll_count(), na = admission_poll_count(), nc = control_fd() >= 0;
+    int n = 1 + nk + na + nc;
     if (n > *cap) {
         struct pollfd *p = realloc(*set, (size_t)n * sizeof *p);
         if (!p) {
@@ -283,12 +289,14 @@ static void serve_round(struct pollfd **set, int *cap)
     p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
     children_poll_fill(p + 1);
     admission_poll_fill(p + 1 + nk);
+    if (nc) p[n - 1] = (struct pollfd){.fd = control_fd(), .events = POLLIN};
     int rc = poll(p, (nfds_t)n, admission_timeout_ms(LOOP_TICK_MS));
     if (rc < 0 && errno != EINTR) LOG_WARN("poll: %s", strerror(errno));
     reap_children(); /* children that ended free their places first */
     if (rc > 0) children_poll_done(p + 1, nk);
     admission_poll_done(p + 1 + nk, na);
     if (rc > 0 && (p[0].revents & POLLIN)) admission_accept(listen_fd);
+    if (rc > 0 && nc && (p[n - 1].revents & POLLIN)) control_accept();
 }
 
 int server_run(const struct server_options *options)
@@ -313,6 +321,7 @@ int server_run(const struct server_options *options)
     /* Sessions redirect their stdout/stderr for device printf; they log
      * through a duplicate of the server's stderr. */
     log_fd = dup(2);
+    if (opt->control_path) control_open(opt->control_path);
     install_signals();
     struct pollfd *set = NULL;
     int cap = 0;
@@ -321,7 +330,10 @@ int server_run(const struct server_options *options)
         serve_round(&set, &cap);
     }
     free(set);
+    close(listen_fd); /* no new clients while the sessions move */
+    if (opt->peers && children_sessions() > 0)
+        drain_sessions(opt->peers, opt->resume_within_s + DRAIN_MOVE_SLACK_S, reap_children);
+    control_close();
     LOG_INFO("stopping: %d session(s) still running end with their clients", children_sessions());
-    close(listen_fd);
     return 0;
 }

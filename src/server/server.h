@@ -40,6 +40,9 @@ struct server_options {
     int driver_placed_memory;      /* --driver-placed-memory: no window, the driver places it */
     uint64_t window_base;          /* device 0's window */
     uint64_t window_size;          /* addresses per device */
+    /* Moving sessions (docs/operate.md, "Moving a session"). */
+    const char *control_path;      /* the control socket for `scuda migrate`; NULL = none */
+    const char *peers;             /* --peer HOST:PORT[,...]: SIGTERM moves sessions there; NULL = none */
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u

@@ -31,6 +31,7 @@
 #include "legacy_ctx.h"
 #include "migrate_in.h"
 #include "migrate_state.h"
+#include "migrate_switch.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -501,6 +502,12 @@ static struct {
     size_t start, end;
 } inbuf;
 
+/* Set when the dispatch thread waits for a frame's first byte: an
+ * operator's move (migrate_request_post) may then take its turn. */
+static int at_frame_boundary, ctl_woke;
+/* How often a waiting dispatch thread looks for an operator's move. */
+#define CTL_LOOK_MS 100
+
 /* Wait for input. With an idle timeout, a client silent that long loses
  * its session, between frames or in the middle of one (a frame half sent
  * would otherwise hold the session forever), unless one of its calls is
@@ -510,10 +517,19 @@ static int wait_input(struct session *s)
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     int dead_ms = s->opt->dead_after_s > 0 ? s->opt->dead_after_s * 1000 : 0;
     int wait_ms = idle_ms && (!dead_ms || idle_ms < dead_ms) ? idle_ms : dead_ms;
-    uint64_t since = mono_ns();
-    while (wait_ms > 0) {
-        int rc = io_wait_input(s->fd, wait_ms);
+    uint64_t since = mono_ns(), slice_since = since;
+    while (wait_ms > 0 || s->ctl_fd >= 0) {
+        int slice = s->ctl_fd >= 0 && (wait_ms <= 0 || wait_ms > CTL_LOOK_MS) ? CTL_LOOK_MS : wait_ms;
+        int rc = io_wait_input(s->fd, slice);
         if (rc != 0) return rc < 0 ? -1 : 0;
+        if (at_frame_boundary && migrate_request_waiting()) {
+            ctl_woke = 1;
+            errno = EINTR;
+            return -1;
+        }
+        /* The bounds below count whole periods of wait_ms, as before. */
+        if (wait_ms <= 0 || mono_ns() - slice_since < (uint64_t)wait_ms * 1000000u) continue;
+        slice_since = mono_ns();
         /* A live client pings whenever it has sent nothing for a quarter
          * of this, even while its calls run: silence means it is gone. */
         if (dead_ms && mono_ns() - since >= (uint64_t)dead_ms * 1000000u) {
@@ -543,11 +559,15 @@ static ssize_t read_socket(struct session *s, void *dst, size_t cap)
 {
     /* Under an idle timeout, bytes already waiting are read without a poll
      * first: a large payload arrives in many reads. */
-    int timed = s->opt->idle_timeout_s > 0 || s->opt->dead_after_s > 0;
+    int timed = s->opt->idle_timeout_s > 0 || s->opt->dead_after_s > 0 || s->ctl_fd >= 0;
     for (;;) {
         ssize_t n = io_read_some(s->fd, dst, cap, timed ? 0 : -1);
-        if (n > 0) return n;
+        if (n > 0) {
+            at_frame_boundary = 0;
+            return n;
+        }
         if (!timed || (errno != EAGAIN && errno != EWOULDBLOCK) || wait_input(s) != 0) {
+            if (ctl_woke) return -1;
             /* Altered bytes (EPROTO: a TLS record that does not verify)
              * are an attack or a broken path, not a break to resume. */
             conn_broke = errno != ETIMEDOUT && errno != EPROTO;
@@ -599,6 +619,7 @@ static int read_exact(struct session *s, void *dst, size_t n)
  * call within microseconds: look for it before sleeping. */
 static int read_header(struct session *s, uint8_t *hdr)
 {
+    at_frame_boundary = inbuf.end == inbuf.start;
     if (inbuf.end == inbuf.start) io_spin_for_input(s->fd, INPUT_SPIN_NS);
     return read_exact(s, hdr, FRAME_HEADER_LEN);
 }
@@ -784,8 +805,21 @@ static void refuse_call(struct session *s, struct pending_call *p)
 static struct pending_call *next_call(struct session *s)
 {
     for (;;) {
+        /* An operator's move runs here, between two calls, as a client's
+         * scuda_migrate does. */
+        if (migrate_request_waiting()) migrate_request_run(s);
+        if (migrate_switch_pending()) {
+            /* The client was told to resume on another server: read
+             * nothing more here; it comes back, or this session ends. */
+            int rc = migrate_switch_wait(s);
+            migrate_request_answer(migrate_switch_outcome());
+            if (rc != 0) return NULL;
+            inbuf.start = inbuf.end = 0;
+        }
         conn_broke = 0;
+        ctl_woke = 0;
         struct pending_call *p = read_next_call(s);
+        if (!p && ctl_woke) continue; /* between two frames: the request above */
         if (p || !conn_broke || resume_wait(s) != 0) return p;
         /* Whatever was buffered or half read is the client's to send again. */
         inbuf.start = inbuf.end = 0;
@@ -1035,6 +1069,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     liveness_start(&s);
+    if (migrate_in_expected()) migrate_switch_in_await(&s); /* its client resumes here */
     dispatch_loop(&s);
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (docs/architecture.md, 2 Processes). */

@@ -386,6 +386,13 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
             argv[n++] = "--state-dir";
             argv[n++] = state_dir;
         }
+        /* Its control socket (scuda migrate) next to its cache, never in
+         * the user's state directory; a test's own --control comes later
+         * and wins. */
+        char control[1200];
+        snprintf(control, sizeof control, "%s/control.sock", cache_home);
+        argv[n++] = "--control";
+        argv[n++] = control;
         for (int i = 0; i < 8 && opt->extra_args[i]; i++) argv[n++] = opt->extra_args[i];
         argv[n] = NULL;
         execv(SCUDA_BIN, (char **)argv);

@@ -11,6 +11,11 @@
  * where it was: a stream-ordered allocation, a B whose window is
  * elsewhere, a B that does not accept A's token. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +25,41 @@
 #include "server/device_window.h"
 
 int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/client/migrate.c) */
+int scuda_client_bulk_streams(void);                         /* bulk connections in use (bulk.c) */
 
 #define N 4096
 #define MiB (1ull << 20)
 
 static const char *target; /* B's address for the child, NULL: no migration */
+/* An outside trigger instead (scuda migrate, a drain): the child says
+ * it is mid-run on `ready` and keeps calling until a byte on `done`. */
+static int outside, ready_pipe[2], done_pipe[2];
 static char why[512];
+
+/* A launch counter: another thread adds `ones` into `count` in place,
+ * COUNTER_LAUNCHES times, while the session moves. Each launch that ran
+ * twice (or not at all) shows in the sum. */
+#define COUNTER_LAUNCHES 300
+struct counter {
+    CUcontext ctx;
+    CUfunction add;
+    CUstream stream;
+    CUdeviceptr count, ones;
+};
+
+static void *count_launches(void *arg)
+{
+    struct counter *k = arg;
+    CU(cuCtxSetCurrent(k->ctx));
+    unsigned n = 256;
+    void *args[] = {&k->count, &k->ones, &k->count, &n};
+    for (int i = 0; i < COUNTER_LAUNCHES; i++) {
+        CU(cuLaunchKernel(k->add, 1, 1, 1, 256, 1, 1, 0, k->stream, args, NULL));
+        h_sleep_ms(1); /* long enough for a move to happen among them */
+    }
+    CU(cuStreamSynchronize(k->stream));
+    return NULL;
+}
 
 static void launch(CUfunction f, CUstream s, void **args)
 {
@@ -37,7 +71,7 @@ static void launch(CUfunction f, CUstream s, void **args)
 static int workload(void *arg)
 {
     (void)arg;
-    h_cuda_setup();
+    CUcontext ctx = h_cuda_setup();
     CUfunction add = h_func("vec_add"), fill = h_func("fill_u32");
     CUdeviceptr g = 0, a, b, c, big, pitched;
     size_t gsize = 0, pitch = 0;
@@ -70,10 +104,57 @@ static int workload(void *arg)
     CU(cuStreamWaitEvent(s2, e1, 0));
     CU(cuMemsetD8_v2(pitched, 0x5a, pitch * 10));
 
+    /* A striped copy before the move: bulk connections to A. */
+    size_t striped_len = 16 * MiB;
+    uint8_t *striped = malloc(striped_len), *striped_back = malloc(striped_len);
+    CHECK(striped && striped_back);
+    for (size_t i = 0; i < striped_len; i++) striped[i] = (uint8_t)(i * 7 + 3);
+    CUdeviceptr dstriped;
+    CU(cuMemAlloc_v2(&dstriped, striped_len));
+    CU(cuMemcpyHtoD_v2(dstriped, striped, striped_len));
+
+    struct counter k = {.ctx = ctx, .add = add};
+    CU(cuStreamCreate(&k.stream, CU_STREAM_NON_BLOCKING));
+    CU(cuMemAlloc_v2(&k.count, 256 * sizeof(float)));
+    CU(cuMemAlloc_v2(&k.ones, 256 * sizeof(float)));
+    float ones[256];
+    for (int i = 0; i < 256; i++) ones[i] = 1.0f;
+    CU(cuMemcpyHtoD_v2(k.ones, ones, sizeof ones));
+    CU(cuMemsetD32_v2(k.count, 0, 256));
+    CU(cuCtxSynchronize());
+    pthread_t counting;
+    CHECK(pthread_create(&counting, NULL, count_launches, &k) == 0);
+
     if (target) {
+        h_sleep_ms(5); /* launches on their way while the session moves */
         int moved = scuda_migrate(target, why, sizeof why);
         CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
     }
+    if (outside) {
+        CHECK(write(ready_pipe[1], "r", 1) == 1);
+        char c;
+        uint64_t until = h_now_ms() + 60000;
+        while (read(done_pipe[0], &c, 1) != 1 && h_now_ms() < until) {
+            CU(cuCtxSynchronize()); /* mid-run: calls keep coming while the session moves */
+            h_sleep_ms(5);
+        }
+    }
+    pthread_join(counting, NULL);
+    /* Striped copies after the move: the bulk connections are B's now. */
+    CU(cuMemcpyDtoH_v2(striped_back, dstriped, striped_len));
+    CHECK(memcmp(striped, striped_back, striped_len) == 0, "the striped bytes came back");
+    for (size_t i = 0; i < striped_len; i++) striped[i] ^= 0x5a;
+    CU(cuMemcpyHtoD_v2(dstriped, striped, striped_len));
+    CU(cuMemcpyDtoH_v2(striped_back, dstriped, striped_len));
+    CHECK(memcmp(striped, striped_back, striped_len) == 0, "the striped bytes went and came back");
+    CHECK(scuda_client_bulk_streams() > 0, "the copies were striped");
+    free(striped);
+    free(striped_back);
+    float counted[256];
+    CU(cuMemcpyDtoH_v2(counted, k.count, sizeof counted));
+    for (int i = 0; i < 256; i++)
+        CHECK(counted[i] == (float)COUNTER_LAUNCHES, "launch counter %d is %.0f, not %d: a launch ran %s", i,
+              (double)counted[i], COUNTER_LAUNCHES, counted[i] > COUNTER_LAUNCHES ? "twice" : "not at all");
 
     /* Phase two: the same handles, addresses and bytes. */
     launch(add, s2, add_args); /* c = a + b again, on the other stream */
@@ -92,21 +173,229 @@ static int workload(void *arg)
     CHECK(row[99] == 0x5a);
     CU(cuStreamQuery(s1));
     CU(cuEventQuery(e1));
+    printf("counter %.0f\n", (double)counted[0]);
     printf("global %u word %08x row %02x c[%d] %f pitch %zu\n", back, word, row[0], N - 1, (double)hc[N - 1], pitch);
     printf("a %#llx b %#llx c %#llx big %#llx pitched %#llx g %#llx\n", (unsigned long long)a, (unsigned long long)b,
            (unsigned long long)c, (unsigned long long)big, (unsigned long long)pitched, (unsigned long long)g);
     return 0;
 }
 
+static char moved_err[512]; /* the last run's stderr */
+
+/* Wait (at most 20 s) until s's log has needle n times. */
+static int log_reaches(const struct h_server *s, const char *needle, int n)
+{
+    uint64_t until = h_now_ms() + 20000;
+    while (h_server_log_count(s, needle) < n && h_now_ms() < until) h_sleep_ms(20);
+    return h_server_log_count(s, needle);
+}
+
+static int pid_gone(pid_t pid)
+{
+    uint64_t until = h_now_ms() + 20000;
+    while (h_pid_alive(pid) && h_now_ms() < until) h_sleep_ms(20);
+    return !h_pid_alive(pid);
+}
+
 static char *run_workload(const char *tag, const char *to)
 {
-    char path[512];
+    char path[512], errtag[128];
     int fd = h_temp_file(tag, path, sizeof path);
+    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
+    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
     target = to;
-    h_wait_ok(h_spawn(workload, NULL, 60, fd, -1), 65000, tag);
+    h_wait_ok(h_spawn(workload, NULL, 60, fd, efd), 65000, tag);
     close(fd);
+    close(efd);
     size_t len;
     return h_read_file(path, &len);
+}
+
+/* Start the workload in a child that waits, mid-run, for `trigger`. */
+static char *run_outside(const char *tag, void (*trigger)(void *), void *arg)
+{
+    char path[512], errtag[128];
+    int fd = h_temp_file(tag, path, sizeof path);
+    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
+    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
+    target = NULL;
+    outside = 1;
+    CHECK(pipe(ready_pipe) == 0 && pipe(done_pipe) == 0);
+    CHECK(fcntl(done_pipe[0], F_SETFL, O_NONBLOCK) == 0);
+    pid_t child = h_spawn(workload, NULL, 90, fd, efd);
+    char c;
+    CHECK(read(ready_pipe[0], &c, 1) == 1, "the client got mid-run");
+    trigger(arg);
+    CHECK(write(done_pipe[1], "d", 1) == 1);
+    h_wait_ok(child, 95000, tag);
+    outside = 0;
+    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
+    close(fd);
+    close(efd);
+    size_t len;
+    return h_read_file(path, &len);
+}
+
+/* `scuda migrate`, run as a command; its stdout and stderr in out. */
+static int scuda_migrate_cmd(pid_t session, const char *to, const char *control, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s migrate --session %d --to %s --control %s 2>&1", SCUDA_BIN_PATH, (int)session,
+             to, control);
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+struct trigger {
+    struct h_server *a, *b;
+    const char *control;
+    int want_status;
+    const char *want;
+};
+
+static pid_t newest_session(const struct h_server *s)
+{
+    pid_t pids[16];
+    int n = h_server_sessions(s, pids, 16);
+    CHECK(n > 0, "the server names its sessions");
+    return pids[n - 1];
+}
+
+static void migrate_from_outside(void *arg)
+{
+    struct trigger *t = arg;
+    char out[2048];
+    int st = scuda_migrate_cmd(newest_session(t->a), t->b->addr, t->control, out, sizeof out);
+    CHECK(st == t->want_status && strstr(out, t->want), "scuda migrate exited %d, printing: %s", st, out);
+    if (st == 0) CHECK(strstr(out, "hold") && strstr(out, "memory"), "it prints the pause: %s", out);
+}
+
+static void test_outside(void)
+{
+    struct h_server A, B;
+    char control[600];
+    snprintf(control, sizeof control, "%s/migrate-outside-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts ao = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&B, "migrate-outside-b", NULL);
+    h_server_start(&A, "migrate-outside-a", &ao);
+    char *plain = run_workload("migrate-outside-plain", NULL);
+    struct trigger t = {&A, &B, control, 0, "moved to"};
+    char *moved = run_outside("migrate-outside-moved", migrate_from_outside, &t);
+    CHECK(strcmp(plain, moved) == 0, "a run moved by scuda migrate printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "A saw the client go");
+    CHECK(log_reaches(&B, "client resumed the session", 1) == 1, "B's session serves the client");
+    CHECK(pid_gone(newest_session(&A)), "A's session process is gone after the move");
+    /* The control socket is the owner's alone. */
+    struct stat st;
+    CHECK(stat(control, &st) == 0 && (st.st_mode & 0777) == 0600, "the control socket is mode 0600");
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+/* A blocker: scuda migrate says why, the session goes on on A. */
+static int blocked_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr p, q;
+    CU(cuMemAllocAsync(&p, 4096, NULL));
+    CU(cuMemAlloc_v2(&q, 4096));
+    CHECK(write(ready_pipe[1], "r", 1) == 1);
+    char c;
+    uint64_t until = h_now_ms() + 60000;
+    while (read(done_pipe[0], &c, 1) != 1 && h_now_ms() < until) h_sleep_ms(5);
+    uint32_t v = 7, back = 0;
+    CU(cuMemcpyHtoD_v2(q, &v, 4));
+    CU(cuMemcpyDtoH_v2(&back, q, 4));
+    CHECK(back == 7, "the session goes on");
+    return 0;
+}
+
+static void run_blocked(void (*trigger)(void *), void *arg, const char *what)
+{
+    CHECK(pipe(ready_pipe) == 0 && pipe(done_pipe) == 0);
+    CHECK(fcntl(done_pipe[0], F_SETFL, O_NONBLOCK) == 0);
+    pid_t child = h_spawn(blocked_client, NULL, 90, -1, -1);
+    char c;
+    CHECK(read(ready_pipe[0], &c, 1) == 1, "the client got mid-run");
+    trigger(arg);
+    CHECK(write(done_pipe[1], "d", 1) == 1);
+    h_wait_ok(child, 95000, what);
+    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
+}
+
+static void test_outside_refused(void)
+{
+    struct h_server A, B;
+    char control[600];
+    snprintf(control, sizeof control, "%s/migrate-refused-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts ao = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&B, "migrate-refused-b", NULL);
+    h_server_start(&A, "migrate-refused-a", &ao);
+    struct trigger t = {&A, &B, control, 1, "cannot move"};
+    run_blocked(migrate_from_outside, &t, "a blocked session stays");
+    CHECK(h_server_log_count(&B, "imported a session") == 0, "nothing reached B");
+    char out[2048];
+    CHECK(scuda_migrate_cmd(999999, B.addr, control, out, sizeof out) == 1 && strstr(out, "no session 999999"),
+          "an unknown session is named: %s", out);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+/* ---- drain: SIGTERM with --peer ------------------------------------------------ */
+
+static void sigterm_server(void *arg)
+{
+    struct trigger *t = arg;
+    /* The earlier run's session first ends (slowly under sanitizers): the
+     * drain is about this run's session alone. */
+    pid_t pids[16];
+    int n = h_server_sessions(t->a, pids, 16);
+    for (int i = 0; i + 1 < n; i++) CHECK(pid_gone(pids[i]), "session %d ended", (int)pids[i]);
+    CHECK(kill(t->a->pid, SIGTERM) == 0);
+    CHECK(log_reaches(t->a, t->want, 1) == 1, "A logs '%s'", t->want);
+}
+
+static void test_drain(void)
+{
+    struct h_server A, B, C;
+    char peers[256], control[600];
+    snprintf(control, sizeof control, "%s/migrate-drain-%d.sock", E2E_LOG_DIR, (int)getpid());
+    h_server_start(&B, "migrate-drain-b", NULL);
+    h_server_start(&C, "migrate-drain-c", NULL);
+    /* A peer that is not there first: the next one takes the session. */
+    snprintf(peers, sizeof peers, "127.0.0.1:1,%s", C.addr);
+    struct h_server_opts ao = {.extra_args = {"--peer", peers, "--control", control, NULL}};
+    h_server_start(&A, "migrate-drain-a", &ao);
+    char *plain = run_workload("migrate-drain-plain", NULL);
+    struct trigger t = {.a = &A, .want = "drained: 1 of 1 session(s) moved"};
+    char *moved = run_outside("migrate-drain-moved", sigterm_server, &t);
+    CHECK(strcmp(plain, moved) == 0, "a drained run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&A, "trying the next peer") == 1, "the absent peer was skipped");
+    CHECK(log_reaches(&C, "client resumed the session", 1) == 1, "the client finished on the peer");
+    CHECK(pid_gone(A.pid), "A exited once its session had moved");
+    free(plain);
+    free(moved);
+    /* A session that cannot move is left to finish with its client. */
+    struct h_server D;
+    char peer_b[128];
+    snprintf(peer_b, sizeof peer_b, "%s", B.addr);
+    snprintf(control, sizeof control, "%s/migrate-drain-d-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts dopt = {.extra_args = {"--peer", peer_b, "--control", control, NULL}};
+    h_server_start(&D, "migrate-drain-d", &dopt);
+    struct trigger td = {.a = &D, .want = "stays until its client ends it"};
+    run_blocked(sigterm_server, &td, "a drain leaves a blocked session");
+    CHECK(h_server_log_count(&D, "stream-ordered memory") >= 1, "the reason is logged");
+    h_server_kill(&D); /* both parents exited by themselves (the drain) */
+    h_server_kill(&A);
+    h_server_stop(&C);
+    h_server_stop(&B);
 }
 
 static void test_moves(void)
@@ -122,6 +411,17 @@ static void test_moves(void)
     char *log = h_server_log(&A);
     CHECK(strstr(log, "hold+sync") && strstr(log, "replay") && strstr(log, "MiB memory in"), "the pause, in parts");
     free(log);
+    /* The switch: the client's later calls ran on B, and A's session is gone. */
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "A saw the client go");
+    CHECK(h_server_log_count(&B, "the client resumed here") == 1, "B took the client's resume");
+    CHECK(h_server_log_count(&B, "client resumed the session") == 1, "B's session serves the client");
+    pid_t pids[4];
+    CHECK(h_server_sessions(&A, pids, 4) == 2, "A ran the plain run's session and the moved one's");
+    CHECK(pid_gone(pids[1]), "A's session process %d is gone after the move", (int)pids[1]);
+    char *err = h_read_file(moved_err, &(size_t){0});
+    CHECK(strstr(err, "session moved from") && strstr(err, B.addr) && strstr(err, "hold") && strstr(err, "memory"),
+          "the client says where it moved and the pause: %s", err);
+    free(err);
     free(plain);
     free(moved);
     h_server_stop(&A);
@@ -201,8 +501,12 @@ static void test_refusals(void)
 
 int main(void)
 {
-    h_begin("migrate", 170);
+    const char *tls = getenv("E2E_TLS");
+    h_begin(tls && strcmp(tls, "1") == 0 ? "migrate_tls" : "migrate", 170); /* ctest runs both at once */
     test_moves();
+    test_outside();
+    test_outside_refused();
+    test_drain();
     test_refusals();
     printf("PASS migrate\n");
     return 0;

@@ -60,9 +60,10 @@ struct join_verdict {
  * "Moving a session"): it comes down the pair with the connection of
  * whoever asked, on which the session writes the outcome, one line. */
 #define MIGRATE_NOTE_MAGIC 0x5247494du /* "MIGR" */
+#define MIGRATE_TO_MAX 256
 struct migrate_note {
     uint32_t magic;
-    char to[256]; /* HOST:PORT, NUL-terminated */
+    char to[MIGRATE_TO_MAX]; /* HOST:PORT, NUL-terminated */
 };
 
 struct session;

@@ -82,7 +82,9 @@ int control_send_move(pid_t pid, const char *to, int reply_fd)
     int ctl = children_ctl_any(pid);
     if (ctl < 0) return -1;
     struct migrate_note note = {.magic = MIGRATE_NOTE_MAGIC};
-    snprintf(note.to, sizeof note.to, "%s", to);
+    size_t n = strlen(to);
+    if (n >= sizeof note.to) return -1; /* no HOST:PORT is that long */
+    memcpy(note.to, to, n + 1);
     return fd_send(ctl, &note, sizeof note, reply_fd, MSG_DONTWAIT);
 }
 
@@ -121,6 +123,10 @@ static void handle(int fd)
     }
     if (read_line(fd, line, sizeof line) != 0 || sscanf(line, "migrate %ld %318s", &pid, to) != 2 || pid <= 0) {
         dprintf(fd, "refused: the request is not \"migrate PID HOST:PORT\" (use `scuda migrate`)\n");
+        return;
+    }
+    if (strlen(to) >= MIGRATE_TO_MAX) {
+        dprintf(fd, "refused: the address to move to is longer than %d bytes\n", MIGRATE_TO_MAX - 1);
         return;
     }
     if (control_send_move((pid_t)pid, to, fd) != 0) {

@@ -624,8 +624,9 @@ static int replay(const char *path)
 
 static void write_file(const char *dir, const char *name, const struct frame *from, int n)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[1024];
+    int len = snprintf(path, sizeof path, "%s/%s", dir, name);
+    CHECK(len > 0 && (size_t)len < sizeof path, "path too long: %s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL, "cannot write %s", path);
     for (int i = 0; i < n; i++) {

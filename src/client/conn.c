@@ -40,7 +40,7 @@
 /* How long a client tries to resume a server that went silent, rather than
  * one whose connection broke (declare_dead_locked): a fresh path answers
  * within a few round trips; a frozen session never does. */
-#define RESUME_AFTER_SILENCE_MS 500u
+#define RESUME_AFTER_SILENCE_MS 250u
 
 /* What one-way calls may leave kept for a resume before one of them waits
  * for the session's acknowledgement (conn_send). */
@@ -781,7 +781,7 @@ static void declare_dead_locked(uint64_t silent_ms)
     snprintf(why, sizeof why, "it sent nothing for %.1f s", (double)silent_ms / 1000);
     /* Silence on an open connection is a frozen server (a stopped host, a
      * wedged driver) or a path that dropped it without a word (a NAT
-     * timeout). One reconnect tells them apart within half a second: a
+     * timeout). One reconnect tells them apart within a quarter of a second: a
      * fresh path resumes at once, a frozen session never answers. So the
      * client errors out within SCUDA_DEAD_AFTER + 1 s, never later. */
     uint32_t window = conn.resume_within_ms < RESUME_AFTER_SILENCE_MS ? conn.resume_within_ms : RESUME_AFTER_SILENCE_MS;
@@ -839,7 +839,7 @@ static void *liveness_main(void *arg)
     for (;;) {
         uint64_t interval = ping_interval_ms();
         /* Ticks short enough to declare death within a few percent of the bound. */
-        uint64_t tick = interval ? (interval < 250 ? interval : 250) : 1000;
+        uint64_t tick = interval ? (interval < 100 ? interval : 100) : 1000;
         struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         uint64_t now = mono_ms();
@@ -917,7 +917,7 @@ static void broke_locked(const char *why, uint32_t window_ms)
     else
         LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
                  "(SCUDA_RESUME_WITHIN%s)", conn.addr, why, (double)window_ms / 1000,
-                 window_ms < conn.resume_within_ms ? "; a silent server gets half a second" : "");
+                 window_ms < conn.resume_within_ms ? "; a silent server gets 0.25 s" : "");
     pthread_t t;
     if (pthread_create(&t, NULL, resume_main, NULL) != 0) {
         atomic_store(&conn.resuming, 0);

@@ -1,11 +1,11 @@
-# sigstop.sh [DIR]: a PyTorch training loop through SCUDA (GPU hidden); after 8 s its
-# session process is stopped with SIGSTOP; how long until the client fails?
+# sigstop.sh [DIR]: a PyTorch training loop through SCUDA (GPU hidden); once it has
+# trained 200 steps its session process is stopped with SIGSTOP; how long until the client fails?
 cd "$(dirname "$0")/../../.."
 R=${1:-/tmp/live}; mkdir -p $R
 build/bin/scuda server --listen 127.0.0.1:15801 > $R/live_srv.log 2>&1 & SRV=$!
 sleep 1
 SCUDA_DEAD_AFTER=10 timeout 60 bash tests/gpu/hide.sh build/bin/scuda run --server 127.0.0.1:15801 -- python3 tests/gpu/failover/loop.py > $R/live_client.out 2> $R/live_client.err & CL=$!
-sleep 8
+for i in $(seq 600); do grep -q "^step" $R/live_client.out 2>/dev/null && break; sleep 0.1; done  # training, not start-up
 SESS=$(pgrep -P $SRV | head -1)
 echo "session pid $SESS; steps so far: $(tail -1 $R/live_client.out)"
 T0=$(date +%s.%N); kill -STOP $SESS; echo "sigstop_at_epoch $T0"

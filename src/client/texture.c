@@ -5,76 +5,25 @@
  * pointer; it travels as the res_desc record. The objects are the server
  * driver's own 64-bit values: kernels read them, so they come back as the
  * driver made them and go out again unchanged. */
-#include <string.h>
 
 #include "handles.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
+#include "../common/res_desc.h"
 
 /* The record for a descriptor: only the named type's fields. An unknown
  * type is the driver's CUDA_ERROR_INVALID_VALUE, refused before sending. */
 static CUresult res_to_msg(const CUDA_RESOURCE_DESC *d, struct msg_res_desc *m)
 {
-    memset(m, 0, sizeof *m);
-    m->type = (uint32_t)d->resType;
-    m->flags = d->flags;
-    switch (d->resType) {
-    case CU_RESOURCE_TYPE_ARRAY:
-        m->array = handle_wire_id(d->res.array.hArray);
-        return CUDA_SUCCESS;
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        m->array = handle_wire_id(d->res.mipmap.hMipmappedArray);
-        return CUDA_SUCCESS;
-    case CU_RESOURCE_TYPE_LINEAR:
-        m->ptr = d->res.linear.devPtr;
-        m->format = (uint32_t)d->res.linear.format;
-        m->channels = d->res.linear.numChannels;
-        m->size = d->res.linear.sizeInBytes;
-        return CUDA_SUCCESS;
-    case CU_RESOURCE_TYPE_PITCH2D:
-        m->ptr = d->res.pitch2D.devPtr;
-        m->format = (uint32_t)d->res.pitch2D.format;
-        m->channels = d->res.pitch2D.numChannels;
-        m->width = d->res.pitch2D.width;
-        m->height = d->res.pitch2D.height;
-        m->pitch = d->res.pitch2D.pitchInBytes;
-        return CUDA_SUCCESS;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    return res_desc_to_msg(d, handle_wire_id(res_desc_handle(d)), m) == 0 ? CUDA_SUCCESS
+                                                                           : CUDA_ERROR_INVALID_VALUE;
 }
 
 static void res_from_msg(const struct msg_res_desc *m, CUDA_RESOURCE_DESC *d)
 {
-    memset(d, 0, sizeof *d);
-    d->resType = (CUresourcetype)m->type;
-    d->flags = m->flags;
-    switch (m->type) {
-    case CU_RESOURCE_TYPE_ARRAY:
-        d->res.array.hArray = (CUarray)handle_from_id(m->array);
-        break;
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        d->res.mipmap.hMipmappedArray = (CUmipmappedArray)handle_from_id(m->array);
-        break;
-    case CU_RESOURCE_TYPE_LINEAR:
-        d->res.linear.devPtr = (CUdeviceptr)m->ptr;
-        d->res.linear.format = (CUarray_format)m->format;
-        d->res.linear.numChannels = m->channels;
-        d->res.linear.sizeInBytes = (size_t)m->size;
-        break;
-    case CU_RESOURCE_TYPE_PITCH2D:
-        d->res.pitch2D.devPtr = (CUdeviceptr)m->ptr;
-        d->res.pitch2D.format = (CUarray_format)m->format;
-        d->res.pitch2D.numChannels = m->channels;
-        d->res.pitch2D.width = (size_t)m->width;
-        d->res.pitch2D.height = (size_t)m->height;
-        d->res.pitch2D.pitchInBytes = (size_t)m->pitch;
-        break;
-    default:
-        break;
-    }
+    (void)res_desc_from_msg(m, res_desc_has_handle(m->type) ? handle_from_id(m->array) : NULL, d);
 }
 
 static CUresult malformed(const char *call)

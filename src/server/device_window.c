@@ -863,26 +863,27 @@ static CUcontext primary_of(CUdevice dev)
     return ctx;
 }
 
-static CUresult win_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+/* A release or reset of dev's primary context: if it was active, what it
+ * held is gone once the call succeeds. */
+static CUresult primary_call(CUdevice dev, CUresult (*call)(CUdevice))
 {
     unsigned flags;
     int active = 0;
     CUcontext ctx = orig.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active
                         ? primary_of(dev) : NULL;
-    CUresult r = orig.cuDevicePrimaryCtxRelease_v2(dev);
+    CUresult r = call(dev);
     if (r == CUDA_SUCCESS) primary_ended(dev, ctx);
     return r;
 }
 
+static CUresult win_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return primary_call(dev, orig.cuDevicePrimaryCtxRelease_v2);
+}
+
 static CUresult win_cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    unsigned flags;
-    int active = 0;
-    CUcontext ctx = orig.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active
-                        ? primary_of(dev) : NULL;
-    CUresult r = orig.cuDevicePrimaryCtxReset_v2(dev);
-    if (r == CUDA_SUCCESS) primary_ended(dev, ctx);
-    return r;
+    return primary_call(dev, orig.cuDevicePrimaryCtxReset_v2);
 }
 
 /* ---- the table for a migration ------------------------------------------------ */

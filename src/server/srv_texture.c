@@ -10,6 +10,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "../common/res_desc.h"
 
 /* The kind of handle a resource type names; HK_NONE for the pointer kinds. */
 static enum handle_kind res_handle_kind(uint32_t type)
@@ -24,35 +25,12 @@ static enum handle_kind res_handle_kind(uint32_t type)
  * fields of the named type are filled, so nothing else reaches the driver. */
 static CUresult res_from_msg(srv_call *c, const struct msg_res_desc *m, CUDA_RESOURCE_DESC *d)
 {
-    memset(d, 0, sizeof *d);
-    d->resType = (CUresourcetype)m->type;
-    d->flags = m->flags;
     void *h = NULL;
-    CUresult r;
-    switch (m->type) {
-    case CU_RESOURCE_TYPE_ARRAY:
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        if ((r = handle_get(c->s, m->array, res_handle_kind(m->type), &h)) != CUDA_SUCCESS) return r;
-        if (m->type == CU_RESOURCE_TYPE_ARRAY) d->res.array.hArray = (CUarray)h;
-        else d->res.mipmap.hMipmappedArray = (CUmipmappedArray)h;
-        return CUDA_SUCCESS;
-    case CU_RESOURCE_TYPE_LINEAR:
-        d->res.linear.devPtr = (CUdeviceptr)m->ptr;
-        d->res.linear.format = (CUarray_format)m->format;
-        d->res.linear.numChannels = m->channels;
-        d->res.linear.sizeInBytes = (size_t)m->size;
-        return CUDA_SUCCESS;
-    case CU_RESOURCE_TYPE_PITCH2D:
-        d->res.pitch2D.devPtr = (CUdeviceptr)m->ptr;
-        d->res.pitch2D.format = (CUarray_format)m->format;
-        d->res.pitch2D.numChannels = m->channels;
-        d->res.pitch2D.width = (size_t)m->width;
-        d->res.pitch2D.height = (size_t)m->height;
-        d->res.pitch2D.pitchInBytes = (size_t)m->pitch;
-        return CUDA_SUCCESS;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
+    if (res_desc_has_handle(m->type)) {
+        CUresult r = handle_get(c->s, m->array, res_handle_kind(m->type), &h);
+        if (r != CUDA_SUCCESS) return r;
     }
+    return res_desc_from_msg(m, h, d) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* The reverse, for the getters. An array the session has no id for (the
@@ -60,33 +38,8 @@ static CUresult res_from_msg(srv_call *c, const struct msg_res_desc *m, CUDA_RES
  * never as a new id for a handle that may be dead. */
 static void res_to_msg(srv_call *c, const CUDA_RESOURCE_DESC *d, struct msg_res_desc *m)
 {
-    memset(m, 0, sizeof *m);
-    m->type = (uint32_t)d->resType;
-    m->flags = d->flags;
-    switch (d->resType) {
-    case CU_RESOURCE_TYPE_ARRAY:
-        m->array = handle_find_id(c->s, HK_ARRAY, d->res.array.hArray);
-        break;
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        m->array = handle_find_id(c->s, HK_MIPMAPPED_ARRAY, d->res.mipmap.hMipmappedArray);
-        break;
-    case CU_RESOURCE_TYPE_LINEAR:
-        m->ptr = d->res.linear.devPtr;
-        m->format = (uint32_t)d->res.linear.format;
-        m->channels = d->res.linear.numChannels;
-        m->size = d->res.linear.sizeInBytes;
-        break;
-    case CU_RESOURCE_TYPE_PITCH2D:
-        m->ptr = d->res.pitch2D.devPtr;
-        m->format = (uint32_t)d->res.pitch2D.format;
-        m->channels = d->res.pitch2D.numChannels;
-        m->width = d->res.pitch2D.width;
-        m->height = d->res.pitch2D.height;
-        m->pitch = d->res.pitch2D.pitchInBytes;
-        break;
-    default:
-        break;
-    }
+    void *h = res_desc_handle(d);
+    (void)res_desc_to_msg(d, h ? handle_find_id(c->s, res_handle_kind((uint32_t)d->resType), h) : 0, m);
 }
 
 CUresult srv_cuTexObjectCreate(srv_call *c)

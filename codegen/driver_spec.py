@@ -395,8 +395,9 @@ cuIpcOpenEventHandle          sync    out_handle=phEvent
 # pointers: hand-written (src/client/graph.c, src/server/srv_graph.c).
 # Host-side data (memcpy nodes with a host side, captured copies from and
 # to client memory) lives in session staging records: see MESSAGES, graphs.
-# Host nodes added by hand would run client code: not supported yet
-# (captured cuLaunchHostFunc is, through scuda_capture_hostfn).
+# A host node runs client code: its function and data are a record of the
+# client's (like captured cuLaunchHostFunc, scuda_capture_hostfn) and the
+# session's node has the client run it at each replay (graph_host.c).
 cuGraphCreate                 sync    out_handle=phGraph
 cuGraphDestroy                async   drops=hGraph
 cuGraphClone                  sync    out_handle=phGraphClone
@@ -417,10 +418,15 @@ cuGraphAddMemcpyNode          manual  sends=cuGraphAddMemcpyNode  # a host side 
 cuGraphMemcpyNodeGetParams    manual  sends=cuGraphMemcpyNodeGetParams
 cuGraphMemcpyNodeSetParams    manual  sends=cuGraphMemcpyNodeSetParams
 cuGraphExecMemcpyNodeSetParams  manual  sends=cuGraphExecMemcpyNodeSetParams
-cuGraphAddHostNode            unsupported            # would run client code from the server's GPU
-cuGraphHostNodeGetParams      unsupported
-cuGraphHostNodeSetParams      unsupported
-cuGraphExecHostNodeSetParams  unsupported
+cuGraphAddHostNode            manual  sends=scuda_graph_add_host_node  # src/client/graph_host_node.c
+cuGraphHostNodeGetParams      manual  sends=scuda_graph_host_node_get
+cuGraphHostNodeSetParams      manual  sends=scuda_graph_host_node_set
+cuGraphExecHostNodeSetParams  manual  sends=scuda_graph_host_node_set
+cuGraphKernelNodeGetAttribute manual  sends=cuGraphKernelNodeGetAttribute  # the union member the id names (graph_attr.c)
+cuGraphKernelNodeSetAttribute manual  sends=cuGraphKernelNodeSetAttribute
+cuGraphExecUpdate             manual  sends=cuGraphExecUpdate_v2  # both exports; node handles map back to ids (graph_update.c)
+cuGraphAddMemAllocNode        manual  sends=cuGraphAddMemAllocNode  # access descriptors travel as an array (graph_mem.c)
+cuGraphMemAllocNodeGetParams  manual  sends=cuGraphMemAllocNodeGetParams
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -999,6 +1005,66 @@ op cuGraphExecMemcpyNodeSetParams
     in graph_copy copy
     in handle records[] max=GRAPH_MAX_UPLOADS   # the host side's staging records
     in handle ctx
+
+# Host nodes (src/client/graph_host_node.c, src/server/graph_host.c): the
+# function and its data are a run record of the client's (HOST_WORK_RUN),
+# as for a captured host function; the session's node has the client run
+# it at each replay. A query answers the node's record id.
+op scuda_graph_add_host_node
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in handle record
+
+op scuda_graph_host_node_get
+    in handle node
+    out handle record
+
+op scuda_graph_host_node_set
+    in handle exec                     # 0: the graph's node itself
+    in handle node
+    in handle record
+
+# Kernel node attributes: the one member of CUkernelNodeAttrValue the id
+# names, scuda_kernel_node_attr_size(attr) bytes (value_sizes.h), as for a
+# stream attribute; an id SCUDA does not know travels with no bytes.
+op cuGraphKernelNodeGetAttribute
+    in handle node
+    in u32 attr
+    out bytes value
+
+op cuGraphKernelNodeSetAttribute
+    in handle node
+    in u32 attr
+    in bytes value
+
+# cuGraphExecUpdate: the result's nodes are the session's; each comes back
+# as its id (a session id for a node the client never named).
+op cuGraphExecUpdate_v2
+    in handle exec
+    in handle graph
+    out u32 result                     # CUgraphExecUpdateResult
+    out handle error_node
+    out handle error_from_node
+
+# Memory allocation nodes: the address is the session driver's, device
+# memory the client learns of at the add (its pointer attributes, copies).
+const GRAPH_MAX_ACCESS    64           # access descriptors: at most one per device
+op cuGraphAddMemAllocNode
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in raw:CUmemPoolProps pool         # its pointer (win32SecurityAttributes) is NULLed by the session
+    in raw:CUmemAccessDesc access[] max=GRAPH_MAX_ACCESS
+    in u64 bytesize
+    out dptr dptr
+
+op cuGraphMemAllocNodeGetParams
+    in handle node
+    out raw:CUmemPoolProps pool
+    out raw:CUmemAccessDesc access[] max=GRAPH_MAX_ACCESS
+    out u64 bytesize
+    out dptr dptr
 
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams

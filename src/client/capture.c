@@ -131,6 +131,28 @@ CUresult capture_record_new(int kind, void *p, size_t n, uint64_t *id)
 
 void capture_record_drop(uint64_t id) { free(idmap_del(&host_records, id)); }
 
+CUresult capture_run_record_new(CUhostFn fn, void *user, uint64_t *id)
+{
+    CUresult r = capture_record_new(HOST_WORK_RUN, NULL, 0, id);
+    void *v = NULL;
+    if (r == CUDA_SUCCESS && idmap_get(&host_records, *id, NULL, &v)) {
+        struct host_record *rec = v;
+        rec->fn = fn;
+        rec->user = user;
+    }
+    return r;
+}
+
+int capture_run_record(uint64_t id, CUhostFn *fn, void **user)
+{
+    void *v = NULL;
+    struct host_record *rec = idmap_get(&host_records, id, NULL, &v) ? v : NULL;
+    if (!rec || rec->kind != HOST_WORK_RUN) return -1;
+    *fn = rec->fn;
+    *user = rec->user;
+    return 0;
+}
+
 int capture_upload_source(uint64_t id, const void **src, size_t *n)
 {
     void *v = NULL;

@@ -32,6 +32,11 @@ CUresult capture_htod(CUdeviceptr dst, const void *src, size_t n, CUstream hStre
 #define CAPTURE_UPLOAD 0x100
 CUresult capture_record_new(int kind, void *p, size_t n, uint64_t *id);
 void capture_record_drop(uint64_t id);
+/* A run record (HOST_WORK_RUN) of a host node (graph_host_node.c): the
+ * session has the client run fn(user) at each replay of the node. */
+CUresult capture_run_record_new(CUhostFn fn, void *user, uint64_t *id);
+/* A run record's function and data; -1 when id is none. */
+int capture_run_record(uint64_t id, CUhostFn *fn, void **user);
 /* An upload record's source; -1 when id is none. */
 int capture_upload_source(uint64_t id, const void **src, size_t *n);
 /* Whether any upload record was made in this process (else no launch has

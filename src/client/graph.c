@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "graph.h"
 #include "graph_launch.h"
 #include "launch.h"
 #include "module.h"
@@ -90,9 +91,8 @@ static void to_v1(const CUDA_KERNEL_NODE_PARAMS *p, CUDA_KERNEL_NODE_PARAMS_v1 *
     q->extra = p->extra;
 }
 
-/* Node handles as wire ids, in `small` or in *heap (free it). NULL when out
- * of memory. */
-static const uint64_t *node_ids(const CUgraphNode *nodes, size_t n, uint64_t *small, size_t cap, uint64_t **heap)
+/* graph.h */
+const uint64_t *graph_node_ids(const CUgraphNode *nodes, size_t n, uint64_t *small, size_t cap, uint64_t **heap)
 {
     uint64_t *ids = small;
     *heap = NULL;
@@ -110,7 +110,7 @@ static CUresult add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, const 
     CUresult r = kernel_node_msg(p, &m.params, &pk);
     if (r != CUDA_SUCCESS) return r;
     uint64_t small[32], *heap;
-    m.deps = node_ids(deps, ndeps, small, 32, &heap);
+    m.deps = graph_node_ids(deps, ndeps, small, 32, &heap);
     m.deps_count = (uint32_t)ndeps;
     if (!m.deps) {
         launch_pack_free(&pk);
@@ -436,7 +436,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     m.records = sr.ids;
     m.records_count = sr.n;
     uint64_t small[32], *heap;
-    m.deps = node_ids(dependencies, numDependencies, small, 32, &heap);
+    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
     m.deps_count = (uint32_t)numDependencies;
     if (!m.deps) {
         side_records_drop(&sr);

@@ -5,11 +5,12 @@
  * these only unpack the union and call it: one path per node type, whichever
  * API the program uses. XLA builds its command buffers this way.
  *
- * Types without a forwarded call of their own (host, memory allocation,
- * external semaphores, batched memory operations, conditional nodes) return
- * CUDA_ERROR_NOT_SUPPORTED and log the type once. */
+ * Types without a forwarded call of their own (external semaphores,
+ * batched memory operations, conditional nodes, a child graph moved into
+ * its parent) return CUDA_ERROR_NOT_SUPPORTED and log the type once. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -49,6 +50,28 @@ static CUDA_MEMSET_NODE_PARAMS memset_params(const CUgraphNodeParams *p)
     return m;
 }
 
+/* CUDA_HOST_NODE_PARAMS_v2 begins as CUDA_HOST_NODE_PARAMS does (fn,
+ * userData); v2 adds syncMode, which a replayed node cannot honour (the
+ * client runs the function when the session's frame arrives). */
+_Static_assert(offsetof(CUDA_HOST_NODE_PARAMS_v2, fn) == offsetof(CUDA_HOST_NODE_PARAMS, fn) &&
+                   offsetof(CUDA_HOST_NODE_PARAMS_v2, userData) == offsetof(CUDA_HOST_NODE_PARAMS, userData),
+               "host node params");
+
+/* CUDA_MEM_ALLOC_NODE_PARAMS_v2 is v1 in another order; the address goes
+ * back into the caller's parameters. */
+static CUresult add_alloc_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS a = {
+        .poolProps = p->alloc.poolProps,
+        .accessDescs = p->alloc.accessDescs,
+        .accessDescCount = p->alloc.accessDescCount,
+        .bytesize = p->alloc.bytesize,
+    };
+    CUresult r = cuGraphAddMemAllocNode(ph, g, deps, n, &a);
+    if (r == CUDA_SUCCESS) p->alloc.dptr = a.dptr;
+    return r;
+}
+
 static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
 {
     CUDA_KERNEL_NODE_PARAMS k;
@@ -75,6 +98,10 @@ static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, si
         return cuGraphAddEventRecordNode(ph, g, deps, n, p->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cuGraphAddMemFreeNode(ph, g, deps, n, p->free.dptr);
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return cuGraphAddHostNode(ph, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return add_alloc_node(ph, g, deps, n, p);
     default:
         return unsupported_type("cuGraphAddNode", p->type);
     }
@@ -132,6 +159,8 @@ EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeP
         return cuGraphEventWaitNodeSetEvent(hNode, nodeParams->eventWait.event);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphEventRecordNodeSetEvent(hNode, nodeParams->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return cuGraphHostNodeSetParams(hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
     default:
         return unsupported_type("cuGraphNodeSetParams", nodeParams->type);
     }
@@ -159,6 +188,8 @@ EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNo
         return cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, nodeParams->eventWait.event);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, nodeParams->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return cuGraphExecHostNodeSetParams(hGraphExec, hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
     default:
         return unsupported_type("cuGraphExecNodeSetParams", nodeParams->type);
     }

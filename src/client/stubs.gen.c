@@ -1532,22 +1532,6 @@ EXPORT CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, C
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddHostNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddHostNode");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddMemAllocNode");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
 {
     SHIM_ENTER(cuGraphAddMemFreeNode, (phGraphNode, hGraph, dependencies, numDependencies, dptr));
@@ -1910,14 +1894,6 @@ EXPORT CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
     return r;
 }
 
-EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecHostNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecHostNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
     SHIM_ENTER(cuGraphExecMemsetNodeSetParams, (hGraphExec, hNode, memsetParams, ctx));
@@ -1936,22 +1912,6 @@ EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out, CUgraphExecUpdateResult *updateResult_out)
-{
-    SHIM_ENTER(cuGraphExecUpdate, (hGraphExec, hGraph, hErrorNode_out, updateResult_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecUpdate");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
-{
-    SHIM_ENTER(cuGraphExecUpdate_v2, (hGraphExec, hGraph, resultInfo));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecUpdate_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
@@ -2122,22 +2082,6 @@ EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size
     return r;
 }
 
-EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphHostNodeGetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphHostNodeGetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphHostNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphHostNodeSetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
     SHIM_ENTER(cuGraphInstantiate, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
@@ -2244,34 +2188,10 @@ EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src
     return r;
 }
 
-EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
-{
-    SHIM_ENTER(cuGraphKernelNodeGetAttribute, (hNode, attr, value_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeGetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
-{
-    SHIM_ENTER(cuGraphKernelNodeSetAttribute, (hNode, attr, value));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetAttribute");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     SHIM_ENTER(cuGraphLaunch_ptsz, (hGraphExec, hStream));
     return cuGraphLaunch(hGraphExec, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
-{
-    SHIM_ENTER(cuGraphMemAllocNodeGetParams, (hNode, params_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphMemAllocNodeGetParams");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)

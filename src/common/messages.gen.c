@@ -2257,6 +2257,320 @@ int msg_cuGraphExecMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_graph_add_host_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_host_node_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    wb_put_u64(b, m->record);
+}
+
+int msg_scuda_graph_add_host_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_host_node_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->graph = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    m->record = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_add_host_node_rep_put(wire_buf *b, const struct msg_scuda_graph_add_host_node_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_graph_add_host_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_host_node_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_host_node_get_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_req *m)
+{
+    wb_put_u64(b, m->node);
+}
+
+int msg_scuda_graph_host_node_get_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_host_node_get_rep_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_rep *m)
+{
+    wb_put_u64(b, m->record);
+}
+
+int msg_scuda_graph_host_node_get_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->record = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_host_node_set_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_set_req *m)
+{
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->record);
+}
+
+int msg_scuda_graph_host_node_set_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_set_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->node = wr_u64(r);
+    m->record = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_host_node_set_rep_put(wire_buf *b, const struct msg_scuda_graph_host_node_set_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_graph_host_node_set_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_set_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphKernelNodeGetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetAttribute_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u32(b, m->attr);
+}
+
+int msg_cuGraphKernelNodeGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->attr = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphKernelNodeGetAttribute_rep_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetAttribute_rep *m)
+{
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuGraphKernelNodeGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphKernelNodeSetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetAttribute_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u32(b, m->attr);
+    wb_put_blob(b, m->value, m->value_len);
+}
+
+int msg_cuGraphKernelNodeSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeSetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->attr = wr_u32(r);
+    {
+        size_t n = 0;
+        m->value = wr_blob(r, &n);
+        m->value_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphKernelNodeSetAttribute_rep_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetAttribute_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuGraphKernelNodeSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeSetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphExecUpdate_v2_req_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_req *m)
+{
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->graph);
+}
+
+int msg_cuGraphExecUpdate_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->graph = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphExecUpdate_v2_rep_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_rep *m)
+{
+    wb_put_u32(b, m->result);
+    wb_put_u64(b, m->error_node);
+    wb_put_u64(b, m->error_from_node);
+}
+
+int msg_cuGraphExecUpdate_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->result = wr_u32(r);
+    m->error_node = wr_u64(r);
+    m->error_from_node = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphAddMemAllocNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemAllocNode_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    wb_put_raw(b, &m->pool, sizeof m->pool);
+    wb_put_u32(b, m->access_count);
+    for (uint32_t i = 0; i < m->access_count; i++)
+        wb_put_raw(b, &m->access[i], sizeof m->access[i]);
+    wb_put_u64(b, m->bytesize);
+}
+
+int msg_cuGraphAddMemAllocNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemAllocNode_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->graph = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    wr_raw(r, &m->pool, sizeof m->pool);
+    {
+        uint32_t n = wr_u32(r);
+        CUmemAccessDesc *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_ACCESS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->access = v;
+        m->access_count = n;
+    }
+    m->bytesize = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphAddMemAllocNode_rep_put(wire_buf *b, const struct msg_cuGraphAddMemAllocNode_rep *m)
+{
+    wb_put_u64(b, m->dptr);
+}
+
+int msg_cuGraphAddMemAllocNode_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemAllocNode_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dptr = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphMemAllocNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_req *m)
+{
+    wb_put_u64(b, m->node);
+}
+
+int msg_cuGraphMemAllocNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphMemAllocNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_rep *m)
+{
+    wb_put_raw(b, &m->pool, sizeof m->pool);
+    wb_put_u32(b, m->access_count);
+    for (uint32_t i = 0; i < m->access_count; i++)
+        wb_put_raw(b, &m->access[i], sizeof m->access[i]);
+    wb_put_u64(b, m->bytesize);
+    wb_put_u64(b, m->dptr);
+}
+
+int msg_cuGraphMemAllocNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    wr_raw(r, &m->pool, sizeof m->pool);
+    {
+        uint32_t n = wr_u32(r);
+        CUmemAccessDesc *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_ACCESS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->access = v;
+        m->access_count = n;
+    }
+    m->bytesize = wr_u64(r);
+    m->dptr = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
     wb_put_u64(b, m->exec);

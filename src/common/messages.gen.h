@@ -38,6 +38,7 @@
 #define CAPTURE_WANT_EDGES 16  /* _v3 only */
 #define CAPTURE_WANT_NUM 32
 #define CAPTURE_MAX_DEPS 4194304  /* a frame's worth of node ids and edge data */
+#define GRAPH_MAX_ACCESS 64  /* access descriptors: at most one per device */
 #define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
 #define MIGRATE_WHY_MAX 512
 
@@ -1113,6 +1114,143 @@ struct msg_cuGraphExecMemcpyNodeSetParams_rep {
 };
 void msg_cuGraphExecMemcpyNodeSetParams_rep_put(wire_buf *b, const struct msg_cuGraphExecMemcpyNodeSetParams_rep *m);
 int msg_cuGraphExecMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecMemcpyNodeSetParams_rep *m);
+
+/* scuda_graph_add_host_node request */
+struct msg_scuda_graph_add_host_node_req {
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    uint64_t record; /* handle record */
+};
+void msg_scuda_graph_add_host_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_host_node_req *m);
+int msg_scuda_graph_add_host_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_host_node_req *m);
+
+/* scuda_graph_add_host_node reply */
+struct msg_scuda_graph_add_host_node_rep {
+    char none; /* no fields */
+};
+void msg_scuda_graph_add_host_node_rep_put(wire_buf *b, const struct msg_scuda_graph_add_host_node_rep *m);
+int msg_scuda_graph_add_host_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_host_node_rep *m);
+
+/* scuda_graph_host_node_get request */
+struct msg_scuda_graph_host_node_get_req {
+    uint64_t node; /* handle node */
+};
+void msg_scuda_graph_host_node_get_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_req *m);
+int msg_scuda_graph_host_node_get_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_req *m);
+
+/* scuda_graph_host_node_get reply */
+struct msg_scuda_graph_host_node_get_rep {
+    uint64_t record; /* handle record */
+};
+void msg_scuda_graph_host_node_get_rep_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_rep *m);
+int msg_scuda_graph_host_node_get_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_rep *m);
+
+/* scuda_graph_host_node_set request */
+struct msg_scuda_graph_host_node_set_req {
+    uint64_t exec; /* handle exec: 0: the graph's node itself */
+    uint64_t node; /* handle node */
+    uint64_t record; /* handle record */
+};
+void msg_scuda_graph_host_node_set_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_set_req *m);
+int msg_scuda_graph_host_node_set_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_set_req *m);
+
+/* scuda_graph_host_node_set reply */
+struct msg_scuda_graph_host_node_set_rep {
+    char none; /* no fields */
+};
+void msg_scuda_graph_host_node_set_rep_put(wire_buf *b, const struct msg_scuda_graph_host_node_set_rep *m);
+int msg_scuda_graph_host_node_set_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_set_rep *m);
+
+/* cuGraphKernelNodeGetAttribute request */
+struct msg_cuGraphKernelNodeGetAttribute_req {
+    uint64_t node; /* handle node */
+    uint32_t attr; /* u32 attr */
+};
+void msg_cuGraphKernelNodeGetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetAttribute_req *m);
+int msg_cuGraphKernelNodeGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetAttribute_req *m);
+
+/* cuGraphKernelNodeGetAttribute reply */
+struct msg_cuGraphKernelNodeGetAttribute_rep {
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuGraphKernelNodeGetAttribute_rep_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetAttribute_rep *m);
+int msg_cuGraphKernelNodeGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetAttribute_rep *m);
+
+/* cuGraphKernelNodeSetAttribute request */
+struct msg_cuGraphKernelNodeSetAttribute_req {
+    uint64_t node; /* handle node */
+    uint32_t attr; /* u32 attr */
+    const void *value; /* u64 length + bytes value */
+    uint64_t value_len;
+};
+void msg_cuGraphKernelNodeSetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetAttribute_req *m);
+int msg_cuGraphKernelNodeSetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeSetAttribute_req *m);
+
+/* cuGraphKernelNodeSetAttribute reply */
+struct msg_cuGraphKernelNodeSetAttribute_rep {
+    char none; /* no fields */
+};
+void msg_cuGraphKernelNodeSetAttribute_rep_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetAttribute_rep *m);
+int msg_cuGraphKernelNodeSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeSetAttribute_rep *m);
+
+/* cuGraphExecUpdate_v2 request */
+struct msg_cuGraphExecUpdate_v2_req {
+    uint64_t exec; /* handle exec */
+    uint64_t graph; /* handle graph */
+};
+void msg_cuGraphExecUpdate_v2_req_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_req *m);
+int msg_cuGraphExecUpdate_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_req *m);
+
+/* cuGraphExecUpdate_v2 reply */
+struct msg_cuGraphExecUpdate_v2_rep {
+    uint32_t result; /* u32 result: CUgraphExecUpdateResult */
+    uint64_t error_node; /* handle error_node */
+    uint64_t error_from_node; /* handle error_from_node */
+};
+void msg_cuGraphExecUpdate_v2_rep_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_rep *m);
+int msg_cuGraphExecUpdate_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_rep *m);
+
+/* cuGraphAddMemAllocNode request */
+struct msg_cuGraphAddMemAllocNode_req {
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    CUmemPoolProps pool; /* raw:CUmemPoolProps pool: its pointer (win32SecurityAttributes) is NULLed by the session */
+    const CUmemAccessDesc *access; /* u32 count, then raw:CUmemAccessDesc[] (at most GRAPH_MAX_ACCESS) access */
+    uint32_t access_count;
+    uint64_t bytesize; /* u64 bytesize */
+};
+void msg_cuGraphAddMemAllocNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemAllocNode_req *m);
+int msg_cuGraphAddMemAllocNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemAllocNode_req *m);
+
+/* cuGraphAddMemAllocNode reply */
+struct msg_cuGraphAddMemAllocNode_rep {
+    uint64_t dptr; /* dptr dptr */
+};
+void msg_cuGraphAddMemAllocNode_rep_put(wire_buf *b, const struct msg_cuGraphAddMemAllocNode_rep *m);
+int msg_cuGraphAddMemAllocNode_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemAllocNode_rep *m);
+
+/* cuGraphMemAllocNodeGetParams request */
+struct msg_cuGraphMemAllocNodeGetParams_req {
+    uint64_t node; /* handle node */
+};
+void msg_cuGraphMemAllocNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_req *m);
+int msg_cuGraphMemAllocNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_req *m);
+
+/* cuGraphMemAllocNodeGetParams reply */
+struct msg_cuGraphMemAllocNodeGetParams_rep {
+    CUmemPoolProps pool; /* raw:CUmemPoolProps pool */
+    const CUmemAccessDesc *access; /* u32 count, then raw:CUmemAccessDesc[] (at most GRAPH_MAX_ACCESS) access */
+    uint32_t access_count;
+    uint64_t bytesize; /* u64 bytesize */
+    uint64_t dptr; /* dptr dptr */
+};
+void msg_cuGraphMemAllocNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_rep *m);
+int msg_cuGraphMemAllocNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_rep *m);
 
 /* cuGraphInstantiateWithParams request */
 struct msg_cuGraphInstantiateWithParams_req {

@@ -376,6 +376,14 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_graph_stage] = "scuda_graph_stage",
     [OP_scuda_resume_ack] = "scuda_resume_ack",
     [OP_scuda_moved] = "scuda_moved",
+    [OP_scuda_graph_add_host_node] = "scuda_graph_add_host_node",
+    [OP_scuda_graph_host_node_get] = "scuda_graph_host_node_get",
+    [OP_scuda_graph_host_node_set] = "scuda_graph_host_node_set",
+    [OP_cuGraphAddMemAllocNode] = "cuGraphAddMemAllocNode",
+    [OP_cuGraphExecUpdate_v2] = "cuGraphExecUpdate_v2",
+    [OP_cuGraphKernelNodeGetAttribute] = "cuGraphKernelNodeGetAttribute",
+    [OP_cuGraphKernelNodeSetAttribute] = "cuGraphKernelNodeSetAttribute",
+    [OP_cuGraphMemAllocNodeGetParams] = "cuGraphMemAllocNodeGetParams",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -377,7 +377,15 @@ enum scuda_op {
     OP_scuda_graph_stage = 370,
     OP_scuda_resume_ack = 371,
     OP_scuda_moved = 372,
-    OP_COUNT = 373
+    OP_scuda_graph_add_host_node = 373,
+    OP_scuda_graph_host_node_get = 374,
+    OP_scuda_graph_host_node_set = 375,
+    OP_cuGraphAddMemAllocNode = 376,
+    OP_cuGraphExecUpdate_v2 = 377,
+    OP_cuGraphKernelNodeGetAttribute = 378,
+    OP_cuGraphKernelNodeSetAttribute = 379,
+    OP_cuGraphMemAllocNodeGetParams = 380,
+    OP_COUNT = 381
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -54,4 +54,27 @@ static inline size_t scuda_stream_attr_size(CUstreamAttrID attr)
     }
 }
 
+/* cuGraphKernelNodeGetAttribute / SetAttribute: the member of
+ * CUkernelNodeAttrValue each attribute valid for a graph node reads or
+ * writes. None holds a host pointer: the window's base_ptr is a device
+ * address and a device-updatable node's devNode a device-side handle. */
+static inline size_t scuda_kernel_node_attr_size(CUkernelNodeAttrID attr)
+{
+    CUkernelNodeAttrValue v;
+    switch ((int)attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: return sizeof v.accessPolicyWindow;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: return sizeof v.cooperative;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: return sizeof v.clusterDim;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: return sizeof v.clusterSchedulingPolicyPreference;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY: return sizeof v.priority;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: return sizeof v.memSyncDomainMap;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: return sizeof v.memSyncDomain;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION: return sizeof v.preferredClusterDim;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: return sizeof v.deviceUpdatableKernelNode;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: return sizeof v.sharedMemCarveout;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: return sizeof v.nvlinkUtilCentricScheduling;
+    default: return 0;
+    }
+}
+
 #endif

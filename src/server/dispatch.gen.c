@@ -52,19 +52,27 @@ extern CUresult srv_scuda_capture_hostfn(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_capture_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_uploads(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_stage(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_add_host_node(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_host_node_get(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_host_node_set(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphExecUpdate_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphInstantiateWithParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeGetParams_v2(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphKernelNodeSetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphLaunch(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphMemAllocNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLinkDestroy(srv_call *c) __attribute__((weak));
@@ -8898,6 +8906,14 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_graph_stage] = {"scuda_graph_stage", srv_scuda_graph_stage, 0, 0, 0, 16},
     [OP_scuda_resume_ack] = {"scuda_resume_ack", srv_scuda_resume_ack, 0, 0, 0, 0},
     [OP_scuda_moved] = {"scuda_moved", srv_scuda_moved, 0, 0, 0, 0},
+    [OP_scuda_graph_add_host_node] = {"scuda_graph_add_host_node", srv_scuda_graph_add_host_node, 0, 0, 0, 0},
+    [OP_scuda_graph_host_node_get] = {"scuda_graph_host_node_get", srv_scuda_graph_host_node_get, 0, 0, 0, 0},
+    [OP_scuda_graph_host_node_set] = {"scuda_graph_host_node_set", srv_scuda_graph_host_node_set, 0, 0, 0, 0},
+    [OP_cuGraphAddMemAllocNode] = {"cuGraphAddMemAllocNode", srv_cuGraphAddMemAllocNode, 0, 0, 0, 0},
+    [OP_cuGraphExecUpdate_v2] = {"cuGraphExecUpdate_v2", srv_cuGraphExecUpdate_v2, 0, 0, 0, 0},
+    [OP_cuGraphKernelNodeGetAttribute] = {"cuGraphKernelNodeGetAttribute", srv_cuGraphKernelNodeGetAttribute, 0, 0, 0, 0},
+    [OP_cuGraphKernelNodeSetAttribute] = {"cuGraphKernelNodeSetAttribute", srv_cuGraphKernelNodeSetAttribute, 0, 0, 0, 0},
+    [OP_cuGraphMemAllocNodeGetParams] = {"cuGraphMemAllocNodeGetParams", srv_cuGraphMemAllocNodeGetParams, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

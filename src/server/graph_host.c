@@ -65,6 +65,8 @@ struct record {
     CUevent used;           /* REC_UPLOAD: recorded after each launch that reads the staging */
     struct record **flush;  /* REC_HOSTFN: copies delivered before the function runs */
     size_t nflush;
+    struct record *heirs;   /* REC_HOSTFN: what its node runs since a set (held by this one) */
+    struct record *next_heir;
     _Atomic int refs;
     struct record *next_dead;
 };
@@ -80,6 +82,8 @@ struct holding {
 };
 
 static struct driver_table orig;
+/* A driver entry that may be missing (an older driver): its call, or the log and error */
+#define ORIG(name, ...) (orig.name ? orig.name(__VA_ARGS__) : driver_lacks(#name))
 static struct idmap graphs = IDMAP_INIT; /* real CUgraph -> struct holding */
 static struct idmap execs = IDMAP_INIT;  /* real CUgraphExec -> struct holding */
 /* The client's record id -> upload record, for scuda_graph_stage. Records
@@ -170,6 +174,10 @@ static void record_unref(struct record *r)
     if (r->kind == REC_UPLOAD) idmap_del(&uploads, r->id);
     for (size_t i = 0; i < r->nflush; i++) record_unref(r->flush[i]);
     free(r->flush);
+    for (struct record *h = r->heirs, *next; h; h = next) {
+        next = h->next_heir;
+        record_unref(h);
+    }
     enqueue(HOST_WORK_FORGET, r->id, NULL, 0);
     pthread_mutex_lock(&queue_lock);
     r->next_dead = dead;
@@ -776,4 +784,117 @@ int graph_host_side_hold_graph(struct graph_host_side *hs, CUgraph g, const void
 int graph_host_side_hold_exec(struct graph_host_side *hs, CUgraphExec e, const void *node)
 {
     return hold_side(&execs, e, node, hs);
+}
+
+/* ---- host nodes added by hand ----------------------------------------------------- */
+
+/* A host node's record: the client runs its function at each replay. A
+ * node added by hand delivers no copies before it (nflush 0): copies into
+ * client memory of its graph arrive after the launch (docs/operate.md). */
+static struct record *run_record_new(uint64_t id)
+{
+    struct record *rec = calloc(1, sizeof *rec);
+    if (!rec) return NULL;
+    rec->id = id;
+    rec->kind = REC_HOSTFN;
+    atomic_init(&rec->refs, 1);
+    return rec;
+}
+
+CUresult srv_scuda_graph_add_host_node(srv_call *c)
+{
+    struct msg_scuda_graph_add_host_node_req m;
+    if (msg_scuda_graph_add_host_node_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *g;
+    CUgraphNode *deps = NULL, node = NULL;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &g);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    struct record *rec = run_record_new(m.record);
+    if (!rec) {
+        free(deps);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUDA_HOST_NODE_PARAMS p = {host_fn_node, rec};
+    r = ORIG(cuGraphAddHostNode, &node, (CUgraph)g, deps, m.deps_count, &p);
+    free(deps);
+    if (r != CUDA_SUCCESS) {
+        free(rec);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    int rc = hold(g, rec, 0);
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) {
+        LOG_ERROR("graph host work: out of memory recording a host node");
+        if (orig.cuGraphDestroyNode) orig.cuGraphDestroyNode(node);
+        free(rec);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if ((r = handle_put(c->s, m.node, HK_GRAPH_NODE, node)) != CUDA_SUCCESS)
+        if (orig.cuGraphDestroyNode) orig.cuGraphDestroyNode(node); /* the record stays held by the graph: harmless */
+    return r;
+}
+
+/* The record a host node of this session runs; NULL for any other node. */
+static struct record *host_node_record(CUgraphNode node)
+{
+    CUDA_HOST_NODE_PARAMS p;
+    if (ORIG(cuGraphHostNodeGetParams, node, &p) != CUDA_SUCCESS || p.fn != host_fn_node) return NULL;
+    return p.userData;
+}
+
+CUresult srv_scuda_graph_host_node_get(srv_call *c)
+{
+    struct msg_scuda_graph_host_node_get_req m;
+    if (msg_scuda_graph_host_node_get_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    CUDA_HOST_NODE_PARAMS p;
+    if ((r = ORIG(cuGraphHostNodeGetParams, (CUgraphNode)node, &p)) != CUDA_SUCCESS) return r;
+    if (p.fn != host_fn_node) return CUDA_ERROR_INVALID_VALUE; /* every host node here is the client's */
+    struct record *rec = p.userData;
+    msg_scuda_graph_host_node_get_rep_put(&c->out, &(struct msg_scuda_graph_host_node_get_rep){rec->id});
+    return CUDA_SUCCESS;
+}
+
+/* A new function for a host node. On an executable graph, that graph
+ * holds the new record. On a graph's node, the record the node ran before
+ * holds it: whichever graphs, clones and executable graphs hold the old
+ * one (the session does not know which graph a node is in) keep the new
+ * one alive as long. The old record stays: a launch may still run it. */
+CUresult srv_scuda_graph_host_node_set(srv_call *c)
+{
+    struct msg_scuda_graph_host_node_set_req m;
+    if (msg_scuda_graph_host_node_set_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node, *e = NULL;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r == CUDA_SUCCESS && m.exec) r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &e);
+    if (r != CUDA_SUCCESS) return r;
+    struct record *old = host_node_record((CUgraphNode)node);
+    if (!old) return CUDA_ERROR_INVALID_VALUE; /* not a host node */
+    struct record *rec = run_record_new(m.record);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_HOST_NODE_PARAMS p = {host_fn_node, rec};
+    r = e ? ORIG(cuGraphExecHostNodeSetParams, (CUgraphExec)e, (CUgraphNode)node, &p)
+          : ORIG(cuGraphHostNodeSetParams, (CUgraphNode)node, &p);
+    if (r != CUDA_SUCCESS) {
+        free(rec);
+        return r;
+    }
+    pthread_mutex_lock(&holdings_lock);
+    int rc = 0;
+    if (e) {
+        rc = hold_in(holding_get(&execs, e), rec);
+    } else {
+        rec->next_heir = old->heirs;
+        old->heirs = rec;
+    }
+    pthread_mutex_unlock(&holdings_lock);
+    if (rc != 0) {
+        LOG_ERROR("graph host work: out of memory recording a host node's new function");
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the node runs it: the record stays (leaked) */
+    }
+    return CUDA_SUCCESS;
 }

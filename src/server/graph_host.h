@@ -42,4 +42,9 @@ int graph_host_side_hold_exec(struct graph_host_side *hs, CUgraphExec e, const v
 /* The driver refused the node: drop the records. */
 void graph_host_side_free(struct graph_host_side *hs);
 
+/* Node ids -> a malloc'd array of real nodes (NULL when n is 0), for the
+ * graph calls of srv_graph.c and graph_host.c. */
+struct srv_call;
+CUresult graph_resolve_deps(struct srv_call *c, const uint64_t *ids, uint64_t n, CUgraphNode **out);
+
 #endif

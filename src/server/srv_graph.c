@@ -23,9 +23,10 @@
 #include "session.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
+#include "../common/value_sizes.h"
 
-/* Node ids -> a malloc'd array of real nodes (NULL when n is 0). */
-static CUresult resolve_deps(srv_call *c, const uint64_t *ids, uint64_t n, CUgraphNode **out)
+/* graph_host.h */
+CUresult graph_resolve_deps(srv_call *c, const uint64_t *ids, uint64_t n, CUgraphNode **out)
 {
     *out = NULL;
     if (n == 0) return CUDA_SUCCESS;
@@ -82,7 +83,7 @@ CUresult srv_cuGraphAddKernelNode_v2(srv_call *c)
     CUgraphNode *deps = NULL, node = NULL;
     struct kernel_node k;
     CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
-    if (r == CUDA_SUCCESS) r = resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r == CUDA_SUCCESS && (r = resolve_kernel_node(c, &m.params, &k)) == CUDA_SUCCESS) {
         r = REAL(cuGraphAddKernelNode_v2, &node, (CUgraph)graph, deps, m.deps_count, &k.p);
         launch_params_free(&k.lp);
@@ -323,7 +324,7 @@ CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
     struct graph_host_side hs = {0};
     r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
-    if (r == CUDA_SUCCESS) r = resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r == CUDA_SUCCESS) r = host_side(&m.copy, m.records, m.records_count, &p, &hs);
     if (r == CUDA_SUCCESS)
         r = REAL(cuGraphAddMemcpyNode, &node, (CUgraph)graph, deps, m.deps_count, &p, (CUcontext)ctx);
@@ -508,4 +509,119 @@ CUresult srv_cuStreamIsCapturing(srv_call *c)
     struct msg_cuStreamIsCapturing_rep rep = {(uint32_t)status};
     if (r == CUDA_SUCCESS) msg_cuStreamIsCapturing_rep_put(&c->out, &rep);
     return r;
+}
+
+/* ---- kernel node attributes ---------------------------------------------------- */
+
+/* The member of CUkernelNodeAttrValue the id names travels
+ * (scuda_kernel_node_attr_size). An id without a size here gets no bytes
+ * and goes to the driver in a zeroed value: its answer (INVALID_VALUE for
+ * ids without a meaning for a node) is the client's. */
+CUresult srv_cuGraphKernelNodeGetAttribute(srv_call *c)
+{
+    struct msg_cuGraphKernelNodeGetAttribute_req m;
+    if (msg_cuGraphKernelNodeGetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    size_t n = scuda_kernel_node_attr_size((CUkernelNodeAttrID)m.attr);
+    CUkernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    r = REAL(cuGraphKernelNodeGetAttribute, (CUgraphNode)node, (CUkernelNodeAttrID)m.attr, &v);
+    if (r == CUDA_SUCCESS && n == 0) return CUDA_ERROR_NOT_SUPPORTED; /* a value SCUDA cannot size */
+    if (r == CUDA_SUCCESS)
+        msg_cuGraphKernelNodeGetAttribute_rep_put(&c->out, &(struct msg_cuGraphKernelNodeGetAttribute_rep){&v, n});
+    return r;
+}
+
+CUresult srv_cuGraphKernelNodeSetAttribute(srv_call *c)
+{
+    struct msg_cuGraphKernelNodeSetAttribute_req m;
+    if (msg_cuGraphKernelNodeSetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t n = scuda_kernel_node_attr_size((CUkernelNodeAttrID)m.attr);
+    if (m.value_len != n) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    CUkernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    if (n) memcpy(&v, m.value, n);
+    return REAL(cuGraphKernelNodeSetAttribute, (CUgraphNode)node, (CUkernelNodeAttrID)m.attr, &v);
+}
+
+/* ---- executable graph update ----------------------------------------------------- */
+
+/* The result comes back also when the update fails: it says why, and
+ * names the node at fault (by its id, a session id when the client never
+ * named it). */
+CUresult srv_cuGraphExecUpdate_v2(srv_call *c)
+{
+    struct msg_cuGraphExecUpdate_v2_req m;
+    if (msg_cuGraphExecUpdate_v2_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *exec, *graph;
+    CUresult r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &exec);
+    if (r == CUDA_SUCCESS) r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r != CUDA_SUCCESS) return r;
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    r = REAL(cuGraphExecUpdate_v2, (CUgraphExec)exec, (CUgraph)graph, &info);
+    c->out_on_error = 1;
+    struct msg_cuGraphExecUpdate_v2_rep rep = {
+        .result = (uint32_t)info.result,
+        .error_node = handle_export(c->s, HK_GRAPH_NODE, info.errorNode),
+        .error_from_node = handle_export(c->s, HK_GRAPH_NODE, info.errorFromNode),
+    };
+    msg_cuGraphExecUpdate_v2_rep_put(&c->out, &rep);
+    return r;
+}
+
+/* ---- memory allocation nodes ------------------------------------------------------ */
+
+/* The address the node returns is the driver's, known to the client from
+ * the reply (device memory, as a cuMemAlloc's). */
+CUresult srv_cuGraphAddMemAllocNode(srv_call *c)
+{
+    struct msg_cuGraphAddMemAllocNode_req m;
+    if (msg_cuGraphAddMemAllocNode_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *graph;
+    CUgraphNode *deps = NULL, node = NULL;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps = m.pool;
+    p.poolProps.win32SecurityAttributes = NULL; /* a pointer of the client's: never dereferenced here */
+    p.accessDescs = m.access;
+    p.accessDescCount = m.access_count;
+    p.bytesize = (size_t)m.bytesize;
+    r = REAL(cuGraphAddMemAllocNode, &node, (CUgraph)graph, deps, m.deps_count, &p);
+    free(deps);
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
+    if (r == CUDA_SUCCESS)
+        msg_cuGraphAddMemAllocNode_rep_put(&c->out, &(struct msg_cuGraphAddMemAllocNode_rep){p.dptr});
+    return r;
+}
+
+CUresult srv_cuGraphMemAllocNodeGetParams(srv_call *c)
+{
+    struct msg_cuGraphMemAllocNodeGetParams_req m;
+    if (msg_cuGraphMemAllocNodeGetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    if ((r = REAL(cuGraphMemAllocNodeGetParams, (CUgraphNode)node, &p)) != CUDA_SUCCESS) return r;
+    if (p.accessDescCount > GRAPH_MAX_ACCESS || (p.accessDescCount && !p.accessDescs)) return CUDA_ERROR_UNKNOWN;
+    struct msg_cuGraphMemAllocNodeGetParams_rep rep = {
+        .pool = p.poolProps,
+        .access = p.accessDescs,
+        .access_count = (uint32_t)p.accessDescCount,
+        .bytesize = p.bytesize,
+        .dptr = p.dptr,
+    };
+    rep.pool.win32SecurityAttributes = NULL; /* a server address means nothing to the client */
+    msg_cuGraphMemAllocNodeGetParams_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
 }

@@ -316,11 +316,11 @@ static void generic_nodes(CUstream s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr 
     memset(plain, 0, sizeof plain);
     CU(cuGraphAddNode_v2(&en, g, both, plain, 2, &ep));
     kernel_params_of(kn, h_func("fill_u32"), 5);
-    CUgraphNodeParams host;
-    memset(&host, 0, sizeof host);
-    host.type = CU_GRAPH_NODE_TYPE_HOST;
+    CUgraphNodeParams sema; /* a type SCUDA does not forward */
+    memset(&sema, 0, sizeof sema);
+    sema.type = CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL;
     CUgraphNode bad;
-    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &host));
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &sema));
 
     CUgraphExec ge;
     CU(cuGraphInstantiateWithFlags(&ge, g, 0));

@@ -892,6 +892,65 @@ CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return rc;
 }
 
+/* Host nodes: the function runs on the callback thread at each launch, in
+ * the graph's order, like a captured cuLaunchHostFunc. */
+static bool si_host_params_ok(const CUDA_HOST_NODE_PARAMS *p) { return p && p->fn; }
+
+CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                    size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    if (!rc && !si_host_params_ok(nodeParams))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_HOST, (si_gnode *const *)dependencies, numDependencies);
+        n->op = si_op_new(SI_OP_HOSTFN);
+        n->op->u.hostfn.fn = nodeParams->fn;
+        n->op->u.hostfn.user = nodeParams->userData;
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+static si_gnode *si_host_node(CUgraphNode h)
+{
+    si_gnode *n = (si_gnode *)h;
+    return si_gnode_valid(n) && n->type == CU_GRAPH_NODE_TYPE_HOST && n->op ? n : NULL;
+}
+
+CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_host_node(hNode);
+    if (!rc && (!n || !nodeParams))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        nodeParams->fn = n->op->u.hostfn.fn;
+        nodeParams->userData = n->op->u.hostfn.user;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_host_node(hNode);
+    if (!rc && (!n || !si_host_params_ok(nodeParams)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        n->op->u.hostfn.fn = nodeParams->fn;
+        n->op->u.hostfn.user = nodeParams->userData;
+    }
+    si_leave();
+    return rc;
+}
+
 /* a device, unified or host side of a memcpy node (host memory is read or
  * written when the node runs, as by the driver) */
 static bool si_node_side(CUmemorytype type, CUdeviceptr dev, const void *host, size_t x, size_t y, size_t z,
@@ -1117,6 +1176,28 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgra
     if (!rc) {
         si_kcall_free(&x->k);
         x->k = k;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                              const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gexec *e = (si_gexec *)hGraphExec;
+    si_enode *x = NULL;
+    if (!rc && (!si_gexec_valid(e) || !si_gnode_valid((si_gnode *)hNode) || !si_host_params_ok(nodeParams)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && i < e->n && !x; i++)
+        if (e->nodes[i].orig == (si_gnode *)hNode)
+            x = &e->nodes[i];
+    if (!rc && (!x || x->type != CU_GRAPH_NODE_TYPE_HOST || !x->op))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        x->op->u.hostfn.fn = nodeParams->fn;
+        x->op->u.hostfn.user = nodeParams->userData;
     }
     si_leave();
     return rc;

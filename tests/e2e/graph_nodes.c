@@ -115,7 +115,8 @@ static void host_nodes(CUstream s, CUdeviceptr buf)
     launch_sync(e4, s);
     CHECK(runs_d == 2, "a host node added with cuGraphAddNode ran %d times (2)", runs_d);
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphHostNodeGetParams(k, &q)); /* a kernel node */
+    CUgraphNode k2 = nodes[0] == h2 ? nodes[1] : nodes[0]; /* the clone's kernel node */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphHostNodeGetParams(k2, &q));
     CUDA_HOST_NODE_PARAMS bad = {NULL, NULL};
     CUgraphNode hx;
     CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddHostNode(&hx, g4, NULL, 0, &bad));
@@ -127,6 +128,113 @@ static void host_nodes(CUstream s, CUdeviceptr buf)
     CU(cuGraphDestroy(g2));
     CU(cuGraphDestroy(g4));
     printf("ok host nodes: launches run the client's function; get, set, exec set, clones, cuGraphAddNode\n");
+}
+
+static uint32_t first_word(CUdeviceptr buf)
+{
+    uint32_t v = 0;
+    CU(cuMemcpyDtoH_v2(&v, buf, 4));
+    return v;
+}
+
+/* Kernel node attributes: the member the id names travels both ways. */
+static void kernel_attrs(CUdeviceptr buf)
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 1, NULL, 0);
+    CUkernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    v.priority = 3;
+    CU(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    memset(&v, 0, sizeof v);
+    v.clusterDim.x = 2, v.clusterDim.y = 1, v.clusterDim.z = 1;
+    CU(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v));
+    memset(&v, 0xee, sizeof v);
+    CU(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    CHECK(v.priority == 3, "priority came back as %d", v.priority);
+    CU(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v));
+    CHECK(v.clusterDim.x == 2 && v.clusterDim.y == 1 && v.clusterDim.z == 1, "cluster dim %u %u %u", v.clusterDim.x,
+          v.clusterDim.y, v.clusterDim.z);
+    /* a stream-only attribute: the driver's answer, not a guess */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
+    CU(cuGraphDestroy(g));
+    printf("ok kernel node attributes: priority and cluster dimension set and read back\n");
+}
+
+/* cuGraphExecUpdate: a graph of the same shape updates the executable
+ * graph; one of another shape names the node at fault by its handle. */
+static void exec_update(CUstream s, CUdeviceptr buf)
+{
+    CUgraph g1, g2, g3;
+    CU(cuGraphCreate(&g1, 0));
+    add_fill(g1, buf, 11, NULL, 0);
+    CU(cuGraphCreate(&g2, 0));
+    add_fill(g2, buf, 22, NULL, 0);
+    CU(cuGraphCreate(&g3, 0));
+    CUgraphNode e3;
+    CU(cuGraphAddEmptyNode(&e3, g3, NULL, 0));
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g1, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 11);
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0xff, sizeof info);
+    CU(cuGraphExecUpdate_v2(e, g2, &info));
+    CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS && !info.errorNode && !info.errorFromNode);
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 22, "after the update the graph wrote %u, expected 22", first_word(buf));
+    memset(&info, 0, sizeof info);
+    CU_EXPECT(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, cuGraphExecUpdate_v2(e, g3, &info));
+    CHECK(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED && info.errorNode == e3,
+          "result %d, error node %p (expected %p)", (int)info.result, (void *)info.errorNode, (void *)e3);
+    CUgraphNode err = NULL;
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    CU_EXPECT(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, cuGraphExecUpdate(e, g3, &err, &res)); /* the pre-12.0 export */
+    CHECK(res == CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED && err == e3);
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 22, "a failed update changed the graph");
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g1));
+    CU(cuGraphDestroy(g2));
+    CU(cuGraphDestroy(g3));
+    printf("ok cuGraphExecUpdate: updated, and a mismatch names the client's node\n");
+}
+
+/* An allocation node's address is device memory to the client: a kernel
+ * node writes it, a copy reads it, its pointer attributes say device. */
+static void alloc_nodes(CUstream s)
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap;
+    memset(&ap, 0, sizeof ap);
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = 0;
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    ap.accessDescs = &acc;
+    ap.accessDescCount = 1;
+    ap.bytesize = 1024;
+    CUgraphNode an;
+    CU(cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap));
+    CHECK(ap.dptr != 0, "the allocation node returned no address");
+    add_fill(g, ap.dptr, 33, &an, 1);
+    CUDA_MEM_ALLOC_NODE_PARAMS q;
+    memset(&q, 0, sizeof q);
+    CU(cuGraphMemAllocNodeGetParams(an, &q));
+    CHECK(q.dptr == ap.dptr && q.bytesize == 1024 && q.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE,
+          "the node's parameters came back changed");
+    unsigned type = 0;
+    CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ap.dptr));
+    CHECK(type == CU_MEMORYTYPE_DEVICE, "the allocation's memory type is %u", type);
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(ap.dptr) == 33, "the kernel node wrote %u into the allocation", first_word(ap.dptr));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+    printf("ok allocation nodes: the address is device memory to the client\n");
 }
 
 /* A client that launches a graph with a host node and dies before it
@@ -162,6 +270,9 @@ int main(void)
     CUdeviceptr buf;
     CU(cuMemAlloc_v2(&buf, 1024));
     host_nodes(s, buf);
+    kernel_attrs(buf);
+    exec_update(s, buf);
+    alloc_nodes(s);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

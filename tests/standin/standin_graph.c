@@ -372,6 +372,8 @@ struct si_gnode {
     si_op *op;                   /* MEMSET / MEMCPY: the operation each launch submits */
     CUDA_MEMCPY3D copy;          /* MEMCPY: as given (cuGraphMemcpyNodeGetParams) */
     void **arg_ptrs;             /* kernelParams handed out by cuGraphKernelNodeGetParams */
+    CUkernelNodeAttrValue attrs[17]; /* KERNEL: attribute values as set (zero until then) */
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc;  /* MEM_ALLOC: as given, with the address (accessDescs not kept) */
     si_gnode **deps;
     size_t n_deps;
     si_gnode *next;
@@ -951,6 +953,96 @@ CUresult CUDAAPI cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NOD
     return rc;
 }
 
+/* Kernel node attributes: the ids the driver accepts for a graph node
+ * keep the value set (zero until then); others are INVALID_VALUE. */
+static bool si_node_attr_ok(CUkernelNodeAttrID a)
+{
+    switch ((int)a) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY: case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static CUresult si_kernel_node_attr(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *get,
+                                    const CUkernelNodeAttrValue *set)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_KERNEL || !si_node_attr_ok(attr) ||
+                !(get || set)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && get)
+        *get = n->attrs[attr];
+    if (!rc && set)
+        n->attrs[attr] = *set;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                               CUkernelNodeAttrValue *value_out)
+{
+    return si_kernel_node_attr(hNode, attr, value_out, NULL);
+}
+
+CUresult CUDAAPI cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                               const CUkernelNodeAttrValue *value)
+{
+    return value ? si_kernel_node_attr(hNode, attr, NULL, value) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Allocation nodes: the memory is allocated when the node is added, in
+ * the current context, and lives as long as the process (the stand-in
+ * does not model graph memory reuse); the node itself does nothing. */
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    si_ctx *c = rc ? NULL : si_current();
+    if (!rc && (!nodeParams || !nodeParams->bytesize ||
+                nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !c)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    si_alloc *a = NULL;
+    if (!rc)
+        rc = si_dev_alloc(c, nodeParams->bytesize, SI_AK_DEVICE, NULL, &a);
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_MEM_ALLOC, (si_gnode *const *)dependencies,
+                                   numDependencies);
+        nodeParams->dptr = (CUdeviceptr)a->base;
+        n->alloc = *nodeParams;
+        n->alloc.accessDescs = NULL;
+        n->alloc.accessDescCount = 0;
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!params_out || !si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *params_out = n->alloc;
+    si_leave();
+    return rc;
+}
+
 /* a device, unified or host side of a memcpy node (host memory is read or
  * written when the node runs, as by the driver) */
 static bool si_node_side(CUmemorytype type, CUdeviceptr dev, const void *host, size_t x, size_t y, size_t z,
@@ -1198,6 +1290,56 @@ CUresult CUDAAPI cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNod
     if (!rc) {
         x->op->u.hostfn.fn = nodeParams->fn;
         x->op->u.hostfn.user = nodeParams->userData;
+    }
+    si_leave();
+    return rc;
+}
+
+/* cuGraphExecUpdate: the graph must have the executable graph's nodes,
+ * type for type in the order they were added; each node's work is then
+ * taken from the graph. Otherwise nothing changes and the first node that
+ * differs is named. */
+CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gexec *e = (si_gexec *)hGraphExec;
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!resultInfo || !si_gexec_valid(e) || !si_graph_valid(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    si_gnode *bad = NULL;
+    CUgraphExecUpdateResult why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    size_t i = 0;
+    for (si_gnode *n = rc ? NULL : g->head; n && !bad; n = n->next, i++) {
+        if (i < e->n && e->nodes[i].type != n->type)
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        if (i >= e->n || e->nodes[i].type != n->type || (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k)))
+            bad = n;
+    }
+    if (!rc && (bad || i != e->n)) {
+        resultInfo->result = why;
+        resultInfo->errorNode = (CUgraphNode)bad;
+        resultInfo->errorFromNode = NULL;
+        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    i = 0;
+    for (si_gnode *n = rc ? NULL : g->head; n; n = n->next, i++) {
+        si_enode *x = &e->nodes[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const si_entry *en = n->k.func->entry;
+            si_kcall_free(&x->k);
+            x->k = n->k;
+            x->k.params = si_xcalloc(en->param_bytes ? en->param_bytes : 1, 1);
+            memcpy(x->k.params, n->k.params, en->param_bytes);
+        }
+        if (n->op) {
+            si_op_free(x->op);
+            x->op = si_op_clone(n->op);
+        }
+    }
+    if (!rc) {
+        resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+        resultInfo->errorNode = resultInfo->errorFromNode = NULL;
     }
     si_leave();
     return rc;

@@ -46,7 +46,7 @@ SHIM=$ROOT/build/lib/libcuda.so.1
 ARCH=${GPU_ARCH:-sm_90}
 EXPORTS=$ROOT/tests/gpu/data/libcuda-580-exports.txt
 # Programs that are also built with -cudart shared (as NAME_cudart_shared).
-SHARED_CUDART=(vector_add rt_device_query memcpy_kinds streams_events device_printf host_callback cuda_graph)
+SHARED_CUDART=(vector_add rt_device_query memcpy_kinds streams_events device_printf host_callback cuda_graph graph_nodes)
 RESUME_WITHIN_S=3     # the suite's server keeps a broken session this long for a resume
 KILL_DEADLINE_S=$((RESUME_WITHIN_S + 2))  # SIGKILL test: session gone and memory back within this
 NO_SERVER_LIMIT_S=5   # no-server test: the client must give up within this

@@ -42,7 +42,7 @@ static void if_node(cudaStream_t s, int *flag, int *x) {
   cp.conditional.type = cudaGraphCondTypeIf;
   cp.conditional.size = 1;
   cudaGraphNode_t cond;
-  CK(cudaGraphAddNode(&cond, g, &setter, 1, &cp));
+  CK(cudaGraphAddNode(&cond, g, &setter, NULL, 1, &cp));
   cudaGraph_t body = cp.conditional.phGraph_out[0];
   void *b[] = {&x};
   kernel1(body, (void *)bump, b, NULL, 0);
@@ -74,7 +74,7 @@ static void while_node(cudaStream_t s, int *left, int *count) {
   cp.conditional.type = cudaGraphCondTypeWhile;
   cp.conditional.size = 1;
   cudaGraphNode_t cond;
-  CK(cudaGraphAddNode(&cond, g, NULL, 0, &cp));
+  CK(cudaGraphAddNode(&cond, g, NULL, NULL, 0, &cp));
   cudaGraph_t body = cp.conditional.phGraph_out[0];
   void *b[] = {&h, &left, &count};
   kernel1(body, (void *)loop_body, b, NULL, 0);

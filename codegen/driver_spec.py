@@ -165,7 +165,7 @@ cuCtxWaitEvent                async
 cuCtxEnablePeerAccess         sync
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
-cuCtxSetFlags                 unsupported            # TODO(lead): the client keeps the flags (cuCtxGetFlags)
+cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
 cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
 
 # ---- device memory ----------------------------------------------------------
@@ -290,7 +290,7 @@ cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_libr
 cuLibraryGetGlobal            manual  sends=scuda_module_get_global
 cuLibraryGetModule            manual  sends=scuda_library_get_module
 cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
-cuLibraryGetUnifiedFunction   unsupported            # host function pointers
+cuLibraryGetUnifiedFunction   unsupported            # returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process
 cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
 cuKernelGetLibrary            local
@@ -464,7 +464,9 @@ cuTensorMapEncodeIm2colWide   sync    globalAddress=value globalDim=in[tensorRan
 cuTensorMapReplaceAddress     sync    tensorMap=inout globalAddress=value
 
 # ---- not meaningful remotely -------------------------------------------------
-cuCheckpointProcessCheckpoint unsupported            # checkpoints a process on the server
+# Each comment is the reason the application's log line gives (and
+# coverage.gen.txt); docs/operate.md lists them.
+cuCheckpointProcessCheckpoint unsupported            # acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate
 cuCheckpointProcessGetRestoreThreadId unsupported
 cuCheckpointProcessGetState   unsupported
 cuCheckpointProcessLock       unsupported
@@ -475,10 +477,24 @@ cuGraphAddNode                local                  # src/client/graph_node.c: 
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
-cuLogsDumpToFile              unsupported
+cuLogsDumpToFile              unsupported            # TODO
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
 cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
-cuDeviceGetNvSciSyncAttributes  unsupported
+cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
+cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
+cuCoredumpGetAttributeGlobal  unsupported
+cuCoredumpSetAttribute        unsupported
+cuCoredumpSetAttributeGlobal  unsupported
+cuImportExternalMemory        unsupported            # imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it
+cuImportExternalSemaphore     unsupported
+cuExternalMemoryGetMappedMipmappedArray  unsupported
+cuSignalExternalSemaphoresAsync  unsupported
+cuWaitExternalSemaphoresAsync unsupported
+cuGraphicsMapResources        unsupported            # graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see
+cuGraphicsUnmapResources      unsupported
+cuGraphicsSubResourceGetMappedArray  unsupported
+cuGraphicsResourceGetMappedMipmappedArray  unsupported
+cuMemGetHandleForAddressRange unsupported            # returns a dma-buf file descriptor of the server's GPU memory, which cannot be a file descriptor of the client process
 cuFlushGPUDirectRDMAWrites    sync
 
 # ---- legacy texture and surface references ----------------------------------------

@@ -260,7 +260,7 @@ EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArg
 {
     SHIM_ENTER(cuCheckpointProcessCheckpoint, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessCheckpoint");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessCheckpoint (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -268,7 +268,7 @@ EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
     SHIM_ENTER(cuCheckpointProcessGetRestoreThreadId, (pid, tid));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetRestoreThreadId");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetRestoreThreadId (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -276,7 +276,7 @@ EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)
 {
     SHIM_ENTER(cuCheckpointProcessGetState, (pid, state));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetState");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetState (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -284,7 +284,7 @@ EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 {
     SHIM_ENTER(cuCheckpointProcessLock, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessLock");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessLock (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -292,7 +292,7 @@ EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *arg
 {
     SHIM_ENTER(cuCheckpointProcessRestore, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessRestore");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessRestore (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -300,7 +300,7 @@ EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
 {
     SHIM_ENTER(cuCheckpointProcessUnlock, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessUnlock");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessUnlock (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -308,7 +308,7 @@ EXPORT CUresult cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, s
 {
     SHIM_ENTER(cuCoredumpGetAttribute, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpGetAttribute");
+    scuda_log_unsupported_once(&once, "cuCoredumpGetAttribute (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -316,7 +316,7 @@ EXPORT CUresult cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void *va
 {
     SHIM_ENTER(cuCoredumpGetAttributeGlobal, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpGetAttributeGlobal");
+    scuda_log_unsupported_once(&once, "cuCoredumpGetAttributeGlobal (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -324,7 +324,7 @@ EXPORT CUresult cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, s
 {
     SHIM_ENTER(cuCoredumpSetAttribute, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpSetAttribute");
+    scuda_log_unsupported_once(&once, "cuCoredumpSetAttribute (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -332,7 +332,7 @@ EXPORT CUresult cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *va
 {
     SHIM_ENTER(cuCoredumpSetAttributeGlobal, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpSetAttributeGlobal");
+    scuda_log_unsupported_once(&once, "cuCoredumpSetAttributeGlobal (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -371,7 +371,7 @@ EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
     SHIM_ENTER(cuCtxFromGreenCtx, (pContext, hCtx));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx");
+    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx (green contexts cannot be created remotely yet)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -583,9 +583,16 @@ EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 EXPORT CUresult cuCtxSetFlags(unsigned int flags)
 {
     SHIM_ENTER(cuCtxSetFlags, (flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuCtxSetFlags");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxSetFlags);
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxSetFlags");
+    }
+    rpc_end(&c);
+    return hook_cuCtxSetFlags(r, flags);
 }
 
 EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
@@ -665,7 +672,7 @@ EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResour
 {
     SHIM_ENTER(cuDevResourceGenerateDesc, (phDesc, resources, nbResources));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDevResourceGenerateDesc");
+    scuda_log_unsupported_once(&once, "cuDevResourceGenerateDesc (phDesc: CUdevResourceDesc output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -673,7 +680,7 @@ EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int 
 {
     SHIM_ENTER(cuDevSmResourceSplitByCount, (result, nbGroups, input, remaining, useFlags, minCount));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDevSmResourceSplitByCount");
+    scuda_log_unsupported_once(&once, "cuDevSmResourceSplitByCount (result may be an array (see minCount): describe it in the spec)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -848,7 +855,7 @@ EXPORT CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice
 {
     SHIM_ENTER(cuDeviceGetNvSciSyncAttributes, (nvSciSyncAttrList, dev, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceGetNvSciSyncAttributes");
+    scuda_log_unsupported_once(&once, "cuDeviceGetNvSciSyncAttributes (NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -940,7 +947,7 @@ EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallba
 {
     SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification");
+    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (callbackFunc: pointer type CUasyncCallback)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1162,7 +1169,7 @@ EXPORT CUresult cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap
 {
     SHIM_ENTER(cuExternalMemoryGetMappedMipmappedArray, (mipmap, extMem, mipmapDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuExternalMemoryGetMappedMipmappedArray");
+    scuda_log_unsupported_once(&once, "cuExternalMemoryGetMappedMipmappedArray (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1327,7 +1334,7 @@ EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGrap
 {
     SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1520,7 +1527,7 @@ EXPORT CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode,
 {
     SHIM_ENTER(cuGraphAddExternalSemaphoresSignalNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresSignalNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresSignalNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1528,7 +1535,7 @@ EXPORT CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, C
 {
     SHIM_ENTER(cuGraphAddExternalSemaphoresWaitNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresWaitNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresWaitNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1536,7 +1543,7 @@ EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, con
 {
     SHIM_ENTER(cuGraphAddHostNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddHostNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddHostNode (would run client code from the server's GPU)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1544,7 +1551,7 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 {
     SHIM_ENTER(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddMemAllocNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddMemAllocNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1615,7 +1622,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
 {
     SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams (nodeParams_out: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1623,7 +1630,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BAT
 {
     SHIM_ENTER(cuGraphBatchMemOpNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1712,7 +1719,7 @@ EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned 
 {
     SHIM_ENTER(cuGraphDebugDotPrint, (hGraph, path, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint");
+    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint (writes a file on the server)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1812,7 +1819,7 @@ EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgra
 {
     SHIM_ENTER(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1880,7 +1887,7 @@ EXPORT CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGr
 {
     SHIM_ENTER(cuGraphExecExternalSemaphoresSignalNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresSignalNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresSignalNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1888,7 +1895,7 @@ EXPORT CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGrap
 {
     SHIM_ENTER(cuGraphExecExternalSemaphoresWaitNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresWaitNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresWaitNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1914,7 +1921,7 @@ EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode
 {
     SHIM_ENTER(cuGraphExecHostNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecHostNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecHostNodeSetParams (would run client code from the server's GPU)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1942,7 +1949,7 @@ EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgrap
 {
     SHIM_ENTER(cuGraphExecUpdate, (hGraphExec, hGraph, hErrorNode_out, updateResult_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecUpdate");
+    scuda_log_unsupported_once(&once, "cuGraphExecUpdate (hErrorNode_out: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1950,7 +1957,7 @@ EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUg
 {
     SHIM_ENTER(cuGraphExecUpdate_v2, (hGraphExec, hGraph, resultInfo));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecUpdate_v2");
+    scuda_log_unsupported_once(&once, "cuGraphExecUpdate_v2 (resultInfo: pointer to CUgraphExecUpdateResultInfo (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1958,7 +1965,7 @@ EXPORT CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, 
 {
     SHIM_ENTER(cuGraphExternalSemaphoresSignalNodeGetParams, (hNode, params_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeGetParams (params_out: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1966,7 +1973,7 @@ EXPORT CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, 
 {
     SHIM_ENTER(cuGraphExternalSemaphoresSignalNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1974,7 +1981,7 @@ EXPORT CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CU
 {
     SHIM_ENTER(cuGraphExternalSemaphoresWaitNodeGetParams, (hNode, params_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeGetParams (params_out: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1982,7 +1989,7 @@ EXPORT CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, co
 {
     SHIM_ENTER(cuGraphExternalSemaphoresWaitNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2126,7 +2133,7 @@ EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAM
 {
     SHIM_ENTER(cuGraphHostNodeGetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphHostNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphHostNodeGetParams (would run client code from the server's GPU)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2134,7 +2141,7 @@ EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE
 {
     SHIM_ENTER(cuGraphHostNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphHostNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphHostNodeSetParams (would run client code from the server's GPU)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2248,7 +2255,7 @@ EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAtt
 {
     SHIM_ENTER(cuGraphKernelNodeGetAttribute, (hNode, attr, value_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeGetAttribute");
+    scuda_log_unsupported_once(&once, "cuGraphKernelNodeGetAttribute (value_out: pointer to CUkernelNodeAttrValue (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2256,7 +2263,7 @@ EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAtt
 {
     SHIM_ENTER(cuGraphKernelNodeSetAttribute, (hNode, attr, value));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetAttribute");
+    scuda_log_unsupported_once(&once, "cuGraphKernelNodeSetAttribute (value: pointer to CUkernelNodeAttrValue (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2270,7 +2277,7 @@ EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_N
 {
     SHIM_ENTER(cuGraphMemAllocNodeGetParams, (hNode, params_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphMemAllocNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphMemAllocNodeGetParams (params_out: pointer to CUDA_MEM_ALLOC_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2650,7 +2657,7 @@ EXPORT CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *r
 {
     SHIM_ENTER(cuGraphicsMapResources, (count, resources, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsMapResources");
+    scuda_log_unsupported_once(&once, "cuGraphicsMapResources (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2664,7 +2671,7 @@ EXPORT CUresult cuGraphicsResourceGetMappedMipmappedArray(CUmipmappedArray *pMip
 {
     SHIM_ENTER(cuGraphicsResourceGetMappedMipmappedArray, (pMipmappedArray, resource));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsResourceGetMappedMipmappedArray");
+    scuda_log_unsupported_once(&once, "cuGraphicsResourceGetMappedMipmappedArray (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2746,7 +2753,7 @@ EXPORT CUresult cuGraphicsSubResourceGetMappedArray(CUarray *pArray, CUgraphicsR
 {
     SHIM_ENTER(cuGraphicsSubResourceGetMappedArray, (pArray, resource, arrayIndex, mipLevel));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsSubResourceGetMappedArray");
+    scuda_log_unsupported_once(&once, "cuGraphicsSubResourceGetMappedArray (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2754,7 +2761,7 @@ EXPORT CUresult cuGraphicsUnmapResources(unsigned int count, CUgraphicsResource 
 {
     SHIM_ENTER(cuGraphicsUnmapResources, (count, resources, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsUnmapResources");
+    scuda_log_unsupported_once(&once, "cuGraphicsUnmapResources (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2783,7 +2790,7 @@ EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUde
 {
     SHIM_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxCreate");
+    scuda_log_unsupported_once(&once, "cuGreenCtxCreate (phCtx: CUgreenCtx output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2859,7 +2866,7 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, 
 {
     SHIM_ENTER(cuGreenCtxStreamCreate, (phStream, greenCtx, flags, priority));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxStreamCreate");
+    scuda_log_unsupported_once(&once, "cuGreenCtxStreamCreate (phStream: CUstream output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2883,7 +2890,7 @@ EXPORT CUresult cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_
 {
     SHIM_ENTER(cuImportExternalMemory, (extMem_out, memHandleDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuImportExternalMemory");
+    scuda_log_unsupported_once(&once, "cuImportExternalMemory (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2891,7 +2898,7 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const
 {
     SHIM_ENTER(cuImportExternalSemaphore, (extSem_out, semHandleDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuImportExternalSemaphore");
+    scuda_log_unsupported_once(&once, "cuImportExternalSemaphore (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3103,7 +3110,7 @@ EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchP
 {
     SHIM_ENTER(cuLaunchCooperativeKernelMultiDevice, (launchParamsList, numDevices, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchCooperativeKernelMultiDevice");
+    scuda_log_unsupported_once(&once, "cuLaunchCooperativeKernelMultiDevice (deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3141,7 +3148,7 @@ EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
 {
     SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetManaged");
+    scuda_log_unsupported_once(&once, "cuLibraryGetManaged (managed memory (docs/architecture.md, 4 Memory kinds))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3149,7 +3156,7 @@ EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, cons
 {
     SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction");
+    scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction (returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3175,7 +3182,7 @@ EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile
 {
     SHIM_ENTER(cuLogsDumpToFile, (iterator, pathToFile, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToFile");
+    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (TODO)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3183,7 +3190,7 @@ EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t
 {
     SHIM_ENTER(cuLogsDumpToMemory, (iterator, buffer, size, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory");
+    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory (the driver's log is the session's process's)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3191,7 +3198,7 @@ EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userDa
 {
     SHIM_ENTER(cuLogsRegisterCallback, (callbackFunc, userData, callback_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback");
+    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback (the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3420,7 +3427,7 @@ EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, si
 {
     SHIM_ENTER(cuMemBatchDecompressAsync, (paramsArray, count, flags, errorIndex, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync");
+    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync (paramsArray: pointer to CUmemDecompressParams (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3533,7 +3540,7 @@ EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneric
 {
     SHIM_ENTER(cuMemExportToShareableHandle, (shareableHandle, handle, handleType, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemExportToShareableHandle");
+    scuda_log_unsupported_once(&once, "cuMemExportToShareableHandle (an OS handle of the server's process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3715,7 +3722,7 @@ EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, si
 {
     SHIM_ENTER(cuMemGetHandleForAddressRange, (handle, dptr, size, handleType, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetHandleForAddressRange");
+    scuda_log_unsupported_once(&once, "cuMemGetHandleForAddressRange (returns a dma-buf file descriptor of the server's GPU memory, which cannot be a file descriptor of the client process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3790,7 +3797,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
 {
     SHIM_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemImportFromShareableHandle");
+    scuda_log_unsupported_once(&once, "cuMemImportFromShareableHandle (an OS handle of the server's process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3817,7 +3824,7 @@ EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int cou
 {
     SHIM_ENTER(cuMemMapArrayAsync, (mapInfoList, count, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync");
+    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (mapInfoList: pointer to CUarrayMapInfo (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3884,7 +3891,7 @@ EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool 
 {
     SHIM_ENTER(cuMemPoolExportToShareableHandle, (handle_out, pool, handleType, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolExportToShareableHandle");
+    scuda_log_unsupported_once(&once, "cuMemPoolExportToShareableHandle (an OS handle of the server's process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3937,7 +3944,7 @@ EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void 
 {
     SHIM_ENTER(cuMemPoolImportFromShareableHandle, (pool_out, handle, handleType, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolImportFromShareableHandle");
+    scuda_log_unsupported_once(&once, "cuMemPoolImportFromShareableHandle (an OS handle of the server's process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -4248,7 +4255,7 @@ EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opLi
 {
     SHIM_ENTER(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync");
+    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync (TODO(lead): hand-write)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -4262,7 +4269,7 @@ EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *o
 {
     SHIM_ENTER(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync_v2");
+    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync_v2 (TODO(lead): hand-write)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -4492,7 +4499,7 @@ EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t 
 {
     SHIM_ENTER(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync");
+    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync (TODO(lead): hand-write (host pointers in arrays))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -4506,7 +4513,7 @@ EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size
 {
     SHIM_ENTER(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync_v2");
+    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync_v2 (TODO(lead): hand-write (host pointers in arrays))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5592,7 +5599,7 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
     static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetTexRef");
+    scuda_log_unsupported_once(&once, "cuParamSetTexRef (binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5624,7 +5631,7 @@ EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputF
 {
     SHIM_ENTER(cuProfilerInitialize, (configFile, outputFile, outputMode));
     static int once;
-    scuda_log_unsupported_once(&once, "cuProfilerInitialize");
+    scuda_log_unsupported_once(&once, "cuProfilerInitialize (reads files on the client)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5660,7 +5667,7 @@ EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSe
 {
     SHIM_ENTER(cuSignalExternalSemaphoresAsync, (extSemArray, paramsArray, numExtSems, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuSignalExternalSemaphoresAsync");
+    scuda_log_unsupported_once(&once, "cuSignalExternalSemaphoresAsync (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -7272,7 +7279,7 @@ EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn
 {
     SHIM_ENTER(cuUserObjectCreate, (object_out, ptr, destroy, initialRefcount, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuUserObjectCreate");
+    scuda_log_unsupported_once(&once, "cuUserObjectCreate (object_out: CUuserObject output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -7312,7 +7319,7 @@ EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
 {
     SHIM_ENTER(cuWaitExternalSemaphoresAsync, (extSemArray, paramsArray, numExtSems, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuWaitExternalSemaphoresAsync");
+    scuda_log_unsupported_once(&once, "cuWaitExternalSemaphoresAsync (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -376,6 +376,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_graph_stage] = "scuda_graph_stage",
     [OP_scuda_resume_ack] = "scuda_resume_ack",
     [OP_scuda_moved] = "scuda_moved",
+    [OP_cuCtxSetFlags] = "cuCtxSetFlags",
 };
 
 const char *scuda_op_name(unsigned op)

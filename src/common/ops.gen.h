@@ -377,7 +377,8 @@ enum scuda_op {
     OP_scuda_graph_stage = 370,
     OP_scuda_resume_ack = 371,
     OP_scuda_moved = 372,
-    OP_COUNT = 373
+    OP_cuCtxSetFlags = 373,
+    OP_COUNT = 374
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

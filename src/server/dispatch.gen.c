@@ -632,6 +632,18 @@ static CUresult gen_srv_cuCtxSetCacheConfig(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuCtxSetFlags(srv_call *call)
+{
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxSetFlags == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxSetFlags(flags);
+    return r;
+}
+
 static CUresult gen_srv_cuCtxSetLimit(srv_call *call)
 {
     CUlimit limit = (CUlimit)wr_u32(&call->in);
@@ -8898,6 +8910,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_graph_stage] = {"scuda_graph_stage", srv_scuda_graph_stage, 0, 0, 0, 16},
     [OP_scuda_resume_ack] = {"scuda_resume_ack", srv_scuda_resume_ack, 0, 0, 0, 0},
     [OP_scuda_moved] = {"scuda_moved", srv_scuda_moved, 0, 0, 0, 0},
+    [OP_cuCtxSetFlags] = {"cuCtxSetFlags", gen_srv_cuCtxSetFlags, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -252,8 +252,8 @@ cuMemcpyHtoA                  sync    blocking       srcHost=in[ByteCount]
 cuMemcpyHtoAAsync             async                  srcHost=in[ByteCount]
 cuMemcpyAtoH                  sync    blocking       observes  dstHost=out[ByteCount]
 cuMemcpyAtoHAsync             sync    blocking       observes  dstHost=out[ByteCount]
-cuMemcpyBatchAsync            unsupported            # TODO(lead): hand-write (host pointers in arrays)
-cuMemcpy3DBatchAsync          unsupported            # TODO(lead): hand-write
+cuMemcpyBatchAsync            local                  # src/client/memcpy_batch.c: each copy on the copy paths above, in order
+cuMemcpy3DBatchAsync          local
 cuMemsetD8                    async   pre_hook       # pinned host memory as a device pointer: host_pinned_touch
 cuMemsetD16                   async   pre_hook
 cuMemsetD32                   async   pre_hook

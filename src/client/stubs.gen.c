@@ -4251,26 +4251,10 @@ EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hSt
     return cuMemcpy3DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
-EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync (TODO(lead): hand-write)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy3DBatchAsync_ptsz, (numOps, opList, failIdx, flags, hStream));
     return cuMemcpy3DBatchAsync(numOps, opList, failIdx, flags, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync_v2 (TODO(lead): hand-write)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
@@ -4495,26 +4479,10 @@ EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t src
     return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
-EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync (TODO(lead): hand-write (host pointers in arrays))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyBatchAsync_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
     return cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync_v2 (TODO(lead): hand-write (host pointers in arrays))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)

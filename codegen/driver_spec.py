@@ -189,8 +189,8 @@ cuMemSetAccess                sync    desc=in[count]
 cuMemCreate                   sync    out_handle=handle
 cuMemRelease                  sync    drops=handle
 cuMemRetainAllocationHandle   sync    addr=value handle=existing
-cuMemExportToShareableHandle  unsupported            # an OS handle of the server's process
-cuMemImportFromShareableHandle  unsupported
+cuMemExportToShareableHandle  manual  sends=scuda_shareable_export    # src/client/shareable.c: a local memfd holding the server's token
+cuMemImportFromShareableHandle  manual  sends=scuda_shareable_import
 cuMulticastCreate             sync    out_handle=mcHandle
 cuMemPrefetchBatchAsync       async   dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
 cuMemDiscardBatchAsync        async   dptrs=in[count] sizes=in[count]
@@ -200,8 +200,8 @@ cuMemPoolDestroy              async   drops=pool
 cuMemPoolTrimTo               sync
 cuMemPoolGetAttribute         sync    value=out[scuda_mempool_attr_size(attr)]   # int or cuuint64_t by attribute
 cuMemPoolSetAttribute         sync    value=in[scuda_mempool_attr_size(attr)]
-cuMemPoolExportToShareableHandle    unsupported      # an OS handle of the server's process
-cuMemPoolImportFromShareableHandle  unsupported
+cuMemPoolExportToShareableHandle    manual  sends=scuda_shareable_export
+cuMemPoolImportFromShareableHandle  manual  sends=scuda_shareable_import
 cuMemPoolSetAccess            sync    map=in[count]
 cuMemPoolGetAccess            sync    location=in
 cuMemPoolImportPointer        sync    shareData=in
@@ -1128,6 +1128,25 @@ record migrate_verdict                 # the importing session's answer
     u8 digest[32]                      # SHA-256 of the state as replayed (migrate_state.h)
     u64 replay_ns
     u64 copy_ns
+
+# Shareable handles (src/client/shareable.c, src/server/srv_shareable.c):
+# the file descriptor stays in the session; the client gets the token of
+# the server's export registry (as IPC handles carry), which it keeps in a
+# memfd of its own, a real local fd the application can pass on.
+const SHAREABLE_TOKEN_LEN 64
+const SHAREABLE_MEMORY    1            # a CUmemGenericAllocationHandle
+const SHAREABLE_POOL      2            # a CUmemoryPool
+op scuda_shareable_export
+    in u8 kind                         # SHAREABLE_MEMORY or SHAREABLE_POOL
+    in handle handle                   # the allocation handle or memory pool
+    in u64 flags
+    out u8 token[SHAREABLE_TOKEN_LEN]
+
+op scuda_shareable_import
+    in u8 kind
+    in handle handle                   # the client's id for what is imported
+    in u64 flags                       # pools only
+    in u8 token[SHAREABLE_TOKEN_LEN]
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -3536,14 +3536,6 @@ EXPORT CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, s
     return cuMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
-EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemExportToShareableHandle, (shareableHandle, handle, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemExportToShareableHandle (an OS handle of the server's process)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     SHIM_ENTER(cuMemFree, (dptr));
@@ -3793,14 +3785,6 @@ EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     return cuMemHostRegister_v2(p, bytesize, Flags); /* same parameters */
 }
 
-EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
-{
-    SHIM_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemImportFromShareableHandle (an OS handle of the server's process)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     SHIM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
@@ -3887,14 +3871,6 @@ EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CU
     return r;
 }
 
-EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemPoolExportToShareableHandle, (handle_out, pool, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolExportToShareableHandle (an OS handle of the server's process)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
 {
     SHIM_ENTER(cuMemPoolGetAccess, (flags, memPool, location));
@@ -3938,14 +3914,6 @@ EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute att
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemPoolImportFromShareableHandle, (pool_out, handle, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolImportFromShareableHandle (an OS handle of the server's process)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)

@@ -377,6 +377,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_resume_ack] = "scuda_resume_ack",
     [OP_scuda_moved] = "scuda_moved",
     [OP_cuCtxSetFlags] = "cuCtxSetFlags",
+    [OP_scuda_shareable_export] = "scuda_shareable_export",
+    [OP_scuda_shareable_import] = "scuda_shareable_import",
 };
 
 const char *scuda_op_name(unsigned op)

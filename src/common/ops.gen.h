@@ -378,7 +378,9 @@ enum scuda_op {
     OP_scuda_resume_ack = 371,
     OP_scuda_moved = 372,
     OP_cuCtxSetFlags = 373,
-    OP_COUNT = 374
+    OP_scuda_shareable_export = 374,
+    OP_scuda_shareable_import = 375,
+    OP_COUNT = 376
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

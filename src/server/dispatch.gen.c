@@ -57,6 +57,8 @@ extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
@@ -8911,6 +8913,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_resume_ack] = {"scuda_resume_ack", srv_scuda_resume_ack, 0, 0, 0, 0},
     [OP_scuda_moved] = {"scuda_moved", srv_scuda_moved, 0, 0, 0, 0},
     [OP_cuCtxSetFlags] = {"cuCtxSetFlags", gen_srv_cuCtxSetFlags, 0, 0, 0, 0},
+    [OP_scuda_shareable_export] = {"scuda_shareable_export", srv_scuda_shareable_export, 0, 0, 0, 0},
+    [OP_scuda_shareable_import] = {"scuda_shareable_import", srv_scuda_shareable_import, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -334,7 +334,7 @@ cuParamSetSize                local
 cuParamSeti                   local
 cuParamSetf                   local
 cuParamSetv                   local
-cuParamSetTexRef              unsupported            # binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters
+cuParamSetTexRef              unsupported            # not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters
 cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
@@ -477,7 +477,7 @@ cuGraphAddNode                local                  # src/client/graph_node.c: 
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
-cuLogsDumpToFile              unsupported            # TODO
+cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
 cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join

@@ -3182,7 +3182,7 @@ EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile
 {
     SHIM_ENTER(cuLogsDumpToFile, (iterator, pathToFile, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (TODO)");
+    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5535,7 +5535,7 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
     static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetTexRef (binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters)");
+    scuda_log_unsupported_once(&once, "cuParamSetTexRef (not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

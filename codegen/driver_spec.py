@@ -165,7 +165,7 @@ cuCtxWaitEvent                async
 cuCtxEnablePeerAccess         sync
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
-cuCtxSetFlags                 unsupported            # TODO(lead): the client keeps the flags (cuCtxGetFlags)
+cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
 cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
 
 # ---- device memory ----------------------------------------------------------
@@ -189,8 +189,8 @@ cuMemSetAccess                sync    desc=in[count]
 cuMemCreate                   sync    out_handle=handle
 cuMemRelease                  sync    drops=handle
 cuMemRetainAllocationHandle   sync    addr=value handle=existing
-cuMemExportToShareableHandle  unsupported            # an OS handle of the server's process
-cuMemImportFromShareableHandle  unsupported
+cuMemExportToShareableHandle  manual  sends=scuda_shareable_export    # src/client/shareable.c: a local memfd holding the server's token
+cuMemImportFromShareableHandle  manual  sends=scuda_shareable_import
 cuMulticastCreate             sync    out_handle=mcHandle
 cuMemPrefetchBatchAsync       async   dptrs=in[count] sizes=in[count] prefetchLocs=in[numPrefetchLocs] prefetchLocIdxs=in[numPrefetchLocs]
 cuMemDiscardBatchAsync        async   dptrs=in[count] sizes=in[count]
@@ -200,8 +200,8 @@ cuMemPoolDestroy              async   drops=pool
 cuMemPoolTrimTo               sync
 cuMemPoolGetAttribute         sync    value=out[scuda_mempool_attr_size(attr)]   # int or cuuint64_t by attribute
 cuMemPoolSetAttribute         sync    value=in[scuda_mempool_attr_size(attr)]
-cuMemPoolExportToShareableHandle    unsupported      # an OS handle of the server's process
-cuMemPoolImportFromShareableHandle  unsupported
+cuMemPoolExportToShareableHandle    manual  sends=scuda_shareable_export
+cuMemPoolImportFromShareableHandle  manual  sends=scuda_shareable_import
 cuMemPoolSetAccess            sync    map=in[count]
 cuMemPoolGetAccess            sync    location=in
 cuMemPoolImportPointer        sync    shareData=in
@@ -252,8 +252,8 @@ cuMemcpyHtoA                  sync    blocking       srcHost=in[ByteCount]
 cuMemcpyHtoAAsync             async                  srcHost=in[ByteCount]
 cuMemcpyAtoH                  sync    blocking       observes  dstHost=out[ByteCount]
 cuMemcpyAtoHAsync             sync    blocking       observes  dstHost=out[ByteCount]
-cuMemcpyBatchAsync            unsupported            # TODO(lead): hand-write (host pointers in arrays)
-cuMemcpy3DBatchAsync          unsupported            # TODO(lead): hand-write
+cuMemcpyBatchAsync            local                  # src/client/memcpy_batch.c: each copy on the copy paths above, in order
+cuMemcpy3DBatchAsync          local
 cuMemsetD8                    async   pre_hook       # pinned host memory as a device pointer: host_pinned_touch
 cuMemsetD16                   async   pre_hook
 cuMemsetD32                   async   pre_hook
@@ -290,7 +290,7 @@ cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_libr
 cuLibraryGetGlobal            manual  sends=scuda_module_get_global
 cuLibraryGetModule            manual  sends=scuda_library_get_module
 cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
-cuLibraryGetUnifiedFunction   unsupported            # host function pointers
+cuLibraryGetUnifiedFunction   unsupported            # returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process
 cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
 cuKernelGetLibrary            local
@@ -334,7 +334,7 @@ cuParamSetSize                local
 cuParamSeti                   local
 cuParamSetf                   local
 cuParamSetv                   local
-cuParamSetTexRef              unsupported            # binds a texture reference, which no call can give (cuModuleGetTexRef is unsupported); sm_30+ kernels take texture objects as parameters
+cuParamSetTexRef              unsupported            # not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters
 cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
@@ -470,7 +470,9 @@ cuTensorMapEncodeIm2colWide   sync    globalAddress=value globalDim=in[tensorRan
 cuTensorMapReplaceAddress     sync    tensorMap=inout globalAddress=value
 
 # ---- not meaningful remotely -------------------------------------------------
-cuCheckpointProcessCheckpoint unsupported            # checkpoints a process on the server
+# Each comment is the reason the application's log line gives (and
+# coverage.gen.txt); docs/operate.md lists them.
+cuCheckpointProcessCheckpoint unsupported            # acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate
 cuCheckpointProcessGetRestoreThreadId unsupported
 cuCheckpointProcessGetState   unsupported
 cuCheckpointProcessLock       unsupported
@@ -481,10 +483,24 @@ cuGraphAddNode                local                  # src/client/graph_node.c: 
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
-cuLogsDumpToFile              unsupported
+cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
 cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
-cuDeviceGetNvSciSyncAttributes  unsupported
+cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
+cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
+cuCoredumpGetAttributeGlobal  unsupported
+cuCoredumpSetAttribute        unsupported
+cuCoredumpSetAttributeGlobal  unsupported
+cuImportExternalMemory        unsupported            # imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it
+cuImportExternalSemaphore     unsupported
+cuExternalMemoryGetMappedMipmappedArray  unsupported
+cuSignalExternalSemaphoresAsync  unsupported
+cuWaitExternalSemaphoresAsync unsupported
+cuGraphicsMapResources        unsupported            # graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see
+cuGraphicsUnmapResources      unsupported
+cuGraphicsSubResourceGetMappedArray  unsupported
+cuGraphicsResourceGetMappedMipmappedArray  unsupported
+cuMemGetHandleForAddressRange unsupported            # returns a dma-buf file descriptor of the server's GPU memory, which cannot be a file descriptor of the client process
 cuFlushGPUDirectRDMAWrites    sync
 
 # ---- legacy texture and surface references ----------------------------------------
@@ -1178,6 +1194,25 @@ record migrate_verdict                 # the importing session's answer
     u8 digest[32]                      # SHA-256 of the state as replayed (migrate_state.h)
     u64 replay_ns
     u64 copy_ns
+
+# Shareable handles (src/client/shareable.c, src/server/srv_shareable.c):
+# the file descriptor stays in the session; the client gets the token of
+# the server's export registry (as IPC handles carry), which it keeps in a
+# memfd of its own, a real local fd the application can pass on.
+const SHAREABLE_TOKEN_LEN 64
+const SHAREABLE_MEMORY    1            # a CUmemGenericAllocationHandle
+const SHAREABLE_POOL      2            # a CUmemoryPool
+op scuda_shareable_export
+    in u8 kind                         # SHAREABLE_MEMORY or SHAREABLE_POOL
+    in handle handle                   # the allocation handle or memory pool
+    in u64 flags
+    out u8 token[SHAREABLE_TOKEN_LEN]
+
+op scuda_shareable_import
+    in u8 kind
+    in handle handle                   # the client's id for what is imported
+    in u64 flags                       # pools only
+    in u8 token[SHAREABLE_TOKEN_LEN]
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -80,6 +80,15 @@ def split_name(name):
     return m.group(1), int(m.group(2) or 1), flavour
 
 
+def unsupported_text(e):
+    """What the log line names: the export and, when the spec gave one, why."""
+    return "%s (%s)" % (e.name, e.reason) if e.reason else e.name
+
+
+def c_string(text):
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def strip_per_thread(name):
     m = PER_THREAD_RE.match(name)
     return m.group(1) if m else name
@@ -102,16 +111,21 @@ class SpecLine:
         self.used_params = set()
 
 
-def parse_spec_lines(text, what):
+def parse_spec_lines(text, what, comments=None):
+    """name -> (tokens, line number); with a dict `comments`, each named
+    line's trailing comment goes there too (an unsupported call's reason)."""
     out = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
+        line, _, comment = raw.partition("#")
+        line = line.strip()
         if not line:
             continue
         toks = tokenize(line)
         if toks[0] in out:
             raise SpecError("%s line %d: %s listed twice" % (what, lineno, toks[0]))
         out[toks[0]] = (toks[1:], lineno)
+        if comments is not None:
+            comments[toks[0]] = " ".join(comment.split())
     return out
 
 
@@ -134,7 +148,9 @@ def tokenize(line):
 
 def load_spec():
     lines = {}
-    for name, (toks, lineno) in parse_spec_lines(driver_spec.FUNCTIONS, "FUNCTIONS").items():
+    comments = {}
+    group_why, group_line = "", 0
+    for name, (toks, lineno) in parse_spec_lines(driver_spec.FUNCTIONS, "FUNCTIONS", comments).items():
         alias = None
         if toks and toks[0].startswith("alias="):
             alias = toks[0].split("=", 1)[1]
@@ -142,6 +158,16 @@ def load_spec():
         if not toks or toks[0] not in CLASSES:
             raise SpecError("FUNCTIONS line %d: %s: class must be one of %s" % (lineno, name, CLASSES))
         sl = SpecLine(name, toks[0], lineno)
+        # The reason is what the application's log line says (and
+        # coverage.gen.txt): a refusal without one cannot be acted on. A
+        # line without a comment shares the one of the unsupported line
+        # just above it (a group of related calls).
+        sl.why = comments[name] or (group_why if toks[0] == "unsupported" and group_line == lineno - 1 else "")
+        if sl.cls == "unsupported" and not sl.why:
+            raise SpecError("FUNCTIONS line %d: %s: an unsupported function says why in its comment "
+                            "(or follows one that does)" % (lineno, name))
+        if sl.cls == "unsupported":
+            group_why, group_line = sl.why, lineno
         sl.alias = alias
         sl.waits = None
         sl.sends = []
@@ -389,7 +415,7 @@ class Model:
             return
         if sl is not None and sl.cls == "unsupported":
             e.cls = "unsupported"
-            e.reason = "spec"
+            e.reason = sl.why
             return
         try:
             e.args = [self.classify_arg(e, p, sl) for p in e.func.params]
@@ -884,7 +910,7 @@ class Emitter:
         if e.cls == "unsupported":
             return ("EXPORT %s\n{\n    SHIM_ENTER(%s, (%s));\n    static int once;\n"
                     "    scuda_log_unsupported_once(&once, \"%s\");\n    return CUDA_ERROR_NOT_SUPPORTED;\n}\n"
-                    % (self.decl(e), e.name, self.argnames(e), e.name))
+                    % (self.decl(e), e.name, self.argnames(e), c_string(unsupported_text(e))))
         if e.cls in ("wrapper", "alias"):
             return self.wrapper(e)
         return self.forward(e)

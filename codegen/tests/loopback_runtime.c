@@ -196,3 +196,4 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream s, CUdeviceptr p, size
 CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
 CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }
+CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags) { (void)flags; return r; }

@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "context.h"
+#include "hooks.h"
 #include "memo.h"
 #include "rpc.h"
 #include "shim.h"
@@ -199,6 +200,17 @@ EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     *flags = c->primary ? primaries[c->dev].flags : c->flags;
     return CUDA_SUCCESS;
+}
+
+CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags)
+{
+    struct client_ctx *c = current();
+    if (r != CUDA_SUCCESS || !c) return r;
+    pthread_mutex_lock(&ctx_lock);
+    if (c->primary) primaries[c->dev].flags = flags;
+    else c->flags = flags;
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
 }
 
 /* cuBLAS asks for this (through an export table) about 30 times a

@@ -20,6 +20,8 @@ CUresult hook_cuMemPrefetchAsync_v2(CUresult r, CUdeviceptr devPtr, size_t count
                                     unsigned int flags, CUstream hStream);
 CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr dptr, size_t length,
                                      unsigned int flags);
+/* context.c: the flags cuCtxGetFlags answers with follow a successful set. */
+CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags);
 CUresult hook_cuStreamQuery(CUresult r, CUstream hStream);
 CUresult hook_cuEventQuery(CUresult r, CUevent hEvent);
 CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent);

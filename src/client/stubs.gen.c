@@ -260,7 +260,7 @@ EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArg
 {
     SHIM_ENTER(cuCheckpointProcessCheckpoint, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessCheckpoint");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessCheckpoint (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -268,7 +268,7 @@ EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
     SHIM_ENTER(cuCheckpointProcessGetRestoreThreadId, (pid, tid));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetRestoreThreadId");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetRestoreThreadId (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -276,7 +276,7 @@ EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)
 {
     SHIM_ENTER(cuCheckpointProcessGetState, (pid, state));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetState");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessGetState (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -284,7 +284,7 @@ EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 {
     SHIM_ENTER(cuCheckpointProcessLock, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessLock");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessLock (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -292,7 +292,7 @@ EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *arg
 {
     SHIM_ENTER(cuCheckpointProcessRestore, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessRestore");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessRestore (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -300,7 +300,7 @@ EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
 {
     SHIM_ENTER(cuCheckpointProcessUnlock, (pid, args));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCheckpointProcessUnlock");
+    scuda_log_unsupported_once(&once, "cuCheckpointProcessUnlock (acts on the GPU state of a local process, named by pid; the client's processes have none, and the session's moves with scuda_migrate)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -308,7 +308,7 @@ EXPORT CUresult cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, s
 {
     SHIM_ENTER(cuCoredumpGetAttribute, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpGetAttribute");
+    scuda_log_unsupported_once(&once, "cuCoredumpGetAttribute (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -316,7 +316,7 @@ EXPORT CUresult cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void *va
 {
     SHIM_ENTER(cuCoredumpGetAttributeGlobal, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpGetAttributeGlobal");
+    scuda_log_unsupported_once(&once, "cuCoredumpGetAttributeGlobal (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -324,7 +324,7 @@ EXPORT CUresult cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, s
 {
     SHIM_ENTER(cuCoredumpSetAttribute, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpSetAttribute");
+    scuda_log_unsupported_once(&once, "cuCoredumpSetAttribute (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -332,7 +332,7 @@ EXPORT CUresult cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *va
 {
     SHIM_ENTER(cuCoredumpSetAttributeGlobal, (attrib, value, size));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCoredumpSetAttributeGlobal");
+    scuda_log_unsupported_once(&once, "cuCoredumpSetAttributeGlobal (a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -371,7 +371,7 @@ EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
     SHIM_ENTER(cuCtxFromGreenCtx, (pContext, hCtx));
     static int once;
-    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx");
+    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx (green contexts cannot be created remotely yet)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -583,9 +583,16 @@ EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 EXPORT CUresult cuCtxSetFlags(unsigned int flags)
 {
     SHIM_ENTER(cuCtxSetFlags, (flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuCtxSetFlags");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuCtxSetFlags);
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuCtxSetFlags");
+    }
+    rpc_end(&c);
+    return hook_cuCtxSetFlags(r, flags);
 }
 
 EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
@@ -665,7 +672,7 @@ EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResour
 {
     SHIM_ENTER(cuDevResourceGenerateDesc, (phDesc, resources, nbResources));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDevResourceGenerateDesc");
+    scuda_log_unsupported_once(&once, "cuDevResourceGenerateDesc (phDesc: CUdevResourceDesc output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -673,7 +680,7 @@ EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int 
 {
     SHIM_ENTER(cuDevSmResourceSplitByCount, (result, nbGroups, input, remaining, useFlags, minCount));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDevSmResourceSplitByCount");
+    scuda_log_unsupported_once(&once, "cuDevSmResourceSplitByCount (result may be an array (see minCount): describe it in the spec)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -848,7 +855,7 @@ EXPORT CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice
 {
     SHIM_ENTER(cuDeviceGetNvSciSyncAttributes, (nvSciSyncAttrList, dev, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceGetNvSciSyncAttributes");
+    scuda_log_unsupported_once(&once, "cuDeviceGetNvSciSyncAttributes (NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -940,7 +947,7 @@ EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallba
 {
     SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification");
+    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (callbackFunc: pointer type CUasyncCallback)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1162,7 +1169,7 @@ EXPORT CUresult cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap
 {
     SHIM_ENTER(cuExternalMemoryGetMappedMipmappedArray, (mipmap, extMem, mipmapDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuExternalMemoryGetMappedMipmappedArray");
+    scuda_log_unsupported_once(&once, "cuExternalMemoryGetMappedMipmappedArray (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1327,7 +1334,7 @@ EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGrap
 {
     SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1520,7 +1527,7 @@ EXPORT CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode,
 {
     SHIM_ENTER(cuGraphAddExternalSemaphoresSignalNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresSignalNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresSignalNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1528,7 +1535,7 @@ EXPORT CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, C
 {
     SHIM_ENTER(cuGraphAddExternalSemaphoresWaitNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresWaitNode");
+    scuda_log_unsupported_once(&once, "cuGraphAddExternalSemaphoresWaitNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1599,7 +1606,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
 {
     SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams (nodeParams_out: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1607,7 +1614,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BAT
 {
     SHIM_ENTER(cuGraphBatchMemOpNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1696,7 +1703,7 @@ EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned 
 {
     SHIM_ENTER(cuGraphDebugDotPrint, (hGraph, path, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint");
+    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint (writes a file on the server)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1796,7 +1803,7 @@ EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgra
 {
     SHIM_ENTER(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1864,7 +1871,7 @@ EXPORT CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGr
 {
     SHIM_ENTER(cuGraphExecExternalSemaphoresSignalNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresSignalNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresSignalNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1872,7 +1879,7 @@ EXPORT CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGrap
 {
     SHIM_ENTER(cuGraphExecExternalSemaphoresWaitNodeSetParams, (hGraphExec, hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresWaitNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExecExternalSemaphoresWaitNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1918,7 +1925,7 @@ EXPORT CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, 
 {
     SHIM_ENTER(cuGraphExternalSemaphoresSignalNodeGetParams, (hNode, params_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeGetParams (params_out: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1926,7 +1933,7 @@ EXPORT CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, 
 {
     SHIM_ENTER(cuGraphExternalSemaphoresSignalNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresSignalNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_SIGNAL_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1934,7 +1941,7 @@ EXPORT CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CU
 {
     SHIM_ENTER(cuGraphExternalSemaphoresWaitNodeGetParams, (hNode, params_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeGetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeGetParams (params_out: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -1942,7 +1949,7 @@ EXPORT CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, co
 {
     SHIM_ENTER(cuGraphExternalSemaphoresWaitNodeSetParams, (hNode, nodeParams));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeSetParams");
+    scuda_log_unsupported_once(&once, "cuGraphExternalSemaphoresWaitNodeSetParams (nodeParams: pointer to CUDA_EXT_SEM_WAIT_NODE_PARAMS (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2570,7 +2577,7 @@ EXPORT CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *r
 {
     SHIM_ENTER(cuGraphicsMapResources, (count, resources, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsMapResources");
+    scuda_log_unsupported_once(&once, "cuGraphicsMapResources (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2584,7 +2591,7 @@ EXPORT CUresult cuGraphicsResourceGetMappedMipmappedArray(CUmipmappedArray *pMip
 {
     SHIM_ENTER(cuGraphicsResourceGetMappedMipmappedArray, (pMipmappedArray, resource));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsResourceGetMappedMipmappedArray");
+    scuda_log_unsupported_once(&once, "cuGraphicsResourceGetMappedMipmappedArray (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2666,7 +2673,7 @@ EXPORT CUresult cuGraphicsSubResourceGetMappedArray(CUarray *pArray, CUgraphicsR
 {
     SHIM_ENTER(cuGraphicsSubResourceGetMappedArray, (pArray, resource, arrayIndex, mipLevel));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsSubResourceGetMappedArray");
+    scuda_log_unsupported_once(&once, "cuGraphicsSubResourceGetMappedArray (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2674,7 +2681,7 @@ EXPORT CUresult cuGraphicsUnmapResources(unsigned int count, CUgraphicsResource 
 {
     SHIM_ENTER(cuGraphicsUnmapResources, (count, resources, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGraphicsUnmapResources");
+    scuda_log_unsupported_once(&once, "cuGraphicsUnmapResources (graphics interop: the resource is an OpenGL, EGL or VDPAU object of the client's display stack, which the server's GPU cannot see)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2703,7 +2710,7 @@ EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUde
 {
     SHIM_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxCreate");
+    scuda_log_unsupported_once(&once, "cuGreenCtxCreate (phCtx: CUgreenCtx output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2779,7 +2786,7 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, 
 {
     SHIM_ENTER(cuGreenCtxStreamCreate, (phStream, greenCtx, flags, priority));
     static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxStreamCreate");
+    scuda_log_unsupported_once(&once, "cuGreenCtxStreamCreate (phStream: CUstream output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2803,7 +2810,7 @@ EXPORT CUresult cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_
 {
     SHIM_ENTER(cuImportExternalMemory, (extMem_out, memHandleDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuImportExternalMemory");
+    scuda_log_unsupported_once(&once, "cuImportExternalMemory (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -2811,7 +2818,7 @@ EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const
 {
     SHIM_ENTER(cuImportExternalSemaphore, (extSem_out, semHandleDesc));
     static int once;
-    scuda_log_unsupported_once(&once, "cuImportExternalSemaphore");
+    scuda_log_unsupported_once(&once, "cuImportExternalSemaphore (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3023,7 +3030,7 @@ EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchP
 {
     SHIM_ENTER(cuLaunchCooperativeKernelMultiDevice, (launchParamsList, numDevices, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLaunchCooperativeKernelMultiDevice");
+    scuda_log_unsupported_once(&once, "cuLaunchCooperativeKernelMultiDevice (deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3061,7 +3068,7 @@ EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
 {
     SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetManaged");
+    scuda_log_unsupported_once(&once, "cuLibraryGetManaged (managed memory (docs/architecture.md, 4 Memory kinds))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3069,7 +3076,7 @@ EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, cons
 {
     SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction");
+    scuda_log_unsupported_once(&once, "cuLibraryGetUnifiedFunction (returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3095,7 +3102,7 @@ EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile
 {
     SHIM_ENTER(cuLogsDumpToFile, (iterator, pathToFile, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToFile");
+    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3103,7 +3110,7 @@ EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t
 {
     SHIM_ENTER(cuLogsDumpToMemory, (iterator, buffer, size, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory");
+    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory (the driver's log is the session's process's)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3111,7 +3118,7 @@ EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userDa
 {
     SHIM_ENTER(cuLogsRegisterCallback, (callbackFunc, userData, callback_out));
     static int once;
-    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback");
+    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback (the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3340,7 +3347,7 @@ EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, si
 {
     SHIM_ENTER(cuMemBatchDecompressAsync, (paramsArray, count, flags, errorIndex, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync");
+    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync (paramsArray: pointer to CUmemDecompressParams (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3447,14 +3454,6 @@ EXPORT CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, s
 {
     SHIM_ENTER(cuMemDiscardBatchAsync_ptsz, (dptrs, sizes, count, flags, hStream));
     return cuMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemExportToShareableHandle, (shareableHandle, handle, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemExportToShareableHandle");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
@@ -3635,7 +3634,7 @@ EXPORT CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, si
 {
     SHIM_ENTER(cuMemGetHandleForAddressRange, (handle, dptr, size, handleType, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemGetHandleForAddressRange");
+    scuda_log_unsupported_once(&once, "cuMemGetHandleForAddressRange (returns a dma-buf file descriptor of the server's GPU memory, which cannot be a file descriptor of the client process)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3706,14 +3705,6 @@ EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     return cuMemHostRegister_v2(p, bytesize, Flags); /* same parameters */
 }
 
-EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
-{
-    SHIM_ENTER(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemImportFromShareableHandle");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     SHIM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
@@ -3737,7 +3728,7 @@ EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int cou
 {
     SHIM_ENTER(cuMemMapArrayAsync, (mapInfoList, count, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync");
+    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (mapInfoList: pointer to CUarrayMapInfo (contains a pointer or handle))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3800,14 +3791,6 @@ EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CU
     return r;
 }
 
-EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemPoolExportToShareableHandle, (handle_out, pool, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolExportToShareableHandle");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
 {
     SHIM_ENTER(cuMemPoolGetAccess, (flags, memPool, location));
@@ -3851,14 +3834,6 @@ EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute att
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    SHIM_ENTER(cuMemPoolImportFromShareableHandle, (pool_out, handle, handleType, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemPoolImportFromShareableHandle");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
@@ -4164,26 +4139,10 @@ EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hSt
     return cuMemcpy3DAsync_v2(pCopy, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
 }
 
-EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpy3DBatchAsync_ptsz, (numOps, opList, failIdx, flags, hStream));
     return cuMemcpy3DBatchAsync(numOps, opList, failIdx, flags, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpy3DBatchAsync_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
@@ -4408,26 +4367,10 @@ EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t src
     return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount); /* legacy-stream semantics (stronger, still correct) */
 }
 
-EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
     SHIM_ENTER(cuMemcpyBatchAsync_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
     return cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream == NULL ? CU_STREAM_PER_THREAD : hStream); /* per-thread default stream */
-}
-
-EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
-{
-    SHIM_ENTER(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemcpyBatchAsync_v2");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
@@ -5512,7 +5455,7 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
     static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetTexRef");
+    scuda_log_unsupported_once(&once, "cuParamSetTexRef (not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5544,7 +5487,7 @@ EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputF
 {
     SHIM_ENTER(cuProfilerInitialize, (configFile, outputFile, outputMode));
     static int once;
-    scuda_log_unsupported_once(&once, "cuProfilerInitialize");
+    scuda_log_unsupported_once(&once, "cuProfilerInitialize (reads files on the client)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5580,7 +5523,7 @@ EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSe
 {
     SHIM_ENTER(cuSignalExternalSemaphoresAsync, (extSemArray, paramsArray, numExtSems, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuSignalExternalSemaphoresAsync");
+    scuda_log_unsupported_once(&once, "cuSignalExternalSemaphoresAsync (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -7192,7 +7135,7 @@ EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn
 {
     SHIM_ENTER(cuUserObjectCreate, (object_out, ptr, destroy, initialRefcount, flags));
     static int once;
-    scuda_log_unsupported_once(&once, "cuUserObjectCreate");
+    scuda_log_unsupported_once(&once, "cuUserObjectCreate (object_out: CUuserObject output (out_handle in the spec if it is new, else it needs a reverse handle map))");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -7232,7 +7175,7 @@ EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
 {
     SHIM_ENTER(cuWaitExternalSemaphoresAsync, (extSemArray, paramsArray, numExtSems, stream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuWaitExternalSemaphoresAsync");
+    scuda_log_unsupported_once(&once, "cuWaitExternalSemaphoresAsync (imports a file descriptor or handle of another GPU API (Vulkan, D3D, NvSci) of the client process; the server's GPU cannot reach it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

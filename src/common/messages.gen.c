@@ -2956,3 +2956,65 @@ void msg_get_migrate_verdict(wire_reader *r, struct msg_arena *a, struct msg_mig
     m->copy_ns = wr_u64(r);
 }
 
+void msg_scuda_shareable_export_req_put(wire_buf *b, const struct msg_scuda_shareable_export_req *m)
+{
+    wb_put_u8(b, m->kind);
+    wb_put_u64(b, m->handle);
+    wb_put_u64(b, m->flags);
+}
+
+int msg_scuda_shareable_export_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_export_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->kind = wr_u8(r);
+    m->handle = wr_u64(r);
+    m->flags = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_shareable_export_rep_put(wire_buf *b, const struct msg_scuda_shareable_export_rep *m)
+{
+    wb_put_raw(b, m->token, sizeof m->token);
+}
+
+int msg_scuda_shareable_export_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_export_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    wr_raw(r, m->token, sizeof m->token);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_shareable_import_req_put(wire_buf *b, const struct msg_scuda_shareable_import_req *m)
+{
+    wb_put_u8(b, m->kind);
+    wb_put_u64(b, m->handle);
+    wb_put_u64(b, m->flags);
+    wb_put_raw(b, m->token, sizeof m->token);
+}
+
+int msg_scuda_shareable_import_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->kind = wr_u8(r);
+    m->handle = wr_u64(r);
+    m->flags = wr_u64(r);
+    wr_raw(r, m->token, sizeof m->token);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_shareable_import_rep_put(wire_buf *b, const struct msg_scuda_shareable_import_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+

@@ -41,6 +41,9 @@
 #define GRAPH_MAX_ACCESS 64  /* access descriptors: at most one per device */
 #define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
 #define MIGRATE_WHY_MAX 512
+#define SHAREABLE_TOKEN_LEN 64
+#define SHAREABLE_MEMORY 1  /* a CUmemGenericAllocationHandle */
+#define SHAREABLE_POOL 2  /* a CUmemoryPool */
 
 /* launch_attr record: a CUlaunchAttribute: its event handles are ids */
 struct msg_launch_attr {
@@ -1457,5 +1460,38 @@ struct msg_migrate_verdict {
 };
 void msg_put_migrate_verdict(wire_buf *b, const struct msg_migrate_verdict *m);
 void msg_get_migrate_verdict(wire_reader *r, struct msg_arena *a, struct msg_migrate_verdict *m);
+
+/* scuda_shareable_export request */
+struct msg_scuda_shareable_export_req {
+    uint8_t kind; /* u8 kind: SHAREABLE_MEMORY or SHAREABLE_POOL */
+    uint64_t handle; /* handle handle: the allocation handle or memory pool */
+    uint64_t flags; /* u64 flags */
+};
+void msg_scuda_shareable_export_req_put(wire_buf *b, const struct msg_scuda_shareable_export_req *m);
+int msg_scuda_shareable_export_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_export_req *m);
+
+/* scuda_shareable_export reply */
+struct msg_scuda_shareable_export_rep {
+    uint8_t token[SHAREABLE_TOKEN_LEN]; /* u8[SHAREABLE_TOKEN_LEN] token */
+};
+void msg_scuda_shareable_export_rep_put(wire_buf *b, const struct msg_scuda_shareable_export_rep *m);
+int msg_scuda_shareable_export_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_export_rep *m);
+
+/* scuda_shareable_import request */
+struct msg_scuda_shareable_import_req {
+    uint8_t kind; /* u8 kind */
+    uint64_t handle; /* handle handle: the client's id for what is imported */
+    uint64_t flags; /* u64 flags: pools only */
+    uint8_t token[SHAREABLE_TOKEN_LEN]; /* u8[SHAREABLE_TOKEN_LEN] token */
+};
+void msg_scuda_shareable_import_req_put(wire_buf *b, const struct msg_scuda_shareable_import_req *m);
+int msg_scuda_shareable_import_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_req *m);
+
+/* scuda_shareable_import reply */
+struct msg_scuda_shareable_import_rep {
+    char none; /* no fields */
+};
+void msg_scuda_shareable_import_rep_put(wire_buf *b, const struct msg_scuda_shareable_import_rep *m);
+int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_rep *m);
 
 #endif

@@ -384,6 +384,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphKernelNodeGetAttribute] = "cuGraphKernelNodeGetAttribute",
     [OP_cuGraphKernelNodeSetAttribute] = "cuGraphKernelNodeSetAttribute",
     [OP_cuGraphMemAllocNodeGetParams] = "cuGraphMemAllocNodeGetParams",
+    [OP_cuCtxSetFlags] = "cuCtxSetFlags",
+    [OP_scuda_shareable_export] = "scuda_shareable_export",
+    [OP_scuda_shareable_import] = "scuda_shareable_import",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -385,7 +385,10 @@ enum scuda_op {
     OP_cuGraphKernelNodeGetAttribute = 378,
     OP_cuGraphKernelNodeSetAttribute = 379,
     OP_cuGraphMemAllocNodeGetParams = 380,
-    OP_COUNT = 381
+    OP_cuCtxSetFlags = 381,
+    OP_scuda_shareable_export = 382,
+    OP_scuda_shareable_import = 383,
+    OP_COUNT = 384
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

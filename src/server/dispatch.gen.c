@@ -60,6 +60,8 @@ extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
@@ -637,6 +639,18 @@ static CUresult gen_srv_cuCtxSetCacheConfig(srv_call *call)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
     r = real.cuCtxSetCacheConfig(config);
+    return r;
+}
+
+static CUresult gen_srv_cuCtxSetFlags(srv_call *call)
+{
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuCtxSetFlags == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    r = real.cuCtxSetFlags(flags);
     return r;
 }
 
@@ -8914,6 +8928,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphKernelNodeGetAttribute] = {"cuGraphKernelNodeGetAttribute", srv_cuGraphKernelNodeGetAttribute, 0, 0, 0, 0},
     [OP_cuGraphKernelNodeSetAttribute] = {"cuGraphKernelNodeSetAttribute", srv_cuGraphKernelNodeSetAttribute, 0, 0, 0, 0},
     [OP_cuGraphMemAllocNodeGetParams] = {"cuGraphMemAllocNodeGetParams", srv_cuGraphMemAllocNodeGetParams, 0, 0, 0, 0},
+    [OP_cuCtxSetFlags] = {"cuCtxSetFlags", gen_srv_cuCtxSetFlags, 0, 0, 0, 0},
+    [OP_scuda_shareable_export] = {"scuda_shareable_export", srv_scuda_shareable_export, 0, 0, 0, 0},
+    [OP_scuda_shareable_import] = {"scuda_shareable_import", srv_scuda_shareable_import, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

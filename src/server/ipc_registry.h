@@ -21,10 +21,16 @@
 #define IPC_NONCE_BYTES 16
 #define IPC_DRIVER_HANDLE_BYTES 64
 
-enum ipc_kind { IPC_MEM = 1, IPC_EVENT = 2 };
+enum ipc_kind {
+    IPC_MEM = 1,
+    IPC_EVENT = 2,
+    IPC_SHARED_ALLOC = 3, /* cuMemExportToShareableHandle: an application's allocation handle */
+    IPC_SHARED_POOL = 4,  /* cuMemPoolExportToShareableHandle */
+};
 enum ipc_how {
     IPC_DRIVER = 1, /* the driver's own IPC handle (driver-placed memory, events) */
     IPC_VMM = 2,    /* a window chunk, exported as a file descriptor (ipc_broker.h) */
+    IPC_FD = 3,     /* the driver's shareable file descriptor, handed over as it is (ipc_broker.h) */
 };
 
 struct ipc_export {

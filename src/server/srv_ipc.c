@@ -34,12 +34,14 @@ struct wire_handle {
     uint8_t zero[32];
 };
 _Static_assert(sizeof(struct wire_handle) == 64, "an IPC handle is 64 bytes");
+_Static_assert(sizeof(struct wire_handle) == IPC_TOKEN_BYTES, "a shareable token is an IPC handle");
 
 /* What this session exported (so a second export of one pointer gives the
  * same handle) and imported (so close knows how to undo it). */
 struct exported {
-    uint64_t key; /* device pointer, or event */
+    uint64_t key; /* device pointer, event, or shared allocation or pool */
     struct wire_handle h;
+    int own_fd; /* IPC_FD: this session's copy, for its own imports; else -1 */
 };
 struct imported {
     CUdeviceptr ptr, va;
@@ -81,7 +83,7 @@ static CUresult publish(struct ipc_export *e, uint64_t key, struct wire_handle *
     h->kind = (uint8_t)e->kind;
     h->slot = slot;
     memcpy(h->nonce, e->nonce, sizeof h->nonce);
-    exports[nexports++] = (struct exported){.key = key, .h = *h};
+    exports[nexports++] = (struct exported){.key = key, .h = *h, .own_fd = -1};
     return CUDA_SUCCESS;
 }
 
@@ -153,7 +155,8 @@ static CUresult resolve(const void *bytes, uint32_t kind, struct ipc_export *e)
                  session_identity(), e->user);
         return CUDA_ERROR_NOT_PERMITTED;
     }
-    if (e->pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not in the exporting process */
+    if (e->pid == getpid() && e->how != IPC_FD)
+        return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not in the exporting process */
     return CUDA_SUCCESS;
 }
 
@@ -271,6 +274,60 @@ static CUresult ipc_cuIpcOpenEventHandle(CUevent *out, CUipcEventHandle handle)
     CUipcEventHandle d;
     memcpy(d.reserved, e.driver_handle, sizeof d.reserved);
     return orig.cuIpcOpenEventHandle(out, d);
+}
+
+CUresult ipc_share_fd(uint32_t kind, uint64_t key, int fd, uint8_t token[IPC_TOKEN_BYTES])
+{
+    CUresult r = registry_check();
+    if (r != CUDA_SUCCESS) {
+        close(fd);
+        return r;
+    }
+    struct wire_handle h;
+    pthread_mutex_lock(&lock);
+    if (exported_find(key, kind, &h)) {
+        close(fd); /* the first export's descriptor already serves it */
+    } else {
+        int own = dup(fd);
+        struct ipc_export e = {.kind = kind, .how = IPC_FD};
+        r = own < 0 ? CUDA_ERROR_OPERATING_SYSTEM : publish(&e, key, &h, fd);
+        if (r == CUDA_SUCCESS) exports[nexports - 1].own_fd = own;
+        else if (own >= 0) close(own);
+        if (own < 0) close(fd);
+    }
+    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS) memcpy(token, &h, sizeof h);
+    return r;
+}
+
+/* This session's own export of token h: a dup of its copy, or -1. */
+static int own_export_fd(const struct wire_handle *h)
+{
+    int fd = -1;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nexports && fd < 0; i++)
+        if (exports[i].h.slot == h->slot && exports[i].h.kind == h->kind && exports[i].own_fd >= 0)
+            fd = dup(exports[i].own_fd);
+    pthread_mutex_unlock(&lock);
+    return fd;
+}
+
+CUresult ipc_open_fd(uint32_t kind, const uint8_t token[IPC_TOKEN_BYTES], int *fd)
+{
+    struct ipc_export e;
+    CUresult r = resolve(token, kind, &e);
+    if (r != CUDA_SUCCESS) return r;
+    struct wire_handle h;
+    memcpy(&h, token, sizeof h);
+    if (e.pid == getpid()) {
+        *fd = own_export_fd(&h);
+        return *fd < 0 ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+    }
+    const char *why = "";
+    *fd = ipc_broker_fetch(e.pid, h.slot, h.nonce, &why);
+    if (*fd >= 0) return CUDA_SUCCESS;
+    LOG_WARN("shareable handle: cannot open the export of session %d: %s", (int)e.pid, why);
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 #define WRAP(name) t->name = ipc_##name

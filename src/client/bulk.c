@@ -8,7 +8,9 @@
  * caller's buffer and the socket (no staging copy). Any failure on a bulk
  * connection fails that copy with CUDA_ERROR_UNKNOWN and ends striping for
  * this process: every bulk connection is closed (the session notices at
- * once) and later copies use the main connection.
+ * once) and later copies use the main connection. A copy that failed
+ * because every connection was cut, the main one resumed, goes again over
+ * the main connection (again_after_resume).
  *
  * Lock order: the mirrors' lock (coherence.c) before bulk.lock. A fetch or
  * push of mirrored memory holds the former and may stripe; so a copy

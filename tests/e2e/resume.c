@@ -30,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,11 +53,12 @@
  * every connection once the others (bulk connections) have carried
  * CUT_ALL_AFTER more bytes: in the middle of a striped copy, whatever the
  * timing, since the relay counts the copy's own bytes. */
-static volatile sig_atomic_t cut_asked, down_asked, up_asked, cut_all_armed;
+static volatile sig_atomic_t cut_asked, down_asked, up_asked;
+static atomic_int cut_all_armed; /* the forwarding threads read it: an atomic, not a sig_atomic_t */
 static void on_usr1(int sig) { (void)sig, cut_asked = 1; }
 static void on_usr2(int sig) { (void)sig, down_asked = 1; }
 static void on_hup(int sig) { (void)sig, up_asked = 1; }
-static void on_alrm(int sig) { (void)sig, cut_all_armed = 1; }
+static void on_alrm(int sig) { (void)sig, atomic_store(&cut_all_armed, 1); }
 
 #define CUT_ALL_AFTER (8u << 20)
 #define MAX_RELAYED 512
@@ -84,11 +86,11 @@ static void cut_everything(void)
 /* n bytes went through a connection: the armed cut of everything falls due? */
 static void count_relayed(const struct pipe_pair *pp, size_t n)
 {
-    if (pp->is_main || !cut_all_armed) return;
+    if (pp->is_main || !atomic_load(&cut_all_armed)) return;
     pthread_mutex_lock(&relay_lock);
     bytes_since_armed += n;
-    int due = cut_all_armed && bytes_since_armed >= CUT_ALL_AFTER;
-    if (due) cut_all_armed = 0, bytes_since_armed = 0;
+    int due = bytes_since_armed >= CUT_ALL_AFTER && atomic_exchange(&cut_all_armed, 0);
+    if (due) bytes_since_armed = 0;
     pthread_mutex_unlock(&relay_lock);
     if (due) cut_everything();
 }

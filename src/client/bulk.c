@@ -8,7 +8,9 @@
  * caller's buffer and the socket (no staging copy). Any failure on a bulk
  * connection fails that copy with CUDA_ERROR_UNKNOWN and ends striping for
  * this process: every bulk connection is closed (the session notices at
- * once) and later copies use the main connection.
+ * once) and later copies use the main connection. A copy that failed
+ * because every connection was cut, the main one resumed, goes again over
+ * the main connection (again_after_resume).
  *
  * Lock order: the mirrors' lock (coherence.c) before bulk.lock. A fetch or
  * push of mirrored memory holds the former and may stripe; so a copy
@@ -198,8 +200,8 @@ static void close_all(void)
 static void go_off_after_failure(void)
 {
     int err = bulk.fail_errno;
-    LOG_ERROR("bulk connection %d to server %s failed during a copy (%s): the copy fails with "
-              "CUDA_ERROR_UNKNOWN; later copies use the main connection only",
+    LOG_ERROR("bulk connection %d to server %s failed during a copy (%s): striping ends; later copies use "
+              "the main connection only",
               bulk.fail_index, conn_addr(),
               err == ECONNRESET ? "the server closed it" : err == EPROTO ? "unexpected data" : strerror(err));
     close_all();
@@ -370,6 +372,20 @@ static void forget_old_server_locked(void)
     bulk.state = BULK_UNTRIED;
 }
 
+/* A copy that failed while the main connection was resumed (every
+ * connection cut at once: a relay, a NAT) goes again over the main
+ * connection, which is safe: its bytes are only written or read again.
+ * Striping ended with the cut (the session takes no second setup).
+ * Called with bulk.lock held; returns 1 when the caller copies again. */
+static int again_after_resume(CUresult r, unsigned resumes_before)
+{
+    if (r == CUDA_SUCCESS || conn_resumes() == resumes_before) return 0;
+    LOG_WARN("a striped copy was cut with the connection to server %s: it goes again over the main connection",
+             conn_addr());
+    if (bulk.state == BULK_ON) close_all();
+    return 1;
+}
+
 /* Takes bulk.lock; returns 1 with it held when striping is on, else 0
  * (lock released). */
 static int begin(size_t n)
@@ -412,15 +428,21 @@ int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode
     rpc_begin(&c, OP_scuda_bulk_htod);
     c.pushed = 1;
     msg_scuda_bulk_htod_req_put(&c.req, &m);
-    /* One-way, like a copy over the main connection; the session's error,
-     * if any, comes back from the next synchronizing call. */
-    *r = rpc_async(&c);
-    if (*r == CUDA_SUCCESS && run_job(&j) != 0) {
-        go_off_after_failure();
-        *r = CUDA_ERROR_UNKNOWN;
+    /* It waits for the session's reply, as a one-way copy that lends its
+     * bytes waits for their acknowledgement (conn.c): so a copy cut by a
+     * break is known to be cut, and no error is left deferred. */
+    unsigned resumes = conn_resumes();
+    *r = rpc_start(&c);
+    if (*r == CUDA_SUCCESS) {
+        int failed = run_job(&j);
+        if (failed) go_off_after_failure();
+        *r = rpc_finish(&c);
+        if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
+    rpc_end(&c);
+    int again = again_after_resume(*r, resumes);
     pthread_mutex_unlock(&bulk.lock);
-    return 1;
+    return !again;
 }
 
 int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r)
@@ -432,6 +454,7 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
     rpc_begin(&c, OP_scuda_bulk_dtoh);
     c.pushed = 1;
     msg_scuda_bulk_dtoh_req_put(&c.req, &m);
+    unsigned resumes = conn_resumes();
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
         int failed = run_job(&j);
@@ -442,8 +465,9 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
+    int again = again_after_resume(*r, resumes);
     pthread_mutex_unlock(&bulk.lock);
-    return 1;
+    return !again;
 }
 
 void bulk_forget_after_fork(void)

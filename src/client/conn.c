@@ -1,6 +1,7 @@
 /* conn.c - see conn.h. */
 #define _GNU_SOURCE
 #include "conn.h"
+#include "resume.h"
 #include "rpc.h"
 #include "send_queue.h"
 #include "shim.h"
@@ -80,25 +81,13 @@ static struct {
     int liveness_started;
     int transfers;                     /* conn_transfer_begin without end (under recv_lock) */
     void (*_Atomic on_dead)(void);
-    /* Resume (protocol.h, "Resume"; docs/architecture.md, 3.11). */
+    /* Resume (protocol.h, "Resume"; docs/architecture.md, 3.11): resume.c
+     * reconnects; the connection's side of it is here. */
     _Atomic int resuming;              /* the connection broke; the resumer thread reconnects */
     pthread_cond_t resumed;            /* broadcast when it is over, either way (under recv_lock) */
-    uint32_t session_pid;
-    uint8_t resume_secret[RESUME_SECRET_LEN];
-    uint32_t resume_within_ms;         /* the shorter of ours and the session's; 0 = no resume */
-    uint32_t resume_window_ms;         /* this break's: resume_within_ms, or less after silence */
     _Atomic uint64_t received;         /* the session's frames read whole (the reader only writes it) */
     uint64_t ack_sent;                 /* what the last ping acknowledged (the reader's) */
     _Atomic uint64_t acked;            /* our frames the session has */
-    uint64_t broke_ms;
-    char broke_why[160];
-    /* A move (docs/architecture.md 9.17, "The switch"): the session said
-     * it now lives on another server; the resumer goes there. */
-    int moving;                        /* under recv_lock */
-    char move_to[256];
-    uint32_t move_pid;
-    struct msg_scuda_moved_req move;   /* its timings, for the log */
-    _Atomic unsigned moves;            /* completed moves (bulk.c opens its connections again) */
 } conn = {
     .fd = -1,
     .recv_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -107,7 +96,8 @@ static struct {
 
 const struct session_info *conn_info(void) { return &conn.info; }
 const char *conn_addr(void) { return conn.addr; }
-unsigned conn_moves(void) { return atomic_load(&conn.moves); }
+unsigned conn_moves(void) { return resume_moves(); }
+unsigned conn_resumes(void) { return resume_count(); }
 
 static int (*host_work)(int fd, uint32_t len);
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
@@ -220,7 +210,7 @@ static void mark_dead_locked(const char *why)
 static void on_writer_error(int err)
 {
     pthread_mutex_lock(&conn.recv_lock);
-    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err), conn.resume_within_ms);
+    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err), resume_within_ms());
     pthread_mutex_unlock(&conn.recv_lock);
 }
 
@@ -291,7 +281,7 @@ CUresult conn_send(struct rpc_call *c, int async)
      * (send_queue.h). So does one sent while much is kept: one-way calls
      * alone read no acknowledgements, and this one reads them, so what is
      * kept stays bounded (a round trip per KEPT_SOFT_MAX bytes). */
-    int lend = async && conn.resume_within_ms &&
+    int lend = async && resume_within_ms() &&
                (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes() > KEPT_SOFT_MAX);
     if (lend) {
         h.flags |= FRAME_ACK_ME;
@@ -339,7 +329,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         /* The frame is kept: a resume sends it again. */
         pthread_mutex_lock(&conn.recv_lock);
         broke_locked(errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno),
-                     conn.resume_within_ms);
+                     resume_within_ms());
         pthread_mutex_unlock(&conn.recv_lock);
     }
     if (lend) {
@@ -570,24 +560,7 @@ static int take_moved(uint32_t len)
     uint8_t buf[512];
     errno = EPROTO;
     if (len > sizeof buf || conn_read(buf, len) != 0) return -1;
-    wire_reader r;
-    wr_init(&r, buf, len);
-    struct msg_arena arena;
-    msg_arena_init(&arena);
-    struct msg_scuda_moved_req m;
-    int ok = msg_scuda_moved_req_get(&r, &arena, &m) == 0 && r.left == 0 && m.to && m.to[0] &&
-             strlen(m.to) < sizeof conn.move_to && m.pid != 0;
-    if (ok) {
-        pthread_mutex_lock(&conn.recv_lock);
-        snprintf(conn.move_to, sizeof conn.move_to, "%s", m.to);
-        conn.move_pid = m.pid;
-        conn.move = m;
-        conn.move.to = NULL;
-        conn.moving = 1;
-        pthread_mutex_unlock(&conn.recv_lock);
-        errno = ECONNABORTED;
-    }
-    msg_arena_free(&arena);
+    errno = resume_note_move(buf, len) == 0 ? ECONNABORTED : EPROTO;
     return -1;
 }
 
@@ -632,10 +605,10 @@ static void wait_done_locked(struct waiter *me)
         /* Altered bytes (EPROTO: TLS, or a frame no session sends) are
          * an attack or a fault on the path: no resume, as before. */
         if (rc != 0 && saved == EPROTO) mark_dead_locked(strerror(saved));
-        else if (rc != 0 && conn.moving) broke_locked("the session moved to another server", conn.resume_within_ms);
+        else if (rc != 0 && resume_moving()) broke_locked("the session moved to another server", resume_within_ms());
         else if (rc != 0)
             broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved),
-                         conn.resume_within_ms);
+                         resume_within_ms());
     }
     unlink_waiter_locked(me);
     /* Hand the reader role to another waiter, if any. */
@@ -716,21 +689,6 @@ static void ping_frame(uint8_t *frame, size_t *len, int async, int leaving)
     wb_free(&b);
 }
 
-/* What a resume needs, from the first ping's reply: the session's secret
- * and how long it waits; resume is off when either end says 0. */
-static void resume_setup(const struct msg_scuda_live_ping_rep *m)
-{
-    long mine = scuda_resume_within_ms();
-    if (mine < 0) {
-        LOG_WARN("SCUDA_RESUME_WITHIN='%s' is not a number of seconds from 0 (never) to 3600; using %d",
-                 getenv("SCUDA_RESUME_WITHIN"), SCUDA_RESUME_WITHIN_DEFAULT_S);
-        mine = SCUDA_RESUME_WITHIN_DEFAULT_S * 1000L;
-    }
-    conn.session_pid = conn.info.session_pid;
-    memcpy(conn.resume_secret, m->resume_secret, RESUME_SECRET_LEN);
-    conn.resume_within_ms = (uint32_t)mine < m->resume_within_ms ? (uint32_t)mine : m->resume_within_ms;
-}
-
 /* The first ping asks for an answer (it is not one-way), which carries the
  * session's --dead-after: from then on both ends know how often to speak. */
 static int liveness_greet(void)
@@ -762,7 +720,7 @@ static int liveness_greet(void)
     conn.ack_sent = 1;
     atomic_store(&conn.acked, 1);
     sendq_set_first_no(2);
-    resume_setup(&m);
+    resume_setup(conn.info.session_pid, m.resume_secret, m.resume_within_ms);
     return 0;
 }
 
@@ -775,7 +733,7 @@ static void declare_dead_locked(uint64_t silent_ms)
               "machine and its session process (stopped, hung in the driver, or cut off by the network), or "
               "raise SCUDA_DEAD_AFTER",
               conn.addr, (double)silent_ms / 1000, (double)conn.dead_after_ms / 1000,
-              conn.resume_within_ms ? "; trying to resume the session"
+              resume_within_ms() ? "; trying to resume the session"
                                     : "; CUDA calls now fail with CUDA_ERROR_DEVICE_UNAVAILABLE");
     char why[64];
     snprintf(why, sizeof why, "it sent nothing for %.1f s", (double)silent_ms / 1000);
@@ -784,7 +742,7 @@ static void declare_dead_locked(uint64_t silent_ms)
      * timeout). One reconnect tells them apart within a quarter of a second: a
      * fresh path resumes at once, a frozen session never answers. So the
      * client errors out within SCUDA_DEAD_AFTER + 1 s, never later. */
-    uint32_t window = conn.resume_within_ms < RESUME_AFTER_SILENCE_MS ? conn.resume_within_ms : RESUME_AFTER_SILENCE_MS;
+    uint32_t window = resume_within_ms() < RESUME_AFTER_SILENCE_MS ? resume_within_ms() : RESUME_AFTER_SILENCE_MS;
     broke_locked(why, window);
     /* Unblock whoever reads or writes: the reader's read and the writer's
      * write now fail at once. */
@@ -884,102 +842,27 @@ static void liveness_start(void)
 }
 
 
-/* ---- resume (protocol.h, "Resume"; docs/architecture.md, 3.11) ------------------ */
+/* ---- resume: the connection's side (resume.c reconnects) ---------------------- */
 
-/* A connection that breaks while both ends live (a Wi-Fi change, a NAT
- * timeout, a relay restart) is replaced: the resumer thread connects
- * again, proves the session's resume secret, and both ends send again
- * what the other lacks. Calls wait meanwhile (conn_send, conn_wait); when
- * SCUDA_RESUME_WITHIN runs out, they fail as for a lost connection. */
-
-#define RESUME_FIRST_DELAY_MS 50
-#define RESUME_MAX_DELAY_MS 1000
-
-static void *resume_main(void *arg);
-
-/* Called with recv_lock held: the connection broke for `why`. */
+/* Called with recv_lock held: the connection broke for `why`. Calls wait
+ * while the resumer tries for window_ms (0: the connection is lost). */
 static void broke_locked(const char *why, uint32_t window_ms)
 {
     if (conn.dead || atomic_load(&conn.resuming)) return;
     if (!window_ms) {
-        mark_dead_locked(conn.moving ? "the session moved to another server, and this client does not resume "
-                                       "connections (SCUDA_RESUME_WITHIN=0)" : why);
+        mark_dead_locked(resume_moving() ? "the session moved to another server, and this client does not resume "
+                                           "connections (SCUDA_RESUME_WITHIN=0)" : why);
         return;
     }
-    conn.broke_ms = mono_ms();
-    conn.resume_window_ms = window_ms;
-    snprintf(conn.broke_why, sizeof conn.broke_why, "%s", why);
     atomic_store(&conn.resuming, 1);
     shutdown(conn.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
-    if (conn.moving)
-        LOG_INFO("server %s: the session moves to %s (session %u there); resuming it there", conn.addr,
-                 conn.move_to, conn.move_pid);
-    else
-        LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
-                 "(SCUDA_RESUME_WITHIN%s)", conn.addr, why, (double)window_ms / 1000,
-                 window_ms < conn.resume_within_ms ? "; a silent server gets 0.25 s" : "");
-    pthread_t t;
-    if (pthread_create(&t, NULL, resume_main, NULL) != 0) {
+    if (resume_start(conn.addr, why, window_ms) != 0) {
         atomic_store(&conn.resuming, 0);
         mark_dead_locked(why);
-        return;
     }
-    pthread_detach(t);
 }
 
-/* One try: connect, prove the secret, learn what the session has.
- * Returns the fd; -1 to try again; -2 when the session refused (it is
- * gone, or never was ours: trying again cannot help). why says what. */
-static int resume_connect(const char *addr, uint32_t pid, int timeout_ms, uint64_t *server_has, char *why,
-                          size_t whylen)
-{
-    /* Whatever dial says (unreachable, closed at its first bytes, a TLS
-     * handshake that failed), a relay that restarts can say it for a
-     * while: only the session's own refusal ends the retries early. */
-    int fd = dial(addr, timeout_ms, PREFACE_JOIN, why, whylen);
-    if (fd == -2 && conn.moving) return -3; /* reached, but refused or not trusted: only a move gives up */
-    if (fd < 0) return -1;
-    uint8_t nonce[SCUDA_NONCE_LEN], req[RESUME_REQ_LEN];
-    uint32_t status;
-    char msg[256];
-    int rc = -1;
-    if (hello_read_server(fd, timeout_ms, nonce, why, whylen) != 0) goto out;
-    hello_resume_request(req, pid, conn.resume_secret, nonce, atomic_load(&conn.received));
-    if (hello_send_client(fd, HELLO_RESUME, 0, scuda_token(), nonce, req, sizeof req) != 0) {
-        snprintf(why, whylen, "the connection closed during the handshake");
-        goto out;
-    }
-    /* Over TLS the session runs a TLS session of its own, in which the
-     * request is repeated, as for a bulk join (bulk_join.c). */
-    int second = dial_second_tls(fd, addr, timeout_ms, why, whylen);
-    if (second < 0) goto out;
-    if (tls_of(fd) && second == 0 && io_write_full(fd, req, BULK_JOIN_LEN) != 0) {
-        snprintf(why, whylen, "the connection closed during the second TLS session");
-        goto out;
-    }
-    if (hello_read_welcome(fd, timeout_ms, &status, msg, sizeof msg) != 0) {
-        snprintf(why, whylen, "%s", msg[0] ? msg : "no answer");
-        goto out;
-    }
-    if (status != WELCOME_OK || strcmp(msg, "resumed") != 0) {
-        snprintf(why, whylen, "refused: %.200s", msg);
-        rc = -2;
-        goto out;
-    }
-    if (io_read_full_timeout(fd, server_has, sizeof *server_has, timeout_ms) != 0) {
-        snprintf(why, whylen, "no count after the welcome");
-        goto out;
-    }
-    tcp_tune(fd, DEAD_PEER_S);
-    return fd;
-out:
-    io_close(fd);
-    return rc;
-}
-
-/* Make fd the connection: send again what the session lacks, then let
- * everyone go on. Returns 0, or -1 when fd broke already. */
-static int resume_install(int fd, uint64_t server_has)
+int conn_swap_fd(int fd)
 {
     /* A reader that was inside a read when the old connection broke has
      * left it (shutdown) before we take its fd away. */
@@ -992,13 +875,20 @@ static int resume_install(int fd, uint64_t server_has)
     int old = conn.fd;
     conn.fd = fd;
     pthread_mutex_unlock(&conn.recv_lock);
-    long again = sendq_resume(fd, server_has);
-    io_close(old);
-    note_acked(server_has);
-    return again < 0 ? -1 : 0;
+    return old;
 }
 
-static void resume_over(int ok, const char *why)
+void conn_note_acked(uint64_t ack) { note_acked(ack); }
+uint64_t conn_frames_received(void) { return atomic_load(&conn.received); }
+
+void conn_set_addr(const char *addr)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    snprintf(conn.addr, sizeof conn.addr, "%s", addr);
+    pthread_mutex_unlock(&conn.recv_lock);
+}
+
+void conn_resume_over(int ok, const char *why)
 {
     pthread_mutex_lock(&conn.recv_lock);
     atomic_store(&conn.resuming, 0);
@@ -1011,93 +901,6 @@ static void resume_over(int ok, const char *why)
         sendq_forget_kept();
     }
     pthread_mutex_unlock(&conn.recv_lock);
-}
-
-/* A move succeeded: the session is on the other server from now on. */
-static void moved_there(void)
-{
-    pthread_mutex_lock(&conn.recv_lock);
-    char from[256];
-    snprintf(from, sizeof from, "%s", conn.addr);
-    snprintf(conn.addr, sizeof conn.addr, "%s", conn.move_to);
-    conn.session_pid = conn.move_pid;
-    conn.moving = 0;
-    pthread_mutex_unlock(&conn.recv_lock);
-    atomic_fetch_add(&conn.moves, 1);
-    const struct msg_scuda_moved_req *m = &conn.move;
-    double gib = (double)m->bytes / (1u << 30);
-    LOG_WARN("session moved from %s to %s in %.0f ms (hold %.1f ms, replay %.1f ms, memory %.1f %s in %.0f ms)",
-             from, conn.addr, m->total_ns / 1e6 + (double)(mono_ms() - conn.broke_ms), m->hold_ns / 1e6,
-             m->replay_ns / 1e6, gib >= 0.1 ? gib : (double)m->bytes / (1u << 20),
-             gib >= 0.1 ? "GiB" : "MiB", m->copy_ns / 1e6);
-}
-
-/* A move that cannot reach the other server goes back to the one it came
- * from, which keeps the session until --resume-within runs out. */
-static void move_abandoned(const char *why)
-{
-    pthread_mutex_lock(&conn.recv_lock);
-    conn.moving = 0;
-    pthread_mutex_unlock(&conn.recv_lock);
-    LOG_WARN("cannot resume the session on %s (%s): resuming it on %s, where it came from%s", conn.move_to, why,
-             conn.addr, strstr(why, "trust") || strstr(why, "certificate") || strstr(why, "fingerprint")
-                            ? "; to follow moves over TLS, trust every server the session may move to "
-                              "(SCUDA_TLS_CA, or a known_hosts entry for each; docs/operate.md, Moving a session)"
-                            : "");
-}
-
-static void *resume_main(void *arg)
-{
-    (void)arg;
-    uint64_t deadline = conn.broke_ms + conn.resume_window_ms, delay = RESUME_FIRST_DELAY_MS;
-    /* A move tries the new server for half the time, then the old one. */
-    uint64_t move_deadline = conn.broke_ms + conn.resume_within_ms / 2;
-    char why[512] = "", final[768];
-    for (int attempt = 1;; attempt++) {
-        uint64_t now = mono_ms();
-        if (now >= deadline) break;
-        pthread_mutex_lock(&conn.recv_lock);
-        int moving = conn.moving;
-        pthread_mutex_unlock(&conn.recv_lock);
-        if (moving && now >= move_deadline) {
-            move_abandoned(why[0] ? why : "no answer");
-            moving = 0;
-        }
-        uint64_t left = (moving ? move_deadline : deadline) - now;
-        uint64_t server_has = 0;
-        int fd = resume_connect(moving ? conn.move_to : conn.addr, moving ? conn.move_pid : conn.session_pid,
-                                left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, &server_has, why,
-                                sizeof why);
-        if (fd >= 0 && resume_install(fd, server_has) == 0) {
-            if (moving) moved_there();
-            else LOG_WARN("resumed session on %s after %llu ms", conn.addr,
-                          (unsigned long long)(mono_ms() - conn.broke_ms));
-            resume_over(1, NULL);
-            return NULL;
-        }
-        if (moving && (fd == -2 || fd == -3)) {
-            move_abandoned(why);
-            delay = RESUME_FIRST_DELAY_MS;
-            continue;
-        }
-        if (fd == -2) {
-            snprintf(final, sizeof final, "%s, and the session cannot be resumed (%s): it ended, or the server "
-                     "restarted", conn.broke_why, why);
-            resume_over(0, final);
-            return NULL;
-        }
-        if (fd >= 0) snprintf(why, sizeof why, "the new connection broke at once");
-        LOG_INFO("server %s: resume attempt %d failed: %s; retrying", moving ? conn.move_to : conn.addr, attempt,
-                 why);
-        now = mono_ms();
-        uint64_t nap = now + delay < deadline ? delay : (deadline > now ? deadline - now : 0);
-        nanosleep(&(struct timespec){(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L}, NULL);
-        delay = delay * 2 < RESUME_MAX_DELAY_MS ? delay * 2 : RESUME_MAX_DELAY_MS;
-    }
-    snprintf(final, sizeof final, "%s, and no resume within %g s (SCUDA_RESUME_WITHIN; last try: %s)",
-             conn.broke_why, (double)conn.resume_window_ms / 1000, why[0] ? why : "none");
-    resume_over(0, final);
-    return NULL;
 }
 
 /* At exit: tell the session we leave, so that it ends with the connection

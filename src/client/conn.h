@@ -26,6 +26,9 @@ const char *conn_addr(void);
 /* How many times the session moved to another server (docs/architecture.md
  * 9.17): bulk connections are opened again to the new one. */
 unsigned conn_moves(void);
+/* How many times the connection was resumed, moves included (resume.c):
+ * a striped copy cut by a break goes again over the main connection. */
+unsigned conn_resumes(void);
 
 /* Send one frame: header, then `req` bytes, then `bulk` bytes. */
 struct rpc_call;

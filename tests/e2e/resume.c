@@ -15,7 +15,10 @@
  *   SCUDA_RESUME_WITHIN, and the session ends after --resume-within;
  * - a forged resume (a wrong proof, a wrong pid) gets the one refusal of
  *   every bad resume, after the same delay, and the session goes on.
- * The relay cuts only the main connection: bulk connections are
+ * - a relay that cuts every connection, bulk ones included, in the middle
+ *   of a striped copy (either way): the copy goes again over the main
+ *   connection and its bytes come out exact; no error is left deferred.
+ * Otherwise the relay cuts only the main connection: bulk connections are
  * connections of their own (docs/architecture.md, 3.11 says what happens
  * to them). E2E_TLS=1 runs it all over TLS (ctest e2e/resume_tls). */
 #define _GNU_SOURCE
@@ -27,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +49,51 @@
 
 /* SIGUSR1: cut the main connection (the first one accepted; after a cut,
  * the next one accepted). SIGUSR2: cut it and stop listening (a relay
- * that restarts). SIGHUP: listen again on the same port. */
+ * that restarts). SIGHUP: listen again on the same port. SIGALRM: cut
+ * every connection once the others (bulk connections) have carried
+ * CUT_ALL_AFTER more bytes: in the middle of a striped copy, whatever the
+ * timing, since the relay counts the copy's own bytes. */
 static volatile sig_atomic_t cut_asked, down_asked, up_asked;
+static atomic_int cut_all_armed; /* the forwarding threads read it: an atomic, not a sig_atomic_t */
 static void on_usr1(int sig) { (void)sig, cut_asked = 1; }
 static void on_usr2(int sig) { (void)sig, down_asked = 1; }
 static void on_hup(int sig) { (void)sig, up_asked = 1; }
+static void on_alrm(int sig) { (void)sig, atomic_store(&cut_all_armed, 1); }
+
+#define CUT_ALL_AFTER (8u << 20)
+#define MAX_RELAYED 512
+/* The relay's connections (its threads share them). Sockets are shut
+ * down, never closed, so a number is never reused under a thread. */
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static int main_fds[2] = {-1, -1}, next_is_main = 1;
+static int relayed[MAX_RELAYED], n_relayed;
+static uint64_t bytes_since_armed;
 
 struct pipe_pair {
-    int from, to;
+    int from, to, is_main;
 };
+
+static void cut_everything(void)
+{
+    pthread_mutex_lock(&relay_lock);
+    for (int i = 0; i < n_relayed; i++) shutdown(relayed[i], SHUT_RDWR);
+    n_relayed = 0;
+    main_fds[0] = main_fds[1] = -1;
+    next_is_main = 1;
+    pthread_mutex_unlock(&relay_lock);
+}
+
+/* n bytes went through a connection: the armed cut of everything falls due? */
+static void count_relayed(const struct pipe_pair *pp, size_t n)
+{
+    if (pp->is_main || !atomic_load(&cut_all_armed)) return;
+    pthread_mutex_lock(&relay_lock);
+    bytes_since_armed += n;
+    int due = bytes_since_armed >= CUT_ALL_AFTER && atomic_exchange(&cut_all_armed, 0);
+    if (due) bytes_since_armed = 0;
+    pthread_mutex_unlock(&relay_lock);
+    if (due) cut_everything();
+}
 
 static void *forward(void *arg)
 {
@@ -68,6 +108,7 @@ static void *forward(void *arg)
             if (w <= 0) goto out;
             off += w;
         }
+        count_relayed(&pp, (size_t)n);
     }
 out:
     shutdown(pp.from, SHUT_RDWR);
@@ -75,10 +116,10 @@ out:
     return NULL;
 }
 
-static void start_forward(int from, int to)
+static void start_forward(int from, int to, int is_main)
 {
     struct pipe_pair *pp = malloc(sizeof *pp);
-    *pp = (struct pipe_pair){from, to};
+    *pp = (struct pipe_pair){from, to, is_main};
     pthread_t t;
     if (pthread_create(&t, NULL, forward, pp) == 0) pthread_detach(t);
 }
@@ -113,11 +154,32 @@ static int connect_to(int port)
     return fd;
 }
 
-static void cut(int *main_fds)
+static void cut_main(void)
 {
+    pthread_mutex_lock(&relay_lock);
     for (int i = 0; i < 2; i++)
         if (main_fds[i] >= 0) shutdown(main_fds[i], SHUT_RDWR);
     main_fds[0] = main_fds[1] = -1;
+    next_is_main = 1;
+    pthread_mutex_unlock(&relay_lock);
+}
+
+/* A new pair: the main connection when the last one was cut. */
+static int note_relayed(int c, int s)
+{
+    pthread_mutex_lock(&relay_lock);
+    int is_main = next_is_main;
+    if (is_main) {
+        main_fds[0] = c;
+        main_fds[1] = s;
+        next_is_main = 0;
+    }
+    if (n_relayed + 2 <= MAX_RELAYED) {
+        relayed[n_relayed++] = c;
+        relayed[n_relayed++] = s;
+    }
+    pthread_mutex_unlock(&relay_lock);
+    return is_main;
 }
 
 static void relay_main(int lfd, int server_port)
@@ -125,17 +187,16 @@ static void relay_main(int lfd, int server_port)
     signal(SIGUSR1, on_usr1);
     signal(SIGUSR2, on_usr2);
     signal(SIGHUP, on_hup);
-    int port = port_of(lfd), main_fds[2] = {-1, -1}, next_is_main = 1;
+    signal(SIGALRM, on_alrm);
+    int port = port_of(lfd);
     for (;;) {
         if (cut_asked) {
             cut_asked = 0;
-            cut(main_fds);
-            next_is_main = 1;
+            cut_main();
         }
         if (down_asked) {
             down_asked = 0;
-            cut(main_fds);
-            next_is_main = 1;
+            cut_main();
             if (lfd >= 0) close(lfd);
             lfd = -1;
         }
@@ -152,13 +213,9 @@ static void relay_main(int lfd, int server_port)
             close(c);
             continue;
         }
-        if (next_is_main) {
-            main_fds[0] = c;
-            main_fds[1] = s;
-            next_is_main = 0;
-        }
-        start_forward(c, s);
-        start_forward(s, c);
+        int is_main = note_relayed(c, s);
+        start_forward(c, s, is_main);
+        start_forward(s, c, is_main);
     }
 }
 
@@ -315,6 +372,67 @@ static void cut_mid_run(void)
            cuts_made());
 }
 
+/* ---- every connection cut in the middle of a striped copy ------------------------ */
+
+int scuda_client_bulk_streams(void); /* bulk connections in use (bulk.c) */
+
+#define STRIPED_CUT_BYTES (64u << 20)
+
+/* arg: 0 cuts a copy to the device, 1 a copy to the host. */
+static int cut_all_client(void *arg)
+{
+    int to_host = arg != NULL;
+    h_cuda_setup();
+    size_t n = STRIPED_CUT_BYTES;
+    uint8_t *src = malloc(n), *back = malloc(n);
+    CHECK(src && back);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, n));
+    copy_round_trip(d, src, back, n, 21); /* the bulk connections open before the cut */
+    CHECK(scuda_client_bulk_streams() >= 2, "the copies were not striped");
+    h_pattern(src, n, 22);
+    memset(back, 0, n);
+    if (to_host) {
+        CU(cuMemcpyHtoD_v2(d, src, n));
+        kill(relay_pid, SIGALRM);
+        CU(cuMemcpyDtoH_v2(back, d, n));
+    } else {
+        kill(relay_pid, SIGALRM);
+        CU(cuMemcpyHtoD_v2(d, src, n));
+        CU(cuMemcpyDtoH_v2(back, d, n));
+    }
+    long at = h_diff(src, back, n);
+    CHECK(at < 0, "the copy cut %s came back different at byte %ld", to_host ? "to the host" : "to the device", at);
+    CU(cuCtxSynchronize()); /* no error left deferred by the cut copy */
+    copy_round_trip(d, src, back, n, 23); /* later large copies work */
+    free(src);
+    free(back);
+    return 0;
+}
+
+static void cut_all_mid_copy(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "cutall", NULL);
+    relay_start(&srv);
+    for (int to_host = 0; to_host < 2; to_host++) {
+        char err_path[512];
+        int err_fd = h_temp_file(to_host ? "cutall_d2h.stderr" : "cutall_h2d.stderr", err_path, sizeof err_path);
+        pid_t pid = h_spawn(cut_all_client, to_host ? (void *)1 : NULL, 60, -1, err_fd);
+        close(err_fd);
+        int st = h_wait(pid, 70000);
+        char *err = h_read_file(err_path, NULL);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the client failed (status %d); its stderr:\n%s", st,
+              err);
+        CHECK(strstr(err, "resumed session on") && strstr(err, "goes again over the main connection"),
+              "the copy was not cut, or not sent again; stderr:\n%s", err);
+        free(err);
+    }
+    relay_stop();
+    h_server_stop(&srv);
+    printf("ok every connection cut in the middle of a striped copy, either way: the copy goes again, byte-exact\n");
+}
+
 /* ---- a cut longer than the grace period; forged resumes ------------------------ */
 
 static int to_test[2], to_client[2];
@@ -430,6 +548,7 @@ int main(void)
     const char *tls = getenv("E2E_TLS");
     h_begin(tls && strcmp(tls, "1") == 0 ? "resume_tls" : "resume", 170);
     cut_mid_run();
+    cut_all_mid_copy();
     longer_than_grace();
     printf("PASS resume\n");
     return 0;

@@ -5,9 +5,9 @@
  * Most of a session's state can be asked of the driver when it moves
  * (a context's device and flags, a stream's flags and priority) or of the
  * device window (every allocation). What the driver cannot tell is noted
- * here as it happens: a module's image, the name a function was bound
- * by, the globals the client looked up, an event's flags, and uses that
- * cannot move at all. Both sides use this file: the exporting session
+ * as it happens: an event's flags and uses that cannot move (here), the
+ * driver-placing events in order (migrate_seq.c: images, bindings,
+ * globals, managed memory) and the application's VMM (migrate_vmm.c). Both sides use this file: the exporting session
  * builds its items and blockers from it, the importing one notes what it
  * replays, so that it can move again, and both compute the same digest of
  * what they hold, which is how the exporter knows the copy is faithful. */
@@ -115,8 +115,9 @@ void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n);
 void migrate_digest_end(struct migrate_digest *d, uint8_t out[32]);
 
 /* The device memory a migration copies, in digest order: a malloc'd
- * array of ranges, every window allocation by address, then every live
- * module's globals in note order. Returns the count, or -1 (out of memory). */
+ * array of ranges, every window allocation by address, then the globals
+ * and live managed allocations in note order, then the application's
+ * mappings. Returns the count, or -1 (out of memory). */
 struct migrate_range {
     uint64_t addr, size;
 };

@@ -30,6 +30,7 @@
 
 #include "dispatch.h"
 #include "host_quota.h"
+#include "../common/idmap.h"
 
 /* A runaway loop of managed allocations must not eat the session. */
 #define SEQ_MAX (1u << 20)
@@ -55,6 +56,9 @@ static size_t nseq, capseq, managed_live;
 static struct attr_note *attrs;
 static size_t nattrs, capattrs;
 static int lost;
+/* The context each kernel's function was first asked for in (key: the
+ * CUkernel), so that the common case, one context, needs no scan. */
+static struct idmap first_ctx = IDMAP_INIT;
 
 static struct driver_table orig;
 
@@ -167,6 +171,7 @@ void migrate_forget_module(uint64_t id)
         for (size_t j = 0; j < ngone && !hit; j++) hit = n->it.parent == gone_ids[j] && n->it.kind != MIG_MANAGED;
         if (!hit || n->gone) continue;
         n->gone = true;
+        if (n->it.kind == MIG_KERNEL_FUNCTION && n->real) idmap_del(&first_ctx, (uint64_t)(uintptr_t)n->real);
         if (n->it.id && n->it.id != id) gone_ids[ngone++] = n->it.id;
         host_quota_free((void *)n->it.data);
         n->it.data = NULL, n->it.data_len = 0;
@@ -184,17 +189,18 @@ static CUresult seq_cuKernelGetFunction(CUfunction *f, CUkernel k)
 {
     CUresult r = orig.cuKernelGetFunction(f, k);
     if (r != CUDA_SUCCESS) return r;
-    uint64_t ctx = migrate_current_ctx_id();
-    pthread_mutex_lock(&lock);
-    bool seen = false;
-    for (size_t i = nseq; i-- > 0 && !seen;)
+    uint64_t ctx = migrate_current_ctx_id(), kid = handle_find_id(NULL, HK_KERNEL, k);
+    uint32_t tag;
+    void *first = NULL;
+    pthread_mutex_lock(&lock); /* the check and the note in one step: two threads note once */
+    bool known = idmap_get(&first_ctx, (uint64_t)(uintptr_t)k, &tag, &first);
+    bool seen = known && first == (void *)(uintptr_t)ctx;
+    for (size_t i = nseq; known && i-- > 0 && !seen;)
         seen = seq[i].it.kind == MIG_KERNEL_FUNCTION && seq[i].real == k && seq[i].it.c == ctx && !seq[i].gone;
-    pthread_mutex_unlock(&lock);
-    if (seen) return r;
-    uint64_t kid = handle_find_id(NULL, HK_KERNEL, k);
-    pthread_mutex_lock(&lock);
-    struct seq_note *n = append((struct msg_migrate_item){.kind = MIG_KERNEL_FUNCTION, .parent = kid, .c = ctx});
+    struct seq_note *n = seen ? NULL
+                              : append((struct msg_migrate_item){.kind = MIG_KERNEL_FUNCTION, .parent = kid, .c = ctx});
     if (n) n->real = k;
+    if (n && !known && idmap_put(&first_ctx, (uint64_t)(uintptr_t)k, 0, (void *)(uintptr_t)ctx) != 0) lost = 1;
     pthread_mutex_unlock(&lock);
     return r;
 }

@@ -289,7 +289,7 @@ cuLibraryGetKernelCount       local
 cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuLibraryGetGlobal            manual  sends=scuda_module_get_global
 cuLibraryGetModule            manual  sends=scuda_library_get_module
-cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
+cuLibraryGetManaged           manual  sends=scuda_library_get_managed  # a __managed__ variable: mirrored on the client as managed memory (module.c)
 cuLibraryGetUnifiedFunction   unsupported            # returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process
 cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
@@ -1213,6 +1213,12 @@ op scuda_shareable_import
     in handle handle                   # the client's id for what is imported
     in u64 flags                       # pools only
     in u8 token[SHAREABLE_TOKEN_LEN]
+
+op scuda_library_get_managed                # cuLibraryGetManaged: the address is the driver's managed memory
+    in handle library
+    in str name
+    out dptr ptr
+    out u64 size
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -3064,14 +3064,6 @@ EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigne
     return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream == NULL ? CU_STREAM_PER_THREAD : hStream, kernelParams, extra); /* per-thread default stream */
 }
 
-EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
-{
-    SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetManaged (managed memory (docs/architecture.md, 4 Memory kinds))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
     SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));

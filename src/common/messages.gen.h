@@ -1494,4 +1494,20 @@ struct msg_scuda_shareable_import_rep {
 void msg_scuda_shareable_import_rep_put(wire_buf *b, const struct msg_scuda_shareable_import_rep *m);
 int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_rep *m);
 
+/* scuda_library_get_managed request: cuLibraryGetManaged: the address is the driver's managed memory */
+struct msg_scuda_library_get_managed_req {
+    uint64_t library; /* handle library */
+    const char *name; /* str name */
+};
+void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m);
+int msg_scuda_library_get_managed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_req *m);
+
+/* scuda_library_get_managed reply */
+struct msg_scuda_library_get_managed_rep {
+    uint64_t ptr; /* dptr ptr */
+    uint64_t size; /* u64 size */
+};
+void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m);
+int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m);
+
 #endif

@@ -387,6 +387,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuCtxSetFlags] = "cuCtxSetFlags",
     [OP_scuda_shareable_export] = "scuda_shareable_export",
     [OP_scuda_shareable_import] = "scuda_shareable_import",
+    [OP_scuda_library_get_managed] = "scuda_library_get_managed",
 };
 
 const char *scuda_op_name(unsigned op)

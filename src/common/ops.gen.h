@@ -388,7 +388,8 @@ enum scuda_op {
     OP_cuCtxSetFlags = 381,
     OP_scuda_shareable_export = 382,
     OP_scuda_shareable_import = 383,
-    OP_COUNT = 384
+    OP_scuda_library_get_managed = 384,
+    OP_COUNT = 385
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

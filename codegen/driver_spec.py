@@ -166,7 +166,14 @@ cuCtxEnablePeerAccess         sync
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
 cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
-cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
+# Green contexts: resource descriptors and green contexts are session
+# handles with client ids; a CUdevResource holds no pointer and travels as bytes.
+cuDevSmResourceSplitByCount   sync    result=out[*nbGroups] nbGroups=inout input=in remaining=out  # a NULL result asks for the group count
+cuDevResourceGenerateDesc     sync    out_handle=phDesc resources=in[nbResources]
+cuGreenCtxCreate              sync    out_handle=phCtx
+cuGreenCtxStreamCreate        sync    out_handle=phStream
+cuGreenCtxDestroy             sync    hook drops=hCtx  # the client forgets the context it made from it (green_ctx.c)
+cuCtxFromGreenCtx             manual  sends=scuda_ctx_from_green  # the client keeps contexts: one record per green context (green_ctx.c)
 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
@@ -1219,6 +1226,11 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
     in str name
     out dptr ptr
     out u64 size
+
+op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx
+    in handle green
+    in handle ctx                      # the client's id for the context (the same for every call on one green context)
+    out i32 dev                        # the context's device, which cuCtxGetDevice answers in the client
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

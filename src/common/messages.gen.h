@@ -1510,4 +1510,19 @@ struct msg_scuda_library_get_managed_rep {
 void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m);
 int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m);
 
+/* scuda_ctx_from_green request: cuCtxFromGreenCtx */
+struct msg_scuda_ctx_from_green_req {
+    uint64_t green; /* handle green */
+    uint64_t ctx; /* handle ctx: the client's id for the context (the same for every call on one green context) */
+};
+void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m);
+int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m);
+
+/* scuda_ctx_from_green reply */
+struct msg_scuda_ctx_from_green_rep {
+    int32_t dev; /* i32 dev: the context's device, which cuCtxGetDevice answers in the client */
+};
+void msg_scuda_ctx_from_green_rep_put(wire_buf *b, const struct msg_scuda_ctx_from_green_rep *m);
+int msg_scuda_ctx_from_green_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_rep *m);
+
 #endif

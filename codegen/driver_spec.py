@@ -490,9 +490,9 @@ cuGraphAddNode                local                  # src/client/graph_node.c: 
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuGraphDebugDotPrint          unsupported            # writes a file on the server
-cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
+cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
-cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
+cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
 cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
 cuCoredumpGetAttributeGlobal  unsupported

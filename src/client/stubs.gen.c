@@ -3158,20 +3158,37 @@ EXPORT CUresult cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags)
     return r;
 }
 
-EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile, unsigned int flags)
-{
-    SHIM_ENTER(cuLogsDumpToFile, (iterator, pathToFile, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t *size, unsigned int flags)
 {
     SHIM_ENTER(cuLogsDumpToMemory, (iterator, buffer, size, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory (the driver's log is the session's process's)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (buffer != NULL && size == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuLogsDumpToMemory);
+    wb_put_u8(&c.req, iterator != NULL);
+    if (iterator != NULL)
+        wb_put_u32(&c.req, (uint32_t)(*iterator));
+    size_t buffer_cnt = buffer != NULL ? (size_t)(*size) : 0;
+    wb_put_u8(&c.req, buffer != NULL);
+    if (buffer != NULL)
+        wb_put_u64(&c.req, (uint64_t)buffer_cnt);
+    wb_put_u8(&c.req, size != NULL);
+    if (size != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*size));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (iterator != NULL)
+            *iterator = (CUlogIterator)wr_u32(&c.out);
+        if (buffer != NULL)
+            wr_raw(&c.out, buffer, buffer_cnt * sizeof(char));
+        if (size != NULL)
+            *size = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuLogsDumpToMemory");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)

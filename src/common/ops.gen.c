@@ -393,6 +393,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuDevSmResourceSplitByCount] = "cuDevSmResourceSplitByCount",
     [OP_cuGreenCtxCreate] = "cuGreenCtxCreate",
     [OP_cuGreenCtxStreamCreate] = "cuGreenCtxStreamCreate",
+    [OP_cuLogsDumpToMemory] = "cuLogsDumpToMemory",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -394,7 +394,8 @@ enum scuda_op {
     OP_cuDevSmResourceSplitByCount = 387,
     OP_cuGreenCtxCreate = 388,
     OP_cuGreenCtxStreamCreate = 389,
-    OP_COUNT = 390
+    OP_cuLogsDumpToMemory = 390,
+    OP_COUNT = 391
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -3957,6 +3957,51 @@ static CUresult gen_srv_cuLogsCurrent(srv_call *call)
     return r;
 }
 
+static CUresult gen_srv_cuLogsDumpToMemory(srv_call *call)
+{
+    uint8_t iterator_p = wr_u8(&call->in);
+    CUlogIterator iterator_v;
+    memset(&iterator_v, 0, sizeof iterator_v);
+    if (iterator_p)
+        iterator_v = (CUlogIterator)wr_u32(&call->in);
+    uint8_t buffer_p = wr_u8(&call->in);
+    uint64_t buffer_n = buffer_p ? wr_u64(&call->in) : 0;
+    uint8_t size_p = wr_u8(&call->in);
+    size_t size_v;
+    memset(&size_v, 0, sizeof size_v);
+    if (size_p)
+        size_v = (size_t)wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (buffer_p && buffer_n != (uint64_t)(size_t)((size_p ? size_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuLogsDumpToMemory == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    char *buffer_a = NULL;
+    if (buffer_p) {
+        buffer_a = alloc_n(buffer_n, sizeof *buffer_a);
+        if (buffer_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(buffer_a, 0, buffer_n ? (size_t)buffer_n * sizeof *buffer_a : 1);
+    }
+    r = real.cuLogsDumpToMemory(iterator_p ? &iterator_v : NULL, buffer_a, size_p ? &size_v : NULL, flags);
+    if (r == CUDA_SUCCESS) {
+        if (iterator_p)
+            wb_put_u32(&call->out, (uint32_t)(iterator_v));
+        if (buffer_p)
+            wb_put_raw(&call->out, buffer_a, (size_t)buffer_n * sizeof *buffer_a);
+        if (size_p)
+            wb_put_u64(&call->out, (uint64_t)(size_v));
+    }
+done:
+    free(buffer_a);
+    return r;
+}
+
 static CUresult gen_srv_cuLogsUnregisterCallback(srv_call *call)
 {
     uint64_t callback_id = wr_u64(&call->in);
@@ -9082,6 +9127,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuDevSmResourceSplitByCount] = {"cuDevSmResourceSplitByCount", gen_srv_cuDevSmResourceSplitByCount, 0, 0, 0, 0},
     [OP_cuGreenCtxCreate] = {"cuGreenCtxCreate", gen_srv_cuGreenCtxCreate, 0, 0, 0, 0},
     [OP_cuGreenCtxStreamCreate] = {"cuGreenCtxStreamCreate", gen_srv_cuGreenCtxStreamCreate, 0, 0, 0, 0},
+    [OP_cuLogsDumpToMemory] = {"cuLogsDumpToMemory", gen_srv_cuLogsDumpToMemory, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

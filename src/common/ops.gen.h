@@ -388,7 +388,14 @@ enum scuda_op {
     OP_cuCtxSetFlags = 381,
     OP_scuda_shareable_export = 382,
     OP_scuda_shareable_import = 383,
-    OP_COUNT = 384
+    OP_scuda_library_get_managed = 384,
+    OP_scuda_ctx_from_green = 385,
+    OP_cuDevResourceGenerateDesc = 386,
+    OP_cuDevSmResourceSplitByCount = 387,
+    OP_cuGreenCtxCreate = 388,
+    OP_cuGreenCtxStreamCreate = 389,
+    OP_cuLogsDumpToMemory = 390,
+    OP_COUNT = 391
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -1,5 +1,5 @@
 /* driver_va.c - the arena the driver's own mappings are placed in
- * (driver_va.h; docs/architecture.md, 9.18). */
+ * (driver_va.h; docs/architecture.md, 9.17a). */
 #define _GNU_SOURCE
 #include "driver_va.h"
 

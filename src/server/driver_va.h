@@ -1,5 +1,5 @@
 /* driver_va.h - the driver's own mappings, placed alike in every session
- * (docs/architecture.md, 9.18 The driver's own address ranges).
+ * (docs/architecture.md, 9.17a The driver's own address ranges).
  *
  * The driver places module and library globals, managed memory and its
  * internal heaps inside address ranges it takes with plain mmap(NULL, ...)

@@ -449,6 +449,7 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
 void si_alloc_release(si_alloc *a);     /* frees a (lock held) */
 void si_free_ctx_allocs(si_ctx *c);     /* all allocations of c */
 CUresult si_va_init(si_device *d);
+bool si_plain_mmap(void); /* STANDIN_PLAIN_MMAP=1: the driver's ranges at the kernel's choice */
 /* address ranges of a device, for VMM reservations */
 bool si_va_take(si_device *d, size_t len, size_t *off);
 bool si_va_take_at(si_device *d, size_t off, size_t len);

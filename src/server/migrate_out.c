@@ -255,7 +255,7 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
     int fd = -1, switched = 0;
     uint32_t b_pid = 0;
-    if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
+    if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
         failed_at_peer = 1;
         if ((fd = connect_peer(to, &b_pid, o.why, sizeof o.why)) >= 0 && transfer(s, fd, &o) == 0) {

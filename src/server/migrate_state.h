@@ -94,9 +94,17 @@ void migrate_block(unsigned why);
 
 /* ---- leaving ------------------------------------------------------------ */
 
+struct session;
+
 /* Why this session cannot move now: "" when it can, else the reasons, by
  * name, with what the application used (window_blockers() included). */
 void migrate_blockers_explain(char *why, size_t whylen);
+
+/* At the hold: every variable of every module, and of every library in
+ * every context, whose code may have run, looked up and noted, so that
+ * its bytes move even if the client never asked (migrate_globals.c).
+ * Returns 0, or -1 with why (the migration is refused). */
+int migrate_note_all_globals(struct session *s, char *why, size_t whylen);
 
 /* The objects to replay, in order (MIG_CONTEXT .. MIG_DEFERRED), into a
  * malloc'd array whose names and data point into this file's notes (valid

@@ -603,6 +603,89 @@ static void test_moves_libraries(void)
     h_server_stop(&B);
 }
 
+/* ---- variables the client never looked up --------------------------------- */
+
+/* bump_global adds its argument and c_table[1] (2, a __constant__) to its
+ * module's g_counter (42 at load): kernels change a variable the client
+ * asks about only after the move, in a library and in a module. */
+#define BUMPS 3
+
+static void bump(CUfunction lib_fn, CUfunction mod_fn)
+{
+    unsigned lib_add = 5, mod_add = 100;
+    void *la[] = {&lib_add}, *ma[] = {&mod_add};
+    CU(cuLaunchKernel(lib_fn, 1, 1, 1, 1, 1, 1, 0, NULL, la, NULL));
+    CU(cuLaunchKernel(mod_fn, 1, 1, 1, 1, 1, 1, 0, NULL, ma, NULL));
+}
+
+static int unlooked_workload(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    size_t len, size = 0;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CUlibrary lib;
+    CUmodule mod;
+    CUkernel kb;
+    CUfunction fb;
+    CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuModuleLoadData(&mod, ptx));
+    free(ptx);
+    CU(cuLibraryGetKernel(&kb, lib, "bump_global"));
+    CU(cuModuleGetFunction(&fb, mod, "bump_global"));
+    for (int i = 0; i < BUMPS; i++) bump((CUfunction)kb, fb);
+    CU(cuCtxSynchronize());
+    if (target) {
+        int moved = scuda_migrate(target, why, sizeof why);
+        CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
+    }
+    bump((CUfunction)kb, fb);
+    CU(cuCtxSynchronize());
+    CUdeviceptr lg, mg, table;
+    CU(cuLibraryGetGlobal(&lg, &size, lib, "g_counter"));
+    CU(cuModuleGetGlobal_v2(&mg, &size, mod, "g_counter"));
+    CU(cuModuleGetGlobal_v2(&table, &size, mod, "c_table"));
+    uint32_t lv = 0, mv = 0, t[4] = {0};
+    CU(cuMemcpyDtoH_v2(&lv, lg, sizeof lv));
+    CU(cuMemcpyDtoH_v2(&mv, mg, sizeof mv));
+    CU(cuMemcpyDtoH_v2(t, table, sizeof t));
+    CHECK(lv == 42 + (BUMPS + 1) * 7, "the library's counter is %u, not %u: bumps before the move were lost", lv,
+          42 + (BUMPS + 1) * 7);
+    CHECK(mv == 42 + (BUMPS + 1) * 102, "the module's counter is %u, not %u", mv, 42 + (BUMPS + 1) * 102);
+    CHECK(t[0] == 1 && t[1] == 2 && t[2] == 3 && t[3] == 4, "the __constant__ table is %u %u %u %u", t[0], t[1],
+          t[2], t[3]);
+    printf("library counter %u module counter %u table %u %u %u %u at %#llx %#llx %#llx\n", lv, mv, t[0], t[1], t[2],
+           t[3], (unsigned long long)lg, (unsigned long long)mg, (unsigned long long)table);
+    CU(cuModuleUnload(mod));
+    CU(cuLibraryUnload(lib));
+    return 0;
+}
+
+static void test_moves_unlooked_globals(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-unlooked-b", NULL);
+    h_server_start(&A, "migrate-unlooked-a", NULL); /* last: SCUDA_SERVER is A's */
+    char path[512];
+    int fd = h_temp_file("migrate-unlooked-plain", path, sizeof path);
+    target = NULL;
+    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run that stays");
+    close(fd);
+    char *plain = h_read_file(path, &(size_t){0});
+    fd = h_temp_file("migrate-unlooked-moved", path, sizeof path);
+    target = B.addr;
+    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run whose kernels changed globals moves");
+    close(fd);
+    char *moved = h_read_file(path, &(size_t){0});
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "the later calls ran on B");
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* B's driver places module memory elsewhere: the library global the
  * client holds would move, so the migration is refused and the session
  * goes on on A with its bytes. */
@@ -712,6 +795,7 @@ int main(void)
     h_begin(tls && strcmp(tls, "1") == 0 ? "migrate_tls" : "migrate", 170); /* ctest runs both at once */
     test_moves();
     test_moves_libraries();
+    test_moves_unlooked_globals();
     test_refused_placement();
     test_outside();
     test_outside_refused();

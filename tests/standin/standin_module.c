@@ -1105,7 +1105,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
     return rc;
 }
 
-static CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
+CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
 {
     for (size_t i = 0; i < m->image->n_globals; i++)
         if (strcmp(m->image->globals[i].name, name) == 0) {

@@ -348,6 +348,64 @@ static void test_outside_refused(void)
     h_server_stop(&B);
 }
 
+/* ---- a striped copy in flight at the move ------------------------------------- */
+
+/* Striped copies back to back, each checked, until a byte on done_pipe.
+ * A move asked from outside holds the session between two of them, so
+ * the next copy's chunks wait on A's bulk connections, which the held
+ * session does not read: only its main connection carries the notice. */
+#define STRIPED_LEN (40 * MiB)
+
+static int striping_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    uint8_t *src = malloc(STRIPED_LEN), *back = malloc(STRIPED_LEN);
+    CHECK(src && back);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, STRIPED_LEN));
+    CHECK(write(ready_pipe[1], "r", 1) == 1);
+    char c;
+    unsigned round = 0;
+    for (uint64_t until = h_now_ms() + 60000; read(done_pipe[0], &c, 1) != 1 && h_now_ms() < until; round++) {
+        memset(src, (int)(round * 37 + 1), STRIPED_LEN);
+        for (size_t i = 0; i < STRIPED_LEN; i += 1 << 20) memcpy(src + i, &round, sizeof round);
+        CU(cuMemcpyHtoD_v2(d, src, STRIPED_LEN));
+        CU(cuMemcpyDtoH_v2(back, d, STRIPED_LEN));
+        CHECK(memcmp(src, back, STRIPED_LEN) == 0, "copy round %u came back byte for byte", round);
+    }
+    CHECK(scuda_client_bulk_streams() > 0, "the copies were striped");
+    free(src);
+    free(back);
+    return 0;
+}
+
+static void test_striped_copy_moves(void)
+{
+    struct h_server A, B;
+    char control[600];
+    snprintf(control, sizeof control, "%s/migrate-striped-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts ao = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&B, "migrate-striped-b", NULL);
+    h_server_start(&A, "migrate-striped-a", &ao);
+    CHECK(pipe(ready_pipe) == 0 && pipe(done_pipe) == 0);
+    CHECK(fcntl(done_pipe[0], F_SETFL, O_NONBLOCK) == 0);
+    pid_t child = h_spawn(striping_client, NULL, 90, -1, -1);
+    char c;
+    CHECK(read(ready_pipe[0], &c, 1) == 1, "the client got mid-run");
+    h_sleep_ms(200); /* copies under way */
+    struct trigger t = {&A, &B, control, 0, "moved to"};
+    migrate_from_outside(&t);
+    CHECK(log_reaches(&B, "client resumed the session", 1) == 1, "the client went on on B");
+    h_sleep_ms(500); /* copies on B */
+    CHECK(write(done_pipe[1], "d", 1) == 1);
+    h_wait_ok(child, 95000, "a striped copy in flight at the move");
+    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
+    CHECK(h_server_log_count(&A, "the session moved to") == 1, "A ended striping at the switch");
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* ---- drain: SIGTERM with --peer ------------------------------------------------ */
 
 static void sigterm_server(void *arg)
@@ -799,6 +857,7 @@ int main(void)
     test_refused_placement();
     test_outside();
     test_outside_refused();
+    test_striped_copy_moves();
     test_drain();
     test_refusals();
     printf("PASS migrate\n");

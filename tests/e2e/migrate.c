@@ -661,6 +661,46 @@ static void test_moves_libraries(void)
     h_server_stop(&B);
 }
 
+/* ---- images by digest: bytes only where B's cache lacks them ----------------------- */
+
+/* A token file of two users for B; A proves one of them (its SCUDA_TOKEN,
+ * which its clients use too). */
+static void start_a_as(struct h_server *a, const char *tag, const char *token)
+{
+    setenv("SCUDA_TOKEN", token, 1);
+    struct h_server_opts o = {.token = token};
+    h_server_start(a, tag, &o);
+}
+
+static void test_images_by_digest(void)
+{
+    char users[512];
+    int tfd = h_temp_file("migrate-users", users, sizeof users);
+    const char *lines = "alice tok-alice\nbob tok-bob\n";
+    CHECK(write(tfd, lines, strlen(lines)) == (ssize_t)strlen(lines));
+    close(tfd);
+    chmod(users, 0600);
+    struct h_server A, A2, B;
+    struct h_server_opts bo = {.token_file = users};
+    h_server_start(&B, "migrate-digest-b", &bo);
+    start_a_as(&A, "migrate-digest-a", "tok-alice");
+    free(run_lib_workload("migrate-digest-first", B.addr));
+    free(run_lib_workload("migrate-digest-again", B.addr));
+    /* B kept what it received for alice: the second move names the images. */
+    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 1, "the first move sent the bytes");
+    CHECK(h_server_log_count(&B, "(2 of 2 images from the module cache)") == 1, "the second sent digests alone");
+    CHECK(h_server_log_count(&A, "(2 of 2 images sent by digest alone)") == 1, "A says so too");
+    h_server_stop(&A);
+    /* Bob never loaded them on B: to him B has nothing (no oracle). */
+    start_a_as(&A2, "migrate-digest-a2", "tok-bob");
+    free(run_lib_workload("migrate-digest-bob", B.addr));
+    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 2, "bob's move sent the bytes");
+    unsetenv("SCUDA_TOKEN");
+    h_server_stop(&A2);
+    h_server_stop(&B);
+    unlink(users);
+}
+
 /* ---- variables the client never looked up --------------------------------- */
 
 /* bump_global adds its argument and c_table[1] (2, a __constant__) to its
@@ -854,6 +894,7 @@ int main(void)
     test_moves();
     test_moves_libraries();
     test_moves_unlooked_globals();
+    test_images_by_digest();
     test_refused_placement();
     test_outside();
     test_outside_refused();

@@ -44,7 +44,10 @@
  * SCUDA_TOKEN / SCUDA_TOKEN_FILE, TLS as the client's variables say) with
  * HELLO_MIGRATE_IN, and gets a session welcome. Then A sends frames, each
  * { header: op scuda_migrate, seq 0, 1, ...; payload: one migrate_item
- * record (codegen/driver_spec.py) }: contexts, the driver-placing events
+ * record (codegen/driver_spec.py) }: first MIG_IMAGES_QUERY (the images'
+ * digests), which B answers with one MIG_IMAGES_HAVE item frame (which of
+ * them its module cache has for A's user: those then go by digest), then
+ * contexts, the driver-placing events
  * in the order they happened (modules, libraries, kernels, functions,
  * globals, managed memory), function attributes, streams, events,
  * allocations, the application's VMM, a deferred error, then device

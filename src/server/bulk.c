@@ -133,6 +133,13 @@ static void fail_locked(int index, const char *fmt, ...)
     pthread_cond_broadcast(&bulk.cv);
 }
 
+void bulk_end(const char *why)
+{
+    pthread_mutex_lock(&bulk.lock);
+    if (bulk.k && !bulk.dead) fail_locked(-1, "%s", why);
+    pthread_mutex_unlock(&bulk.lock);
+}
+
 static int job_failed(void)
 {
     pthread_mutex_lock(&bulk.lock);
@@ -374,6 +381,14 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     else if (a->chunk < BULK_CHUNK_MIN || a->chunk > BULK_CHUNK_MAX) bad = "chunk size out of bounds";
     else if (a->id <= bulk.last_id) bad = "copy id not above the last one";
     else if (!bulk.pool_filled && staging_pool_fill(bulk.pool) != 0) bad = "out of memory for its buffers";
+    /* Before any setup there is nothing to end: a copy cut by a move and
+     * sent again to the server the session moved to (its announcement
+     * unread by the old one) fails alone, and striping can start here. */
+    if (bad && bulk.k == 0) {
+        LOG_WARN("bulk copies: %s %s; it fails", scuda_op_name(c->op), bad);
+        pthread_mutex_unlock(&bulk.lock);
+        return -1;
+    }
     if (bad) {
         fail_locked(-1, "%s %s", scuda_op_name(c->op), bad);
         pthread_mutex_unlock(&bulk.lock);

@@ -27,4 +27,11 @@ struct join_note;
 int bulk_check(const struct join_note *note, char *why, size_t whylen);
 int bulk_admit(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen);
 
+/* Striping ends for this session (`why` is logged): every bulk
+ * connection is shut down, so a client waiting on one wakes with an
+ * error and copies again over its main connection. A migration calls it
+ * at the switch: a client blocked in a striped copy that the held
+ * session never read would otherwise never read the move notice. */
+void bulk_end(const char *why);
+
 #endif

@@ -1,6 +1,7 @@
 /* image_check.c - see image_check.h. Every field is read with memcpy: an
  * image inside a frame has no alignment, and fatbin entries and the ELF
  * files inside them sit at any offset. */
+#define _GNU_SOURCE /* memmem */
 #include "image_check.h"
 
 #include <elf.h>
@@ -126,25 +127,26 @@ static int check_elf(const uint8_t *p, size_t len, char *why, size_t whylen)
 
 /* ---- fatbin ------------------------------------------------------------------ */
 
-/* One entry among the `left` bytes that remain of the fatbin; *step is its
- * whole size. A payload that is an ELF file (a cubin) is checked as one;
- * compressed payloads never start with the ELF magic. */
-static int check_entry(const uint8_t *e, uint64_t left, uint64_t *step, char *why, size_t whylen)
-{
-    uint32_t header;
-    uint64_t payload;
-    memcpy(&header, e + 4, 4);
-    memcpy(&payload, e + 8, 8);
-    if (!header_fits(header, FATBIN_ENTRY, payload, left))
-        return fail(why, whylen, "a fatbin entry (%u + %llu bytes) runs past the end of the fatbin", header,
-                    (unsigned long long)payload);
-    *step = header + payload;
-    if (payload >= SELFMAG && memcmp(e + header, ELFMAG, SELFMAG) == 0)
-        return check_elf(e + header, (size_t)payload, why, whylen);
-    return 0;
-}
+/* An entry's header fields beyond its size: kind (1 PTX, 2 ELF) at 0, the
+ * compressed size at 16, the architecture (major * 10 + minor) at 28, the
+ * flags at 40 (0x2000: LZ4, 0x8000: ZSTD compression). */
+#define FATBIN_KIND_PTX 1
+#define FATBIN_KIND_ELF 2
+#define FATBIN_COMPRESSED 0xA000u
 
-static int check_fatbin(const uint8_t *p, size_t len, char *why, size_t whylen)
+struct fat_entry {
+    uint16_t kind;
+    uint32_t arch;
+    int compressed;
+    const uint8_t *payload;
+    uint64_t len;
+};
+
+/* The one walk of a fatbin's entries, for the check and for the listing:
+ * each entry's header and payload inside the fatbin before fn sees it;
+ * fn's nonzero answer ends the walk and is returned. */
+static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_entry *, void *, char *, size_t),
+                       void *arg, char *why, size_t whylen)
 {
     if (len < FATBIN_HEADER) return fail(why, whylen, "a fatbin of %zu bytes is shorter than its header", len);
     uint16_t header;
@@ -155,9 +157,41 @@ static int check_fatbin(const uint8_t *p, size_t len, char *why, size_t whylen)
         return fail(why, whylen, "the fatbin declares %u + %llu bytes; %zu were received", header,
                     (unsigned long long)size, len);
     /* A tail shorter than an entry header lies inside and holds no entry. */
-    for (uint64_t at = header, end = header + size, step = 0; end - at >= FATBIN_ENTRY; at += step)
-        if (check_entry(p + at, end - at, &step, why, whylen) != 0) return -1;
+    for (uint64_t at = header, end = header + size; end - at >= FATBIN_ENTRY;) {
+        const uint8_t *e = p + at;
+        uint32_t eheader, csize;
+        uint64_t payload, flags;
+        memcpy(&eheader, e + 4, 4);
+        memcpy(&payload, e + 8, 8);
+        if (!header_fits(eheader, FATBIN_ENTRY, payload, end - at))
+            return fail(why, whylen, "a fatbin entry (%u + %llu bytes) runs past the end of the fatbin", eheader,
+                        (unsigned long long)payload);
+        struct fat_entry fe = {.payload = e + eheader, .len = payload};
+        memcpy(&fe.kind, e, 2);
+        memcpy(&csize, e + 16, 4);
+        memcpy(&fe.arch, e + 28, 4);
+        memcpy(&flags, e + 40, 8);
+        fe.compressed = (flags & FATBIN_COMPRESSED) || csize != 0;
+        int rc = fn(&fe, arg, why, whylen);
+        if (rc) return rc;
+        at += eheader + payload;
+    }
     return 0;
+}
+
+/* A payload that is an ELF file (a cubin) is checked as one; compressed
+ * payloads never start with the ELF magic. */
+static int check_entry(const struct fat_entry *e, void *arg, char *why, size_t whylen)
+{
+    (void)arg;
+    if (e->len >= SELFMAG && memcmp(e->payload, ELFMAG, SELFMAG) == 0)
+        return check_elf(e->payload, (size_t)e->len, why, whylen);
+    return 0;
+}
+
+static int check_fatbin(const uint8_t *p, size_t len, char *why, size_t whylen)
+{
+    return walk_fatbin(p, len, check_entry, NULL, why, whylen);
 }
 
 /* ---- PTX ------------------------------------------------------------------------ */
@@ -183,4 +217,176 @@ int image_check(const void *image, size_t len, char *why, size_t whylen)
     if (magic == FATBIN_WRAPPER_MAGIC)
         return fail(why, whylen, "a fatbin wrapper, which points into the client's memory; send the fatbin itself");
     return check_ptx(p, len, why, whylen);
+}
+
+/* ---- the variables an image declares ----------------------------------------- */
+
+/* Names are handed out NUL-terminated; longer ones are no variable the
+ * driver would find (and the caller looks each up). */
+#define NAME_MAX_LEN 1024
+
+struct listing {
+    int (*each)(const char *name, void *arg);
+    void *arg;
+};
+
+static int hand_out(const struct listing *l, const uint8_t *name, size_t n)
+{
+    char buf[NAME_MAX_LEN + 1];
+    if (n == 0 || n > NAME_MAX_LEN) return 0;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    return l->each(buf, l->arg);
+}
+
+/* Variables live in the global and constant banks (.nv.global,
+ * .nv.global.init, .nv.constant3 ...); .nv.constant0.* are the kernels'
+ * parameters. The image passed check_elf: every offset below is inside. */
+static int variable_section(const uint8_t *p, const Elf64_Ehdr *eh, unsigned shndx)
+{
+    if (shndx == SHN_UNDEF || shndx >= eh->e_shnum || eh->e_shstrndx == SHN_UNDEF) return 0;
+    Elf64_Shdr names = section(p, eh, eh->e_shstrndx), sh = section(p, eh, shndx);
+    const char *name = (const char *)p + names.sh_offset + sh.sh_name;
+    return strncmp(name, ".nv.global", 10) == 0 ||
+           (strncmp(name, ".nv.constant", 12) == 0 && strncmp(name, ".nv.constant0", 13) != 0);
+}
+
+static int elf_globals(const uint8_t *p, const struct listing *l)
+{
+    Elf64_Ehdr eh;
+    memcpy(&eh, p, sizeof eh);
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh = section(p, &eh, i);
+        if (sh.sh_type != SHT_SYMTAB) continue;
+        Elf64_Shdr names = section(p, &eh, sh.sh_link);
+        for (uint64_t off = 0; off < sh.sh_size; off += sizeof(Elf64_Sym)) {
+            Elf64_Sym sym;
+            memcpy(&sym, p + sh.sh_offset + off, sizeof sym);
+            if (ELF64_ST_TYPE(sym.st_info) != STT_OBJECT || !variable_section(p, &eh, sym.st_shndx)) continue;
+            const uint8_t *name = p + names.sh_offset + sym.st_name;
+            int rc = hand_out(l, name, strlen((const char *)name));
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+static int ident_char(uint8_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '%'; }
+
+/* The length of the directive or name at q (a PTX token), 0 at anything else. */
+static size_t token_len(const uint8_t *q, const uint8_t *end)
+{
+    size_t n = 0;
+    while (q + n < end && (ident_char(q[n]) || (n == 0 && q[n] == '.'))) n++;
+    return n;
+}
+
+/* One `.global` or `.const` declaration after its keyword: directives
+ * (.align 4, .u32, .v4 ...), then names, each with an optional array
+ * size and initializer, up to the ';'. References of textures, samplers
+ * and surfaces are no memory. Returns where the walk goes on. */
+static const uint8_t *ptx_declaration(const uint8_t *q, const uint8_t *end, const struct listing *l, int *rc)
+{
+    int depth = 0, want_name = 1;
+    while (q < end && *q != ';' && !*rc) {
+        size_t n = token_len(q, end);
+        if (n && *q == '.' && want_name) {
+            if ((n == 7 && memcmp(q, ".texref", 7) == 0) || (n == 8 && memcmp(q, ".surfref", 8) == 0) ||
+                (n == 11 && memcmp(q, ".samplerref", 11) == 0))
+                want_name = 0;
+            q += n;
+        } else if (n && want_name && depth == 0 && !(*q >= '0' && *q <= '9')) {
+            *rc = hand_out(l, q, n);
+            want_name = 0;
+            q += n;
+        } else {
+            if (*q == '{' || *q == '[') depth++;
+            if ((*q == '}' || *q == ']') && depth) depth--;
+            if (*q == ',' && depth == 0) want_name = 1;
+            q += n ? n : 1;
+        }
+    }
+    return q;
+}
+
+/* Module scope `.global` and `.const` declarations of PTX text (the image
+ * passed check_ptx: NUL-terminated). Comments are skipped; `ld.global` is
+ * no declaration (the token must stand alone). */
+static int ptx_globals(const uint8_t *p, const struct listing *l)
+{
+    const uint8_t *q = p, *end = p + strlen((const char *)p);
+    int depth = 0, rc = 0;
+    while (q < end && !rc) {
+        if (q + 1 < end && q[0] == '/' && q[1] == '/') {
+            while (q < end && *q != '\n') q++;
+        } else if (q + 1 < end && q[0] == '/' && q[1] == '*') {
+            const uint8_t *close = memmem(q + 2, (size_t)(end - q - 2), "*/", 2);
+            q = close ? close + 2 : end;
+        } else if (*q == '{' || *q == '}') {
+            depth += *q == '{' ? 1 : (depth > 0 ? -1 : 0);
+            q++;
+        } else if (*q == '.' && (q == p || !(ident_char(q[-1]) || q[-1] == '.'))) {
+            size_t n = token_len(q, end);
+            int decl = depth == 0 && ((n == 7 && memcmp(q, ".global", 7) == 0) || (n == 6 && memcmp(q, ".const", 6) == 0));
+            q = decl ? ptx_declaration(q + n, end, l, &rc) : q + n;
+        } else {
+            q++;
+        }
+    }
+    return rc;
+}
+
+/* The fatbin entry the driver loads on `arch`: a cubin of the same major
+ * version and the highest minor up to arch, else the highest PTX up to
+ * arch (compiled there). */
+struct choice {
+    unsigned arch;
+    const struct fat_entry *best;
+    struct fat_entry kept;
+};
+
+static int better(const struct fat_entry *e, const struct fat_entry *than, unsigned arch)
+{
+    int elf = e->kind == FATBIN_KIND_ELF, fits = elf ? e->arch / 10 == arch / 10 && e->arch <= arch
+                                                     : e->kind == FATBIN_KIND_PTX && e->arch <= arch;
+    if (!fits) return 0;
+    if (!than) return 1;
+    int than_elf = than->kind == FATBIN_KIND_ELF;
+    return elf != than_elf ? elf : e->arch > than->arch;
+}
+
+static int choose(const struct fat_entry *e, void *arg, char *why, size_t whylen)
+{
+    (void)why, (void)whylen;
+    struct choice *c = arg;
+    if (better(e, c->best, c->arch)) c->kept = *e, c->best = &c->kept;
+    return 0;
+}
+
+static int entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
+{
+    if (e->compressed)
+        return fail(why, whylen, "its %s for sm_%u is compressed in the fatbin, so its variables cannot be listed",
+                    e->kind == FATBIN_KIND_ELF ? "code" : "PTX", e->arch);
+    if (e->kind == FATBIN_KIND_ELF) return e->len >= SELFMAG && memcmp(e->payload, ELFMAG, SELFMAG) == 0
+                                               ? elf_globals(e->payload, l) : fail(why, whylen, "its code for sm_%u is no ELF file", e->arch);
+    const uint8_t *nul = memchr(e->payload, '\0', (size_t)e->len);
+    if (!nul) return fail(why, whylen, "its PTX for sm_%u is not NUL-terminated", e->arch);
+    return ptx_globals(e->payload, l);
+}
+
+int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
+                  char *why, size_t whylen)
+{
+    if (image_check(image, len, why, whylen) != 0) return -1;
+    const uint8_t *p = image;
+    struct listing l = {each, arg};
+    uint32_t magic = 0;
+    memcpy(&magic, p, 4); /* image_check accepted no image shorter than that */
+    if (memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
+    if (magic != FATBIN_MAGIC) return ptx_globals(p, &l);
+    struct choice c = {.arch = arch};
+    if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;
+    if (!c.best) return fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
+    return entry_globals(c.best, &l, why, whylen);
 }

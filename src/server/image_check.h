@@ -25,4 +25,19 @@
  * reason in why (for the log). image need not be aligned. */
 int image_check(const void *image, size_t len, char *why, size_t whylen);
 
+/* The names of the variables in device memory an image declares
+ * (__device__, __constant__, __managed__) in the code the driver loads on
+ * a device of compute capability `arch` (major * 10 + minor): a fatbin's
+ * cubin of the same major and the highest minor up to arch, else its
+ * highest PTX up to arch; a bare ELF or PTX image itself. For a cubin,
+ * the STT_OBJECT symbols of the global and constant banks; for PTX, the
+ * module scope .global and .const declarations. `each` gets every name
+ * (NUL-terminated, valid during the call; a name may be one the driver
+ * does not know, such as a string literal's) and stops the walk by
+ * returning nonzero, which is returned. Else 0, or -1 with why: the image
+ * fails image_check, its code for arch is compressed (the bytes are not
+ * decompressed here), or it holds none for arch. */
+int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
+                  char *why, size_t whylen);
+
 #endif

@@ -22,6 +22,7 @@
 #include "device_window.h"
 #include "dispatch.h"
 #include "image_check.h"
+#include "migrate_images.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
@@ -91,28 +92,29 @@ static CUresult replay_context(struct session *s, const struct msg_migrate_item 
     return r != CUDA_SUCCESS ? r : handle_put(s, it->id, HK_CONTEXT, ctx);
 }
 
-/* A module's or a library's image, loaded in the context that was current. */
+/* A module's or a library's image (its bytes, or the cached image its
+ * digest names), loaded in the context that was current. */
 static CUresult replay_image(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
 {
-    if (!it->data || it->data_len == 0 || image_check(it->data, (size_t)it->data_len, why, wl) != 0) {
-        if (!why[0]) snprintf(why, wl, "image %#llx: no image", (unsigned long long)it->id);
+    void *image = NULL;
+    size_t len = 0;
+    CUresult r = migrate_images_take(it, &image, &len, why, wl);
+    if (r != CUDA_SUCCESS) return r;
+    if (image_check(image, len, why, wl) != 0) {
+        free(image);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    /* The driver wants an aligned image; the frame's bytes need not be. */
-    void *image = malloc((size_t)it->data_len + 1);
-    if (!image) return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(image, it->data, (size_t)it->data_len);
-    ((char *)image)[it->data_len] = '\0';
     void *h = NULL;
     int lib = it->kind == MIG_LIBRARY;
-    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    r = session_bind_ctx(s, (uint32_t)it->parent);
     if (r == CUDA_SUCCESS)
         r = lib ? REAL(cuLibraryLoadData, (CUlibrary *)&h, image, NULL, NULL, 0, NULL, NULL, 0)
                 : REAL(cuModuleLoadDataEx, (CUmodule *)&h, image, 0, NULL, NULL);
     if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, lib ? HK_LIBRARY : HK_MODULE, h)) != CUDA_SUCCESS)
         lib ? REAL(cuLibraryUnload, (CUlibrary)h) : REAL(cuModuleUnload, (CUmodule)h);
-    if (r == CUDA_SUCCESS && lib) migrate_note_library(it->id, image, (size_t)it->data_len);
-    else if (r == CUDA_SUCCESS) migrate_note_module(it->id, image, (size_t)it->data_len);
+    if (r == CUDA_SUCCESS && lib) migrate_note_library(it->id, image, len);
+    else if (r == CUDA_SUCCESS) migrate_note_module(it->id, image, len);
+    if (r == CUDA_SUCCESS) migrate_images_loaded(it, image, len);
     free(image);
     return r;
 }
@@ -366,6 +368,7 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
+    case MIG_IMAGES_QUERY: return migrate_images_answer(s, it, why, wl);
     default: snprintf(why, wl, "an item of unknown kind %u", it->kind); return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -376,7 +379,8 @@ static const char *kind_word(unsigned k)
                                     "allocation", "deferred error", "memory", "end", "kept frame", "switch",
                                     "library", "kernel", "kernel's function", "library's module", "library global",
                                     "managed memory", "managed free", "function attribute", "reservation",
-                                    "VMM allocation", "VMM mapping", "VMM access", "VMM release"};
+                                    "VMM allocation", "VMM mapping", "VMM access", "VMM release",
+                                    "query for images", "images held"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -477,8 +481,11 @@ void migrate_in_run(struct session *s)
         drain(s->fd);
         _exit(1);
     }
-    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches",
-             (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0, v.copy_ns / 1e6);
+    unsigned by_hash, images;
+    migrate_images_counts(&by_hash, &images);
+    LOG_INFO("session %d: imported a session: replay %.1f ms (%u of %u images from the module cache), %.1f MiB "
+             "memory in %.1f ms; its state matches", (int)getpid(), v.replay_ns / 1e6, by_hash, images,
+             bytes / 1048576.0, v.copy_ns / 1e6);
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and
      * this session waits for the client (migrate_switch.c). */

@@ -21,6 +21,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "handles.h"
+#include "migrate_images.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "resume.h"
@@ -179,6 +180,7 @@ int migrate_read_verdict(int fd, int timeout_ms, struct msg_arena *a, struct msg
 struct outcome {
     char why[MIGRATE_WHY_MAX];
     uint64_t replay_ns, copy_ns, bytes;
+    unsigned by_hash, images; /* images named by digest alone, and in all */
 };
 
 /* Send everything and judge the answer. Returns 0 when the other server
@@ -191,10 +193,14 @@ static int transfer(struct session *s, int fd, struct outcome *o)
     if (n < 0) return -1;
     struct migrate_digest *d = migrate_digest_begin();
     uint32_t seq = 0;
+    uint8_t *keys = NULL;
     int rc = d ? 0 : -1;
+    if (rc == 0 && migrate_images_offer(fd, items, n, &seq, &keys, &o->by_hash, &o->images, o->why, sizeof o->why))
+        rc = -1;
     for (long i = 0; i < n && rc == 0; i++)
         if (peer_spoke(fd) || migrate_send_item(fd, &items[i], seq++) != 0) rc = 1;
     free(items);
+    free(keys);
     if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
     struct msg_migrate_item end = {.kind = MIG_END, .b = o->bytes};
     if (rc == 0 && migrate_send_item(fd, &end, seq) != 0) rc = 1;
@@ -225,11 +231,12 @@ static int transfer(struct session *s, int fd, struct outcome *o)
     return rc;
 }
 
-static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, uint64_t total_ns)
+static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, const struct outcome *o,
+                       uint64_t total_ns)
 {
-    LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms, %.1f MiB memory in %.1f ms",
-             (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6, rep->replay_ns / 1e6,
-             rep->bytes / 1048576.0, rep->copy_ns / 1e6);
+    LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms (%u of %u images sent by "
+             "digest alone), %.1f MiB memory in %.1f ms", (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6,
+             rep->replay_ns / 1e6, o->by_hash, o->images, rep->bytes / 1048576.0, rep->copy_ns / 1e6);
 }
 
 /* Why the client could not follow a move, or "". */
@@ -255,12 +262,12 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
     int fd = -1, switched = 0;
     uint32_t b_pid = 0;
-    if (!o.why[0] && hold(o.why, sizeof o.why) == 0) {
+    if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
         failed_at_peer = 1;
         if ((fd = connect_peer(to, &b_pid, o.why, sizeof o.why)) >= 0 && transfer(s, fd, &o) == 0) {
             rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
-            log_copied(to, rep, now_ns() - t0);
+            log_copied(to, rep, &o, now_ns() - t0);
             switched = migrate_switch_out(s, fd, to, b_pid, c, rep, t0, o.why, sizeof o.why) == 0;
         }
     }

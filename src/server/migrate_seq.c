@@ -376,6 +376,91 @@ int migrate_seq_ranges(struct migrate_ranges *r)
     return rc;
 }
 
+/* ---- where code may have run (for the hold's listing of globals) -------------- */
+
+static int by_library_then_ctx(const void *x, const void *y)
+{
+    const uint64_t *a = x, *b = y;
+    return a[0] != b[0] ? (a[0] < b[0] ? -1 : 1) : a[1] != b[1] ? (a[1] < b[1] ? -1 : 1) : 0;
+}
+
+static int push_unit(struct migrate_unit **v, size_t *n, size_t *cap, struct migrate_unit u)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 32;
+        struct migrate_unit *w = realloc(*v, c * sizeof *w);
+        if (!w) return -1;
+        *v = w, *cap = c;
+    }
+    (*v)[(*n)++] = u;
+    return 0;
+}
+
+/* (library, context) for every kernel function and library module noted,
+ * sorted; modules with a function bound marked in `ran`. */
+static int code_places(uint64_t **pairs, size_t *npairs, struct idmap *ran)
+{
+    struct idmap lib_of = IDMAP_INIT;
+    uint64_t *v = malloc(2 * sizeof *v * (nseq + 1));
+    size_t n = 0;
+    int rc = v ? 0 : -1;
+    for (size_t i = 0; i < nseq && rc == 0; i++)
+        if (!seq[i].gone && seq[i].it.kind == MIG_KERNEL)
+            rc = idmap_put(&lib_of, seq[i].it.id, 0, (void *)(uintptr_t)seq[i].it.parent) == -2 ? -1 : 0;
+    for (size_t i = 0; i < nseq && rc == 0; i++) {
+        if (seq[i].gone) continue;
+        struct msg_migrate_item it = resolved(&seq[i]);
+        uint32_t tag;
+        void *lib = NULL;
+        if (it.kind == MIG_FUNCTION) rc = idmap_put(ran, it.parent, 0, NULL) == -2 ? -1 : 0; /* -1: known */
+        else if (it.kind == MIG_LIBRARY_MODULE) v[2 * n] = it.parent, v[2 * n + 1] = it.c, n++;
+        else if (it.kind == MIG_KERNEL_FUNCTION && idmap_get(&lib_of, it.parent, &tag, &lib))
+            v[2 * n] = (uint64_t)(uintptr_t)lib, v[2 * n + 1] = it.c, n++;
+    }
+    idmap_clear(&lib_of);
+    if (rc != 0) {
+        free(v);
+        return -1;
+    }
+    qsort(v, n, 2 * sizeof *v, by_library_then_ctx);
+    *pairs = v, *npairs = n;
+    return 0;
+}
+
+int migrate_seq_units(struct migrate_unit **out, size_t *nout)
+{
+    struct idmap ran = IDMAP_INIT;
+    uint64_t *pairs = NULL;
+    size_t npairs = 0, n = 0, cap = 0;
+    struct migrate_unit *v = NULL;
+    pthread_mutex_lock(&lock);
+    int rc = code_places(&pairs, &npairs, &ran);
+    for (size_t i = 0; i < nseq && rc == 0; i++) {
+        const struct seq_note *note = &seq[i];
+        uint32_t tag;
+        void *unused;
+        if (note->gone) continue;
+        struct migrate_unit u = {.kind = note->it.kind, .id = note->it.id, .ctx = note->it.parent,
+                                 .image = note->it.data, .len = (size_t)note->it.data_len};
+        if (u.kind == MIG_MODULE && idmap_get(&ran, u.id, &tag, &unused)) rc = push_unit(&v, &n, &cap, u);
+        for (size_t j = 0; u.kind == MIG_LIBRARY && j < npairs && rc == 0; j++) {
+            if (pairs[2 * j] != u.id || (j && pairs[2 * j - 2] == u.id && pairs[2 * j - 1] == pairs[2 * j + 1]))
+                continue;
+            u.ctx = pairs[2 * j + 1];
+            rc = push_unit(&v, &n, &cap, u);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    idmap_clear(&ran);
+    free(pairs);
+    if (rc != 0) {
+        free(v);
+        return -1;
+    }
+    *out = v, *nout = n;
+    return 0;
+}
+
 int migrate_seq_lost(void)
 {
     pthread_mutex_lock(&lock);

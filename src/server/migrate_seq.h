@@ -51,6 +51,22 @@ int migrate_seq_items(struct migrate_items *l);
 void migrate_seq_digest(struct migrate_digest *d);
 /* Globals looked up and live managed allocations, in note order. */
 int migrate_seq_ranges(struct migrate_ranges *r);
+/* A module, or a library in one context, whose code may have run there:
+ * a function of the module bound, a kernel's function asked for in the
+ * context (every launch of a kernel asks, for its parameter layout), the
+ * library's module taken there. Only such code can have changed its
+ * variables; the rest still hold what the image gives them, which the
+ * other server's driver gives them too. */
+struct migrate_unit {
+    uint8_t kind;       /* MIG_MODULE or MIG_LIBRARY */
+    uint64_t id, ctx;   /* the client's ids */
+    const void *image;  /* the kept image (valid while the session is held) */
+    size_t len;
+};
+/* Every such unit, in load order, into a malloc'd array. Returns 0, or -1
+ * (out of memory). */
+int migrate_seq_units(struct migrate_unit **out, size_t *n);
+
 /* Notes lost for want of memory: the sequence is incomplete. */
 int migrate_seq_lost(void);
 

@@ -24,7 +24,7 @@
  * names objects sent before it. */
 enum migrate_kind {
     MIG_CONTEXT = 1, /* id; a = device, b = flags, c = 1 for the device's primary context */
-    MIG_MODULE,      /* id, parent = its context; data = the image */
+    MIG_MODULE,      /* id, parent = its context; data = the image, or (a = 1) its SHA-256, c = its length */
     MIG_FUNCTION,    /* id, parent = its module; name */
     MIG_GLOBAL,      /* parent = its module; name; a = address, b = size */
     MIG_STREAM,      /* id, parent = its context; a = flags, b = priority (as i32) */
@@ -40,7 +40,7 @@ enum migrate_kind {
      * (among MIG_MODULE, MIG_FUNCTION and MIG_GLOBAL): with lazy loading
      * the driver places a library's globals in a context when it is first
      * asked there, so the order decides the addresses (migrate_seq.c). */
-    MIG_LIBRARY,         /* id, parent = the context current at the load; data = the image */
+    MIG_LIBRARY,         /* id, parent = the context current at the load; data = the image (or as MIG_MODULE) */
     MIG_KERNEL,          /* id, parent = its library; name */
     MIG_KERNEL_FUNCTION, /* id = the function's (0: the session asked itself), parent = its kernel, c = context */
     MIG_LIBRARY_MODULE,  /* id, parent = its library, c = context */
@@ -56,6 +56,9 @@ enum migrate_kind {
     MIG_VMM_MAP,         /* a = address, b = size, c = the allocation's key; parent = offset */
     MIG_VMM_ACCESS,      /* a = address, b = size; data = the CUmemAccessDesc array */
     MIG_VMM_RELEASE,     /* c = the key of a MIG_VMM_CREATE with no id: released once mapped */
+    /* Before every other item (migrate_images.h): */
+    MIG_IMAGES_QUERY,    /* a = count; data = per image its SHA-256 and length (u64) */
+    MIG_IMAGES_HAVE,     /* importer to exporter: data = one byte per image, 1: its cache has it */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */
@@ -94,9 +97,17 @@ void migrate_block(unsigned why);
 
 /* ---- leaving ------------------------------------------------------------ */
 
+struct session;
+
 /* Why this session cannot move now: "" when it can, else the reasons, by
  * name, with what the application used (window_blockers() included). */
 void migrate_blockers_explain(char *why, size_t whylen);
+
+/* At the hold: every variable of every module, and of every library in
+ * every context, whose code may have run, looked up and noted, so that
+ * its bytes move even if the client never asked (migrate_globals.c).
+ * Returns 0, or -1 with why (the migration is refused). */
+int migrate_note_all_globals(struct session *s, char *why, size_t whylen);
 
 /* The objects to replay, in order (MIG_CONTEXT .. MIG_DEFERRED), into a
  * malloc'd array whose names and data point into this file's notes (valid

@@ -27,6 +27,7 @@
 
 #include "dispatch.h"
 #include "migrate_state.h"
+#include "bulk.h"
 #include "resume.h"
 #include "session.h"
 #include "../common/log.h"
@@ -165,6 +166,12 @@ int migrate_switch_out(struct session *s, int fd, const char *to, uint32_t b_pid
     if (rc != 0 && sw.reply_no) resume_drop_newest_locked(sw.reply_no); /* the call answers here, as before */
     pthread_mutex_unlock(&s->write_lock);
     if (rc != 0) return -1;
+    /* A copy announced after the hold waits on its bulk connections and
+     * would never read the notice: its connections end, and the client
+     * copies again over the main connection, on B. */
+    char bulk_why[200];
+    snprintf(bulk_why, sizeof bulk_why, "the session moved to %.100s", to);
+    bulk_end(bulk_why);
     sw.fd = fd;
     sw.pending = 1;
     sw.notice_ns = now_ns();

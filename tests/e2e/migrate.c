@@ -352,6 +352,64 @@ static void test_outside_refused(void)
     h_server_stop(&B);
 }
 
+/* ---- a striped copy in flight at the move ------------------------------------- */
+
+/* Striped copies back to back, each checked, until a byte on done_pipe.
+ * A move asked from outside holds the session between two of them, so
+ * the next copy's chunks wait on A's bulk connections, which the held
+ * session does not read: only its main connection carries the notice. */
+#define STRIPED_LEN (40 * MiB)
+
+static int striping_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    uint8_t *src = malloc(STRIPED_LEN), *back = malloc(STRIPED_LEN);
+    CHECK(src && back);
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, STRIPED_LEN));
+    CHECK(write(ready_pipe[1], "r", 1) == 1);
+    char c;
+    unsigned round = 0;
+    for (uint64_t until = h_now_ms() + 60000; read(done_pipe[0], &c, 1) != 1 && h_now_ms() < until; round++) {
+        memset(src, (int)(round * 37 + 1), STRIPED_LEN);
+        for (size_t i = 0; i < STRIPED_LEN; i += 1 << 20) memcpy(src + i, &round, sizeof round);
+        CU(cuMemcpyHtoD_v2(d, src, STRIPED_LEN));
+        CU(cuMemcpyDtoH_v2(back, d, STRIPED_LEN));
+        CHECK(memcmp(src, back, STRIPED_LEN) == 0, "copy round %u came back byte for byte", round);
+    }
+    CHECK(scuda_client_bulk_streams() > 0, "the copies were striped");
+    free(src);
+    free(back);
+    return 0;
+}
+
+static void test_striped_copy_moves(void)
+{
+    struct h_server A, B;
+    char control[600];
+    snprintf(control, sizeof control, "%s/migrate-striped-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts ao = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&B, "migrate-striped-b", NULL);
+    h_server_start(&A, "migrate-striped-a", &ao);
+    CHECK(pipe(ready_pipe) == 0 && pipe(done_pipe) == 0);
+    CHECK(fcntl(done_pipe[0], F_SETFL, O_NONBLOCK) == 0);
+    pid_t child = h_spawn(striping_client, NULL, 90, -1, -1);
+    char c;
+    CHECK(read(ready_pipe[0], &c, 1) == 1, "the client got mid-run");
+    h_sleep_ms(200); /* copies under way */
+    struct trigger t = {&A, &B, control, 0, "moved to"};
+    migrate_from_outside(&t);
+    CHECK(log_reaches(&B, "client resumed the session", 1) == 1, "the client went on on B");
+    h_sleep_ms(500); /* copies on B */
+    CHECK(write(done_pipe[1], "d", 1) == 1);
+    h_wait_ok(child, 95000, "a striped copy in flight at the move");
+    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
+    CHECK(h_server_log_count(&A, "the session moved to") == 1, "A ended striping at the switch");
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* ---- drain: SIGTERM with --peer ------------------------------------------------ */
 
 static void sigterm_server(void *arg)
@@ -607,6 +665,129 @@ static void test_moves_libraries(void)
     h_server_stop(&B);
 }
 
+/* ---- images by digest: bytes only where B's cache lacks them ----------------------- */
+
+/* A token file of two users for B; A proves one of them (its SCUDA_TOKEN,
+ * which its clients use too). */
+static void start_a_as(struct h_server *a, const char *tag, const char *token)
+{
+    setenv("SCUDA_TOKEN", token, 1);
+    struct h_server_opts o = {.token = token};
+    h_server_start(a, tag, &o);
+}
+
+static void test_images_by_digest(void)
+{
+    char users[512];
+    int tfd = h_temp_file("migrate-users", users, sizeof users);
+    const char *lines = "alice tok-alice\nbob tok-bob\n";
+    CHECK(write(tfd, lines, strlen(lines)) == (ssize_t)strlen(lines));
+    close(tfd);
+    chmod(users, 0600);
+    struct h_server A, A2, B;
+    struct h_server_opts bo = {.token_file = users};
+    h_server_start(&B, "migrate-digest-b", &bo);
+    start_a_as(&A, "migrate-digest-a", "tok-alice");
+    free(run_lib_workload("migrate-digest-first", B.addr));
+    free(run_lib_workload("migrate-digest-again", B.addr));
+    /* B kept what it received for alice: the second move names the images. */
+    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 1, "the first move sent the bytes");
+    CHECK(h_server_log_count(&B, "(2 of 2 images from the module cache)") == 1, "the second sent digests alone");
+    CHECK(h_server_log_count(&A, "(2 of 2 images sent by digest alone)") == 1, "A says so too");
+    h_server_stop(&A);
+    /* Bob never loaded them on B: to him B has nothing (no oracle). */
+    start_a_as(&A2, "migrate-digest-a2", "tok-bob");
+    free(run_lib_workload("migrate-digest-bob", B.addr));
+    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 2, "bob's move sent the bytes");
+    unsetenv("SCUDA_TOKEN");
+    h_server_stop(&A2);
+    h_server_stop(&B);
+    unlink(users);
+}
+
+/* ---- variables the client never looked up --------------------------------- */
+
+/* bump_global adds its argument and c_table[1] (2, a __constant__) to its
+ * module's g_counter (42 at load): kernels change a variable the client
+ * asks about only after the move, in a library and in a module. */
+#define BUMPS 3
+
+static void bump(CUfunction lib_fn, CUfunction mod_fn)
+{
+    unsigned lib_add = 5, mod_add = 100;
+    void *la[] = {&lib_add}, *ma[] = {&mod_add};
+    CU(cuLaunchKernel(lib_fn, 1, 1, 1, 1, 1, 1, 0, NULL, la, NULL));
+    CU(cuLaunchKernel(mod_fn, 1, 1, 1, 1, 1, 1, 0, NULL, ma, NULL));
+}
+
+static int unlooked_workload(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    size_t len, size = 0;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CUlibrary lib;
+    CUmodule mod;
+    CUkernel kb;
+    CUfunction fb;
+    CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuModuleLoadData(&mod, ptx));
+    free(ptx);
+    CU(cuLibraryGetKernel(&kb, lib, "bump_global"));
+    CU(cuModuleGetFunction(&fb, mod, "bump_global"));
+    for (int i = 0; i < BUMPS; i++) bump((CUfunction)kb, fb);
+    CU(cuCtxSynchronize());
+    if (target) {
+        int moved = scuda_migrate(target, why, sizeof why);
+        CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
+    }
+    bump((CUfunction)kb, fb);
+    CU(cuCtxSynchronize());
+    CUdeviceptr lg, mg, table;
+    CU(cuLibraryGetGlobal(&lg, &size, lib, "g_counter"));
+    CU(cuModuleGetGlobal_v2(&mg, &size, mod, "g_counter"));
+    CU(cuModuleGetGlobal_v2(&table, &size, mod, "c_table"));
+    uint32_t lv = 0, mv = 0, t[4] = {0};
+    CU(cuMemcpyDtoH_v2(&lv, lg, sizeof lv));
+    CU(cuMemcpyDtoH_v2(&mv, mg, sizeof mv));
+    CU(cuMemcpyDtoH_v2(t, table, sizeof t));
+    CHECK(lv == 42 + (BUMPS + 1) * 7, "the library's counter is %u, not %u: bumps before the move were lost", lv,
+          42 + (BUMPS + 1) * 7);
+    CHECK(mv == 42 + (BUMPS + 1) * 102, "the module's counter is %u, not %u", mv, 42 + (BUMPS + 1) * 102);
+    CHECK(t[0] == 1 && t[1] == 2 && t[2] == 3 && t[3] == 4, "the __constant__ table is %u %u %u %u", t[0], t[1],
+          t[2], t[3]);
+    printf("library counter %u module counter %u table %u %u %u %u at %#llx %#llx %#llx\n", lv, mv, t[0], t[1], t[2],
+           t[3], (unsigned long long)lg, (unsigned long long)mg, (unsigned long long)table);
+    CU(cuModuleUnload(mod));
+    CU(cuLibraryUnload(lib));
+    return 0;
+}
+
+static void test_moves_unlooked_globals(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-unlooked-b", NULL);
+    h_server_start(&A, "migrate-unlooked-a", NULL); /* last: SCUDA_SERVER is A's */
+    char path[512];
+    int fd = h_temp_file("migrate-unlooked-plain", path, sizeof path);
+    target = NULL;
+    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run that stays");
+    close(fd);
+    char *plain = h_read_file(path, &(size_t){0});
+    fd = h_temp_file("migrate-unlooked-moved", path, sizeof path);
+    target = B.addr;
+    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run whose kernels changed globals moves");
+    close(fd);
+    char *moved = h_read_file(path, &(size_t){0});
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "the later calls ran on B");
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* B's driver places module memory elsewhere: the library global the
  * client holds would move, so the migration is refused and the session
  * goes on on A with its bytes. */
@@ -782,11 +963,14 @@ int main(void)
     h_begin(tls && strcmp(tls, "1") == 0 ? "migrate_tls" : "migrate", 170); /* ctest runs both at once */
     test_moves();
     test_moves_libraries();
+    test_moves_unlooked_globals();
+    test_images_by_digest();
     test_refused_placement();
     test_moves_driver_mmap();
     test_refused_driver_mmap();
     test_outside();
     test_outside_refused();
+    test_striped_copy_moves();
     test_drain();
     test_refusals();
     printf("PASS migrate\n");

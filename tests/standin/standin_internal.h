@@ -298,6 +298,7 @@ enum si_builtin {
     SI_BI_SAY_HELLO,
     SI_BI_TEX_SAMPLE,     /* tex_sample, texref_sample: blob is the si_texview */
     SI_BI_SURF_WRITE,     /* surf_write: blob is the si_texview */
+    SI_BI_BUMP_GLOBAL,    /* bump_global: p[0] = its module's g_counter, p[1] = c_table */
 };
 
 typedef struct si_kargs {
@@ -559,6 +560,7 @@ typedef struct si_texview {
 bool si_texobj_view(uint64_t obj, bool surface, si_texview *v);
 /* The module's texture reference `name` as a view; false if unbound or unknown. Lock held. */
 bool si_texref_view(si_module *m, const char *name, si_texview *v);
+CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes);
 /* out[i] = the 4 words tex(coords[i]) returns, i < n; false: out of bounds */
 bool si_tex_sample_exec(const si_texview *v, uint64_t out, uint64_t coords, uint64_t n);
 /* every element (x,y,z) < (w,h,d) gets the u32 base + x + 100 y + 10000 z */

@@ -199,6 +199,14 @@ static void si_decode(const si_entry *e, const unsigned char *buf, si_module *m,
                strcmp(n, "surf_write") == 0) {
         want = strcmp(n, "surf_write") == 0 ? SI_BI_SURF_WRITE : SI_BI_TEX_SAMPLE;
         ok = si_decode_tex(e, buf, m, k);
+    } else if (strcmp(n, "bump_global") == 0) {
+        want = SI_BI_BUMP_GLOBAL;
+        CUdeviceptr g = 0, t = 0;
+        if ((ok = si_sig(e, 1, one32) && m && si_module_global(m, "g_counter", &g, NULL) == CUDA_SUCCESS &&
+                  si_module_global(m, "c_table", &t, NULL) == CUDA_SUCCESS)) {
+            k->p[0] = g, k->p[1] = t;
+            k->u32 = (uint32_t)si_rd(buf, e, 0);
+        }
     } else if (strcmp(n, "say_hello") == 0) {
         want = SI_BI_SAY_HELLO;
         if ((ok = si_sig(e, 1, one32))) {
@@ -286,6 +294,14 @@ void si_kernel_exec(si_ctx *c, const si_kargs *k)
         fflush(stderr);
         si_set_sticky(CUDA_ERROR_ASSERT);
         break;
+    case SI_BI_BUMP_GLOBAL: {
+        uint32_t v, t;
+        memcpy(&v, (const void *)(uintptr_t)k->p[0], 4);
+        memcpy(&t, (const void *)(uintptr_t)(k->p[1] + 4), 4);
+        v += k->u32 + t;
+        memcpy((void *)(uintptr_t)k->p[0], &v, 4);
+        break;
+    }
     case SI_BI_SAY_HELLO: {
         uint64_t n = k->n < SI_MAX_HELLO ? k->n : SI_MAX_HELLO;
         char line[48];

@@ -1125,7 +1125,7 @@ static CUresult si_module_var(si_module *m, const char *name, CUdeviceptr *dptr,
     return CUDA_ERROR_NOT_FOUND;
 }
 
-static CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
+CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
 {
     return si_module_var(m, name, dptr, bytes, false);
 }

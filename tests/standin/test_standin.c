@@ -732,6 +732,7 @@ static const sig g_sigs[] = {
     {"tex_sample", 5, {0, 8, 16, 24, 28}, {8, 8, 8, 4, 4}},
     {"texref_sample", 3, {0, 8, 16}, {8, 8, 4}},
     {"surf_write", 5, {0, 8, 12, 16, 20}, {8, 4, 4, 4, 4}},
+    {"bump_global", 1, {0}, {4}},
 };
 #define N_KERNELS (sizeof(g_sigs) / sizeof(g_sigs[0]))
 

@@ -169,12 +169,137 @@ static void bad_fatbin(void)
     CHECK(strstr(why, "1048576") != NULL);
 }
 
+/* ---- image_globals: the variables an image declares ---------------------- */
+
+static char names[512];
+
+static int collect(const char *name, void *arg)
+{
+    (void)arg;
+    size_t n = strlen(names);
+    snprintf(names + n, sizeof names - n, "%s%s", n ? " " : "", name);
+    return 0;
+}
+
+static int list(const uint8_t *img, size_t len, unsigned arch)
+{
+    names[0] = '\0';
+    why[0] = '\0';
+    return image_globals(img, len, arch, collect, NULL, why, sizeof why);
+}
+
+static const char vars_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    "// .global .u32 commented_out;\n/* .const .u32 also_not; */\n"
+    ".visible .global .align 4 .u32 counter = 42;\n"
+    ".global .align 1 .b8 bytes[6] = {1, 2, 3, 4, 5, 6}, second, third[2];\n"
+    ".visible .const .align 4 .b8 table[16] = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0};\n"
+    ".global .texref tex;\n.extern .global .f64 elsewhere;\n"
+    ".visible .entry k(.param .u64 p)\n{\n\tld.global.u32 %r1, [counter];\n\t.global .u32 inside;\n\tret;\n}\n";
+
+/* A cubin: a counter in .nv.global, a table in .nv.constant3, a kernel's
+ * parameter bank in .nv.constant0.k and a function symbol, which are no
+ * variables. */
+enum { V_NULL, V_SHSTRTAB, V_STRTAB, V_SYMTAB, V_GLOBAL, V_CONST3, V_CONST0, V_COUNT };
+
+static uint8_t *elf_with_vars(size_t *len)
+{
+    static const char shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.global\0.nv.constant3\0.nv.constant0.k";
+    static const char str[] = "\0dcounter\0dtable\0params\0k";
+    const size_t names = sizeof(Elf64_Ehdr), strs = names + sizeof shstr;
+    const size_t syms = (strs + sizeof str + 7) & ~(size_t)7, data = syms + 5 * sizeof(Elf64_Sym);
+    const size_t shoff = data + 32;
+    *len = shoff + V_COUNT * sizeof(Elf64_Shdr);
+    uint8_t *p = calloc(1, *len);
+    Elf64_Ehdr eh = {.e_type = ET_EXEC, .e_machine = 190, .e_version = EV_CURRENT, .e_shoff = shoff,
+                     .e_ehsize = sizeof eh, .e_shentsize = sizeof(Elf64_Shdr), .e_shnum = V_COUNT,
+                     .e_shstrndx = V_SHSTRTAB};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64, eh.e_ident[EI_DATA] = ELFDATA2LSB, eh.e_ident[EI_VERSION] = EV_CURRENT;
+    memcpy(p, &eh, sizeof eh);
+    memcpy(p + names, shstr, sizeof shstr);
+    memcpy(p + strs, str, sizeof str);
+    Elf64_Sym sym[5] = {
+        [1] = {.st_name = 1, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT), .st_shndx = V_GLOBAL, .st_size = 4},
+        [2] = {.st_name = 10, .st_info = ELF64_ST_INFO(STB_LOCAL, STT_OBJECT), .st_shndx = V_CONST3, .st_size = 16},
+        [3] = {.st_name = 17, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT), .st_shndx = V_CONST0, .st_size = 8},
+        [4] = {.st_name = 24, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), .st_shndx = V_GLOBAL},
+    };
+    memcpy(p + syms, sym, sizeof sym);
+    Elf64_Shdr sh[V_COUNT] = {
+        [V_SHSTRTAB] = {.sh_name = 1, .sh_type = SHT_STRTAB, .sh_offset = names, .sh_size = sizeof shstr},
+        [V_STRTAB] = {.sh_name = 11, .sh_type = SHT_STRTAB, .sh_offset = strs, .sh_size = sizeof str},
+        [V_SYMTAB] = {.sh_name = 19, .sh_type = SHT_SYMTAB, .sh_offset = syms, .sh_size = sizeof sym,
+                      .sh_link = V_STRTAB, .sh_entsize = sizeof(Elf64_Sym)},
+        [V_GLOBAL] = {.sh_name = 27, .sh_type = SHT_NOBITS, .sh_offset = data, .sh_size = 4},
+        [V_CONST3] = {.sh_name = 38, .sh_type = SHT_PROGBITS, .sh_offset = data, .sh_size = 16},
+        [V_CONST0] = {.sh_name = 52, .sh_type = SHT_PROGBITS, .sh_offset = data + 16, .sh_size = 8},
+    };
+    memcpy(p + shoff, sh, sizeof sh);
+    return p;
+}
+
+/* A fatbin of entries (kind, arch, flags, payload), in order. */
+struct fat_part {
+    uint16_t kind;
+    uint32_t arch;
+    uint64_t flags;
+    const uint8_t *payload;
+    size_t len;
+};
+
+static uint8_t *fatbin_of(const struct fat_part *parts, int n, size_t *len)
+{
+    uint64_t entries = 0;
+    for (int i = 0; i < n; i++) entries += SAMPLE_FATBIN_ENTRY + ((parts[i].len + 7) & ~(size_t)7);
+    *len = 16 + entries;
+    uint8_t *p = calloc(1, *len), *e = p + 16;
+    uint32_t magic = SAMPLE_FATBIN_MAGIC;
+    uint16_t version = 1, header = 16;
+    memcpy(p, &magic, 4), memcpy(p + 4, &version, 2), memcpy(p + 6, &header, 2), memcpy(p + 8, &entries, 8);
+    for (int i = 0; i < n; i++) {
+        size_t padded = (parts[i].len + 7) & ~(size_t)7;
+        sample_entry(e, parts[i].kind, padded);
+        memcpy(e + 28, &parts[i].arch, 4);
+        memcpy(e + 40, &parts[i].flags, 8);
+        memcpy(e + SAMPLE_FATBIN_ENTRY, parts[i].payload, parts[i].len);
+        e += SAMPLE_FATBIN_ENTRY + padded;
+    }
+    return p;
+}
+
+static void listed_globals(void)
+{
+    CHECK(list((const uint8_t *)vars_ptx, sizeof vars_ptx, 90) == 0);
+    CHECK(strcmp(names, "counter bytes second third table elsewhere") == 0);
+    if (strcmp(names, "counter bytes second third table elsewhere")) printf("  PTX: %s\n", names);
+    size_t elf_len, fat_len;
+    uint8_t *elf = elf_with_vars(&elf_len);
+    CHECK(image_check(elf, elf_len, why, sizeof why) == 0);
+    CHECK(list(elf, elf_len, 90) == 0 && strcmp(names, "dcounter dtable") == 0);
+    if (strcmp(names, "dcounter dtable")) printf("  ELF: %s (%s)\n", names, why);
+    /* The cubin for the device's major version, else the PTX. */
+    const uint8_t *ptx = (const uint8_t *)sample_ptx_text;
+    struct fat_part parts[] = {{1, 52, 0, (const uint8_t *)vars_ptx, sizeof vars_ptx},
+                               {2, 80, 0, ptx, sizeof sample_ptx_text},
+                               {2, 90, 0, elf, elf_len},
+                               {2, 100, 0x2000, ptx, sizeof sample_ptx_text}};
+    uint8_t *fat = fatbin_of(parts, 4, &fat_len);
+    CHECK(list(fat, fat_len, 90) == 0 && strcmp(names, "dcounter dtable") == 0);
+    CHECK(list(fat, fat_len, 75) == 0 && strcmp(names, "counter bytes second third table elsewhere") == 0);
+    CHECK(list(fat, fat_len, 100) == -1 && strstr(why, "compressed"));
+    CHECK(list(fat, fat_len, 50) == -1 && strstr(why, "no code for sm_50"));
+    free(fat);
+    free(elf);
+}
+
 int main(void)
 {
     good_images();
     bad_ptx();
     bad_elf();
     bad_fatbin();
+    listed_globals();
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;
 }

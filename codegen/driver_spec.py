@@ -427,6 +427,10 @@ cuGraphKernelNodeSetAttribute manual  sends=cuGraphKernelNodeSetAttribute
 cuGraphExecUpdate             manual  sends=cuGraphExecUpdate_v2  # both exports; node handles map back to ids (graph_update.c)
 cuGraphAddMemAllocNode        manual  sends=cuGraphAddMemAllocNode  # access descriptors travel as an array (graph_mem.c)
 cuGraphMemAllocNodeGetParams  manual  sends=cuGraphMemAllocNodeGetParams
+cuGraphAddBatchMemOpNode      manual  sends=cuGraphAddBatchMemOpNode  # the operations travel as cuStreamBatchMemOp's (graph_mem_op.c)
+cuGraphBatchMemOpNodeGetParams  manual  sends=cuGraphBatchMemOpNodeGetParams
+cuGraphBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphExecBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -1081,6 +1085,31 @@ op cuGraphMemAllocNodeGetParams
     out raw:CUmemAccessDesc access[] max=GRAPH_MAX_ACCESS
     out u64 bytesize
     out dptr dptr
+
+# Batch memory-operation nodes: the operations are raw
+# CUstreamBatchMemOpParams, as cuStreamBatchMemOp sends them (device
+# addresses, no host pointers); the context is the client's.
+const GRAPH_MAX_MEM_OPS   65536        # operations of one node (48 bytes each)
+op cuGraphAddBatchMemOpNode
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
+
+op cuGraphBatchMemOpNodeGetParams
+    in handle node
+    out handle ctx
+    out raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    out u32 flags
+
+op cuGraphBatchMemOpNodeSetParams
+    in handle exec                     # 0: the graph's node itself
+    in handle node
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
 
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams

@@ -6,8 +6,8 @@
  * API the program uses. XLA builds its command buffers this way.
  *
  * Types without a forwarded call of their own (external semaphores,
- * batched memory operations, conditional nodes, a child graph moved into
- * its parent) return CUDA_ERROR_NOT_SUPPORTED and log the type once. */
+ * conditional nodes, a child graph moved into its parent) return
+ * CUDA_ERROR_NOT_SUPPORTED and log the type once. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stddef.h>
@@ -57,6 +57,14 @@ _Static_assert(offsetof(CUDA_HOST_NODE_PARAMS_v2, fn) == offsetof(CUDA_HOST_NODE
                    offsetof(CUDA_HOST_NODE_PARAMS_v2, userData) == offsetof(CUDA_HOST_NODE_PARAMS, userData),
                "host node params");
 
+/* CUDA_BATCH_MEM_OP_NODE_PARAMS_v2 (the union's) and v1 are the same. */
+_Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2) == sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) &&
+                   offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2, paramArray) ==
+                       offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS, paramArray) &&
+                   offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2, flags) == offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS, flags),
+               "batch mem op node params");
+#define MEM_OP_PARAMS(p) ((const CUDA_BATCH_MEM_OP_NODE_PARAMS *)&(p)->memOp)
+
 /* CUDA_MEM_ALLOC_NODE_PARAMS_v2 is v1 in another order; the address goes
  * back into the caller's parameters. */
 static CUresult add_alloc_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
@@ -102,6 +110,8 @@ static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, si
         return cuGraphAddHostNode(ph, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         return add_alloc_node(ph, g, deps, n, p);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphAddBatchMemOpNode(ph, g, deps, n, MEM_OP_PARAMS(p));
     default:
         return unsupported_type("cuGraphAddNode", p->type);
     }
@@ -161,6 +171,8 @@ EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeP
         return cuGraphEventRecordNodeSetEvent(hNode, nodeParams->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_HOST:
         return cuGraphHostNodeSetParams(hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphBatchMemOpNodeSetParams(hNode, MEM_OP_PARAMS(nodeParams));
     default:
         return unsupported_type("cuGraphNodeSetParams", nodeParams->type);
     }
@@ -190,6 +202,8 @@ EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNo
         return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, nodeParams->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_HOST:
         return cuGraphExecHostNodeSetParams(hGraphExec, hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, MEM_OP_PARAMS(nodeParams));
     default:
         return unsupported_type("cuGraphExecNodeSetParams", nodeParams->type);
     }

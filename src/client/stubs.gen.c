@@ -1330,14 +1330,6 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
     return r;
 }
 
-EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
 {
     SHIM_ENTER(cuGraphAddChildGraphNode, (phGraphNode, hGraph, dependencies, numDependencies, childGraph));
@@ -1602,22 +1594,6 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return r;
 }
 
-EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams (nodeParams_out: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     SHIM_ENTER(cuGraphChildGraphNodeGetGraph, (hNode, phGraph));
@@ -1797,14 +1773,6 @@ EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)

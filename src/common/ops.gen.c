@@ -387,6 +387,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuCtxSetFlags] = "cuCtxSetFlags",
     [OP_scuda_shareable_export] = "scuda_shareable_export",
     [OP_scuda_shareable_import] = "scuda_shareable_import",
+    [OP_cuGraphAddBatchMemOpNode] = "cuGraphAddBatchMemOpNode",
+    [OP_cuGraphBatchMemOpNodeGetParams] = "cuGraphBatchMemOpNodeGetParams",
+    [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -388,7 +388,10 @@ enum scuda_op {
     OP_cuCtxSetFlags = 381,
     OP_scuda_shareable_export = 382,
     OP_scuda_shareable_import = 383,
-    OP_COUNT = 384
+    OP_cuGraphAddBatchMemOpNode = 384,
+    OP_cuGraphBatchMemOpNodeGetParams = 385,
+    OP_cuGraphBatchMemOpNodeSetParams = 386,
+    OP_COUNT = 387
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -62,9 +62,12 @@ extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecUpdate_v2(srv_call *c) __attribute__((weak));
@@ -8931,6 +8934,9 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuCtxSetFlags] = {"cuCtxSetFlags", gen_srv_cuCtxSetFlags, 0, 0, 0, 0},
     [OP_scuda_shareable_export] = {"scuda_shareable_export", srv_scuda_shareable_export, 0, 0, 0, 0},
     [OP_scuda_shareable_import] = {"scuda_shareable_import", srv_scuda_shareable_import, 0, 0, 0, 0},
+    [OP_cuGraphAddBatchMemOpNode] = {"cuGraphAddBatchMemOpNode", srv_cuGraphAddBatchMemOpNode, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeGetParams] = {"cuGraphBatchMemOpNodeGetParams", srv_cuGraphBatchMemOpNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeSetParams] = {"cuGraphBatchMemOpNodeSetParams", srv_cuGraphBatchMemOpNodeSetParams, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -625,3 +625,75 @@ CUresult srv_cuGraphMemAllocNodeGetParams(srv_call *c)
     msg_cuGraphMemAllocNodeGetParams_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }
+
+/* ---- batch memory-operation nodes ------------------------------------------ */
+
+/* The operations are raw CUstreamBatchMemOpParams, as for
+ * cuStreamBatchMemOp: device addresses only, nothing here dereferences
+ * them. */
+static CUresult mem_op_params(srv_call *c, uint64_t ctx_id, const CUstreamBatchMemOpParams *ops, uint32_t n,
+                              uint32_t flags, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    void *ctx;
+    CUresult r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
+    if (r != CUDA_SUCCESS) return r;
+    memset(p, 0, sizeof *p);
+    p->ctx = (CUcontext)ctx;
+    p->count = n;
+    p->paramArray = (CUstreamBatchMemOpParams *)ops; /* the request's own copy (arena) */
+    p->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c)
+{
+    struct msg_cuGraphAddBatchMemOpNode_req m;
+    if (msg_cuGraphAddBatchMemOpNode_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *graph;
+    CUgraphNode *deps = NULL, node = NULL;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = mem_op_params(c, m.ctx, m.ops, m.ops_count, m.flags, &p);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    r = REAL(cuGraphAddBatchMemOpNode, &node, (CUgraph)graph, deps, m.deps_count, &p);
+    free(deps);
+    if (r == CUDA_SUCCESS && (r = handle_put(c->s, m.node, HK_GRAPH_NODE, node)) != CUDA_SUCCESS)
+        REAL(cuGraphDestroyNode, node);
+    return r;
+}
+
+CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c)
+{
+    struct msg_cuGraphBatchMemOpNodeGetParams_req m;
+    if (msg_cuGraphBatchMemOpNodeGetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    if ((r = REAL(cuGraphBatchMemOpNodeGetParams, (CUgraphNode)node, &p)) != CUDA_SUCCESS) return r;
+    if (p.count > GRAPH_MAX_MEM_OPS || (p.count && !p.paramArray)) return CUDA_ERROR_UNKNOWN;
+    struct msg_cuGraphBatchMemOpNodeGetParams_rep rep = {
+        .ctx = p.ctx ? handle_find_id(c->s, HK_CONTEXT, p.ctx) : 0,
+        .ops = p.paramArray,
+        .ops_count = p.count,
+        .flags = p.flags,
+    };
+    msg_cuGraphBatchMemOpNodeGetParams_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c)
+{
+    struct msg_cuGraphBatchMemOpNodeSetParams_req m;
+    if (msg_cuGraphBatchMemOpNodeSetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node, *exec = NULL;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r == CUDA_SUCCESS && m.exec) r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &exec);
+    if (r == CUDA_SUCCESS) r = mem_op_params(c, m.ctx, m.ops, m.ops_count, m.flags, &p);
+    if (r != CUDA_SUCCESS) return r;
+    return exec ? REAL(cuGraphExecBatchMemOpNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &p)
+                : REAL(cuGraphBatchMemOpNodeSetParams, (CUgraphNode)node, &p);
+}

@@ -7,8 +7,8 @@
  *   graph does not) and on an executable graph's node; added through
  *   cuGraphAddNode;
  * - a client that dies with host work pending does not hold up its server;
- * - kernel node attributes, cuGraphExecUpdate and memory allocation nodes
- *   (below, as the stand-in models them). */
+ * - kernel node attributes, cuGraphExecUpdate, memory allocation nodes
+ *   and batch memory-operation nodes (below, as the stand-in models them). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +237,93 @@ static void alloc_nodes(CUstream s)
     printf("ok allocation nodes: the address is device memory to the client\n");
 }
 
+/* Batch memory-operation nodes: the operations travel both ways; each
+ * launch writes the values; set on the graph's node, on the executable
+ * graph's node, and added with cuGraphAddNode. */
+static void mem_op_nodes(CUstream s, CUdeviceptr buf)
+{
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUstreamBatchMemOpParams ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = buf;
+    ops[0].writeValue.value = 0xabcd0001u;
+    ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[1].writeValue.address = buf + 8;
+    ops[1].writeValue.value64 = 0x1122334455667788ull;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p = {ctx, 2, ops, 0};
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 0, NULL, 0);
+    CUgraphNode n;
+    CU(cuGraphAddBatchMemOpNode(&n, g, &k, 1, &p));
+    CUgraphNodeType type;
+    CU(cuGraphNodeGetType(n, &type));
+    CHECK(type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "node type %d", (int)type);
+    CUDA_BATCH_MEM_OP_NODE_PARAMS q;
+    memset(&q, 0, sizeof q);
+    CU(cuGraphBatchMemOpNodeGetParams(n, &q));
+    CHECK(q.ctx == ctx && q.count == 2 && q.paramArray && q.paramArray != ops && q.flags == 0,
+          "the node's parameters came back changed");
+    CHECK(q.paramArray[1].writeValue.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 &&
+              q.paramArray[1].writeValue.address == buf + 8 &&
+              q.paramArray[1].writeValue.value64 == 0x1122334455667788ull,
+          "the node's second operation came back changed");
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    uint32_t w[4];
+    CU(cuMemcpyDtoH_v2(w, buf, sizeof w));
+    CHECK(w[0] == 0xabcd0001u && w[1] == 0 && w[2] == 0x55667788u && w[3] == 0x11223344u,
+          "the launch wrote %08x %08x %08x %08x", w[0], w[1], w[2], w[3]);
+
+    /* set on the graph's node: a new instantiation writes 2; e still writes 0xabcd0001 */
+    ops[0].writeValue.value = 2;
+    p.count = 1;
+    CU(cuGraphBatchMemOpNodeSetParams(n, &p));
+    CUgraphExec e2;
+    CU(cuGraphInstantiateWithFlags(&e2, g, 0));
+    launch_sync(e2, s);
+    CHECK(first_word(buf) == 2, "the set node wrote %08x", first_word(buf));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 0xabcd0001u, "the earlier executable graph wrote %08x", first_word(buf));
+    /* set on the executable graph's node */
+    ops[0].writeValue.value = 3;
+    CU(cuGraphExecBatchMemOpNodeSetParams(e, n, &p));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 3, "after the exec set the graph wrote %08x", first_word(buf));
+
+    /* the generic calls */
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    np.memOp.ctx = ctx;
+    np.memOp.count = 1;
+    np.memOp.paramArray = ops;
+    ops[0].writeValue.value = 4;
+    CUgraph g2;
+    CU(cuGraphCreate(&g2, 0));
+    CUgraphNode n2;
+    CU(cuGraphAddNode(&n2, g2, NULL, 0, &np));
+    CUgraphExec e3;
+    CU(cuGraphInstantiateWithFlags(&e3, g2, 0));
+    launch_sync(e3, s);
+    CHECK(first_word(buf) == 4, "a node added with cuGraphAddNode wrote %08x", first_word(buf));
+    ops[0].writeValue.value = 5;
+    CU(cuGraphExecNodeSetParams(e3, n2, &np));
+    launch_sync(e3, s);
+    CHECK(first_word(buf) == 5, "after cuGraphExecNodeSetParams the graph wrote %08x", first_word(buf));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphBatchMemOpNodeGetParams(k, &q));
+
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphExecDestroy(e2));
+    CU(cuGraphExecDestroy(e3));
+    CU(cuGraphDestroy(g));
+    CU(cuGraphDestroy(g2));
+    printf("ok batch memory-operation nodes: writes at each launch; get, set, exec set, cuGraphAddNode\n");
+}
+
 /* A client that launches a graph with a host node and dies before it
  * waits: the session never waits for the client's function. */
 static int dying_client(void *arg)
@@ -273,6 +360,7 @@ int main(void)
     kernel_attrs(buf);
     exec_update(s, buf);
     alloc_nodes(s);
+    mem_op_nodes(s, buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

@@ -374,6 +374,7 @@ struct si_gnode {
     void **arg_ptrs;             /* kernelParams handed out by cuGraphKernelNodeGetParams */
     CUkernelNodeAttrValue attrs[17]; /* KERNEL: attribute values as set (zero until then) */
     CUDA_MEM_ALLOC_NODE_PARAMS alloc;  /* MEM_ALLOC: as given, with the address (accessDescs not kept) */
+    CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: as given, paramArray its own copy */
     si_gnode **deps;
     size_t n_deps;
     si_gnode *next;
@@ -391,6 +392,7 @@ typedef struct si_enode {
     CUgraphNodeType type;
     si_kcall k;
     si_op *op;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: its own copy */
 } si_enode;
 
 struct si_gexec {
@@ -412,6 +414,73 @@ static si_op *si_op_clone(const si_op *op)
     return c;
 }
 
+/* Batch memory operations: writes of 32 and 64 bits (memsets at each
+ * launch), flushes and barriers (nothing to do on the CPU). Waits are not
+ * modelled. */
+static CUresult si_memop_check(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!p || !p->count || !p->paramArray || p->flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < p->count; i++) {
+        const CUstreamBatchMemOpParams *o = &p->paramArray[i];
+        switch (o->operation) {
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+            if (!si_range((uintptr_t)o->writeValue.address, 4) || o->writeValue.address % 4)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            if (!si_range((uintptr_t)o->writeValue.address, 8) || o->writeValue.address % 8)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+        case CU_STREAM_MEM_OP_BARRIER:
+            break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            return CUDA_ERROR_NOT_SUPPORTED;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUDA_BATCH_MEM_OP_NODE_PARAMS si_memop_copy(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    CUDA_BATCH_MEM_OP_NODE_PARAMS c = *p;
+    if (p->count) {
+        c.paramArray = si_xcalloc(p->count, sizeof(*c.paramArray));
+        memcpy(c.paramArray, p->paramArray, p->count * sizeof(*c.paramArray));
+    }
+    return c;
+}
+
+static void si_memop_write32(si_stream *s, uintptr_t dst, uint32_t v)
+{
+    si_op *op = si_op_new(SI_OP_MEMSET);
+    op->u.memset.dst = dst;
+    op->u.memset.pitch = 4;
+    op->u.memset.width = 1;
+    op->u.memset.height = 1;
+    op->u.memset.elem = 4;
+    op->u.memset.value = v;
+    si_submit(s, op);
+}
+
+static void si_memop_submit(si_stream *s, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; i < p->count; i++) {
+        const CUstreamBatchMemOpParams *o = &p->paramArray[i];
+        uintptr_t a = (uintptr_t)o->writeValue.address;
+        if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32) {
+            si_memop_write32(s, a, o->writeValue.value);
+        } else if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+            si_memop_write32(s, a, (uint32_t)o->writeValue.value64); /* little-endian */
+            si_memop_write32(s, a + 4, (uint32_t)(o->writeValue.value64 >> 32));
+        }
+    }
+}
+
 static si_graph *si_graph_new(void)
 {
     si_graph *g = si_xcalloc(1, sizeof(*g));
@@ -425,6 +494,7 @@ static void si_gnode_free(si_gnode *n)
     si_hset_del(&si_g.graph_nodes, n);
     si_kcall_free(&n->k);
     si_op_free(n->op);
+    free(n->memop.paramArray);
     free(n->arg_ptrs);
     free(n->deps);
     free(n);
@@ -727,6 +797,8 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
             if (n->op)
                 x->op = si_op_clone(n->op);
             x->copy = n->copy;
+            if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+                x->memop = si_memop_copy(&n->memop);
             map[i] = x;
         }
         free(map);
@@ -1043,6 +1115,85 @@ CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_
     return rc;
 }
 
+/* Batch memory-operation nodes (see si_memop_check for what they do). */
+CUresult CUDAAPI cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, (si_gnode *const *)dependencies,
+                                   numDependencies);
+        n->memop = si_memop_copy(nodeParams);
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+static si_gnode *si_memop_node(CUgraphNode h)
+{
+    si_gnode *n = (si_gnode *)h;
+    return si_gnode_valid(n) && n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP ? n : NULL;
+}
+
+CUresult CUDAAPI cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_memop_node(hNode);
+    if (!rc && (!n || !nodeParams_out))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *nodeParams_out = n->memop; /* the array stays the node's */
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_memop_node(hNode);
+    if (!rc && !n)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        free(n->memop.paramArray);
+        n->memop = si_memop_copy(nodeParams);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                    const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gexec *e = (si_gexec *)hGraphExec;
+    si_enode *x = NULL;
+    if (!rc && (!si_gexec_valid(e) || !si_memop_node(hNode)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && i < e->n && !x; i++)
+        if (e->nodes[i].orig == (si_gnode *)hNode)
+            x = &e->nodes[i];
+    if (!rc && !x)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        free(x->memop.paramArray);
+        x->memop = si_memop_copy(nodeParams);
+    }
+    si_leave();
+    return rc;
+}
+
 /* a device, unified or host side of a memcpy node (host memory is read or
  * written when the node runs, as by the driver) */
 static bool si_node_side(CUmemorytype type, CUdeviceptr dev, const void *host, size_t x, size_t y, size_t z,
@@ -1169,6 +1320,7 @@ static void si_gexec_free(si_gexec *e)
     for (size_t i = 0; i < e->n; i++) {
         si_kcall_free(&e->nodes[i].k);
         si_op_free(e->nodes[i].op);
+        free(e->nodes[i].memop.paramArray);
     }
     free(e->nodes);
     free(e);
@@ -1197,6 +1349,8 @@ static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
         }
         if (n->op)
             x->op = si_op_clone(n->op);
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            x->memop = si_memop_copy(&n->memop);
     }
     si_hset_add(&si_g.graph_execs, e);
     *phGraphExec = (CUgraphExec)e;
@@ -1336,6 +1490,10 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
             si_op_free(x->op);
             x->op = si_op_clone(n->op);
         }
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+            free(x->memop.paramArray);
+            x->memop = si_memop_copy(&n->memop);
+        }
     }
     if (!rc) {
         resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
@@ -1359,6 +1517,8 @@ static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, b
         si_enode *x = &e->nodes[i];
         if (x->type == CU_GRAPH_NODE_TYPE_KERNEL)
             si_kcall_submit(s, &x->k);
+        else if (x->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            si_memop_submit(s, &x->memop);
         else if (x->op)
             si_submit(s, si_op_clone(x->op));
     }

@@ -431,6 +431,7 @@ cuGraphAddBatchMemOpNode      manual  sends=cuGraphAddBatchMemOpNode  # the oper
 cuGraphBatchMemOpNodeGetParams  manual  sends=cuGraphBatchMemOpNodeGetParams
 cuGraphBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
 cuGraphExecBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphDebugDotPrint          manual  sends=cuGraphDebugDotPrint  # the session's text, written by the client at the application's path (graph_dot.c)
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -486,7 +487,6 @@ cuProfilerInitialize          unsupported            # reads files on the client
 cuGraphAddNode                local                  # src/client/graph_node.c: unpacks the union, calls each type's own call
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
-cuGraphDebugDotPrint          unsupported            # writes a file on the server
 cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
 cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
@@ -1110,6 +1110,15 @@ op cuGraphBatchMemOpNodeSetParams
     in handle ctx
     in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
     in u32 flags
+
+# cuGraphDebugDotPrint: the session has the driver write a temporary file
+# of its own and sends the text back; the client writes the application's
+# path (src/client/graph_dot.c).
+const GRAPH_MAX_DOT       33554432     # bytes of one graph's dot text
+op cuGraphDebugDotPrint
+    in handle graph
+    in u32 flags
+    out bytes text
 
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams

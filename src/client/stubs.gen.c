@@ -1675,14 +1675,6 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return r;
 }
 
-EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
-{
-    SHIM_ENTER(cuGraphDebugDotPrint, (hGraph, path, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint (writes a file on the server)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
     SHIM_ENTER(cuGraphDestroy, (hGraph));

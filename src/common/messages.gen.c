@@ -2731,6 +2731,38 @@ int msg_cuGraphBatchMemOpNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_cuGraphDebugDotPrint_req_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_req *m)
+{
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_cuGraphDebugDotPrint_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->graph = wr_u64(r);
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m)
+{
+    wb_put_blob(b, m->text, m->text_len);
+}
+
+int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->text = wr_blob(r, &n);
+        m->text_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
     wb_put_u64(b, m->exec);

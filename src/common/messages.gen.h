@@ -40,6 +40,7 @@
 #define CAPTURE_MAX_DEPS 4194304  /* a frame's worth of node ids and edge data */
 #define GRAPH_MAX_ACCESS 64  /* access descriptors: at most one per device */
 #define GRAPH_MAX_MEM_OPS 65536  /* operations of one node (48 bytes each) */
+#define GRAPH_MAX_DOT 33554432  /* bytes of one graph's dot text */
 #define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
 #define MIGRATE_WHY_MAX 512
 #define SHAREABLE_TOKEN_LEN 64
@@ -1312,6 +1313,22 @@ struct msg_cuGraphBatchMemOpNodeSetParams_rep {
 };
 void msg_cuGraphBatchMemOpNodeSetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_rep *m);
 int msg_cuGraphBatchMemOpNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeSetParams_rep *m);
+
+/* cuGraphDebugDotPrint request */
+struct msg_cuGraphDebugDotPrint_req {
+    uint64_t graph; /* handle graph */
+    uint32_t flags; /* u32 flags */
+};
+void msg_cuGraphDebugDotPrint_req_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_req *m);
+int msg_cuGraphDebugDotPrint_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_req *m);
+
+/* cuGraphDebugDotPrint reply */
+struct msg_cuGraphDebugDotPrint_rep {
+    const void *text; /* u64 length + bytes text */
+    uint64_t text_len;
+};
+void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m);
+int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m);
 
 /* cuGraphInstantiateWithParams request */
 struct msg_cuGraphInstantiateWithParams_req {

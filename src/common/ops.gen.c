@@ -390,6 +390,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphAddBatchMemOpNode] = "cuGraphAddBatchMemOpNode",
     [OP_cuGraphBatchMemOpNodeGetParams] = "cuGraphBatchMemOpNodeGetParams",
     [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
+    [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -391,7 +391,8 @@ enum scuda_op {
     OP_cuGraphAddBatchMemOpNode = 384,
     OP_cuGraphBatchMemOpNodeGetParams = 385,
     OP_cuGraphBatchMemOpNodeSetParams = 386,
-    OP_COUNT = 387
+    OP_cuGraphDebugDotPrint = 387,
+    OP_COUNT = 388
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -68,6 +68,7 @@ extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphDebugDotPrint(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecUpdate_v2(srv_call *c) __attribute__((weak));
@@ -8937,6 +8938,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphAddBatchMemOpNode] = {"cuGraphAddBatchMemOpNode", srv_cuGraphAddBatchMemOpNode, 0, 0, 0, 0},
     [OP_cuGraphBatchMemOpNodeGetParams] = {"cuGraphBatchMemOpNodeGetParams", srv_cuGraphBatchMemOpNodeGetParams, 0, 0, 0, 0},
     [OP_cuGraphBatchMemOpNodeSetParams] = {"cuGraphBatchMemOpNodeSetParams", srv_cuGraphBatchMemOpNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

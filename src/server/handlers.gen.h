@@ -63,6 +63,7 @@ CUresult srv_cuGraphAddMemAllocNode(srv_call *c);
 CUresult srv_cuGraphAddMemcpyNode(srv_call *c);
 CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c);
 CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c);
+CUresult srv_cuGraphDebugDotPrint(srv_call *c);
 CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c);
 CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c);
 CUresult srv_cuGraphExecUpdate_v2(srv_call *c);

@@ -11,13 +11,19 @@
  * server's own memory. A host side is the client's memory: the node
  * copies from or into a staging buffer of the session instead
  * (graph_host.h), whose bytes travel at each launch. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "launch_params.h"
 #include "param_layout.h"
 #include "session.h"
@@ -696,4 +702,71 @@ CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     return exec ? REAL(cuGraphExecBatchMemOpNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &p)
                 : REAL(cuGraphBatchMemOpNodeSetParams, (CUgraphNode)node, &p);
+}
+
+/* ---- cuGraphDebugDotPrint ------------------------------------------------------ */
+
+/* The whole of the file at path, at most GRAPH_MAX_DOT bytes, into a
+ * buffer of host_quota_alloc (*out; NULL when empty). */
+static CUresult read_dot(const char *path, void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        LOG_ERROR("cuGraphDebugDotPrint: cannot read the driver's file %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    if (st.st_size > GRAPH_MAX_DOT) {
+        LOG_ERROR("cuGraphDebugDotPrint: the graph's dot text is %lld bytes, over SCUDA's limit of %d; print a "
+                  "smaller graph or with fewer CU_GRAPH_DEBUG_DOT_FLAGS",
+                  (long long)st.st_size, GRAPH_MAX_DOT);
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t want = (size_t)st.st_size, got = 0;
+    char *buf = want ? host_quota_alloc(want, "a graph's dot text") : NULL;
+    if (want && !buf) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    while (got < want) {
+        ssize_t k = read(fd, buf + got, want - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break; /* shorter than it said: send what is there */
+        got += (size_t)k;
+    }
+    close(fd);
+    *out = buf;
+    *n = got;
+    return CUDA_SUCCESS;
+}
+
+/* The driver writes a temporary file only this session can read; the
+ * text goes back to the client, which writes the application's path. */
+CUresult srv_cuGraphDebugDotPrint(srv_call *c)
+{
+    struct msg_cuGraphDebugDotPrint_req m;
+    if (msg_cuGraphDebugDotPrint_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *graph;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r != CUDA_SUCCESS) return r;
+    char path[] = "/tmp/scuda-dot-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        LOG_ERROR("cuGraphDebugDotPrint: cannot make a temporary file in /tmp: %s", strerror(errno));
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    close(fd);
+    void *text = NULL;
+    size_t n = 0;
+    r = REAL(cuGraphDebugDotPrint, (CUgraph)graph, path, m.flags);
+    if (r == CUDA_SUCCESS) r = read_dot(path, &text, &n);
+    unlink(path);
+    if (r == CUDA_SUCCESS)
+        msg_cuGraphDebugDotPrint_rep_put(&c->out, &(struct msg_cuGraphDebugDotPrint_rep){text, n});
+    host_quota_free(text);
+    return r;
 }

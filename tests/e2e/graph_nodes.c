@@ -8,7 +8,8 @@
  *   cuGraphAddNode;
  * - a client that dies with host work pending does not hold up its server;
  * - kernel node attributes, cuGraphExecUpdate, memory allocation nodes
- *   and batch memory-operation nodes (below, as the stand-in models them). */
+ *   and batch memory-operation nodes (below, as the stand-in models them);
+ * - cuGraphDebugDotPrint writes the client's path. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,35 @@ static void mem_op_nodes(CUstream s, CUdeviceptr buf)
     printf("ok batch memory-operation nodes: writes at each launch; get, set, exec set, cuGraphAddNode\n");
 }
 
+/* cuGraphDebugDotPrint: the driver's text lands at the application's
+ * path, on the client; a path the client cannot write is its error. */
+static void dot_print(CUdeviceptr buf)
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 1, NULL, 0), em;
+    CU(cuGraphAddEmptyNode(&em, g, &k, 1));
+    char dir[] = "/tmp/e2e-graph-dot-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[64], bad[96];
+    snprintf(path, sizeof path, "%s/g.dot", dir);
+    snprintf(bad, sizeof bad, "%s/missing/g.dot", dir);
+    CU(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE));
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cuGraphDebugDotPrint wrote no file at %s", path);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    CHECK(strstr(text, "digraph") && strstr(text, "->") && strstr(text, "}"),
+          "the file is not the graph's dot text: %s", text);
+    CU_EXPECT(CUDA_ERROR_OPERATING_SYSTEM, cuGraphDebugDotPrint(g, bad, 0));
+    unlink(path);
+    rmdir(dir);
+    CU(cuGraphDestroy(g));
+    printf("ok cuGraphDebugDotPrint: the text is written at the client's path\n");
+}
+
 /* A client that launches a graph with a host node and dies before it
  * waits: the session never waits for the client's function. */
 static int dying_client(void *arg)
@@ -361,6 +391,7 @@ int main(void)
     exec_update(s, buf);
     alloc_nodes(s);
     mem_op_nodes(s, buf);
+    dot_print(buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

@@ -1273,6 +1273,33 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return rc;
 }
 
+/* The dot text: one line per node (its id and type number), one per edge. */
+CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+    (void)flags;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!si_graph_valid(g) || !path))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    FILE *f = rc ? NULL : fopen(path, "w");
+    if (!rc && !f)
+        rc = CUDA_ERROR_OPERATING_SYSTEM;
+    if (f) {
+        fprintf(f, "digraph standin_graph_%llu {\n", (unsigned long long)g->id);
+        for (si_gnode *n = g->head; n; n = n->next) {
+            fprintf(f, "  n%llu [label=\"type %d\"];\n", (unsigned long long)n->id, (int)n->type);
+            for (size_t d = 0; d < n->n_deps; d++)
+                fprintf(f, "  n%llu -> n%llu;\n", (unsigned long long)n->deps[d]->id, (unsigned long long)n->id);
+        }
+        fputs("}\n", f);
+        if (fclose(f) != 0)
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    si_leave();
+    return rc;
+}
+
 static CUresult si_list_nodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num, bool roots)
 {
     si_enter();

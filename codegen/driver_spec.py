@@ -432,6 +432,7 @@ cuGraphBatchMemOpNodeGetParams  manual  sends=cuGraphBatchMemOpNodeGetParams
 cuGraphBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
 cuGraphExecBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
 cuGraphDebugDotPrint          manual  sends=cuGraphDebugDotPrint  # the session's text, written by the client at the application's path (graph_dot.c)
+cuUserObjectCreate            manual  sends=scuda_user_object_create  # the destructor is a run record of the client's (graph_user_object.c)
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -1119,6 +1120,16 @@ op cuGraphDebugDotPrint
     in handle graph
     in u32 flags
     out bytes text
+
+# User objects (src/client/graph_user_object.c): the destructor and its
+# data are a run record of the client's; when the driver destroys the
+# object the session queues "run record R" once and forgets it, and never
+# waits for the client.
+op scuda_user_object_create
+    in handle object                   # the new object's id (the client picks it)
+    in handle record
+    in u32 refcount
+    in u32 flags
 
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams

@@ -7091,14 +7091,6 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     return r;
 }
 
-EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)
-{
-    SHIM_ENTER(cuUserObjectCreate, (object_out, ptr, destroy, initialRefcount, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuUserObjectCreate (object_out: CUuserObject output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 {
     SHIM_ENTER(cuUserObjectRelease, (object, count));

@@ -2763,6 +2763,38 @@ int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_user_object_create_req_put(wire_buf *b, const struct msg_scuda_user_object_create_req *m)
+{
+    wb_put_u64(b, m->object);
+    wb_put_u64(b, m->record);
+    wb_put_u32(b, m->refcount);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_scuda_user_object_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->object = wr_u64(r);
+    m->record = wr_u64(r);
+    m->refcount = wr_u32(r);
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_user_object_create_rep_put(wire_buf *b, const struct msg_scuda_user_object_create_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_user_object_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
     wb_put_u64(b, m->exec);

@@ -1330,6 +1330,23 @@ struct msg_cuGraphDebugDotPrint_rep {
 void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m);
 int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m);
 
+/* scuda_user_object_create request */
+struct msg_scuda_user_object_create_req {
+    uint64_t object; /* handle object: the new object's id (the client picks it) */
+    uint64_t record; /* handle record */
+    uint32_t refcount; /* u32 refcount */
+    uint32_t flags; /* u32 flags */
+};
+void msg_scuda_user_object_create_req_put(wire_buf *b, const struct msg_scuda_user_object_create_req *m);
+int msg_scuda_user_object_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_req *m);
+
+/* scuda_user_object_create reply */
+struct msg_scuda_user_object_create_rep {
+    char none; /* no fields */
+};
+void msg_scuda_user_object_create_rep_put(wire_buf *b, const struct msg_scuda_user_object_create_rep *m);
+int msg_scuda_user_object_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_rep *m);
+
 /* cuGraphInstantiateWithParams request */
 struct msg_cuGraphInstantiateWithParams_req {
     uint64_t exec; /* handle exec: the new executable graph's id (the client picks it) */

@@ -391,6 +391,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphBatchMemOpNodeGetParams] = "cuGraphBatchMemOpNodeGetParams",
     [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
     [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
+    [OP_scuda_user_object_create] = "scuda_user_object_create",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -392,7 +392,8 @@ enum scuda_op {
     OP_cuGraphBatchMemOpNodeGetParams = 385,
     OP_cuGraphBatchMemOpNodeSetParams = 386,
     OP_cuGraphDebugDotPrint = 387,
-    OP_COUNT = 388
+    OP_scuda_user_object_create = 388,
+    OP_COUNT = 389
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -66,6 +66,7 @@ struct record {
     struct record **flush;  /* REC_HOSTFN: copies delivered before the function runs */
     size_t nflush;
     struct record *heirs;   /* REC_HOSTFN: what its node runs since a set (held by this one) */
+    int unmade;             /* a user object's destructor whose object was never handed out: runs nothing */
     struct record *next_heir;
     _Atomic int refs;
     struct record *next_dead;
@@ -897,4 +898,37 @@ CUresult srv_scuda_graph_host_node_set(srv_call *c)
         return CUDA_ERROR_OUT_OF_MEMORY; /* the node runs it: the record stays (leaked) */
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- user objects ------------------------------------------------------------------ */
+
+/* The driver destroyed the object (on any thread, inside a release or a
+ * graph's destruction, or later on one of its own): the client runs the
+ * destructor once, then forgets the record. */
+static void CUDA_CB user_object_destroyed(void *arg)
+{
+    struct record *r = arg;
+    if (!r->unmade) enqueue(HOST_WORK_RUN, r->id, NULL, 0);
+    record_unref(r);
+}
+
+CUresult srv_scuda_user_object_create(srv_call *c)
+{
+    struct msg_scuda_user_object_create_req m;
+    if (msg_scuda_user_object_create_req_get(&c->in, &c->arena, &m) != 0 || m.refcount == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct record *rec = run_record_new(m.record);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUuserObject obj = NULL;
+    CUresult r = ORIG(cuUserObjectCreate, &obj, rec, user_object_destroyed, m.refcount, m.flags);
+    if (r != CUDA_SUCCESS) {
+        free(rec);
+        return r;
+    }
+    if ((r = handle_put(c->s, m.object, HK_USER_OBJECT, obj)) != CUDA_SUCCESS) {
+        /* the client drops the record itself: the destructor must not run */
+        rec->unmade = 1;
+        if (orig.cuUserObjectRelease) orig.cuUserObjectRelease(obj, m.refcount);
+    }
+    return r;
 }

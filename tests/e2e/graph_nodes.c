@@ -9,7 +9,9 @@
  * - a client that dies with host work pending does not hold up its server;
  * - kernel node attributes, cuGraphExecUpdate, memory allocation nodes
  *   and batch memory-operation nodes (below, as the stand-in models them);
- * - cuGraphDebugDotPrint writes the client's path. */
+ * - cuGraphDebugDotPrint writes the client's path;
+ * - a user object's destructor runs in the client when the last
+ *   reference goes. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +356,45 @@ static void dot_print(CUdeviceptr buf)
     printf("ok cuGraphDebugDotPrint: the text is written at the client's path\n");
 }
 
+/* User objects: the destructor is the client's and runs here once, when
+ * the session's last reference goes: the graph's and its executable
+ * graph's, or the object's own released by hand. */
+static int destroyed_a, destroyed_b;
+static void CUDA_CB destroy_count(void *p) { ++*(int *)p; }
+
+static void user_objects(CUstream s, CUdeviceptr buf)
+{
+    CUuserObject oa, ob;
+    CU(cuUserObjectCreate(&oa, &destroyed_a, destroy_count, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    add_fill(g, buf, 9, NULL, 0);
+    CU(cuGraphRetainUserObject(g, oa, 1, CU_GRAPH_USER_OBJECT_MOVE)); /* the graph holds the only reference */
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CU(cuGraphDestroy(g));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_a == 0, "the destructor ran while the executable graph holds the object");
+    CU(cuGraphExecDestroy(e));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_a == 1, "the destructor ran %d times after the last reference went (1)", destroyed_a);
+
+    CU(cuUserObjectCreate(&ob, &destroyed_b, destroy_count, 2, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CU(cuUserObjectRelease(ob, 1));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_b == 0, "the destructor ran with a reference left");
+    CU(cuUserObjectRetain(ob, 1));
+    CU(cuUserObjectRelease(ob, 2));
+    CU(cuCtxSynchronize());
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_b == 1 && destroyed_a == 1, "destructors ran %d and %d times (1, 1)", destroyed_b, destroyed_a);
+    CUuserObject bad;
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuUserObjectCreate(&bad, NULL, NULL, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    printf("ok user objects: the client's destructor runs once, when the last reference goes\n");
+}
+
 /* A client that launches a graph with a host node and dies before it
  * waits: the session never waits for the client's function. */
 static int dying_client(void *arg)
@@ -392,6 +433,7 @@ int main(void)
     alloc_nodes(s);
     mem_op_nodes(s, buf);
     dot_print(buf);
+    user_objects(s, buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

@@ -380,10 +380,27 @@ struct si_gnode {
     si_gnode *next;
 };
 
+/* User objects: a reference count; the destructor runs when it reaches
+ * zero (at once, under the stand-in's lock: it must not call CUDA, as
+ * CU_USER_OBJECT_NO_DESTRUCTOR_SYNC says). Graphs, their clones and
+ * executable graphs hold references (si_urefs). */
+typedef struct si_uobj {
+    void *ptr;
+    CUhostFn destroy;
+    unsigned refs;
+} si_uobj;
+
+typedef struct si_urefs {
+    si_uobj **obj;
+    unsigned *count;
+    size_t n;
+} si_urefs;
+
 struct si_graph {
     uint64_t id;
     si_gnode *head, *tail;
     size_t n;
+    si_urefs urefs;
 };
 
 /* an executable graph: its own copy of each node's work */
@@ -397,9 +414,54 @@ typedef struct si_enode {
 
 struct si_gexec {
     uint64_t id;
+    si_urefs urefs;
     si_enode *nodes;
     size_t n;
 };
+
+static void si_uobj_release(si_uobj *o, unsigned count)
+{
+    o->refs -= count;
+    if (o->refs == 0) {
+        o->destroy(o->ptr);
+        free(o);
+    }
+}
+
+/* count more references of o held by u (new ones unless moved in) */
+static void si_urefs_add(si_urefs *u, si_uobj *o, unsigned count, bool move)
+{
+    if (!move)
+        o->refs += count;
+    for (size_t i = 0; i < u->n; i++)
+        if (u->obj[i] == o) {
+            u->count[i] += count;
+            return;
+        }
+    u->obj = realloc(u->obj, (u->n + 1) * sizeof(*u->obj));
+    u->count = realloc(u->count, (u->n + 1) * sizeof(*u->count));
+    if (!u->obj || !u->count)
+        abort();
+    u->obj[u->n] = o;
+    u->count[u->n++] = count;
+}
+
+static void si_urefs_copy(si_urefs *dst, const si_urefs *src)
+{
+    for (size_t i = 0; i < src->n; i++)
+        if (src->count[i])
+            si_urefs_add(dst, src->obj[i], src->count[i], false);
+}
+
+static void si_urefs_free(si_urefs *u)
+{
+    for (size_t i = 0; i < u->n; i++)
+        if (u->count[i]) /* else released already: maybe gone */
+            si_uobj_release(u->obj[i], u->count[i]);
+    free(u->obj);
+    free(u->count);
+    memset(u, 0, sizeof(*u));
+}
 
 static si_op *si_op_clone(const si_op *op)
 {
@@ -503,6 +565,7 @@ static void si_gnode_free(si_gnode *n)
 static void si_graph_free(si_graph *g)
 {
     si_hset_del(&si_g.graphs, g);
+    si_urefs_free(&g->urefs);
     while (g->head) {
         si_gnode *n = g->head;
         g->head = n->next;
@@ -802,6 +865,7 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
             map[i] = x;
         }
         free(map);
+        si_urefs_copy(&c->urefs, &g->urefs);
         *phGraphClone = (CUgraph)c;
     }
     si_leave();
@@ -1273,6 +1337,82 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return rc;
 }
 
+CUresult CUDAAPI cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount,
+                                    unsigned int flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!object_out || !destroy || !initialRefcount || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_uobj *o = si_xcalloc(1, sizeof(*o));
+        o->ptr = ptr;
+        o->destroy = destroy;
+        o->refs = initialRefcount;
+        *object_out = (CUuserObject)o;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuUserObjectRetain(CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!object || !count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        ((si_uobj *)object)->refs += count;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuUserObjectRelease(CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_uobj *o = (si_uobj *)object;
+    if (!rc && (!o || !count || count > o->refs))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_uobj_release(o, count);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)graph;
+    if (!rc && (!si_graph_valid(g) || !object || !count || (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_urefs_add(&g->urefs, (si_uobj *)object, count, flags & CU_GRAPH_USER_OBJECT_MOVE);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)graph;
+    size_t i = 0;
+    if (!rc && (!si_graph_valid(g) || !count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    while (!rc && i < g->urefs.n && g->urefs.obj[i] != (si_uobj *)object)
+        i++;
+    if (!rc && (i == g->urefs.n || g->urefs.count[i] < count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        g->urefs.count[i] -= count;
+        si_uobj_release((si_uobj *)object, count);
+    }
+    si_leave();
+    return rc;
+}
+
 /* The dot text: one line per node (its id and type number), one per edge. */
 CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
 {
@@ -1344,6 +1484,7 @@ CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, siz
 static void si_gexec_free(si_gexec *e)
 {
     si_hset_del(&si_g.graph_execs, e);
+    si_urefs_free(&e->urefs);
     for (size_t i = 0; i < e->n; i++) {
         si_kcall_free(&e->nodes[i].k);
         si_op_free(e->nodes[i].op);
@@ -1379,6 +1520,7 @@ static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
         if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
             x->memop = si_memop_copy(&n->memop);
     }
+    si_urefs_copy(&e->urefs, &g->urefs);
     si_hset_add(&si_g.graph_execs, e);
     *phGraphExec = (CUgraphExec)e;
     return CUDA_SUCCESS;

@@ -485,7 +485,7 @@ cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
 cuProfilerInitialize          unsupported            # reads files on the client
-cuGraphAddNode                local                  # src/client/graph_node.c: unpacks the union, calls each type's own call
+cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
@@ -1120,6 +1120,23 @@ op cuGraphDebugDotPrint
     in handle graph
     in u32 flags
     out bytes text
+
+# cuGraphAddNode of the node types without a call of their own: a
+# conditional node (the driver makes its body graphs: their session ids
+# come back, handle_export) or a child graph moved into its parent.
+# Edges with data are added after the node (cuGraphAddDependencies_v2).
+const GRAPH_MAX_BODIES    65536        # body graphs of one conditional node
+op scuda_graph_add_node
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in u32 type                        # CU_GRAPH_NODE_TYPE_CONDITIONAL or CU_GRAPH_NODE_TYPE_GRAPH
+    in handle child                    # GRAPH: the graph moved in
+    in u64 cond                        # CONDITIONAL: the CUgraphConditionalHandle (a value)
+    in u32 cond_type                   # CUgraphConditionalNodeType
+    in u32 size                        # body graphs
+    in handle ctx
+    out handle bodies[] max=GRAPH_MAX_BODIES
 
 # User objects (src/client/graph_user_object.c): the destructor and its
 # data are a run record of the client's; when the driver destroys the

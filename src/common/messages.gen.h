@@ -41,6 +41,7 @@
 #define GRAPH_MAX_ACCESS 64  /* access descriptors: at most one per device */
 #define GRAPH_MAX_MEM_OPS 65536  /* operations of one node (48 bytes each) */
 #define GRAPH_MAX_DOT 33554432  /* bytes of one graph's dot text */
+#define GRAPH_MAX_BODIES 65536  /* body graphs of one conditional node */
 #define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
 #define MIGRATE_WHY_MAX 512
 #define SHAREABLE_TOKEN_LEN 64
@@ -1329,6 +1330,30 @@ struct msg_cuGraphDebugDotPrint_rep {
 };
 void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m);
 int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m);
+
+/* scuda_graph_add_node request */
+struct msg_scuda_graph_add_node_req {
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    uint32_t type; /* u32 type: CU_GRAPH_NODE_TYPE_CONDITIONAL or CU_GRAPH_NODE_TYPE_GRAPH */
+    uint64_t child; /* handle child: GRAPH: the graph moved in */
+    uint64_t cond; /* u64 cond: CONDITIONAL: the CUgraphConditionalHandle (a value) */
+    uint32_t cond_type; /* u32 cond_type: CUgraphConditionalNodeType */
+    uint32_t size; /* u32 size: body graphs */
+    uint64_t ctx; /* handle ctx */
+};
+void msg_scuda_graph_add_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_node_req *m);
+int msg_scuda_graph_add_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_req *m);
+
+/* scuda_graph_add_node reply */
+struct msg_scuda_graph_add_node_rep {
+    const uint64_t *bodies; /* u32 count, then handle[] (at most GRAPH_MAX_BODIES) bodies */
+    uint32_t bodies_count;
+};
+void msg_scuda_graph_add_node_rep_put(wire_buf *b, const struct msg_scuda_graph_add_node_rep *m);
+int msg_scuda_graph_add_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_rep *m);
 
 /* scuda_user_object_create request */
 struct msg_scuda_user_object_create_req {

@@ -392,6 +392,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
     [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
     [OP_scuda_user_object_create] = "scuda_user_object_create",
+    [OP_scuda_graph_add_node] = "scuda_graph_add_node",
 };
 
 const char *scuda_op_name(unsigned op)

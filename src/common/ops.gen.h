@@ -393,7 +393,8 @@ enum scuda_op {
     OP_cuGraphBatchMemOpNodeSetParams = 386,
     OP_cuGraphDebugDotPrint = 387,
     OP_scuda_user_object_create = 388,
-    OP_COUNT = 389
+    OP_scuda_graph_add_node = 389,
+    OP_COUNT = 390
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

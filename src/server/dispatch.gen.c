@@ -55,6 +55,7 @@ extern CUresult srv_scuda_graph_stage(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_add_host_node(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_get(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_set(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_add_node(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_user_object_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
@@ -8941,6 +8942,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphBatchMemOpNodeSetParams] = {"cuGraphBatchMemOpNodeSetParams", srv_cuGraphBatchMemOpNodeSetParams, 0, 0, 0, 0},
     [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
     [OP_scuda_user_object_create] = {"scuda_user_object_create", srv_scuda_user_object_create, 0, 0, 0, 0},
+    [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -416,6 +416,12 @@ static CUresult wrap_cuGraphExecDestroy(CUgraphExec e)
     return r;
 }
 
+void graph_host_child_moved(CUgraph parent, CUgraph child)
+{
+    holding_copy(&graphs, parent, &graphs, child);
+    holding_drop(&graphs, child);
+}
+
 /* A capture that ends in failure takes its graph with it. */
 static CUresult wrap_cuStreamEndCapture(CUstream st, CUgraph *pg)
 {

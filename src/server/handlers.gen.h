@@ -50,6 +50,7 @@ CUresult srv_scuda_graph_stage(srv_call *c);
 CUresult srv_scuda_graph_add_host_node(srv_call *c);
 CUresult srv_scuda_graph_host_node_get(srv_call *c);
 CUresult srv_scuda_graph_host_node_set(srv_call *c);
+CUresult srv_scuda_graph_add_node(srv_call *c);
 CUresult srv_scuda_user_object_create(srv_call *c);
 CUresult srv_scuda_live_ping(srv_call *c);
 CUresult srv_scuda_live_pong(srv_call *c);

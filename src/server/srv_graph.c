@@ -770,3 +770,63 @@ CUresult srv_cuGraphDebugDotPrint(srv_call *c)
     host_quota_free(text);
     return r;
 }
+
+/* ---- cuGraphAddNode: conditional nodes and child graphs moved in ----------------- */
+
+static CUresult add_node_real(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    if (real.cuGraphAddNode_v2) return real.cuGraphAddNode_v2(node, g, deps, NULL, n, p);
+    return REAL(cuGraphAddNode, node, g, deps, n, p);
+}
+
+/* The driver makes a conditional node's body graphs: each gets a session
+ * id (handle_export), which the client uses as the graph's handle. A
+ * child graph moved in is the parent's from now on, and so is its host
+ * work (graph_host.h). */
+CUresult srv_scuda_graph_add_node(srv_call *c)
+{
+    struct msg_scuda_graph_add_node_req m;
+    if (msg_scuda_graph_add_node_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    int cond = m.type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    if ((!cond && m.type != CU_GRAPH_NODE_TYPE_GRAPH) || (cond && (m.size == 0 || m.size > GRAPH_MAX_BODIES)))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *graph, *child = NULL, *ctx = NULL;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS && !cond) r = handle_get(c->s, m.child, HK_GRAPH, &child);
+    if (r == CUDA_SUCCESS && cond) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
+    if (r == CUDA_SUCCESS && !cond && !child) r = CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode *deps = NULL, node = NULL;
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = (CUgraphNodeType)m.type;
+    if (cond) {
+        p.conditional.handle = m.cond;
+        p.conditional.type = (CUgraphConditionalNodeType)m.cond_type;
+        p.conditional.size = m.size;
+        p.conditional.ctx = (CUcontext)ctx;
+    } else {
+        p.graph.graph = (CUgraph)child;
+        p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    }
+    r = add_node_real(&node, (CUgraph)graph, deps, m.deps_count, &p);
+    free(deps);
+    if (r != CUDA_SUCCESS) return r;
+    if (!cond) graph_host_child_moved((CUgraph)graph, (CUgraph)child);
+    uint64_t *ids = cond ? msg_alloc(&c->arena, m.size * sizeof *ids) : NULL;
+    if (cond && !ids)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (cond && !p.conditional.phGraph_out)
+        r = CUDA_ERROR_UNKNOWN; /* a driver that made no bodies */
+    for (uint32_t i = 0; r == CUDA_SUCCESS && cond && i < m.size; i++)
+        if (!(ids[i] = handle_export(c->s, HK_GRAPH, p.conditional.phGraph_out[i]))) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
+    if (r != CUDA_SUCCESS) {
+        REAL(cuGraphDestroyNode, node);
+        return r;
+    }
+    struct msg_scuda_graph_add_node_rep rep = {.bodies = ids, .bodies_count = cond ? m.size : 0};
+    msg_scuda_graph_add_node_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}

@@ -11,7 +11,9 @@
  *   and batch memory-operation nodes (below, as the stand-in models them);
  * - cuGraphDebugDotPrint writes the client's path;
  * - a user object's destructor runs in the client when the last
- *   reference goes. */
+ *   reference goes;
+ * - conditional nodes' body graphs come back from the add, and child
+ *   graphs are added with cuGraphAddNode. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,6 +397,103 @@ static void user_objects(CUstream s, CUdeviceptr buf)
     printf("ok user objects: the client's destructor runs once, when the last reference goes\n");
 }
 
+/* A conditional node with its handle: the driver's body graphs come back
+ * as handles this client can add nodes to. */
+static CUgraphNode add_cond(CUgraph g, CUgraphConditionalNodeType type, unsigned size, unsigned value,
+                            const CUgraphNode *deps, size_t n, CUgraph *bodies)
+{
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUgraphConditionalHandle h;
+    CU(cuGraphConditionalHandleCreate(&h, g, ctx, value, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = type;
+    np.conditional.size = size;
+    np.conditional.ctx = ctx;
+    CUgraphNode node;
+    CU(cuGraphAddNode(&node, g, deps, n, &np));
+    CHECK(np.conditional.phGraph_out != NULL, "no body graphs came back");
+    for (unsigned i = 0; i < size; i++) {
+        bodies[i] = np.conditional.phGraph_out[i];
+        CHECK(bodies[i] != NULL, "body %u is NULL", i);
+    }
+    return node;
+}
+
+/* Conditional nodes (IF with an else body, WHILE) as the stand-in models
+ * them: the value is the handle's default at each launch (a kernel cannot
+ * set it there); and child graphs added with cuGraphAddNode, copied or
+ * moved in. */
+static void conditional_nodes(CUstream s, CUdeviceptr buf)
+{
+    CUgraph g, body[2];
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 1, NULL, 0);
+    CUgraphNode c = add_cond(g, CU_GRAPH_COND_TYPE_IF, 1, 1, &k, 1, body);
+    CUgraphNodeType type;
+    CU(cuGraphNodeGetType(c, &type));
+    CHECK(type == CU_GRAPH_NODE_TYPE_CONDITIONAL, "node type %d", (int)type);
+    add_fill(body[0], buf, 41, NULL, 0);
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 41, "a true IF node's body wrote %u (41)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    CU(cuGraphCreate(&g, 0));
+    k = add_fill(g, buf, 2, NULL, 0);
+    add_cond(g, CU_GRAPH_COND_TYPE_IF, 2, 0, &k, 1, body);
+    add_fill(body[0], buf, 43, NULL, 0);
+    add_fill(body[1], buf, 42, NULL, 0);
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 42, "a false IF node ran %u (its else body writes 42)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    CU(cuGraphCreate(&g, 0));
+    k = add_fill(g, buf, 3, NULL, 0);
+    add_cond(g, CU_GRAPH_COND_TYPE_WHILE, 1, 0, &k, 1, body);
+    add_fill(body[0], buf, 44, NULL, 0);
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 3, "a WHILE node whose value is 0 ran its body (%u)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    /* child graphs: copied (the child stays the application's) and moved */
+    CUgraph copied, moved;
+    CU(cuGraphCreate(&g, 0));
+    CU(cuGraphCreate(&copied, 0));
+    CU(cuGraphCreate(&moved, 0));
+    add_fill(copied, buf, 50, NULL, 0);
+    add_fill(moved, buf + 256 * 4, 51, NULL, 0);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    np.graph.graph = copied;
+    np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+    CUgraphNode n1, n2;
+    CU(cuGraphAddNode(&n1, g, NULL, 0, &np));
+    np.graph.graph = moved;
+    np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    CU(cuGraphAddNode(&n2, g, &n1, 1, &np));
+    CU(cuGraphDestroy(copied));
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    uint32_t second = 0;
+    CU(cuMemcpyDtoH_v2(&second, buf + 256 * 4, 4));
+    CHECK(first_word(buf) == 50 && second == 51, "the child graphs wrote %u and %u (50, 51)", first_word(buf),
+          second);
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g)); /* and the moved child with it */
+    printf("ok conditional nodes (IF, IF/else, WHILE) and child graphs copied or moved with cuGraphAddNode\n");
+}
+
 /* A client that launches a graph with a host node and dies before it
  * waits: the session never waits for the client's function. */
 static int dying_client(void *arg)
@@ -426,7 +525,7 @@ int main(void)
     CUstream s;
     CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr buf;
-    CU(cuMemAlloc_v2(&buf, 1024));
+    CU(cuMemAlloc_v2(&buf, 4096)); /* two fills of 256 words */
     host_nodes(s, buf);
     kernel_attrs(buf);
     exec_update(s, buf);
@@ -434,6 +533,7 @@ int main(void)
     mem_op_nodes(s, buf);
     dot_print(buf);
     user_objects(s, buf);
+    conditional_nodes(s, buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

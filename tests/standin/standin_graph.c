@@ -375,6 +375,10 @@ struct si_gnode {
     CUkernelNodeAttrValue attrs[17]; /* KERNEL: attribute values as set (zero until then) */
     CUDA_MEM_ALLOC_NODE_PARAMS alloc;  /* MEM_ALLOC: as given, with the address (accessDescs not kept) */
     CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: as given, paramArray its own copy */
+    si_graph **bodies;           /* GRAPH: the child graph; CONDITIONAL: the bodies (the node's own) */
+    unsigned n_bodies;
+    struct si_cond *cond;        /* CONDITIONAL */
+    CUgraphConditionalNodeType ctype;
     si_gnode **deps;
     size_t n_deps;
     si_gnode *next;
@@ -396,11 +400,22 @@ typedef struct si_urefs {
     size_t n;
 } si_urefs;
 
+/* A conditional handle: its value is the default at creation and, with
+ * CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch. Kernels cannot set it
+ * here (no device code), so a WHILE node whose value is not 0 at launch
+ * would never end: that launch is CUDA_ERROR_NOT_SUPPORTED. */
+typedef struct si_cond {
+    unsigned dflt, value;
+    bool assign;
+    struct si_cond *next;
+} si_cond;
+
 struct si_graph {
     uint64_t id;
     si_gnode *head, *tail;
     size_t n;
     si_urefs urefs;
+    si_cond *conds;              /* the handles made for it */
 };
 
 /* an executable graph: its own copy of each node's work */
@@ -410,6 +425,10 @@ typedef struct si_enode {
     si_kcall k;
     si_op *op;
     CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: its own copy */
+    struct si_gexec **subs;      /* GRAPH: the child's; CONDITIONAL: the bodies' */
+    unsigned n_subs;
+    si_cond *cond;
+    CUgraphConditionalNodeType ctype;
 } si_enode;
 
 struct si_gexec {
@@ -551,9 +570,14 @@ static si_graph *si_graph_new(void)
     return g;
 }
 
+static void si_graph_free(si_graph *g);
+
 static void si_gnode_free(si_gnode *n)
 {
     si_hset_del(&si_g.graph_nodes, n);
+    for (unsigned i = 0; i < n->n_bodies; i++)
+        si_graph_free(n->bodies[i]);
+    free(n->bodies);
     si_kcall_free(&n->k);
     si_op_free(n->op);
     free(n->memop.paramArray);
@@ -570,6 +594,11 @@ static void si_graph_free(si_graph *g)
         si_gnode *n = g->head;
         g->head = n->next;
         si_gnode_free(n);
+    }
+    while (g->conds) {
+        si_cond *c = g->conds;
+        g->conds = c->next;
+        free(c);
     }
     free(g);
 }
@@ -826,7 +855,59 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     return rc;
 }
 
-/* a copy of every node, dependencies mapped to the copies */
+/* a copy of every node, dependencies mapped to the copies; child graphs
+ * are copied too, conditional nodes are not modelled (the caller holds
+ * the lock) */
+static CUresult si_graph_clone(si_graph *g, si_graph **out)
+{
+    for (si_gnode *n = g->head; n; n = n->next) {
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
+            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    si_graph *c = si_graph_new();
+    si_gnode **map = si_xcalloc(g->n ? g->n : 1, sizeof(*map));
+    size_t i = 0;
+    CUresult rc = CUDA_SUCCESS;
+    for (si_gnode *n = g->head; n; n = n->next, i++) {
+        si_gnode *deps[64];
+        size_t nd = 0;
+        for (size_t d = 0; d < n->n_deps && nd < 64; d++) {
+            size_t j = 0;
+            for (si_gnode *m = g->head; m && m != n->deps[d]; m = m->next) j++;
+            if (j < i)
+                deps[nd++] = map[j];
+        }
+        si_gnode *x = si_gnode_add(c, n->type, deps, nd);
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            size_t pb = n->k.func->entry->param_bytes;
+            x->k = n->k;
+            x->k.params = si_xcalloc(pb ? pb : 1, 1);
+            memcpy(x->k.params, n->k.params, pb);
+        }
+        if (n->op)
+            x->op = si_op_clone(n->op);
+        x->copy = n->copy;
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            x->memop = si_memop_copy(&n->memop);
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            x->bodies = si_xcalloc(1, sizeof(*x->bodies));
+            if ((rc = si_graph_clone(n->bodies[0], &x->bodies[0])) == CUDA_SUCCESS)
+                x->n_bodies = 1;
+        }
+        map[i] = x;
+    }
+    free(map);
+    if (rc) {
+        si_graph_free(c);
+        return rc;
+    }
+    si_urefs_copy(&c->urefs, &g->urefs);
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     si_enter();
@@ -834,40 +915,11 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     si_graph *g = (si_graph *)originalGraph;
     if (!rc && (!phGraphClone || !si_graph_valid(g)))
         rc = CUDA_ERROR_INVALID_VALUE;
-    for (si_gnode *n = rc ? NULL : g->head; n && !rc; n = n->next)
-        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
-            rc = CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
-    if (!rc) {
-        si_graph *c = si_graph_new();
-        si_gnode **map = si_xcalloc(g->n ? g->n : 1, sizeof(*map));
-        size_t i = 0;
-        for (si_gnode *n = g->head; n; n = n->next, i++) {
-            si_gnode *deps[64];
-            size_t nd = 0;
-            for (size_t d = 0; d < n->n_deps && nd < 64; d++) {
-                size_t j = 0;
-                for (si_gnode *m = g->head; m && m != n->deps[d]; m = m->next) j++;
-                if (j < i)
-                    deps[nd++] = map[j];
-            }
-            si_gnode *x = si_gnode_add(c, n->type, deps, nd);
-            if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
-                size_t pb = n->k.func->entry->param_bytes;
-                x->k = n->k;
-                x->k.params = si_xcalloc(pb ? pb : 1, 1);
-                memcpy(x->k.params, n->k.params, pb);
-            }
-            if (n->op)
-                x->op = si_op_clone(n->op);
-            x->copy = n->copy;
-            if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
-                x->memop = si_memop_copy(&n->memop);
-            map[i] = x;
-        }
-        free(map);
-        si_urefs_copy(&c->urefs, &g->urefs);
+    si_graph *c = NULL;
+    if (!rc)
+        rc = si_graph_clone(g, &c);
+    if (!rc)
         *phGraphClone = (CUgraph)c;
-    }
     si_leave();
     return rc;
 }
@@ -1413,6 +1465,117 @@ CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, un
     return rc;
 }
 
+CUresult CUDAAPI cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
+                                                unsigned int defaultLaunchValue, unsigned int flags)
+{
+    (void)ctx;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!pHandle_out || !si_graph_valid(g) || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_cond *c = si_xcalloc(1, sizeof(*c));
+        c->dflt = c->value = defaultLaunchValue;
+        c->assign = flags & CU_GRAPH_COND_ASSIGN_DEFAULT;
+        c->next = g->conds;
+        g->conds = c;
+        *pHandle_out = (CUgraphConditionalHandle)(uintptr_t)c;
+    }
+    si_leave();
+    return rc;
+}
+
+/* the handle, made for g */
+static si_cond *si_cond_of(const si_graph *g, CUgraphConditionalHandle h)
+{
+    for (si_cond *c = g->conds; c; c = c->next)
+        if ((CUgraphConditionalHandle)(uintptr_t)c == h)
+            return c;
+    return NULL;
+}
+
+static CUresult si_add_conditional(si_graph *g, si_gnode *const *deps, size_t n, CUDA_CONDITIONAL_NODE_PARAMS *p,
+                                   si_gnode **out)
+{
+    si_cond *c = si_cond_of(g, p->handle);
+    unsigned max = p->type == CU_GRAPH_COND_TYPE_IF ? 2 : p->type == CU_GRAPH_COND_TYPE_WHILE ? 1 : 1u << 16;
+    if (!c || p->type > CU_GRAPH_COND_TYPE_SWITCH || p->size == 0 || p->size > max)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_gnode *x = si_gnode_add(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, deps, n);
+    x->cond = c;
+    x->ctype = p->type;
+    x->bodies = si_xcalloc(p->size, sizeof(*x->bodies));
+    for (unsigned i = 0; i < p->size; i++)
+        x->bodies[i] = si_graph_new();
+    x->n_bodies = p->size;
+    p->phGraph_out = (CUgraph *)x->bodies; /* the node's own array */
+    *out = x;
+    return CUDA_SUCCESS;
+}
+
+/* A child graph node: a copy of child, or child itself when moved in. */
+static CUresult si_add_child(si_graph *g, si_gnode *const *deps, size_t n, si_graph *child, bool move, si_gnode **out)
+{
+    if (!si_graph_valid(child) || child == g)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_graph *body = child;
+    CUresult rc = move ? CUDA_SUCCESS : si_graph_clone(child, &body);
+    if (rc)
+        return rc;
+    si_gnode *x = si_gnode_add(g, CU_GRAPH_NODE_TYPE_GRAPH, deps, n);
+    x->bodies = si_xcalloc(1, sizeof(*x->bodies));
+    x->bodies[0] = body;
+    x->n_bodies = 1;
+    *out = x;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUgraph childGraph)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    si_gnode *x = NULL;
+    if (!rc)
+        rc = si_add_child(g, (si_gnode *const *)dependencies, numDependencies, (si_graph *)childGraph, false, &x);
+    if (!rc)
+        *phGraphNode = (CUgraphNode)x;
+    si_leave();
+    return rc;
+}
+
+/* The generic add: conditional and child graph nodes (the only types
+ * SCUDA's client sends through it); edge data must be plain. */
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                   CUgraphNodeParams *nodeParams)
+{
+    static const CUgraphEdgeData plain;
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    if (!rc && !nodeParams)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && dependencyData && i < numDependencies; i++)
+        if (memcmp(&dependencyData[i], &plain, sizeof plain) != 0)
+            rc = CUDA_ERROR_NOT_SUPPORTED;
+    si_gnode *x = NULL;
+    si_gnode *const *deps = (si_gnode *const *)dependencies;
+    if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        rc = si_add_conditional(g, deps, numDependencies, &nodeParams->conditional, &x);
+    else if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH)
+        rc = si_add_child(g, deps, numDependencies, (si_graph *)nodeParams->graph.graph,
+                          nodeParams->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, &x);
+    else if (!rc)
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (!rc)
+        *phGraphNode = (CUgraphNode)x;
+    si_leave();
+    return rc;
+}
+
 /* The dot text: one line per node (its id and type number), one per edge. */
 CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
 {
@@ -1486,6 +1649,9 @@ static void si_gexec_free(si_gexec *e)
     si_hset_del(&si_g.graph_execs, e);
     si_urefs_free(&e->urefs);
     for (size_t i = 0; i < e->n; i++) {
+        for (unsigned j = 0; j < e->nodes[i].n_subs; j++)
+            si_gexec_free(e->nodes[i].subs[j]);
+        free(e->nodes[i].subs);
         si_kcall_free(&e->nodes[i].k);
         si_op_free(e->nodes[i].op);
         free(e->nodes[i].memop.paramArray);
@@ -1494,14 +1660,24 @@ static void si_gexec_free(si_gexec *e)
     free(e);
 }
 
-static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+/* every kernel node's function, in g and its child and body graphs, is
+ * still loaded */
+static bool si_graph_live(const si_graph *g)
 {
-    si_graph *g = (si_graph *)hGraph;
-    if (!phGraphExec || !si_graph_valid(g))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (si_gnode *n = g->head; n; n = n->next)
+    for (const si_gnode *n = g->head; n; n = n->next) {
         if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
-            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+            return false;
+        for (unsigned i = 0; i < n->n_bodies; i++)
+            if (!si_graph_live(n->bodies[i]))
+                return false;
+    }
+    return true;
+}
+
+/* an executable copy of g; child and body graphs get executable copies of
+ * their own, which only their node holds */
+static si_gexec *si_gexec_build(const si_graph *g)
+{
     si_gexec *e = si_xcalloc(1, sizeof(*e));
     e->id = si_next_id();
     e->nodes = si_xcalloc(g->n ? g->n : 1, sizeof(*e->nodes));
@@ -1519,8 +1695,27 @@ static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
             x->op = si_op_clone(n->op);
         if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
             x->memop = si_memop_copy(&n->memop);
+        if (n->n_bodies) {
+            x->subs = si_xcalloc(n->n_bodies, sizeof(*x->subs));
+            for (unsigned i = 0; i < n->n_bodies; i++)
+                x->subs[i] = si_gexec_build(n->bodies[i]);
+            x->n_subs = n->n_bodies;
+            x->cond = n->cond;
+            x->ctype = n->ctype;
+        }
     }
     si_urefs_copy(&e->urefs, &g->urefs);
+    return e;
+}
+
+static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+{
+    si_graph *g = (si_graph *)hGraph;
+    if (!phGraphExec || !si_graph_valid(g))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!si_graph_live(g))
+        return CUDA_ERROR_INVALID_HANDLE; /* a kernel's module was unloaded */
+    si_gexec *e = si_gexec_build(g);
     si_hset_add(&si_g.graph_execs, e);
     *phGraphExec = (CUgraphExec)e;
     return CUDA_SUCCESS;
@@ -1672,6 +1867,59 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
     return rc;
 }
 
+/* Conditional values at the start of a launch; NOT_SUPPORTED for a
+ * WHILE node that would never end here (si_cond). */
+static CUresult si_gexec_prepare(const si_gexec *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const si_enode *x = &e->nodes[i];
+        if (x->cond && x->cond->assign)
+            x->cond->value = x->cond->dflt;
+        if (x->cond && x->ctype == CU_GRAPH_COND_TYPE_WHILE && x->cond->value)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        for (unsigned j = 0; j < x->n_subs; j++) {
+            CUresult rc = si_gexec_prepare(x->subs[j]);
+            if (rc)
+                return rc;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* which body a conditional node runs, or -1: none */
+static int si_cond_body(const si_enode *x)
+{
+    unsigned v = x->cond->value;
+    switch (x->ctype) {
+    case CU_GRAPH_COND_TYPE_IF:
+        return v ? 0 : x->n_subs == 2 ? 1 : -1;
+    case CU_GRAPH_COND_TYPE_SWITCH:
+        return v < x->n_subs ? (int)v : -1;
+    default:
+        return -1; /* WHILE: 0 at launch (si_gexec_prepare) */
+    }
+}
+
+static void si_gexec_submit(si_stream *s, const si_gexec *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const si_enode *x = &e->nodes[i];
+        if (x->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            si_kcall_submit(s, &x->k);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+            si_memop_submit(s, &x->memop);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            si_gexec_submit(s, x->subs[0]);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            int b = si_cond_body(x);
+            if (b >= 0)
+                si_gexec_submit(s, x->subs[b]);
+        } else if (x->op) {
+            si_submit(s, si_op_clone(x->op));
+        }
+    }
+}
+
 static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, bool upload)
 {
     si_enter();
@@ -1682,15 +1930,10 @@ static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, b
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc && s->capture)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* child graphs: not modelled */
-    for (size_t i = 0; !rc && !upload && i < e->n; i++) {
-        si_enode *x = &e->nodes[i];
-        if (x->type == CU_GRAPH_NODE_TYPE_KERNEL)
-            si_kcall_submit(s, &x->k);
-        else if (x->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
-            si_memop_submit(s, &x->memop);
-        else if (x->op)
-            si_submit(s, si_op_clone(x->op));
-    }
+    if (!rc && !upload)
+        rc = si_gexec_prepare(e);
+    if (!rc && !upload)
+        si_gexec_submit(s, e);
     si_leave();
     return rc;
 }

@@ -162,7 +162,8 @@ static void kernel_attrs(CUdeviceptr buf)
     CHECK(v.clusterDim.x == 2 && v.clusterDim.y == 1 && v.clusterDim.z == 1, "cluster dim %u %u %u", v.clusterDim.x,
           v.clusterDim.y, v.clusterDim.z);
     /* a stream-only attribute: the driver's answer, not a guess */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
     CU(cuGraphDestroy(g));
     printf("ok kernel node attributes: priority and cluster dimension set and read back\n");
 }

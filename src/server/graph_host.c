@@ -91,6 +91,10 @@ static struct idmap execs = IDMAP_INIT;  /* real CUgraphExec -> struct holding *
  * are freed only by free_dead(), on the session thread that stages. */
 static struct idmap uploads = IDMAP_INIT;
 static pthread_mutex_t holdings_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Body graphs of conditional nodes -> their parent graph. The driver runs
+ * a body inside its parent's launches, where nothing here would stage or
+ * deliver its host work: host work in a body is refused. */
+static struct idmap bodies = IDMAP_INIT;
 
 /* ---- the queue for the client ------------------------------------------- */
 
@@ -402,11 +406,40 @@ static CUresult wrap_cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph parent, c
     return r;
 }
 
+/* g's body graphs died with it (and theirs with them). */
+static void forget_bodies(CUgraph g)
+{
+    uint64_t ids[64];
+    size_t n;
+    while ((n = idmap_take_by_value(&bodies, g, ids, 64)) > 0)
+        for (size_t i = 0; i < n; i++) forget_bodies((CUgraph)(uintptr_t)ids[i]);
+}
+
 static CUresult wrap_cuGraphDestroy(CUgraph g)
 {
     CUresult r = orig.cuGraphDestroy(g);
-    if (r == CUDA_SUCCESS) holding_drop(&graphs, g);
+    if (r == CUDA_SUCCESS) {
+        holding_drop(&graphs, g);
+        forget_bodies(g);
+    }
     return r;
+}
+
+void graph_host_body_made(CUgraph parent, CUgraph body)
+{
+    if (idmap_put(&bodies, (uint64_t)(uintptr_t)body, 0, parent) != 0)
+        LOG_ERROR("graph host work: out of memory recording a conditional node's body graph");
+}
+
+int graph_host_refuse_in_body(CUgraph g, const char *what)
+{
+    void *v;
+    if (!g || !idmap_get(&bodies, (uint64_t)(uintptr_t)g, NULL, &v)) return 0;
+    LOG_WARN("%s in a conditional node's body graph is not supported by SCUDA (the body runs inside its parent's "
+             "launch, where the client's memory and functions cannot be reached); returning "
+             "CUDA_ERROR_NOT_SUPPORTED",
+             what);
+    return 1;
 }
 
 static CUresult wrap_cuGraphExecDestroy(CUgraphExec e)
@@ -466,7 +499,10 @@ static CUresult capture_graph(srv_call *c, uint64_t stream_id, CUstream *st, CUg
     r = orig.cuStreamGetCaptureInfo_v3(*st, &status, NULL, g, NULL, NULL, NULL);
     if (r != CUDA_SUCCESS) return r;
     if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    return status == CU_STREAM_CAPTURE_STATUS_ACTIVE && *g ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !*g) return CUDA_ERROR_ILLEGAL_STATE;
+    return graph_host_refuse_in_body(*g, "a copy from or into client memory, or a host function, captured")
+               ? CUDA_ERROR_NOT_SUPPORTED
+               : CUDA_SUCCESS;
 }
 
 /* Record a new record in the capture graph's holding (holdings_lock held). */
@@ -815,6 +851,7 @@ CUresult srv_scuda_graph_add_host_node(srv_call *c)
     void *g;
     CUgraphNode *deps = NULL, node = NULL;
     CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &g);
+    if (r == CUDA_SUCCESS && graph_host_refuse_in_body(g, "a host node")) r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r != CUDA_SUCCESS) return r;
     struct record *rec = run_record_new(m.record);

@@ -329,6 +329,8 @@ CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
     CUgraphNode *deps = NULL, node = NULL;
     struct graph_host_side hs = {0};
     r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS && m.records_count && graph_host_refuse_in_body(graph, "a memcpy node with a host side"))
+        r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
     if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r == CUDA_SUCCESS) r = host_side(&m.copy, m.records, m.records_count, &p, &hs);
@@ -814,6 +816,8 @@ CUresult srv_scuda_graph_add_node(srv_call *c)
     free(deps);
     if (r != CUDA_SUCCESS) return r;
     if (!cond) graph_host_child_moved((CUgraph)graph, (CUgraph)child);
+    for (uint32_t i = 0; cond && p.conditional.phGraph_out && i < m.size; i++)
+        graph_host_body_made((CUgraph)graph, p.conditional.phGraph_out[i]);
     uint64_t *ids = cond ? msg_alloc(&c->arena, m.size * sizeof *ids) : NULL;
     if (cond && !ids)
         r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -438,6 +438,22 @@ static void conditional_nodes(CUstream s, CUdeviceptr buf)
     CU(cuGraphNodeGetType(c, &type));
     CHECK(type == CU_GRAPH_NODE_TYPE_CONDITIONAL, "node type %d", (int)type);
     add_fill(body[0], buf, 41, NULL, 0);
+    /* host work in a body cannot be delivered: refused, not lost */
+    CUDA_HOST_NODE_PARAMS hp = {count, &runs_d};
+    CUgraphNode hx;
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddHostNode(&hx, body[0], NULL, 0, &hp));
+    uint32_t host[4];
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = buf;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = host;
+    cp.WidthInBytes = sizeof host;
+    cp.Height = cp.Depth = 1;
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddMemcpyNode(&hx, body[0], NULL, 0, &cp, ctx));
     CUgraphExec e;
     CU(cuGraphInstantiateWithFlags(&e, g, 0));
     launch_sync(e, s);
@@ -492,7 +508,8 @@ static void conditional_nodes(CUstream s, CUdeviceptr buf)
           second);
     CU(cuGraphExecDestroy(e));
     CU(cuGraphDestroy(g)); /* and the moved child with it */
-    printf("ok conditional nodes (IF, IF/else, WHILE) and child graphs copied or moved with cuGraphAddNode\n");
+    printf("ok conditional nodes (IF, IF/else, WHILE; host work in a body refused) and child graphs copied or moved "
+           "with cuGraphAddNode\n");
 }
 
 /* A client that launches a graph with a host node and dies before it

@@ -166,7 +166,14 @@ cuCtxEnablePeerAccess         sync
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
 cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
-cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
+# Green contexts: resource descriptors and green contexts are session
+# handles with client ids; a CUdevResource holds no pointer and travels as bytes.
+cuDevSmResourceSplitByCount   sync    result=out[*nbGroups] nbGroups=inout input=in remaining=out  # a NULL result asks for the group count
+cuDevResourceGenerateDesc     sync    out_handle=phDesc resources=in[nbResources]
+cuGreenCtxCreate              sync    out_handle=phCtx
+cuGreenCtxStreamCreate        sync    out_handle=phStream
+cuGreenCtxDestroy             sync    hook drops=hCtx  # the client forgets the context it made from it (green_ctx.c)
+cuCtxFromGreenCtx             manual  sends=scuda_ctx_from_green  # the client keeps contexts: one record per green context (green_ctx.c)
 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
@@ -289,7 +296,7 @@ cuLibraryGetKernelCount       local
 cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuLibraryGetGlobal            manual  sends=scuda_module_get_global
 cuLibraryGetModule            manual  sends=scuda_library_get_module
-cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
+cuLibraryGetManaged           manual  sends=scuda_library_get_managed  # a __managed__ variable: mirrored on the client as managed memory (module.c)
 cuLibraryGetUnifiedFunction   unsupported            # returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process
 cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
@@ -488,9 +495,9 @@ cuProfilerInitialize          unsupported            # reads files on the client
 cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
-cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
+cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
-cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
+cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
 cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
 cuCoredumpGetAttributeGlobal  unsupported
@@ -1279,6 +1286,17 @@ op scuda_shareable_import
     in handle handle                   # the client's id for what is imported
     in u64 flags                       # pools only
     in u8 token[SHAREABLE_TOKEN_LEN]
+
+op scuda_library_get_managed                # cuLibraryGetManaged: the address is the driver's managed memory
+    in handle library
+    in str name
+    out dptr ptr
+    out u64 size
+
+op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx
+    in handle green
+    in handle ctx                      # the client's id for the context (the same for every call on one green context)
+    out i32 dev                        # the context's device, which cuCtxGetDevice answers in the client
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

@@ -3314,3 +3314,61 @@ int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, stru
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m)
+{
+    wb_put_u64(b, m->library);
+    wb_put_str(b, m->name);
+}
+
+int msg_scuda_library_get_managed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->library = wr_u64(r);
+    m->name = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m)
+{
+    wb_put_u64(b, m->ptr);
+    wb_put_u64(b, m->size);
+}
+
+int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->ptr = wr_u64(r);
+    m->size = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m)
+{
+    wb_put_u64(b, m->green);
+    wb_put_u64(b, m->ctx);
+}
+
+int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->green = wr_u64(r);
+    m->ctx = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ctx_from_green_rep_put(wire_buf *b, const struct msg_scuda_ctx_from_green_rep *m)
+{
+    wb_put_i32(b, m->dev);
+}
+
+int msg_scuda_ctx_from_green_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+

@@ -1611,4 +1611,35 @@ struct msg_scuda_shareable_import_rep {
 void msg_scuda_shareable_import_rep_put(wire_buf *b, const struct msg_scuda_shareable_import_rep *m);
 int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_rep *m);
 
+/* scuda_library_get_managed request: cuLibraryGetManaged: the address is the driver's managed memory */
+struct msg_scuda_library_get_managed_req {
+    uint64_t library; /* handle library */
+    const char *name; /* str name */
+};
+void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m);
+int msg_scuda_library_get_managed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_req *m);
+
+/* scuda_library_get_managed reply */
+struct msg_scuda_library_get_managed_rep {
+    uint64_t ptr; /* dptr ptr */
+    uint64_t size; /* u64 size */
+};
+void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m);
+int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m);
+
+/* scuda_ctx_from_green request: cuCtxFromGreenCtx */
+struct msg_scuda_ctx_from_green_req {
+    uint64_t green; /* handle green */
+    uint64_t ctx; /* handle ctx: the client's id for the context (the same for every call on one green context) */
+};
+void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m);
+int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m);
+
+/* scuda_ctx_from_green reply */
+struct msg_scuda_ctx_from_green_rep {
+    int32_t dev; /* i32 dev: the context's device, which cuCtxGetDevice answers in the client */
+};
+void msg_scuda_ctx_from_green_rep_put(wire_buf *b, const struct msg_scuda_ctx_from_green_rep *m);
+int msg_scuda_ctx_from_green_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_rep *m);
+
 #endif

@@ -44,8 +44,10 @@
  * SCUDA_TOKEN / SCUDA_TOKEN_FILE, TLS as the client's variables say) with
  * HELLO_MIGRATE_IN, and gets a session welcome. Then A sends frames, each
  * { header: op scuda_migrate, seq 0, 1, ...; payload: one migrate_item
- * record (codegen/driver_spec.py) }: contexts, modules, functions,
- * globals, streams, events, allocations, a deferred error, then device
+ * record (codegen/driver_spec.py) }: contexts, the driver-placing events
+ * in the order they happened (modules, libraries, kernels, functions,
+ * globals, managed memory), function attributes, streams, events,
+ * allocations, the application's VMM, a deferred error, then device
  * bytes (at most MIGRATE_CHUNK per item), then MIG_END with the byte
  * count. B replays each under the same ids and at the same addresses and
  * answers once, { header: op scuda_migrate, FRAME_REPLY; payload: one

@@ -22,6 +22,7 @@
 #include "device_window.h"
 #include "dispatch.h"
 #include "image_check.h"
+#include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "session.h"
@@ -90,10 +91,11 @@ static CUresult replay_context(struct session *s, const struct msg_migrate_item 
     return r != CUDA_SUCCESS ? r : handle_put(s, it->id, HK_CONTEXT, ctx);
 }
 
-static CUresult replay_module(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+/* A module's or a library's image, loaded in the context that was current. */
+static CUresult replay_image(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
 {
     if (!it->data || it->data_len == 0 || image_check(it->data, (size_t)it->data_len, why, wl) != 0) {
-        if (!why[0]) snprintf(why, wl, "module %#llx: no image", (unsigned long long)it->id);
+        if (!why[0]) snprintf(why, wl, "image %#llx: no image", (unsigned long long)it->id);
         return CUDA_ERROR_INVALID_IMAGE;
     }
     /* The driver wants an aligned image; the frame's bytes need not be. */
@@ -101,31 +103,98 @@ static CUresult replay_module(struct session *s, const struct msg_migrate_item *
     if (!image) return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(image, it->data, (size_t)it->data_len);
     ((char *)image)[it->data_len] = '\0';
-    CUmodule mod = NULL;
+    void *h = NULL;
+    int lib = it->kind == MIG_LIBRARY;
     CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
-    if (r == CUDA_SUCCESS) r = REAL(cuModuleLoadDataEx, &mod, image, 0, NULL, NULL);
-    if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_MODULE, mod)) != CUDA_SUCCESS) REAL(cuModuleUnload, mod);
-    if (r == CUDA_SUCCESS) migrate_note_module(it->id, image, (size_t)it->data_len);
+    if (r == CUDA_SUCCESS)
+        r = lib ? REAL(cuLibraryLoadData, (CUlibrary *)&h, image, NULL, NULL, 0, NULL, NULL, 0)
+                : REAL(cuModuleLoadDataEx, (CUmodule *)&h, image, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, lib ? HK_LIBRARY : HK_MODULE, h)) != CUDA_SUCCESS)
+        lib ? REAL(cuLibraryUnload, (CUlibrary)h) : REAL(cuModuleUnload, (CUmodule)h);
+    if (r == CUDA_SUCCESS && lib) migrate_note_library(it->id, image, (size_t)it->data_len);
+    else if (r == CUDA_SUCCESS) migrate_note_module(it->id, image, (size_t)it->data_len);
     free(image);
     return r;
+}
+
+static CUresult moved_elsewhere(const char *what, const char *name, uint64_t got, uint64_t got_size,
+                                const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    snprintf(why, wl, "%s %s is at %#llx (%llu bytes) on this server, at %#llx (%llu bytes) on the session's: "
+                      "this driver placed it elsewhere (another driver, or other placements before it)",
+             what, name, (unsigned long long)got, (unsigned long long)got_size, (unsigned long long)it->a,
+             (unsigned long long)it->b);
+    return CUDA_ERROR_INVALID_ADDRESS_SPACE;
 }
 
 /* A global must be where the client's kernels and pointers expect it. */
 static CUresult replay_global(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
 {
-    void *mod;
+    void *h;
     CUdeviceptr p = 0;
     size_t size = 0;
-    CUresult r = it->name ? handle_get(s, it->parent, HK_MODULE, &mod) : CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) r = REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)mod, it->name);
-    if (r == CUDA_SUCCESS && (p != it->a || size != it->b)) {
-        snprintf(why, wl, "global %s is at %#llx (%zu bytes) on this server, at %#llx (%llu bytes) on the "
-                          "session's: this driver places module memory elsewhere",
-                 it->name, (unsigned long long)p, size, (unsigned long long)it->a, (unsigned long long)it->b);
-        return CUDA_ERROR_INVALID_ADDRESS_SPACE;
-    }
-    if (r == CUDA_SUCCESS) migrate_note_global(it->parent, it->name, p, size);
+    int lib = it->kind == MIG_LIBRARY_GLOBAL;
+    CUresult r = it->name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && lib) r = session_bind_ctx(s, (uint32_t)it->c);
+    if (r == CUDA_SUCCESS) r = handle_get(s, it->parent, lib ? HK_LIBRARY : HK_MODULE, &h);
+    if (r == CUDA_SUCCESS)
+        r = lib ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, it->name)
+                : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, it->name);
+    if (r == CUDA_SUCCESS && (p != it->a || size != it->b))
+        return moved_elsewhere(lib ? "library global" : "global", it->name, p, size, it, why, wl);
+    if (r == CUDA_SUCCESS && lib) migrate_note_library_global(it->parent, it->name, p, size);
+    else if (r == CUDA_SUCCESS) migrate_note_global(it->parent, it->name, p, size);
     return r;
+}
+
+/* A kernel's function in a context: bound under the client's id, or only
+ * asked for (the session asked, for a parameter layout), which is where
+ * the driver may load the library in that context. */
+static CUresult replay_kernel_function(struct session *s, const struct msg_migrate_item *it)
+{
+    CUresult r = session_bind_ctx(s, (uint32_t)it->c);
+    if (r != CUDA_SUCCESS || it->id) return r != CUDA_SUCCESS ? r : module_bind_kernel_function(s, it->id, it->parent);
+    void *k;
+    CUfunction f;
+    if ((r = handle_get(s, it->parent, HK_KERNEL, &k)) == CUDA_SUCCESS) r = REAL(cuKernelGetFunction, &f, (CUkernel)k);
+    return r;
+}
+
+static CUresult replay_library_module(struct session *s, const struct msg_migrate_item *it)
+{
+    CUresult r = session_bind_ctx(s, (uint32_t)it->c);
+    return r == CUDA_SUCCESS ? module_bind_library_module(s, it->id, it->parent) : r;
+}
+
+/* Managed memory, asked for in its turn: the driver must give the address
+ * the client holds (and mirrors). */
+static CUresult replay_managed(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    CUdeviceptr p = 0;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS && it->b == 0) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) r = REAL(cuMemAllocManaged, &p, (size_t)it->b, (unsigned)it->c);
+    if (r == CUDA_SUCCESS && p != it->a) return moved_elsewhere("managed memory", "", p, it->b, it, why, wl);
+    return r;
+}
+
+static CUresult replay_func_attr(struct session *s, const struct msg_migrate_item *it)
+{
+    uint32_t call = (uint32_t)(it->a >> 32), attrib = (uint32_t)it->a;
+    int value = (int)(int64_t)it->b;
+    CUdevice dev = (CUdevice)(int64_t)it->c;
+    int kernel_call = call == ATTR_KERNEL || call == ATTR_KERNEL_CACHE;
+    void *h;
+    CUresult r = handle_get(s, it->id, kernel_call ? HK_KERNEL : HK_FUNCTION, &h);
+    if (r != CUDA_SUCCESS) return r;
+    switch (call) {
+    case ATTR_FUNC: return REAL(cuFuncSetAttribute, (CUfunction)h, (CUfunction_attribute)attrib, value);
+    case ATTR_KERNEL: return REAL(cuKernelSetAttribute, (CUfunction_attribute)attrib, value, (CUkernel)h, dev);
+    case ATTR_FUNC_CACHE: return REAL(cuFuncSetCacheConfig, (CUfunction)h, (CUfunc_cache)value);
+    case ATTR_KERNEL_CACHE: return REAL(cuKernelSetCacheConfig, (CUkernel)h, (CUfunc_cache)value, dev);
+    case ATTR_FUNC_SHMEM: return REAL(cuFuncSetSharedMemConfig, (CUfunction)h, (CUsharedconfig)value);
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
 }
 
 static CUresult replay_stream(struct session *s, const struct msg_migrate_item *it)
@@ -177,8 +246,77 @@ static CUresult replay_alloc(struct session *s, const struct msg_migrate_item *i
     return r;
 }
 
-/* Bytes go only into memory this import rebuilt: an allocation or a
- * global, listed once, when the first bytes arrive (after every object). */
+/* ---- the application's VMM ------------------------------------------------------ */
+
+/* The exporter's allocation handles (keys) and this server's. */
+#define VMM_KEYS_MAX 65536
+static struct vmm_key {
+    uint64_t key;
+    CUmemGenericAllocationHandle h;
+} *vmm_keys;
+static size_t nvmm_keys;
+
+static CUresult vmm_handle(uint64_t key, CUmemGenericAllocationHandle *h)
+{
+    for (size_t i = 0; i < nvmm_keys; i++)
+        if (vmm_keys[i].key == key) return *h = vmm_keys[i].h, CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult replay_reserve(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    CUdeviceptr p = 0;
+    CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS && it->a == 0) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) r = REAL(cuMemAddressReserve, &p, (size_t)it->b, 0, (CUdeviceptr)it->a, 0);
+    if (r == CUDA_SUCCESS && p != it->a) return moved_elsewhere("the reservation", "", p, it->b, it, why, wl);
+    return r;
+}
+
+static CUresult replay_vmm_create(struct session *s, const struct msg_migrate_item *it)
+{
+    CUmemAllocationProp prop;
+    CUmemGenericAllocationHandle h = 0;
+    if (!it->data || it->data_len != sizeof prop || nvmm_keys == VMM_KEYS_MAX || vmm_handle(it->c, &h) == CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct vmm_key *v = realloc(vmm_keys, (nvmm_keys + 1) * sizeof *v);
+    if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
+    vmm_keys = v;
+    memcpy(&prop, it->data, sizeof prop);
+    prop.win32HandleMetaData = NULL;
+    CUresult r = REAL(cuMemCreate, &h, (size_t)it->a, &prop, it->b);
+    if (r == CUDA_SUCCESS && it->id && (r = handle_put(s, it->id, HK_MEM_ALLOC, (void *)(uintptr_t)h)) != CUDA_SUCCESS)
+        REAL(cuMemRelease, h);
+    if (r == CUDA_SUCCESS) vmm_keys[nvmm_keys++] = (struct vmm_key){it->c, h};
+    return r;
+}
+
+static CUresult replay_vmm_map(const struct msg_migrate_item *it)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = vmm_handle(it->c, &h);
+    return r == CUDA_SUCCESS ? REAL(cuMemMap, (CUdeviceptr)it->a, (size_t)it->b, (size_t)it->parent, h, 0) : r;
+}
+
+static CUresult replay_vmm_access(const struct msg_migrate_item *it)
+{
+    CUmemAccessDesc d[16];
+    size_t n = it->data ? (size_t)it->data_len / sizeof *d : 0;
+    if (n == 0 || n > 16 || it->data_len % sizeof *d) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(d, it->data, n * sizeof *d);
+    return REAL(cuMemSetAccess, (CUdeviceptr)it->a, (size_t)it->b, d, n);
+}
+
+static CUresult replay_vmm_release(const struct msg_migrate_item *it)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = vmm_handle(it->c, &h);
+    return r == CUDA_SUCCESS ? REAL(cuMemRelease, h) : r;
+}
+
+/* Bytes go only into memory this import rebuilt: an allocation, a
+ * global, managed memory or a mapping, listed once, when the first bytes
+ * arrive (after every object). */
 static struct migrate_range *rebuilt;
 static long nrebuilt = -1;
 
@@ -207,9 +345,22 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
 {
     switch (it->kind) {
     case MIG_CONTEXT: return replay_context(s, it);
-    case MIG_MODULE: return replay_module(s, it, why, wl);
+    case MIG_MODULE:
+    case MIG_LIBRARY: return replay_image(s, it, why, wl);
     case MIG_FUNCTION: return it->name ? module_bind_function(s, it->id, it->parent, it->name) : CUDA_ERROR_INVALID_VALUE;
-    case MIG_GLOBAL: return replay_global(s, it, why, wl);
+    case MIG_GLOBAL:
+    case MIG_LIBRARY_GLOBAL: return replay_global(s, it, why, wl);
+    case MIG_KERNEL: return it->name ? module_bind_kernel(s, it->id, it->parent, it->name) : CUDA_ERROR_INVALID_VALUE;
+    case MIG_KERNEL_FUNCTION: return replay_kernel_function(s, it);
+    case MIG_LIBRARY_MODULE: return replay_library_module(s, it);
+    case MIG_MANAGED: return replay_managed(s, it, why, wl);
+    case MIG_MANAGED_FREE: return REAL(cuMemFree_v2, (CUdeviceptr)it->a);
+    case MIG_FUNC_ATTR: return replay_func_attr(s, it);
+    case MIG_RESERVE: return replay_reserve(s, it, why, wl);
+    case MIG_VMM_CREATE: return replay_vmm_create(s, it);
+    case MIG_VMM_MAP: return replay_vmm_map(it);
+    case MIG_VMM_ACCESS: return replay_vmm_access(it);
+    case MIG_VMM_RELEASE: return replay_vmm_release(it);
     case MIG_STREAM: return replay_stream(s, it);
     case MIG_EVENT: return replay_event(s, it);
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
@@ -222,7 +373,10 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
 static const char *kind_word(unsigned k)
 {
     static const char *const w[] = {"?", "context", "module", "function", "global", "stream", "event",
-                                    "allocation", "deferred error", "memory", "end", "kept frame", "switch"};
+                                    "allocation", "deferred error", "memory", "end", "kept frame", "switch",
+                                    "library", "kernel", "kernel's function", "library's module", "library global",
+                                    "managed memory", "managed free", "function attribute", "reservation",
+                                    "VMM allocation", "VMM mapping", "VMM access", "VMM release"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -277,7 +431,7 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES && !t_copy) t_copy = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
-                     (unsigned long long)(it.kind == MIG_ALLOC || it.kind == MIG_BYTES ? it.a : it.id), (int)r);
+                     (unsigned long long)(it.id ? it.id : it.a), (int)r);
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;
         if (end && it.b != *bytes) {
             snprintf(why, wl, "%llu bytes of memory announced, %llu received", (unsigned long long)it.b,

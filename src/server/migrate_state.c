@@ -6,6 +6,7 @@
  * while the session is held. */
 #define _GNU_SOURCE
 #include "migrate_state.h"
+#include "migrate_seq.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -19,25 +20,7 @@
 #include "../common/auth.h"
 #include "../common/idmap.h"
 
-struct module_note {
-    uint64_t id;
-    void *image; /* host_quota_alloc'd copy */
-    size_t len;
-    uint64_t ctx_id; /* the context it was loaded in */
-};
-
-struct name_note {
-    uint64_t id;        /* the function's id; 0 for a global */
-    uint64_t module_id;
-    char *name;
-    uint64_t addr, size; /* globals */
-};
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct module_note *modules;
-static size_t nmodules;
-static struct name_note *names;
-static size_t nnames;
 static unsigned blockers;
 /* Event flags by real CUevent (the id map's key is the handle's value). */
 static struct idmap event_flags = IDMAP_INIT;
@@ -52,8 +35,7 @@ void migrate_block(unsigned why)
 
 /* ---- notes --------------------------------------------------------------- */
 
-/* The id of the calling thread's current context, 0 when none has one. */
-static uint64_t current_ctx_id(void)
+uint64_t migrate_current_ctx_id(void)
 {
     CUcontext ctx = NULL;
     if (REAL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx) return 0;
@@ -65,7 +47,7 @@ static CUresult noting_cuEventCreate(CUevent *e, unsigned flags)
     CUresult r = orig_event_create(e, flags);
     if (r == CUDA_SUCCESS && e && *e) {
         idmap_del(&event_flags, (uint64_t)(uintptr_t)*e); /* a handle value the driver reused */
-        idmap_put(&event_flags, (uint64_t)(uintptr_t)*e, flags, (void *)(uintptr_t)current_ctx_id());
+        idmap_put(&event_flags, (uint64_t)(uintptr_t)*e, flags, (void *)(uintptr_t)migrate_current_ctx_id());
     }
     return r;
 }
@@ -75,71 +57,8 @@ void migrate_state_install(struct driver_table *t)
     if (!t->cuEventCreate || orig_event_create) return;
     orig_event_create = t->cuEventCreate;
     t->cuEventCreate = noting_cuEventCreate;
-}
-
-void migrate_note_module(uint64_t id, const void *image, size_t len)
-{
-    void *copy = host_quota_alloc(len ? len : 1, "a module image kept for a migration");
-    pthread_mutex_lock(&lock);
-    struct module_note *v = copy ? realloc(modules, (nmodules + 1) * sizeof *v) : NULL;
-    if (v) {
-        modules = v;
-        modules[nmodules++] = (struct module_note){id, memcpy(copy, image, len), len, current_ctx_id()};
-    } else {
-        host_quota_free(copy);
-        blockers |= MIGRATE_BLOCK_LOST_NOTE;
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-void migrate_forget_module(uint64_t id)
-{
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nmodules; i++)
-        if (modules[i].id == id) {
-            host_quota_free(modules[i].image);
-            memmove(&modules[i], &modules[i + 1], (nmodules - i - 1) * sizeof *modules);
-            nmodules--;
-            break;
-        }
-    for (size_t i = nnames; i-- > 0;)
-        if (names[i].module_id == id) {
-            free(names[i].name);
-            memmove(&names[i], &names[i + 1], (nnames - i - 1) * sizeof *names);
-            nnames--;
-        }
-    pthread_mutex_unlock(&lock);
-}
-
-static void note_name(struct name_note n)
-{
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nnames && n.id == 0; i++)
-        if (names[i].id == 0 && names[i].addr == n.addr) { /* a global looked up again */
-            pthread_mutex_unlock(&lock);
-            return;
-        }
-    struct name_note *v = realloc(names, (nnames + 1) * sizeof *v);
-    n.name = strdup(n.name);
-    if (v && n.name) {
-        names = v;
-        names[nnames++] = n;
-    } else {
-        if (v) names = v;
-        free(n.name);
-        blockers |= MIGRATE_BLOCK_LOST_NOTE;
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-void migrate_note_function(uint64_t id, uint64_t module_id, const char *name)
-{
-    note_name((struct name_note){.id = id, .module_id = module_id, .name = (char *)name});
-}
-
-void migrate_note_global(uint64_t module_id, const char *name, uint64_t addr, uint64_t size)
-{
-    note_name((struct name_note){.module_id = module_id, .name = (char *)name, .addr = addr, .size = size});
+    migrate_seq_install(t);
+    migrate_vmm_install(t);
 }
 
 /* ---- what cannot move ---------------------------------------------------- */
@@ -160,7 +79,8 @@ static const char *kind_name(uint32_t k)
 
 static int replayable(uint32_t k)
 {
-    return k == HK_CONTEXT || k == HK_STREAM || k == HK_EVENT || k == HK_MODULE || k == HK_FUNCTION;
+    return k == HK_CONTEXT || k == HK_STREAM || k == HK_EVENT || k == HK_MODULE || k == HK_FUNCTION ||
+           k == HK_LIBRARY || k == HK_KERNEL || k == HK_MEM_ALLOC;
 }
 
 static void add_reason(char *why, size_t whylen, const char *reason)
@@ -174,17 +94,13 @@ static void explain_window(char *why, size_t whylen)
     unsigned w = window_blockers();
     if (w & WINDOW_BLOCK_STREAM_ORDERED)
         add_reason(why, whylen, "stream-ordered memory (cuMemAllocAsync, memory pools) is placed by the driver");
-    if (w & WINDOW_BLOCK_MANAGED) add_reason(why, whylen, "managed memory (cuMemAllocManaged) is placed by the driver");
+    /* WINDOW_BLOCK_MANAGED is not one: managed memory is replayed in its
+     * order among the driver's placements, and its address checked. */
     if (w & WINDOW_BLOCK_DRIVER_RESERVE)
         add_reason(why, whylen, "an address reservation outside the window was placed by the driver");
     if (w & WINDOW_BLOCK_NO_WINDOW)
         add_reason(why, whylen, "the memory window was taken, so the driver placed memory (see --window-base)");
-    for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);)
-        if (e.kind == WINDOW_RESERVE) {
-            add_reason(why, whylen, "the application's own address reservations (cuMemAddressReserve) are not "
-                                    "replayed yet");
-            break;
-        }
+    migrate_vmm_explain(why, whylen);
 }
 
 void migrate_blockers_explain(char *why, size_t whylen)
@@ -195,8 +111,7 @@ void migrate_blockers_explain(char *why, size_t whylen)
     unsigned b = blockers;
     pthread_mutex_unlock(&lock);
     if (b & MIGRATE_BLOCK_HOST_MIRROR) add_reason(why, whylen, "zero-copy host memory is mapped into the session");
-    if (b & MIGRATE_BLOCK_LIBRARY) add_reason(why, whylen, "libraries (cuLibraryLoad*) are not replayed yet");
-    if (b & MIGRATE_BLOCK_LOST_NOTE) add_reason(why, whylen, "the session ran out of host memory noting its state");
+    if ((b & MIGRATE_BLOCK_LOST_NOTE) || migrate_seq_lost()) add_reason(why, whylen, "the session ran out of host memory noting its state");
     struct handle_ref *h = NULL;
     long n = handle_list(&h);
     unsigned seen = 0;
@@ -213,12 +128,7 @@ void migrate_blockers_explain(char *why, size_t whylen)
 
 /* ---- the items ------------------------------------------------------------ */
 
-struct item_list {
-    struct msg_migrate_item *v;
-    size_t n, cap;
-};
-
-static int push(struct item_list *l, struct msg_migrate_item it)
+int migrate_items_push(struct migrate_items *l, struct msg_migrate_item it)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -229,7 +139,6 @@ static int push(struct item_list *l, struct msg_migrate_item it)
     l->v[l->n++] = it;
     return 0;
 }
-
 /* A context: its device, its flags, and whether it is the device's
  * primary one (retaining the primary context gives that same handle). */
 static CUresult describe_context(const struct handle_ref *h, struct msg_migrate_item *it)
@@ -275,7 +184,7 @@ static CUresult describe_event(const struct handle_ref *h, struct msg_migrate_it
 }
 
 /* Handles of one kind, in id order. */
-static CUresult add_handles(struct item_list *l, const struct handle_ref *h, long n, uint32_t kind)
+static CUresult add_handles(struct migrate_items *l, const struct handle_ref *h, long n, uint32_t kind)
 {
     for (long i = 0; i < n; i++) {
         if (h[i].kind != kind) continue;
@@ -284,70 +193,45 @@ static CUresult add_handles(struct item_list *l, const struct handle_ref *h, lon
                    : kind == HK_STREAM  ? describe_stream(&h[i], &it)
                                         : describe_event(&h[i], &it);
         if (r != CUDA_SUCCESS) return r;
-        if (push(l, it) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (migrate_items_push(l, it) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
 }
 
-/* 1 when `id` names a live handle of `kind` (a note may outlive it). */
-static int live(const struct handle_ref *h, long n, uint64_t id, uint32_t kind)
-{
-    for (long lo = 0, hi = n; lo < hi;) {
-        long mid = (lo + hi) / 2;
-        if (h[mid].id < id) lo = mid + 1;
-        else if (h[mid].id > id) hi = mid;
-        else return h[mid].kind == kind;
-    }
-    return 0;
-}
-
-/* Modules, then functions, then globals, from the notes (under the lock). */
-static int add_module_notes(struct item_list *l, const struct handle_ref *h, long n)
-{
-    for (size_t i = 0; i < nmodules; i++)
-        if (live(h, n, modules[i].id, HK_MODULE) &&
-            push(l, (struct msg_migrate_item){.kind = MIG_MODULE, .id = modules[i].id, .parent = modules[i].ctx_id,
-                                              .data = modules[i].image, .data_len = modules[i].len}) != 0)
-            return -1;
-    for (size_t i = 0; i < nnames; i++) {
-        const struct name_note *f = &names[i];
-        if (!live(h, n, f->module_id, HK_MODULE) || (f->id && !live(h, n, f->id, HK_FUNCTION))) continue;
-        struct msg_migrate_item it = {.kind = f->id ? MIG_FUNCTION : MIG_GLOBAL, .id = f->id,
-                                      .parent = f->module_id, .name = f->name, .a = f->addr, .b = f->size};
-        if (push(l, it) != 0) return -1;
-    }
-    return 0;
-}
-
-static int add_allocations(struct item_list *l)
+static int add_allocations(struct migrate_items *l)
 {
     for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);) {
         if (e.kind == WINDOW_RESERVE) continue;
         struct msg_migrate_item it = {.kind = MIG_ALLOC, .id = (uint64_t)e.device,
                                       .parent = handle_find_id(NULL, HK_CONTEXT, e.ctx), .a = e.addr, .b = e.size,
                                       .c = e.kind == WINDOW_PITCH ? e.pitch : 0};
-        if (push(l, it) != 0) return -1;
+        if (migrate_items_push(l, it) != 0) return -1;
     }
     return 0;
 }
 
+/* Contexts, then the driver-placing sequence (modules, libraries,
+ * kernels, functions, globals, managed memory) in the order it happened,
+ * streams, events, window allocations, the application's VMM, the
+ * deferred error. */
 long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen)
 {
     struct handle_ref *h = NULL;
     long n = handle_list(&h);
-    struct item_list l = {0};
+    struct migrate_items l = {0};
+    why[0] = '\0';
     CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_handles(&l, h, n, HK_CONTEXT);
-    pthread_mutex_lock(&lock);
-    if (r == CUDA_SUCCESS && add_module_notes(&l, h, n) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS && migrate_seq_items(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_STREAM);
     if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_EVENT);
     if (r == CUDA_SUCCESS && add_allocations(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS && deferred && push(&l, (struct msg_migrate_item){.kind = MIG_DEFERRED, .a = deferred}))
+    if (r == CUDA_SUCCESS && migrate_vmm_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS && deferred &&
+        migrate_items_push(&l, (struct msg_migrate_item){.kind = MIG_DEFERRED, .a = deferred}))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     free(h);
     if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cannot describe the session's objects (CUresult %d)", (int)r);
+        if (!why[0]) snprintf(why, whylen, "cannot describe the session's objects (CUresult %d)", (int)r);
         free(l.v);
         return -1;
     }
@@ -361,10 +245,11 @@ struct migrate_digest {
     auth_sha256 sha;
 };
 
-static void digest_u64(struct migrate_digest *d, uint64_t v) { auth_sha256_update(&d->sha, &v, sizeof v); }
+void migrate_digest_u64(struct migrate_digest *d, uint64_t v) { auth_sha256_update(&d->sha, &v, sizeof v); }
 
 /* What both sides must agree on: every replayable id with its kind, every
- * allocation's place and shape, every global's place. */
+ * allocation's place and shape, the driver-placing sequence with every
+ * address it gave, the application's reservations and mappings. */
 struct migrate_digest *migrate_digest_begin(void)
 {
     struct migrate_digest *d = malloc(sizeof *d);
@@ -377,15 +262,12 @@ struct migrate_digest *migrate_digest_begin(void)
     }
     auth_sha256_init(&d->sha);
     for (long i = 0; i < n; i++)
-        if (replayable(h[i].kind)) digest_u64(d, h[i].id), digest_u64(d, h[i].kind);
+        if (replayable(h[i].kind)) migrate_digest_u64(d, h[i].id), migrate_digest_u64(d, h[i].kind);
     for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);)
-        digest_u64(d, e.addr), digest_u64(d, e.size), digest_u64(d, e.pitch), digest_u64(d, e.kind),
-            digest_u64(d, (uint64_t)e.device);
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nnames; i++)
-        if (names[i].id == 0 && live(h, n, names[i].module_id, HK_MODULE))
-            digest_u64(d, names[i].addr), digest_u64(d, names[i].size);
-    pthread_mutex_unlock(&lock);
+        migrate_digest_u64(d, e.addr), migrate_digest_u64(d, e.size), migrate_digest_u64(d, e.pitch), migrate_digest_u64(d, e.kind),
+            migrate_digest_u64(d, (uint64_t)e.device);
+    migrate_seq_digest(d);
+    migrate_vmm_digest(d);
     free(h);
     return d;
 }
@@ -398,37 +280,30 @@ void migrate_digest_end(struct migrate_digest *d, uint8_t out[32])
     free(d);
 }
 
-static int push_range(struct migrate_range **v, size_t *n, size_t *cap, uint64_t addr, uint64_t size)
+int migrate_ranges_push(struct migrate_ranges *r, uint64_t addr, uint64_t size)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        struct migrate_range *w = realloc(*v, c * sizeof *w);
+    if (r->n == r->cap) {
+        size_t c = r->cap ? r->cap * 2 : 64;
+        struct migrate_range *w = realloc(r->v, c * sizeof *w);
         if (!w) return -1;
-        *v = w, *cap = c;
+        r->v = w, r->cap = c;
     }
-    (*v)[(*n)++] = (struct migrate_range){addr, size};
+    r->v[r->n++] = (struct migrate_range){addr, size};
     return 0;
 }
 
 long migrate_memory(struct migrate_range **out)
 {
-    struct handle_ref *h = NULL;
-    long nh = handle_list(&h);
-    size_t n = 0, cap = 0;
-    struct migrate_range *v = NULL;
-    int bad = nh < 0;
+    struct migrate_ranges r = {0};
+    int bad = 0;
     for (struct window_entry e = {0}; !bad && window_entry_from(e.addr + 1, &e);)
-        if (e.kind != WINDOW_RESERVE) bad = push_range(&v, &n, &cap, e.addr, e.size);
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; !bad && i < nnames; i++)
-        if (names[i].id == 0 && live(h, nh, names[i].module_id, HK_MODULE))
-            bad = push_range(&v, &n, &cap, names[i].addr, names[i].size);
-    pthread_mutex_unlock(&lock);
-    free(h);
+        if (e.kind != WINDOW_RESERVE) bad = migrate_ranges_push(&r, e.addr, e.size);
+    if (!bad) bad = migrate_seq_ranges(&r);
+    if (!bad) bad = migrate_vmm_ranges(&r);
     if (bad) {
-        free(v);
+        free(r.v);
         return -1;
     }
-    *out = v;
-    return (long)n;
+    *out = r.v;
+    return (long)r.n;
 }

@@ -5,9 +5,9 @@
  * Most of a session's state can be asked of the driver when it moves
  * (a context's device and flags, a stream's flags and priority) or of the
  * device window (every allocation). What the driver cannot tell is noted
- * here as it happens: a module's image, the name a function was bound
- * by, the globals the client looked up, an event's flags, and uses that
- * cannot move at all. Both sides use this file: the exporting session
+ * as it happens: an event's flags and uses that cannot move (here), the
+ * driver-placing events in order (migrate_seq.c: images, bindings,
+ * globals, managed memory) and the application's VMM (migrate_vmm.c). Both sides use this file: the exporting session
  * builds its items and blockers from it, the importing one notes what it
  * replays, so that it can move again, and both compute the same digest of
  * what they hold, which is how the exporter knows the copy is faithful. */
@@ -36,12 +36,31 @@ enum migrate_kind {
     /* After a good verdict, the switch (migrate_switch.c): */
     MIG_KEPT,        /* a = frame number; data = a frame sent to the client and not acknowledged */
     MIG_SWITCH,      /* a = client frames received, b = frames sent; data = the resume secret */
+    /* Driver-placing events and bindings, sent in the order they happened
+     * (among MIG_MODULE, MIG_FUNCTION and MIG_GLOBAL): with lazy loading
+     * the driver places a library's globals in a context when it is first
+     * asked there, so the order decides the addresses (migrate_seq.c). */
+    MIG_LIBRARY,         /* id, parent = the context current at the load; data = the image */
+    MIG_KERNEL,          /* id, parent = its library; name */
+    MIG_KERNEL_FUNCTION, /* id = the function's (0: the session asked itself), parent = its kernel, c = context */
+    MIG_LIBRARY_MODULE,  /* id, parent = its library, c = context */
+    MIG_LIBRARY_GLOBAL,  /* parent = its library, c = context; name; a = address, b = size */
+    MIG_MANAGED,         /* parent = context; a = address, b = size, c = attach flags */
+    MIG_MANAGED_FREE,    /* a = address of a MIG_MANAGED freed since */
+    MIG_FUNC_ATTR,       /* id = function or kernel; a = call << 32 | attribute, b = value (as i64), c = device */
+    /* The application's virtual memory management (migrate_vmm.c), after
+     * the allocations: */
+    MIG_RESERVE,         /* parent = a context of its device; a = address, b = size */
+    MIG_VMM_CREATE,      /* id (0: released by the client, still mapped), c = the exporter's handle value (the key
+                          * of later items); a = size, b = flags; data = the CUmemAllocationProp */
+    MIG_VMM_MAP,         /* a = address, b = size, c = the allocation's key; parent = offset */
+    MIG_VMM_ACCESS,      /* a = address, b = size; data = the CUmemAccessDesc array */
+    MIG_VMM_RELEASE,     /* c = the key of a MIG_VMM_CREATE with no id: released once mapped */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */
 enum migrate_blocker {
     MIGRATE_BLOCK_HOST_MIRROR = 1 << 0, /* zero-copy host memory mapped into the session */
-    MIGRATE_BLOCK_LIBRARY = 1 << 1,     /* cuLibraryLoad*: libraries and kernels are not replayed yet */
     MIGRATE_BLOCK_LOST_NOTE = 1 << 2,   /* out of memory while noting: the notes are incomplete */
 };
 
@@ -52,8 +71,20 @@ enum migrate_blocker {
 void migrate_state_install(struct driver_table *t);
 /* A module `id` was loaded from `len` bytes of image (copied here). */
 void migrate_note_module(uint64_t id, const void *image, size_t len);
-/* Module `id` was unloaded: its image, functions and globals go. */
+/* Module or library `id` was unloaded: its image and everything bound
+ * through it (functions, kernels, globals, a library's modules) go. */
 void migrate_forget_module(uint64_t id);
+/* Library `id` was loaded from `len` bytes of image (copied here). */
+void migrate_note_library(uint64_t id, const void *image, size_t len);
+/* Kernel `id` was bound by `name` in library `library_id`. */
+void migrate_note_kernel(uint64_t id, uint64_t library_id, const char *name);
+/* Function `id` is kernel `kernel_id`'s in the current context. */
+void migrate_note_kernel_function(uint64_t id, uint64_t kernel_id);
+/* Module `id` is library `library_id`'s in the current context. */
+void migrate_note_library_module(uint64_t id, uint64_t library_id);
+/* The client looked up global `name` of library `library_id` in the
+ * current context. */
+void migrate_note_library_global(uint64_t library_id, const char *name, uint64_t addr, uint64_t size);
 /* Function `id` was bound by `name` in module `module_id`. */
 void migrate_note_function(uint64_t id, uint64_t module_id, const char *name);
 /* The client looked up global `name` of module `module_id`. */
@@ -84,16 +115,24 @@ void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n);
 void migrate_digest_end(struct migrate_digest *d, uint8_t out[32]);
 
 /* The device memory a migration copies, in digest order: a malloc'd
- * array of ranges, every window allocation by address, then every live
- * module's globals in note order. Returns the count, or -1 (out of memory). */
+ * array of ranges, every window allocation by address, then the globals
+ * and live managed allocations in note order, then the application's
+ * mappings. Returns the count, or -1 (out of memory). */
 struct migrate_range {
     uint64_t addr, size;
 };
 long migrate_memory(struct migrate_range **out);
 
-/* From srv_module.c, for the replay: bind `name` of module `module_id`
- * as function `id`, as scuda_module_get_function does. */
+/* From srv_module.c, for the replay: bind as the client's calls do, under
+ * the client's ids (unloading the parent drops them). `name` of module
+ * `module_id` as function `id` (scuda_module_get_function); kernel `name`
+ * of a library (scuda_library_get_kernel); a kernel's function in the
+ * current context (scuda_kernel_get_function); a library's module in the
+ * current context (scuda_library_get_module). */
 struct session;
 CUresult module_bind_function(struct session *s, uint64_t id, uint64_t module_id, const char *name);
+CUresult module_bind_kernel(struct session *s, uint64_t id, uint64_t library_id, const char *name);
+CUresult module_bind_kernel_function(struct session *s, uint64_t id, uint64_t kernel_id);
+CUresult module_bind_library_module(struct session *s, uint64_t id, uint64_t library_id);
 
 #endif

@@ -127,7 +127,7 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
         if (r == CUDA_SUCCESS && (r = describe_library(&c->arena, lib, res)) == CUDA_SUCCESS)
             r = handle_put(c->s, h->id, HK_LIBRARY, lib);
-        if (r == CUDA_SUCCESS) migrate_block(MIGRATE_BLOCK_LIBRARY);
+        if (r == CUDA_SUCCESS) migrate_note_library(h->id, image, len);
         if (r != CUDA_SUCCESS && lib) {
             res->funcs_count = 0; /* the names go with the library */
             REAL(cuLibraryUnload, lib);
@@ -242,29 +242,41 @@ CUresult srv_scuda_module_get_function(srv_call *c)
     return module_bind_function(c->s, m.bind.id, m.bind.parent, m.bind.name);
 }
 
+CUresult module_bind_kernel(struct session *s, uint64_t id, uint64_t library_id, const char *name)
+{
+    void *lib;
+    CUresult r = handle_get(s, library_id, HK_LIBRARY, &lib);
+    if (r != CUDA_SUCCESS) return r;
+    CUkernel k;
+    if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
+    if ((r = put_owned(s, id, HK_KERNEL, k, library_id)) == CUDA_SUCCESS) migrate_note_kernel(id, library_id, name);
+    return r;
+}
+
 CUresult srv_scuda_library_get_kernel(srv_call *c)
 {
     struct msg_scuda_library_get_kernel_req m;
     if (msg_scuda_library_get_kernel_req_get(&c->in, &c->arena, &m) != 0 || !m.bind.name)
         return CUDA_ERROR_INVALID_VALUE;
-    void *lib;
-    CUresult r = handle_get(c->s, m.bind.parent, HK_LIBRARY, &lib);
+    return module_bind_kernel(c->s, m.bind.id, m.bind.parent, m.bind.name);
+}
+
+CUresult module_bind_kernel_function(struct session *s, uint64_t id, uint64_t kernel_id)
+{
+    void *k;
+    CUresult r = handle_get(s, kernel_id, HK_KERNEL, &k);
     if (r != CUDA_SUCCESS) return r;
-    CUkernel k;
-    if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, m.bind.name)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, m.bind.id, HK_KERNEL, k, m.bind.parent);
+    CUfunction f;
+    if ((r = REAL(cuKernelGetFunction, &f, (CUkernel)k)) != CUDA_SUCCESS) return r;
+    if ((r = put_owned(s, id, HK_FUNCTION, f, kernel_id)) == CUDA_SUCCESS) migrate_note_kernel_function(id, kernel_id);
+    return r;
 }
 
 CUresult srv_scuda_kernel_get_function(srv_call *c)
 {
     struct msg_scuda_kernel_get_function_req m;
     if (msg_scuda_kernel_get_function_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
-    void *k;
-    CUresult r = handle_get(c->s, m.kernel, HK_KERNEL, &k);
-    if (r != CUDA_SUCCESS) return r;
-    CUfunction f;
-    if ((r = REAL(cuKernelGetFunction, &f, (CUkernel)k)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, m.func, HK_FUNCTION, f, m.kernel);
+    return module_bind_kernel_function(c->s, m.func, m.kernel);
 }
 
 CUresult srv_scuda_module_get_global(srv_call *c)
@@ -279,7 +291,8 @@ CUresult srv_scuda_module_get_global(srv_call *c)
     r = m.is_library ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, m.name)
                      : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, m.name);
     if (r != CUDA_SUCCESS) return r;
-    if (!m.is_library) migrate_note_global(m.id, m.name, p, size);
+    if (m.is_library) migrate_note_library_global(m.id, m.name, p, size);
+    else migrate_note_global(m.id, m.name, p, size);
     struct msg_scuda_module_get_global_rep rep = {.ptr = p, .size = size};
     msg_scuda_module_get_global_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
@@ -296,8 +309,19 @@ CUresult srv_scuda_module_unload(srv_call *c)
     if (r == CUDA_SUCCESS) {
         drop_owned(c->s, m.id);
         handle_drop(c->s, m.id);
-        if (!m.is_library) migrate_forget_module(m.id);
+        migrate_forget_module(m.id);
     }
+    return r;
+}
+
+CUresult module_bind_library_module(struct session *s, uint64_t id, uint64_t library_id)
+{
+    void *lib;
+    CUresult r = handle_get(s, library_id, HK_LIBRARY, &lib);
+    if (r != CUDA_SUCCESS) return r;
+    CUmodule mod;
+    if ((r = REAL(cuLibraryGetModule, &mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
+    if ((r = put_owned(s, id, HK_MODULE, mod, library_id)) == CUDA_SUCCESS) migrate_note_library_module(id, library_id);
     return r;
 }
 
@@ -305,12 +329,7 @@ CUresult srv_scuda_library_get_module(srv_call *c)
 {
     struct msg_scuda_library_get_module_req m;
     if (msg_scuda_library_get_module_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
-    void *lib;
-    CUresult r = handle_get(c->s, m.library, HK_LIBRARY, &lib);
-    if (r != CUDA_SUCCESS) return r;
-    CUmodule mod;
-    if ((r = REAL(cuLibraryGetModule, &mod, (CUlibrary)lib)) != CUDA_SUCCESS) return r;
-    return put_owned(c->s, m.module, HK_MODULE, mod, m.library);
+    return module_bind_library_module(c->s, m.module, m.library);
 }
 
 /* A function's or kernel's parameter layout: unknown when the driver

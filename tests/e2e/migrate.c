@@ -428,6 +428,213 @@ static void test_moves(void)
     h_server_stop(&B);
 }
 
+/* ---- libraries, managed memory, the application's VMM ------------------------ */
+
+/* More dynamic shared memory than a kernel gets by default: a launch with
+ * it works only where cuFuncSetAttribute was replayed. */
+#define LIB_SMEM (64u << 10)
+
+struct lib_state {
+    CUlibrary l1, l2;
+    CUkernel kadd, kfill;
+    CUfunction fadd, fill2;
+    CUdeviceptr a, c, g1, g2, gpi, m_b, m_c, va;
+    size_t gran;
+    CUmemGenericAllocationHandle h1, h2;
+};
+
+static void lib_setup_vmm(struct lib_state *st)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CU(cuMemGetAllocationGranularity(&st->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CU(cuMemAddressReserve(&st->va, 4 * st->gran, 0, 0, 0));
+    CU(cuMemCreate(&st->h1, st->gran, &prop, 0));
+    CU(cuMemCreate(&st->h2, st->gran, &prop, 0));
+    CU(cuMemMap(st->va, st->gran, 0, st->h1, 0));
+    CU(cuMemMap(st->va + 2 * st->gran, st->gran, 0, st->h2, 0));
+    CU(cuMemRelease(st->h2)); /* still mapped: the driver keeps it */
+    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CU(cuMemSetAccess(st->va, st->gran, &rw, 1));
+    CU(cuMemSetAccess(st->va + 2 * st->gran, st->gran, &rw, 1));
+    CU(cuMemsetD32_v2(st->va, 0x22222222u, st->gran / 4));
+    uint32_t pattern[256];
+    for (int i = 0; i < 256; i++) pattern[i] = 0x5000u + (uint32_t)i;
+    CU(cuMemcpyHtoD_v2(st->va + 2 * st->gran + 4096, pattern, sizeof pattern));
+}
+
+/* Libraries loaded, kernels bound, globals placed in an order that
+ * decides their addresses; managed memory allocated, freed and written
+ * by the host; the application's own VMM mappings. */
+static void lib_setup(struct lib_state *st)
+{
+    size_t len, size = 0;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CU(cuLibraryLoadData(&st->l1, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuMemAlloc_v2(&st->a, N * sizeof(float)));
+    CU(cuMemAlloc_v2(&st->c, N * sizeof(float)));
+    CU(cuLibraryGetKernel(&st->kadd, st->l1, "vec_add"));
+    CU(cuLibraryGetKernel(&st->kfill, st->l1, "fill_u32"));
+    /* Launched as a kernel: the session asks for its function (the
+     * parameter layout), which is where the driver loads l1 here. */
+    float one = 1.5f;
+    uint32_t v;
+    memcpy(&v, &one, sizeof v);
+    uint64_t words = N;
+    void *fargs[] = {&st->a, &v, &words};
+    CU(cuLaunchKernel((CUfunction)st->kfill, 16, 1, 1, 256, 1, 1, 0, NULL, fargs, NULL));
+    CU(cuLibraryLoadData(&st->l2, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    free(ptx);
+    CU(cuLibraryGetGlobal(&st->g2, &size, st->l2, "g_counter")); /* placed after l1's */
+    CU(cuLibraryGetGlobal(&st->g1, &size, st->l1, "g_floats"));
+    CU(cuKernelGetFunction(&st->fadd, st->kadd));
+    CU(cuFuncSetAttribute(st->fadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)LIB_SMEM));
+    CUmodule m2;
+    CU(cuLibraryGetModule(&m2, st->l2));
+    CU(cuModuleGetFunction(&st->fill2, m2, "fill_u32"));
+    CU(cuModuleGetGlobal_v2(&st->gpi, &size, m2, "g_pi"));
+    uint32_t g2val = 777;
+    CU(cuMemcpyHtoD_v2(st->g2, &g2val, sizeof g2val));
+    CUdeviceptr m_a;
+    CU(cuMemAllocManaged(&m_a, 1000, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemAllocManaged(&st->m_b, 3 * 4096 + 12, CU_MEM_ATTACH_GLOBAL));
+    CU(cuMemFree_v2(m_a)); /* the allocator's later choices depended on it */
+    CU(cuMemAllocManaged(&st->m_c, 100 << 10, CU_MEM_ATTACH_GLOBAL));
+    CU(cuCtxSynchronize()); /* the host writes managed memory next */
+    uint32_t *hb = (uint32_t *)(uintptr_t)st->m_b, *hc = (uint32_t *)(uintptr_t)st->m_c;
+    for (int i = 0; i < 3 * 1024 + 3; i++) hb[i] = 3u * (uint32_t)i;
+    for (int i = 0; i < 25 * 1024; i++) hc[i] = 0xc0000000u + (uint32_t)i; /* dirty when the move starts */
+    lib_setup_vmm(st);
+}
+
+/* After the move (or not): the same handles, addresses and bytes. */
+static void lib_after(struct lib_state *st)
+{
+    unsigned n = N;
+    void *add_args[] = {&st->a, &st->a, &st->c, &n};
+    CU(cuLaunchKernel(st->fadd, 16, 1, 1, 256, 1, 1, LIB_SMEM, NULL, add_args, NULL));
+    uint32_t v = 0xfeed0000u;
+    uint64_t words = 3;
+    void *fargs[] = {&st->m_b, &v, &words};
+    CU(cuLaunchKernel(st->fill2, 1, 1, 1, 32, 1, 1, 0, NULL, fargs, NULL));
+    CU(cuCtxSynchronize());
+    float hc[N];
+    CU(cuMemcpyDtoH_v2(hc, st->c, sizeof hc));
+    for (int i = 0; i < N; i++) CHECK(hc[i] == 3.0f, "c[%d] = %f", i, (double)hc[i]);
+    uint32_t g2 = 0, mc = 0, vm[2] = {0}, word = 0;
+    float g1[3];
+    double pi = 0;
+    CU(cuMemcpyDtoH_v2(&g2, st->g2, sizeof g2));
+    CU(cuMemcpyDtoH_v2(g1, st->g1, sizeof g1));
+    CU(cuMemcpyDtoH_v2(&pi, st->gpi, sizeof pi));
+    CU(cuMemcpyDtoH_v2(&mc, st->m_c + 4 * 25000, sizeof mc));
+    CU(cuMemcpyDtoH_v2(&vm[0], st->va + 100, 4));
+    CU(cuMemcpyDtoH_v2(&vm[1], st->va + 2 * st->gran + 4096 + 4 * 200, 4));
+    const uint32_t *hb = (const uint32_t *)(uintptr_t)st->m_b;
+    CHECK(hb[0] == 0xfeed0000u && hb[3] == 9 && hb[3 * 1024 + 2] == 3u * (3 * 1024 + 2),
+          "managed memory after a kernel: %x %u %u", hb[0], hb[3], hb[3 * 1024 + 2]);
+    CHECK(g2 == 777 && g1[2] == 3.0f && mc == 0xc0000000u + 25000 && vm[0] == 0x22222222u && vm[1] == 0x5000u + 200,
+          "globals, managed and mapped bytes: %u %f %x %x %x", g2, (double)g1[2], mc, vm[0], vm[1]);
+    for (int i = 0; i < 4; i++) word ^= hb[i * 1000];
+    CU(cuMemcpyHtoD_v2(st->va + 8, &word, sizeof word)); /* the mapping takes writes */
+    CU(cuMemcpyDtoH_v2(&word, st->va + 8, sizeof word));
+    printf("c %f g2 %u g1 %f pi %f managed %x %x mapped %x %x word %x\n", (double)hc[N - 1], g2, (double)g1[2], pi,
+           hb[0], mc, vm[0], vm[1], word);
+    printf("g1 %#llx g2 %#llx gpi %#llx m_b %#llx m_c %#llx va %#llx\n", (unsigned long long)st->g1,
+           (unsigned long long)st->g2, (unsigned long long)st->gpi, (unsigned long long)st->m_b,
+           (unsigned long long)st->m_c, (unsigned long long)st->va);
+}
+
+static void lib_teardown(struct lib_state *st)
+{
+    CU(cuMemUnmap(st->va, st->gran));
+    CU(cuMemUnmap(st->va + 2 * st->gran, st->gran));
+    CU(cuMemRelease(st->h1));
+    CU(cuMemAddressFree(st->va, 4 * st->gran));
+    CU(cuMemFree_v2(st->m_b));
+    CU(cuMemFree_v2(st->m_c));
+    CU(cuLibraryUnload(st->l2));
+    CU(cuLibraryUnload(st->l1));
+}
+
+static int lib_workload(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    struct lib_state st;
+    lib_setup(&st);
+    if (target) {
+        int moved = scuda_migrate(target, why, sizeof why);
+        CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
+    }
+    lib_after(&st);
+    lib_teardown(&st);
+    return 0;
+}
+
+static char *run_lib_workload(const char *tag, const char *to)
+{
+    char path[512], errtag[128];
+    int fd = h_temp_file(tag, path, sizeof path);
+    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
+    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
+    target = to;
+    h_wait_ok(h_spawn(lib_workload, NULL, 60, fd, efd), 65000, tag);
+    close(fd);
+    close(efd);
+    size_t len;
+    return h_read_file(path, &len);
+}
+
+static void test_moves_libraries(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-lib-b", NULL);
+    h_server_start(&A, "migrate-lib-a", NULL); /* last: SCUDA_SERVER is A's */
+    char *plain = run_lib_workload("migrate-lib-plain", NULL);
+    char *moved = run_lib_workload("migrate-lib-moved", B.addr);
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "A saw the client go");
+    CHECK(h_server_log_count(&B, "client resumed the session") == 1, "the later calls ran on B");
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+/* B's driver places module memory elsewhere: the library global the
+ * client holds would move, so the migration is refused and the session
+ * goes on on A with its bytes. */
+static int refused_placement(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    struct lib_state st;
+    lib_setup(&st);
+    int moved = scuda_migrate(target, why, sizeof why);
+    CHECK(moved == 0, "a session whose library global would move moved");
+    CHECK(strstr(why, "placed it elsewhere"), "the reason names it: %s", why);
+    lib_after(&st);
+    lib_teardown(&st);
+    return 0;
+}
+
+static void test_refused_placement(void)
+{
+    struct h_server A, B;
+    setenv("STANDIN_VA_SKEW", "0x200000", 1); /* B's stand-in places globals 2 MiB further */
+    h_server_start(&B, "migrate-skew-b", NULL);
+    unsetenv("STANDIN_VA_SKEW");
+    h_server_start(&A, "migrate-skew-a", NULL);
+    target = B.addr;
+    h_wait_ok(h_spawn(refused_placement, NULL, 60, -1, -1), 65000, "a misplaced global refuses");
+    CHECK(h_server_log_count(&B, "not rebuilt") == 1, "B discarded it, and said why");
+    CHECK(h_server_log_count(&A, "cannot move") == 1, "A said why, and the session went on");
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* ---- refusals: the session goes on where it was ----------------------------- */
 
 static int refused_blocker(void *arg)
@@ -504,6 +711,8 @@ int main(void)
     const char *tls = getenv("E2E_TLS");
     h_begin(tls && strcmp(tls, "1") == 0 ? "migrate_tls" : "migrate", 170); /* ctest runs both at once */
     test_moves();
+    test_moves_libraries();
+    test_refused_placement();
     test_outside();
     test_outside_refused();
     test_drain();

@@ -221,6 +221,7 @@ typedef struct si_gvar {
     unsigned char *init;    /* initializer bytes (init_len <= size) */
     size_t init_len;
     int ref_kind;           /* 1: .texref, 2: .surfref, else 0 */
+    bool managed;           /* .attribute(.managed): a __managed__ variable */
 } si_gvar;
 
 struct si_image {

@@ -13,7 +13,20 @@
 
 #include <sys/mman.h>
 
+/* ThreadSanitizer refuses mappings in the gap where the hint lies, and the
+ * kernel then places them anywhere; two sessions must place alike (a
+ * migration checks it), so its builds use the range it leaves to modules,
+ * above the device window (device_window.h) and the stand-in's device ranges. */
+#if defined(__SANITIZE_THREAD__)
+#define MANAGED_VA_HINT 0x7ef000000000ull
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MANAGED_VA_HINT 0x7ef000000000ull
+#endif
+#endif
+#ifndef MANAGED_VA_HINT
 #define MANAGED_VA_HINT 0x5a0000000000ull
+#endif
 #define BLOCK (2u << 20)
 #define SMALL (64u << 10) /* allocations up to this share blocks */
 
@@ -23,8 +36,13 @@ static uintptr_t si_small_next, si_small_end; /* the current shared block */
 /* Fresh 2 MiB-aligned memory for len bytes (len a multiple of BLOCK). */
 static void *si_managed_map(size_t len)
 {
+    /* Exactly at the next address when it is free (a sanitizer's mmap may
+     * not honour a mere hint), else wherever the kernel puts it. */
     void *p = mmap((void *)si_managed_next, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED)
+        p = mmap((void *)si_managed_next, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     si_managed_next = (uintptr_t)p + len + BLOCK; /* a gap: no two blocks touch */

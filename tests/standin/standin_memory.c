@@ -74,6 +74,15 @@ CUresult si_va_init(si_device *d)
     d->free_ext[0].off = 0;
     d->free_ext[0].len = va;
     d->n_free = 1;
+    /* STANDIN_VA_SKEW=N: the range's first N bytes stay unused, so that
+     * what the driver places (module globals) lands elsewhere than in
+     * another process: a server whose driver places memory differently. */
+    const char *skew = getenv("STANDIN_VA_SKEW");
+    size_t sk = skew ? si_round_up((size_t)strtoull(skew, NULL, 0), SI_PAGE, &ovf) : 0;
+    if (sk && sk < va) {
+        d->free_ext[0].off = sk;
+        d->free_ext[0].len = va - sk;
+    }
     return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,385 @@
+/* migrate_seq.c - the driver-placing events of a session, in the order
+ * they happened (docs/architecture.md, 9.17 Live migration).
+ *
+ * The driver places some memory itself: a module's globals when it is
+ * loaded, a library's globals in a context when that context first needs
+ * the library (lazy loading: a global looked up, a kernel's function
+ * asked for, the library's module asked for), managed memory. Where it
+ * places each depends on what it placed before, so a second server lands
+ * on the same addresses only if it is asked the same things in the same
+ * order. This file keeps that order: one array of notes, appended as the
+ * session's handlers (srv_module.c) and the driver table's wrappers
+ * (below, for what the session asks by itself, such as the parameter
+ * layout's cuKernelGetFunction) see each event; the importer replays the
+ * array in order and checks every address. Unloads mark notes gone
+ * rather than remove them only when nothing placed can depend on them
+ * (a module's own notes); a freed managed allocation stays, followed by
+ * its free, since the allocator's later choices depended on it.
+ *
+ * Function attributes (cuFuncSetAttribute and the like) place nothing but
+ * must follow the function: a kernel that needs more shared memory than
+ * the default fails to launch on a server that was not told. They are kept
+ * apart, one per function and attribute, the latest value. */
+#define _GNU_SOURCE
+#include "migrate_seq.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "host_quota.h"
+#include "../common/idmap.h"
+
+/* A runaway loop of managed allocations must not eat the session. */
+#define SEQ_MAX (1u << 20)
+#define ATTRS_MAX 65536
+
+struct seq_note {
+    struct msg_migrate_item it; /* name (malloc) and data (host_quota) owned here */
+    const void *real;           /* MIG_KERNEL_FUNCTION: the CUkernel, for "seen in this context" */
+    bool gone;                  /* unloaded: not replayed */
+    bool freed;                 /* MIG_MANAGED: its free follows in the sequence */
+};
+
+struct attr_note {
+    const void *real; /* the function or kernel, resolved to its id when sent */
+    uint32_t call, attrib;
+    int64_t value;
+    int dev;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seq_note *seq;
+static size_t nseq, capseq, managed_live;
+static struct attr_note *attrs;
+static size_t nattrs, capattrs;
+static int lost;
+/* The context each kernel's function was first asked for in (key: the
+ * CUkernel), so that the common case, one context, needs no scan. */
+static struct idmap first_ctx = IDMAP_INIT;
+
+static struct driver_table orig;
+
+/* ---- notes (under the lock) ---------------------------------------------------- */
+
+static struct seq_note *append(struct msg_migrate_item it)
+{
+    if (nseq == capseq) {
+        size_t cap = capseq ? capseq * 2 : 256;
+        struct seq_note *v = nseq < SEQ_MAX ? realloc(seq, cap * sizeof *v) : NULL;
+        if (!v) {
+            lost = 1;
+            return NULL;
+        }
+        seq = v, capseq = cap;
+    }
+    char *name = it.name ? strdup(it.name) : NULL;
+    if (it.name && !name) {
+        lost = 1;
+        return NULL;
+    }
+    it.name = name;
+    seq[nseq] = (struct seq_note){.it = it};
+    return &seq[nseq++];
+}
+
+static void note(struct msg_migrate_item it)
+{
+    pthread_mutex_lock(&lock);
+    append(it);
+    pthread_mutex_unlock(&lock);
+}
+
+/* An image is copied (charged to --host-mem-quota): the driver cannot
+ * give it back, and B needs it. */
+static void note_image(uint8_t kind, uint64_t id, const void *image, size_t len)
+{
+    void *copy = host_quota_alloc(len ? len : 1, "an image kept for a migration");
+    pthread_mutex_lock(&lock);
+    struct seq_note *n = copy ? append((struct msg_migrate_item){.kind = kind, .id = id,
+                                                                 .parent = migrate_current_ctx_id()}) : NULL;
+    if (n) {
+        n->it.data = memcpy(copy, image, len);
+        n->it.data_len = len;
+    } else {
+        host_quota_free(copy);
+        lost = 1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void migrate_note_module(uint64_t id, const void *image, size_t len) { note_image(MIG_MODULE, id, image, len); }
+void migrate_note_library(uint64_t id, const void *image, size_t len) { note_image(MIG_LIBRARY, id, image, len); }
+
+void migrate_note_function(uint64_t id, uint64_t module_id, const char *name)
+{
+    note((struct msg_migrate_item){.kind = MIG_FUNCTION, .id = id, .parent = module_id, .name = name});
+}
+
+void migrate_note_kernel(uint64_t id, uint64_t library_id, const char *name)
+{
+    note((struct msg_migrate_item){.kind = MIG_KERNEL, .id = id, .parent = library_id, .name = name});
+}
+
+void migrate_note_kernel_function(uint64_t id, uint64_t kernel_id)
+{
+    note((struct msg_migrate_item){.kind = MIG_KERNEL_FUNCTION, .id = id, .parent = kernel_id,
+                                   .c = migrate_current_ctx_id()});
+}
+
+void migrate_note_library_module(uint64_t id, uint64_t library_id)
+{
+    note((struct msg_migrate_item){.kind = MIG_LIBRARY_MODULE, .id = id, .parent = library_id,
+                                   .c = migrate_current_ctx_id()});
+}
+
+/* A global looked up again adds nothing: its place is known. */
+static void note_global(struct msg_migrate_item it)
+{
+    pthread_mutex_lock(&lock);
+    bool known = false;
+    for (size_t i = 0; i < nseq && !known; i++)
+        known = !seq[i].gone && seq[i].it.kind == it.kind && seq[i].it.a == it.a;
+    if (!known) append(it);
+    pthread_mutex_unlock(&lock);
+}
+
+void migrate_note_global(uint64_t module_id, const char *name, uint64_t addr, uint64_t size)
+{
+    note_global((struct msg_migrate_item){.kind = MIG_GLOBAL, .parent = module_id, .name = name, .a = addr, .b = size});
+}
+
+void migrate_note_library_global(uint64_t library_id, const char *name, uint64_t addr, uint64_t size)
+{
+    note_global((struct msg_migrate_item){.kind = MIG_LIBRARY_GLOBAL, .parent = library_id, .name = name,
+                                          .a = addr, .b = size, .c = migrate_current_ctx_id()});
+}
+
+/* Everything bound through `id`, transitively: notes name their parent
+ * after it, so one pass in order finds them all. */
+void migrate_forget_module(uint64_t id)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t *gone_ids = malloc(sizeof *gone_ids * (nseq + 1));
+    size_t ngone = 0;
+    if (gone_ids) gone_ids[ngone++] = id;
+    for (size_t i = 0; gone_ids && i < nseq; i++) {
+        struct seq_note *n = &seq[i];
+        bool hit = n->it.id == id && (n->it.kind == MIG_MODULE || n->it.kind == MIG_LIBRARY);
+        for (size_t j = 0; j < ngone && !hit; j++) hit = n->it.parent == gone_ids[j] && n->it.kind != MIG_MANAGED;
+        if (!hit || n->gone) continue;
+        n->gone = true;
+        if (n->it.kind == MIG_KERNEL_FUNCTION && n->real) idmap_del(&first_ctx, (uint64_t)(uintptr_t)n->real);
+        if (n->it.id && n->it.id != id) gone_ids[ngone++] = n->it.id;
+        host_quota_free((void *)n->it.data);
+        n->it.data = NULL, n->it.data_len = 0;
+    }
+    if (!gone_ids) lost = 1;
+    free(gone_ids);
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- what the driver table's wrappers see ---------------------------------------- */
+
+/* The first time a kernel's function is asked for in a context, the
+ * driver may load the library there: noted, whoever asked. */
+static CUresult seq_cuKernelGetFunction(CUfunction *f, CUkernel k)
+{
+    CUresult r = orig.cuKernelGetFunction(f, k);
+    if (r != CUDA_SUCCESS) return r;
+    uint64_t ctx = migrate_current_ctx_id(), kid = handle_find_id(NULL, HK_KERNEL, k);
+    uint32_t tag;
+    void *first = NULL;
+    pthread_mutex_lock(&lock); /* the check and the note in one step: two threads note once */
+    bool known = idmap_get(&first_ctx, (uint64_t)(uintptr_t)k, &tag, &first);
+    bool seen = known && first == (void *)(uintptr_t)ctx;
+    for (size_t i = nseq; known && i-- > 0 && !seen;)
+        seen = seq[i].it.kind == MIG_KERNEL_FUNCTION && seq[i].real == k && seq[i].it.c == ctx && !seq[i].gone;
+    struct seq_note *n = seen ? NULL
+                              : append((struct msg_migrate_item){.kind = MIG_KERNEL_FUNCTION, .parent = kid, .c = ctx});
+    if (n) n->real = k;
+    if (n && !known && idmap_put(&first_ctx, (uint64_t)(uintptr_t)k, 0, (void *)(uintptr_t)ctx) != 0) lost = 1;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult seq_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
+{
+    CUresult r = orig.cuMemAllocManaged(p, n, flags);
+    if (r != CUDA_SUCCESS || !p) return r;
+    pthread_mutex_lock(&lock);
+    if (append((struct msg_migrate_item){.kind = MIG_MANAGED, .parent = migrate_current_ctx_id(), .a = *p, .b = n,
+                                         .c = flags}))
+        managed_live++;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult seq_cuMemFree_v2(CUdeviceptr p)
+{
+    CUresult r = orig.cuMemFree_v2(p);
+    if (r != CUDA_SUCCESS) return r;
+    pthread_mutex_lock(&lock);
+    for (size_t i = nseq; managed_live && i-- > 0;) {
+        struct seq_note *n = &seq[i];
+        if (n->it.kind != MIG_MANAGED || n->it.a != p || n->freed) continue;
+        n->freed = true;
+        managed_live--;
+        append((struct msg_migrate_item){.kind = MIG_MANAGED_FREE, .a = p});
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static void note_attr(const void *real, enum migrate_attr_call call, uint32_t attrib, int64_t value, int dev)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < nattrs && !(attrs[i].real == real && attrs[i].call == call && attrs[i].attrib == attrib &&
+                           attrs[i].dev == dev))
+        i++;
+    if (i == nattrs && nattrs == capattrs) {
+        size_t cap = capattrs ? capattrs * 2 : 32;
+        struct attr_note *v = nattrs < ATTRS_MAX ? realloc(attrs, cap * sizeof *v) : NULL;
+        if (v) attrs = v, capattrs = cap;
+        else lost = 1;
+    }
+    if (i < capattrs) {
+        attrs[i] = (struct attr_note){real, call, attrib, value, dev};
+        if (i == nattrs) nattrs++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static CUresult seq_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+    CUresult r = orig.cuFuncSetAttribute(f, a, v);
+    if (r == CUDA_SUCCESS) note_attr(f, ATTR_FUNC, (uint32_t)a, v, 0);
+    return r;
+}
+
+static CUresult seq_cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice dev)
+{
+    CUresult r = orig.cuKernelSetAttribute(a, v, k, dev);
+    if (r == CUDA_SUCCESS) note_attr(k, ATTR_KERNEL, (uint32_t)a, v, dev);
+    return r;
+}
+
+static CUresult seq_cuFuncSetCacheConfig(CUfunction f, CUfunc_cache c)
+{
+    CUresult r = orig.cuFuncSetCacheConfig(f, c);
+    if (r == CUDA_SUCCESS) note_attr(f, ATTR_FUNC_CACHE, 0, c, 0);
+    return r;
+}
+
+static CUresult seq_cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice dev)
+{
+    CUresult r = orig.cuKernelSetCacheConfig(k, c, dev);
+    if (r == CUDA_SUCCESS) note_attr(k, ATTR_KERNEL_CACHE, 0, c, dev);
+    return r;
+}
+
+static CUresult seq_cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig c)
+{
+    CUresult r = orig.cuFuncSetSharedMemConfig(f, c);
+    if (r == CUDA_SUCCESS) note_attr(f, ATTR_FUNC_SHMEM, 0, c, 0);
+    return r;
+}
+
+#define WRAP(name) \
+    if (t->name) t->name = seq_##name
+
+void migrate_seq_install(struct driver_table *t)
+{
+    static bool installed;
+    if (installed) return;
+    installed = true;
+    orig = *t;
+    WRAP(cuKernelGetFunction);
+    WRAP(cuMemAllocManaged);
+    WRAP(cuMemFree_v2);
+    WRAP(cuFuncSetAttribute);
+    WRAP(cuKernelSetAttribute);
+    WRAP(cuFuncSetCacheConfig);
+    WRAP(cuKernelSetCacheConfig);
+    WRAP(cuFuncSetSharedMemConfig);
+}
+
+/* ---- leaving, and the check ------------------------------------------------------- */
+
+/* A note's item as sent: handles resolved to the client's ids. */
+static struct msg_migrate_item resolved(const struct seq_note *n)
+{
+    struct msg_migrate_item it = n->it;
+    if (it.kind == MIG_KERNEL_FUNCTION && !it.parent) it.parent = handle_find_id(NULL, HK_KERNEL, n->real);
+    return it;
+}
+
+static uint64_t attr_target(const struct attr_note *a)
+{
+    bool kernel_call = a->call == ATTR_KERNEL || a->call == ATTR_KERNEL_CACHE;
+    uint64_t id = kernel_call ? 0 : handle_find_id(NULL, HK_FUNCTION, a->real);
+    return id ? id : handle_find_id(NULL, HK_KERNEL, a->real);
+}
+
+static struct msg_migrate_item attr_item(const struct attr_note *a, uint64_t id)
+{
+    return (struct msg_migrate_item){.kind = MIG_FUNC_ATTR, .id = id, .a = (uint64_t)a->call << 32 | a->attrib,
+                                     .b = (uint64_t)a->value, .c = (uint64_t)(int64_t)a->dev};
+}
+
+int migrate_seq_items(struct migrate_items *l)
+{
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nseq && rc == 0; i++)
+        if (!seq[i].gone) rc = migrate_items_push(l, resolved(&seq[i]));
+    for (size_t i = 0; i < nattrs && rc == 0; i++) {
+        uint64_t id = attr_target(&attrs[i]);
+        if (id) rc = migrate_items_push(l, attr_item(&attrs[i], id)); /* a function unloaded since: nothing to set */
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void migrate_seq_digest(struct migrate_digest *d)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nseq; i++) {
+        if (seq[i].gone) continue;
+        struct msg_migrate_item it = resolved(&seq[i]);
+        migrate_digest_u64(d, it.kind), migrate_digest_u64(d, it.id), migrate_digest_u64(d, it.parent);
+        migrate_digest_u64(d, it.a), migrate_digest_u64(d, it.b), migrate_digest_u64(d, it.c);
+    }
+    for (size_t i = 0; i < nattrs; i++) {
+        uint64_t id = attr_target(&attrs[i]);
+        struct msg_migrate_item it = attr_item(&attrs[i], id);
+        if (id) migrate_digest_u64(d, it.id), migrate_digest_u64(d, it.a), migrate_digest_u64(d, it.b);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int migrate_seq_ranges(struct migrate_ranges *r)
+{
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nseq && rc == 0; i++) {
+        const struct seq_note *n = &seq[i];
+        bool global = n->it.kind == MIG_GLOBAL || n->it.kind == MIG_LIBRARY_GLOBAL;
+        bool managed = n->it.kind == MIG_MANAGED && !n->freed;
+        if (!n->gone && (global || managed)) rc = migrate_ranges_push(r, n->it.a, n->it.b);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int migrate_seq_lost(void)
+{
+    pthread_mutex_lock(&lock);
+    int l = lost;
+    pthread_mutex_unlock(&lock);
+    return l;
+}

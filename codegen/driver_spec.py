@@ -434,6 +434,12 @@ cuGraphKernelNodeSetAttribute manual  sends=cuGraphKernelNodeSetAttribute
 cuGraphExecUpdate             manual  sends=cuGraphExecUpdate_v2  # both exports; node handles map back to ids (graph_update.c)
 cuGraphAddMemAllocNode        manual  sends=cuGraphAddMemAllocNode  # access descriptors travel as an array (graph_mem.c)
 cuGraphMemAllocNodeGetParams  manual  sends=cuGraphMemAllocNodeGetParams
+cuGraphAddBatchMemOpNode      manual  sends=cuGraphAddBatchMemOpNode  # the operations travel as cuStreamBatchMemOp's (graph_mem_op.c)
+cuGraphBatchMemOpNodeGetParams  manual  sends=cuGraphBatchMemOpNodeGetParams
+cuGraphBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphExecBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphDebugDotPrint          manual  sends=cuGraphDebugDotPrint  # the session's text, written by the client at the application's path (graph_dot.c)
+cuUserObjectCreate            manual  sends=scuda_user_object_create  # the destructor is a run record of the client's (graph_user_object.c)
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -486,10 +492,9 @@ cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
 cuProfilerInitialize          unsupported            # reads files on the client
-cuGraphAddNode                local                  # src/client/graph_node.c: unpacks the union, calls each type's own call
+cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
-cuGraphDebugDotPrint          unsupported            # writes a file on the server
 cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
 cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
@@ -1088,6 +1093,67 @@ op cuGraphMemAllocNodeGetParams
     out raw:CUmemAccessDesc access[] max=GRAPH_MAX_ACCESS
     out u64 bytesize
     out dptr dptr
+
+# Batch memory-operation nodes: the operations are raw
+# CUstreamBatchMemOpParams, as cuStreamBatchMemOp sends them (device
+# addresses, no host pointers); the context is the client's.
+const GRAPH_MAX_MEM_OPS   65536        # operations of one node (48 bytes each)
+op cuGraphAddBatchMemOpNode
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
+
+op cuGraphBatchMemOpNodeGetParams
+    in handle node
+    out handle ctx
+    out raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    out u32 flags
+
+op cuGraphBatchMemOpNodeSetParams
+    in handle exec                     # 0: the graph's node itself
+    in handle node
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
+
+# cuGraphDebugDotPrint: the session has the driver write a temporary file
+# of its own and sends the text back; the client writes the application's
+# path (src/client/graph_dot.c).
+const GRAPH_MAX_DOT       33554432     # bytes of one graph's dot text
+op cuGraphDebugDotPrint
+    in handle graph
+    in u32 flags
+    out bytes text
+
+# cuGraphAddNode of the node types without a call of their own: a
+# conditional node (the driver makes its body graphs: their session ids
+# come back, handle_export) or a child graph moved into its parent.
+# Edges with data are added after the node (cuGraphAddDependencies_v2).
+const GRAPH_MAX_BODIES    65536        # body graphs of one conditional node
+op scuda_graph_add_node
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in u32 type                        # CU_GRAPH_NODE_TYPE_CONDITIONAL or CU_GRAPH_NODE_TYPE_GRAPH
+    in handle child                    # GRAPH: the graph moved in
+    in u64 cond                        # CONDITIONAL: the CUgraphConditionalHandle (a value)
+    in u32 cond_type                   # CUgraphConditionalNodeType
+    in u32 size                        # body graphs
+    in handle ctx
+    out handle bodies[] max=GRAPH_MAX_BODIES
+
+# User objects (src/client/graph_user_object.c): the destructor and its
+# data are a run record of the client's; when the driver destroys the
+# object the session queues "run record R" once and forgets it, and never
+# waits for the client.
+op scuda_user_object_create
+    in handle object                   # the new object's id (the client picks it)
+    in handle record
+    in u32 refcount
+    in u32 flags
 
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams

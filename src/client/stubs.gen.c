@@ -1368,14 +1368,6 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
     return r;
 }
 
-EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
 {
     SHIM_ENTER(cuGraphAddChildGraphNode, (phGraphNode, hGraph, dependencies, numDependencies, childGraph));
@@ -1640,22 +1632,6 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return r;
 }
 
-EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams (nodeParams_out: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     SHIM_ENTER(cuGraphChildGraphNodeGetGraph, (hNode, phGraph));
@@ -1735,14 +1711,6 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
-{
-    SHIM_ENTER(cuGraphDebugDotPrint, (hGraph, path, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint (writes a file on the server)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
@@ -1835,14 +1803,6 @@ EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
@@ -7206,14 +7166,6 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)
-{
-    SHIM_ENTER(cuUserObjectCreate, (object_out, ptr, destroy, initialRefcount, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuUserObjectCreate (object_out: CUuserObject output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)

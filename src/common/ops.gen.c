@@ -394,6 +394,12 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGreenCtxCreate] = "cuGreenCtxCreate",
     [OP_cuGreenCtxStreamCreate] = "cuGreenCtxStreamCreate",
     [OP_cuLogsDumpToMemory] = "cuLogsDumpToMemory",
+    [OP_cuGraphAddBatchMemOpNode] = "cuGraphAddBatchMemOpNode",
+    [OP_cuGraphBatchMemOpNodeGetParams] = "cuGraphBatchMemOpNodeGetParams",
+    [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
+    [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
+    [OP_scuda_user_object_create] = "scuda_user_object_create",
+    [OP_scuda_graph_add_node] = "scuda_graph_add_node",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -395,7 +395,13 @@ enum scuda_op {
     OP_cuGreenCtxCreate = 388,
     OP_cuGreenCtxStreamCreate = 389,
     OP_cuLogsDumpToMemory = 390,
-    OP_COUNT = 391
+    OP_cuGraphAddBatchMemOpNode = 391,
+    OP_cuGraphBatchMemOpNodeGetParams = 392,
+    OP_cuGraphBatchMemOpNodeSetParams = 393,
+    OP_cuGraphDebugDotPrint = 394,
+    OP_scuda_user_object_create = 395,
+    OP_scuda_graph_add_node = 396,
+    OP_COUNT = 397
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

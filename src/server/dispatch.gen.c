@@ -55,6 +55,8 @@ extern CUresult srv_scuda_graph_stage(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_add_host_node(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_get(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_set(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_add_node(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_user_object_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
@@ -64,9 +66,13 @@ extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphDebugDotPrint(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecUpdate_v2(srv_call *c) __attribute__((weak));
@@ -9128,6 +9134,12 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGreenCtxCreate] = {"cuGreenCtxCreate", gen_srv_cuGreenCtxCreate, 0, 0, 0, 0},
     [OP_cuGreenCtxStreamCreate] = {"cuGreenCtxStreamCreate", gen_srv_cuGreenCtxStreamCreate, 0, 0, 0, 0},
     [OP_cuLogsDumpToMemory] = {"cuLogsDumpToMemory", gen_srv_cuLogsDumpToMemory, 0, 0, 0, 0},
+    [OP_cuGraphAddBatchMemOpNode] = {"cuGraphAddBatchMemOpNode", srv_cuGraphAddBatchMemOpNode, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeGetParams] = {"cuGraphBatchMemOpNodeGetParams", srv_cuGraphBatchMemOpNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeSetParams] = {"cuGraphBatchMemOpNodeSetParams", srv_cuGraphBatchMemOpNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
+    [OP_scuda_user_object_create] = {"scuda_user_object_create", srv_scuda_user_object_create, 0, 0, 0, 0},
+    [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

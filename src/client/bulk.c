@@ -35,6 +35,7 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/tls_records.h"
 #include "../common/transport.h"
 
 #define CONNECT_TIMEOUT_MS 5000
@@ -57,6 +58,7 @@ static struct {
     pthread_mutex_t lock; /* one striped copy at a time; setup */
     enum bulk_state state;
     int k;
+    int tls; /* the connections are TLS: chunks of whole records */
     int fd[BULK_MAX_STREAMS];
     uint32_t chunk_max;
     uint64_t next_id;
@@ -279,10 +281,14 @@ static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECR
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* Whether the session's connections are TLS (the bulk ones are as the
+ * main one: dial.c decides by the same address). */
+static int over_tls(void) { return scuda_tls_for(conn_addr()); }
+
 /* How many connections: SCUDA_BULK_STREAMS; below 2 means none. */
 static int streams_wanted(void)
 {
-    int tls = scuda_tls_for(conn_addr());
+    int tls = over_tls();
     int k = scuda_bulk_streams(tls);
     if (k < 0) {
         LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
@@ -351,8 +357,9 @@ static void setup_locked(void)
     }
     bulk.state = BULK_ON;
     conn_set_dead_handler(on_server_dead);
+    bulk.tls = over_tls();
     LOG_INFO("%d bulk connections to server %s: copies of %u MiB and more are striped", k, conn_addr(),
-             BULK_MIN_COPY >> 20);
+             (bulk.tls ? BULK_MIN_COPY_TLS : BULK_MIN_COPY) >> 20);
 }
 
 /* The session moved to another server (conn.h): the connections to the
@@ -374,7 +381,7 @@ static void forget_old_server_locked(void)
  * (lock released). */
 static int begin(size_t n)
 {
-    if (n < BULK_MIN_COPY) return 0;
+    if (n < BULK_MIN_COPY && !(n >= BULK_MIN_COPY_TLS && over_tls())) return 0;
     rpc_push_mirrors(); /* not under bulk.lock: see the top of this file */
     pthread_mutex_lock(&bulk.lock);
     if (conn_moves() != bulk.moves_seen) forget_old_server_locked();
@@ -386,13 +393,17 @@ static int begin(size_t n)
 
 /* At least two chunks per connection, so each connection's transfer
  * overlaps the session's DMA of its last chunk; at most what the
- * session's buffers hold. */
+ * session's buffers hold. Over TLS a chunk is a whole number of records,
+ * at least one, so every connection carries full records and a copy of
+ * BULK_MIN_COPY_TLS still keeps eight connections busy (bulk.h). */
 static uint32_t pick_chunk(size_t n)
 {
-    uint64_t quantum = 64u << 10, c = n / (2u * (uint64_t)bulk.k);
+    int tls = bulk.tls;
+    uint64_t quantum = tls ? REC_MAX_PLAIN : 64u << 10, c = n / (2u * (uint64_t)bulk.k);
+    uint64_t min = tls ? REC_MAX_PLAIN : 4 * BULK_CHUNK_MIN;
     c = (c + quantum - 1) / quantum * quantum;
     uint64_t max = bulk.chunk_max < BULK_CHUNK_MAX ? bulk.chunk_max : BULK_CHUNK_MAX;
-    if (c < 4 * BULK_CHUNK_MIN) c = 4 * BULK_CHUNK_MIN;
+    if (c < min) c = min;
     return (uint32_t)(c > max ? max : c);
 }
 

@@ -64,7 +64,10 @@ static struct {
     uint64_t next_id;
 
     pthread_mutex_t job_lock; /* guards what follows */
-    pthread_cond_t job_cv;    /* a job was posted, a mover finished, quit */
+    pthread_cond_t job_cv;    /* a job was posted, quit, a helper exited */
+    /* The last mover finished: only the job's caller waits for that, so a
+     * mover finishing does not wake every idle helper. */
+    pthread_cond_t done_cv;
     struct job job;
     int moving; /* movers still on the job */
     int failed; /* the job failed; fail_* say where */
@@ -77,6 +80,7 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .job_lock = PTHREAD_MUTEX_INITIALIZER,
     .job_cv = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
 };
 
 /* ---- moving one connection's chunks ---------------------------------------- */
@@ -148,8 +152,7 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&bulk.job_lock);
         if (move_share(index, &j) != 0) note_failure(index, errno);
         pthread_mutex_lock(&bulk.job_lock);
-        bulk.moving--;
-        pthread_cond_broadcast(&bulk.job_cv);
+        if (--bulk.moving == 0) pthread_cond_signal(&bulk.done_cv);
     }
     bulk.helpers--;
     pthread_cond_broadcast(&bulk.job_cv);
@@ -173,7 +176,7 @@ static int run_job(const struct job *j)
     if (move_share(0, j) != 0) note_failure(0, errno);
     pthread_mutex_lock(&bulk.job_lock);
     bulk.moving--;
-    while (bulk.moving > 0) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
+    while (bulk.moving > 0) pthread_cond_wait(&bulk.done_cv, &bulk.job_lock);
     int failed = bulk.failed;
     pthread_mutex_unlock(&bulk.job_lock);
     conn_transfer_end();
@@ -466,6 +469,7 @@ void bulk_forget_after_fork(void)
     pthread_mutex_init(&bulk.lock, NULL);
     pthread_mutex_init(&bulk.job_lock, NULL);
     pthread_cond_init(&bulk.job_cv, NULL);
+    pthread_cond_init(&bulk.done_cv, NULL);
     bulk.state = BULK_OFF;
 }
 

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,8 +286,21 @@ static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECR
 }
 
 /* Whether the session's connections are TLS (the bulk ones are as the
- * main one: dial.c decides by the same address). */
-static int over_tls(void) { return scuda_tls_for(conn_addr()); }
+ * main one: dial.c decides by the same address). Asked before every copy
+ * from BULK_MIN_COPY_TLS on, so it is worked out once per server the
+ * session is on (conn_moves), not from the address each time: the
+ * address is rewritten when the session moves. Two threads that race
+ * here may both work it out; a stale answer only picks the other path
+ * for one copy, and both are correct. */
+static int over_tls(void)
+{
+    static _Atomic unsigned long known; /* (moves + 1) << 1 | tls; 0: not yet */
+    unsigned long moves = conn_moves(), k = atomic_load(&known);
+    if (k >> 1 == moves + 1ul) return (int)(k & 1u);
+    int tls = scuda_tls_for(conn_addr());
+    atomic_store(&known, (moves + 1ul) << 1 | (unsigned long)(tls != 0));
+    return tls;
+}
 
 /* How many connections: SCUDA_BULK_STREAMS; below 2 means none. */
 static int streams_wanted(void)

@@ -9,6 +9,35 @@
 #include "handlers.gen.h"
 #include "session.h"
 
+/* cudart asks for its __managed__ variables while it sets up a device,
+ * before the client's thread has a current context, so the frame may name
+ * none. The variable's address is the same in every context, but the
+ * driver needs one to load the library: lacking one, the call runs in an
+ * active primary context (retained around the call, so it is never the
+ * last reference). */
+static CUresult get_managed(CUdeviceptr *p, size_t *size, CUlibrary lib, const char *name)
+{
+    CUresult r = REAL(cuLibraryGetManaged, p, size, lib, name);
+    CUcontext cur = NULL;
+    if (r != CUDA_ERROR_INVALID_CONTEXT || REAL(cuCtxGetCurrent, &cur) != CUDA_SUCCESS || cur) return r;
+    int n = 0;
+    if (REAL(cuDeviceGetCount, &n) != CUDA_SUCCESS) return r;
+    for (CUdevice d = 0; d < n; d++) {
+        unsigned flags = 0;
+        int active = 0;
+        CUcontext primary = NULL;
+        if (REAL(cuDevicePrimaryCtxGetState, d, &flags, &active) != CUDA_SUCCESS || !active) continue;
+        if (REAL(cuDevicePrimaryCtxRetain, &primary, d) != CUDA_SUCCESS) continue;
+        if (REAL(cuCtxPushCurrent_v2, primary) == CUDA_SUCCESS) {
+            r = REAL(cuLibraryGetManaged, p, size, lib, name);
+            REAL(cuCtxPopCurrent_v2, &cur);
+        }
+        REAL(cuDevicePrimaryCtxRelease_v2, d);
+        return r;
+    }
+    return r;
+}
+
 CUresult srv_scuda_library_get_managed(srv_call *c)
 {
     struct msg_scuda_library_get_managed_req m;
@@ -18,7 +47,7 @@ CUresult srv_scuda_library_get_managed(srv_call *c)
     if (r != CUDA_SUCCESS) return r;
     CUdeviceptr p = 0;
     size_t size = 0;
-    if ((r = REAL(cuLibraryGetManaged, &p, &size, (CUlibrary)lib, m.name)) != CUDA_SUCCESS) return r;
+    if ((r = get_managed(&p, &size, (CUlibrary)lib, m.name)) != CUDA_SUCCESS) return r;
     struct msg_scuda_library_get_managed_rep rep = {.ptr = p, .size = size};
     msg_scuda_library_get_managed_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;

@@ -699,7 +699,11 @@ static int read_idle_frame(void)
 static void read_while_idle(void)
 {
     pthread_mutex_lock(&conn.recv_lock);
-    int idle = !conn.dead && !conn.reader_active && !atomic_load(&conn.resuming) && !conn.waiters && conn.fd >= 0;
+    /* A striped copy in flight (transfers) is left to its own rules
+     * (docs/architecture.md 9.17, "The switch"): its bulk connections are
+     * A's, and following a move under it is not built. */
+    int idle = !conn.dead && !conn.reader_active && !atomic_load(&conn.resuming) && !conn.waiters &&
+               !conn.transfers && conn.fd >= 0;
     if (idle) conn.reader_active = 1;
     pthread_mutex_unlock(&conn.recv_lock);
     if (!idle) return;

@@ -767,6 +767,7 @@ static void nvml_works(const struct nvml_calls *nv)
 }
 
 static int idle_nvml; /* the idle client opens an NVML session too */
+static int idle_lost; /* its session is killed while it is idle: calls then fail */
 
 static int idle_client(void *arg)
 {
@@ -787,6 +788,10 @@ static int idle_client(void *arg)
     CHECK(write(ready_pipe[1], "r", 1) == 1);
     char c;
     CHECK(read(done_pipe[0], &c, 1) == 1, "the parent checked the move"); /* idle: not one call meanwhile */
+    if (idle_lost) {
+        CU_EXPECT(CUDA_ERROR_DEVICE_UNAVAILABLE, cuCtxSynchronize());
+        return 0;
+    }
     /* Wherever the session is now, it has the same bytes and runs kernels. */
     CU(cuMemcpyDtoH_v2(back, d, sizeof back));
     CHECK(memcmp(words, back, sizeof back) == 0, "the bytes came back after the move");
@@ -843,10 +848,23 @@ static pid_t start_idle_client(const struct h_server *a, int sessions, char *err
     return child;
 }
 
+/* Wait at most ms until the file at path holds needle. */
+static int file_within(const char *path, const char *needle, unsigned ms)
+{
+    uint64_t until = h_now_ms() + ms;
+    for (;;) {
+        char *text = h_read_file(path, &(size_t){0});
+        int found = strstr(text, needle) != NULL;
+        free(text);
+        if (found || h_now_ms() >= until) return found;
+        h_sleep_ms(20);
+    }
+}
+
 static void finish_idle_client(pid_t child, const char *err_path, const char *what)
 {
     char *err = h_read_file(err_path, &(size_t){0});
-    CHECK(strstr(err, "session moved from"), "the client moved before its next call: %s", err);
+    CHECK(idle_lost || strstr(err, "session moved from"), "the client moved before its next call: %s", err);
     CHECK(!idle_nvml || (strstr(err, "[nvml ") && strstr(strstr(err, "[nvml "), "session moved from")),
           "the NVML shim's connection moved too: %s", err);
     free(err);
@@ -904,6 +922,21 @@ static void test_idle_moves(void)
     h_server_kill(&D); /* it exited by itself (the drain) */
     h_server_stop(&B);
     unsetenv("SCUDA_NVML_PATH");
+
+    /* The same path reports a session that ended while its client was
+     * idle: the client sees the EOF, its resume is refused, and it says
+     * the connection is lost, before any call. */
+    struct h_server E;
+    h_server_start(&E, "migrate-idle-lost", NULL);
+    idle_nvml = 0;
+    idle_lost = 1;
+    child = start_idle_client(&E, 1, err, sizeof err);
+    CHECK(kill(newest_session(&E), SIGKILL) == 0);
+    CHECK(file_within(err, "lost the connection to server", FOLLOW_MS),
+          "an idle client noticed its session ended, before its next call");
+    finish_idle_client(child, err, "an idle client's calls fail once its session is gone");
+    idle_lost = 0;
+    h_server_kill(&E); /* its session died from a signal, on purpose */
 }
 
 int main(void)

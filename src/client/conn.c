@@ -383,6 +383,8 @@ static int conn_read(void *buf, size_t n)
     return 0;
 }
 
+/* Device printf text from the session: written through stdio so it stays
+ * in order with the application's own buffered output. */
 static int deliver_output(uint32_t len)
 {
     uint8_t *buf = malloc(len ? len : 1);

@@ -42,6 +42,9 @@
  * one whose connection broke (declare_dead_locked): a fresh path answers
  * within a few round trips; a frozen session never does. */
 #define RESUME_AFTER_SILENCE_MS 250u
+/* How often the liveness thread looks at the connection: pings, the
+ * dead-after rule, and what arrives while no call waits (read_while_idle). */
+#define IDLE_TICK_MS 100u
 
 /* What one-way calls may leave kept for a resume before one of them waits
  * for the session's acknowledgement (conn_send). */
@@ -358,8 +361,11 @@ static void unlink_waiter_locked(struct waiter *target)
     }
 }
 
-/* Device printf text from the session: written through stdio so it stays
- * in order with the application's own buffered output. */
+/* Set on the liveness thread while it reads an idle connection (see
+ * read_while_idle): its reads are bounded, since no caller's wait, and so
+ * no dead-after verdict, covers them. */
+static __thread int idle_reader;
+
 /* Every read of the main connection: in pieces, each one a sign of life
  * for the liveness thread. */
 static int conn_read(void *buf, size_t n)
@@ -367,7 +373,9 @@ static int conn_read(void *buf, size_t n)
     uint8_t *p = buf;
     while (n > 0) {
         size_t k = n < READ_PIECE ? n : READ_PIECE;
-        if (io_read_full(conn.fd, p, k) != 0) return -1;
+        int rc = idle_reader && conn.dead_after_ms ? io_read_full_timeout(conn.fd, p, k, (int)conn.dead_after_ms)
+                                                   : io_read_full(conn.fd, p, k);
+        if (rc != 0) return -1;
         atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed);
         p += k;
         n -= k;
@@ -375,6 +383,8 @@ static int conn_read(void *buf, size_t n)
     return 0;
 }
 
+/* Device printf text from the session: written through stdio so it stays
+ * in order with the application's own buffered output. */
 static int deliver_output(uint32_t len)
 {
     uint8_t *buf = malloc(len ? len : 1);
@@ -564,15 +574,10 @@ static int take_moved(uint32_t len)
     return -1;
 }
 
-/* Read one frame as the reader. Called without recv_lock; takes it to
- * find the waiter, which cannot leave while it is not done. */
-static int read_one_frame(void)
+/* Take one frame whose header is in hdr. Called without recv_lock. */
+static int take_one_frame(const uint8_t hdr[FRAME_HEADER_LEN])
 {
-    uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
-    /* A reply is often microseconds away: poll before sleeping in read. */
-    io_spin_for_input(conn.fd, REPLY_SPIN_NS);
-    if (conn_read(hdr, sizeof hdr) != 0) return -1;
     frame_header_decode(hdr, &h);
     atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
     if (h.length > SCUDA_MAX_FRAME + SCUDA_REPLY_MARGIN) {
@@ -584,6 +589,40 @@ static int read_one_frame(void)
     int rc = take_frame(&h);
     if (rc == 0) frame_received();
     return rc;
+}
+
+/* Read one frame as the reader. Called without recv_lock; takes it to
+ * find the waiter, which cannot leave while it is not done. */
+static int read_one_frame(void)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    /* A reply is often microseconds away: poll before sleeping in read. */
+    io_spin_for_input(conn.fd, REPLY_SPIN_NS);
+    if (conn_read(hdr, sizeof hdr) != 0) return -1;
+    return take_one_frame(hdr);
+}
+
+/* The reader's read failed (errno saved): decide what the break is.
+ * Called with recv_lock held. */
+static void reader_failed_locked(int saved)
+{
+    /* Altered bytes (EPROTO: TLS, or a frame no session sends) are an
+     * attack or a fault on the path: no resume, as before. */
+    if (saved == EPROTO) mark_dead_locked(strerror(saved));
+    else if (resume_moving()) broke_locked("the session moved to another server", resume_within_ms());
+    else broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved), resume_within_ms());
+}
+
+/* The reader role is free: wake a waiter to take it, if any. Called with
+ * recv_lock held. */
+static void pass_reader_role_locked(void)
+{
+    for (struct waiter *w = conn.waiters; w; w = w->next) {
+        if (!w->done) {
+            pthread_cond_signal(&w->cv);
+            return;
+        }
+    }
 }
 
 /* Wait until me is done, reading for everyone while no one else does.
@@ -602,22 +641,10 @@ static void wait_done_locked(struct waiter *me)
         int saved = errno;
         pthread_mutex_lock(&conn.recv_lock);
         conn.reader_active = 0;
-        /* Altered bytes (EPROTO: TLS, or a frame no session sends) are
-         * an attack or a fault on the path: no resume, as before. */
-        if (rc != 0 && saved == EPROTO) mark_dead_locked(strerror(saved));
-        else if (rc != 0 && resume_moving()) broke_locked("the session moved to another server", resume_within_ms());
-        else if (rc != 0)
-            broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved),
-                         resume_within_ms());
+        if (rc != 0) reader_failed_locked(saved);
     }
     unlink_waiter_locked(me);
-    /* Hand the reader role to another waiter, if any. */
-    for (struct waiter *w = conn.waiters; w; w = w->next) {
-        if (!w->done) {
-            pthread_cond_signal(&w->cv);
-            break;
-        }
-    }
+    pass_reader_role_locked();
 }
 
 CUresult conn_wait(struct rpc_call *c, int *deferred)
@@ -641,6 +668,58 @@ CUresult conn_wait(struct rpc_call *c, int *deferred)
     return me->result;
 }
 
+/* ---- reading an idle connection ------------------------------------------ */
+
+/* With no call waiting, nobody would read the connection: a session that
+ * moved (its scuda_moved notice) or a server that closed it would be seen
+ * only at the next call, perhaps minutes later, while the session's old
+ * server waits out --resume-within for a client that never comes (a drain
+ * then waits as long). So the liveness thread, on its 100 ms tick, takes
+ * the reader role when it is free and reads what is there, never waiting
+ * for a frame to start. A caller that arrives meanwhile registers as a
+ * waiter and sleeps until the role is handed to it, as behind any reader;
+ * its reply, should it come first, is delivered by this thread. */
+
+/* Frames taken per tick at most: a server that talks without pause cannot
+ * keep the liveness thread from its own work. */
+#define IDLE_FRAMES_PER_TICK 64
+
+/* One frame if one has begun to arrive: 1 taken, 0 nothing there, -1
+ * failed (errno). A frame that has begun is read whole, each piece
+ * bounded by SCUDA_DEAD_AFTER (idle_reader): a partial TLS record or half
+ * a frame that stops coming is a silent server. */
+static int read_idle_frame(void)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    ssize_t k = io_read_some(conn.fd, hdr, sizeof hdr, 0);
+    if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed);
+    if ((size_t)k < sizeof hdr && conn_read(hdr + k, sizeof hdr - (size_t)k) != 0) return -1;
+    return take_one_frame(hdr) == 0 ? 1 : -1;
+}
+
+static void read_while_idle(void)
+{
+    pthread_mutex_lock(&conn.recv_lock);
+    /* A striped copy in flight (transfers) is left to its own rules
+     * (docs/architecture.md 9.17, "The switch"): its bulk connections are
+     * A's, and following a move under it is not built. */
+    int idle = !conn.dead && !conn.reader_active && !atomic_load(&conn.resuming) && !conn.waiters &&
+               !conn.transfers && conn.fd >= 0;
+    if (idle) conn.reader_active = 1;
+    pthread_mutex_unlock(&conn.recv_lock);
+    if (!idle) return;
+    idle_reader = 1;
+    int rc = 0, saved = 0;
+    for (int i = 0; i < IDLE_FRAMES_PER_TICK && (rc = read_idle_frame()) == 1; i++) continue;
+    saved = errno;
+    idle_reader = 0;
+    pthread_mutex_lock(&conn.recv_lock);
+    conn.reader_active = 0;
+    if (rc < 0) reader_failed_locked(saved);
+    pass_reader_role_locked();
+    pthread_mutex_unlock(&conn.recv_lock);
+}
 
 /* ---- liveness ------------------------------------------------------------ */
 
@@ -796,8 +875,9 @@ static void *liveness_main(void *arg)
     uint64_t sent_seen = 0, rx_seen = 0, rx_at = mono_ms(), last_ping = mono_ms();
     for (;;) {
         uint64_t interval = ping_interval_ms();
-        /* Ticks short enough to declare death within a few percent of the bound. */
-        uint64_t tick = interval ? (interval < 100 ? interval : 100) : 1000;
+        /* Ticks short enough to declare death within a few percent of the
+         * bound, and to follow a move within a second (read_while_idle). */
+        uint64_t tick = interval && interval < IDLE_TICK_MS ? interval : IDLE_TICK_MS;
         struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         uint64_t now = mono_ms();
@@ -810,6 +890,7 @@ static void *liveness_main(void *arg)
             sent_seen = atomic_load(&bytes_sent);
             last_ping = now;
         }
+        read_while_idle();
         uint64_t rx = atomic_load(&conn.rx_progress);
         if (rx != rx_seen) {
             rx_seen = rx;

@@ -14,6 +14,7 @@
  * globals and managed memory keep their addresses only because each
  * session places the driver's mappings (server/driver_va.h). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -957,6 +958,238 @@ static void test_refusals(void)
     h_server_stop(&B);
 }
 
+/* ---- an idle client follows its session ------------------------------------- */
+
+/* A client that makes no call while its session moves must still follow
+ * it (src/client/conn.c, read_while_idle): it resumes on B at once, so A's
+ * session process ends and a drained A exits, instead of both waiting out
+ * --resume-within for a call that may never come. The client of these
+ * cases holds a CUDA session and, when asked, an NVML one (PyTorch opens
+ * both at start and then asks NVML nothing more), then waits on a pipe
+ * without a call until the parent has checked the move. */
+
+/* The NVML shim (libnvidia-ml.so.1) sits next to the driver shim in the
+ * build; the session's NVML is the stand-in, next to them. Empty when the
+ * build has no NVML (nvml.h missing: src/client/nvml/nvml.cmake). */
+static char nvml_shim[512], nvml_standin[512];
+
+static void find_nvml(void)
+{
+    Dl_info info;
+    CHECK(dladdr((void *)cuInit, &info) && info.dli_fname, "where the driver shim is");
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    CHECK(slash != NULL, "the driver shim's path %s", info.dli_fname);
+    *slash = '\0';
+    snprintf(nvml_shim, sizeof nvml_shim, "%s/libnvidia-ml.so.1", dir);
+    snprintf(nvml_standin, sizeof nvml_standin, "%s/standin/libnvidia-ml-standin.so", dir);
+    if (access(nvml_shim, R_OK) != 0 || access(nvml_standin, R_OK) != 0) nvml_shim[0] = nvml_standin[0] = '\0';
+}
+
+/* The few NVML calls the idle client makes, through the shim. */
+struct nvml_calls {
+    int (*init)(void);
+    int (*count)(unsigned *);
+    int (*by_index)(unsigned, void **);
+    int (*name)(void *, char *, unsigned);
+};
+
+static void nvml_load(struct nvml_calls *nv)
+{
+    void *h = dlopen(nvml_shim, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL, "dlopen %s: %s", nvml_shim, dlerror());
+    *(void **)&nv->init = dlsym(h, "nvmlInit_v2");
+    *(void **)&nv->count = dlsym(h, "nvmlDeviceGetCount_v2");
+    *(void **)&nv->by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&nv->name = dlsym(h, "nvmlDeviceGetName");
+    CHECK(nv->init && nv->count && nv->by_index && nv->name, "the NVML shim exports what the test calls");
+}
+
+/* The NVML session answers: one device, the stand-in's. */
+static void nvml_works(const struct nvml_calls *nv)
+{
+    unsigned n = 0;
+    void *dev = NULL;
+    char name[96] = "";
+    CHECK(nv->count(&n) == 0 && n == 1, "NVML counts %u device(s)", n);
+    CHECK(nv->by_index(0, &dev) == 0 && nv->name(dev, name, sizeof name) == 0, "NVML names the device");
+    CHECK(strcmp(name, "SCUDA Stand-in GPU") == 0, "NVML's device is '%s'", name);
+}
+
+static int idle_nvml; /* the idle client opens an NVML session too */
+static int idle_lost; /* its session is killed while it is idle: calls then fail */
+
+static int idle_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    uint32_t words[1024], back[1024];
+    for (unsigned i = 0; i < 1024; i++) words[i] = i * 2654435761u;
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, sizeof words));
+    CU(cuMemcpyHtoD_v2(d, words, sizeof words));
+    CU(cuCtxSynchronize());
+    struct nvml_calls nv;
+    if (idle_nvml) {
+        nvml_load(&nv);
+        CHECK(nv.init() == 0, "nvmlInit through the shim");
+        nvml_works(&nv);
+    }
+    CHECK(write(ready_pipe[1], "r", 1) == 1);
+    char c;
+    CHECK(read(done_pipe[0], &c, 1) == 1, "the parent checked the move"); /* idle: not one call meanwhile */
+    if (idle_lost) {
+        CU_EXPECT(CUDA_ERROR_DEVICE_UNAVAILABLE, cuCtxSynchronize());
+        return 0;
+    }
+    /* Wherever the session is now, it has the same bytes and runs kernels. */
+    CU(cuMemcpyDtoH_v2(back, d, sizeof back));
+    CHECK(memcmp(words, back, sizeof back) == 0, "the bytes came back after the move");
+    uint32_t v = 0x600df00du;
+    uint64_t n = 1024;
+    void *fill_args[] = {&d, &v, &n};
+    CU(cuLaunchKernel(h_func("fill_u32"), 4, 1, 1, 256, 1, 1, 0, NULL, fill_args, NULL));
+    CU(cuMemcpyDtoH_v2(back, d, sizeof back));
+    for (unsigned i = 0; i < 1024; i++) CHECK(back[i] == v, "word %u is %08x after a kernel on B", i, back[i]);
+    if (idle_nvml) {
+        /* The NVML connection is on B; NVML's own state (its init, its
+         * handles) is not moved yet, so the client initializes it again. */
+        CHECK(nv.init() == 0, "nvmlInit on B");
+        nvml_works(&nv);
+    }
+    return 0;
+}
+
+/* Wait at most ms until s's log has needle n times. */
+static int log_within(const struct h_server *s, const char *needle, int n, unsigned ms)
+{
+    uint64_t until = h_now_ms() + ms;
+    while (h_server_log_count(s, needle) < n && h_now_ms() < until) h_sleep_ms(10);
+    return h_server_log_count(s, needle) >= n;
+}
+
+static int pid_gone_within(pid_t pid, unsigned ms)
+{
+    uint64_t until = h_now_ms() + ms;
+    while (h_pid_alive(pid) && h_now_ms() < until) h_sleep_ms(10);
+    return !h_pid_alive(pid);
+}
+
+/* How long a client may take to follow: the notice is read on the next
+ * 100 ms tick and the resume is a few round trips; the rest is slack for
+ * sanitizers on a loaded machine. Without the idle read the client never
+ * follows before its next call, which the parent holds back. */
+#define FOLLOW_MS 4000u
+/* A drain moves its sessions one after the other, each a full move. */
+#define DRAIN_IDLE_MS 15000u
+
+/* Start the idle client on A (its sessions logged), then return its pid
+ * once it is idle, and stderr's path in err. */
+static pid_t start_idle_client(const struct h_server *a, int sessions, char *err, size_t errlen)
+{
+    CHECK(pipe(ready_pipe) == 0 && pipe(done_pipe) == 0);
+    int efd = h_temp_file("migrate-idle-stderr", err, errlen);
+    pid_t child = h_spawn(idle_client, NULL, 90, -1, efd);
+    close(efd);
+    char c;
+    CHECK(read(ready_pipe[0], &c, 1) == 1, "the client got going");
+    CHECK(h_wait_sessions(a, sessions, 10000), "A runs the client's %d session(s)", sessions);
+    h_sleep_ms(1500); /* idle for a while: no call, only pings */
+    return child;
+}
+
+/* Wait at most ms until the file at path holds needle. */
+static int file_within(const char *path, const char *needle, unsigned ms)
+{
+    uint64_t until = h_now_ms() + ms;
+    for (;;) {
+        char *text = h_read_file(path, &(size_t){0});
+        int found = strstr(text, needle) != NULL;
+        free(text);
+        if (found || h_now_ms() >= until) return found;
+        h_sleep_ms(20);
+    }
+}
+
+static void finish_idle_client(pid_t child, const char *err_path, const char *what)
+{
+    char *err = h_read_file(err_path, &(size_t){0});
+    CHECK(idle_lost || strstr(err, "session moved from"), "the client moved before its next call: %s", err);
+    CHECK(!idle_nvml || (strstr(err, "[nvml ") && strstr(strstr(err, "[nvml "), "session moved from")),
+          "the NVML shim's connection moved too: %s", err);
+    free(err);
+    CHECK(write(done_pipe[1], "d", 1) == 1);
+    h_wait_ok(child, 95000, what);
+    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
+}
+
+static void test_idle_moves(void)
+{
+    find_nvml();
+    if (nvml_shim[0]) setenv("SCUDA_NVML_PATH", nvml_standin, 1);
+    else printf("migrate: no NVML shim in this build (nvml.h missing): the idle NVML case does not run\n");
+
+    /* scuda migrate of an idle CUDA client. */
+    struct h_server A, B;
+    char control[600], err[512], out[2048];
+    snprintf(control, sizeof control, "%s/migrate-idle-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts ao = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&B, "migrate-idle-b", NULL);
+    h_server_start(&A, "migrate-idle-a", &ao);
+    idle_nvml = 0;
+    pid_t child = start_idle_client(&A, 1, err, sizeof err);
+    pid_t session = newest_session(&A);
+    int st = scuda_migrate_cmd(session, B.addr, control, out, sizeof out);
+    CHECK(st == 0 && strstr(out, "moved to"), "scuda migrate exited %d, printing: %s", st, out);
+    uint64_t moved_at = h_now_ms();
+    CHECK(log_within(&B, "client resumed the session", 1, FOLLOW_MS), "the idle client resumed on B by itself");
+    CHECK(pid_gone_within(session, FOLLOW_MS), "A's session process ended once its idle client was on B");
+    printf("migrate: an idle client followed its session in %llu ms\n", (unsigned long long)(h_now_ms() - moved_at));
+    finish_idle_client(child, err, "an idle client's calls run on B");
+    CHECK(h_server_log_count(&A, "the client resumed there, this process ends") == 1, "A saw the client go");
+    h_server_stop(&A);
+
+    /* A drain (--peer, SIGTERM) of an idle client with a CUDA session and
+     * an NVML one: both follow, and A exits without waiting for a call. */
+    struct h_server D;
+    int sessions = nvml_shim[0] ? 2 : 1;
+    /* A drain waits for moved sessions' processes at most --resume-within
+     * (and some slack): 60 s here, far beyond what following takes. */
+    struct h_server_opts dopt = {.extra_args = {"--peer", B.addr, "--resume-within", "60", NULL}};
+    h_server_start(&D, "migrate-idle-drain", &dopt);
+    idle_nvml = nvml_shim[0] != 0;
+    child = start_idle_client(&D, sessions, err, sizeof err);
+    CHECK(kill(D.pid, SIGTERM) == 0);
+    uint64_t term_at = h_now_ms();
+    CHECK(pid_gone_within(D.pid, DRAIN_IDLE_MS), "the drained server exited once its idle clients were on B");
+    printf("migrate: a drain of %d idle session(s) took %llu ms\n", sessions,
+           (unsigned long long)(h_now_ms() - term_at));
+    char want[64];
+    snprintf(want, sizeof want, "drained: %d of %d session(s) moved", sessions, sessions);
+    CHECK(h_server_log_count(&D, want) == 1, "A logs '%s'", want);
+    CHECK(h_server_log_count(&B, "client resumed the session") == 1 + sessions, "every idle session resumed on B");
+    finish_idle_client(child, err, "an idle client's CUDA and NVML calls run on B");
+    h_server_kill(&D); /* it exited by itself (the drain) */
+    h_server_stop(&B);
+    unsetenv("SCUDA_NVML_PATH");
+
+    /* The same path reports a session that ended while its client was
+     * idle: the client sees the EOF, its resume is refused, and it says
+     * the connection is lost, before any call. */
+    struct h_server E;
+    h_server_start(&E, "migrate-idle-lost", NULL);
+    idle_nvml = 0;
+    idle_lost = 1;
+    child = start_idle_client(&E, 1, err, sizeof err);
+    CHECK(kill(newest_session(&E), SIGKILL) == 0);
+    CHECK(file_within(err, "lost the connection to server", FOLLOW_MS),
+          "an idle client noticed its session ended, before its next call");
+    finish_idle_client(child, err, "an idle client's calls fail once its session is gone");
+    idle_lost = 0;
+    h_server_kill(&E); /* its session died from a signal, on purpose */
+}
+
 int main(void)
 {
     const char *tls = getenv("E2E_TLS");
@@ -973,6 +1206,7 @@ int main(void)
     test_striped_copy_moves();
     test_drain();
     test_refusals();
+    test_idle_moves();
     printf("PASS migrate\n");
     return 0;
 }

@@ -32,7 +32,7 @@ timeout 240 bash "$HIDE" "$SCUDA" run --server "$A_ADDR" -- python3 "$FAILOVER/t
   >"$R/client.out" 2>"$R/client.err" &
 CL=$!
 STARTED+=("$CL")
-ARC=none
+ARC=none A_SECS=999
 if wait_for 120 test -e "$S/step100"; then
   echo "session $(cuda_session_of "$A_PID") on A after step 100; device memory in use:" \
     "$(gpu_mem_of "$(cuda_session_of "$A_PID")") MiB; SIGTERM to A's parent ($A_PID)"
@@ -43,7 +43,8 @@ if wait_for 120 test -e "$S/step100"; then
   if wait_for 120 stopped "$A_PID"; then
     wait "$A_PID"
     ARC=$?
-    echo "server A exited with status $ARC, $(secs_since "$T0") s after SIGTERM"
+    A_SECS=$(secs_since "$T0")
+    echo "server A exited with status $ARC, $A_SECS s after SIGTERM"
   else
     echo "server A still runs 120 s after SIGTERM"
   fi
@@ -60,6 +61,10 @@ ok=1 why=()
 ((NRC == 0)) || { ok=0; why+=("native rc=$NRC"); }
 [[ $ARC == 0 ]] || { ok=0; why+=("server A: exit $ARC"); }
 log_has "$R/srvB.log" "resumed here" || { ok=0; why+=("the client never resumed on B"); }
+# Every session moves, the idle NVML one included, and A exits well
+# before the resume window (30 s) it would wait for a client that stays.
+log_has "$R/srvA.log" "stays until its client ends it" && { ok=0; why+=("a session stayed on A"); }
+python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 20)" "$A_SECS" || { ok=0; why+=("A exited ${A_SECS} s after SIGTERM"); }
 ((CRC == 0)) || { ok=0; why+=("client rc=$CRC"); }
 if cmp -s "$R/native.txt" "$R/scuda.txt"; then
   why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")

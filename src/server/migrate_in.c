@@ -483,9 +483,9 @@ void migrate_in_run(struct session *s)
     }
     unsigned by_hash, images;
     migrate_images_counts(&by_hash, &images);
-    LOG_INFO("session %d: imported a session: replay %.1f ms (%u of %u images from the module cache), %.1f MiB "
-             "memory in %.1f ms; its state matches", (int)getpid(), v.replay_ns / 1e6, by_hash, images,
-             bytes / 1048576.0, v.copy_ns / 1e6);
+    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches; %u "
+             "of %u images from the module cache", (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0,
+             v.copy_ns / 1e6, by_hash, images);
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and
      * this session waits for the client (migrate_switch.c). */

@@ -687,14 +687,14 @@ static void test_images_by_digest(void)
     free(run_lib_workload("migrate-digest-first", B.addr));
     free(run_lib_workload("migrate-digest-again", B.addr));
     /* B kept what it received for alice: the second move names the images. */
-    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 1, "the first move sent the bytes");
-    CHECK(h_server_log_count(&B, "(2 of 2 images from the module cache)") == 1, "the second sent digests alone");
-    CHECK(h_server_log_count(&A, "(2 of 2 images sent by digest alone)") == 1, "A says so too");
+    CHECK(h_server_log_count(&B, "; 0 of 2 images from the module cache") == 1, "the first move sent the bytes");
+    CHECK(h_server_log_count(&B, "; 2 of 2 images from the module cache") == 1, "the second sent digests alone");
+    CHECK(h_server_log_count(&A, "; 2 of 2 images sent by digest alone") == 1, "A says so too");
     h_server_stop(&A);
     /* Bob never loaded them on B: to him B has nothing (no oracle). */
     start_a_as(&A2, "migrate-digest-a2", "tok-bob");
     free(run_lib_workload("migrate-digest-bob", B.addr));
-    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 2, "bob's move sent the bytes");
+    CHECK(h_server_log_count(&B, "; 0 of 2 images from the module cache") == 2, "bob's move sent the bytes");
     unsetenv("SCUDA_TOKEN");
     h_server_stop(&A2);
     h_server_stop(&B);

@@ -166,7 +166,14 @@ cuCtxEnablePeerAccess         sync
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
 cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
-cuCtxFromGreenCtx             unsupported            # green contexts cannot be created remotely yet
+# Green contexts: resource descriptors and green contexts are session
+# handles with client ids; a CUdevResource holds no pointer and travels as bytes.
+cuDevSmResourceSplitByCount   sync    result=out[*nbGroups] nbGroups=inout input=in remaining=out  # a NULL result asks for the group count
+cuDevResourceGenerateDesc     sync    out_handle=phDesc resources=in[nbResources]
+cuGreenCtxCreate              sync    out_handle=phCtx
+cuGreenCtxStreamCreate        sync    out_handle=phStream
+cuGreenCtxDestroy             sync    hook drops=hCtx  # the client forgets the context it made from it (green_ctx.c)
+cuCtxFromGreenCtx             manual  sends=scuda_ctx_from_green  # the client keeps contexts: one record per green context (green_ctx.c)
 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
@@ -289,7 +296,7 @@ cuLibraryGetKernelCount       local
 cuLibraryEnumerateKernels     manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuLibraryGetGlobal            manual  sends=scuda_module_get_global
 cuLibraryGetModule            manual  sends=scuda_library_get_module
-cuLibraryGetManaged           unsupported            # managed memory (docs/architecture.md, 4 Memory kinds)
+cuLibraryGetManaged           manual  sends=scuda_library_get_managed  # a __managed__ variable: mirrored on the client as managed memory (module.c)
 cuLibraryGetUnifiedFunction   unsupported            # returns a host-callable pointer to code the session's process loaded; no such function can exist in the client process
 cuKernelGetFunction           manual  sends=scuda_kernel_get_function
 cuKernelGetName               local
@@ -427,6 +434,12 @@ cuGraphKernelNodeSetAttribute manual  sends=cuGraphKernelNodeSetAttribute
 cuGraphExecUpdate             manual  sends=cuGraphExecUpdate_v2  # both exports; node handles map back to ids (graph_update.c)
 cuGraphAddMemAllocNode        manual  sends=cuGraphAddMemAllocNode  # access descriptors travel as an array (graph_mem.c)
 cuGraphMemAllocNodeGetParams  manual  sends=cuGraphMemAllocNodeGetParams
+cuGraphAddBatchMemOpNode      manual  sends=cuGraphAddBatchMemOpNode  # the operations travel as cuStreamBatchMemOp's (graph_mem_op.c)
+cuGraphBatchMemOpNodeGetParams  manual  sends=cuGraphBatchMemOpNodeGetParams
+cuGraphBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphExecBatchMemOpNodeSetParams  manual  sends=cuGraphBatchMemOpNodeSetParams
+cuGraphDebugDotPrint          manual  sends=cuGraphDebugDotPrint  # the session's text, written by the client at the application's path (graph_dot.c)
+cuUserObjectCreate            manual  sends=scuda_user_object_create  # the destructor is a run record of the client's (graph_user_object.c)
 cuGraphExecDestroy            async   drops=hGraphExec
 cuGraphLaunch                 manual  sends=cuGraphLaunch,scuda_graph_stage,scuda_graph_uploads  # src/client/graph_launch.c: host-to-device nodes' bytes go first
 cuGraphUpload                 async
@@ -479,13 +492,12 @@ cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
 cuProfilerInitialize          unsupported            # reads files on the client
-cuGraphAddNode                local                  # src/client/graph_node.c: unpacks the union, calls each type's own call
+cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
-cuGraphDebugDotPrint          unsupported            # writes a file on the server
-cuLogsDumpToFile              unsupported            # the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer)
+cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
 cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
-cuLogsDumpToMemory            unsupported            # the driver's log is the session's process's
+cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
 cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
 cuCoredumpGetAttributeGlobal  unsupported
@@ -1082,6 +1094,67 @@ op cuGraphMemAllocNodeGetParams
     out u64 bytesize
     out dptr dptr
 
+# Batch memory-operation nodes: the operations are raw
+# CUstreamBatchMemOpParams, as cuStreamBatchMemOp sends them (device
+# addresses, no host pointers); the context is the client's.
+const GRAPH_MAX_MEM_OPS   65536        # operations of one node (48 bytes each)
+op cuGraphAddBatchMemOpNode
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
+
+op cuGraphBatchMemOpNodeGetParams
+    in handle node
+    out handle ctx
+    out raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    out u32 flags
+
+op cuGraphBatchMemOpNodeSetParams
+    in handle exec                     # 0: the graph's node itself
+    in handle node
+    in handle ctx
+    in raw:CUstreamBatchMemOpParams ops[] max=GRAPH_MAX_MEM_OPS
+    in u32 flags
+
+# cuGraphDebugDotPrint: the session has the driver write a temporary file
+# of its own and sends the text back; the client writes the application's
+# path (src/client/graph_dot.c).
+const GRAPH_MAX_DOT       33554432     # bytes of one graph's dot text
+op cuGraphDebugDotPrint
+    in handle graph
+    in u32 flags
+    out bytes text
+
+# cuGraphAddNode of the node types without a call of their own: a
+# conditional node (the driver makes its body graphs: their session ids
+# come back, handle_export) or a child graph moved into its parent.
+# Edges with data are added after the node (cuGraphAddDependencies_v2).
+const GRAPH_MAX_BODIES    65536        # body graphs of one conditional node
+op scuda_graph_add_node
+    in handle node                     # the new node's id (the client picks it)
+    in handle graph
+    in handle deps[] max=GRAPH_MAX_DEPS
+    in u32 type                        # CU_GRAPH_NODE_TYPE_CONDITIONAL or CU_GRAPH_NODE_TYPE_GRAPH
+    in handle child                    # GRAPH: the graph moved in
+    in u64 cond                        # CONDITIONAL: the CUgraphConditionalHandle (a value)
+    in u32 cond_type                   # CUgraphConditionalNodeType
+    in u32 size                        # body graphs
+    in handle ctx
+    out handle bodies[] max=GRAPH_MAX_BODIES
+
+# User objects (src/client/graph_user_object.c): the destructor and its
+# data are a run record of the client's; when the driver destroys the
+# object the session queues "run record R" once and forgets it, and never
+# waits for the client.
+op scuda_user_object_create
+    in handle object                   # the new object's id (the client picks it)
+    in handle record
+    in u32 refcount
+    in u32 flags
+
 # The reply comes also when instantiation fails: it says why.
 op cuGraphInstantiateWithParams
     in handle exec                     # the new executable graph's id (the client picks it)
@@ -1213,6 +1286,17 @@ op scuda_shareable_import
     in handle handle                   # the client's id for what is imported
     in u64 flags                       # pools only
     in u8 token[SHAREABLE_TOKEN_LEN]
+
+op scuda_library_get_managed                # cuLibraryGetManaged: the address is the driver's managed memory
+    in handle library
+    in str name
+    out dptr ptr
+    out u64 size
+
+op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx
+    in handle green
+    in handle ctx                      # the client's id for the context (the same for every call on one green context)
+    out i32 dev                        # the context's device, which cuCtxGetDevice answers in the client
 """
 
 # Handle kinds by C type (enum handle_kind in src/server/dispatch.h). A

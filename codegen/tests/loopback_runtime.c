@@ -197,3 +197,4 @@ CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
 CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags) { (void)flags; return r; }
+CUresult hook_cuGreenCtxDestroy(CUresult r, CUgreenCtx g) { (void)g; return r; }

@@ -318,7 +318,7 @@ static void test_forwarding(void)
           CUDA_ERROR_NOT_SUPPORTED);
 
     /* a NOT_SUPPORTED stub */
-    CHECK(cuGraphDebugDotPrint(NULL, NULL, 0) == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(cuImportExternalMemory(NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED);
 
     /* blocking flag reaches op_table */
     real.cuEventSynchronize = f_event_sync;

@@ -1054,7 +1054,9 @@ static void print_table(const char *addr, const char *source, const struct plan 
         printf("         raw TCP %d streams at once FAILED: %s\n", raw->k, raw->bw_k.err);
     if (s->ok)
         printf("Copies:  %s\n",
-               s->bulk_streams ? "striped over bulk connections from 8 MiB on" : "over the main connection only");
+               !s->bulk_streams           ? "over the main connection only"
+               : scuda_tls_for(addr) ? "striped over bulk connections from 1 MiB on (TLS)"
+                                     : "striped over bulk connections from 8 MiB on");
     if (s->bulk_streams) printf("         %d bulk connections (SCUDA_BULK_STREAMS)\n", s->bulk_streams);
     printf("\n");
 

@@ -47,6 +47,7 @@ static void usage(FILE *f)
             "                    [--tls] [--tls-cert FILE --tls-key FILE] [--state-dir DIR]\n"
             "                    [--insecure] [--port-fd FD]\n"
             "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
+            "                    [--driver-va-base ADDR|off] [--driver-va-size SIZE]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -70,6 +71,11 @@ static void usage(FILE *f)
             "  --window-base ADDR      device 0's memory window, a multiple of 2M (default\n"
             "                          0x200000000000); device N's follows at ADDR + N * size\n"
             "  --window-size SIZE      addresses per device, like --mem-quota (default 4T)\n"
+            "  --driver-va-base ADDR   where a session puts the driver's own mappings (its\n"
+            "                          globals, managed memory, heaps), a multiple of 2M, so\n"
+            "                          that they keep their addresses when a session moves\n"
+            "                          (default 0x100000000000); off: the kernel places them\n"
+            "  --driver-va-size SIZE   addresses for them, like --mem-quota (default 4T)\n"
             "  --idle-timeout S        end a session idle for S seconds (default: never)\n"
             "  --dead-after S          end a session whose client sent nothing, not even a ping,\n"
             "                          for S seconds (default: 10; 0 = never)\n"
@@ -108,7 +114,7 @@ static void usage(FILE *f)
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
             "\n"
-            "Environment: SCUDA_TOKEN, SCUDA_LOG, XDG_CACHE_HOME, XDG_STATE_HOME.\n"
+            "Environment: SCUDA_TOKEN, SCUDA_LOG, SCUDA_DRIVER_VA_LOG, XDG_CACHE_HOME, XDG_STATE_HOME.\n"
             "\n"
             "Examples:\n"
             "  scuda server\n"
@@ -271,6 +277,28 @@ static int apply(int argc, char **argv, int *i, struct args *a)
             a->opt.window_size % (2u << 20) == 0)
             return 0;
         fprintf(stderr, "%s: --window-size '%s' is not a size of at least 64M, a multiple of 2M: give bytes or\n"
+                        "  a whole number with K, M, G or T, e.g. 4T.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--driver-va-base", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (strcmp(v, "off") == 0) return a->opt.driver_va_off = 1, 0;
+        char *end;
+        errno = 0;
+        a->opt.driver_va_base = strtoull(v, &end, 0);
+        if (errno == 0 && *v && *end == 0 && a->opt.driver_va_base && a->opt.driver_va_base % (2u << 20) == 0 &&
+            a->opt.driver_va_base < (1ull << 47))
+            return 0;
+        fprintf(stderr, "%s: --driver-va-base '%s' is not an address below 2^47 that is a multiple of 2M,\n"
+                        "  e.g. 0x100000000000, or off.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    if ((r = cli_option(argc, argv, i, CMD, "--driver-va-size", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_bytes(v, &a->opt.driver_va_size) == 0 && a->opt.driver_va_size >= (1ull << 30) &&
+            a->opt.driver_va_size % (2u << 20) == 0)
+            return 0;
+        fprintf(stderr, "%s: --driver-va-size '%s' is not a size of at least 1G, a multiple of 2M: give bytes or\n"
                         "  a whole number with K, M, G or T, e.g. 4T.\n", CMD, v);
         return CLI_USAGE;
     }

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/tls_records.h"
 #include "../common/transport.h"
 
 #define CONNECT_TIMEOUT_MS 5000
@@ -59,12 +61,16 @@ static struct {
     pthread_mutex_t lock; /* one striped copy at a time; setup */
     enum bulk_state state;
     int k;
+    int tls; /* the connections are TLS: chunks of whole records */
     int fd[BULK_MAX_STREAMS];
     uint32_t chunk_max;
     uint64_t next_id;
 
     pthread_mutex_t job_lock; /* guards what follows */
-    pthread_cond_t job_cv;    /* a job was posted, a mover finished, quit */
+    pthread_cond_t job_cv;    /* a job was posted, quit, a helper exited */
+    /* The last mover finished: only the job's caller waits for that, so a
+     * mover finishing does not wake every idle helper. */
+    pthread_cond_t done_cv;
     struct job job;
     int moving; /* movers still on the job */
     int failed; /* the job failed; fail_* say where */
@@ -77,6 +83,7 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .job_lock = PTHREAD_MUTEX_INITIALIZER,
     .job_cv = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
 };
 
 /* ---- moving one connection's chunks ---------------------------------------- */
@@ -148,8 +155,7 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&bulk.job_lock);
         if (move_share(index, &j) != 0) note_failure(index, errno);
         pthread_mutex_lock(&bulk.job_lock);
-        bulk.moving--;
-        pthread_cond_broadcast(&bulk.job_cv);
+        if (--bulk.moving == 0) pthread_cond_signal(&bulk.done_cv);
     }
     bulk.helpers--;
     pthread_cond_broadcast(&bulk.job_cv);
@@ -173,7 +179,7 @@ static int run_job(const struct job *j)
     if (move_share(0, j) != 0) note_failure(0, errno);
     pthread_mutex_lock(&bulk.job_lock);
     bulk.moving--;
-    while (bulk.moving > 0) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
+    while (bulk.moving > 0) pthread_cond_wait(&bulk.done_cv, &bulk.job_lock);
     int failed = bulk.failed;
     pthread_mutex_unlock(&bulk.job_lock);
     conn_transfer_end();
@@ -281,10 +287,27 @@ static int ask_session(int want, int *k, uint32_t *pid, uint8_t secret[BULK_SECR
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* Whether the session's connections are TLS (the bulk ones are as the
+ * main one: dial.c decides by the same address). Asked before every copy
+ * from BULK_MIN_COPY_TLS on, so it is worked out once per server the
+ * session is on (conn_moves), not from the address each time: the
+ * address is rewritten when the session moves. Two threads that race
+ * here may both work it out; a stale answer only picks the other path
+ * for one copy, and both are correct. */
+static int over_tls(void)
+{
+    static _Atomic unsigned long known; /* (moves + 1) << 1 | tls; 0: not yet */
+    unsigned long moves = conn_moves(), k = atomic_load(&known);
+    if (k >> 1 == moves + 1ul) return (int)(k & 1u);
+    int tls = scuda_tls_for(conn_addr());
+    atomic_store(&known, (moves + 1ul) << 1 | (unsigned long)(tls != 0));
+    return tls;
+}
+
 /* How many connections: SCUDA_BULK_STREAMS; below 2 means none. */
 static int streams_wanted(void)
 {
-    int tls = scuda_tls_for(conn_addr());
+    int tls = over_tls();
     int k = scuda_bulk_streams(tls);
     if (k < 0) {
         LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
@@ -353,8 +376,9 @@ static void setup_locked(void)
     }
     bulk.state = BULK_ON;
     conn_set_dead_handler(on_server_dead);
+    bulk.tls = over_tls();
     LOG_INFO("%d bulk connections to server %s: copies of %u MiB and more are striped", k, conn_addr(),
-             BULK_MIN_COPY >> 20);
+             (bulk.tls ? BULK_MIN_COPY_TLS : BULK_MIN_COPY) >> 20);
 }
 
 /* The session moved to another server (conn.h): the connections to the
@@ -390,7 +414,7 @@ static int again_after_resume(CUresult r, unsigned resumes_before)
  * (lock released). */
 static int begin(size_t n)
 {
-    if (n < BULK_MIN_COPY) return 0;
+    if (n < BULK_MIN_COPY && !(n >= BULK_MIN_COPY_TLS && over_tls())) return 0;
     rpc_push_mirrors(); /* not under bulk.lock: see the top of this file */
     pthread_mutex_lock(&bulk.lock);
     if (conn_moves() != bulk.moves_seen) forget_old_server_locked();
@@ -402,13 +426,17 @@ static int begin(size_t n)
 
 /* At least two chunks per connection, so each connection's transfer
  * overlaps the session's DMA of its last chunk; at most what the
- * session's buffers hold. */
+ * session's buffers hold. Over TLS a chunk is a whole number of records,
+ * at least one, so every connection carries full records and a copy of
+ * BULK_MIN_COPY_TLS still keeps eight connections busy (bulk.h). */
 static uint32_t pick_chunk(size_t n)
 {
-    uint64_t quantum = 64u << 10, c = n / (2u * (uint64_t)bulk.k);
+    int tls = bulk.tls;
+    uint64_t quantum = tls ? REC_MAX_PLAIN : 64u << 10, c = n / (2u * (uint64_t)bulk.k);
+    uint64_t min = tls ? REC_MAX_PLAIN : 4 * BULK_CHUNK_MIN;
     c = (c + quantum - 1) / quantum * quantum;
     uint64_t max = bulk.chunk_max < BULK_CHUNK_MAX ? bulk.chunk_max : BULK_CHUNK_MAX;
-    if (c < 4 * BULK_CHUNK_MIN) c = 4 * BULK_CHUNK_MIN;
+    if (c < min) c = min;
     return (uint32_t)(c > max ? max : c);
 }
 
@@ -479,6 +507,7 @@ void bulk_forget_after_fork(void)
     pthread_mutex_init(&bulk.lock, NULL);
     pthread_mutex_init(&bulk.job_lock, NULL);
     pthread_cond_init(&bulk.job_cv, NULL);
+    pthread_cond_init(&bulk.done_cv, NULL);
     bulk.state = BULK_OFF;
 }
 

@@ -4,7 +4,7 @@
  * docs/architecture.md, 9.9 Copies and striping).
  *
  * The connections are opened at the first copy of BULK_MIN_COPY bytes or
- * more, SCUDA_BULK_STREAMS of them (config.h). When they cannot be opened
+ * more (BULK_MIN_COPY_TLS over TLS), SCUDA_BULK_STREAMS of them (config.h). When they cannot be opened
  * (an older server, a firewall that lets one connection through) one log
  * line says so and every copy uses the main connection, as before. */
 #ifndef SCUDA_CLIENT_BULK_H
@@ -17,6 +17,12 @@
 /* Copies smaller than this go over the main connection, which is faster
  * for them (no announcement, no hand-off to the connections' threads). */
 #define BULK_MIN_COPY (8u << 20)
+/* The same over TLS. There a stream seals (or opens) each record and then
+ * sends (or receives) it on one thread, so the main connection's copy
+ * runs at about half a plain stream's speed, whatever its size; spread
+ * over the bulk connections the crypto runs on k threads per side at
+ * once. From 1 MiB on that pays for the announcement and the hand-off. */
+#define BULK_MIN_COPY_TLS (1u << 20)
 
 /* Copy n bytes from src to device address dst, striped. Returns 1 when
  * the copy was made that way (its result in *r), 0 when striping is not

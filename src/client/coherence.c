@@ -639,7 +639,7 @@ static void remove_extent_locked(uint64_t dev)
     }
 }
 
-int coherence_add_managed(uint64_t dev, size_t size, CUresult *res)
+static int add_managed(uint64_t dev, size_t size, int device_has_bytes, CUresult *res)
 {
     install_once();
     *res = CUDA_SUCCESS;
@@ -659,7 +659,7 @@ int coherence_add_managed(uint64_t dev, size_t size, CUresult *res)
          * earlier allocation: read the device's on first touch. Invalidated
          * before the allocation joins, so that a push of a dirty page it
          * shares sends only the other allocations' bytes. */
-        if (!r->fresh) invalidate_locked(r, (a - r->dev) / page_size, (b - 1 - r->dev) / page_size - (a - r->dev) / page_size + 1);
+        if (!r->fresh || device_has_bytes) invalidate_locked(r, (a - r->dev) / page_size, (b - 1 - r->dev) / page_size - (a - r->dev) / page_size + 1);
         r->fresh = 0;
         if (add_extent_locked(r, a, b, dev) != 0) err = ENOMEM;
         at = r->dev + r->size;
@@ -668,6 +668,10 @@ int coherence_add_managed(uint64_t dev, size_t size, CUresult *res)
     work_end();
     return err;
 }
+
+int coherence_add_managed(uint64_t dev, size_t size, CUresult *res) { return add_managed(dev, size, 0, res); }
+
+int coherence_add_managed_existing(uint64_t dev, size_t size, CUresult *res) { return add_managed(dev, size, 1, res); }
 
 void coherence_forget_managed(uint64_t dev)
 {

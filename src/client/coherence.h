@@ -45,6 +45,10 @@ CUresult coherence_add(char *view, char *alias, size_t size, uint64_t dev, int h
  * errno of a failed mapping (EEXIST: the address is taken here); *res
  * says why otherwise. */
 int coherence_add_managed(uint64_t dev, size_t size, CUresult *res);
+/* The same for managed memory that already holds bytes (a library's
+ * __managed__ variable, initialized and perhaps written by kernels): the
+ * host reads the device's bytes at first touch instead of zeros. */
+int coherence_add_managed_existing(uint64_t dev, size_t size, CUresult *res);
 void coherence_forget_managed(uint64_t dev);
 /* Stop mirroring the region whose view starts at view; 1 if there was one. */
 int coherence_forget(const void *view);

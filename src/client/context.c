@@ -244,6 +244,33 @@ static CUresult ctx_sync(CUcontext ctx)
 EXPORT CUresult cuCtxSynchronize(void) { SHIM_ENTER(cuCtxSynchronize, ()); return ctx_sync(NULL); }
 EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { SHIM_ENTER(cuCtxSynchronize_v2, (ctx)); return ctx_sync(ctx); }
 
+/* ---- contexts the session made from other objects ---------------------- */
+
+CUresult context_derived_new(CUcontext *pctx)
+{
+    struct client_ctx *c = ctx_new(0, 0, 0);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    *pctx = (CUcontext)handle_from_id(c->id);
+    return CUDA_SUCCESS;
+}
+
+void context_derived_set_device(CUcontext ctx, CUdevice dev)
+{
+    pthread_mutex_lock(&ctx_lock);
+    struct client_ctx *c = lookup(ctx);
+    if (c) c->dev = dev;
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+void context_derived_forget(CUcontext ctx)
+{
+    struct client_ctx *c = lookup(ctx);
+    if (!c) return;
+    unbind_everywhere_in_thread(c);
+    context_destroyed(ctx);
+    ctx_free(c);
+}
+
 /* ---- regular contexts ------------------------------------------------- */
 
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int legacy)

@@ -26,4 +26,12 @@ CUresult context_v2_allowed(void);
 void context_v1_enter(void);
 void context_v1_leave(void);
 
+/* A context the session makes from another object (cuCtxFromGreenCtx):
+ * a client record with a fresh id, not primary; its device is set once the
+ * session told it; it goes with its owner (context_derived_forget, which
+ * also calls the destroy hook). */
+CUresult context_derived_new(CUcontext *pctx);
+void context_derived_set_device(CUcontext ctx, CUdevice dev);
+void context_derived_forget(CUcontext ctx);
+
 #endif

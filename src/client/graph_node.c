@@ -1,21 +1,30 @@
 /* graph_node.c - the generic graph-node calls: cuGraphAddNode,
  * cuGraphNodeSetParams and cuGraphExecNodeSetParams take a
- * CUgraphNodeParams, a union over every node type. Each type this client
- * forwards already has its own call (graph.c and the generated stubs), so
- * these only unpack the union and call it: one path per node type, whichever
+ * CUgraphNodeParams, a union over every node type. Most types this client
+ * forwards have their own call (graph.c and the generated stubs), so
+ * these unpack the union and call it: one path per node type, whichever
  * API the program uses. XLA builds its command buffers this way.
  *
- * Types without a forwarded call of their own (external semaphores,
- * batched memory operations, conditional nodes, a child graph moved into
- * its parent) return CUDA_ERROR_NOT_SUPPORTED and log the type once. */
+ * Two types exist only here, with an op of their own
+ * (scuda_graph_add_node): a conditional node, whose body graphs the
+ * driver makes at the add (their session ids come back; the array the
+ * application gets is kept per node, as the driver's is the node's), and
+ * a child graph moved into its parent (the parent owns it from then on).
+ *
+ * External semaphore nodes return CUDA_ERROR_NOT_SUPPORTED and log the
+ * type once. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "graph.h"
+#include "rpc.h"
 #include "shim.h"
+#include "../common/idmap.h"
 #include "../common/log.h"
+#include "../common/ops.gen.h"
 
 static CUresult unsupported_type(const char *call, CUgraphNodeType type)
 {
@@ -57,6 +66,14 @@ _Static_assert(offsetof(CUDA_HOST_NODE_PARAMS_v2, fn) == offsetof(CUDA_HOST_NODE
                    offsetof(CUDA_HOST_NODE_PARAMS_v2, userData) == offsetof(CUDA_HOST_NODE_PARAMS, userData),
                "host node params");
 
+/* CUDA_BATCH_MEM_OP_NODE_PARAMS_v2 (the union's) and v1 are the same. */
+_Static_assert(sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2) == sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS) &&
+                   offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2, paramArray) ==
+                       offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS, paramArray) &&
+                   offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v2, flags) == offsetof(CUDA_BATCH_MEM_OP_NODE_PARAMS, flags),
+               "batch mem op node params");
+#define MEM_OP_PARAMS(p) ((const CUDA_BATCH_MEM_OP_NODE_PARAMS *)&(p)->memOp)
+
 /* CUDA_MEM_ALLOC_NODE_PARAMS_v2 is v1 in another order; the address goes
  * back into the caller's parameters. */
 static CUresult add_alloc_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
@@ -70,6 +87,56 @@ static CUresult add_alloc_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *de
     CUresult r = cuGraphAddMemAllocNode(ph, g, deps, n, &a);
     if (r == CUDA_SUCCESS) p->alloc.dptr = a.dptr;
     return r;
+}
+
+/* The body graph arrays handed to the application, per conditional node:
+ * they live as long as the process (a few bytes per node). */
+static struct idmap bodies_of_node = IDMAP_INIT;
+
+/* A conditional node, or a child graph moved in (type GRAPH). */
+static CUresult add_node_op(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    int cond = p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    if (n > GRAPH_MAX_DEPS || (cond && (p->conditional.size == 0 || p->conditional.size > GRAPH_MAX_BODIES)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_graph_add_node_req m = {
+        .node = handle_new_id(),
+        .graph = handle_wire_id(g),
+        .type = (uint32_t)p->type,
+        .child = cond ? 0 : handle_wire_id(p->graph.graph),
+        .cond = cond ? p->conditional.handle : 0,
+        .cond_type = cond ? (uint32_t)p->conditional.type : 0,
+        .size = cond ? p->conditional.size : 0,
+        .ctx = cond ? handle_wire_id(p->conditional.ctx) : 0,
+    };
+    uint64_t small[32], *heap;
+    m.deps = graph_node_ids(deps, n, small, 32, &heap);
+    m.deps_count = (uint32_t)n;
+    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct msg_scuda_graph_add_node_rep rep;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_graph_add_node);
+    msg_scuda_graph_add_node_req_put(&c.req, &m);
+    free(heap);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS && (msg_scuda_graph_add_node_rep_get(&c.out, &c.arena, &rep) != 0 ||
+                              rep.bodies_count != m.size)) {
+        LOG_ERROR("cuGraphAddNode: malformed reply from the server");
+        r = CUDA_ERROR_UNKNOWN;
+    }
+    CUgraph *bodies = NULL;
+    if (r == CUDA_SUCCESS && cond && !(bodies = calloc(rep.bodies_count, sizeof *bodies)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; bodies && i < rep.bodies_count; i++) bodies[i] = (CUgraph)handle_from_id(rep.bodies[i]);
+    rpc_end(&c);
+    if (bodies && idmap_put(&bodies_of_node, m.node, 0, bodies) != 0) {
+        free(bodies);
+        r = CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, as after any failure the driver reports late */
+    }
+    if (r != CUDA_SUCCESS) return r;
+    if (cond) p->conditional.phGraph_out = bodies;
+    *ph = (CUgraphNode)handle_from_id(m.node);
+    return CUDA_SUCCESS;
 }
 
 static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
@@ -89,9 +156,11 @@ static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, si
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return cuGraphAddEmptyNode(ph, g, deps, n);
     case CU_GRAPH_NODE_TYPE_GRAPH:
-        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
-            return unsupported_type("cuGraphAddNode (child graph moved into its parent)", p->type);
+        if (p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) return add_node_op(ph, g, deps, n, p);
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) return CUDA_ERROR_INVALID_VALUE;
         return cuGraphAddChildGraphNode(ph, g, deps, n, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return add_node_op(ph, g, deps, n, p);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         return cuGraphAddEventWaitNode(ph, g, deps, n, p->eventWait.event);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -102,6 +171,8 @@ static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, si
         return cuGraphAddHostNode(ph, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         return add_alloc_node(ph, g, deps, n, p);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphAddBatchMemOpNode(ph, g, deps, n, MEM_OP_PARAMS(p));
     default:
         return unsupported_type("cuGraphAddNode", p->type);
     }
@@ -161,6 +232,8 @@ EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeP
         return cuGraphEventRecordNodeSetEvent(hNode, nodeParams->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_HOST:
         return cuGraphHostNodeSetParams(hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphBatchMemOpNodeSetParams(hNode, MEM_OP_PARAMS(nodeParams));
     default:
         return unsupported_type("cuGraphNodeSetParams", nodeParams->type);
     }
@@ -190,6 +263,8 @@ EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNo
         return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, nodeParams->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_HOST:
         return cuGraphExecHostNodeSetParams(hGraphExec, hNode, (const CUDA_HOST_NODE_PARAMS *)&nodeParams->host);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, MEM_OP_PARAMS(nodeParams));
     default:
         return unsupported_type("cuGraphExecNodeSetParams", nodeParams->type);
     }

@@ -22,6 +22,7 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr d
                                      unsigned int flags);
 /* context.c: the flags cuCtxGetFlags answers with follow a successful set. */
 CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags);
+CUresult hook_cuGreenCtxDestroy(CUresult r, CUgreenCtx hCtx);
 CUresult hook_cuStreamQuery(CUresult r, CUstream hStream);
 CUresult hook_cuEventQuery(CUresult r, CUevent hEvent);
 CUresult hook_cuEventSynchronize(CUresult r, CUevent hEvent);

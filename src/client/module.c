@@ -107,6 +107,8 @@ static struct loaded *loaded_lookup(const void *h, int is_library)
     return tag == (is_library ? TAG_LIBRARY : TAG_MODULE) ? v : NULL;
 }
 
+int library_known(CUlibrary library) { return loaded_lookup(library, 1) != NULL; }
+
 /* ---- image size --------------------------------------------------------- */
 
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
@@ -464,6 +466,7 @@ static CUresult unload(void *h, int is_library)
     if (r == CUDA_SUCCESS) {
         struct loaded *l = idmap_del(&objects, id);
         if (l) forget_loaded(l);
+        if (is_library) library_managed_forget(id); /* its __managed__ variables went with it */
         memo_forget_settings(); /* cached function attributes may name freed functions */
     }
     return r;

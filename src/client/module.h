@@ -35,4 +35,11 @@ static inline struct func_desc *func_lookup(const void *h) { return func_lookup_
  * and node updates work on it too. */
 void func_adopt(uint64_t id, const char *name, uint32_t n, const struct msg_param_slot *layout, size_t total);
 
+/* 1 if library names a library this client loaded and has not unloaded. */
+int library_known(CUlibrary library);
+
+/* library_managed.c: stop mirroring the __managed__ variables of an
+ * unloaded library (session id). */
+void library_managed_forget(uint64_t library);
+
 #endif

@@ -367,14 +367,6 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
     return r;
 }
 
-EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
-{
-    SHIM_ENTER(cuCtxFromGreenCtx, (pContext, hCtx));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuCtxFromGreenCtx (green contexts cannot be created remotely yet)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     SHIM_ENTER(cuCtxGetApiVersion, (ctx, version));
@@ -671,17 +663,63 @@ EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
 EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources)
 {
     SHIM_ENTER(cuDevResourceGenerateDesc, (phDesc, resources, nbResources));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDevResourceGenerateDesc (phDesc: CUdevResourceDesc output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuDevResourceGenerateDesc);
+    uint64_t phDesc_id = phDesc != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, phDesc != NULL);
+    if (phDesc != NULL)
+        wb_put_u64(&c.req, phDesc_id);
+    wb_put_u8(&c.req, resources != NULL);
+    if (resources != NULL) {
+        size_t n_ = (size_t)(nbResources);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, resources, n_ * sizeof(CUdevResource));
+    }
+    wb_put_u32(&c.req, (uint32_t)(nbResources));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phDesc != NULL)
+            *phDesc = (CUdevResourceDesc)handle_from_id(phDesc_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuDevResourceGenerateDesc");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount)
 {
     SHIM_ENTER(cuDevSmResourceSplitByCount, (result, nbGroups, input, remaining, useFlags, minCount));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDevSmResourceSplitByCount (result may be an array (see minCount): describe it in the spec)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (result != NULL && nbGroups == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuDevSmResourceSplitByCount);
+    size_t result_cnt = result != NULL ? (size_t)(*nbGroups) : 0;
+    wb_put_u8(&c.req, result != NULL);
+    if (result != NULL)
+        wb_put_u64(&c.req, (uint64_t)result_cnt);
+    wb_put_u8(&c.req, nbGroups != NULL);
+    if (nbGroups != NULL)
+        wb_put_u32(&c.req, (uint32_t)(*nbGroups));
+    wb_put_u8(&c.req, input != NULL);
+    if (input != NULL)
+        wb_put_raw(&c.req, input, sizeof *input);
+    wb_put_u8(&c.req, remaining != NULL);
+    wb_put_u32(&c.req, (uint32_t)(useFlags));
+    wb_put_u32(&c.req, (uint32_t)(minCount));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (result != NULL)
+            wr_raw(&c.out, result, result_cnt * sizeof(CUdevResource));
+        if (nbGroups != NULL)
+            *nbGroups = (unsigned int)wr_u32(&c.out);
+        if (remaining != NULL)
+            wr_raw(&c.out, remaining, sizeof *remaining);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuDevSmResourceSplitByCount");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
@@ -1330,14 +1368,6 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
     return r;
 }
 
-EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphAddBatchMemOpNode (phGraphNode: CUgraphNode output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
 {
     SHIM_ENTER(cuGraphAddChildGraphNode, (phGraphNode, hGraph, dependencies, numDependencies, childGraph));
@@ -1602,22 +1632,6 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     return r;
 }
 
-EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeGetParams, (hNode, nodeParams_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeGetParams (nodeParams_out: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphBatchMemOpNodeSetParams, (hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
 {
     SHIM_ENTER(cuGraphChildGraphNodeGetGraph, (hNode, phGraph));
@@ -1697,14 +1711,6 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
-{
-    SHIM_ENTER(cuGraphDebugDotPrint, (hGraph, path, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphDebugDotPrint (writes a file on the server)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
@@ -1797,14 +1803,6 @@ EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
-{
-    SHIM_ENTER(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGraphExecBatchMemOpNodeSetParams (nodeParams: pointer to CUDA_BATCH_MEM_OP_NODE_PARAMS (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
@@ -2709,9 +2707,24 @@ EXPORT CUresult cuGraphicsUnregisterResource(CUgraphicsResource resource)
 EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
 {
     SHIM_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxCreate (phCtx: CUgreenCtx output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGreenCtxCreate);
+    uint64_t phCtx_id = phCtx != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, phCtx != NULL);
+    if (phCtx != NULL)
+        wb_put_u64(&c.req, phCtx_id);
+    rpc_put_handle(&c.req, desc);
+    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phCtx != NULL)
+            *phCtx = (CUgreenCtx)handle_from_id(phCtx_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGreenCtxCreate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
@@ -2726,7 +2739,7 @@ EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
             r = bad_reply("cuGreenCtxDestroy");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuGreenCtxDestroy(r, hCtx);
 }
 
 EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type)
@@ -2785,9 +2798,24 @@ EXPORT CUresult cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent)
 EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)
 {
     SHIM_ENTER(cuGreenCtxStreamCreate, (phStream, greenCtx, flags, priority));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuGreenCtxStreamCreate (phStream: CUstream output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuGreenCtxStreamCreate);
+    uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
+    wb_put_u8(&c.req, phStream != NULL);
+    if (phStream != NULL)
+        wb_put_u64(&c.req, phStream_id);
+    rpc_put_handle(&c.req, greenCtx);
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    wb_put_i32(&c.req, (int32_t)(priority));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (phStream != NULL)
+            *phStream = (CUstream)handle_from_id(phStream_id);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuGreenCtxStreamCreate");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent)
@@ -3064,14 +3092,6 @@ EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigne
     return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream == NULL ? CU_STREAM_PER_THREAD : hStream, kernelParams, extra); /* per-thread default stream */
 }
 
-EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
-{
-    SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLibraryGetManaged (managed memory (docs/architecture.md, 4 Memory kinds))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
     SHIM_ENTER(cuLibraryGetUnifiedFunction, (fptr, library, symbol));
@@ -3098,20 +3118,37 @@ EXPORT CUresult cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags)
     return r;
 }
 
-EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile, unsigned int flags)
-{
-    SHIM_ENTER(cuLogsDumpToFile, (iterator, pathToFile, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToFile (the driver's log is the session process's and the file a client path: not built yet (the client would write the session's log buffer))");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t *size, unsigned int flags)
 {
     SHIM_ENTER(cuLogsDumpToMemory, (iterator, buffer, size, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsDumpToMemory (the driver's log is the session's process's)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (buffer != NULL && size == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rpc_call c;
+    rpc_begin(&c, OP_cuLogsDumpToMemory);
+    wb_put_u8(&c.req, iterator != NULL);
+    if (iterator != NULL)
+        wb_put_u32(&c.req, (uint32_t)(*iterator));
+    size_t buffer_cnt = buffer != NULL ? (size_t)(*size) : 0;
+    wb_put_u8(&c.req, buffer != NULL);
+    if (buffer != NULL)
+        wb_put_u64(&c.req, (uint64_t)buffer_cnt);
+    wb_put_u8(&c.req, size != NULL);
+    if (size != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*size));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (iterator != NULL)
+            *iterator = (CUlogIterator)wr_u32(&c.out);
+        if (buffer != NULL)
+            wr_raw(&c.out, buffer, buffer_cnt * sizeof(char));
+        if (size != NULL)
+            *size = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuLogsDumpToMemory");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)
@@ -7129,14 +7166,6 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)
-{
-    SHIM_ENTER(cuUserObjectCreate, (object_out, ptr, destroy, initialRefcount, flags));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuUserObjectCreate (object_out: CUuserObject output (out_handle in the spec if it is new, else it needs a reverse handle map))");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)

@@ -2571,6 +2571,302 @@ int msg_cuGraphMemAllocNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_cuGraphAddBatchMemOpNode_req_put(wire_buf *b, const struct msg_cuGraphAddBatchMemOpNode_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    wb_put_u64(b, m->ctx);
+    wb_put_u32(b, m->ops_count);
+    for (uint32_t i = 0; i < m->ops_count; i++)
+        wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_cuGraphAddBatchMemOpNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddBatchMemOpNode_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->graph = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    m->ctx = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        CUstreamBatchMemOpParams *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_MEM_OPS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->ops = v;
+        m->ops_count = n;
+    }
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphAddBatchMemOpNode_rep_put(wire_buf *b, const struct msg_cuGraphAddBatchMemOpNode_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuGraphAddBatchMemOpNode_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddBatchMemOpNode_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphBatchMemOpNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_req *m)
+{
+    wb_put_u64(b, m->node);
+}
+
+int msg_cuGraphBatchMemOpNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeGetParams_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphBatchMemOpNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_rep *m)
+{
+    wb_put_u64(b, m->ctx);
+    wb_put_u32(b, m->ops_count);
+    for (uint32_t i = 0; i < m->ops_count; i++)
+        wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_cuGraphBatchMemOpNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeGetParams_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->ctx = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        CUstreamBatchMemOpParams *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_MEM_OPS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->ops = v;
+        m->ops_count = n;
+    }
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphBatchMemOpNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_req *m)
+{
+    wb_put_u64(b, m->exec);
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->ctx);
+    wb_put_u32(b, m->ops_count);
+    for (uint32_t i = 0; i < m->ops_count; i++)
+        wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_cuGraphBatchMemOpNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeSetParams_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->exec = wr_u64(r);
+    m->node = wr_u64(r);
+    m->ctx = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        CUstreamBatchMemOpParams *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_MEM_OPS) || n > r->left / 1)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            wr_raw(r, &v[i], sizeof v[i]);
+        m->ops = v;
+        m->ops_count = n;
+    }
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphBatchMemOpNodeSetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_cuGraphBatchMemOpNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeSetParams_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphDebugDotPrint_req_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_req *m)
+{
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_cuGraphDebugDotPrint_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->graph = wr_u64(r);
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m)
+{
+    wb_put_blob(b, m->text, m->text_len);
+}
+
+int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        size_t n = 0;
+        m->text = wr_blob(r, &n);
+        m->text_len = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_add_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_node_req *m)
+{
+    wb_put_u64(b, m->node);
+    wb_put_u64(b, m->graph);
+    wb_put_u32(b, m->deps_count);
+    for (uint32_t i = 0; i < m->deps_count; i++)
+        wb_put_u64(b, m->deps[i]);
+    wb_put_u32(b, m->type);
+    wb_put_u64(b, m->child);
+    wb_put_u64(b, m->cond);
+    wb_put_u32(b, m->cond_type);
+    wb_put_u32(b, m->size);
+    wb_put_u64(b, m->ctx);
+}
+
+int msg_scuda_graph_add_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->node = wr_u64(r);
+    m->graph = wr_u64(r);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_DEPS) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->deps = v;
+        m->deps_count = n;
+    }
+    m->type = wr_u32(r);
+    m->child = wr_u64(r);
+    m->cond = wr_u64(r);
+    m->cond_type = wr_u32(r);
+    m->size = wr_u32(r);
+    m->ctx = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_graph_add_node_rep_put(wire_buf *b, const struct msg_scuda_graph_add_node_rep *m)
+{
+    wb_put_u32(b, m->bodies_count);
+    for (uint32_t i = 0; i < m->bodies_count; i++)
+        wb_put_u64(b, m->bodies[i]);
+}
+
+int msg_scuda_graph_add_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(GRAPH_MAX_BODIES) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->bodies = v;
+        m->bodies_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_user_object_create_req_put(wire_buf *b, const struct msg_scuda_user_object_create_req *m)
+{
+    wb_put_u64(b, m->object);
+    wb_put_u64(b, m->record);
+    wb_put_u32(b, m->refcount);
+    wb_put_u32(b, m->flags);
+}
+
+int msg_scuda_user_object_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->object = wr_u64(r);
+    m->record = wr_u64(r);
+    m->refcount = wr_u32(r);
+    m->flags = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_user_object_create_rep_put(wire_buf *b, const struct msg_scuda_user_object_create_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_user_object_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
     wb_put_u64(b, m->exec);
@@ -3015,6 +3311,64 @@ int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, stru
 {
     (void)a;
     memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m)
+{
+    wb_put_u64(b, m->library);
+    wb_put_str(b, m->name);
+}
+
+int msg_scuda_library_get_managed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->library = wr_u64(r);
+    m->name = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m)
+{
+    wb_put_u64(b, m->ptr);
+    wb_put_u64(b, m->size);
+}
+
+int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->ptr = wr_u64(r);
+    m->size = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m)
+{
+    wb_put_u64(b, m->green);
+    wb_put_u64(b, m->ctx);
+}
+
+int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->green = wr_u64(r);
+    m->ctx = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_ctx_from_green_rep_put(wire_buf *b, const struct msg_scuda_ctx_from_green_rep *m)
+{
+    wb_put_i32(b, m->dev);
+}
+
+int msg_scuda_ctx_from_green_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

@@ -39,6 +39,9 @@
 #define CAPTURE_WANT_NUM 32
 #define CAPTURE_MAX_DEPS 4194304  /* a frame's worth of node ids and edge data */
 #define GRAPH_MAX_ACCESS 64  /* access descriptors: at most one per device */
+#define GRAPH_MAX_MEM_OPS 65536  /* operations of one node (48 bytes each) */
+#define GRAPH_MAX_DOT 33554432  /* bytes of one graph's dot text */
+#define GRAPH_MAX_BODIES 65536  /* body graphs of one conditional node */
 #define MIGRATE_CHUNK 4194304  /* device bytes per migrate_item */
 #define MIGRATE_WHY_MAX 512
 #define SHAREABLE_TOKEN_LEN 64
@@ -1255,6 +1258,120 @@ struct msg_cuGraphMemAllocNodeGetParams_rep {
 void msg_cuGraphMemAllocNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_rep *m);
 int msg_cuGraphMemAllocNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_rep *m);
 
+/* cuGraphAddBatchMemOpNode request */
+struct msg_cuGraphAddBatchMemOpNode_req {
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    uint64_t ctx; /* handle ctx */
+    const CUstreamBatchMemOpParams *ops; /* u32 count, then raw:CUstreamBatchMemOpParams[] (at most GRAPH_MAX_MEM_OPS) ops */
+    uint32_t ops_count;
+    uint32_t flags; /* u32 flags */
+};
+void msg_cuGraphAddBatchMemOpNode_req_put(wire_buf *b, const struct msg_cuGraphAddBatchMemOpNode_req *m);
+int msg_cuGraphAddBatchMemOpNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddBatchMemOpNode_req *m);
+
+/* cuGraphAddBatchMemOpNode reply */
+struct msg_cuGraphAddBatchMemOpNode_rep {
+    char none; /* no fields */
+};
+void msg_cuGraphAddBatchMemOpNode_rep_put(wire_buf *b, const struct msg_cuGraphAddBatchMemOpNode_rep *m);
+int msg_cuGraphAddBatchMemOpNode_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddBatchMemOpNode_rep *m);
+
+/* cuGraphBatchMemOpNodeGetParams request */
+struct msg_cuGraphBatchMemOpNodeGetParams_req {
+    uint64_t node; /* handle node */
+};
+void msg_cuGraphBatchMemOpNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_req *m);
+int msg_cuGraphBatchMemOpNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeGetParams_req *m);
+
+/* cuGraphBatchMemOpNodeGetParams reply */
+struct msg_cuGraphBatchMemOpNodeGetParams_rep {
+    uint64_t ctx; /* handle ctx */
+    const CUstreamBatchMemOpParams *ops; /* u32 count, then raw:CUstreamBatchMemOpParams[] (at most GRAPH_MAX_MEM_OPS) ops */
+    uint32_t ops_count;
+    uint32_t flags; /* u32 flags */
+};
+void msg_cuGraphBatchMemOpNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_rep *m);
+int msg_cuGraphBatchMemOpNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeGetParams_rep *m);
+
+/* cuGraphBatchMemOpNodeSetParams request */
+struct msg_cuGraphBatchMemOpNodeSetParams_req {
+    uint64_t exec; /* handle exec: 0: the graph's node itself */
+    uint64_t node; /* handle node */
+    uint64_t ctx; /* handle ctx */
+    const CUstreamBatchMemOpParams *ops; /* u32 count, then raw:CUstreamBatchMemOpParams[] (at most GRAPH_MAX_MEM_OPS) ops */
+    uint32_t ops_count;
+    uint32_t flags; /* u32 flags */
+};
+void msg_cuGraphBatchMemOpNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_req *m);
+int msg_cuGraphBatchMemOpNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeSetParams_req *m);
+
+/* cuGraphBatchMemOpNodeSetParams reply */
+struct msg_cuGraphBatchMemOpNodeSetParams_rep {
+    char none; /* no fields */
+};
+void msg_cuGraphBatchMemOpNodeSetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_rep *m);
+int msg_cuGraphBatchMemOpNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeSetParams_rep *m);
+
+/* cuGraphDebugDotPrint request */
+struct msg_cuGraphDebugDotPrint_req {
+    uint64_t graph; /* handle graph */
+    uint32_t flags; /* u32 flags */
+};
+void msg_cuGraphDebugDotPrint_req_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_req *m);
+int msg_cuGraphDebugDotPrint_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_req *m);
+
+/* cuGraphDebugDotPrint reply */
+struct msg_cuGraphDebugDotPrint_rep {
+    const void *text; /* u64 length + bytes text */
+    uint64_t text_len;
+};
+void msg_cuGraphDebugDotPrint_rep_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_rep *m);
+int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphDebugDotPrint_rep *m);
+
+/* scuda_graph_add_node request */
+struct msg_scuda_graph_add_node_req {
+    uint64_t node; /* handle node: the new node's id (the client picks it) */
+    uint64_t graph; /* handle graph */
+    const uint64_t *deps; /* u32 count, then handle[] (at most GRAPH_MAX_DEPS) deps */
+    uint32_t deps_count;
+    uint32_t type; /* u32 type: CU_GRAPH_NODE_TYPE_CONDITIONAL or CU_GRAPH_NODE_TYPE_GRAPH */
+    uint64_t child; /* handle child: GRAPH: the graph moved in */
+    uint64_t cond; /* u64 cond: CONDITIONAL: the CUgraphConditionalHandle (a value) */
+    uint32_t cond_type; /* u32 cond_type: CUgraphConditionalNodeType */
+    uint32_t size; /* u32 size: body graphs */
+    uint64_t ctx; /* handle ctx */
+};
+void msg_scuda_graph_add_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_node_req *m);
+int msg_scuda_graph_add_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_req *m);
+
+/* scuda_graph_add_node reply */
+struct msg_scuda_graph_add_node_rep {
+    const uint64_t *bodies; /* u32 count, then handle[] (at most GRAPH_MAX_BODIES) bodies */
+    uint32_t bodies_count;
+};
+void msg_scuda_graph_add_node_rep_put(wire_buf *b, const struct msg_scuda_graph_add_node_rep *m);
+int msg_scuda_graph_add_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_rep *m);
+
+/* scuda_user_object_create request */
+struct msg_scuda_user_object_create_req {
+    uint64_t object; /* handle object: the new object's id (the client picks it) */
+    uint64_t record; /* handle record */
+    uint32_t refcount; /* u32 refcount */
+    uint32_t flags; /* u32 flags */
+};
+void msg_scuda_user_object_create_req_put(wire_buf *b, const struct msg_scuda_user_object_create_req *m);
+int msg_scuda_user_object_create_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_req *m);
+
+/* scuda_user_object_create reply */
+struct msg_scuda_user_object_create_rep {
+    char none; /* no fields */
+};
+void msg_scuda_user_object_create_rep_put(wire_buf *b, const struct msg_scuda_user_object_create_rep *m);
+int msg_scuda_user_object_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_user_object_create_rep *m);
+
 /* cuGraphInstantiateWithParams request */
 struct msg_cuGraphInstantiateWithParams_req {
     uint64_t exec; /* handle exec: the new executable graph's id (the client picks it) */
@@ -1493,5 +1610,36 @@ struct msg_scuda_shareable_import_rep {
 };
 void msg_scuda_shareable_import_rep_put(wire_buf *b, const struct msg_scuda_shareable_import_rep *m);
 int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_shareable_import_rep *m);
+
+/* scuda_library_get_managed request: cuLibraryGetManaged: the address is the driver's managed memory */
+struct msg_scuda_library_get_managed_req {
+    uint64_t library; /* handle library */
+    const char *name; /* str name */
+};
+void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m);
+int msg_scuda_library_get_managed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_req *m);
+
+/* scuda_library_get_managed reply */
+struct msg_scuda_library_get_managed_rep {
+    uint64_t ptr; /* dptr ptr */
+    uint64_t size; /* u64 size */
+};
+void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m);
+int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m);
+
+/* scuda_ctx_from_green request: cuCtxFromGreenCtx */
+struct msg_scuda_ctx_from_green_req {
+    uint64_t green; /* handle green */
+    uint64_t ctx; /* handle ctx: the client's id for the context (the same for every call on one green context) */
+};
+void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m);
+int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m);
+
+/* scuda_ctx_from_green reply */
+struct msg_scuda_ctx_from_green_rep {
+    int32_t dev; /* i32 dev: the context's device, which cuCtxGetDevice answers in the client */
+};
+void msg_scuda_ctx_from_green_rep_put(wire_buf *b, const struct msg_scuda_ctx_from_green_rep *m);
+int msg_scuda_ctx_from_green_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_rep *m);
 
 #endif

@@ -387,6 +387,19 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuCtxSetFlags] = "cuCtxSetFlags",
     [OP_scuda_shareable_export] = "scuda_shareable_export",
     [OP_scuda_shareable_import] = "scuda_shareable_import",
+    [OP_scuda_library_get_managed] = "scuda_library_get_managed",
+    [OP_scuda_ctx_from_green] = "scuda_ctx_from_green",
+    [OP_cuDevResourceGenerateDesc] = "cuDevResourceGenerateDesc",
+    [OP_cuDevSmResourceSplitByCount] = "cuDevSmResourceSplitByCount",
+    [OP_cuGreenCtxCreate] = "cuGreenCtxCreate",
+    [OP_cuGreenCtxStreamCreate] = "cuGreenCtxStreamCreate",
+    [OP_cuLogsDumpToMemory] = "cuLogsDumpToMemory",
+    [OP_cuGraphAddBatchMemOpNode] = "cuGraphAddBatchMemOpNode",
+    [OP_cuGraphBatchMemOpNodeGetParams] = "cuGraphBatchMemOpNodeGetParams",
+    [OP_cuGraphBatchMemOpNodeSetParams] = "cuGraphBatchMemOpNodeSetParams",
+    [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
+    [OP_scuda_user_object_create] = "scuda_user_object_create",
+    [OP_scuda_graph_add_node] = "scuda_graph_add_node",
 };
 
 const char *scuda_op_name(unsigned op)

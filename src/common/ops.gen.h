@@ -388,7 +388,20 @@ enum scuda_op {
     OP_cuCtxSetFlags = 381,
     OP_scuda_shareable_export = 382,
     OP_scuda_shareable_import = 383,
-    OP_COUNT = 384
+    OP_scuda_library_get_managed = 384,
+    OP_scuda_ctx_from_green = 385,
+    OP_cuDevResourceGenerateDesc = 386,
+    OP_cuDevSmResourceSplitByCount = 387,
+    OP_cuGreenCtxCreate = 388,
+    OP_cuGreenCtxStreamCreate = 389,
+    OP_cuLogsDumpToMemory = 390,
+    OP_cuGraphAddBatchMemOpNode = 391,
+    OP_cuGraphBatchMemOpNodeGetParams = 392,
+    OP_cuGraphBatchMemOpNodeSetParams = 393,
+    OP_cuGraphDebugDotPrint = 394,
+    OP_scuda_user_object_create = 395,
+    OP_scuda_graph_add_node = 396,
+    OP_COUNT = 397
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -55,6 +55,8 @@ extern CUresult srv_scuda_graph_stage(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_add_host_node(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_get(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_graph_host_node_set(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_graph_add_node(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_user_object_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_ping(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
@@ -62,9 +64,15 @@ extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemcpyNode(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuGraphDebugDotPrint(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecKernelNodeSetParams_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphExecUpdate_v2(srv_call *c) __attribute__((weak));
@@ -732,6 +740,94 @@ static CUresult gen_srv_cuDestroyExternalSemaphore(srv_call *call)
         goto done;
     r = real.cuDestroyExternalSemaphore((CUexternalSemaphore)extSem_h);
 done:
+    return r;
+}
+
+static CUresult gen_srv_cuDevResourceGenerateDesc(srv_call *call)
+{
+    uint8_t phDesc_p = wr_u8(&call->in);
+    uint64_t phDesc_id = phDesc_p ? wr_u64(&call->in) : 0;
+    CUdevResourceDesc phDesc_v = NULL;
+    uint8_t resources_p = wr_u8(&call->in);
+    uint64_t resources_n = resources_p ? wr_u64(&call->in) : 0;
+    const void *resources_w = resources_p && resources_n <= SCUDA_MAX_FRAME / sizeof(CUdevResource) ? wr_view(&call->in, (size_t)resources_n * sizeof(CUdevResource)) : NULL;
+    if (resources_p && resources_w == NULL && resources_n != 0)
+        call->in.bad = 1;
+    unsigned int nbResources = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (resources_p && resources_n != (uint64_t)(size_t)(nbResources))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuDevResourceGenerateDesc == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    CUdevResource *resources_a = NULL;
+    if (resources_p) {
+        resources_a = alloc_n(resources_n, sizeof *resources_a);
+        if (resources_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (resources_n)
+            memcpy(resources_a, resources_w, (size_t)resources_n * sizeof *resources_a);
+    }
+    r = real.cuDevResourceGenerateDesc(phDesc_p ? &phDesc_v : NULL, resources_a, nbResources);
+    if (r == CUDA_SUCCESS) {
+        if (phDesc_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, phDesc_id, HK_DEV_RESOURCE_DESC, (void *)phDesc_v);
+    }
+done:
+    free(resources_a);
+    return r;
+}
+
+static CUresult gen_srv_cuDevSmResourceSplitByCount(srv_call *call)
+{
+    uint8_t result_p = wr_u8(&call->in);
+    uint64_t result_n = result_p ? wr_u64(&call->in) : 0;
+    uint8_t nbGroups_p = wr_u8(&call->in);
+    unsigned int nbGroups_v;
+    memset(&nbGroups_v, 0, sizeof nbGroups_v);
+    if (nbGroups_p)
+        nbGroups_v = (unsigned int)wr_u32(&call->in);
+    uint8_t input_p = wr_u8(&call->in);
+    CUdevResource input_v;
+    memset(&input_v, 0, sizeof input_v);
+    if (input_p)
+        wr_raw(&call->in, &input_v, sizeof input_v);
+    uint8_t remaining_p = wr_u8(&call->in);
+    CUdevResource remaining_v;
+    memset(&remaining_v, 0, sizeof remaining_v);
+    unsigned int useFlags = (unsigned int)wr_u32(&call->in);
+    unsigned int minCount = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (result_p && result_n != (uint64_t)(size_t)((nbGroups_p ? nbGroups_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuDevSmResourceSplitByCount == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    CUdevResource *result_a = NULL;
+    if (result_p) {
+        result_a = alloc_n(result_n, sizeof *result_a);
+        if (result_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(result_a, 0, result_n ? (size_t)result_n * sizeof *result_a : 1);
+    }
+    r = real.cuDevSmResourceSplitByCount(result_a, nbGroups_p ? &nbGroups_v : NULL, input_p ? &input_v : NULL, remaining_p ? &remaining_v : NULL, useFlags, minCount);
+    if (r == CUDA_SUCCESS) {
+        if (result_p)
+            wb_put_raw(&call->out, result_a, (size_t)result_n * sizeof *result_a);
+        if (nbGroups_p)
+            wb_put_u32(&call->out, (uint32_t)(nbGroups_v));
+        if (remaining_p) {
+            wb_put_raw(&call->out, &remaining_v, sizeof remaining_v);
+        }
+    }
+done:
+    free(result_a);
     return r;
 }
 
@@ -3498,6 +3594,32 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuGreenCtxCreate(srv_call *call)
+{
+    uint8_t phCtx_p = wr_u8(&call->in);
+    uint64_t phCtx_id = phCtx_p ? wr_u64(&call->in) : 0;
+    CUgreenCtx phCtx_v = NULL;
+    uint64_t desc_id = wr_u64(&call->in);
+    CUdevice dev = (CUdevice)wr_i32(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGreenCtxCreate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *desc_h = NULL;
+    r = handle_get(call->s, desc_id, HK_DEV_RESOURCE_DESC, &desc_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGreenCtxCreate(phCtx_p ? &phCtx_v : NULL, (CUdevResourceDesc)desc_h, dev, flags);
+    if (r == CUDA_SUCCESS) {
+        if (phCtx_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, phCtx_id, HK_GREEN_CTX, (void *)phCtx_v);
+    }
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuGreenCtxDestroy(srv_call *call)
 {
     uint64_t hCtx_id = wr_u64(&call->in);
@@ -3511,6 +3633,9 @@ static CUresult gen_srv_cuGreenCtxDestroy(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuGreenCtxDestroy((CUgreenCtx)hCtx_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, hCtx_id);
+    }
 done:
     return r;
 }
@@ -3583,6 +3708,32 @@ static CUresult gen_srv_cuGreenCtxRecordEvent(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuGreenCtxRecordEvent((CUgreenCtx)hCtx_h, (CUevent)hEvent_h);
+done:
+    return r;
+}
+
+static CUresult gen_srv_cuGreenCtxStreamCreate(srv_call *call)
+{
+    uint8_t phStream_p = wr_u8(&call->in);
+    uint64_t phStream_id = phStream_p ? wr_u64(&call->in) : 0;
+    CUstream phStream_v = NULL;
+    uint64_t greenCtx_id = wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    int priority = (int)wr_i32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuGreenCtxStreamCreate == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *greenCtx_h = NULL;
+    r = handle_get(call->s, greenCtx_id, HK_GREEN_CTX, &greenCtx_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuGreenCtxStreamCreate(phStream_p ? &phStream_v : NULL, (CUgreenCtx)greenCtx_h, flags, priority);
+    if (r == CUDA_SUCCESS) {
+        if (phStream_p && r == CUDA_SUCCESS)
+            r = handle_put(call->s, phStream_id, HK_STREAM, (void *)phStream_v);
+    }
 done:
     return r;
 }
@@ -3809,6 +3960,51 @@ static CUresult gen_srv_cuLogsCurrent(srv_call *call)
         if (iterator_out_p)
             wb_put_u32(&call->out, (uint32_t)(iterator_out_v));
     }
+    return r;
+}
+
+static CUresult gen_srv_cuLogsDumpToMemory(srv_call *call)
+{
+    uint8_t iterator_p = wr_u8(&call->in);
+    CUlogIterator iterator_v;
+    memset(&iterator_v, 0, sizeof iterator_v);
+    if (iterator_p)
+        iterator_v = (CUlogIterator)wr_u32(&call->in);
+    uint8_t buffer_p = wr_u8(&call->in);
+    uint64_t buffer_n = buffer_p ? wr_u64(&call->in) : 0;
+    uint8_t size_p = wr_u8(&call->in);
+    size_t size_v;
+    memset(&size_v, 0, sizeof size_v);
+    if (size_p)
+        size_v = (size_t)wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (buffer_p && buffer_n != (uint64_t)(size_t)((size_p ? size_v : 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuLogsDumpToMemory == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    char *buffer_a = NULL;
+    if (buffer_p) {
+        buffer_a = alloc_n(buffer_n, sizeof *buffer_a);
+        if (buffer_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(buffer_a, 0, buffer_n ? (size_t)buffer_n * sizeof *buffer_a : 1);
+    }
+    r = real.cuLogsDumpToMemory(iterator_p ? &iterator_v : NULL, buffer_a, size_p ? &size_v : NULL, flags);
+    if (r == CUDA_SUCCESS) {
+        if (iterator_p)
+            wb_put_u32(&call->out, (uint32_t)(iterator_v));
+        if (buffer_p)
+            wb_put_raw(&call->out, buffer_a, (size_t)buffer_n * sizeof *buffer_a);
+        if (size_p)
+            wb_put_u64(&call->out, (uint64_t)(size_v));
+    }
+done:
+    free(buffer_a);
     return r;
 }
 
@@ -8931,6 +9127,19 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuCtxSetFlags] = {"cuCtxSetFlags", gen_srv_cuCtxSetFlags, 0, 0, 0, 0},
     [OP_scuda_shareable_export] = {"scuda_shareable_export", srv_scuda_shareable_export, 0, 0, 0, 0},
     [OP_scuda_shareable_import] = {"scuda_shareable_import", srv_scuda_shareable_import, 0, 0, 0, 0},
+    [OP_scuda_library_get_managed] = {"scuda_library_get_managed", srv_scuda_library_get_managed, 0, 0, 0, 0},
+    [OP_scuda_ctx_from_green] = {"scuda_ctx_from_green", srv_scuda_ctx_from_green, 0, 0, 1, 0},
+    [OP_cuDevResourceGenerateDesc] = {"cuDevResourceGenerateDesc", gen_srv_cuDevResourceGenerateDesc, 0, 0, 0, 0},
+    [OP_cuDevSmResourceSplitByCount] = {"cuDevSmResourceSplitByCount", gen_srv_cuDevSmResourceSplitByCount, 0, 0, 0, 0},
+    [OP_cuGreenCtxCreate] = {"cuGreenCtxCreate", gen_srv_cuGreenCtxCreate, 0, 0, 0, 0},
+    [OP_cuGreenCtxStreamCreate] = {"cuGreenCtxStreamCreate", gen_srv_cuGreenCtxStreamCreate, 0, 0, 0, 0},
+    [OP_cuLogsDumpToMemory] = {"cuLogsDumpToMemory", gen_srv_cuLogsDumpToMemory, 0, 0, 0, 0},
+    [OP_cuGraphAddBatchMemOpNode] = {"cuGraphAddBatchMemOpNode", srv_cuGraphAddBatchMemOpNode, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeGetParams] = {"cuGraphBatchMemOpNodeGetParams", srv_cuGraphBatchMemOpNodeGetParams, 0, 0, 0, 0},
+    [OP_cuGraphBatchMemOpNodeSetParams] = {"cuGraphBatchMemOpNodeSetParams", srv_cuGraphBatchMemOpNodeSetParams, 0, 0, 0, 0},
+    [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
+    [OP_scuda_user_object_create] = {"scuda_user_object_create", srv_scuda_user_object_create, 0, 0, 0, 0},
+    [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

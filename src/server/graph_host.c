@@ -66,6 +66,7 @@ struct record {
     struct record **flush;  /* REC_HOSTFN: copies delivered before the function runs */
     size_t nflush;
     struct record *heirs;   /* REC_HOSTFN: what its node runs since a set (held by this one) */
+    int unmade;             /* a user object's destructor whose object was never handed out: runs nothing */
     struct record *next_heir;
     _Atomic int refs;
     struct record *next_dead;
@@ -90,6 +91,10 @@ static struct idmap execs = IDMAP_INIT;  /* real CUgraphExec -> struct holding *
  * are freed only by free_dead(), on the session thread that stages. */
 static struct idmap uploads = IDMAP_INIT;
 static pthread_mutex_t holdings_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Body graphs of conditional nodes -> their parent graph. The driver runs
+ * a body inside its parent's launches, where nothing here would stage or
+ * deliver its host work: host work in a body is refused. */
+static struct idmap bodies = IDMAP_INIT;
 
 /* ---- the queue for the client ------------------------------------------- */
 
@@ -401,11 +406,40 @@ static CUresult wrap_cuGraphAddChildGraphNode(CUgraphNode *pn, CUgraph parent, c
     return r;
 }
 
+/* g's body graphs died with it (and theirs with them). */
+static void forget_bodies(CUgraph g)
+{
+    uint64_t ids[64];
+    size_t n;
+    while ((n = idmap_take_by_value(&bodies, g, ids, 64)) > 0)
+        for (size_t i = 0; i < n; i++) forget_bodies((CUgraph)(uintptr_t)ids[i]);
+}
+
 static CUresult wrap_cuGraphDestroy(CUgraph g)
 {
     CUresult r = orig.cuGraphDestroy(g);
-    if (r == CUDA_SUCCESS) holding_drop(&graphs, g);
+    if (r == CUDA_SUCCESS) {
+        holding_drop(&graphs, g);
+        forget_bodies(g);
+    }
     return r;
+}
+
+void graph_host_body_made(CUgraph parent, CUgraph body)
+{
+    if (idmap_put(&bodies, (uint64_t)(uintptr_t)body, 0, parent) != 0)
+        LOG_ERROR("graph host work: out of memory recording a conditional node's body graph");
+}
+
+int graph_host_refuse_in_body(CUgraph g, const char *what)
+{
+    void *v;
+    if (!g || !idmap_get(&bodies, (uint64_t)(uintptr_t)g, NULL, &v)) return 0;
+    LOG_WARN("%s in a conditional node's body graph is not supported by SCUDA (the body runs inside its parent's "
+             "launch, where the client's memory and functions cannot be reached); returning "
+             "CUDA_ERROR_NOT_SUPPORTED",
+             what);
+    return 1;
 }
 
 static CUresult wrap_cuGraphExecDestroy(CUgraphExec e)
@@ -413,6 +447,12 @@ static CUresult wrap_cuGraphExecDestroy(CUgraphExec e)
     CUresult r = orig.cuGraphExecDestroy(e);
     if (r == CUDA_SUCCESS) holding_drop(&execs, e);
     return r;
+}
+
+void graph_host_child_moved(CUgraph parent, CUgraph child)
+{
+    holding_copy(&graphs, parent, &graphs, child);
+    holding_drop(&graphs, child);
 }
 
 /* A capture that ends in failure takes its graph with it. */
@@ -459,7 +499,10 @@ static CUresult capture_graph(srv_call *c, uint64_t stream_id, CUstream *st, CUg
     r = orig.cuStreamGetCaptureInfo_v3(*st, &status, NULL, g, NULL, NULL, NULL);
     if (r != CUDA_SUCCESS) return r;
     if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    return status == CU_STREAM_CAPTURE_STATUS_ACTIVE && *g ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !*g) return CUDA_ERROR_ILLEGAL_STATE;
+    return graph_host_refuse_in_body(*g, "a copy from or into client memory, or a host function, captured")
+               ? CUDA_ERROR_NOT_SUPPORTED
+               : CUDA_SUCCESS;
 }
 
 /* Record a new record in the capture graph's holding (holdings_lock held). */
@@ -808,6 +851,7 @@ CUresult srv_scuda_graph_add_host_node(srv_call *c)
     void *g;
     CUgraphNode *deps = NULL, node = NULL;
     CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &g);
+    if (r == CUDA_SUCCESS && graph_host_refuse_in_body(g, "a host node")) r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r != CUDA_SUCCESS) return r;
     struct record *rec = run_record_new(m.record);
@@ -897,4 +941,37 @@ CUresult srv_scuda_graph_host_node_set(srv_call *c)
         return CUDA_ERROR_OUT_OF_MEMORY; /* the node runs it: the record stays (leaked) */
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- user objects ------------------------------------------------------------------ */
+
+/* The driver destroyed the object (on any thread, inside a release or a
+ * graph's destruction, or later on one of its own): the client runs the
+ * destructor once, then forgets the record. */
+static void CUDA_CB user_object_destroyed(void *arg)
+{
+    struct record *r = arg;
+    if (!r->unmade) enqueue(HOST_WORK_RUN, r->id, NULL, 0);
+    record_unref(r);
+}
+
+CUresult srv_scuda_user_object_create(srv_call *c)
+{
+    struct msg_scuda_user_object_create_req m;
+    if (msg_scuda_user_object_create_req_get(&c->in, &c->arena, &m) != 0 || m.refcount == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct record *rec = run_record_new(m.record);
+    if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUuserObject obj = NULL;
+    CUresult r = ORIG(cuUserObjectCreate, &obj, rec, user_object_destroyed, m.refcount, m.flags);
+    if (r != CUDA_SUCCESS) {
+        free(rec);
+        return r;
+    }
+    if ((r = handle_put(c->s, m.object, HK_USER_OBJECT, obj)) != CUDA_SUCCESS) {
+        /* the client drops the record itself: the destructor must not run */
+        rec->unmade = 1;
+        if (orig.cuUserObjectRelease) orig.cuUserObjectRelease(obj, m.refcount);
+    }
+    return r;
 }

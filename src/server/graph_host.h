@@ -42,6 +42,17 @@ int graph_host_side_hold_exec(struct graph_host_side *hs, CUgraphExec e, const v
 /* The driver refused the node: drop the records. */
 void graph_host_side_free(struct graph_host_side *hs);
 
+/* body is a conditional node's body graph in parent: host work in it is
+ * refused until parent is destroyed. */
+void graph_host_body_made(CUgraph parent, CUgraph body);
+/* 1 (logged, naming `what`) when g is a body graph, where host work cannot
+ * be staged or delivered; else 0. */
+int graph_host_refuse_in_body(CUgraph g, const char *what);
+
+/* child was moved into parent (cuGraphAddNode): parent holds its host
+ * work from now on, and child, which dies with parent, holds none. */
+void graph_host_child_moved(CUgraph parent, CUgraph child);
+
 /* Node ids -> a malloc'd array of real nodes (NULL when n is 0), for the
  * graph calls of srv_graph.c and graph_host.c. */
 struct srv_call;

@@ -40,6 +40,10 @@ struct server_options {
     int driver_placed_memory;      /* --driver-placed-memory: no window, the driver places it */
     uint64_t window_base;          /* device 0's window */
     uint64_t window_size;          /* addresses per device */
+    /* Where the driver's own mappings land (driver_va.h): 0 = the default arena. */
+    int driver_va_off;             /* --driver-va-base off: the kernel places them */
+    uint64_t driver_va_base;
+    uint64_t driver_va_size;
     /* Moving sessions (docs/operate.md, "Moving a session"). */
     const char *control_path;      /* the control socket for `scuda migrate`; NULL = none */
     const char *peers;             /* --peer HOST:PORT[,...]: SIGTERM moves sessions there; NULL = none */

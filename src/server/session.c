@@ -24,6 +24,7 @@
 
 #include "bulk_join.h"
 #include "device_window.h"
+#include "driver_va.h"
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handles.h"
@@ -105,7 +106,7 @@ static const char *driver_candidate(const char *path, size_t i)
     return i == libload_driver_path_count ? "libcuda.so.1" : NULL;
 }
 
-static int load_driver(const char *path, char *err, size_t errlen)
+static int load_driver(const char *path, void **handle, char *err, size_t errlen)
 {
     const char *p;
     for (size_t i = 0; (p = driver_candidate(path, i)) != NULL; i++) {
@@ -116,6 +117,7 @@ static int load_driver(const char *path, char *err, size_t errlen)
         }
         if (driver_table_load(&real, h) > 0 && real.cuInit) {
             LOG_INFO("driver %s", p);
+            *handle = h;
             return 0;
         }
         dlclose(h);
@@ -1021,6 +1023,20 @@ static void install_window(const struct server_options *opt)
     window_install(&real, &w);
 }
 
+/* The driver's own mappings go to the arena from now on: before cuInit,
+ * which makes most of them (driver_va.h). */
+static void place_driver_mappings(void *driver, const struct server_options *opt, int log_fd)
+{
+    const char *log = getenv("SCUDA_DRIVER_VA_LOG");
+    struct driver_va_config c = {
+        .base = opt->driver_va_off ? 0 : opt->driver_va_base ? opt->driver_va_base : DRIVER_VA_BASE_DEFAULT,
+        .size = opt->driver_va_size ? opt->driver_va_size : DRIVER_VA_SIZE_DEFAULT,
+        .log_fd = log_fd,
+        .log = (log && strcmp(log, "1") == 0) || scuda_log_enabled(SCUDA_LOG_DEBUG),
+    };
+    driver_va_start(driver, &c);
+}
+
 void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_fd)
 {
     static struct session s;
@@ -1036,11 +1052,13 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     resume_init(fd);
 
     char err[512] = "";
-    if (load_driver(opt->driver_path, err, sizeof err) != 0) {
+    void *driver = NULL;
+    if (load_driver(opt->driver_path, &driver, err, sizeof err) != 0) {
         LOG_ERROR("cannot load the CUDA driver (%s); install it or pass --driver PATH", err);
         hello_send_welcome(fd, WELCOME_NO_DEVICE, "the server cannot load its CUDA driver");
         _exit(1);
     }
+    place_driver_mappings(driver, opt, log_fd);
     install_window(opt);
     quota_install(&real, opt->mem_quota);
     ipc_install(&real); /* after the window: imports reserve their addresses through it */

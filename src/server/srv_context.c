@@ -113,3 +113,27 @@ CUresult srv_cuStreamSynchronize(srv_call *c)
     CUresult r = handle_get(c->s, m.stream, HK_STREAM, &st);
     return r != CUDA_SUCCESS ? r : REAL(cuStreamSynchronize, (CUstream)st);
 }
+
+/* cuCtxFromGreenCtx: the client keeps contexts, so it names the green
+ * context's context with an id of its own; the session records the
+ * driver's context under that id and tells its device. */
+CUresult srv_scuda_ctx_from_green(srv_call *c)
+{
+    struct msg_scuda_ctx_from_green_req m;
+    if (msg_scuda_ctx_from_green_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *green;
+    CUresult r = handle_get(c->s, m.green, HK_GREEN_CTX, &green);
+    if (r != CUDA_SUCCESS) return r;
+    CUcontext ctx;
+    if ((r = REAL(cuCtxFromGreenCtx, &ctx, (CUgreenCtx)green)) != CUDA_SUCCESS) return r;
+    CUdevice dev = 0;
+    session_forget_bound_ctx(); /* the push below changes this thread's context */
+    if ((r = REAL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) return r;
+    r = REAL(cuCtxGetDevice, &dev);
+    REAL(cuCtxPopCurrent_v2, NULL);
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = handle_put(c->s, m.ctx, HK_CONTEXT, ctx)) != CUDA_SUCCESS) return r;
+    struct msg_scuda_ctx_from_green_rep rep = {.dev = dev};
+    msg_scuda_ctx_from_green_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}

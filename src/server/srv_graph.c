@@ -11,13 +11,19 @@
  * server's own memory. A host side is the client's memory: the node
  * copies from or into a staging buffer of the session instead
  * (graph_host.h), whose bytes travel at each launch. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handlers.gen.h"
+#include "host_quota.h"
 #include "launch_params.h"
 #include "param_layout.h"
 #include "session.h"
@@ -323,6 +329,8 @@ CUresult srv_cuGraphAddMemcpyNode(srv_call *c)
     CUgraphNode *deps = NULL, node = NULL;
     struct graph_host_side hs = {0};
     r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS && m.records_count && graph_host_refuse_in_body(graph, "a memcpy node with a host side"))
+        r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
     if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
     if (r == CUDA_SUCCESS) r = host_side(&m.copy, m.records, m.records_count, &p, &hs);
@@ -623,5 +631,206 @@ CUresult srv_cuGraphMemAllocNodeGetParams(srv_call *c)
     };
     rep.pool.win32SecurityAttributes = NULL; /* a server address means nothing to the client */
     msg_cuGraphMemAllocNodeGetParams_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+/* ---- batch memory-operation nodes ------------------------------------------ */
+
+/* The operations are raw CUstreamBatchMemOpParams, as for
+ * cuStreamBatchMemOp: device addresses only, nothing here dereferences
+ * them. */
+static CUresult mem_op_params(srv_call *c, uint64_t ctx_id, const CUstreamBatchMemOpParams *ops, uint32_t n,
+                              uint32_t flags, CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    void *ctx;
+    CUresult r = handle_get(c->s, ctx_id, HK_CONTEXT, &ctx);
+    if (r != CUDA_SUCCESS) return r;
+    memset(p, 0, sizeof *p);
+    p->ctx = (CUcontext)ctx;
+    p->count = n;
+    p->paramArray = (CUstreamBatchMemOpParams *)ops; /* the request's own copy (arena) */
+    p->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c)
+{
+    struct msg_cuGraphAddBatchMemOpNode_req m;
+    if (msg_cuGraphAddBatchMemOpNode_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *graph;
+    CUgraphNode *deps = NULL, node = NULL;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS) r = mem_op_params(c, m.ctx, m.ops, m.ops_count, m.flags, &p);
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    r = REAL(cuGraphAddBatchMemOpNode, &node, (CUgraph)graph, deps, m.deps_count, &p);
+    free(deps);
+    if (r == CUDA_SUCCESS && (r = handle_put(c->s, m.node, HK_GRAPH_NODE, node)) != CUDA_SUCCESS)
+        REAL(cuGraphDestroyNode, node);
+    return r;
+}
+
+CUresult srv_cuGraphBatchMemOpNodeGetParams(srv_call *c)
+{
+    struct msg_cuGraphBatchMemOpNodeGetParams_req m;
+    if (msg_cuGraphBatchMemOpNodeGetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r != CUDA_SUCCESS) return r;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    if ((r = REAL(cuGraphBatchMemOpNodeGetParams, (CUgraphNode)node, &p)) != CUDA_SUCCESS) return r;
+    if (p.count > GRAPH_MAX_MEM_OPS || (p.count && !p.paramArray)) return CUDA_ERROR_UNKNOWN;
+    struct msg_cuGraphBatchMemOpNodeGetParams_rep rep = {
+        .ctx = p.ctx ? handle_find_id(c->s, HK_CONTEXT, p.ctx) : 0,
+        .ops = p.paramArray,
+        .ops_count = p.count,
+        .flags = p.flags,
+    };
+    msg_cuGraphBatchMemOpNodeGetParams_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_cuGraphBatchMemOpNodeSetParams(srv_call *c)
+{
+    struct msg_cuGraphBatchMemOpNodeSetParams_req m;
+    if (msg_cuGraphBatchMemOpNodeSetParams_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *node, *exec = NULL;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+    CUresult r = handle_get(c->s, m.node, HK_GRAPH_NODE, &node);
+    if (r == CUDA_SUCCESS && m.exec) r = handle_get(c->s, m.exec, HK_GRAPH_EXEC, &exec);
+    if (r == CUDA_SUCCESS) r = mem_op_params(c, m.ctx, m.ops, m.ops_count, m.flags, &p);
+    if (r != CUDA_SUCCESS) return r;
+    return exec ? REAL(cuGraphExecBatchMemOpNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &p)
+                : REAL(cuGraphBatchMemOpNodeSetParams, (CUgraphNode)node, &p);
+}
+
+/* ---- cuGraphDebugDotPrint ------------------------------------------------------ */
+
+/* The whole of the file at path, at most GRAPH_MAX_DOT bytes, into a
+ * buffer of host_quota_alloc (*out; NULL when empty). */
+static CUresult read_dot(const char *path, void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        LOG_ERROR("cuGraphDebugDotPrint: cannot read the driver's file %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    if (st.st_size > GRAPH_MAX_DOT) {
+        LOG_ERROR("cuGraphDebugDotPrint: the graph's dot text is %lld bytes, over SCUDA's limit of %d; print a "
+                  "smaller graph or with fewer CU_GRAPH_DEBUG_DOT_FLAGS",
+                  (long long)st.st_size, GRAPH_MAX_DOT);
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t want = (size_t)st.st_size, got = 0;
+    char *buf = want ? host_quota_alloc(want, "a graph's dot text") : NULL;
+    if (want && !buf) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    while (got < want) {
+        ssize_t k = read(fd, buf + got, want - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break; /* shorter than it said: send what is there */
+        got += (size_t)k;
+    }
+    close(fd);
+    *out = buf;
+    *n = got;
+    return CUDA_SUCCESS;
+}
+
+/* The driver writes a temporary file only this session can read; the
+ * text goes back to the client, which writes the application's path. */
+CUresult srv_cuGraphDebugDotPrint(srv_call *c)
+{
+    struct msg_cuGraphDebugDotPrint_req m;
+    if (msg_cuGraphDebugDotPrint_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *graph;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r != CUDA_SUCCESS) return r;
+    char path[] = "/tmp/scuda-dot-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        LOG_ERROR("cuGraphDebugDotPrint: cannot make a temporary file in /tmp: %s", strerror(errno));
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    close(fd);
+    void *text = NULL;
+    size_t n = 0;
+    r = REAL(cuGraphDebugDotPrint, (CUgraph)graph, path, m.flags);
+    if (r == CUDA_SUCCESS) r = read_dot(path, &text, &n);
+    unlink(path);
+    if (r == CUDA_SUCCESS)
+        msg_cuGraphDebugDotPrint_rep_put(&c->out, &(struct msg_cuGraphDebugDotPrint_rep){text, n});
+    host_quota_free(text);
+    return r;
+}
+
+/* ---- cuGraphAddNode: conditional nodes and child graphs moved in ----------------- */
+
+static CUresult add_node_real(CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    if (real.cuGraphAddNode_v2) return real.cuGraphAddNode_v2(node, g, deps, NULL, n, p);
+    return REAL(cuGraphAddNode, node, g, deps, n, p);
+}
+
+/* The driver makes a conditional node's body graphs: each gets a session
+ * id (handle_export), which the client uses as the graph's handle. A
+ * child graph moved in is the parent's from now on, and so is its host
+ * work (graph_host.h). */
+CUresult srv_scuda_graph_add_node(srv_call *c)
+{
+    struct msg_scuda_graph_add_node_req m;
+    if (msg_scuda_graph_add_node_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    int cond = m.type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    if ((!cond && m.type != CU_GRAPH_NODE_TYPE_GRAPH) || (cond && (m.size == 0 || m.size > GRAPH_MAX_BODIES)))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *graph, *child = NULL, *ctx = NULL;
+    CUresult r = handle_get(c->s, m.graph, HK_GRAPH, &graph);
+    if (r == CUDA_SUCCESS && !cond) r = handle_get(c->s, m.child, HK_GRAPH, &child);
+    if (r == CUDA_SUCCESS && cond) r = handle_get(c->s, m.ctx, HK_CONTEXT, &ctx);
+    if (r == CUDA_SUCCESS && !cond && !child) r = CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode *deps = NULL, node = NULL;
+    if (r == CUDA_SUCCESS) r = graph_resolve_deps(c, m.deps, m.deps_count, &deps);
+    if (r != CUDA_SUCCESS) return r;
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = (CUgraphNodeType)m.type;
+    if (cond) {
+        p.conditional.handle = m.cond;
+        p.conditional.type = (CUgraphConditionalNodeType)m.cond_type;
+        p.conditional.size = m.size;
+        p.conditional.ctx = (CUcontext)ctx;
+    } else {
+        p.graph.graph = (CUgraph)child;
+        p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    }
+    r = add_node_real(&node, (CUgraph)graph, deps, m.deps_count, &p);
+    free(deps);
+    if (r != CUDA_SUCCESS) return r;
+    if (!cond) graph_host_child_moved((CUgraph)graph, (CUgraph)child);
+    for (uint32_t i = 0; cond && p.conditional.phGraph_out && i < m.size; i++)
+        graph_host_body_made((CUgraph)graph, p.conditional.phGraph_out[i]);
+    uint64_t *ids = cond ? msg_alloc(&c->arena, m.size * sizeof *ids) : NULL;
+    if (cond && !ids)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (cond && !p.conditional.phGraph_out)
+        r = CUDA_ERROR_UNKNOWN; /* a driver that made no bodies */
+    for (uint32_t i = 0; r == CUDA_SUCCESS && cond && i < m.size; i++)
+        if (!(ids[i] = handle_export(c->s, HK_GRAPH, p.conditional.phGraph_out[i]))) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) r = handle_put(c->s, m.node, HK_GRAPH_NODE, node);
+    if (r != CUDA_SUCCESS) {
+        REAL(cuGraphDestroyNode, node);
+        return r;
+    }
+    struct msg_scuda_graph_add_node_rep rep = {.bodies = ids, .bodies_count = cond ? m.size : 0};
+    msg_scuda_graph_add_node_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }

@@ -6,12 +6,16 @@
  *   - cuMemcpyBatchAsync and cuMemcpy3DBatchAsync (both exports each):
  *     host, device and array operands land byte-exact; a bad attribute
  *     list or operation sends nothing and names the copy in failIdx
- *     (SIZE_MAX when it concerns none); the legacy stream is refused. */
+ *     (SIZE_MAX when it concerns none); the legacy stream is refused;
+ *   - cuLogsDumpToMemory returns the session's driver log (the stand-in
+ *     keeps one entry) and advances the iterator; cuLogsDumpToFile
+ *     writes it to a path of the client. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -145,11 +149,43 @@ static void batch_3d(void)
     CU(cuStreamDestroy_v2(st));
 }
 
+static void driver_logs(void)
+{
+    static const char entry[] = "[stand-in] driver log: loaded\n";
+    char buf[256];
+    size_t n = sizeof buf;
+    CUlogIterator it = 0;
+    CU(cuLogsDumpToMemory(&it, buf, &n, 0));
+    CHECK(n == strlen(entry) && memcmp(buf, entry, n) == 0 && buf[n] == 0 && it == 1, "dump: %zu bytes, it %u",
+          n, (unsigned)it);
+    n = sizeof buf;
+    CU(cuLogsDumpToMemory(&it, buf, &n, 0));
+    CHECK(n == 0 && it == 1, "nothing after the iterator: %zu bytes, it %u", n, (unsigned)it);
+    CUlogIterator cur = 0;
+    CU(cuLogsCurrent(&cur, 0));
+    CHECK(cur == 1, "cuLogsCurrent %u", (unsigned)cur);
+
+    char path[] = "/tmp/scuda-e2e-logs-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CU(cuLogsDumpToFile(NULL, path, 0));
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "open %s", path);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path);
+    CHECK(got == strlen(entry) && memcmp(buf, entry, got) == 0, "file holds %zu bytes", got);
+    CHECK(cuLogsDumpToFile(NULL, "/nonexistent-dir/x", 0) == CUDA_ERROR_INVALID_VALUE, "unwritable path");
+    CHECK(cuLogsDumpToFile(NULL, NULL, 0) == CUDA_ERROR_INVALID_VALUE, "no path");
+}
+
 static void client(void)
 {
     ctx_flags();
     batch_1d();
     batch_3d();
+    driver_logs();
 }
 
 int main(void)

@@ -7,8 +7,13 @@
  *   graph does not) and on an executable graph's node; added through
  *   cuGraphAddNode;
  * - a client that dies with host work pending does not hold up its server;
- * - kernel node attributes, cuGraphExecUpdate and memory allocation nodes
- *   (below, as the stand-in models them). */
+ * - kernel node attributes, cuGraphExecUpdate, memory allocation nodes
+ *   and batch memory-operation nodes (below, as the stand-in models them);
+ * - cuGraphDebugDotPrint writes the client's path;
+ * - a user object's destructor runs in the client when the last
+ *   reference goes;
+ * - conditional nodes' body graphs come back from the add, and child
+ *   graphs are added with cuGraphAddNode. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +162,8 @@ static void kernel_attrs(CUdeviceptr buf)
     CHECK(v.clusterDim.x == 2 && v.clusterDim.y == 1 && v.clusterDim.z == 1, "cluster dim %u %u %u", v.clusterDim.x,
           v.clusterDim.y, v.clusterDim.z);
     /* a stream-only attribute: the driver's answer, not a guess */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
     CU(cuGraphDestroy(g));
     printf("ok kernel node attributes: priority and cluster dimension set and read back\n");
 }
@@ -237,6 +243,275 @@ static void alloc_nodes(CUstream s)
     printf("ok allocation nodes: the address is device memory to the client\n");
 }
 
+/* Batch memory-operation nodes: the operations travel both ways; each
+ * launch writes the values; set on the graph's node, on the executable
+ * graph's node, and added with cuGraphAddNode. */
+static void mem_op_nodes(CUstream s, CUdeviceptr buf)
+{
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUstreamBatchMemOpParams ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = buf;
+    ops[0].writeValue.value = 0xabcd0001u;
+    ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[1].writeValue.address = buf + 8;
+    ops[1].writeValue.value64 = 0x1122334455667788ull;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p = {ctx, 2, ops, 0};
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 0, NULL, 0);
+    CUgraphNode n;
+    CU(cuGraphAddBatchMemOpNode(&n, g, &k, 1, &p));
+    CUgraphNodeType type;
+    CU(cuGraphNodeGetType(n, &type));
+    CHECK(type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "node type %d", (int)type);
+    CUDA_BATCH_MEM_OP_NODE_PARAMS q;
+    memset(&q, 0, sizeof q);
+    CU(cuGraphBatchMemOpNodeGetParams(n, &q));
+    CHECK(q.ctx == ctx && q.count == 2 && q.paramArray && q.paramArray != ops && q.flags == 0,
+          "the node's parameters came back changed");
+    CHECK(q.paramArray[1].writeValue.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 &&
+              q.paramArray[1].writeValue.address == buf + 8 &&
+              q.paramArray[1].writeValue.value64 == 0x1122334455667788ull,
+          "the node's second operation came back changed");
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    uint32_t w[4];
+    CU(cuMemcpyDtoH_v2(w, buf, sizeof w));
+    CHECK(w[0] == 0xabcd0001u && w[1] == 0 && w[2] == 0x55667788u && w[3] == 0x11223344u,
+          "the launch wrote %08x %08x %08x %08x", w[0], w[1], w[2], w[3]);
+
+    /* set on the graph's node: a new instantiation writes 2; e still writes 0xabcd0001 */
+    ops[0].writeValue.value = 2;
+    p.count = 1;
+    CU(cuGraphBatchMemOpNodeSetParams(n, &p));
+    CUgraphExec e2;
+    CU(cuGraphInstantiateWithFlags(&e2, g, 0));
+    launch_sync(e2, s);
+    CHECK(first_word(buf) == 2, "the set node wrote %08x", first_word(buf));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 0xabcd0001u, "the earlier executable graph wrote %08x", first_word(buf));
+    /* set on the executable graph's node */
+    ops[0].writeValue.value = 3;
+    CU(cuGraphExecBatchMemOpNodeSetParams(e, n, &p));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 3, "after the exec set the graph wrote %08x", first_word(buf));
+
+    /* the generic calls */
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    np.memOp.ctx = ctx;
+    np.memOp.count = 1;
+    np.memOp.paramArray = ops;
+    ops[0].writeValue.value = 4;
+    CUgraph g2;
+    CU(cuGraphCreate(&g2, 0));
+    CUgraphNode n2;
+    CU(cuGraphAddNode(&n2, g2, NULL, 0, &np));
+    CUgraphExec e3;
+    CU(cuGraphInstantiateWithFlags(&e3, g2, 0));
+    launch_sync(e3, s);
+    CHECK(first_word(buf) == 4, "a node added with cuGraphAddNode wrote %08x", first_word(buf));
+    ops[0].writeValue.value = 5;
+    CU(cuGraphExecNodeSetParams(e3, n2, &np));
+    launch_sync(e3, s);
+    CHECK(first_word(buf) == 5, "after cuGraphExecNodeSetParams the graph wrote %08x", first_word(buf));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphBatchMemOpNodeGetParams(k, &q));
+
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphExecDestroy(e2));
+    CU(cuGraphExecDestroy(e3));
+    CU(cuGraphDestroy(g));
+    CU(cuGraphDestroy(g2));
+    printf("ok batch memory-operation nodes: writes at each launch; get, set, exec set, cuGraphAddNode\n");
+}
+
+/* cuGraphDebugDotPrint: the driver's text lands at the application's
+ * path, on the client; a path the client cannot write is its error. */
+static void dot_print(CUdeviceptr buf)
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 1, NULL, 0), em;
+    CU(cuGraphAddEmptyNode(&em, g, &k, 1));
+    char dir[] = "/tmp/e2e-graph-dot-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[64], bad[96];
+    snprintf(path, sizeof path, "%s/g.dot", dir);
+    snprintf(bad, sizeof bad, "%s/missing/g.dot", dir);
+    CU(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE));
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cuGraphDebugDotPrint wrote no file at %s", path);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    CHECK(strstr(text, "digraph") && strstr(text, "->") && strstr(text, "}"),
+          "the file is not the graph's dot text: %s", text);
+    CU_EXPECT(CUDA_ERROR_OPERATING_SYSTEM, cuGraphDebugDotPrint(g, bad, 0));
+    unlink(path);
+    rmdir(dir);
+    CU(cuGraphDestroy(g));
+    printf("ok cuGraphDebugDotPrint: the text is written at the client's path\n");
+}
+
+/* User objects: the destructor is the client's and runs here once, when
+ * the session's last reference goes: the graph's and its executable
+ * graph's, or the object's own released by hand. */
+static int destroyed_a, destroyed_b;
+static void CUDA_CB destroy_count(void *p) { ++*(int *)p; }
+
+static void user_objects(CUstream s, CUdeviceptr buf)
+{
+    CUuserObject oa, ob;
+    CU(cuUserObjectCreate(&oa, &destroyed_a, destroy_count, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    add_fill(g, buf, 9, NULL, 0);
+    CU(cuGraphRetainUserObject(g, oa, 1, CU_GRAPH_USER_OBJECT_MOVE)); /* the graph holds the only reference */
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CU(cuGraphDestroy(g));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_a == 0, "the destructor ran while the executable graph holds the object");
+    CU(cuGraphExecDestroy(e));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_a == 1, "the destructor ran %d times after the last reference went (1)", destroyed_a);
+
+    CU(cuUserObjectCreate(&ob, &destroyed_b, destroy_count, 2, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CU(cuUserObjectRelease(ob, 1));
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_b == 0, "the destructor ran with a reference left");
+    CU(cuUserObjectRetain(ob, 1));
+    CU(cuUserObjectRelease(ob, 2));
+    CU(cuCtxSynchronize());
+    CU(cuCtxSynchronize());
+    CHECK(destroyed_b == 1 && destroyed_a == 1, "destructors ran %d and %d times (1, 1)", destroyed_b, destroyed_a);
+    CUuserObject bad;
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuUserObjectCreate(&bad, NULL, NULL, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    printf("ok user objects: the client's destructor runs once, when the last reference goes\n");
+}
+
+/* A conditional node with its handle: the driver's body graphs come back
+ * as handles this client can add nodes to. */
+static CUgraphNode add_cond(CUgraph g, CUgraphConditionalNodeType type, unsigned size, unsigned value,
+                            const CUgraphNode *deps, size_t n, CUgraph *bodies)
+{
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUgraphConditionalHandle h;
+    CU(cuGraphConditionalHandleCreate(&h, g, ctx, value, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = type;
+    np.conditional.size = size;
+    np.conditional.ctx = ctx;
+    CUgraphNode node;
+    CU(cuGraphAddNode(&node, g, deps, n, &np));
+    CHECK(np.conditional.phGraph_out != NULL, "no body graphs came back");
+    for (unsigned i = 0; i < size; i++) {
+        bodies[i] = np.conditional.phGraph_out[i];
+        CHECK(bodies[i] != NULL, "body %u is NULL", i);
+    }
+    return node;
+}
+
+/* Conditional nodes (IF with an else body, WHILE) as the stand-in models
+ * them: the value is the handle's default at each launch (a kernel cannot
+ * set it there); and child graphs added with cuGraphAddNode, copied or
+ * moved in. */
+static void conditional_nodes(CUstream s, CUdeviceptr buf)
+{
+    CUgraph g, body[2];
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_fill(g, buf, 1, NULL, 0);
+    CUgraphNode c = add_cond(g, CU_GRAPH_COND_TYPE_IF, 1, 1, &k, 1, body);
+    CUgraphNodeType type;
+    CU(cuGraphNodeGetType(c, &type));
+    CHECK(type == CU_GRAPH_NODE_TYPE_CONDITIONAL, "node type %d", (int)type);
+    add_fill(body[0], buf, 41, NULL, 0);
+    /* host work in a body cannot be delivered: refused, not lost */
+    CUDA_HOST_NODE_PARAMS hp = {count, &runs_d};
+    CUgraphNode hx;
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddHostNode(&hx, body[0], NULL, 0, &hp));
+    uint32_t host[4];
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = buf;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = host;
+    cp.WidthInBytes = sizeof host;
+    cp.Height = cp.Depth = 1;
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddMemcpyNode(&hx, body[0], NULL, 0, &cp, ctx));
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 41, "a true IF node's body wrote %u (41)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    CU(cuGraphCreate(&g, 0));
+    k = add_fill(g, buf, 2, NULL, 0);
+    add_cond(g, CU_GRAPH_COND_TYPE_IF, 2, 0, &k, 1, body);
+    add_fill(body[0], buf, 43, NULL, 0);
+    add_fill(body[1], buf, 42, NULL, 0);
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 42, "a false IF node ran %u (its else body writes 42)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    CU(cuGraphCreate(&g, 0));
+    k = add_fill(g, buf, 3, NULL, 0);
+    add_cond(g, CU_GRAPH_COND_TYPE_WHILE, 1, 0, &k, 1, body);
+    add_fill(body[0], buf, 44, NULL, 0);
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(first_word(buf) == 3, "a WHILE node whose value is 0 ran its body (%u)", first_word(buf));
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+
+    /* child graphs: copied (the child stays the application's) and moved */
+    CUgraph copied, moved;
+    CU(cuGraphCreate(&g, 0));
+    CU(cuGraphCreate(&copied, 0));
+    CU(cuGraphCreate(&moved, 0));
+    add_fill(copied, buf, 50, NULL, 0);
+    add_fill(moved, buf + 256 * 4, 51, NULL, 0);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    np.graph.graph = copied;
+    np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+    CUgraphNode n1, n2;
+    CU(cuGraphAddNode(&n1, g, NULL, 0, &np));
+    np.graph.graph = moved;
+    np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    CU(cuGraphAddNode(&n2, g, &n1, 1, &np));
+    CU(cuGraphDestroy(copied));
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    uint32_t second = 0;
+    CU(cuMemcpyDtoH_v2(&second, buf + 256 * 4, 4));
+    CHECK(first_word(buf) == 50 && second == 51, "the child graphs wrote %u and %u (50, 51)", first_word(buf),
+          second);
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g)); /* and the moved child with it */
+    printf("ok conditional nodes (IF, IF/else, WHILE; host work in a body refused) and child graphs copied or moved "
+           "with cuGraphAddNode\n");
+}
+
 /* A client that launches a graph with a host node and dies before it
  * waits: the session never waits for the client's function. */
 static int dying_client(void *arg)
@@ -268,11 +543,15 @@ int main(void)
     CUstream s;
     CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr buf;
-    CU(cuMemAlloc_v2(&buf, 1024));
+    CU(cuMemAlloc_v2(&buf, 4096)); /* two fills of 256 words */
     host_nodes(s, buf);
     kernel_attrs(buf);
     exec_update(s, buf);
     alloc_nodes(s);
+    mem_op_nodes(s, buf);
+    dot_print(buf);
+    user_objects(s, buf);
+    conditional_nodes(s, buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

@@ -551,6 +551,40 @@ static void host_write_during_kernel(void)
     CU(cuMemFree_v2(mine));
 }
 
+/* A library's __managed__ variable (cuLibraryGetManaged, as static cudart
+ * binds one): the host sees its initializer, host and kernel writes meet
+ * at synchronizations, and asking again gives the same mirror. */
+static const char managed_var_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+                                      ".visible .global .attribute(.managed) .align 4 .u32 g_managed[4] = {7, 8, 9, 10};\n"
+                                      ".visible .global .align 4 .u32 g_plain = 1;\n";
+
+static void library_managed_variable(void)
+{
+    for (int round = 0; round < 2; round++) { /* the second after an unload: mirrored afresh */
+        CUlibrary lib;
+        CU(cuLibraryLoadData(&lib, managed_var_ptx, NULL, NULL, 0, NULL, NULL, 0));
+        CUdeviceptr p = 0, again = 0;
+        size_t n = 0;
+        CU(cuLibraryGetManaged(&p, &n, lib, "g_managed"));
+        CHECK(p && n == 16, "g_managed at 0x%llx, %zu bytes", (unsigned long long)p, n);
+        volatile uint32_t *v = (volatile uint32_t *)p;
+        CHECK(v[0] == 7 && v[3] == 10, "the initializer on the host: %u %u", v[0], v[3]);
+        v[1] = 80;
+        fill(p + 8, 0x55, 1, NULL);
+        CU(cuCtxSynchronize());
+        CHECK(v[1] == 80 && v[2] == 0x55, "host and kernel writes: %u %u", v[1], v[2]);
+        uint32_t dev[4];
+        CU(cuMemcpyDtoH_v2(dev, p, sizeof dev));
+        CHECK(dev[0] == 7 && dev[1] == 80 && dev[2] == 0x55, "device bytes %u %u %u", dev[0], dev[1], dev[2]);
+        CU(cuLibraryGetManaged(&again, NULL, lib, "g_managed"));
+        CHECK(again == p, "asked again: 0x%llx, first 0x%llx", (unsigned long long)again, (unsigned long long)p);
+        CHECK(cuLibraryGetManaged(&again, &n, lib, "g_plain") != CUDA_SUCCESS, "a variable that is not managed");
+        CHECK(cuLibraryGetManaged(&again, &n, lib, NULL) == CUDA_ERROR_INVALID_VALUE, "no name");
+        CU(cuLibraryUnload(lib));
+        CHECK(cuLibraryGetManaged(&again, &n, lib, "g_managed") == CUDA_ERROR_INVALID_HANDLE, "unloaded library");
+    }
+}
+
 static int client(void *arg)
 {
     (void)arg;
@@ -566,7 +600,8 @@ static int client(void *arg)
                  {"alloc_while_dirty", alloc_while_dirty}, {"sparse", sparse},
                  {"honest_attributes", honest_attributes}, {"mixed_kinds", mixed_kinds},
                  {"copy_2d_into_managed", copy_2d_into_managed},
-                 {"host_write_during_kernel", host_write_during_kernel}};
+                 {"host_write_during_kernel", host_write_during_kernel},
+                 {"library_managed_variable", library_managed_variable}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fprintf(stderr, "managed: %s\n", parts[i].name);
         parts[i].run();

@@ -9,7 +9,10 @@
  * means), and the client's results must be those of a run that did not
  * move. Then the refusals, each with its reason, the session going on
  * where it was: a stream-ordered allocation, a B whose window is
- * elsewhere, a B that does not accept A's token. */
+ * elsewhere, a B that does not accept A's token. And a driver that takes
+ * its ranges with plain mmap(NULL, ...), as the real one does: its
+ * globals and managed memory keep their addresses only because each
+ * session places the driver's mappings (server/driver_va.h). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +26,7 @@
 
 #include "harness.h"
 #include "server/device_window.h"
+#include "server/driver_va.h"
 
 int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/client/migrate.c) */
 int scuda_client_bulk_streams(void);                         /* bulk connections in use (bulk.c) */
@@ -816,6 +820,72 @@ static void test_refused_placement(void)
     h_server_stop(&B);
 }
 
+/* ---- a driver that places its own ranges (server/driver_va.h) ---------------- */
+
+/* The stand-in takes its device range and managed blocks with plain
+ * mmap(NULL, ...), as the real driver does, so where they land depends on
+ * each server's randomized mmap area: only the session's arena puts the
+ * globals and managed memory at the same addresses on A and on B. */
+static void test_moves_driver_mmap(void)
+{
+    struct h_server A, B;
+    setenv("STANDIN_PLAIN_MMAP", "1", 1);
+    setenv("SCUDA_DRIVER_VA_LOG", "1", 1);
+    h_server_start(&B, "migrate-va-b", NULL);
+    h_server_start(&A, "migrate-va-a", NULL); /* last: SCUDA_SERVER is A's */
+    unsetenv("SCUDA_DRIVER_VA_LOG");
+    unsetenv("STANDIN_PLAIN_MMAP");
+#if DRIVER_VA_HOOKED
+    char *plain = run_lib_workload("migrate-va-plain", NULL);
+    char *moved = run_lib_workload("migrate-va-moved", B.addr);
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(h_server_log_count(&B, "client resumed the session") == 1, "the later calls ran on B");
+    /* The device range is the driver's first mapping: the arena's base, in every session. */
+    char first[128];
+    snprintf(first, sizeof first, "driver mapping #1 placed: %#llx bytes --- flags 0x4022 at %#llx\n",
+             (unsigned long long)(4 * 1024 * MiB + 256 * MiB), (unsigned long long)DRIVER_VA_BASE_DEFAULT);
+    CHECK(h_server_log_count(&A, first) == 2 && h_server_log_count(&B, first) == 1,
+          "each session logged its first placement: %d on A, %d on B", h_server_log_count(&A, first),
+          h_server_log_count(&B, first));
+    unsigned long long g1 = 0;
+    const char *at = strstr(moved, "\ng1 "); /* the line of addresses */
+    CHECK(at && sscanf(at + 1, "g1 %llx", &g1) == 1 && g1 >= DRIVER_VA_BASE_DEFAULT &&
+              g1 < DRIVER_VA_BASE_DEFAULT + DRIVER_VA_SIZE_DEFAULT,
+          "a library global lies in the arena: %#llx", g1);
+    free(plain);
+    free(moved);
+#else
+    /* Sanitizer builds have no arena (the sanitizers own mmap): where the
+     * kernel puts the ranges then decides, so only the log is checked. */
+    CHECK(h_server_log_count(&A, "compiled out of this build") == 0, "A has run no session yet");
+    free(run_lib_workload("migrate-va-plain", NULL));
+    CHECK(h_server_log_count(&A, "compiled out of this build") == 1, "the session said the arena is off");
+#endif
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+/* The same driver without the arena, B's reserving one range more: its
+ * globals and managed memory land elsewhere, and the move is refused. */
+static void test_refused_driver_mmap(void)
+{
+    struct h_server A, B;
+    struct h_server_opts off = {.extra_args = {"--driver-va-base", "off", NULL}};
+    setenv("STANDIN_PLAIN_MMAP", "1", 1);
+    setenv("STANDIN_MMAP_PAD", "0x200000", 1);
+    h_server_start(&B, "migrate-va-off-b", &off);
+    unsetenv("STANDIN_MMAP_PAD");
+    h_server_start(&A, "migrate-va-off-a", &off);
+    unsetenv("STANDIN_PLAIN_MMAP");
+    target = B.addr;
+    h_wait_ok(h_spawn(refused_placement, NULL, 60, -1, -1), 65000, "a driver that placed its ranges elsewhere refuses");
+    CHECK(h_server_log_count(&B, "not rebuilt") == 1, "B discarded it, and said why");
+    CHECK(h_server_log_count(&A, "--driver-va-base off") == 1, "A's session said the driver places its memory");
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* ---- refusals: the session goes on where it was ----------------------------- */
 
 static int refused_blocker(void *arg)
@@ -896,6 +966,8 @@ int main(void)
     test_moves_unlooked_globals();
     test_images_by_digest();
     test_refused_placement();
+    test_moves_driver_mmap();
+    test_refused_driver_mmap();
     test_outside();
     test_outside_refused();
     test_striped_copy_moves();

@@ -374,15 +374,48 @@ struct si_gnode {
     void **arg_ptrs;             /* kernelParams handed out by cuGraphKernelNodeGetParams */
     CUkernelNodeAttrValue attrs[17]; /* KERNEL: attribute values as set (zero until then) */
     CUDA_MEM_ALLOC_NODE_PARAMS alloc;  /* MEM_ALLOC: as given, with the address (accessDescs not kept) */
+    CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: as given, paramArray its own copy */
+    si_graph **bodies;           /* GRAPH: the child graph; CONDITIONAL: the bodies (the node's own) */
+    unsigned n_bodies;
+    struct si_cond *cond;        /* CONDITIONAL */
+    CUgraphConditionalNodeType ctype;
     si_gnode **deps;
     size_t n_deps;
     si_gnode *next;
 };
 
+/* User objects: a reference count; the destructor runs when it reaches
+ * zero (at once, under the stand-in's lock: it must not call CUDA, as
+ * CU_USER_OBJECT_NO_DESTRUCTOR_SYNC says). Graphs, their clones and
+ * executable graphs hold references (si_urefs). */
+typedef struct si_uobj {
+    void *ptr;
+    CUhostFn destroy;
+    unsigned refs;
+} si_uobj;
+
+typedef struct si_urefs {
+    si_uobj **obj;
+    unsigned *count;
+    size_t n;
+} si_urefs;
+
+/* A conditional handle: its value is the default at creation and, with
+ * CU_GRAPH_COND_ASSIGN_DEFAULT, at each launch. Kernels cannot set it
+ * here (no device code), so a WHILE node whose value is not 0 at launch
+ * would never end: that launch is CUDA_ERROR_NOT_SUPPORTED. */
+typedef struct si_cond {
+    unsigned dflt, value;
+    bool assign;
+    struct si_cond *next;
+} si_cond;
+
 struct si_graph {
     uint64_t id;
     si_gnode *head, *tail;
     size_t n;
+    si_urefs urefs;
+    si_cond *conds;              /* the handles made for it */
 };
 
 /* an executable graph: its own copy of each node's work */
@@ -391,13 +424,63 @@ typedef struct si_enode {
     CUgraphNodeType type;
     si_kcall k;
     si_op *op;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: its own copy */
+    struct si_gexec **subs;      /* GRAPH: the child's; CONDITIONAL: the bodies' */
+    unsigned n_subs;
+    si_cond *cond;
+    CUgraphConditionalNodeType ctype;
 } si_enode;
 
 struct si_gexec {
     uint64_t id;
+    si_urefs urefs;
     si_enode *nodes;
     size_t n;
 };
+
+static void si_uobj_release(si_uobj *o, unsigned count)
+{
+    o->refs -= count;
+    if (o->refs == 0) {
+        o->destroy(o->ptr);
+        free(o);
+    }
+}
+
+/* count more references of o held by u (new ones unless moved in) */
+static void si_urefs_add(si_urefs *u, si_uobj *o, unsigned count, bool move)
+{
+    if (!move)
+        o->refs += count;
+    for (size_t i = 0; i < u->n; i++)
+        if (u->obj[i] == o) {
+            u->count[i] += count;
+            return;
+        }
+    u->obj = realloc(u->obj, (u->n + 1) * sizeof(*u->obj));
+    u->count = realloc(u->count, (u->n + 1) * sizeof(*u->count));
+    if (!u->obj || !u->count)
+        abort();
+    u->obj[u->n] = o;
+    u->count[u->n++] = count;
+}
+
+static void si_urefs_copy(si_urefs *dst, const si_urefs *src)
+{
+    for (size_t i = 0; i < src->n; i++)
+        if (src->count[i])
+            si_urefs_add(dst, src->obj[i], src->count[i], false);
+}
+
+static void si_urefs_free(si_urefs *u)
+{
+    for (size_t i = 0; i < u->n; i++)
+        if (u->count[i]) /* else released already: maybe gone */
+            si_uobj_release(u->obj[i], u->count[i]);
+    free(u->obj);
+    free(u->count);
+    memset(u, 0, sizeof(*u));
+}
 
 static si_op *si_op_clone(const si_op *op)
 {
@@ -412,6 +495,73 @@ static si_op *si_op_clone(const si_op *op)
     return c;
 }
 
+/* Batch memory operations: writes of 32 and 64 bits (memsets at each
+ * launch), flushes and barriers (nothing to do on the CPU). Waits are not
+ * modelled. */
+static CUresult si_memop_check(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    if (!p || !p->count || !p->paramArray || p->flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < p->count; i++) {
+        const CUstreamBatchMemOpParams *o = &p->paramArray[i];
+        switch (o->operation) {
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+            if (!si_range((uintptr_t)o->writeValue.address, 4) || o->writeValue.address % 4)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            if (!si_range((uintptr_t)o->writeValue.address, 8) || o->writeValue.address % 8)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+        case CU_STREAM_MEM_OP_BARRIER:
+            break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            return CUDA_ERROR_NOT_SUPPORTED;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUDA_BATCH_MEM_OP_NODE_PARAMS si_memop_copy(const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    CUDA_BATCH_MEM_OP_NODE_PARAMS c = *p;
+    if (p->count) {
+        c.paramArray = si_xcalloc(p->count, sizeof(*c.paramArray));
+        memcpy(c.paramArray, p->paramArray, p->count * sizeof(*c.paramArray));
+    }
+    return c;
+}
+
+static void si_memop_write32(si_stream *s, uintptr_t dst, uint32_t v)
+{
+    si_op *op = si_op_new(SI_OP_MEMSET);
+    op->u.memset.dst = dst;
+    op->u.memset.pitch = 4;
+    op->u.memset.width = 1;
+    op->u.memset.height = 1;
+    op->u.memset.elem = 4;
+    op->u.memset.value = v;
+    si_submit(s, op);
+}
+
+static void si_memop_submit(si_stream *s, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; i < p->count; i++) {
+        const CUstreamBatchMemOpParams *o = &p->paramArray[i];
+        uintptr_t a = (uintptr_t)o->writeValue.address;
+        if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32) {
+            si_memop_write32(s, a, o->writeValue.value);
+        } else if (o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+            si_memop_write32(s, a, (uint32_t)o->writeValue.value64); /* little-endian */
+            si_memop_write32(s, a + 4, (uint32_t)(o->writeValue.value64 >> 32));
+        }
+    }
+}
+
 static si_graph *si_graph_new(void)
 {
     si_graph *g = si_xcalloc(1, sizeof(*g));
@@ -420,11 +570,17 @@ static si_graph *si_graph_new(void)
     return g;
 }
 
+static void si_graph_free(si_graph *g);
+
 static void si_gnode_free(si_gnode *n)
 {
     si_hset_del(&si_g.graph_nodes, n);
+    for (unsigned i = 0; i < n->n_bodies; i++)
+        si_graph_free(n->bodies[i]);
+    free(n->bodies);
     si_kcall_free(&n->k);
     si_op_free(n->op);
+    free(n->memop.paramArray);
     free(n->arg_ptrs);
     free(n->deps);
     free(n);
@@ -433,10 +589,16 @@ static void si_gnode_free(si_gnode *n)
 static void si_graph_free(si_graph *g)
 {
     si_hset_del(&si_g.graphs, g);
+    si_urefs_free(&g->urefs);
     while (g->head) {
         si_gnode *n = g->head;
         g->head = n->next;
         si_gnode_free(n);
+    }
+    while (g->conds) {
+        si_cond *c = g->conds;
+        g->conds = c->next;
+        free(c);
     }
     free(g);
 }
@@ -693,7 +855,59 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     return rc;
 }
 
-/* a copy of every node, dependencies mapped to the copies */
+/* a copy of every node, dependencies mapped to the copies; child graphs
+ * are copied too, conditional nodes are not modelled (the caller holds
+ * the lock) */
+static CUresult si_graph_clone(si_graph *g, si_graph **out)
+{
+    for (si_gnode *n = g->head; n; n = n->next) {
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
+            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    si_graph *c = si_graph_new();
+    si_gnode **map = si_xcalloc(g->n ? g->n : 1, sizeof(*map));
+    size_t i = 0;
+    CUresult rc = CUDA_SUCCESS;
+    for (si_gnode *n = g->head; n; n = n->next, i++) {
+        si_gnode *deps[64];
+        size_t nd = 0;
+        for (size_t d = 0; d < n->n_deps && nd < 64; d++) {
+            size_t j = 0;
+            for (si_gnode *m = g->head; m && m != n->deps[d]; m = m->next) j++;
+            if (j < i)
+                deps[nd++] = map[j];
+        }
+        si_gnode *x = si_gnode_add(c, n->type, deps, nd);
+        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            size_t pb = n->k.func->entry->param_bytes;
+            x->k = n->k;
+            x->k.params = si_xcalloc(pb ? pb : 1, 1);
+            memcpy(x->k.params, n->k.params, pb);
+        }
+        if (n->op)
+            x->op = si_op_clone(n->op);
+        x->copy = n->copy;
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            x->memop = si_memop_copy(&n->memop);
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            x->bodies = si_xcalloc(1, sizeof(*x->bodies));
+            if ((rc = si_graph_clone(n->bodies[0], &x->bodies[0])) == CUDA_SUCCESS)
+                x->n_bodies = 1;
+        }
+        map[i] = x;
+    }
+    free(map);
+    if (rc) {
+        si_graph_free(c);
+        return rc;
+    }
+    si_urefs_copy(&c->urefs, &g->urefs);
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     si_enter();
@@ -701,37 +915,11 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     si_graph *g = (si_graph *)originalGraph;
     if (!rc && (!phGraphClone || !si_graph_valid(g)))
         rc = CUDA_ERROR_INVALID_VALUE;
-    for (si_gnode *n = rc ? NULL : g->head; n && !rc; n = n->next)
-        if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
-            rc = CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
-    if (!rc) {
-        si_graph *c = si_graph_new();
-        si_gnode **map = si_xcalloc(g->n ? g->n : 1, sizeof(*map));
-        size_t i = 0;
-        for (si_gnode *n = g->head; n; n = n->next, i++) {
-            si_gnode *deps[64];
-            size_t nd = 0;
-            for (size_t d = 0; d < n->n_deps && nd < 64; d++) {
-                size_t j = 0;
-                for (si_gnode *m = g->head; m && m != n->deps[d]; m = m->next) j++;
-                if (j < i)
-                    deps[nd++] = map[j];
-            }
-            si_gnode *x = si_gnode_add(c, n->type, deps, nd);
-            if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
-                size_t pb = n->k.func->entry->param_bytes;
-                x->k = n->k;
-                x->k.params = si_xcalloc(pb ? pb : 1, 1);
-                memcpy(x->k.params, n->k.params, pb);
-            }
-            if (n->op)
-                x->op = si_op_clone(n->op);
-            x->copy = n->copy;
-            map[i] = x;
-        }
-        free(map);
+    si_graph *c = NULL;
+    if (!rc)
+        rc = si_graph_clone(g, &c);
+    if (!rc)
         *phGraphClone = (CUgraph)c;
-    }
     si_leave();
     return rc;
 }
@@ -1043,6 +1231,85 @@ CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_
     return rc;
 }
 
+/* Batch memory-operation nodes (see si_memop_check for what they do). */
+CUresult CUDAAPI cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        si_gnode *n = si_gnode_add(g, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, (si_gnode *const *)dependencies,
+                                   numDependencies);
+        n->memop = si_memop_copy(nodeParams);
+        *phGraphNode = (CUgraphNode)n;
+    }
+    si_leave();
+    return rc;
+}
+
+static si_gnode *si_memop_node(CUgraphNode h)
+{
+    si_gnode *n = (si_gnode *)h;
+    return si_gnode_valid(n) && n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP ? n : NULL;
+}
+
+CUresult CUDAAPI cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_memop_node(hNode);
+    if (!rc && (!n || !nodeParams_out))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *nodeParams_out = n->memop; /* the array stays the node's */
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = rc ? NULL : si_memop_node(hNode);
+    if (!rc && !n)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        free(n->memop.paramArray);
+        n->memop = si_memop_copy(nodeParams);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                    const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gexec *e = (si_gexec *)hGraphExec;
+    si_enode *x = NULL;
+    if (!rc && (!si_gexec_valid(e) || !si_memop_node(hNode)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && i < e->n && !x; i++)
+        if (e->nodes[i].orig == (si_gnode *)hNode)
+            x = &e->nodes[i];
+    if (!rc && !x)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_memop_check(nodeParams);
+    if (!rc) {
+        free(x->memop.paramArray);
+        x->memop = si_memop_copy(nodeParams);
+    }
+    si_leave();
+    return rc;
+}
+
 /* a device, unified or host side of a memcpy node (host memory is read or
  * written when the node runs, as by the driver) */
 static bool si_node_side(CUmemorytype type, CUdeviceptr dev, const void *host, size_t x, size_t y, size_t z,
@@ -1122,6 +1389,220 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return rc;
 }
 
+CUresult CUDAAPI cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount,
+                                    unsigned int flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!object_out || !destroy || !initialRefcount || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_uobj *o = si_xcalloc(1, sizeof(*o));
+        o->ptr = ptr;
+        o->destroy = destroy;
+        o->refs = initialRefcount;
+        *object_out = (CUuserObject)o;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuUserObjectRetain(CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    if (!rc && (!object || !count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        ((si_uobj *)object)->refs += count;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuUserObjectRelease(CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_uobj *o = (si_uobj *)object;
+    if (!rc && (!o || !count || count > o->refs))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_uobj_release(o, count);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)graph;
+    if (!rc && (!si_graph_valid(g) || !object || !count || (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        si_urefs_add(&g->urefs, (si_uobj *)object, count, flags & CU_GRAPH_USER_OBJECT_MOVE);
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)graph;
+    size_t i = 0;
+    if (!rc && (!si_graph_valid(g) || !count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    while (!rc && i < g->urefs.n && g->urefs.obj[i] != (si_uobj *)object)
+        i++;
+    if (!rc && (i == g->urefs.n || g->urefs.count[i] < count))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        g->urefs.count[i] -= count;
+        si_uobj_release((si_uobj *)object, count);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
+                                                unsigned int defaultLaunchValue, unsigned int flags)
+{
+    (void)ctx;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!pHandle_out || !si_graph_valid(g) || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_cond *c = si_xcalloc(1, sizeof(*c));
+        c->dflt = c->value = defaultLaunchValue;
+        c->assign = flags & CU_GRAPH_COND_ASSIGN_DEFAULT;
+        c->next = g->conds;
+        g->conds = c;
+        *pHandle_out = (CUgraphConditionalHandle)(uintptr_t)c;
+    }
+    si_leave();
+    return rc;
+}
+
+/* the handle, made for g */
+static si_cond *si_cond_of(const si_graph *g, CUgraphConditionalHandle h)
+{
+    for (si_cond *c = g->conds; c; c = c->next)
+        if ((CUgraphConditionalHandle)(uintptr_t)c == h)
+            return c;
+    return NULL;
+}
+
+static CUresult si_add_conditional(si_graph *g, si_gnode *const *deps, size_t n, CUDA_CONDITIONAL_NODE_PARAMS *p,
+                                   si_gnode **out)
+{
+    si_cond *c = si_cond_of(g, p->handle);
+    unsigned max = p->type == CU_GRAPH_COND_TYPE_IF ? 2 : p->type == CU_GRAPH_COND_TYPE_WHILE ? 1 : 1u << 16;
+    if (!c || p->type > CU_GRAPH_COND_TYPE_SWITCH || p->size == 0 || p->size > max)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_gnode *x = si_gnode_add(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, deps, n);
+    x->cond = c;
+    x->ctype = p->type;
+    x->bodies = si_xcalloc(p->size, sizeof(*x->bodies));
+    for (unsigned i = 0; i < p->size; i++)
+        x->bodies[i] = si_graph_new();
+    x->n_bodies = p->size;
+    p->phGraph_out = (CUgraph *)x->bodies; /* the node's own array */
+    *out = x;
+    return CUDA_SUCCESS;
+}
+
+/* A child graph node: a copy of child, or child itself when moved in. */
+static CUresult si_add_child(si_graph *g, si_gnode *const *deps, size_t n, si_graph *child, bool move, si_gnode **out)
+{
+    if (!si_graph_valid(child) || child == g)
+        return CUDA_ERROR_INVALID_VALUE;
+    si_graph *body = child;
+    CUresult rc = move ? CUDA_SUCCESS : si_graph_clone(child, &body);
+    if (rc)
+        return rc;
+    si_gnode *x = si_gnode_add(g, CU_GRAPH_NODE_TYPE_GRAPH, deps, n);
+    x->bodies = si_xcalloc(1, sizeof(*x->bodies));
+    x->bodies[0] = body;
+    x->n_bodies = 1;
+    *out = x;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUgraph childGraph)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    si_gnode *x = NULL;
+    if (!rc)
+        rc = si_add_child(g, (si_gnode *const *)dependencies, numDependencies, (si_graph *)childGraph, false, &x);
+    if (!rc)
+        *phGraphNode = (CUgraphNode)x;
+    si_leave();
+    return rc;
+}
+
+/* The generic add: conditional and child graph nodes (the only types
+ * SCUDA's client sends through it); edge data must be plain. */
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                   CUgraphNodeParams *nodeParams)
+{
+    static const CUgraphEdgeData plain;
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    CUresult rc = si_node_add_check(phGraphNode, g, dependencies, numDependencies);
+    if (!rc && !nodeParams)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && dependencyData && i < numDependencies; i++)
+        if (memcmp(&dependencyData[i], &plain, sizeof plain) != 0)
+            rc = CUDA_ERROR_NOT_SUPPORTED;
+    si_gnode *x = NULL;
+    si_gnode *const *deps = (si_gnode *const *)dependencies;
+    if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        rc = si_add_conditional(g, deps, numDependencies, &nodeParams->conditional, &x);
+    else if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH)
+        rc = si_add_child(g, deps, numDependencies, (si_graph *)nodeParams->graph.graph,
+                          nodeParams->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, &x);
+    else if (!rc)
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (!rc)
+        *phGraphNode = (CUgraphNode)x;
+    si_leave();
+    return rc;
+}
+
+/* The dot text: one line per node (its id and type number), one per edge. */
+CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+    (void)flags;
+    si_enter();
+    CUresult rc = si_check_init();
+    si_graph *g = (si_graph *)hGraph;
+    if (!rc && (!si_graph_valid(g) || !path))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    FILE *f = rc ? NULL : fopen(path, "w");
+    if (!rc && !f)
+        rc = CUDA_ERROR_OPERATING_SYSTEM;
+    if (f) {
+        fprintf(f, "digraph standin_graph_%llu {\n", (unsigned long long)g->id);
+        for (si_gnode *n = g->head; n; n = n->next) {
+            fprintf(f, "  n%llu [label=\"type %d\"];\n", (unsigned long long)n->id, (int)n->type);
+            for (size_t d = 0; d < n->n_deps; d++)
+                fprintf(f, "  n%llu -> n%llu;\n", (unsigned long long)n->deps[d]->id, (unsigned long long)n->id);
+        }
+        fputs("}\n", f);
+        if (fclose(f) != 0)
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    si_leave();
+    return rc;
+}
+
 static CUresult si_list_nodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num, bool roots)
 {
     si_enter();
@@ -1166,22 +1647,37 @@ CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, siz
 static void si_gexec_free(si_gexec *e)
 {
     si_hset_del(&si_g.graph_execs, e);
+    si_urefs_free(&e->urefs);
     for (size_t i = 0; i < e->n; i++) {
+        for (unsigned j = 0; j < e->nodes[i].n_subs; j++)
+            si_gexec_free(e->nodes[i].subs[j]);
+        free(e->nodes[i].subs);
         si_kcall_free(&e->nodes[i].k);
         si_op_free(e->nodes[i].op);
+        free(e->nodes[i].memop.paramArray);
     }
     free(e->nodes);
     free(e);
 }
 
-static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+/* every kernel node's function, in g and its child and body graphs, is
+ * still loaded */
+static bool si_graph_live(const si_graph *g)
 {
-    si_graph *g = (si_graph *)hGraph;
-    if (!phGraphExec || !si_graph_valid(g))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (si_gnode *n = g->head; n; n = n->next)
+    for (const si_gnode *n = g->head; n; n = n->next) {
         if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && !si_kcall_live(&n->k))
-            return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
+            return false;
+        for (unsigned i = 0; i < n->n_bodies; i++)
+            if (!si_graph_live(n->bodies[i]))
+                return false;
+    }
+    return true;
+}
+
+/* an executable copy of g; child and body graphs get executable copies of
+ * their own, which only their node holds */
+static si_gexec *si_gexec_build(const si_graph *g)
+{
     si_gexec *e = si_xcalloc(1, sizeof(*e));
     e->id = si_next_id();
     e->nodes = si_xcalloc(g->n ? g->n : 1, sizeof(*e->nodes));
@@ -1197,7 +1693,29 @@ static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
         }
         if (n->op)
             x->op = si_op_clone(n->op);
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            x->memop = si_memop_copy(&n->memop);
+        if (n->n_bodies) {
+            x->subs = si_xcalloc(n->n_bodies, sizeof(*x->subs));
+            for (unsigned i = 0; i < n->n_bodies; i++)
+                x->subs[i] = si_gexec_build(n->bodies[i]);
+            x->n_subs = n->n_bodies;
+            x->cond = n->cond;
+            x->ctype = n->ctype;
+        }
     }
+    si_urefs_copy(&e->urefs, &g->urefs);
+    return e;
+}
+
+static CUresult si_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
+{
+    si_graph *g = (si_graph *)hGraph;
+    if (!phGraphExec || !si_graph_valid(g))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!si_graph_live(g))
+        return CUDA_ERROR_INVALID_HANDLE; /* a kernel's module was unloaded */
+    si_gexec *e = si_gexec_build(g);
     si_hset_add(&si_g.graph_execs, e);
     *phGraphExec = (CUgraphExec)e;
     return CUDA_SUCCESS;
@@ -1336,6 +1854,10 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
             si_op_free(x->op);
             x->op = si_op_clone(n->op);
         }
+        if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+            free(x->memop.paramArray);
+            x->memop = si_memop_copy(&n->memop);
+        }
     }
     if (!rc) {
         resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
@@ -1343,6 +1865,59 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
     }
     si_leave();
     return rc;
+}
+
+/* Conditional values at the start of a launch; NOT_SUPPORTED for a
+ * WHILE node that would never end here (si_cond). */
+static CUresult si_gexec_prepare(const si_gexec *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const si_enode *x = &e->nodes[i];
+        if (x->cond && x->cond->assign)
+            x->cond->value = x->cond->dflt;
+        if (x->cond && x->ctype == CU_GRAPH_COND_TYPE_WHILE && x->cond->value)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        for (unsigned j = 0; j < x->n_subs; j++) {
+            CUresult rc = si_gexec_prepare(x->subs[j]);
+            if (rc)
+                return rc;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* which body a conditional node runs, or -1: none */
+static int si_cond_body(const si_enode *x)
+{
+    unsigned v = x->cond->value;
+    switch (x->ctype) {
+    case CU_GRAPH_COND_TYPE_IF:
+        return v ? 0 : x->n_subs == 2 ? 1 : -1;
+    case CU_GRAPH_COND_TYPE_SWITCH:
+        return v < x->n_subs ? (int)v : -1;
+    default:
+        return -1; /* WHILE: 0 at launch (si_gexec_prepare) */
+    }
+}
+
+static void si_gexec_submit(si_stream *s, const si_gexec *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        const si_enode *x = &e->nodes[i];
+        if (x->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            si_kcall_submit(s, &x->k);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+            si_memop_submit(s, &x->memop);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            si_gexec_submit(s, x->subs[0]);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            int b = si_cond_body(x);
+            if (b >= 0)
+                si_gexec_submit(s, x->subs[b]);
+        } else if (x->op) {
+            si_submit(s, si_op_clone(x->op));
+        }
+    }
 }
 
 static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, bool upload)
@@ -1355,13 +1930,10 @@ static CUresult si_graph_launch(CUgraphExec hGraphExec, CUstream h, bool ptsz, b
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc && s->capture)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* child graphs: not modelled */
-    for (size_t i = 0; !rc && !upload && i < e->n; i++) {
-        si_enode *x = &e->nodes[i];
-        if (x->type == CU_GRAPH_NODE_TYPE_KERNEL)
-            si_kcall_submit(s, &x->k);
-        else if (x->op)
-            si_submit(s, si_op_clone(x->op));
-    }
+    if (!rc && !upload)
+        rc = si_gexec_prepare(e);
+    if (!rc && !upload)
+        si_gexec_submit(s, e);
     si_leave();
     return rc;
 }

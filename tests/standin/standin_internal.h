@@ -221,6 +221,7 @@ typedef struct si_gvar {
     unsigned char *init;    /* initializer bytes (init_len <= size) */
     size_t init_len;
     int ref_kind;           /* 1: .texref, 2: .surfref, else 0 */
+    bool managed;           /* .attribute(.managed): a __managed__ variable */
 } si_gvar;
 
 struct si_image {
@@ -449,6 +450,7 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
 void si_alloc_release(si_alloc *a);     /* frees a (lock held) */
 void si_free_ctx_allocs(si_ctx *c);     /* all allocations of c */
 CUresult si_va_init(si_device *d);
+bool si_plain_mmap(void); /* STANDIN_PLAIN_MMAP=1: the driver's ranges at the kernel's choice */
 /* address ranges of a device, for VMM reservations */
 bool si_va_take(si_device *d, size_t len, size_t *off);
 bool si_va_take_at(si_device *d, size_t off, size_t len);

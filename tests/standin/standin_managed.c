@@ -34,8 +34,25 @@ static uintptr_t si_managed_next = MANAGED_VA_HINT;
 static uintptr_t si_small_next, si_small_end; /* the current shared block */
 
 /* Fresh 2 MiB-aligned memory for len bytes (len a multiple of BLOCK). */
+/* STANDIN_PLAIN_MMAP=1 (standin_memory.c): as the real driver does, with
+ * no address in mind: reserve a block more and trim to 2 MiB alignment. */
+static void *si_managed_map_plain(size_t len)
+{
+    void *r = mmap(NULL, len + BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    uintptr_t start = ((uintptr_t)r + BLOCK - 1) & ~(uintptr_t)(BLOCK - 1), end = (uintptr_t)r + len + BLOCK;
+    if (start > (uintptr_t)r)
+        munmap(r, start - (uintptr_t)r);
+    if (end > start + len)
+        munmap((void *)(start + len), end - (start + len));
+    return (void *)start;
+}
+
 static void *si_managed_map(size_t len)
 {
+    if (si_plain_mmap())
+        return si_managed_map_plain(len);
     /* Exactly at the next address when it is free (a sanitizer's mmap may
      * not honour a mere hint), else wherever the kernel puts it. */
     void *p = mmap((void *)si_managed_next, len, PROT_READ | PROT_WRITE,

@@ -11,6 +11,8 @@
 #include "standin_internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,6 +49,33 @@ static void *si_va_hint(int ordinal)
     return (void *)(base + (uintptr_t)ordinal * (64ull << 30));
 }
 
+/* STANDIN_PLAIN_MMAP=1: the driver's own ranges (this one, managed
+ * memory) are taken as the real driver takes them, with plain
+ * mmap(NULL, ...), so they land wherever the process's mmap area puts them
+ * (ASLR): two servers place them differently unless the session places
+ * the driver's mappings itself (server/driver_va.h). STANDIN_MMAP_PAD=N
+ * makes one more such mapping of N bytes first, as a driver that reserved
+ * something more would: what shifts everything after it. */
+bool si_plain_mmap(void)
+{
+    static _Atomic int plain = -1; /* read by cuInit and by managed allocations, on any thread */
+    int v = atomic_load(&plain);
+    if (v < 0) {
+        const char *e = getenv("STANDIN_PLAIN_MMAP");
+        v = e && strcmp(e, "1") == 0;
+        atomic_store(&plain, v);
+    }
+    return v;
+}
+
+static void si_mmap_pad(void)
+{
+    const char *pad = getenv("STANDIN_MMAP_PAD");
+    size_t n = pad ? (size_t)strtoull(pad, NULL, 0) : 0;
+    if (n && mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+        fprintf(stderr, "stand-in: STANDIN_MMAP_PAD=%s: %s\n", pad, strerror(errno));
+}
+
 CUresult si_va_init(si_device *d)
 {
     bool ovf = false;
@@ -59,7 +88,10 @@ CUresult si_va_init(si_device *d)
      * the device's fixed hint, so two processes place alike */
     const char *low = getenv("STANDIN_LOW_VA");
     int low_va = low && strcmp(low, "1") == 0;
-    void *p = mmap(low_va ? NULL : si_va_hint(d->ordinal), va, PROT_NONE,
+    int plain = !low_va && si_plain_mmap();
+    if (plain && d->ordinal == 0)
+        si_mmap_pad();
+    void *p = mmap(low_va || plain ? NULL : si_va_hint(d->ordinal), va, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low_va ? MAP_32BIT : 0), -1, 0);
     if (p == MAP_FAILED || ovf)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -444,7 +444,7 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
 {
     size_t elem = 0, align = 0, vec = 1;
     int ref_kind = 0;
-    bool fl = false;
+    bool fl = false, managed = false;
     si_image *img = B->img;
     for (;;) {
         si_tok t = si_next(L);
@@ -474,7 +474,11 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
                 vec = 8;
             else if (si_is(t, ".attribute")) {
                 si_tok o = si_next(L);
-                if (!(o.t == TK_PUNCT && o.s[0] == '(') || !si_skip_group(L, '(', ')'))
+                if (!(o.t == TK_PUNCT && o.s[0] == '('))
+                    return si_fail(L, o.line, "bad .attribute", o);
+                if (si_is(si_peek(L), ".managed"))
+                    managed = true;
+                if (!si_skip_group(L, '(', ')'))
                     return si_fail(L, o.line, "bad .attribute", o);
             }
             continue;
@@ -583,6 +587,7 @@ static bool si_parse_var(si_lex *L, si_builder *B, bool is_extern)
         memset(g, 0, sizeof(*g));
         g->name = si_tokdup(name);
         g->ref_kind = ref_kind;
+        g->managed = managed;
         g->size = size;
         g->align = align ? align : esz;
         if (n_init) {
@@ -1105,10 +1110,12 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
     return rc;
 }
 
-CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
+/* managed_only: as cuLibraryGetManaged, which finds only __managed__
+ * variables (.attribute(.managed)). */
+static CUresult si_module_var(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes, bool managed_only)
 {
     for (size_t i = 0; i < m->image->n_globals; i++)
-        if (strcmp(m->image->globals[i].name, name) == 0) {
+        if (strcmp(m->image->globals[i].name, name) == 0 && (!managed_only || m->image->globals[i].managed)) {
             if (dptr)
                 *dptr = (CUdeviceptr)m->globals[i]->base;
             if (bytes)
@@ -1116,6 +1123,11 @@ CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, siz
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes)
+{
+    return si_module_var(m, name, dptr, bytes, false);
 }
 
 CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
@@ -1613,6 +1625,27 @@ CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
         si_module *m = si_library_module(lib, c, &rc);
         if (m)
             rc = si_module_global(m, name, dptr, bytes);
+    }
+    si_leave();
+    return rc;
+}
+
+/* The stand-in's managed variables are ordinary module globals: its
+ * device memory is host memory already. */
+CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    si_enter();
+    si_library *lib = NULL;
+    CUresult rc = si_lib_arg(library, &lib);
+    si_ctx *c = NULL;
+    if (!rc && !name)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = si_get_ctx(&c);
+    if (!rc) {
+        si_module *m = si_library_module(lib, c, &rc);
+        if (m)
+            rc = si_module_var(m, name, dptr, bytes, true);
     }
     si_leave();
     return rc;

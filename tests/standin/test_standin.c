@@ -1590,7 +1590,7 @@ static void test_procaddr(void)
         OK(cuGetProcAddress("cuCtxCreate", &p, 11040, 0, &st));
         CHECK(self && p == dlsym(self, "cuCtxCreate_v3"));
         /* not implemented by the stand-in: absent */
-        OK(cuGetProcAddress("cuGraphDebugDotPrint", &p, 13000, 0, &st));
+        OK(cuGetProcAddress("cuImportExternalMemory", &p, 13000, 0, &st));
         CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
         /* the 32-bit cuMemAlloc of CUDA 2.0 (standin_legacy.c) */
         OK(cuGetProcAddress("cuMemAlloc", &p, 2000, 0, &st));

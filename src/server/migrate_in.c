@@ -135,16 +135,19 @@ static CUresult replay_global(struct session *s, const struct msg_migrate_item *
     void *h;
     CUdeviceptr p = 0;
     size_t size = 0;
-    int lib = it->kind == MIG_LIBRARY_GLOBAL;
+    int managed = it->kind == MIG_LIBRARY_MANAGED, lib = managed || it->kind == MIG_LIBRARY_GLOBAL;
     CUresult r = it->name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS && lib) r = session_bind_ctx(s, (uint32_t)it->c);
     if (r == CUDA_SUCCESS) r = handle_get(s, it->parent, lib ? HK_LIBRARY : HK_MODULE, &h);
     if (r == CUDA_SUCCESS)
-        r = lib ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, it->name)
-                : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, it->name);
+        r = managed ? REAL(cuLibraryGetManaged, &p, &size, (CUlibrary)h, it->name)
+            : lib   ? REAL(cuLibraryGetGlobal, &p, &size, (CUlibrary)h, it->name)
+                    : REAL(cuModuleGetGlobal_v2, &p, &size, (CUmodule)h, it->name);
     if (r == CUDA_SUCCESS && (p != it->a || size != it->b))
-        return moved_elsewhere(lib ? "library global" : "global", it->name, p, size, it, why, wl);
-    if (r == CUDA_SUCCESS && lib) migrate_note_library_global(it->parent, it->name, p, size);
+        return moved_elsewhere(managed ? "managed variable" : lib ? "library global" : "global", it->name, p, size,
+                               it, why, wl);
+    if (r == CUDA_SUCCESS && managed) migrate_note_library_managed(it->parent, it->name, p, size);
+    else if (r == CUDA_SUCCESS && lib) migrate_note_library_global(it->parent, it->name, p, size);
     else if (r == CUDA_SUCCESS) migrate_note_global(it->parent, it->name, p, size);
     return r;
 }
@@ -351,7 +354,8 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_LIBRARY: return replay_image(s, it, why, wl);
     case MIG_FUNCTION: return it->name ? module_bind_function(s, it->id, it->parent, it->name) : CUDA_ERROR_INVALID_VALUE;
     case MIG_GLOBAL:
-    case MIG_LIBRARY_GLOBAL: return replay_global(s, it, why, wl);
+    case MIG_LIBRARY_GLOBAL:
+    case MIG_LIBRARY_MANAGED: return replay_global(s, it, why, wl);
     case MIG_KERNEL: return it->name ? module_bind_kernel(s, it->id, it->parent, it->name) : CUDA_ERROR_INVALID_VALUE;
     case MIG_KERNEL_FUNCTION: return replay_kernel_function(s, it);
     case MIG_LIBRARY_MODULE: return replay_library_module(s, it);
@@ -380,7 +384,7 @@ static const char *kind_word(unsigned k)
                                     "library", "kernel", "kernel's function", "library's module", "library global",
                                     "managed memory", "managed free", "function attribute", "reservation",
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
-                                    "query for images", "images held"};
+                                    "library managed variable", "query for images", "images held"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -483,9 +487,9 @@ void migrate_in_run(struct session *s)
     }
     unsigned by_hash, images;
     migrate_images_counts(&by_hash, &images);
-    LOG_INFO("session %d: imported a session: replay %.1f ms (%u of %u images from the module cache), %.1f MiB "
-             "memory in %.1f ms; its state matches", (int)getpid(), v.replay_ns / 1e6, by_hash, images,
-             bytes / 1048576.0, v.copy_ns / 1e6);
+    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches; %u "
+             "of %u images from the module cache", (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0,
+             v.copy_ns / 1e6, by_hash, images);
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and
      * this session waits for the client (migrate_switch.c). */

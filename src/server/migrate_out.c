@@ -234,9 +234,9 @@ static int transfer(struct session *s, int fd, struct outcome *o)
 static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, const struct outcome *o,
                        uint64_t total_ns)
 {
-    LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms (%u of %u images sent by "
-             "digest alone), %.1f MiB memory in %.1f ms", (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6,
-             rep->replay_ns / 1e6, o->by_hash, o->images, rep->bytes / 1048576.0, rep->copy_ns / 1e6);
+    LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms, %.1f MiB memory in %.1f ms; "
+             "%u of %u images sent by digest alone", (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6,
+             rep->replay_ns / 1e6, rep->bytes / 1048576.0, rep->copy_ns / 1e6, o->by_hash, o->images);
 }
 
 /* Why the client could not follow a move, or "". */

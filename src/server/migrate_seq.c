@@ -157,6 +157,12 @@ void migrate_note_library_global(uint64_t library_id, const char *name, uint64_t
                                           .a = addr, .b = size, .c = migrate_current_ctx_id()});
 }
 
+void migrate_note_library_managed(uint64_t library_id, const char *name, uint64_t addr, uint64_t size)
+{
+    note_global((struct msg_migrate_item){.kind = MIG_LIBRARY_MANAGED, .parent = library_id, .name = name,
+                                          .a = addr, .b = size, .c = migrate_current_ctx_id()});
+}
+
 /* Everything bound through `id`, transitively: notes name their parent
  * after it, so one pass in order finds them all. */
 void migrate_forget_module(uint64_t id)
@@ -368,7 +374,7 @@ int migrate_seq_ranges(struct migrate_ranges *r)
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < nseq && rc == 0; i++) {
         const struct seq_note *n = &seq[i];
-        bool global = n->it.kind == MIG_GLOBAL || n->it.kind == MIG_LIBRARY_GLOBAL;
+        bool global = n->it.kind == MIG_GLOBAL || n->it.kind == MIG_LIBRARY_GLOBAL || n->it.kind == MIG_LIBRARY_MANAGED;
         bool managed = n->it.kind == MIG_MANAGED && !n->freed;
         if (!n->gone && (global || managed)) rc = migrate_ranges_push(r, n->it.a, n->it.b);
     }

@@ -56,6 +56,7 @@ enum migrate_kind {
     MIG_VMM_MAP,         /* a = address, b = size, c = the allocation's key; parent = offset */
     MIG_VMM_ACCESS,      /* a = address, b = size; data = the CUmemAccessDesc array */
     MIG_VMM_RELEASE,     /* c = the key of a MIG_VMM_CREATE with no id: released once mapped */
+    MIG_LIBRARY_MANAGED, /* a __managed__ variable looked up (cuLibraryGetManaged): as MIG_LIBRARY_GLOBAL */
     /* Before every other item (migrate_images.h): */
     MIG_IMAGES_QUERY,    /* a = count; data = per image its SHA-256 and length (u64) */
     MIG_IMAGES_HAVE,     /* importer to exporter: data = one byte per image, 1: its cache has it */
@@ -88,6 +89,9 @@ void migrate_note_library_module(uint64_t id, uint64_t library_id);
 /* The client looked up global `name` of library `library_id` in the
  * current context. */
 void migrate_note_library_global(uint64_t library_id, const char *name, uint64_t addr, uint64_t size);
+/* The client looked up __managed__ variable `name` of library
+ * `library_id` (cuLibraryGetManaged) in the current context. */
+void migrate_note_library_managed(uint64_t library_id, const char *name, uint64_t addr, uint64_t size);
 /* Function `id` was bound by `name` in module `module_id`. */
 void migrate_note_function(uint64_t id, uint64_t module_id, const char *name);
 /* The client looked up global `name` of module `module_id`. */

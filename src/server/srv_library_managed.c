@@ -7,6 +7,7 @@
  * ordinary copies. */
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "migrate_state.h"
 #include "session.h"
 
 /* cudart asks for its __managed__ variables while it sets up a device,
@@ -48,6 +49,7 @@ CUresult srv_scuda_library_get_managed(srv_call *c)
     CUdeviceptr p = 0;
     size_t size = 0;
     if ((r = get_managed(&p, &size, (CUlibrary)lib, m.name)) != CUDA_SUCCESS) return r;
+    migrate_note_library_managed(m.library, m.name, p, size); /* a placing event (migrate_seq.c) */
     struct msg_scuda_library_get_managed_rep rep = {.ptr = p, .size = size};
     msg_scuda_library_get_managed_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;

@@ -666,6 +666,72 @@ static void test_moves_libraries(void)
     h_server_stop(&B);
 }
 
+/* ---- a library's __managed__ variable ------------------------------------------------ */
+
+/* Looked up with cuLibraryGetManaged (as static cudart binds one), written
+ * by the host and by a kernel before the move: B must place it at the
+ * address the client mirrors, with its bytes. */
+static const char managed_var_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+                                      ".visible .global .attribute(.managed) .align 4 .u32 g_managed[4] = {7, 8, 9, 10};\n";
+
+static int managed_var_workload(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUlibrary lib;
+    CU(cuLibraryLoadData(&lib, managed_var_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    CU(cuLibraryGetManaged(&p, &n, lib, "g_managed"));
+    volatile uint32_t *v = (volatile uint32_t *)(uintptr_t)p;
+    v[1] = 80;
+    CU(cuMemsetD32_v2(p + 8, 0x55, 1));
+    CU(cuCtxSynchronize());
+    v[3] = 99; /* dirty when the move starts */
+    if (target) {
+        int moved = scuda_migrate(target, why, sizeof why);
+        CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
+    }
+    uint32_t dev[4];
+    CU(cuMemcpyDtoH_v2(dev, p, sizeof dev));
+    CHECK(dev[0] == 7 && dev[1] == 80 && dev[2] == 0x55 && dev[3] == 99, "the variable's bytes: %u %u %u %u", dev[0],
+          dev[1], dev[2], dev[3]);
+    CUdeviceptr again = 0;
+    CU(cuLibraryGetManaged(&again, NULL, lib, "g_managed"));
+    CHECK(again == p, "asked again: %#llx, first %#llx", (unsigned long long)again, (unsigned long long)p);
+    CU(cuMemsetD32_v2(p, 0x66, 1));
+    CU(cuCtxSynchronize());
+    CHECK(v[0] == 0x66 && v[3] == 99, "the host sees B's writes: %u %u", v[0], v[3]);
+    printf("managed variable at %#llx: %u %u %u %u\n", (unsigned long long)p, v[0], v[1], v[2], v[3]);
+    CU(cuLibraryUnload(lib));
+    return 0;
+}
+
+static void test_moves_managed_variable(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-mvar-b", NULL);
+    h_server_start(&A, "migrate-mvar-a", NULL); /* last: SCUDA_SERVER is A's */
+    char path[512];
+    int fd = h_temp_file("migrate-mvar-plain", path, sizeof path);
+    target = NULL;
+    h_wait_ok(h_spawn(managed_var_workload, NULL, 60, fd, -1), 65000, "a run that stays");
+    close(fd);
+    char *plain = h_read_file(path, &(size_t){0});
+    fd = h_temp_file("migrate-mvar-moved", path, sizeof path);
+    target = B.addr;
+    h_wait_ok(h_spawn(managed_var_workload, NULL, 60, fd, -1), 65000, "a library's managed variable moves");
+    close(fd);
+    char *moved = h_read_file(path, &(size_t){0});
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "the later calls ran on B");
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 /* ---- images by digest: bytes only where B's cache lacks them ----------------------- */
 
 /* A token file of two users for B; A proves one of them (its SCUDA_TOKEN,
@@ -692,14 +758,14 @@ static void test_images_by_digest(void)
     free(run_lib_workload("migrate-digest-first", B.addr));
     free(run_lib_workload("migrate-digest-again", B.addr));
     /* B kept what it received for alice: the second move names the images. */
-    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 1, "the first move sent the bytes");
-    CHECK(h_server_log_count(&B, "(2 of 2 images from the module cache)") == 1, "the second sent digests alone");
-    CHECK(h_server_log_count(&A, "(2 of 2 images sent by digest alone)") == 1, "A says so too");
+    CHECK(h_server_log_count(&B, "; 0 of 2 images from the module cache") == 1, "the first move sent the bytes");
+    CHECK(h_server_log_count(&B, "; 2 of 2 images from the module cache") == 1, "the second sent digests alone");
+    CHECK(h_server_log_count(&A, "; 2 of 2 images sent by digest alone") == 1, "A says so too");
     h_server_stop(&A);
     /* Bob never loaded them on B: to him B has nothing (no oracle). */
     start_a_as(&A2, "migrate-digest-a2", "tok-bob");
     free(run_lib_workload("migrate-digest-bob", B.addr));
-    CHECK(h_server_log_count(&B, "(0 of 2 images from the module cache)") == 2, "bob's move sent the bytes");
+    CHECK(h_server_log_count(&B, "; 0 of 2 images from the module cache") == 2, "bob's move sent the bytes");
     unsetenv("SCUDA_TOKEN");
     h_server_stop(&A2);
     h_server_stop(&B);
@@ -1198,6 +1264,7 @@ int main(void)
     test_moves_libraries();
     test_moves_unlooked_globals();
     test_images_by_digest();
+    test_moves_managed_variable();
     test_refused_placement();
     test_moves_driver_mmap();
     test_refused_driver_mmap();

@@ -1242,7 +1242,9 @@ static void test_idle_moves(void)
 
     /* The same path reports a session that ended while its client was
      * idle: the client sees the EOF, its resume is refused, and it says
-     * the connection is lost, before any call. */
+     * the connection is lost, before any call. (Before the idle read, the
+     * failed write of a later ping found it too, a few seconds later: this
+     * case guards the promise, it is not what the idle read added.) */
     struct h_server E;
     h_server_start(&E, "migrate-idle-lost", NULL);
     idle_nvml = 0;

@@ -418,8 +418,9 @@ int image_globals(const void *image, size_t len, unsigned arch, int (*each)(cons
     const uint8_t *p = image;
     struct listing l = {each, arg};
     uint32_t magic = 0;
-    memcpy(&magic, p, 4); /* image_check accepted no image shorter than that */
-    if (memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
+    /* PTX as short as "x" plus its NUL passes image_check. */
+    if (len >= 4) memcpy(&magic, p, 4);
+    if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
     if (magic != FATBIN_MAGIC) return ptx_globals(p, &l);
     struct choice c = {.arch = arch};
     if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;

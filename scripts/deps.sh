@@ -10,6 +10,11 @@ for tool in cmake ninja gcc python3 nm cppcheck gcovr; do
 done
 # TLS (src/common/tls.c) builds against OpenSSL 3.
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+# Compressed fatbin entries (src/server/fatbin_unpack.c): LZ4 and zstd,
+# found with pkg-config.
+[ -f /usr/include/lz4.h ] || need_apt+=(liblz4-dev)
+[ -f /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # The `openssl` command: tests/e2e/tls_ca.c makes its CA and certificates.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # The `ip` command: tests/e2e/beyond_loopback.c makes a veth pair.

@@ -4,10 +4,13 @@
 #define _GNU_SOURCE /* memmem */
 #include "image_check.h"
 
+#include "fatbin_unpack.h"
+
 #include <elf.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -129,15 +132,15 @@ static int check_elf(const uint8_t *p, size_t len, char *why, size_t whylen)
 
 /* An entry's header fields beyond its size: kind (1 PTX, 2 ELF) at 0, the
  * compressed size at 16, the architecture (major * 10 + minor) at 28, the
- * flags at 40 (0x2000: LZ4, 0x8000: ZSTD compression). */
+ * flags at 40 (compression: fatbin_unpack.h), the uncompressed size at 56. */
 #define FATBIN_KIND_PTX 1
 #define FATBIN_KIND_ELF 2
-#define FATBIN_COMPRESSED 0xA000u
 
 struct fat_entry {
     uint16_t kind;
     uint32_t arch;
     int compressed;
+    uint64_t flags, packed_len, unpacked_len;
     const uint8_t *payload;
     uint64_t len;
 };
@@ -160,7 +163,7 @@ static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_
     for (uint64_t at = header, end = header + size; end - at >= FATBIN_ENTRY;) {
         const uint8_t *e = p + at;
         uint32_t eheader, csize;
-        uint64_t payload, flags;
+        uint64_t payload;
         memcpy(&eheader, e + 4, 4);
         memcpy(&payload, e + 8, 8);
         if (!header_fits(eheader, FATBIN_ENTRY, payload, end - at))
@@ -170,8 +173,10 @@ static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_
         memcpy(&fe.kind, e, 2);
         memcpy(&csize, e + 16, 4);
         memcpy(&fe.arch, e + 28, 4);
-        memcpy(&flags, e + 40, 8);
-        fe.compressed = (flags & FATBIN_COMPRESSED) || csize != 0;
+        memcpy(&fe.flags, e + 40, 8);
+        memcpy(&fe.unpacked_len, e + 56, 8);
+        fe.packed_len = csize;
+        fe.compressed = (fe.flags & FATBIN_COMPRESSED) || csize != 0;
         int rc = fn(&fe, arg, why, whylen);
         if (rc) return rc;
         at += eheader + payload;
@@ -180,10 +185,16 @@ static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_
 }
 
 /* A payload that is an ELF file (a cubin) is checked as one; compressed
- * payloads never start with the ELF magic. */
+ * payloads never start with the ELF magic, and their compressed bytes
+ * must lie inside the payload (the driver reads that many). They are not
+ * decompressed here: that is the driver's work at every load, and ours
+ * only when a migration lists the variables (entry_globals). */
 static int check_entry(const struct fat_entry *e, void *arg, char *why, size_t whylen)
 {
     (void)arg;
+    if (e->packed_len > e->len)
+        return fail(why, whylen, "a fatbin entry's %llu compressed bytes run past its %llu-byte payload",
+                    (unsigned long long)e->packed_len, (unsigned long long)e->len);
     if (e->len >= SELFMAG && memcmp(e->payload, ELFMAG, SELFMAG) == 0)
         return check_elf(e->payload, (size_t)e->len, why, whylen);
     return 0;
@@ -363,16 +374,41 @@ static int choose(const struct fat_entry *e, void *arg, char *why, size_t whylen
     return 0;
 }
 
-static int entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
+static const char *entry_what(const struct fat_entry *e) { return e->kind == FATBIN_KIND_ELF ? "code" : "PTX"; }
+
+/* An uncompressed entry: a decompressed ELF gets the check an ELF entry
+ * got from image_check, then both take the same walk. */
+static int plain_entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
 {
-    if (e->compressed)
-        return fail(why, whylen, "its %s for sm_%u is compressed in the fatbin, so its variables cannot be listed",
-                    e->kind == FATBIN_KIND_ELF ? "code" : "PTX", e->arch);
-    if (e->kind == FATBIN_KIND_ELF) return e->len >= SELFMAG && memcmp(e->payload, ELFMAG, SELFMAG) == 0
-                                               ? elf_globals(e->payload, l) : fail(why, whylen, "its code for sm_%u is no ELF file", e->arch);
+    if (e->kind == FATBIN_KIND_ELF) {
+        if (e->len < SELFMAG || memcmp(e->payload, ELFMAG, SELFMAG) != 0)
+            return fail(why, whylen, "its code for sm_%u is no ELF file", e->arch);
+        char elf_why[200];
+        if (check_elf(e->payload, (size_t)e->len, elf_why, sizeof elf_why) != 0)
+            return fail(why, whylen, "its code for sm_%u: %s", e->arch, elf_why);
+        return elf_globals(e->payload, l);
+    }
     const uint8_t *nul = memchr(e->payload, '\0', (size_t)e->len);
     if (!nul) return fail(why, whylen, "its PTX for sm_%u is not NUL-terminated", e->arch);
     return ptx_globals(e->payload, l);
+}
+
+/* A compressed entry is decompressed for the listing only, and dropped. */
+static int entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
+{
+    if (!e->compressed) return plain_entry_globals(e, l, why, whylen);
+    struct fatbin_packed in = {.flags = e->flags, .payload = e->payload, .payload_len = e->len,
+                               .packed_len = e->packed_len, .unpacked_len = e->unpacked_len};
+    uint8_t *bytes;
+    char unpack_why[200];
+    if (fatbin_unpack(&in, &bytes, unpack_why, sizeof unpack_why) != 0)
+        return fail(why, whylen, "its compressed %s for sm_%u cannot be decompressed: %s", entry_what(e), e->arch,
+                    unpack_why);
+    struct fat_entry plain = *e;
+    plain.compressed = 0, plain.payload = bytes, plain.len = e->unpacked_len;
+    int rc = plain_entry_globals(&plain, l, why, whylen);
+    free(bytes);
+    return rc;
 }
 
 int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
@@ -382,8 +418,9 @@ int image_globals(const void *image, size_t len, unsigned arch, int (*each)(cons
     const uint8_t *p = image;
     struct listing l = {each, arg};
     uint32_t magic = 0;
-    memcpy(&magic, p, 4); /* image_check accepted no image shorter than that */
-    if (memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
+    /* PTX as short as "x" plus its NUL passes image_check. */
+    if (len >= 4) memcpy(&magic, p, 4);
+    if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
     if (magic != FATBIN_MAGIC) return ptx_globals(p, &l);
     struct choice c = {.arch = arch};
     if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;

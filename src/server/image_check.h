@@ -11,7 +11,8 @@
  *           string tables NUL-terminated, section names inside theirs.
  *   fatbin  magic 0xBA55ED50; its header and the total size it declares;
  *           each entry's header and payload inside that, an uncompressed
- *           ELF entry checked as an ELF of its payload's size.
+ *           ELF entry checked as an ELF of its payload's size, a
+ *           compressed entry's compressed bytes inside its payload.
  *   PTX     text, NUL-terminated within the bytes.
  *
  * Anything else (cudart's fatbin wrapper, which holds a pointer into the
@@ -34,9 +35,11 @@ int image_check(const void *image, size_t len, char *why, size_t whylen);
  * module scope .global and .const declarations. `each` gets every name
  * (NUL-terminated, valid during the call; a name may be one the driver
  * does not know, such as a string literal's) and stops the walk by
- * returning nonzero, which is returned. Else 0, or -1 with why: the image
- * fails image_check, its code for arch is compressed (the bytes are not
- * decompressed here), or it holds none for arch. */
+ * returning nonzero, which is returned. A compressed entry (LZ4 or zstd)
+ * is decompressed first (fatbin_unpack.h) and its ELF checked as
+ * image_check checks an uncompressed one. Else 0, or -1 with why: the
+ * image fails image_check, its code for arch does not decompress or fails
+ * the check, or it holds none for arch. */
 int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
                   char *why, size_t whylen);
 

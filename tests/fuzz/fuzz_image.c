@@ -2,15 +2,20 @@
  * mutated images, in-process.
  *
  * Seeds: a PTX text, a cubin-like ELF and a fatbin holding both
- * (tests/unit/sample_images.h). Each iteration mutates one (bytes flipped,
+ * (tests/unit/sample_images.h), and nvcc's fatbins of a zstd cubin and of
+ * LZ4 PTX (tests/unit/nvcc_fatbins.h). Each iteration mutates one (bytes flipped,
  * header fields set to edge values, truncated, extended) into a heap
  * buffer of exactly its size and checks it. Two properties:
  *   - the check never reads outside the buffer (the ASan build,
  *     -DSCUDA_SANITIZE=ON, catches it);
  *   - an image it accepts can be walked the way a driver walks it (every
  *     header table, section, segment, name, symbol name, fatbin entry and
- *     the PTX text) without leaving the buffer. The walk checks each range
- *     before touching it, so a release build catches that too.
+ *     the PTX text, a compressed entry's compressed bytes) without leaving
+ *     the buffer. The walk checks each range before touching it, so a
+ *     release build catches that too;
+ *   - listing an accepted image's variables (image_globals, which
+ *     decompresses a compressed entry) stays inside the buffer and its
+ *     own, under ASan.
  * FUZZ_ITERATIONS (default 500000) and FUZZ_SEED tune it. */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -21,6 +26,7 @@
 #ifndef SCUDA_LIBFUZZER
 #include "fuzz_rng.h"
 #endif
+#include "../unit/nvcc_fatbins.h"
 #include "../unit/sample_images.h"
 #include "server/image_check.h"
 
@@ -97,9 +103,27 @@ static void walk_fatbin(const uint8_t *p)
         memcpy(&eh, e + 4, 4);
         memcpy(&payload, e + 8, 8);
         if (!reach(e, (uint64_t)eh + payload, "a fatbin entry")) return;
+        uint32_t packed = 0;
+        if (eh >= 20) memcpy(&packed, e + 16, 4);
+        if (!reach(e + eh, packed, "a compressed entry's bytes")) return;
         if (payload >= SELFMAG && memcmp(e + eh, ELFMAG, SELFMAG) == 0 && !walk_elf(e + eh)) return;
         e += eh + payload;
     }
+}
+
+/* Every name image_globals hands out is read to its NUL. */
+static int read_name(const char *name, void *arg)
+{
+    (void)arg;
+    for (const char *c = name; *c; c++) sink ^= (uint8_t)*c;
+    return 0;
+}
+
+static void list_globals(const uint8_t *p, size_t len)
+{
+    char why[256];
+    static const unsigned archs[] = {52, 75, 90, 100};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) image_globals(p, len, archs[i], read_name, NULL, why, sizeof why);
 }
 
 static void walk(const uint8_t *p, size_t len)
@@ -122,7 +146,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char why[256];
-    if (image_check(data, size, why, sizeof why) == 0) walk(data, size);
+    if (image_check(data, size, why, sizeof why) == 0) {
+        walk(data, size);
+        list_globals(data, size);
+    }
     if (failures) abort();
     return 0;
 }
@@ -176,15 +203,36 @@ static size_t mutate(uint8_t *p, size_t len, size_t cap)
     }
 }
 
-/* --write-seeds DIR: the three sample images, as the libFuzzer image
- * target's seed corpus (tests/fuzz/corpus/image). */
+#define SEEDS 5
+
+static uint8_t *copy_of(const uint8_t *p, size_t n, size_t *len)
+{
+    uint8_t *c = malloc(n);
+    memcpy(c, p, n);
+    *len = n;
+    return c;
+}
+
+static void make_seeds(uint8_t *img[SEEDS], size_t len[SEEDS])
+{
+    img[0] = sample_ptx(&len[0]);
+    img[1] = sample_elf(&len[1]);
+    img[2] = sample_fatbin(&len[2]);
+    img[3] = copy_of(nvcc_elf_zstd, sizeof nvcc_elf_zstd, &len[3]);
+    img[4] = copy_of(nvcc_ptx_lz4, sizeof nvcc_ptx_lz4, &len[4]);
+}
+
+/* --write-seeds DIR: the seeds, as the libFuzzer image target's seed
+ * corpus (tests/fuzz/corpus/image). */
 static int write_seeds(const char *dir)
 {
-    static const char *names[3] = {"sample.ptx", "sample.cubin", "sample.fatbin"};
-    size_t len[3];
-    uint8_t *img[3] = {sample_ptx(&len[0]), sample_elf(&len[1]), sample_fatbin(&len[2])};
+    static const char *names[SEEDS] = {"sample.ptx", "sample.cubin", "sample.fatbin", "nvcc-zstd-cubin.fatbin",
+                                       "nvcc-lz4-ptx.fatbin"};
+    size_t len[SEEDS];
+    uint8_t *img[SEEDS];
+    make_seeds(img, len);
     int rc = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < SEEDS; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         FILE *f = fopen(path, "wb");
@@ -204,12 +252,13 @@ int main(int argc, char **argv)
     unsigned long iterations = it ? strtoul(it, NULL, 10) : 500000;
     uint64_t seed = rng_seed();
     printf("fuzz_image: %lu iterations, FUZZ_SEED=%llu\n", iterations, (unsigned long long)seed);
-    size_t seed_len[3];
-    uint8_t *seeds[3] = {sample_ptx(&seed_len[0]), sample_elf(&seed_len[1]), sample_fatbin(&seed_len[2])};
+    size_t seed_len[SEEDS];
+    uint8_t *seeds[SEEDS];
+    make_seeds(seeds, seed_len);
     unsigned long accepted = 0;
     char why[256];
     for (unsigned long i = 0; i < iterations; i++) {
-        int s = (int)below(3);
+        int s = (int)below(SEEDS);
         size_t cap = seed_len[s] + 256, len = seed_len[s];
         uint8_t *work = malloc(cap);
         memcpy(work, seeds[s], len);
@@ -219,11 +268,12 @@ int main(int argc, char **argv)
         if (image_check(exact, len, why, sizeof why) == 0) {
             accepted++;
             walk(exact, len);
+            list_globals(exact, len);
         }
         free(exact);
         free(work);
     }
-    for (int s = 0; s < 3; s++) free(seeds[s]);
+    for (int s = 0; s < SEEDS; s++) free(seeds[s]);
     printf("fuzz_image: %lu of %lu mutated images accepted, %lu failures\n", accepted, iterations, failures);
     return failures != 0;
 }

@@ -4,11 +4,14 @@
  * bytes, is refused. Each image sits in a heap buffer of exactly its size,
  * so the ASan build also catches a read past the end. */
 #include <elf.h>
+#include <lz4.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "nvcc_fatbins.h"
 #include "sample_images.h"
 #include "server/image_check.h"
 
@@ -293,6 +296,139 @@ static void listed_globals(void)
     free(elf);
 }
 
+/* ---- compressed entries ---------------------------------------------------- */
+
+/* image_globals on a copy of exactly len bytes, at sm_90. */
+static int list_exact(const uint8_t *img, size_t len)
+{
+    uint8_t *copy = malloc(len);
+    memcpy(copy, img, len);
+    int rc = list(copy, len, 90);
+    free(copy);
+    return rc;
+}
+
+/* What nvcc compressed lists the variables its uncompressed twin lists:
+ * zstd cubins and PTX, LZ4 PTX, as the toolkit lays them out. */
+static void nvcc_compressed_listed(void)
+{
+    char plain[sizeof names];
+    CHECK(list_exact(nvcc_elf_plain, sizeof nvcc_elf_plain) == 0);
+    CHECK(strstr(names, "counter") && strstr(names, "table") && strstr(names, "coeffs"));
+    snprintf(plain, sizeof plain, "%s", names);
+    CHECK(check_exact(nvcc_elf_zstd, sizeof nvcc_elf_zstd) == 0);
+    CHECK(list_exact(nvcc_elf_zstd, sizeof nvcc_elf_zstd) == 0 && strcmp(names, plain) == 0);
+    if (strcmp(names, plain)) printf("  zstd cubin: '%s' (%s), plain: '%s'\n", names, why, plain);
+
+    CHECK(list_exact(nvcc_ptx_plain, sizeof nvcc_ptx_plain) == 0);
+    CHECK(strcmp(names, "counter table coeffs") == 0);
+    snprintf(plain, sizeof plain, "%s", names);
+    CHECK(list_exact(nvcc_ptx_zstd, sizeof nvcc_ptx_zstd) == 0 && strcmp(names, plain) == 0);
+    if (strcmp(names, plain)) printf("  zstd PTX: '%s' (%s)\n", names, why);
+    CHECK(list_exact(nvcc_ptx_lz4, sizeof nvcc_ptx_lz4) == 0 && strcmp(names, plain) == 0);
+    if (strcmp(names, plain)) printf("  LZ4 PTX: '%s' (%s)\n", names, why);
+}
+
+/* nvcc's plain cubin: the payload of the fatbin's one entry. */
+#define NVCC_ELF (nvcc_elf_plain + 16 + 64)
+static uint64_t nvcc_elf_len(void)
+{
+    uint64_t len;
+    memcpy(&len, nvcc_elf_plain + 16 + 8, 8);
+    return len;
+}
+
+/* A fatbin of one sm_90 entry whose payload is `packed` (padded to 8),
+ * with the compressed and uncompressed sizes given. */
+static uint8_t *packed_fatbin(uint16_t kind, uint64_t flags, const void *packed, uint32_t packed_len,
+                              uint64_t unpacked_len, size_t *len)
+{
+    struct fat_part part = {kind, 90, flags, packed, packed_len};
+    uint8_t *p = fatbin_of(&part, 1, len);
+    memcpy(p + 16 + 16, &packed_len, 4);
+    memcpy(p + 16 + 56, &unpacked_len, 8);
+    return p;
+}
+
+/* The cubin, LZ4-compressed as a raw block (nvcc -compress-mode=speed
+ * leaves one this small as it is). */
+static int lz4_of(const uint8_t *src, size_t len, char *dst, int cap) { return LZ4_compress_default((const char *)src, dst, (int)len, cap); }
+
+static void lz4_cubin_listed(void)
+{
+    CHECK(list_exact(nvcc_elf_plain, sizeof nvcc_elf_plain) == 0);
+    char plain[sizeof names];
+    snprintf(plain, sizeof plain, "%s", names);
+    static char packed[8192];
+    int n = lz4_of(NVCC_ELF, nvcc_elf_len(), packed, sizeof packed);
+    CHECK(n > 0);
+    size_t len;
+    uint8_t *fat = packed_fatbin(2, 0x2011, packed, (uint32_t)n, nvcc_elf_len(), &len);
+    CHECK(list_exact(fat, len) == 0 && strcmp(names, plain) == 0);
+    if (strcmp(names, plain)) printf("  LZ4 cubin: '%s' (%s)\n", names, why);
+    free(fat);
+}
+
+/* One refused compressed entry: image_globals answers -1 with `reason`. */
+static void expect_unpack_refused(const char *what, uint16_t kind, uint64_t flags, const void *packed,
+                                  uint32_t packed_len, uint64_t unpacked_len, const char *reason)
+{
+    size_t len;
+    uint8_t *fat = packed_fatbin(kind, flags, packed, packed_len, unpacked_len, &len);
+    int rc = list_exact(fat, len);
+    CHECK(rc == -1 && strstr(why, reason) != NULL);
+    if (rc != -1 || !strstr(why, reason)) printf("  %s: rc %d, why '%s', wanted '%s'\n", what, rc, why, reason);
+    free(fat);
+}
+
+static void bad_compressed_refused(void)
+{
+    static char lz4[8192];
+    const uint64_t elf_len = nvcc_elf_len();
+    uint32_t n = (uint32_t)lz4_of(NVCC_ELF, elf_len, lz4, sizeof lz4);
+    /* nvcc's zstd cubin: its frame, its sizes. */
+    const uint8_t *zstd = nvcc_elf_zstd + 16 + 64;
+    uint32_t zn;
+    memcpy(&zn, nvcc_elf_zstd + 16 + 16, 4);
+    static const uint8_t garbage[64] = {0x13, 0x37, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+    expect_unpack_refused("LZ4, truncated", 2, 0x2000, lz4, n - 40, elf_len, "LZ4 block");
+    expect_unpack_refused("LZ4, garbage", 2, 0x2000, garbage, sizeof garbage, elf_len, "LZ4 block is corrupt");
+    expect_unpack_refused("LZ4, garbage, small", 2, 0x2000, garbage, sizeof garbage, 1000, "LZ4");
+    expect_unpack_refused("LZ4, short size", 2, 0x2000, lz4, n, elf_len - 1, "LZ4 block is corrupt");
+    expect_unpack_refused("LZ4, long size", 2, 0x2000, lz4, n, elf_len + 8, "holds 4968 bytes, not the 4976");
+    expect_unpack_refused("LZ4, bomb", 2, 0x2000, lz4, n, (uint64_t)n * 256, "more than LZ4 can make");
+    expect_unpack_refused("zstd, truncated", 2, 0x8000, zstd, zn - 40, elf_len, "zstd data is corrupt");
+    expect_unpack_refused("zstd, garbage", 2, 0x8000, garbage, sizeof garbage, elf_len, "no zstd frame");
+    expect_unpack_refused("zstd, wrong size", 2, 0x8000, zstd, zn, elf_len - 8, "holds 4968 bytes, not the 4960");
+    expect_unpack_refused("over 1 GiB", 2, 0x8000, zstd, zn, ((uint64_t)1 << 30) + 1, "outside 1 .. 1073741824");
+    expect_unpack_refused("no size", 2, 0x8000, zstd, zn, 0, "outside 1 ..");
+    expect_unpack_refused("both codecs", 2, 0xA000, zstd, zn, elf_len, "neither LZ4 nor zstd");
+    expect_unpack_refused("a size, no codec", 2, 0x0011, zstd, zn, elf_len, "neither LZ4 nor zstd");
+
+    /* A compressed size past the payload is the image check's refusal:
+     * the driver would read that many bytes. */
+    size_t len;
+    uint8_t *fat = packed_fatbin(2, 0x8000, zstd, zn, elf_len, &len);
+    uint32_t past = (uint32_t)((zn + 7) & ~7u) + 1;
+    memcpy(fat + 16 + 16, &past, 4);
+    CHECK(check_exact(fat, len) != 0 && strstr(why, "compressed bytes run past"));
+    free(fat);
+
+    /* What decompresses is checked as an ELF entry is: a section table
+     * past the end is refused, not walked. */
+    uint8_t *broken = malloc(elf_len);
+    memcpy(broken, NVCC_ELF, elf_len);
+    uint64_t shoff = elf_len;
+    memcpy(broken + offsetof(Elf64_Ehdr, e_shoff), &shoff, 8);
+    n = (uint32_t)lz4_of(broken, elf_len, lz4, sizeof lz4);
+    expect_unpack_refused("a broken ELF inside", 2, 0x2000, lz4, n, elf_len, "its code for sm_90: ELF section");
+    /* And PTX must end in its NUL. */
+    n = (uint32_t)lz4_of((const uint8_t *)"ptx", 3, lz4, sizeof lz4);
+    expect_unpack_refused("PTX with no NUL", 1, 0x2000, lz4, n, 3, "not NUL-terminated");
+    free(broken);
+}
+
 int main(void)
 {
     good_images();
@@ -300,6 +436,11 @@ int main(void)
     bad_elf();
     bad_fatbin();
     listed_globals();
+    nvcc_compressed_listed();
+    lz4_cubin_listed();
+    bad_compressed_refused();
+    /* The shortest PTX image_check accepts is listed inside its bytes. */
+    CHECK(list_exact((const uint8_t *)"x", 2) == 0 && names[0] == '\0');
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;
 }

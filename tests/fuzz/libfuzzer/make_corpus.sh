@@ -7,7 +7,7 @@
 #   decode   every recorded frame's payload under every decoder selector,
 #            plus a client_hello and a welcome, kept where they add
 #            coverage (libFuzzer -merge);
-#   image    the unit tests' sample PTX, cubin and fatbin.
+#   image    the unit tests' sample PTX, cubin and fatbin, and nvcc's zstd cubin and LZ4 PTX fatbins.
 # Regression inputs (tests/fuzz/corpus/*/regress-*) are kept as they are.
 # Needs a release build (fuzz_frames, fuzz_image) and a -DSCUDA_FUZZ=ON
 # build (fuzz_decode) of the same tree.

@@ -80,11 +80,45 @@ static CUresult mirror_var(uint64_t library, const char *name, uint64_t dev, uin
     return r;
 }
 
+/* Static cudart asks for its __managed__ variables while it sets a device
+ * up, with the device's primary context retained but not yet current on
+ * the thread. The variable is the same in every context, but its mirror
+ * (and the session's driver) needs one: lacking a current context, an
+ * active primary context stands in for the call. 1 when one was pushed. */
+static int push_active_primary(void)
+{
+    CUcontext cur = NULL;
+    int n = 0;
+    if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur || cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+    for (CUdevice d = 0; d < n; d++) {
+        unsigned flags = 0;
+        int active = 0;
+        CUcontext primary = NULL;
+        if (cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS || !active) continue;
+        if (cuDevicePrimaryCtxRetain(&primary, d) != CUDA_SUCCESS) continue;
+        int pushed = cuCtxPushCurrent(primary) == CUDA_SUCCESS;
+        cuDevicePrimaryCtxRelease(d); /* active: cudart holds its own reference */
+        return pushed;
+    }
+    return 0;
+}
+
+static CUresult get_managed(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
+
 EXPORT CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
     SHIM_ENTER(cuLibraryGetManaged, (dptr, bytes, library, name));
     if (!name) return CUDA_ERROR_INVALID_VALUE;
     if (!library_known(library)) return CUDA_ERROR_INVALID_HANDLE;
+    int pushed = push_active_primary();
+    CUresult r = get_managed(dptr, bytes, library, name);
+    CUcontext popped;
+    if (pushed) cuCtxPopCurrent(&popped);
+    return r;
+}
+
+static CUresult get_managed(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
     uint64_t id = (uint64_t)(uintptr_t)library, dev = 0, size = 0;
     CUresult r = session_get_managed(id, name, &dev, &size);
     if (r == CUDA_SUCCESS && (dev == 0 || size == 0 || dev + size < dev)) {

@@ -165,9 +165,14 @@ static void log_mapping(enum driver_va_how how, size_t len, int prot, int flags,
     }
 }
 
+static _Thread_local int own_depth;
+
+void driver_va_own_begin(void) { own_depth++; }
+void driver_va_own_end(void) { own_depth--; }
+
 void *driver_va_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, uintptr_t caller)
 {
-    if (!atomic_load_explicit(&va.on, memory_order_acquire) || !driver_va_text_holds(&va.text, caller))
+    if (own_depth || !atomic_load_explicit(&va.on, memory_order_acquire) || !driver_va_text_holds(&va.text, caller))
         return driver_va_raw_mmap(addr, len, prot, flags, fd, off);
     enum driver_va_how how;
     void *p = driver_va_map(&va.arena, addr, len, prot, flags, fd, off, driver_va_raw_mmap, &how);

@@ -99,6 +99,12 @@ struct driver_va_config {
 int driver_va_start(void *driver_handle, const struct driver_va_config *cfg);
 /* What the interposer calls for every mmap of the process. */
 void *driver_va_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, uintptr_t caller);
+/* Between these, on the calling thread, the driver's mappings are the
+ * kernel's to place: the session's own pinned staging buffers, whose
+ * number and timing differ between a session that serves a client and
+ * one that imports it, must not shift the arena's sequence. */
+void driver_va_own_begin(void);
+void driver_va_own_end(void);
 /* The kernel's mmap, bypassing every interposer (the syscall). */
 void *driver_va_raw_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 

@@ -1,5 +1,6 @@
 /* staging.c - see staging.h. */
 #include "staging.h"
+#include "driver_va.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -55,7 +56,10 @@ static int session_buffer(struct staging *b)
         session_pool.capped = 1;
         return 0;
     }
-    if (REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+    driver_va_own_begin();
+    CUresult pinned = REAL(cuMemHostAlloc, &b->data, STAGING_SIZE, CU_MEMHOSTALLOC_PORTABLE);
+    driver_va_own_end();
+    if (pinned != CUDA_SUCCESS) {
         LOG_WARN("no pinned staging memory: bulk copies will not overlap the network");
         host_quota_release(STAGING_SIZE);
         session_pool.pinned_failed = 1;
@@ -168,7 +172,11 @@ int staging_pool_fill(struct staging_pool *p)
         struct staging *b = &p->bufs[i];
         if (b->data) continue;
         if (host_quota_charge(p->size, "a striping buffer") != 0) return -1;
-        if (!p->pinned_failed && REAL(cuMemHostAlloc, &b->data, p->size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+        driver_va_own_begin();
+        CUresult pinned = p->pinned_failed ? CUDA_ERROR_OUT_OF_MEMORY
+                                           : REAL(cuMemHostAlloc, &b->data, p->size, CU_MEMHOSTALLOC_PORTABLE);
+        driver_va_own_end();
+        if (!p->pinned_failed && pinned != CUDA_SUCCESS) {
             LOG_WARN("no pinned memory for striped copies: they go through ordinary memory, slower");
             p->pinned_failed = 1;
             b->data = NULL;

@@ -1,6 +1,7 @@
 /* cli.c - the `scuda` command's contract with its user (docs/cli.md):
  * versions, the check before `scuda run`, exit codes, `scuda info --json`,
- * a known cause printed without a guessed hint, `scuda config`. Every case
+ * a known cause printed without a guessed hint, `scuda config`, the
+ * server's log lines stamped with the time and sent to a file. Every case
  * runs the real `scuda` binary with its output captured. */
 #define _GNU_SOURCE
 #include <netinet/in.h>
@@ -181,6 +182,46 @@ static void config(const struct h_server *srv)
     printf("ok scuda config shows the saved server; --clear forgets it\n");
 }
 
+/* "2025-11-26T06:27:14.046Z scuda[ROLE " at the start of a line of log. */
+static int stamped_line(const char *log, const char *role)
+{
+    char want[64];
+    snprintf(want, sizeof want, "Z scuda[%s ", role);
+    for (const char *p = log; (p = strstr(p, want)) != NULL; p++) {
+        const char *line = p - 23;
+        if (line < log || (line > log && line[-1] != '\n')) continue;
+        if (line[4] == '-' && line[7] == '-' && line[10] == 'T' && line[13] == ':' && line[16] == ':' &&
+            line[19] == '.' && strncmp(line, "20", 2) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void server_log(const struct h_server *srv)
+{
+    char *log = h_server_log(srv);
+    CHECK(stamped_line(log, "server") && stamped_line(log, "session"),
+          "the server's log lines carry no time:\n%.2000s", log);
+    free(log);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/cli.%d.server-log", E2E_LOG_DIR, (int)getpid());
+    unlink(path);
+    struct h_server filed;
+    struct h_server_opts o = {.extra_args = {"--log-file", path, NULL}};
+    h_server_start(&filed, "filed", &o);
+    struct result r = scuda(NULL, (const char *[]){"info", "--server", filed.addr, NULL});
+    CHECK(r.status == 0, "scuda info against the server with --log-file: %d\n%s", r.status, r.err);
+    result_free(&r);
+    h_server_stop(&filed);
+    log = h_read_file(path, NULL);
+    CHECK(log && stamped_line(log, "server") && stamped_line(log, "session") && strstr(log, "session started"),
+          "--log-file %s lacks the parent's and the session's stamped lines:\n%.2000s", path, log ? log : "");
+    free(log);
+    unlink(path);
+    printf("ok the server's log lines carry the time; --log-file takes the parent's and the sessions'\n");
+}
+
 int main(void)
 {
     h_begin("cli", 110);
@@ -193,6 +234,7 @@ int main(void)
     run_checks(&srv, &tokened);
     info_json(&srv);
     config(&srv);
+    server_log(&srv);
     h_server_stop(&tokened);
     h_server_stop(&srv);
     printf("PASS cli\n");

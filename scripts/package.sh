@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-pkg}
+# Where scripts/deps.sh found the headers (it honoured the variables).
+# shellcheck source=/dev/null
+[ -f build-deps/env ] && . build-deps/env
 args=(-DCMAKE_BUILD_TYPE=Release -DSCUDA_BUILD_TESTS=OFF)
 [ -n "${CUDA_INCLUDE_DIR:-}" ] && args+=("-DCUDA_INCLUDE_DIR=$CUDA_INCLUDE_DIR")
 [ -n "${NVML_INCLUDE_DIR:-}" ] && args+=("-DNVML_INCLUDE_DIR=$NVML_INCLUDE_DIR")

@@ -181,15 +181,27 @@ if out=$(cuda_check 2>&1); then ok cuda; else bad cuda "the client image against
 # network and mount namespaces (beyond_loopback) and LeakSanitizer stops
 # threads with ptrace: those capabilities, not --privileged (which asks
 # for every capability, more than a CI machine may hold). Its own
-# container stage is off (no Docker inside).
+# container stage is off (no Docker inside). Its libFuzzer targets run
+# 15 s each (FRESH_FUZZ_SECONDS): the host's own run fuzzes for the full
+# time, and CI stays under 40 min.
 fresh_check() {
   # shellcheck source=/dev/null
   . build-deps/env
   git ls-files -co --exclude-standard -z | tar --null -T - -cf "$RUN/src.tar" || return 1
+  # The site's pip settings, as a new machine on this network would have
+  # them: a package index, and the CA of a proxy that inspects TLS.
+  local site=()
+  if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then
+    site+=(-v "$PIP_CERT":/etc/scuda-ci-pip-ca.crt:ro -e PIP_CERT=/etc/scuda-ci-pip-ca.crt)
+  fi
+  for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT; do
+    [ -n "${!v:-}" ] && site+=(-e "$v=${!v}")
+  done
   docker run --rm --network host --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SYS_PTRACE \
     --security-opt seccomp=unconfined --security-opt apparmor=unconfined --shm-size 1g \
     -v "$RUN/src.tar":/src.tar:ro \
-    -v "$CUDA_INCLUDE_DIR":/usr/local/cuda/include:ro -e SCUDA_CI_CONTAINERS=0 "$BASE" \
+    -v "$CUDA_INCLUDE_DIR":/usr/local/cuda/include:ro -e SCUDA_CI_CONTAINERS=0 "${site[@]}" \
+    -e FUZZ_SECONDS="${FRESH_FUZZ_SECONDS:-15}" "$BASE" \
     sh -c 'mkdir /scuda && cd /scuda && tar xf /src.tar && ./scripts/test.sh' >"$WORK/fresh.log" 2>&1
   local rc=$?
   tail -n 1 "$WORK/fresh.log"

@@ -392,7 +392,7 @@ static void decide(struct pending *p)
         LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
         refuse(p, WELCOME_SERVER_FULL, msg, 0);
     } else {
-        LOG_INFO("%s: user %s, client %u.%u.%u, accepted", p->peer, p->user, ch->build >> 16, (ch->build >> 8) & 0xffu,
+        LOG_INFO("%s: user %s, client build %u.%u.%u, accepted", p->peer, p->user, ch->build >> 16, (ch->build >> 8) & 0xffu,
                  ch->build & 0xffu);
         admit(p);
     }

@@ -17,7 +17,9 @@ command -v gcovr >/dev/null 2>&1 || { echo "coverage: gcovr not found; run scrip
 
 mkdir -p "$dir"
 # Debug (-O0): optimised code folds and moves lines, which blurs the counts.
-if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSCUDA_COVERAGE=ON >"$dir.cmake.log" 2>&1; then
+if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSCUDA_COVERAGE=ON \
+     ${CUDA_INCLUDE_DIR:+"-DCUDA_INCLUDE_DIR=$CUDA_INCLUDE_DIR"} ${NVML_INCLUDE_DIR:+"-DNVML_INCLUDE_DIR=$NVML_INCLUDE_DIR"} \
+     >"$dir.cmake.log" 2>&1; then
   cat "$dir.cmake.log"; echo "coverage: CONFIGURE FAILED"; exit 2
 fi
 if ! cmake --build "$dir" -j "$jobs" >"$dir.build.log" 2>&1; then

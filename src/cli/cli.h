@@ -19,6 +19,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_migrate(int argc, char **argv); /* `scuda migrate --session PID --to HOST:PORT` */
 int cmd_trust(int argc, char **argv); /* `scuda trust HOST:PORT`: pin a server's TLS certificate */
 int cmd_save(const char *addr); /* `scuda HOST:PORT` */
+int cmd_version(int argc, char **argv); /* `scuda version [--server HOST:PORT]`, `scuda --version` */
+int cmd_config(int argc, char **argv);  /* `scuda config [--clear]`: the saved server */
 
 /* ---- args.c: option parsing ---- */
 
@@ -51,8 +53,16 @@ int cli_shim_dir(const char *cmd, char *out, size_t outlen);
 /* Resolve the server (--server, SCUDA_SERVER, host file; see config.h),
  * check that it parses, and put it in SCUDA_SERVER for the shim. Returns
  * 1 with addr and *source set, 0 when none is configured, -1 after
- * printing an error. */
+ * printing an error, CLI_USAGE negated (-2) when the bad address is the
+ * command line's own --server. */
 int cli_export_server(const char *cmd, const char *cli_value, char *addr, size_t addrlen,
                       const char **source);
+
+/* ---- probe.c: a server checked without CUDA ---- */
+
+/* Connect to addr as a program would and authenticate (TLS, versions,
+ * token, room), then hang up. Returns 0, or -1 with the cause and its fix
+ * in why ("cannot reach server ...", "server ... refused: bad token; ..."). */
+int cli_probe_server(const char *addr, char *why, size_t whylen);
 
 #endif

@@ -43,7 +43,7 @@ struct driver {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: scuda info [--server HOST:PORT]\n"
+            "Usage: scuda info [--server HOST:PORT] [--json]\n"
             "\n"
             "Show the server's GPUs, its driver version, and the round-trip time to it,\n"
             "as a CUDA program run with 'scuda run' would see them.\n"
@@ -51,7 +51,11 @@ static void usage(FILE *f)
             "Options:\n"
             "  --server HOST:PORT  server to ask (default: SCUDA_SERVER, then the address\n"
             "                      saved by 'scuda HOST:PORT' in ~/.config/scuda/host)\n"
+            "  --json              print one JSON object instead of the table\n"
             "  -h, --help          show this help\n"
+            "\n"
+            "The server is checked first (connection, TLS, versions, token); a failure\n"
+            "prints its cause and exits 1.\n"
             "\n"
             "Environment: SCUDA_SERVER, SCUDA_TOKEN, SCUDA_LOG, SCUDA_LIB_DIR.\n");
 }
@@ -106,12 +110,12 @@ static void init_failed(const struct driver *d, CUresult r, int have_server, con
     if (d->cuGetErrorString(r, &desc) != CUDA_SUCCESS) desc = NULL;
     fprintf(stderr, "%s: cuInit failed: %s%s%s%s\n", CMD, error_name(d, r), desc ? " (" : "", desc ? desc : "",
             desc ? ")" : "");
+    /* With a server, the check before (probe.c) passed: reach, TLS,
+     * versions and token are fine, and the shim's own line above names
+     * what failed after (a server without a GPU, a driver that failed). */
     if (have_server)
-        fprintf(stderr,
-                "  Check that 'scuda server' is running at %s and reachable from here (its --listen\n"
-                "  address, firewalls), and that SCUDA_TOKEN matches the server's token.\n"
-                "  SCUDA_LOG=debug shows the connection attempt.\n",
-                addr);
+        fprintf(stderr, "  Server %s accepted this client; the shim's message above says what failed\n"
+                        "  after that (SCUDA_LOG=debug shows more).\n", addr);
     else
         fprintf(stderr,
                 "  No SCUDA server is configured, so the shim tried this machine's own driver.\n"
@@ -153,22 +157,32 @@ static void fill_row(const struct driver *d, int ordinal, struct row *w)
     if (d->cuDeviceGetPCIBusId(w->pci, (int)sizeof w->pci, dev) != CUDA_SUCCESS) strcpy(w->pci, "?");
 }
 
-static int print_devices(const struct driver *d)
+/* Every device's row, or NULL with *count -1 after printing why. */
+static struct row *read_devices(const struct driver *d, int *count)
 {
-    int count = 0;
-    CUresult r = d->cuDeviceGetCount(&count);
+    *count = 0;
+    CUresult r = d->cuDeviceGetCount(count);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "%s: cuDeviceGetCount failed: %s\n", CMD, error_name(d, r));
-        return -1;
+        *count = -1;
+        return NULL;
     }
-    printf("Devices:    %d\n", count);
-    if (count <= 0) return 0;
+    struct row *rows = calloc(*count > 0 ? (size_t)*count : 1, sizeof *rows);
+    if (rows == NULL) {
+        fprintf(stderr, "%s: out of memory\n", CMD);
+        *count = -1;
+        return NULL;
+    }
+    for (int i = 0; i < *count; i++) fill_row(d, i, &rows[i]);
+    return rows;
+}
 
-    struct row *rows = calloc((size_t)count, sizeof *rows);
-    if (rows == NULL) return -1;
+static void print_devices(const struct row *rows, int count)
+{
+    printf("Devices:    %d\n", count);
+    if (count <= 0) return;
     int width = 4; /* "Name" */
     for (int i = 0; i < count; i++) {
-        fill_row(d, i, &rows[i]);
         int n = (int)strlen(rows[i].name);
         if (n > width) width = n;
     }
@@ -177,8 +191,6 @@ static int print_devices(const struct driver *d)
         printf("  %-3d %-*s  %10s  %-4s  %4s  %s\n", i, width, rows[i].name, rows[i].mem, rows[i].cc, rows[i].sms,
                rows[i].pci);
     printf("\n");
-    free(rows);
-    return 0;
 }
 
 /* ---- round trip ---- */
@@ -189,35 +201,98 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void print_rtt(const struct driver *d, int have_server)
+/* min and median of PING_COUNT pings. Returns 0, or -1 with why. */
+static int measure_rtt(const struct driver *d, int have_server, double *min, double *median, char *why,
+                       size_t whylen)
 {
     if (d->scuda_client_ping == NULL) {
-        printf("Round trip: not measured (this shim does not export scuda_client_ping)\n");
-        return;
+        snprintf(why, whylen, "not measured (this shim does not export scuda_client_ping)");
+        return -1;
     }
     if (!have_server) {
-        printf("Round trip: none (no server: the shim is using this machine's driver)\n");
-        return;
+        snprintf(why, whylen, "none (no server: the shim is using this machine's driver)");
+        return -1;
     }
     double rtt[PING_COUNT];
     int rc = d->scuda_client_ping(rtt, PING_COUNT);
     if (rc != 0) {
-        printf("Round trip: failed (scuda_client_ping returned %d; SCUDA_LOG=debug says why)\n", rc);
-        return;
+        snprintf(why, whylen, "failed (scuda_client_ping returned %d; SCUDA_LOG=debug says why)", rc);
+        return -1;
     }
     qsort(rtt, PING_COUNT, sizeof rtt[0], cmp_double);
-    double median = (rtt[PING_COUNT / 2 - 1] + rtt[PING_COUNT / 2]) / 2.0;
-    printf("Round trip: min %.1f us, median %.1f us (%d pings)\n", rtt[0], median, PING_COUNT);
+    *min = rtt[0];
+    *median = (rtt[PING_COUNT / 2 - 1] + rtt[PING_COUNT / 2]) / 2.0;
+    return 0;
+}
+
+/* ---- JSON ---- */
+
+/* s as a JSON string: quotes, backslashes and control bytes escaped. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
+static void json_server(const char *addr, const char *source)
+{
+    printf("{\"server\": ");
+    if (addr) json_str(addr);
+    else printf("null");
+    printf(", \"source\": ");
+    if (source) json_str(source);
+    else printf("null");
+}
+
+/* {"server": ..., "ok": false, "error": why} */
+static void json_error(const char *addr, const char *source, const char *why)
+{
+    json_server(addr, source);
+    printf(", \"ok\": false, \"error\": ");
+    json_str(why);
+    printf("}\n");
+}
+
+static void json_report(const char *addr, const char *source, int version, const struct row *rows, int count,
+                        int have_rtt, double min, double median)
+{
+    json_server(addr, source);
+    printf(", \"ok\": true, \"driver_version\": %d, \"devices\": [", version);
+    for (int i = 0; i < count; i++) {
+        printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", i);
+        json_str(rows[i].name);
+        printf(", \"memory\": ");
+        json_str(rows[i].mem);
+        printf(", \"compute_capability\": ");
+        json_str(rows[i].cc);
+        printf(", \"sms\": ");
+        json_str(rows[i].sms);
+        printf(", \"pci_bus_id\": ");
+        json_str(rows[i].pci);
+        printf("}");
+    }
+    printf("], \"rtt_us\": ");
+    if (have_rtt) printf("{\"min\": %.1f, \"median\": %.1f, \"pings\": %d}}\n", min, median, PING_COUNT);
+    else printf("null}\n");
 }
 
 /* ---- the command ---- */
 
-static int parse(int argc, char **argv, const char **server)
+static int parse(int argc, char **argv, const char **server, int *json)
 {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(argv[i], "--json") == 0) {
+            *json = 1;
+            continue;
         }
         int r = cli_option(argc, argv, &i, CMD, "--server", NULL, server);
         if (r < 0) return CLI_USAGE;
@@ -229,31 +304,55 @@ static int parse(int argc, char **argv, const char **server)
 int cmd_info(int argc, char **argv)
 {
     const char *server = NULL, *source = NULL;
-    int rc = parse(argc, argv, &server);
+    int json = 0;
+    int rc = parse(argc, argv, &server, &json);
     if (rc >= 0) return rc;
 
     char libdir[PATH_MAX], addr[1024];
     if (cli_shim_dir(CMD, libdir, sizeof libdir) != 0) return 1;
     int have_server = cli_export_server(CMD, server, addr, sizeof addr, &source);
-    if (have_server < 0) return 1;
+    if (have_server < 0) return have_server == -CLI_USAGE ? CLI_USAGE : 1;
+
+    /* The server first, without CUDA: a failure here has a known cause,
+     * printed as it is, with no guessed hint after it. */
+    char why[2048];
+    if (have_server && cli_probe_server(addr, why, sizeof why) != 0) {
+        if (json) json_error(addr, source, why);
+        fprintf(stderr, "%s: %s\n", CMD, why);
+        return 1;
+    }
 
     struct driver d;
     if (load_shim(libdir, &d) == NULL) return 1;
 
-    if (have_server)
-        printf("Server:     %s (from %s)\n", addr, source);
-    else
-        printf("Server:     none configured (the shim uses this machine's driver, if any)\n");
+    if (!json) {
+        if (have_server)
+            printf("Server:     %s (from %s)\n", addr, source);
+        else
+            printf("Server:     none configured (the shim uses this machine's driver, if any)\n");
+    }
 
     CUresult r = d.cuInit(0);
     if (r != CUDA_SUCCESS) {
+        if (json) json_error(have_server ? addr : NULL, source, error_name(&d, r));
         init_failed(&d, r, have_server, addr);
         return 1;
     }
     int version = 0;
-    if (d.cuDriverGetVersion(&version) == CUDA_SUCCESS)
-        printf("Driver:     CUDA %d.%d\n", version / 1000, version % 1000 / 10);
-    if (print_devices(&d) != 0) return 1;
-    print_rtt(&d, have_server);
+    if (d.cuDriverGetVersion(&version) != CUDA_SUCCESS) version = 0;
+    int count;
+    struct row *rows = read_devices(&d, &count);
+    if (rows == NULL) return 1;
+    double min = 0, median = 0;
+    int have_rtt = measure_rtt(&d, have_server, &min, &median, why, sizeof why) == 0;
+    if (json) {
+        json_report(have_server ? addr : NULL, source, version, rows, count, have_rtt, min, median);
+    } else {
+        if (version) printf("Driver:     CUDA %d.%d\n", version / 1000, version % 1000 / 10);
+        print_devices(rows, count);
+        if (have_rtt) printf("Round trip: min %.1f us, median %.1f us (%d pings)\n", min, median, PING_COUNT);
+        else printf("Round trip: %s\n", why);
+    }
+    free(rows);
     return 0;
 }

@@ -3,7 +3,13 @@
  * Puts the shim's directory first on LD_LIBRARY_PATH, so that CMD's
  * libcuda.so.1 (and libnvidia-ml.so.1) is SCUDA's, tells the shim the
  * server through SCUDA_SERVER, and execs CMD. The exec replaces this
- * process, so CMD's exit status is ours and its signals reach it directly. */
+ * process, so CMD's exit status is ours and its signals reach it directly.
+ *
+ * Before the exec it checks the server (probe.c: connect, TLS, versions,
+ * token), unless --no-check: the shim contacts nobody until CMD's first
+ * CUDA call, so without the check a wrong address or token would pass
+ * unnoticed by a CMD that never calls CUDA, and surface late in one that
+ * does. A failed check exits 1 with its cause, and CMD does not run. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -21,13 +27,16 @@ static const char *const CMD = "scuda run";
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: scuda run [--server HOST:PORT] [--] CMD [ARGS...]\n"
+            "Usage: scuda run [--server HOST:PORT] [--check | --no-check] [--] CMD [ARGS...]\n"
             "\n"
             "Run CMD with its CUDA calls sent to a SCUDA server.\n"
             "\n"
             "Options:\n"
             "  --server HOST:PORT  server to use (default: SCUDA_SERVER, then the address\n"
             "                      saved by 'scuda HOST:PORT' in ~/.config/scuda/host)\n"
+            "  --check             connect and authenticate before running CMD; stop with\n"
+            "                      status 1 and the cause if that fails (the default)\n"
+            "  --no-check          run CMD at once; the shim connects at its first CUDA call\n"
             "  -h, --help          show this help\n"
             "\n"
             "Options end at '--' or at the first word that does not start with '-'.\n"
@@ -62,7 +71,7 @@ static int prepend_library_path(const char *dir)
 
 /* Returns the index of CMD in argv, or -1 after printing an error, or -2
  * when --help was printed. */
-static int parse(int argc, char **argv, const char **server)
+static int parse(int argc, char **argv, const char **server, int *check)
 {
     int i;
     for (i = 1; i < argc; i++) {
@@ -72,6 +81,10 @@ static int parse(int argc, char **argv, const char **server)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return -2;
+        }
+        if (strcmp(a, "--check") == 0 || strcmp(a, "--no-check") == 0) {
+            *check = a[2] == 'c';
+            continue;
         }
         int r = cli_option(argc, argv, &i, CMD, "--server", NULL, server);
         if (r < 0) return -1;
@@ -86,7 +99,8 @@ static int parse(int argc, char **argv, const char **server)
 int cmd_run(int argc, char **argv)
 {
     const char *server = NULL;
-    int first = parse(argc, argv, &server);
+    int check = 1;
+    int first = parse(argc, argv, &server, &check);
     if (first == -2) return 0;
     if (first < 0) return CLI_USAGE;
     if (first >= argc) {
@@ -100,7 +114,13 @@ int cmd_run(int argc, char **argv)
     char libdir[PATH_MAX], addr[1024];
     const char *source = NULL;
     if (cli_shim_dir(CMD, libdir, sizeof libdir) != 0) return 1;
-    if (cli_export_server(CMD, server, addr, sizeof addr, &source) < 0) return 1;
+    int have_server = cli_export_server(CMD, server, addr, sizeof addr, &source);
+    if (have_server < 0) return have_server == -CLI_USAGE ? CLI_USAGE : 1;
+    char why[2048];
+    if (have_server && check && cli_probe_server(addr, why, sizeof why) != 0) {
+        fprintf(stderr, "%s: %s\n  %s was not run (--no-check runs it anyway).\n", CMD, why, argv[first]);
+        return 1;
+    }
     if (prepend_library_path(libdir) != 0) {
         fprintf(stderr, "%s: cannot set LD_LIBRARY_PATH: %s\n", CMD, strerror(errno));
         return 1;

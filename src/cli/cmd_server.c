@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "                    [--module-cache DIR|off] [--module-cache-size SIZE]\n"
             "                    [--host-mem-quota SIZE] [--max-handles N] [--max-queued-calls N]\n"
             "                    [--tls] [--tls-cert FILE --tls-key FILE] [--state-dir DIR]\n"
-            "                    [--insecure] [--port-fd FD]\n"
+            "                    [--insecure] [--port-fd FD] [--log-file FILE | --syslog]\n"
             "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
             "                    [--driver-va-base ADDR|off] [--driver-va-size SIZE]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
@@ -110,11 +110,14 @@ static void usage(FILE *f)
             "                          default: control.sock in the state directory)\n"
             "  --peer HOST:PORT[,...]  on SIGTERM, move every session to these servers\n"
             "                          (round robin) before exiting: a drain\n"
+            "  --log-file FILE         append the log (and everything on stderr) to FILE\n"
+            "  --syslog                send the log to syslog (facility daemon)\n"
             "  --port-fd FD            also write the chosen port to FD as \"PORT\\n\"\n"
             "                          (for scripts that start the server on port 0)\n"
             "  -h, --help              show this help\n"
             "\n"
-            "Environment: SCUDA_TOKEN, SCUDA_LOG, SCUDA_DRIVER_VA_LOG, XDG_CACHE_HOME, XDG_STATE_HOME.\n"
+            "Environment: SCUDA_TOKEN, SCUDA_LOG, SCUDA_LOG_TIME (0: no time on lines),\n"
+            "SCUDA_DRIVER_VA_LOG, XDG_CACHE_HOME, XDG_STATE_HOME.\n"
             "\n"
             "Examples:\n"
             "  scuda server\n"
@@ -159,6 +162,8 @@ struct args {
     const char *tls_cert, *tls_key, *tls_client_ca, *state_dir;
     const char *token_file;
     struct token_set tokens;
+    const char *log_file;     /* --log-file: the log (and stderr) appended there */
+    int syslog;               /* --syslog */
     const char *module_cache; /* --module-cache as given; NULL: the default */
     char module_cache_default[4096];
 };
@@ -213,8 +218,10 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         (r = cli_option(argc, argv, i, CMD, "--token-file", NULL, &a->token_file)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--module-cache", NULL, &a->module_cache)) != 0 ||
         (r = cli_option(argc, argv, i, CMD, "--control", NULL, &a->opt.control_path)) != 0 ||
-        (r = cli_option(argc, argv, i, CMD, "--peer", NULL, &a->opt.peers)) != 0)
+        (r = cli_option(argc, argv, i, CMD, "--peer", NULL, &a->opt.peers)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--log-file", NULL, &a->log_file)) != 0)
         return r < 0 ? CLI_USAGE : 0;
+    if (strcmp(argv[*i], "--syslog") == 0) return a->syslog = 1, 0;
 
     /* TLS */
     if ((r = cli_option(argc, argv, i, CMD, "--tls-cert", NULL, &a->tls_cert)) != 0 ||
@@ -468,8 +475,28 @@ static int check(struct args *a)
     return settle_tls(a, host, port);
 }
 
+/* Where the log goes, once the command line checked out (its errors
+ * stay on the terminal). Returns 0 or an exit code. */
+static int settle_log(const struct args *a)
+{
+    char err[512];
+    if (a->log_file && a->syslog) {
+        fprintf(stderr, "%s: --log-file and --syslog exclude each other: give one.\n", CMD);
+        return CLI_USAGE;
+    }
+    if (a->log_file && scuda_log_to_file(a->log_file, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s; give a writable path, or leave --log-file out (stderr).\n", CMD, err);
+        return 1;
+    }
+    if (a->syslog) scuda_log_to_syslog();
+    return 0;
+}
+
 int cmd_server(int argc, char **argv)
 {
+    /* A server's log is read later, beside others: its lines carry the
+     * time (SCUDA_LOG_TIME=0 drops it, e.g. under journald). */
+    scuda_log_set_timestamps(1);
     struct args a;
     memset(&a, 0, sizeof a);
     a.opt.listen = SCUDA_DEFAULT_ADDR;
@@ -499,6 +526,7 @@ int cmd_server(int argc, char **argv)
         }
     }
     int rc = check(&a);
+    if (rc == 0) rc = settle_log(&a);
     if (rc == 0) rc = server_run(&a.opt);
     token_set_free(&a.tokens);
     tls_server_free((struct tls_server *)a.opt.tls);

@@ -8,7 +8,9 @@
  *   scuda trust HOST:PORT         pin a server's TLS certificate (cmd_trust.c)
  *   scuda migrate --session PID --to HOST:PORT
  *                                 move a session to another server (cmd_migrate.c)
- *   scuda HOST:PORT               save the default server (cmd_save.c) */
+ *   scuda HOST:PORT               save the default server (cmd_save.c)
+ *   scuda config [--clear]        show or forget it (cmd_config.c)
+ *   scuda version, --version      this build's and a server's (cmd_version.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -41,6 +43,10 @@ static void usage(FILE *f)
             "                       serve this machine's GPUs\n"
             "  -l ADDR:PORT         short for 'scuda server --listen ADDR:PORT'\n"
             "  HOST:PORT            save HOST:PORT as the default server\n"
+            "  config [--clear]     show the server, token and shims in use; forget the saved server\n"
+            "  version [--server HOST:PORT]\n"
+            "                       this build's version (also --version); a server's, and\n"
+            "                       whether they work together\n"
             "  help [COMMAND]       show this help, or a command's\n"
             "\n"
             "Run 'scuda COMMAND --help' for a command's options.\n"
@@ -76,6 +82,8 @@ static int help(const char *name)
     if (strcmp(name, "server") == 0) return cmd_server(2, argv);
     if (strcmp(name, "trust") == 0) return cmd_trust(2, argv);
     if (strcmp(name, "migrate") == 0) return cmd_migrate(2, argv);
+    if (strcmp(name, "version") == 0) return cmd_version(2, argv);
+    if (strcmp(name, "config") == 0) return cmd_config(2, argv);
     fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
     return CLI_USAGE;
 }
@@ -100,6 +108,9 @@ int main(int argc, char **argv)
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(c, "trust") == 0) return cmd_trust(argc - 1, argv + 1);
     if (strcmp(c, "migrate") == 0) return cmd_migrate(argc - 1, argv + 1);
+    if (strcmp(c, "version") == 0) return cmd_version(argc - 1, argv + 1);
+    if (strcmp(c, "--version") == 0 || strcmp(c, "-V") == 0) return cmd_version(1, argv + 1);
+    if (strcmp(c, "config") == 0) return cmd_config(argc - 1, argv + 1);
     /* The short form: argv[0] stands in for "server" and -l is its alias. */
     if (is_listen_flag(c)) return cmd_server(argc, argv);
 

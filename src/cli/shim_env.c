@@ -17,8 +17,10 @@
 
 #include "common/config.h"
 
-/* <dir of /proc/self/exe>/../lib: the layout `cmake --install` produces
- * (bin/scuda, lib/libcuda.so.1). */
+/* Next to the scuda executable: <dir>/../lib/scuda, the layout `cmake
+ * --install` and the packages produce (bin/scuda, lib/scuda/libcuda.so.1:
+ * never lib/ itself, where the shim would shadow a real driver), else
+ * <dir>/../lib, a build tree's. */
 static int default_dir(const char *cmd, char *dir, size_t dirlen)
 {
     char exe[PATH_MAX];
@@ -33,7 +35,9 @@ static int default_dir(const char *cmd, char *dir, size_t dirlen)
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash != NULL) *slash = '\0';
-    int m = snprintf(dir, dirlen, "%s/../lib", exe);
+    char lib[PATH_MAX + 32];
+    snprintf(lib, sizeof lib, "%s/../lib/scuda/libcuda.so.1", exe);
+    int m = snprintf(dir, dirlen, access(lib, R_OK) == 0 ? "%s/../lib/scuda" : "%s/../lib", exe);
     return m < 0 || (size_t)m >= dirlen ? -1 : 0;
 }
 
@@ -59,7 +63,7 @@ int cli_shim_dir(const char *cmd, char *out, size_t outlen)
         else
             fprintf(stderr,
                     "%s: SCUDA's driver shim is missing: %s: %s.\n"
-                    "  Install SCUDA so that lib/ sits beside bin/ (cmake --install), or set\n"
+                    "  Install SCUDA so that lib/scuda/ sits beside bin/ (cmake --install), or set\n"
                     "  SCUDA_LIB_DIR to the directory that holds SCUDA's libcuda.so.1.\n",
                     cmd, lib, strerror(e));
         return -1;
@@ -89,9 +93,10 @@ int cli_export_server(const char *cmd, const char *cli_value, char *addr, size_t
 {
     int rc = scuda_resolve_server(cli_value, addr, addrlen, source);
     if (rc == -1) return 0;
+    int bad = strcmp(*source, "--server") == 0 ? -CLI_USAGE : -1; /* the command line's own: a usage error */
     if (rc == -2) {
         fprintf(stderr, "%s: the server address from %s is too long. %s\n", cmd, *source, fix_for(*source));
-        return -1;
+        return bad;
     }
 
     int port;
@@ -100,7 +105,7 @@ int cli_export_server(const char *cmd, const char *cli_value, char *addr, size_t
                 "%s: '%s' (from %s) is not a server address: expected HOST:PORT or [IPv6]:PORT\n"
                 "  with a port from 1 to 65535, e.g. gpubox:14833. %s\n",
                 cmd, addr, *source, fix_for(*source));
-        return -1;
+        return bad;
     }
 
     /* SCUDA_SERVER itself is left as it is: the shim reads the same list,

@@ -15,21 +15,45 @@
 #include "session_info.h"
 #include "token_file.h"
 #include "transport.h"
+#include "version.h"
 #include "wire.h"
 
 /* ---- the client's half ---------------------------------------------------- */
 
-int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen)
+static void put_opset(wire_buf *b, const struct scuda_opset *o)
 {
+    wb_put_u16(b, o->driver_ops);
+    wb_put_u16(b, o->nvml_ops);
+    wb_put_u64(b, o->driver_digest);
+    wb_put_u64(b, o->nvml_digest);
+}
+
+static void get_opset(wire_reader *r, uint32_t version, struct scuda_opset *o)
+{
+    o->version = version;
+    o->driver_ops = wr_u16(r);
+    o->nvml_ops = wr_u16(r);
+    o->driver_digest = wr_u64(r);
+    o->nvml_digest = wr_u64(r);
+}
+
+static int greeting_lost(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s",
+             errno == ETIMEDOUT ? "no greeting in time: is a SCUDA server listening there?"
+                                : "the connection closed before the server's greeting");
+    return -1;
+}
+
+int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], struct scuda_opset *server,
+                           char *err, size_t errlen)
+{
+    /* The head first: a server of another version sends another tail,
+     * and waiting for ours would turn its clear refusal into a timeout. */
     uint8_t hello[SERVER_HELLO_LEN];
-    if (io_read_full_timeout(fd, hello, sizeof hello, timeout_ms) != 0) {
-        snprintf(err, errlen, "%s",
-                 errno == ETIMEDOUT ? "no greeting in time: is a SCUDA server listening there?"
-                                    : "the connection closed before the server's greeting");
-        return -1;
-    }
+    if (io_read_full_timeout(fd, hello, SERVER_HELLO_HEAD_LEN, timeout_ms) != 0) return greeting_lost(err, errlen);
     wire_reader r;
-    wr_init(&r, hello, sizeof hello);
+    wr_init(&r, hello, SERVER_HELLO_HEAD_LEN);
     uint32_t magic = wr_u32(&r);
     uint16_t version = wr_u16(&r);
     (void)wr_u16(&r); /* flags: nothing the client acts on */
@@ -38,11 +62,33 @@ int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], ch
         return -1;
     }
     if (version != SCUDA_PROTOCOL_VERSION) {
-        snprintf(err, errlen, "the server speaks protocol v%u, this client v%u", version, (unsigned)SCUDA_PROTOCOL_VERSION);
+        snprintf(err, errlen, "the server speaks protocol v%u, this client (SCUDA %s) v%u", version,
+                 SCUDA_VERSION_STRING, (unsigned)SCUDA_PROTOCOL_VERSION);
         return -2;
     }
     wr_raw(&r, nonce, SCUDA_NONCE_LEN);
+    if (io_read_full_timeout(fd, hello + SERVER_HELLO_HEAD_LEN, SERVER_HELLO_LEN - SERVER_HELLO_HEAD_LEN,
+                             timeout_ms) != 0)
+        return greeting_lost(err, errlen);
+    wr_init(&r, hello + SERVER_HELLO_HEAD_LEN, SERVER_HELLO_LEN - SERVER_HELLO_HEAD_LEN);
+    uint32_t build = wr_u32(&r);
+    get_opset(&r, build, server);
     return 0;
+}
+
+int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen)
+{
+    struct scuda_opset server, self;
+    int rc = hello_read_server_info(fd, timeout_ms, nonce, &server, err, errlen);
+    if (rc != 0) return rc;
+    enum opset_verdict v = opset_judge('c', &server);
+    if (v != OPSET_SERVER_OLDER && v != OPSET_DIVERGED) return 0; /* else the server judges too */
+    /* Tell the server, so that its log says why this client left: it
+     * judges the op set before it looks at the (absent) proof. */
+    (void)hello_send_client(fd, 0, 0, NULL, nonce, NULL, 0);
+    opset_self(&self);
+    opset_refusal(v, &self, &server, err, errlen);
+    return -2;
 }
 
 int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *token,
@@ -53,11 +99,14 @@ int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *
     wb_put_u32(&b, SCUDA_MAGIC);
     wb_put_u16(&b, SCUDA_PROTOCOL_VERSION);
     wb_put_u16(&b, flags);
-    wb_put_u32(&b, SCUDA_CLIENT_BUILD);
+    wb_put_u32(&b, SCUDA_VERSION_PACKED);
     wb_put_u64(&b, device_mask);
     uint8_t proof[SCUDA_PROOF_LEN];
     auth_proof(token, nonce, proof);
     wb_put_raw(&b, proof, sizeof proof);
+    struct scuda_opset self;
+    opset_self(&self);
+    put_opset(&b, &self);
     if (extra_len) wb_put_raw(&b, extra, extra_len);
     int rc = b.oom ? (errno = ENOMEM, -1) : io_write_full(fd, b.data, b.len);
     wb_free(&b);
@@ -136,6 +185,13 @@ int hello_read_welcome(int fd, int timeout_ms, uint32_t *status, char *msg, size
 
 /* ---- the server's half ---------------------------------------------------- */
 
+/* n bytes of v, little-endian, as wire.h writes them (this encoder has
+ * no buffer to run out of memory in). */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
 void hello_encode_server(uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN], uint8_t out[SERVER_HELLO_LEN])
 {
     auth_nonce(nonce, SCUDA_NONCE_LEN);
@@ -147,6 +203,14 @@ void hello_encode_server(uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN], uint8_t
     out[6] = (uint8_t)flags;
     out[7] = (uint8_t)(flags >> 8);
     memcpy(out + 8, nonce, SCUDA_NONCE_LEN);
+    struct scuda_opset self;
+    opset_self(&self);
+    uint8_t *t = out + SERVER_HELLO_HEAD_LEN;
+    put_le(t, SCUDA_VERSION_PACKED, 4);
+    put_le(t + 4, self.driver_ops, 2);
+    put_le(t + 6, self.nvml_ops, 2);
+    put_le(t + 8, self.driver_digest, 8);
+    put_le(t + 16, self.nvml_digest, 8);
 }
 
 void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello *ch)
@@ -159,6 +223,7 @@ void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello
     ch->build = wr_u32(&r);
     ch->device_mask = wr_u64(&r);
     wr_raw(&r, ch->proof, sizeof ch->proof);
+    get_opset(&r, ch->build, &ch->opset);
 }
 
 void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_request *jr)
@@ -212,6 +277,16 @@ int hello_find_user(const struct client_hello *ch, const struct token_set *token
         found = (found & ~mask) | (i & mask);
     }
     return found;
+}
+
+int hello_check_client_ops(const struct client_hello *ch, char *msg, size_t msglen)
+{
+    enum opset_verdict v = opset_judge('s', &ch->opset);
+    if (v == OPSET_OK) return 0;
+    struct scuda_opset self;
+    opset_self(&self);
+    opset_refusal(v, &ch->opset, &self, msg, msglen);
+    return -1;
 }
 
 int hello_send_server(int fd, uint16_t flags, uint8_t nonce[SCUDA_NONCE_LEN])

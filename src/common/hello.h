@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "opset.h"
 #include "protocol.h"
 
 struct session_info;
@@ -18,8 +19,17 @@ struct session_info;
 /* ---- the client's half ---------------------------------------------------- */
 
 /* Read the server_hello within timeout_ms and check its magic and version.
- * Fills nonce. Returns 0; -2 when the server speaks another protocol
- * version; -1 for anything else; the reason in err. */
+ * Fills nonce and *server (its build and op set). Returns 0; -2 when the
+ * server speaks another protocol version; -1 for anything else; the
+ * reason in err. Nothing is judged: `scuda version --server` shows what
+ * any server says. */
+int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], struct scuda_opset *server,
+                           char *err, size_t errlen);
+
+/* hello_read_server_info, then the client's judgement of the server
+ * (opset.h): a server that cannot serve this build is told so (a
+ * client_hello without a proof, so that its log names both versions) and
+ * refused here, -2, with both versions and what to upgrade in err. */
 int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen);
 
 /* Send a client_hello with `flags` and the proof of `token` (NULL: none)
@@ -60,9 +70,10 @@ struct client_hello {
     uint32_t magic;
     uint16_t version;
     uint16_t flags;       /* HELLO_*: what the connection is for */
-    uint32_t build;       /* the client's SCUDA_CLIENT_BUILD, for the log */
+    uint32_t build;       /* the client's SCUDA_VERSION_PACKED */
     uint64_t device_mask; /* the devices it asks for */
     uint8_t proof[SCUDA_PROOF_LEN];
+    struct scuda_opset opset; /* its op registries (version = build) */
 };
 
 /* A join request, decoded (see hello_join_request). */
@@ -95,6 +106,12 @@ struct token_set;
  * empty), the proof of no token (zeros) gives 0 and anything else -1. */
 int hello_find_user(const struct client_hello *ch, const struct token_set *tokens,
                     const uint8_t nonce[SCUDA_NONCE_LEN]);
+
+/* Whether this server serves the client of ch (its op set, opset.h): 0,
+ * or -1 with the refusal in msg, which names both versions and what to
+ * upgrade. Checked before the token: a client that told the server it
+ * refuses it sends no proof. */
+int hello_check_client_ops(const struct client_hello *ch, char *msg, size_t msglen);
 
 /* Send a server_hello with `flags` (HELLO_SERVER_*) and a fresh nonce,
  * which is left in nonce: each connection gets its own, so a recorded

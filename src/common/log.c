@@ -4,6 +4,8 @@
 #endif
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,55 @@ int scuda_log_enabled(enum scuda_log_level level)
 
 void scuda_log_set_role(const char *role) { log_role = role; }
 void scuda_log_set_fd(int fd) { log_fd = fd; }
+
+/* ---- where lines go, and their time --------------------------------------- */
+
+static int log_time; /* set before threads start (server) or never */
+static _Atomic int log_syslog;
+
+void scuda_log_set_timestamps(int on)
+{
+    const char *env = getenv("SCUDA_LOG_TIME");
+    log_time = env && (env[0] == '0' || env[0] == '1') && env[1] == '\0' ? env[0] == '1' : on;
+}
+
+int scuda_log_to_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s for the log: %s", path, strerror(errno));
+        return -1;
+    }
+    /* Onto stderr itself: sessions log to a copy of stderr they take
+     * before capturing device printf, and a crash writes there too. */
+    int rc = fd == 2 ? 0 : dup2(fd, 2);
+    if (rc < 0) snprintf(err, errlen, "cannot send stderr to %s: %s", path, strerror(errno));
+    if (fd != 2) close(fd);
+    return rc < 0 ? -1 : 0;
+}
+
+void scuda_log_to_syslog(void)
+{
+    openlog("scuda", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+    atomic_store(&log_syslog, 1);
+}
+
+/* "2025-11-26T06:27:14.046Z " into out (at least 26 bytes). The date is
+ * computed here rather than with gmtime_r, which takes glibc's time zone
+ * lock: a line may be written from a signal handler. */
+static int format_time(char *out, size_t outlen)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    long long secs = t.tv_sec, days = secs / 86400, rem = secs % 86400;
+    /* Civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
+    long long z = days + 719468, era = z / 146097, doe = z - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    long long d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2);
+    return snprintf(out, outlen, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03ldZ ", y, m, d, rem / 3600,
+                    rem / 60 % 60, rem % 60, t.tv_nsec / 1000000);
+}
 
 /* ---- the rate limit ------------------------------------------------------ */
 
@@ -135,13 +187,22 @@ void scuda_log(enum scuda_log_level level, const char *fmt, ...)
     if (!scuda_log_enabled(level) || !rate_admit()) return;
 
     char line[1024];
-    int n = snprintf(line, sizeof line, "scuda[%s %d] %s: ", log_role, (int)getpid(), names[level]);
+    int syslogged = atomic_load(&log_syslog);
+    int t = log_time && !syslogged ? format_time(line, sizeof line) : 0;
+    int n = t + snprintf(line + t, sizeof line - (size_t)t, "scuda[%s %d] %s: ", log_role, (int)getpid(),
+                         names[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2) len = sizeof line - 2;
+    if (syslogged) {
+        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+        line[len] = '\0';
+        syslog(prio[level], "%s", line);
+        return;
+    }
     line[len++] = '\n';
     write_line(line, len);
 }

@@ -2,9 +2,15 @@
  *
  * The level comes from SCUDA_LOG (error, warn, info, debug; default warn).
  * Every line is prefixed with "scuda[<role> <pid>]" so that output from a
- * client, a server parent and its session processes can be told apart. */
+ * client, a server parent and its session processes can be told apart.
+ * A server's lines also start with the time (UTC, ISO 8601, milliseconds),
+ * and may go to a file or to syslog instead of stderr (`scuda server
+ * --log-file`, `--syslog`); SCUDA_LOG_TIME=1 or 0 turns the time on or
+ * off in any process. */
 #ifndef SCUDA_LOG_H
 #define SCUDA_LOG_H
+
+#include <stddef.h>
 
 enum scuda_log_level {
     SCUDA_LOG_ERROR = 0,
@@ -20,6 +26,20 @@ void scuda_log_set_role(const char *role);
  * session processes capture fd 1 and 2 for device printf, so they keep a
  * duplicate of the original stderr for their own log. */
 void scuda_log_set_fd(int fd);
+
+/* Start every line with the time (default off: a program's stderr through
+ * the shim looks as it would natively). SCUDA_LOG_TIME, when set to 0 or
+ * 1, wins over this. Forked children keep the setting. */
+void scuda_log_set_timestamps(int on);
+
+/* Send the log, and everything else written to stderr (sessions log to a
+ * copy of it, sanitizers and crashes write there), to `path`, appended,
+ * mode 0640. Returns 0, or -1 with the reason in err. */
+int scuda_log_to_file(const char *path, char *err, size_t errlen);
+
+/* Send log lines to syslog (facility daemon, the pid in each line; syslog
+ * stamps the time) instead of a file descriptor. */
+void scuda_log_to_syslog(void);
 
 int scuda_log_enabled(enum scuda_log_level level);
 

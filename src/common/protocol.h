@@ -8,9 +8,17 @@
  *   server -> client  answer        { magic u32 "SCP1", u8 status, u8 0, u16 0 }
  *   then, when transport is TLS, a TLS 1.3 handshake, and everything
  *   below travels inside TLS (preface.h, tls.h)
- *   server -> client  server_hello  { magic u32, version u16, flags u16, nonce[16] }
+ *   server -> client  server_hello  { magic u32, version u16, flags u16, nonce[16],
+ *                                     server_build u32, opset }
  *   client -> server  client_hello  { magic u32, version u16, flags u16,
- *                                     client_build u32, device_mask u64, proof[32] }
+ *                                     client_build u32, device_mask u64, proof[32],
+ *                                     opset }
+ *   opset = { driver_ops u16, nvml_ops u16, driver_digest u64, nvml_digest u64 }:
+ *   what the build's op registries hold (opset.h); a build is its
+ *   SCUDA_VERSION_PACKED (version.h). A server refuses a client whose ops
+ *   it does not all know (WELCOME_BAD_VERSION, naming both versions); a
+ *   client refuses such a server itself where it can tell, after sending
+ *   a client_hello without a proof so that the server's log says why.
  *   server -> client  welcome       { status u32, message blob,
  *                                     then, if status == 0, the session info
  *                                     (see session_info.h) }
@@ -169,17 +177,23 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * handshake instead of reading records it cannot parse.
  * 6: a broken main connection resumes (HELLO_RESUME): frames are
  * numbered, pings and pongs acknowledge them, the first ping's reply
- * hands out the resume secret. */
-#define SCUDA_PROTOCOL_VERSION 6
-/* Sent in the handshake for the server's log; bump with each release. */
-#define SCUDA_CLIENT_BUILD 1
+ * hands out the resume secret.
+ * 7: both hellos carry the build's version and op set (opset.h): a
+ * client and a server that cannot work together refuse at connect. A v6
+ * peer reads the first SERVER_HELLO_HEAD_LEN bytes and stops at the
+ * version, as a v7 one does with a v6 server_hello. */
+#define SCUDA_PROTOCOL_VERSION 7
 #define SCUDA_DEFAULT_PORT 14833
 #define SCUDA_DEFAULT_ADDR "127.0.0.1:14833"
 
 #define SCUDA_NONCE_LEN 16
 #define SCUDA_PROOF_LEN 32
-#define SERVER_HELLO_LEN (4 + 2 + 2 + SCUDA_NONCE_LEN)
-#define CLIENT_HELLO_LEN (4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN)
+#define HELLO_OPSET_LEN (2 + 2 + 8 + 8)
+/* Every version's server_hello starts with these bytes (magic, version,
+ * flags, nonce); a reader checks the version before reading the rest. */
+#define SERVER_HELLO_HEAD_LEN (4 + 2 + 2 + SCUDA_NONCE_LEN)
+#define SERVER_HELLO_LEN (SERVER_HELLO_HEAD_LEN + 4 + HELLO_OPSET_LEN)
+#define CLIENT_HELLO_LEN (4 + 2 + 2 + 4 + 8 + SCUDA_PROOF_LEN + HELLO_OPSET_LEN)
 
 /* server_hello flags: for information only, a client sends its proof
  * whether or not they say a token is wanted. */

@@ -356,7 +356,7 @@ static void admit(struct pending *p)
 
 static void decide(struct pending *p)
 {
-    char msg[200];
+    char msg[400];
     const struct client_hello *ch = &p->ch;
     if (ch->magic != SCUDA_MAGIC) {
         LOG_INFO("%s: not a SCUDA client; closed", p->peer);
@@ -364,6 +364,9 @@ static void decide(struct pending *p)
     } else if (ch->version != SCUDA_PROTOCOL_VERSION) {
         snprintf(msg, sizeof msg, "client speaks protocol v%u, server v%u; use a client and server of the same SCUDA version",
                  ch->version, (unsigned)SCUDA_PROTOCOL_VERSION);
+        LOG_WARN("%s refused: %s", p->peer, msg);
+        refuse(p, WELCOME_BAD_VERSION, msg, 0);
+    } else if (hello_check_client_ops(ch, msg, sizeof msg) != 0) {
         LOG_WARN("%s refused: %s", p->peer, msg);
         refuse(p, WELCOME_BAD_VERSION, msg, 0);
     } else if (authenticate(p) != 0) {
@@ -389,7 +392,8 @@ static void decide(struct pending *p)
         LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
         refuse(p, WELCOME_SERVER_FULL, msg, 0);
     } else {
-        LOG_INFO("%s: user %s, client build %u, accepted", p->peer, p->user, ch->build);
+        LOG_INFO("%s: user %s, client build %u.%u.%u, accepted", p->peer, p->user, ch->build >> 16, (ch->build >> 8) & 0xffu,
+                 ch->build & 0xffu);
         admit(p);
     }
 }

@@ -74,7 +74,7 @@ static struct {
     pthread_mutex_t recv_lock; /* guards everything below */
     struct waiter *waiters;
     int reader_active;
-    int dead;
+    _Atomic int dead; /* read unlocked on the send path; set by the resumer and the liveness thread */
     uint64_t wait_since_ms; /* when the waiter list last became non-empty */
     _Atomic uint32_t next_seq;
     /* Liveness (section "liveness" below). */

@@ -114,6 +114,8 @@ CUresult handle_get_function(struct session *s, uint64_t id, void **real_handle,
 /* Record that client id `id` now names `real_handle`. Fails (INVALID_VALUE)
  * when the id is 0, a special value, a server id, or already in use. */
 CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle);
+/* handle_put for a session id (bit 62) that a migration carries over. */
+CUresult handle_put_server(uint64_t id, enum handle_kind kind, void *real_handle);
 /* Forget id (after the real handle was destroyed). For HK_MEM_ALLOC, drop
  * one reference: the id goes with the last one. */
 void handle_drop(struct session *s, uint64_t id);

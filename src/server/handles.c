@@ -204,6 +204,25 @@ CUresult handle_put(struct session *s, uint64_t id, enum handle_kind kind, void 
     return rc == 0 ? CUDA_SUCCESS : rc == -2 || rc == -3 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A migration's replay: a session id the exporter gave keeps its value,
+ * and later exports start past it. */
+CUresult handle_put_server(uint64_t id, enum handle_kind kind, void *real_handle)
+{
+    if (!handle_is_server_id(id) || !real_handle) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rev.lock);
+    int rc = at_limit() ? -3 : idmap_put(&handles, id, (uint32_t)kind, real_handle);
+    if (rc == 0 && rev_set((uint32_t)kind, real_handle, id) != 0) {
+        idmap_del(&handles, id);
+        rc = -2;
+    }
+    if (rc == 0) {
+        live++;
+        if (rev.next_server_id <= id) rev.next_server_id = id + 16;
+    }
+    pthread_mutex_unlock(&rev.lock);
+    return rc == 0 ? CUDA_SUCCESS : rc == -2 || rc == -3 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+}
+
 void handle_drop(struct session *s, uint64_t id)
 {
     (void)s;

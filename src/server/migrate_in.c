@@ -22,6 +22,8 @@
 #include "device_window.h"
 #include "dispatch.h"
 #include "image_check.h"
+#include "migrate_arrays.h"
+#include "migrate_graphs.h"
 #include "migrate_images.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
@@ -373,6 +375,10 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
     case MIG_IMAGES_QUERY: return migrate_images_answer(s, it, why, wl);
+    case MIG_ARRAY:
+    case MIG_ARRAY_BYTES: return migrate_arrays_replay(s, it, why, wl);
+    case MIG_GRAPH:
+    case MIG_GRAPH_EXEC: return migrate_graphs_replay(s, it, why, wl);
     default: snprintf(why, wl, "an item of unknown kind %u", it->kind); return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -384,7 +390,8 @@ static const char *kind_word(unsigned k)
                                     "library", "kernel", "kernel's function", "library's module", "library global",
                                     "managed memory", "managed free", "function attribute", "reservation",
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
-                                    "library managed variable", "query for images", "images held"};
+                                    "library managed variable", "query for images", "images held", "array", "array bytes",
+                                    "graph", "executable graph"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "migrate_state.h"
 #include "migrate_seq.h"
+#include "migrate_arrays.h"
+#include "migrate_graphs.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -59,6 +61,8 @@ void migrate_state_install(struct driver_table *t)
     t->cuEventCreate = noting_cuEventCreate;
     migrate_seq_install(t);
     migrate_vmm_install(t);
+    migrate_arrays_install(t);
+    migrate_graphs_install(t);
 }
 
 /* ---- what cannot move ---------------------------------------------------- */
@@ -80,7 +84,19 @@ static const char *kind_name(uint32_t k)
 static int replayable(uint32_t k)
 {
     return k == HK_CONTEXT || k == HK_STREAM || k == HK_EVENT || k == HK_MODULE || k == HK_FUNCTION ||
-           k == HK_LIBRARY || k == HK_KERNEL || k == HK_MEM_ALLOC;
+           k == HK_LIBRARY || k == HK_KERNEL || k == HK_MEM_ALLOC || k == HK_ARRAY || k == HK_GRAPH ||
+           k == HK_GRAPH_EXEC || k == HK_GRAPH_NODE;
+}
+
+/* Ids the digest names one by one. A graph's nodes are digested with their
+ * graph (migrate_graphs.c): a node id the session gave may name a node of
+ * a graph since destroyed, which does not move. So may a graph or an
+ * array with a session id (a child graph, a mipmap level). */
+static int digested(const struct handle_ref *h)
+{
+    if (h->kind == HK_GRAPH_NODE) return 0;
+    if ((h->kind == HK_GRAPH || h->kind == HK_ARRAY) && handle_is_server_id(h->id)) return 0;
+    return replayable(h->kind);
 }
 
 static void add_reason(char *why, size_t whylen, const char *reason)
@@ -124,6 +140,8 @@ void migrate_blockers_explain(char *why, size_t whylen)
     }
     if (n < 0) add_reason(why, whylen, "out of memory listing the session's handles");
     free(h);
+    migrate_arrays_explain(why, whylen);
+    migrate_graphs_explain(why, whylen);
 }
 
 /* ---- the items ------------------------------------------------------------ */
@@ -212,8 +230,8 @@ static int add_allocations(struct migrate_items *l)
 
 /* Contexts, then the driver-placing sequence (modules, libraries,
  * kernels, functions, globals, managed memory) in the order it happened,
- * streams, events, window allocations, the application's VMM, the
- * deferred error. */
+ * streams, events, window allocations, the application's VMM, arrays
+ * with their bytes, graphs, executable graphs, the deferred error. */
 long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen)
 {
     struct handle_ref *h = NULL;
@@ -226,6 +244,8 @@ long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, 
     if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_EVENT);
     if (r == CUDA_SUCCESS && add_allocations(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && migrate_vmm_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS && migrate_arrays_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS && migrate_graphs_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && deferred &&
         migrate_items_push(&l, (struct msg_migrate_item){.kind = MIG_DEFERRED, .a = deferred}))
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -262,12 +282,14 @@ struct migrate_digest *migrate_digest_begin(void)
     }
     auth_sha256_init(&d->sha);
     for (long i = 0; i < n; i++)
-        if (replayable(h[i].kind)) migrate_digest_u64(d, h[i].id), migrate_digest_u64(d, h[i].kind);
+        if (digested(&h[i])) migrate_digest_u64(d, h[i].id), migrate_digest_u64(d, h[i].kind);
     for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);)
         migrate_digest_u64(d, e.addr), migrate_digest_u64(d, e.size), migrate_digest_u64(d, e.pitch), migrate_digest_u64(d, e.kind),
             migrate_digest_u64(d, (uint64_t)e.device);
     migrate_seq_digest(d);
     migrate_vmm_digest(d);
+    migrate_arrays_digest(d);
+    migrate_graphs_digest(d);
     free(h);
     return d;
 }

@@ -60,6 +60,12 @@ enum migrate_kind {
     /* Before every other item (migrate_images.h): */
     MIG_IMAGES_QUERY,    /* a = count; data = per image its SHA-256 and length (u64) */
     MIG_IMAGES_HAVE,     /* importer to exporter: data = one byte per image, 1: its cache has it */
+    /* Arrays and graphs (migrate_arrays.c, migrate_graphs.c), after the
+     * allocations and the application's VMM: */
+    MIG_ARRAY,           /* id, parent = its context; data = the CUDA_ARRAY3D_DESCRIPTOR, b = its bytes */
+    MIG_ARRAY_BYTES,     /* id = the array; a = offset into its bytes (as cuMemcpy3D packs them); data */
+    MIG_GRAPH,           /* id; data = its nodes (migrate_graphs.c) */
+    MIG_GRAPH_EXEC,      /* id, parent = the graph to instantiate (0: data = its own), a = flags, c = context */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */

@@ -1376,6 +1376,51 @@ CUresult CUDAAPI cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *no
     return rc;
 }
 
+/* A memset node's parameters, from the op each launch submits (built
+ * from cuGraphAddMemsetNode's parameters or a captured memset). */
+CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *p)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_MEMSET || !n->op || !p))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        memset(p, 0, sizeof(*p));
+        p->dst = (CUdeviceptr)n->op->u.memset.dst;
+        p->pitch = n->op->u.memset.pitch;
+        p->value = n->op->u.memset.value;
+        p->elementSize = n->op->u.memset.elem;
+        p->width = n->op->u.memset.width;
+        p->height = n->op->u.memset.height;
+    }
+    si_leave();
+    return rc;
+}
+
+/* The nodes a node depends on, in the order they were given; every edge
+ * is a default one. (cuda.h names the 12.3 version.) */
+CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps, CUgraphEdgeData *edges, size_t *num)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || !num))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && deps) {
+        for (size_t i = 0; i < *num; i++)
+            deps[i] = i < n->n_deps ? (CUgraphNode)n->deps[i] : NULL;
+        if (edges)
+            memset(edges, 0, *num * sizeof(*edges));
+        if (*num > n->n_deps)
+            *num = n->n_deps;
+    } else if (!rc) {
+        *num = n->n_deps;
+    }
+    si_leave();
+    return rc;
+}
+
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
     si_enter();

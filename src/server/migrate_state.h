@@ -60,6 +60,12 @@ enum migrate_kind {
     /* Before every other item (migrate_images.h): */
     MIG_IMAGES_QUERY,    /* a = count; data = per image its SHA-256 and length (u64) */
     MIG_IMAGES_HAVE,     /* importer to exporter: data = one byte per image, 1: its cache has it */
+    /* A move that loads ahead (migrate_preload.h): the contexts and the
+     * placing sequence as it stood go while the session still runs, then
+     * MIG_PRELOADED; the importer replays them and sends it back. At the
+     * hold, MIG_HOLD, then only what came after. */
+    MIG_PRELOADED,       /* a = the items sent before it (echoed by the importer once replayed) */
+    MIG_HOLD,            /* the exporter holds the session now: the importer's replay clock starts */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */
@@ -118,6 +124,10 @@ int migrate_note_all_globals(struct session *s, char *why, size_t whylen);
  * until the next call that changes them). Contexts are made current on the
  * calling thread to ask about them. Returns the count, or -1 with why. */
 long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen);
+/* Only the contexts and the placing sequence (the items a move can
+ * replay ahead of the hold, migrate_preload.c), as migrate_items gives
+ * them. Safe on a thread other than the dispatch thread. */
+long migrate_items_placing(struct msg_migrate_item **out, char *why, size_t whylen);
 
 /* ---- the digest, on both sides ---------------------------------------- */
 

@@ -90,18 +90,21 @@ static struct cached {
     void *image; /* len + 1 bytes; NULL once taken */
 } *cached;
 static size_t ncached;
-static unsigned named, received;
+static unsigned named, received, queries;
 
 CUresult migrate_images_answer(struct session *s, const struct msg_migrate_item *it, char *why, size_t whylen)
 {
     uint64_t count = it->a;
-    if (cached || !it->data || count == 0 || count > SCUDA_MAX_FRAME / ENTRY || it->data_len != count * ENTRY) {
-        snprintf(why, whylen, "a malformed or second query for module images");
+    /* Two queries at most: the images loaded ahead, then those loaded
+     * since, at the hold (migrate_preload.h). */
+    if (++queries > 2 || !it->data || count == 0 || count > SCUDA_MAX_FRAME / ENTRY || it->data_len != count * ENTRY) {
+        snprintf(why, whylen, "a malformed or third query for module images");
         return CUDA_ERROR_INVALID_VALUE;
     }
     uint8_t *have = calloc(count, 1);
-    cached = calloc(count, sizeof *cached);
-    if (!have || !cached) {
+    struct cached *more = realloc(cached, (ncached + count) * sizeof *cached);
+    if (more) cached = more;
+    if (!have || !more) {
         free(have);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -36,6 +36,18 @@
 
 /* A stalled exporter must not hold a session place for long. */
 #define ITEM_TIMEOUT_MS 30000
+/* After loading ahead, the exporter's dispatch thread holds its session
+ * between two of its client's calls: a long one delays it. */
+#define HOLD_TIMEOUT_MS 120000
+
+/* Loading ahead (migrate_preload.h): how many items were replayed, image
+ * loads among them, how long the part before the hold took. */
+static struct {
+    long items;
+    unsigned loads, loads_ahead;
+    uint64_t ahead_ns;
+    int held; /* MIG_HOLD came */
+} progress;
 
 static int expected;
 
@@ -348,6 +360,21 @@ static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_
     return REAL(cuMemcpyHtoD_v2, (CUdeviceptr)it->a, it->data, (size_t)it->data_len);
 }
 
+/* Everything sent ahead is replayed: say so, and wait for the hold. */
+static CUresult loaded_ahead(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    if (progress.held || it->a != (uint64_t)progress.items) {
+        snprintf(why, wl, "the exporter sent %llu items ahead, %ld came%s", (unsigned long long)it->a,
+                 progress.items, progress.held ? " (after the hold)" : "");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    progress.loads_ahead = progress.loads;
+    struct msg_migrate_item echo = {.kind = MIG_PRELOADED, .a = it->a};
+    if (migrate_send_item(s->fd, &echo, 0) == 0) return CUDA_SUCCESS;
+    snprintf(why, wl, "the exporting server went away");
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult replay(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
 {
     switch (it->kind) {
@@ -379,6 +406,8 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_ARRAY_BYTES: return migrate_arrays_replay(s, it, why, wl);
     case MIG_GRAPH:
     case MIG_GRAPH_EXEC: return migrate_graphs_replay(s, it, why, wl);
+    case MIG_PRELOADED: return loaded_ahead(s, it, why, wl);
+    case MIG_HOLD: return CUDA_SUCCESS; /* import() restarts its clock */
     default: snprintf(why, wl, "an item of unknown kind %u", it->kind); return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -391,7 +420,7 @@ static const char *kind_word(unsigned k)
                                     "managed memory", "managed free", "function attribute", "reservation",
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
                                     "library managed variable", "query for images", "images held", "array", "array bytes",
-                                    "graph", "executable graph"};
+                                    "graph", "executable graph", "end of what loads ahead", "hold"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -433,20 +462,37 @@ void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v)
 
 /* Read items until the end (or the first failure) and replay them.
  * Returns the result; the reason in why. */
+/* One item replayed: counted, and the hold restarts the replay clock
+ * (*t0), so that the replay the log gives is the part inside the hold. */
+static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0)
+{
+    if (it->kind == MIG_HOLD) {
+        progress.ahead_ns = now_ns() - *t0;
+        progress.held = 1;
+        *t0 = now_ns();
+    } else if (it->kind != MIG_IMAGES_QUERY && it->kind != MIG_PRELOADED) {
+        progress.items++;
+    }
+    progress.loads += it->kind == MIG_MODULE || it->kind == MIG_LIBRARY;
+}
+
 static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_t *bytes, char *why, size_t wl)
 {
     uint64_t t0 = now_ns(), t_copy = 0;
-    for (;;) {
+    for (int waits_for_hold = 0;;) {
         void *payload = NULL;
         struct msg_arena a;
         msg_arena_init(&a);
         struct msg_migrate_item it;
-        CUresult r = migrate_read_item(s->fd, ITEM_TIMEOUT_MS, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        int timeout_ms = waits_for_hold ? HOLD_TIMEOUT_MS : ITEM_TIMEOUT_MS;
+        CUresult r = migrate_read_item(s->fd, timeout_ms, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES && !t_copy) t_copy = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
                      (unsigned long long)(it.id ? it.id : it.a), (int)r);
+        if (r == CUDA_SUCCESS && !end) count_replayed(&it, &t0);
+        waits_for_hold = r == CUDA_SUCCESS && it.kind == MIG_PRELOADED;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;
         if (end && it.b != *bytes) {
             snprintf(why, wl, "%llu bytes of memory announced, %llu received", (unsigned long long)it.b,
@@ -495,8 +541,9 @@ void migrate_in_run(struct session *s)
     unsigned by_hash, images;
     migrate_images_counts(&by_hash, &images);
     LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches; %u "
-             "of %u images from the module cache", (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0,
-             v.copy_ns / 1e6, by_hash, images);
+             "of %u images from the module cache; %u image loads ahead of the hold (%.1f ms, the session running "
+             "there), %u during the hold", (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0, v.copy_ns / 1e6,
+             by_hash, images, progress.loads_ahead, progress.ahead_ns / 1e6, progress.loads - progress.loads_ahead);
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and
      * this session waits for the client (migrate_switch.c). */

@@ -22,6 +22,7 @@
 #include "handlers.gen.h"
 #include "handles.h"
 #include "migrate_images.h"
+#include "migrate_preload.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "resume.h"
@@ -86,7 +87,7 @@ static int hold(char *why, size_t whylen)
  * This server proves the token of its own environment (SCUDA_TOKEN,
  * SCUDA_TOKEN_FILE) and checks the other one as a client would (TLS,
  * known_hosts). Returns the fd, or -1 with why. */
-static int connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen)
+int migrate_connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen)
 {
     char err[512];
     int fd = dial(to, DIAL_TIMEOUT_MS, PREFACE_SESSION, err, sizeof err);
@@ -181,20 +182,43 @@ struct outcome {
     char why[MIGRATE_WHY_MAX];
     uint64_t replay_ns, copy_ns, bytes;
     unsigned by_hash, images; /* images named by digest alone, and in all */
+    unsigned ahead;           /* of them, loaded ahead of the hold */
 };
 
+/* What is left to send when B loaded ahead (pre->fd >= 0): MIG_HOLD,
+ * then the items less what B replayed. Returns 0, -1 (why), or 2 when
+ * the session no longer begins with what B holds (nothing sent). */
+static int after_preload(int fd, const struct migrate_preloaded *pre, struct msg_migrate_item *items, long *n,
+                         uint32_t *seq, char *why, size_t whylen)
+{
+    if (pre->fd < 0) return 0;
+    long left = migrate_preload_filter(pre, items, *n);
+    if (left < 0) return 2;
+    *n = left, *seq = pre->seq;
+    struct msg_migrate_item held = {.kind = MIG_HOLD};
+    if (migrate_send_item(fd, &held, (*seq)++) == 0) return 0;
+    snprintf(why, whylen, "the connection to the other server failed");
+    return -1;
+}
+
 /* Send everything and judge the answer. Returns 0 when the other server
- * holds a checked copy of the session. */
-static int transfer(struct session *s, int fd, struct outcome *o)
+ * holds a checked copy of the session; 2 when what B loaded ahead (pre)
+ * no longer fits, before anything was sent. */
+static int transfer(struct session *s, int fd, struct outcome *o, const struct migrate_preloaded *pre)
 {
     struct msg_migrate_item *items = NULL;
     CUresult deferred = s->deferred_error;
     long n = migrate_items(&items, (uint64_t)deferred, o->why, sizeof o->why);
     if (n < 0) return -1;
-    struct migrate_digest *d = migrate_digest_begin();
     uint32_t seq = 0;
+    int rc = after_preload(fd, pre, items, &n, &seq, o->why, sizeof o->why);
+    if (rc != 0) {
+        free(items);
+        return rc;
+    }
+    struct migrate_digest *d = migrate_digest_begin();
     uint8_t *keys = NULL;
-    int rc = d ? 0 : -1;
+    rc = d ? 0 : -1;
     if (rc == 0 && migrate_images_offer(fd, items, n, &seq, &keys, &o->by_hash, &o->images, o->why, sizeof o->why))
         rc = -1;
     for (long i = 0; i < n && rc == 0; i++)
@@ -235,8 +259,9 @@ static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, 
                        uint64_t total_ns)
 {
     LOG_INFO("migrated session %d to %s in %.0f ms: hold+sync %.1f ms, replay %.1f ms, %.1f MiB memory in %.1f ms; "
-             "%u of %u images sent by digest alone", (int)getpid(), to, total_ns / 1e6, rep->hold_ns / 1e6,
-             rep->replay_ns / 1e6, rep->bytes / 1048576.0, rep->copy_ns / 1e6, o->by_hash, o->images);
+             "%u of %u images sent by digest alone, %u loaded ahead of the hold", (int)getpid(), to, total_ns / 1e6,
+             rep->hold_ns / 1e6, rep->replay_ns / 1e6, rep->bytes / 1048576.0, rep->copy_ns / 1e6, o->by_hash,
+             o->images, o->ahead);
 }
 
 /* Why the client could not follow a move, or "". */
@@ -252,6 +277,34 @@ static void follow_blockers(struct session *s, char *why, size_t whylen)
 static int failed_at_peer;
 int migrate_failed_at_peer(void) { return failed_at_peer; }
 
+/* At the hold: everything to B, on the connection B loaded ahead on when
+ * it still fits, else on a fresh one. Returns the connection (-1: none),
+ * *ok set when B's copy checked out. */
+static int copy_to_peer(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
+                        struct outcome *o, int *ok)
+{
+    int fd = pre->fd, rc = 2;
+    if (fd >= 0) {
+        *b_pid = pre->pid;
+        rc = transfer(s, fd, o, pre);
+        pre->fd = -1; /* fd's now */
+        if (rc == 2) {
+            LOG_INFO("session %d: an image or context changed while %s loaded ahead; the move sends everything now",
+                     (int)getpid(), to);
+            io_close(fd);
+        } else {
+            o->by_hash += pre->by_hash, o->images += pre->images, o->ahead = pre->images;
+        }
+    }
+    if (rc == 2) {
+        struct migrate_preloaded none = {.fd = -1};
+        fd = migrate_connect_peer(to, b_pid, o->why, sizeof o->why);
+        rc = fd >= 0 ? transfer(s, fd, o, &none) : -1;
+    }
+    *ok = rc == 0;
+    return fd;
+}
+
 int migrate_session(struct session *s, const char *to, struct srv_call *c, struct msg_scuda_migrate_rep *rep)
 {
     failed_at_peer = 0;
@@ -260,18 +313,25 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     *rep = (struct msg_scuda_migrate_rep){0};
     migrate_blockers_explain(o.why, sizeof o.why);
     if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
-    int fd = -1, switched = 0;
+    int fd = -1, switched = 0, ok = 0;
     uint32_t b_pid = 0;
+    struct migrate_preloaded pre = {.fd = -1};
+    if (c && migrate_preload_busy())
+        snprintf(o.why, sizeof o.why, "another move of this session is under way; try again when it ended");
+    else
+        migrate_preload_take(to, &pre);
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
         failed_at_peer = 1;
-        if ((fd = connect_peer(to, &b_pid, o.why, sizeof o.why)) >= 0 && transfer(s, fd, &o) == 0) {
+        if ((fd = copy_to_peer(s, to, &pre, &b_pid, &o, &ok)) >= 0 && ok) {
             rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
             log_copied(to, rep, &o, now_ns() - t0);
             switched = migrate_switch_out(s, fd, to, b_pid, c, rep, t0, o.why, sizeof o.why) == 0;
         }
     }
     if (fd >= 0 && !switched) io_close(fd);
+    if (pre.fd >= 0) io_close(pre.fd); /* refused before it was used */
+    migrate_preloaded_free(&pre);
     session_forget_bound_ctx(); /* holding and describing made other contexts current */
     rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
     rep->moved = (uint32_t)switched;

@@ -56,6 +56,7 @@ static size_t nseq, capseq, managed_live;
 static struct attr_note *attrs;
 static size_t nattrs, capattrs;
 static int lost;
+static int images_pinned; /* migrate_seq_pin_images */
 /* The context each kernel's function was first asked for in (key: the
  * CUkernel), so that the common case, one context, needs no scan. */
 static struct idmap first_ctx = IDMAP_INIT;
@@ -179,11 +180,27 @@ void migrate_forget_module(uint64_t id)
         n->gone = true;
         if (n->it.kind == MIG_KERNEL_FUNCTION && n->real) idmap_del(&first_ctx, (uint64_t)(uintptr_t)n->real);
         if (n->it.id && n->it.id != id) gone_ids[ngone++] = n->it.id;
+        if (images_pinned) continue; /* a move being loaded ahead still sends it: freed at the unpin */
         host_quota_free((void *)n->it.data);
         n->it.data = NULL, n->it.data_len = 0;
     }
     if (!gone_ids) lost = 1;
     free(gone_ids);
+    pthread_mutex_unlock(&lock);
+}
+
+/* While a move loads ahead (migrate_preload.c), its thread sends images
+ * it took from the notes without the lock: an unload meanwhile must not
+ * free them under it. */
+void migrate_seq_pin_images(int pin)
+{
+    pthread_mutex_lock(&lock);
+    images_pinned = pin;
+    for (size_t i = 0; !pin && i < nseq; i++) {
+        if (!seq[i].gone || !seq[i].it.data) continue;
+        host_quota_free((void *)seq[i].it.data);
+        seq[i].it.data = NULL, seq[i].it.data_len = 0;
+    }
     pthread_mutex_unlock(&lock);
 }
 

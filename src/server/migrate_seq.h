@@ -67,6 +67,10 @@ struct migrate_unit {
  * (out of memory). */
 int migrate_seq_units(struct migrate_unit **out, size_t *n);
 
+/* 1: images of unloaded modules stay allocated (a thread sends them
+ * unlocked); 0: free those. */
+void migrate_seq_pin_images(int pin);
+
 /* Notes lost for want of memory: the sequence is incomplete. */
 int migrate_seq_lost(void);
 

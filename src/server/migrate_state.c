@@ -259,6 +259,24 @@ long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, 
     return (long)l.n;
 }
 
+long migrate_items_placing(struct msg_migrate_item **out, char *why, size_t whylen)
+{
+    struct handle_ref *h = NULL;
+    long n = handle_list(&h);
+    struct migrate_items l = {0};
+    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_handles(&l, h, n, HK_CONTEXT);
+    if (r == CUDA_SUCCESS && migrate_seq_items(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    while (l.n > 0 && l.v[l.n - 1].kind == MIG_FUNC_ATTR) l.n--; /* they follow the sequence, at the hold */
+    free(h);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cannot describe the session's contexts and modules (CUresult %d)", (int)r);
+        free(l.v);
+        return -1;
+    }
+    *out = l.v;
+    return (long)l.n;
+}
+
 /* ---- the digest ------------------------------------------------------------ */
 
 struct migrate_digest {

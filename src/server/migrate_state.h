@@ -66,6 +66,12 @@ enum migrate_kind {
     MIG_ARRAY_BYTES,     /* id = the array; a = offset into its bytes (as cuMemcpy3D packs them); data */
     MIG_GRAPH,           /* id; data = its nodes (migrate_graphs.c) */
     MIG_GRAPH_EXEC,      /* id, parent = the graph to instantiate (0: data = its own), a = flags, c = context */
+    /* A move that loads ahead (migrate_preload.h): the contexts and the
+     * placing sequence as it stood go while the session still runs, then
+     * MIG_PRELOADED; the importer replays them and sends it back. At the
+     * hold, MIG_HOLD, then only what came after. */
+    MIG_PRELOADED,       /* a = the items sent before it (echoed by the importer once replayed) */
+    MIG_HOLD,            /* the exporter holds the session now: the importer's replay clock starts */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */
@@ -124,6 +130,10 @@ int migrate_note_all_globals(struct session *s, char *why, size_t whylen);
  * until the next call that changes them). Contexts are made current on the
  * calling thread to ask about them. Returns the count, or -1 with why. */
 long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen);
+/* Only the contexts and the placing sequence (the items a move can
+ * replay ahead of the hold, migrate_preload.c), as migrate_items gives
+ * them. Safe on a thread other than the dispatch thread. */
+long migrate_items_placing(struct msg_migrate_item **out, char *why, size_t whylen);
 
 /* ---- the digest, on both sides ---------------------------------------- */
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "migrate_preload.h"
 #include "migrate_state.h"
 #include "bulk.h"
 #include "resume.h"
@@ -371,6 +372,22 @@ void migrate_request_post(const char *to, int reply_fd)
 
 int migrate_request_waiting(void) { return atomic_load(&req.waiting); }
 
+void migrate_request_repost(void) { atomic_store(&req.waiting, 1); }
+
+/* The first turn of a move that can go: B loads the session's images
+ * while it runs on (migrate_preload.h). 1 when that started; the second
+ * turn (migrate_request_repost) holds. */
+static int load_ahead_first(const char *to)
+{
+    char why[MIGRATE_WHY_MAX] = "";
+    if (migrate_preload_busy()) return 0;
+    migrate_blockers_explain(why, sizeof why);
+    if (why[0] || migrate_preload_start(to) != 0) return 0; /* refused at once, or no thread: as before */
+    LOG_INFO("session %d: preparing to move to %s (scuda migrate): it loads the session's images while the "
+             "session runs on", (int)getpid(), to);
+    return 1;
+}
+
 int migrate_request_run(struct session *s)
 {
     char to[256];
@@ -378,6 +395,7 @@ int migrate_request_run(struct session *s)
     atomic_store(&req.waiting, 0);
     snprintf(to, sizeof to, "%s", req.to);
     pthread_mutex_unlock(&req.lock);
+    if (load_ahead_first(to)) return 0; /* the request comes back when B loaded the images */
     LOG_INFO("session %d: asked to move to %s (scuda migrate)", (int)getpid(), to);
     struct msg_scuda_migrate_rep rep;
     if (migrate_session(s, to, NULL, &rep)) return 1; /* answered when the client has moved, or not */

@@ -18,6 +18,9 @@ int migrate_read_verdict(int fd, int timeout_ms, struct msg_arena *a, struct msg
 int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *a, struct msg_migrate_item *it,
                       char *why, size_t wl);
 void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v);
+/* Connect to `to` as a client does, asking for a session that imports;
+ * B's session pid in *pid. Returns the fd, or -1 with why. (migrate_out.c) */
+int migrate_connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen);
 
 /* ---- on A, the exporting session ------------------------------------------ */
 
@@ -59,6 +62,9 @@ int migrate_request_waiting(void);
 /* On the dispatch thread: run it. Returns 1 when the client was told to
  * move (the answer follows migrate_switch_wait), else 0 (answered). */
 int migrate_request_run(struct session *s);
+/* From the thread that loaded ahead (migrate_preload.c): the request
+ * takes its turn again, now to hold and move. */
+void migrate_request_repost(void);
 /* The outcome line for whoever asked (nothing when no one did). */
 void migrate_request_answer(const char *line);
 

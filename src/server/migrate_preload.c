@@ -1,0 +1,143 @@
+/* migrate_preload.c - see migrate_preload.h. The exporter's side of
+ * loading ahead: one thread per move, started by the dispatch thread,
+ * taken back (joined) by it at the hold. */
+#define _GNU_SOURCE
+#include "migrate_preload.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "migrate_images.h"
+#include "migrate_seq.h"
+#include "migrate_state.h"
+#include "migrate_switch.h"
+#include "../common/log.h"
+#include "../common/transport.h"
+
+/* B loads every image it is sent before it answers: PyTorch's thousands
+ * take seconds on a GPU, more on a loaded machine. */
+#define ECHO_TIMEOUT_MS 120000
+
+static pthread_t thread;
+static _Atomic int busy; /* started, not yet taken */
+static int started;      /* the thread exists and must be joined (dispatch thread only) */
+static char target[256];
+static struct migrate_preloaded result = {.fd = -1}; /* the thread's, until the join */
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* What B will hold, kept to compare at the hold: the items' identity and
+ * places, without the names and images that point into the notes. */
+static struct msg_migrate_item *remember(const struct msg_migrate_item *items, long n)
+{
+    struct msg_migrate_item *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (long i = 0; v && i < n; i++)
+        v[i] = (struct msg_migrate_item){.kind = items[i].kind, .id = items[i].id, .parent = items[i].parent,
+                                         .a = items[i].a, .b = items[i].b, .c = items[i].c};
+    return v;
+}
+
+/* B's echo of MIG_PRELOADED: it replayed all n items. */
+static int read_echo(int fd, long n, char *why, size_t whylen)
+{
+    void *payload = NULL;
+    struct msg_arena a;
+    msg_arena_init(&a);
+    struct msg_migrate_item it;
+    char err[256] = "";
+    int rc = migrate_read_item(fd, ECHO_TIMEOUT_MS, &payload, &a, &it, err, sizeof err);
+    if (rc == 0 && (it.kind != MIG_PRELOADED || it.a != (uint64_t)n)) rc = -1;
+    if (rc != 0)
+        snprintf(why, whylen, "the other server did not finish loading ahead (%s)",
+                 err[0] ? err : "it gave up; its log says why");
+    free(payload);
+    msg_arena_free(&a);
+    return rc;
+}
+
+/* Send the contexts and the sequence's head; B replays them as they come. */
+static int send_head(struct migrate_preloaded *p, char *why, size_t whylen)
+{
+    struct msg_migrate_item *items = NULL;
+    long n = migrate_items_placing(&items, why, whylen);
+    if (n < 0) return -1;
+    uint8_t *keys = NULL;
+    p->sent = remember(items, n), p->nsent = n;
+    int rc = p->sent ? 0 : -1;
+    if (rc == 0) rc = migrate_images_offer(p->fd, items, n, &p->seq, &keys, &p->by_hash, &p->images, why, whylen);
+    for (long i = 0; i < n && rc == 0; i++)
+        if (migrate_send_item(p->fd, &items[i], p->seq++) != 0) rc = -1;
+    free(items);
+    free(keys);
+    struct msg_migrate_item done = {.kind = MIG_PRELOADED, .a = (uint64_t)n};
+    if (rc == 0 && migrate_send_item(p->fd, &done, p->seq++) != 0) rc = -1;
+    if (rc != 0 && !why[0]) snprintf(why, whylen, "the connection to the other server failed");
+    return rc == 0 ? read_echo(p->fd, n, why, whylen) : -1;
+}
+
+static void *preload_main(void *arg)
+{
+    (void)arg;
+    uint64_t t0 = now_ns();
+    char why[MIGRATE_WHY_MAX] = "";
+    struct migrate_preloaded p = {.fd = -1};
+    migrate_seq_pin_images(1);
+    int rc = (p.fd = migrate_connect_peer(target, &p.pid, why, sizeof why)) >= 0 ? send_head(&p, why, sizeof why) : -1;
+    migrate_seq_pin_images(0);
+    p.ns = now_ns() - t0;
+    if (rc == 0) {
+        LOG_INFO("session %d: %s loaded %u images ahead (%u by digest alone) in %.0f ms while the session ran on",
+                 (int)getpid(), target, p.images, p.by_hash, p.ns / 1e6);
+    } else {
+        LOG_WARN("session %d: loading ahead on %s failed: %s; the move loads everything during the hold",
+                 (int)getpid(), target, why);
+        if (p.fd >= 0) io_close(p.fd);
+        migrate_preloaded_free(&p);
+    }
+    result = p; /* read by the dispatch thread after the join */
+    migrate_request_repost();
+    return NULL;
+}
+
+int migrate_preload_start(const char *to)
+{
+    if (started || atomic_load(&busy)) return -1;
+    snprintf(target, sizeof target, "%s", to);
+    result = (struct migrate_preloaded){.fd = -1};
+    atomic_store(&busy, 1);
+    if (pthread_create(&thread, NULL, preload_main, NULL) != 0) {
+        atomic_store(&busy, 0);
+        LOG_WARN("session %d: no thread to load ahead on %s; the move loads everything during the hold",
+                 (int)getpid(), to);
+        return -1;
+    }
+    started = 1;
+    return 0;
+}
+
+int migrate_preload_busy(void) { return atomic_load(&busy); }
+
+void migrate_preload_take(const char *to, struct migrate_preloaded *p)
+{
+    *p = (struct migrate_preloaded){.fd = -1};
+    if (!started) return;
+    pthread_join(thread, NULL);
+    started = 0;
+    atomic_store(&busy, 0);
+    *p = result;
+    result = (struct migrate_preloaded){.fd = -1};
+    if (p->fd >= 0 && strcmp(to, target) != 0) {
+        io_close(p->fd);
+        migrate_preloaded_free(p);
+    }
+}

@@ -54,6 +54,7 @@ struct job {
     enum job_dir dir;
     uint64_t id, n;
     uint32_t chunk;
+    int used; /* connections 0..used-1 carry its chunks (min(k, chunks)) */
     char *host; /* the caller's buffer (only read for TO_DEVICE) */
 };
 
@@ -65,9 +66,13 @@ static struct {
     int fd[BULK_MAX_STREAMS];
     uint32_t chunk_max;
     uint64_t next_id;
+    int last_used; /* connections the last striped copy used (tests) */
 
     pthread_mutex_t job_lock; /* guards what follows */
-    pthread_cond_t job_cv;    /* a job was posted, quit, a helper exited */
+    pthread_cond_t job_cv;    /* a helper exited */
+    /* Helper i waits on helper_cv[i] for a job or quit: a copy that uses
+     * fewer connections than k wakes only the helpers it uses. */
+    pthread_cond_t helper_cv[BULK_MAX_STREAMS];
     /* The last mover finished: only the job's caller waits for that, so a
      * mover finishing does not wake every idle helper. */
     pthread_cond_t done_cv;
@@ -84,6 +89,7 @@ static struct {
     .job_lock = PTHREAD_MUTEX_INITIALIZER,
     .job_cv = PTHREAD_COND_INITIALIZER,
     .done_cv = PTHREAD_COND_INITIALIZER,
+    .helper_cv = {[0 ... BULK_MAX_STREAMS - 1] = PTHREAD_COND_INITIALIZER},
 };
 
 /* ---- moving one connection's chunks ---------------------------------------- */
@@ -148,10 +154,11 @@ static void *helper_main(void *arg)
     pthread_mutex_lock(&bulk.job_lock);
     uint64_t seen = bulk.gen_at_setup; /* connections opened again after a move: no older job is ours */
     for (;;) {
-        while (bulk.job.gen == seen && !bulk.quit) pthread_cond_wait(&bulk.job_cv, &bulk.job_lock);
+        while (bulk.job.gen == seen && !bulk.quit) pthread_cond_wait(&bulk.helper_cv[index], &bulk.job_lock);
         if (bulk.quit) break;
         seen = bulk.job.gen;
         struct job j = bulk.job;
+        if (index >= j.used) continue; /* not counted in bulk.moving: nothing to do */
         pthread_mutex_unlock(&bulk.job_lock);
         if (move_share(index, &j) != 0) note_failure(index, errno);
         pthread_mutex_lock(&bulk.job_lock);
@@ -172,9 +179,10 @@ static int run_job(const struct job *j)
     uint64_t gen = bulk.job.gen + 1;
     bulk.job = *j;
     bulk.job.gen = gen;
-    bulk.moving = bulk.k;
+    bulk.moving = j->used;
     bulk.failed = 0;
-    pthread_cond_broadcast(&bulk.job_cv);
+    bulk.last_used = j->used;
+    for (int i = 1; i < j->used; i++) pthread_cond_signal(&bulk.helper_cv[i]);
     pthread_mutex_unlock(&bulk.job_lock);
     if (move_share(0, j) != 0) note_failure(0, errno);
     pthread_mutex_lock(&bulk.job_lock);
@@ -193,7 +201,7 @@ static void close_all(void)
 {
     pthread_mutex_lock(&bulk.job_lock);
     bulk.quit = 1;
-    pthread_cond_broadcast(&bulk.job_cv);
+    for (int i = 1; i < bulk.k; i++) pthread_cond_signal(&bulk.helper_cv[i]);
     pthread_mutex_unlock(&bulk.job_lock);
     for (int i = 0; i < bulk.k; i++) {
         if (bulk.fd[i] >= 0) io_close(bulk.fd[i]);
@@ -427,17 +435,30 @@ static int begin(size_t n)
 /* At least two chunks per connection, so each connection's transfer
  * overlaps the session's DMA of its last chunk; at most what the
  * session's buffers hold. Over TLS a chunk is a whole number of records,
- * at least one, so every connection carries full records and a copy of
- * BULK_MIN_COPY_TLS still keeps eight connections busy (bulk.h). */
+ * at least one, so every connection carries full records; and a copy too
+ * small to give each of the k connections BULK_SHARE_MIN_TLS uses fewer:
+ * chunk j goes on connection j mod k, so chunks of about that size leave
+ * the connections after the first n / BULK_SHARE_MIN_TLS idle (bulk.h). */
 static uint32_t pick_chunk(size_t n)
 {
     int tls = bulk.tls;
     uint64_t quantum = tls ? REC_MAX_PLAIN : 64u << 10, c = n / (2u * (uint64_t)bulk.k);
     uint64_t min = tls ? REC_MAX_PLAIN : 4 * BULK_CHUNK_MIN;
+    if (tls && n / (uint64_t)bulk.k < BULK_SHARE_MIN_TLS) {
+        uint64_t used = n / BULK_SHARE_MIN_TLS ? n / BULK_SHARE_MIN_TLS : 1;
+        c = (n + used - 1) / used; /* one chunk per connection used */
+    }
     c = (c + quantum - 1) / quantum * quantum;
     uint64_t max = bulk.chunk_max < BULK_CHUNK_MAX ? bulk.chunk_max : BULK_CHUNK_MAX;
     if (c < min) c = min;
     return (uint32_t)(c > max ? max : c);
+}
+
+/* Connections that carry chunks of a copy of n bytes in chunks of c. */
+static int connections_used(size_t n, uint32_t c)
+{
+    uint64_t chunks = (n + c - 1) / c;
+    return chunks < (uint64_t)bulk.k ? (int)chunks : bulk.k;
 }
 
 /* The announcement of job j on the main connection (a bulk_copy). */
@@ -451,6 +472,7 @@ int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode
 {
     if (!begin(n)) return 0;
     struct job j = {.dir = TO_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = (char *)src};
+    j.used = connections_used(n, j.chunk);
     struct msg_scuda_bulk_htod_req m = {announcement(dst, stream, mode, &j)};
     rpc_call c;
     rpc_begin(&c, OP_scuda_bulk_htod);
@@ -477,6 +499,7 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
 {
     if (!begin(n)) return 0;
     struct job j = {.dir = FROM_DEVICE, .id = ++bulk.next_id, .n = n, .chunk = pick_chunk(n), .host = dst};
+    j.used = connections_used(n, j.chunk);
     struct msg_scuda_bulk_dtoh_req m = {announcement(src, stream, mode, &j)};
     rpc_call c;
     rpc_begin(&c, OP_scuda_bulk_dtoh);
@@ -508,6 +531,7 @@ void bulk_forget_after_fork(void)
     pthread_mutex_init(&bulk.job_lock, NULL);
     pthread_cond_init(&bulk.job_cv, NULL);
     pthread_cond_init(&bulk.done_cv, NULL);
+    for (int i = 0; i < BULK_MAX_STREAMS; i++) pthread_cond_init(&bulk.helper_cv[i], NULL);
     bulk.state = BULK_OFF;
 }
 
@@ -518,4 +542,13 @@ EXPORT int scuda_client_bulk_streams(void)
     int k = bulk.state == BULK_ON ? bulk.k : 0;
     pthread_mutex_unlock(&bulk.lock);
     return k;
+}
+
+/* For the tests: connections the last striped copy carried chunks on. */
+EXPORT int scuda_client_bulk_last_used(void)
+{
+    pthread_mutex_lock(&bulk.lock);
+    int used = bulk.last_used;
+    pthread_mutex_unlock(&bulk.lock);
+    return used;
 }

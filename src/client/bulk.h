@@ -23,6 +23,14 @@
  * over the bulk connections the crypto runs on k threads per side at
  * once. From 1 MiB on that pays for the announcement and the hand-off. */
 #define BULK_MIN_COPY_TLS (1u << 20)
+/* Over TLS, the least each connection a copy uses carries: a copy of n
+ * bytes uses at most n / BULK_SHARE_MIN_TLS connections (a 1 MiB copy 2,
+ * 4 MiB all 8), whatever SCUDA_BULK_STREAMS. Each connection costs a copy
+ * fixed work on both sides (thread wake-ups, a chunk header and its
+ * record, a DMA per chunk); below this share that outweighs the crypto
+ * it spreads (on the GPU host, 1 MiB ran at 6 GB/s over 4 connections,
+ * 4.3 over 8). */
+#define BULK_SHARE_MIN_TLS (512u << 10)
 
 /* Copy n bytes from src to device address dst, striped. Returns 1 when
  * the copy was made that way (its result in *r), 0 when striping is not

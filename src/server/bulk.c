@@ -62,17 +62,22 @@ struct job {
     enum job_dir dir;
     uint64_t id, n, nchunks;
     uint32_t chunk;
+    int used; /* connections 0..used-1 carry its chunks: min(k, nchunks) */
 };
 
 struct link {
     int fd; /* -1 until it joins */
     int index;
     struct queue out; /* JOB_SEND: this connection's chunks, in order */
+    /* Its thread waits here (a job for it, a chunk queued for it, a
+     * failure), so a chunk wakes its own connection's thread, not all k,
+     * and a copy that uses few connections wakes only those. */
+    pthread_cond_t cv;
 };
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t cv; /* a job was posted, a chunk queued, a thread finished, a failure */
+    pthread_cond_t cv; /* for the handler: a chunk received, room in a queue, a thread finished, a failure */
     int k;             /* connections granted at setup; 0: no setup */
     int joined;
     int dead; /* striping is over for this session */
@@ -131,6 +136,7 @@ static void fail_locked(int index, const char *fmt, ...)
             if (bulk.link[i].fd >= 0) shutdown(bulk.link[i].fd, SHUT_RDWR);
     }
     pthread_cond_broadcast(&bulk.cv);
+    for (int i = 0; i < bulk.k; i++) pthread_cond_broadcast(&bulk.link[i].cv);
 }
 
 void bulk_end(const char *why)
@@ -215,10 +221,10 @@ static int link_recv(struct link *l, const struct job *j)
 static int next_out(struct link *l, struct item *it)
 {
     pthread_mutex_lock(&bulk.lock);
-    while (queue_empty(&l->out) && !bulk.failed) pthread_cond_wait(&bulk.cv, &bulk.lock);
+    while (queue_empty(&l->out) && !bulk.failed) pthread_cond_wait(&l->cv, &bulk.lock);
     int got = !bulk.failed;
     if (got) *it = queue_pop(&l->out);
-    pthread_cond_broadcast(&bulk.cv); /* room in the queue */
+    pthread_cond_broadcast(&bulk.cv); /* room in the queue, for the handler */
     pthread_mutex_unlock(&bulk.lock);
     return got;
 }
@@ -247,9 +253,10 @@ static void *link_main(void *arg)
     uint64_t seen = 0;
     pthread_mutex_lock(&bulk.lock);
     for (;;) {
-        while (bulk.job.gen == seen) pthread_cond_wait(&bulk.cv, &bulk.lock);
+        while (bulk.job.gen == seen) pthread_cond_wait(&l->cv, &bulk.lock);
         seen = bulk.job.gen;
         struct job j = bulk.job;
+        if (l->index >= j.used) continue; /* not counted in bulk.working: nothing to do */
         pthread_mutex_unlock(&bulk.lock);
         if (j.dir == JOB_RECV)
             link_recv(l, &j);
@@ -344,7 +351,10 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
         int k = want > BULK_MAX_STREAMS ? BULK_MAX_STREAMS : (int)want;
-        for (int i = 0; i < BULK_MAX_STREAMS; i++) bulk.link[i] = (struct link){.fd = -1, .index = i};
+        for (int i = 0; i < BULK_MAX_STREAMS; i++) {
+            bulk.link[i] = (struct link){.fd = -1, .index = i};
+            pthread_cond_init(&bulk.link[i].cv, NULL);
+        }
         bulk.pool = staging_pool_new(k + POOL_EXTRA, BULK_CHUNK_MAX);
         bulk.zeros = calloc(1, BULK_CHUNK_MAX);
         auth_nonce(bulk.secret, sizeof bulk.secret);
@@ -398,11 +408,13 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     bulk.last_id = a->id;
     bulk.failed = 0;
     bulk.ready.head = bulk.ready.tail = 0;
+    uint64_t nchunks = (a->n + a->chunk - 1) / a->chunk;
+    int used = nchunks < (uint64_t)bulk.k ? (int)nchunks : bulk.k;
     bulk.job = (struct job){.gen = bulk.job.gen + 1, .dir = dir, .id = a->id, .n = a->n,
-                            .nchunks = (a->n + a->chunk - 1) / a->chunk, .chunk = a->chunk};
-    bulk.working = bulk.k;
+                            .nchunks = nchunks, .chunk = a->chunk, .used = used};
+    bulk.working = used;
     *posted = bulk.job;
-    pthread_cond_broadcast(&bulk.cv);
+    for (int i = 0; i < used; i++) pthread_cond_signal(&bulk.link[i].cv);
     pthread_mutex_unlock(&bulk.lock);
     return 0;
 }
@@ -489,7 +501,7 @@ static int queue_out(struct link *l, struct item it)
     int ok = !bulk.failed;
     if (ok) {
         queue_push(&l->out, it);
-        pthread_cond_broadcast(&bulk.cv);
+        pthread_cond_signal(&l->cv);
     }
     pthread_mutex_unlock(&bulk.lock);
     if (!ok && it.b) staging_release(it.b);

@@ -7,9 +7,14 @@
  * (1 MiB +- 1, a record +- 1, odd sizes up to just below the plain
  * threshold, and one above it) are byte-exact
  * both ways, synchronous and on a stream, at odd host and device offsets.
+ * A copy too small to give every connection 512 KiB uses n / 512 KiB of
+ * them (BULK_SHARE_MIN_TLS): 2 at 1 MiB, 3 just below 2 MiB, 7 just below
+ * 4 MiB, all 8 from 4 MiB on, also with SCUDA_BULK_STREAMS=4 (2 at
+ * 1 MiB, 4 from 2 MiB), each way, byte-exact.
  * Over plain TCP nothing changes: the same 1 MiB and 8 MiB - 1 copies go
  * over the main connection. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,15 @@
 
 /* Private to the shim (src/client/bulk.c). */
 extern int scuda_client_bulk_streams(void);
+
+/* Connections the last striped copy used (src/client/bulk.c); looked up,
+ * so a shim without it fails the test rather than its build. */
+static int last_used(void)
+{
+    int (*f)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "scuda_client_bulk_last_used");
+    CHECK(f != NULL, "the shim has no scuda_client_bulk_last_used: connections per copy cannot be checked");
+    return f();
+}
 
 static void put_small(CUdeviceptr d, const uint8_t *src, size_t n)
 {
@@ -49,7 +63,7 @@ static void expect_same(const uint8_t *got, const uint8_t *want, size_t n, const
 
 /* n bytes to device offset off and back to an odd host address, with the
  * bytes around both checked untouched. */
-static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
+static void round_trip_using(size_t n, size_t off, CUstream st, int async, uint32_t seed, int used)
 {
     char what[128];
     size_t total = off + n + GUARD;
@@ -72,6 +86,7 @@ static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t se
     get_small(back, d, total);
     snprintf(what, sizeof what, "H2D of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
     expect_same(back, img, total, what);
+    if (used) CHECK(last_used() == used, "%s used %d bulk connections, expected %d", what, last_used(), used);
 
     h_pattern(img, total, seed + 1);
     put_small(d, img, total);
@@ -87,12 +102,45 @@ static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t se
     expect_same(dst, img + off, n, what);
     for (size_t i = 0; i < GUARD - 1; i++) CHECK(out[i] == 0xcd, "%s wrote before its buffer", what);
     for (size_t i = GUARD - 1 + n; i < n + 2 * GUARD; i++) CHECK(out[i] == 0xcd, "%s wrote past its end", what);
+    if (used) CHECK(last_used() == used, "%s used %d bulk connections, expected %d", what, last_used(), used);
 
     CU(cuMemFree_v2(d));
     free(src);
     free(img);
     free(back);
     free(out);
+}
+
+static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
+{
+    round_trip_using(n, off, st, async, seed, 0);
+}
+
+/* Sizes around the connection-count steps, and the connections each
+ * uses with k connections open. */
+struct step {
+    size_t n;
+    int used4, used8;
+};
+static const struct step steps[] = {
+    {1 * MiB, 2, 2},
+    {1 * MiB + 1, 2, 2},
+    {1 * MiB + 512 * KiB - 1, 2, 2},
+    {1 * MiB + 512 * KiB, 3, 3},
+    {2 * MiB - 1, 3, 3},
+    {2 * MiB, 4, 4},
+    {3 * MiB + 12345, 4, 5}, /* chunks of whole records: 5 of 640 KiB */
+    {4 * MiB - 1, 4, 7},
+    {4 * MiB, 4, 8},
+};
+
+static void check_steps(CUstream st, int k)
+{
+    for (unsigned i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        int used = k == 8 ? steps[i].used8 : steps[i].used4;
+        round_trip_using(steps[i].n, 2 * i + 1, st, 0, 100 + 10 * i, used);
+        round_trip_using(steps[i].n, 4096 * i + 5, st, 1, 105 + 10 * i, used);
+    }
 }
 
 static int tls_client(void *arg)
@@ -124,7 +172,22 @@ static int tls_client(void *arg)
         round_trip(sizes[i], offs[i], st, 0, 10 * i + 5);
         round_trip(sizes[i], offs[(i + 1) % 7], st, 1, 10 * i + 7);
     }
+    check_steps(st, SCUDA_BULK_STREAMS_TLS_DEFAULT);
     CHECK(scuda_client_bulk_streams() == SCUDA_BULK_STREAMS_TLS_DEFAULT, "striping ended during the copies");
+    CU(cuStreamDestroy_v2(st));
+    return 0;
+}
+
+/* SCUDA_BULK_STREAMS=4: the same steps, capped at 4. */
+static int tls4_client(void *arg)
+{
+    (void)arg;
+    setenv("SCUDA_BULK_STREAMS", "4", 1);
+    h_cuda_setup();
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    check_steps(st, 4);
+    CHECK(scuda_client_bulk_streams() == 4, "striping ended during the copies (4 connections)");
     CU(cuStreamDestroy_v2(st));
     return 0;
 }
@@ -155,6 +218,8 @@ int main(void)
     h_server_start(&srv, "tls", &tls);
     h_wait_ok(h_spawn(tls_client, NULL, 120, -1, -1), 120000, "copies over TLS");
     printf("ok over TLS: striped from 1 MiB on, byte-exact at the thresholds and odd sizes\n");
+    h_wait_ok(h_spawn(tls4_client, NULL, 60, -1, -1), 60000, "copies over TLS, 4 connections");
+    printf("ok over TLS with 4 connections: n / 512 KiB of them per copy, at most 4\n");
     CHECK(h_server_log_count(&srv, "striping ends") == 0, "striping ended in the session");
     h_server_stop(&srv);
 

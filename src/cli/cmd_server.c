@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "                    [--insecure] [--port-fd FD] [--log-file FILE | --syslog]\n"
             "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
             "                    [--driver-va-base ADDR|off] [--driver-va-size SIZE]\n"
-            "                    [--gpus LIST] [--max-sessions-per-gpu N]\n"
+            "                    [--gpus LIST] [--max-sessions-per-gpu N] [--metrics ADDR:PORT]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -68,6 +68,10 @@ static void usage(FILE *f)
             "  --max-sessions-per-gpu N\n"
             "                          run each session on one GPU of --gpus, the least busy,\n"
             "                          with at most N sessions a GPU (needs --gpus)\n"
+            "  --metrics ADDR:PORT     serve Prometheus metrics at http://ADDR:PORT/metrics and\n"
+            "                          the sessions (scuda ps) at /sessions; requests need\n"
+            "                          `Authorization: Bearer TOKEN` of user admin (or, with no\n"
+            "                          admin line, any user's token)\n"
             "  --max-handshakes N      most handshakes in progress (default 256)\n"
             "  --max-handshakes-per-source N\n"
             "                          most of them from one address (default 8)\n"
@@ -221,7 +225,9 @@ static int apply_pool(int argc, char **argv, int *i, struct args *a)
     const char *v;
     long n;
     int r;
-    if ((r = cli_option(argc, argv, i, CMD, "--gpus", NULL, &a->opt.gpus)) != 0) return r < 0 ? CLI_USAGE : -1;
+    if ((r = cli_option(argc, argv, i, CMD, "--gpus", NULL, &a->opt.gpus)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--metrics", NULL, &a->opt.metrics)) != 0)
+        return r < 0 ? CLI_USAGE : -1;
     if ((r = cli_option(argc, argv, i, CMD, "--max-sessions-per-gpu", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;
         if (cli_parse_long(v, 1, 100000, &n) == 0) {

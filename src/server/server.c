@@ -15,6 +15,7 @@
 #include "drain.h"
 #include "gpu_pool.h"
 #include "identity.h"
+#include "metrics_http.h"
 #include "migrate_in.h"
 #include "ipc_registry.h"
 #include "raw_link.h"
@@ -122,6 +123,7 @@ static void start_child(const struct admitted *a)
         close(pair[0]);
         children_forget_in_child();
         admission_forget_in_child();
+        metrics_http_forget_in_child();
         child_main(a, pair[1], gpu, stats_slot);
     }
     close(pair[1]);
@@ -290,7 +292,8 @@ static void install_signals(void)
 static void serve_round(struct pollfd **set, int *cap)
 {
     int nk = children_poll_count(), na = admission_poll_count(), nc = control_fd() >= 0;
-    int n = 1 + nk + na + nc;
+    int nm = metrics_http_poll_count();
+    int n = 1 + nk + na + nm + nc;
     if (n > *cap) {
         struct pollfd *p = realloc(*set, (size_t)n * sizeof *p);
         if (!p) {
@@ -305,12 +308,14 @@ static void serve_round(struct pollfd **set, int *cap)
     p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
     children_poll_fill(p + 1);
     admission_poll_fill(p + 1 + nk);
+    metrics_http_poll_fill(p + 1 + nk + na);
     if (nc) p[n - 1] = (struct pollfd){.fd = control_fd(), .events = POLLIN};
-    int rc = poll(p, (nfds_t)n, admission_timeout_ms(LOOP_TICK_MS));
+    int rc = poll(p, (nfds_t)n, metrics_http_timeout_ms(admission_timeout_ms(LOOP_TICK_MS)));
     if (rc < 0 && errno != EINTR) LOG_WARN("poll: %s", strerror(errno));
     reap_children(); /* children that ended free their places first */
     if (rc > 0) children_poll_done(p + 1, nk);
     admission_poll_done(p + 1 + nk, na);
+    metrics_http_poll_done(p + 1 + nk + na, nm); /* deadlines too: whatever rc */
     if (rc > 0 && (p[0].revents & POLLIN)) admission_accept(listen_fd);
     if (rc > 0 && nc && (p[n - 1].revents & POLLIN)) control_accept();
 }
@@ -339,8 +344,16 @@ int server_run(const struct server_options *options)
     const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
     listen_fd = open_listener(opt, listen_addr, &port);
     if (listen_fd < 0 || start_admission(opt) != 0) return 1;
+    int metrics_port = 0;
+    if (opt->metrics && metrics_http_open(opt->metrics, &tokens_now, &metrics_port, err, sizeof err) != 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
     fprintf(stderr, "scuda server listening on %s (port %d)\n", listen_addr, port);
     if (opt->print_port_fd >= 0) dprintf(opt->print_port_fd, "%d\n", port);
+    /* "metrics on ... port N" begins the line: tests and scripts read the port there. */
+    if (opt->metrics) fprintf(stderr, "scuda server metrics on %s (port %d): GET /metrics, /sessions\n", opt->metrics,
+                              metrics_port);
 
     /* Sessions redirect their stdout/stderr for device printf; they log
      * through a duplicate of the server's stderr. */

@@ -6,6 +6,9 @@
  *           sessions per GPU and the refusal; /sessions lists it as JSON.
  *           No token, alice's token, a bad path or method get 401, 401,
  *           404 and 405. `promtool check metrics` accepts the page.
+ * ps:       `scuda ps --server` with the admin token lists alice's session
+ *           (client address, user, GPU 0, 1.0M); with alice's token it
+ *           fails, naming the admin token.
  * hostile:  a request longer than 8 KiB gets 431 and a close; a silent
  *           connection is cut at the 3 s deadline; 40 connections at once
  *           leave the endpoint serving.
@@ -145,6 +148,36 @@ static void promtool_check(const char *body)
           "Debian package prometheus: scripts/deps.sh)", cmd, st);
 }
 
+/* `scuda ps --server` with `token` in SCUDA_ADMIN_TOKEN: its exit status;
+ * stdout and stderr together in *out. */
+static int run_ps(const char *token, char **out)
+{
+    char path[512], cmd[1400];
+    int fd = h_temp_file("ps", path, sizeof path);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "env -u SCUDA_TOKEN -u SCUDA_TOKEN_FILE SCUDA_ADMIN_TOKEN=%s %s ps --server 127.0.0.1:%d "
+                              "> %s 2>&1", token, SCUDA_BIN, metrics_port, path);
+    int st = system(cmd);
+    *out = h_read_file(path, NULL);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void ps(void)
+{
+    char *out;
+    int rc = run_ps(ADMIN_TOKEN, &out);
+    CHECK(rc == 0, "scuda ps failed (%d):\n%s", rc, out);
+    const char *row = strstr(out, "\n");
+    CHECK(row && strstr(row, " alice ") && strstr(row, " 127.0.0.1:") && strstr(row, " 1.0M ") && strstr(row, " 0 "),
+          "scuda ps does not list alice's session on GPU 0 with 1.0M:\n%s", out);
+    free(out);
+    rc = run_ps(ALICE_TOKEN, &out);
+    CHECK(rc == 1 && strstr(out, "401") && strstr(out, "admin token"), "scuda ps with a user's token (%d):\n%s", rc,
+          out);
+    free(out);
+    printf("ok scuda ps lists the session; a user's token is refused\n");
+}
+
 static void scrape(void)
 {
     CHECK(pipe(hold) == 0);
@@ -198,6 +231,7 @@ static void scrape(void)
               strstr(m, "\"device_memory\":1048576"),
           "/sessions:\n%s", m);
     free(m);
+    ps();
     close(hold[1]);
     h_wait_ok(a, 15000, "the holder");
     printf("ok /metrics and /sessions show the session, its memory, its GPU and the refusal; promtool accepts it\n");

@@ -49,6 +49,7 @@ static void usage(FILE *f)
             "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
             "                    [--driver-va-base ADDR|off] [--driver-va-size SIZE]\n"
             "                    [--gpus LIST] [--max-sessions-per-gpu N] [--metrics ADDR:PORT]\n"
+            "                    [--agent ADDR:PORT]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -72,6 +73,8 @@ static void usage(FILE *f)
             "                          the sessions (scuda ps) at /sessions; requests need\n"
             "                          `Authorization: Bearer TOKEN` of user admin (or, with no\n"
             "                          admin line, any user's token)\n"
+            "  --agent ADDR:PORT       answer HAProxy's agent-check there: \"up N%%\" with N the\n"
+            "                          room left (session places, device memory), or \"drain\"\n"
             "  --max-handshakes N      most handshakes in progress (default 256)\n"
             "  --max-handshakes-per-source N\n"
             "                          most of them from one address (default 8)\n"
@@ -226,7 +229,8 @@ static int apply_pool(int argc, char **argv, int *i, struct args *a)
     long n;
     int r;
     if ((r = cli_option(argc, argv, i, CMD, "--gpus", NULL, &a->opt.gpus)) != 0 ||
-        (r = cli_option(argc, argv, i, CMD, "--metrics", NULL, &a->opt.metrics)) != 0)
+        (r = cli_option(argc, argv, i, CMD, "--metrics", NULL, &a->opt.metrics)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--agent", NULL, &a->opt.agent)) != 0)
         return r < 0 ? CLI_USAGE : -1;
     if ((r = cli_option(argc, argv, i, CMD, "--max-sessions-per-gpu", NULL, &v)) != 0) {
         if (r < 0) return CLI_USAGE;

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "module_store.h"
 #include "admission.h"
+#include "agent.h"
 #include "bound_addr.h"
 #include "children.h"
 #include "control.h"
@@ -124,6 +125,7 @@ static void start_child(const struct admitted *a)
         children_forget_in_child();
         admission_forget_in_child();
         metrics_http_forget_in_child();
+        agent_forget_in_child();
         child_main(a, pair[1], gpu, stats_slot);
     }
     close(pair[1]);
@@ -292,8 +294,8 @@ static void install_signals(void)
 static void serve_round(struct pollfd **set, int *cap)
 {
     int nk = children_poll_count(), na = admission_poll_count(), nc = control_fd() >= 0;
-    int nm = metrics_http_poll_count();
-    int n = 1 + nk + na + nm + nc;
+    int nm = metrics_http_poll_count(), ng = agent_poll_count();
+    int n = 1 + nk + na + nm + ng + nc;
     if (n > *cap) {
         struct pollfd *p = realloc(*set, (size_t)n * sizeof *p);
         if (!p) {
@@ -309,6 +311,7 @@ static void serve_round(struct pollfd **set, int *cap)
     children_poll_fill(p + 1);
     admission_poll_fill(p + 1 + nk);
     metrics_http_poll_fill(p + 1 + nk + na);
+    agent_poll_fill(p + 1 + nk + na + nm);
     if (nc) p[n - 1] = (struct pollfd){.fd = control_fd(), .events = POLLIN};
     int rc = poll(p, (nfds_t)n, metrics_http_timeout_ms(admission_timeout_ms(LOOP_TICK_MS)));
     if (rc < 0 && errno != EINTR) LOG_WARN("poll: %s", strerror(errno));
@@ -316,6 +319,7 @@ static void serve_round(struct pollfd **set, int *cap)
     if (rc > 0) children_poll_done(p + 1, nk);
     admission_poll_done(p + 1 + nk, na);
     metrics_http_poll_done(p + 1 + nk + na, nm); /* deadlines too: whatever rc */
+    if (rc > 0) agent_poll_done(p + 1 + nk + na + nm, ng);
     if (rc > 0 && (p[0].revents & POLLIN)) admission_accept(listen_fd);
     if (rc > 0 && nc && (p[n - 1].revents & POLLIN)) control_accept();
 }
@@ -349,11 +353,18 @@ int server_run(const struct server_options *options)
         LOG_ERROR("%s", err);
         return 1;
     }
+    int agent_port = 0;
+    if (opt->agent && agent_open(opt->agent, opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS,
+                                 &agent_port, err, sizeof err) != 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
     fprintf(stderr, "scuda server listening on %s (port %d)\n", listen_addr, port);
     if (opt->print_port_fd >= 0) dprintf(opt->print_port_fd, "%d\n", port);
     /* "metrics on ... port N" begins the line: tests and scripts read the port there. */
     if (opt->metrics) fprintf(stderr, "scuda server metrics on %s (port %d): GET /metrics, /sessions\n", opt->metrics,
                               metrics_port);
+    if (opt->agent) fprintf(stderr, "scuda server agent on %s (port %d): HAProxy agent-check\n", opt->agent, agent_port);
 
     /* Sessions redirect their stdout/stderr for device printf; they log
      * through a duplicate of the server's stderr. */

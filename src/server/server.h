@@ -51,6 +51,7 @@ struct server_options {
     const char *gpus;              /* --gpus 0,2 or UUIDs; NULL = every GPU the driver shows */
     int max_sessions_per_gpu;      /* 0 = no per-GPU limit */
     const char *metrics;           /* --metrics HOST:PORT: /metrics and /sessions (metrics_http.h); NULL = none */
+    const char *agent;             /* --agent HOST:PORT: HAProxy's agent-check (agent.h); NULL = none */
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u

@@ -1107,6 +1107,11 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         _exit(1);
     }
     hello_send_session_welcome(fd, WELCOME_OK, "", &si);
+    if (session_stats_mine()) { /* what the parent's --agent weighs free memory against */
+        uint64_t total = 0;
+        for (uint32_t d = 0; d < si.device_count; d++) total += si.dev[d].total_mem;
+        atomic_store(&session_stats_mine()->device_total, total);
+    }
     LOG_INFO("session started: %u device(s)", si.device_count);
     if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));

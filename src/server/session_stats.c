@@ -86,6 +86,7 @@ int session_stats_list(struct session_record *out, int max)
         SEEN(bytes_out);
         SEEN(device_mem);
         SEEN(module_hits);
+        SEEN(device_total);
     }
     return n;
 }

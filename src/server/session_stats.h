@@ -23,6 +23,7 @@ struct session_counters {
     _Atomic uint64_t bytes_in, bytes_out; /* call frames read and replies written */
     _Atomic uint64_t device_mem;     /* device bytes it holds now */
     _Atomic uint64_t module_hits;    /* modules served from the module cache */
+    _Atomic uint64_t device_total;   /* device memory of the GPUs it sees (written once it started) */
 };
 
 /* The parent's record of one session. */

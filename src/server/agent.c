@@ -63,8 +63,10 @@ static double places_free(void)
  * on one GPU each report that GPU's memory; others report the whole pool. */
 static double memory_free(void)
 {
-    struct session_record r[256];
-    int n = session_stats_list(r, 256);
+    int max = children_sessions() + 16;
+    struct session_record *r = calloc((size_t)max, sizeof *r);
+    if (!r) return 1.0; /* no worse than before any session started */
+    int n = session_stats_list(r, max);
     uint64_t gpu_total[GPU_POOL_MAX] = {0}, gpu_held[GPU_POOL_MAX] = {0}, pool_total = 0, pool_held = 0;
     for (int i = 0; i < n; i++) {
         if (r[i].seen.device_total == 0) continue; /* not started, or a raw link */
@@ -76,6 +78,7 @@ static double memory_free(void)
             pool_held += r[i].seen.device_mem;
         }
     }
+    free(r);
     uint64_t total = pool_total, held = pool_held;
     for (int g = 0; g < GPU_POOL_MAX; g++) {
         total += gpu_total[g];

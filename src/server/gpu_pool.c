@@ -27,7 +27,8 @@ static struct booking {
 } *booked;
 static size_t nbooked, capbooked;
 
-/* An index ("2") or a UUID as nvidia-smi -L shows it ("GPU-...", "MIG-...").
+/* An index ("2") or a UUID as nvidia-smi -L shows it ("GPU-...", "MIG-...",
+ * the older "MIG-GPU-UUID/GI/CI").
  * Checked by shape only: the parent never loads CUDA; a session checks
  * that its driver knows them (gpu_pool_check). */
 static int entry_ok(const char *e, size_t len)
@@ -39,7 +40,7 @@ static int entry_ok(const char *e, size_t len)
     if (digits) return len <= 4;
     if (len < 5 || (strncmp(e, "GPU-", 4) != 0 && strncmp(e, "MIG-", 4) != 0)) return 0;
     for (size_t i = 4; i < len; i++)
-        if (!isxdigit((unsigned char)e[i]) && e[i] != '-' && e[i] != '/') return 0;
+        if (!isalnum((unsigned char)e[i]) && e[i] != '-' && e[i] != '/') return 0; /* MIG-GPU-.../1/0 too */
     return 1;
 }
 

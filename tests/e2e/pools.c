@@ -10,7 +10,9 @@
  *            refused (server full, naming the option); once a session
  *            ends, a new client gets in.
  * wrong_gpu: --gpus 0,7 on a machine of four GPUs: a client is refused
- *            with a message that names GPU 7 and --gpus. */
+ *            with a message that names GPU 7 and --gpus.
+ * bad_options: the server does not start with --gpus 0,x, --gpus 0,0 or
+ *            --max-sessions-per-gpu without --gpus, and says why. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +160,29 @@ static void wrong_gpu(void)
     printf("ok --gpus 0,7 on four GPUs: clients are refused, naming GPU 7 and --gpus\n");
 }
 
+/* `scuda server ARGS` must exit 1 at once, saying `why`. */
+static void refuses_to_start(const char *args, const char *why)
+{
+    char path[512], cmd[1200];
+    int fd = h_temp_file("bad-options", path, sizeof path);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "timeout 20 %s server --listen 127.0.0.1:0 --module-cache off %s > %s 2>&1", SCUDA_BIN,
+             args, path);
+    int st = system(cmd);
+    char *out = h_read_file(path, NULL);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(out, why),
+          "scuda server %s: status %d, wanted 1 and '%s':\n%s", args, st, why, out);
+    free(out);
+}
+
+static void bad_options(void)
+{
+    refuses_to_start("--gpus 0,x", "'x' is not a GPU index or UUID");
+    refuses_to_start("--gpus 0,0", "'0' is named twice");
+    refuses_to_start("--max-sessions-per-gpu 2", "--max-sessions-per-gpu needs --gpus");
+    printf("ok a bad --gpus, or --max-sessions-per-gpu without it, stops the server at start, saying why\n");
+}
+
 int main(void)
 {
     h_begin("pools", 110);
@@ -165,6 +190,7 @@ int main(void)
     gpus();
     per_gpu();
     wrong_gpu();
+    bad_options();
     printf("PASS pools\n");
     return 0;
 }

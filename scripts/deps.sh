@@ -34,10 +34,12 @@ apt_install() {
 # ---- apt: tools, libraries, Python modules ----
 # cppcheck and gcovr: scripts/cppcheck.sh, scripts/coverage.sh. openssl:
 # tests/e2e/tls_ca.c makes certificates. ip: tests/e2e/beyond_loopback.c.
-# clang: the libFuzzer job.
+# clang: the libFuzzer job. promtool and prometheus (package prometheus):
+# tests/e2e/metrics.c checks and scrapes the server's /metrics. haproxy:
+# the pool's load balancer (deploy/haproxy).
 need=()
 for pair in cmake:cmake ninja:ninja-build gcc:gcc python3:python3 nm:binutils cppcheck:cppcheck \
-            gcovr:gcovr openssl:openssl ip:iproute2 clang:clang; do
+            gcovr:gcovr openssl:openssl ip:iproute2 clang:clang promtool:prometheus haproxy:haproxy; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)

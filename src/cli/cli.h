@@ -21,6 +21,7 @@ int cmd_trust(int argc, char **argv); /* `scuda trust HOST:PORT`: pin a server's
 int cmd_save(const char *addr); /* `scuda HOST:PORT` */
 int cmd_version(int argc, char **argv); /* `scuda version [--server HOST:PORT]`, `scuda --version` */
 int cmd_config(int argc, char **argv);  /* `scuda config [--clear]`: the saved server */
+int cmd_ps(int argc, char **argv);      /* `scuda ps [--server HOST:PORT]`: a server's sessions */
 
 /* ---- args.c: option parsing ---- */
 

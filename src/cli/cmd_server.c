@@ -48,6 +48,8 @@ static void usage(FILE *f)
             "                    [--insecure] [--port-fd FD] [--log-file FILE | --syslog]\n"
             "                    [--driver-placed-memory | --window-base ADDR --window-size SIZE]\n"
             "                    [--driver-va-base ADDR|off] [--driver-va-size SIZE]\n"
+            "                    [--gpus LIST] [--max-sessions-per-gpu N] [--metrics ADDR:PORT]\n"
+            "                    [--agent ADDR:PORT]\n"
             "       scuda -l ADDR:PORT [options]      (short for scuda server --listen)\n"
             "\n"
             "Serve this machine's GPUs to SCUDA clients.\n"
@@ -61,6 +63,18 @@ static void usage(FILE *f)
             "                          Default: SCUDA_TOKEN as user \"default\". Required unless\n"
             "                          the address bound is loopback\n"
             "  --max-sessions N        most client connections at once (default 64)\n"
+            "  --gpus LIST             serve only these GPUs: indices or UUIDs, comma-separated,\n"
+            "                          as CUDA_VISIBLE_DEVICES takes them (e.g. 0,2); clients\n"
+            "                          see them as devices 0..n-1 (default: every GPU)\n"
+            "  --max-sessions-per-gpu N\n"
+            "                          run each session on one GPU of --gpus, the least busy,\n"
+            "                          with at most N sessions a GPU (needs --gpus)\n"
+            "  --metrics ADDR:PORT     serve Prometheus metrics at http://ADDR:PORT/metrics and\n"
+            "                          the sessions (scuda ps) at /sessions; requests need\n"
+            "                          `Authorization: Bearer TOKEN` of user admin (or, with no\n"
+            "                          admin line, any user's token)\n"
+            "  --agent ADDR:PORT       answer HAProxy's agent-check there: \"up N%%\" with N the\n"
+            "                          room left (session places, device memory), or \"drain\"\n"
             "  --max-handshakes N      most handshakes in progress (default 256)\n"
             "  --max-handshakes-per-source N\n"
             "                          most of them from one address (default 8)\n"
@@ -200,6 +214,31 @@ static int apply_session_limits(int argc, char **argv, int *i, struct args *a)
             return -1;
         }
         fprintf(stderr, "%s: --max-queued-calls '%s' is not a number from 1 to 1073741824.\n", CMD, v);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* ---- pools: which GPUs, how many sessions on each ---- */
+
+/* Applies --gpus or --max-sessions-per-gpu at argv[*i]: as
+ * apply_session_limits. The list is checked by the server (gpu_pool.c). */
+static int apply_pool(int argc, char **argv, int *i, struct args *a)
+{
+    const char *v;
+    long n;
+    int r;
+    if ((r = cli_option(argc, argv, i, CMD, "--gpus", NULL, &a->opt.gpus)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--metrics", NULL, &a->opt.metrics)) != 0 ||
+        (r = cli_option(argc, argv, i, CMD, "--agent", NULL, &a->opt.agent)) != 0)
+        return r < 0 ? CLI_USAGE : -1;
+    if ((r = cli_option(argc, argv, i, CMD, "--max-sessions-per-gpu", NULL, &v)) != 0) {
+        if (r < 0) return CLI_USAGE;
+        if (cli_parse_long(v, 1, 100000, &n) == 0) {
+            a->opt.max_sessions_per_gpu = (int)n;
+            return -1;
+        }
+        fprintf(stderr, "%s: --max-sessions-per-gpu '%s' is not a number from 1 to 100000.\n", CMD, v);
         return CLI_USAGE;
     }
     return 0;
@@ -355,6 +394,7 @@ static int apply(int argc, char **argv, int *i, struct args *a)
         return CLI_USAGE;
     }
     if ((r = apply_session_limits(argc, argv, i, a)) != 0) return r < 0 ? 0 : r;
+    if ((r = apply_pool(argc, argv, i, a)) != 0) return r < 0 ? 0 : r;
     return cli_unknown_option(CMD, argv[*i]);
 }
 

@@ -10,7 +10,8 @@
  *                                 move a session to another server (cmd_migrate.c)
  *   scuda HOST:PORT               save the default server (cmd_save.c)
  *   scuda config [--clear]        show or forget it (cmd_config.c)
- *   scuda version, --version      this build's and a server's (cmd_version.c) */
+ *   scuda version, --version      this build's and a server's (cmd_version.c)
+ *   scuda ps [--server ADDR]      a server's sessions, from its --metrics endpoint (cmd_ps.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -84,6 +85,7 @@ static int help(const char *name)
     if (strcmp(name, "migrate") == 0) return cmd_migrate(2, argv);
     if (strcmp(name, "version") == 0) return cmd_version(2, argv);
     if (strcmp(name, "config") == 0) return cmd_config(2, argv);
+    if (strcmp(name, "ps") == 0) return cmd_ps(2, argv);
     fprintf(stderr, "scuda: no command '%s'. Run 'scuda --help' for the list.\n", name);
     return CLI_USAGE;
 }
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
     if (strcmp(c, "version") == 0) return cmd_version(argc - 1, argv + 1);
     if (strcmp(c, "--version") == 0 || strcmp(c, "-V") == 0) return cmd_version(1, argv + 1);
     if (strcmp(c, "config") == 0) return cmd_config(argc - 1, argv + 1);
+    if (strcmp(c, "ps") == 0) return cmd_ps(argc - 1, argv + 1);
     /* The short form: argv[0] stands in for "server" and -l is its alias. */
     if (is_listen_flag(c)) return cmd_server(argc, argv);
 

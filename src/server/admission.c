@@ -21,6 +21,7 @@
 #include "bulk_join.h"
 #include "children.h"
 #include "fd_pass.h"
+#include "gpu_pool.h"
 #include "transport_phase.h"
 #include "../common/hello.h"
 #include "../common/log.h"
@@ -134,8 +135,19 @@ static void expect_bytes(struct pending *p, enum adm_state st, size_t n)
     p->io_done = 0;
 }
 
+/* Handshakes refused, by the welcome status sent (the server's /metrics). */
+static uint64_t refused_by[ADMISSION_REFUSAL_KINDS], timed_out;
+
+uint64_t admission_refused(unsigned status) { return status < ADMISSION_REFUSAL_KINDS ? refused_by[status] : 0; }
+uint64_t admission_dropped(uint64_t *evicted_out)
+{
+    *evicted_out = evicted;
+    return timed_out;
+}
+
 static void refuse(struct pending *p, uint32_t status, const char *msg, uint64_t not_before_ms)
 {
+    if (status < ADMISSION_REFUSAL_KINDS) refused_by[status]++;
     long n = hello_encode_welcome(status, msg, p->io, sizeof p->io);
     if (n < 0) {
         drop(p);
@@ -354,6 +366,9 @@ static void admit(struct pending *p)
     drop(p);
 }
 
+/* A CUDA session, or one moving here: it runs on a GPU (gpu_pool.h). */
+static int uses_gpu(uint16_t flags) { return flags == 0 || flags == HELLO_MIGRATE_IN; }
+
 static void decide(struct pending *p)
 {
     char msg[400];
@@ -386,6 +401,11 @@ static void decide(struct pending *p)
                                     "SCUDA version", 0);
     } else if (joins_session(ch->flags)) {
         route_join(p); /* a join or a resume makes no session: no session limit */
+    } else if (uses_gpu(ch->flags) && gpu_pool_place() == GPU_POOL_FULL) {
+        snprintf(msg, sizeof msg, "server full: each of its %d GPUs has %d sessions; wait for one to end, or "
+                 "raise --max-sessions-per-gpu", gpu_pool_size(), gpu_pool_max_per_gpu());
+        LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
+        refuse(p, WELCOME_SERVER_FULL, msg, 0);
     } else if (children_sessions() >= cfg.max_sessions) {
         snprintf(msg, sizeof msg, "server full: %d sessions; wait for one to end, or raise --max-sessions",
                  cfg.max_sessions);
@@ -532,6 +552,7 @@ void admission_poll_done(const struct pollfd *pf, int n)
              * parent closes its copy without a word. */
             if (p->state != ADM_JOIN_WAIT && p->state != ADM_SEND_REFUSAL)
                 LOG_INFO("%s: no handshake within %d ms of connecting; closed", p->peer, ADMISSION_DEADLINE_MS);
+            if (p->state != ADM_JOIN_WAIT && p->state != ADM_SEND_REFUSAL) timed_out++;
             drop(p);
             continue;
         }

@@ -73,6 +73,12 @@ void admission_poll_done(const struct pollfd *p, int n);
 int admission_timeout_ms(int cap_ms);
 /* A session's verdict on the join whose handshake had this nonce. */
 void admission_join_verdict(const uint8_t nonce[16], int ok);
+/* Handshakes refused so far with welcome status `status` (WELCOME_*,
+ * below ADMISSION_REFUSAL_KINDS); and those cut at their deadline
+ * (returned) or evicted by the bounds (*evicted). */
+#define ADMISSION_REFUSAL_KINDS 8
+uint64_t admission_refused(unsigned status);
+uint64_t admission_dropped(uint64_t *evicted);
 /* In a forked child: close every pending connection's socket. */
 void admission_forget_in_child(void);
 

@@ -252,3 +252,11 @@ void module_cache_log_summary(void)
                  (double)mc.disk_read_bytes / 1048576.0);
     pthread_mutex_unlock(&mc.lock);
 }
+
+uint64_t module_cache_hits(void)
+{
+    pthread_mutex_lock(&mc.lock); /* workers finish calls too */
+    uint64_t n = mc.hits_memory + mc.hits_disk;
+    pthread_mutex_unlock(&mc.lock);
+    return n;
+}

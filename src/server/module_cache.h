@@ -44,4 +44,7 @@ void module_cache_put(const void *image, size_t len);
 /* One log line with this session's figures, when it loaded anything. */
 void module_cache_log_summary(void);
 
+/* Modules this session was served from the cache (memory or disk). */
+uint64_t module_cache_hits(void);
+
 #endif

@@ -103,9 +103,10 @@ static CUresult quota_cuMemRelease(CUmemGenericAllocationHandle h)
 
 void quota_install(struct driver_table *t, uint64_t quota)
 {
-    if (quota == 0) return;
+    /* Wrapped without a quota too: the bytes held are counted for the
+     * server's /metrics and `scuda ps` (session_stats.h). */
     orig = *t;
-    limit = quota;
+    limit = quota ? quota : UINT64_MAX;
     WRAP(cuMemAlloc_v2);
     WRAP(cuMemAllocPitch_v2);
     WRAP(cuMemAllocAsync);
@@ -116,6 +117,8 @@ void quota_install(struct driver_table *t, uint64_t quota)
     WRAP(cuMemFreeAsync);
     WRAP(cuMemRelease);
 }
+
+uint64_t quota_used(void) { return atomic_load(&used); }
 
 void quota_forget_all(void)
 {

@@ -12,8 +12,11 @@
 #include "../common/driver_table.gen.h"
 
 /* Wrap t's allocation entry points so that the session never holds more
- * than `quota` bytes of device memory (0: no quota, nothing is wrapped). */
+ * than `quota` bytes of device memory (0: no quota, only counted). */
 void quota_install(struct driver_table *t, uint64_t quota);
+
+/* Device bytes the session holds now (counted even without a quota). */
+uint64_t quota_used(void);
 
 /* Forget every allocation, as a new session would start. Only the session
  * fuzzer calls it, between inputs, after the driver freed everything. */

@@ -9,16 +9,20 @@
 #define _GNU_SOURCE
 #include "module_store.h"
 #include "admission.h"
+#include "agent.h"
 #include "bound_addr.h"
 #include "children.h"
 #include "control.h"
 #include "drain.h"
+#include "gpu_pool.h"
 #include "identity.h"
+#include "metrics_http.h"
 #include "migrate_in.h"
 #include "ipc_registry.h"
 #include "raw_link.h"
 #include "server.h"
 #include "session.h"
+#include "session_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +67,8 @@ static void reap_children(void)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         struct child_info c = {.pid = pid};
         if (!children_remove(pid, &c)) snprintf(c.user, sizeof c.user, "?");
+        gpu_pool_release(pid);
+        session_stats_release(pid);
         /* "session PID ended" / "died from signal" begin each line: tests
          * and operators' scripts look for them. */
         if (c.ended_by_server)
@@ -77,14 +83,16 @@ static void reap_children(void)
 /* ---- children ---------------------------------------------------------- */
 
 /* In the forked child: become what the client asked for. */
-static void child_main(const struct admitted *a, int ctl)
+static void child_main(const struct admitted *a, int ctl, int gpu, int stats_slot)
 {
+    session_stats_enter(stats_slot); /* its own counters page, no other session's */
     signal(SIGCHLD, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_IGN); /* SIGHUP is the parent's: reload, not hang up */
     if (control_fd() >= 0) close(control_fd()); /* the parent's alone */
     session_identity_set(a->user);
+    if (a->flags == 0 || a->flags == HELLO_MIGRATE_IN) gpu_pool_enter(gpu); /* before the driver loads */
     if (a->flags == HELLO_MIGRATE_IN) migrate_in_expect(); /* a server moving a session here */
     else if (a->flags != 0) {
         close(ctl);
@@ -105,20 +113,32 @@ static void start_child(const struct admitted *a)
         io_close(a->fd);
         return;
     }
+    /* Admission refused the client when every GPU was full; nothing has
+     * changed since (one thread), so this finds a place. Raw links use no GPU. */
+    int uses_gpu = a->flags == 0 || a->flags == HELLO_MIGRATE_IN;
+    int gpu = uses_gpu ? gpu_pool_place() : GPU_POOL_ALL;
+    int stats_slot = session_stats_open();
     pid_t pid = fork();
     if (pid == 0) {
         close(listen_fd);
         close(pair[0]);
         children_forget_in_child();
         admission_forget_in_child();
-        child_main(a, pair[1]);
+        metrics_http_forget_in_child();
+        agent_forget_in_child();
+        child_main(a, pair[1], gpu, stats_slot);
     }
     close(pair[1]);
     if (pid < 0) {
         LOG_ERROR("%s: fork failed: %s; connection closed", a->peer, strerror(errno));
         close(pair[0]);
+        session_stats_close_slot(stats_slot);
     } else {
         children_add(pid, pair[0], a->user);
+        gpu_pool_bind(pid, gpu);
+        session_stats_bind(stats_slot, pid, a->user, a->peer, gpu);
+        if (gpu >= 0) LOG_INFO("%s: session %d runs on GPU %s (%d of %d sessions there)", a->peer, (int)pid,
+                               gpu_pool_name(gpu), gpu_pool_sessions_on(gpu), gpu_pool_max_per_gpu());
         LOG_DEBUG("%s: child %d", a->peer, (int)pid);
     }
     /* The child keeps the connection, and its TLS session: the parent's
@@ -274,7 +294,8 @@ static void install_signals(void)
 static void serve_round(struct pollfd **set, int *cap)
 {
     int nk = children_poll_count(), na = admission_poll_count(), nc = control_fd() >= 0;
-    int n = 1 + nk + na + nc;
+    int nm = metrics_http_poll_count(), ng = agent_poll_count();
+    int n = 1 + nk + na + nm + ng + nc;
     if (n > *cap) {
         struct pollfd *p = realloc(*set, (size_t)n * sizeof *p);
         if (!p) {
@@ -289,12 +310,16 @@ static void serve_round(struct pollfd **set, int *cap)
     p[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
     children_poll_fill(p + 1);
     admission_poll_fill(p + 1 + nk);
+    metrics_http_poll_fill(p + 1 + nk + na);
+    agent_poll_fill(p + 1 + nk + na + nm);
     if (nc) p[n - 1] = (struct pollfd){.fd = control_fd(), .events = POLLIN};
-    int rc = poll(p, (nfds_t)n, admission_timeout_ms(LOOP_TICK_MS));
+    int rc = poll(p, (nfds_t)n, metrics_http_timeout_ms(admission_timeout_ms(LOOP_TICK_MS)));
     if (rc < 0 && errno != EINTR) LOG_WARN("poll: %s", strerror(errno));
     reap_children(); /* children that ended free their places first */
     if (rc > 0) children_poll_done(p + 1, nk);
     admission_poll_done(p + 1 + nk, na);
+    metrics_http_poll_done(p + 1 + nk + na, nm); /* deadlines too: whatever rc */
+    if (rc > 0) agent_poll_done(p + 1 + nk + na + nm, ng);
     if (rc > 0 && (p[0].revents & POLLIN)) admission_accept(listen_fd);
     if (rc > 0 && nc && (p[n - 1].revents & POLLIN)) control_accept();
 }
@@ -308,6 +333,14 @@ int server_run(const struct server_options *options)
     tokens_now = opt->tokens;
     scuda_log_set_role("server");
     prepare_module_cache(opt);
+    char err[512];
+    if (gpu_pool_init(opt->gpus, opt->max_sessions_per_gpu, err, sizeof err) != 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
+    if (opt->gpus)
+        LOG_INFO("GPUs served: %s, as devices 0..%d to clients; %s", opt->gpus, gpu_pool_size() - 1,
+                 opt->max_sessions_per_gpu ? "each session runs on one of them" : "each session sees them all");
     /* Before any fork: the sessions share this table (IPC between them). */
     if (ipc_registry_create() != 0)
         LOG_WARN("no shared table for IPC (%s): cuIpc* calls will be refused", strerror(errno));
@@ -315,8 +348,23 @@ int server_run(const struct server_options *options)
     const char *listen_addr = opt->listen ? opt->listen : SCUDA_DEFAULT_ADDR;
     listen_fd = open_listener(opt, listen_addr, &port);
     if (listen_fd < 0 || start_admission(opt) != 0) return 1;
+    int metrics_port = 0;
+    if (opt->metrics && metrics_http_open(opt->metrics, &tokens_now, &metrics_port, err, sizeof err) != 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
+    int agent_port = 0;
+    if (opt->agent && agent_open(opt->agent, opt->max_sessions > 0 ? opt->max_sessions : DEFAULT_MAX_SESSIONS,
+                                 &agent_port, err, sizeof err) != 0) {
+        LOG_ERROR("%s", err);
+        return 1;
+    }
     fprintf(stderr, "scuda server listening on %s (port %d)\n", listen_addr, port);
     if (opt->print_port_fd >= 0) dprintf(opt->print_port_fd, "%d\n", port);
+    /* "metrics on ... port N" begins the line: tests and scripts read the port there. */
+    if (opt->metrics) fprintf(stderr, "scuda server metrics on %s (port %d): GET /metrics, /sessions\n", opt->metrics,
+                              metrics_port);
+    if (opt->agent) fprintf(stderr, "scuda server agent on %s (port %d): HAProxy agent-check\n", opt->agent, agent_port);
 
     /* Sessions redirect their stdout/stderr for device printf; they log
      * through a duplicate of the server's stderr. */

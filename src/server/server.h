@@ -47,6 +47,11 @@ struct server_options {
     /* Moving sessions (docs/operate.md, "Moving a session"). */
     const char *control_path;      /* the control socket for `scuda migrate`; NULL = none */
     const char *peers;             /* --peer HOST:PORT[,...]: SIGTERM moves sessions there; NULL = none */
+    /* Pools (gpu_pool.h, docs/operate.md "Pools"). */
+    const char *gpus;              /* --gpus 0,2 or UUIDs; NULL = every GPU the driver shows */
+    int max_sessions_per_gpu;      /* 0 = no per-GPU limit */
+    const char *metrics;           /* --metrics HOST:PORT: /metrics and /sessions (metrics_http.h); NULL = none */
+    const char *agent;             /* --agent HOST:PORT: HAProxy's agent-check (agent.h); NULL = none */
 };
 
 #define SCUDA_MAX_HANDLES_DEFAULT 1000000u

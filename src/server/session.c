@@ -25,6 +25,8 @@
 #include "bulk_join.h"
 #include "device_window.h"
 #include "driver_va.h"
+#include "gpu_pool.h"
+#include "session_stats.h"
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handles.h"
@@ -337,9 +339,22 @@ static void log_failed_call(const srv_call *c, const wire_reader *args, const st
 
 /* Report a call's result r (a reply, or a deferred error for a one-way
  * call) and free it. */
+/* What the parent's /metrics and `scuda ps` show of this session (session_stats.h). */
+static void count_call(const srv_call *c, CUresult r)
+{
+    struct session_counters *st = session_stats_mine();
+    if (!st) return;
+    atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed);
+    if (r != CUDA_SUCCESS) atomic_fetch_add_explicit(&st->errors, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->bytes_out, c->out.len, memory_order_relaxed);
+    atomic_store_explicit(&st->device_mem, quota_used(), memory_order_relaxed);
+    atomic_store_explicit(&st->module_hits, module_cache_hits(), memory_order_relaxed);
+}
+
 static void finish_call(struct session *s, struct pending_call *p, CUresult r)
 {
     srv_call *c = &p->call;
+    count_call(c, r);
     if (c->async) {
         if (r != CUDA_SUCCESS) session_defer_error(s, r, c->op);
     } else if (c->replied) {
@@ -685,6 +700,8 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
     p->call.seq = h->seq;
     p->call.async = (h->flags & FRAME_ASYNC) != 0;
     wb_init(&p->call.out);
+    struct session_counters *st = session_stats_mine();
+    if (st) atomic_fetch_add_explicit(&st->bytes_in, sizeof *h + h->length, memory_order_relaxed);
     return p;
 }
 
@@ -1075,6 +1092,13 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     if (output_capture_start() != 0) LOG_WARN("device printf capture is off: %s", strerror(errno));
     static struct session_info si;
     CUresult r = gather_info(&si);
+    char refusal[400];
+    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_NO_DEVICE) &&
+        gpu_pool_check(r == CUDA_SUCCESS ? si.device_count : 0, refusal, sizeof refusal) != 0) {
+        LOG_ERROR("%s", refusal);
+        hello_send_welcome(fd, WELCOME_NO_DEVICE, refusal);
+        _exit(1);
+    }
     if (r != CUDA_SUCCESS) {
         LOG_ERROR("cuInit on the server failed with %d", r);
         char msg[128];
@@ -1083,6 +1107,11 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         _exit(1);
     }
     hello_send_session_welcome(fd, WELCOME_OK, "", &si);
+    if (session_stats_mine()) { /* what the parent's --agent weighs free memory against */
+        uint64_t total = 0;
+        for (uint32_t d = 0; d < si.device_count; d++) total += si.dev[d].total_mem;
+        atomic_store(&session_stats_mine()->device_total, total);
+    }
     LOG_INFO("session started: %u device(s)", si.device_count);
     if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));

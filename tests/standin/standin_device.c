@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define SI_DEVICE_NAME "SCUDA CPU stand-in"
 
@@ -44,6 +45,67 @@ static si_ctx *si_primary_new(int dev)
     return c;
 }
 
+static void si_uuid_bytes(unsigned char out[16], int physical)
+{
+    static const unsigned char base[16] = {'S', 'C', 'U', 'D', 'A', '-', 'S', 'T',
+                                           'A', 'N', 'D', 'I', 'N', 0, 0, 0};
+    memcpy(out, base, 16);
+    out[15] = (unsigned char)physical;
+}
+
+/* One CUDA_VISIBLE_DEVICES entry: an index, or a UUID as NVML and
+ * nvidia-smi -L write it ("GPU-5343..."). Returns the physical GPU, or -1. */
+static int si_visible_entry(const char *e, size_t len, int nphys)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, e, len);
+    buf[len] = 0;
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (end != buf && *end == 0)
+        return v >= 0 && v < nphys ? (int)v : -1;
+    for (int p = 0; p < nphys; p++) {
+        unsigned char b[16];
+        char u[64];
+        si_uuid_bytes(b, p);
+        snprintf(u, sizeof u, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        if (strcasecmp(u, buf) == 0)
+            return p;
+    }
+    return -1;
+}
+
+/* The physical GPUs the process sees, in its order, as the real driver
+ * reads CUDA_VISIBLE_DEVICES: the list stops at the first entry that names
+ * no GPU (or one already listed). Returns how many. */
+static int si_visible(int nphys, int *phys)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v == NULL) {
+        for (int i = 0; i < nphys; i++)
+            phys[i] = i;
+        return nphys;
+    }
+    int n = 0;
+    while (*v && n < nphys) {
+        size_t len = strcspn(v, ",");
+        int p = si_visible_entry(v, len, nphys);
+        for (int i = 0; i < n && p >= 0; i++)
+            if (phys[i] == p)
+                p = -1;
+        if (p < 0)
+            break;
+        phys[n++] = p;
+        v += len;
+        if (*v == ',')
+            v++;
+    }
+    return n;
+}
+
 CUresult CUDAAPI cuInit(unsigned int Flags)
 {
     if (Flags != 0)
@@ -56,7 +118,8 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
         rc = si_g.init_error;
         goto out;
     }
-    int ndev = (int)si_env_long("STANDIN_DEVICES", 1, 0, SI_MAX_DEVICES);
+    int phys[SI_MAX_DEVICES];
+    int ndev = si_visible((int)si_env_long("STANDIN_DEVICES", 1, 0, SI_MAX_DEVICES), phys);
     long mb = si_env_long("STANDIN_MEM_MB", 1024, 1, 1L << 20);
     if (ndev == 0) {
         rc = si_g.init_error = CUDA_ERROR_NO_DEVICE;
@@ -66,6 +129,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
     for (int i = 0; i < ndev; i++) {
         si_device *d = &si_g.dev[i];
         d->ordinal = i;
+        d->physical = phys[i];
         d->total = si_g.mem_bytes;
         rc = si_va_init(d);
         if (rc != CUDA_SUCCESS) {
@@ -126,10 +190,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 static void si_uuid(CUuuid *uuid, CUdevice dev)
 {
-    static const unsigned char base[16] = {'S', 'C', 'U', 'D', 'A', '-', 'S', 'T',
-                                           'A', 'N', 'D', 'I', 'N', 0, 0, 0};
-    memcpy(uuid->bytes, base, 16);
-    uuid->bytes[15] = (char)dev;
+    si_uuid_bytes((unsigned char *)uuid->bytes, si_g.dev[dev].physical);
 }
 
 CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
@@ -168,7 +229,7 @@ CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 
 static int si_pci_bus(CUdevice dev)
 {
-    return 0x18 + dev;
+    return 0x18 + si_g.dev[dev].physical;
 }
 
 CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)

@@ -105,6 +105,7 @@ typedef struct si_extent {
 
 typedef struct si_device {
     int ordinal;
+    int physical;  /* the machine's GPU it models: its UUID and PCI bus (CUDA_VISIBLE_DEVICES) */
     char *va_base; /* PROT_NONE reservation; pages made RW on allocation */
     size_t va_size;
     size_t total;  /* bytes reported by cuDeviceTotalMem */

@@ -5,9 +5,11 @@
  * order (cuGraphGetNodes: creation order, so a node's dependencies come
  * before it), each a fixed record, then its dependencies as indices of
  * earlier nodes, then a kernel's argument bytes placed by the layout the
- * driver reports. Handles inside are ids. Everything in a record is
- * hostile to the importer: every index, length and id is checked, and
- * the driver refuses the rest. */
+ * driver reports, or a child graph's description (the same, nested).
+ * Handles inside are ids. An executable graph travels as its snapshot
+ * (or the graph's id) and the changes made to it since, in order.
+ * Everything in a record is hostile to the importer: every index, length
+ * and id is checked, and the driver refuses the rest. */
 #define _GNU_SOURCE
 #include "migrate_graphs.h"
 
@@ -952,8 +954,9 @@ static CUresult replay_exec(struct session *s, const struct msg_migrate_item *it
     uint64_t snap_len = 0;
     size_t len = (size_t)it->data_len;
     const uint8_t *p = it->data;
+    /* with a graph to instantiate from, no snapshot (an empty graph's is empty too) */
     if (len < sizeof snap_len || (memcpy(&snap_len, p, sizeof snap_len), snap_len > len - sizeof snap_len) ||
-        (it->parent != 0) != (snap_len == 0))
+        (it->parent && snap_len))
         return snprintf(why, wl, "a malformed executable graph description"), CUDA_ERROR_INVALID_VALUE;
     p += sizeof snap_len, len -= sizeof snap_len;
     CUresult r = it->c ? session_bind_ctx(s, (uint32_t)it->c) : CUDA_SUCCESS;

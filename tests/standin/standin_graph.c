@@ -1895,6 +1895,7 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
     i = 0;
     for (si_gnode *n = rc ? NULL : g->head; n; n = n->next, i++) {
         si_enode *x = &e->nodes[i];
+        x->event = n->event, x->event_id = n->event_id;
         if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
             const si_entry *en = n->k.func->entry;
             si_kcall_free(&x->k);

@@ -397,7 +397,8 @@ static void note_change(CUgraphExec e, CUgraphNode node, uint32_t call, uint8_t 
 static uint8_t *record_bytes(const struct node_rec *rec, const struct blob *tail, size_t *len)
 {
     uint8_t *p = malloc(sizeof *rec + tail->n);
-    if (p) memcpy(p, rec, sizeof *rec), memcpy(p + sizeof *rec, tail->p, tail->n);
+    if (p) memcpy(p, rec, sizeof *rec);
+    if (p && tail->n) memcpy(p + sizeof *rec, tail->p, tail->n);
     *len = sizeof *rec + tail->n;
     return p;
 }

@@ -474,7 +474,9 @@ static CUresult noting_memset_set(CUgraphExec e, CUgraphNode n, const CUDA_MEMSE
     memset(&rec, 0, sizeof rec);
     rec.type = CU_GRAPH_NODE_TYPE_MEMSET;
     if (p) rec.memset = *p;
-    rec.ctx = c ? handle_find_id(NULL, HK_CONTEXT, c) : ctx_id_of(rec.memset.dst);
+    /* the context given, else the destination's (the same, for memory of one context) */
+    rec.ctx = c ? handle_find_id(NULL, HK_CONTEXT, c) : 0;
+    if (!rec.ctx) rec.ctx = ctx_id_of(rec.memset.dst);
     uint8_t *data = p && rec.ctx ? record_bytes(&rec, &none, &len) : NULL;
     note_change(e, n, CH_MEMSET, data, len, "cuGraphExecMemsetNodeSetParams in a context the session has no id for");
     return r;

@@ -5,9 +5,11 @@
  * order (cuGraphGetNodes: creation order, so a node's dependencies come
  * before it), each a fixed record, then its dependencies as indices of
  * earlier nodes, then a kernel's argument bytes placed by the layout the
- * driver reports. Handles inside are ids. Everything in a record is
- * hostile to the importer: every index, length and id is checked, and
- * the driver refuses the rest. */
+ * driver reports, or a child graph's description (the same, nested).
+ * Handles inside are ids. An executable graph travels as its snapshot
+ * (or the graph's id) and the changes made to it since, in order.
+ * Everything in a record is hostile to the importer: every index, length
+ * and id is checked, and the driver refuses the rest. */
 #define _GNU_SOURCE
 #include "migrate_graphs.h"
 
@@ -26,14 +28,19 @@
 /* A kernel reads at most 32764 bytes of parameters. */
 #define ARGS_MAX 32768
 #define NODES_MAX (1u << 20)
+/* Child graphs nest no deeper: the importer recurses once per level. */
+#define DEPTH_MAX 8
 
 struct node_rec {
-    uint32_t type;   /* CUgraphNodeType */
-    uint32_t ndeps;  /* u32 indices of earlier nodes follow the record */
-    uint32_t args_len, pad;
-    uint64_t id;     /* the node's id (the client's or the session's), 0: none */
-    uint64_t ctx;    /* context id */
+    uint32_t type;     /* CUgraphNodeType */
+    uint32_t ndeps;    /* u32 indices of earlier nodes follow the record */
+    uint32_t args_len; /* then a kernel's argument bytes */
+    uint32_t sub_len;  /* then a child graph's description (a child graph node) */
+    uint64_t id;       /* the node's id (the client's or the session's), 0: none */
+    uint64_t ctx;      /* context id */
     uint64_t func, kern;
+    uint64_t event;    /* an event record or wait node's event id */
+    uint64_t graph_id; /* a child graph node's graph id (the session's), 0: none was asked */
     uint32_t grid[3], block[3];
     uint32_t shared, pad2;
     CUDA_MEMSET_NODE_PARAMS memset;
@@ -86,13 +93,10 @@ static CUresult node_deps(CUgraphNode n, CUgraphNode *deps, size_t *nd)
     return REAL(cuGraphNodeGetDependencies, n, deps, nd);
 }
 
-/* A kernel node: its handles as ids, its arguments by the layout. */
-static int describe_kernel(CUgraphNode node, struct node_rec *rec, struct blob *args, char *why, size_t wl)
+/* A kernel's parameters: its handles as ids, its arguments by the layout. */
+static int describe_kernel_params(CUDA_KERNEL_NODE_PARAMS p, struct node_rec *rec, struct blob *args, char *why,
+                                  size_t wl)
 {
-    CUDA_KERNEL_NODE_PARAMS p;
-    memset(&p, 0, sizeof p);
-    CUresult r = REAL(cuGraphKernelNodeGetParams_v2, node, &p);
-    if (r != CUDA_SUCCESS) return snprintf(why, wl, "asking a kernel node's parameters failed (CUresult %d)", (int)r), -1;
     int as_kernel = p.func && !handle_find_id(NULL, HK_FUNCTION, p.func);
     rec->func = p.func ? handle_find_id(NULL, as_kernel ? HK_KERNEL : HK_FUNCTION, p.func) : 0;
     rec->kern = p.kern ? handle_find_id(NULL, HK_KERNEL, p.kern) : 0;
@@ -128,8 +132,19 @@ static int describe_kernel(CUgraphNode node, struct node_rec *rec, struct blob *
     return rc;
 }
 
+static int describe_kernel(CUgraphNode node, struct node_rec *rec, struct blob *args, char *why, size_t wl)
+{
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    CUresult r = REAL(cuGraphKernelNodeGetParams_v2, node, &p);
+    if (r != CUDA_SUCCESS) return snprintf(why, wl, "asking a kernel node's parameters failed (CUresult %d)", (int)r), -1;
+    return describe_kernel_params(p, rec, args, why, wl);
+}
+
 /* One side of a memcpy node: device memory or an array, never the
- * client's memory (a host side is a staging buffer of this session). */
+ * client's memory (a host side is a staging buffer of this session,
+ * which no other server has; and the migration carries no pinned host
+ * memory for a host side to name). */
 static int copy_side(CUmemorytype *type, CUdeviceptr *dev, CUarray *array, const void **host, char *why, size_t wl)
 {
     if (*type == CU_MEMORYTYPE_UNIFIED) {
@@ -148,7 +163,50 @@ static int copy_side(CUmemorytype *type, CUdeviceptr *dev, CUarray *array, const
     return 0;
 }
 
-static int describe_node(CUgraphNode node, struct node_rec *rec, struct blob *args, int with_ids, char *why, size_t wl)
+static int describe_graph(CUgraph g, struct blob *b, int with_ids, int depth, char *why, size_t wl);
+
+/* A memcpy's parameters with its arrays as ids, refused with a host side. */
+static int describe_copy(struct node_rec *rec, char *why, size_t wl)
+{
+    if (copy_side(&rec->copy.srcMemoryType, &rec->copy.srcDevice, &rec->copy.srcArray, &rec->copy.srcHost, why, wl) ||
+        copy_side(&rec->copy.dstMemoryType, &rec->copy.dstDevice, &rec->copy.dstArray, (const void **)&rec->copy.dstHost,
+                  why, wl))
+        return -1;
+    rec->copy.reserved0 = rec->copy.reserved1 = NULL;
+    rec->ctx = ctx_id_of(rec->copy.dstMemoryType == CU_MEMORYTYPE_ARRAY ? rec->copy.srcDevice : rec->copy.dstDevice);
+    return 0;
+}
+
+/* A child graph node: its graph described after the record, recursively. */
+static int describe_child(CUgraphNode node, struct node_rec *rec, struct blob *tail, int with_ids, int depth, char *why,
+                          size_t wl)
+{
+    CUgraph child = NULL;
+    CUresult r = REAL(cuGraphChildGraphNodeGetGraph, node, &child);
+    if (r != CUDA_SUCCESS) return snprintf(why, wl, "asking a child graph node's graph failed (CUresult %d)", (int)r), -1;
+    if (depth + 1 >= DEPTH_MAX) return snprintf(why, wl, "child graphs nest deeper than %d levels", DEPTH_MAX), -1;
+    rec->graph_id = with_ids ? handle_find_id(NULL, HK_GRAPH, child) : 0;
+    size_t before = tail->n;
+    if (describe_graph(child, tail, with_ids, depth + 1, why, wl) != 0) return -1;
+    if (tail->n - before > UINT32_MAX) return snprintf(why, wl, "a child graph's description is over 4 GiB"), -1;
+    rec->sub_len = (uint32_t)(tail->n - before);
+    return 0;
+}
+
+/* An event record or wait node: its event as an id (events move first). */
+static int describe_event(CUgraphNode node, CUgraphNodeType t, struct node_rec *rec, char *why, size_t wl)
+{
+    CUevent ev = NULL;
+    CUresult r = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? REAL(cuGraphEventRecordNodeGetEvent, node, &ev)
+                                                      : REAL(cuGraphEventWaitNodeGetEvent, node, &ev);
+    if (r != CUDA_SUCCESS) return snprintf(why, wl, "asking an %s node's event failed (CUresult %d)", type_name(t), (int)r), -1;
+    rec->event = handle_find_id(NULL, HK_EVENT, ev);
+    if (!rec->event) return snprintf(why, wl, "an %s node names an event the session has no id for", type_name(t)), -1;
+    return 0;
+}
+
+static int describe_node(CUgraphNode node, struct node_rec *rec, struct blob *args, int with_ids, int depth, char *why,
+                         size_t wl)
 {
     CUgraphNodeType t;
     CUresult r = REAL(cuGraphNodeGetType, node, &t);
@@ -164,13 +222,10 @@ static int describe_node(CUgraphNode node, struct node_rec *rec, struct blob *ar
         return 0;
     case CU_GRAPH_NODE_TYPE_MEMCPY:
         if ((r = REAL(cuGraphMemcpyNodeGetParams, node, &rec->copy)) != CUDA_SUCCESS) break;
-        if (copy_side(&rec->copy.srcMemoryType, &rec->copy.srcDevice, &rec->copy.srcArray, &rec->copy.srcHost, why, wl) ||
-            copy_side(&rec->copy.dstMemoryType, &rec->copy.dstDevice, &rec->copy.dstArray, (const void **)&rec->copy.dstHost,
-                      why, wl))
-            return -1;
-        rec->copy.reserved0 = rec->copy.reserved1 = NULL;
-        rec->ctx = ctx_id_of(rec->copy.dstMemoryType == CU_MEMORYTYPE_ARRAY ? rec->copy.srcDevice : rec->copy.dstDevice);
-        return 0;
+        return describe_copy(rec, why, wl);
+    case CU_GRAPH_NODE_TYPE_GRAPH: return describe_child(node, rec, args, with_ids, depth, why, wl);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return describe_event(node, t, rec, why, wl);
     default:
         return snprintf(why, wl, "%s nodes are not carried yet", type_name(t)), -1;
     }
@@ -178,9 +233,10 @@ static int describe_node(CUgraphNode node, struct node_rec *rec, struct blob *ar
 }
 
 /* Append g's description to b: per node its record, its dependencies'
- * indices, its argument bytes; with_ids, each node's id (a snapshot has
- * none: the client may name a captured graph's nodes only later). */
-static int describe_graph(CUgraph g, struct blob *b, int with_ids, char *why, size_t wl)
+ * indices, its argument bytes or child graph; with_ids, each node's id (a
+ * snapshot has none: the client may name a captured graph's nodes only
+ * later). */
+static int describe_graph(CUgraph g, struct blob *b, int with_ids, int depth, char *why, size_t wl)
 {
     size_t n = 0;
     CUresult r = REAL(cuGraphGetNodes, g, NULL, &n);
@@ -195,7 +251,7 @@ static int describe_graph(CUgraph g, struct blob *b, int with_ids, char *why, si
         memset(&rec, 0, sizeof rec);
         size_t nd = 0;
         CUgraphNode *deps = NULL;
-        rc = describe_node(nodes[i], &rec, &args, with_ids, why, wl);
+        rc = describe_node(nodes[i], &rec, &args, with_ids, depth, why, wl);
         if (rc == 0 && (node_deps(nodes[i], NULL, &nd) != CUDA_SUCCESS || nd > i ||
                         !(deps = calloc(nd + 1, sizeof *deps)) ||
                         (nd && node_deps(nodes[i], deps, &nd) != CUDA_SUCCESS)))
@@ -223,47 +279,138 @@ static int describe_graph(CUgraph g, struct blob *b, int with_ids, char *why, si
     return rc;
 }
 
-/* ---- executable graphs: the snapshot at instantiation -------------------- */
+/* ---- executable graphs: the snapshot at instantiation, then its changes ---- */
+
+/* The changes to an executable graph a move carries, replayed in order
+ * after the other server instantiates again. */
+enum change_call { CH_KERNEL = 1, CH_MEMSET, CH_MEMCPY, CH_ENABLED, CH_UPDATE };
+
+/* A change on the wire: this header, then `len` bytes (a node record and
+ * its argument bytes, a u32 for CH_ENABLED, a graph description for
+ * CH_UPDATE). `node` indexes the nodes of the graph instantiated, as
+ * cuGraphGetNodes listed them then (CH_UPDATE: none). */
+struct change_hdr {
+    uint32_t call, node, len, pad;
+};
+
+struct change {
+    struct change_hdr h;
+    uint8_t *data;
+    struct change *next;
+};
 
 struct exec_note {
     CUgraphExec exec;
     CUgraph graph;
     uint64_t flags, ctx;
     struct blob snap;
-    char why[160];        /* why the snapshot failed, "" when it did not */
-    const char *changed;  /* the first call that changed it after instantiation */
+    CUgraphNode *nodes;    /* the graph's nodes at instantiation (compared, never used) */
+    size_t nnodes;
+    char why[160];         /* why the snapshot failed, "" when it did not */
+    char changed[160];     /* the first change a move cannot carry, "" when none */
+    struct change *changes; /* carried changes, oldest first */
     struct exec_note *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct exec_note *execs;
 
+static void free_changes(struct change *c)
+{
+    while (c) {
+        struct change *next = c->next;
+        free(c->data);
+        free(c);
+        c = next;
+    }
+}
+
 static void note_exec(CUgraphExec e, CUgraph g, uint64_t flags)
 {
     struct exec_note *x = calloc(1, sizeof *x);
-    if (!x) {
+    size_t n = 0;
+    if (x && REAL(cuGraphGetNodes, g, NULL, &n) == CUDA_SUCCESS && n <= NODES_MAX &&
+        (x->nodes = calloc(n + 1, sizeof *x->nodes)) && (!n || REAL(cuGraphGetNodes, g, x->nodes, &n) == CUDA_SUCCESS))
+        x->nnodes = n;
+    if (!x || !x->nodes) {
+        if (x) free(x);
         migrate_block(MIGRATE_BLOCK_LOST_NOTE);
         return;
     }
     x->exec = e, x->graph = g, x->flags = flags, x->ctx = migrate_current_ctx_id();
-    if (describe_graph(g, &x->snap, 0, x->why, sizeof x->why) != 0 && !x->why[0]) snprintf(x->why, sizeof x->why, "?");
+    if (describe_graph(g, &x->snap, 0, 0, x->why, sizeof x->why) != 0 && !x->why[0]) snprintf(x->why, sizeof x->why, "?");
     pthread_mutex_lock(&lock);
     x->next = execs;
     execs = x;
     pthread_mutex_unlock(&lock);
 }
 
-static void exec_changed(CUgraphExec e, const char *call)
+/* A later change makes an earlier one moot: a set of the same setting of
+ * the same node after the last update; an update, every parameter set and
+ * update before it (it takes every node's parameters from its graph;
+ * enabling is not a parameter, so those stay, in order). Keeps the list
+ * as long as the graph, however often the application changes it. */
+static void append_change(struct exec_note *x, struct change *c)
+{
+    struct change *last_update = NULL, **p = &x->changes;
+    for (struct change *o = x->changes; o; o = o->next)
+        if (o->h.call == CH_UPDATE) last_update = o;
+    int past_update = !last_update;
+    while (*p) {
+        struct change *o = *p;
+        int moot = c->h.call == CH_UPDATE ? o->h.call != CH_ENABLED
+                                          : past_update && o->h.call == c->h.call && o->h.node == c->h.node;
+        if (o == last_update) past_update = 1;
+        if (moot) {
+            *p = o->next;
+            o->next = NULL;
+            free_changes(o);
+        } else {
+            p = &o->next;
+        }
+    }
+    *p = c;
+}
+
+/* Note a change of e that succeeded: carried (data, len) at `node`, or,
+ * with data NULL, refused later by `what`. Takes data. */
+static void note_change(CUgraphExec e, CUgraphNode node, uint32_t call, uint8_t *data, size_t len, const char *what)
 {
     pthread_mutex_lock(&lock);
-    for (struct exec_note *x = execs; x; x = x->next)
-        if (x->exec == e && !x->changed) x->changed = call;
+    struct exec_note *x = execs;
+    while (x && x->exec != e) x = x->next;
+    uint32_t at = UINT32_MAX;
+    for (size_t i = 0; x && node && i < x->nnodes && at == UINT32_MAX; i++)
+        if (x->nodes[i] == node) at = (uint32_t)i;
+    struct change *c = x && data && len <= UINT32_MAX && (!node || at != UINT32_MAX) ? calloc(1, sizeof *c) : NULL;
+    if (c) {
+        c->h = (struct change_hdr){.call = call, .node = at, .len = (uint32_t)len};
+        c->data = data, data = NULL;
+        append_change(x, c);
+    } else if (x && !x->changed[0]) {
+        snprintf(x->changed, sizeof x->changed, "%s", node && at == UINT32_MAX && data ? "a node it was not instantiated with" : what);
+    }
+    free(data);
     pthread_mutex_unlock(&lock);
+}
+
+static uint8_t *record_bytes(const struct node_rec *rec, const struct blob *tail, size_t *len)
+{
+    uint8_t *p = malloc(sizeof *rec + tail->n);
+    if (p) memcpy(p, rec, sizeof *rec);
+    if (p && tail->n) memcpy(p + sizeof *rec, tail->p, tail->n);
+    *len = sizeof *rec + tail->n;
+    return p;
 }
 
 static CUresult (*orig_instantiate)(CUgraphExec *, CUgraph, unsigned long long);
 static CUresult (*orig_instantiate_params)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
 static CUresult (*orig_exec_destroy)(CUgraphExec);
+static CUresult (*orig_kernel_set)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+static CUresult (*orig_memset_set)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *, CUcontext);
+static CUresult (*orig_memcpy_set)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext);
+static CUresult (*orig_set_enabled)(CUgraphExec, CUgraphNode, unsigned);
+static CUresult (*orig_update)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
 
 static CUresult noting_instantiate(CUgraphExec *e, CUgraph g, unsigned long long flags)
 {
@@ -288,6 +435,8 @@ static CUresult noting_exec_destroy(CUgraphExec e)
         if (x->exec == e) {
             *p = x->next;
             free(x->snap.p);
+            free(x->nodes);
+            free_changes(x->changes);
             free(x);
         } else {
             p = &x->next;
@@ -297,19 +446,93 @@ static CUresult noting_exec_destroy(CUgraphExec e)
     return r;
 }
 
-/* Every call that changes an executable graph after its instantiation. */
+static CUresult noting_kernel_set(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    CUresult r = orig_kernel_set(e, n, p);
+    if (r != CUDA_SUCCESS) return r;
+    struct node_rec rec;
+    struct blob args = {0};
+    char w[160] = "";
+    size_t len = 0;
+    memset(&rec, 0, sizeof rec);
+    rec.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    uint8_t *data = p && describe_kernel_params(*p, &rec, &args, w, sizeof w) == 0 ? record_bytes(&rec, &args, &len) : NULL;
+    char what[200];
+    snprintf(what, sizeof what, "cuGraphExecKernelNodeSetParams: %s", w[0] ? w : "out of host memory");
+    note_change(e, n, CH_KERNEL, data, len, what);
+    free(args.p);
+    return r;
+}
+
+static CUresult noting_memset_set(CUgraphExec e, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c)
+{
+    CUresult r = orig_memset_set(e, n, p, c);
+    if (r != CUDA_SUCCESS) return r;
+    struct node_rec rec;
+    struct blob none = {0};
+    size_t len = 0;
+    memset(&rec, 0, sizeof rec);
+    rec.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    if (p) rec.memset = *p;
+    /* the context given, else the destination's (the same, for memory of one context) */
+    rec.ctx = c ? handle_find_id(NULL, HK_CONTEXT, c) : 0;
+    if (!rec.ctx) rec.ctx = ctx_id_of(rec.memset.dst);
+    uint8_t *data = p && rec.ctx ? record_bytes(&rec, &none, &len) : NULL;
+    note_change(e, n, CH_MEMSET, data, len, "cuGraphExecMemsetNodeSetParams in a context the session has no id for");
+    return r;
+}
+
+static CUresult noting_memcpy_set(CUgraphExec e, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext c)
+{
+    CUresult r = orig_memcpy_set(e, n, p, c);
+    if (r != CUDA_SUCCESS) return r;
+    struct node_rec rec;
+    struct blob none = {0};
+    char w[160] = "";
+    size_t len = 0;
+    memset(&rec, 0, sizeof rec);
+    rec.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    if (p) rec.copy = *p;
+    uint8_t *data = p && describe_copy(&rec, w, sizeof w) == 0 ? record_bytes(&rec, &none, &len) : NULL;
+    char what[200];
+    snprintf(what, sizeof what, "cuGraphExecMemcpyNodeSetParams: %s", w[0] ? w : "out of host memory");
+    note_change(e, n, CH_MEMCPY, data, len, what);
+    return r;
+}
+
+static CUresult noting_set_enabled(CUgraphExec e, CUgraphNode n, unsigned on)
+{
+    CUresult r = orig_set_enabled(e, n, on);
+    if (r != CUDA_SUCCESS) return r;
+    uint32_t *data = malloc(sizeof *data);
+    if (data) *data = on ? 1 : 0;
+    note_change(e, n, CH_ENABLED, (uint8_t *)data, sizeof *data, "cuGraphNodeSetEnabled: out of host memory");
+    return r;
+}
+
+static CUresult noting_update(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+    CUresult r = orig_update(e, g, info);
+    if (r != CUDA_SUCCESS) return r;
+    struct blob b = {0};
+    char w[160] = "", what[200];
+    if (describe_graph(g, &b, 0, 0, w, sizeof w) != 0) free(b.p), b.p = NULL;
+    else if (!b.p) b.p = malloc(1); /* an empty graph */
+    snprintf(what, sizeof what, "cuGraphExecUpdate from a graph that cannot move: %s", w[0] ? w : "out of host memory");
+    note_change(e, NULL, CH_UPDATE, b.p, b.n, what);
+    return r;
+}
+
+/* Every other call that changes an executable graph after its
+ * instantiation: the move is refused, naming it. */
 #define CHANGES(name, params, args)                                                                                   \
     static CUresult(*orig_##name) params;                                                                             \
     static CUresult noting_##name params                                                                              \
     {                                                                                                                 \
         CUresult r = orig_##name args;                                                                                \
-        if (r == CUDA_SUCCESS) exec_changed(e, #name);                                                                \
+        if (r == CUDA_SUCCESS) note_change(e, NULL, 0, NULL, 0, #name);                                               \
         return r;                                                                                                     \
     }
-CHANGES(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p), (e, n, p))
-CHANGES(cuGraphExecMemcpyNodeSetParams, (CUgraphExec e, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext c), (e, n, p, c))
-CHANGES(cuGraphExecMemsetNodeSetParams, (CUgraphExec e, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext c),
-        (e, n, p, c))
 CHANGES(cuGraphExecHostNodeSetParams, (CUgraphExec e, CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p), (e, n, p))
 CHANGES(cuGraphExecChildGraphNodeSetParams, (CUgraphExec e, CUgraphNode n, CUgraph g), (e, n, g))
 CHANGES(cuGraphExecEventRecordNodeSetEvent, (CUgraphExec e, CUgraphNode n, CUevent ev), (e, n, ev))
@@ -317,30 +540,29 @@ CHANGES(cuGraphExecEventWaitNodeSetEvent, (CUgraphExec e, CUgraphNode n, CUevent
 CHANGES(cuGraphExecBatchMemOpNodeSetParams, (CUgraphExec e, CUgraphNode n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p),
         (e, n, p))
 CHANGES(cuGraphExecNodeSetParams, (CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p), (e, n, p))
-CHANGES(cuGraphNodeSetEnabled, (CUgraphExec e, CUgraphNode n, unsigned on), (e, n, on))
-CHANGES(cuGraphExecUpdate_v2, (CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *i), (e, g, i))
 
 #define WRAP(name)                                                                                                    \
     if (t->name) orig_##name = t->name, t->name = noting_##name
+#define WRAP_AS(name, mine)                                                                                           \
+    if (t->name) orig_##mine = t->name, t->name = noting_##mine
 
 void migrate_graphs_install(struct driver_table *t)
 {
     if (orig_exec_destroy || !t->cuGraphExecDestroy) return;
     orig_exec_destroy = t->cuGraphExecDestroy, t->cuGraphExecDestroy = noting_exec_destroy;
-    if (t->cuGraphInstantiateWithFlags) orig_instantiate = t->cuGraphInstantiateWithFlags, t->cuGraphInstantiateWithFlags = noting_instantiate;
-    if (t->cuGraphInstantiateWithParams)
-        orig_instantiate_params = t->cuGraphInstantiateWithParams, t->cuGraphInstantiateWithParams = noting_instantiate_params;
-    WRAP(cuGraphExecKernelNodeSetParams_v2);
-    WRAP(cuGraphExecMemcpyNodeSetParams);
-    WRAP(cuGraphExecMemsetNodeSetParams);
+    WRAP_AS(cuGraphInstantiateWithFlags, instantiate);
+    WRAP_AS(cuGraphInstantiateWithParams, instantiate_params);
+    WRAP_AS(cuGraphExecKernelNodeSetParams_v2, kernel_set);
+    WRAP_AS(cuGraphExecMemsetNodeSetParams, memset_set);
+    WRAP_AS(cuGraphExecMemcpyNodeSetParams, memcpy_set);
+    WRAP_AS(cuGraphNodeSetEnabled, set_enabled);
+    WRAP_AS(cuGraphExecUpdate_v2, update);
     WRAP(cuGraphExecHostNodeSetParams);
     WRAP(cuGraphExecChildGraphNodeSetParams);
     WRAP(cuGraphExecEventRecordNodeSetEvent);
     WRAP(cuGraphExecEventWaitNodeSetEvent);
     WRAP(cuGraphExecBatchMemOpNodeSetParams);
     WRAP(cuGraphExecNodeSetParams);
-    WRAP(cuGraphNodeSetEnabled);
-    WRAP(cuGraphExecUpdate_v2);
 }
 
 /* ---- leaving ----------------------------------------------------------------- */
@@ -368,6 +590,17 @@ static struct blob *new_blob(void)
     return &blobs[nblobs++];
 }
 
+/* The executable graph's data: the snapshot's length (u64; 0 when the
+ * rebuilt graph serves), the snapshot, then each carried change. */
+static int exec_data(const struct exec_note *x, int with_snap, struct blob *b)
+{
+    uint64_t n = with_snap ? x->snap.n : 0;
+    int rc = blob_add(b, &n, sizeof n) || blob_add(b, x->snap.p, n);
+    for (const struct change *c = x->changes; rc == 0 && c; c = c->next)
+        rc = blob_add(b, &c->h, sizeof c->h) || blob_add(b, c->data, c->h.len);
+    return rc;
+}
+
 static int exec_item(const struct handle_ref *h, struct msg_migrate_item *it, char *why, size_t wl)
 {
     pthread_mutex_lock(&lock);
@@ -375,27 +608,26 @@ static int exec_item(const struct handle_ref *h, struct msg_migrate_item *it, ch
     while (x && x->exec != (CUgraphExec)h->real) x = x->next;
     int rc = 0;
     if (!x) rc = -1, snprintf(why, wl, "executable graph %#llx was not noted", (unsigned long long)h->id);
-    else if (x->changed)
+    else if (x->changed[0])
         rc = -1, snprintf(why, wl, "executable graph %#llx was changed after its instantiation (%s)",
                           (unsigned long long)h->id, x->changed);
     else if (x->why[0])
         rc = -1, snprintf(why, wl, "executable graph %#llx: %s", (unsigned long long)h->id, x->why);
-    struct blob now = {0}, *snap = NULL;
+    struct blob now = {0}, *data = NULL;
     char ignored[160] = "";
     uint64_t graph_id = rc == 0 ? handle_find_id(NULL, HK_GRAPH, x->graph) : 0;
     /* Unchanged since: instantiate from the rebuilt graph, so that the
      * client's node handles work with this executable graph there too. */
     if (graph_id && handle_is_server_id(graph_id)) graph_id = 0;
-    if (graph_id && (describe_graph(x->graph, &now, 0, ignored, sizeof ignored) != 0 || now.n != x->snap.n ||
+    if (graph_id && (describe_graph(x->graph, &now, 0, 0, ignored, sizeof ignored) != 0 || now.n != x->snap.n ||
                      memcmp(now.p, x->snap.p, now.n) != 0))
         graph_id = 0;
     free(now.p);
-    if (rc == 0 && !graph_id && (snap = new_blob()) && !(snap->p = malloc(x->snap.n ? x->snap.n : 1))) snap = NULL;
-    if (rc == 0 && !graph_id && !snap) rc = -1, snprintf(why, wl, "out of host memory");
-    if (snap) memcpy(snap->p, x->snap.p, snap->n = x->snap.n);
+    if (rc == 0 && (!(data = new_blob()) || exec_data(x, !graph_id, data) != 0))
+        rc = -1, snprintf(why, wl, "out of host memory");
     if (rc == 0)
         *it = (struct msg_migrate_item){.kind = MIG_GRAPH_EXEC, .id = h->id, .parent = graph_id, .a = x->flags,
-                                        .c = x->ctx, .data = snap ? snap->p : NULL, .data_len = snap ? snap->n : 0};
+                                        .c = x->ctx, .data = data->p, .data_len = data->n};
     pthread_mutex_unlock(&lock);
     return rc;
 }
@@ -405,7 +637,7 @@ static int graph_item(const struct handle_ref *h, struct msg_migrate_item *it, c
     struct blob *b = new_blob();
     if (!b) return snprintf(why, wl, "out of host memory"), -1;
     char w[256] = "";
-    if (describe_graph((CUgraph)h->real, b, 1, w, sizeof w) != 0)
+    if (describe_graph((CUgraph)h->real, b, 1, 0, w, sizeof w) != 0)
         return snprintf(why, wl, "graph %#llx: %s", (unsigned long long)h->id, w), -1;
     *it = (struct msg_migrate_item){.kind = MIG_GRAPH, .id = h->id, .data = b->p, .data_len = b->n};
     return 0;
@@ -466,30 +698,32 @@ void migrate_graphs_digest(struct migrate_digest *d)
 
 /* ---- arriving ---------------------------------------------------------------- */
 
-static CUresult add_kernel(struct session *s, CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
-                           const struct node_rec *rec, const uint8_t *args)
+/* A kernel's parameters from its record: ptrs (freed by the caller)
+ * point into args, placed by this server's layout of the kernel. */
+static CUresult kernel_params(struct session *s, const struct node_rec *rec, const uint8_t *args,
+                              CUDA_KERNEL_NODE_PARAMS *p, void ***ptrs)
 {
     void *f = NULL, *kern = NULL, *ctx = NULL;
     int is_kernel = 0;
+    *ptrs = NULL;
     CUresult r = rec->func ? handle_get_function(s, rec->func, &f, &is_kernel) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS) r = handle_get(s, rec->kern, HK_KERNEL, &kern);
     if (r == CUDA_SUCCESS) r = handle_get(s, rec->ctx, HK_CONTEXT, &ctx);
     if (r != CUDA_SUCCESS || (!f && !kern)) return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_HANDLE;
     struct param_layout *lay = param_layout_dup(f ? f : kern, f ? is_kernel : 1);
-    void **ptrs = lay ? calloc(lay->n + 1, sizeof *ptrs) : NULL;
-    if (!ptrs || lay->bytes != rec->args_len) r = CUDA_ERROR_INVALID_VALUE; /* not the kernel A described */
-    for (uint32_t i = 0; r == CUDA_SUCCESS && i < lay->n; i++) ptrs[i] = (void *)(args + lay->p[i].offset);
-    CUDA_KERNEL_NODE_PARAMS p;
-    memset(&p, 0, sizeof p);
-    p.func = (CUfunction)f, p.kern = (CUkernel)kern, p.ctx = (CUcontext)ctx;
-    p.gridDimX = rec->grid[0], p.gridDimY = rec->grid[1], p.gridDimZ = rec->grid[2];
-    p.blockDimX = rec->block[0], p.blockDimY = rec->block[1], p.blockDimZ = rec->block[2];
-    p.sharedMemBytes = rec->shared;
-    p.kernelParams = ptrs;
-    if (r == CUDA_SUCCESS) r = REAL(cuGraphAddKernelNode_v2, out, g, deps, nd, &p);
-    free(ptrs);
+    void **v = lay ? calloc(lay->n + 1, sizeof *v) : NULL;
+    if (!v || lay->bytes != rec->args_len) r = CUDA_ERROR_INVALID_VALUE; /* not the kernel A described */
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < lay->n; i++) v[i] = (void *)(args + lay->p[i].offset);
     free(lay);
-    return r;
+    if (r != CUDA_SUCCESS) return free(v), r;
+    memset(p, 0, sizeof *p);
+    p->func = (CUfunction)f, p->kern = (CUkernel)kern, p->ctx = (CUcontext)ctx;
+    p->gridDimX = rec->grid[0], p->gridDimY = rec->grid[1], p->gridDimZ = rec->grid[2];
+    p->blockDimX = rec->block[0], p->blockDimY = rec->block[1], p->blockDimZ = rec->block[2];
+    p->sharedMemBytes = rec->shared;
+    p->kernelParams = v;
+    *ptrs = v;
+    return CUDA_SUCCESS;
 }
 
 static CUresult array_of(struct session *s, CUmemorytype type, CUarray *a)
@@ -501,42 +735,83 @@ static CUresult array_of(struct session *s, CUmemorytype type, CUarray *a)
     return r;
 }
 
-static CUresult add_node(struct session *s, CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
-                         struct node_rec *rec, const uint8_t *args)
+/* A memcpy record's parameters with this server's arrays; never a host side. */
+static CUresult copy_params(struct session *s, struct node_rec *rec)
 {
-    void *ctx = NULL;
-    CUresult r = rec->type == CU_GRAPH_NODE_TYPE_KERNEL ? CUDA_SUCCESS : handle_get(s, rec->ctx, HK_CONTEXT, &ctx);
+    if (rec->copy.srcMemoryType == CU_MEMORYTYPE_HOST || rec->copy.dstMemoryType == CU_MEMORYTYPE_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    rec->copy.srcHost = rec->copy.dstHost = rec->copy.reserved0 = rec->copy.reserved1 = NULL;
+    CUresult r = array_of(s, rec->copy.srcMemoryType, &rec->copy.srcArray);
+    return r == CUDA_SUCCESS ? array_of(s, rec->copy.dstMemoryType, &rec->copy.dstArray) : r;
+}
+
+static CUresult build_graph(struct session *s, CUgraph g, const uint8_t *p, size_t len, int depth, char *why, size_t wl);
+
+/* A child graph node: the child built alone, then copied in by the add. */
+static CUresult add_child(struct session *s, CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                          const struct node_rec *rec, const uint8_t *sub, int depth, char *why, size_t wl)
+{
+    CUgraph child = NULL;
+    if (depth + 1 >= DEPTH_MAX) return snprintf(why, wl, "child graphs nest deeper than %d levels", DEPTH_MAX), CUDA_ERROR_INVALID_VALUE;
+    CUresult r = REAL(cuGraphCreate, &child, 0);
+    if (r == CUDA_SUCCESS) r = build_graph(s, child, sub, rec->sub_len, depth + 1, why, wl);
+    if (r == CUDA_SUCCESS) r = REAL(cuGraphAddChildGraphNode, out, g, deps, nd, child);
+    if (child) REAL(cuGraphDestroy, child);
+    return r;
+}
+
+static CUresult add_node(struct session *s, CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                         struct node_rec *rec, const uint8_t *tail, int depth, char *why, size_t wl)
+{
+    void *ctx = NULL, *ev = NULL;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    void **ptrs = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (rec->type == CU_GRAPH_NODE_TYPE_MEMSET || rec->type == CU_GRAPH_NODE_TYPE_MEMCPY)
+        r = handle_get(s, rec->ctx, HK_CONTEXT, &ctx);
+    if (rec->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || rec->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+        r = rec->event ? handle_get(s, rec->event, HK_EVENT, &ev) : CUDA_ERROR_INVALID_HANDLE;
     if (r != CUDA_SUCCESS) return r;
     switch (rec->type) {
     case CU_GRAPH_NODE_TYPE_EMPTY: return REAL(cuGraphAddEmptyNode, out, g, deps, nd);
-    case CU_GRAPH_NODE_TYPE_KERNEL: return add_kernel(s, out, g, deps, nd, rec, args);
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        if ((r = kernel_params(s, rec, tail, &kp, &ptrs)) == CUDA_SUCCESS)
+            r = REAL(cuGraphAddKernelNode_v2, out, g, deps, nd, &kp);
+        free(ptrs);
+        return r;
     case CU_GRAPH_NODE_TYPE_MEMSET: return REAL(cuGraphAddMemsetNode, out, g, deps, nd, &rec->memset, (CUcontext)ctx);
     case CU_GRAPH_NODE_TYPE_MEMCPY:
-        if (rec->copy.srcMemoryType == CU_MEMORYTYPE_HOST || rec->copy.dstMemoryType == CU_MEMORYTYPE_HOST)
-            return CUDA_ERROR_INVALID_VALUE;
-        rec->copy.srcHost = rec->copy.dstHost = rec->copy.reserved0 = rec->copy.reserved1 = NULL;
-        if ((r = array_of(s, rec->copy.srcMemoryType, &rec->copy.srcArray)) != CUDA_SUCCESS ||
-            (r = array_of(s, rec->copy.dstMemoryType, &rec->copy.dstArray)) != CUDA_SUCCESS)
-            return r;
+        if ((r = copy_params(s, rec)) != CUDA_SUCCESS) return r;
         return REAL(cuGraphAddMemcpyNode, out, g, deps, nd, &rec->copy, (CUcontext)ctx);
+    case CU_GRAPH_NODE_TYPE_GRAPH: return add_child(s, out, g, deps, nd, rec, tail + rec->args_len, depth, why, wl);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return REAL(cuGraphAddEventRecordNode, out, g, deps, nd, (CUevent)ev);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return REAL(cuGraphAddEventWaitNode, out, g, deps, nd, (CUevent)ev);
     default: return CUDA_ERROR_NOT_SUPPORTED;
     }
 }
 
-/* Add the described nodes to g; with_ids, under the ids they had. */
-static CUresult build_graph(struct session *s, CUgraph g, const uint8_t *p, size_t len, int with_ids, char *why,
-                            size_t wl)
+/* One node record of a description at *off: checked against len and the
+ * n nodes before it; the dependencies' indices and tail follow. */
+static int next_record(const uint8_t *p, size_t len, size_t *off, size_t n, struct node_rec *rec)
+{
+    if (len - *off < sizeof *rec) return -1;
+    memcpy(rec, p + *off, sizeof *rec);
+    *off += sizeof *rec;
+    size_t need = (size_t)rec->ndeps * 4 + rec->args_len + rec->sub_len;
+    if (rec->ndeps > n || rec->args_len > ARGS_MAX || len - *off < need) return -1;
+    if (rec->sub_len && rec->type != CU_GRAPH_NODE_TYPE_GRAPH) return -1;
+    return 0;
+}
+
+/* Add the described nodes to g. */
+static CUresult build_graph(struct session *s, CUgraph g, const uint8_t *p, size_t len, int depth, char *why, size_t wl)
 {
     size_t max = len / sizeof(struct node_rec), n = 0, off = 0;
     CUgraphNode *nodes = calloc(max + 1, sizeof *nodes), deps[64], *dv = deps;
     CUresult r = nodes ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     while (r == CUDA_SUCCESS && off < len) {
         struct node_rec rec;
-        if (len - off < sizeof rec) break;
-        memcpy(&rec, p + off, sizeof rec);
-        off += sizeof rec;
-        size_t need = (size_t)rec.ndeps * 4 + rec.args_len;
-        if (rec.ndeps > n || rec.args_len > ARGS_MAX || len - off < need) break;
+        if (next_record(p, len, &off, n, &rec) != 0) break;
         dv = rec.ndeps <= 64 ? deps : malloc(rec.ndeps * sizeof *dv);
         if (!dv) return free(nodes), CUDA_ERROR_OUT_OF_MEMORY;
         for (uint32_t j = 0; j < rec.ndeps && r == CUDA_SUCCESS; j++) {
@@ -545,17 +820,54 @@ static CUresult build_graph(struct session *s, CUgraph g, const uint8_t *p, size
             if (k >= n) r = CUDA_ERROR_INVALID_VALUE;
             else dv[j] = nodes[k];
         }
-        if (r == CUDA_SUCCESS) r = add_node(s, &nodes[n], g, dv, rec.ndeps, &rec, p + off + 4 * (size_t)rec.ndeps);
-        if (r != CUDA_SUCCESS) snprintf(why, wl, "rebuilding a %s node failed with CUresult %d", type_name(rec.type), (int)r);
-        if (r == CUDA_SUCCESS && with_ids && rec.id)
-            r = handle_is_server_id(rec.id) ? handle_put_server(rec.id, HK_GRAPH_NODE, nodes[n])
-                                            : handle_put(s, rec.id, HK_GRAPH_NODE, nodes[n]);
+        if (r == CUDA_SUCCESS)
+            r = add_node(s, &nodes[n], g, dv, rec.ndeps, &rec, p + off + 4 * (size_t)rec.ndeps, depth, why, wl);
+        if (r != CUDA_SUCCESS && !why[0])
+            snprintf(why, wl, "rebuilding a %s node failed with CUresult %d", type_name(rec.type), (int)r);
         if (dv != deps) free(dv);
-        off += need;
+        off += (size_t)rec.ndeps * 4 + rec.args_len + rec.sub_len;
         n++;
     }
     if (r == CUDA_SUCCESS && off != len) r = CUDA_ERROR_INVALID_VALUE, snprintf(why, wl, "a malformed graph description");
     free(nodes);
+    return r;
+}
+
+static CUresult put_id(struct session *s, uint64_t id, enum handle_kind kind, void *real_handle)
+{
+    if (!id) return CUDA_SUCCESS;
+    return handle_is_server_id(id) ? handle_put_server(id, kind, real_handle) : handle_put(s, id, kind, real_handle);
+}
+
+/* Give g's nodes, and its child graphs and their nodes, the ids they had:
+ * g lists its nodes in the order described (a child graph is the add's
+ * copy, listed as the original), which the node types confirm. */
+static CUresult put_ids(struct session *s, CUgraph g, const uint8_t *p, size_t len, int depth, char *why, size_t wl)
+{
+    size_t n = 0, off = 0;
+    CUresult r = REAL(cuGraphGetNodes, g, NULL, &n);
+    CUgraphNode *v = r == CUDA_SUCCESS && n <= NODES_MAX ? calloc(n + 1, sizeof *v) : NULL;
+    if (!v) return r == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : r;
+    if (n) r = REAL(cuGraphGetNodes, g, v, &n);
+    for (size_t i = 0; r == CUDA_SUCCESS && off < len; i++) {
+        struct node_rec rec;
+        CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+        CUgraph child = NULL;
+        if (i >= n || next_record(p, len, &off, i, &rec) != 0 || REAL(cuGraphNodeGetType, v[i], &t) != CUDA_SUCCESS ||
+            (uint32_t)t != rec.type) {
+            snprintf(why, wl, "a rebuilt graph lists its nodes in another order than described");
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        r = put_id(s, rec.id, HK_GRAPH_NODE, v[i]);
+        const uint8_t *sub = p + off + (size_t)rec.ndeps * 4 + rec.args_len;
+        if (r == CUDA_SUCCESS && rec.type == CU_GRAPH_NODE_TYPE_GRAPH && depth + 1 < DEPTH_MAX &&
+            (r = REAL(cuGraphChildGraphNodeGetGraph, v[i], &child)) == CUDA_SUCCESS &&
+            (r = put_id(s, rec.graph_id, HK_GRAPH, child)) == CUDA_SUCCESS)
+            r = put_ids(s, child, sub, rec.sub_len, depth + 1, why, wl);
+        off += (size_t)rec.ndeps * 4 + rec.args_len + rec.sub_len;
+    }
+    free(v);
     return r;
 }
 
@@ -564,7 +876,76 @@ static CUresult replay_graph(struct session *s, const struct msg_migrate_item *i
     CUgraph g = NULL;
     CUresult r = REAL(cuGraphCreate, &g, 0);
     if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_GRAPH, g)) != CUDA_SUCCESS) REAL(cuGraphDestroy, g);
-    if (r == CUDA_SUCCESS) r = build_graph(s, g, it->data, (size_t)it->data_len, 1, why, wl);
+    if (r == CUDA_SUCCESS) r = build_graph(s, g, it->data, (size_t)it->data_len, 0, why, wl);
+    if (r == CUDA_SUCCESS) r = put_ids(s, g, it->data, (size_t)it->data_len, 0, why, wl);
+    return r;
+}
+
+/* One carried change, on e instantiated from a graph whose nodes are v. */
+static CUresult apply_change(struct session *s, CUgraphExec e, CUgraphNode *v, size_t n, const struct change_hdr *h,
+                             const uint8_t *data, char *why, size_t wl)
+{
+    struct node_rec rec;
+    void *ctx = NULL, **ptrs = NULL;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    uint32_t on = 0;
+    CUgraph g = NULL;
+    CUgraphExecUpdateResultInfo info;
+    CUresult r = CUDA_SUCCESS;
+    int with_rec = h->call == CH_KERNEL || h->call == CH_MEMSET || h->call == CH_MEMCPY;
+    if (h->call != CH_UPDATE && h->node >= n) return CUDA_ERROR_INVALID_VALUE;
+    if (with_rec && (h->len < sizeof rec || (memcpy(&rec, data, sizeof rec), rec.args_len != h->len - sizeof rec) ||
+                     rec.ndeps || rec.sub_len || rec.args_len > ARGS_MAX))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((h->call == CH_MEMSET || h->call == CH_MEMCPY) && (r = handle_get(s, rec.ctx, HK_CONTEXT, &ctx)) != CUDA_SUCCESS)
+        return r;
+    switch (h->call) {
+    case CH_KERNEL:
+        if ((r = kernel_params(s, &rec, data + sizeof rec, &kp, &ptrs)) == CUDA_SUCCESS)
+            r = REAL(cuGraphExecKernelNodeSetParams_v2, e, v[h->node], &kp);
+        free(ptrs);
+        return r;
+    case CH_MEMSET: return REAL(cuGraphExecMemsetNodeSetParams, e, v[h->node], &rec.memset, (CUcontext)ctx);
+    case CH_MEMCPY:
+        if ((r = copy_params(s, &rec)) != CUDA_SUCCESS) return r;
+        return REAL(cuGraphExecMemcpyNodeSetParams, e, v[h->node], &rec.copy, (CUcontext)ctx);
+    case CH_ENABLED:
+        if (h->len != sizeof on) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(&on, data, sizeof on);
+        return REAL(cuGraphNodeSetEnabled, e, v[h->node], on ? 1 : 0);
+    case CH_UPDATE:
+        if ((r = REAL(cuGraphCreate, &g, 0)) != CUDA_SUCCESS) return r;
+        if ((r = build_graph(s, g, data, h->len, 0, why, wl)) == CUDA_SUCCESS)
+            r = REAL(cuGraphExecUpdate_v2, e, g, &info);
+        REAL(cuGraphDestroy, g);
+        return r;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Replay the carried changes, in order, on e, instantiated from g. */
+static CUresult apply_changes(struct session *s, CUgraphExec e, CUgraph g, const uint8_t *p, size_t len, char *why,
+                              size_t wl)
+{
+    size_t n = 0, off = 0;
+    CUresult r = REAL(cuGraphGetNodes, g, NULL, &n);
+    CUgraphNode *v = r == CUDA_SUCCESS && n <= NODES_MAX ? calloc(n + 1, sizeof *v) : NULL;
+    if (!v) return r == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : r;
+    if (n) r = REAL(cuGraphGetNodes, g, v, &n);
+    while (r == CUDA_SUCCESS && off < len) {
+        struct change_hdr h;
+        if (len - off < sizeof h) break;
+        memcpy(&h, p + off, sizeof h);
+        off += sizeof h;
+        if (len - off < h.len) break;
+        r = apply_change(s, e, v, n, &h, p + off, why, wl);
+        if (r != CUDA_SUCCESS && !why[0])
+            snprintf(why, wl, "replaying a change of an executable graph failed with CUresult %d", (int)r);
+        off += h.len;
+    }
+    if (r == CUDA_SUCCESS && off != len)
+        r = CUDA_ERROR_INVALID_VALUE, snprintf(why, wl, "a malformed executable graph description");
+    free(v);
     return r;
 }
 
@@ -573,21 +954,32 @@ static CUresult replay_exec(struct session *s, const struct msg_migrate_item *it
     void *g = NULL;
     CUgraph own = NULL;
     CUgraphExec e = NULL;
+    uint64_t snap_len = 0;
+    size_t len = (size_t)it->data_len;
+    const uint8_t *p = it->data;
+    /* with a graph to instantiate from, no snapshot (an empty graph's is empty too) */
+    if (len < sizeof snap_len || (memcpy(&snap_len, p, sizeof snap_len), snap_len > len - sizeof snap_len) ||
+        (it->parent && snap_len))
+        return snprintf(why, wl, "a malformed executable graph description"), CUDA_ERROR_INVALID_VALUE;
+    p += sizeof snap_len, len -= sizeof snap_len;
     CUresult r = it->c ? session_bind_ctx(s, (uint32_t)it->c) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && it->parent) r = handle_get(s, it->parent, HK_GRAPH, &g);
     else if (r == CUDA_SUCCESS && (r = REAL(cuGraphCreate, &own, 0)) == CUDA_SUCCESS)
-        r = build_graph(s, own, it->data, (size_t)it->data_len, 0, why, wl), g = own;
+        r = build_graph(s, own, p, (size_t)snap_len, 0, why, wl), g = own;
     /* an upload needs a stream; the executable graph is uploaded at its first launch instead */
     if (r == CUDA_SUCCESS)
         r = REAL(cuGraphInstantiateWithFlags, &e, (CUgraph)g, it->a & ~(uint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+    /* before the graph goes: the changes name its nodes */
+    if (r == CUDA_SUCCESS) r = apply_changes(s, e, (CUgraph)g, p + snap_len, len - (size_t)snap_len, why, wl);
     if (own) REAL(cuGraphDestroy, own);
     if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_GRAPH_EXEC, e)) != CUDA_SUCCESS) REAL(cuGraphExecDestroy, e);
+    else if (r != CUDA_SUCCESS && e) REAL(cuGraphExecDestroy, e);
     return r;
 }
 
 CUresult migrate_graphs_replay(struct session *s, const struct msg_migrate_item *it, char *why, size_t wl)
 {
     if (it->kind == MIG_GRAPH && it->data) return replay_graph(s, it, why, wl);
-    if (it->kind == MIG_GRAPH_EXEC) return replay_exec(s, it, why, wl);
+    if (it->kind == MIG_GRAPH_EXEC && it->data) return replay_exec(s, it, why, wl);
     return CUDA_ERROR_INVALID_VALUE;
 }

@@ -8,8 +8,10 @@
  * asked what it holds, so its graph is described when it is instantiated
  * (a snapshot) and the other server instantiates again, with the same
  * flags, from the rebuilt graph when that is unchanged, else from the
- * snapshot. An executable graph changed after its instantiation
- * (cuGraphExec*SetParams, cuGraphExecUpdate, ...) refuses the move. */
+ * snapshot. The changes made to an executable graph after its
+ * instantiation (kernel, memset and memcpy parameters, enabling, updates)
+ * are noted as they happen and replayed there in order; any other change
+ * (a host node's, a child graph's, an event's set) refuses the move. */
 #ifndef SCUDA_SERVER_MIGRATE_GRAPHS_H
 #define SCUDA_SERVER_MIGRATE_GRAPHS_H
 
@@ -21,10 +23,11 @@ struct session;
 struct migrate_items;
 
 /* Wrap t's instantiation, executable-graph changes and destruction to
- * keep each executable graph's snapshot. Once, at session start. */
+ * keep each executable graph's snapshot and changes. Once, at session
+ * start. */
 void migrate_graphs_install(struct driver_table *t);
-/* Append why the session's graphs cannot move (node kinds, changed
- * executable graphs), nothing when they can. */
+/* Append why the session's graphs cannot move (node kinds, executable
+ * graphs changed by a call not carried), nothing when they can. */
 void migrate_graphs_explain(char *why, size_t whylen);
 /* MIG_GRAPH and MIG_GRAPH_EXEC items, after every object they name.
  * Returns 0, or -1 with why. Their data stays valid until the next call. */

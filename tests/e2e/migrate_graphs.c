@@ -1,15 +1,18 @@
 /* migrate_graphs.c - a session holding graphs, executable graphs and an
  * array moves to another server (src/server/migrate_graphs.c,
- * migrate_arrays.c; docs/architecture.md 9.17).
+ * migrate_arrays.c; docs/architecture.md 9.17, 9.17b).
  *
  * The client builds a graph node by node (a memset, a kernel, a device
- * copy), captures another (two kernels),
- * instantiates both and launches them, fills an array, then moves. After
- * the move it clears the outputs, copies the array out again and launches the same executable graphs
- * again, instantiates the hand-built graph again, asks a node of it for
- * its parameters, and reads the array: every result must equal what the
- * kernels compute, byte for byte, and the moved run must print what a run
- * that stayed prints. */
+ * copy), captures another (two kernels), builds a third of an event wait,
+ * a child graph and an event record, instantiates them and launches them,
+ * changes a second executable graph of the first (an update from another
+ * graph, then a kernel's and a memset's parameters, a node disabled),
+ * fills an array, then moves. After the move it clears the outputs,
+ * copies the array out again and launches the same executable graphs
+ * again, instantiates the hand-built graph again, asks nodes of the graphs
+ * for their parameters, event and child graph, and reads the array: every
+ * result must equal what the kernels compute, byte for byte, and the
+ * moved run must print what a run that stayed prints. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +32,12 @@ static char why[512];
 
 struct run {
     CUcontext ctx;
-    CUdeviceptr a, b, c, d, e, f, g, h;
-    CUgraph built, captured;
-    CUgraphNode kernel_node;
-    CUgraphExec built_exec, captured_exec;
+    CUdeviceptr a, b, c, d, e, f, g, h, i;
+    CUgraph built, captured, alt, nested, child;
+    CUgraphNode set_node, kernel_node, copy_node, child_node, record_node;
+    CUgraphExec built_exec, captured_exec, updated_exec, nested_exec;
     CUarray array;
+    CUevent ev;
     CUstream s;
 };
 
@@ -48,22 +52,76 @@ static CUgraphNode add_kernel(struct run *r, CUgraph g, CUgraphNode *deps, size_
     return n;
 }
 
-/* memset d; c = a + b; e = c */
-static void build_graph(struct run *r)
+static CUDA_MEMSET_NODE_PARAMS memset_d(struct run *r, uint32_t value)
 {
-    CU(cuGraphCreate(&r->built, 0));
-    CUDA_MEMSET_NODE_PARAMS ms = {.dst = r->d, .value = 0x11223344u, .elementSize = 4, .width = N, .height = 1};
-    CUgraphNode set, cp;
-    CU(cuGraphAddMemsetNode(&set, r->built, NULL, 0, &ms, r->ctx));
-    static unsigned n = N;
-    static void *args[4];
-    args[0] = &r->a, args[1] = &r->b, args[2] = &r->c, args[3] = &n;
-    r->kernel_node = add_kernel(r, r->built, &set, 1, h_func("vec_add"), args);
+    return (CUDA_MEMSET_NODE_PARAMS){.dst = r->d, .value = value, .elementSize = 4, .width = N, .height = 1};
+}
+
+/* memset d to `value`; c = x + x' (args); e = c */
+static CUgraph build_three(struct run *r, uint32_t value, void **args, CUgraphNode nodes[3])
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS ms = memset_d(r, value);
+    CU(cuGraphAddMemsetNode(&nodes[0], g, NULL, 0, &ms, r->ctx));
+    nodes[1] = add_kernel(r, g, &nodes[0], 1, h_func("vec_add"), args);
     CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);
     c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = r->c, c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
     c.dstDevice = r->e, c.WidthInBytes = N * sizeof(float), c.Height = c.Depth = 1;
-    CU(cuGraphAddMemcpyNode(&cp, r->built, &r->kernel_node, 1, &c, r->ctx));
+    CU(cuGraphAddMemcpyNode(&nodes[2], g, &nodes[1], 1, &c, r->ctx));
+    return g;
+}
+
+static unsigned n_elems = N;
+
+/* memset d; c = a + b; e = c */
+static void build_graph(struct run *r)
+{
+    static void *args[4];
+    args[0] = &r->a, args[1] = &r->b, args[2] = &r->c, args[3] = &n_elems;
+    CUgraphNode nodes[3];
+    r->built = build_three(r, 0x11223344u, args, nodes);
+    r->set_node = nodes[0], r->kernel_node = nodes[1], r->copy_node = nodes[2];
+}
+
+/* An executable graph of the built graph, changed: updated from a graph
+ * like it (d = 0x0badf00d, c = b + b), then c = a + a, d = 0x55667788
+ * and the copy into e disabled. */
+static void change_exec(struct run *r)
+{
+    static void *alt_args[4], *args[4];
+    alt_args[0] = &r->b, alt_args[1] = &r->b, alt_args[2] = &r->c, alt_args[3] = &n_elems;
+    args[0] = &r->a, args[1] = &r->a, args[2] = &r->c, args[3] = &n_elems;
+    CUgraphNode alt_nodes[3];
+    r->alt = build_three(r, 0x0badf00du, alt_args, alt_nodes);
+    CU(cuGraphInstantiateWithFlags(&r->updated_exec, r->built, 0));
+    CUgraphExecUpdateResultInfo info;
+    CU(cuGraphExecUpdate_v2(r->updated_exec, r->alt, &info));
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = h_func("vec_add"), p.ctx = r->ctx, p.gridDimX = N / 256, p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 256, p.blockDimY = p.blockDimZ = 1, p.kernelParams = args;
+    CU(cuGraphExecKernelNodeSetParams_v2(r->updated_exec, r->kernel_node, &p));
+    CUDA_MEMSET_NODE_PARAMS ms = memset_d(r, 0x55667788u);
+    CU(cuGraphExecMemsetNodeSetParams(r->updated_exec, r->set_node, &ms, r->ctx));
+    CU(cuGraphNodeSetEnabled(r->updated_exec, r->copy_node, 0));
+}
+
+/* wait for ev; a child graph (memset i = 0x01020304, then 0x0a0b0c0d
+ * on its first half); record ev */
+static void build_nested(struct run *r)
+{
+    CU(cuGraphCreate(&r->child, 0));
+    CUDA_MEMSET_NODE_PARAMS whole = {.dst = r->i, .value = 0x01020304u, .elementSize = 4, .width = N, .height = 1};
+    CUDA_MEMSET_NODE_PARAMS half = {.dst = r->i, .value = 0x0a0b0c0du, .elementSize = 4, .width = N / 2, .height = 1};
+    CUgraphNode first, second, wait;
+    CU(cuGraphAddMemsetNode(&first, r->child, NULL, 0, &whole, r->ctx));
+    CU(cuGraphAddMemsetNode(&second, r->child, &first, 1, &half, r->ctx));
+    CU(cuGraphCreate(&r->nested, 0));
+    CU(cuGraphAddEventWaitNode(&wait, r->nested, NULL, 0, r->ev));
+    CU(cuGraphAddChildGraphNode(&r->child_node, r->nested, &wait, 1, r->child));
+    CU(cuGraphAddEventRecordNode(&r->record_node, r->nested, &r->child_node, 1, r->ev));
 }
 
 /* f = 0xabc0 + 7 words; g = c + c */
@@ -84,13 +142,14 @@ static void capture_graph(struct run *r)
 static void setup(struct run *r)
 {
     r->ctx = h_cuda_setup();
-    CUdeviceptr *bufs[] = {&r->a, &r->b, &r->c, &r->d, &r->e, &r->f, &r->g, &r->h};
-    for (int i = 0; i < 8; i++) CU(cuMemAlloc_v2(bufs[i], N * sizeof(float)));
+    CUdeviceptr *bufs[] = {&r->a, &r->b, &r->c, &r->d, &r->e, &r->f, &r->g, &r->h, &r->i};
+    for (int i = 0; i < 9; i++) CU(cuMemAlloc_v2(bufs[i], N * sizeof(float)));
     float ha[N], hb[N];
     for (int i = 0; i < N; i++) ha[i] = (float)i, hb[i] = 0.25f * (float)i + 1.0f;
     CU(cuMemcpyHtoD_v2(r->a, ha, sizeof ha));
     CU(cuMemcpyHtoD_v2(r->b, hb, sizeof hb));
     CU(cuStreamCreate(&r->s, CU_STREAM_NON_BLOCKING));
+    CU(cuEventCreate(&r->ev, CU_EVENT_DEFAULT));
     /* The module's globals are placed before the array, as the move
      * replays them (arrays are not in the placing sequence yet). */
     CUdeviceptr gp;
@@ -103,8 +162,11 @@ static void setup(struct run *r)
     CU(cuMemcpyHtoA_v2(r->array, 0, img, sizeof img));
     build_graph(r);
     capture_graph(r);
+    build_nested(r);
     CU(cuGraphInstantiateWithFlags(&r->built_exec, r->built, 0));
     CU(cuGraphInstantiateWithFlags(&r->captured_exec, r->captured, 0));
+    CU(cuGraphInstantiateWithFlags(&r->nested_exec, r->nested, 0));
+    change_exec(r);
 }
 
 static void launch_both(struct run *r)
@@ -118,8 +180,8 @@ static void launch_both(struct run *r)
 
 static void clear_outputs(struct run *r)
 {
-    CUdeviceptr outs[] = {r->c, r->d, r->e, r->f, r->g, r->h};
-    for (int i = 0; i < 6; i++) CU(cuMemsetD32_v2(outs[i], 0, N));
+    CUdeviceptr outs[] = {r->c, r->d, r->e, r->f, r->g, r->h, r->i};
+    for (int i = 0; i < 7; i++) CU(cuMemsetD32_v2(outs[i], 0, N));
     CU(cuCtxSynchronize());
 }
 
@@ -148,6 +210,37 @@ static void check_outputs(struct run *r, const char *when)
     printf("%s: outputs right, sum %llu\n", when, sum);
 }
 
+/* The changed executable graph: d = 0x55667788, c = a + a, e untouched;
+ * the nested one: i as the child's memsets leave it, ev recorded. */
+static void check_changed_and_nested(struct run *r, const char *when)
+{
+    clear_outputs(r);
+    CU(cuGraphLaunch(r->updated_exec, r->s));
+    CU(cuGraphLaunch(r->nested_exec, r->s));
+    CU(cuStreamSynchronize(r->s));
+    CU(cuEventSynchronize(r->ev));
+    float c[N], e[N];
+    uint32_t d[N], i_[N];
+    CU(cuMemcpyDtoH_v2(c, r->c, sizeof c));
+    CU(cuMemcpyDtoH_v2(d, r->d, sizeof d));
+    CU(cuMemcpyDtoH_v2(e, r->e, sizeof e));
+    CU(cuMemcpyDtoH_v2(i_, r->i, sizeof i_));
+    for (int i = 0; i < N; i++) {
+        CHECK(c[i] == 2.0f * (float)i && e[i] == 0.0f && d[i] == 0x55667788u,
+              "%s: the changed executable graph, element %d: c %g e %g d %#x", when, i, c[i], e[i], d[i]);
+        CHECK(i_[i] == (i < N / 2 ? 0x0a0b0c0du : 0x01020304u), "%s: the child graph, element %d: %#x", when, i, i_[i]);
+    }
+    CUevent ev = NULL;
+    CU(cuGraphEventRecordNodeGetEvent(r->record_node, &ev));
+    CHECK(ev == r->ev, "%s: the event record node's event is %p, not %p", when, (void *)ev, (void *)r->ev);
+    CUgraph child = NULL;
+    size_t n = 0;
+    CU(cuGraphChildGraphNodeGetGraph(r->child_node, &child));
+    CU(cuGraphGetNodes(child, NULL, &n));
+    CHECK(n == 2, "%s: the child graph has %zu nodes, not 2", when, n);
+    printf("%s: changed and nested executable graphs right\n", when);
+}
+
 static int workload(void *arg)
 {
     (void)arg;
@@ -155,6 +248,9 @@ static int workload(void *arg)
     setup(&r);
     launch_both(&r);
     check_outputs(&r, "before");
+    check_changed_and_nested(&r, "before");
+    CUgraph child_before = NULL, child_after = NULL;
+    CU(cuGraphChildGraphNodeGetGraph(r.child_node, &child_before));
     if (target) {
         int moved = scuda_migrate(target, why, sizeof why);
         CHECK(moved == 1, "scuda_migrate(%s) = %d: %s", target, moved, why);
@@ -162,6 +258,10 @@ static int workload(void *arg)
     clear_outputs(&r);
     launch_both(&r);
     check_outputs(&r, "after, the same executable graphs");
+    check_changed_and_nested(&r, "after");
+    CU(cuGraphChildGraphNodeGetGraph(r.child_node, &child_after));
+    CHECK(child_after == child_before, "the child graph's handle changed: %p, was %p", (void *)child_after,
+          (void *)child_before);
     /* the graph and its nodes are the client's handles still */
     CUDA_KERNEL_NODE_PARAMS p;
     memset(&p, 0, sizeof p);
@@ -184,8 +284,14 @@ static int workload(void *arg)
     CU(cuGraphExecDestroy(again));
     CU(cuGraphExecDestroy(r.built_exec));
     CU(cuGraphExecDestroy(r.captured_exec));
+    CU(cuGraphExecDestroy(r.updated_exec));
+    CU(cuGraphExecDestroy(r.nested_exec));
     CU(cuGraphDestroy(r.built));
     CU(cuGraphDestroy(r.captured));
+    CU(cuGraphDestroy(r.alt));
+    CU(cuGraphDestroy(r.nested));
+    CU(cuGraphDestroy(r.child));
+    CU(cuEventDestroy(r.ev));
     CU(cuArrayDestroy(r.array));
     printf("done\n");
     return 0;
@@ -205,19 +311,17 @@ static char *run_workload(const char *tag, const char *to)
     return h_read_file(path, &len);
 }
 
-/* An executable graph changed after its instantiation cannot move: the
- * refusal names it and the session goes on. */
+/* An executable graph changed by a call a move does not carry (a child
+ * graph node's graph set) cannot move: the refusal names the call and the
+ * session goes on. */
 static int changed_exec_workload(void *arg)
 {
     (void)arg;
     struct run r;
     setup(&r);
-    CUDA_KERNEL_NODE_PARAMS p;
-    memset(&p, 0, sizeof p);
-    CU(cuGraphKernelNodeGetParams_v2(r.kernel_node, &p));
-    CU(cuGraphExecKernelNodeSetParams_v2(r.built_exec, r.kernel_node, &p));
+    CU(cuGraphExecChildGraphNodeSetParams(r.nested_exec, r.child_node, r.child));
     int moved = scuda_migrate(target, why, sizeof why);
-    CHECK(moved == 0 && strstr(why, "changed after its instantiation (cuGraphExecKernelNodeSetParams_v2)"),
+    CHECK(moved == 0 && strstr(why, "changed after its instantiation (cuGraphExecChildGraphNodeSetParams)"),
           "a changed executable graph: moved %d: %s", moved, why);
     launch_both(&r);
     check_outputs(&r, "refused, still on A");

@@ -376,6 +376,8 @@ struct si_gnode {
     CUDA_MEM_ALLOC_NODE_PARAMS alloc;  /* MEM_ALLOC: as given, with the address (accessDescs not kept) */
     CUDA_BATCH_MEM_OP_NODE_PARAMS memop; /* BATCH_MEM_OP: as given, paramArray its own copy */
     si_graph **bodies;           /* GRAPH: the child graph; CONDITIONAL: the bodies (the node's own) */
+    si_event *event;             /* EVENT_RECORD / WAIT_EVENT (validated by event_id) */
+    uint64_t event_id;
     unsigned n_bodies;
     struct si_cond *cond;        /* CONDITIONAL */
     CUgraphConditionalNodeType ctype;
@@ -429,6 +431,9 @@ typedef struct si_enode {
     unsigned n_subs;
     si_cond *cond;
     CUgraphConditionalNodeType ctype;
+    si_event *event;             /* EVENT_RECORD / WAIT_EVENT */
+    uint64_t event_id;
+    bool disabled;               /* cuGraphNodeSetEnabled(..., 0) */
 } si_enode;
 
 struct si_gexec {
@@ -889,6 +894,7 @@ static CUresult si_graph_clone(si_graph *g, si_graph **out)
         if (n->op)
             x->op = si_op_clone(n->op);
         x->copy = n->copy;
+        x->event = n->event, x->event_id = n->event_id;
         if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
             x->memop = si_memop_copy(&n->memop);
         if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
@@ -1730,6 +1736,7 @@ static si_gexec *si_gexec_build(const si_graph *g)
         si_enode *x = &e->nodes[e->n++];
         x->orig = n;
         x->type = n->type;
+        x->event = n->event, x->event_id = n->event_id;
         if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
             const si_entry *en = n->k.func->entry;
             x->k = n->k;
@@ -1888,6 +1895,7 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
     i = 0;
     for (si_gnode *n = rc ? NULL : g->head; n; n = n->next, i++) {
         si_enode *x = &e->nodes[i];
+        x->event = n->event, x->event_id = n->event_id;
         if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
             const si_entry *en = n->k.func->entry;
             si_kcall_free(&x->k);
@@ -1949,8 +1957,14 @@ static void si_gexec_submit(si_stream *s, const si_gexec *e)
 {
     for (size_t i = 0; i < e->n; i++) {
         const si_enode *x = &e->nodes[i];
+        if (x->disabled)
+            continue;
         if (x->type == CU_GRAPH_NODE_TYPE_KERNEL) {
             si_kcall_submit(s, &x->k);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
+            si_event_record_on(s, x->event, x->event_id);
+        } else if (x->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT) {
+            si_event_wait_on(s, x->event, x->event_id);
         } else if (x->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
             si_memop_submit(s, &x->memop);
         } else if (x->type == CU_GRAPH_NODE_TYPE_GRAPH) {
@@ -2008,6 +2022,187 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
         rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc)
         si_gexec_free((si_gexec *)hGraphExec);
+    si_leave();
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* event nodes, a child graph node's graph, the executable graph's
+ * memset, memcpy, child graph and enable settings                     */
+
+static CUresult si_add_event_node(CUgraphNode *ph, CUgraph hGraph, const CUgraphNode *deps, size_t n, CUevent ev,
+                                  CUgraphNodeType type)
+{
+    si_enter();
+    si_graph *g = (si_graph *)hGraph;
+    si_event *e = (si_event *)ev;
+    CUresult rc = si_node_add_check(ph, g, deps, n);
+    if (!rc && !si_hset_has(&si_g.events, e))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc) {
+        si_gnode *x = si_gnode_add(g, type, (si_gnode *const *)deps, n);
+        x->event = e, x->event_id = e->id;
+        *ph = (CUgraphNode)x;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                           size_t numDependencies, CUevent event)
+{
+    return si_add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUevent event)
+{
+    return si_add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+static CUresult si_event_node_get(CUgraphNode hNode, CUevent *out, CUgraphNodeType type)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != type || !out))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *out = (CUevent)n->event;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return si_event_node_get(hNode, event_out, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return si_event_node_get(hNode, event_out, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+/* The child graph node's own graph (a handle to it, not a copy). */
+CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_gnode *n = (si_gnode *)hNode;
+    if (!rc && (!si_gnode_valid(n) || n->type != CU_GRAPH_NODE_TYPE_GRAPH || !n->n_bodies || !phGraph))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *phGraph = (CUgraph)n->bodies[0];
+    si_leave();
+    return rc;
+}
+
+/* The executable graph's copy of node hNode of type `type` (-1: any),
+ * or NULL. */
+static si_enode *si_exec_node(CUgraphExec hGraphExec, CUgraphNode hNode, int type)
+{
+    si_gexec *e = (si_gexec *)hGraphExec;
+    if (!si_gexec_valid(e) || !si_gnode_valid((si_gnode *)hNode))
+        return NULL;
+    for (size_t i = 0; i < e->n; i++)
+        if (e->nodes[i].orig == (si_gnode *)hNode)
+            return type < 0 || (int)e->nodes[i].type == type ? &e->nodes[i] : NULL;
+    return NULL;
+}
+
+/* The executable graph's memset and memcpy: the parameters are checked
+ * and turned into an operation by adding them to a scratch graph, whose
+ * node's operation then replaces the executable graph's copy. */
+static CUresult si_exec_take_op(CUgraphExec hGraphExec, CUgraphNode hNode, int type, CUgraph tmp, CUgraphNode made)
+{
+    si_enter();
+    si_enode *x = si_exec_node(hGraphExec, hNode, type);
+    CUresult rc = x && x->op ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_op_free(x->op);
+        x->op = ((si_gnode *)made)->op;
+        ((si_gnode *)made)->op = NULL;
+    }
+    si_leave();
+    cuGraphDestroy(tmp);
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUgraph tmp = NULL;
+    CUgraphNode n = NULL;
+    CUresult rc = cuGraphCreate(&tmp, 0);
+    if (rc)
+        return rc;
+    if ((rc = cuGraphAddMemsetNode(&n, tmp, NULL, 0, memsetParams, ctx)) != CUDA_SUCCESS) {
+        cuGraphDestroy(tmp);
+        return rc;
+    }
+    return si_exec_take_op(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET, tmp, n);
+}
+
+CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUgraph tmp = NULL;
+    CUgraphNode n = NULL;
+    CUresult rc = cuGraphCreate(&tmp, 0);
+    if (rc)
+        return rc;
+    if ((rc = cuGraphAddMemcpyNode(&n, tmp, NULL, 0, copyParams, ctx)) != CUDA_SUCCESS) {
+        cuGraphDestroy(tmp);
+        return rc;
+    }
+    return si_exec_take_op(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, tmp, n);
+}
+
+/* The child's executable copy is made again from childGraph, which must
+ * have the same node types in the same order. */
+CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_enode *x = rc ? NULL : si_exec_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_GRAPH);
+    si_graph *g = (si_graph *)childGraph;
+    if (!rc && (!x || !si_graph_valid(g) || !x->n_subs || g->n != x->subs[0]->n || !si_graph_live(g)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    size_t i = 0;
+    for (si_gnode *n = rc ? NULL : g->head; n; n = n->next, i++)
+        if (n->type != x->subs[0]->nodes[i].type)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        si_gexec_free(x->subs[0]);
+        x->subs[0] = si_gexec_build(g);
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_enode *x = rc ? NULL : si_exec_node(hGraphExec, hNode, -1);
+    if (!rc && (!x || (x->type != CU_GRAPH_NODE_TYPE_KERNEL && x->type != CU_GRAPH_NODE_TYPE_MEMSET &&
+                       x->type != CU_GRAPH_NODE_TYPE_MEMCPY)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        x->disabled = !isEnabled;
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    si_enter();
+    CUresult rc = si_check_init();
+    si_enode *x = rc ? NULL : si_exec_node(hGraphExec, hNode, -1);
+    if (!rc && (!x || !isEnabled))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        *isEnabled = !x->disabled;
     si_leave();
     return rc;
 }

@@ -492,6 +492,10 @@ bool si_would_inline(const si_stream *s);
 bool si_stream_live(const si_stream *s, uint64_t id);
 void si_destroy_ctx_streams_events(si_ctx *c);
 void si_exec_kick(void);
+/* What an event record or wait node does at a launch, as cuEventRecord
+ * and cuStreamWaitEvent on s; nothing once the event (id) is destroyed. */
+void si_event_record_on(si_stream *s, si_event *e, uint64_t id);
+void si_event_wait_on(si_stream *s, si_event *e, uint64_t id);
 
 /* ------------------------------------------------------------------ */
 /* modules (standin_module.c)                                          */

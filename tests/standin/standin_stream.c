@@ -717,8 +717,14 @@ static CUresult si_stream_wait_event(CUstream h, CUevent hEvent, unsigned int Fl
         return CUDA_ERROR_INVALID_HANDLE;
     if (Flags != CU_EVENT_WAIT_DEFAULT && Flags != CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (si_event_complete(e) || e->stream == s)
-        return CUDA_SUCCESS;
+    si_event_wait_on(s, e, e->id);
+    return CUDA_SUCCESS;
+}
+
+void si_event_wait_on(si_stream *s, si_event *e, uint64_t id)
+{
+    if (!si_event_valid(e, id) || si_event_complete(e) || e->stream == s)
+        return;
     si_op *op = si_op_new(SI_OP_WAIT);
     op->u.wait.s = e->stream;
     op->u.wait.s_id = e->stream_id;
@@ -726,7 +732,6 @@ static CUresult si_stream_wait_event(CUstream h, CUevent hEvent, unsigned int Fl
     si_add_barriers(s);
     si_append(s, op);
     si_exec_kick();
-    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -999,6 +1004,14 @@ static CUresult si_event_record(CUevent hEvent, CUstream h, unsigned int flags, 
         return rc;
     if (s->ctx != e->ctx)
         return CUDA_ERROR_INVALID_HANDLE;
+    si_event_record_on(s, e, e->id);
+    return CUDA_SUCCESS;
+}
+
+void si_event_record_on(si_stream *s, si_event *e, uint64_t id)
+{
+    if (!si_event_valid(e, id))
+        return; /* an event record node whose event was destroyed */
     e->recorded = true;
     e->stream = s;
     e->stream_id = s->id;
@@ -1008,7 +1021,6 @@ static CUresult si_event_record(CUevent hEvent, CUstream h, unsigned int flags, 
     op->u.event.ev = e;
     op->u.event.ev_id = e->id;
     e->seq = si_submit(s, op);
-    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)

@@ -7,15 +7,18 @@
 # equal the native run's, byte for byte, and the move must have happened.
 # One SUMMARY line; exit 1 on failure. Logs in DIR (default /tmp/mig_cuda).
 # NVCC_FLAGS adds nvcc options: `-compress-mode=size` compresses the cubin
-# (zstd), whose variables A must decompress to list.
+# (zstd), whose variables A must decompress to list. PROGRAM=migrate_graph
+# runs tests/gpu/programs/migrate_graph.cu instead (graphs, executable
+# graphs changed before the move), under the same contract.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 R=${1:-/tmp/mig_cuda}
 mkdir -p "$R"
 S=$R/pause
 rm -rf "$S" && mkdir -p "$S"
-BIN=$R/migrate_phases
-if ! nvcc -arch="${GPU_ARCH:-sm_90}" ${NVCC_FLAGS:-} "$ROOT/tests/gpu/programs/migrate_phases.cu" -o "$BIN" >"$R/build.log" 2>&1; then
+PROGRAM=${PROGRAM:-migrate_phases}
+BIN=$R/$PROGRAM
+if ! nvcc -arch="${GPU_ARCH:-sm_90}" ${NVCC_FLAGS:-} "$ROOT/tests/gpu/programs/$PROGRAM.cu" -o "$BIN" >"$R/build.log" 2>&1; then
   summary migrate_cuda 0 "the program did not build: $R/build.log"
   exit 1
 fi

@@ -18,6 +18,7 @@
 #include "handles.h"
 #include "host_quota.h"
 #include "../common/auth.h"
+#include "../common/idmap.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned blockers;
@@ -160,6 +161,29 @@ static CUresult add_contexts(struct migrate_items *l, const struct handle_ref *h
     return CUDA_SUCCESS;
 }
 
+/* Every stream and event of the client must be in the sequence: one the
+ * driver made otherwise (an event opened from another process's IPC
+ * handle) has no creation there to replay. Returns 0, -1 (out of memory)
+ * or 1 with why. */
+static int every_stream_event_made(const struct migrate_items *l, const struct handle_ref *h, long n, char *why,
+                                   size_t whylen)
+{
+    struct idmap made = IDMAP_INIT;
+    int rc = 0;
+    for (size_t i = 0; i < l->n && rc == 0; i++)
+        if ((l->v[i].kind == MIG_STREAM || l->v[i].kind == MIG_EVENT) && l->v[i].id)
+            rc = idmap_put(&made, l->v[i].id, 0, NULL) == -2 ? -1 : 0;
+    for (long i = 0; i < n && rc == 0; i++) {
+        if ((h[i].kind != HK_STREAM && h[i].kind != HK_EVENT) || idmap_get(&made, h[i].id, NULL, NULL)) continue;
+        snprintf(why, whylen, "%s %#llx was not made by %s (an IPC import?): it cannot be made again elsewhere",
+                 h[i].kind == HK_STREAM ? "stream" : "event", (unsigned long long)h[i].id,
+                 h[i].kind == HK_STREAM ? "cuStreamCreate" : "cuEventCreate");
+        rc = 1;
+    }
+    idmap_clear(&made);
+    return rc;
+}
+
 static int add_allocations(struct migrate_items *l)
 {
     for (struct window_entry e = {0}; window_entry_from(e.addr + 1, &e);) {
@@ -184,6 +208,8 @@ long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, 
     why[0] = '\0';
     CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_contexts(&l, h, n);
     if (r == CUDA_SUCCESS && migrate_seq_items(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    int unmade = r == CUDA_SUCCESS ? every_stream_event_made(&l, h, n, why, whylen) : 0;
+    if (unmade) r = unmade < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && add_allocations(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && migrate_vmm_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && deferred &&

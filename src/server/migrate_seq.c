@@ -315,9 +315,10 @@ static bool is_destruction(uint8_t kind) { return kind == MIG_STREAM_DESTROY || 
 
 static void note_creation(uint8_t kind, const void *real, uint64_t flags, int64_t prio)
 {
+    uint64_t ctx = migrate_current_ctx_id();
     pthread_mutex_lock(&lock);
-    struct seq_note *n = append((struct msg_migrate_item){.kind = kind, .parent = migrate_current_ctx_id(),
-                                                          .a = flags, .b = (uint64_t)prio, .c = ++last_serial});
+    struct seq_note *n = append((struct msg_migrate_item){.kind = kind, .parent = ctx, .a = flags,
+                                                          .b = (uint64_t)prio, .c = ++last_serial});
     if (n) n->real = real;
     pthread_mutex_unlock(&lock);
 }

@@ -4,7 +4,8 @@
  * The parent forks this session for a HELLO_MIGRATE_IN client, another
  * server that proved a token. After the usual welcome it reads the items
  * of migrate_state.h and replays each under the client's own ids: the
- * same contexts, modules, functions, streams and events, every allocation
+ * same contexts, then modules, functions, streams and events in the order
+ * they were made (and destroyed) there, every allocation
  * at the address it had there (the device window), then the device bytes.
  * Every item comes from the network: each is decoded with bounds, and an
  * id, an address or a name it gives is the driver's or the window's to
@@ -216,11 +217,52 @@ static CUresult replay_func_attr(struct session *s, const struct msg_migrate_ite
     }
 }
 
+/* Streams and events without a client id (the exporting session's own,
+ * or destroyed there since), by the exporter's serial: a later item may
+ * destroy them. Made in their turn only so that this driver allocates
+ * what that one did. */
+#define ANON_MAX (1u << 20)
+static struct anon {
+    uint64_t serial;
+    uint8_t kind;
+    void *h;
+} *anons;
+static size_t nanons, capanons;
+
+/* Serials rise (the exporter numbers in creation order), so the kept
+ * ones are sorted: a destroy finds its creation by bisection. */
+static struct anon *anon_find(uint64_t serial, uint8_t kind)
+{
+    size_t lo = 0, hi = nanons;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (anons[mid].serial < serial) lo = mid + 1;
+        else hi = mid;
+    }
+    struct anon *a = lo < nanons ? &anons[lo] : NULL;
+    return a && a->serial == serial && a->kind == kind && a->h ? a : NULL;
+}
+
+static CUresult anon_keep(const struct msg_migrate_item *it)
+{
+    if (it->c == 0 || (nanons && it->c <= anons[nanons - 1].serial)) return CUDA_ERROR_INVALID_VALUE;
+    if (nanons == capanons) {
+        size_t cap = capanons ? capanons * 2 : 64;
+        struct anon *v = nanons < ANON_MAX ? realloc(anons, cap * sizeof *v) : NULL;
+        if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
+        anons = v, capanons = cap;
+    }
+    anons[nanons++] = (struct anon){.serial = it->c, .kind = it->kind};
+    return CUDA_SUCCESS;
+}
+
 static CUresult replay_stream(struct session *s, const struct msg_migrate_item *it)
 {
     CUstream st = NULL;
     CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS && !it->id) r = anon_keep(it);
     if (r == CUDA_SUCCESS) r = REAL(cuStreamCreateWithPriority, &st, (unsigned)it->a, (int)(int64_t)it->b);
+    if (r == CUDA_SUCCESS && !it->id) return anons[nanons - 1].h = st, CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_STREAM, st)) != CUDA_SUCCESS) REAL(cuStreamDestroy_v2, st);
     return r;
 }
@@ -229,9 +271,23 @@ static CUresult replay_event(struct session *s, const struct msg_migrate_item *i
 {
     CUevent e = NULL;
     CUresult r = session_bind_ctx(s, (uint32_t)it->parent);
+    if (r == CUDA_SUCCESS && !it->id) r = anon_keep(it);
     if (r == CUDA_SUCCESS) r = REAL(cuEventCreate, &e, (unsigned)it->a);
+    if (r == CUDA_SUCCESS && !it->id) return anons[nanons - 1].h = e, CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && (r = handle_put(s, it->id, HK_EVENT, e)) != CUDA_SUCCESS) REAL(cuEventDestroy_v2, e);
     return r;
+}
+
+/* Only what this import made without an id: the client's own go with
+ * their ids, through the session's calls. */
+static CUresult replay_destroy(const struct msg_migrate_item *it)
+{
+    uint8_t kind = it->kind == MIG_STREAM_DESTROY ? MIG_STREAM : MIG_EVENT;
+    struct anon *a = anon_find(it->c, kind);
+    if (!a) return CUDA_ERROR_INVALID_HANDLE;
+    void *h = a->h;
+    a->h = NULL;
+    return kind == MIG_STREAM ? REAL(cuStreamDestroy_v2, (CUstream)h) : REAL(cuEventDestroy_v2, (CUevent)h);
 }
 
 /* The allocation at the very address it had: the window places it there
@@ -398,6 +454,8 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_VMM_RELEASE: return replay_vmm_release(it);
     case MIG_STREAM: return replay_stream(s, it);
     case MIG_EVENT: return replay_event(s, it);
+    case MIG_STREAM_DESTROY:
+    case MIG_EVENT_DESTROY: return replay_destroy(it);
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
@@ -420,7 +478,8 @@ static const char *kind_word(unsigned k)
                                     "managed memory", "managed free", "function attribute", "reservation",
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
                                     "library managed variable", "query for images", "images held", "array", "array bytes",
-                                    "graph", "executable graph", "end of what loads ahead", "hold"};
+                                    "graph", "executable graph", "end of what loads ahead", "hold",
+                                    "stream destroy", "event destroy"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 

@@ -16,6 +16,17 @@
  * (a module's own notes); a freed managed allocation stays, followed by
  * its free, since the allocator's later choices depended on it.
  *
+ * Streams and events are in the sequence too: the driver allocates memory
+ * of its own for each (seen on driver 580: a static-cudart program that
+ * made its streams and events before loading its code had its module
+ * globals elsewhere on a server that made them after). Every one is
+ * noted, the client's and the session's own (a staging event), and a
+ * destroyed one stays, followed by its destroy, as a freed managed
+ * allocation does. Only a run at the end of the sequence of streams and
+ * events all destroyed again is dropped: the driver is back where it was
+ * before it, so a program that makes and destroys an event per step does
+ * not grow the sequence.
+ *
  * Function attributes (cuFuncSetAttribute and the like) place nothing but
  * must follow the function: a kernel that needs more shared memory than
  * the default fails to launch on a server that was not told. They are kept
@@ -38,9 +49,10 @@
 
 struct seq_note {
     struct msg_migrate_item it; /* name (malloc) and data (host_quota) owned here */
-    const void *real;           /* MIG_KERNEL_FUNCTION: the CUkernel, for "seen in this context" */
-    bool gone;                  /* unloaded: not replayed */
-    bool freed;                 /* MIG_MANAGED: its free follows in the sequence */
+    const void *real;           /* MIG_KERNEL_FUNCTION: the CUkernel, for "seen in this context";
+                                 * MIG_STREAM, MIG_EVENT: the handle while it lives */
+    bool gone;                  /* unloaded, or its context destroyed: not replayed */
+    bool freed;                 /* MIG_MANAGED, MIG_STREAM, MIG_EVENT: its free follows in the sequence */
 };
 
 struct attr_note {
@@ -57,6 +69,7 @@ static struct attr_note *attrs;
 static size_t nattrs, capattrs;
 static int lost;
 static int images_pinned; /* migrate_seq_pin_images */
+static uint64_t last_serial; /* of streams and events */
 /* The context each kernel's function was first asked for in (key: the
  * CUkernel), so that the common case, one context, needs no scan. */
 static struct idmap first_ctx = IDMAP_INIT;
@@ -312,6 +325,130 @@ static CUresult seq_cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig c)
     return r;
 }
 
+/* ---- streams and events ------------------------------------------------------------ */
+
+static bool is_creation(uint8_t kind) { return kind == MIG_STREAM || kind == MIG_EVENT; }
+static bool is_destruction(uint8_t kind) { return kind == MIG_STREAM_DESTROY || kind == MIG_EVENT_DESTROY; }
+
+static void note_creation(uint8_t kind, const void *real, uint64_t flags, int64_t prio)
+{
+    uint64_t ctx = migrate_current_ctx_id();
+    pthread_mutex_lock(&lock);
+    struct seq_note *n = append((struct msg_migrate_item){.kind = kind, .parent = ctx, .a = flags,
+                                                          .b = (uint64_t)prio, .c = ++last_serial});
+    if (n) n->real = real;
+    pthread_mutex_unlock(&lock);
+}
+
+static void release_note(struct seq_note *n)
+{
+    free((void *)n->it.name);
+    host_quota_free((void *)n->it.data);
+}
+
+/* Drop the longest run at the end of streams and events that were all
+ * destroyed within it: each destroy in it names a creation in it. */
+static void drop_closed_tail(void)
+{
+    size_t cut = nseq;
+    long open = 0;
+    for (size_t i = nseq; i-- > 0;) {
+        const struct seq_note *n = &seq[i];
+        if (n->gone) continue; /* not replayed: it goes with the run */
+        if (is_destruction(n->it.kind)) open++;
+        else if (is_creation(n->it.kind) && n->freed) open--;
+        else break;
+        if (open == 0) cut = i;
+    }
+    for (size_t i = cut; i < nseq; i++) release_note(&seq[i]);
+    nseq = cut;
+}
+
+static void note_destruction(uint8_t kind, const void *real)
+{
+    uint8_t destroy = kind == MIG_STREAM ? MIG_STREAM_DESTROY : MIG_EVENT_DESTROY;
+    pthread_mutex_lock(&lock);
+    for (size_t i = nseq; i-- > 0;) {
+        struct seq_note *n = &seq[i];
+        if (n->it.kind != kind || n->real != real || n->freed || n->gone) continue;
+        n->freed = true, n->real = NULL; /* the driver may hand the value out again */
+        if (append((struct msg_migrate_item){.kind = destroy, .parent = n->it.parent, .c = n->it.c}))
+            drop_closed_tail();
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static CUresult seq_cuStreamCreateWithPriority(CUstream *st, unsigned flags, int prio)
+{
+    CUresult r = orig.cuStreamCreateWithPriority(st, flags, prio);
+    /* The driver clamps the priority: B must be given what A's has. */
+    if (r == CUDA_SUCCESS && st && (!orig.cuStreamGetPriority || orig.cuStreamGetPriority(*st, &prio) != CUDA_SUCCESS))
+        prio = 0;
+    if (r == CUDA_SUCCESS && st) note_creation(MIG_STREAM, *st, flags, prio);
+    return r;
+}
+
+static CUresult seq_cuStreamCreate(CUstream *st, unsigned flags)
+{
+    CUresult r = orig.cuStreamCreate(st, flags);
+    if (r == CUDA_SUCCESS && st) note_creation(MIG_STREAM, *st, flags, 0);
+    return r;
+}
+
+static CUresult seq_cuEventCreate(CUevent *e, unsigned flags)
+{
+    CUresult r = orig.cuEventCreate(e, flags);
+    if (r == CUDA_SUCCESS && e) note_creation(MIG_EVENT, *e, flags, 0);
+    return r;
+}
+
+static CUresult seq_cuStreamDestroy_v2(CUstream st)
+{
+    CUresult r = orig.cuStreamDestroy_v2(st);
+    if (r == CUDA_SUCCESS) note_destruction(MIG_STREAM, st);
+    return r;
+}
+
+static CUresult seq_cuStreamDestroy(CUstream st)
+{
+    CUresult r = orig.cuStreamDestroy(st);
+    if (r == CUDA_SUCCESS) note_destruction(MIG_STREAM, st);
+    return r;
+}
+
+static CUresult seq_cuEventDestroy_v2(CUevent e)
+{
+    CUresult r = orig.cuEventDestroy_v2(e);
+    if (r == CUDA_SUCCESS) note_destruction(MIG_EVENT, e);
+    return r;
+}
+
+static CUresult seq_cuEventDestroy(CUevent e)
+{
+    CUresult r = orig.cuEventDestroy(e);
+    if (r == CUDA_SUCCESS) note_destruction(MIG_EVENT, e);
+    return r;
+}
+
+/* A destroyed context takes its streams and events with it: no other
+ * server has that context to make them in, and their handle values are
+ * the driver's to reuse. */
+static CUresult seq_cuCtxDestroy_v2(CUcontext ctx)
+{
+    uint64_t id = handle_find_id(NULL, HK_CONTEXT, ctx);
+    CUresult r = orig.cuCtxDestroy_v2(ctx);
+    if (r != CUDA_SUCCESS || !id) return r;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nseq; i++) {
+        struct seq_note *n = &seq[i];
+        if ((is_creation(n->it.kind) || is_destruction(n->it.kind)) && n->it.parent == id)
+            n->gone = true, n->real = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 #define WRAP(name) \
     if (t->name) t->name = seq_##name
 
@@ -329,15 +466,26 @@ void migrate_seq_install(struct driver_table *t)
     WRAP(cuFuncSetCacheConfig);
     WRAP(cuKernelSetCacheConfig);
     WRAP(cuFuncSetSharedMemConfig);
+    WRAP(cuStreamCreate);
+    WRAP(cuStreamCreateWithPriority);
+    WRAP(cuEventCreate);
+    WRAP(cuStreamDestroy);
+    WRAP(cuStreamDestroy_v2);
+    WRAP(cuEventDestroy);
+    WRAP(cuEventDestroy_v2);
+    WRAP(cuCtxDestroy_v2);
 }
 
 /* ---- leaving, and the check ------------------------------------------------------- */
 
-/* A note's item as sent: handles resolved to the client's ids. */
+/* A note's item as sent: handles resolved to the client's ids (0 for a
+ * stream or event the session made itself, or one destroyed since). */
 static struct msg_migrate_item resolved(const struct seq_note *n)
 {
     struct msg_migrate_item it = n->it;
     if (it.kind == MIG_KERNEL_FUNCTION && !it.parent) it.parent = handle_find_id(NULL, HK_KERNEL, n->real);
+    if (is_creation(it.kind) && n->real)
+        it.id = handle_find_id(NULL, it.kind == MIG_STREAM ? HK_STREAM : HK_EVENT, n->real);
     return it;
 }
 
@@ -374,8 +522,10 @@ void migrate_seq_digest(struct migrate_digest *d)
     for (size_t i = 0; i < nseq; i++) {
         if (seq[i].gone) continue;
         struct msg_migrate_item it = resolved(&seq[i]);
+        /* A serial is each side's own numbering: not part of the state. */
+        bool serial = is_creation(it.kind) || is_destruction(it.kind);
         migrate_digest_u64(d, it.kind), migrate_digest_u64(d, it.id), migrate_digest_u64(d, it.parent);
-        migrate_digest_u64(d, it.a), migrate_digest_u64(d, it.b), migrate_digest_u64(d, it.c);
+        migrate_digest_u64(d, it.a), migrate_digest_u64(d, it.b), migrate_digest_u64(d, serial ? 0 : it.c);
     }
     for (size_t i = 0; i < nattrs; i++) {
         uint64_t id = attr_target(&attrs[i]);

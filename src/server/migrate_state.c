@@ -24,9 +24,6 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned blockers;
-/* Event flags by real CUevent (the id map's key is the handle's value). */
-static struct idmap event_flags = IDMAP_INIT;
-static CUresult (*orig_event_create)(CUevent *, unsigned);
 
 void migrate_block(unsigned why)
 {
@@ -44,21 +41,11 @@ uint64_t migrate_current_ctx_id(void)
     return handle_find_id(NULL, HK_CONTEXT, ctx);
 }
 
-static CUresult noting_cuEventCreate(CUevent *e, unsigned flags)
-{
-    CUresult r = orig_event_create(e, flags);
-    if (r == CUDA_SUCCESS && e && *e) {
-        idmap_del(&event_flags, (uint64_t)(uintptr_t)*e); /* a handle value the driver reused */
-        idmap_put(&event_flags, (uint64_t)(uintptr_t)*e, flags, (void *)(uintptr_t)migrate_current_ctx_id());
-    }
-    return r;
-}
-
 void migrate_state_install(struct driver_table *t)
 {
-    if (!t->cuEventCreate || orig_event_create) return;
-    orig_event_create = t->cuEventCreate;
-    t->cuEventCreate = noting_cuEventCreate;
+    static int installed;
+    if (installed) return;
+    installed = 1;
     migrate_seq_install(t);
     migrate_vmm_install(t);
     migrate_arrays_install(t);
@@ -179,41 +166,40 @@ static CUresult describe_context(const struct handle_ref *h, struct msg_migrate_
     return r;
 }
 
-static CUresult describe_stream(const struct handle_ref *h, struct msg_migrate_item *it)
-{
-    unsigned flags = 0;
-    int prio = 0;
-    CUcontext ctx = NULL;
-    CUresult r = REAL(cuStreamGetFlags, (CUstream)h->real, &flags);
-    if (r == CUDA_SUCCESS) r = REAL(cuStreamGetPriority, (CUstream)h->real, &prio);
-    if (r == CUDA_SUCCESS) r = REAL(cuStreamGetCtx, (CUstream)h->real, &ctx);
-    *it = (struct msg_migrate_item){.kind = MIG_STREAM, .id = h->id, .parent = handle_find_id(NULL, HK_CONTEXT, ctx),
-                                    .a = flags, .b = (uint64_t)(int64_t)prio};
-    return r;
-}
-
-static CUresult describe_event(const struct handle_ref *h, struct msg_migrate_item *it)
-{
-    uint32_t flags = 0;
-    void *ctx_id = NULL;
-    if (!idmap_get(&event_flags, (uint64_t)(uintptr_t)h->real, &flags, &ctx_id)) return CUDA_ERROR_NOT_FOUND;
-    *it = (struct msg_migrate_item){.kind = MIG_EVENT, .id = h->id, .parent = (uint64_t)(uintptr_t)ctx_id, .a = flags};
-    return CUDA_SUCCESS;
-}
-
-/* Handles of one kind, in id order. */
-static CUresult add_handles(struct migrate_items *l, const struct handle_ref *h, long n, uint32_t kind)
+/* Contexts, in id order. */
+static CUresult add_contexts(struct migrate_items *l, const struct handle_ref *h, long n)
 {
     for (long i = 0; i < n; i++) {
-        if (h[i].kind != kind) continue;
+        if (h[i].kind != HK_CONTEXT) continue;
         struct msg_migrate_item it;
-        CUresult r = kind == HK_CONTEXT ? describe_context(&h[i], &it)
-                   : kind == HK_STREAM  ? describe_stream(&h[i], &it)
-                                        : describe_event(&h[i], &it);
+        CUresult r = describe_context(&h[i], &it);
         if (r != CUDA_SUCCESS) return r;
         if (migrate_items_push(l, it) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
+}
+
+/* Every stream and event of the client must be in the sequence: one the
+ * driver made otherwise (an event opened from another process's IPC
+ * handle) has no creation there to replay. Returns 0, -1 (out of memory)
+ * or 1 with why. */
+static int every_stream_event_made(const struct migrate_items *l, const struct handle_ref *h, long n, char *why,
+                                   size_t whylen)
+{
+    struct idmap made = IDMAP_INIT;
+    int rc = 0;
+    for (size_t i = 0; i < l->n && rc == 0; i++)
+        if ((l->v[i].kind == MIG_STREAM || l->v[i].kind == MIG_EVENT) && l->v[i].id)
+            rc = idmap_put(&made, l->v[i].id, 0, NULL) == -2 ? -1 : 0;
+    for (long i = 0; i < n && rc == 0; i++) {
+        if ((h[i].kind != HK_STREAM && h[i].kind != HK_EVENT) || idmap_get(&made, h[i].id, NULL, NULL)) continue;
+        snprintf(why, whylen, "%s %#llx was not made by %s (an IPC import?): it cannot be made again elsewhere",
+                 h[i].kind == HK_STREAM ? "stream" : "event", (unsigned long long)h[i].id,
+                 h[i].kind == HK_STREAM ? "cuStreamCreate" : "cuEventCreate");
+        rc = 1;
+    }
+    idmap_clear(&made);
+    return rc;
 }
 
 static int add_allocations(struct migrate_items *l)
@@ -229,8 +215,8 @@ static int add_allocations(struct migrate_items *l)
 }
 
 /* Contexts, then the driver-placing sequence (modules, libraries,
- * kernels, functions, globals, managed memory) in the order it happened,
- * streams, events, window allocations, the application's VMM, arrays
+ * kernels, functions, globals, managed memory, streams, events) in the
+ * order it happened, window allocations, the application's VMM, arrays
  * with their bytes, graphs, executable graphs, the deferred error. */
 long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, size_t whylen)
 {
@@ -238,10 +224,10 @@ long migrate_items(struct msg_migrate_item **out, uint64_t deferred, char *why, 
     long n = handle_list(&h);
     struct migrate_items l = {0};
     why[0] = '\0';
-    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_handles(&l, h, n, HK_CONTEXT);
+    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_contexts(&l, h, n);
     if (r == CUDA_SUCCESS && migrate_seq_items(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_STREAM);
-    if (r == CUDA_SUCCESS) r = add_handles(&l, h, n, HK_EVENT);
+    int unmade = r == CUDA_SUCCESS ? every_stream_event_made(&l, h, n, why, whylen) : 0;
+    if (unmade) r = unmade < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && add_allocations(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && migrate_vmm_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_SUCCESS && migrate_arrays_items(&l, why, whylen) != 0) r = CUDA_ERROR_NOT_SUPPORTED;

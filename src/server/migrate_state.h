@@ -2,12 +2,13 @@
  * can rebuild it, and the list of objects a migration replays
  * (docs/architecture.md, 9.17 Live migration).
  *
- * Most of a session's state can be asked of the driver when it moves
- * (a context's device and flags, a stream's flags and priority) or of the
- * device window (every allocation). What the driver cannot tell is noted
- * as it happens: an event's flags and uses that cannot move (here), the
- * driver-placing events in order (migrate_seq.c: images, bindings,
- * globals, managed memory) and the application's VMM (migrate_vmm.c). Both sides use this file: the exporting session
+ * Some of a session's state can be asked of the driver when it moves (a
+ * context's device and flags) or of the device window (every
+ * allocation). What the driver cannot tell, or not in its order, is noted
+ * as it happens: uses that cannot move (here), the driver-placing events
+ * in order (migrate_seq.c: images, bindings, globals, managed memory,
+ * streams and events) and the application's VMM (migrate_vmm.c). Both
+ * sides use this file: the exporting session
  * builds its items and blockers from it, the importing one notes what it
  * replays, so that it can move again, and both compute the same digest of
  * what they hold, which is how the exporter knows the copy is faithful. */
@@ -27,8 +28,12 @@ enum migrate_kind {
     MIG_MODULE,      /* id, parent = its context; data = the image, or (a = 1) its SHA-256, c = its length */
     MIG_FUNCTION,    /* id, parent = its module; name */
     MIG_GLOBAL,      /* parent = its module; name; a = address, b = size */
-    MIG_STREAM,      /* id, parent = its context; a = flags, b = priority (as i32) */
-    MIG_EVENT,       /* id, parent = its context; a = flags */
+    /* Streams and events are in the sequence below, in creation order:
+     * the driver allocates memory for each, which moves what it places
+     * after them. id 0: made by the session itself, or destroyed since;
+     * c = a serial that a later destroy names. */
+    MIG_STREAM,      /* id, parent = its context; a = flags, b = priority (as i32), c = serial */
+    MIG_EVENT,       /* id, parent = its context; a = flags, c = serial */
     MIG_ALLOC,       /* parent = its context; id = device; a = address, b = size, c = pitch (0: cuMemAlloc) */
     MIG_DEFERRED,    /* a = the first error of a one-way call, not yet reported */
     MIG_BYTES,       /* a = device address; data = the bytes there */
@@ -72,6 +77,9 @@ enum migrate_kind {
      * hold, MIG_HOLD, then only what came after. */
     MIG_PRELOADED,       /* a = the items sent before it (echoed by the importer once replayed) */
     MIG_HOLD,            /* the exporter holds the session now: the importer's replay clock starts */
+    /* In the sequence, after the creation they name: */
+    MIG_STREAM_DESTROY,  /* c = the serial of a MIG_STREAM destroyed since, parent = its context */
+    MIG_EVENT_DESTROY,   /* c = the serial of a MIG_EVENT destroyed since, parent = its context */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */
@@ -82,8 +90,8 @@ enum migrate_blocker {
 
 /* ---- notes, as the session runs ------------------------------------------ */
 
-/* Wrap t's cuEventCreate to note each event's flags (the driver does not
- * tell them). Once, at session start. */
+/* Wrap t's driver-placing calls (migrate_seq.c) and the application's
+ * VMM (migrate_vmm.c). Once, at session start. */
 void migrate_state_install(struct driver_table *t);
 /* A module `id` was loaded from `len` bytes of image (copied here). */
 void migrate_note_module(uint64_t id, const void *image, size_t len);

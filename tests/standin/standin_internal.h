@@ -98,6 +98,14 @@ typedef struct si_op si_op;
 typedef struct si_pool si_pool;
 typedef struct si_capture si_capture;
 
+/* A page of a device's range that the driver keeps for one of its own
+ * objects (a stream, an event): see si_book_take. */
+typedef struct si_bookkeeping {
+    bool held;
+    int dev;
+    size_t off;
+} si_bookkeeping;
+
 /* free extent in a device's address range (offsets from va_base) */
 typedef struct si_extent {
     size_t off, len;
@@ -185,6 +193,7 @@ struct si_stream {
     CUsynchronizationPolicy sync_policy;
     CUlaunchMemSyncDomainMap domain_map;
     CUlaunchMemSyncDomain domain;
+    si_bookkeeping book; /* SI_SK_USER: the driver's memory for it (si_book_take) */
 };
 
 struct si_event {
@@ -198,6 +207,7 @@ struct si_event {
     bool has_time;
     uint64_t time_ns;
     si_event *next_all;
+    si_bookkeeping book; /* the driver's memory for it (si_book_take) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -459,6 +469,14 @@ bool si_va_take_at(si_device *d, size_t off, size_t len);
  * device range (standin_vmm.c) */
 bool si_vmm_fixed_holds(uintptr_t p);
 void si_va_give(si_device *d, size_t off, size_t len);
+/* The real driver allocates device memory of its own for every stream and
+ * event it creates, from the same allocator that later places module
+ * globals: a process that created two streams before loading a module
+ * finds the module's globals elsewhere than one that created them after.
+ * Modelled as one page of the device's range, taken first fit (as globals
+ * are) at creation and given back at destruction. */
+void si_book_take(si_ctx *c, si_bookkeeping *b);
+void si_book_give(si_bookkeeping *b);
 /* an allocation-table entry for memory mapped elsewhere (VMM); no pages touched */
 si_alloc *si_alloc_add_range(uintptr_t base, size_t size, int kind, int dev, si_ctx *c);
 

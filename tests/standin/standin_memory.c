@@ -203,6 +203,21 @@ bool si_va_take(si_device *d, size_t len, size_t *off) { return si_extent_take(d
 bool si_va_take_at(si_device *d, size_t off, size_t len) { return si_extent_take_at(d, off, len); }
 void si_va_give(si_device *d, size_t off, size_t len) { si_extent_give(d, off, len); }
 
+/* Not counted in cuMemGetInfo and never readable: the driver's own. A
+ * full range leaves the object without one (nothing placed moves). */
+void si_book_take(si_ctx *c, si_bookkeeping *b)
+{
+    b->dev = c->dev;
+    b->held = si_extent_take(&si_g.dev[c->dev], SI_PAGE, &b->off);
+}
+
+void si_book_give(si_bookkeeping *b)
+{
+    if (b->held)
+        si_extent_give(&si_g.dev[b->dev], b->off, SI_PAGE);
+    b->held = false;
+}
+
 /* ---- the allocation table, sorted by base ---- */
 
 static size_t si_alloc_lower(uintptr_t p)

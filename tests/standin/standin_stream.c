@@ -53,8 +53,10 @@ si_stream *si_stream_new(si_ctx *c, int kind, unsigned flags, int prio)
     s->next_all = si_g.stream_list;
     si_g.stream_list = s;
     si_hset_add(&si_g.all_streams, s);
-    if (kind == SI_SK_USER)
+    if (kind == SI_SK_USER) {
         si_hset_add(&si_g.streams, s);
+        si_book_take(c, &s->book);
+    }
     if (kind == SI_SK_PTDS) {
         s->owner = pthread_self();
         s->next_ptds = c->ptds_list;
@@ -68,6 +70,7 @@ static void si_stream_release(si_stream *s)
 {
     si_hset_del(&si_g.all_streams, s);
     si_hset_del(&si_g.streams, s);
+    si_book_give(&s->book);
     while (s->head) {
         si_op *op = s->head;
         s->head = op->next;
@@ -168,6 +171,7 @@ void si_destroy_ctx_streams_events(si_ctx *c)
         if (e->ctx == c) {
             *ep = e->next_all;
             si_hset_del(&si_g.events, e);
+            si_book_give(&e->book);
             free(e);
         } else {
             ep = &e->next_all;
@@ -962,6 +966,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         e->next_all = si_g.event_list;
         si_g.event_list = e;
         si_hset_add(&si_g.events, e);
+        si_book_take(c, &e->book);
         *phEvent = (CUevent)e;
     }
     si_leave();
@@ -982,6 +987,7 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
                 *pp = e->next_all;
                 break;
             }
+        si_book_give(&e->book);
         free(e);
     }
     si_leave();

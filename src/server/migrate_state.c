@@ -250,7 +250,7 @@ long migrate_items_placing(struct msg_migrate_item **out, char *why, size_t whyl
     struct handle_ref *h = NULL;
     long n = handle_list(&h);
     struct migrate_items l = {0};
-    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_handles(&l, h, n, HK_CONTEXT);
+    CUresult r = n < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_contexts(&l, h, n);
     if (r == CUDA_SUCCESS && migrate_seq_items(&l) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     while (l.n > 0 && l.v[l.n - 1].kind == MIG_FUNC_ATTR) l.n--; /* they follow the sequence, at the hold */
     free(h);

@@ -396,14 +396,34 @@ static void forget_old_server_locked(void)
     bulk.state = BULK_UNTRIED;
 }
 
+/* Whether the main connection was resumed since resumes_before. A cut of
+ * every connection may not be seen yet on the main one: a copy to the
+ * host's reply can arrive before the cut (the session replies once its
+ * chunks are in its sockets), and nothing reads the main connection after
+ * it. So one round trip on it (scuda_ping) reads the break now, and waits
+ * for the resume; a bulk connection that broke alone costs that round
+ * trip. *r becomes the ping's error when the connection is lost. */
+static int main_resumed(unsigned resumes_before, CUresult *r)
+{
+    if (conn_resumes() != resumes_before) return 1;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_ping);
+    c.pushed = 1;
+    msg_scuda_ping_req_put(&c.req, &(struct msg_scuda_ping_req){0});
+    CUresult pr = rpc_sync(&c);
+    rpc_end(&c);
+    if (pr == CUDA_ERROR_DEVICE_UNAVAILABLE) *r = pr;
+    return conn_resumes() != resumes_before;
+}
+
 /* A copy that failed while the main connection was resumed (every
  * connection cut at once: a relay, a NAT) goes again over the main
  * connection, which is safe: its bytes are only written or read again.
  * Striping ended with the cut (the session takes no second setup).
  * Called with bulk.lock held; returns 1 when the caller copies again. */
-static int again_after_resume(CUresult r, unsigned resumes_before)
+static int again_after_resume(CUresult *r, unsigned resumes_before)
 {
-    if (r == CUDA_SUCCESS || conn_resumes() == resumes_before) return 0;
+    if (*r == CUDA_SUCCESS || !main_resumed(resumes_before, r)) return 0;
     LOG_WARN("a striped copy was cut with the connection to server %s: it goes again over the main connection",
              conn_addr());
     if (bulk.state == BULK_ON) close_all();
@@ -468,7 +488,7 @@ int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
-    int again = again_after_resume(*r, resumes);
+    int again = again_after_resume(r, resumes);
     pthread_mutex_unlock(&bulk.lock);
     return !again;
 }
@@ -493,7 +513,7 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
-    int again = again_after_resume(*r, resumes);
+    int again = again_after_resume(r, resumes);
     pthread_mutex_unlock(&bulk.lock);
     return !again;
 }

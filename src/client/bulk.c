@@ -404,14 +404,37 @@ static void forget_old_server_locked(void)
     bulk.state = BULK_UNTRIED;
 }
 
+/* A copy's bulk connections failed and the main connection has not been
+ * seen to break: was it cut too? A cut of every connection may not be
+ * seen yet on the main one: a copy to the host's reply can arrive before
+ * the cut (the session replies once its chunks are in its sockets), and
+ * nothing reads the main connection after it. So one round trip on it
+ * (scuda_ping) reads the break now, and waits for the resume; a bulk
+ * connection that broke alone costs that round trip. Returns 1 when the
+ * main connection was resumed; *r becomes the ping's error when it is
+ * lost. */
+static int main_cut_too(unsigned resumes_before, CUresult *r)
+{
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_ping);
+    c.pushed = 1;
+    msg_scuda_ping_req_put(&c.req, &(struct msg_scuda_ping_req){0});
+    CUresult pr = rpc_sync(&c);
+    rpc_end(&c);
+    if (pr == CUDA_ERROR_DEVICE_UNAVAILABLE) *r = pr;
+    return conn_resumes() != resumes_before;
+}
+
 /* A copy that failed while the main connection was resumed (every
  * connection cut at once: a relay, a NAT) goes again over the main
  * connection, which is safe: its bytes are only written or read again.
  * Striping ended with the cut (the session takes no second setup).
- * Called with bulk.lock held; returns 1 when the caller copies again. */
-static int again_after_resume(CUresult r, unsigned resumes_before)
+ * Called with bulk.lock held; cut: the copy failed on its bulk
+ * connections. Returns 1 when the caller copies again. */
+static int again_after_resume(CUresult *r, int cut, unsigned resumes_before)
 {
-    if (r == CUDA_SUCCESS || conn_resumes() == resumes_before) return 0;
+    if (*r == CUDA_SUCCESS) return 0;
+    if (conn_resumes() == resumes_before && !(cut && main_cut_too(resumes_before, r))) return 0;
     LOG_WARN("a striped copy was cut with the connection to server %s: it goes again over the main connection",
              conn_addr());
     if (bulk.state == BULK_ON) close_all();
@@ -482,15 +505,16 @@ int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode
      * bytes waits for their acknowledgement (conn.c): so a copy cut by a
      * break is known to be cut, and no error is left deferred. */
     unsigned resumes = conn_resumes();
+    int failed = 0;
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
-        int failed = run_job(&j);
+        failed = run_job(&j);
         if (failed) go_off_after_failure();
         *r = rpc_finish(&c);
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
-    int again = again_after_resume(*r, resumes);
+    int again = again_after_resume(r, failed, resumes);
     pthread_mutex_unlock(&bulk.lock);
     return !again;
 }
@@ -506,9 +530,10 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
     c.pushed = 1;
     msg_scuda_bulk_dtoh_req_put(&c.req, &m);
     unsigned resumes = conn_resumes();
+    int failed = 0;
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
-        int failed = run_job(&j);
+        failed = run_job(&j);
         /* Closing the connections ends the session's side of the copy too,
          * so its reply comes. */
         if (failed) go_off_after_failure();
@@ -516,7 +541,7 @@ int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUre
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
-    int again = again_after_resume(*r, resumes);
+    int again = again_after_resume(r, failed, resumes);
     pthread_mutex_unlock(&bulk.lock);
     return !again;
 }

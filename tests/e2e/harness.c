@@ -447,6 +447,14 @@ int h_server_log_count(const struct h_server *s, const char *needle)
     return n;
 }
 
+int h_wait_log(const struct h_server *s, const char *needle, int n, int timeout_ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)timeout_ms;
+    int got;
+    while ((got = h_server_log_count(s, needle)) < n && h_now_ms() < deadline) h_sleep_ms(10);
+    return got;
+}
+
 int h_server_sessions(const struct h_server *s, pid_t *out, int max)
 {
     char *log = h_server_log(s);

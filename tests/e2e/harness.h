@@ -110,6 +110,11 @@ void h_server_kill(struct h_server *s);
 /* The server's log so far (malloc'd, NUL-terminated; never NULL). */
 char *h_server_log(const struct h_server *s);
 int h_server_log_count(const struct h_server *s, const char *needle);
+/* Wait until the log holds at least n lines with needle, for timeout_ms at
+ * most; returns the count then. The server writes some lines after the
+ * client has its answer (a refusal goes out, then is logged), so a test
+ * that reads the log once its client is refused must wait for them. */
+int h_wait_log(const struct h_server *s, const char *needle, int n, int timeout_ms);
 /* Session process ids in the order the log announced them ("session PID"). */
 int h_server_sessions(const struct h_server *s, pid_t *out, int max);
 /* Wait until the log has at least n "session PID" lines (timeout_ms). */

@@ -16,7 +16,8 @@
  * - a forged resume (a wrong proof, a wrong pid) gets the one refusal of
  *   every bad resume, after the same delay, and the session goes on.
  * - a relay that cuts every connection, bulk ones included, in the middle
- *   of a striped copy (either way): the copy goes again over the main
+ *   of a striped copy (either way; and a copy to the host whose reply
+ *   came through before the cut): the copy goes again over the main
  *   connection and its bytes come out exact; no error is left deferred.
  * Otherwise the relay cuts only the main connection: bulk connections are
  * connections of their own (docs/architecture.md, 3.11 says what happens
@@ -52,13 +53,22 @@
  * that restarts). SIGHUP: listen again on the same port. SIGALRM: cut
  * every connection once the others (bulk connections) have carried
  * CUT_ALL_AFTER more bytes: in the middle of a striped copy, whatever the
- * timing, since the relay counts the copy's own bytes. */
+ * timing, since the relay counts the copy's own bytes. SIGWINCH: the
+ * same, but once the CUT_ALL_AFTER bytes went through, the relay drops
+ * what the session sends on the other connections and cuts everything
+ * right after the main connection carried the session's next bytes (a
+ * copy to the host: its reply): the client then holds the reply of a copy
+ * whose chunks it never got, and sees the main connection's cut only when
+ * it reads it again (on a loaded machine the session may well finish its
+ * sending before the client reads much). */
 static volatile sig_atomic_t cut_asked, down_asked, up_asked;
-static atomic_int cut_all_armed; /* the forwarding threads read it: an atomic, not a sig_atomic_t */
+/* The forwarding threads read these: atomics, not sig_atomic_t. */
+static atomic_int cut_all_armed, cut_after_reply_armed, holding_for_reply;
 static void on_usr1(int sig) { (void)sig, cut_asked = 1; }
 static void on_usr2(int sig) { (void)sig, down_asked = 1; }
 static void on_hup(int sig) { (void)sig, up_asked = 1; }
 static void on_alrm(int sig) { (void)sig, atomic_store(&cut_all_armed, 1); }
+static void on_winch(int sig) { (void)sig, atomic_store(&cut_after_reply_armed, 1); }
 
 #define CUT_ALL_AFTER (8u << 20)
 #define MAX_RELAYED 512
@@ -70,7 +80,7 @@ static int relayed[MAX_RELAYED], n_relayed;
 static uint64_t bytes_since_armed;
 
 struct pipe_pair {
-    int from, to, is_main;
+    int from, to, is_main, to_client;
 };
 
 static void cut_everything(void)
@@ -86,13 +96,28 @@ static void cut_everything(void)
 /* n bytes went through a connection: the armed cut of everything falls due? */
 static void count_relayed(const struct pipe_pair *pp, size_t n)
 {
-    if (pp->is_main || !atomic_load(&cut_all_armed)) return;
+    if (pp->is_main) {
+        /* The session's first bytes on the main connection while held: its
+         * reply went through; now cut. */
+        if (pp->to_client && atomic_exchange(&holding_for_reply, 0)) cut_everything();
+        return;
+    }
+    if (!atomic_load(&cut_all_armed) && !atomic_load(&cut_after_reply_armed)) return;
     pthread_mutex_lock(&relay_lock);
     bytes_since_armed += n;
-    int due = bytes_since_armed >= CUT_ALL_AFTER && atomic_exchange(&cut_all_armed, 0);
+    int due = bytes_since_armed >= CUT_ALL_AFTER;
+    int cut = due && atomic_exchange(&cut_all_armed, 0);
+    if (due && atomic_exchange(&cut_after_reply_armed, 0)) atomic_store(&holding_for_reply, 1);
     if (due) bytes_since_armed = 0;
     pthread_mutex_unlock(&relay_lock);
-    if (due) cut_everything();
+    if (cut) cut_everything();
+}
+
+/* While the relay waits for the reply, the other connections' bytes to the
+ * client are read (so the session can finish its sending) and dropped. */
+static int dropped(const struct pipe_pair *pp)
+{
+    return !pp->is_main && pp->to_client && atomic_load(&holding_for_reply);
 }
 
 static void *forward(void *arg)
@@ -103,6 +128,7 @@ static void *forward(void *arg)
     for (;;) {
         ssize_t n = read(pp.from, buf, sizeof buf);
         if (n <= 0) break;
+        if (dropped(&pp)) continue;
         for (ssize_t off = 0; off < n;) {
             ssize_t w = write(pp.to, buf + off, (size_t)(n - off));
             if (w <= 0) goto out;
@@ -116,10 +142,10 @@ out:
     return NULL;
 }
 
-static void start_forward(int from, int to, int is_main)
+static void start_forward(int from, int to, int is_main, int to_client)
 {
     struct pipe_pair *pp = malloc(sizeof *pp);
-    *pp = (struct pipe_pair){from, to, is_main};
+    *pp = (struct pipe_pair){from, to, is_main, to_client};
     pthread_t t;
     if (pthread_create(&t, NULL, forward, pp) == 0) pthread_detach(t);
 }
@@ -188,6 +214,7 @@ static void relay_main(int lfd, int server_port)
     signal(SIGUSR2, on_usr2);
     signal(SIGHUP, on_hup);
     signal(SIGALRM, on_alrm);
+    signal(SIGWINCH, on_winch);
     int port = port_of(lfd);
     for (;;) {
         if (cut_asked) {
@@ -214,8 +241,8 @@ static void relay_main(int lfd, int server_port)
             continue;
         }
         int is_main = note_relayed(c, s);
-        start_forward(c, s, is_main);
-        start_forward(s, c, is_main);
+        start_forward(c, s, is_main, 0);
+        start_forward(s, c, is_main, 1);
     }
 }
 
@@ -378,10 +405,14 @@ int scuda_client_bulk_streams(void); /* bulk connections in use (bulk.c) */
 
 #define STRIPED_CUT_BYTES (64u << 20)
 
-/* arg: 0 cuts a copy to the device, 1 a copy to the host. */
+enum cut_all_case { CUT_TO_DEVICE, CUT_TO_HOST, CUT_TO_HOST_AFTER_REPLY, CUT_ALL_CASES };
+static const char *const cut_all_names[] = {"to the device", "to the host", "to the host, after its reply"};
+
+/* arg: the enum cut_all_case. */
 static int cut_all_client(void *arg)
 {
-    int to_host = arg != NULL;
+    enum cut_all_case what = (enum cut_all_case)(intptr_t)arg;
+    int to_host = what != CUT_TO_DEVICE;
     h_cuda_setup();
     size_t n = STRIPED_CUT_BYTES;
     uint8_t *src = malloc(n), *back = malloc(n);
@@ -394,7 +425,7 @@ static int cut_all_client(void *arg)
     memset(back, 0, n);
     if (to_host) {
         CU(cuMemcpyHtoD_v2(d, src, n));
-        kill(relay_pid, SIGALRM);
+        kill(relay_pid, what == CUT_TO_HOST_AFTER_REPLY ? SIGWINCH : SIGALRM);
         CU(cuMemcpyDtoH_v2(back, d, n));
     } else {
         kill(relay_pid, SIGALRM);
@@ -402,7 +433,7 @@ static int cut_all_client(void *arg)
         CU(cuMemcpyDtoH_v2(back, d, n));
     }
     long at = h_diff(src, back, n);
-    CHECK(at < 0, "the copy cut %s came back different at byte %ld", to_host ? "to the host" : "to the device", at);
+    CHECK(at < 0, "the copy cut %s came back different at byte %ld", cut_all_names[what], at);
     CU(cuCtxSynchronize()); /* no error left deferred by the cut copy */
     copy_round_trip(d, src, back, n, 23); /* later large copies work */
     free(src);
@@ -414,23 +445,26 @@ static void cut_all_mid_copy(void)
 {
     struct h_server srv;
     h_server_start(&srv, "cutall", NULL);
-    relay_start(&srv);
-    for (int to_host = 0; to_host < 2; to_host++) {
+    static const char *const stderr_names[] = {"cutall_h2d.stderr", "cutall_d2h.stderr", "cutall_d2h_reply.stderr"};
+    for (int what = 0; what < CUT_ALL_CASES; what++) {
+        /* A relay per client: its first connection is the main one. */
+        relay_start(&srv);
         char err_path[512];
-        int err_fd = h_temp_file(to_host ? "cutall_d2h.stderr" : "cutall_h2d.stderr", err_path, sizeof err_path);
-        pid_t pid = h_spawn(cut_all_client, to_host ? (void *)1 : NULL, 60, -1, err_fd);
+        int err_fd = h_temp_file(stderr_names[what], err_path, sizeof err_path);
+        pid_t pid = h_spawn(cut_all_client, (void *)(intptr_t)what, 60, -1, err_fd);
         close(err_fd);
         int st = h_wait(pid, 70000);
         char *err = h_read_file(err_path, NULL);
         CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the client failed (status %d); its stderr:\n%s", st,
               err);
         CHECK(strstr(err, "resumed session on") && strstr(err, "goes again over the main connection"),
-              "the copy was not cut, or not sent again; stderr:\n%s", err);
+              "%s: the copy was not cut, or not sent again; stderr:\n%s", cut_all_names[what], err);
         free(err);
+        relay_stop();
     }
-    relay_stop();
     h_server_stop(&srv);
-    printf("ok every connection cut in the middle of a striped copy, either way: the copy goes again, byte-exact\n");
+    printf("ok every connection cut in the middle of a striped copy, either way, and after a copy's reply came: "
+           "the copy goes again, byte-exact\n");
 }
 
 /* ---- a cut longer than the grace period; forged resumes ------------------------ */

@@ -580,7 +580,7 @@ int main(void)
 {
     /* Its own log names over TLS: ctest runs both at once. */
     const char *tls = getenv("E2E_TLS");
-    h_begin(tls && strcmp(tls, "1") == 0 ? "resume_tls" : "resume", 170);
+    h_begin(tls && strcmp(tls, "1") == 0 ? "resume_tls" : "resume", 290);
     cut_mid_run();
     cut_all_mid_copy();
     longer_than_grace();

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/why.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -221,10 +222,7 @@ static int load_driver(const char *path, struct driver *d, char *err, size_t err
 {
     memset(d, 0, sizeof *d);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        snprintf(err, errlen, "cannot load %s: %s", path, dlerror());
-        return -1;
-    }
+    if (h == NULL) return why_fail(err, errlen, "cannot load %s: %s", path, dlerror());
 #define LOAD(name)                                                                          \
     if ((d->name = (__typeof__(d->name))dlsym(h, #name)) == NULL) {                         \
         snprintf(err, errlen, "%s does not export " #name ": it is not a CUDA driver", path); \

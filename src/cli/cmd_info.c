@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/why.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -205,14 +206,9 @@ static int cmp_double(const void *a, const void *b)
 static int measure_rtt(const struct driver *d, int have_server, double *min, double *median, char *why,
                        size_t whylen)
 {
-    if (d->scuda_client_ping == NULL) {
-        snprintf(why, whylen, "not measured (this shim does not export scuda_client_ping)");
-        return -1;
-    }
-    if (!have_server) {
-        snprintf(why, whylen, "none (no server: the shim is using this machine's driver)");
-        return -1;
-    }
+    if (d->scuda_client_ping == NULL)
+        return why_fail(why, whylen, "not measured (this shim does not export scuda_client_ping)");
+    if (!have_server) return why_fail(why, whylen, "none (no server: the shim is using this machine's driver)");
     double rtt[PING_COUNT];
     int rc = d->scuda_client_ping(rtt, PING_COUNT);
     if (rc != 0) {

@@ -26,29 +26,22 @@ EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGrap
                                          size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    if (!phGraphNode || !params_ok(nodeParams) || (numDependencies && !dependencies) ||
-        numDependencies > GRAPH_MAX_DEPS)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!params_ok(nodeParams)) return CUDA_ERROR_INVALID_VALUE;
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, dependencies, numDependencies);
+    if (r != CUDA_SUCCESS) return r;
     struct msg_cuGraphAddBatchMemOpNode_req m = {
-        .node = handle_new_id(),
+        .node = a.node,
         .graph = handle_wire_id(hGraph),
         .ctx = handle_wire_id(nodeParams->ctx),
         .ops = nodeParams->paramArray,
         .ops_count = nodeParams->count,
         .flags = nodeParams->flags,
+        .deps = a.deps,
+        .deps_count = a.deps_count,
     };
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
-    m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddBatchMemOpNode);
-    msg_cuGraphAddBatchMemOpNode_req_put(&c.req, &m);
-    free(heap);
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return r;
+    msg_cuGraphAddBatchMemOpNode_req_put(graph_add_request(&a, OP_cuGraphAddBatchMemOpNode), &m);
+    return graph_add_end(&a, graph_add_sync(&a), phGraphNode);
 }
 
 /* The operation arrays handed out by queries, per node. */

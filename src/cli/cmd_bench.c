@@ -1313,25 +1313,11 @@ int cmd_bench(int argc, char **argv)
 {
     const char *server = NULL, *json = NULL, *source = NULL, *max_copy = NULL;
     int quick = 0, native = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--native") == 0) {
-            native = 1;
-            continue;
-        }
-        int r = cli_option(argc, argv, &i, CMD, "--server", NULL, &server);
-        if (r == 0) r = cli_option(argc, argv, &i, CMD, "--json", NULL, &json);
-        if (r == 0) r = cli_option(argc, argv, &i, CMD, "--max-copy", NULL, &max_copy);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) return cli_unknown_option(CMD, argv[i]);
-    }
+    const struct cli_opt opts[] = {{"--quick", NULL, NULL, &quick},     {"--native", NULL, NULL, &native},
+                                   {"--server", NULL, &server, NULL},   {"--json", NULL, &json, NULL},
+                                   {"--max-copy", NULL, &max_copy, NULL}, {NULL}};
+    int rc = cli_parse_options(argc, argv, CMD, opts, usage);
+    if (rc >= 0) return rc;
     struct plan plan = quick ? QUICK : FULL;
     const struct plan *p = &plan;
     if (max_copy && limit_copies(&plan, max_copy) != 0) return CLI_USAGE;

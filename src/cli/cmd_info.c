@@ -281,20 +281,8 @@ static void json_report(const char *addr, const char *source, int version, const
 
 static int parse(int argc, char **argv, const char **server, int *json)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            *json = 1;
-            continue;
-        }
-        int r = cli_option(argc, argv, &i, CMD, "--server", NULL, server);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) return cli_unknown_option(CMD, argv[i]);
-    }
-    return -1; /* go on */
+    const struct cli_opt opts[] = {{"--json", NULL, NULL, json}, {"--server", NULL, server, NULL}, {NULL}};
+    return cli_parse_options(argc, argv, CMD, opts, usage); /* -1: go on */
 }
 
 int cmd_info(int argc, char **argv)

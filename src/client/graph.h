@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "rpc.h"
+#include "../common/idmap.h"
 
 /* Dependencies up to this many travel from a buffer on the stack. */
 #define GRAPH_ADD_SMALL_DEPS 32
@@ -49,5 +50,11 @@ CUresult graph_add_sync(struct graph_add *a);
 /* Ends the add; on success (r == CUDA_SUCCESS) hands the node out in *ph.
  * Returns r. */
 CUresult graph_add_end(struct graph_add *a, CUresult r, CUgraphNode *ph);
+
+/* A query's array handed to the application stays the node's, as the
+ * driver's does, until the next query of that node: a copy of the bytes
+ * replaces the node's earlier one in `kept`. Returns the copy (NULL for
+ * no bytes); *r becomes CUDA_ERROR_OUT_OF_MEMORY when it cannot be kept. */
+void *graph_keep_copy(struct idmap *kept, CUgraphNode node, const void *bytes, size_t n, CUresult *r);
 
 #endif

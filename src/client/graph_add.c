@@ -1,6 +1,8 @@
 /* graph_add.c - see graph.h: the steps every hand-written add of a graph
- * node shares, so that each add says only what its node carries. */
+ * node shares, so that each add says only what its node carries, and the
+ * arrays node queries hand out, kept per node. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph.h"
 #include "../common/messages.gen.h"
@@ -43,4 +45,22 @@ CUresult graph_add_end(struct graph_add *a, CUresult r, CUgraphNode *ph)
     a->requested = 0;
     if (r == CUDA_SUCCESS) *ph = (CUgraphNode)handle_from_id(a->node);
     return r;
+}
+
+void *graph_keep_copy(struct idmap *kept, CUgraphNode node, const void *bytes, size_t n, CUresult *r)
+{
+    void *copy = NULL;
+    if (n && !(copy = malloc(n))) {
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    if (n) memcpy(copy, bytes, n);
+    uint64_t id = handle_wire_id(node);
+    free(idmap_del(kept, id));
+    if (copy && idmap_put(kept, id, 0, copy) != 0) {
+        free(copy);
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    return copy;
 }

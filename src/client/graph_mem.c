@@ -11,8 +11,6 @@
  * nodes and captured cuMemAllocAsync / cuMemFreeAsync are forwarded as
  * they are (generated). */
 #define _GNU_SOURCE
-#include <stdlib.h>
-#include <string.h>
 
 #include "graph.h"
 #include "rpc.h"
@@ -72,20 +70,8 @@ EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_N
         r = CUDA_ERROR_UNKNOWN;
     }
     CUmemAccessDesc *access = NULL;
-    if (r == CUDA_SUCCESS && rep.access_count) {
-        if ((access = malloc(rep.access_count * sizeof *access)))
-            memcpy(access, rep.access, rep.access_count * sizeof *access);
-        else
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        uint64_t id = handle_wire_id(hNode);
-        free(idmap_del(&node_access, id));
-        if (access && idmap_put(&node_access, id, 0, access) != 0) {
-            free(access);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        access = graph_keep_copy(&node_access, hNode, rep.access, rep.access_count * sizeof *access, &r);
     if (r == CUDA_SUCCESS) {
         params_out->poolProps = rep.pool;
         params_out->poolProps.win32SecurityAttributes = NULL;

@@ -7,8 +7,6 @@
  * driver's own). A query hands back a copy this file keeps per node until
  * the next query of that node, as the driver's array stays the node's. */
 #define _GNU_SOURCE
-#include <stdlib.h>
-#include <string.h>
 
 #include "graph.h"
 #include "rpc.h"
@@ -62,20 +60,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
         r = CUDA_ERROR_UNKNOWN;
     }
     CUstreamBatchMemOpParams *ops = NULL;
-    if (r == CUDA_SUCCESS && rep.ops_count) {
-        if ((ops = malloc(rep.ops_count * sizeof *ops)))
-            memcpy(ops, rep.ops, rep.ops_count * sizeof *ops);
-        else
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        uint64_t id = handle_wire_id(hNode);
-        free(idmap_del(&node_ops, id));
-        if (ops && idmap_put(&node_ops, id, 0, ops) != 0) {
-            free(ops);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS) ops = graph_keep_copy(&node_ops, hNode, rep.ops, rep.ops_count * sizeof *ops, &r);
     if (r == CUDA_SUCCESS) {
         nodeParams_out->ctx = (CUcontext)handle_from_id(rep.ctx);
         nodeParams_out->count = rep.ops_count;

@@ -50,6 +50,31 @@ int cli_unknown_option(const char *cmd, const char *arg)
     return CLI_USAGE;
 }
 
+/* 1 when argv[*i] is o (a flag set, or an option's value taken), 0 when
+ * it is not, -1 after printing why its value is missing. */
+static int match(int argc, char **argv, int *i, const char *cmd, const struct cli_opt *o)
+{
+    if (!o->flag) return cli_option(argc, argv, i, cmd, o->name, o->alias, o->value);
+    if (strcmp(argv[*i], o->name) != 0 && (o->alias == NULL || strcmp(argv[*i], o->alias) != 0)) return 0;
+    *o->flag = 1;
+    return 1;
+}
+
+int cli_parse_options(int argc, char **argv, const char *cmd, const struct cli_opt *opts, void (*usage)(FILE *))
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return 0;
+        }
+        int r = 0;
+        for (const struct cli_opt *o = opts; r == 0 && o->name; o++) r = match(argc, argv, &i, cmd, o);
+        if (r < 0) return CLI_USAGE;
+        if (r == 0) return cli_unknown_option(cmd, argv[i]);
+    }
+    return -1;
+}
+
 int cli_parse_long(const char *s, long min, long max, long *out)
 {
     char *end;

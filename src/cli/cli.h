@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CLI_USAGE 2
 
@@ -37,6 +38,21 @@ int cli_option(int argc, char **argv, int *i, const char *cmd, const char *name,
 
 /* Print "<cmd>: unknown option 'ARG'" and where to find the usage. */
 int cli_unknown_option(const char *cmd, const char *arg);
+
+/* One option of a subcommand: a flag ("--name" or "ALIAS" sets *flag to
+ * 1) when flag is set, else "--name VALUE" into *value (cli_option). */
+struct cli_opt {
+    const char *name;
+    const char *alias; /* NULL: none */
+    const char **value;
+    int *flag;
+};
+
+/* The option loop of a subcommand that takes no other words: each of
+ * argv[1..] is help (prints usage to stdout, returns 0), one of opts (a
+ * list ending in {NULL}), or an error (returns CLI_USAGE after saying
+ * why). Returns -1 when every word was an option: the command goes on. */
+int cli_parse_options(int argc, char **argv, const char *cmd, const struct cli_opt *opts, void (*usage)(FILE *));
 
 /* Parse a decimal integer in [min, max] with nothing after it. */
 int cli_parse_long(const char *s, long min, long max, long *out);

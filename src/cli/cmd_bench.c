@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/why.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -221,10 +222,7 @@ static int load_driver(const char *path, struct driver *d, char *err, size_t err
 {
     memset(d, 0, sizeof *d);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        snprintf(err, errlen, "cannot load %s: %s", path, dlerror());
-        return -1;
-    }
+    if (h == NULL) return why_fail(err, errlen, "cannot load %s: %s", path, dlerror());
 #define LOAD(name)                                                                          \
     if ((d->name = (__typeof__(d->name))dlsym(h, #name)) == NULL) {                         \
         snprintf(err, errlen, "%s does not export " #name ": it is not a CUDA driver", path); \
@@ -1315,25 +1313,11 @@ int cmd_bench(int argc, char **argv)
 {
     const char *server = NULL, *json = NULL, *source = NULL, *max_copy = NULL;
     int quick = 0, native = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--native") == 0) {
-            native = 1;
-            continue;
-        }
-        int r = cli_option(argc, argv, &i, CMD, "--server", NULL, &server);
-        if (r == 0) r = cli_option(argc, argv, &i, CMD, "--json", NULL, &json);
-        if (r == 0) r = cli_option(argc, argv, &i, CMD, "--max-copy", NULL, &max_copy);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) return cli_unknown_option(CMD, argv[i]);
-    }
+    const struct cli_opt opts[] = {{"--quick", NULL, NULL, &quick},     {"--native", NULL, NULL, &native},
+                                   {"--server", NULL, &server, NULL},   {"--json", NULL, &json, NULL},
+                                   {"--max-copy", NULL, &max_copy, NULL}, {NULL}};
+    int rc = cli_parse_options(argc, argv, CMD, opts, usage);
+    if (rc >= 0) return rc;
     struct plan plan = quick ? QUICK : FULL;
     const struct plan *p = &plan;
     if (max_copy && limit_copies(&plan, max_copy) != 0) return CLI_USAGE;

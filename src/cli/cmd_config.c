@@ -80,14 +80,9 @@ static void show(const char *path)
 int cmd_config(int argc, char **argv)
 {
     int clear = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--clear") == 0) clear = 1;
-        else return cli_unknown_option(CMD, argv[i]);
-    }
+    const struct cli_opt opts[] = {{"--clear", NULL, NULL, &clear}, {NULL}};
+    int rc = cli_parse_options(argc, argv, CMD, opts, usage);
+    if (rc >= 0) return rc;
     char path[4096];
     if (scuda_host_file_path(path, sizeof path) != 0) {
         fprintf(stderr, "%s: cannot find the home directory: set HOME.\n", CMD);

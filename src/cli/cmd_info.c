@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/why.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -205,14 +206,9 @@ static int cmp_double(const void *a, const void *b)
 static int measure_rtt(const struct driver *d, int have_server, double *min, double *median, char *why,
                        size_t whylen)
 {
-    if (d->scuda_client_ping == NULL) {
-        snprintf(why, whylen, "not measured (this shim does not export scuda_client_ping)");
-        return -1;
-    }
-    if (!have_server) {
-        snprintf(why, whylen, "none (no server: the shim is using this machine's driver)");
-        return -1;
-    }
+    if (d->scuda_client_ping == NULL)
+        return why_fail(why, whylen, "not measured (this shim does not export scuda_client_ping)");
+    if (!have_server) return why_fail(why, whylen, "none (no server: the shim is using this machine's driver)");
     double rtt[PING_COUNT];
     int rc = d->scuda_client_ping(rtt, PING_COUNT);
     if (rc != 0) {
@@ -285,20 +281,8 @@ static void json_report(const char *addr, const char *source, int version, const
 
 static int parse(int argc, char **argv, const char **server, int *json)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            *json = 1;
-            continue;
-        }
-        int r = cli_option(argc, argv, &i, CMD, "--server", NULL, server);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) return cli_unknown_option(CMD, argv[i]);
-    }
-    return -1; /* go on */
+    const struct cli_opt opts[] = {{"--json", NULL, NULL, json}, {"--server", NULL, server, NULL}, {NULL}};
+    return cli_parse_options(argc, argv, CMD, opts, usage); /* -1: go on */
 }
 
 int cmd_info(int argc, char **argv)

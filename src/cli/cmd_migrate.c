@@ -84,20 +84,10 @@ static int read_answer(int fd, char *line, size_t cap)
 int cmd_migrate(int argc, char **argv)
 {
     const char *session = NULL, *to = NULL, *control = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        int r;
-        if ((r = cli_option(argc, argv, &i, CMD, "--session", NULL, &session)) != 0 ||
-            (r = cli_option(argc, argv, &i, CMD, "--to", NULL, &to)) != 0 ||
-            (r = cli_option(argc, argv, &i, CMD, "--control", NULL, &control)) != 0) {
-            if (r < 0) return CLI_USAGE;
-            continue;
-        }
-        return cli_unknown_option(CMD, argv[i]);
-    }
+    const struct cli_opt opts[] = {
+        {"--session", NULL, &session, NULL}, {"--to", NULL, &to, NULL}, {"--control", NULL, &control, NULL}, {NULL}};
+    int parsed = cli_parse_options(argc, argv, CMD, opts, usage);
+    if (parsed >= 0) return parsed;
     long pid;
     if (!session || !to || cli_parse_long(session, 1, 0x7fffffff, &pid) != 0 ||
         scuda_parse_hostport(to, NULL, 0, NULL) != 0) {

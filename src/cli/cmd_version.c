@@ -78,15 +78,9 @@ static int ask_server(const char *addr)
 int cmd_version(int argc, char **argv)
 {
     const char *server = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            usage(stdout);
-            return 0;
-        }
-        int r = cli_option(argc, argv, &i, CMD, "--server", NULL, &server);
-        if (r < 0) return CLI_USAGE;
-        if (r == 0) return cli_unknown_option(CMD, argv[i]);
-    }
+    const struct cli_opt opts[] = {{"--server", NULL, &server, NULL}, {NULL}};
+    int rc = cli_parse_options(argc, argv, CMD, opts, usage);
+    if (rc >= 0) return rc;
     print_self();
     if (!server) return 0;
     int port;

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/why.h"
 
 #include <stdio.h>
 
@@ -27,10 +28,7 @@ int cli_probe_server(const char *addr, char *why, size_t whylen)
 {
     char err[1024];
     int fd = dial(addr, PROBE_TIMEOUT_MS, PREFACE_SESSION, err, sizeof err);
-    if (fd == -2) {
-        snprintf(why, whylen, "server %s: %s", addr, err);
-        return -1;
-    }
+    if (fd == -2) return why_fail(why, whylen, "server %s: %s", addr, err);
     if (fd < 0) {
         snprintf(why, whylen, "cannot reach server %s: %s; check the address (--server, SCUDA_SERVER or "
                  "'scuda config') and that 'scuda server' runs there", addr, err);

@@ -91,40 +91,20 @@ static void to_v1(const CUDA_KERNEL_NODE_PARAMS *p, CUDA_KERNEL_NODE_PARAMS_v1 *
     q->extra = p->extra;
 }
 
-/* graph.h */
-const uint64_t *graph_node_ids(const CUgraphNode *nodes, size_t n, uint64_t *small, size_t cap, uint64_t **heap)
-{
-    uint64_t *ids = small;
-    *heap = NULL;
-    if (n > cap && !(ids = *heap = malloc(n * sizeof *ids))) return NULL;
-    for (size_t i = 0; i < n; i++) ids[i] = handle_wire_id(nodes[i]);
-    return ids;
-}
-
 static CUresult add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
                                 const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    if (!phGraphNode || (ndeps && !deps) || ndeps > GRAPH_MAX_DEPS) return CUDA_ERROR_INVALID_VALUE;
-    struct msg_cuGraphAddKernelNode_v2_req m = {.node = handle_new_id(), .graph = handle_wire_id(hGraph)};
-    struct launch_pack pk;
-    CUresult r = kernel_node_msg(p, &m.params, &pk);
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, deps, ndeps);
     if (r != CUDA_SUCCESS) return r;
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(deps, ndeps, small, 32, &heap);
-    m.deps_count = (uint32_t)ndeps;
-    if (!m.deps) {
-        launch_pack_free(&pk);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddKernelNode_v2);
-    msg_cuGraphAddKernelNode_v2_req_put(&c.req, &m);
+    struct msg_cuGraphAddKernelNode_v2_req m = {
+        .node = a.node, .graph = handle_wire_id(hGraph), .deps = a.deps, .deps_count = a.deps_count};
+    struct launch_pack pk;
+    r = kernel_node_msg(p, &m.params, &pk);
+    if (r != CUDA_SUCCESS) return graph_add_end(&a, r, phGraphNode);
+    msg_cuGraphAddKernelNode_v2_req_put(graph_add_request(&a, OP_cuGraphAddKernelNode_v2), &m);
     launch_pack_free(&pk);
-    free(heap);
-    r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return r;
+    return graph_add_end(&a, graph_add_sync(&a), phGraphNode);
 }
 
 EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -425,32 +405,25 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
                                      size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     SHIM_ENTER(cuGraphAddMemcpyNode, (phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx));
-    if (!phGraphNode || (numDependencies && !dependencies) || numDependencies > GRAPH_MAX_DEPS)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct msg_cuGraphAddMemcpyNode_req m = {
-        .node = handle_new_id(), .graph = handle_wire_id(hGraph), .ctx = handle_wire_id(ctx)};
-    CUresult r = copy_msg(copyParams, &m.copy, "cuGraphAddMemcpyNode");
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, dependencies, numDependencies);
     if (r != CUDA_SUCCESS) return r;
+    struct msg_cuGraphAddMemcpyNode_req m = {.node = a.node,
+                                             .graph = handle_wire_id(hGraph),
+                                             .ctx = handle_wire_id(ctx),
+                                             .deps = a.deps,
+                                             .deps_count = a.deps_count};
+    r = copy_msg(copyParams, &m.copy, "cuGraphAddMemcpyNode");
+    if (r != CUDA_SUCCESS) return graph_add_end(&a, r, phGraphNode);
     struct side_records sr;
-    if ((r = side_records_make(copyParams, &sr, "cuGraphAddMemcpyNode")) != CUDA_SUCCESS) return r;
+    r = side_records_make(copyParams, &sr, "cuGraphAddMemcpyNode");
+    if (r != CUDA_SUCCESS) return graph_add_end(&a, r, phGraphNode);
     m.records = sr.ids;
     m.records_count = sr.n;
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
-    m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) {
-        side_records_drop(&sr);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddMemcpyNode);
-    msg_cuGraphAddMemcpyNode_req_put(&c.req, &m);
-    free(heap);
-    r = rpc_sync(&c);
-    rpc_end(&c);
+    msg_cuGraphAddMemcpyNode_req_put(graph_add_request(&a, OP_cuGraphAddMemcpyNode), &m);
+    r = graph_add_sync(&a);
     side_records_done(&sr, r, m.node);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return r;
+    return graph_add_end(&a, r, phGraphNode);
 }
 
 EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)

@@ -25,31 +25,18 @@ EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, con
                                    size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddHostNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    if (!phGraphNode || !nodeParams || !nodeParams->fn || (numDependencies && !dependencies) ||
-        numDependencies > GRAPH_MAX_DEPS)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct msg_scuda_graph_add_host_node_req m = {.node = handle_new_id(), .graph = handle_wire_id(hGraph)};
-    CUresult r = capture_run_record_new(nodeParams->fn, nodeParams->userData, &m.record);
+    if (!nodeParams || !nodeParams->fn) return CUDA_ERROR_INVALID_VALUE;
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, dependencies, numDependencies);
     if (r != CUDA_SUCCESS) return r;
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
-    m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) {
-        capture_record_drop(m.record);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_scuda_graph_add_host_node);
-    msg_scuda_graph_add_host_node_req_put(&c.req, &m);
-    free(heap);
-    r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r != CUDA_SUCCESS) {
-        capture_record_drop(m.record); /* the session holds it only when the node was made */
-        return r;
-    }
-    *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return CUDA_SUCCESS;
+    struct msg_scuda_graph_add_host_node_req m = {
+        .node = a.node, .graph = handle_wire_id(hGraph), .deps = a.deps, .deps_count = a.deps_count};
+    r = capture_run_record_new(nodeParams->fn, nodeParams->userData, &m.record);
+    if (r != CUDA_SUCCESS) return graph_add_end(&a, r, phGraphNode);
+    msg_scuda_graph_add_host_node_req_put(graph_add_request(&a, OP_scuda_graph_add_host_node), &m);
+    r = graph_add_sync(&a);
+    if (r != CUDA_SUCCESS) capture_record_drop(m.record); /* the session holds it only when the node was made */
+    return graph_add_end(&a, r, phGraphNode);
 }
 
 EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)

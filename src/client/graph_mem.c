@@ -11,8 +11,6 @@
  * nodes and captured cuMemAllocAsync / cuMemFreeAsync are forwarded as
  * they are (generated). */
 #define _GNU_SOURCE
-#include <stdlib.h>
-#include <string.h>
 
 #include "graph.h"
 #include "rpc.h"
@@ -25,37 +23,32 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    if (!phGraphNode || !nodeParams || (numDependencies && !dependencies) || numDependencies > GRAPH_MAX_DEPS ||
-        nodeParams->accessDescCount > GRAPH_MAX_ACCESS || (nodeParams->accessDescCount && !nodeParams->accessDescs))
+    if (!nodeParams || nodeParams->accessDescCount > GRAPH_MAX_ACCESS ||
+        (nodeParams->accessDescCount && !nodeParams->accessDescs))
         return CUDA_ERROR_INVALID_VALUE;
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, dependencies, numDependencies);
+    if (r != CUDA_SUCCESS) return r;
     struct msg_cuGraphAddMemAllocNode_req m = {
-        .node = handle_new_id(),
+        .node = a.node,
         .graph = handle_wire_id(hGraph),
         .pool = nodeParams->poolProps,
         .access = nodeParams->accessDescs,
         .access_count = (uint32_t)nodeParams->accessDescCount,
         .bytesize = nodeParams->bytesize,
+        .deps = a.deps,
+        .deps_count = a.deps_count,
     };
     m.pool.win32SecurityAttributes = NULL; /* a host pointer: meaningless there (Windows only) */
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
-    m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
+    msg_cuGraphAddMemAllocNode_req_put(graph_add_request(&a, OP_cuGraphAddMemAllocNode), &m);
     struct msg_cuGraphAddMemAllocNode_rep rep;
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddMemAllocNode);
-    msg_cuGraphAddMemAllocNode_req_put(&c.req, &m);
-    free(heap);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS && msg_cuGraphAddMemAllocNode_rep_get(&c.out, &c.arena, &rep) != 0) {
+    r = graph_add_sync(&a);
+    if (r == CUDA_SUCCESS && msg_cuGraphAddMemAllocNode_rep_get(&a.c.out, &a.c.arena, &rep) != 0) {
         LOG_ERROR("cuGraphAddMemAllocNode: malformed reply from the server");
         r = CUDA_ERROR_UNKNOWN;
     }
-    rpc_end(&c);
-    if (r != CUDA_SUCCESS) return r;
-    nodeParams->dptr = rep.dptr;
-    *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) nodeParams->dptr = rep.dptr;
+    return graph_add_end(&a, r, phGraphNode);
 }
 
 /* The access descriptors handed out by a query, per node (replaced at
@@ -77,20 +70,8 @@ EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_N
         r = CUDA_ERROR_UNKNOWN;
     }
     CUmemAccessDesc *access = NULL;
-    if (r == CUDA_SUCCESS && rep.access_count) {
-        if ((access = malloc(rep.access_count * sizeof *access)))
-            memcpy(access, rep.access, rep.access_count * sizeof *access);
-        else
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        uint64_t id = handle_wire_id(hNode);
-        free(idmap_del(&node_access, id));
-        if (access && idmap_put(&node_access, id, 0, access) != 0) {
-            free(access);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        access = graph_keep_copy(&node_access, hNode, rep.access, rep.access_count * sizeof *access, &r);
     if (r == CUDA_SUCCESS) {
         params_out->poolProps = rep.pool;
         params_out->poolProps.win32SecurityAttributes = NULL;

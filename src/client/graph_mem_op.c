@@ -7,8 +7,6 @@
  * driver's own). A query hands back a copy this file keeps per node until
  * the next query of that node, as the driver's array stays the node's. */
 #define _GNU_SOURCE
-#include <stdlib.h>
-#include <string.h>
 
 #include "graph.h"
 #include "rpc.h"
@@ -26,29 +24,22 @@ EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGrap
                                          size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
     SHIM_ENTER(cuGraphAddBatchMemOpNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-    if (!phGraphNode || !params_ok(nodeParams) || (numDependencies && !dependencies) ||
-        numDependencies > GRAPH_MAX_DEPS)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!params_ok(nodeParams)) return CUDA_ERROR_INVALID_VALUE;
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, phGraphNode, dependencies, numDependencies);
+    if (r != CUDA_SUCCESS) return r;
     struct msg_cuGraphAddBatchMemOpNode_req m = {
-        .node = handle_new_id(),
+        .node = a.node,
         .graph = handle_wire_id(hGraph),
         .ctx = handle_wire_id(nodeParams->ctx),
         .ops = nodeParams->paramArray,
         .ops_count = nodeParams->count,
         .flags = nodeParams->flags,
+        .deps = a.deps,
+        .deps_count = a.deps_count,
     };
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(dependencies, numDependencies, small, 32, &heap);
-    m.deps_count = (uint32_t)numDependencies;
-    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
-    rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddBatchMemOpNode);
-    msg_cuGraphAddBatchMemOpNode_req_put(&c.req, &m);
-    free(heap);
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)handle_from_id(m.node);
-    return r;
+    msg_cuGraphAddBatchMemOpNode_req_put(graph_add_request(&a, OP_cuGraphAddBatchMemOpNode), &m);
+    return graph_add_end(&a, graph_add_sync(&a), phGraphNode);
 }
 
 /* The operation arrays handed out by queries, per node. */
@@ -69,20 +60,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
         r = CUDA_ERROR_UNKNOWN;
     }
     CUstreamBatchMemOpParams *ops = NULL;
-    if (r == CUDA_SUCCESS && rep.ops_count) {
-        if ((ops = malloc(rep.ops_count * sizeof *ops)))
-            memcpy(ops, rep.ops, rep.ops_count * sizeof *ops);
-        else
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        uint64_t id = handle_wire_id(hNode);
-        free(idmap_del(&node_ops, id));
-        if (ops && idmap_put(&node_ops, id, 0, ops) != 0) {
-            free(ops);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS) ops = graph_keep_copy(&node_ops, hNode, rep.ops, rep.ops_count * sizeof *ops, &r);
     if (r == CUDA_SUCCESS) {
         nodeParams_out->ctx = (CUcontext)handle_from_id(rep.ctx);
         nodeParams_out->count = rep.ops_count;

@@ -97,10 +97,12 @@ static struct idmap bodies_of_node = IDMAP_INIT;
 static CUresult add_node_op(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
 {
     int cond = p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    if (n > GRAPH_MAX_DEPS || (cond && (p->conditional.size == 0 || p->conditional.size > GRAPH_MAX_BODIES)))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (cond && (p->conditional.size == 0 || p->conditional.size > GRAPH_MAX_BODIES)) return CUDA_ERROR_INVALID_VALUE;
+    struct graph_add a;
+    CUresult r = graph_add_begin(&a, ph, deps, n);
+    if (r != CUDA_SUCCESS) return r;
     struct msg_scuda_graph_add_node_req m = {
-        .node = handle_new_id(),
+        .node = a.node,
         .graph = handle_wire_id(g),
         .type = (uint32_t)p->type,
         .child = cond ? 0 : handle_wire_id(p->graph.graph),
@@ -108,18 +110,13 @@ static CUresult add_node_op(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
         .cond_type = cond ? (uint32_t)p->conditional.type : 0,
         .size = cond ? p->conditional.size : 0,
         .ctx = cond ? handle_wire_id(p->conditional.ctx) : 0,
+        .deps = a.deps,
+        .deps_count = a.deps_count,
     };
-    uint64_t small[32], *heap;
-    m.deps = graph_node_ids(deps, n, small, 32, &heap);
-    m.deps_count = (uint32_t)n;
-    if (!m.deps) return CUDA_ERROR_OUT_OF_MEMORY;
+    msg_scuda_graph_add_node_req_put(graph_add_request(&a, OP_scuda_graph_add_node), &m);
     struct msg_scuda_graph_add_node_rep rep;
-    rpc_call c;
-    rpc_begin(&c, OP_scuda_graph_add_node);
-    msg_scuda_graph_add_node_req_put(&c.req, &m);
-    free(heap);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS && (msg_scuda_graph_add_node_rep_get(&c.out, &c.arena, &rep) != 0 ||
+    r = graph_add_sync(&a);
+    if (r == CUDA_SUCCESS && (msg_scuda_graph_add_node_rep_get(&a.c.out, &a.c.arena, &rep) != 0 ||
                               rep.bodies_count != m.size)) {
         LOG_ERROR("cuGraphAddNode: malformed reply from the server");
         r = CUDA_ERROR_UNKNOWN;
@@ -128,15 +125,12 @@ static CUresult add_node_op(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
     if (r == CUDA_SUCCESS && cond && !(bodies = calloc(rep.bodies_count, sizeof *bodies)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     for (uint32_t i = 0; bodies && i < rep.bodies_count; i++) bodies[i] = (CUgraph)handle_from_id(rep.bodies[i]);
-    rpc_end(&c);
     if (bodies && idmap_put(&bodies_of_node, m.node, 0, bodies) != 0) {
         free(bodies);
         r = CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, as after any failure the driver reports late */
     }
-    if (r != CUDA_SUCCESS) return r;
-    if (cond) p->conditional.phGraph_out = bodies;
-    *ph = (CUgraphNode)handle_from_id(m.node);
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && cond) p->conditional.phGraph_out = bodies;
+    return graph_add_end(&a, r, ph);
 }
 
 static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)

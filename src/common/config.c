@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "why.h"
 #include "protocol.h"
 #include "token_file.h"
 #include "transport.h"
@@ -140,22 +140,9 @@ int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const 
 
 /* ---- saving ----------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4)))
-static int set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int fail(char *err, size_t errlen, const char *what, const char *path)
 {
-    if (err != NULL && errlen > 0) snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
-    return -1;
+    return why_fail(err, errlen, "%s %s: %s", what, path, strerror(errno));
 }
 
 /* mkdir -p for the directories between HOME and the file. $HOME itself is
@@ -189,13 +176,13 @@ int scuda_save_server(const char *addr, char *err, size_t errlen)
     char path[4096], tmp[4200];
     int port;
     if (scuda_parse_hostport(addr, NULL, 0, &port) != 0)
-        return set_err(err, errlen, "'%s' is not a server address: expected HOST:PORT or [IPv6]:PORT",
-                       addr != NULL ? addr : "");
+        return why_fail(err, errlen, "'%s' is not a server address: expected HOST:PORT or [IPv6]:PORT",
+                        addr != NULL ? addr : "");
     if (port == 0) /* port 0 means "pick one" when listening; no server has it */
-        return set_err(err, errlen, "'%s' has port 0: give the port the server printed", addr);
+        return why_fail(err, errlen, "'%s' has port 0: give the port the server printed", addr);
     const char *home = home_dir();
     if (home == NULL || scuda_host_file_path(path, sizeof path) != 0)
-        return set_err(err, errlen, "cannot find the home directory: set HOME");
+        return why_fail(err, errlen, "cannot find the home directory: set HOME");
     if (make_parents(path, strlen(home), err, errlen) != 0) return -1;
 
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

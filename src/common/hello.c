@@ -4,6 +4,7 @@
  * wire_reader, so a decoder never sees a short message; each is written
  * with one write, so a peer never waits on half of one. */
 #include "hello.h"
+#include "why.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -57,10 +58,7 @@ int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN
     uint32_t magic = wr_u32(&r);
     uint16_t version = wr_u16(&r);
     (void)wr_u16(&r); /* flags: nothing the client acts on */
-    if (magic != SCUDA_MAGIC) {
-        snprintf(err, errlen, "not a SCUDA server");
-        return -1;
-    }
+    if (magic != SCUDA_MAGIC) return why_fail(err, errlen, "not a SCUDA server");
     if (version != SCUDA_PROTOCOL_VERSION) {
         snprintf(err, errlen, "the server speaks protocol v%u, this client (SCUDA %s) v%u", version,
                  SCUDA_VERSION_STRING, (unsigned)SCUDA_PROTOCOL_VERSION);

@@ -5,6 +5,7 @@
  * host key. */
 #define _GNU_SOURCE
 #include "tls.h"
+#include "why.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,10 +109,7 @@ int tls_self_signed(const char *dir, char *cert_path, char *key_path, size_t pat
     snprintf(key_path, pathlen, "%s/server-key.pem", dir);
     *created = 0;
     if (have_pair(cert_path, key_path)) return 0;
-    if (mkdirs(dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-        return -1;
-    }
+    if (mkdirs(dir) != 0) return why_fail(err, errlen, "cannot create %s: %s", dir, strerror(errno));
     /* Servers started at once with one state directory make one pair: the
      * first makes it under the lock, the others then find it. */
     char lock_path[4200];

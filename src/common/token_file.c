@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "token_file.h"
+#include "why.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -109,10 +110,7 @@ int token_set_parse(const char *text, size_t len, struct token_set *set, char *e
         }
         p = eol + 1;
     }
-    if (set->count == 0) {
-        snprintf(err, errlen, "no token in it (only blank or comment lines)");
-        return -1;
-    }
+    if (set->count == 0) return why_fail(err, errlen, "no token in it (only blank or comment lines)");
     return 0;
 }
 
@@ -159,19 +157,13 @@ int token_set_load(const char *path, struct token_set *set, int *shared, char *e
     *shared = 0;
     char why[200];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "token file %s: cannot open it: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0) return why_fail(err, errlen, "token file %s: cannot open it: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) *shared = (st.st_mode & 077) != 0;
     size_t len = 0;
     char *text = read_all(fd, &len, why, sizeof why);
     close(fd);
-    if (!text) {
-        snprintf(err, errlen, "token file %s: %s", path, why);
-        return -1;
-    }
+    if (!text) return why_fail(err, errlen, "token file %s: %s", path, why);
     int rc = token_set_parse(text, len, set, why, sizeof why);
     memset(text, 0, len); /* the secrets do not outlive the parse in a stray buffer */
     free(text);

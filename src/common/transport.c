@@ -1,6 +1,7 @@
 /* transport.c - see transport.h. */
 #define _GNU_SOURCE
 #include "transport.h"
+#include "why.h"
 #include "config.h"
 #include "tls.h"
 
@@ -21,10 +22,8 @@ static int resolve(const char *hostport, int passive, struct addrinfo **res, cha
 {
     char host[256];
     int port;
-    if (scuda_parse_hostport(hostport, host, sizeof host, &port) != 0) {
-        snprintf(err, errlen, "bad address '%s' (expected HOST:PORT)", hostport);
-        return -1;
-    }
+    if (scuda_parse_hostport(hostport, host, sizeof host, &port) != 0)
+        return why_fail(err, errlen, "bad address '%s' (expected HOST:PORT)", hostport);
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
     struct addrinfo hints = {0};
@@ -32,20 +31,14 @@ static int resolve(const char *hostport, int passive, struct addrinfo **res, cha
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
     int rc = getaddrinfo(host, portstr, &hints, res);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
-        return -1;
-    }
+    if (rc != 0) return why_fail(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
     return 0;
 }
 
 static int connect_one(const struct addrinfo *ai, int timeout_ms, char *err, size_t errlen)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0) return why_fail(err, errlen, "socket: %s", strerror(errno));
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
         snprintf(err, errlen, "%s", strerror(errno));
         close(fd);

@@ -1,6 +1,7 @@
 /* trust.c - see trust.h. */
 #define _GNU_SOURCE
 #include "trust.h"
+#include "why.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -100,10 +101,8 @@ static void copy_other_lines(const char *path, const char *key, FILE *out)
 int trust_known_pin(const char *key, const char fp[TLS_FP_LEN], char *err, size_t errlen)
 {
     char path[4096], tmp[4200];
-    if (scuda_known_hosts_path(path, sizeof path) != 0) {
-        snprintf(err, errlen, "no home directory for the known_hosts file: set HOME or XDG_CONFIG_HOME");
-        return -1;
-    }
+    if (scuda_known_hosts_path(path, sizeof path) != 0)
+        return why_fail(err, errlen, "no home directory for the known_hosts file: set HOME or XDG_CONFIG_HOME");
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     int fd = make_dirs(path) == 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
     FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -141,10 +140,7 @@ int trust_check(const char *addr, const char fp[TLS_FP_LEN], char *err, size_t e
                  fp, want, fp);
         return -1;
     }
-    if (trust_host_key(addr, key, sizeof key) != 0) {
-        snprintf(err, errlen, "bad address '%s'", addr);
-        return -1;
-    }
+    if (trust_host_key(addr, key, sizeof key) != 0) return why_fail(err, errlen, "bad address '%s'", addr);
     char path[4096] = "the known_hosts file";
     scuda_known_hosts_path(path, sizeof path);
     int known = trust_known_lookup(key, want, err, errlen);

@@ -1,6 +1,7 @@
 /* bulk_join.c - see bulk_join.h. */
 #define _GNU_SOURCE
 #include "bulk_join.h"
+#include "../common/why.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,10 +50,7 @@ static int second_tls(struct session *s, const struct join_note *note, int fd, c
 {
     char err[200];
     uint8_t go = JOIN_GO_BYTE;
-    if (send(fd, &go, 1, MSG_NOSIGNAL) != 1) {
-        snprintf(why, whylen, "the client left: %s", strerror(errno));
-        return -1;
-    }
+    if (send(fd, &go, 1, MSG_NOSIGNAL) != 1) return why_fail(why, whylen, "the client left: %s", strerror(errno));
     struct tls_link *l = tls_server_link(s->opt->tls, fd, 1, err, sizeof err);
     if (!l || tls_accept(l, SECOND_TLS_TIMEOUT_MS, err, sizeof err) != 0 || tls_attach(fd, l) != 0) {
         tls_link_free(l);
@@ -61,20 +59,16 @@ static int second_tls(struct session *s, const struct join_note *note, int fd, c
     }
     struct join_request again;
     uint8_t want[4 + 4 + SCUDA_PROOF_LEN], got[sizeof want];
-    if (hello_read_join_request(fd, SECOND_TLS_TIMEOUT_MS, &again) != 0) {
-        snprintf(why, whylen, "no join request in the second TLS session");
-        return -1;
-    }
+    if (hello_read_join_request(fd, SECOND_TLS_TIMEOUT_MS, &again) != 0)
+        return why_fail(why, whylen, "no join request in the second TLS session");
     memcpy(want, &note->pid, 4);
     memcpy(want + 4, &note->index, 4);
     memcpy(want + 8, note->proof, SCUDA_PROOF_LEN);
     memcpy(got, &again.pid, 4);
     memcpy(got + 4, &again.index, 4);
     memcpy(got + 8, again.proof, SCUDA_PROOF_LEN);
-    if (!auth_equal(want, got, sizeof want)) {
-        snprintf(why, whylen, "the second TLS session is not the first one's client");
-        return -1;
-    }
+    if (!auth_equal(want, got, sizeof want))
+        return why_fail(why, whylen, "the second TLS session is not the first one's client");
     return 0;
 }
 

@@ -5,9 +5,9 @@
 #include "image_check.h"
 
 #include "fatbin_unpack.h"
+#include "../common/why.h"
 
 #include <elf.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +21,6 @@
 /* Entry header: u16 kind, u16 version, u32 header size, u64 payload size,
  * then compression, architecture and flags up to 64 bytes. */
 #define FATBIN_ENTRY 64
-
-static int fail(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *why, size_t whylen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* [off, off + size) lies inside [0, len). */
 static int inside(uint64_t off, uint64_t size, uint64_t len) { return off <= len && size <= len - off; }
@@ -54,23 +44,23 @@ static Elf64_Shdr section(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
 /* The header and where its tables are; the tables themselves inside. */
 static int check_elf_header(const uint8_t *p, size_t len, Elf64_Ehdr *eh, char *why, size_t whylen)
 {
-    if (len < sizeof *eh) return fail(why, whylen, "an ELF image of %zu bytes is shorter than its header", len);
+    if (len < sizeof *eh) return why_fail(why, whylen, "an ELF image of %zu bytes is shorter than its header", len);
     memcpy(eh, p, sizeof *eh);
     if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
         eh->e_ident[EI_VERSION] != EV_CURRENT)
-        return fail(why, whylen, "not a 64-bit little-endian ELF image");
+        return why_fail(why, whylen, "not a 64-bit little-endian ELF image");
     if (eh->e_ehsize < sizeof *eh || eh->e_ehsize > len)
-        return fail(why, whylen, "ELF header size %u (of %zu bytes received)", eh->e_ehsize, len);
+        return why_fail(why, whylen, "ELF header size %u (of %zu bytes received)", eh->e_ehsize, len);
     /* No extended numbering (counts kept in section 0): cubins never need it. */
     if (eh->e_shnum >= SHN_LORESERVE || (eh->e_shnum ? eh->e_shentsize != sizeof(Elf64_Shdr) : eh->e_shoff != 0) ||
         eh->e_phnum == PN_XNUM || (eh->e_phnum && eh->e_phentsize != sizeof(Elf64_Phdr)))
-        return fail(why, whylen, "ELF header tables of unexpected entry sizes or counts");
+        return why_fail(why, whylen, "ELF header tables of unexpected entry sizes or counts");
     if (!inside(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr), len) ||
         !inside(eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr), len))
-        return fail(why, whylen, "ELF section or program header table past the %zu bytes received", len);
+        return why_fail(why, whylen, "ELF section or program header table past the %zu bytes received", len);
     if (eh->e_shstrndx != SHN_UNDEF &&
         (eh->e_shstrndx >= eh->e_shnum || section(p, eh, eh->e_shstrndx).sh_type != SHT_STRTAB))
-        return fail(why, whylen, "ELF section name table %u is not a string table", eh->e_shstrndx);
+        return why_fail(why, whylen, "ELF section name table %u is not a string table", eh->e_shstrndx);
     return 0;
 }
 
@@ -78,13 +68,13 @@ static int check_elf_header(const uint8_t *p, size_t len, Elf64_Ehdr *eh, char *
 static int check_symbols(const uint8_t *p, const Elf64_Ehdr *eh, const Elf64_Shdr *sh, char *why, size_t whylen)
 {
     if (sh->sh_entsize != sizeof(Elf64_Sym) || sh->sh_size % sizeof(Elf64_Sym) || sh->sh_link >= eh->e_shnum)
-        return fail(why, whylen, "ELF symbol table of unexpected entry size or link");
+        return why_fail(why, whylen, "ELF symbol table of unexpected entry size or link");
     Elf64_Shdr names = section(p, eh, sh->sh_link);
-    if (names.sh_type != SHT_STRTAB) return fail(why, whylen, "ELF symbol names not in a string table");
+    if (names.sh_type != SHT_STRTAB) return why_fail(why, whylen, "ELF symbol names not in a string table");
     for (uint64_t off = 0; off < sh->sh_size; off += sizeof(Elf64_Sym)) {
         Elf64_Sym sym;
         memcpy(&sym, p + sh->sh_offset + off, sizeof sym);
-        if (sym.st_name >= names.sh_size) return fail(why, whylen, "ELF symbol name outside its string table");
+        if (sym.st_name >= names.sh_size) return why_fail(why, whylen, "ELF symbol name outside its string table");
     }
     return 0;
 }
@@ -97,12 +87,12 @@ static int check_sections(const uint8_t *p, size_t len, const Elf64_Ehdr *eh, ch
     for (unsigned i = 0; i < eh->e_shnum; i++) {
         Elf64_Shdr sh = section(p, eh, i);
         if (sh.sh_type != SHT_NOBITS && !inside(sh.sh_offset, sh.sh_size, len))
-            return fail(why, whylen, "ELF section %u (%llu bytes at %llu) ends past the %zu bytes received", i,
-                        (unsigned long long)sh.sh_size, (unsigned long long)sh.sh_offset, len);
+            return why_fail(why, whylen, "ELF section %u (%llu bytes at %llu) ends past the %zu bytes received", i,
+                            (unsigned long long)sh.sh_size, (unsigned long long)sh.sh_offset, len);
         if (sh.sh_type == SHT_STRTAB && sh.sh_size && p[sh.sh_offset + sh.sh_size - 1] != '\0')
-            return fail(why, whylen, "ELF string table %u does not end in a NUL", i);
+            return why_fail(why, whylen, "ELF string table %u does not end in a NUL", i);
         if (eh->e_shstrndx != SHN_UNDEF && sh.sh_name >= names_size)
-            return fail(why, whylen, "ELF section %u's name is outside the section name table", i);
+            return why_fail(why, whylen, "ELF section %u's name is outside the section name table", i);
         if ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) && check_symbols(p, eh, &sh, why, whylen))
             return -1;
     }
@@ -115,7 +105,7 @@ static int check_segments(const uint8_t *p, size_t len, const Elf64_Ehdr *eh, ch
         Elf64_Phdr ph;
         memcpy(&ph, p + eh->e_phoff + (size_t)i * sizeof ph, sizeof ph);
         if (!inside(ph.p_offset, ph.p_filesz, len))
-            return fail(why, whylen, "ELF segment %u ends past the %zu bytes received", i, len);
+            return why_fail(why, whylen, "ELF segment %u ends past the %zu bytes received", i, len);
     }
     return 0;
 }
@@ -151,14 +141,14 @@ struct fat_entry {
 static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_entry *, void *, char *, size_t),
                        void *arg, char *why, size_t whylen)
 {
-    if (len < FATBIN_HEADER) return fail(why, whylen, "a fatbin of %zu bytes is shorter than its header", len);
+    if (len < FATBIN_HEADER) return why_fail(why, whylen, "a fatbin of %zu bytes is shorter than its header", len);
     uint16_t header;
     uint64_t size;
     memcpy(&header, p + 6, 2);
     memcpy(&size, p + 8, 8);
     if (!header_fits(header, FATBIN_HEADER, size, len))
-        return fail(why, whylen, "the fatbin declares %u + %llu bytes; %zu were received", header,
-                    (unsigned long long)size, len);
+        return why_fail(why, whylen, "the fatbin declares %u + %llu bytes; %zu were received", header,
+                        (unsigned long long)size, len);
     /* A tail shorter than an entry header lies inside and holds no entry. */
     for (uint64_t at = header, end = header + size; end - at >= FATBIN_ENTRY;) {
         const uint8_t *e = p + at;
@@ -167,8 +157,8 @@ static int walk_fatbin(const uint8_t *p, size_t len, int (*fn)(const struct fat_
         memcpy(&eheader, e + 4, 4);
         memcpy(&payload, e + 8, 8);
         if (!header_fits(eheader, FATBIN_ENTRY, payload, end - at))
-            return fail(why, whylen, "a fatbin entry (%u + %llu bytes) runs past the end of the fatbin", eheader,
-                        (unsigned long long)payload);
+            return why_fail(why, whylen, "a fatbin entry (%u + %llu bytes) runs past the end of the fatbin", eheader,
+                            (unsigned long long)payload);
         struct fat_entry fe = {.payload = e + eheader, .len = payload};
         memcpy(&fe.kind, e, 2);
         memcpy(&csize, e + 16, 4);
@@ -193,8 +183,8 @@ static int check_entry(const struct fat_entry *e, void *arg, char *why, size_t w
 {
     (void)arg;
     if (e->packed_len > e->len)
-        return fail(why, whylen, "a fatbin entry's %llu compressed bytes run past its %llu-byte payload",
-                    (unsigned long long)e->packed_len, (unsigned long long)e->len);
+        return why_fail(why, whylen, "a fatbin entry's %llu compressed bytes run past its %llu-byte payload",
+                        (unsigned long long)e->packed_len, (unsigned long long)e->len);
     if (e->len >= SELFMAG && memcmp(e->payload, ELFMAG, SELFMAG) == 0)
         return check_elf(e->payload, (size_t)e->len, why, whylen);
     return 0;
@@ -210,11 +200,11 @@ static int check_fatbin(const uint8_t *p, size_t len, char *why, size_t whylen)
 static int check_ptx(const uint8_t *p, size_t len, char *why, size_t whylen)
 {
     const uint8_t *end = memchr(p, '\0', len);
-    if (!end) return fail(why, whylen, "neither ELF, fatbin nor PTX text NUL-terminated within its %zu bytes", len);
-    if (end == p) return fail(why, whylen, "an empty image");
+    if (!end) return why_fail(why, whylen, "neither ELF, fatbin nor PTX text NUL-terminated within its %zu bytes", len);
+    if (end == p) return why_fail(why, whylen, "an empty image");
     for (const uint8_t *q = p; q < end; q++)
         if (*q < 0x20 && *q != '\t' && *q != '\n' && *q != '\v' && *q != '\f' && *q != '\r')
-            return fail(why, whylen, "byte %zu (0x%02x) is not text: neither ELF, fatbin nor PTX", (size_t)(q - p), *q);
+            return why_fail(why, whylen, "byte %zu (0x%02x) is not text: neither ELF, fatbin nor PTX", (size_t)(q - p), *q);
     return 0;
 }
 
@@ -226,7 +216,7 @@ int image_check(const void *image, size_t len, char *why, size_t whylen)
     if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0) return check_elf(p, len, why, whylen);
     if (magic == FATBIN_MAGIC) return check_fatbin(p, len, why, whylen);
     if (magic == FATBIN_WRAPPER_MAGIC)
-        return fail(why, whylen, "a fatbin wrapper, which points into the client's memory; send the fatbin itself");
+        return why_fail(why, whylen, "a fatbin wrapper, which points into the client's memory; send the fatbin itself");
     return check_ptx(p, len, why, whylen);
 }
 
@@ -382,14 +372,14 @@ static int plain_entry_globals(const struct fat_entry *e, const struct listing *
 {
     if (e->kind == FATBIN_KIND_ELF) {
         if (e->len < SELFMAG || memcmp(e->payload, ELFMAG, SELFMAG) != 0)
-            return fail(why, whylen, "its code for sm_%u is no ELF file", e->arch);
+            return why_fail(why, whylen, "its code for sm_%u is no ELF file", e->arch);
         char elf_why[200];
         if (check_elf(e->payload, (size_t)e->len, elf_why, sizeof elf_why) != 0)
-            return fail(why, whylen, "its code for sm_%u: %s", e->arch, elf_why);
+            return why_fail(why, whylen, "its code for sm_%u: %s", e->arch, elf_why);
         return elf_globals(e->payload, l);
     }
     const uint8_t *nul = memchr(e->payload, '\0', (size_t)e->len);
-    if (!nul) return fail(why, whylen, "its PTX for sm_%u is not NUL-terminated", e->arch);
+    if (!nul) return why_fail(why, whylen, "its PTX for sm_%u is not NUL-terminated", e->arch);
     return ptx_globals(e->payload, l);
 }
 
@@ -402,8 +392,8 @@ static int entry_globals(const struct fat_entry *e, const struct listing *l, cha
     uint8_t *bytes;
     char unpack_why[200];
     if (fatbin_unpack(&in, &bytes, unpack_why, sizeof unpack_why) != 0)
-        return fail(why, whylen, "its compressed %s for sm_%u cannot be decompressed: %s", entry_what(e), e->arch,
-                    unpack_why);
+        return why_fail(why, whylen, "its compressed %s for sm_%u cannot be decompressed: %s", entry_what(e), e->arch,
+                        unpack_why);
     struct fat_entry plain = *e;
     plain.compressed = 0, plain.payload = bytes, plain.len = e->unpacked_len;
     int rc = plain_entry_globals(&plain, l, why, whylen);
@@ -424,6 +414,6 @@ int image_globals(const void *image, size_t len, unsigned arch, int (*each)(cons
     if (magic != FATBIN_MAGIC) return ptx_globals(p, &l);
     struct choice c = {.arch = arch};
     if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;
-    if (!c.best) return fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
+    if (!c.best) return why_fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
     return entry_globals(c.best, &l, why, whylen);
 }

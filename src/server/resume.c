@@ -1,6 +1,7 @@
 /* resume.c - see resume.h. */
 #define _GNU_SOURCE
 #include "resume.h"
+#include "../common/why.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -178,10 +179,8 @@ int resume_check(const struct join_note *note, char *why, size_t whylen)
     /* Made for slot RESUME_INDEX whatever the request says: a bulk join's
      * proof is made with another secret, and fails here. */
     auth_join_proof(rs.secret, note->nonce, note->pid, RESUME_INDEX, want);
-    if (!auth_equal(want, note->proof, sizeof want)) {
-        snprintf(why, whylen, "resume of session %u: wrong proof", note->pid);
-        return -1;
-    }
+    if (!auth_equal(want, note->proof, sizeof want))
+        return why_fail(why, whylen, "resume of session %u: wrong proof", note->pid);
     return 0;
 }
 

@@ -13,7 +13,9 @@
  * - a user object's destructor runs in the client when the last
  *   reference goes;
  * - conditional nodes' body graphs come back from the add, and child
- *   graphs are added with cuGraphAddNode. */
+ *   graphs are added with cuGraphAddNode;
+ * - nodes added after more dependencies than the client keeps on its
+ *   stack. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +400,45 @@ static void user_objects(CUstream s, CUdeviceptr buf)
     printf("ok user objects: the client's destructor runs once, when the last reference goes\n");
 }
 
+/* More dependencies than the client keeps on its stack (graph.h,
+ * GRAPH_ADD_SMALL_DEPS): each add sends all of them, as the ids the
+ * driver knows (the stand-in refuses a dependency outside the graph), and
+ * the launch runs the nodes after them. */
+#define MANY_DEPS 40
+static void many_dependencies(CUstream s, CUdeviceptr buf)
+{
+    CUgraph g;
+    CU(cuGraphCreate(&g, 0));
+    CUgraphNode deps[MANY_DEPS];
+    for (int i = 0; i < MANY_DEPS; i++) CU(cuGraphAddEmptyNode(&deps[i], g, NULL, 0));
+    int runs = 0;
+    CUDA_HOST_NODE_PARAMS hp = {count, &runs};
+    CUgraphNode host;
+    CU(cuGraphAddHostNode(&host, g, deps, MANY_DEPS, &hp));
+    add_fill(g, buf, 44, deps, MANY_DEPS);
+    CUstreamBatchMemOpParams op;
+    memset(&op, 0, sizeof op);
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = buf + 512 * sizeof(uint32_t);
+    op.writeValue.value = 0x4444u;
+    CUcontext ctx;
+    CU(cuCtxGetCurrent(&ctx));
+    CUDA_BATCH_MEM_OP_NODE_PARAMS mp = {ctx, 1, &op, 0};
+    CUgraphNode mem_op;
+    CU(cuGraphAddBatchMemOpNode(&mem_op, g, deps, MANY_DEPS, &mp));
+    CUgraphExec e;
+    CU(cuGraphInstantiateWithFlags(&e, g, 0));
+    launch_sync(e, s);
+    CHECK(runs == 1, "the host node after %d dependencies ran %d times", MANY_DEPS, runs);
+    CHECK(first_word(buf) == 44, "the kernel node after %d dependencies wrote %u", MANY_DEPS, first_word(buf));
+    uint32_t word;
+    CU(cuMemcpyDtoH_v2(&word, buf + 512 * sizeof(uint32_t), sizeof word));
+    CHECK(word == 0x4444u, "the memory-operation node after %d dependencies wrote %#x", MANY_DEPS, word);
+    CU(cuGraphExecDestroy(e));
+    CU(cuGraphDestroy(g));
+    printf("ok %d dependencies: host, kernel and memory-operation nodes are added after all of them\n", MANY_DEPS);
+}
+
 /* A conditional node with its handle: the driver's body graphs come back
  * as handles this client can add nodes to. */
 static CUgraphNode add_cond(CUgraph g, CUgraphConditionalNodeType type, unsigned size, unsigned value,
@@ -552,6 +593,7 @@ int main(void)
     dot_print(buf);
     user_objects(s, buf);
     conditional_nodes(s, buf);
+    many_dependencies(s, buf);
     h_copy_round_trip(5); /* the session serves on after all of it */
     CU(cuMemFree_v2(buf));
     CU(cuStreamDestroy_v2(s));

@@ -13,14 +13,12 @@
  *          handle, and the server log says why; a forged handle (one nonce
  *          byte changed) is CUDA_ERROR_INVALID_VALUE for alice too. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 
 #define ALICE "alice-ipc-t0ken-31a7"
@@ -28,24 +26,9 @@
 #define SMALL (64u << 10)
 #define LARGE (6u << 20)
 
-static char alice_file[512], bob_file[512];
+static struct cc_users users;
 static int handles[2];  /* exporter -> importers: the two handles */
 static int done[2];     /* importers -> exporter: one byte each when finished */
-
-static void write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    CHECK(fd >= 0 && fchmod(fd, 0600) == 0, "%s: %s", path, strerror(errno));
-    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-    close(fd);
-}
-
-static void as_user(const char *token_file)
-{
-    setenv("SCUDA_TOKEN_FILE", token_file, 1);
-    unsetenv("SCUDA_TOKEN");
-    h_cuda_setup();
-}
 
 static void read_all(int fd, void *p, size_t n)
 {
@@ -59,7 +42,7 @@ static void read_all(int fd, void *p, size_t n)
 static int exporter(void *arg)
 {
     (void)arg;
-    as_user(alice_file);
+    cc_as_user(users.alice);
     CUdeviceptr small, large;
     CU(cuMemAlloc_v2(&small, SMALL));
     CU(cuMemAlloc_v2(&large, LARGE));
@@ -94,7 +77,7 @@ static int importer(void *arg)
     (void)arg;
     CUipcMemHandle h[2];
     read_all(handles[0], h, sizeof h);
-    as_user(alice_file);
+    cc_as_user(users.alice);
     CUipcMemHandle forged = h[0];
     forged.reserved[20] ^= 1; /* inside the nonce */
     CUdeviceptr p;
@@ -122,7 +105,7 @@ static int stranger(void *arg)
     (void)arg;
     CUipcMemHandle h[2];
     read_all(handles[0], h, sizeof h);
-    as_user(bob_file);
+    cc_as_user(users.bob);
     CUdeviceptr p = 0;
     CU_EXPECT(CUDA_ERROR_NOT_PERMITTED, cuIpcOpenMemHandle_v2(&p, h[0], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CU_EXPECT(CUDA_ERROR_NOT_PERMITTED, cuIpcOpenMemHandle_v2(&p, h[1], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
@@ -134,23 +117,10 @@ static int stranger(void *arg)
 int main(void)
 {
     h_begin("ipc", 90);
-    char server_file[512];
-    close(h_temp_file("ipc-tokens", server_file, sizeof server_file));
-    close(h_temp_file("ipc-alice", alice_file, sizeof alice_file));
-    close(h_temp_file("ipc-bob", bob_file, sizeof bob_file));
-    write_file(server_file, "alice " ALICE "\nbob " BOB "\n");
-    write_file(alice_file, "alice " ALICE "\n");
-    write_file(bob_file, "bob " BOB "\n");
     struct h_server srv;
-    struct h_server_opts opt = {.token_file = server_file};
-    h_server_start(&srv, "ipc", &opt);
+    cc_start_two_users(&srv, "ipc", ALICE, BOB, &users);
     CHECK(pipe(handles) == 0 && pipe(done) == 0);
-    pid_t e = h_spawn(exporter, NULL, 60, -1, -1);
-    pid_t i = h_spawn(importer, NULL, 60, -1, -1);
-    pid_t b = h_spawn(stranger, NULL, 60, -1, -1);
-    h_wait_ok(i, 60000, "alice's importer");
-    h_wait_ok(b, 60000, "bob's session");
-    h_wait_ok(e, 60000, "alice's exporter");
+    cc_run_share(exporter, importer, stranger, 60);
     printf("ok memory written by one process is read by another, both ways, through two sessions\n");
     CHECK(h_server_log_count(&srv, "IPC is per user") >= 2, "the server log does not say why bob was refused");
     printf("ok another user's session is refused, and the log says why\n");

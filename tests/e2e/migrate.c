@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 #include "server/device_window.h"
 #include "server/driver_va.h"
@@ -202,19 +203,29 @@ static int pid_gone(pid_t pid)
     return !h_pid_alive(pid);
 }
 
-static char *run_workload(const char *tag, const char *to)
+/* fn in a child that moves to `to` (NULL: stays): its stdout, its stderr
+ * in moved_err. */
+static char *run_output(int (*fn)(void *), const char *tag, const char *to)
 {
-    char path[512], errtag[128];
-    int fd = h_temp_file(tag, path, sizeof path);
-    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
-    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
     target = to;
-    h_wait_ok(h_spawn(workload, NULL, 60, fd, efd), 65000, tag);
-    close(fd);
-    close(efd);
-    size_t len;
-    return h_read_file(path, &len);
+    return cc_run_output(fn, NULL, tag, 60, moved_err, sizeof moved_err);
 }
+
+/* fn run once staying on A and once moved to `to`: what it prints must
+ * not tell them apart. Returns what the moved run printed. */
+static char *moved_prints_the_same(int (*fn)(void *), const char *tag, const char *to)
+{
+    char plain_tag[128], moved_tag[128];
+    snprintf(plain_tag, sizeof plain_tag, "%s-plain", tag);
+    snprintf(moved_tag, sizeof moved_tag, "%s-moved", tag);
+    char *plain = run_output(fn, plain_tag, NULL);
+    char *moved = run_output(fn, moved_tag, to);
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    free(plain);
+    return moved;
+}
+
+static char *run_workload(const char *tag, const char *to) { return run_output(workload, tag, to); }
 
 /* Start the workload in a child that waits, mid-run, for `trigger`. */
 static char *run_outside(const char *tag, void (*trigger)(void *), void *arg)
@@ -477,9 +488,7 @@ static void test_moves(void)
     struct h_server A, B;
     h_server_start(&B, "migrate-b", NULL);
     h_server_start(&A, "migrate-a", NULL); /* last: SCUDA_SERVER is A's */
-    char *plain = run_workload("migrate-plain", NULL);
-    char *moved = run_workload("migrate-moved", B.addr);
-    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    char *moved = moved_prints_the_same(workload, "migrate", B.addr);
     CHECK(h_server_log_count(&A, "migrated session") == 1, "A logs the move with its timings");
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     char *log = h_server_log(&A);
@@ -496,7 +505,6 @@ static void test_moves(void)
     CHECK(strstr(err, "session moved from") && strstr(err, B.addr) && strstr(err, "hold") && strstr(err, "memory"),
           "the client says where it moved and the pause: %s", err);
     free(err);
-    free(plain);
     free(moved);
     h_server_stop(&A);
     h_server_stop(&B);
@@ -646,32 +654,17 @@ static int lib_workload(void *arg)
     return 0;
 }
 
-static char *run_lib_workload(const char *tag, const char *to)
-{
-    char path[512], errtag[128];
-    int fd = h_temp_file(tag, path, sizeof path);
-    snprintf(errtag, sizeof errtag, "%s-stderr", tag);
-    int efd = h_temp_file(errtag, moved_err, sizeof moved_err);
-    target = to;
-    h_wait_ok(h_spawn(lib_workload, NULL, 60, fd, efd), 65000, tag);
-    close(fd);
-    close(efd);
-    size_t len;
-    return h_read_file(path, &len);
-}
+static char *run_lib_workload(const char *tag, const char *to) { return run_output(lib_workload, tag, to); }
 
 static void test_moves_libraries(void)
 {
     struct h_server A, B;
     h_server_start(&B, "migrate-lib-b", NULL);
     h_server_start(&A, "migrate-lib-a", NULL); /* last: SCUDA_SERVER is A's */
-    char *plain = run_lib_workload("migrate-lib-plain", NULL);
-    char *moved = run_lib_workload("migrate-lib-moved", B.addr);
-    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    char *moved = moved_prints_the_same(lib_workload, "migrate-lib", B.addr);
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "A saw the client go");
     CHECK(h_server_log_count(&B, "client resumed the session") == 1, "the later calls ran on B");
-    free(plain);
     free(moved);
     h_server_stop(&A);
     h_server_stop(&B);
@@ -718,30 +711,25 @@ static int managed_var_workload(void *arg)
     return 0;
 }
 
-static void test_moves_managed_variable(void)
+/* fn on servers A and B of its own (tag-a, tag-b): it prints the same
+ * whether it stays or moves, B rebuilt the session and checked it, and
+ * the later calls ran on B. */
+static void check_moves(int (*fn)(void *), const char *tag)
 {
     struct h_server A, B;
-    h_server_start(&B, "migrate-mvar-b", NULL);
-    h_server_start(&A, "migrate-mvar-a", NULL); /* last: SCUDA_SERVER is A's */
-    char path[512];
-    int fd = h_temp_file("migrate-mvar-plain", path, sizeof path);
-    target = NULL;
-    h_wait_ok(h_spawn(managed_var_workload, NULL, 60, fd, -1), 65000, "a run that stays");
-    close(fd);
-    char *plain = h_read_file(path, &(size_t){0});
-    fd = h_temp_file("migrate-mvar-moved", path, sizeof path);
-    target = B.addr;
-    h_wait_ok(h_spawn(managed_var_workload, NULL, 60, fd, -1), 65000, "a library's managed variable moves");
-    close(fd);
-    char *moved = h_read_file(path, &(size_t){0});
-    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    char name[128];
+    snprintf(name, sizeof name, "%s-b", tag);
+    h_server_start(&B, name, NULL);
+    snprintf(name, sizeof name, "%s-a", tag);
+    h_server_start(&A, name, NULL); /* last: SCUDA_SERVER is A's */
+    free(moved_prints_the_same(fn, tag, B.addr));
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "the later calls ran on B");
-    free(plain);
-    free(moved);
     h_server_stop(&A);
     h_server_stop(&B);
 }
+
+static void test_moves_managed_variable(void) { check_moves(managed_var_workload, "migrate-mvar"); }
 
 /* ---- images by digest: bytes only where B's cache lacks them ----------------------- */
 
@@ -841,30 +829,7 @@ static int unlooked_workload(void *arg)
     return 0;
 }
 
-static void test_moves_unlooked_globals(void)
-{
-    struct h_server A, B;
-    h_server_start(&B, "migrate-unlooked-b", NULL);
-    h_server_start(&A, "migrate-unlooked-a", NULL); /* last: SCUDA_SERVER is A's */
-    char path[512];
-    int fd = h_temp_file("migrate-unlooked-plain", path, sizeof path);
-    target = NULL;
-    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run that stays");
-    close(fd);
-    char *plain = h_read_file(path, &(size_t){0});
-    fd = h_temp_file("migrate-unlooked-moved", path, sizeof path);
-    target = B.addr;
-    h_wait_ok(h_spawn(unlooked_workload, NULL, 60, fd, -1), 65000, "a run whose kernels changed globals moves");
-    close(fd);
-    char *moved = h_read_file(path, &(size_t){0});
-    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
-    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
-    CHECK(log_reaches(&A, "the client resumed there, this process ends", 1) == 1, "the later calls ran on B");
-    free(plain);
-    free(moved);
-    h_server_stop(&A);
-    h_server_stop(&B);
-}
+static void test_moves_unlooked_globals(void) { check_moves(unlooked_workload, "migrate-unlooked"); }
 
 /* B's driver places module memory elsewhere: the library global the
  * client holds would move, so the migration is refused and the session
@@ -914,9 +879,7 @@ static void test_moves_driver_mmap(void)
     unsetenv("SCUDA_DRIVER_VA_LOG");
     unsetenv("STANDIN_PLAIN_MMAP");
 #if DRIVER_VA_HOOKED
-    char *plain = run_lib_workload("migrate-va-plain", NULL);
-    char *moved = run_lib_workload("migrate-va-moved", B.addr);
-    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    char *moved = moved_prints_the_same(lib_workload, "migrate-va", B.addr);
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     CHECK(h_server_log_count(&B, "client resumed the session") == 1, "the later calls ran on B");
     /* The device range is the driver's first mapping: the arena's base, in every session. */
@@ -931,7 +894,6 @@ static void test_moves_driver_mmap(void)
     CHECK(at && sscanf(at + 1, "g1 %llx", &g1) == 1 && g1 >= DRIVER_VA_BASE_DEFAULT &&
               g1 < DRIVER_VA_BASE_DEFAULT + DRIVER_VA_SIZE_DEFAULT,
           "a library global lies in the arena: %#llx", g1);
-    free(plain);
     free(moved);
 #else
     /* Sanitizer builds have no arena (the sanitizers own mmap): where the

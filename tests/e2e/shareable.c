@@ -19,32 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 
 #define ALICE "alice-share-t0ken-5c1e"
 #define BOB "bob-share-t0ken-77d0"
 
-static char alice_file[512], bob_file[512];
+static struct cc_users users;
 static int fds[2]; /* exporter -> importers: the descriptor (SCM_RIGHTS) */
 static int done[2]; /* importers -> exporter: one byte each when finished */
-
-static void write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    CHECK(fd >= 0 && fchmod(fd, 0600) == 0, "%s: %s", path, strerror(errno));
-    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-    close(fd);
-}
-
-static void as_user(const char *token_file)
-{
-    setenv("SCUDA_TOKEN_FILE", token_file, 1);
-    unsetenv("SCUDA_TOKEN");
-    h_cuda_setup();
-}
 
 static void send_fd(int sock, int fd)
 {
@@ -111,7 +96,7 @@ static void unmap(CUdeviceptr va, size_t size)
 static int exporter(void *arg)
 {
     (void)arg;
-    as_user(alice_file);
+    cc_as_user(users.alice);
     size_t size = granularity();
     CUmemAllocationProp prop = exportable();
     CUmemGenericAllocationHandle h;
@@ -151,7 +136,7 @@ static int importer(void *arg)
 {
     (void)arg;
     int fd = recv_fd(fds[0]);
-    as_user(alice_file);
+    cc_as_user(users.alice);
     size_t size = granularity();
     CUmemGenericAllocationHandle h = 0;
     int plain = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -179,7 +164,7 @@ static int stranger(void *arg)
 {
     (void)arg;
     int fd = recv_fd(fds[0]);
-    as_user(bob_file);
+    cc_as_user(users.bob);
     CUmemGenericAllocationHandle h = 0;
     CU_EXPECT(CUDA_ERROR_NOT_PERMITTED,
               cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -192,23 +177,10 @@ static int stranger(void *arg)
 int main(void)
 {
     h_begin("shareable", 60);
-    char server_file[512];
-    close(h_temp_file("share-tokens", server_file, sizeof server_file));
-    close(h_temp_file("share-alice", alice_file, sizeof alice_file));
-    close(h_temp_file("share-bob", bob_file, sizeof bob_file));
-    write_file(server_file, "alice " ALICE "\nbob " BOB "\n");
-    write_file(alice_file, "alice " ALICE "\n");
-    write_file(bob_file, "bob " BOB "\n");
     struct h_server srv;
-    struct h_server_opts opt = {.token_file = server_file};
-    h_server_start(&srv, "shareable", &opt);
+    cc_start_two_users(&srv, "shareable", ALICE, BOB, &users);
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0 && pipe(done) == 0);
-    pid_t e = h_spawn(exporter, NULL, 50, -1, -1);
-    pid_t i = h_spawn(importer, NULL, 50, -1, -1);
-    pid_t b = h_spawn(stranger, NULL, 50, -1, -1);
-    h_wait_ok(i, 50000, "alice's importer");
-    h_wait_ok(b, 50000, "bob's importer");
-    h_wait_ok(e, 50000, "alice's exporter");
+    cc_run_share(exporter, importer, stranger, 50);
     printf("ok an exported descriptor crosses a Unix socket and imports in another process, both ways\n");
     CHECK(h_server_log_count(&srv, "IPC is per user") >= 1, "the server log does not say why bob was refused");
     printf("ok another user's session is refused, and the log says why\n");

@@ -37,6 +37,7 @@
 #include "common/ops.gen.h"
 #include "common/protocol.h"
 #include "common/transport.h"
+#include "copy_checks.h"
 #include "harness.h"
 #include "server/bulk_join.h"
 
@@ -45,7 +46,6 @@
 #endif
 
 #define MiB (1u << 20)
-#define GUARD 4096
 
 /* Private to the shim (src/client/bulk.c). */
 extern int scuda_client_bulk_streams(void);
@@ -54,85 +54,22 @@ static struct h_server srv;
 /* Where the raw-protocol checks connect (the token server's for a while). */
 static const char *raw_addr;
 
-/* ---- helpers: device buffers checked through small copies ------------------- */
+/* ---- byte-exact copies -------------------------------------------------------- */
 
 /* Small pieces stay below the striping threshold: they check the striped
  * copies through the main connection. */
 #define PIECE (2u * MiB)
+static const struct cc_round_trip striped = {.piece = PIECE, .source_offset = 0, .label = "striped "};
 
-static void put_small(CUdeviceptr d, const uint8_t *src, size_t n)
+static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
 {
-    for (size_t off = 0; off < n; off += PIECE)
-        CU(cuMemcpyHtoD_v2(d + off, src + off, n - off < PIECE ? n - off : PIECE));
-}
-
-static void get_small(uint8_t *dst, CUdeviceptr d, size_t n)
-{
-    for (size_t off = 0; off < n; off += PIECE)
-        CU(cuMemcpyDtoH_v2(dst + off, d + off, n - off < PIECE ? n - off : PIECE));
-}
-
-static void expect_same(const uint8_t *got, const uint8_t *want, size_t n, const char *what)
-{
-    long at = h_diff(got, want, n);
-    CHECK(at < 0, "%s: byte %ld of %zu is 0x%02x, expected 0x%02x", what, at, n, got[at], want[at]);
+    cc_round_trip(&striped, n, off, st, async, seed);
 }
 
 static void use_streams(const char *k)
 {
     if (k) setenv("SCUDA_BULK_STREAMS", k, 1);
     else unsetenv("SCUDA_BULK_STREAMS");
-}
-
-/* ---- byte-exact copies -------------------------------------------------------- */
-
-/* One size, one offset: host -> device striped, checked through small
- * copies; device -> host striped into a buffer with canaries around it. */
-static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
-{
-    char what[128];
-    size_t total = off + n + GUARD;
-    uint8_t *src = malloc(n), *dev_img = malloc(total), *back = malloc(total), *out = malloc(n + 2 * GUARD);
-    CHECK(src && dev_img && back && out);
-    CUdeviceptr d;
-    CU(cuMemAlloc_v2(&d, total));
-    memset(dev_img, 0xa5, total);
-    put_small(d, dev_img, total);
-
-    h_pattern(src, n, seed);
-    if (async) {
-        CU(cuMemcpyHtoDAsync_v2(d + off, src, n, st));
-        CU(cuStreamSynchronize(st));
-    } else {
-        CU(cuMemcpyHtoD_v2(d + off, src, n));
-    }
-    memcpy(dev_img + off, src, n);
-    get_small(back, d, total);
-    snprintf(what, sizeof what, "striped H2D of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
-    expect_same(back, dev_img, total, what);
-
-    /* The other way: fresh bytes put in small pieces, then one striped D2H
-     * to an odd host address. */
-    h_pattern(dev_img, total, seed + 1);
-    put_small(d, dev_img, total);
-    memset(out, 0xcd, n + 2 * GUARD);
-    uint8_t *dst = out + GUARD - 1;
-    if (async) {
-        CU(cuMemcpyDtoHAsync_v2(dst, d + off, n, st));
-        CU(cuStreamSynchronize(st));
-    } else {
-        CU(cuMemcpyDtoH_v2(dst, d + off, n));
-    }
-    snprintf(what, sizeof what, "striped D2H of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
-    expect_same(dst, dev_img + off, n, what);
-    for (size_t i = 0; i < GUARD - 1; i++) CHECK(out[i] == 0xcd, "%s wrote before its buffer", what);
-    for (size_t i = GUARD - 1 + n; i < n + 2 * GUARD; i++) CHECK(out[i] == 0xcd, "%s wrote past its end", what);
-
-    CU(cuMemFree_v2(d));
-    free(src);
-    free(dev_img);
-    free(back);
-    free(out);
 }
 
 static int exact_client(void *arg)
@@ -162,7 +99,7 @@ static int exact_client(void *arg)
     CU(cuMemcpyHtoDAsync_v2(d, pin_src, n, st));
     CU(cuMemcpyDtoHAsync_v2(pin_dst, d, n, st));
     CU(cuStreamSynchronize(st));
-    expect_same(pin_dst, pin_src, n, "pinned striped round trip");
+    cc_expect_same(pin_dst, pin_src, n, "pinned striped round trip");
     CU(cuMemFree_v2(d));
     CU(cuMemFreeHost(pin_src));
     CU(cuMemFreeHost(pin_dst));
@@ -204,7 +141,7 @@ static int order_client(void *arg)
     memset(got, 0, n);
     CU(cuMemcpyDtoHAsync_v2(got, a, n, s));
     CU(cuStreamSynchronize(s));
-    expect_same(got, want, n, "async striped copy, kernel, striped copy on one stream");
+    cc_expect_same(got, want, n, "async striped copy, kernel, striped copy on one stream");
     CHECK(scuda_client_bulk_streams() == 3);
 
     /* cuMemcpyHtoD is synchronous: a kernel on a non-blocking stream
@@ -215,8 +152,8 @@ static int order_client(void *arg)
     CU(cuMemcpyHtoD_v2(b, src, n));
     launch_fill(b + fill_off, 0x0badcafe, fill_n / 4, other);
     CU(cuStreamSynchronize(other));
-    get_small(got, b, n);
-    expect_same(got, want, n, "sync striped copy, then a kernel on another stream");
+    cc_get_pieces(&striped, got, b, n);
+    cc_expect_same(got, want, n, "sync striped copy, then a kernel on another stream");
 
     /* A device-to-device copy after a striped one, then out again. */
     h_pattern(src, n, 7);
@@ -225,7 +162,7 @@ static int order_client(void *arg)
     memset(got, 0, n);
     CU(cuMemcpyDtoHAsync_v2(got, b, n, s));
     CU(cuStreamSynchronize(s));
-    expect_same(got, src, n, "striped copy in, device-to-device, striped copy out");
+    cc_expect_same(got, src, n, "striped copy in, device-to-device, striped copy out");
 
     CU(cuMemFree_v2(a));
     CU(cuMemFree_v2(b));
@@ -256,7 +193,7 @@ static void *thread_copies(void *arg)
         memset(got, 0, n);
         CU(cuMemcpyDtoHAsync_v2(got, d, n, st));
         CU(cuStreamSynchronize(st));
-        expect_same(got, src, n, "a thread's striped round trip");
+        cc_expect_same(got, src, n, "a thread's striped round trip");
     }
     CU(cuMemFree_v2(d));
     free(src);
@@ -414,7 +351,7 @@ static int kill_client(void *arg)
     CU(cuMemcpyHtoD_v2(c.d, c.host, c.n));
     memset(check, 0, c.n);
     CU(cuMemcpyDtoH_v2(check, c.d, c.n));
-    expect_same(check, c.host, c.n, "a large copy after striping ended");
+    cc_expect_same(check, c.host, c.n, "a large copy after striping ended");
     CU(cuMemFree_v2(c.d));
     free(c.host);
     free(check);
@@ -798,7 +735,7 @@ static void fallback(void)
 
 int main(void)
 {
-    h_begin("striping", 170);
+    h_begin("striping", 290);
     h_server_start(&srv, "main", NULL);
     raw_addr = srv.addr;
 

@@ -21,15 +21,15 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "copy_checks.h"
 #include "harness.h"
 
 #define KiB (1u << 10)
 #define MiB (1u << 20)
-#define GUARD 4096
 /* Device bytes are put and checked in pieces below every striping
  * threshold: over the main connection, a path independent of the one
- * under test. */
-#define PIECE (512u * KiB)
+ * under test. The host source is at an odd address. */
+static const struct cc_round_trip how = {.piece = 512u * KiB, .source_offset = 1, .label = ""};
 
 /* Private to the shim (src/client/bulk.c). */
 extern int scuda_client_bulk_streams(void);
@@ -43,77 +43,25 @@ static int last_used(void)
     return f();
 }
 
-static void put_small(CUdeviceptr d, const uint8_t *src, size_t n)
+/* The connections each copy of the round trip under way must use. */
+static int expect_used;
+
+static void check_used(const char *what)
 {
-    for (size_t off = 0; off < n; off += PIECE)
-        CU(cuMemcpyHtoD_v2(d + off, src + off, n - off < PIECE ? n - off : PIECE));
+    CHECK(last_used() == expect_used, "%s used %d bulk connections, expected %d", what, last_used(), expect_used);
 }
 
-static void get_small(uint8_t *dst, CUdeviceptr d, size_t n)
-{
-    for (size_t off = 0; off < n; off += PIECE)
-        CU(cuMemcpyDtoH_v2(dst + off, d + off, n - off < PIECE ? n - off : PIECE));
-}
+static const struct cc_round_trip how_counted = {.piece = 512u * KiB, .source_offset = 1, .label = "", .checked = check_used};
 
-static void expect_same(const uint8_t *got, const uint8_t *want, size_t n, const char *what)
-{
-    long at = h_diff(got, want, n);
-    CHECK(at < 0, "%s: byte %ld of %zu is 0x%02x, expected 0x%02x", what, at, n, got[at], want[at]);
-}
-
-/* n bytes to device offset off and back to an odd host address, with the
- * bytes around both checked untouched. */
 static void round_trip_using(size_t n, size_t off, CUstream st, int async, uint32_t seed, int used)
 {
-    char what[128];
-    size_t total = off + n + GUARD;
-    uint8_t *src = malloc(n + 1), *img = malloc(total), *back = malloc(total), *out = malloc(n + 2 * GUARD);
-    CHECK(src && img && back && out);
-    CUdeviceptr d;
-    CU(cuMemAlloc_v2(&d, total));
-    memset(img, 0xa5, total);
-    put_small(d, img, total);
-
-    uint8_t *from = src + 1; /* an odd source address */
-    h_pattern(from, n, seed);
-    if (async) {
-        CU(cuMemcpyHtoDAsync_v2(d + off, from, n, st));
-        CU(cuStreamSynchronize(st));
-    } else {
-        CU(cuMemcpyHtoD_v2(d + off, from, n));
-    }
-    memcpy(img + off, from, n);
-    get_small(back, d, total);
-    snprintf(what, sizeof what, "H2D of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
-    expect_same(back, img, total, what);
-    if (used) CHECK(last_used() == used, "%s used %d bulk connections, expected %d", what, last_used(), used);
-
-    h_pattern(img, total, seed + 1);
-    put_small(d, img, total);
-    memset(out, 0xcd, n + 2 * GUARD);
-    uint8_t *dst = out + GUARD - 1;
-    if (async) {
-        CU(cuMemcpyDtoHAsync_v2(dst, d + off, n, st));
-        CU(cuStreamSynchronize(st));
-    } else {
-        CU(cuMemcpyDtoH_v2(dst, d + off, n));
-    }
-    snprintf(what, sizeof what, "D2H of %zu bytes at offset %zu (%s)", n, off, async ? "async" : "sync");
-    expect_same(dst, img + off, n, what);
-    for (size_t i = 0; i < GUARD - 1; i++) CHECK(out[i] == 0xcd, "%s wrote before its buffer", what);
-    for (size_t i = GUARD - 1 + n; i < n + 2 * GUARD; i++) CHECK(out[i] == 0xcd, "%s wrote past its end", what);
-    if (used) CHECK(last_used() == used, "%s used %d bulk connections, expected %d", what, last_used(), used);
-
-    CU(cuMemFree_v2(d));
-    free(src);
-    free(img);
-    free(back);
-    free(out);
+    expect_used = used;
+    cc_round_trip(&how_counted, n, off, st, async, seed);
 }
 
 static void round_trip(size_t n, size_t off, CUstream st, int async, uint32_t seed)
 {
-    round_trip_using(n, off, st, async, seed, 0);
+    cc_round_trip(&how, n, off, st, async, seed);
 }
 
 /* Sizes around the connection-count steps, and the connections each

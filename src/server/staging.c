@@ -32,6 +32,10 @@ struct staging_pool {
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t freed = PTHREAD_COND_INITIALIZER;
 
+/* Set while this thread charges the quota for a new buffer, pool_lock
+ * held: the quota's reclaim hook must not take the lock again. */
+static _Thread_local int charging_in_pool;
+
 static struct staging session_bufs[SESSION_POOL_COUNT];
 static struct staging_pool session_pool = {.count = SESSION_POOL_COUNT, .size = STAGING_SIZE, .bufs = session_bufs};
 
@@ -52,7 +56,10 @@ static int session_buffer(struct staging *b)
     /* Charged for the session's life: the pools are never freed. Refused,
      * the pool keeps the buffers it has (copies that find none free go the
      * plain way, received into their frame), and asks no more. */
-    if (host_quota_charge(STAGING_SIZE, "a staging buffer") != 0) {
+    charging_in_pool = 1;
+    int refused = host_quota_charge(STAGING_SIZE, "a staging buffer") != 0;
+    charging_in_pool = 0;
+    if (refused) {
         session_pool.capped = 1;
         return 0;
     }
@@ -86,10 +93,15 @@ static uint64_t trim_locked(void)
 }
 
 /* The host quota's reclaim hook: idle staging buffers give way to memory
- * a call needs. A caller inside the pool (its lock held) reclaims nothing. */
+ * a call needs. A caller inside the pool (its lock held) reclaims nothing.
+ * Any other caller waits for the lock: a try-lock failed whenever the
+ * session's reader happened to be taking a buffer, and the call that
+ * needed the memory failed with it (the lock is never held across a
+ * wait for the GPU or the network). */
 static uint64_t staging_trim_idle(void)
 {
-    if (pthread_mutex_trylock(&pool_lock) != 0) return 0;
+    if (charging_in_pool) return 0;
+    pthread_mutex_lock(&pool_lock);
     uint64_t n = trim_locked();
     pthread_mutex_unlock(&pool_lock);
     return n;

@@ -6,7 +6,9 @@
  *   host to device: the thread reads a chunk into a pinned buffer and
  *     queues it; the handler, on the dispatch thread, starts its DMA
  *     (asynchronous, so receiving goes on meanwhile) and gives the buffer
- *     back when the DMA is done.
+ *     back when the DMA is done. Over TLS the thread queues each piece of
+ *     a few records as soon as it has opened them, so the DMA of a chunk
+ *     runs while the rest of it arrives.
  *   device to host: the handler starts the DMA of each chunk into a
  *     pinned buffer and queues it on its connection; the thread waits for
  *     that DMA and sends the chunk. Over TLS the DMAs go in pieces of a
@@ -50,7 +52,7 @@
 /* Pinned buffers beyond one per connection: the DMAs in flight. */
 #define POOL_EXTRA 4
 #define QUEUE_CAP (BULK_MAX_STREAMS + POOL_EXTRA)
-/* Device-to-host pieces over TLS: at least two records, and at most
+/* Pieces over TLS, both ways: at least two records, and at most
  * PIECES_PER_CHUNK per chunk (each piece costs a DMA and an event on the
  * dispatch thread, and a wait on the connection's), so a 1 MiB chunk goes
  * in 4 pieces of 256 KiB and a 4 MiB one in 8 of 512 KiB. */
@@ -59,16 +61,22 @@
 #define PIECE_ENV "SCUDA_BULK_PIECE_KIB"
 
 enum job_dir { JOB_RECV, JOB_SEND };
-/* One chunk in a buffer (NULL for a failed copy's chunk: zeros). */
+/* One chunk in a buffer (NULL for a failed copy's chunk: zeros), or one
+ * piece of a chunk received in pieces: `at` bytes into the buffer; the
+ * chunk's last piece (`last`) gives the buffer back, and a piece of no
+ * bytes only that (a connection lost in the middle of a chunk). */
 struct item {
     struct staging *b;
     uint64_t off;
-    uint32_t len;
+    uint32_t at, len;
+    int last;
 };
 
+/* Pieces received and not yet landed: at most every pool buffer's pieces. */
+#define READY_CAP (QUEUE_CAP * STAGING_PIECES_MAX)
 struct queue {
-    struct item items[QUEUE_CAP];
-    size_t head, tail;
+    struct item items[READY_CAP];
+    size_t head, tail, cap; /* cap: QUEUE_CAP, READY_CAP for `ready` */
 };
 
 /* What the connections' threads work on. */
@@ -77,7 +85,7 @@ struct job {
     enum job_dir dir;
     uint64_t id, n, nchunks;
     uint32_t chunk;
-    uint32_t piece; /* JOB_SEND: DMA and send in pieces of this size; 0: whole chunks */
+    uint32_t piece; /* DMA (and send, receive) in pieces of this size; 0: whole chunks */
     int used; /* connections 0..used-1 carry its chunks: min(k, nchunks) */
 };
 
@@ -111,21 +119,21 @@ static struct {
     unsigned pieces_sent; /* the current job's pieces written, for the debug line */
     struct queue ready; /* JOB_RECV: chunks received, for the handler */
     struct link link[BULK_MAX_STREAMS];
-} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .ready.cap = READY_CAP};
 
 /* ---- queues (bulk.lock held) -------------------------------------------------- */
 
 static int queue_empty(const struct queue *q) { return q->head == q->tail; }
-static int queue_full(const struct queue *q) { return q->tail - q->head == QUEUE_CAP; }
-static void queue_push(struct queue *q, struct item it) { q->items[q->tail++ % QUEUE_CAP] = it; }
-static struct item queue_pop(struct queue *q) { return q->items[q->head++ % QUEUE_CAP]; }
+static int queue_full(const struct queue *q) { return q->tail - q->head == q->cap; }
+static void queue_push(struct queue *q, struct item it) { q->items[q->tail++ % q->cap] = it; }
+static struct item queue_pop(struct queue *q) { return q->items[q->head++ % q->cap]; }
 
 /* Give back the buffers of chunks nobody will use. */
 static void queue_drain(struct queue *q)
 {
     while (!queue_empty(q)) {
         struct item it = queue_pop(q);
-        if (it.b) staging_release(it.b);
+        if (it.b && it.last) staging_release(it.b);
     }
 }
 
@@ -202,6 +210,38 @@ static int recv_full(struct link *l, void *p, size_t n)
     return bulk.idle_ms > 0 ? io_read_full_timeout(l->fd, p, n, bulk.idle_ms) : io_read_full(l->fd, p, n);
 }
 
+/* Hand a received piece to the handler. */
+static void push_ready(struct item it)
+{
+    pthread_mutex_lock(&bulk.lock);
+    queue_push(&bulk.ready, it);
+    pthread_cond_broadcast(&bulk.cv);
+    pthread_mutex_unlock(&bulk.lock);
+}
+
+/* Receive a chunk into b, handing each piece (the whole chunk when the
+ * job has no pieces) to the handler as soon as its records are opened, so
+ * its DMA overlaps the rest of the chunk. Returns 0, or -1 (errno set)
+ * with b given back, through the handler once it has pieces of it. */
+static int recv_chunk(struct link *l, const struct job *j, struct staging *b, uint64_t off, uint32_t len)
+{
+    uint32_t piece = j->piece ? j->piece : len;
+    for (uint32_t at = 0; at < len; at += piece) {
+        uint32_t n = len - at < piece ? len - at : piece;
+        if (recv_full(l, (char *)staging_data(b) + at, n) != 0) {
+            int err = errno;
+            if (at == 0)
+                staging_release(b);
+            else
+                push_ready((struct item){b, off + at, at, 0, 1});
+            errno = err;
+            return -1;
+        }
+        push_ready((struct item){b, off + at, at, n, at + n == len});
+    }
+    return 0;
+}
+
 /* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_recv(struct link *l, const struct job *j)
 {
@@ -223,15 +263,7 @@ static int link_recv(struct link *l, const struct job *j)
             staging_release(b);
             return 0;
         }
-        if (recv_full(l, staging_data(b), len) != 0) {
-            int err = errno;
-            staging_release(b);
-            return lost(l, j, err);
-        }
-        pthread_mutex_lock(&bulk.lock);
-        queue_push(&bulk.ready, (struct item){b, off, len});
-        pthread_cond_broadcast(&bulk.cv);
-        pthread_mutex_unlock(&bulk.lock);
+        if (recv_chunk(l, j, b, off, len) != 0) return lost(l, j, errno);
     }
     return 0;
 }
@@ -429,7 +461,7 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
     } else {
         int k = want > BULK_MAX_STREAMS ? BULK_MAX_STREAMS : (int)want;
         for (int i = 0; i < BULK_MAX_STREAMS; i++) {
-            bulk.link[i] = (struct link){.fd = -1, .index = i};
+            bulk.link[i] = (struct link){.fd = -1, .index = i, .out.cap = QUEUE_CAP};
             pthread_cond_init(&bulk.link[i].cv, NULL);
         }
         bulk.pool = staging_pool_new(k + POOL_EXTRA, BULK_CHUNK_MAX);
@@ -490,7 +522,7 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     int used = nchunks < (uint64_t)bulk.k ? (int)nchunks : bulk.k;
     bulk.job = (struct job){.gen = bulk.job.gen + 1, .dir = dir, .id = a->id, .n = a->n,
                             .nchunks = nchunks, .chunk = a->chunk, .used = used,
-                            .piece = dir == JOB_SEND ? piece_size(a->chunk) : 0};
+                            .piece = piece_size(a->chunk)};
     bulk.pieces_sent = 0;
     bulk.working = used;
     *posted = bulk.job;
@@ -528,10 +560,13 @@ static CUresult copy_stream(srv_call *c, const struct msg_bulk_copy *a, CUstream
     return r;
 }
 
-/* Start the DMA of every chunk the connections receive, as it comes. r is
- * the copy's result so far: once it fails, chunks are only given back. */
-static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct staging **last)
+/* Start the DMA of every chunk or piece the connections receive, as it
+ * comes. r is the copy's result so far: once it fails, buffers are only
+ * given back, each after the DMAs queued from it (st is fit for an event
+ * when the copy started well). */
+static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct staging **last, unsigned *dmas)
 {
+    int stream_ok = r == CUDA_SUCCESS;
     pthread_mutex_lock(&bulk.lock);
     for (;;) {
         while (queue_empty(&bulk.ready) && bulk.working > 0) pthread_cond_wait(&bulk.cv, &bulk.lock);
@@ -539,13 +574,16 @@ static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct stagin
         struct item it = queue_pop(&bulk.ready);
         int failed = bulk.failed;
         pthread_mutex_unlock(&bulk.lock);
-        if (r == CUDA_SUCCESS && !failed)
-            r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, staging_data(it.b), it.len, st);
-        if (r == CUDA_SUCCESS && !failed) {
-            staging_release_after(it.b, st);
-            *last = it.b;
-        } else {
-            staging_release(it.b);
+        if (r == CUDA_SUCCESS && !failed && it.len) {
+            r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, (char *)staging_data(it.b) + it.at, it.len, st);
+            ++*dmas;
+        }
+        if (it.last) {
+            if (stream_ok)
+                staging_release_after(it.b, st);
+            else
+                staging_release(it.b);
+            if (r == CUDA_SUCCESS && !failed) *last = it.b;
         }
         pthread_mutex_lock(&bulk.lock);
     }
@@ -565,8 +603,13 @@ CUresult srv_scuda_bulk_htod(srv_call *c)
     CUstream st;
     CUresult r = copy_stream(c, a, &st);
     struct staging *last = NULL;
-    r = land_chunks(a->dev, st, r, &last);
+    unsigned dmas = 0;
+    r = land_chunks(a->dev, st, r, &last, &dmas);
     if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    if (j.piece)
+        LOG_DEBUG("bulk: copy %llu to the device: %llu bytes in %llu chunks, %u pieces of %u KiB landed",
+                  (unsigned long long)j.id, (unsigned long long)j.n, (unsigned long long)j.nchunks, dmas,
+                  j.piece >> 10);
     /* cuMemcpyHtoD's meaning: the next call runs after the copy is done. */
     if (a->mode != COPY_ASYNC && last) session_after_copy(last);
     return r;
@@ -608,7 +651,7 @@ static void fetch_whole(const struct job *j, uint64_t src, CUstream st, CUresult
         uint64_t off = idx * j->chunk;
         uint32_t len = chunk_len(j, idx);
         struct staging *b = fetch_chunk(src + off, len, st, r);
-        if (queue_out(&bulk.link[idx % (uint64_t)bulk.k], (struct item){b, off, len}) != 0) return;
+        if (queue_out(&bulk.link[idx % (uint64_t)bulk.k], (struct item){b, off, 0, len, 1}) != 0) return;
     }
 }
 
@@ -643,7 +686,7 @@ static int open_chunk(const struct job *j, struct filling *f, int i, CUresult r,
         staging_pieces_begin(b);
     }
     uint32_t len = chunk_len(j, f->idx);
-    if (queue_out(&bulk.link[i], (struct item){b, f->idx * j->chunk, len}) != 0) return -1;
+    if (queue_out(&bulk.link[i], (struct item){b, f->idx * j->chunk, 0, len, 1}) != 0) return -1;
     if (b)
         *f = (struct filling){.b = b, .idx = f->idx, .len = len};
     else

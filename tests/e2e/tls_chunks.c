@@ -11,12 +11,13 @@
  * them (BULK_SHARE_MIN_TLS): 2 at 1 MiB, 3 just below 2 MiB, 7 just below
  * 4 MiB, all 8 from 4 MiB on, also with SCUDA_BULK_STREAMS=4 (2 at
  * 1 MiB, 4 from 2 MiB), each way, byte-exact.
- * Device-to-host copies over TLS are copied from the device in pieces
- * (src/server/bulk.c), as the session's debug lines show: 16 MiB in 64
- * pieces of 256 KiB, 64 MiB in 128 of 512 KiB, 3 MiB + 12345 in 15, each
- * sent as one, the first piece of every connection's chunk queued before
- * any second piece, byte-exact; a copy whose DMA fails in the middle of a
- * chunk fails alone, and striping goes on.
+ * Copies over TLS go between the device and the session's buffers in
+ * pieces (src/server/bulk.c), as the session's debug lines show: 16 MiB
+ * in 64 pieces of 256 KiB, 64 MiB in 128 of 512 KiB, 3 MiB + 12345 in
+ * 15; to the host each piece is sent as one, the first piece of every
+ * connection's chunk queued before any second piece; both ways
+ * byte-exact; a copy whose DMA fails in the middle fails alone, and
+ * striping goes on.
  * Over plain TCP nothing changes: the same 1 MiB and 8 MiB - 1 copies go
  * over the main connection, and an 8 MiB one is not copied in pieces. */
 #define _GNU_SOURCE
@@ -227,6 +228,16 @@ static int pieces_client(void *arg)
     return 0;
 }
 
+/* The session's debug line for the host-to-device copy of n bytes says
+ * its DMAs went in `pieces` pieces of `kib` KiB. */
+static void expect_landed(const char *log, size_t n, unsigned chunks, unsigned pieces, unsigned kib)
+{
+    char want[256];
+    snprintf(want, sizeof want, "to the device: %zu bytes in %u chunks, %u pieces of %u KiB landed\n", n, chunks,
+             pieces, kib);
+    CHECK(strstr(log, want) != NULL, "no session line \"%s\" for the copy of %zu bytes to the device", want, n);
+}
+
 /* The session's debug line for the device-to-host copy of n bytes says
  * it went in `pieces` pieces of `kib` KiB, each sent, the first of every
  * connection's chunk first (`first`). */
@@ -253,11 +264,14 @@ static void check_pieces(void)
     expect_pieces(log, 16 * MiB, 16, 64, 256, all8);
     expect_pieces(log, 64 * MiB, 16, 128, 512, all8);
     expect_pieces(log, 3 * MiB + 12345, 5, 15, 256, "0 1 2 3 4");
+    expect_landed(log, 16 * MiB, 16, 64, 256);
+    expect_landed(log, 64 * MiB, 16, 128, 512);
+    expect_landed(log, 3 * MiB + 12345, 5, 15, 256);
     CHECK(h_server_log_count(&srv, "striping ends") == 0, "striping ended in the session");
     free(log);
     h_server_stop(&srv);
-    printf("ok over TLS: device-to-host copies in pieces, the first of every chunk first; a failed one fails "
-           "alone\n");
+    printf("ok over TLS: copies in pieces both ways, to the host the first of every chunk first; a failed one "
+           "fails alone\n");
 }
 
 static int plain_client(void *arg)

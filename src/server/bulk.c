@@ -418,9 +418,10 @@ int bulk_admit(struct session *s, const struct join_note *note, int fd, char *wh
 _Static_assert(sizeof ((struct msg_scuda_bulk_setup_rep *)0)->secret == BULK_SECRET_LEN,
                "scuda_bulk_setup's secret is BULK_SECRET_LEN bytes");
 
-/* SCUDA_BULK_PIECE_KIB, for measuring: the piece size of device-to-host
- * copies, plain TCP included (0: whole chunks, also over TLS). Unset: the
- * default (pieces over TLS only). -1 when unset or not understood. */
+/* SCUDA_BULK_PIECE_KIB, for measuring: the piece size of striped copies,
+ * both ways, plain TCP included (0: whole chunks, also over TLS; rounded
+ * up to whole records). Unset: the default (pieces over TLS only). -1
+ * when unset or not understood. */
 static int piece_setting(void)
 {
     const char *v = getenv(PIECE_ENV);
@@ -428,14 +429,14 @@ static int piece_setting(void)
     char *end;
     long kib = strtol(v, &end, 10);
     if (*end || kib < 0 || kib > (long)(BULK_CHUNK_MAX >> 10)) {
-        LOG_WARN("%s=%s is not a number of KiB from 0 to %u; device-to-host pieces keep their default", PIECE_ENV,
-                 v, BULK_CHUNK_MAX >> 10);
+        LOG_WARN("%s=%s is not a number of KiB from 0 to %u; striped copies keep their default pieces (unset it "
+                 "or give a number)", PIECE_ENV, v, BULK_CHUNK_MAX >> 10);
         return -1;
     }
     return (int)(kib << 10);
 }
 
-/* The piece size of a device-to-host job in chunks of `chunk` bytes: whole
+/* The piece size of a job in chunks of `chunk` bytes: whole
  * records, few enough for a buffer's events; 0: whole chunks. */
 static uint32_t piece_size(uint32_t chunk)
 {

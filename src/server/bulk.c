@@ -75,8 +75,8 @@ struct item {
 /* Pieces received and not yet landed: at most every pool buffer's pieces. */
 #define READY_CAP (QUEUE_CAP * STAGING_PIECES_MAX)
 struct queue {
-    struct item items[READY_CAP];
-    size_t head, tail, cap; /* cap: QUEUE_CAP, READY_CAP for `ready` */
+    struct item *items; /* cap of them */
+    size_t head, tail, cap;
 };
 
 /* What the connections' threads work on. */
@@ -93,6 +93,7 @@ struct link {
     int fd; /* -1 until it joins */
     int index;
     struct queue out; /* JOB_SEND: this connection's chunks, in order */
+    struct item out_items[QUEUE_CAP];
     /* Its thread waits here (a job for it, a chunk queued for it, a
      * failure), so a chunk wakes its own connection's thread, not all k,
      * and a copy that uses few connections wakes only those. */
@@ -117,9 +118,11 @@ static struct {
     int tls;     /* the connections are TLS (the main one's kind: all are) */
     int piece_set; /* SCUDA_BULK_PIECE_KIB: -1 unset; 0 whole chunks; else the piece size */
     unsigned pieces_sent; /* the current job's pieces written, for the debug line */
-    struct queue ready; /* JOB_RECV: chunks received, for the handler */
+    struct queue ready; /* JOB_RECV: chunks or pieces received, for the handler */
+    struct item ready_items[READY_CAP];
     struct link link[BULK_MAX_STREAMS];
-} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .ready.cap = READY_CAP};
+} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+        .ready = {.items = bulk.ready_items, .cap = READY_CAP}};
 
 /* ---- queues (bulk.lock held) -------------------------------------------------- */
 
@@ -462,7 +465,8 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
     } else {
         int k = want > BULK_MAX_STREAMS ? BULK_MAX_STREAMS : (int)want;
         for (int i = 0; i < BULK_MAX_STREAMS; i++) {
-            bulk.link[i] = (struct link){.fd = -1, .index = i, .out.cap = QUEUE_CAP};
+            bulk.link[i] = (struct link){.fd = -1, .index = i};
+            bulk.link[i].out = (struct queue){.items = bulk.link[i].out_items, .cap = QUEUE_CAP};
             pthread_cond_init(&bulk.link[i].cv, NULL);
         }
         bulk.pool = staging_pool_new(k + POOL_EXTRA, BULK_CHUNK_MAX);

@@ -6,10 +6,18 @@
  *   host to device: the thread reads a chunk into a pinned buffer and
  *     queues it; the handler, on the dispatch thread, starts its DMA
  *     (asynchronous, so receiving goes on meanwhile) and gives the buffer
- *     back when the DMA is done.
+ *     back when the DMA is done. Over TLS the thread queues each piece of
+ *     a few records as soon as it has opened them, so the DMA of a chunk
+ *     runs while the rest of it arrives.
  *   device to host: the handler starts the DMA of each chunk into a
  *     pinned buffer and queues it on its connection; the thread waits for
- *     that DMA and sends the chunk.
+ *     that DMA and sends the chunk. Over TLS the DMAs go in pieces of a
+ *     few records, the first piece of every connection's chunk first, then
+ *     the second pieces...; each piece has its event, and the thread seals
+ *     and sends a piece as soon as it has landed. So every connection
+ *     starts sealing after one piece per connection has landed, not after
+ *     the whole chunks of the connections before it (plain TCP has no
+ *     crypto to overlap: it keeps whole chunks, one write each).
  * A copy whose CUDA call fails still moves every chunk (discarded, or
  * zeros), so the connections stay in step. A connection that fails, or
  * carries something other than the chunk expected, ends striping for the
@@ -37,23 +45,38 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
+#include "../common/tls.h"
+#include "../common/tls_records.h"
 #include "../common/transport.h"
 
 /* Pinned buffers beyond one per connection: the DMAs in flight. */
 #define POOL_EXTRA 4
 #define QUEUE_CAP (BULK_MAX_STREAMS + POOL_EXTRA)
+/* Pieces over TLS, both ways: at least two records, and at most
+ * PIECES_PER_CHUNK per chunk (each piece costs a DMA and an event on the
+ * dispatch thread, and a wait on the connection's), so a 1 MiB chunk goes
+ * in 4 pieces of 256 KiB and a 4 MiB one in 8 of 512 KiB. */
+#define PIECE_MIN (2 * REC_MAX_PLAIN)
+#define PIECES_PER_CHUNK 8
+#define PIECE_ENV "SCUDA_BULK_PIECE_KIB"
 
 enum job_dir { JOB_RECV, JOB_SEND };
-/* One chunk in a buffer (NULL for a failed copy's chunk: zeros). */
+/* One chunk in a buffer (NULL for a failed copy's chunk: zeros), or one
+ * piece of a chunk received in pieces: `at` bytes into the buffer; the
+ * chunk's last piece (`last`) gives the buffer back, and a piece of no
+ * bytes only that (a connection lost in the middle of a chunk). */
 struct item {
     struct staging *b;
     uint64_t off;
-    uint32_t len;
+    uint32_t at, len;
+    int last;
 };
 
+/* Pieces received and not yet landed: at most every pool buffer's pieces. */
+#define READY_CAP (QUEUE_CAP * STAGING_PIECES_MAX)
 struct queue {
-    struct item items[QUEUE_CAP];
-    size_t head, tail;
+    struct item *items; /* cap of them */
+    size_t head, tail, cap;
 };
 
 /* What the connections' threads work on. */
@@ -62,6 +85,7 @@ struct job {
     enum job_dir dir;
     uint64_t id, n, nchunks;
     uint32_t chunk;
+    uint32_t piece; /* DMA (and send, receive) in pieces of this size; 0: whole chunks */
     int used; /* connections 0..used-1 carry its chunks: min(k, nchunks) */
 };
 
@@ -69,6 +93,7 @@ struct link {
     int fd; /* -1 until it joins */
     int index;
     struct queue out; /* JOB_SEND: this connection's chunks, in order */
+    struct item out_items[QUEUE_CAP];
     /* Its thread waits here (a job for it, a chunk queued for it, a
      * failure), so a chunk wakes its own connection's thread, not all k,
      * and a copy that uses few connections wakes only those. */
@@ -90,23 +115,28 @@ static struct {
     int idle_ms; /* --idle-timeout: the longest a chunk may stall; 0: no limit */
     int working; /* threads still on the current job */
     int failed;  /* the current job failed */
-    struct queue ready; /* JOB_RECV: chunks received, for the handler */
+    int tls;     /* the connections are TLS (the main one's kind: all are) */
+    int piece_set; /* SCUDA_BULK_PIECE_KIB: -1 unset; 0 whole chunks; else the piece size */
+    unsigned pieces_sent; /* the current job's pieces written, for the debug line */
+    struct queue ready; /* JOB_RECV: chunks or pieces received, for the handler */
+    struct item ready_items[READY_CAP];
     struct link link[BULK_MAX_STREAMS];
-} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} bulk = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+        .ready = {.items = bulk.ready_items, .cap = READY_CAP}};
 
 /* ---- queues (bulk.lock held) -------------------------------------------------- */
 
 static int queue_empty(const struct queue *q) { return q->head == q->tail; }
-static int queue_full(const struct queue *q) { return q->tail - q->head == QUEUE_CAP; }
-static void queue_push(struct queue *q, struct item it) { q->items[q->tail++ % QUEUE_CAP] = it; }
-static struct item queue_pop(struct queue *q) { return q->items[q->head++ % QUEUE_CAP]; }
+static int queue_full(const struct queue *q) { return q->tail - q->head == q->cap; }
+static void queue_push(struct queue *q, struct item it) { q->items[q->tail++ % q->cap] = it; }
+static struct item queue_pop(struct queue *q) { return q->items[q->head++ % q->cap]; }
 
 /* Give back the buffers of chunks nobody will use. */
 static void queue_drain(struct queue *q)
 {
     while (!queue_empty(q)) {
         struct item it = queue_pop(q);
-        if (it.b) staging_release(it.b);
+        if (it.b && it.last) staging_release(it.b);
     }
 }
 
@@ -183,6 +213,38 @@ static int recv_full(struct link *l, void *p, size_t n)
     return bulk.idle_ms > 0 ? io_read_full_timeout(l->fd, p, n, bulk.idle_ms) : io_read_full(l->fd, p, n);
 }
 
+/* Hand a received piece to the handler. */
+static void push_ready(struct item it)
+{
+    pthread_mutex_lock(&bulk.lock);
+    queue_push(&bulk.ready, it);
+    pthread_cond_broadcast(&bulk.cv);
+    pthread_mutex_unlock(&bulk.lock);
+}
+
+/* Receive a chunk into b, handing each piece (the whole chunk when the
+ * job has no pieces) to the handler as soon as its records are opened, so
+ * its DMA overlaps the rest of the chunk. Returns 0, or -1 (errno set)
+ * with b given back, through the handler once it has pieces of it. */
+static int recv_chunk(struct link *l, const struct job *j, struct staging *b, uint64_t off, uint32_t len)
+{
+    uint32_t piece = j->piece ? j->piece : len;
+    for (uint32_t at = 0; at < len; at += piece) {
+        uint32_t n = len - at < piece ? len - at : piece;
+        if (recv_full(l, (char *)staging_data(b) + at, n) != 0) {
+            int err = errno;
+            if (at == 0)
+                staging_release(b);
+            else
+                push_ready((struct item){b, off + at, at, 0, 1});
+            errno = err;
+            return -1;
+        }
+        push_ready((struct item){b, off + at, at, n, at + n == len});
+    }
+    return 0;
+}
+
 /* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_recv(struct link *l, const struct job *j)
 {
@@ -204,15 +266,7 @@ static int link_recv(struct link *l, const struct job *j)
             staging_release(b);
             return 0;
         }
-        if (recv_full(l, staging_data(b), len) != 0) {
-            int err = errno;
-            staging_release(b);
-            return lost(l, j, err);
-        }
-        pthread_mutex_lock(&bulk.lock);
-        queue_push(&bulk.ready, (struct item){b, off, len});
-        pthread_cond_broadcast(&bulk.cv);
-        pthread_mutex_unlock(&bulk.lock);
+        if (recv_chunk(l, j, b, off, len) != 0) return lost(l, j, errno);
     }
     return 0;
 }
@@ -229,21 +283,48 @@ static int next_out(struct link *l, struct item *it)
     return got;
 }
 
+/* Send a chunk piece by piece, each as soon as its DMA is done; a piece
+ * that was never copied (the copy failed) goes as zeros. Returns 0, or -1
+ * (errno set). */
+static int send_pieces(struct link *l, const struct job *j, const struct item *it, uint8_t *head, unsigned *sent)
+{
+    for (uint32_t at = 0; at < it->len; at += j->piece) {
+        uint32_t n = it->len - at < j->piece ? it->len - at : j->piece;
+        int landed = staging_piece_wait(it->b, (int)(at / j->piece)) == CUDA_SUCCESS;
+        void *p = landed ? (char *)staging_data(it->b) + at : bulk.zeros;
+        struct iovec iov[2] = {{head, BULK_CHUNK_HEAD}, {p, n}};
+        /* The header goes with the first piece, as with a whole chunk:
+         * the records on the wire are the same. */
+        if ((at == 0 ? io_writev_full(l->fd, iov, 2) : io_write_full(l->fd, p, n)) != 0) return -1;
+        ++*sent;
+    }
+    return 0;
+}
+
 /* Send this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_send(struct link *l, const struct job *j)
 {
+    unsigned sent = 0;
     for (uint64_t idx = (uint64_t)l->index; idx < j->nchunks; idx += (uint64_t)bulk.k) {
         struct item it;
         if (!next_out(l, &it)) return 0;
         uint8_t head[BULK_CHUNK_HEAD];
         bulk_head_encode(head, j->id, it.off, it.len);
-        if (it.b) staging_wait(it.b);
-        struct iovec iov[2] = {{head, sizeof head}, {it.b ? staging_data(it.b) : bulk.zeros, it.len}};
-        int rc = io_writev_full(l->fd, iov, 2);
+        int rc;
+        if (it.b && j->piece) {
+            rc = send_pieces(l, j, &it, head, &sent);
+        } else {
+            if (it.b) staging_wait(it.b);
+            struct iovec iov[2] = {{head, sizeof head}, {it.b ? staging_data(it.b) : bulk.zeros, it.len}};
+            rc = io_writev_full(l->fd, iov, 2);
+        }
         int err = errno;
         if (it.b) staging_release(it.b);
         if (rc != 0) return lost(l, j, err);
     }
+    pthread_mutex_lock(&bulk.lock);
+    bulk.pieces_sent += sent;
+    pthread_mutex_unlock(&bulk.lock);
     return 0;
 }
 
@@ -305,6 +386,7 @@ static int admit_locked(const struct join_note *note, int fd, char *why, size_t 
     if (check_locked(note, why, whylen) != 0) return -1;
     struct link *l = &bulk.link[note->index];
     l->fd = fd;
+    bulk.tls = tls_of(fd) != NULL;
     pthread_t t;
     if (pthread_create(&t, NULL, link_main, l) != 0) {
         l->fd = -1;
@@ -339,6 +421,37 @@ int bulk_admit(struct session *s, const struct join_note *note, int fd, char *wh
 _Static_assert(sizeof ((struct msg_scuda_bulk_setup_rep *)0)->secret == BULK_SECRET_LEN,
                "scuda_bulk_setup's secret is BULK_SECRET_LEN bytes");
 
+/* SCUDA_BULK_PIECE_KIB, for measuring: the piece size of striped copies,
+ * both ways, plain TCP included (0: whole chunks, also over TLS; rounded
+ * up to whole records). Unset: the default (pieces over TLS only). -1
+ * when unset or not understood. */
+static int piece_setting(void)
+{
+    const char *v = getenv(PIECE_ENV);
+    if (!v || !*v) return -1;
+    char *end;
+    long kib = strtol(v, &end, 10);
+    if (*end || kib < 0 || kib > (long)(BULK_CHUNK_MAX >> 10)) {
+        LOG_WARN("%s=%s is not a number of KiB from 0 to %u; striped copies keep their default pieces (unset it "
+                 "or give a number)", PIECE_ENV, v, BULK_CHUNK_MAX >> 10);
+        return -1;
+    }
+    return (int)(kib << 10);
+}
+
+/* The piece size of a job in chunks of `chunk` bytes: whole
+ * records, few enough for a buffer's events; 0: whole chunks. */
+static uint32_t piece_size(uint32_t chunk)
+{
+    uint64_t p = bulk.piece_set >= 0 ? (uint64_t)bulk.piece_set : bulk.tls ? chunk / PIECES_PER_CHUNK : 0;
+    if (p == 0) return 0;
+    if (bulk.piece_set < 0 && p < PIECE_MIN) p = PIECE_MIN;
+    uint64_t fewest = (chunk + STAGING_PIECES_MAX - 1) / STAGING_PIECES_MAX;
+    if (p < fewest) p = fewest;
+    p = (p + REC_MAX_PLAIN - 1) / REC_MAX_PLAIN * REC_MAX_PLAIN;
+    return p < chunk ? (uint32_t)p : 0;
+}
+
 CUresult srv_scuda_bulk_setup(srv_call *c)
 {
     struct msg_scuda_bulk_setup_req m;
@@ -353,6 +466,7 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
         int k = want > BULK_MAX_STREAMS ? BULK_MAX_STREAMS : (int)want;
         for (int i = 0; i < BULK_MAX_STREAMS; i++) {
             bulk.link[i] = (struct link){.fd = -1, .index = i};
+            bulk.link[i].out = (struct queue){.items = bulk.link[i].out_items, .cap = QUEUE_CAP};
             pthread_cond_init(&bulk.link[i].cv, NULL);
         }
         bulk.pool = staging_pool_new(k + POOL_EXTRA, BULK_CHUNK_MAX);
@@ -363,6 +477,7 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
         } else {
             bulk.k = k;
             bulk.idle_ms = c->s->opt->idle_timeout_s > 0 ? c->s->opt->idle_timeout_s * 1000 : 0;
+            bulk.piece_set = piece_setting();
             struct msg_scuda_bulk_setup_rep rep = {.k = (uint32_t)k, .pid = (uint32_t)getpid(),
                                                    .chunk_max = BULK_CHUNK_MAX};
             memcpy(rep.secret, bulk.secret, sizeof rep.secret);
@@ -411,7 +526,9 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     uint64_t nchunks = (a->n + a->chunk - 1) / a->chunk;
     int used = nchunks < (uint64_t)bulk.k ? (int)nchunks : bulk.k;
     bulk.job = (struct job){.gen = bulk.job.gen + 1, .dir = dir, .id = a->id, .n = a->n,
-                            .nchunks = nchunks, .chunk = a->chunk, .used = used};
+                            .nchunks = nchunks, .chunk = a->chunk, .used = used,
+                            .piece = piece_size(a->chunk)};
+    bulk.pieces_sent = 0;
     bulk.working = used;
     *posted = bulk.job;
     for (int i = 0; i < used; i++) pthread_cond_signal(&bulk.link[i].cv);
@@ -448,10 +565,13 @@ static CUresult copy_stream(srv_call *c, const struct msg_bulk_copy *a, CUstream
     return r;
 }
 
-/* Start the DMA of every chunk the connections receive, as it comes. r is
- * the copy's result so far: once it fails, chunks are only given back. */
-static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct staging **last)
+/* Start the DMA of every chunk or piece the connections receive, as it
+ * comes. r is the copy's result so far: once it fails, buffers are only
+ * given back, each after the DMAs queued from it (st is fit for an event
+ * when the copy started well). */
+static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct staging **last, unsigned *dmas)
 {
+    int stream_ok = r == CUDA_SUCCESS;
     pthread_mutex_lock(&bulk.lock);
     for (;;) {
         while (queue_empty(&bulk.ready) && bulk.working > 0) pthread_cond_wait(&bulk.cv, &bulk.lock);
@@ -459,13 +579,16 @@ static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct stagin
         struct item it = queue_pop(&bulk.ready);
         int failed = bulk.failed;
         pthread_mutex_unlock(&bulk.lock);
-        if (r == CUDA_SUCCESS && !failed)
-            r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, staging_data(it.b), it.len, st);
-        if (r == CUDA_SUCCESS && !failed) {
-            staging_release_after(it.b, st);
-            *last = it.b;
-        } else {
-            staging_release(it.b);
+        if (r == CUDA_SUCCESS && !failed && it.len) {
+            r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, (char *)staging_data(it.b) + it.at, it.len, st);
+            ++*dmas;
+        }
+        if (it.last) {
+            if (stream_ok)
+                staging_release_after(it.b, st);
+            else
+                staging_release(it.b);
+            if (r == CUDA_SUCCESS && !failed) *last = it.b;
         }
         pthread_mutex_lock(&bulk.lock);
     }
@@ -485,8 +608,13 @@ CUresult srv_scuda_bulk_htod(srv_call *c)
     CUstream st;
     CUresult r = copy_stream(c, a, &st);
     struct staging *last = NULL;
-    r = land_chunks(a->dev, st, r, &last);
+    unsigned dmas = 0;
+    r = land_chunks(a->dev, st, r, &last, &dmas);
     if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    if (j.piece)
+        LOG_DEBUG("bulk: copy %llu to the device: %llu bytes in %llu chunks, %u pieces of %u KiB landed",
+                  (unsigned long long)j.id, (unsigned long long)j.n, (unsigned long long)j.nchunks, dmas,
+                  j.piece >> 10);
     /* cuMemcpyHtoD's meaning: the next call runs after the copy is done. */
     if (a->mode != COPY_ASYNC && last) session_after_copy(last);
     return r;
@@ -521,6 +649,111 @@ static struct staging *fetch_chunk(uint64_t src, uint32_t len, CUstream st, CUre
     return NULL;
 }
 
+/* Whole chunks, one after another, each queued on its connection. */
+static void fetch_whole(const struct job *j, uint64_t src, CUstream st, CUresult *r)
+{
+    for (uint64_t idx = 0; idx < j->nchunks; idx++) {
+        uint64_t off = idx * j->chunk;
+        uint32_t len = chunk_len(j, idx);
+        struct staging *b = fetch_chunk(src + off, len, st, r);
+        if (queue_out(&bulk.link[idx % (uint64_t)bulk.k], (struct item){b, off, 0, len, 1}) != 0) return;
+    }
+}
+
+/* ---- device to host in pieces ----------------------------------------------------- */
+
+/* The chunk a connection has open: its buffer, and how much of it has
+ * been queued for DMA. */
+struct filling {
+    struct staging *b; /* NULL: none open */
+    uint64_t idx;      /* the open chunk, else the connection's next one */
+    uint32_t len, queued;
+};
+
+/* What a copy in pieces did, for the debug line. */
+struct piece_trace {
+    unsigned pieces;
+    char first[96]; /* the chunks of the first pieces, in the order queued */
+};
+
+/* Open connection i's next chunk: take a buffer (the spare one, or one
+ * free now) and queue the chunk on the connection, whose thread then
+ * waits piece by piece. After a failed DMA the chunk goes as zeros, at
+ * once. Returns 1 when done, 0 when no buffer is free, -1 when the job
+ * failed. */
+static int open_chunk(const struct job *j, struct filling *f, int i, CUresult r, struct staging **spare)
+{
+    struct staging *b = NULL;
+    if (r == CUDA_SUCCESS) {
+        b = *spare ? *spare : staging_pool_try_take(bulk.pool);
+        if (!b) return 0;
+        *spare = NULL;
+        staging_pieces_begin(b);
+    }
+    uint32_t len = chunk_len(j, f->idx);
+    if (queue_out(&bulk.link[i], (struct item){b, f->idx * j->chunk, 0, len, 1}) != 0) return -1;
+    if (b)
+        *f = (struct filling){.b = b, .idx = f->idx, .len = len};
+    else
+        f->idx += (uint64_t)bulk.k;
+    return 1;
+}
+
+/* Queue the DMA of the open chunk's next piece, and mark it. The chunk is
+ * closed after its last piece, or at once when a DMA fails (its thread
+ * sends the pieces never copied as zeros). */
+static void fill_piece(const struct job *j, struct filling *f, uint64_t src, CUstream st, CUresult *r,
+                       struct piece_trace *t)
+{
+    uint32_t n = f->len - f->queued < j->piece ? f->len - f->queued : j->piece;
+    if (*r == CUDA_SUCCESS)
+        *r = REAL(cuMemcpyDtoHAsync_v2, (char *)staging_data(f->b) + f->queued, src + f->idx * j->chunk + f->queued,
+                  n, st);
+    if (*r == CUDA_SUCCESS) *r = staging_piece_record(f->b, st);
+    if (*r == CUDA_SUCCESS) {
+        size_t at = strlen(t->first);
+        if (t->pieces++ < (unsigned)j->used)
+            snprintf(t->first + at, sizeof t->first - at, "%s%llu", at ? " " : "", (unsigned long long)f->idx);
+        f->queued += n;
+    }
+    if (*r != CUDA_SUCCESS || f->queued == f->len) {
+        staging_pieces_end(f->b, st);
+        f->b = NULL;
+        f->idx += (uint64_t)bulk.k;
+    }
+}
+
+/* Queue every chunk's DMA in pieces, round-robin over the connections:
+ * each connection's open chunk gets one piece per round, so the first
+ * piece of every connection's chunk lands before any second piece. A
+ * connection whose chunk is all queued opens its next one when a buffer
+ * is free; when none can go on, wait for a buffer (the connections give
+ * theirs back as they send). Every chunk opened is closed on the way
+ * out, so no thread waits for a piece that never comes. */
+static void fetch_in_pieces(const struct job *j, uint64_t src, CUstream st, CUresult *r, struct piece_trace *t)
+{
+    struct filling f[BULK_MAX_STREAMS];
+    for (int i = 0; i < j->used; i++) f[i] = (struct filling){.idx = (uint64_t)i};
+    struct staging *spare = NULL;
+    for (int stop = 0; !stop;) {
+        int moved = 0, left = 0;
+        for (int i = 0; i < j->used && !stop; i++) {
+            if (!f[i].b && f[i].idx >= j->nchunks) continue;
+            left = 1;
+            int opened = f[i].b ? 1 : open_chunk(j, &f[i], i, *r, &spare);
+            if (opened < 0) stop = 1;
+            if (opened <= 0) continue;
+            moved = 1;
+            if (f[i].b) fill_piece(j, &f[i], src, st, r, t);
+        }
+        if (!left || job_failed()) break;
+        if (!stop && !moved) spare = staging_pool_take(bulk.pool);
+    }
+    for (int i = 0; i < j->used; i++)
+        if (f[i].b) staging_pieces_end(f[i].b, st);
+    if (spare) staging_release(spare);
+}
+
 /* Replies with the result after every chunk went out. */
 CUresult srv_scuda_bulk_dtoh(srv_call *c)
 {
@@ -531,12 +764,20 @@ CUresult srv_scuda_bulk_dtoh(srv_call *c)
     const struct msg_bulk_copy *a = &m.copy;
     CUstream st;
     CUresult r = copy_stream(c, a, &st);
-    for (uint64_t idx = 0; idx < j.nchunks; idx++) {
-        uint64_t off = idx * j.chunk;
-        uint32_t len = chunk_len(&j, idx);
-        struct staging *b = fetch_chunk(a->dev + off, len, st, &r);
-        if (queue_out(&bulk.link[idx % (uint64_t)bulk.k], (struct item){b, off, len}) != 0) break;
-    }
+    struct piece_trace t = {0};
+    if (j.piece)
+        fetch_in_pieces(&j, a->dev, st, &r, &t);
+    else
+        fetch_whole(&j, a->dev, st, &r);
     if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    if (j.piece) {
+        pthread_mutex_lock(&bulk.lock);
+        unsigned sent = bulk.pieces_sent;
+        pthread_mutex_unlock(&bulk.lock);
+        LOG_DEBUG("bulk: copy %llu from the device: %llu bytes in %llu chunks, %u pieces of %u KiB queued, %u "
+                  "sent; first pieces from chunks %s",
+                  (unsigned long long)j.id, (unsigned long long)j.n, (unsigned long long)j.nchunks, t.pieces,
+                  j.piece >> 10, sent, t.first);
+    }
     return r;
 }

@@ -16,6 +16,12 @@ struct staging {
     CUevent done; /* recorded after the buffer's copy; lives as long as the pool */
     int pending;  /* `done` was recorded and may not have completed */
     int busy;     /* handed out and not yet released */
+    /* Filled in pieces (staging.h): piece i's copy is marked by
+     * piece_done[i]; pieces_marked of them are; pieces_ended: no more
+     * will be. Guarded by pool_lock; piece_cv tells the one reader. */
+    CUevent piece_done[STAGING_PIECES_MAX];
+    int pieces_marked, pieces_ended;
+    pthread_cond_t piece_cv;
 };
 
 struct staging_pool {
@@ -175,6 +181,7 @@ struct staging_pool *staging_pool_new(int count, size_t size)
         return NULL;
     }
     *p = (struct staging_pool){.count = count, .size = size, .wait_held = 1, .bufs = bufs};
+    for (int i = 0; i < count; i++) pthread_cond_init(&bufs[i].piece_cv, NULL);
     return p;
 }
 
@@ -205,17 +212,23 @@ struct staging *staging_pool_take(struct staging_pool *p) { return take(p); }
 
 void *staging_data(struct staging *b) { return b->data; }
 
+/* Record *e on stream; the event is made at its first use, and again when
+ * the stream is of another context than the event. */
+static CUresult record_event(CUevent *e, CUstream stream)
+{
+    CUresult r = *e ? REAL(cuEventRecord, *e, stream) : CUDA_ERROR_INVALID_HANDLE;
+    if (r != CUDA_SUCCESS) {
+        if (*e) REAL(cuEventDestroy_v2, *e);
+        *e = NULL;
+        r = REAL(cuEventCreate, e, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS) r = REAL(cuEventRecord, *e, stream);
+    }
+    return r;
+}
+
 CUresult staging_record(struct staging *b, CUstream stream)
 {
-    CUresult r = b->done ? REAL(cuEventRecord, b->done, stream) : CUDA_ERROR_INVALID_HANDLE;
-    if (r != CUDA_SUCCESS) {
-        /* First use, or the stream is of another context than the event:
-         * an event of the current context. */
-        if (b->done) REAL(cuEventDestroy_v2, b->done);
-        b->done = NULL;
-        r = REAL(cuEventCreate, &b->done, CU_EVENT_DISABLE_TIMING);
-        if (r == CUDA_SUCCESS) r = REAL(cuEventRecord, b->done, stream);
-    }
+    CUresult r = record_event(&b->done, stream);
     if (r != CUDA_SUCCESS) REAL(cuStreamSynchronize, stream); /* cannot tell when it ends: wait */
     pthread_mutex_lock(&pool_lock);
     b->pending = r == CUDA_SUCCESS;
@@ -247,4 +260,55 @@ CUresult staging_wait(struct staging *b)
     CUevent e = b->done;
     pthread_mutex_unlock(&pool_lock);
     return pending ? REAL(cuEventSynchronize, e) : CUDA_SUCCESS;
+}
+
+struct staging *staging_pool_try_take(struct staging_pool *p)
+{
+    pthread_mutex_lock(&pool_lock);
+    struct staging *b = take_locked(p);
+    pthread_mutex_unlock(&pool_lock);
+    return b;
+}
+
+void staging_pieces_begin(struct staging *b)
+{
+    pthread_mutex_lock(&pool_lock);
+    b->pieces_marked = b->pieces_ended = 0;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+CUresult staging_piece_record(struct staging *b, CUstream stream)
+{
+    /* Only the filler writes the events, and a reader reads event i only
+     * after pieces_marked says so, under the lock. */
+    int i = b->pieces_marked;
+    if (i >= STAGING_PIECES_MAX) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = record_event(&b->piece_done[i], stream);
+    if (r != CUDA_SUCCESS) return r;
+    pthread_mutex_lock(&pool_lock);
+    b->pieces_marked = i + 1;
+    pthread_cond_signal(&b->piece_cv);
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_SUCCESS;
+}
+
+void staging_pieces_end(struct staging *b, CUstream stream)
+{
+    /* `done` covers every piece queued, so the buffer is reused only after
+     * them all, whoever gives it back and when. */
+    staging_record(b, stream);
+    pthread_mutex_lock(&pool_lock);
+    b->pieces_ended = 1;
+    pthread_cond_signal(&b->piece_cv);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+CUresult staging_piece_wait(struct staging *b, int i)
+{
+    pthread_mutex_lock(&pool_lock);
+    while (b->pieces_marked <= i && !b->pieces_ended) pthread_cond_wait(&b->piece_cv, &pool_lock);
+    int marked = b->pieces_marked > i;
+    CUevent e = marked ? b->piece_done[i] : NULL;
+    pthread_mutex_unlock(&pool_lock);
+    return marked ? REAL(cuEventSynchronize, e) : CUDA_ERROR_UNKNOWN;
 }

@@ -53,4 +53,26 @@ CUresult staging_release_after(struct staging *b, CUstream stream);
  * must see a "synchronous" copy complete). */
 CUresult staging_wait(struct staging *b);
 
+/* ---- a buffer filled in pieces ----
+ * A device-to-host chunk of a striped copy over TLS is copied in pieces,
+ * each marked by an event of its own, so its connection's thread can seal
+ * and send the first piece while the later ones still copy (bulk.c). The
+ * filler marks pieces in order and ends the fill; a reader waits piece by
+ * piece. Buffers of staging_pool_new only. */
+#define STAGING_PIECES_MAX 32
+
+/* A free buffer of p if one is free now, else NULL (never waits). */
+struct staging *staging_pool_try_take(struct staging_pool *p);
+/* Start filling b in pieces: none marked yet. */
+void staging_pieces_begin(struct staging *b);
+/* Mark the end of the next piece's copy: work queued on `stream` so far. */
+CUresult staging_piece_record(struct staging *b, CUstream stream);
+/* No more pieces come (all marked, or the copy failed): readers waiting
+ * for a later piece stop waiting, and the buffer is free once the work
+ * queued on `stream` is done, as after staging_record. */
+void staging_pieces_end(struct staging *b, CUstream stream);
+/* Wait until piece i was marked and its copy is done. CUDA_SUCCESS, or an
+ * error when piece i will never be copied (the caller sends zeros). */
+CUresult staging_piece_wait(struct staging *b, int i);
+
 #endif

@@ -342,7 +342,9 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
         fcntl(pfd, F_SETFD, 0);
         char fdstr[16];
         snprintf(fdstr, sizeof fdstr, "%d", pfd);
-        setenv("SCUDA_LOG", "info", 1);
+        /* E2E_SERVER_LOG=debug: a test that reads the server's debug lines. */
+        const char *level = getenv("E2E_SERVER_LOG");
+        setenv("SCUDA_LOG", level ? level : "info", 1);
         unsetenv("SCUDA_SERVER");
         setenv("XDG_CACHE_HOME", cache_home, 1);
         if (opt->token) setenv("SCUDA_TOKEN", opt->token, 1);

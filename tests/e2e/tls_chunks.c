@@ -11,8 +11,17 @@
  * them (BULK_SHARE_MIN_TLS): 2 at 1 MiB, 3 just below 2 MiB, 7 just below
  * 4 MiB, all 8 from 4 MiB on, also with SCUDA_BULK_STREAMS=4 (2 at
  * 1 MiB, 4 from 2 MiB), each way, byte-exact.
+ * Copies over TLS go between the device and the session's buffers in
+ * pieces (src/server/bulk.c), as the session's debug lines show: 16 MiB
+ * in 64 pieces of 256 KiB, 4 MiB chunks (2 connections) in 8 of 512 KiB
+ * each, 3 MiB + 12345 in 15; to the host each piece is sent as one, the
+ * first piece of every connection's chunk queued before any second
+ * piece; both ways byte-exact; a copy whose DMA fails in the middle
+ * fails alone, and striping goes on.
  * Over plain TCP nothing changes: the same 1 MiB and 8 MiB - 1 copies go
- * over the main connection. */
+ * over the main connection, and an 8 MiB one is not copied in pieces,
+ * unless the server's SCUDA_BULK_PIECE_KIB asks for them (128: 64 pieces
+ * each way, byte-exact). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -140,6 +149,96 @@ static int tls4_client(void *arg)
     return 0;
 }
 
+/* Device-to-host copies in pieces, and one whose DMA fails midway. */
+static int pieces_client(void *arg)
+{
+    (void)arg;
+    unsetenv("SCUDA_BULK_STREAMS");
+    h_cuda_setup();
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    round_trip_using(16 * MiB, 3, st, 0, 31, 8);
+    round_trip_using(3 * MiB + 12345, 7, st, 0, 35, 5);
+
+    /* 16 MiB from an allocation of 8 MiB + 300 KiB: a DMA runs past its
+     * end after the first pieces went, and the chunks still open end
+     * there (their connections send zeros for the rest). */
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 8 * MiB + 300 * KiB));
+    uint8_t *out = malloc(16 * MiB);
+    CHECK(out);
+    CUresult r = cuMemcpyDtoH_v2(out, d, 16 * MiB);
+    CHECK(r != CUDA_SUCCESS, "a 16 MiB copy from 8 MiB + 300 KiB of device memory succeeded");
+    CU(cuMemFree_v2(d));
+    free(out);
+    round_trip_using(16 * MiB, 9, st, 1, 37, 8);
+    CHECK(scuda_client_bulk_streams() == SCUDA_BULK_STREAMS_TLS_DEFAULT, "striping ended after the failed copy");
+    CU(cuStreamDestroy_v2(st));
+    return 0;
+}
+
+/* Two connections: 16 MiB goes in 4 MiB chunks, in 8 pieces each. */
+static int pieces2_client(void *arg)
+{
+    (void)arg;
+    setenv("SCUDA_BULK_STREAMS", "2", 1);
+    h_cuda_setup();
+    CUstream st;
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    round_trip_using(16 * MiB + 4097, 11, st, 1, 41, 2);
+    CU(cuStreamDestroy_v2(st));
+    return 0;
+}
+
+/* The session's debug line for the host-to-device copy of n bytes says
+ * its DMAs went in `pieces` pieces of `kib` KiB. */
+static void expect_landed(const char *log, size_t n, unsigned chunks, unsigned pieces, unsigned kib)
+{
+    char want[256];
+    snprintf(want, sizeof want, "to the device: %zu bytes in %u chunks, %u pieces of %u KiB landed\n", n, chunks,
+             pieces, kib);
+    CHECK(strstr(log, want) != NULL, "no session line \"%s\" for the copy of %zu bytes to the device", want, n);
+}
+
+/* The session's debug line for the device-to-host copy of n bytes says
+ * it went in `pieces` pieces of `kib` KiB, each sent, the first of every
+ * connection's chunk first (`first`). */
+static void expect_pieces(const char *log, size_t n, unsigned chunks, unsigned pieces, unsigned kib, const char *first)
+{
+    char want[256];
+    snprintf(want, sizeof want, ": %zu bytes in %u chunks, %u pieces of %u KiB queued, %u sent; first pieces from "
+             "chunks %s\n", n, chunks, pieces, kib, pieces, first);
+    CHECK(strstr(log, want) != NULL, "no session line \"%s\" for the copy of %zu bytes from the device", want, n);
+}
+
+static void check_pieces(void)
+{
+    struct h_server srv;
+    struct h_server_opts tls = {.tls = 1};
+    setenv("E2E_SERVER_LOG", "debug", 1);
+    h_server_start(&srv, "pieces", &tls);
+    unsetenv("E2E_SERVER_LOG");
+    h_wait_ok(h_spawn(pieces_client, NULL, 90, -1, -1), 90000, "copies in pieces");
+    h_wait_ok(h_spawn(pieces2_client, NULL, 60, -1, -1), 60000, "copies in pieces, 2 connections");
+    char *log = h_server_log(&srv);
+    const char *all8 = "0 1 2 3 4 5 6 7";
+    /* Each size twice (there and back is a D2H, the check reads back
+     * below the threshold). */
+    expect_pieces(log, 16 * MiB, 16, 64, 256, all8);
+    /* 4 chunks of 4 MiB (the largest) in 8 pieces of 512 KiB, and one of
+     * 4097 bytes. */
+    expect_pieces(log, 16 * MiB + 4097, 5, 33, 512, "0 1");
+    expect_pieces(log, 3 * MiB + 12345, 5, 15, 256, "0 1 2 3 4");
+    expect_landed(log, 16 * MiB, 16, 64, 256);
+    expect_landed(log, 16 * MiB + 4097, 5, 33, 512);
+    expect_landed(log, 3 * MiB + 12345, 5, 15, 256);
+    CHECK(h_server_log_count(&srv, "striping ends") == 0, "striping ended in the session");
+    free(log);
+    h_server_stop(&srv);
+    printf("ok over TLS: copies in pieces both ways, to the host the first of every chunk first; a failed one "
+           "fails alone\n");
+}
+
 static int plain_client(void *arg)
 {
     (void)arg;
@@ -170,13 +269,30 @@ int main(void)
     printf("ok over TLS with 4 connections: n / 512 KiB of them per copy, at most 4\n");
     CHECK(h_server_log_count(&srv, "striping ends") == 0, "striping ended in the session");
     h_server_stop(&srv);
+    check_pieces();
 
     unsetenv("E2E_TLS"); /* the plain case is plain under E2E_TLS=1 too */
     unsetenv("SCUDA_TLS");
     unsetenv("SCUDA_TLS_FINGERPRINT");
+    setenv("E2E_SERVER_LOG", "debug", 1);
     h_server_start(&srv, "plain", NULL);
+    unsetenv("E2E_SERVER_LOG");
     h_wait_ok(h_spawn(plain_client, NULL, 45, -1, -1), 45000, "copies over plain TCP");
+    CHECK(h_server_log_count(&srv, " pieces of ") == 0, "plain TCP: a copy went in pieces");
     printf("ok over plain TCP: copies below 8 MiB over the main connection, as before\n");
+    h_server_stop(&srv);
+
+    setenv("E2E_SERVER_LOG", "debug", 1);
+    setenv("SCUDA_BULK_PIECE_KIB", "128", 1); /* the server's */
+    h_server_start(&srv, "plain_pieces", NULL);
+    unsetenv("E2E_SERVER_LOG");
+    unsetenv("SCUDA_BULK_PIECE_KIB");
+    h_wait_ok(h_spawn(plain_client, NULL, 45, -1, -1), 45000, "copies over plain TCP in pieces of 128 KiB");
+    char *log = h_server_log(&srv);
+    expect_pieces(log, 8 * MiB, 8, 64, 128, "0 1 2 3");
+    expect_landed(log, 8 * MiB, 8, 64, 128);
+    free(log);
+    printf("ok over plain TCP with SCUDA_BULK_PIECE_KIB=128: in pieces of 128 KiB both ways\n");
     h_server_stop(&srv);
     printf("PASS tls_chunks\n");
     return 0;

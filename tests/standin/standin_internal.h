@@ -77,6 +77,9 @@ extern pthread_cond_t si_done_cv; /* broadcast when work completes */
 extern pthread_cond_t si_exec_cv; /* wakes the executor */
 void si_enter(void);
 void si_leave(void);
+/* a driver log entry (standin_logs.c), printf-style, without the newline;
+ * the lock must be held */
+void si_log_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* waits on si_done_cv (the lock must be held) */
 void si_wait_done(void);
 /* true inside a stream callback / host function (CUDA calls forbidden) */

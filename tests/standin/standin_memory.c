@@ -362,6 +362,8 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     si_alloc *a = NULL;
     if (!rc)
         rc = si_dev_alloc(c, bytesize, SI_AK_DEVICE, NULL, &a);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) /* the driver logs why, as here */
+        si_log_add("[stand-in] cuMemAlloc: out of memory: %zu bytes requested", bytesize);
     if (!rc)
         *dptr = (CUdeviceptr)a->base;
     si_leave();

@@ -341,7 +341,7 @@ cuParamSetSize                local
 cuParamSeti                   local
 cuParamSetf                   local
 cuParamSetv                   local
-cuParamSetTexRef              unsupported            # not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters
+cuParamSetTexRef              sync                   # the driver checks and keeps the binding of the session's function and texture reference; a texture reference reads what its module binds, however the kernel is launched
 cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
@@ -491,7 +491,7 @@ cuCheckpointProcessGetState   unsupported
 cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
-cuProfilerInitialize          unsupported            # reads files on the client
+cuProfilerInitialize          local                  # profiler.c: every driver since CUDA 12.0 answers NOT_SUPPORTED, reading no file
 cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local

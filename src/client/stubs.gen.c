@@ -5491,9 +5491,18 @@ EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction 
 EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetTexRef (not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuParamSetTexRef);
+    rpc_put_handle(&c.req, hfunc);
+    wb_put_i32(&c.req, (int32_t)(texunit));
+    rpc_put_handle(&c.req, hTexRef);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuParamSetTexRef");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -5518,14 +5527,6 @@ EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute att
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)
-{
-    SHIM_ENTER(cuProfilerInitialize, (configFile, outputFile, outputMode));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuProfilerInitialize (reads files on the client)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuProfilerStart(void)

@@ -400,6 +400,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
     [OP_scuda_user_object_create] = "scuda_user_object_create",
     [OP_scuda_graph_add_node] = "scuda_graph_add_node",
+    [OP_cuParamSetTexRef] = "cuParamSetTexRef",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -401,7 +401,8 @@ enum scuda_op {
     OP_cuGraphDebugDotPrint = 394,
     OP_scuda_user_object_create = 395,
     OP_scuda_graph_add_node = 396,
-    OP_COUNT = 397
+    OP_cuParamSetTexRef = 397,
+    OP_COUNT = 398
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

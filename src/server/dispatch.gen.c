@@ -6578,6 +6578,29 @@ done:
     return r;
 }
 
+static CUresult gen_srv_cuParamSetTexRef(srv_call *call)
+{
+    uint64_t hfunc_id = wr_u64(&call->in);
+    int texunit = (int)wr_i32(&call->in);
+    uint64_t hTexRef_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuParamSetTexRef == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hfunc_h = NULL;
+    void *hTexRef_h = NULL;
+    r = handle_get(call->s, hfunc_id, HK_FUNCTION, &hfunc_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hTexRef_id, HK_TEXREF, &hTexRef_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuParamSetTexRef((CUfunction)hfunc_h, texunit, (CUtexref)hTexRef_h);
+done:
+    return r;
+}
+
 static CUresult gen_srv_cuPointerSetAttribute(srv_call *call)
 {
     uint8_t value_p = wr_u8(&call->in);
@@ -9140,6 +9163,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
     [OP_scuda_user_object_create] = {"scuda_user_object_create", srv_scuda_user_object_create, 0, 0, 0, 0},
     [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
+    [OP_cuParamSetTexRef] = {"cuParamSetTexRef", gen_srv_cuParamSetTexRef, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

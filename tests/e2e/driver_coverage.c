@@ -1,0 +1,89 @@
+/* driver_coverage.c - exports built after the rest of the driver API
+ * (codegen/coverage.gen.txt), each against the stand-in:
+ *   - cuParamSetTexRef is the session driver's: its checks come back (a
+ *     unit other than the default, a handle that is no texture reference)
+ *     and an old-API launch of a kernel that reads a texture reference
+ *     reads what the reference is bound to;
+ *   - cuProfilerInitialize is answered as every driver since CUDA 12.0
+ *     answers it, CUDA_ERROR_NOT_SUPPORTED, and nothing is logged as
+ *     unsupported on the client's stderr. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cudaProfiler.h>
+
+#include "harness.h"
+
+static void param_set_texref(void)
+{
+    h_cuda_setup();
+    CUfunction f = h_func("texref_sample");
+    CUtexref tr;
+    CU(cuModuleGetTexRef(&tr, h_module(), "tex_ref"));
+    float img[16];
+    for (int i = 0; i < 16; i++) img[i] = (float)(10 * (i / 4) + i % 4);
+    CUDA_ARRAY3D_DESCRIPTOR ad = {4, 4, 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    CUarray a;
+    CU(cuArray3DCreate_v2(&a, &ad));
+    CU(cuMemcpyHtoA_v2(a, 0, img, sizeof img));
+    CU(cuTexRefSetArray(tr, a, CU_TRSA_OVERRIDE_FORMAT));
+    CU(cuParamSetTexRef(f, CU_PARAM_TR_DEFAULT, tr));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuParamSetTexRef(f, 0, tr));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuParamSetTexRef(f, CU_PARAM_TR_DEFAULT, NULL));
+
+    /* texel (1.5, 2.5) unfiltered is row 2, column 1: 21 */
+    float c[4] = {1.5f, 2.5f, 0, 0};
+    CUdeviceptr d_out, d_c;
+    CU(cuMemAlloc_v2(&d_out, 16));
+    CU(cuMemAlloc_v2(&d_c, 16));
+    CU(cuMemcpyHtoD_v2(d_c, c, 16));
+    unsigned n = 1;
+    CU(cuFuncSetBlockShape(f, 1, 1, 1));
+    CU(cuParamSetSize(f, 20));
+    CU(cuParamSetv(f, 0, &d_out, 8));
+    CU(cuParamSetv(f, 8, &d_c, 8));
+    CU(cuParamSeti(f, 16, n));
+    CU(cuLaunchGrid(f, 1, 1));
+    float out[4];
+    CU(cuMemcpyDtoH_v2(out, d_out, 16));
+    CHECK(out[0] == 21, "the old launch read %g through the reference", out[0]);
+    CU(cuMemFree_v2(d_out));
+    CU(cuMemFree_v2(d_c));
+    CU(cuArrayDestroy(a));
+}
+
+static int profiler_initialize(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuProfilerInitialize("/nonexistent/config", "/tmp/out.csv", CU_OUT_CSV));
+    return 0;
+}
+
+static int param_set_texref_client(void *arg)
+{
+    (void)arg;
+    param_set_texref();
+    return 0;
+}
+
+int main(void)
+{
+    h_begin("driver_coverage", 60);
+    struct h_server srv;
+    h_server_start(&srv, "main", NULL);
+    h_wait_ok(h_spawn(param_set_texref_client, NULL, 20, -1, -1), 25000, "cuParamSetTexRef");
+    char err_path[512];
+    int err = h_temp_file("profiler_stderr", err_path, sizeof err_path);
+    h_wait_ok(h_spawn(profiler_initialize, NULL, 20, -1, err), 25000, "cuProfilerInitialize");
+    close(err);
+    char *text = h_read_file(err_path, NULL);
+    CHECK(strstr(text, "cuProfilerInitialize") == NULL, "the client's stderr: %s", text);
+    free(text);
+    h_server_stop(&srv);
+    printf("PASS driver_coverage\n");
+    return 0;
+}

@@ -61,6 +61,8 @@ FLAGS
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
                     (src/client/hooks.h)
+  out_on_error      (sync) the outputs come back when the call fails too:
+                    the driver's index of the element that failed
 
 PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
 enum or pointer-free struct, or one of NULLED_POINTER_FIELDS), `const char *`
@@ -216,6 +218,7 @@ cuMemSetMemPool               sync    location=in
 cuMemGetMemPool               sync    pool=existing location=in
 cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
+cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=out  # device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
 cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
@@ -1336,6 +1339,15 @@ HANDLE_KINDS = {
 NULLED_POINTER_FIELDS = {
     "CUmemPoolProps": ["win32SecurityAttributes"],
     "CUmemAllocationProp": ["win32HandleMetaData"],
+}
+
+# Structs that travel as raw bytes although they hold pointer fields,
+# because those fields are device addresses (the driver requires memory
+# the device reaches: cuMemAlloc, cuMemCreate, pools), which are the same
+# numbers in the session. The session's driver checks them as natively;
+# neither side dereferences them.
+DEVICE_POINTER_FIELDS = {
+    "CUmemDecompressParams": ["dstActBytes", "src", "dst"],
 }
 
 LEGACY_ABI_MANUAL = "unsupported"

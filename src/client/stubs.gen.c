@@ -3383,9 +3383,27 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)
 {
     SHIM_ENTER(cuMemBatchDecompressAsync, (paramsArray, count, flags, errorIndex, stream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync (paramsArray: pointer to CUmemDecompressParams (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemBatchDecompressAsync);
+    wb_put_u8(&c.req, paramsArray != NULL);
+    if (paramsArray != NULL) {
+        size_t n_ = (size_t)(count);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, paramsArray, n_ * sizeof(CUmemDecompressParams));
+    }
+    wb_put_u64(&c.req, (uint64_t)(count));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    wb_put_u8(&c.req, errorIndex != NULL);
+    rpc_put_handle(&c.req, stream);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS || c.out.left > 0) {
+        if (errorIndex != NULL)
+            *errorIndex = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemBatchDecompressAsync");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)

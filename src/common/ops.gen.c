@@ -401,6 +401,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_user_object_create] = "scuda_user_object_create",
     [OP_scuda_graph_add_node] = "scuda_graph_add_node",
     [OP_cuParamSetTexRef] = "cuParamSetTexRef",
+    [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
 };
 
 const char *scuda_op_name(unsigned op)

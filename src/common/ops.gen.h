@@ -402,7 +402,8 @@ enum scuda_op {
     OP_scuda_user_object_create = 395,
     OP_scuda_graph_add_node = 396,
     OP_cuParamSetTexRef = 397,
-    OP_COUNT = 398
+    OP_cuMemBatchDecompressAsync = 398,
+    OP_COUNT = 399
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -4,6 +4,10 @@
  *     unit other than the default, a handle that is no texture reference)
  *     and an old-API launch of a kernel that reads a texture reference
  *     reads what the reference is bound to;
+ *   - cuMemBatchDecompressAsync goes to the session's driver with its
+ *     operations' device addresses as they are: a refused batch names the
+ *     operation in *errorIndex (the output comes back with the failure),
+ *     an accepted one decompresses in stream order;
  *   - cuProfilerInitialize is answered as every driver since CUDA 12.0
  *     answers it, CUDA_ERROR_NOT_SUPPORTED, and nothing is logged as
  *     unsupported on the client's stderr. */
@@ -55,6 +59,50 @@ static void param_set_texref(void)
     CU(cuArrayDestroy(a));
 }
 
+/* Snappy for "abcabcabcabcX": length 13, literal "abc", a copy of 9 bytes
+ * from 3 back, literal "X". */
+static const unsigned char snappy_abc[] = {0x0d, 0x08, 'a', 'b', 'c', 0x15, 0x03, 0x00, 'X'};
+
+static int batch_decompress(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr src, dst, act;
+    CU(cuMemAlloc_v2(&src, 64));
+    CU(cuMemAlloc_v2(&dst, 64));
+    CU(cuMemAlloc_v2(&act, 8));
+    CU(cuMemcpyHtoD_v2(src, snappy_abc, sizeof snappy_abc));
+    CUmemDecompressParams p[2];
+    memset(p, 0, sizeof p);
+    p[0].srcNumBytes = sizeof snappy_abc, p[0].dstNumBytes = 13;
+    p[0].src = (const void *)(uintptr_t)src, p[0].dst = (void *)(uintptr_t)dst;
+    p[0].dstActBytes = (cuuint32_t *)(uintptr_t)act;
+    p[0].algo = CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY;
+    p[1] = p[0];
+    p[1].padding[3] = 1;
+    /* the driver's checks come back with the index of the operation */
+    size_t idx = 7;
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemBatchDecompressAsync(p, 2, 0, &idx, NULL));
+    CHECK(idx == 1, "errorIndex %zu, expected 1", idx);
+    idx = 7;
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemBatchDecompressAsync(p, 1, 1, &idx, NULL));
+    CHECK(idx == SIZE_MAX, "errorIndex %zu for bad flags", idx);
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(cuMemBatchDecompressAsync(p, 1, 0, &idx, s));
+    CU(cuStreamSynchronize(s));
+    char out[14] = {0};
+    cuuint32_t n = 0;
+    CU(cuMemcpyDtoH_v2(out, dst, 13));
+    CU(cuMemcpyDtoH_v2(&n, act, 4));
+    CHECK(n == 13 && memcmp(out, "abcabcabcabcX", 13) == 0, "decompressed %u bytes: %.13s", n, out);
+    CU(cuStreamDestroy_v2(s));
+    CU(cuMemFree_v2(src));
+    CU(cuMemFree_v2(dst));
+    CU(cuMemFree_v2(act));
+    return 0;
+}
+
 static int profiler_initialize(void *arg)
 {
     (void)arg;
@@ -76,6 +124,7 @@ int main(void)
     struct h_server srv;
     h_server_start(&srv, "main", NULL);
     h_wait_ok(h_spawn(param_set_texref_client, NULL, 20, -1, -1), 25000, "cuParamSetTexRef");
+    h_wait_ok(h_spawn(batch_decompress, NULL, 20, -1, -1), 25000, "cuMemBatchDecompressAsync");
     char err_path[512];
     int err = h_temp_file("profiler_stderr", err_path, sizeof err_path);
     h_wait_ok(h_spawn(profiler_initialize, NULL, 20, -1, err), 25000, "cuProfilerInitialize");

@@ -219,6 +219,8 @@ cuMemGetMemPool               sync    pool=existing location=in
 cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=out  # device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
+cuMemMapArrayAsync            unsupported            # not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on
+cuDeviceRegisterAsyncNotification  unsupported       # not built yet: the session could send notifications as host work, as log lines go (logs.c), but the stand-in has no memory budget to go over, so nothing could test it
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
 cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
@@ -499,7 +501,8 @@ cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/g
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
-cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
+cuLogsRegisterCallback        manual  sends=scuda_logs_register  # the session's driver calls the session, which has the client run the callback (logs.c, srv_logs.c)
+cuLogsUnregisterCallback      sync    hook  drops=callback   # the client forgets its record (logs.c)
 cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
 cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
@@ -1295,6 +1298,9 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
     in str name
     out dptr ptr
     out u64 size
+
+op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
+    in handle callback                 # the client's id for the registration, which names its record
 
 op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx
     in handle green

@@ -985,7 +985,7 @@ EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallba
 {
     SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
     static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (callbackFunc: pointer type CUasyncCallback)");
+    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (not built yet: the session could send notifications as host work, as log lines go (logs.c), but the stand-in has no memory budget to go over, so nothing could test it)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -3151,14 +3151,6 @@ EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t
     return r;
 }
 
-EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)
-{
-    SHIM_ENTER(cuLogsRegisterCallback, (callbackFunc, userData, callback_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback (the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
 {
     SHIM_ENTER(cuLogsUnregisterCallback, (callback));
@@ -3171,7 +3163,7 @@ EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
             r = bad_reply("cuLogsUnregisterCallback");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuLogsUnregisterCallback(r, callback);
 }
 
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
@@ -3783,7 +3775,7 @@ EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int cou
 {
     SHIM_ENTER(cuMemMapArrayAsync, (mapInfoList, count, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (mapInfoList: pointer to CUarrayMapInfo (contains a pointer or handle))");
+    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

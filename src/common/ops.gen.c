@@ -402,6 +402,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_graph_add_node] = "scuda_graph_add_node",
     [OP_cuParamSetTexRef] = "cuParamSetTexRef",
     [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
+    [OP_scuda_logs_register] = "scuda_logs_register",
 };
 
 const char *scuda_op_name(unsigned op)

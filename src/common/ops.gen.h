@@ -403,7 +403,8 @@ enum scuda_op {
     OP_scuda_graph_add_node = 396,
     OP_cuParamSetTexRef = 397,
     OP_cuMemBatchDecompressAsync = 398,
-    OP_COUNT = 399
+    OP_scuda_logs_register = 399,
+    OP_COUNT = 400
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

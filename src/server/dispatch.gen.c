@@ -65,6 +65,7 @@ extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
@@ -4021,6 +4022,9 @@ static CUresult gen_srv_cuLogsUnregisterCallback(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuLogsUnregisterCallback((CUlogsCallbackHandle)callback_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, callback_id);
+    }
 done:
     return r;
 }
@@ -9208,6 +9212,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
     [OP_cuParamSetTexRef] = {"cuParamSetTexRef", gen_srv_cuParamSetTexRef, 0, 0, 0, 0},
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
+    [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

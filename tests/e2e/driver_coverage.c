@@ -8,10 +8,14 @@
  *     operations' device addresses as they are: a refused batch names the
  *     operation in *errorIndex (the output comes back with the failure),
  *     an accepted one decompresses in stream order;
+ *   - cuLogsRegisterCallback: the session driver's log line runs the
+ *     client's callback (its data, level and text) before the failing
+ *     call returns; after cuLogsUnregisterCallback it runs no more;
  *   - cuProfilerInitialize is answered as every driver since CUDA 12.0
  *     answers it, CUDA_ERROR_NOT_SUPPORTED, and nothing is logged as
  *     unsupported on the client's stderr. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +107,55 @@ static int batch_decompress(void *arg)
     return 0;
 }
 
+/* What the log callback saw: it runs on the connection's reader thread. */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static int seen_calls, seen_level = -1;
+static char seen_text[256];
+static void *seen_user;
+
+static void on_log(void *data, CUlogLevel level, char *message, size_t length)
+{
+    pthread_mutex_lock(&seen_lock);
+    seen_calls++;
+    seen_level = (int)level;
+    seen_user = data;
+    snprintf(seen_text, sizeof seen_text, "%.*s", (int)length, message);
+    pthread_mutex_unlock(&seen_lock);
+}
+
+static int seen(char *text, size_t cap)
+{
+    pthread_mutex_lock(&seen_lock);
+    int n = seen_calls;
+    snprintf(text, cap, "%s", seen_text);
+    pthread_mutex_unlock(&seen_lock);
+    return n;
+}
+
+static int logs_callback(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    static int user_data;
+    CUlogsCallbackHandle h;
+    CU(cuLogsRegisterCallback(on_log, &user_data, &h));
+    CUdeviceptr p;
+    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc_v2(&p, (size_t)1 << 52));
+    /* the line travels before the failing call's reply */
+    char text[256];
+    CHECK(seen(text, sizeof text) == 1, "the callback ran %d times", seen(text, sizeof text));
+    CHECK(strstr(text, "cuMemAlloc: out of memory") != NULL && text[strlen(text) - 1] != '\n', "line: %s", text);
+    pthread_mutex_lock(&seen_lock);
+    CHECK(seen_level == CU_LOG_LEVEL_ERROR && seen_user == &user_data, "level %d, data %p", seen_level, seen_user);
+    pthread_mutex_unlock(&seen_lock);
+    CU(cuLogsUnregisterCallback(h));
+    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc_v2(&p, (size_t)1 << 52));
+    CU(cuCtxSynchronize());
+    CHECK(seen(text, sizeof text) == 1, "a dropped callback ran");
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLogsRegisterCallback(NULL, NULL, &h));
+    return 0;
+}
+
 static int profiler_initialize(void *arg)
 {
     (void)arg;
@@ -125,6 +178,7 @@ int main(void)
     h_server_start(&srv, "main", NULL);
     h_wait_ok(h_spawn(param_set_texref_client, NULL, 20, -1, -1), 25000, "cuParamSetTexRef");
     h_wait_ok(h_spawn(batch_decompress, NULL, 20, -1, -1), 25000, "cuMemBatchDecompressAsync");
+    h_wait_ok(h_spawn(logs_callback, NULL, 20, -1, -1), 25000, "cuLogsRegisterCallback");
     char err_path[512];
     int err = h_temp_file("profiler_stderr", err_path, sizeof err_path);
     h_wait_ok(h_spawn(profiler_initialize, NULL, 20, -1, err), 25000, "cuProfilerInitialize");

@@ -220,7 +220,8 @@ cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
 cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=out  # device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
 cuMemMapArrayAsync            unsupported            # not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on
-cuDeviceRegisterAsyncNotification  unsupported       # not built yet: the session could send notifications as host work, as log lines go (logs.c), but the stand-in has no memory budget to go over, so nothing could test it
+cuDeviceRegisterAsyncNotification  manual  sends=scuda_async_register  # the session's driver notifies the session, which has the client run the callback (async_notify.c, srv_async_notify.c)
+cuDeviceUnregisterAsyncNotification  sync  hook  drops=callback   # the client forgets its record (async_notify.c)
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
 cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
@@ -1300,6 +1301,10 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
     out u64 size
 
 op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
+    in handle callback                 # the client's id for the registration, which names its record
+
+op scuda_async_register  any_context       # cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record
+    in i32 dev
     in handle callback                 # the client's id for the registration, which names its record
 
 op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx

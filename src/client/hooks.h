@@ -39,6 +39,8 @@ CUresult host_pinned_touch(uint64_t p);
 CUresult host_pinned_touch_words(const void *words, size_t n);
 /* logs.c: a registration the session's driver dropped; its record goes. */
 CUresult hook_cuLogsUnregisterCallback(CUresult r, CUlogsCallbackHandle callback);
+/* async_notify.c: the same for an async notification's registration. */
+CUresult hook_cuDeviceUnregisterAsyncNotification(CUresult r, CUdevice device, CUasyncCallbackHandle callback);
 #define HOOK_MEMSET(NAME) \
     static inline void hook_pre_##NAME(uint64_t dst, ...) { (void)host_pinned_touch(dst); }
 HOOK_MEMSET(cuMemsetD8)

@@ -981,14 +981,6 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     return r;
 }
 
-EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback)
-{
-    SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (not built yet: the session could send notifications as host work, as log lines go (logs.c), but the stand-in has no memory budget to go over, so nothing could test it)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
     SHIM_ENTER(cuDeviceSetGraphMemAttribute, (device, attr, value));
@@ -1040,7 +1032,7 @@ EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCall
             r = bad_reply("cuDeviceUnregisterAsyncNotification");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuDeviceUnregisterAsyncNotification(r, device, callback);
 }
 
 EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)

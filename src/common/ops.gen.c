@@ -403,6 +403,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuParamSetTexRef] = "cuParamSetTexRef",
     [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
     [OP_scuda_logs_register] = "scuda_logs_register",
+    [OP_scuda_async_register] = "scuda_async_register",
 };
 
 const char *scuda_op_name(unsigned op)

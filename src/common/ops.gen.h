@@ -404,7 +404,8 @@ enum scuda_op {
     OP_cuParamSetTexRef = 397,
     OP_cuMemBatchDecompressAsync = 398,
     OP_scuda_logs_register = 399,
-    OP_COUNT = 400
+    OP_scuda_async_register = 400,
+    OP_COUNT = 401
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

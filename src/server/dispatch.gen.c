@@ -66,6 +66,7 @@ extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
@@ -1226,6 +1227,9 @@ static CUresult gen_srv_cuDeviceUnregisterAsyncNotification(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuDeviceUnregisterAsyncNotification(device, (CUasyncCallbackHandle)callback_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, callback_id);
+    }
 done:
     return r;
 }
@@ -9213,6 +9217,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuParamSetTexRef] = {"cuParamSetTexRef", gen_srv_cuParamSetTexRef, 0, 0, 0, 0},
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
+    [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

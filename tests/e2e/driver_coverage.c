@@ -11,6 +11,9 @@
  *   - cuLogsRegisterCallback: the session driver's log line runs the
  *     client's callback (its data, level and text) before the failing
  *     call returns; after cuLogsUnregisterCallback it runs no more;
+ *   - cuDeviceRegisterAsyncNotification: going over the stand-in's memory
+ *     budget runs the client's callback (type, bytes over, its data, its
+ *     handle); after unregistering, no more;
  *   - cuProfilerInitialize is answered as every driver since CUDA 12.0
  *     answers it, CUDA_ERROR_NOT_SUPPORTED, and nothing is logged as
  *     unsupported on the client's stderr. */
@@ -156,6 +159,52 @@ static int logs_callback(void *arg)
     return 0;
 }
 
+/* What the async notification callback saw (the connection's reader thread). */
+static int notes;
+static unsigned long long note_bytes;
+static int note_type = -1;
+static void *note_user;
+static CUasyncCallbackHandle note_handle;
+
+static void on_notify(CUasyncNotificationInfo *info, void *data, CUasyncCallbackHandle h)
+{
+    pthread_mutex_lock(&seen_lock);
+    notes++;
+    note_type = (int)info->type;
+    note_bytes = info->info.overBudget.bytesOverBudget;
+    note_user = data, note_handle = h;
+    pthread_mutex_unlock(&seen_lock);
+}
+
+static int async_notification(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    static int user_data;
+    CUasyncCallbackHandle h;
+    CU(cuDeviceRegisterAsyncNotification(0, on_notify, &user_data, &h));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 16u << 20)); /* the session's budget is 8 MiB (main) */
+    CU(cuCtxSynchronize());
+    pthread_mutex_lock(&seen_lock);
+    int n = notes;
+    CHECK(n >= 1 && note_type == CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET && note_bytes >= (8u << 20) &&
+              note_user == &user_data && note_handle == h,
+          "%d notifications, type %d, %llu bytes over", n, note_type, note_bytes);
+    pthread_mutex_unlock(&seen_lock);
+    CU(cuDeviceUnregisterAsyncNotification(0, h));
+    CUdeviceptr q;
+    CU(cuMemAlloc_v2(&q, 4u << 20));
+    CU(cuCtxSynchronize());
+    pthread_mutex_lock(&seen_lock);
+    CHECK(notes == n, "notified after unregistering");
+    pthread_mutex_unlock(&seen_lock);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuDeviceRegisterAsyncNotification(0, NULL, NULL, &h));
+    CU(cuMemFree_v2(p));
+    CU(cuMemFree_v2(q));
+    return 0;
+}
+
 static int profiler_initialize(void *arg)
 {
     (void)arg;
@@ -174,11 +223,13 @@ static int param_set_texref_client(void *arg)
 int main(void)
 {
     h_begin("driver_coverage", 60);
+    setenv("STANDIN_BUDGET_MB", "8", 1); /* the server's stand-in: a device memory budget */
     struct h_server srv;
     h_server_start(&srv, "main", NULL);
     h_wait_ok(h_spawn(param_set_texref_client, NULL, 20, -1, -1), 25000, "cuParamSetTexRef");
     h_wait_ok(h_spawn(batch_decompress, NULL, 20, -1, -1), 25000, "cuMemBatchDecompressAsync");
     h_wait_ok(h_spawn(logs_callback, NULL, 20, -1, -1), 25000, "cuLogsRegisterCallback");
+    h_wait_ok(h_spawn(async_notification, NULL, 20, -1, -1), 25000, "cuDeviceRegisterAsyncNotification");
     char err_path[512];
     int err = h_temp_file("profiler_stderr", err_path, sizeof err_path);
     h_wait_ok(h_spawn(profiler_initialize, NULL, 20, -1, err), 25000, "cuProfilerInitialize");

@@ -565,6 +565,8 @@ bool si_texobj_view(uint64_t obj, bool surface, si_texview *v);
 bool si_texref_view(si_module *m, const char *name, si_texview *v);
 /* h is a texture reference (a module's or cuTexRefCreate's); the lock held */
 bool si_texref_live(CUtexref h);
+/* standin_notify.c: a device's allocations grew: notify when over budget (lock held) */
+void si_budget_check(int dev);
 CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes);
 /* out[i] = the 4 words tex(coords[i]) returns, i < n; false: out of bounds */
 bool si_tex_sample_exec(const si_texview *v, uint64_t out, uint64_t coords, uint64_t n);

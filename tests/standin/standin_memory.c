@@ -304,6 +304,7 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
     a->owner = owner;
     si_alloc_insert(a);
     d->used += size;
+    si_budget_check(c->dev);
     *out = a;
     return CUDA_SUCCESS;
 }

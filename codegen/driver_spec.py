@@ -61,6 +61,8 @@ FLAGS
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
                     (src/client/hooks.h)
+  out_on_error      (sync) the outputs come back when the call fails too:
+                    the driver's index of the element that failed
 
 PARAMETER RULES. Defaults: `const T *` is in, `T *` is out (T a scalar,
 enum or pointer-free struct, or one of NULLED_POINTER_FIELDS), `const char *`
@@ -216,6 +218,10 @@ cuMemSetMemPool               sync    location=in
 cuMemGetMemPool               sync    pool=existing location=in
 cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
+cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=out  # device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
+cuMemMapArrayAsync            unsupported            # not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on
+cuDeviceRegisterAsyncNotification  manual  sends=scuda_async_register  # the session's driver notifies the session, which has the client run the callback (async_notify.c, srv_async_notify.c)
+cuDeviceUnregisterAsyncNotification  sync  hook  drops=callback   # the client forgets its record (async_notify.c)
 
 # ---- pinned host memory and pointers (hand-written) ------------------------
 cuMemAllocHost                local   legacy         # src/client/legacy.c: the pre-3.2 export
@@ -341,7 +347,7 @@ cuParamSetSize                local
 cuParamSeti                   local
 cuParamSetf                   local
 cuParamSetv                   local
-cuParamSetTexRef              unsupported            # not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters
+cuParamSetTexRef              sync                   # the driver checks and keeps the binding of the session's function and texture reference; a texture reference reads what its module binds, however the kernel is launched
 cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
@@ -491,12 +497,13 @@ cuCheckpointProcessGetState   unsupported
 cuCheckpointProcessLock       unsupported
 cuCheckpointProcessRestore    unsupported
 cuCheckpointProcessUnlock     unsupported
-cuProfilerInitialize          unsupported            # reads files on the client
+cuProfilerInitialize          local                  # profiler.c: every driver since CUDA 12.0 answers NOT_SUPPORTED, reading no file
 cuGraphAddNode                manual  sends=scuda_graph_add_node  # src/client/graph_node.c: unpacks the union, calls each type's own call; conditional nodes and child graphs moved in have their own op
 cuGraphNodeSetParams          local
 cuGraphExecNodeSetParams      local
 cuLogsDumpToFile              local                  # the session's log buffer, written to the client's path (logs.c)
-cuLogsRegisterCallback        unsupported            # the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success
+cuLogsRegisterCallback        manual  sends=scuda_logs_register  # the session's driver calls the session, which has the client run the callback (logs.c, srv_logs.c)
+cuLogsUnregisterCallback      sync    hook  drops=callback   # the client forgets its record (logs.c)
 cuLogsDumpToMemory            sync    buffer=out[*size] size=inout iterator=inout   # the session's driver log buffer
 cuDeviceGetNvSciSyncAttributes  unsupported          # NvSci objects belong to the client machine's NvSci stack, which the server's GPU cannot join
 cuCoredumpGetAttribute        unsupported            # a GPU core dump is written by the session's process on the server; its file and pipe are server paths the client cannot reach
@@ -1293,6 +1300,13 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
     out dptr ptr
     out u64 size
 
+op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
+    in handle callback                 # the client's id for the registration, which names its record
+
+op scuda_async_register  any_context       # cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record
+    in i32 dev
+    in handle callback                 # the client's id for the registration, which names its record
+
 op scuda_ctx_from_green  any_context       # cuCtxFromGreenCtx
     in handle green
     in handle ctx                      # the client's id for the context (the same for every call on one green context)
@@ -1336,6 +1350,15 @@ HANDLE_KINDS = {
 NULLED_POINTER_FIELDS = {
     "CUmemPoolProps": ["win32SecurityAttributes"],
     "CUmemAllocationProp": ["win32HandleMetaData"],
+}
+
+# Structs that travel as raw bytes although they hold pointer fields,
+# because those fields are device addresses (the driver requires memory
+# the device reaches: cuMemAlloc, cuMemCreate, pools), which are the same
+# numbers in the session. The session's driver checks them as natively;
+# neither side dereferences them.
+DEVICE_POINTER_FIELDS = {
+    "CUmemDecompressParams": ["dstActBytes", "src", "dst"],
 }
 
 LEGACY_ABI_MANUAL = "unsupported"

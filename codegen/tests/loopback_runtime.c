@@ -198,3 +198,5 @@ CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags) { (void)flags; return r; }
 CUresult hook_cuGreenCtxDestroy(CUresult r, CUgreenCtx g) { (void)g; return r; }
+CUresult hook_cuLogsUnregisterCallback(CUresult r, CUlogsCallbackHandle h) { (void)h; return r; }
+CUresult hook_cuDeviceUnregisterAsyncNotification(CUresult r, CUdevice d, CUasyncCallbackHandle h) { (void)d, (void)h; return r; }

@@ -271,6 +271,10 @@ int capture_host_deliver(int fd, uint32_t len)
     case HOST_WORK_FORGET:
         free(idmap_del(&host_records, w.record));
         return skip_bytes(fd, rest);
+    case HOST_WORK_LOG: /* a cuLogsRegisterCallback record's, not a capture's */
+        return logs_deliver(fd, w.record, rest);
+    case HOST_WORK_NOTIFY: /* a cuDeviceRegisterAsyncNotification record's */
+        return async_notify_deliver(fd, w.record, rest);
     default:
         return skip_bytes(fd, rest);
     }

@@ -48,5 +48,10 @@ int capture_uploads_made(void);
  * function. 0, or -1 when the connection failed. The connection calls it
  * (conn_set_host_work_handler, set at cuInit). */
 int capture_host_deliver(int fd, uint32_t len);
+/* logs.c: a HOST_WORK_LOG frame's `len` bytes for registration `id` are
+ * next on fd: run its callback. 0, or -1 when the connection failed. */
+int logs_deliver(int fd, uint64_t id, size_t len);
+/* async_notify.c: the same for a HOST_WORK_NOTIFY frame. */
+int async_notify_deliver(int fd, uint64_t id, size_t len);
 
 #endif

@@ -37,6 +37,10 @@ CUresult host_pinned_touch(uint64_t p);
  * CUDA_ERROR_NOT_SUPPORTED when a word is the address of registered
  * (cuMemHostRegister) memory, which the GPU cannot reach through SCUDA. */
 CUresult host_pinned_touch_words(const void *words, size_t n);
+/* logs.c: a registration the session's driver dropped; its record goes. */
+CUresult hook_cuLogsUnregisterCallback(CUresult r, CUlogsCallbackHandle callback);
+/* async_notify.c: the same for an async notification's registration. */
+CUresult hook_cuDeviceUnregisterAsyncNotification(CUresult r, CUdevice device, CUasyncCallbackHandle callback);
 #define HOOK_MEMSET(NAME) \
     static inline void hook_pre_##NAME(uint64_t dst, ...) { (void)host_pinned_touch(dst); }
 HOOK_MEMSET(cuMemsetD8)

@@ -981,14 +981,6 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     return r;
 }
 
-EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback)
-{
-    SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuDeviceRegisterAsyncNotification (callbackFunc: pointer type CUasyncCallback)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
 {
     SHIM_ENTER(cuDeviceSetGraphMemAttribute, (device, attr, value));
@@ -1040,7 +1032,7 @@ EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCall
             r = bad_reply("cuDeviceUnregisterAsyncNotification");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuDeviceUnregisterAsyncNotification(r, device, callback);
 }
 
 EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -3151,14 +3143,6 @@ EXPORT CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t
     return r;
 }
 
-EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)
-{
-    SHIM_ENTER(cuLogsRegisterCallback, (callbackFunc, userData, callback_out));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuLogsRegisterCallback (the driver's log lines are the session's: SCUDA does not carry them to the client, and a callback that never fires would be a silent success)");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
 {
     SHIM_ENTER(cuLogsUnregisterCallback, (callback));
@@ -3171,7 +3155,7 @@ EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
             r = bad_reply("cuLogsUnregisterCallback");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuLogsUnregisterCallback(r, callback);
 }
 
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
@@ -3383,9 +3367,27 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)
 {
     SHIM_ENTER(cuMemBatchDecompressAsync, (paramsArray, count, flags, errorIndex, stream));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuMemBatchDecompressAsync (paramsArray: pointer to CUmemDecompressParams (contains a pointer or handle))");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuMemBatchDecompressAsync);
+    wb_put_u8(&c.req, paramsArray != NULL);
+    if (paramsArray != NULL) {
+        size_t n_ = (size_t)(count);
+        wb_put_u64(&c.req, n_);
+        wb_put_raw(&c.req, paramsArray, n_ * sizeof(CUmemDecompressParams));
+    }
+    wb_put_u64(&c.req, (uint64_t)(count));
+    wb_put_u32(&c.req, (uint32_t)(flags));
+    wb_put_u8(&c.req, errorIndex != NULL);
+    rpc_put_handle(&c.req, stream);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS || c.out.left > 0) {
+        if (errorIndex != NULL)
+            *errorIndex = (size_t)wr_u64(&c.out);
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuMemBatchDecompressAsync");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)
@@ -3765,7 +3767,7 @@ EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int cou
 {
     SHIM_ENTER(cuMemMapArrayAsync, (mapInfoList, count, hStream));
     static int once;
-    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (mapInfoList: pointer to CUarrayMapInfo (contains a pointer or handle))");
+    scuda_log_unsupported_once(&once, "cuMemMapArrayAsync (not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on)");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -5491,9 +5493,18 @@ EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction 
 EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuParamSetTexRef (not built yet: the emulated pre-CUDA-4 launch (legacy_launch.c) does not bind texture references; sm_30+ kernels take texture objects as parameters)");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    rpc_call c;
+    rpc_begin(&c, OP_cuParamSetTexRef);
+    rpc_put_handle(&c.req, hfunc);
+    wb_put_i32(&c.req, (int32_t)(texunit));
+    rpc_put_handle(&c.req, hTexRef);
+    CUresult r = rpc_sync(&c);
+    if (r == CUDA_SUCCESS) {
+        if (!wr_ok_end(&c.out))
+            r = bad_reply("cuParamSetTexRef");
+    }
+    rpc_end(&c);
+    return r;
 }
 
 EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -5518,14 +5529,6 @@ EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute att
     }
     rpc_end(&c);
     return r;
-}
-
-EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)
-{
-    SHIM_ENTER(cuProfilerInitialize, (configFile, outputFile, outputMode));
-    static int once;
-    scuda_log_unsupported_once(&once, "cuProfilerInitialize (reads files on the client)");
-    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult cuProfilerStart(void)

@@ -3344,6 +3344,60 @@ int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, s
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_logs_register_req_put(wire_buf *b, const struct msg_scuda_logs_register_req *m)
+{
+    wb_put_u64(b, m->callback);
+}
+
+int msg_scuda_logs_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->callback = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_logs_register_rep_put(wire_buf *b, const struct msg_scuda_logs_register_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_async_register_req_put(wire_buf *b, const struct msg_scuda_async_register_req *m)
+{
+    wb_put_i32(b, m->dev);
+    wb_put_u64(b, m->callback);
+}
+
+int msg_scuda_async_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_async_register_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dev = wr_i32(r);
+    m->callback = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_async_register_rep_put(wire_buf *b, const struct msg_scuda_async_register_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_async_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_async_register_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m)
 {
     wb_put_u64(b, m->green);

@@ -1627,6 +1627,35 @@ struct msg_scuda_library_get_managed_rep {
 void msg_scuda_library_get_managed_rep_put(wire_buf *b, const struct msg_scuda_library_get_managed_rep *m);
 int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_managed_rep *m);
 
+/* scuda_logs_register request: cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record */
+struct msg_scuda_logs_register_req {
+    uint64_t callback; /* handle callback: the client's id for the registration, which names its record */
+};
+void msg_scuda_logs_register_req_put(wire_buf *b, const struct msg_scuda_logs_register_req *m);
+int msg_scuda_logs_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_req *m);
+
+/* scuda_logs_register reply */
+struct msg_scuda_logs_register_rep {
+    char none; /* no fields */
+};
+void msg_scuda_logs_register_rep_put(wire_buf *b, const struct msg_scuda_logs_register_rep *m);
+int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_rep *m);
+
+/* scuda_async_register request: cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record */
+struct msg_scuda_async_register_req {
+    int32_t dev; /* i32 dev */
+    uint64_t callback; /* handle callback: the client's id for the registration, which names its record */
+};
+void msg_scuda_async_register_req_put(wire_buf *b, const struct msg_scuda_async_register_req *m);
+int msg_scuda_async_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_async_register_req *m);
+
+/* scuda_async_register reply */
+struct msg_scuda_async_register_rep {
+    char none; /* no fields */
+};
+void msg_scuda_async_register_rep_put(wire_buf *b, const struct msg_scuda_async_register_rep *m);
+int msg_scuda_async_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_async_register_rep *m);
+
 /* scuda_ctx_from_green request: cuCtxFromGreenCtx */
 struct msg_scuda_ctx_from_green_req {
     uint64_t green; /* handle green */

@@ -400,6 +400,10 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuGraphDebugDotPrint] = "cuGraphDebugDotPrint",
     [OP_scuda_user_object_create] = "scuda_user_object_create",
     [OP_scuda_graph_add_node] = "scuda_graph_add_node",
+    [OP_cuParamSetTexRef] = "cuParamSetTexRef",
+    [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
+    [OP_scuda_logs_register] = "scuda_logs_register",
+    [OP_scuda_async_register] = "scuda_async_register",
 };
 
 const char *scuda_op_name(unsigned op)

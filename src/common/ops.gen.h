@@ -401,7 +401,11 @@ enum scuda_op {
     OP_cuGraphDebugDotPrint = 394,
     OP_scuda_user_object_create = 395,
     OP_scuda_graph_add_node = 396,
-    OP_COUNT = 397
+    OP_cuParamSetTexRef = 397,
+    OP_cuMemBatchDecompressAsync = 398,
+    OP_scuda_logs_register = 399,
+    OP_scuda_async_register = 400,
+    OP_COUNT = 401
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -276,6 +276,8 @@ enum host_work_kind {
     HOST_WORK_DATA = 1,   /* copy the bytes into the record's client buffer */
     HOST_WORK_RUN = 2,    /* run the record's host function */
     HOST_WORK_FORGET = 3, /* no graph holds the record any more */
+    HOST_WORK_LOG = 4,    /* a driver log line for a cuLogsRegisterCallback record: u32 level, the text */
+    HOST_WORK_NOTIFY = 5, /* a cuDeviceRegisterAsyncNotification record's notification: u32 type, u64 bytes over budget */
 };
 
 /* Welcome status codes. */

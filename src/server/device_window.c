@@ -55,6 +55,7 @@ struct window {
     CUmemAccessDesc access[MAX_DEVICES]; /* the device and its peers */
     size_t naccess;
     CUmemAllocationHandleType shareable; /* what chunks are created exportable as (IPC) */
+    bool no_room; /* the last placement found no free addresses for its size */
 };
 
 struct record {
@@ -356,8 +357,7 @@ static CUresult chunk_new_at(struct window *w, int dev, uint64_t size, bool smal
     }
     if (at == NO_OFFSET && !spans_take(&w->va, size, w->gran, &off)) {
         free(c);
-        LOG_WARN("device %d: its memory window is full (%llu bytes); raise --window-size", dev,
-                 (unsigned long long)w->size);
+        w->no_room = true; /* the caller asks the driver (window_alloc) */
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->addr = w->base + off;
@@ -425,7 +425,10 @@ static CUresult window_place(struct window *w, int dev, uint64_t bytes, uint64_t
         return CUDA_SUCCESS;
     }
     uint64_t need = round_up(bytes, w->gran);
-    if (need < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (need < bytes) {
+        w->no_room = true;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     for (size_t i = 0; i < w->nchunks; i++) {
         struct chunk *c = w->chunks[i];
         if (!c->small && c->live == 0 && c->size == need) {
@@ -492,14 +495,27 @@ static CUresult current(CUcontext *ctx, int *dev)
 
 /* ---- allocation -------------------------------------------------------- */
 
-/* Allocate `bytes` (kind, pitch) in the current device's window. Returns
- * 1 through *fallback when the window is unusable: the caller asks the
- * driver instead. */
-static CUresult window_alloc(CUdeviceptr *p, uint64_t bytes, enum window_kind kind, uint64_t pitch, int *fallback)
+static void block(unsigned why);
+
+/* When an allocation is the driver's to place instead of the window's. */
+enum fallback {
+    FALLBACK_NONE,
+    FALLBACK_NO_WINDOW, /* the window is unusable (taken, or no VMM) */
+    FALLBACK_NO_ROOM,   /* the window has no free addresses for this size */
+};
+
+/* Allocate `bytes` (kind, pitch) in the current device's window. Sets
+ * *fallback when the window cannot place it: the caller asks the driver
+ * instead (driver_alloc_done). A request the window has no room for goes
+ * to the driver too, so that the application gets the driver's own answer
+ * (its error code, its log entry: a request larger than the GPU fails
+ * there, not in SCUDA), never an error SCUDA made up. */
+static CUresult window_alloc(CUdeviceptr *p, uint64_t bytes, enum window_kind kind, uint64_t pitch,
+                             enum fallback *fallback)
 {
     CUcontext ctx;
     int dev;
-    *fallback = 0;
+    *fallback = FALLBACK_NONE;
     CUresult r = current(&ctx, &dev);
     if (r != CUDA_SUCCESS) return r;
     /* A context that faulted fails every call, allocations too, though
@@ -513,9 +529,13 @@ static CUresult window_alloc(CUdeviceptr *p, uint64_t bytes, enum window_kind ki
     uint64_t addr = 0;
     uint64_t fixed = next_fixed;
     next_fixed = 0;
-    if (!w) *fallback = !fixed, r = CUDA_ERROR_NOT_SUPPORTED;
+    if (!w) *fallback = fixed ? FALLBACK_NONE : FALLBACK_NO_WINDOW, r = CUDA_ERROR_NOT_SUPPORTED;
     else if (fixed) r = window_place_fixed(w, dev, bytes, addr = fixed, &c);
-    else r = window_place(w, dev, bytes, &addr, &c);
+    else {
+        w->no_room = false;
+        r = window_place(w, dev, bytes, &addr, &c);
+        if (r != CUDA_SUCCESS && w->no_room) *fallback = FALLBACK_NO_ROOM;
+    }
     struct record rec = {.addr = addr, .size = bytes, .pitch = pitch, .id = ID_BASE + ++next_id,
                          .kind = kind, .dev = dev, .ctx = ctx, .chunk = c};
     if (r == CUDA_SUCCESS && rec_add(&rec) != 0) {
@@ -528,12 +548,34 @@ static CUresult window_alloc(CUdeviceptr *p, uint64_t bytes, enum window_kind ki
     return r;
 }
 
+/* The driver's answer to a request the window did not place. Memory the
+ * driver placed because the window had no room cannot be reproduced at
+ * the same address elsewhere: the session can no longer move. */
+static CUresult driver_alloc_done(CUresult r, enum fallback why, uint64_t bytes)
+{
+    if (why != FALLBACK_NO_ROOM) return r;
+    CUdevice dev = -1;
+    orig.cuCtxGetDevice(&dev);
+    uint64_t size = cfg.size; /* every device's window has this size */
+    if (r == CUDA_SUCCESS) {
+        block(WINDOW_BLOCK_NO_ROOM);
+        LOG_WARN("device %d: %llu bytes do not fit its memory window (%llu bytes); the driver placed them, and this "
+                 "session cannot move to another server; raise --window-size",
+                 dev, (unsigned long long)bytes, (unsigned long long)size);
+    } else {
+        LOG_INFO("device %d: %llu bytes do not fit its memory window (%llu bytes); the driver refused them too "
+                 "(CUresult %d), which the application gets",
+                 dev, (unsigned long long)bytes, (unsigned long long)size, (int)r);
+    }
+    return r;
+}
+
 static CUresult win_cuMemAlloc_v2(CUdeviceptr *p, size_t bytes)
 {
     if (p == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    int fallback;
+    enum fallback fallback;
     CUresult r = window_alloc(p, bytes, WINDOW_ALLOC, 0, &fallback);
-    return fallback ? orig.cuMemAlloc_v2(p, bytes) : r;
+    return fallback ? driver_alloc_done(orig.cuMemAlloc_v2(p, bytes), fallback, bytes) : r;
 }
 
 /* The driver's row pitch for a device, learnt once from the driver itself
@@ -571,9 +613,9 @@ static CUresult win_cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t wid
     if (r != CUDA_SUCCESS) return r;
     rowp = round_up(width, align);
     if (rowp < width || __builtin_mul_overflow(rowp, (uint64_t)height, &bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    int fallback;
+    enum fallback fallback;
     r = window_alloc(p, bytes, WINDOW_PITCH, rowp, &fallback);
-    if (fallback) return orig.cuMemAllocPitch_v2(p, pitch, width, height, elem);
+    if (fallback) return driver_alloc_done(orig.cuMemAllocPitch_v2(p, pitch, width, height, elem), fallback, bytes);
     if (r == CUDA_SUCCESS) *pitch = rowp;
     return r;
 }

@@ -65,6 +65,8 @@ extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
@@ -1225,6 +1227,9 @@ static CUresult gen_srv_cuDeviceUnregisterAsyncNotification(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuDeviceUnregisterAsyncNotification(device, (CUasyncCallbackHandle)callback_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, callback_id);
+    }
 done:
     return r;
 }
@@ -4021,6 +4026,9 @@ static CUresult gen_srv_cuLogsUnregisterCallback(srv_call *call)
     if (r != CUDA_SUCCESS)
         goto done;
     r = real.cuLogsUnregisterCallback((CUlogsCallbackHandle)callback_h);
+    if (r == CUDA_SUCCESS) {
+        handle_drop(call->s, callback_id);
+    }
 done:
     return r;
 }
@@ -4233,6 +4241,49 @@ static CUresult gen_srv_cuMemAlloc_v2(srv_call *call)
         if (dptr_p)
             wb_put_u64(&call->out, (uint64_t)(dptr_v));
     }
+    return r;
+}
+
+static CUresult gen_srv_cuMemBatchDecompressAsync(srv_call *call)
+{
+    uint8_t paramsArray_p = wr_u8(&call->in);
+    uint64_t paramsArray_n = paramsArray_p ? wr_u64(&call->in) : 0;
+    const void *paramsArray_w = paramsArray_p && paramsArray_n <= SCUDA_MAX_FRAME / sizeof(CUmemDecompressParams) ? wr_view(&call->in, (size_t)paramsArray_n * sizeof(CUmemDecompressParams)) : NULL;
+    if (paramsArray_p && paramsArray_w == NULL && paramsArray_n != 0)
+        call->in.bad = 1;
+    size_t count = (size_t)wr_u64(&call->in);
+    unsigned int flags = (unsigned int)wr_u32(&call->in);
+    uint8_t errorIndex_p = wr_u8(&call->in);
+    size_t errorIndex_v;
+    memset(&errorIndex_v, 0, sizeof errorIndex_v);
+    uint64_t stream_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (paramsArray_p && paramsArray_n != (uint64_t)(size_t)(count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuMemBatchDecompressAsync == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    CUmemDecompressParams *paramsArray_a = NULL;
+    void *stream_h = NULL;
+    if (paramsArray_p) {
+        paramsArray_a = alloc_n(paramsArray_n, sizeof *paramsArray_a);
+        if (paramsArray_a == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (paramsArray_n)
+            memcpy(paramsArray_a, paramsArray_w, (size_t)paramsArray_n * sizeof *paramsArray_a);
+    }
+    r = handle_get(call->s, stream_id, HK_STREAM, &stream_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuMemBatchDecompressAsync(paramsArray_a, count, flags, errorIndex_p ? &errorIndex_v : NULL, (CUstream)stream_h);
+    call->out_on_error = 1; /* the driver's outputs say which element failed */
+    if (errorIndex_p)
+            wb_put_u64(&call->out, (uint64_t)(errorIndex_v));
+done:
+    free(paramsArray_a);
     return r;
 }
 
@@ -6575,6 +6626,29 @@ static CUresult gen_srv_cuOccupancyMaxPotentialClusterSize(srv_call *call)
     }
 done:
     free(config_a);
+    return r;
+}
+
+static CUresult gen_srv_cuParamSetTexRef(srv_call *call)
+{
+    uint64_t hfunc_id = wr_u64(&call->in);
+    int texunit = (int)wr_i32(&call->in);
+    uint64_t hTexRef_id = wr_u64(&call->in);
+    if (!wr_ok_end(&call->in))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (real.cuParamSetTexRef == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    void *hfunc_h = NULL;
+    void *hTexRef_h = NULL;
+    r = handle_get(call->s, hfunc_id, HK_FUNCTION, &hfunc_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = handle_get(call->s, hTexRef_id, HK_TEXREF, &hTexRef_h);
+    if (r != CUDA_SUCCESS)
+        goto done;
+    r = real.cuParamSetTexRef((CUfunction)hfunc_h, texunit, (CUtexref)hTexRef_h);
+done:
     return r;
 }
 
@@ -9140,6 +9214,10 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuGraphDebugDotPrint] = {"cuGraphDebugDotPrint", srv_cuGraphDebugDotPrint, 0, 0, 0, 0},
     [OP_scuda_user_object_create] = {"scuda_user_object_create", srv_scuda_user_object_create, 0, 0, 0, 0},
     [OP_scuda_graph_add_node] = {"scuda_graph_add_node", srv_scuda_graph_add_node, 0, 0, 0, 0},
+    [OP_cuParamSetTexRef] = {"cuParamSetTexRef", gen_srv_cuParamSetTexRef, 0, 0, 0, 0},
+    [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
+    [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
+    [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -143,6 +143,8 @@ static void enqueue(uint8_t kind, uint64_t id, const void *data, size_t n)
                  "receives them at its next synchronizing call");
 }
 
+void graph_host_queue(uint8_t kind, uint64_t id, const void *data, size_t n) { enqueue(kind, id, data, n); }
+
 void graph_host_forward(struct session *s)
 {
     pthread_mutex_lock(&queue_lock);

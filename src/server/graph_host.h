@@ -22,6 +22,9 @@ struct session;
 void graph_host_install(struct driver_table *t);
 /* Send the host work queued by replays (call with no lock held). */
 void graph_host_forward(struct session *s);
+/* Queue host work of another kind (HOST_WORK_LOG, srv_logs.c) for the
+ * client, sent with the next reply; may run on a driver thread. */
+void graph_host_queue(uint8_t kind, uint64_t id, const void *data, size_t n);
 
 /* A memcpy node's host side: a pinned staging buffer of the host side's
  * extent, split into records of at most SCUDA_CHUNK bytes with the

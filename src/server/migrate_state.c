@@ -103,6 +103,8 @@ static void explain_window(char *why, size_t whylen)
         add_reason(why, whylen, "an address reservation outside the window was placed by the driver");
     if (w & WINDOW_BLOCK_NO_WINDOW)
         add_reason(why, whylen, "the memory window was taken, so the driver placed memory (see --window-base)");
+    if (w & WINDOW_BLOCK_NO_ROOM)
+        add_reason(why, whylen, "an allocation did not fit the memory window, so the driver placed it (see --window-size)");
     migrate_vmm_explain(why, whylen);
 }
 

@@ -77,6 +77,9 @@ extern pthread_cond_t si_done_cv; /* broadcast when work completes */
 extern pthread_cond_t si_exec_cv; /* wakes the executor */
 void si_enter(void);
 void si_leave(void);
+/* a driver log entry (standin_logs.c), printf-style, without the newline;
+ * the lock must be held */
+void si_log_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* waits on si_done_cv (the lock must be held) */
 void si_wait_done(void);
 /* true inside a stream callback / host function (CUDA calls forbidden) */
@@ -583,6 +586,10 @@ typedef struct si_texview {
 bool si_texobj_view(uint64_t obj, bool surface, si_texview *v);
 /* The module's texture reference `name` as a view; false if unbound or unknown. Lock held. */
 bool si_texref_view(si_module *m, const char *name, si_texview *v);
+/* h is a texture reference (a module's or cuTexRefCreate's); the lock held */
+bool si_texref_live(CUtexref h);
+/* standin_notify.c: a device's allocations grew: notify when over budget (lock held) */
+void si_budget_check(int dev);
 CUresult si_module_global(si_module *m, const char *name, CUdeviceptr *dptr, size_t *bytes);
 /* out[i] = the 4 words tex(coords[i]) returns, i < n; false: out of bounds */
 bool si_tex_sample_exec(const si_texview *v, uint64_t out, uint64_t coords, uint64_t n);

@@ -319,6 +319,7 @@ CUresult si_dev_alloc(si_ctx *c, size_t size, int kind, si_module *owner, si_all
     a->owner = owner;
     si_alloc_insert(a);
     d->used += size;
+    si_budget_check(c->dev);
     *out = a;
     return CUDA_SUCCESS;
 }
@@ -377,6 +378,8 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     si_alloc *a = NULL;
     if (!rc)
         rc = si_dev_alloc(c, bytesize, SI_AK_DEVICE, NULL, &a);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) /* the driver logs why, as here */
+        si_log_add("[stand-in] cuMemAlloc: out of memory: %zu bytes requested", bytesize);
     if (!rc)
         *dptr = (CUdeviceptr)a->base;
     si_leave();

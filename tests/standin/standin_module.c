@@ -1321,6 +1321,22 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
     return rc;
 }
 
+/* The pre-CUDA-4 binding of a texture reference to a function's launch:
+ * only the default unit exists; the reference reads what its module binds
+ * (as on the driver), so the stand-in checks and keeps nothing more. */
+CUresult CUDAAPI cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
+{
+    si_enter();
+    si_func *f = NULL;
+    CUresult rc = si_func_arg(hfunc, &f);
+    if (!rc && texunit != CU_PARAM_TR_DEFAULT)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && !si_texref_live(hTexRef))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    si_leave();
+    return rc;
+}
+
 CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     si_enter();

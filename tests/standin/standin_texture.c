@@ -327,6 +327,12 @@ CUresult CUDAAPI cuTexRefCreate(CUtexref *pTexRef)
     return rc;
 }
 
+bool si_texref_live(CUtexref h)
+{
+    si_texref *t = (si_texref *)h;
+    return t && si_hset_has(&si_texrefs, t) && !t->surface;
+}
+
 CUresult CUDAAPI cuTexRefDestroy(CUtexref h)
 {
     si_enter();

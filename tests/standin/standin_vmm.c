@@ -130,6 +130,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
         si_physes = p;
         d->used += size;
         *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+        si_budget_check(prop->location.id);
     }
     si_leave();
     return rc;

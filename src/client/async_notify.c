@@ -1,0 +1,87 @@
+/* async_notify.c - cuDeviceRegisterAsyncNotification: the callback is
+ * client code. The client keeps it under an id; the session registers its
+ * own callback with the driver and sends each notification back as host
+ * work (HOST_WORK_NOTIFY, src/server/srv_async_notify.c), which the
+ * connection's reader runs here, before the reply of the next call that
+ * waits for the session (the driver notifies on a thread of its own, so
+ * natively too the callback runs at a moment of the driver's choosing).
+ * cuDeviceUnregisterAsyncNotification is generated; its hook forgets the
+ * record once the session's driver has dropped the registration. */
+#include <stdlib.h>
+
+#include "capture.h"
+#include "hooks.h"
+#include "rpc.h"
+#include "shim.h"
+#include "../common/idmap.h"
+#include "../common/log.h"
+#include "../common/messages.gen.h"
+#include "../common/ops.gen.h"
+#include "../common/transport.h"
+#include "../common/wire.h"
+
+struct notify_callback {
+    CUasyncCallback fn;
+    void *user;
+};
+
+static struct idmap callbacks = IDMAP_INIT;
+
+EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData,
+                                                  CUasyncCallbackHandle *callback)
+{
+    SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
+    if (!callbackFunc || !callback) return CUDA_ERROR_INVALID_VALUE;
+    struct notify_callback *cb = malloc(sizeof *cb);
+    uint64_t id = handle_new_id();
+    if (!cb || idmap_put(&callbacks, id, 0, cb) != 0) {
+        free(cb);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cb->fn = callbackFunc, cb->user = userData;
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_async_register);
+    msg_scuda_async_register_req_put(&c.req, &(struct msg_scuda_async_register_req){.dev = device, .callback = id});
+    CUresult r = rpc_sync(&c);
+    rpc_end(&c);
+    if (r != CUDA_SUCCESS) {
+        free(idmap_del(&callbacks, id));
+        return r;
+    }
+    *callback = (CUasyncCallbackHandle)handle_from_id(id);
+    return CUDA_SUCCESS;
+}
+
+CUresult hook_cuDeviceUnregisterAsyncNotification(CUresult r, CUdevice device, CUasyncCallbackHandle callback)
+{
+    (void)device;
+    if (r == CUDA_SUCCESS) free(idmap_del(&callbacks, (uint64_t)(uintptr_t)callback));
+    return r;
+}
+
+int async_notify_deliver(int fd, uint64_t id, size_t len)
+{
+    uint8_t body[12];
+    if (len != sizeof body) { /* not what this build's session sends: skip it */
+        LOG_WARN("async notification for callback %llu of %zu bytes dropped", (unsigned long long)id, len);
+        while (len > 0) {
+            size_t n = len < sizeof body ? len : sizeof body;
+            if (io_read_full(fd, body, n) != 0) return -1;
+            len -= n;
+        }
+        return 0;
+    }
+    if (io_read_full(fd, body, sizeof body) != 0) return -1;
+    void *v = NULL;
+    struct notify_callback *cb = idmap_get(&callbacks, id, NULL, &v) ? v : NULL;
+    if (!cb) {
+        LOG_WARN("async notification for unknown callback %llu dropped", (unsigned long long)id);
+        return 0;
+    }
+    wire_reader in;
+    wr_init(&in, body, sizeof body);
+    CUasyncNotificationInfo info = {.type = (CUasyncNotificationType)wr_u32(&in)};
+    info.info.overBudget.bytesOverBudget = wr_u64(&in);
+    cb->fn(&info, cb->user, (CUasyncCallbackHandle)handle_from_id(id));
+    return 0;
+}

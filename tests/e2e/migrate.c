@@ -1151,8 +1151,25 @@ static int file_within(const char *path, const char *needle, unsigned ms)
     }
 }
 
+/* The client's note that it moved (and its NVML shim's, if checked) is
+ * written once its resume is done, a moment after B logs the resume: wait
+ * for it rather than race it. */
+static int moved_note_within(const char *path, unsigned ms)
+{
+    uint64_t until = h_now_ms() + ms;
+    for (;;) {
+        char *text = h_read_file(path, &(size_t){0});
+        const char *nvml = strstr(text, "[nvml ");
+        int found = strstr(text, "session moved from") && (!idle_nvml || (nvml && strstr(nvml, "session moved from")));
+        free(text);
+        if (found || h_now_ms() >= until) return found;
+        h_sleep_ms(20);
+    }
+}
+
 static void finish_idle_client(pid_t child, const char *err_path, const char *what)
 {
+    if (!idle_lost) moved_note_within(err_path, FOLLOW_MS);
     char *err = h_read_file(err_path, &(size_t){0});
     CHECK(idle_lost || strstr(err, "session moved from"), "the client moved before its next call: %s", err);
     CHECK(!idle_nvml || (strstr(err, "[nvml ") && strstr(strstr(err, "[nvml "), "session moved from")),

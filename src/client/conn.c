@@ -132,7 +132,27 @@ static CUresult handshake_fail(const char *what, const char *fix)
     return CUDA_ERROR_NO_DEVICE;
 }
 
-static CUresult read_welcome(void)
+/* The client's CUDA_VISIBLE_DEVICES, for the server to apply as the real
+ * driver would (set but empty counts: no devices). *sends is 0 when the
+ * variable is unset. A server too old to apply it is refused here:
+ * ignoring it would hand the program the GPUs it excluded (another job's,
+ * say). */
+static CUresult visible_request(uint16_t server_flags, uint8_t req[VISIBLE_REQ_LEN], int *sends)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    *sends = 0;
+    if (v == NULL) return CUDA_SUCCESS;
+    if (!(server_flags & HELLO_SERVER_VISIBLE))
+        return handshake_fail("the server cannot apply this client's CUDA_VISIBLE_DEVICES (it is older than this "
+                              "client)",
+                              "upgrade the server, or unset CUDA_VISIBLE_DEVICES to use every GPU it serves");
+    char why[256];
+    if (hello_visible_request(req, v, why, sizeof why) != 0) return handshake_fail(why, "then run the program again");
+    *sends = 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult read_welcome(int sent_visible)
 {
     uint32_t status;
     char msg[256];
@@ -148,6 +168,9 @@ static CUresult read_welcome(void)
             [WELCOME_INTERNAL] = "check the server's log",
         };
         const char *fix = status < sizeof fixes / sizeof fixes[0] && fixes[status] ? fixes[status] : "check the server's log";
+        if (status == WELCOME_NO_DEVICE && sent_visible)
+            fix = "check CUDA_VISIBLE_DEVICES: its indices count the server's GPUs as `scuda info` lists them "
+                  "without it, and an empty value means no GPU";
         char what[512];
         snprintf(what, sizeof what, "refused: %s", msg[0] ? msg : "no reason given");
         return handshake_fail(what, fix);
@@ -181,13 +204,19 @@ CUresult conn_open(const char *addr)
     if (sendq_start(conn.fd, on_writer_error) != 0) LOG_WARN("no writer thread: every call is written directly");
 
     uint8_t nonce[SCUDA_NONCE_LEN];
-    int hr = hello_read_server(conn.fd, CONNECT_TIMEOUT_MS, nonce, err, sizeof err);
+    uint16_t server_flags = 0;
+    int hr = hello_read_server_judged(conn.fd, CONNECT_TIMEOUT_MS, nonce, &server_flags, err, sizeof err);
     if (hr != 0)
         return handshake_fail(err, hr == -2 ? "use a client and server of the same SCUDA version"
                                             : "check the address and port");
-    if (hello_send_client(conn.fd, 0, ~0ull /* every device the server offers */, scuda_token(), nonce, NULL, 0) != 0)
+    uint8_t visible[VISIBLE_REQ_LEN];
+    int sends_visible = 0;
+    CUresult vr = visible_request(server_flags, visible, &sends_visible);
+    if (vr != CUDA_SUCCESS) return vr;
+    if (hello_send_client(conn.fd, sends_visible ? HELLO_VISIBLE_DEVICES : 0, ~0ull /* every device the server offers */,
+                          scuda_token(), nonce, sends_visible ? visible : NULL, sends_visible ? sizeof visible : 0) != 0)
         return handshake_fail("connection closed during the handshake", "check the server's log");
-    return read_welcome();
+    return read_welcome(sends_visible);
 }
 
 /* ---- failure ---------------------------------------------------------- */

@@ -49,6 +49,13 @@ static int greeting_lost(char *err, size_t errlen)
 int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], struct scuda_opset *server,
                            char *err, size_t errlen)
 {
+    uint16_t flags;
+    return hello_read_server_flags(fd, timeout_ms, nonce, &flags, server, err, errlen);
+}
+
+int hello_read_server_flags(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], uint16_t *flags,
+                            struct scuda_opset *server, char *err, size_t errlen)
+{
     /* The head first: a server of another version sends another tail,
      * and waiting for ours would turn its clear refusal into a timeout. */
     uint8_t hello[SERVER_HELLO_LEN];
@@ -57,7 +64,7 @@ int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN
     wr_init(&r, hello, SERVER_HELLO_HEAD_LEN);
     uint32_t magic = wr_u32(&r);
     uint16_t version = wr_u16(&r);
-    (void)wr_u16(&r); /* flags: nothing the client acts on */
+    *flags = wr_u16(&r); /* what the server takes, for information */
     if (magic != SCUDA_MAGIC) return why_fail(err, errlen, "not a SCUDA server");
     if (version != SCUDA_PROTOCOL_VERSION) {
         snprintf(err, errlen, "the server speaks protocol v%u, this client (SCUDA %s) v%u", version,
@@ -76,8 +83,15 @@ int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN
 
 int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen)
 {
+    uint16_t flags;
+    return hello_read_server_judged(fd, timeout_ms, nonce, &flags, err, errlen);
+}
+
+int hello_read_server_judged(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], uint16_t *flags, char *err,
+                             size_t errlen)
+{
     struct scuda_opset server, self;
-    int rc = hello_read_server_info(fd, timeout_ms, nonce, &server, err, errlen);
+    int rc = hello_read_server_flags(fd, timeout_ms, nonce, flags, &server, err, errlen);
     if (rc != 0) return rc;
     enum opset_verdict v = opset_judge('c', &server);
     if (v != OPSET_SERVER_OLDER && v != OPSET_DIVERGED) return 0; /* else the server judges too */
@@ -109,6 +123,29 @@ int hello_send_client(int fd, uint16_t flags, uint64_t device_mask, const char *
     int rc = b.oom ? (errno = ENOMEM, -1) : io_write_full(fd, b.data, b.len);
     wb_free(&b);
     return rc;
+}
+
+static int printable(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e) return 0;
+    return 1;
+}
+
+int hello_visible_request(uint8_t req[VISIBLE_REQ_LEN], const char *value, char *err, size_t errlen)
+{
+    size_t len = strlen(value);
+    if (len > VISIBLE_MAX)
+        return why_fail(err, errlen, "CUDA_VISIBLE_DEVICES is %zu bytes, more than the %d SCUDA forwards; name "
+                                     "fewer GPUs, or name them by index rather than UUID", len, VISIBLE_MAX);
+    if (!printable(value, len))
+        return why_fail(err, errlen, "CUDA_VISIBLE_DEVICES holds a byte that is not printable ASCII; set it to GPU "
+                                     "indices or UUIDs, e.g. 0,1 or GPU-8f6c1d2e-...");
+    memset(req, 0, VISIBLE_REQ_LEN);
+    req[0] = (uint8_t)len;
+    req[1] = (uint8_t)(len >> 8);
+    memcpy(req + 2, value, len);
+    return 0;
 }
 
 void hello_join_request(uint8_t req[BULK_JOIN_LEN], uint32_t pid, uint32_t index,
@@ -237,6 +274,18 @@ void hello_decode_resume_request(const uint8_t in[RESUME_REQ_LEN], struct join_r
 {
     hello_decode_join_request(in, jr);
     memcpy(received, in + BULK_JOIN_LEN, 8);
+}
+
+int hello_decode_visible_request(const uint8_t in[VISIBLE_REQ_LEN], char out[VISIBLE_MAX + 1])
+{
+    size_t len = (size_t)in[0] | (size_t)in[1] << 8;
+    out[0] = '\0';
+    if (len > VISIBLE_MAX || !printable((const char *)in + 2, len)) return -1;
+    for (size_t i = 2 + len; i < VISIBLE_REQ_LEN; i++)
+        if (in[i] != 0) return -1;
+    memcpy(out, in + 2, len);
+    out[len] = '\0';
+    return 0;
 }
 
 long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap)

@@ -26,11 +26,25 @@ struct session_info;
 int hello_read_server_info(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], struct scuda_opset *server,
                            char *err, size_t errlen);
 
+/* The same, with the server_hello's flags (HELLO_SERVER_*) in *flags:
+ * what the server says it takes. */
+int hello_read_server_flags(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], uint16_t *flags,
+                            struct scuda_opset *server, char *err, size_t errlen);
+
 /* hello_read_server_info, then the client's judgement of the server
  * (opset.h): a server that cannot serve this build is told so (a
  * client_hello without a proof, so that its log names both versions) and
  * refused here, -2, with both versions and what to upgrade in err. */
 int hello_read_server(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], char *err, size_t errlen);
+/* The same, with the server_hello's flags in *flags. */
+int hello_read_server_judged(int fd, int timeout_ms, uint8_t nonce[SCUDA_NONCE_LEN], uint16_t *flags, char *err,
+                             size_t errlen);
+
+/* The visible request that follows a HELLO_VISIBLE_DEVICES client_hello:
+ * `value` (the client's CUDA_VISIBLE_DEVICES, possibly empty). Returns 0,
+ * or -1 with the cause and the fix in err when it is longer than
+ * VISIBLE_MAX bytes or not printable ASCII. */
+int hello_visible_request(uint8_t req[VISIBLE_REQ_LEN], const char *value, char *err, size_t errlen);
 
 /* Send a client_hello with `flags` and the proof of `token` (NULL: none)
  * over nonce, followed by `extra` (a join request; may be NULL when
@@ -94,6 +108,11 @@ void hello_decode_client(const uint8_t in[CLIENT_HELLO_LEN], struct client_hello
 void hello_decode_join_request(const uint8_t in[BULK_JOIN_LEN], struct join_request *jr);
 /* Decode RESUME_REQ_LEN bytes: the join request part, then *received. */
 void hello_decode_resume_request(const uint8_t in[RESUME_REQ_LEN], struct join_request *jr, uint64_t *received);
+/* Decode VISIBLE_REQ_LEN bytes into out (NUL-terminated). Returns 0, or
+ * -1 when they are not a visible request as hello_visible_request makes
+ * one (a length beyond VISIBLE_MAX, a byte that is not printable ASCII,
+ * padding that is not zero): the bytes come from the network. */
+int hello_decode_visible_request(const uint8_t in[VISIBLE_REQ_LEN], char out[VISIBLE_MAX + 1]);
 /* A welcome without session info into out (cap bytes). Returns its
  * length, or -1 when it does not fit. */
 long hello_encode_welcome(uint32_t status, const char *msg, uint8_t *out, size_t cap);

@@ -45,6 +45,16 @@
  * HELLO_RESUME   reconnects to a session whose main connection broke (see
  *                 "Resume" below). The client_hello is followed by a
  *                 resume request; no session limit applies.
+ * HELLO_VISIBLE_DEVICES asks for a CUDA session, like 0, and is followed
+ *                 by a visible request { u16 length, length bytes of the
+ *                 client's CUDA_VISIBLE_DEVICES, zeros to VISIBLE_REQ_LEN }
+ *                 (printable ASCII, at most VISIBLE_MAX bytes; length 0:
+ *                 set but empty, no devices). The session composes it with
+ *                 the GPUs the server exposes before its driver loads
+ *                 (docs/architecture.md, 9.22). A client sends it only to
+ *                 a server whose server_hello carries HELLO_SERVER_VISIBLE;
+ *                 an older server's client refuses the connection itself
+ *                 rather than show the program GPUs it excluded.
  * A server that does not know a flag refuses with WELCOME_BAD_VERSION.
  *
  * Migration (docs/architecture.md, 9.17). Server A's session, asked with
@@ -198,6 +208,7 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 /* server_hello flags: for information only, a client sends its proof
  * whether or not they say a token is wanted. */
 #define HELLO_SERVER_TOKEN (1u << 0) /* this server checks a token */
+#define HELLO_SERVER_VISIBLE (1u << 1) /* this server takes HELLO_VISIBLE_DEVICES */
 
 /* client_hello flags (see above). */
 #define HELLO_RAW_ECHO (1u << 0)
@@ -206,6 +217,15 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define HELLO_BULK_JOIN (1u << 2)
 #define HELLO_MIGRATE_IN (1u << 4) /* another server moving a session here (below) */
 #define HELLO_RESUME (1u << 3)
+#define HELLO_VISIBLE_DEVICES (1u << 5) /* a CUDA session, with the client's CUDA_VISIBLE_DEVICES */
+
+/* The visible request (above): a fixed size, so that the parent reads it
+ * like a join request; room for 25 full GPU UUIDs. */
+#define VISIBLE_REQ_LEN 1024
+#define VISIBLE_MAX (VISIBLE_REQ_LEN - 2)
+
+/* Flags that ask for a CUDA session on a GPU (a session moving in too). */
+static inline int hello_wants_cuda_session(uint16_t flags) { return flags == 0 || flags == HELLO_VISIBLE_DEVICES; }
 
 /* Resume (above). */
 #define RESUME_SECRET_LEN 32

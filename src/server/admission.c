@@ -35,13 +35,14 @@ enum adm_state {
     ADM_SEND_SERVER_HELLO,
     ADM_READ_CLIENT_HELLO,
     ADM_READ_JOIN_REQUEST, /* HELLO_BULK_JOIN or HELLO_RESUME: the join or resume request follows */
+    ADM_READ_VISIBLE,      /* HELLO_VISIBLE_DEVICES: the visible request follows */
     ADM_DECIDE,
     ADM_JOIN_WAIT,         /* handed to its session; waiting for the verdict */
     ADM_SEND_REFUSAL,      /* a welcome that refuses, then close */
 };
 
 #define PEER_LEN 96
-#define IO_LEN 512 /* the largest of: server_hello, client_hello, join request, a refusal */
+#define IO_LEN VISIBLE_REQ_LEN /* the largest of: server_hello, client_hello, join, visible request, a refusal */
 
 struct pending {
     int fd;
@@ -60,6 +61,8 @@ struct pending {
     struct client_hello ch;
     struct join_request jr;
     uint64_t resume_received; /* HELLO_RESUME: the session's frames the client has */
+    int visible_bad;          /* HELLO_VISIBLE_DEVICES: the request was malformed */
+    char visible[VISIBLE_MAX + 1];
     char user[TOKEN_NAME_MAX];
 };
 
@@ -283,7 +286,7 @@ void admission_accept(int lfd)
 
 static int known_flags(uint16_t f)
 {
-    return f == 0 || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN ||
+    return hello_wants_cuda_session(f) || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN ||
            f == HELLO_RESUME;
 }
 
@@ -360,14 +363,15 @@ static void admit(struct pending *p)
 {
     /* A TLS link waits in poll() itself and needs a non-blocking socket. */
     if (!tls_of(p->fd)) fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
-    struct admitted a = {.fd = p->fd, .flags = p->ch.flags, .build = p->ch.build, .user = p->user, .peer = p->peer};
+    struct admitted a = {.fd = p->fd, .flags = p->ch.flags, .build = p->ch.build, .user = p->user, .peer = p->peer,
+                         .visible = p->ch.flags == HELLO_VISIBLE_DEVICES ? p->visible : NULL};
     p->fd = -1; /* the callee's now */
     cfg.admit(&a);
     drop(p);
 }
 
 /* A CUDA session, or one moving here: it runs on a GPU (gpu_pool.h). */
-static int uses_gpu(uint16_t flags) { return flags == 0 || flags == HELLO_MIGRATE_IN; }
+static int uses_gpu(uint16_t flags) { return hello_wants_cuda_session(flags) || flags == HELLO_MIGRATE_IN; }
 
 static void decide(struct pending *p)
 {
@@ -393,6 +397,10 @@ static void decide(struct pending *p)
                  ch->flags);
         LOG_WARN("%s (user %s) refused: %s", p->peer, p->user, msg);
         refuse(p, WELCOME_BAD_VERSION, msg, 0);
+    } else if (p->visible_bad) {
+        LOG_WARN("%s (user %s) refused: a malformed CUDA_VISIBLE_DEVICES request", p->peer, p->user);
+        refuse(p, WELCOME_BAD_VERSION, "a malformed CUDA_VISIBLE_DEVICES request (printable ASCII, at most 1022 "
+                                       "bytes); use a client and server of the same SCUDA version", 0);
     } else if (joins_session(ch->flags) && tls_of(p->fd) && p->tp.kind != PREFACE_JOIN) {
         /* Its TLS keys may be in the kernel: the session could not run
          * the join's second TLS session on this socket. */
@@ -463,7 +471,7 @@ static int step(struct pending *p)
     switch (p->state) {
     case ADM_TRANSPORT:
         if (!transport_done(p)) return 0;
-        hello_encode_server(tokens_needed() ? HELLO_SERVER_TOKEN : 0, p->nonce, p->io);
+        hello_encode_server((tokens_needed() ? HELLO_SERVER_TOKEN : 0) | HELLO_SERVER_VISIBLE, p->nonce, p->io);
         expect_bytes(p, ADM_SEND_SERVER_HELLO, SERVER_HELLO_LEN);
         return 1;
     case ADM_SEND_SERVER_HELLO:
@@ -475,6 +483,8 @@ static int step(struct pending *p)
         hello_decode_client(p->io, &p->ch);
         if (p->ch.magic == SCUDA_MAGIC && joins_session(p->ch.flags))
             expect_bytes(p, ADM_READ_JOIN_REQUEST, p->ch.flags == HELLO_RESUME ? RESUME_REQ_LEN : BULK_JOIN_LEN);
+        else if (p->ch.magic == SCUDA_MAGIC && p->ch.flags == HELLO_VISIBLE_DEVICES)
+            expect_bytes(p, ADM_READ_VISIBLE, VISIBLE_REQ_LEN);
         else
             p->state = ADM_DECIDE;
         return 1;
@@ -490,6 +500,11 @@ static int step(struct pending *p)
             drop(p);
             return 0;
         }
+        p->state = ADM_DECIDE;
+        return 1;
+    case ADM_READ_VISIBLE:
+        if ((rc = transfer(p, 0)) <= 0) break;
+        p->visible_bad = hello_decode_visible_request(p->io, p->visible) != 0;
         p->state = ADM_DECIDE;
         return 1;
     case ADM_DECIDE:
@@ -516,7 +531,8 @@ static short wanted_events(const struct pending *p)
     case ADM_TRANSPORT: return p->transport_wants;
     case ADM_SEND_SERVER_HELLO: return POLLOUT;
     case ADM_READ_CLIENT_HELLO:
-    case ADM_READ_JOIN_REQUEST: return POLLIN;
+    case ADM_READ_JOIN_REQUEST:
+    case ADM_READ_VISIBLE: return POLLIN;
     case ADM_SEND_REFUSAL: return now_ms() >= p->refuse_at_ms ? POLLOUT : 0;
     default: return 0;
     }
@@ -526,7 +542,8 @@ static short wanted_events(const struct pending *p)
  * would not say so. */
 static int buffered_input(const struct pending *p)
 {
-    int reading = p->state == ADM_READ_CLIENT_HELLO || p->state == ADM_READ_JOIN_REQUEST;
+    int reading = p->state == ADM_READ_CLIENT_HELLO || p->state == ADM_READ_JOIN_REQUEST ||
+                  p->state == ADM_READ_VISIBLE;
     struct tls_link *l = reading ? tls_of(p->fd) : NULL;
     return l && !tls_drained(l);
 }

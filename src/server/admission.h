@@ -36,10 +36,11 @@ struct admitted {
      * non-blocking, with its link attached (tls_of), which a forked child
      * keeps using and the parent frees with io_close (no close_notify). */
     int fd;
-    uint16_t flags;  /* 0: a session; HELLO_RAW_*: a raw link */
+    uint16_t flags;  /* 0 or HELLO_VISIBLE_DEVICES: a session; HELLO_RAW_*: a raw link */
     uint32_t build;  /* the client's build, for the log */
     const char *user;
     const char *peer;
+    const char *visible; /* the client's CUDA_VISIBLE_DEVICES, checked; NULL when it sent none */
 };
 
 struct admission_config {

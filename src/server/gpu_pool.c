@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "visible_devices.h"
+#include "../common/protocol.h"
 #include "../common/log.h"
 
 #define GPU_NAME_MAX 96
@@ -18,6 +20,11 @@ static struct {
     char name[GPU_POOL_MAX][GPU_NAME_MAX];
     int sessions[GPU_POOL_MAX];
     int entered; /* in a session: the GPU given (GPU_POOL_ALL: the pool) */
+    /* In a session whose client sent its CUDA_VISIBLE_DEVICES: the
+     * client's value, and the list the driver got (visible_devices.h). */
+    int client_given, composed_n;
+    char client[VISIBLE_MAX + 1];
+    char composed[GPU_POOL_MAX * GPU_NAME_MAX];
 } pool = {.entered = GPU_POOL_ALL};
 
 /* Bookings: the parent's sessions that run on one GPU. */
@@ -26,23 +33,6 @@ static struct booking {
     int gpu;
 } *booked;
 static size_t nbooked, capbooked;
-
-/* An index ("2") or a UUID as nvidia-smi -L shows it ("GPU-...", "MIG-...",
- * the older "MIG-GPU-UUID/GI/CI").
- * Checked by shape only: the parent never loads CUDA; a session checks
- * that its driver knows them (gpu_pool_check). */
-static int entry_ok(const char *e, size_t len)
-{
-    if (len == 0 || len >= GPU_NAME_MAX) return 0;
-    int digits = 1;
-    for (size_t i = 0; i < len; i++)
-        if (!isdigit((unsigned char)e[i])) digits = 0;
-    if (digits) return len <= 4;
-    if (len < 5 || (strncmp(e, "GPU-", 4) != 0 && strncmp(e, "MIG-", 4) != 0)) return 0;
-    for (size_t i = 4; i < len; i++)
-        if (!isalnum((unsigned char)e[i]) && e[i] != '-' && e[i] != '/') return 0; /* MIG-GPU-.../1/0 too */
-    return 1;
-}
 
 static int already_named(const char *e, size_t len)
 {
@@ -63,7 +53,7 @@ int gpu_pool_init(const char *list, int max_per_gpu, char *err, size_t errlen)
     }
     for (const char *p = list;;) {
         size_t len = strcspn(p, ",");
-        if (!entry_ok(p, len) || already_named(p, len) || pool.size == GPU_POOL_MAX) {
+        if (!visible_entry_ok(p, len) || len >= GPU_NAME_MAX || already_named(p, len) || pool.size == GPU_POOL_MAX) {
             snprintf(err, errlen, "--gpus '%s': '%.*s' is %s; give GPU indices or UUIDs as CUDA_VISIBLE_DEVICES "
                                   "takes them, e.g. 0,2 or GPU-8f6c1d2e-... (see nvidia-smi -L)",
                      list, (int)(len > 80 ? 80 : len), p,
@@ -132,25 +122,60 @@ int gpu_pool_gpu_of(pid_t pid)
     return GPU_POOL_ALL;
 }
 
-void gpu_pool_enter(int gpu)
+/* The list this server exposes to the session: the pool (or its one GPU)
+ * into list, or the server's own CUDA_VISIBLE_DEVICES, or NULL for every
+ * GPU the driver shows. */
+static const char *server_list(int gpu, char *list, size_t cap)
 {
-    pool.entered = gpu;
-    if (pool.size == 0) return; /* every GPU: the server's own environment decides */
-    char list[GPU_POOL_MAX * GPU_NAME_MAX];
+    if (pool.size == 0) return getenv("CUDA_VISIBLE_DEVICES");
     size_t at = 0;
+    list[0] = '\0';
     for (int i = 0; i < pool.size; i++) {
         if (gpu >= 0 && i != gpu) continue;
-        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? "," : "", pool.name[i]);
+        at += (size_t)snprintf(list + at, cap - at, "%s%s", at ? "," : "", pool.name[i]);
     }
-    setenv("CUDA_VISIBLE_DEVICES", list, 1);
+    return list;
+}
+
+void gpu_pool_enter(int gpu, const char *client_visible)
+{
+    pool.entered = gpu;
+    static char list[GPU_POOL_MAX * GPU_NAME_MAX];
+    const char *server = server_list(gpu, list, sizeof list);
+    if (client_visible) {
+        /* A copy: composing may replace the environment it points into. */
+        char exposed[sizeof list];
+        snprintf(exposed, sizeof exposed, "%s", server ? server : "");
+        pool.client_given = 1;
+        snprintf(pool.client, sizeof pool.client, "%s", client_visible);
+        pool.composed_n = visible_compose(server ? exposed : NULL, client_visible, pool.composed, sizeof pool.composed);
+        setenv("CUDA_VISIBLE_DEVICES", pool.composed, 1);
+        LOG_INFO("the client's CUDA_VISIBLE_DEVICES '%.200s' over %s%.200s%s: the driver is given '%.300s'",
+                 client_visible, server ? "the server's '" : "every GPU", server ? exposed : "", server ? "'" : "",
+                 pool.composed);
+        return;
+    }
+    if (pool.size) setenv("CUDA_VISIBLE_DEVICES", server, 1);
+    /* else every GPU: the server's own environment decides */
+}
+
+int gpu_pool_explain_none(char *msg, size_t msglen)
+{
+    if (!pool.client_given || pool.composed_n > 0) return 0;
+    snprintf(msg, msglen, "no GPU is visible: the client's CUDA_VISIBLE_DEVICES='%.200s' names none of the GPUs "
+                          "this server exposes to it",
+             pool.client);
+    return 1;
 }
 
 int gpu_pool_check(unsigned device_count, char *msg, size_t msglen)
 {
     if (pool.size == 0) return 0;
-    unsigned want = pool.entered >= 0 ? 1u : (unsigned)pool.size;
+    unsigned want = pool.client_given ? (unsigned)pool.composed_n : pool.entered >= 0 ? 1u : (unsigned)pool.size;
     if (device_count >= want) return 0;
-    const char *bad = pool.entered >= 0 ? pool.name[pool.entered] : pool.name[device_count];
+    char bad[GPU_NAME_MAX];
+    if (pool.client_given) visible_entry_at(pool.composed, (int)device_count, bad, sizeof bad);
+    else snprintf(bad, sizeof bad, "%s", pool.entered >= 0 ? pool.name[pool.entered] : pool.name[device_count]);
     snprintf(msg, msglen, "the server's --gpus names GPU %s, which its driver does not show (it shows %u of the %u "
                           "given); the operator must fix --gpus (see nvidia-smi -L)",
              bad, device_count, want);

@@ -48,8 +48,14 @@ int gpu_pool_sessions_on(int i);
 int gpu_pool_gpu_of(pid_t pid);
 
 /* ---- in a forked session, before its driver loads ---- */
-/* Show the driver only what the session may use: CUDA_VISIBLE_DEVICES. */
-void gpu_pool_enter(int gpu);
+/* Show the driver only what the session may use: CUDA_VISIBLE_DEVICES,
+ * the pool's GPUs (or GPU `gpu` of it), with the client's own
+ * CUDA_VISIBLE_DEVICES composed over them when it sent one
+ * (client_visible; NULL: none; visible_devices.h). */
+void gpu_pool_enter(int gpu, const char *client_visible);
+/* 1 with the reason in msg when the client's CUDA_VISIBLE_DEVICES left the
+ * session no GPU (its driver then has none to show), else 0. */
+int gpu_pool_explain_none(char *msg, size_t msglen);
 /* After cuInit: 0 when the driver shows every GPU it was given, else -1
  * with the refusal for the client in msg (a --gpus entry that names no
  * GPU of this machine stops the driver's list there). */

@@ -92,9 +92,10 @@ static void child_main(const struct admitted *a, int ctl, int gpu, int stats_slo
     signal(SIGHUP, SIG_IGN); /* SIGHUP is the parent's: reload, not hang up */
     if (control_fd() >= 0) close(control_fd()); /* the parent's alone */
     session_identity_set(a->user);
-    if (a->flags == 0 || a->flags == HELLO_MIGRATE_IN) gpu_pool_enter(gpu); /* before the driver loads */
+    if (hello_wants_cuda_session(a->flags) || a->flags == HELLO_MIGRATE_IN)
+        gpu_pool_enter(gpu, a->visible); /* before the driver loads */
     if (a->flags == HELLO_MIGRATE_IN) migrate_in_expect(); /* a server moving a session here */
-    else if (a->flags != 0) {
+    else if (!hello_wants_cuda_session(a->flags)) {
         close(ctl);
         LOG_INFO("%s (user %s): raw link %d", a->peer, a->user, (int)getpid());
         raw_link_main(a->fd, a->flags, log_fd);
@@ -115,7 +116,7 @@ static void start_child(const struct admitted *a)
     }
     /* Admission refused the client when every GPU was full; nothing has
      * changed since (one thread), so this finds a place. Raw links use no GPU. */
-    int uses_gpu = a->flags == 0 || a->flags == HELLO_MIGRATE_IN;
+    int uses_gpu = hello_wants_cuda_session(a->flags) || a->flags == HELLO_MIGRATE_IN;
     int gpu = uses_gpu ? gpu_pool_place() : GPU_POOL_ALL;
     int stats_slot = session_stats_open();
     pid_t pid = fork();

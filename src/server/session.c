@@ -1099,6 +1099,11 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         hello_send_welcome(fd, WELCOME_NO_DEVICE, refusal);
         _exit(1);
     }
+    if (r == CUDA_ERROR_NO_DEVICE && gpu_pool_explain_none(refusal, sizeof refusal)) {
+        LOG_INFO("%s", refusal); /* what the client asked for: the driver's answer to it */
+        hello_send_welcome(fd, WELCOME_NO_DEVICE, refusal);
+        _exit(1);
+    }
     if (r != CUDA_SUCCESS) {
         LOG_ERROR("cuInit on the server failed with %d", r);
         char msg[128];

@@ -114,6 +114,17 @@ else
   fi
 fi
 
+# kubernetes-validate (PyPI; Debian packages none): tests/deploy/k8s_check.py
+# checks deploy/k8s/ against the Kubernetes API schema, offline.
+kv_pin=kubernetes-validate==1.37.0
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+  say "installing $kv_pin in $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$kv_pin" ||
+    die "pip could not install $kv_pin into $venv (network? a pip index in /etc/pip.conf?)"
+fi
+
 mkdir -p build-deps
 printf 'CUDA_INCLUDE_DIR=%q\nNVML_INCLUDE_DIR=%q\n' "$(cd "$cuda_inc" && pwd)" "$nvml_inc" >build-deps/env
 say "ready: cuda.h in $cuda_inc, nvml.h in $nvml_inc (build-deps/env)"

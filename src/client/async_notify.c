@@ -7,8 +7,7 @@
  * natively too the callback runs at a moment of the driver's choosing).
  * cuDeviceUnregisterAsyncNotification is generated; its hook forgets the
  * record once the session's driver has dropped the registration. */
-#include <stdlib.h>
-
+#include "callback_table.h"
 #include "capture.h"
 #include "hooks.h"
 #include "rpc.h"
@@ -20,11 +19,6 @@
 #include "../common/transport.h"
 #include "../common/wire.h"
 
-struct notify_callback {
-    CUasyncCallback fn;
-    void *user;
-};
-
 static struct idmap callbacks = IDMAP_INIT;
 
 EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData,
@@ -32,30 +26,20 @@ EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallba
 {
     SHIM_ENTER(cuDeviceRegisterAsyncNotification, (device, callbackFunc, userData, callback));
     if (!callbackFunc || !callback) return CUDA_ERROR_INVALID_VALUE;
-    struct notify_callback *cb = malloc(sizeof *cb);
-    uint64_t id = handle_new_id();
-    if (!cb || idmap_put(&callbacks, id, 0, cb) != 0) {
-        free(cb);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    cb->fn = callbackFunc, cb->user = userData;
+    uint64_t id;
+    if (callback_table_add(&callbacks, (callback_fn)callbackFunc, userData, &id) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call c;
     rpc_begin(&c, OP_scuda_async_register);
     msg_scuda_async_register_req_put(&c.req, &(struct msg_scuda_async_register_req){.dev = device, .callback = id});
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r != CUDA_SUCCESS) {
-        free(idmap_del(&callbacks, id));
-        return r;
-    }
-    *callback = (CUasyncCallbackHandle)handle_from_id(id);
-    return CUDA_SUCCESS;
+    CUresult r = callback_table_register(&callbacks, id, &c);
+    if (r == CUDA_SUCCESS) *callback = (CUasyncCallbackHandle)handle_from_id(id);
+    return r;
 }
 
 CUresult hook_cuDeviceUnregisterAsyncNotification(CUresult r, CUdevice device, CUasyncCallbackHandle callback)
 {
     (void)device;
-    if (r == CUDA_SUCCESS) free(idmap_del(&callbacks, (uint64_t)(uintptr_t)callback));
+    if (r == CUDA_SUCCESS) callback_table_remove(&callbacks, (uint64_t)(uintptr_t)callback);
     return r;
 }
 
@@ -72,9 +56,8 @@ int async_notify_deliver(int fd, uint64_t id, size_t len)
         return 0;
     }
     if (io_read_full(fd, body, sizeof body) != 0) return -1;
-    void *v = NULL;
-    struct notify_callback *cb = idmap_get(&callbacks, id, NULL, &v) ? v : NULL;
-    if (!cb) {
+    struct callback_entry cb;
+    if (!callback_table_find(&callbacks, id, &cb)) {
         LOG_WARN("async notification for unknown callback %llu dropped", (unsigned long long)id);
         return 0;
     }
@@ -82,6 +65,6 @@ int async_notify_deliver(int fd, uint64_t id, size_t len)
     wr_init(&in, body, sizeof body);
     CUasyncNotificationInfo info = {.type = (CUasyncNotificationType)wr_u32(&in)};
     info.info.overBudget.bytesOverBudget = wr_u64(&in);
-    cb->fn(&info, cb->user, (CUasyncCallbackHandle)handle_from_id(id));
+    ((CUasyncCallback)cb.fn)(&info, cb.user, (CUasyncCallbackHandle)handle_from_id(id));
     return 0;
 }

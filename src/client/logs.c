@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "callback_table.h"
 #include "capture.h"
 #include "hooks.h"
 #include "rpc.h"
@@ -65,40 +66,25 @@ EXPORT CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile
 
 /* ---- callbacks ----------------------------------------------------------- */
 
-struct log_callback {
-    CUlogsCallback fn;
-    void *user;
-};
-
 static struct idmap callbacks = IDMAP_INIT;
 
 EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)
 {
     SHIM_ENTER(cuLogsRegisterCallback, (callbackFunc, userData, callback_out));
     if (!callbackFunc || !callback_out) return CUDA_ERROR_INVALID_VALUE;
-    struct log_callback *cb = malloc(sizeof *cb);
-    uint64_t id = handle_new_id();
-    if (!cb || idmap_put(&callbacks, id, 0, cb) != 0) {
-        free(cb);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    cb->fn = callbackFunc, cb->user = userData;
+    uint64_t id;
+    if (callback_table_add(&callbacks, (callback_fn)callbackFunc, userData, &id) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call c;
     rpc_begin(&c, OP_scuda_logs_register);
     msg_scuda_logs_register_req_put(&c.req, &(struct msg_scuda_logs_register_req){.callback = id});
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
-    if (r != CUDA_SUCCESS) {
-        free(idmap_del(&callbacks, id));
-        return r;
-    }
-    *callback_out = (CUlogsCallbackHandle)handle_from_id(id);
-    return CUDA_SUCCESS;
+    CUresult r = callback_table_register(&callbacks, id, &c);
+    if (r == CUDA_SUCCESS) *callback_out = (CUlogsCallbackHandle)handle_from_id(id);
+    return r;
 }
 
 CUresult hook_cuLogsUnregisterCallback(CUresult r, CUlogsCallbackHandle callback)
 {
-    if (r == CUDA_SUCCESS) free(idmap_del(&callbacks, (uint64_t)(uintptr_t)callback));
+    if (r == CUDA_SUCCESS) callback_table_remove(&callbacks, (uint64_t)(uintptr_t)callback);
     return r;
 }
 
@@ -112,16 +98,15 @@ int logs_deliver(int fd, uint64_t id, size_t len)
         free(line);
         return -1;
     }
-    void *v = NULL;
-    struct log_callback *cb = idmap_get(&callbacks, id, NULL, &v) ? v : NULL;
-    if (len < 4 || !cb) {
+    struct callback_entry cb;
+    if (len < 4 || !callback_table_find(&callbacks, id, &cb)) {
         LOG_WARN("driver log line for unknown callback %llu dropped", (unsigned long long)id);
     } else {
         wire_reader in;
         wr_init(&in, line, 4);
         uint32_t level = wr_u32(&in);
         line[len] = '\0';
-        cb->fn(cb->user, (CUlogLevel)level, line + 4, len - 4);
+        ((CUlogsCallback)cb.fn)(cb.user, (CUlogLevel)level, line + 4, len - 4);
     }
     free(line);
     return 0;

@@ -34,18 +34,21 @@ static void note_array(CUarray a)
         migrate_block(MIGRATE_BLOCK_LOST_NOTE);
 }
 
-static CUresult noting_array_create(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+/* The driver's answer to an array's creation: when it made one, note it. */
+static CUresult noted_array(CUresult r, const CUarray *a)
 {
-    CUresult r = orig_array_create(a, d);
     if (r == CUDA_SUCCESS && a && *a) note_array(*a);
     return r;
 }
 
+static CUresult noting_array_create(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    return noted_array(orig_array_create(a, d), a);
+}
+
 static CUresult noting_array3d_create(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    CUresult r = orig_array3d_create(a, d);
-    if (r == CUDA_SUCCESS && a && *a) note_array(*a);
-    return r;
+    return noted_array(orig_array3d_create(a, d), a);
 }
 
 static CUresult noting_array_destroy(CUarray a)
@@ -55,34 +58,28 @@ static CUresult noting_array_destroy(CUarray a)
     return r;
 }
 
+/* The driver's answer to a texture or surface object's creation (delta 1)
+ * or destruction (-1): when it did so, count it. */
+static CUresult counted(CUresult rc, long delta)
+{
+    if (rc == CUDA_SUCCESS) live_objects += delta;
+    return rc;
+}
+
 static CUresult counting_tex_create(CUtexObject *o, const CUDA_RESOURCE_DESC *r, const CUDA_TEXTURE_DESC *t,
                                     const CUDA_RESOURCE_VIEW_DESC *v)
 {
-    CUresult rc = orig_tex_create(o, r, t, v);
-    if (rc == CUDA_SUCCESS) live_objects++;
-    return rc;
+    return counted(orig_tex_create(o, r, t, v), 1);
 }
 
-static CUresult counting_tex_destroy(CUtexObject o)
-{
-    CUresult rc = orig_tex_destroy(o);
-    if (rc == CUDA_SUCCESS) live_objects--;
-    return rc;
-}
+static CUresult counting_tex_destroy(CUtexObject o) { return counted(orig_tex_destroy(o), -1); }
 
 static CUresult counting_surf_create(CUsurfObject *o, const CUDA_RESOURCE_DESC *r)
 {
-    CUresult rc = orig_surf_create(o, r);
-    if (rc == CUDA_SUCCESS) live_objects++;
-    return rc;
+    return counted(orig_surf_create(o, r), 1);
 }
 
-static CUresult counting_surf_destroy(CUsurfObject o)
-{
-    CUresult rc = orig_surf_destroy(o);
-    if (rc == CUDA_SUCCESS) live_objects--;
-    return rc;
-}
+static CUresult counting_surf_destroy(CUsurfObject o) { return counted(orig_surf_destroy(o), -1); }
 
 void migrate_arrays_install(struct driver_table *t)
 {

@@ -14,6 +14,7 @@
 #include "migrate_graphs.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,6 +447,19 @@ static CUresult noting_exec_destroy(CUgraphExec e)
     return r;
 }
 
+/* Notes an executable graph node's new parameters: rec and tail when
+ * described (the node could be described), else that the change cannot
+ * move, with why (w, or no memory when w is empty). */
+static void note_described_change(CUgraphExec e, CUgraphNode n, uint32_t call, const char *api, bool described,
+                                  const struct node_rec *rec, const struct blob *tail, const char *w)
+{
+    size_t len = 0;
+    uint8_t *data = described ? record_bytes(rec, tail, &len) : NULL;
+    char what[200];
+    snprintf(what, sizeof what, "%s: %s", api, w[0] ? w : "out of host memory");
+    note_change(e, n, call, data, len, what);
+}
+
 static CUresult noting_kernel_set(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult r = orig_kernel_set(e, n, p);
@@ -453,13 +467,10 @@ static CUresult noting_kernel_set(CUgraphExec e, CUgraphNode n, const CUDA_KERNE
     struct node_rec rec;
     struct blob args = {0};
     char w[160] = "";
-    size_t len = 0;
     memset(&rec, 0, sizeof rec);
     rec.type = CU_GRAPH_NODE_TYPE_KERNEL;
-    uint8_t *data = p && describe_kernel_params(*p, &rec, &args, w, sizeof w) == 0 ? record_bytes(&rec, &args, &len) : NULL;
-    char what[200];
-    snprintf(what, sizeof what, "cuGraphExecKernelNodeSetParams: %s", w[0] ? w : "out of host memory");
-    note_change(e, n, CH_KERNEL, data, len, what);
+    bool described = p && describe_kernel_params(*p, &rec, &args, w, sizeof w) == 0;
+    note_described_change(e, n, CH_KERNEL, "cuGraphExecKernelNodeSetParams", described, &rec, &args, w);
     free(args.p);
     return r;
 }
@@ -489,14 +500,11 @@ static CUresult noting_memcpy_set(CUgraphExec e, CUgraphNode n, const CUDA_MEMCP
     struct node_rec rec;
     struct blob none = {0};
     char w[160] = "";
-    size_t len = 0;
     memset(&rec, 0, sizeof rec);
     rec.type = CU_GRAPH_NODE_TYPE_MEMCPY;
     if (p) rec.copy = *p;
-    uint8_t *data = p && describe_copy(&rec, w, sizeof w) == 0 ? record_bytes(&rec, &none, &len) : NULL;
-    char what[200];
-    snprintf(what, sizeof what, "cuGraphExecMemcpyNodeSetParams: %s", w[0] ? w : "out of host memory");
-    note_change(e, n, CH_MEMCPY, data, len, what);
+    bool described = p && describe_copy(&rec, w, sizeof w) == 0;
+    note_described_change(e, n, CH_MEMCPY, "cuGraphExecMemcpyNodeSetParams", described, &rec, &none, w);
     return r;
 }
 

@@ -403,33 +403,24 @@ static CUresult seq_cuEventCreate(CUevent *e, unsigned flags)
     return r;
 }
 
+/* The driver's answer to a destroy: when it destroyed, so ends the
+ * creation's note. */
+static CUresult noted_destruction(CUresult r, uint8_t kind, const void *real)
+{
+    if (r == CUDA_SUCCESS) note_destruction(kind, real);
+    return r;
+}
+
 static CUresult seq_cuStreamDestroy_v2(CUstream st)
 {
-    CUresult r = orig.cuStreamDestroy_v2(st);
-    if (r == CUDA_SUCCESS) note_destruction(MIG_STREAM, st);
-    return r;
+    return noted_destruction(orig.cuStreamDestroy_v2(st), MIG_STREAM, st);
 }
 
-static CUresult seq_cuStreamDestroy(CUstream st)
-{
-    CUresult r = orig.cuStreamDestroy(st);
-    if (r == CUDA_SUCCESS) note_destruction(MIG_STREAM, st);
-    return r;
-}
+static CUresult seq_cuStreamDestroy(CUstream st) { return noted_destruction(orig.cuStreamDestroy(st), MIG_STREAM, st); }
 
-static CUresult seq_cuEventDestroy_v2(CUevent e)
-{
-    CUresult r = orig.cuEventDestroy_v2(e);
-    if (r == CUDA_SUCCESS) note_destruction(MIG_EVENT, e);
-    return r;
-}
+static CUresult seq_cuEventDestroy_v2(CUevent e) { return noted_destruction(orig.cuEventDestroy_v2(e), MIG_EVENT, e); }
 
-static CUresult seq_cuEventDestroy(CUevent e)
-{
-    CUresult r = orig.cuEventDestroy(e);
-    if (r == CUDA_SUCCESS) note_destruction(MIG_EVENT, e);
-    return r;
-}
+static CUresult seq_cuEventDestroy(CUevent e) { return noted_destruction(orig.cuEventDestroy(e), MIG_EVENT, e); }
 
 /* A destroyed context takes its streams and events with it: no other
  * server has that context to make them in, and their handle values are

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "dispatch.h"
-#include "graph_host.h"
+#include "srv_callback.h"
 #include "../common/messages.gen.h"
 #include "../common/protocol.h"
 #include "../common/wire.h"
@@ -26,8 +26,7 @@ static void CUDA_CB notified(CUasyncNotificationInfo *info, void *data, CUasyncC
     wb_init(&w);
     wb_put_u32(&w, (uint32_t)info->type);
     wb_put_u64(&w, info->type == CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET ? info->info.overBudget.bytesOverBudget : 0);
-    if (!w.oom) graph_host_queue(HOST_WORK_NOTIFY, (uint64_t)(uintptr_t)data, w.data, w.len);
-    wb_free(&w);
+    srv_callback_send(HOST_WORK_NOTIFY, data, &w);
 }
 
 CUresult srv_scuda_async_register(srv_call *c)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "graph_host.h"
+#include "srv_callback.h"
 #include "../common/messages.gen.h"
 #include "../common/protocol.h"
 #include "../common/wire.h"
@@ -28,8 +28,7 @@ static void CUDA_CB log_line(void *data, CUlogLevel level, char *message, size_t
     wb_init(&line);
     wb_put_u32(&line, (uint32_t)level);
     wb_put_raw(&line, message, length);
-    if (!line.oom) graph_host_queue(HOST_WORK_LOG, (uint64_t)(uintptr_t)data, line.data, line.len);
-    wb_free(&line);
+    srv_callback_send(HOST_WORK_LOG, data, &line);
 }
 
 CUresult srv_scuda_logs_register(srv_call *c)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "http_checks.h"
 
 #define FAIL(...) h_fail(__FILE__, __LINE__, "", " " __VA_ARGS__)
 
@@ -44,20 +45,11 @@ static int agent_port_of(const struct h_server *s) { return port_in_log(s, "agen
 /* What the agent at port says, whole (it closes after its line). */
 static void agent_says(int port, char *out, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    CHECK(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect to the agent: %s", strerror(errno));
-    size_t got = 0;
-    for (uint64_t end = h_now_ms() + 5000; got + 1 < len && h_now_ms() < end;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0) continue;
-        ssize_t n = read(fd, out + got, len - got - 1);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
+    int fd = hc_connect_loopback(port, "the agent");
+    char *all = hc_read_until_close(fd, 5000);
     close(fd);
+    snprintf(out, len, "%s", all);
+    free(all);
 }
 
 /* Wait until the agent says `want` (sessions start and end asynchronously). */
@@ -124,17 +116,6 @@ static void lines(void)
     h_server_stop(&srv);
     unsetenv("STANDIN_MEM_MB");
     printf("ok the agent says up 100%%, up 50%%, drain by sessions, and up 25%% by memory\n");
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t len = sizeof a;
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* `cmd` on HAProxy's stats socket: the answer (malloc'd). */
@@ -236,7 +217,7 @@ static void haproxy(void)
     close(fd);
     snprintf(stats, sizeof stats, "%s.sock", cfg);
     unlink(stats);
-    snprintf(front, sizeof front, "127.0.0.1:%d", free_port());
+    snprintf(front, sizeof front, "127.0.0.1:%d", hc_free_port());
     write_config(cfg, front, ports, agents, stats);
     int log_fd = h_temp_file("haproxy-log", log_path, sizeof log_path);
     pid_t hp = fork();

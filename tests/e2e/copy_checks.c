@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Canary bytes around a copy's destination. */
@@ -158,4 +159,33 @@ char *cc_run_output(int (*fn)(void *), void *arg, const char *tag, unsigned seco
     close(efd);
     size_t len;
     return h_read_file(path, &len);
+}
+
+/* ---- devices and migration ------------------------------------------------ */
+
+void cc_work_on(CUdevice dev, unsigned char byte)
+{
+    CUcontext ctx;
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxSetCurrent(ctx));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 4096));
+    CU(cuMemsetD8_v2(p, byte, 4096));
+    unsigned char back[16];
+    CU(cuMemcpyDtoH_v2(back, p, sizeof back));
+    CHECK(back[0] == byte && back[15] == byte, "device %d: a memset of %u read back %u %u", (int)dev, byte, back[0],
+          back[15]);
+}
+
+int cc_scuda_migrate(const char *scuda_bin, pid_t session, const char *to, const char *control, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s migrate --session %d --to %s --control %s 2>&1", scuda_bin, (int)session, to,
+             control);
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "harness.h"
 
@@ -66,5 +67,16 @@ void cc_run_share(int (*exporter)(void *), int (*importer)(void *), int (*bob)(v
  * path. Returns the child's stdout (malloc'd). */
 char *cc_run_output(int (*fn)(void *), void *arg, const char *tag, unsigned seconds, char *err_path,
                     size_t err_cap);
+
+/* ---- devices and migration ------------------------------------------------ */
+
+/* Work runs on device dev: its primary context made current, a memset of
+ * `byte` there reads back. */
+void cc_work_on(CUdevice dev, unsigned char byte);
+
+/* `scuda migrate` (the program at scuda_bin), run as a command: its exit
+ * status, and its stdout and stderr in out. */
+int cc_scuda_migrate(const char *scuda_bin, pid_t session, const char *to, const char *control, char *out,
+                     size_t cap);
 
 #endif

@@ -31,39 +31,17 @@
 #include "common/protocol.h"
 #include "common/transport.h"
 #include "harness.h"
+#include "http_checks.h"
 
 #define ADMIN_TOKEN "admin-token-0123456789"
 #define ALICE_TOKEN "alice-token-0123456789"
 
 static int metrics_port;
 
-static int connect_metrics(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)metrics_port)};
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    CHECK(connect(fd, (struct sockaddr *)&to, sizeof to) == 0, "connect to metrics: %s", strerror(errno));
-    return fd;
-}
+static int connect_metrics(void) { return hc_connect_loopback(metrics_port, "metrics"); }
 
 /* Everything the server sends until it closes (10 s at most); malloc'd. */
-static char *read_all(int fd)
-{
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    CHECK(buf);
-    for (uint64_t end = h_now_ms() + 10000; h_now_ms() < end;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0) continue;
-        if (len + 4096 > cap) CHECK((buf = realloc(buf, cap *= 2)));
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n <= 0) break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    return buf;
-}
+static char *read_all(int fd) { return hc_read_until_close(fd, 10000); }
 
 /* GET path with `token` (NULL: no Authorization). The whole answer. */
 static char *http(const char *method, const char *path, const char *token)
@@ -269,18 +247,6 @@ static void hostile(void)
     printf("ok a long request gets 431, a silent one is cut at 3 s, a crowd does not block a scrape\n");
 }
 
-/* A port free now on 127.0.0.1, for Prometheus' own listener. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t len = sizeof a;
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void prometheus(void)
 {
     char tok[512], cfg[512], tsdb[600], query[256];
@@ -305,7 +271,7 @@ static void prometheus(void)
     free(tmpl);
     snprintf(tsdb, sizeof tsdb, "%s.tsdb", cfg);
     h_remove_tree(tsdb);
-    int port = free_port();
+    int port = hc_free_port();
     char listen[64], log_path[512];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     int log_fd = h_temp_file("prometheus-log", log_path, sizeof log_path);

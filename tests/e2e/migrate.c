@@ -252,20 +252,6 @@ static char *run_outside(const char *tag, void (*trigger)(void *), void *arg)
     return h_read_file(path, &len);
 }
 
-/* `scuda migrate`, run as a command; its stdout and stderr in out. */
-static int scuda_migrate_cmd(pid_t session, const char *to, const char *control, char *out, size_t cap)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s migrate --session %d --to %s --control %s 2>&1", SCUDA_BIN_PATH, (int)session,
-             to, control);
-    FILE *f = popen(cmd, "r");
-    CHECK(f != NULL);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 struct trigger {
     struct h_server *a, *b;
     const char *control;
@@ -285,7 +271,7 @@ static void migrate_from_outside(void *arg)
 {
     struct trigger *t = arg;
     char out[2048];
-    int st = scuda_migrate_cmd(newest_session(t->a), t->b->addr, t->control, out, sizeof out);
+    int st = cc_scuda_migrate(SCUDA_BIN_PATH, newest_session(t->a), t->b->addr, t->control, out, sizeof out);
     CHECK(st == t->want_status && strstr(out, t->want), "scuda migrate exited %d, printing: %s", st, out);
     if (st == 0) CHECK(strstr(out, "hold") && strstr(out, "memory"), "it prints the pause: %s", out);
 }
@@ -358,7 +344,8 @@ static void test_outside_refused(void)
     run_blocked(migrate_from_outside, &t, "a blocked session stays");
     CHECK(h_server_log_count(&B, "imported a session") == 0, "nothing reached B");
     char out[2048];
-    CHECK(scuda_migrate_cmd(999999, B.addr, control, out, sizeof out) == 1 && strstr(out, "no session 999999"),
+    CHECK(cc_scuda_migrate(SCUDA_BIN_PATH, 999999, B.addr, control, out, sizeof out) == 1 &&
+              strstr(out, "no session 999999"),
           "an unknown session is named: %s", out);
     h_server_stop(&A);
     h_server_stop(&B);
@@ -1196,7 +1183,7 @@ static void test_idle_moves(void)
     idle_nvml = 0;
     pid_t child = start_idle_client(&A, 1, err, sizeof err);
     pid_t session = newest_session(&A);
-    int st = scuda_migrate_cmd(session, B.addr, control, out, sizeof out);
+    int st = cc_scuda_migrate(SCUDA_BIN_PATH, session, B.addr, control, out, sizeof out);
     CHECK(st == 0 && strstr(out, "moved to"), "scuda migrate exited %d, printing: %s", st, out);
     uint64_t moved_at = h_now_ms();
     CHECK(log_within(&B, "client resumed the session", 1, FOLLOW_MS), "the idle client resumed on B by itself");

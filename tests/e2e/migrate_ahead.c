@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 
 #define WORDS 4096
@@ -96,19 +97,6 @@ static int client(void *arg)
     return 0;
 }
 
-static int migrate_cmd(pid_t session, const char *to, const char *control, char *out, size_t cap)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s migrate --session %d --to %s --control %s 2>&1", SCUDA_BIN_PATH, (int)session,
-             to, control);
-    FILE *f = popen(cmd, "r");
-    CHECK(f != NULL);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int log_reaches(const struct h_server *s, const char *needle)
 {
     uint64_t until = h_now_ms() + 20000;
@@ -147,7 +135,7 @@ static void move_running_client(const char *tag, unsigned *ahead, unsigned *held
     pid_t pids[16];
     int n = h_server_sessions(&A, pids, 16);
     CHECK(n > 0, "A names its session");
-    int st = migrate_cmd(pids[n - 1], B.addr, control, out, sizeof out);
+    int st = cc_scuda_migrate(SCUDA_BIN_PATH, pids[n - 1], B.addr, control, out, sizeof out);
     CHECK(st == 0 && strstr(out, "moved to"), "scuda migrate exited %d, printing: %s", st, out);
     CHECK(log_reaches(&B, "client resumed the session") == 1, "the client went on on B");
     h_sleep_ms(100); /* rounds on B */

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 
 /* The stand-in's UUID of machine GPU `phys`, as nvidia-smi -L writes it. */
@@ -50,15 +51,7 @@ static int two_of_four(void *arg)
     CU(cuDeviceGetPCIBusId(bus, sizeof bus, d1));
     CHECK(strcmp(bus, "0000:1B:00.0") == 0, "device 1's PCI bus id is %s, not GPU 3's", bus);
     /* Work runs there. */
-    CUcontext ctx;
-    CU(cuDevicePrimaryCtxRetain(&ctx, d1));
-    CU(cuCtxSetCurrent(ctx));
-    CUdeviceptr p;
-    CU(cuMemAlloc_v2(&p, 4096));
-    CU(cuMemsetD8_v2(p, 7, 4096));
-    unsigned char back[16];
-    CU(cuMemcpyDtoH_v2(back, p, sizeof back));
-    CHECK(back[0] == 7 && back[15] == 7);
+    cc_work_on(d1, 7);
     return 0;
 }
 

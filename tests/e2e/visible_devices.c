@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 #include "../../src/common/dial.h"
 #include "../../src/common/hello.h"
@@ -86,15 +87,7 @@ static int sees(void *arg)
     CUdevice beyond;
     CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet(&beyond, n));
     /* Work runs on the last one. */
-    CUcontext ctx;
-    CU(cuDevicePrimaryCtxRetain(&ctx, n - 1));
-    CU(cuCtxSetCurrent(ctx));
-    CUdeviceptr ptr;
-    CU(cuMemAlloc_v2(&ptr, 4096));
-    CU(cuMemsetD8_v2(ptr, 9, 4096));
-    unsigned char back[8];
-    CU(cuMemcpyDtoH_v2(back, ptr, sizeof back));
-    CHECK(back[0] == 9 && back[7] == 9);
+    cc_work_on(n - 1, 9);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <cuda_runtime.h>
 
 static int g_failures = 0;
@@ -129,3 +130,53 @@ static inline void *read_file(const char *path, size_t *len) {
   if (len) *len = (size_t)n;
   return p;
 }
+
+// The migration programs' pause (tests/gpu/failover/migrate_cuda.sh): the
+// directory named by --pause-dir DIR or MIGRATE_PAUSE_DIR, or NULL.
+static inline const char *pause_dir_arg(int argc, char **argv) {
+  const char *dir = getenv("MIGRATE_PAUSE_DIR");
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--pause-dir") == 0) dir = argv[i + 1];
+  return dir;
+}
+
+// The GPU idle: write DIR/reached and wait (at most 300 s, so a lost
+// script cannot hang the program) for DIR/go while the session moves.
+static inline void pause_point(const char *dir) {
+  if (!dir || !*dir) return;
+  char reached[4096], go[4096];
+  snprintf(reached, sizeof reached, "%s/reached", dir);
+  snprintf(go, sizeof go, "%s/go", dir);
+  CK(cudaDeviceSynchronize());
+  FILE *f = fopen(reached, "w");
+  if (!f) { printf("FAIL: cannot write %s\n", reached); exit(1); }
+  fclose(f);
+  double t0 = now_s();
+  struct stat sb;
+  while (stat(go, &sb) != 0) {
+    if (now_s() - t0 > 300) { printf("FAIL: no %s within 300 s\n", go); exit(1); }
+    usleep(20000);
+  }
+}
+
+#ifdef __cuda_cuda_h__
+// Driver-API programs (they include cuda.h first): cuInit, device 0, and
+// its primary context made current, as the runtime would set it up.
+static inline CUcontext drv_primary_context(CUdevice *dev_out) {
+  CUdevice dev;
+  CUcontext ctx;
+  CU(cuInit(0));
+  CU(cuDeviceGet(&dev, 0));
+  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU(cuCtxSetCurrent(ctx));
+  if (dev_out) *dev_out = dev;
+  return ctx;
+}
+
+// A driver answer's name, for output compared with a native run.
+static inline const char *cu_name(CUresult r) {
+  const char *s = "?";
+  cuGetErrorName(r, &s);
+  return s;
+}
+#endif

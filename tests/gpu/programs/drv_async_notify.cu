@@ -10,31 +10,21 @@ static void on_notify(CUasyncNotificationInfo *info, void *data, CUasyncCallback
   (void)info, (void)data, (void)h;
 }
 
-static const char *name_of(CUresult r) {
-  const char *s = "?";
-  cuGetErrorName(r, &s);
-  return s;
-}
-
 int main(void) {
   test_init();
-  CU(cuInit(0));
   CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(&dev);
   static int user_data;
   CUasyncCallbackHandle h = NULL;
   CUresult r = cuDeviceRegisterAsyncNotification(dev, on_notify, &user_data, &h);
-  printf("register: %s\n", name_of(r));
+  printf("register: %s\n", cu_name(r));
   if (r == CUDA_SUCCESS) {
     CUdeviceptr p;
     CU(cuMemAlloc(&p, 64u << 20));
     CU(cuMemFree(p));
-    printf("unregister: %s\n", name_of(cuDeviceUnregisterAsyncNotification(dev, h)));
+    printf("unregister: %s\n", cu_name(cuDeviceUnregisterAsyncNotification(dev, h)));
   }
-  printf("null callback: %s\n", name_of(cuDeviceRegisterAsyncNotification(dev, NULL, NULL, &h)));
-  printf("bad device: %s\n", name_of(cuDeviceRegisterAsyncNotification(999, on_notify, NULL, &h)));
+  printf("null callback: %s\n", cu_name(cuDeviceRegisterAsyncNotification(dev, NULL, NULL, &h)));
+  printf("bad device: %s\n", cu_name(cuDeviceRegisterAsyncNotification(999, on_notify, NULL, &h)));
   return test_finish();
 }

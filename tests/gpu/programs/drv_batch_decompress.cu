@@ -11,12 +11,6 @@
 // Snappy for "abcabcabcabcX": length 13, literal "abc", a copy of 9 bytes from 3 back, literal "X"
 static const unsigned char snappy_abc[] = {0x0d, 0x08, 'a', 'b', 'c', 0x15, 0x03, 0x00, 'X'};
 
-static const char *name_of(CUresult r) {
-  const char *s = "?";
-  cuGetErrorName(r, &s);
-  return s;
-}
-
 static const char *index_of(size_t i, char *buf) {
   if (i == SIZE_MAX) return "SIZE_MAX";
   snprintf(buf, 24, "%zu", i);
@@ -25,12 +19,8 @@ static const char *index_of(size_t i, char *buf) {
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
   CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(&dev);
   int mask = 0;
   CU(cuDeviceGetAttribute(&mask, CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK, dev));
   printf("decompression algorithms: %#x\n", mask);
@@ -52,16 +42,16 @@ int main(void) {
   char b[24];
   size_t idx = 7;
   CUresult r = cuMemBatchDecompressAsync(p, 2, 0, &idx, NULL);
-  printf("non-zero padding in operation 1: %s, errorIndex %s\n", name_of(r), r ? index_of(idx, b) : "-");
+  printf("non-zero padding in operation 1: %s, errorIndex %s\n", cu_name(r), r ? index_of(idx, b) : "-");
   idx = 7;
   r = cuMemBatchDecompressAsync(p, 1, 1, &idx, NULL);
-  printf("flags 1: %s, errorIndex %s\n", name_of(r), r ? index_of(idx, b) : "-");
+  printf("flags 1: %s, errorIndex %s\n", cu_name(r), r ? index_of(idx, b) : "-");
   CUstream s;
   CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   idx = 7;
   r = cuMemBatchDecompressAsync(p, 1, 0, &idx, s);
-  printf("one Snappy operation: %s, errorIndex %s\n", name_of(r), r ? index_of(idx, b) : "-");
-  printf("synchronize: %s\n", name_of(cuStreamSynchronize(s)));
+  printf("one Snappy operation: %s, errorIndex %s\n", cu_name(r), r ? index_of(idx, b) : "-");
+  printf("synchronize: %s\n", cu_name(cuStreamSynchronize(s)));
   char out[14] = {0};
   cuuint32_t n = 0;
   CU(cuMemcpyDtoH(out, dst, 13));

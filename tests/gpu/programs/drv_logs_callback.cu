@@ -30,19 +30,12 @@ static int calls_now(void) {
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
-  CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(NULL);
   CUlogsCallbackHandle h;
   CU(cuLogsRegisterCallback(on_log, &user_data, &h));
   CUdeviceptr p;
   CUresult r = cuMemAlloc(&p, (size_t)1 << 52);  // fails, and the driver logs why
-  const char *name = "?";
-  cuGetErrorName(r, &name);
-  printf("huge allocation: %s\n", name);
+  printf("huge allocation: %s\n", cu_name(r));
   CU(cuCtxSynchronize());
   int n = calls_now();
   pthread_mutex_lock(&lock);

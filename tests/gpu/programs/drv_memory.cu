@@ -8,12 +8,8 @@
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
   CUdevice dev;
-  CUcontext ctx;
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(&dev);
   CUstream s;
   CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
 

@@ -6,11 +6,8 @@
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
-  CUdevice dev; CUcontext ctx;
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  CUdevice dev;
+  drv_primary_context(&dev);
   CUstream s;
   CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 

@@ -4,15 +4,7 @@
 #include <cuda.h>
 #include "common.h"
 
-static CUcontext drv_setup(void) {
-  CUdevice dev;
-  CUcontext ctx;
-  CU(cuInit(0));
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
-  return ctx;
-}
+static CUcontext drv_setup(void) { return drv_primary_context(NULL); }
 
 // Set g_table/g_bias (found by name), run table_sum and scale_bias.
 // getglobal: cuModuleGetGlobal or cuLibraryGetGlobal, bound by the caller.

@@ -24,20 +24,9 @@ static const char *ptx =
 
 #define N 32
 
-static const char *name_of(CUresult r) {
-  const char *s = "?";
-  cuGetErrorName(r, &s);
-  return s;
-}
-
 int main(void) {
   test_init();
-  CU(cuInit(0));
-  CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(NULL);
   CUmodule mod;
   CU(cuModuleLoadData(&mod, ptx));
   CUfunction look;
@@ -56,9 +45,9 @@ int main(void) {
   CU(cuTexRefSetArray(tr, arr, CU_TRSA_OVERRIDE_FORMAT));
   CU(cuTexRefSetFilterMode(tr, CU_TR_FILTER_MODE_POINT));
 
-  printf("default unit: %s\n", name_of(cuParamSetTexRef(look, CU_PARAM_TR_DEFAULT, tr)));
-  printf("unit 0: %s\n", name_of(cuParamSetTexRef(look, 0, tr)));
-  printf("null reference: %s\n", name_of(cuParamSetTexRef(look, CU_PARAM_TR_DEFAULT, NULL)));
+  printf("default unit: %s\n", cu_name(cuParamSetTexRef(look, CU_PARAM_TR_DEFAULT, tr)));
+  printf("unit 0: %s\n", cu_name(cuParamSetTexRef(look, 0, tr)));
+  printf("null reference: %s\n", cu_name(cuParamSetTexRef(look, CU_PARAM_TR_DEFAULT, NULL)));
   CU(cuParamSetTexRef(look, CU_PARAM_TR_DEFAULT, tr));
 
   float c[N][4], out[N][4];

@@ -11,12 +11,7 @@
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
-  CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(NULL);
   char config[] = "/tmp/profiler_config_XXXXXX";
   int fd = mkstemp(config);
   EXPECT(fd >= 0, "mkstemp");
@@ -26,9 +21,7 @@ int main(void) {
   char output[64];
   snprintf(output, sizeof output, "%s.out", config);
   CUresult r = cuProfilerInitialize(config, output, CU_OUT_CSV);
-  const char *name = "?";
-  cuGetErrorName(r, &name);
-  printf("cuProfilerInitialize: %s\n", name);
+  printf("cuProfilerInitialize: %s\n", cu_name(r));
   printf("output file written: %s\n", access(output, F_OK) == 0 ? "yes" : "no");
   unlink(output);
   unlink(config);

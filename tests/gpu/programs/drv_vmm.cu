@@ -12,12 +12,8 @@ __global__ void add(unsigned *x, size_t n, unsigned v) {
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
   CUdevice dev;
-  CUcontext ctx;
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(&dev);
   int vmm = 0;
   CU(cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
   printf("VMM supported: %d\n", vmm);

@@ -20,8 +20,6 @@
 // straight through (as tests/gpu/run.sh runs it).
 #include "common.h"
 
-#include <sys/stat.h>
-
 #define N (1 << 20)
 #define THREADS 256
 #define BLOCKS 256
@@ -219,29 +217,9 @@ static void phase4(struct state *st) {
   CK(cudaGraphExecDestroy(again));
 }
 
-// Phase 2 is done and the GPU idle: say so, and wait for the go.
-static void pause_point(const char *dir) {
-  if (!dir || !*dir) return;
-  char reached[4096], go[4096];
-  snprintf(reached, sizeof reached, "%s/reached", dir);
-  snprintf(go, sizeof go, "%s/go", dir);
-  CK(cudaDeviceSynchronize());
-  FILE *f = fopen(reached, "w");
-  if (!f) { printf("FAIL: cannot write %s\n", reached); exit(1); }
-  fclose(f);
-  double t0 = now_s();
-  struct stat sb;
-  while (stat(go, &sb) != 0) {
-    if (now_s() - t0 > 300) { printf("FAIL: no %s within 300 s\n", go); exit(1); }
-    usleep(20000);
-  }
-}
-
 int main(int argc, char **argv) {
   test_init();
-  const char *dir = getenv("MIGRATE_PAUSE_DIR");
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], "--pause-dir") == 0) dir = argv[i + 1];
+  const char *dir = pause_dir_arg(argc, argv);
   struct state st;
   setup(&st);
   run_phase(&st, 1, 4);

@@ -16,8 +16,6 @@
 // straight through (as tests/gpu/run.sh runs it).
 #include "common.h"
 
-#include <sys/stat.h>
-
 #define TABLE_N (1 << 16)
 #define BUF_N (16 << 20)  // 64 MiB of device memory
 #define MANAGED_N (1 << 18)
@@ -159,29 +157,9 @@ static void phase4(struct state *st) {
   CK(cudaFree(more));
 }
 
-// Phase 2 is done and the GPU idle: say so, and wait for the go.
-static void pause_point(const char *dir) {
-  if (!dir || !*dir) return;
-  char reached[4096], go[4096];
-  snprintf(reached, sizeof reached, "%s/reached", dir);
-  snprintf(go, sizeof go, "%s/go", dir);
-  CK(cudaDeviceSynchronize());
-  FILE *f = fopen(reached, "w");
-  if (!f) { printf("FAIL: cannot write %s\n", reached); exit(1); }
-  fclose(f);
-  double t0 = now_s();
-  struct stat sb;
-  while (stat(go, &sb) != 0) {
-    if (now_s() - t0 > 300) { printf("FAIL: no %s within 300 s\n", go); exit(1); }
-    usleep(20000);
-  }
-}
-
 int main(int argc, char **argv) {
   test_init();
-  const char *dir = getenv("MIGRATE_PAUSE_DIR");
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], "--pause-dir") == 0) dir = argv[i + 1];
+  const char *dir = pause_dir_arg(argc, argv);
   struct state st;
   phase1(&st);
   report(&st, 1);

@@ -57,12 +57,7 @@ static void run(const char *what, int fetch) {
 
 int main(void) {
   test_init();
-  CU(cuInit(0));
-  CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU(cuCtxSetCurrent(ctx));
+  drv_primary_context(NULL);
   CUmodule mod;
   CU(cuModuleLoadData(&mod, ptx));
   CU(cuModuleGetFunction(&look, mod, "look"));

@@ -114,6 +114,8 @@ static void per_gpu(void)
     pid_t a = h_spawn(holder, NULL, 30, -1, -1), b = h_spawn(holder, NULL, 30, -1, -1);
     close(hold[0]);
     CHECK(h_wait_sessions(&srv, 2, 10000));
+    /* The parent logs where a session runs after its fork: wait for it. */
+    h_wait_log(&srv, "runs on GPU", 2, 10000);
     CHECK(h_server_log_count(&srv, "runs on GPU 0 (1 of 1") == 1 && h_server_log_count(&srv, "runs on GPU 2 (1 of 1") == 1,
           "the two sessions were not put one on GPU 0 and one on GPU 2");
     char *err;

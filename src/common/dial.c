@@ -130,7 +130,7 @@ int dial(const char *addr, int timeout_ms, int kind, char *err, size_t errlen)
 {
     int tls = scuda_tls_for(addr);
     int fd = tcp_connect(addr, timeout_ms, err, errlen);
-    if (fd < 0) return -1;
+    if (fd < 0) return fd; /* -2: SCUDA_SOURCE_ADDR, err says what to do */
     /* A link left on this fd number by a connection closed without
      * io_close must not carry this one. */
     tls_detach_free(fd);
@@ -178,7 +178,7 @@ int dial_second_tls(int fd, const char *addr, int timeout_ms, char *err, size_t 
 int dial_fingerprint(const char *addr, int timeout_ms, char fp[TLS_FP_LEN], char *err, size_t errlen)
 {
     int fd = tcp_connect(addr, timeout_ms, err, errlen);
-    if (fd < 0) return -1;
+    if (fd < 0) return fd; /* -2: SCUDA_SOURCE_ADDR, err says what to do */
     tls_detach_free(fd); /* as in dial() */
     uint8_t pre[PREFACE_LEN];
     preface_encode(pre, PREFACE_TLS, PREFACE_SESSION);

@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -35,10 +36,71 @@ static int resolve(const char *hostport, int passive, struct addrinfo **res, cha
     return 0;
 }
 
+/* SCUDA_SOURCE_ADDR=IP: the local address every client connection
+ * leaves from. A pool behind HAProxy keeps a session's connections on one
+ * server by source address (`stick on src`); several addresses of one
+ * host give several sessions, each on its own server, and a multi-homed
+ * host picks its interface. 1 with *src filled, 0 when unset or empty,
+ * -1 when the value is not an IP address (err says so). */
+static int source_addr(struct sockaddr_storage *src, socklen_t *len, char *err, size_t errlen)
+{
+    const char *v = getenv("SCUDA_SOURCE_ADDR");
+    if (!v || !*v) return 0;
+    memset(src, 0, sizeof *src);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)src;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)src;
+    if (inet_pton(AF_INET, v, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        *len = sizeof *v4;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, v, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        *len = sizeof *v6;
+        return 1;
+    }
+    snprintf(err, errlen, "SCUDA_SOURCE_ADDR='%.64s' is not an IP address; set it to an address of this host "
+                          "(e.g. 10.0.0.5, as `ip addr` shows) or unset it", v);
+    return -1;
+}
+
+/* Bind fd to SCUDA_SOURCE_ADDR before its connect: 0, or -1 (err names
+ * the variable and the fix). The port stays the kernel's choice. */
+static int bind_source(int fd, int family, char *err, size_t errlen)
+{
+    struct sockaddr_storage src;
+    socklen_t len = 0;
+    int has = source_addr(&src, &len, err, errlen);
+    if (has <= 0) return has;
+    const char *v = getenv("SCUDA_SOURCE_ADDR");
+    if (src.ss_family != family) {
+        snprintf(err, errlen, "SCUDA_SOURCE_ADDR=%.64s is an IPv%d address and the server's is not; set an address "
+                              "of the server's family, or unset it", v, family == AF_INET ? 6 : 4);
+        return -1;
+    }
+    /* Pick the port at connect, as an unbound socket does: many
+     * connections from one address to different servers then share
+     * ports instead of running out. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&src, len) != 0) {
+        snprintf(err, errlen, "cannot use SCUDA_SOURCE_ADDR=%.64s: %s; set it to an address of this host (as "
+                              "`ip addr` shows) or unset it", v, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* fd, -1 (the server cannot be reached: err is the socket's reason) or
+ * -2 (SCUDA_SOURCE_ADDR cannot be used: err is the whole message). */
 static int connect_one(const struct addrinfo *ai, int timeout_ms, char *err, size_t errlen)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) return why_fail(err, errlen, "socket: %s", strerror(errno));
+    if (bind_source(fd, ai->ai_family, err, errlen) != 0) {
+        close(fd);
+        return -2;
+    }
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
         snprintf(err, errlen, "%s", strerror(errno));
         close(fd);
@@ -68,11 +130,13 @@ int tcp_connect(const char *hostport, int timeout_ms, char *err, size_t errlen)
 {
     struct addrinfo *res;
     if (resolve(hostport, 0, &res, err, errlen) != 0) return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+    int fd = -1, rc = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = connect_one(ai, timeout_ms, err, errlen);
+        if (fd == -2) rc = -2;
+    }
     freeaddrinfo(res);
-    return fd;
+    return fd >= 0 ? fd : rc;
 }
 
 int tcp_listen(const char *hostport, int *port_out, char *err, size_t errlen)

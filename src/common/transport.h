@@ -13,8 +13,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/* Connect to "HOST:PORT" within timeout_ms. Returns the fd, or -1 with a
- * human-readable reason in err ("connection refused", "timed out after 5 s"). */
+/* Connect to "HOST:PORT" within timeout_ms, from SCUDA_SOURCE_ADDR when
+ * set. Returns the fd, -1 with a human-readable reason in err ("connection
+ * refused", "timed out after 5 s"), or -2 when SCUDA_SOURCE_ADDR is not
+ * an address of this host (err: the whole message, variable and fix). */
 int tcp_connect(const char *hostport, int timeout_ms, char *err, size_t errlen);
 
 /* Listen on "HOST:PORT" (port 0 = any free port). *port_out gets the port. */

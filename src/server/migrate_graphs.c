@@ -523,7 +523,7 @@ static CUresult noting_update(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultI
     CUresult r = orig_update(e, g, info);
     if (r != CUDA_SUCCESS) return r;
     struct blob b = {0};
-    char w[160] = "", what[200];
+    char w[160] = "", what[256];
     if (describe_graph(g, &b, 0, 0, w, sizeof w) != 0) free(b.p), b.p = NULL;
     else if (!b.p) b.p = malloc(1); /* an empty graph */
     snprintf(what, sizeof what, "cuGraphExecUpdate from a graph that cannot move: %s", w[0] ? w : "out of host memory");

@@ -80,20 +80,32 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
  * plain way), 0 when all went out, 1 when a chunk failed midway: the reply
  * still carries n bytes (zeros after the failure) and the error is
  * reported by the next synchronizing call, like any asynchronous error. */
+/* How long a large copy to the host waits for a staging buffer held by
+ * another call (one just queued, about to run) before it takes the plain
+ * way, which needs the copy's whole size in host memory. */
+#define STAGING_HELD_WAIT_MS 2000
+
 static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
 {
-    struct staging *buf[2] = {staging_acquire(), NULL};
-    if (buf[0]) buf[1] = staging_acquire();
-    if (!buf[1]) {
-        if (buf[0]) staging_release(buf[0]);
-        return -1;
-    }
+    /* Two buffers overlap the next piece's copy with this piece's send.
+     * One is enough to stream (piece by piece, without the overlap): under
+     * a tight --host-mem-quota the other may be held by a copy still in
+     * flight, and a reply buffer of n bytes would not fit either. */
+    struct staging *buf[2] = {staging_acquire_within(STAGING_HELD_WAIT_MS), NULL};
+    if (!buf[0]) return -1;
+    buf[1] = staging_acquire();
+    int single = buf[1] == NULL;
     CUresult r = CUDA_SUCCESS;
     int failed = session_stream_begin(c, n) != 0;
     size_t prev_len = 0;
     for (uint64_t off = 0, i = 0; off < n || prev_len; i++) {
         size_t len = n - off < STAGING_SIZE ? (size_t)(n - off) : STAGING_SIZE;
-        struct staging *cur = buf[i % 2], *prev = buf[(i + 1) % 2];
+        struct staging *cur = buf[single ? 0 : i % 2], *prev = buf[single ? 0 : (i + 1) % 2];
+        if (single && prev_len) { /* the one buffer is sent before it is filled again */
+            staging_wait(prev);
+            if (!failed && session_stream_write(c, staging_data(prev), prev_len) != 0) failed = 1;
+            prev_len = 0;
+        }
         if (len) {
             if (r == CUDA_SUCCESS) r = REAL(cuMemcpyDtoHAsync_v2, staging_data(cur), src + off, len, st);
             if (r == CUDA_SUCCESS) r = staging_record(cur, st);
@@ -108,7 +120,7 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
     }
     session_stream_end(c);
     staging_release(buf[0]);
-    staging_release(buf[1]);
+    if (buf[1]) staging_release(buf[1]);
     if (r != CUDA_SUCCESS) session_defer_error(c->s, r, c->op);
     return r != CUDA_SUCCESS || failed;
 }

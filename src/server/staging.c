@@ -1,9 +1,11 @@
 /* staging.c - see staging.h. */
+#define _GNU_SOURCE /* clock_gettime, pthread_cond_timedwait */
 #include "staging.h"
 #include "driver_va.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "dispatch.h"
 #include "host_quota.h"
@@ -148,9 +150,16 @@ static CUevent copying_locked(struct staging_pool *p)
     return NULL;
 }
 
-static struct staging *take(struct staging_pool *p)
+/* held_ms: how long to wait for a buffer another call holds (-1: as long
+ * as it takes; the pool's wait_held says which). */
+static struct staging *take(struct staging_pool *p, int held_ms)
 {
     struct staging *b;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += held_ms / 1000;
+    until.tv_nsec += (long)(held_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     pthread_mutex_lock(&pool_lock);
     while ((b = take_locked(p)) == NULL) {
         CUevent wait_on = copying_locked(p);
@@ -161,7 +170,7 @@ static struct staging *take(struct staging_pool *p)
             pthread_mutex_lock(&pool_lock);
         } else if (p->wait_held) {
             pthread_cond_wait(&freed, &pool_lock);
-        } else {
+        } else if (held_ms <= 0 || pthread_cond_timedwait(&freed, &pool_lock, &until) != 0) {
             break;
         }
     }
@@ -169,7 +178,9 @@ static struct staging *take(struct staging_pool *p)
     return b;
 }
 
-struct staging *staging_acquire(void) { return take(&session_pool); }
+struct staging *staging_acquire(void) { return take(&session_pool, 0); }
+
+struct staging *staging_acquire_within(int held_ms) { return take(&session_pool, held_ms); }
 
 struct staging_pool *staging_pool_new(int count, size_t size)
 {
@@ -208,7 +219,7 @@ int staging_pool_fill(struct staging_pool *p)
     return 0;
 }
 
-struct staging *staging_pool_take(struct staging_pool *p) { return take(p); }
+struct staging *staging_pool_take(struct staging_pool *p) { return take(p, -1); }
 
 void *staging_data(struct staging *b) { return b->data; }
 

@@ -25,6 +25,9 @@ struct staging_pool;
  * all are held, or pinned memory cannot be had (then callers copy the
  * plain way). */
 struct staging *staging_acquire(void);
+/* The same, waiting up to held_ms for a buffer another call holds to be
+ * released (a copy that must otherwise fail: a tight --host-mem-quota). */
+struct staging *staging_acquire_within(int held_ms);
 /* Let the host memory quota take idle buffers back (host_quota.h): call
  * once at session start. */
 void staging_init(void);

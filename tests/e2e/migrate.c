@@ -463,7 +463,7 @@ static void test_drain(void)
     h_server_start(&D, "migrate-drain-d", &dopt);
     struct trigger td = {.a = &D, .want = "stays until its client ends it"};
     run_blocked(sigterm_server, &td, "a drain leaves a blocked session");
-    CHECK(h_server_log_count(&D, "stream-ordered memory") >= 1, "the reason is logged");
+    CHECK(h_wait_log(&D, "stream-ordered memory", 1, 10000) >= 1, "the reason is logged");
     h_server_kill(&D); /* both parents exited by themselves (the drain) */
     h_server_kill(&A);
     h_server_stop(&C);

@@ -58,7 +58,7 @@ int main(void)
     CHECK(st == 0, "scuda run exited %d\nstdout: %s\nstderr: %s", st, out, err);
     CHECK(strstr(out, "init 0\n") && strstr(out, "count 0 1\n"), "the probe did not reach the server:\n%s", out);
     CHECK(strstr(out, "copy 0 0x5eed 0x5eed\n"), "memset and copy back through the server:\n%s", out);
-    CHECK(h_server_log_count(&srv, "session started") >= 1, "the server saw no session");
+    CHECK(h_wait_log(&srv, "session started", 1, 10000) >= 1, "the server saw no session");
     free(out);
     free(err);
     printf("ok scuda run: an unlinked program reaches the server through the shim\n");

@@ -114,7 +114,7 @@ static void host_mirrors(void)
     CHECK(mirror_create(fd, client_address(60 * MIB), 60 * MIB, &dev[1]) == CUDA_SUCCESS);
     CHECK(h_raw_call(fd, OP_scuda_ping, 0, NULL, 0, NULL, NULL) == CUDA_SUCCESS, "the session did not go on");
     close(fd);
-    CHECK(h_server_log_count(&srv, "--host-mem-quota") >= 1, "the refusal was not logged with the option's name");
+    CHECK(h_wait_log(&srv, "--host-mem-quota", 1, 10000) >= 1, "the refusal was not logged with the option's name");
     h_server_stop(&srv);
     printf("ok --host-mem-quota 64M bounds host mirrors (RSS %llu -> %llu bytes)\n", (unsigned long long)before,
            (unsigned long long)after);
@@ -156,7 +156,7 @@ static void staging(void)
     h_server_start(&srv, "host-mem-quota-staging", &opt);
     setenv("SCUDA_BULK_STREAMS", "0", 1); /* every chunk through the session's staging buffers */
     h_wait_ok(h_spawn(copy_client, NULL, 30, -1, -1), 30000, "copies under --host-mem-quota 20M");
-    CHECK(h_server_log_count(&srv, "a staging buffer") >= 1, "the third staging buffer was not refused");
+    CHECK(h_wait_log(&srv, "a staging buffer", 1, 10000) >= 1, "the third staging buffer was not refused");
     h_server_stop(&srv);
     printf("ok --host-mem-quota 20M: copies work with the staging buffers that fit\n");
 }
@@ -234,7 +234,7 @@ static void queued_calls(void)
     CHECK(c.refused >= FLOOD - 2 * 64 - 8 && c.ok + c.refused == FLOOD,
           "of %d synchronizes past --max-queued-calls 64: %d succeeded, %d refused, %d other", FLOOD, c.ok,
           c.refused, c.other);
-    CHECK(h_server_log_count(&srv, "--max-queued-calls") >= 1, "the refusal was not logged with the option");
+    CHECK(h_wait_log(&srv, "--max-queued-calls", 1, 10000) >= 1, "the refusal was not logged with the option");
     h_server_stop(&srv);
     printf("ok --max-queued-calls 64: %d of %d refused (sent in %llu ms, RSS %llu -> %llu)\n", c.refused, FLOOD,
            (unsigned long long)sent_ms, (unsigned long long)before, (unsigned long long)during);
@@ -266,7 +266,7 @@ static void log_flood(void)
     CHECK(lines <= 100 + 10 * (int)seconds + 10, "%d frames of an unknown op wrote %d log lines in %llu s",
           UNKNOWN_FLOOD, lines, (unsigned long long)seconds);
     CHECK(lines >= 20, "the first lines of the flood were not written (%d)", lines);
-    CHECK(h_server_log_count(&srv, "log lines dropped") >= 1, "no count of dropped lines");
+    CHECK(h_wait_log(&srv, "log lines dropped", 1, 10000) >= 1, "no count of dropped lines");
     h_server_stop(&srv);
     printf("ok %d unknown-op frames: %d log lines and a dropped count\n", UNKNOWN_FLOOD, lines);
 }
@@ -291,7 +291,7 @@ static void max_handles(void)
     struct h_server_opts opt = {.extra_args = {"--max-handles", "64"}};
     h_server_start(&srv, "max-handles", &opt);
     h_wait_ok(h_spawn(events_client, NULL, 20, -1, -1), 20000, "events under --max-handles 64");
-    CHECK(h_server_log_count(&srv, "--max-handles") >= 1, "the refusal was not logged with the option");
+    CHECK(h_wait_log(&srv, "--max-handles", 1, 10000) >= 1, "the refusal was not logged with the option");
     h_server_stop(&srv);
     printf("ok --max-handles 64 is enforced\n");
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
@@ -387,6 +388,19 @@ static bool si_parse_entry(si_lex *L, si_builder *B, bool is_extern)
 }
 
 /* PTX literal -> integer bits or float value */
+
+/* A PTX initializer's floating value stored into an integer: saturated
+ * (and NaN as 0), since a value out of range has no defined conversion. */
+static long long si_double_to_ll(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return LLONG_MAX;
+    if (v <= -9223372036854775808.0)
+        return LLONG_MIN;
+    return (long long)v;
+}
 static bool si_parse_literal(si_tok t, bool neg, bool as_float, size_t size, unsigned char *out)
 {
     char buf[80];
@@ -430,7 +444,7 @@ static bool si_parse_literal(si_tok t, bool neg, bool as_float, size_t size, uns
         }
     } else {
         if (is_fp)
-            u = (unsigned long long)(long long)(neg ? -d : d);
+            u = (unsigned long long)si_double_to_ll(neg ? -d : d);
         else if (neg)
             u = 0ull - u;
         for (size_t i = 0; i < size && i < 8; i++)

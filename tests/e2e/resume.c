@@ -120,6 +120,22 @@ static int dropped(const struct pipe_pair *pp)
     return !pp->is_main && pp->to_client && atomic_load(&holding_for_reply);
 }
 
+/* The main connection ended without a cut of ours: a resume attempt the
+ * client gave up (a handshake that timed out on a loaded machine) and
+ * dialled again. The next connection is the main one then, or a later
+ * SIGUSR1 would cut a connection already gone and the client would see no
+ * cut at all. (The relay only shuts sockets down, never closes them, so
+ * an fd number here is never another connection's.) */
+static void main_ended(const struct pipe_pair *pp)
+{
+    pthread_mutex_lock(&relay_lock);
+    if (main_fds[0] == pp->from || main_fds[0] == pp->to) {
+        main_fds[0] = main_fds[1] = -1;
+        next_is_main = 1;
+    }
+    pthread_mutex_unlock(&relay_lock);
+}
+
 static void *forward(void *arg)
 {
     struct pipe_pair pp = *(struct pipe_pair *)arg;
@@ -139,6 +155,7 @@ static void *forward(void *arg)
 out:
     shutdown(pp.from, SHUT_RDWR);
     shutdown(pp.to, SHUT_RDWR);
+    if (pp.is_main) main_ended(&pp);
     return NULL;
 }
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,9 @@ static struct {
     uint64_t hits_memory, hits_disk, misses, received, bytes_received, stored, evicted, corrupt;
     uint64_t disk_read_ns, disk_read_bytes; /* reading and checking hits on disk */
 } mc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Hits, memory and disk, readable without the lock: every call's end
+ * reads it for the session's counters (session_stats.h). */
+static _Atomic uint64_t hits_total;
 
 void module_cache_init(const char *dir, uint64_t disk_limit)
 {
@@ -142,6 +146,7 @@ static void *disk_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len, const uin
     if (r == STORE_CORRUPT) mc.corrupt++;
     if (r == STORE_HIT) {
         mc.hits_disk++;
+        atomic_fetch_add_explicit(&hits_total, 1, memory_order_relaxed);
         mc.disk_read_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
         mc.disk_read_bytes += len;
         mem_add(key, user, image, len);
@@ -160,7 +165,10 @@ void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
     struct entry *e = mem_find(key, len, user);
     if (e) {
         e->used = ++mc.clock;
-        if ((image = copy_image(e->image, e->len))) mc.hits_memory++;
+        if ((image = copy_image(e->image, e->len))) {
+            mc.hits_memory++;
+            atomic_fetch_add_explicit(&hits_total, 1, memory_order_relaxed);
+        }
     }
     pthread_mutex_unlock(&mc.lock);
     const char *found = image ? "hit in memory" : "miss";
@@ -253,10 +261,4 @@ void module_cache_log_summary(void)
     pthread_mutex_unlock(&mc.lock);
 }
 
-uint64_t module_cache_hits(void)
-{
-    pthread_mutex_lock(&mc.lock); /* workers finish calls too */
-    uint64_t n = mc.hits_memory + mc.hits_disk;
-    pthread_mutex_unlock(&mc.lock);
-    return n;
-}
+uint64_t module_cache_hits(void) { return atomic_load_explicit(&hits_total, memory_order_relaxed); }

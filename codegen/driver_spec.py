@@ -218,7 +218,7 @@ cuMemSetMemPool               sync    location=in
 cuMemGetMemPool               sync    pool=existing location=in
 cuMemGetDefaultMemPool        sync    pool_out=existing location=in
 cuStreamBatchMemOp            async   paramArray=in[count]
-cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=out  # device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
+cuMemBatchDecompressAsync     sync    out_on_error  paramsArray=in[count]  errorIndex=inout  # the driver leaves errorIndex as it was when it refuses the whole call; device addresses in the params travel as they are (DEVICE_POINTER_FIELDS)
 cuMemMapArrayAsync            unsupported            # not built yet: each CUarrayMapInfo holds an array or mipmapped array and a memory handle to translate, and the stand-in has no sparse arrays to test it on
 cuDeviceRegisterAsyncNotification  manual  sends=scuda_async_register  # the session's driver notifies the session, which has the client run the callback (async_notify.c, srv_async_notify.c)
 cuDeviceUnregisterAsyncNotification  sync  hook  drops=callback   # the client forgets its record (async_notify.c)

@@ -3378,6 +3378,8 @@ EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, si
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u32(&c.req, (uint32_t)(flags));
     wb_put_u8(&c.req, errorIndex != NULL);
+    if (errorIndex != NULL)
+        wb_put_u64(&c.req, (uint64_t)(*errorIndex));
     rpc_put_handle(&c.req, stream);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS || c.out.left > 0) {

@@ -4256,6 +4256,8 @@ static CUresult gen_srv_cuMemBatchDecompressAsync(srv_call *call)
     uint8_t errorIndex_p = wr_u8(&call->in);
     size_t errorIndex_v;
     memset(&errorIndex_v, 0, sizeof errorIndex_v);
+    if (errorIndex_p)
+        errorIndex_v = (size_t)wr_u64(&call->in);
     uint64_t stream_id = wr_u64(&call->in);
     if (!wr_ok_end(&call->in))
         return CUDA_ERROR_INVALID_VALUE;

@@ -41,7 +41,11 @@ int main(void) {
   CUDA_ARRAY_DESCRIPTOR ad = {8, 8, CU_AD_FORMAT_FLOAT, 1};
   CUarray arr;
   CU(cuArrayCreate(&arr, &ad));
-  CU(cuMemcpyHtoA(arr, 0, img, sizeof img));
+  CUDA_MEMCPY2D cp = {0};  // cuMemcpyHtoA takes 1D arrays only
+  cp.srcMemoryType = CU_MEMORYTYPE_HOST, cp.srcHost = img, cp.srcPitch = sizeof img[0];
+  cp.dstMemoryType = CU_MEMORYTYPE_ARRAY, cp.dstArray = arr;
+  cp.WidthInBytes = sizeof img[0], cp.Height = 8;
+  CU(cuMemcpy2D(&cp));
   CU(cuTexRefSetArray(tr, arr, CU_TRSA_OVERRIDE_FORMAT));
   CU(cuTexRefSetFilterMode(tr, CU_TR_FILTER_MODE_POINT));
 

@@ -322,6 +322,8 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
         migrate_preload_take(to, &pre);
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
+        /* operators (and the GPU move checks) see where the app's pause begins */
+        LOG_INFO("session %d: held for the move to %s", (int)getpid(), to);
         failed_at_peer = 1;
         if ((fd = copy_to_peer(s, to, &pre, &b_pid, &o, &ok)) >= 0 && ok) {
             rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;

@@ -34,11 +34,12 @@ CL=$!
 STARTED+=("$CL")
 ARC=none A_SECS=999
 if wait_for 120 test -e "$S/step100"; then
-  echo "session $(cuda_session_of "$A_PID") on A after step 100; device memory in use:" \
-    "$(gpu_mem_of "$(cuda_session_of "$A_PID")") MiB; SIGTERM to A's parent ($A_PID)"
+  SESS=$(cuda_session_of "$A_PID")
+  echo "session $SESS on A after step 100; device memory in use:" \
+    "$(gpu_mem_of "$SESS") MiB; SIGTERM to A's parent ($A_PID)"
   T0=$(now)
   kill -TERM "$A_PID"
-  wait_for 10 log_has "$R/srvA.log" "asked to move" # the session is held by the drain: let the training go on
+  wait_for 120 log_has "$R/srvA.log" "session $SESS: held for the move" # images loaded ahead, the training's session held by the drain: let the training go on
   touch "$S/go"
   if wait_for 120 stopped "$A_PID"; then
     wait "$A_PID"

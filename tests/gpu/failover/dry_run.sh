@@ -71,13 +71,13 @@ move() {
   if [[ $how == migrate ]]; then
     "$SCUDA" migrate --session "$sess" --to "$b_addr" --control "$d/a.sock" >"$d/migrate.out" 2>&1 &
     local mig=$!
-    wait_for 10 log_has "$d/srvA.log" "asked to move"
+    wait_for 120 log_has "$d/srvA.log" "session $sess: held for the move"
     touch "$d/sig/go"
     wait "$mig"
     echo "$how: scuda migrate rc=$?: $(cat "$d/migrate.out")"
   else
     kill -TERM "$a_pid"
-    wait_for 10 log_has "$d/srvA.log" "asked to move"
+    wait_for 120 log_has "$d/srvA.log" "session $sess: held for the move"
     touch "$d/sig/go"
     wait_for 30 bash -c "! ps -o stat= -p $a_pid | grep -qv Z"
     wait "$a_pid"

@@ -95,7 +95,7 @@ gpu_mem_of() {
 
 # The lines that say how a move went, from the logs given.
 move_lines() {
-  grep -h -E "migrated session|imported a session|session moved|moved to|cannot move|refused|not rebuilt|draining|resumed here|took the session back|asked to move" \
+  grep -h -E "migrated session|imported a session|session moved|moved to|cannot move|refused|not rebuilt|draining|resumed here|took the session back|asked to move|held for the move" \
     "$@" 2>/dev/null | head -n 20
 }
 

@@ -18,7 +18,8 @@ S=$R/pause
 rm -rf "$S" && mkdir -p "$S"
 PROGRAM=${PROGRAM:-migrate_phases}
 BIN=$R/$PROGRAM
-if ! nvcc -arch="${GPU_ARCH:-sm_90}" ${NVCC_FLAGS:-} "$ROOT/tests/gpu/programs/$PROGRAM.cu" -o "$BIN" >"$R/build.log" 2>&1; then
+read -ra EXTRA_FLAGS <<<"${NVCC_FLAGS:-}"
+if ! nvcc -arch="${GPU_ARCH:-sm_90}" "${EXTRA_FLAGS[@]}" "$ROOT/tests/gpu/programs/$PROGRAM.cu" -o "$BIN" >"$R/build.log" 2>&1; then
   summary migrate_cuda 0 "the program did not build: $R/build.log"
   exit 1
 fi
@@ -41,7 +42,7 @@ if wait_for 120 test -e "$S/reached"; then
   T0=$(now)
   "$SCUDA" migrate --session "$SESS" --to "$B_ADDR" --control "$R/a.sock" >"$R/migrate.out" 2>&1 &
   MIG=$!
-  wait_for 10 log_has "$R/srvA.log" "asked to move" # the session is held: let the program go on
+  wait_for 120 log_has "$R/srvA.log" "session $SESS: held for the move" # images loaded ahead, the session held: let the program go on
   touch "$S/go"
   wait "$MIG"
   MRC=$?

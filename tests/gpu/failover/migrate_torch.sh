@@ -71,7 +71,7 @@ if wait_for 120 test -e "$S/step100"; then
   echo "session $SESS on A after step 100; device memory in use: $MEM MiB (nvidia-smi)"
   "$SCUDA" migrate --session "$SESS" --to "$B_ADDR" --control "$R/a.sock" >"$R/migrate.out" 2>&1 &
   MIG=$!
-  wait_for 10 log_has "$R/srvA.log" "asked to move" # the session is held: let the training go on
+  wait_for 120 log_has "$R/srvA.log" "session $SESS: held for the move" # images loaded ahead, the session held: let the training go on
   touch "$S/go"
   wait "$MIG"
   MRC=$?

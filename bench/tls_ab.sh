@@ -4,6 +4,8 @@
 #
 #   bench/tls_ab.sh                        # this tree's build/ (built if missing)
 #   BASE=/path/to/other/build bench/tls_ab.sh   # and that build, same rounds
+#   EXTRA_BUILDS="tag=/dir ..." bench/tls_ab.sh # more builds (a dir whose bin/scuda
+#                                          # wraps this one with other server settings)
 #
 # Servers (plain and --tls, per build) on cores 0-7, clients on 8-15. Each
 # round runs bench/copy_bw (H2D/D2H, pageable/pinned, 1 4 16 64 256 MiB)
@@ -23,6 +25,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | t
 [ -x build/bin/scuda ] || bash tests/gpu/build_product.sh $R/build.log || { echo build failed; exit 1; }
 BUILDS="new=$PWD/build"
 [ -n "${BASE:-}" ] && { [ -x "$BASE/bin/scuda" ] || { echo "BASE=$BASE has no bin/scuda"; exit 1; }; BUILDS="$BUILDS base=$BASE"; }
+for b in ${EXTRA_BUILDS:-}; do  # "tag=dir ...": more builds (or wrappers setting server options), same rounds
+  [ -x "${b#*=}/bin/scuda" ] || { echo "EXTRA_BUILDS: ${b#*=} has no bin/scuda"; exit 1; }; BUILDS="$BUILDS $b"
+done
 CUDA_INC=${CUDA_INCLUDE_DIR:-/usr/local/cuda/include}
 cc -O2 -I"$CUDA_INC" bench/copy_bw.c -o $R/copy_bw -Lbuild/lib -l:libcuda.so.1 || { echo "copy_bw: build failed"; exit 1; }
 

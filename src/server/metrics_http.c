@@ -78,7 +78,8 @@ static void conn_close(struct conn *c)
 
 void metrics_http_forget_in_child(void)
 {
-    if (listen_fd >= 0) close(listen_fd);
+    if (listen_fd < 0) return; /* never opened: the table holds no connections (its fds are not even -1) */
+    close(listen_fd);
     listen_fd = -1;
     for (int i = 0; i < METRICS_MAX_CONNS; i++)
         if (conns[i].fd >= 0) {
@@ -271,6 +272,7 @@ void metrics_http_poll_done(const struct pollfd *p, int n)
 
 int metrics_http_timeout_ms(int cap_ms)
 {
+    if (listen_fd < 0) return cap_ms; /* never opened: the zeroed table would read as fd 0, due at once */
     uint64_t now = now_ms(), next = now + (uint64_t)cap_ms;
     for (int i = 0; i < METRICS_MAX_CONNS; i++)
         if (conns[i].fd >= 0 && conns[i].deadline_ms < next) next = conns[i].deadline_ms;

@@ -11,6 +11,9 @@
  *             drops that address's oldest, and nobody else's.
  * global:     at --max-handshakes, the source holding the most loses
  *             its oldest; a lone connection from another address stays.
+ * idle:       with nothing to do (no handshake, no --metrics), the parent
+ *             sleeps in poll(): under 0.2 s of CPU in 2 s. It once spun on
+ *             a zero timeout, taking a whole core from the sessions.
  *
  * With E2E_TLS=1 (ctest e2e/admission_tls) the server requires TLS: the
  * parent runs every TLS handshake too, without waiting on any client. */
@@ -202,9 +205,41 @@ static void global(void)
     printf("ok at --max-handshakes the source holding the most loses its oldest\n");
 }
 
+/* CPU seconds the process has used (user + system), from /proc. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "%s: %s", path, strerror(errno));
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    CHECK(p != NULL, "%s: no ')'", path);
+    unsigned long long utime = 0, stime = 0;
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) == 2,
+          "%s: unreadable", path);
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void idle(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, tag("idle"), NULL);
+    double before = cpu_seconds(srv.pid);
+    usleep(2000 * 1000);
+    double used = cpu_seconds(srv.pid) - before;
+    CHECK(used < 0.2, "the idle server's parent used %.2f s of CPU in 2 s (a busy loop)", used);
+    h_server_stop(&srv);
+    printf("ok an idle server's parent used %.2f s of CPU in 2 s\n", used);
+}
+
 int main(void)
 {
-    h_begin("admission", 55);
+    h_begin("admission", 60);
+    idle();
     per_source();
     global();
     flood();

@@ -333,6 +333,12 @@ int server_run(const struct server_options *options)
     the_opt = opt;
     tokens_now = opt->tokens;
     scuda_log_set_role("server");
+    if (getenv("SCUDA_SOURCE_ADDR")) {
+        /* a client setting (transport.c binds every dial to it): the
+         * server's own dials, to peers in a move, use the routing table */
+        LOG_WARN("SCUDA_SOURCE_ADDR is a client setting; this server's connections to its peers ignore it");
+        unsetenv("SCUDA_SOURCE_ADDR");
+    }
     prepare_module_cache(opt);
     char err[512];
     if (gpu_pool_init(opt->gpus, opt->max_sessions_per_gpu, err, sizeof err) != 0) {

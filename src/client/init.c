@@ -75,6 +75,11 @@ static void init_once_fn(void)
     pthread_atfork(NULL, NULL, child_after_fork);
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("using server %s (from %s)", addr, source);
+        int listed = strcmp(source, "SCUDA_SERVER") == 0 ? scuda_server_list_len(getenv("SCUDA_SERVER")) : 1;
+        if (listed > 1)
+            LOG_WARN("SCUDA_SERVER lists %d servers; this client uses the first, %s, and ignores the others "
+                     "(one device list across several servers is not built yet: put the servers behind HAProxy, "
+                     "deploy/haproxy, to spread clients over them)", listed, addr);
         connect_layers();
         CUresult r = conn_open(addr);
         if (r == CUDA_SUCCESS) {

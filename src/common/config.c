@@ -79,6 +79,22 @@ static int from_list(const char *list, char *out, size_t outlen)
     }
 }
 
+int scuda_server_list_len(const char *list)
+{
+    int n = 0;
+    for (const char *p = list; p != NULL && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        for (size_t i = 0; i < len; i++)
+            if (!isspace((unsigned char)p[i])) {
+                n++;
+                break;
+            }
+        p = comma != NULL ? comma + 1 : NULL;
+    }
+    return n;
+}
+
 /* The first line of the host file that is neither blank nor a # comment. */
 static int from_file(const char *path, char *out, size_t outlen)
 {

@@ -23,6 +23,11 @@
  * is not validated here; use scuda_parse_hostport. */
 int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const char **source);
 
+/* The number of non-empty entries of a comma-separated server list
+ * (SCUDA_SERVER): a client uses the first only, and says so when there
+ * are more. */
+int scuda_server_list_len(const char *list);
+
 /* Write addr as the only line of ~/.config/scuda/host (mode 0600), creating
  * the directories. The file is replaced atomically (write then rename), so
  * a reader never sees half an address. Returns 0, or -1 with a message that

@@ -133,6 +133,9 @@ static void test_resolve(const char *home)
     expect("empty SCUDA_SERVER falls through to the file", NULL, 0, "other:1", file);
     setenv("SCUDA_SERVER", " envhost:5 , second:6", 1);
     expect("SCUDA_SERVER beats the file, first entry", NULL, 0, "envhost:5", "SCUDA_SERVER");
+    check("a list of two servers counts 2", scuda_server_list_len(" envhost:5 , second:6") == 2);
+    check("empty list entries do not count", scuda_server_list_len("a:1,, ,b:2,") == 2);
+    check("one entry counts 1, none 0", scuda_server_list_len("a:1") == 1 && scuda_server_list_len("") == 0);
     setenv("SCUDA_SERVER", ",,second:6", 1);
     expect("SCUDA_SERVER skips empty entries", NULL, 0, "second:6", "SCUDA_SERVER");
     expect("--server beats SCUDA_SERVER", "cli:4", 0, "cli:4", "--server");

@@ -928,9 +928,12 @@ static void *liveness_main(void *arg)
         pthread_mutex_lock(&conn.recv_lock);
         int stop = conn.dead;
         if (!stop && !atomic_load(&conn.resuming) && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
-            uint64_t since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
-            if (now - since >= conn.dead_after_ms) {
-                declare_dead_locked(now - since);
+            /* The clock again, under the lock: a caller may have started
+             * waiting (wait_since_ms) after `now` was read, and now - since
+             * would wrap to centuries of silence and kill a live server. */
+            uint64_t at = mono_ms(), since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
+            if (at > since && at - since >= conn.dead_after_ms) {
+                declare_dead_locked(at - since);
                 stop = conn.dead;
             }
         }

@@ -74,17 +74,51 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
                                 : REAL(cuMemcpyHtoD_v2, m.dst, m.data, m.data_len);
 }
 
+/* How long a large copy to the host waits for a staging buffer held by
+ * another call before it takes the plain way, which needs the copy's whole
+ * size in host memory. One client thread never meets a held buffer: a
+ * copy gives its buffers back before its reply ends (send_last_piece).
+ * Calls of other client threads do: a copy to the host of each (on
+ * workers), or a large copy to the device being received. Under a tight
+ * --host-mem-quota the plain way would fail, and the holder gives its
+ * buffer back within one chunk's copy and send, unless that copy waits
+ * behind a long kernel: hence a bound. */
+#define STAGING_HELD_WAIT_MS 2000
+
+/* The reply's last bytes, sent from a copy once the buffers are back. */
+#define REPLY_TAIL 4096
+
+/* Send piece b (len bytes) once its copy is done; *failed: a write failed
+ * (then the rest is not sent). */
+static void send_piece(srv_call *c, struct staging *b, size_t len, int *failed)
+{
+    staging_wait(b);
+    if (!*failed && len && session_stream_write(c, staging_data(b), len) != 0) *failed = 1;
+}
+
+/* Send the last piece, giving both buffers back before its last bytes go
+ * out. The client sends its next call once it has them, and that call runs
+ * on another thread (a synchronous copy to the host runs on a worker): it
+ * must find the buffers free, and the copy's error deferred. */
+static void send_last_piece(srv_call *c, struct staging *b, size_t len, struct staging *buf[2], CUresult r,
+                            int *failed)
+{
+    uint8_t tail[REPLY_TAIL];
+    size_t t = len < sizeof tail ? len : sizeof tail;
+    send_piece(c, b, len - t, failed);
+    memcpy(tail, (uint8_t *)staging_data(b) + len - t, t);
+    staging_release(buf[0]);
+    if (buf[1]) staging_release(buf[1]);
+    if (r != CUDA_SUCCESS) session_defer_error(c->s, r, c->op);
+    if (!*failed && session_stream_write(c, tail, t) != 0) *failed = 1;
+}
+
 /* Send a large device-to-host copy as it is made: the GPU copies chunk
  * i+1 into one pinned buffer while chunk i goes out from the other.
  * Returns -1 when it could not start (no buffers: the caller copies the
  * plain way), 0 when all went out, 1 when a chunk failed midway: the reply
  * still carries n bytes (zeros after the failure) and the error is
  * reported by the next synchronizing call, like any asynchronous error. */
-/* How long a large copy to the host waits for a staging buffer held by
- * another call (one just queued, about to run) before it takes the plain
- * way, which needs the copy's whole size in host memory. */
-#define STAGING_HELD_WAIT_MS 2000
-
 static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
 {
     /* Two buffers overlap the next piece's copy with this piece's send.
@@ -97,31 +131,22 @@ static int dtoh_streamed(srv_call *c, uint64_t src, uint64_t n, CUstream st)
     int single = buf[1] == NULL;
     CUresult r = CUDA_SUCCESS;
     int failed = session_stream_begin(c, n) != 0;
+    struct staging *prev = NULL;
     size_t prev_len = 0;
-    for (uint64_t off = 0, i = 0; off < n || prev_len; i++) {
+    for (uint64_t off = 0, i = 0; off < n; i++) {
         size_t len = n - off < STAGING_SIZE ? (size_t)(n - off) : STAGING_SIZE;
-        struct staging *cur = buf[single ? 0 : i % 2], *prev = buf[single ? 0 : (i + 1) % 2];
-        if (single && prev_len) { /* the one buffer is sent before it is filled again */
-            staging_wait(prev);
-            if (!failed && session_stream_write(c, staging_data(prev), prev_len) != 0) failed = 1;
-            prev_len = 0;
-        }
-        if (len) {
-            if (r == CUDA_SUCCESS) r = REAL(cuMemcpyDtoHAsync_v2, staging_data(cur), src + off, len, st);
-            if (r == CUDA_SUCCESS) r = staging_record(cur, st);
-            if (r != CUDA_SUCCESS) memset(staging_data(cur), 0, len);
-        }
-        if (prev_len) {
-            staging_wait(prev);
-            if (!failed && session_stream_write(c, staging_data(prev), prev_len) != 0) failed = 1;
-        }
+        struct staging *cur = buf[single ? 0 : i % 2];
+        if (single && prev) send_piece(c, prev, prev_len, &failed); /* sent before it is filled again */
+        if (r == CUDA_SUCCESS) r = REAL(cuMemcpyDtoHAsync_v2, staging_data(cur), src + off, len, st);
+        if (r == CUDA_SUCCESS) r = staging_record(cur, st);
+        if (r != CUDA_SUCCESS) memset(staging_data(cur), 0, len);
+        if (!single && prev) send_piece(c, prev, prev_len, &failed);
+        prev = cur;
         prev_len = len;
         off += len;
     }
+    send_last_piece(c, prev, prev_len, buf, r, &failed); /* n > 0: there is one */
     session_stream_end(c);
-    staging_release(buf[0]);
-    if (buf[1]) staging_release(buf[1]);
-    if (r != CUDA_SUCCESS) session_defer_error(c->s, r, c->op);
     return r != CUDA_SUCCESS || failed;
 }
 

@@ -604,6 +604,27 @@ int h_wait(pid_t pid, int timeout_ms)
     }
 }
 
+/* A child whose stderr went to a file failed: show the file (a
+ * sanitizer's report lands there, and the CI keeps only this output). */
+static void show_stderr_file(const char *path)
+{
+    size_t n = 0;
+    char *text = path ? h_read_file(path, &n) : NULL;
+    if (!text) return;
+    const char *from = n > 16384 ? text + n - 16384 : text;
+    fprintf(stderr, "---- the child's stderr (%s%s) ----\n%s\n", path, n > 16384 ? ", last 16 KiB" : "", from);
+    free(text);
+}
+
+void h_wait_ok_err(pid_t pid, int timeout_ms, const char *what, const char *stderr_path)
+{
+    int st = h_wait(pid, timeout_ms);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) show_stderr_file(stderr_path);
+    CHECK(st != -1, "%s: still running after %d ms (killed)", what, timeout_ms);
+    CHECK(!WIFSIGNALED(st), "%s: died from signal %d", what, WTERMSIG(st));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d", what, WEXITSTATUS(st));
+}
+
 void h_wait_ok(pid_t pid, int timeout_ms, const char *what)
 {
     int st = h_wait(pid, timeout_ms);

@@ -134,6 +134,9 @@ pid_t h_spawn(int (*fn)(void *), void *arg, unsigned seconds, int out_fd, int er
 int h_wait(pid_t pid, int timeout_ms);
 /* Wait and require a clean exit with status 0. */
 void h_wait_ok(pid_t pid, int timeout_ms, const char *what);
+/* The same for a child whose stderr goes to stderr_path: on failure the
+ * file is printed first (a sanitizer's report, say). */
+void h_wait_ok_err(pid_t pid, int timeout_ms, const char *what, const char *stderr_path);
 /* A temporary file for a child's output: returns an fd open for writing
  * and fills path (in E2E_LOG_DIR). */
 int h_temp_file(const char *tag, char *path, size_t pathlen);

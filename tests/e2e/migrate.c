@@ -1163,7 +1163,7 @@ static void finish_idle_client(pid_t child, const char *err_path, const char *wh
           "the NVML shim's connection moved too: %s", err);
     free(err);
     CHECK(write(done_pipe[1], "d", 1) == 1);
-    h_wait_ok(child, 95000, what);
+    h_wait_ok_err(child, 95000, what, err_path);
     for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(done_pipe[i]);
 }
 

@@ -7,11 +7,12 @@
 
 #include "coherence.h"
 #include "conn.h"
+#include "servers.h"
 #include "shim.h"
 
 static const struct device_info *device_at(CUdevice dev)
 {
-    const struct session_info *si = conn_info();
+    const struct session_info *si = conn_info(&servers[0]);
     if (dev < 0 || (unsigned)dev >= si->device_count) return NULL;
     return &si->dev[dev];
 }
@@ -20,7 +21,7 @@ EXPORT CUresult cuDeviceGetCount(int *count)
 {
     SHIM_ENTER(cuDeviceGetCount, (count));
     if (!count) return CUDA_ERROR_INVALID_VALUE;
-    *count = (int)conn_info()->device_count;
+    *count = (int)conn_info(&servers[0])->device_count;
     return CUDA_SUCCESS;
 }
 
@@ -114,7 +115,7 @@ EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
     SHIM_ENTER(cuDeviceGetByPCIBusId, (dev, pciBusId));
     if (!dev || !pciBusId) return CUDA_ERROR_INVALID_VALUE;
-    const struct session_info *si = conn_info();
+    const struct session_info *si = conn_info(&servers[0]);
     for (unsigned i = 0; i < si->device_count; i++) {
         if (strcasecmp(si->dev[i].pci_bus_id, pciBusId) == 0) {
             *dev = (CUdevice)i;

@@ -1,0 +1,42 @@
+/* servers.h - the servers this client talks to, one `struct server` each
+ * (docs/architecture.md, 3.6; /work/notes/plan_multiserver.md, 1.1).
+ *
+ * Everything that belongs to one connection lives here rather than in file
+ * statics: the connection and its liveness (conn.c), the writer's queue
+ * (send_queue.c), the resume state (resume.c), the striping connections
+ * (bulk.c), and what the module cache learnt about the server (module.c).
+ * Each of those files works on the server it is handed, so a client can
+ * hold several connections at once.
+ *
+ * Today only servers[0] is used: SCUDA_SERVER's first entry, which every
+ * call goes to. */
+#ifndef SCUDA_CLIENT_SERVERS_H
+#define SCUDA_CLIENT_SERVERS_H
+
+#include <stdatomic.h>
+
+#include "bulk.h"
+#include "conn.h"
+#include "resume.h"
+#include "send_queue.h"
+
+#define SCUDA_MAX_SERVERS 8
+
+struct server {
+    int index; /* in servers[] (SCUDA_SERVER's order) */
+    struct conn_state c;
+    struct sendq q;
+    struct resume_state r;
+    struct bulk_state b;
+    /* The server lacks scuda_module_load_by_hash (older than the module
+     * cache): module.c sends it every image in full. */
+    _Atomic int lacks_by_hash;
+};
+
+extern struct server servers[SCUDA_MAX_SERVERS];
+
+/* The server the calling thread's calls go to (rpc_begin): servers[0]
+ * until calls are routed by their context. */
+static inline struct server *server_current(void) { return &servers[0]; }
+
+#endif

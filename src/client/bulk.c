@@ -1,13 +1,13 @@
 /* bulk.c - see bulk.h.
  *
- * One striped copy at a time (s->b.lock): its announcement goes over the
- * main connection, in program order with every other call, and its chunks
- * over the k bulk connections, chunk j on connection j mod k. The calling
- * thread moves connection 0's chunks itself; a helper thread per other
- * connection moves the rest at the same time, straight between the
- * caller's buffer and the socket (no staging copy). Any failure on a bulk
+ * One striped copy at a time per server (s->b.lock): its announcement goes
+ * over the main connection, in program order with every other call, and
+ * its chunks over the k bulk connections, chunk j on connection j mod k.
+ * The calling thread moves connection 0's chunks itself; a helper thread
+ * per other connection moves the rest at the same time, straight between
+ * the caller's buffer and the socket (no staging copy). Any failure on a bulk
  * connection fails that copy with CUDA_ERROR_UNKNOWN and ends striping for
- * this process: every bulk connection is closed (the session notices at
+ * this server: every bulk connection is closed (the session notices at
  * once) and later copies use the main connection. A copy that failed
  * because every connection was cut, the main one resumed, goes again over
  * the main connection (again_after_resume).

@@ -48,7 +48,7 @@ struct bulk_job {
     uint64_t id, n;
     uint32_t chunk;
     int used; /* connections 0..used-1 carry its chunks (min(k, chunks)) */
-    char *host; /* the caller's buffer (only read for TO_DEVICE) */
+    char *host; /* the caller's buffer (only read for BULK_TO_DEVICE) */
 };
 
 /* The argument of helper thread `index` of server s. */

@@ -1,5 +1,5 @@
 /* servers.h - the servers this client talks to, one `struct server` each
- * (docs/architecture.md, 3.6; /work/notes/plan_multiserver.md, 1.1).
+ * (docs/architecture.md, 3.6).
  *
  * Everything that belongs to one connection lives here rather than in file
  * statics: the connection and its liveness (conn.c), the writer's queue

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "bulk.h"
+#include "handle_tag.h"
 #include "conn.h"
 #include "resume.h"
 #include "send_queue.h"
@@ -38,5 +39,17 @@ extern struct server servers[SCUDA_MAX_SERVERS];
 /* The server the calling thread's calls go to (rpc_begin): servers[0]
  * until calls are routed by their context. */
 static inline struct server *server_current(void) { return &servers[0]; }
+
+/* The server that handle id `id` belongs to, by its tag (handle_tag.h).
+ * A handle on every server, or a special id, goes where the calling
+ * thread's calls go. NULL: the tag names no server, which the caller
+ * reports as CUDA_ERROR_INVALID_HANDLE, the driver's answer for a handle
+ * it never gave out. */
+static inline struct server *server_of_id(uint64_t id)
+{
+    unsigned tag = handle_tag_of(id);
+    if (tag == HANDLE_TAG_ALL || id <= HANDLE_TAG_SPECIAL_MAX) return server_current();
+    return tag < SCUDA_MAX_SERVERS ? &servers[tag] : NULL;
+}
 
 #endif

@@ -85,6 +85,10 @@ static void init_once_fn(void)
                      "deploy/haproxy, to spread clients over them)", listed, addr);
         connect_layers();
         CUresult r = conn_open(&servers[0], addr);
+        /* One server's list always fits (gdev.h asserts it), so this
+         * cannot fail yet; with several servers it is where too many
+         * devices are refused. */
+        if (r == CUDA_SUCCESS && servers_build_devices(1) != 0) r = CUDA_ERROR_NO_DEVICE;
         if (r == CUDA_SUCCESS) {
             shim_mode = scuda_env_on("SCUDA_TRACE") ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
             return;

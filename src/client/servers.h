@@ -18,6 +18,7 @@
 #include "bulk.h"
 #include "handle_tag.h"
 #include "conn.h"
+#include "gdev.h"
 #include "resume.h"
 #include "send_queue.h"
 
@@ -32,9 +33,22 @@ struct server {
     /* The server lacks scuda_module_load_by_hash (older than the module
      * cache): module.c sends it every image in full. */
     _Atomic int lacks_by_hash;
+    /* The ordinal of this server's first device in the client's list
+     * (gdevs); its devices follow it in the server's order. */
+    int g0;
 };
 
 extern struct server servers[SCUDA_MAX_SERVERS];
+
+/* The client's device list over the servers in use (gdev.h). Built by
+ * servers_build_devices once the connections are open; not read yet:
+ * device queries still answer from servers[0]'s session info, which is
+ * the same list while there is one server. */
+extern struct gdev_table gdevs;
+/* (Re)build gdevs from servers[0..n-1]'s session infos, in that order,
+ * setting each one's g0. Returns 0, or -1 (logged) when the servers have
+ * more devices together than SCUDA_MAX_GLOBAL_DEVICES. */
+int servers_build_devices(int n);
 
 /* The server the calling thread's calls go to (rpc_begin): servers[0]
  * until calls are routed by their context. */

@@ -40,10 +40,11 @@ struct server {
 
 extern struct server servers[SCUDA_MAX_SERVERS];
 
-/* The client's device list over the servers in use (gdev.h). Built by
- * servers_build_devices once the connections are open; not read yet:
- * device queries still answer from servers[0]'s session info, which is
- * the same list while there is one server. */
+/* The client's device list over the servers in use (gdev.h), built by
+ * servers_build_devices once the connections are open, before any call
+ * can read it: device queries (device.c) and context.c's device check
+ * look ordinals up here. Calls that carry a device to a server still send
+ * the ordinal as it is, which is the local one while there is one server. */
 extern struct gdev_table gdevs;
 /* (Re)build gdevs from servers[0..n-1]'s session infos, in that order,
  * setting each one's g0. Returns 0, or -1 (logged) when the servers have

@@ -13,6 +13,8 @@
 
 #include "handle_tag.h"
 
+/* A new id, tagged with the server the calling thread's calls go to
+ * (handle_tag.h). */
 uint64_t handle_new_id(void);
 /* The calling thread's own stream in its current context, created on
  * first use. */

@@ -40,6 +40,14 @@ struct server {
 
 extern struct server servers[SCUDA_MAX_SERVERS];
 
+/* The handle the application gets for id `id` from server s's reply: the
+ * id tagged with s (handle_tag.h). 0 and the special streams stay as they
+ * are; server 0's tag is 0, so with one server this is the id itself. */
+static inline void *handle_from_server(const struct server *s, uint64_t id)
+{
+    return (void *)(uintptr_t)handle_tag(id, (unsigned)s->index);
+}
+
 /* The client's device list over the servers in use (gdev.h), built by
  * servers_build_devices once the connections are open, before any call
  * can read it: device queries (device.c) and context.c's device check

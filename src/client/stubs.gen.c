@@ -13,6 +13,7 @@
 #include "hooks.h"
 #include "memo.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 
 static CUresult bad_reply(const char *name)
@@ -230,7 +231,7 @@ EXPORT CUresult cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned i
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pPlaneArray != NULL)
-            *pPlaneArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *pPlaneArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuArrayGetPlane");
     }
@@ -751,7 +752,7 @@ EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool_out != NULL)
-            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool_out = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetDefaultMemPool");
     }
@@ -881,7 +882,7 @@ EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool != NULL)
-            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetMemPool");
     }
@@ -1634,7 +1635,7 @@ EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGrap
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phGraph != NULL)
-            *phGraph = (CUgraph)handle_from_id(wr_u64(&c.out));
+            *phGraph = (CUgraph)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphChildGraphNodeGetGraph");
     }
@@ -1739,7 +1740,7 @@ EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (event_out != NULL)
-            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+            *event_out = (CUevent)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphEventRecordNodeGetEvent");
     }
@@ -1773,7 +1774,7 @@ EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_o
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (event_out != NULL)
-            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+            *event_out = (CUevent)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphEventWaitNodeGetEvent");
     }
@@ -1967,9 +1968,9 @@ EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
-            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            from[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
-            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            to[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numEdges != NULL)
             *numEdges = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2009,9 +2010,9 @@ EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNod
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
-            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            from[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
-            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            to[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numEdges != NULL)
@@ -2041,7 +2042,7 @@ EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numN
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; nodes != NULL && i_ < nodes_cnt; i_++)
-            nodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            nodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numNodes != NULL)
             *numNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2069,7 +2070,7 @@ EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; rootNodes != NULL && i_ < rootNodes_cnt; i_++)
-            rootNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            rootNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numRootNodes != NULL)
             *numRootNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2100,7 +2101,7 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
         if (phGraphExec != NULL)
             *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
         if (phErrorNode != NULL)
-            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phErrorNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (logBuffer != NULL)
             wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
         if (!wr_ok_end(&c.out))
@@ -2159,7 +2160,7 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, 
         if (phGraphExec != NULL)
             *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
         if (phErrorNode != NULL)
-            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phErrorNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (logBuffer != NULL)
             wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
         if (!wr_ok_end(&c.out))
@@ -2256,7 +2257,7 @@ EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigina
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phNode != NULL)
-            *phNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphNodeFindInClone");
     }
@@ -2282,7 +2283,7 @@ EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *depen
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
-            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependencies[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numDependencies != NULL)
             *numDependencies = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2316,7 +2317,7 @@ EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *de
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
-            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependencies[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numDependencies != NULL)
@@ -2346,7 +2347,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dep
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
-            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependentNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numDependentNodes != NULL)
             *numDependentNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2380,7 +2381,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
-            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependentNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numDependentNodes != NULL)
@@ -3663,7 +3664,7 @@ EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *lo
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool_out != NULL)
-            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool_out = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemGetDefaultMemPool");
     }
@@ -3732,7 +3733,7 @@ EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUm
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool != NULL)
-            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemGetMemPool");
     }
@@ -4972,7 +4973,7 @@ EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pLevelArray != NULL)
-            *pLevelArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *pLevelArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMipmappedArrayGetLevel");
     }
@@ -5028,7 +5029,7 @@ EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const cha
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pSurfRef != NULL)
-            *pSurfRef = (CUsurfref)handle_from_id(wr_u64(&c.out));
+            *pSurfRef = (CUsurfref)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuModuleGetSurfRef");
     }
@@ -5047,7 +5048,7 @@ EXPORT CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pTexRef != NULL)
-            *pTexRef = (CUtexref)handle_from_id(wr_u64(&c.out));
+            *pTexRef = (CUtexref)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuModuleGetTexRef");
     }
@@ -5896,7 +5897,7 @@ EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pctx != NULL)
-            *pctx = (CUcontext)handle_from_id(wr_u64(&c.out));
+            *pctx = (CUcontext)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetCtx");
     }
@@ -5921,9 +5922,9 @@ EXPORT CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pCtx != NULL)
-            *pCtx = (CUcontext)handle_from_id(wr_u64(&c.out));
+            *pCtx = (CUcontext)handle_from_server(c.srv, wr_u64(&c.out));
         if (pGreenCtx != NULL)
-            *pGreenCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+            *pGreenCtx = (CUgreenCtx)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetCtx_v2");
     }
@@ -5995,7 +5996,7 @@ EXPORT CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phCtx != NULL)
-            *phCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+            *phCtx = (CUgreenCtx)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetGreenCtx");
     }
@@ -6342,7 +6343,7 @@ EXPORT CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phArray != NULL)
-            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *phArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuSurfRefGetArray");
     }
@@ -6689,7 +6690,7 @@ EXPORT CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phArray != NULL)
-            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *phArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetArray");
     }
@@ -6860,7 +6861,7 @@ EXPORT CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CU
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phMipmappedArray != NULL)
-            *phMipmappedArray = (CUmipmappedArray)handle_from_id(wr_u64(&c.out));
+            *phMipmappedArray = (CUmipmappedArray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetMipmappedArray");
     }

@@ -1142,7 +1142,8 @@ class Emitter:
             return ["uint64_t %s_id = %s != NULL ? handle_new_id() : 0;" % (n, n),
                     "wb_put_u8(%s, %s != NULL);" % (B, n),
                     "if (%s != NULL)" % n,
-                    "    wb_put_u64(%s, %s_id);" % (B, n)]
+                    # the server knows the handle by the untagged id (handle_tag.h)
+                    "    wb_put_u64(%s, handle_untag(%s_id));" % (B, n)]
         raise AssertionError(k)
 
     def client_decode(self, e, R):

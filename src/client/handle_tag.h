@@ -16,7 +16,13 @@
  * under one id. The ids 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD
  * (2) name no object of one server and are never tagged.
  *
- * Tags never reach a server: the wire id is the untagged one. */
+ * Tags are not for servers: the wire id is the untagged one.
+ * handle_wire_id() strips the tag from a handle the application passes,
+ * and generated stubs send the new ids they make untagged. Hand-written
+ * messages that carry a new id from handle_new_id() straight into a field
+ * still send it as it is, which is the same id while only server 0
+ * makes handles; they must send handle_untag(id) before a second server
+ * is used. */
 #ifndef SCUDA_CLIENT_HANDLE_TAG_H
 #define SCUDA_CLIENT_HANDLE_TAG_H
 

@@ -30,7 +30,7 @@ EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -53,7 +53,7 @@ EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -112,7 +112,7 @@ EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -135,7 +135,7 @@ EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -669,7 +669,7 @@ EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResour
     uint64_t phDesc_id = phDesc != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phDesc != NULL);
     if (phDesc != NULL)
-        wb_put_u64(&c.req, phDesc_id);
+        wb_put_u64(&c.req, handle_untag(phDesc_id));
     wb_put_u8(&c.req, resources != NULL);
     if (resources != NULL) {
         size_t n_ = (size_t)(nbResources);
@@ -1044,7 +1044,7 @@ EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
-        wb_put_u64(&c.req, phEvent_id);
+        wb_put_u64(&c.req, handle_untag(phEvent_id));
     wb_put_u32(&c.req, (uint32_t)(Flags));
     if (phEvent != NULL)
         *phEvent = (CUevent)handle_from_id(phEvent_id);
@@ -1369,7 +1369,7 @@ EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1465,7 +1465,7 @@ EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, co
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1494,7 +1494,7 @@ EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGra
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1524,7 +1524,7 @@ EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1570,7 +1570,7 @@ EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1600,7 +1600,7 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1651,7 +1651,7 @@ EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     uint64_t phGraphClone_id = phGraphClone != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphClone != NULL);
     if (phGraphClone != NULL)
-        wb_put_u64(&c.req, phGraphClone_id);
+        wb_put_u64(&c.req, handle_untag(phGraphClone_id));
     rpc_put_handle(&c.req, originalGraph);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1693,7 +1693,7 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
-        wb_put_u64(&c.req, phGraph_id);
+        wb_put_u64(&c.req, handle_untag(phGraph_id));
     wb_put_u32(&c.req, (uint32_t)(flags));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -2088,7 +2088,7 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, phErrorNode != NULL);
     size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
@@ -2119,7 +2119,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u64(&c.req, (uint64_t)(flags));
     CUresult r = rpc_sync(&c);
@@ -2147,7 +2147,7 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, 
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, phErrorNode != NULL);
     size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
@@ -2705,7 +2705,7 @@ EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUde
     uint64_t phCtx_id = phCtx != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phCtx != NULL);
     if (phCtx != NULL)
-        wb_put_u64(&c.req, phCtx_id);
+        wb_put_u64(&c.req, handle_untag(phCtx_id));
     rpc_put_handle(&c.req, desc);
     wb_put_i32(&c.req, (int32_t)(dev));
     wb_put_u32(&c.req, (uint32_t)(flags));
@@ -2796,7 +2796,7 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, 
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     rpc_put_handle(&c.req, greenCtx);
     wb_put_u32(&c.req, (uint32_t)(flags));
     wb_put_i32(&c.req, (int32_t)(priority));
@@ -2902,7 +2902,7 @@ EXPORT CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
     uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
-        wb_put_u64(&c.req, phEvent_id);
+        wb_put_u64(&c.req, handle_untag(phEvent_id));
     wb_put_raw(&c.req, &handle, sizeof handle);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -3407,7 +3407,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     uint64_t handle_id = handle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, handle != NULL);
     if (handle != NULL)
-        wb_put_u64(&c.req, handle_id);
+        wb_put_u64(&c.req, handle_untag(handle_id));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u8(&c.req, prop != NULL);
     if (prop != NULL) {
@@ -3788,7 +3788,7 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolPr
     uint64_t pool_id = pool != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pool != NULL);
     if (pool != NULL)
-        wb_put_u64(&c.req, pool_id);
+        wb_put_u64(&c.req, handle_untag(pool_id));
     wb_put_u8(&c.req, poolProps != NULL);
     if (poolProps != NULL) {
         CUmemPoolProps poolProps_c = *poolProps;
@@ -4931,7 +4931,7 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pMipmappedArrayDesc != NULL);
     if (pMipmappedArrayDesc != NULL)
         wb_put_raw(&c.req, pMipmappedArrayDesc, sizeof *pMipmappedArrayDesc);
@@ -5119,7 +5119,7 @@ EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const 
     uint64_t mcHandle_id = mcHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, mcHandle != NULL);
     if (mcHandle != NULL)
-        wb_put_u64(&c.req, mcHandle_id);
+        wb_put_u64(&c.req, handle_untag(mcHandle_id));
     wb_put_u8(&c.req, prop != NULL);
     if (prop != NULL)
         wb_put_raw(&c.req, prop, sizeof *prop);
@@ -5763,7 +5763,7 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     wb_put_u32(&c.req, (uint32_t)(Flags));
     if (phStream != NULL)
         *phStream = (CUstream)handle_from_id(phStream_id);
@@ -5783,7 +5783,7 @@ EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flag
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     wb_put_u32(&c.req, (uint32_t)(flags));
     wb_put_i32(&c.req, (int32_t)(priority));
     if (phStream != NULL)
@@ -5823,7 +5823,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
-        wb_put_u64(&c.req, phGraph_id);
+        wb_put_u64(&c.req, handle_untag(phGraph_id));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phGraph != NULL)
@@ -6598,7 +6598,7 @@ EXPORT CUresult cuTexRefCreate(CUtexref *pTexRef)
     uint64_t pTexRef_id = pTexRef != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pTexRef != NULL);
     if (pTexRef != NULL)
-        wb_put_u64(&c.req, pTexRef_id);
+        wb_put_u64(&c.req, handle_untag(pTexRef_id));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pTexRef != NULL)

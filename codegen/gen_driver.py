@@ -770,6 +770,16 @@ def from_id(a, expr):
     return "(%s)handle_from_id(%s)" % (a.ctype, expr)
 
 
+def from_reply_id(a, reader):
+    """Client: the handle a caller sees for an id read from a reply. Ids the
+    server made are tagged with the call's server (handle_tag.h), so later
+    calls naming the handle find it; driver values (hval) are not ids."""
+    assert reader == "&c.out", reader
+    if a.hval:
+        return from_id(a, "wr_u64(%s)" % reader)
+    return "(%s)handle_from_server(c.srv, wr_u64(%s))" % (a.ctype, reader)
+
+
 def to_voidp(a, expr):
     """Server: a real handle as the void * the handle map stores."""
     return "(void *)(uintptr_t)%s" % expr if a.hval else "(void *)%s" % expr
@@ -903,7 +913,7 @@ class Emitter:
              " * wrappers, and trampolines for the exports cuda.h has no prototype for. */\n",
              "#include <cuda.h>\n#include <cudaProfiler.h>\n#include <stddef.h>\n#include <stdint.h>\n\n",
              '#include "../common/log.h"\n#include "../common/ops.gen.h"\n#include "../common/value_sizes.h"\n'
-             '#include "hooks.h"\n#include "memo.h"\n#include "rpc.h"\n#include "shim.h"\n\n',
+             '#include "hooks.h"\n#include "memo.h"\n#include "rpc.h"\n#include "servers.h"\n#include "shim.h"\n\n',
              "static CUresult bad_reply(const char *name)\n{\n"
              "    LOG_ERROR(\"%s: malformed reply from the server\", name);\n"
              "    return CUDA_ERROR_UNKNOWN;\n}\n\n"]
@@ -1132,7 +1142,8 @@ class Emitter:
             return ["uint64_t %s_id = %s != NULL ? handle_new_id() : 0;" % (n, n),
                     "wb_put_u8(%s, %s != NULL);" % (B, n),
                     "if (%s != NULL)" % n,
-                    "    wb_put_u64(%s, %s_id);" % (B, n)]
+                    # the server knows the handle by the untagged id (handle_tag.h)
+                    "    wb_put_u64(%s, handle_untag(%s_id));" % (B, n)]
         raise AssertionError(k)
 
     def client_decode(self, e, R):
@@ -1149,11 +1160,11 @@ class Emitter:
                              % (n, R, n, n, a.ctype))
             elif a.kind == "hout":
                 lines.append("for (size_t i_ = 0; %s != NULL && i_ < %s_cnt; i_++)\n            %s[i_] = %s;"
-                             % (n, n, n, from_id(a, "wr_u64(%s)" % R)))
+                             % (n, n, n, from_reply_id(a, R)))
             elif a.kind == "ohandle":
                 lines.append("if (%s != NULL)\n            *%s = %s;" % (n, n, from_id(a, n + "_id")))
             elif a.kind == "hexist":
-                lines.append("if (%s != NULL)\n            *%s = %s;" % (n, n, from_id(a, "wr_u64(%s)" % R)))
+                lines.append("if (%s != NULL)\n            *%s = %s;" % (n, n, from_reply_id(a, R)))
         return lines
 
     def trampolines(self, tramps):

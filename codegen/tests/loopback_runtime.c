@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "loopback.h"
+#include "client/servers.h"
 
 volatile int shim_mode = SHIM_REMOTE;
 void shim_trace_call(const char *name) { (void)name; }
@@ -99,10 +100,15 @@ void capture_ended(CUresult r)
 
 /* ---- rpc ------------------------------------------------------------------ */
 
+/* The one server every call goes to, as the shim's servers[0]: index 0, so
+ * ids read from replies keep no tag (handle_from_server). */
+static struct server lb_server;
+
 void rpc_begin(rpc_call *c, uint16_t op)
 {
     memset(c, 0, sizeof *c);
     c->op = op;
+    c->srv = &lb_server;
     wb_init(&c->req);
 }
 

@@ -11,8 +11,14 @@
 #define SCUDA_CLIENT_BULK_H
 
 #include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../common/protocol.h"
+
+struct server;
 
 /* Copies smaller than this go over the main connection, which is faster
  * for them (no announcement, no hand-off to the connections' threads). */
@@ -32,15 +38,74 @@
  * 4.3 over 8). */
 #define BULK_SHARE_MIN_TLS (512u << 10)
 
-/* Copy n bytes from src to device address dst, striped. Returns 1 when
+enum bulk_mode { BULK_UNTRIED, BULK_ON, BULK_OFF };
+enum bulk_dir { BULK_TO_DEVICE, BULK_FROM_DEVICE };
+
+/* One striped copy, as every connection's mover sees it. */
+struct bulk_job {
+    uint64_t gen;
+    enum bulk_dir dir;
+    uint64_t id, n;
+    uint32_t chunk;
+    int used; /* connections 0..used-1 carry its chunks (min(k, chunks)) */
+    char *host; /* the caller's buffer (only read for BULK_TO_DEVICE) */
+};
+
+/* The argument of helper thread `index` of server s. */
+struct bulk_helper {
+    struct server *s;
+    int index;
+};
+
+/* One server's striping state (servers.h embeds one per server; only bulk.c
+ * touches it). */
+struct bulk_state {
+    pthread_mutex_t lock; /* one striped copy at a time; setup */
+    enum bulk_mode state;
+    int k;
+    int tls; /* the connections are TLS: chunks of whole records */
+    int fd[BULK_MAX_STREAMS];
+    uint32_t chunk_max;
+    uint64_t next_id;
+    int last_used; /* connections the last striped copy used (tests) */
+
+    pthread_mutex_t job_lock; /* guards what follows */
+    pthread_cond_t job_cv;    /* a helper exited */
+    /* Helper i waits on helper_cv[i] for a job or quit: a copy that uses
+     * fewer connections than k wakes only the helpers it uses. */
+    pthread_cond_t helper_cv[BULK_MAX_STREAMS];
+    /* The last mover finished: only the job's caller waits for that, so a
+     * mover finishing does not wake every idle helper. */
+    pthread_cond_t done_cv;
+    struct bulk_job job;
+    int moving; /* movers still on the job */
+    int failed; /* the job failed; fail_* say where */
+    int fail_index, fail_errno;
+    int quit; /* helpers exit */
+    int helpers; /* helper threads alive */
+    uint64_t gen_at_setup; /* the last job's gen when the helpers started: theirs come after it */
+    unsigned moves_seen; /* conn_moves() when the connections were opened */
+    /* Whether the connections are TLS, worked out once per server the
+     * session is on (over_tls): (moves + 1) << 1 | tls; 0: not yet. */
+    _Atomic unsigned long tls_known;
+    struct bulk_helper helpers_of[BULK_MAX_STREAMS];
+};
+#define BULK_STATE_INIT                                                                                      \
+    {                                                                                                        \
+        .lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,                             \
+        .job_cv = PTHREAD_COND_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER,                              \
+        .helper_cv = {[0 ... BULK_MAX_STREAMS - 1] = PTHREAD_COND_INITIALIZER},                               \
+    }
+
+/* Copy n bytes from src to device address dst on server s, striped. Returns 1 when
  * the copy was made that way (its result in *r), 0 when striping is not
  * available (the caller copies over the main connection). stream is the
  * stream's wire id (handle_wire_id), mode 0 synchronous or 1 asynchronous (memcpy.c). */
-int bulk_htod(uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r);
+int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r);
 /* The mirror image: device address src to dst. */
-int bulk_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r);
+int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r);
 
 /* In a forked child: the connections belong to the parent. */
-void bulk_forget_after_fork(void);
+void bulk_forget_after_fork(struct server *s);
 
 #endif

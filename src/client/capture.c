@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "servers.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/idmap.h"
@@ -376,11 +377,11 @@ static CUresult capture_info(uint16_t op, CUstream hStream, CUstreamCaptureStatu
     struct capture_arrays *a = NULL;
     if (len && !(a = thread_arrays(len))) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
-        for (size_t i = 0; i < rep.deps_count; i++) a->deps[i] = (CUgraphNode)handle_from_id(rep.deps[i]);
+        for (size_t i = 0; i < rep.deps_count; i++) a->deps[i] = (CUgraphNode)handle_from_server(c.srv, rep.deps[i]);
         if (rep.edges_count) memcpy(a->edges, rep.edges, rep.edges_count * sizeof *a->edges);
         if (status) *status = (CUstreamCaptureStatus)rep.status;
         if (id) *id = rep.id;
-        if (graph) *graph = (CUgraph)handle_from_id(rep.graph);
+        if (graph) *graph = (CUgraph)handle_from_server(c.srv, rep.graph);
         if (num) *num = n;
         if (deps) *deps = n ? a->deps : NULL;
         if (edges) *edges = rep.edges_count ? a->edges : NULL;

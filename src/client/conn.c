@@ -4,6 +4,7 @@
 #include "resume.h"
 #include "rpc.h"
 #include "send_queue.h"
+#include "servers.h"
 #include "shim.h"
 #include "stats.h"
 
@@ -67,40 +68,11 @@ struct waiter {
     struct waiter *next;
 };
 
-static struct {
-    int fd;
-    char addr[256];
-    struct session_info info;
-    pthread_mutex_t recv_lock; /* guards everything below */
-    struct waiter *waiters;
-    int reader_active;
-    _Atomic int dead; /* read unlocked on the send path; set by the resumer and the liveness thread */
-    uint64_t wait_since_ms; /* when the waiter list last became non-empty */
-    _Atomic uint32_t next_seq;
-    /* Liveness (section "liveness" below). */
-    _Atomic uint64_t rx_progress;      /* bumped by every piece read */
-    _Atomic uint32_t server_dead_ms;   /* the session's --dead-after (its pongs say); 0 = none */
-    uint32_t dead_after_ms;            /* SCUDA_DEAD_AFTER; 0 = never */
-    int liveness_started;
-    int transfers;                     /* conn_transfer_begin without end (under recv_lock) */
-    void (*_Atomic on_dead)(void);
-    /* Resume (protocol.h, "Resume"; docs/architecture.md, 3.11): resume.c
-     * reconnects; the connection's side of it is here. */
-    _Atomic int resuming;              /* the connection broke; the resumer thread reconnects */
-    pthread_cond_t resumed;            /* broadcast when it is over, either way (under recv_lock) */
-    _Atomic uint64_t received;         /* the session's frames read whole (the reader only writes it) */
-    uint64_t ack_sent;                 /* what the last ping acknowledged (the reader's) */
-    _Atomic uint64_t acked;            /* our frames the session has */
-} conn = {
-    .fd = -1,
-    .recv_lock = PTHREAD_MUTEX_INITIALIZER,
-    .resumed = PTHREAD_COND_INITIALIZER,
-};
 
-const struct session_info *conn_info(void) { return &conn.info; }
-const char *conn_addr(void) { return conn.addr; }
-unsigned conn_moves(void) { return resume_moves(); }
-unsigned conn_resumes(void) { return resume_count(); }
+const struct session_info *conn_info(const struct server *s) { return &s->c.info; }
+const char *conn_addr(const struct server *s) { return s->c.addr; }
+unsigned conn_moves(struct server *s) { return resume_moves(s); }
+unsigned conn_resumes(struct server *s) { return resume_count(s); }
 
 static int (*host_work)(int fd, uint32_t len);
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
@@ -109,26 +81,26 @@ static __thread uint32_t thread_ctx;
 void conn_set_thread_ctx(uint32_t ctx_id) { thread_ctx = ctx_id; }
 uint32_t conn_thread_ctx(void) { return thread_ctx; }
 
-static void on_writer_error(int err);
-static int take_pong(uint32_t len);
-static void broke_locked(const char *why, uint32_t window_ms);
+static void on_writer_error(void *server, int err);
+static int take_pong(struct server *s, uint32_t len);
+static void broke_locked(struct server *s, const char *why, uint32_t window_ms);
 static uint64_t mono_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
-static int liveness_greet(void);
-static void liveness_start(void);
+static int liveness_greet(struct server *s);
+static void liveness_start(struct server *s);
 static void say_goodbye(void);
 
 /* ---- connect and handshake ------------------------------------------- */
 
-static CUresult handshake_fail(const char *what, const char *fix)
+static CUresult handshake_fail(struct server *s, const char *what, const char *fix)
 {
-    LOG_ERROR("server %s: %s; %s", conn.addr, what, fix);
-    if (conn.fd >= 0) io_close(conn.fd);
-    conn.fd = -1;
+    LOG_ERROR("server %s: %s; %s", s->c.addr, what, fix);
+    if (s->c.fd >= 0) io_close(s->c.fd);
+    s->c.fd = -1;
     return CUDA_ERROR_NO_DEVICE;
 }
 
@@ -137,28 +109,29 @@ static CUresult handshake_fail(const char *what, const char *fix)
  * variable is unset. A server too old to apply it is refused here:
  * ignoring it would hand the program the GPUs it excluded (another job's,
  * say). */
-static CUresult visible_request(uint16_t server_flags, uint8_t req[VISIBLE_REQ_LEN], int *sends)
+static CUresult visible_request(struct server *s, uint16_t server_flags, uint8_t req[VISIBLE_REQ_LEN], int *sends)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
     *sends = 0;
     if (v == NULL) return CUDA_SUCCESS;
     if (!(server_flags & HELLO_SERVER_VISIBLE))
-        return handshake_fail("the server cannot apply this client's CUDA_VISIBLE_DEVICES (it is older than this "
+        return handshake_fail(s, "the server cannot apply this client's CUDA_VISIBLE_DEVICES (it is older than this "
                               "client)",
                               "upgrade the server, or unset CUDA_VISIBLE_DEVICES to use every GPU it serves");
     char why[256];
-    if (hello_visible_request(req, v, why, sizeof why) != 0) return handshake_fail(why, "then run the program again");
+    if (hello_visible_request(req, v, why, sizeof why) != 0)
+        return handshake_fail(s, why, "then run the program again");
     *sends = 1;
     return CUDA_SUCCESS;
 }
 
-static CUresult read_welcome(int sent_visible)
+static CUresult read_welcome(struct server *s, int sent_visible)
 {
     uint32_t status;
     char msg[256];
-    int rc = hello_read_session_welcome(conn.fd, WELCOME_TIMEOUT_MS, &status, msg, sizeof msg, &conn.info);
-    if (rc == -1) return handshake_fail(msg, "check the server's log");
-    if (rc != 0) return handshake_fail(msg, "use a client and server of the same SCUDA version");
+    int rc = hello_read_session_welcome(s->c.fd, WELCOME_TIMEOUT_MS, &status, msg, sizeof msg, &s->c.info);
+    if (rc == -1) return handshake_fail(s, msg, "check the server's log");
+    if (rc != 0) return handshake_fail(s, msg, "use a client and server of the same SCUDA version");
     if (status != WELCOME_OK) {
         static const char *fixes[] = {
             [WELCOME_BAD_VERSION] = "use a client and server of the same SCUDA version",
@@ -173,94 +146,99 @@ static CUresult read_welcome(int sent_visible)
                   "without it, and an empty value means no GPU";
         char what[512];
         snprintf(what, sizeof what, "refused: %s", msg[0] ? msg : "no reason given");
-        return handshake_fail(what, fix);
+        return handshake_fail(s, what, fix);
     }
-    if (liveness_greet() != 0)
-        return handshake_fail("no answer to the first heartbeat", "use a client and server of the same SCUDA version");
-    liveness_start();
+    if (liveness_greet(s) != 0)
+        return handshake_fail(s, "no answer to the first heartbeat",
+                              "use a client and server of the same SCUDA version");
+    liveness_start(s);
     static int goodbye_set;
     if (!goodbye_set++) atexit(say_goodbye);
     return CUDA_SUCCESS;
 }
 
-CUresult conn_open(const char *addr)
+CUresult conn_open(struct server *s, const char *addr)
 {
     char err[256];
-    snprintf(conn.addr, sizeof conn.addr, "%s", addr);
-    conn.dead = 0; /* a forked child that connects anew (the NVML shim does) */
+    snprintf(s->c.addr, sizeof s->c.addr, "%s", addr);
+    s->c.dead = 0; /* a forked child that connects anew (the NVML shim does) */
     char why[1024];
-    conn.fd = dial(addr, CONNECT_TIMEOUT_MS, PREFACE_SESSION, why, sizeof why);
-    if (conn.fd == -2) {
+    s->c.fd = dial(addr, CONNECT_TIMEOUT_MS, PREFACE_SESSION, why, sizeof why);
+    if (s->c.fd == -2) {
         /* Reached, but refused or not trusted: why says what to do. */
         LOG_ERROR("server %s: %s", addr, why);
-        conn.fd = -1;
+        s->c.fd = -1;
         return CUDA_ERROR_NO_DEVICE;
     }
-    if (conn.fd < 0) {
+    if (s->c.fd < 0) {
         LOG_ERROR("cannot reach server %s: %s; start `scuda server` on the GPU machine, "
                   "or point SCUDA_SERVER (or `scuda run --server`) at a running one", addr, why);
         return CUDA_ERROR_NO_DEVICE;
     }
-    if (sendq_start(conn.fd, on_writer_error) != 0) LOG_WARN("no writer thread: every call is written directly");
+    if (sendq_start(&s->q, s->c.fd, on_writer_error, s) != 0)
+        LOG_WARN("no writer thread: every call is written directly");
 
     uint8_t nonce[SCUDA_NONCE_LEN];
     uint16_t server_flags = 0;
-    int hr = hello_read_server_judged(conn.fd, CONNECT_TIMEOUT_MS, nonce, &server_flags, err, sizeof err);
+    int hr = hello_read_server_judged(s->c.fd, CONNECT_TIMEOUT_MS, nonce, &server_flags, err, sizeof err);
     if (hr != 0)
-        return handshake_fail(err, hr == -2 ? "use a client and server of the same SCUDA version"
+        return handshake_fail(s, err, hr == -2 ? "use a client and server of the same SCUDA version"
                                             : "check the address and port");
     uint8_t visible[VISIBLE_REQ_LEN];
     int sends_visible = 0;
-    CUresult vr = visible_request(server_flags, visible, &sends_visible);
+    CUresult vr = visible_request(s, server_flags, visible, &sends_visible);
     if (vr != CUDA_SUCCESS) return vr;
-    if (hello_send_client(conn.fd, sends_visible ? HELLO_VISIBLE_DEVICES : 0, ~0ull /* every device the server offers */,
+    if (hello_send_client(s->c.fd, sends_visible ? HELLO_VISIBLE_DEVICES : 0,
+                          ~0ull /* every device the server offers */,
                           scuda_token(), nonce, sends_visible ? visible : NULL, sends_visible ? sizeof visible : 0) != 0)
-        return handshake_fail("connection closed during the handshake", "check the server's log");
-    return read_welcome(sends_visible);
+        return handshake_fail(s, "connection closed during the handshake", "check the server's log");
+    return read_welcome(s, sends_visible);
 }
 
 /* ---- failure ---------------------------------------------------------- */
 
 /* Called with recv_lock held. Every waiter gets the error. */
-static void mark_dead_locked(const char *why)
+static void mark_dead_locked(struct server *s, const char *why)
 {
-    if (!conn.dead) {
-        conn.dead = 1;
+    if (!s->c.dead) {
+        s->c.dead = 1;
         LOG_ERROR("lost the connection to server %s: %s; CUDA calls now fail with "
-                  "CUDA_ERROR_DEVICE_UNAVAILABLE", conn.addr, why);
+                  "CUDA_ERROR_DEVICE_UNAVAILABLE", s->c.addr, why);
     }
-    for (struct waiter *w = conn.waiters; w; w = w->next) {
+    for (struct waiter *w = s->c.waiters; w; w = w->next) {
         if (!w->done) {
             w->done = 1;
             w->result = CUDA_ERROR_DEVICE_UNAVAILABLE;
             pthread_cond_signal(&w->cv);
         }
     }
-    pthread_cond_broadcast(&conn.resumed);
+    pthread_cond_broadcast(&s->c.resumed);
 }
 
-static void on_writer_error(int err)
+static void on_writer_error(void *server, int err)
 {
-    pthread_mutex_lock(&conn.recv_lock);
-    broke_locked(err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err), resume_within_ms());
-    pthread_mutex_unlock(&conn.recv_lock);
+    struct server *s = server;
+    pthread_mutex_lock(&s->c.recv_lock);
+    broke_locked(s, err == ECONNRESET || err == EPIPE ? "the connection was closed" : strerror(err),
+                 resume_within_ms(s));
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
-void conn_forget_after_fork(void)
+void conn_forget_after_fork(struct server *s)
 {
-    sendq_forget_after_fork();
+    sendq_forget_after_fork(&s->q);
     /* The child must never write to the parent's socket: like real CUDA
      * after fork, calls in the child fail, and the parent is unharmed. */
-    if (conn.fd >= 0) io_forget(conn.fd);
-    conn.fd = -1;
-    conn.dead = 1;
-    conn.waiters = NULL;
-    conn.reader_active = 0;
-    conn.liveness_started = 0; /* threads do not survive fork */
-    conn.transfers = 0;
-    atomic_store(&conn.resuming, 0);
-    pthread_mutex_init(&conn.recv_lock, NULL);
-    pthread_cond_init(&conn.resumed, NULL);
+    if (s->c.fd >= 0) io_forget(s->c.fd);
+    s->c.fd = -1;
+    s->c.dead = 1;
+    s->c.waiters = NULL;
+    s->c.reader_active = 0;
+    s->c.liveness_started = 0; /* threads do not survive fork */
+    s->c.transfers = 0;
+    atomic_store(&s->c.resuming, 0);
+    pthread_mutex_init(&s->c.recv_lock, NULL);
+    pthread_cond_init(&s->c.resumed, NULL);
 }
 
 /* ---- sending ---------------------------------------------------------- */
@@ -277,19 +255,17 @@ static struct waiter *my_waiter(void)
     }
     return &thread_waiter;
 }
-static void unlink_waiter_locked(struct waiter *target);
+static void unlink_waiter_locked(struct server *s, struct waiter *target);
 
-/* Bytes on the wire, frames included (conn_wire_bytes). */
-static _Atomic uint64_t bytes_sent, bytes_received;
-
-void conn_wire_bytes(uint64_t *sent, uint64_t *received)
+void conn_wire_bytes(struct server *s, uint64_t *sent, uint64_t *received)
 {
-    *sent = atomic_load(&bytes_sent);
-    *received = atomic_load(&bytes_received);
+    *sent = atomic_load(&s->c.bytes_sent);
+    *received = atomic_load(&s->c.bytes_received);
 }
 
 CUresult conn_send(struct rpc_call *c, int async)
 {
+    struct server *s = c->srv;
     if (c->req.oom) return CUDA_ERROR_OUT_OF_MEMORY;
     size_t len = c->req.len + c->bulk_len;
     if (len > SCUDA_MAX_FRAME) return CUDA_ERROR_INVALID_VALUE;
@@ -297,7 +273,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         .length = (uint32_t)len,
         .op = c->op,
         .flags = async ? FRAME_ASYNC : 0,
-        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+        .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
         .ctx = thread_ctx,
     };
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -313,15 +289,15 @@ CUresult conn_send(struct rpc_call *c, int async)
      * (send_queue.h). So does one sent while much is kept: one-way calls
      * alone read no acknowledgements, and this one reads them, so what is
      * kept stays bounded (a round trip per KEPT_SOFT_MAX bytes). */
-    int lend = async && resume_within_ms() &&
-               (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes() > KEPT_SOFT_MAX);
+    int lend = async && resume_within_ms(s) &&
+               (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes(&s->q) > KEPT_SOFT_MAX);
     if (lend) {
         h.flags |= FRAME_ACK_ME;
         frame_header_encode(&h, hdr);
     }
-    if (async && !lend && !atomic_load_explicit(&conn.resuming, memory_order_relaxed) && !conn.dead) {
-        if (FRAME_HEADER_LEN + len <= SENDQ_SMALL_FRAME && sendq_enqueue(iov, c->bulk_len ? 3 : 2) == 0) {
-            atomic_fetch_add_explicit(&bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
+    if (async && !lend && !atomic_load_explicit(&s->c.resuming, memory_order_relaxed) && !s->c.dead) {
+        if (FRAME_HEADER_LEN + len <= SENDQ_SMALL_FRAME && sendq_enqueue(&s->q, iov, c->bulk_len ? 3 : 2) == 0) {
+            atomic_fetch_add_explicit(&s->c.bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
             return CUDA_SUCCESS;
         }
     }
@@ -329,12 +305,12 @@ CUresult conn_send(struct rpc_call *c, int async)
     /* Register before sending: the reply (or acknowledgement) can come
      * before we wait. */
     struct waiter *w = NULL;
-    pthread_mutex_lock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
     /* While the connection resumes, calls wait (bounded by
      * SCUDA_RESUME_WITHIN: the resumer ends it either way). */
-    while (atomic_load(&conn.resuming) && !conn.dead) pthread_cond_wait(&conn.resumed, &conn.recv_lock);
-    if (conn.dead) {
-        pthread_mutex_unlock(&conn.recv_lock);
+    while (atomic_load(&s->c.resuming) && !s->c.dead) pthread_cond_wait(&s->c.resumed, &s->c.recv_lock);
+    if (s->c.dead) {
+        pthread_mutex_unlock(&s->c.recv_lock);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     if (!async || lend) {
@@ -346,23 +322,23 @@ CUresult conn_send(struct rpc_call *c, int async)
         w->ack_only = async;
         w->deferred = 0;
         atomic_store(&w->frame_no, 0);
-        if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
-        w->next = conn.waiters;
-        conn.waiters = w;
+        if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = mono_ms();
+        w->next = s->c.waiters;
+        s->c.waiters = w;
     }
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_unlock(&s->c.recv_lock);
 
     int n = c->bulk_len ? 3 : 2;
     int rc = 0;
-    if (!async || lend || FRAME_HEADER_LEN + len > SENDQ_SMALL_FRAME || sendq_enqueue(iov, n) != 0)
-        rc = sendq_write_direct(iov, n, w ? &w->frame_no : NULL);
-    atomic_fetch_add_explicit(&bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
+    if (!async || lend || FRAME_HEADER_LEN + len > SENDQ_SMALL_FRAME || sendq_enqueue(&s->q, iov, n) != 0)
+        rc = sendq_write_direct(&s->q, iov, n, w ? &w->frame_no : NULL);
+    atomic_fetch_add_explicit(&s->c.bytes_sent, FRAME_HEADER_LEN + len, memory_order_relaxed);
     if (rc != 0) {
         /* The frame is kept: a resume sends it again. */
-        pthread_mutex_lock(&conn.recv_lock);
-        broke_locked(errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno),
-                     resume_within_ms());
-        pthread_mutex_unlock(&conn.recv_lock);
+        pthread_mutex_lock(&s->c.recv_lock);
+        broke_locked(s, errno == ECONNRESET || errno == EPIPE ? "the connection was closed" : strerror(errno),
+                     resume_within_ms(s));
+        pthread_mutex_unlock(&s->c.recv_lock);
     }
     if (lend) {
         int deferred;
@@ -373,16 +349,16 @@ CUresult conn_send(struct rpc_call *c, int async)
 
 /* ---- receiving -------------------------------------------------------- */
 
-static struct waiter *find_waiter_locked(uint32_t seq)
+static struct waiter *find_waiter_locked(struct server *s, uint32_t seq)
 {
-    for (struct waiter *w = conn.waiters; w; w = w->next)
+    for (struct waiter *w = s->c.waiters; w; w = w->next)
         if (w->seq == seq && !w->done && !w->ack_only) return w;
     return NULL;
 }
 
-static void unlink_waiter_locked(struct waiter *target)
+static void unlink_waiter_locked(struct server *s, struct waiter *target)
 {
-    for (struct waiter **pp = &conn.waiters; *pp; pp = &(*pp)->next) {
+    for (struct waiter **pp = &s->c.waiters; *pp; pp = &(*pp)->next) {
         if (*pp == target) {
             *pp = target->next;
             return;
@@ -397,15 +373,15 @@ static __thread int idle_reader;
 
 /* Every read of the main connection: in pieces, each one a sign of life
  * for the liveness thread. */
-static int conn_read(void *buf, size_t n)
+static int conn_read(struct server *s, void *buf, size_t n)
 {
     uint8_t *p = buf;
     while (n > 0) {
         size_t k = n < READ_PIECE ? n : READ_PIECE;
-        int rc = idle_reader && conn.dead_after_ms ? io_read_full_timeout(conn.fd, p, k, (int)conn.dead_after_ms)
-                                                   : io_read_full(conn.fd, p, k);
+        int rc = idle_reader && s->c.dead_after_ms ? io_read_full_timeout(s->c.fd, p, k, (int)s->c.dead_after_ms)
+                                                   : io_read_full(s->c.fd, p, k);
         if (rc != 0) return -1;
-        atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->c.rx_progress, 1, memory_order_relaxed);
         p += k;
         n -= k;
     }
@@ -414,10 +390,10 @@ static int conn_read(void *buf, size_t n)
 
 /* Device printf text from the session: written through stdio so it stays
  * in order with the application's own buffered output. */
-static int deliver_output(uint32_t len)
+static int deliver_output(struct server *s, uint32_t len)
 {
     uint8_t *buf = malloc(len ? len : 1);
-    if (!buf || conn_read(buf, len) != 0) {
+    if (!buf || conn_read(s, buf, len) != 0) {
         free(buf);
         return -1;
     }
@@ -431,22 +407,22 @@ static int deliver_output(uint32_t len)
 }
 
 /* Reads a bulk reply straight into the caller's sink: [u32 result][u64 n][n bytes][outputs]. */
-static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
+static int read_bulk_reply(struct server *s, struct waiter *w, const struct frame_header *h)
 {
     uint32_t len = h->length;
     struct rpc_call *c = w->call;
     uint8_t head[12];
-    if (len < sizeof head || conn_read(head, sizeof head) != 0) return -1;
+    if (len < sizeof head || conn_read(s, head, sizeof head) != 0) return -1;
     uint32_t result;
     uint64_t n;
     memcpy(&result, head, 4);
     memcpy(&n, head + 4, 8);
     if (n > len - sizeof head || n > c->sink_len) return -1;
-    if (conn_read(c->sink, (size_t)n) != 0) return -1;
+    if (conn_read(s, c->sink, (size_t)n) != 0) return -1;
     size_t rest = len - sizeof head - (size_t)n;
     free(c->reply);
     c->reply = malloc(rest ? rest : 1);
-    if (!c->reply || conn_read(c->reply, rest) != 0) return -1;
+    if (!c->reply || conn_read(s, c->reply, rest) != 0) return -1;
     wr_init(&c->out, c->reply, rest);
     c->arena.bulk_apart = 1; /* the bulk field is in the sink, not in c->out */
     c->arena.bulk_len = n;
@@ -455,13 +431,13 @@ static int read_bulk_reply(struct waiter *w, const struct frame_header *h)
     return 0;
 }
 
-static int read_plain_reply(struct waiter *w, const struct frame_header *h)
+static int read_plain_reply(struct server *s, struct waiter *w, const struct frame_header *h)
 {
     uint32_t len = h->length;
     struct rpc_call *c = w->call;
     free(c->reply); /* a reply cut by a break, read again after the resume */
     c->reply = malloc(len ? len : 1);
-    if (!c->reply || len < 4 || conn_read(c->reply, len) != 0) return -1;
+    if (!c->reply || len < 4 || conn_read(s, c->reply, len) != 0) return -1;
     uint32_t result;
     memcpy(&result, c->reply, 4);
     wr_init(&c->out, (uint8_t *)c->reply + 4, len - 4);
@@ -471,12 +447,12 @@ static int read_plain_reply(struct waiter *w, const struct frame_header *h)
 }
 
 /* Skip a frame nobody waits for (a late reply after an error). */
-static int discard(uint32_t len)
+static int discard(struct server *s, uint32_t len)
 {
     uint8_t buf[4096];
     while (len > 0) {
         uint32_t n = len < sizeof buf ? len : (uint32_t)sizeof buf;
-        if (conn_read(buf, n) != 0) return -1;
+        if (conn_read(s, buf, n) != 0) return -1;
         len -= n;
     }
     return 0;
@@ -484,13 +460,13 @@ static int discard(uint32_t len)
 
 /* The session has our frames up to ack: forget them, and let calls that
  * lent their bytes return. */
-static void note_acked(uint64_t ack)
+static void note_acked(struct server *s, uint64_t ack)
 {
-    if (ack <= atomic_load(&conn.acked)) return;
-    atomic_store(&conn.acked, ack);
-    sendq_acked(ack);
-    pthread_mutex_lock(&conn.recv_lock);
-    for (struct waiter *w = conn.waiters; w; w = w->next) {
+    if (ack <= atomic_load(&s->c.acked)) return;
+    atomic_store(&s->c.acked, ack);
+    sendq_acked(&s->q, ack);
+    pthread_mutex_lock(&s->c.recv_lock);
+    for (struct waiter *w = s->c.waiters; w; w = w->next) {
         uint64_t no = atomic_load(&w->frame_no);
         if (w->ack_only && !w->done && no && no <= ack) {
             w->done = 1;
@@ -498,15 +474,15 @@ static void note_acked(uint64_t ack)
             pthread_cond_signal(&w->cv);
         }
     }
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
 /* A pong: the session is alive. Nobody waits for it; it only says how
  * often the session wants to hear from us. */
-static int take_pong(uint32_t len)
+static int take_pong(struct server *s, uint32_t len)
 {
     uint8_t buf[64];
-    if (len > sizeof buf || conn_read(buf, len) != 0) {
+    if (len > sizeof buf || conn_read(s, buf, len) != 0) {
         errno = EPROTO;
         return -1;
     }
@@ -516,8 +492,8 @@ static int take_pong(uint32_t len)
     msg_arena_init(&arena);
     struct msg_scuda_live_pong_req m;
     if (msg_scuda_live_pong_req_get(&r, &arena, &m) == 0) {
-        atomic_store(&conn.server_dead_ms, m.dead_after_ms);
-        note_acked(m.ack);
+        atomic_store(&s->c.server_dead_ms, m.dead_after_ms);
+        note_acked(s, m.ack);
     }
     msg_arena_free(&arena);
     return 0;
@@ -526,10 +502,10 @@ static int take_pong(uint32_t len)
 /* A reply whose device bytes were lost in a resume (FRAME_REDO): its
  * caller sends the request again. A deferred error it carried is held
  * for the repeated call's reply. */
-static int take_redo(struct waiter *w, const struct frame_header *h)
+static int take_redo(struct server *s, struct waiter *w, const struct frame_header *h)
 {
     uint32_t result;
-    if (h->length != 4 || conn_read(&result, 4) != 0) {
+    if (h->length != 4 || conn_read(s, &result, 4) != 0) {
         errno = EPROTO;
         return -1;
     }
@@ -539,27 +515,27 @@ static int take_redo(struct waiter *w, const struct frame_header *h)
 }
 
 /* A numbered frame (protocol.h, "Resume"), after its header. */
-static int take_frame(const struct frame_header *h)
+static int take_frame(struct server *s, const struct frame_header *h)
 {
-    if (h->flags & FRAME_OUTPUT) return deliver_output(h->length);
-    if (h->flags & FRAME_HOST_WORK) return host_work ? host_work(conn.fd, h->length) : discard(h->length);
+    if (h->flags & FRAME_OUTPUT) return deliver_output(s, h->length);
+    if (h->flags & FRAME_HOST_WORK) return host_work ? host_work(s->c.fd, h->length) : discard(s, h->length);
 
-    pthread_mutex_lock(&conn.recv_lock);
-    struct waiter *w = find_waiter_locked(h->seq);
-    pthread_mutex_unlock(&conn.recv_lock);
-    if (w == NULL) return discard(h->length);
+    pthread_mutex_lock(&s->c.recv_lock);
+    struct waiter *w = find_waiter_locked(s, h->seq);
+    pthread_mutex_unlock(&s->c.recv_lock);
+    if (w == NULL) return discard(s, h->length);
 
-    int rc = h->flags & FRAME_REDO                   ? take_redo(w, h)
-             : (h->flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(w, h)
-                                                        : read_plain_reply(w, h);
+    int rc = h->flags & FRAME_REDO                   ? take_redo(s, w, h)
+             : (h->flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(s, w, h)
+                                                        : read_plain_reply(s, w, h);
     if (rc != 0) return -1;
     /* The reply says the session has our request and all before it: what
      * the request lent must be forgotten before its caller returns. */
-    note_acked(atomic_load(&w->frame_no));
-    pthread_mutex_lock(&conn.recv_lock);
+    note_acked(s, atomic_load(&w->frame_no));
+    pthread_mutex_lock(&s->c.recv_lock);
     w->done = 1;
     pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_unlock(&s->c.recv_lock);
     return 0;
 }
 
@@ -567,11 +543,11 @@ static int take_frame(const struct frame_header *h)
  * sent until we say we have it: a one-way scuda_resume_ack says so every
  * ACK_EVERY frames (pings say so too, when the client is idle). */
 #define ACK_EVERY 128
-static void frame_received(void)
+static void frame_received(struct server *s)
 {
-    uint64_t n = atomic_fetch_add(&conn.received, 1) + 1;
-    if (n - conn.ack_sent < ACK_EVERY) return;
-    conn.ack_sent = n;
+    uint64_t n = atomic_fetch_add(&s->c.received, 1) + 1;
+    if (n - s->c.ack_sent < ACK_EVERY) return;
+    s->c.ack_sent = n;
     wire_buf b;
     wb_init(&b);
     msg_scuda_resume_ack_req_put(&b, &(struct msg_scuda_resume_ack_req){.ack = n});
@@ -580,13 +556,14 @@ static void frame_received(void)
         .length = (uint32_t)b.len,
         .op = OP_scuda_resume_ack,
         .flags = FRAME_ASYNC,
-        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+        .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
     };
     frame_header_encode(&h, frame);
     memcpy(frame + FRAME_HEADER_LEN, b.data, b.len);
     struct iovec iov = {.iov_base = frame, .iov_len = FRAME_HEADER_LEN + b.len};
     /* Through the writer thread: the reader never blocks on the socket. */
-    if (sendq_enqueue(&iov, 1) == 0) atomic_fetch_add_explicit(&bytes_sent, iov.iov_len, memory_order_relaxed);
+    if (sendq_enqueue(&s->q, &iov, 1) == 0)
+        atomic_fetch_add_explicit(&s->c.bytes_sent, iov.iov_len, memory_order_relaxed);
     wb_free(&b);
 }
 
@@ -594,59 +571,61 @@ static void frame_received(void)
  * server (scuda_moved). Remember where; the caller treats it as a break,
  * and the resumer goes there. Returns -1 (errno ECONNABORTED), or -1 with
  * EPROTO when the notice is malformed. */
-static int take_moved(uint32_t len)
+static int take_moved(struct server *s, uint32_t len)
 {
     uint8_t buf[512];
     errno = EPROTO;
-    if (len > sizeof buf || conn_read(buf, len) != 0) return -1;
-    errno = resume_note_move(buf, len) == 0 ? ECONNABORTED : EPROTO;
+    if (len > sizeof buf || conn_read(s, buf, len) != 0) return -1;
+    errno = resume_note_move(s, buf, len) == 0 ? ECONNABORTED : EPROTO;
     return -1;
 }
 
 /* Take one frame whose header is in hdr. Called without recv_lock. */
-static int take_one_frame(const uint8_t hdr[FRAME_HEADER_LEN])
+static int take_one_frame(struct server *s, const uint8_t hdr[FRAME_HEADER_LEN])
 {
     struct frame_header h;
     frame_header_decode(hdr, &h);
-    atomic_fetch_add_explicit(&bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->c.bytes_received, FRAME_HEADER_LEN + (uint64_t)h.length, memory_order_relaxed);
     if (h.length > SCUDA_MAX_FRAME + SCUDA_REPLY_MARGIN) {
         errno = EPROTO;
         return -1;
     }
-    if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(h.length); /* not numbered */
-    if (h.op == OP_scuda_moved && !(h.flags & FRAME_REPLY)) return take_moved(h.length);      /* not numbered */
-    int rc = take_frame(&h);
-    if (rc == 0) frame_received();
+    if (h.op == OP_scuda_live_pong && !(h.flags & FRAME_REPLY)) return take_pong(s, h.length); /* not numbered */
+    if (h.op == OP_scuda_moved && !(h.flags & FRAME_REPLY)) return take_moved(s, h.length);      /* not numbered */
+    int rc = take_frame(s, &h);
+    if (rc == 0) frame_received(s);
     return rc;
 }
 
 /* Read one frame as the reader. Called without recv_lock; takes it to
  * find the waiter, which cannot leave while it is not done. */
-static int read_one_frame(void)
+static int read_one_frame(struct server *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
     /* A reply is often microseconds away: poll before sleeping in read. */
-    io_spin_for_input(conn.fd, REPLY_SPIN_NS);
-    if (conn_read(hdr, sizeof hdr) != 0) return -1;
-    return take_one_frame(hdr);
+    io_spin_for_input(s->c.fd, REPLY_SPIN_NS);
+    if (conn_read(s, hdr, sizeof hdr) != 0) return -1;
+    return take_one_frame(s, hdr);
 }
 
 /* The reader's read failed (errno saved): decide what the break is.
  * Called with recv_lock held. */
-static void reader_failed_locked(int saved)
+static void reader_failed_locked(struct server *s, int saved)
 {
     /* Altered bytes (EPROTO: TLS, or a frame no session sends) are an
      * attack or a fault on the path: no resume, as before. */
-    if (saved == EPROTO) mark_dead_locked(strerror(saved));
-    else if (resume_moving()) broke_locked("the session moved to another server", resume_within_ms());
-    else broke_locked(saved == ECONNRESET ? "the server closed the connection" : strerror(saved), resume_within_ms());
+    if (saved == EPROTO) mark_dead_locked(s, strerror(saved));
+    else if (resume_moving(s)) broke_locked(s, "the session moved to another server", resume_within_ms(s));
+    else
+        broke_locked(s, saved == ECONNRESET ? "the server closed the connection" : strerror(saved),
+                     resume_within_ms(s));
 }
 
 /* The reader role is free: wake a waiter to take it, if any. Called with
  * recv_lock held. */
-static void pass_reader_role_locked(void)
+static void pass_reader_role_locked(struct server *s)
 {
-    for (struct waiter *w = conn.waiters; w; w = w->next) {
+    for (struct waiter *w = s->c.waiters; w; w = w->next) {
         if (!w->done) {
             pthread_cond_signal(&w->cv);
             return;
@@ -656,34 +635,35 @@ static void pass_reader_role_locked(void)
 
 /* Wait until me is done, reading for everyone while no one else does.
  * Returns with recv_lock held. */
-static void wait_done_locked(struct waiter *me)
+static void wait_done_locked(struct server *s, struct waiter *me)
 {
     while (!me->done) {
-        if (conn.reader_active || atomic_load(&conn.resuming)) {
+        if (s->c.reader_active || atomic_load(&s->c.resuming)) {
             /* The resumer wakes every waiter when it is over. */
-            pthread_cond_wait(&me->cv, &conn.recv_lock);
+            pthread_cond_wait(&me->cv, &s->c.recv_lock);
             continue;
         }
-        conn.reader_active = 1;
-        pthread_mutex_unlock(&conn.recv_lock);
-        int rc = read_one_frame();
+        s->c.reader_active = 1;
+        pthread_mutex_unlock(&s->c.recv_lock);
+        int rc = read_one_frame(s);
         int saved = errno;
-        pthread_mutex_lock(&conn.recv_lock);
-        conn.reader_active = 0;
-        if (rc != 0) reader_failed_locked(saved);
+        pthread_mutex_lock(&s->c.recv_lock);
+        s->c.reader_active = 0;
+        if (rc != 0) reader_failed_locked(s, saved);
     }
-    unlink_waiter_locked(me);
-    pass_reader_role_locked();
+    unlink_waiter_locked(s, me);
+    pass_reader_role_locked(s);
 }
 
 CUresult conn_wait(struct rpc_call *c, int *deferred)
 {
+    struct server *s = c->srv;
     struct waiter *me = my_waiter();
     me->held = CUDA_SUCCESS;
     for (;;) {
-        pthread_mutex_lock(&conn.recv_lock);
-        wait_done_locked(me);
-        pthread_mutex_unlock(&conn.recv_lock);
+        pthread_mutex_lock(&s->c.recv_lock);
+        wait_done_locked(s, me);
+        pthread_mutex_unlock(&s->c.recv_lock);
         if (!me->redo || me->result == CUDA_ERROR_DEVICE_UNAVAILABLE) break;
         /* Its bytes were lost in a resume: ask again (protocol.h). */
         CUresult r = conn_send(c, 0);
@@ -717,37 +697,37 @@ CUresult conn_wait(struct rpc_call *c, int *deferred)
  * failed (errno). A frame that has begun is read whole, each piece
  * bounded by SCUDA_DEAD_AFTER (idle_reader): a partial TLS record or half
  * a frame that stops coming is a silent server. */
-static int read_idle_frame(void)
+static int read_idle_frame(struct server *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
-    ssize_t k = io_read_some(conn.fd, hdr, sizeof hdr, 0);
+    ssize_t k = io_read_some(s->c.fd, hdr, sizeof hdr, 0);
     if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-    atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed);
-    if ((size_t)k < sizeof hdr && conn_read(hdr + k, sizeof hdr - (size_t)k) != 0) return -1;
-    return take_one_frame(hdr) == 0 ? 1 : -1;
+    atomic_fetch_add_explicit(&s->c.rx_progress, 1, memory_order_relaxed);
+    if ((size_t)k < sizeof hdr && conn_read(s, hdr + k, sizeof hdr - (size_t)k) != 0) return -1;
+    return take_one_frame(s, hdr) == 0 ? 1 : -1;
 }
 
-static void read_while_idle(void)
+static void read_while_idle(struct server *s)
 {
-    pthread_mutex_lock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
     /* A striped copy in flight (transfers) is left to its own rules
      * (docs/architecture.md 9.17, "The switch"): its bulk connections are
      * A's, and following a move under it is not built. */
-    int idle = !conn.dead && !conn.reader_active && !atomic_load(&conn.resuming) && !conn.waiters &&
-               !conn.transfers && conn.fd >= 0;
-    if (idle) conn.reader_active = 1;
-    pthread_mutex_unlock(&conn.recv_lock);
+    int idle = !s->c.dead && !s->c.reader_active && !atomic_load(&s->c.resuming) && !s->c.waiters &&
+               !s->c.transfers && s->c.fd >= 0;
+    if (idle) s->c.reader_active = 1;
+    pthread_mutex_unlock(&s->c.recv_lock);
     if (!idle) return;
     idle_reader = 1;
     int rc = 0, saved = 0;
-    for (int i = 0; i < IDLE_FRAMES_PER_TICK && (rc = read_idle_frame()) == 1; i++) continue;
+    for (int i = 0; i < IDLE_FRAMES_PER_TICK && (rc = read_idle_frame(s)) == 1; i++) continue;
     saved = errno;
     idle_reader = 0;
-    pthread_mutex_lock(&conn.recv_lock);
-    conn.reader_active = 0;
-    if (rc < 0) reader_failed_locked(saved);
-    pass_reader_role_locked();
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
+    s->c.reader_active = 0;
+    if (rc < 0) reader_failed_locked(s, saved);
+    pass_reader_role_locked(s);
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
 /* ---- liveness ------------------------------------------------------------ */
@@ -778,18 +758,18 @@ static uint32_t dead_after_ms_from_env(void)
     return s > 0 && ms < 100 ? 100 : ms;
 }
 
-static void ping_frame(uint8_t *frame, size_t *len, int async, int leaving)
+static void ping_frame(struct server *s, uint8_t *frame, size_t *len, int async, int leaving)
 {
     wire_buf b;
     wb_init(&b);
     struct msg_scuda_live_ping_req m = {
-        .dead_after_ms = conn.dead_after_ms, .ack = atomic_load(&conn.received), .leaving = (uint8_t)leaving};
+        .dead_after_ms = s->c.dead_after_ms, .ack = atomic_load(&s->c.received), .leaving = (uint8_t)leaving};
     msg_scuda_live_ping_req_put(&b, &m);
     struct frame_header h = {
         .length = (uint32_t)b.len,
         .op = OP_scuda_live_ping,
         .flags = async ? FRAME_ASYNC : 0,
-        .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed),
+        .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
     };
     frame_header_encode(&h, frame);
     memcpy(frame + FRAME_HEADER_LEN, b.data, b.len);
@@ -799,20 +779,20 @@ static void ping_frame(uint8_t *frame, size_t *len, int async, int leaving)
 
 /* The first ping asks for an answer (it is not one-way), which carries the
  * session's --dead-after: from then on both ends know how often to speak. */
-static int liveness_greet(void)
+static int liveness_greet(struct server *s)
 {
-    conn.dead_after_ms = dead_after_ms_from_env();
+    s->c.dead_after_ms = dead_after_ms_from_env();
     uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
-    ping_frame(frame, &len, 0, 0);
-    if (io_write_full(conn.fd, frame, len) != 0) return -1;
+    ping_frame(s, frame, &len, 0, 0);
+    if (io_write_full(s->c.fd, frame, len) != 0) return -1;
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
-    if (io_read_full_timeout(conn.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0) return -1;
+    if (io_read_full_timeout(s->c.fd, hdr, sizeof hdr, WELCOME_TIMEOUT_MS) != 0) return -1;
     frame_header_decode(hdr, &h);
     uint8_t buf[128];
     if (h.op != OP_scuda_live_ping || !(h.flags & FRAME_REPLY) || h.length < 4 || h.length > sizeof buf ||
-        io_read_full_timeout(conn.fd, buf, h.length, WELCOME_TIMEOUT_MS) != 0)
+        io_read_full_timeout(s->c.fd, buf, h.length, WELCOME_TIMEOUT_MS) != 0)
         return -1;
     wire_reader r;
     wr_init(&r, buf + 4, h.length - 4);
@@ -822,26 +802,26 @@ static int liveness_greet(void)
     int rc = msg_scuda_live_ping_rep_get(&r, &arena, &m);
     msg_arena_free(&arena);
     if (rc != 0) return -1;
-    atomic_store(&conn.server_dead_ms, m.dead_after_ms);
+    atomic_store(&s->c.server_dead_ms, m.dead_after_ms);
     /* Frame 1 each way: the ping and its reply (protocol.h, "Resume"). */
-    atomic_store(&conn.received, 1);
-    conn.ack_sent = 1;
-    atomic_store(&conn.acked, 1);
-    sendq_set_first_no(2);
-    resume_setup(conn.info.session_pid, m.resume_secret, m.resume_within_ms);
+    atomic_store(&s->c.received, 1);
+    s->c.ack_sent = 1;
+    atomic_store(&s->c.acked, 1);
+    sendq_set_first_no(&s->q, 2);
+    resume_setup(s, s->c.info.session_pid, m.resume_secret, m.resume_within_ms);
     return 0;
 }
 
 /* Called with recv_lock held. */
-static void declare_dead_locked(uint64_t silent_ms)
+static void declare_dead_locked(struct server *s, uint64_t silent_ms)
 {
-    if (conn.dead) return;
-    if (atomic_load(&conn.resuming)) return;
+    if (s->c.dead) return;
+    if (atomic_load(&s->c.resuming)) return;
     LOG_ERROR("server %s sent nothing for %.1f s (SCUDA_DEAD_AFTER=%.1f): declared dead%s; check the server "
               "machine and its session process (stopped, hung in the driver, or cut off by the network), or "
               "raise SCUDA_DEAD_AFTER",
-              conn.addr, (double)silent_ms / 1000, (double)conn.dead_after_ms / 1000,
-              resume_within_ms() ? "; trying to resume the session"
+              s->c.addr, (double)silent_ms / 1000, (double)s->c.dead_after_ms / 1000,
+              resume_within_ms(s) ? "; trying to resume the session"
                                     : "; CUDA calls now fail with CUDA_ERROR_DEVICE_UNAVAILABLE");
     char why[64];
     snprintf(why, sizeof why, "it sent nothing for %.1f s", (double)silent_ms / 1000);
@@ -850,108 +830,111 @@ static void declare_dead_locked(uint64_t silent_ms)
      * timeout). One reconnect tells them apart within a quarter of a second: a
      * fresh path resumes at once, a frozen session never answers. So the
      * client errors out within SCUDA_DEAD_AFTER + 1 s, never later. */
-    uint32_t window = resume_within_ms() < RESUME_AFTER_SILENCE_MS ? resume_within_ms() : RESUME_AFTER_SILENCE_MS;
-    broke_locked(why, window);
+    uint32_t window = resume_within_ms(s) < RESUME_AFTER_SILENCE_MS ? resume_within_ms(s) : RESUME_AFTER_SILENCE_MS;
+    broke_locked(s, why, window);
     /* Unblock whoever reads or writes: the reader's read and the writer's
      * write now fail at once. */
-    shutdown(conn.fd, SHUT_RDWR);
-    void (*on_dead)(void) = atomic_load(&conn.on_dead);
-    if (on_dead) on_dead();
+    shutdown(s->c.fd, SHUT_RDWR);
+    void (*on_dead)(struct server *) = atomic_load(&s->c.on_dead);
+    if (on_dead) on_dead(s);
 }
 
-void conn_set_dead_handler(void (*handler)(void)) { atomic_store(&conn.on_dead, handler); }
-
-void conn_transfer_begin(void)
+void conn_set_dead_handler(struct server *s, void (*handler)(struct server *s))
 {
-    pthread_mutex_lock(&conn.recv_lock);
-    if (conn.waiters == NULL && conn.transfers == 0) conn.wait_since_ms = mono_ms();
-    conn.transfers++;
-    pthread_mutex_unlock(&conn.recv_lock);
+    atomic_store(&s->c.on_dead, handler);
 }
 
-void conn_transfer_progress(void) { atomic_fetch_add_explicit(&conn.rx_progress, 1, memory_order_relaxed); }
-
-void conn_transfer_end(void)
+void conn_transfer_begin(struct server *s)
 {
-    pthread_mutex_lock(&conn.recv_lock);
-    conn.transfers--;
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
+    if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = mono_ms();
+    s->c.transfers++;
+    pthread_mutex_unlock(&s->c.recv_lock);
+}
+
+void conn_transfer_progress(struct server *s) { atomic_fetch_add_explicit(&s->c.rx_progress, 1, memory_order_relaxed); }
+
+void conn_transfer_end(struct server *s)
+{
+    pthread_mutex_lock(&s->c.recv_lock);
+    s->c.transfers--;
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
 /* How often to ping: a quarter of the shorter bound (ours or the session's). */
-static uint64_t ping_interval_ms(void)
+static uint64_t ping_interval_ms(struct server *s)
 {
-    uint32_t mine = conn.dead_after_ms, theirs = atomic_load(&conn.server_dead_ms);
+    uint32_t mine = s->c.dead_after_ms, theirs = atomic_load(&s->c.server_dead_ms);
     uint32_t shortest = mine && theirs ? (mine < theirs ? mine : theirs) : (mine ? mine : theirs);
     return shortest ? shortest / 4 : 0;
 }
 
-static void send_ping(void)
+static void send_ping(struct server *s)
 {
     uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
-    ping_frame(frame, &len, 1, 0);
+    ping_frame(s, frame, &len, 1, 0);
     struct iovec iov = {.iov_base = frame, .iov_len = len};
     /* Through the writer thread: this thread never blocks on the socket. */
-    if (sendq_enqueue(&iov, 1) != 0) return;
+    if (sendq_enqueue(&s->q, &iov, 1) != 0) return;
     stats_count(OP_scuda_live_ping, 1);
-    atomic_fetch_add_explicit(&bytes_sent, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->c.bytes_sent, len, memory_order_relaxed);
 }
 
-static void *liveness_main(void *arg)
+static void *liveness_main(void *server)
 {
-    (void)arg;
+    struct server *s = server;
     uint64_t sent_seen = 0, rx_seen = 0, rx_at = mono_ms(), last_ping = mono_ms();
     for (;;) {
-        uint64_t interval = ping_interval_ms();
+        uint64_t interval = ping_interval_ms(s);
         /* Ticks short enough to declare death within a few percent of the
          * bound, and to follow a move within a second (read_while_idle). */
         uint64_t tick = interval && interval < IDLE_TICK_MS ? interval : IDLE_TICK_MS;
         struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         uint64_t now = mono_ms();
-        uint64_t sent = atomic_load(&bytes_sent);
+        uint64_t sent = atomic_load(&s->c.bytes_sent);
         if (sent != sent_seen) {
             sent_seen = sent;
             last_ping = now; /* anything we send counts as a ping */
         } else if (interval && now - last_ping >= interval) {
-            send_ping();
-            sent_seen = atomic_load(&bytes_sent);
+            send_ping(s);
+            sent_seen = atomic_load(&s->c.bytes_sent);
             last_ping = now;
         }
-        read_while_idle();
-        uint64_t rx = atomic_load(&conn.rx_progress);
+        read_while_idle(s);
+        uint64_t rx = atomic_load(&s->c.rx_progress);
         if (rx != rx_seen) {
             rx_seen = rx;
             rx_at = now;
         }
-        pthread_mutex_lock(&conn.recv_lock);
-        int stop = conn.dead;
-        if (!stop && !atomic_load(&conn.resuming) && (conn.waiters || conn.transfers) && conn.dead_after_ms) {
+        pthread_mutex_lock(&s->c.recv_lock);
+        int stop = s->c.dead;
+        if (!stop && !atomic_load(&s->c.resuming) && (s->c.waiters || s->c.transfers) && s->c.dead_after_ms) {
             /* The clock again, under the lock: a caller may have started
              * waiting (wait_since_ms) after `now` was read, and now - since
              * would wrap to centuries of silence and kill a live server. */
-            uint64_t at = mono_ms(), since = rx_at > conn.wait_since_ms ? rx_at : conn.wait_since_ms;
-            if (at > since && at - since >= conn.dead_after_ms) {
-                declare_dead_locked(at - since);
-                stop = conn.dead;
+            uint64_t at = mono_ms(), since = rx_at > s->c.wait_since_ms ? rx_at : s->c.wait_since_ms;
+            if (at > since && at - since >= s->c.dead_after_ms) {
+                declare_dead_locked(s, at - since);
+                stop = s->c.dead;
             }
         }
-        pthread_mutex_unlock(&conn.recv_lock);
+        pthread_mutex_unlock(&s->c.recv_lock);
         if (stop) return NULL;
     }
 }
 
-static void liveness_start(void)
+static void liveness_start(struct server *s)
 {
-    if (conn.liveness_started) return;
+    if (s->c.liveness_started) return;
     pthread_t t;
-    if (pthread_create(&t, NULL, liveness_main, NULL) != 0) {
+    if (pthread_create(&t, NULL, liveness_main, s) != 0) {
         LOG_WARN("no liveness thread: a hung server will not be noticed (%s)", strerror(errno));
         return;
     }
     pthread_detach(t);
-    conn.liveness_started = 1;
+    s->c.liveness_started = 1;
 }
 
 
@@ -959,72 +942,77 @@ static void liveness_start(void)
 
 /* Called with recv_lock held: the connection broke for `why`. Calls wait
  * while the resumer tries for window_ms (0: the connection is lost). */
-static void broke_locked(const char *why, uint32_t window_ms)
+static void broke_locked(struct server *s, const char *why, uint32_t window_ms)
 {
-    if (conn.dead || atomic_load(&conn.resuming)) return;
+    if (s->c.dead || atomic_load(&s->c.resuming)) return;
     if (!window_ms) {
-        mark_dead_locked(resume_moving() ? "the session moved to another server, and this client does not resume "
+        mark_dead_locked(s, resume_moving(s) ? "the session moved to another server, and this client does not resume "
                                            "connections (SCUDA_RESUME_WITHIN=0)" : why);
         return;
     }
-    atomic_store(&conn.resuming, 1);
-    shutdown(conn.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
-    if (resume_start(conn.addr, why, window_ms) != 0) {
-        atomic_store(&conn.resuming, 0);
-        mark_dead_locked(why);
+    atomic_store(&s->c.resuming, 1);
+    shutdown(s->c.fd, SHUT_RDWR); /* whoever still reads or writes it stops now */
+    if (resume_start(s, why, window_ms) != 0) {
+        atomic_store(&s->c.resuming, 0);
+        mark_dead_locked(s, why);
     }
 }
 
-int conn_swap_fd(int fd)
+int conn_swap_fd(struct server *s, int fd)
 {
     /* A reader that was inside a read when the old connection broke has
      * left it (shutdown) before we take its fd away. */
-    pthread_mutex_lock(&conn.recv_lock);
-    while (conn.reader_active) {
-        pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
+    while (s->c.reader_active) {
+        pthread_mutex_unlock(&s->c.recv_lock);
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-        pthread_mutex_lock(&conn.recv_lock);
+        pthread_mutex_lock(&s->c.recv_lock);
     }
-    int old = conn.fd;
-    conn.fd = fd;
-    pthread_mutex_unlock(&conn.recv_lock);
+    int old = s->c.fd;
+    s->c.fd = fd;
+    pthread_mutex_unlock(&s->c.recv_lock);
     return old;
 }
 
-void conn_note_acked(uint64_t ack) { note_acked(ack); }
-uint64_t conn_frames_received(void) { return atomic_load(&conn.received); }
+void conn_note_acked(struct server *s, uint64_t ack) { note_acked(s, ack); }
+uint64_t conn_frames_received(struct server *s) { return atomic_load(&s->c.received); }
 
-void conn_set_addr(const char *addr)
+void conn_set_addr(struct server *s, const char *addr)
 {
-    pthread_mutex_lock(&conn.recv_lock);
-    snprintf(conn.addr, sizeof conn.addr, "%s", addr);
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_lock(&s->c.recv_lock);
+    snprintf(s->c.addr, sizeof s->c.addr, "%s", addr);
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
-void conn_resume_over(int ok, const char *why)
+void conn_resume_over(struct server *s, int ok, const char *why)
 {
-    pthread_mutex_lock(&conn.recv_lock);
-    atomic_store(&conn.resuming, 0);
+    pthread_mutex_lock(&s->c.recv_lock);
+    atomic_store(&s->c.resuming, 0);
     if (ok) {
-        conn.wait_since_ms = mono_ms(); /* the silence of the break is not the new connection's */
-        for (struct waiter *w = conn.waiters; w; w = w->next) pthread_cond_signal(&w->cv);
-        pthread_cond_broadcast(&conn.resumed);
+        s->c.wait_since_ms = mono_ms(); /* the silence of the break is not the new connection's */
+        for (struct waiter *w = s->c.waiters; w; w = w->next) pthread_cond_signal(&w->cv);
+        pthread_cond_broadcast(&s->c.resumed);
     } else {
-        mark_dead_locked(why);
-        sendq_forget_kept();
+        mark_dead_locked(s, why);
+        sendq_forget_kept(&s->q);
     }
-    pthread_mutex_unlock(&conn.recv_lock);
+    pthread_mutex_unlock(&s->c.recv_lock);
 }
 
 /* At exit: tell the session we leave, so that it ends with the connection
  * instead of waiting SCUDA_RESUME_WITHIN for a resume. A process that is
  * killed cannot say so: its session waits the server's --resume-within. */
-static void say_goodbye(void)
+static void say_goodbye_to(struct server *s)
 {
-    if (conn.dead || conn.fd < 0 || atomic_load(&conn.resuming)) return;
+    if (s->c.dead || s->c.fd < 0 || atomic_load(&s->c.resuming)) return;
     uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
-    ping_frame(frame, &len, 1, 1);
+    ping_frame(s, frame, &len, 1, 1);
     struct iovec iov = {.iov_base = frame, .iov_len = len};
-    sendq_write_direct(&iov, 1, NULL);
+    sendq_write_direct(&s->q, &iov, 1, NULL);
+}
+
+static void say_goodbye(void)
+{
+    for (int i = 0; i < SCUDA_MAX_SERVERS; i++) say_goodbye_to(&servers[i]);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "servers.h"
 #include "context.h"
 #include "hooks.h"
 #include "memo.h"
@@ -119,7 +120,7 @@ static void unbind_everywhere_in_thread(struct client_ctx *c)
     stack_changed();
 }
 
-static int valid_device(CUdevice dev) { return dev >= 0 && (unsigned)dev < conn_info()->device_count; }
+static int valid_device(CUdevice dev) { return gdev_get(&gdevs, dev) != NULL; }
 
 /* ---- current context ------------------------------------------------- */
 

@@ -5,6 +5,7 @@
 #include "copy.h"
 
 #include "bulk.h"
+#include "servers.h"
 #include "rpc.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -12,7 +13,7 @@
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     CUresult cr;
-    if (bulk_htod(dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
+    if (bulk_htod(server_current(), dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         struct msg_scuda_memcpy_htod_req m = {
@@ -34,7 +35,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
 {
     uint64_t async_before = rpc_async_count();
     CUresult br;
-    if (bulk_dtoh(dst, src, n, handle_wire_id(st), mode, &br)) {
+    if (bulk_dtoh(server_current(), dst, src, n, handle_wire_id(st), mode, &br)) {
         if (br != CUDA_SUCCESS) return br;
         if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
         return CUDA_SUCCESS;

@@ -1,26 +1,27 @@
-/* device.c - device queries, answered from the session info that the
+/* device.c - device queries, answered from the session info that each
  * server sent at connect; no traffic (docs/architecture.md, 3.3 Call classes:
- * `local`). */
+ * `local`). Ordinals index the client's device list over its servers
+ * (gdevs, gdev.h), which with one server is that server's list. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 
 #include "coherence.h"
 #include "conn.h"
+#include "servers.h"
 #include "shim.h"
 
 static const struct device_info *device_at(CUdevice dev)
 {
-    const struct session_info *si = conn_info();
-    if (dev < 0 || (unsigned)dev >= si->device_count) return NULL;
-    return &si->dev[dev];
+    const struct gdev *g = gdev_get(&gdevs, dev);
+    return g != NULL ? g->info : NULL;
 }
 
 EXPORT CUresult cuDeviceGetCount(int *count)
 {
     SHIM_ENTER(cuDeviceGetCount, (count));
     if (!count) return CUDA_ERROR_INVALID_VALUE;
-    *count = (int)conn_info()->device_count;
+    *count = gdevs.count;
     return CUDA_SUCCESS;
 }
 
@@ -114,9 +115,10 @@ EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
     SHIM_ENTER(cuDeviceGetByPCIBusId, (dev, pciBusId));
     if (!dev || !pciBusId) return CUDA_ERROR_INVALID_VALUE;
-    const struct session_info *si = conn_info();
-    for (unsigned i = 0; i < si->device_count; i++) {
-        if (strcasecmp(si->dev[i].pci_bus_id, pciBusId) == 0) {
+    /* The first match: every machine has its own 0000:18:00.0, so two
+     * servers' devices may share a bus id; the UUID tells them apart. */
+    for (int i = 0; i < gdevs.count; i++) {
+        if (strcasecmp(gdevs.dev[i].info->pci_bus_id, pciBusId) == 0) {
             *dev = (CUdevice)i;
             return CUDA_SUCCESS;
         }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "conn.h"
+#include "servers.h"
 #include "export_tables.h"
 #include "rpc.h"
 #include "shim.h"
@@ -165,6 +166,12 @@ EXPORT int scuda_client_ping(double *rtt_us, int iterations)
 EXPORT int scuda_client_wire_bytes(uint64_t *sent, uint64_t *received)
 {
     if (!shim_remote() || !sent || !received) return -1;
-    conn_wire_bytes(sent, received);
+    *sent = *received = 0;
+    for (int i = 0; i < SCUDA_MAX_SERVERS; i++) {
+        uint64_t s, r;
+        conn_wire_bytes(&servers[i], &s, &r);
+        *sent += s;
+        *received += r;
+    }
     return 0;
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "servers.h"
 #include "graph.h"
 #include "graph_launch.h"
 #include "launch.h"
@@ -513,7 +514,7 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
         r = CUDA_ERROR_UNKNOWN;
     }
     if (instantiateParams && have) {
-        instantiateParams->hErrNode_out = (CUgraphNode)handle_from_id(rep.err_node);
+        instantiateParams->hErrNode_out = (CUgraphNode)handle_from_server(c.srv, rep.err_node);
         instantiateParams->result_out = (CUgraphInstantiateResult)rep.result;
     }
     rpc_end(&c);

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 
 #include "graph.h"
+#include "servers.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/idmap.h"
@@ -62,7 +63,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
     CUstreamBatchMemOpParams *ops = NULL;
     if (r == CUDA_SUCCESS) ops = graph_keep_copy(&node_ops, hNode, rep.ops, rep.ops_count * sizeof *ops, &r);
     if (r == CUDA_SUCCESS) {
-        nodeParams_out->ctx = (CUcontext)handle_from_id(rep.ctx);
+        nodeParams_out->ctx = (CUcontext)handle_from_server(c.srv, rep.ctx);
         nodeParams_out->count = rep.ops_count;
         nodeParams_out->paramArray = ops;
         nodeParams_out->flags = rep.flags;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "servers.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/idmap.h"
@@ -124,7 +125,7 @@ static CUresult add_node_op(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
     CUgraph *bodies = NULL;
     if (r == CUDA_SUCCESS && cond && !(bodies = calloc(rep.bodies_count, sizeof *bodies)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    for (uint32_t i = 0; bodies && i < rep.bodies_count; i++) bodies[i] = (CUgraph)handle_from_id(rep.bodies[i]);
+    for (uint32_t i = 0; bodies && i < rep.bodies_count; i++) bodies[i] = (CUgraph)handle_from_server(a.c.srv, rep.bodies[i]);
     if (bodies && idmap_put(&bodies_of_node, m.node, 0, bodies) != 0) {
         free(bodies);
         r = CUDA_ERROR_OUT_OF_MEMORY; /* the node stays in the graph, as after any failure the driver reports late */

@@ -7,6 +7,7 @@
  * for nodes of captured or cloned graphs. The pre-12.0 export reports the
  * same through two outputs. */
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -27,8 +28,8 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
         }
     } else {
         info->result = (CUgraphExecUpdateResult)rep.result;
-        info->errorNode = (CUgraphNode)handle_from_id(rep.error_node);
-        info->errorFromNode = (CUgraphNode)handle_from_id(rep.error_from_node);
+        info->errorNode = (CUgraphNode)handle_from_server(c.srv, rep.error_node);
+        info->errorFromNode = (CUgraphNode)handle_from_server(c.srv, rep.error_from_node);
     }
     rpc_end(&c);
     return r;

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "conn.h"
+#include "servers.h"
 
 static _Atomic uint64_t next_handle_id = 0x10000;
 
@@ -13,7 +14,11 @@ uint64_t handle_new_id(void)
     /* Ids are multiples of 16 so they look like aligned pointers to code
      * that inspects handles, and never collide with the special stream
      * values 0, 1 and 2. */
-    return atomic_fetch_add_explicit(&next_handle_id, 16, memory_order_relaxed);
+    uint64_t id = atomic_fetch_add_explicit(&next_handle_id, 16, memory_order_relaxed);
+    /* One counter for every server, so ids never collide across them; the
+     * tag says which server the new handle is made on (the one the calling
+     * thread's calls go to). Server 0's tag is 0. */
+    return handle_tag(id, (unsigned)server_current()->index);
 }
 
 /* The calling thread's default stream in each context it used, created on

@@ -11,6 +11,10 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "handle_tag.h"
+
+/* A new id, tagged with the server the calling thread's calls go to
+ * (handle_tag.h). */
 uint64_t handle_new_id(void);
 /* The calling thread's own stream in its current context, created on
  * first use. */
@@ -23,7 +27,9 @@ static inline uint64_t handle_wire_id(const void *h)
 {
     uint64_t id = (uint64_t)(uintptr_t)h;
     if (__builtin_expect(id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD, 0)) id = per_thread_stream_id();
-    return id;
+    /* Servers know their handles untagged (handle_tag.h); with one server
+     * there is no tag to strip. */
+    return handle_untag(id);
 }
 static inline void *handle_from_id(uint64_t id) { return (void *)(uintptr_t)id; }
 

@@ -17,6 +17,7 @@
 #include "capture.h"
 #include "coherence.h"
 #include "conn.h"
+#include "servers.h"
 #include "context.h"
 #include "export_tables.h"
 #include "rpc.h"
@@ -49,8 +50,10 @@ static int load_local_driver(void)
 static void child_after_fork(void)
 {
     if (shim_remote()) {
-        bulk_forget_after_fork();
-        conn_forget_after_fork();
+        for (int i = 0; i < SCUDA_MAX_SERVERS; i++) {
+            bulk_forget_after_fork(&servers[i]);
+            conn_forget_after_fork(&servers[i]);
+        }
         shim_mode = SHIM_FAILED;
         shim_init_error = CUDA_ERROR_NOT_INITIALIZED;
     }
@@ -81,7 +84,11 @@ static void init_once_fn(void)
                      "(one device list across several servers is not built yet: put the servers behind HAProxy, "
                      "deploy/haproxy, to spread clients over them)", listed, addr);
         connect_layers();
-        CUresult r = conn_open(addr);
+        CUresult r = conn_open(&servers[0], addr);
+        /* One server's list always fits (gdev.h asserts it), so this
+         * cannot fail yet; with several servers it is where too many
+         * devices are refused. */
+        if (r == CUDA_SUCCESS && servers_build_devices(1) != 0) r = CUDA_ERROR_NO_DEVICE;
         if (r == CUDA_SUCCESS) {
             shim_mode = scuda_env_on("SCUDA_TRACE") ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
             return;
@@ -126,6 +133,6 @@ EXPORT CUresult cuDriverGetVersion(int *driverVersion)
     /* Answered before cuInit too, as the real driver does. */
     if (driverVersion == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (shim_mode == SHIM_PASSTHROUGH) return real_driver.cuDriverGetVersion(driverVersion);
-    *driverVersion = shim_remote() ? conn_info()->driver_version : CUDA_VERSION;
+    *driverVersion = shim_remote() ? conn_info(&servers[0])->driver_version : CUDA_VERSION;
     return CUDA_SUCCESS;
 }

@@ -23,6 +23,7 @@
 #include "context.h"
 #include "stats.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/auth.h"
 #include "../common/idmap.h"
@@ -270,11 +271,6 @@ static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUji
     jit_request_take_log(j, buf_opt, size_opt, jit_request_log_size(j, size_opt), log);
 }
 
-/* A server without scuda_module_load_by_hash (older than the module
- * cache) answers it NOT_SUPPORTED with nothing after: from then on this
- * process sends every image in full. */
-static _Atomic int server_lacks_by_hash;
-
 /* Begin a load request: with the bytes, which go from the caller's buffer,
  * or by digest when image is NULL. */
 static void send_load(rpc_call *c, const struct msg_load_head *head, const void *image, size_t len,
@@ -309,7 +305,7 @@ static CUresult request_load(const struct msg_load_head *head, const struct jit_
     const struct msg_load_result *res = image ? &sent.result : &by_hash.result;
     if (bad) {
         if (!image && r == CUDA_ERROR_NOT_SUPPORTED) { /* the session did not look the image up */
-            server_lacks_by_hash = 1;
+            c.srv->lacks_by_hash = 1;
             *want_bytes = 1;
             r = CUDA_SUCCESS;
         } else if (r == CUDA_SUCCESS) {
@@ -345,7 +341,7 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     struct loaded *l = NULL;
     int want_bytes = 1;
     CUresult r = CUDA_SUCCESS;
-    if (!server_lacks_by_hash) {
+    if (!server_current()->lacks_by_hash) {
         uint8_t key[AUTH_SHA256_LEN];
         uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
         auth_sha256_digest(img, len, key);

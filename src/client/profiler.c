@@ -7,6 +7,7 @@
  * that would read and write those files on the server) keeps it
  * unsupported, said once. */
 #include "conn.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 
@@ -16,7 +17,7 @@
 EXPORT CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)
 {
     SHIM_ENTER(cuProfilerInitialize, (configFile, outputFile, outputMode));
-    if (conn_info()->driver_version >= DRIVER_WITHOUT_LEGACY_PROFILER) return CUDA_ERROR_NOT_SUPPORTED;
+    if (conn_info(&servers[0])->driver_version >= DRIVER_WITHOUT_LEGACY_PROFILER) return CUDA_ERROR_NOT_SUPPORTED;
     static int once;
     scuda_log_unsupported_once(&once, "cuProfilerInitialize (the session's driver predates CUDA 12.0: its legacy "
                                       "profiler would read and write files on the server)");

@@ -6,12 +6,13 @@
  * what the other lacks. Calls wait meanwhile (conn_send, conn_wait); when
  * SCUDA_RESUME_WITHIN runs out, they fail as for a lost connection.
  *
- * Lock order: conn.c's lock before res.lock; nothing here calls into
- * conn.c while it holds res.lock. */
+ * Lock order: conn.c's lock before the resume state's lock; nothing here calls into
+ * conn.c while it holds the resume state's lock. */
 #define _GNU_SOURCE
 #include "resume.h"
 #include "conn.h"
 #include "send_queue.h"
+#include "servers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,24 +36,6 @@
 #define RESUME_FIRST_DELAY_MS 50
 #define RESUME_MAX_DELAY_MS 1000
 
-static struct {
-    pthread_mutex_t lock; /* guards the move fields and session_pid */
-    uint32_t session_pid;
-    uint8_t secret[RESUME_SECRET_LEN];
-    uint32_t within_ms; /* the shorter of ours and the session's; 0 = no resume */
-    /* This break's (written before the resumer starts, read by it). */
-    uint32_t window_ms; /* within_ms, or less after silence */
-    uint64_t broke_ms;
-    char broke_why[160];
-    /* A move (docs/architecture.md 9.17, "The switch"): the session said
-     * it now lives on another server; the resumer goes there. */
-    int moving;
-    char move_to[256];
-    uint32_t move_pid;
-    struct msg_scuda_moved_req move; /* its timings, for the log */
-    _Atomic unsigned moves;          /* completed moves (bulk.c opens its connections again) */
-    _Atomic unsigned resumes;        /* completed resumes, moves included */
-} res = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t mono_ms(void)
 {
@@ -61,7 +44,8 @@ static uint64_t mono_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-void resume_setup(uint32_t session_pid, const uint8_t secret[RESUME_SECRET_LEN], uint32_t session_within_ms)
+void resume_setup(struct server *s, uint32_t session_pid, const uint8_t secret[RESUME_SECRET_LEN],
+                  uint32_t session_within_ms)
 {
     long mine = scuda_resume_within_ms();
     if (mine < 0) {
@@ -69,26 +53,26 @@ void resume_setup(uint32_t session_pid, const uint8_t secret[RESUME_SECRET_LEN],
                  getenv("SCUDA_RESUME_WITHIN"), SCUDA_RESUME_WITHIN_DEFAULT_S);
         mine = SCUDA_RESUME_WITHIN_DEFAULT_S * 1000L;
     }
-    pthread_mutex_lock(&res.lock);
-    res.session_pid = session_pid;
-    pthread_mutex_unlock(&res.lock);
-    memcpy(res.secret, secret, RESUME_SECRET_LEN);
-    res.within_ms = (uint32_t)mine < session_within_ms ? (uint32_t)mine : session_within_ms;
+    pthread_mutex_lock(&s->r.lock);
+    s->r.session_pid = session_pid;
+    pthread_mutex_unlock(&s->r.lock);
+    memcpy(s->r.secret, secret, RESUME_SECRET_LEN);
+    s->r.within_ms = (uint32_t)mine < session_within_ms ? (uint32_t)mine : session_within_ms;
 }
 
-uint32_t resume_within_ms(void) { return res.within_ms; }
-unsigned resume_moves(void) { return atomic_load(&res.moves); }
-unsigned resume_count(void) { return atomic_load(&res.resumes); }
+uint32_t resume_within_ms(struct server *s) { return s->r.within_ms; }
+unsigned resume_moves(struct server *s) { return atomic_load(&s->r.moves); }
+unsigned resume_count(struct server *s) { return atomic_load(&s->r.resumes); }
 
-int resume_moving(void)
+int resume_moving(struct server *s)
 {
-    pthread_mutex_lock(&res.lock);
-    int m = res.moving;
-    pthread_mutex_unlock(&res.lock);
+    pthread_mutex_lock(&s->r.lock);
+    int m = s->r.moving;
+    pthread_mutex_unlock(&s->r.lock);
     return m;
 }
 
-int resume_note_move(const uint8_t *buf, uint32_t len)
+int resume_note_move(struct server *s, const uint8_t *buf, uint32_t len)
 {
     wire_reader r;
     wr_init(&r, buf, len);
@@ -96,15 +80,15 @@ int resume_note_move(const uint8_t *buf, uint32_t len)
     msg_arena_init(&arena);
     struct msg_scuda_moved_req m;
     int ok = msg_scuda_moved_req_get(&r, &arena, &m) == 0 && r.left == 0 && m.to && m.to[0] &&
-             strlen(m.to) < sizeof res.move_to && m.pid != 0;
+             strlen(m.to) < sizeof s->r.move_to && m.pid != 0;
     if (ok) {
-        pthread_mutex_lock(&res.lock);
-        snprintf(res.move_to, sizeof res.move_to, "%s", m.to);
-        res.move_pid = m.pid;
-        res.move = m;
-        res.move.to = NULL;
-        res.moving = 1;
-        pthread_mutex_unlock(&res.lock);
+        pthread_mutex_lock(&s->r.lock);
+        snprintf(s->r.move_to, sizeof s->r.move_to, "%s", m.to);
+        s->r.move_pid = m.pid;
+        s->r.move = m;
+        s->r.move.to = NULL;
+        s->r.moving = 1;
+        pthread_mutex_unlock(&s->r.lock);
     }
     msg_arena_free(&arena);
     return ok ? 0 : -1;
@@ -116,8 +100,8 @@ int resume_note_move(const uint8_t *buf, uint32_t len)
  * -1 to try again; -2 when the session refused (it is gone, or never was
  * ours: trying again cannot help); -3 when a move's server refused or is
  * not trusted. why says what. */
-static int resume_connect(const char *addr, uint32_t pid, int moving, int timeout_ms, uint64_t *server_has,
-                          char *why, size_t whylen)
+static int resume_connect(struct server *s, const char *addr, uint32_t pid, int moving, int timeout_ms,
+                          uint64_t *server_has, char *why, size_t whylen)
 {
     /* Whatever dial says (unreachable, closed at its first bytes, a TLS
      * handshake that failed), a relay that restarts can say it for a
@@ -130,7 +114,7 @@ static int resume_connect(const char *addr, uint32_t pid, int moving, int timeou
     char msg[256];
     int rc = -1;
     if (hello_read_server(fd, timeout_ms, nonce, why, whylen) != 0) goto out;
-    hello_resume_request(req, pid, res.secret, nonce, conn_frames_received());
+    hello_resume_request(req, pid, s->r.secret, nonce, conn_frames_received(s));
     if (hello_send_client(fd, HELLO_RESUME, 0, scuda_token(), nonce, req, sizeof req) != 0) {
         snprintf(why, whylen, "the connection closed during the handshake");
         goto out;
@@ -165,47 +149,47 @@ out:
 
 /* Make fd the connection: send again what the session lacks, then let
  * everyone go on. Returns 0, or -1 when fd broke already. */
-static int resume_install(int fd, uint64_t server_has)
+static int resume_install(struct server *s, int fd, uint64_t server_has)
 {
-    int old = conn_swap_fd(fd);
-    long again = sendq_resume(fd, server_has);
+    int old = conn_swap_fd(s, fd);
+    long again = sendq_resume(&s->q, fd, server_has);
     io_close(old);
-    conn_note_acked(server_has);
+    conn_note_acked(s, server_has);
     return again < 0 ? -1 : 0;
 }
 
 /* ---- moves ---------------------------------------------------------------------- */
 
 /* A move succeeded: the session is on the other server from now on. */
-static void moved_there(void)
+static void moved_there(struct server *s)
 {
     char from[256], to[256];
-    snprintf(from, sizeof from, "%s", conn_addr());
-    pthread_mutex_lock(&res.lock);
-    snprintf(to, sizeof to, "%s", res.move_to);
-    res.session_pid = res.move_pid;
-    res.moving = 0;
-    struct msg_scuda_moved_req m = res.move;
-    pthread_mutex_unlock(&res.lock);
-    conn_set_addr(to);
-    atomic_fetch_add(&res.moves, 1);
+    snprintf(from, sizeof from, "%s", conn_addr(s));
+    pthread_mutex_lock(&s->r.lock);
+    snprintf(to, sizeof to, "%s", s->r.move_to);
+    s->r.session_pid = s->r.move_pid;
+    s->r.moving = 0;
+    struct msg_scuda_moved_req m = s->r.move;
+    pthread_mutex_unlock(&s->r.lock);
+    conn_set_addr(s, to);
+    atomic_fetch_add(&s->r.moves, 1);
     double gib = (double)m.bytes / (1u << 30);
     LOG_WARN("session moved from %s to %s in %.0f ms (hold %.1f ms, replay %.1f ms, memory %.1f %s in %.0f ms)",
-             from, to, m.total_ns / 1e6 + (double)(mono_ms() - res.broke_ms), m.hold_ns / 1e6, m.replay_ns / 1e6,
+             from, to, m.total_ns / 1e6 + (double)(mono_ms() - s->r.broke_ms), m.hold_ns / 1e6, m.replay_ns / 1e6,
              gib >= 0.1 ? gib : (double)m.bytes / (1u << 20), gib >= 0.1 ? "GiB" : "MiB", m.copy_ns / 1e6);
 }
 
 /* A move that cannot reach the other server goes back to the one it came
  * from, which keeps the session until --resume-within runs out. */
-static void move_abandoned(const char *why)
+static void move_abandoned(struct server *s, const char *why)
 {
     char to[256];
-    pthread_mutex_lock(&res.lock);
-    res.moving = 0;
-    snprintf(to, sizeof to, "%s", res.move_to);
-    pthread_mutex_unlock(&res.lock);
+    pthread_mutex_lock(&s->r.lock);
+    s->r.moving = 0;
+    snprintf(to, sizeof to, "%s", s->r.move_to);
+    pthread_mutex_unlock(&s->r.lock);
     LOG_WARN("cannot resume the session on %s (%s): resuming it on %s, where it came from%s", to, why,
-             conn_addr(), strstr(why, "trust") || strstr(why, "certificate") || strstr(why, "fingerprint")
+             conn_addr(s), strstr(why, "trust") || strstr(why, "certificate") || strstr(why, "fingerprint")
                               ? "; to follow moves over TLS, trust every server the session may move to "
                                 "(SCUDA_TLS_CA, or a known_hosts entry for each; docs/operate.md, Moving a session)"
                               : "");
@@ -213,46 +197,46 @@ static void move_abandoned(const char *why)
 
 /* ---- the resumer thread ------------------------------------------------------------ */
 
-static void *resume_main(void *arg)
+static void *resume_main(void *server)
 {
-    (void)arg;
-    uint64_t deadline = res.broke_ms + res.window_ms, delay = RESUME_FIRST_DELAY_MS;
+    struct server *s = server;
+    uint64_t deadline = s->r.broke_ms + s->r.window_ms, delay = RESUME_FIRST_DELAY_MS;
     /* A move tries the new server for half the time, then the old one. */
-    uint64_t move_deadline = res.broke_ms + res.within_ms / 2;
+    uint64_t move_deadline = s->r.broke_ms + s->r.within_ms / 2;
     char why[512] = "", final[768], where[256];
     for (int attempt = 1;; attempt++) {
         uint64_t now = mono_ms();
         if (now >= deadline) break;
-        int moving = resume_moving();
+        int moving = resume_moving(s);
         if (moving && now >= move_deadline) {
-            move_abandoned(why[0] ? why : "no answer");
+            move_abandoned(s, why[0] ? why : "no answer");
             moving = 0;
         }
-        pthread_mutex_lock(&res.lock);
-        uint32_t pid = moving ? res.move_pid : res.session_pid;
-        snprintf(where, sizeof where, "%s", moving ? res.move_to : conn_addr());
-        pthread_mutex_unlock(&res.lock);
+        pthread_mutex_lock(&s->r.lock);
+        uint32_t pid = moving ? s->r.move_pid : s->r.session_pid;
+        snprintf(where, sizeof where, "%s", moving ? s->r.move_to : conn_addr(s));
+        pthread_mutex_unlock(&s->r.lock);
         uint64_t left = (moving ? move_deadline : deadline) - now;
         uint64_t server_has = 0;
-        int fd = resume_connect(where, pid, moving, left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS,
+        int fd = resume_connect(s, where, pid, moving, left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS,
                                 &server_has, why, sizeof why);
-        if (fd >= 0 && resume_install(fd, server_has) == 0) {
-            if (moving) moved_there();
+        if (fd >= 0 && resume_install(s, fd, server_has) == 0) {
+            if (moving) moved_there(s);
             else LOG_WARN("resumed session on %s after %llu ms", where,
-                          (unsigned long long)(mono_ms() - res.broke_ms));
-            atomic_fetch_add(&res.resumes, 1);
-            conn_resume_over(1, NULL);
+                          (unsigned long long)(mono_ms() - s->r.broke_ms));
+            atomic_fetch_add(&s->r.resumes, 1);
+            conn_resume_over(s, 1, NULL);
             return NULL;
         }
         if (moving && (fd == -2 || fd == -3)) {
-            move_abandoned(why);
+            move_abandoned(s, why);
             delay = RESUME_FIRST_DELAY_MS;
             continue;
         }
         if (fd == -2) {
             snprintf(final, sizeof final, "%s, and the session cannot be resumed (%s): it ended, or the server "
-                     "restarted", res.broke_why, why);
-            conn_resume_over(0, final);
+                     "restarted", s->r.broke_why, why);
+            conn_resume_over(s, 0, final);
             return NULL;
         }
         if (fd >= 0) snprintf(why, sizeof why, "the new connection broke at once");
@@ -263,30 +247,31 @@ static void *resume_main(void *arg)
         delay = delay * 2 < RESUME_MAX_DELAY_MS ? delay * 2 : RESUME_MAX_DELAY_MS;
     }
     snprintf(final, sizeof final, "%s, and no resume within %g s (SCUDA_RESUME_WITHIN; last try: %s)",
-             res.broke_why, (double)res.window_ms / 1000, why[0] ? why : "none");
-    conn_resume_over(0, final);
+             s->r.broke_why, (double)s->r.window_ms / 1000, why[0] ? why : "none");
+    conn_resume_over(s, 0, final);
     return NULL;
 }
 
-int resume_start(const char *addr, const char *why, uint32_t window_ms)
+int resume_start(struct server *s, const char *why, uint32_t window_ms)
 {
-    res.broke_ms = mono_ms();
-    res.window_ms = window_ms;
-    snprintf(res.broke_why, sizeof res.broke_why, "%s", why);
-    pthread_mutex_lock(&res.lock);
-    int moving = res.moving;
+    const char *addr = conn_addr(s);
+    s->r.broke_ms = mono_ms();
+    s->r.window_ms = window_ms;
+    snprintf(s->r.broke_why, sizeof s->r.broke_why, "%s", why);
+    pthread_mutex_lock(&s->r.lock);
+    int moving = s->r.moving;
     char to[256];
-    snprintf(to, sizeof to, "%s", res.move_to);
-    uint32_t pid = res.move_pid;
-    pthread_mutex_unlock(&res.lock);
+    snprintf(to, sizeof to, "%s", s->r.move_to);
+    uint32_t pid = s->r.move_pid;
+    pthread_mutex_unlock(&s->r.lock);
     if (moving)
         LOG_INFO("server %s: the session moves to %s (session %u there); resuming it there", addr, to, pid);
     else
         LOG_WARN("lost the connection to server %s: %s; resuming the session, retrying for up to %g s "
                  "(SCUDA_RESUME_WITHIN%s)", addr, why, (double)window_ms / 1000,
-                 window_ms < res.within_ms ? "; a silent server gets 0.25 s" : "");
+                 window_ms < s->r.within_ms ? "; a silent server gets 0.25 s" : "");
     pthread_t t;
-    if (pthread_create(&t, NULL, resume_main, NULL) != 0) return -1;
+    if (pthread_create(&t, NULL, resume_main, s) != 0) return -1;
     pthread_detach(t);
     return 0;
 }

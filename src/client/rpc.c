@@ -10,13 +10,17 @@
 #include <stdlib.h>
 
 #include "conn.h"
+#include "servers.h"
 #include "stats.h"
 #include "../common/config.h"
 #include "../common/log.h"
 
-void rpc_begin(rpc_call *c, uint16_t op)
+void rpc_begin(rpc_call *c, uint16_t op) { rpc_begin_on(c, op, server_current()); }
+
+void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv)
 {
     c->op = op;
+    c->srv = srv;
     wb_init(&c->req);
     wr_init(&c->out, NULL, 0);
     msg_arena_init(&c->arena);

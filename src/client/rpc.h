@@ -29,8 +29,12 @@
 #include "../common/messages.gen.h"
 #include "../common/wire.h"
 
+struct server;
+
 typedef struct rpc_call {
     uint16_t op;
+    /* The server the call goes to (servers.h): rpc_begin sets it. */
+    struct server *srv;
     wire_buf req;     /* arguments */
     wire_reader out;  /* outputs, positioned after the CUresult */
     void *reply;      /* reply payload, owned until rpc_end */
@@ -52,6 +56,9 @@ typedef struct rpc_call {
 } rpc_call;
 
 void rpc_begin(rpc_call *c, uint16_t op);
+/* rpc_begin for a call that belongs to one server whatever the thread's
+ * context: the transport's own calls (bulk.c's setup, copies and pings). */
+void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv);
 /* What an observing export returns: r, or when r is CUDA_SUCCESS the
  * pending error of an earlier one-way call (once). */
 CUresult rpc_report_deferred(CUresult r);

@@ -20,55 +20,6 @@
  * writer this much spinning, then nothing. */
 #define SPIN_NS 50000
 
-struct buffer {
-    uint8_t *data;
-    size_t len, cap;
-};
-
-/* A frame kept until the session acknowledges it (protocol.h, "Resume"):
- * a copy in the log (q.log, one buffer for every copied frame, so a
- * launch costs a memcpy and no malloc), or its header and pointers to
- * the caller's bytes. */
-#define KEPT_PARTS 4
-struct kept {
-    uint64_t no;
-    int copied;
-    size_t off; /* copied: where in q.log */
-    size_t len;
-    uint8_t hdr[FRAME_HEADER_LEN];
-    struct iovec rest[KEPT_PARTS];
-    int nrest;
-};
-
-static struct {
-    int fd;
-    int running;
-    void (*on_error)(int);
-    pthread_mutex_t write_lock; /* held while writing to the socket */
-    pthread_mutex_t lock;       /* guards pending and sleeping */
-    pthread_cond_t wake;
-    struct buffer pending;
-    _Atomic size_t pending_len; /* read without the lock while spinning */
-    int sleeping;
-    /* The buffer being written (under write_lock), kept reachable here: a
-     * child forked meanwhile inherits it without the thread that holds it,
-     * and LeakSanitizer would call it a leak. */
-    void *in_flight;
-    /* Numbering and keeping, under lock: numbers follow the order in which
-     * frames reach the socket (queued ones in queue order, a direct one
-     * right after what it flushes). */
-    uint64_t next_no;
-    struct kept *kept;
-    size_t kept_head, kept_count, kept_cap; /* a ring */
-    _Atomic size_t kept_bytes;
-    uint8_t *log;
-    size_t log_start, log_end, log_cap; /* copied frames, in order */
-} q = {.fd = -1,
-       .next_no = 1,
-       .write_lock = PTHREAD_MUTEX_INITIALIZER,
-       .lock = PTHREAD_MUTEX_INITIALIZER,
-       .wake = PTHREAD_COND_INITIALIZER};
-
 static void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -87,42 +38,42 @@ static uint64_t now_ns(void)
 
 /* ---- keeping frames for a resume ------------------------------------------- */
 
-static struct kept *kept_at(size_t i) { return &q.kept[(q.kept_head + i) % q.kept_cap]; }
+static struct sendq_kept *kept_at(struct sendq *q, size_t i) { return &q->kept[(q->kept_head + i) % q->kept_cap]; }
 
 /* Room for one more kept frame (lock held). */
-static int kept_reserve_locked(void)
+static int kept_reserve_locked(struct sendq *q)
 {
-    if (q.kept_count < q.kept_cap) return 0;
-    size_t cap = q.kept_cap ? q.kept_cap * 2 : 256;
-    struct kept *k = malloc(cap * sizeof *k);
+    if (q->kept_count < q->kept_cap) return 0;
+    size_t cap = q->kept_cap ? q->kept_cap * 2 : 256;
+    struct sendq_kept *k = malloc(cap * sizeof *k);
     if (!k) return -1;
-    for (size_t i = 0; i < q.kept_count; i++) k[i] = *kept_at(i);
-    free(q.kept);
-    q.kept = k;
-    q.kept_head = 0;
-    q.kept_cap = cap;
+    for (size_t i = 0; i < q->kept_count; i++) k[i] = *kept_at(q, i);
+    free(q->kept);
+    q->kept = k;
+    q->kept_head = 0;
+    q->kept_cap = cap;
     return 0;
 }
 
 /* Room for n more bytes at the log's end (lock held): what is forgotten
  * at its start is reclaimed first. */
-static int log_reserve_locked(size_t n)
+static int log_reserve_locked(struct sendq *q, size_t n)
 {
-    if (q.log_end + n <= q.log_cap) return 0;
-    if (q.log_start > 0) {
-        memmove(q.log, q.log + q.log_start, q.log_end - q.log_start);
-        for (size_t i = 0; i < q.kept_count; i++)
-            if (kept_at(i)->copied) kept_at(i)->off -= q.log_start;
-        q.log_end -= q.log_start;
-        q.log_start = 0;
-        if (q.log_end + n <= q.log_cap) return 0;
+    if (q->log_end + n <= q->log_cap) return 0;
+    if (q->log_start > 0) {
+        memmove(q->log, q->log + q->log_start, q->log_end - q->log_start);
+        for (size_t i = 0; i < q->kept_count; i++)
+            if (kept_at(q, i)->copied) kept_at(q, i)->off -= q->log_start;
+        q->log_end -= q->log_start;
+        q->log_start = 0;
+        if (q->log_end + n <= q->log_cap) return 0;
     }
-    size_t cap = q.log_cap ? q.log_cap : 1u << 20;
-    while (cap < q.log_end + n) cap *= 2;
-    uint8_t *l = realloc(q.log, cap);
+    size_t cap = q->log_cap ? q->log_cap : 1u << 20;
+    while (cap < q->log_end + n) cap *= 2;
+    uint8_t *l = realloc(q->log, cap);
     if (!l) return -1;
-    q.log = l;
-    q.log_cap = cap;
+    q->log = l;
+    q->log_cap = cap;
     return 0;
 }
 
@@ -130,95 +81,95 @@ static int log_reserve_locked(size_t n)
  * copied; a large one keeps pointers to the caller's bytes (borrow).
  * Returns its number. Out of memory it is numbered but not kept: a
  * resume that would need it fails, and says why. */
-static uint64_t keep_locked(const struct iovec *iov, int iovcnt, int borrow)
+static uint64_t keep_locked(struct sendq *q, const struct iovec *iov, int iovcnt, int borrow)
 {
-    uint64_t no = q.next_no++;
-    if (kept_reserve_locked() != 0) {
+    uint64_t no = q->next_no++;
+    if (kept_reserve_locked(q) != 0) {
         LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
         return no;
     }
-    struct kept k = {.no = no};
+    struct sendq_kept k = {.no = no};
     for (int i = 0; i < iovcnt; i++) k.len += iov[i].iov_len;
     if (borrow && iovcnt - 1 <= KEPT_PARTS && iov[0].iov_len == FRAME_HEADER_LEN) {
         memcpy(k.hdr, iov[0].iov_base, FRAME_HEADER_LEN);
         for (int i = 1; i < iovcnt; i++) k.rest[k.nrest++] = iov[i];
     } else {
-        if (log_reserve_locked(k.len) != 0) {
+        if (log_reserve_locked(q, k.len) != 0) {
             LOG_WARN("out of memory: frame %llu cannot be sent again after a resume", (unsigned long long)no);
             return no;
         }
         k.copied = 1;
-        k.off = q.log_end;
+        k.off = q->log_end;
         for (int i = 0; i < iovcnt; i++) {
-            memcpy(q.log + q.log_end, iov[i].iov_base, iov[i].iov_len);
-            q.log_end += iov[i].iov_len;
+            memcpy(q->log + q->log_end, iov[i].iov_base, iov[i].iov_len);
+            q->log_end += iov[i].iov_len;
         }
     }
-    *kept_at(q.kept_count++) = k;
-    atomic_fetch_add_explicit(&q.kept_bytes, k.len, memory_order_relaxed);
+    *kept_at(q, q->kept_count++) = k;
+    atomic_fetch_add_explicit(&q->kept_bytes, k.len, memory_order_relaxed);
     return no;
 }
 
-static void forget_first_locked(void)
+static void forget_first_locked(struct sendq *q)
 {
-    struct kept *k = kept_at(0);
-    atomic_fetch_sub_explicit(&q.kept_bytes, k->len, memory_order_relaxed);
-    if (k->copied) q.log_start = k->off + k->len; /* copies are in the log in order */
-    q.kept_head = (q.kept_head + 1) % q.kept_cap;
-    if (--q.kept_count == 0) q.log_start = q.log_end = 0;
+    struct sendq_kept *k = kept_at(q, 0);
+    atomic_fetch_sub_explicit(&q->kept_bytes, k->len, memory_order_relaxed);
+    if (k->copied) q->log_start = k->off + k->len; /* copies are in the log in order */
+    q->kept_head = (q->kept_head + 1) % q->kept_cap;
+    if (--q->kept_count == 0) q->log_start = q->log_end = 0;
 }
 
-void sendq_acked(uint64_t ack)
+void sendq_acked(struct sendq *q, uint64_t ack)
 {
-    pthread_mutex_lock(&q.lock);
-    while (q.kept_count > 0 && kept_at(0)->no <= ack) forget_first_locked();
-    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_lock(&q->lock);
+    while (q->kept_count > 0 && kept_at(q, 0)->no <= ack) forget_first_locked(q);
+    pthread_mutex_unlock(&q->lock);
 }
 
-size_t sendq_kept_bytes(void) { return atomic_load_explicit(&q.kept_bytes, memory_order_relaxed); }
+size_t sendq_kept_bytes(struct sendq *q) { return atomic_load_explicit(&q->kept_bytes, memory_order_relaxed); }
 
-void sendq_forget_kept(void)
+void sendq_forget_kept(struct sendq *q)
 {
-    pthread_mutex_lock(&q.lock);
-    while (q.kept_count > 0) forget_first_locked();
-    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_lock(&q->lock);
+    while (q->kept_count > 0) forget_first_locked(q);
+    pthread_mutex_unlock(&q->lock);
 }
 
-void sendq_set_first_no(uint64_t first_no)
+void sendq_set_first_no(struct sendq *q, uint64_t first_no)
 {
-    pthread_mutex_lock(&q.lock);
-    q.next_no = first_no;
-    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_lock(&q->lock);
+    q->next_no = first_no;
+    pthread_mutex_unlock(&q->lock);
 }
 
-static int write_kept(int fd, const struct kept *k)
+static int write_kept(struct sendq *q, int fd, const struct sendq_kept *k)
 {
-    if (k->copied) return io_write_full(fd, q.log + k->off, k->len);
+    if (k->copied) return io_write_full(fd, q->log + k->off, k->len);
     struct iovec iov[KEPT_PARTS + 1] = {{(void *)k->hdr, FRAME_HEADER_LEN}};
     for (int i = 0; i < k->nrest; i++) iov[i + 1] = k->rest[i];
     return io_writev_full(fd, iov, k->nrest + 1);
 }
 
-long sendq_resume(int fd, uint64_t server_has)
+long sendq_resume(struct sendq *q, int fd, uint64_t server_has)
 {
-    pthread_mutex_lock(&q.write_lock);
-    pthread_mutex_lock(&q.lock);
-    while (q.kept_count > 0 && kept_at(0)->no <= server_has) forget_first_locked();
+    pthread_mutex_lock(&q->write_lock);
+    pthread_mutex_lock(&q->lock);
+    while (q->kept_count > 0 && kept_at(q, 0)->no <= server_has) forget_first_locked(q);
     /* What is queued is kept too: it goes out below, in order, once. */
-    q.pending.len = 0;
-    atomic_store(&q.pending_len, 0);
-    q.fd = fd;
+    q->pending.len = 0;
+    atomic_store(&q->pending_len, 0);
+    q->fd = fd;
     long n = 0;
-    if (q.kept_count > 0 && kept_at(0)->no != server_has + 1) {
+    if (q->kept_count > 0 && kept_at(q, 0)->no != server_has + 1) {
         LOG_WARN("resume: the session has %llu of our frames, but we keep from frame %llu on",
-                 (unsigned long long)server_has, (unsigned long long)kept_at(0)->no);
+                 (unsigned long long)server_has, (unsigned long long)kept_at(q, 0)->no);
         errno = EPROTO;
         n = -1;
     }
-    for (size_t i = 0; i < q.kept_count && n >= 0; i++, n++)
-        if (write_kept(fd, kept_at(i)) != 0) n = -1;
-    pthread_mutex_unlock(&q.lock);
-    pthread_mutex_unlock(&q.write_lock);
+    for (size_t i = 0; i < q->kept_count && n >= 0; i++, n++)
+        if (write_kept(q, fd, kept_at(q, i)) != 0) n = -1;
+    pthread_mutex_unlock(&q->lock);
+    pthread_mutex_unlock(&q->write_lock);
     return n;
 }
 
@@ -228,146 +179,147 @@ long sendq_resume(int fd, uint64_t server_has)
  * (write_lock held), then the buffer is handed back for reuse, or freed
  * when the queue grew a new one meanwhile: no thread keeps a buffer of its
  * own. */
-static struct buffer take_pending(void)
+static struct sendq_buffer take_pending(struct sendq *q)
 {
-    pthread_mutex_lock(&q.lock);
-    struct buffer out = q.pending;
-    q.pending = (struct buffer){0};
-    atomic_store(&q.pending_len, 0);
-    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_lock(&q->lock);
+    struct sendq_buffer out = q->pending;
+    q->pending = (struct sendq_buffer){0};
+    atomic_store(&q->pending_len, 0);
+    pthread_mutex_unlock(&q->lock);
     return out;
 }
 
-static void give_back(struct buffer out)
+static void give_back(struct sendq *q, struct sendq_buffer out)
 {
     out.len = 0;
-    pthread_mutex_lock(&q.lock);
-    if (q.pending.data == NULL) q.pending = out;
+    pthread_mutex_lock(&q->lock);
+    if (q->pending.data == NULL) q->pending = out;
     else free(out.data);
-    pthread_mutex_unlock(&q.lock);
+    pthread_mutex_unlock(&q->lock);
 }
 
 /* Write what was queued (called with write_lock held). */
-static int flush_locked(void)
+static int flush_locked(struct sendq *q)
 {
-    struct buffer out = take_pending();
-    q.in_flight = out.data;
-    int rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
-    q.in_flight = NULL;
-    give_back(out);
+    struct sendq_buffer out = take_pending(q);
+    q->in_flight = out.data;
+    int rc = out.len ? io_write_full(q->fd, out.data, out.len) : 0;
+    q->in_flight = NULL;
+    give_back(q, out);
     return rc;
 }
 
-static void *writer_main(void *arg)
+static void *writer_main(void *queue)
 {
-    (void)arg;
+    struct sendq *q = queue;
     for (;;) {
-        pthread_mutex_lock(&q.write_lock);
-        int rc = flush_locked();
-        pthread_mutex_unlock(&q.write_lock);
-        if (rc != 0) q.on_error(errno);
+        pthread_mutex_lock(&q->write_lock);
+        int rc = flush_locked(q);
+        pthread_mutex_unlock(&q->write_lock);
+        if (rc != 0) q->on_error(q->on_error_arg, errno);
 
         uint64_t until = now_ns() + SPIN_NS;
-        while (atomic_load(&q.pending_len) == 0 && now_ns() < until) cpu_relax();
-        pthread_mutex_lock(&q.lock);
-        while (q.pending.len == 0 && q.running) {
-            q.sleeping = 1;
-            pthread_cond_wait(&q.wake, &q.lock);
-            q.sleeping = 0;
+        while (atomic_load(&q->pending_len) == 0 && now_ns() < until) cpu_relax();
+        pthread_mutex_lock(&q->lock);
+        while (q->pending.len == 0 && q->running) {
+            q->sleeping = 1;
+            pthread_cond_wait(&q->wake, &q->lock);
+            q->sleeping = 0;
         }
-        int stop = !q.running;
-        pthread_mutex_unlock(&q.lock);
+        int stop = !q->running;
+        pthread_mutex_unlock(&q->lock);
         if (stop) return NULL;
     }
 }
 
-int sendq_start(int fd, void (*on_error)(int err))
+int sendq_start(struct sendq *q, int fd, void (*on_error)(void *arg, int err), void *arg)
 {
-    q.fd = fd;
-    q.on_error = on_error;
-    q.running = 1;
+    q->fd = fd;
+    q->on_error = on_error;
+    q->on_error_arg = arg;
+    q->running = 1;
     pthread_t t;
-    if (pthread_create(&t, NULL, writer_main, NULL) != 0) {
-        q.running = 0;
+    if (pthread_create(&t, NULL, writer_main, q) != 0) {
+        q->running = 0;
         return -1;
     }
     pthread_detach(t);
     return 0;
 }
 
-static int reserve_locked(size_t n)
+static int reserve_locked(struct sendq *q, size_t n)
 {
-    if (q.pending.len + n <= q.pending.cap) return 0;
-    size_t cap = q.pending.cap ? q.pending.cap : 65536;
-    while (cap < q.pending.len + n) cap *= 2;
-    uint8_t *d = realloc(q.pending.data, cap);
+    if (q->pending.len + n <= q->pending.cap) return 0;
+    size_t cap = q->pending.cap ? q->pending.cap : 65536;
+    while (cap < q->pending.len + n) cap *= 2;
+    uint8_t *d = realloc(q->pending.data, cap);
     if (!d) return -1;
-    q.pending.data = d;
-    q.pending.cap = cap;
+    q->pending.data = d;
+    q->pending.cap = cap;
     return 0;
 }
 
-int sendq_enqueue(const struct iovec *iov, int iovcnt)
+int sendq_enqueue(struct sendq *q, const struct iovec *iov, int iovcnt)
 {
     size_t n = 0;
     for (int i = 0; i < iovcnt; i++) n += iov[i].iov_len;
-    pthread_mutex_lock(&q.lock);
-    if (!q.running || q.pending.len + n > QUEUE_MAX || reserve_locked(n) != 0) {
-        pthread_mutex_unlock(&q.lock);
+    pthread_mutex_lock(&q->lock);
+    if (!q->running || q->pending.len + n > QUEUE_MAX || reserve_locked(q, n) != 0) {
+        pthread_mutex_unlock(&q->lock);
         return -1;
     }
-    keep_locked(iov, iovcnt, 0);
+    keep_locked(q, iov, iovcnt, 0);
     for (int i = 0; i < iovcnt; i++) {
-        memcpy(q.pending.data + q.pending.len, iov[i].iov_base, iov[i].iov_len);
-        q.pending.len += iov[i].iov_len;
+        memcpy(q->pending.data + q->pending.len, iov[i].iov_base, iov[i].iov_len);
+        q->pending.len += iov[i].iov_len;
     }
-    atomic_store(&q.pending_len, q.pending.len);
-    int wake = q.sleeping;
-    pthread_mutex_unlock(&q.lock);
-    if (wake) pthread_cond_signal(&q.wake);
+    atomic_store(&q->pending_len, q->pending.len);
+    int wake = q->sleeping;
+    pthread_mutex_unlock(&q->lock);
+    if (wake) pthread_cond_signal(&q->wake);
     return 0;
 }
 
 /* What is queued and the caller's frame go out in one write: the session
  * then reads a launch and the copy that waits for it together (PyTorch's
  * .item()), with one wake-up. */
-int sendq_write_direct(struct iovec *iov, int iovcnt, _Atomic uint64_t *no)
+int sendq_write_direct(struct sendq *q, struct iovec *iov, int iovcnt, _Atomic uint64_t *no)
 {
     size_t len = 0;
     for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
-    pthread_mutex_lock(&q.write_lock);
+    pthread_mutex_lock(&q->write_lock);
     /* Taking what is queued and numbering this frame at once: it goes out
      * right after those, whatever is queued meanwhile. */
-    pthread_mutex_lock(&q.lock);
-    uint64_t mine = keep_locked(iov, iovcnt, len > SENDQ_KEEP_COPY_MAX);
+    pthread_mutex_lock(&q->lock);
+    uint64_t mine = keep_locked(q, iov, iovcnt, len > SENDQ_KEEP_COPY_MAX);
     if (no) atomic_store(no, mine);
-    struct buffer out = q.pending;
-    q.pending = (struct buffer){0};
-    atomic_store(&q.pending_len, 0);
-    pthread_mutex_unlock(&q.lock);
-    q.in_flight = out.data;
+    struct sendq_buffer out = q->pending;
+    q->pending = (struct sendq_buffer){0};
+    atomic_store(&q->pending_len, 0);
+    pthread_mutex_unlock(&q->lock);
+    q->in_flight = out.data;
     struct iovec all[8];
     int n = 0, rc;
     if (out.len) all[n++] = (struct iovec){.iov_base = out.data, .iov_len = out.len};
     if (iovcnt + n <= 8) {
         for (int i = 0; i < iovcnt; i++) all[n++] = iov[i];
-        rc = io_writev_full(q.fd, all, n);
+        rc = io_writev_full(q->fd, all, n);
     } else {
-        rc = out.len ? io_write_full(q.fd, out.data, out.len) : 0;
-        if (rc == 0) rc = io_writev_full(q.fd, iov, iovcnt);
+        rc = out.len ? io_write_full(q->fd, out.data, out.len) : 0;
+        if (rc == 0) rc = io_writev_full(q->fd, iov, iovcnt);
     }
-    q.in_flight = NULL;
-    give_back(out);
-    pthread_mutex_unlock(&q.write_lock);
+    q->in_flight = NULL;
+    give_back(q, out);
+    pthread_mutex_unlock(&q->write_lock);
     return rc;
 }
 
-void sendq_forget_after_fork(void)
+void sendq_forget_after_fork(struct sendq *q)
 {
-    q.running = 0;
-    q.pending.len = 0;
-    atomic_store(&q.pending_len, 0);
-    pthread_mutex_init(&q.write_lock, NULL);
-    pthread_mutex_init(&q.lock, NULL);
-    pthread_cond_init(&q.wake, NULL);
+    q->running = 0;
+    q->pending.len = 0;
+    atomic_store(&q->pending_len, 0);
+    pthread_mutex_init(&q->write_lock, NULL);
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->wake, NULL);
 }

@@ -15,9 +15,13 @@
 #ifndef SCUDA_CLIENT_SEND_QUEUE_H
 #define SCUDA_CLIENT_SEND_QUEUE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
+#include "../common/protocol.h"
 
 /* Frames up to this size are queued; larger ones are written directly. */
 #define SENDQ_SMALL_FRAME (16u << 10)
@@ -27,14 +31,67 @@
  * acknowledged them: see sendq_write_direct). */
 #define SENDQ_KEEP_COPY_MAX (256u << 10)
 
-/* Start the writer thread for fd. on_error(errno) is called (once per
+struct sendq_buffer {
+    uint8_t *data;
+    size_t len, cap;
+};
+
+/* A frame kept until the session acknowledges it (protocol.h, "Resume"):
+ * a copy in the log (one buffer for every copied frame, so a
+ * launch costs a memcpy and no malloc), or its header and pointers to
+ * the caller's bytes. */
+#define KEPT_PARTS 4
+struct sendq_kept {
+    uint64_t no;
+    int copied;
+    size_t off; /* copied: where in the log */
+    size_t len;
+    uint8_t hdr[FRAME_HEADER_LEN];
+    struct iovec rest[KEPT_PARTS];
+    int nrest;
+};
+
+/* One connection's queue (servers.h embeds one per server; only
+ * send_queue.c touches it). */
+struct sendq {
+    int fd;
+    int running;
+    void (*on_error)(void *arg, int err);
+    void *on_error_arg;
+    pthread_mutex_t write_lock; /* held while writing to the socket */
+    pthread_mutex_t lock;       /* guards pending and sleeping */
+    pthread_cond_t wake;
+    struct sendq_buffer pending;
+    _Atomic size_t pending_len; /* read without the lock while spinning */
+    int sleeping;
+    /* The buffer being written (under write_lock), kept reachable here: a
+     * child forked meanwhile inherits it without the thread that holds it,
+     * and LeakSanitizer would call it a leak. */
+    void *in_flight;
+    /* Numbering and keeping, under lock: numbers follow the order in which
+     * frames reach the socket (queued ones in queue order, a direct one
+     * right after what it flushes). */
+    uint64_t next_no;
+    struct sendq_kept *kept;
+    size_t kept_head, kept_count, kept_cap; /* a ring */
+    _Atomic size_t kept_bytes;
+    uint8_t *log;
+    size_t log_start, log_end, log_cap; /* copied frames, in order */
+};
+#define SENDQ_INIT                                                                                           \
+    {                                                                                                        \
+        .fd = -1, .next_no = 1, .write_lock = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER,  \
+        .wake = PTHREAD_COND_INITIALIZER                                                                     \
+    }
+
+/* Start q's writer thread for fd. on_error(arg, errno) is called (once per
  * failure) when a write fails. Frames are numbered from first_no on
  * (protocol.h, "Resume"). Returns 0 or -1. */
-int sendq_start(int fd, void (*on_error)(int err));
-void sendq_set_first_no(uint64_t first_no);
+int sendq_start(struct sendq *q, int fd, void (*on_error)(void *arg, int err), void *arg);
+void sendq_set_first_no(struct sendq *q, uint64_t first_no);
 /* Queue a copy of the frame. Returns 0, or -1 when the frame must be
  * written directly instead (queue full or writer not running). */
-int sendq_enqueue(const struct iovec *iov, int iovcnt);
+int sendq_enqueue(struct sendq *q, const struct iovec *iov, int iovcnt);
 /* Write queued frames, then this frame, from the calling thread. The
  * frame's number goes to *no before any byte is written. iov[0] is the
  * frame's header (always copied). A frame above SENDQ_KEEP_COPY_MAX keeps
@@ -42,20 +99,20 @@ int sendq_enqueue(const struct iovec *iov, int iovcnt);
  * session acknowledged the frame (its reply came, or sendq_acked covers
  * it). Returns 0, or -1 (errno set): the frame is kept all the same, for
  * a resume. */
-int sendq_write_direct(struct iovec *iov, int iovcnt, _Atomic uint64_t *no);
+int sendq_write_direct(struct sendq *q, struct iovec *iov, int iovcnt, _Atomic uint64_t *no);
 
 /* Resume (protocol.h): the session has frames up to `ack`; forget them. */
-void sendq_acked(uint64_t ack);
+void sendq_acked(struct sendq *q, uint64_t ack);
 /* On the new connection fd: forget what the session has (up to
  * server_has), write every kept frame after it, in order, and make fd the
  * queue's. Queued frames not yet written are among the kept ones. Returns
  * the number of frames sent again, or -1 (errno set). */
-long sendq_resume(int fd, uint64_t server_has);
+long sendq_resume(struct sendq *q, int fd, uint64_t server_has);
 /* Bytes of the frames kept now (copied or lent). */
-size_t sendq_kept_bytes(void);
+size_t sendq_kept_bytes(struct sendq *q);
 /* The connection is lost for good: forget every kept frame. */
-void sendq_forget_kept(void);
+void sendq_forget_kept(struct sendq *q);
 /* In a forked child: the queue and its thread belong to the parent. */
-void sendq_forget_after_fork(void);
+void sendq_forget_after_fork(struct sendq *q);
 
 #endif

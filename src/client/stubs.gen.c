@@ -13,6 +13,7 @@
 #include "hooks.h"
 #include "memo.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 
 static CUresult bad_reply(const char *name)
@@ -29,7 +30,7 @@ EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -52,7 +53,7 @@ EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -111,7 +112,7 @@ EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -134,7 +135,7 @@ EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pAllocateArray != NULL);
     if (pAllocateArray != NULL)
         wb_put_raw(&c.req, pAllocateArray, sizeof *pAllocateArray);
@@ -230,7 +231,7 @@ EXPORT CUresult cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned i
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pPlaneArray != NULL)
-            *pPlaneArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *pPlaneArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuArrayGetPlane");
     }
@@ -668,7 +669,7 @@ EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResour
     uint64_t phDesc_id = phDesc != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phDesc != NULL);
     if (phDesc != NULL)
-        wb_put_u64(&c.req, phDesc_id);
+        wb_put_u64(&c.req, handle_untag(phDesc_id));
     wb_put_u8(&c.req, resources != NULL);
     if (resources != NULL) {
         size_t n_ = (size_t)(nbResources);
@@ -751,7 +752,7 @@ EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool_out != NULL)
-            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool_out = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetDefaultMemPool");
     }
@@ -881,7 +882,7 @@ EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool != NULL)
-            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuDeviceGetMemPool");
     }
@@ -1043,7 +1044,7 @@ EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
-        wb_put_u64(&c.req, phEvent_id);
+        wb_put_u64(&c.req, handle_untag(phEvent_id));
     wb_put_u32(&c.req, (uint32_t)(Flags));
     if (phEvent != NULL)
         *phEvent = (CUevent)handle_from_id(phEvent_id);
@@ -1368,7 +1369,7 @@ EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1464,7 +1465,7 @@ EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, co
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1493,7 +1494,7 @@ EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGra
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1523,7 +1524,7 @@ EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1569,7 +1570,7 @@ EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1599,7 +1600,7 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
     uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
-        wb_put_u64(&c.req, phGraphNode_id);
+        wb_put_u64(&c.req, handle_untag(phGraphNode_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -1634,7 +1635,7 @@ EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGrap
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phGraph != NULL)
-            *phGraph = (CUgraph)handle_from_id(wr_u64(&c.out));
+            *phGraph = (CUgraph)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphChildGraphNodeGetGraph");
     }
@@ -1650,7 +1651,7 @@ EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     uint64_t phGraphClone_id = phGraphClone != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphClone != NULL);
     if (phGraphClone != NULL)
-        wb_put_u64(&c.req, phGraphClone_id);
+        wb_put_u64(&c.req, handle_untag(phGraphClone_id));
     rpc_put_handle(&c.req, originalGraph);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1692,7 +1693,7 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
-        wb_put_u64(&c.req, phGraph_id);
+        wb_put_u64(&c.req, handle_untag(phGraph_id));
     wb_put_u32(&c.req, (uint32_t)(flags));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1739,7 +1740,7 @@ EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (event_out != NULL)
-            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+            *event_out = (CUevent)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphEventRecordNodeGetEvent");
     }
@@ -1773,7 +1774,7 @@ EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_o
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (event_out != NULL)
-            *event_out = (CUevent)handle_from_id(wr_u64(&c.out));
+            *event_out = (CUevent)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphEventWaitNodeGetEvent");
     }
@@ -1967,9 +1968,9 @@ EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
-            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            from[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
-            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            to[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numEdges != NULL)
             *numEdges = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2009,9 +2010,9 @@ EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNod
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; from != NULL && i_ < from_cnt; i_++)
-            from[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            from[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         for (size_t i_ = 0; to != NULL && i_ < to_cnt; i_++)
-            to[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            to[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numEdges != NULL)
@@ -2041,7 +2042,7 @@ EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numN
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; nodes != NULL && i_ < nodes_cnt; i_++)
-            nodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            nodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numNodes != NULL)
             *numNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2069,7 +2070,7 @@ EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; rootNodes != NULL && i_ < rootNodes_cnt; i_++)
-            rootNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            rootNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numRootNodes != NULL)
             *numRootNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2087,7 +2088,7 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, phErrorNode != NULL);
     size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
@@ -2100,7 +2101,7 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
         if (phGraphExec != NULL)
             *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
         if (phErrorNode != NULL)
-            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phErrorNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (logBuffer != NULL)
             wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
         if (!wr_ok_end(&c.out))
@@ -2118,7 +2119,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u64(&c.req, (uint64_t)(flags));
     CUresult r = rpc_sync(&c);
@@ -2146,7 +2147,7 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, 
     uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
-        wb_put_u64(&c.req, phGraphExec_id);
+        wb_put_u64(&c.req, handle_untag(phGraphExec_id));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, phErrorNode != NULL);
     size_t logBuffer_cnt = logBuffer != NULL ? (size_t)(bufferSize) : 0;
@@ -2159,7 +2160,7 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, 
         if (phGraphExec != NULL)
             *phGraphExec = (CUgraphExec)handle_from_id(phGraphExec_id);
         if (phErrorNode != NULL)
-            *phErrorNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phErrorNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (logBuffer != NULL)
             wr_raw(&c.out, logBuffer, logBuffer_cnt * sizeof(char));
         if (!wr_ok_end(&c.out))
@@ -2256,7 +2257,7 @@ EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigina
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phNode != NULL)
-            *phNode = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            *phNode = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuGraphNodeFindInClone");
     }
@@ -2282,7 +2283,7 @@ EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *depen
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
-            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependencies[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numDependencies != NULL)
             *numDependencies = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2316,7 +2317,7 @@ EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *de
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependencies != NULL && i_ < dependencies_cnt; i_++)
-            dependencies[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependencies[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numDependencies != NULL)
@@ -2346,7 +2347,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dep
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
-            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependentNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (numDependentNodes != NULL)
             *numDependentNodes = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
@@ -2380,7 +2381,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         for (size_t i_ = 0; dependentNodes != NULL && i_ < dependentNodes_cnt; i_++)
-            dependentNodes[i_] = (CUgraphNode)handle_from_id(wr_u64(&c.out));
+            dependentNodes[i_] = (CUgraphNode)handle_from_server(c.srv, wr_u64(&c.out));
         if (edgeData != NULL)
             wr_raw(&c.out, edgeData, edgeData_cnt * sizeof(CUgraphEdgeData));
         if (numDependentNodes != NULL)
@@ -2704,7 +2705,7 @@ EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUde
     uint64_t phCtx_id = phCtx != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phCtx != NULL);
     if (phCtx != NULL)
-        wb_put_u64(&c.req, phCtx_id);
+        wb_put_u64(&c.req, handle_untag(phCtx_id));
     rpc_put_handle(&c.req, desc);
     wb_put_i32(&c.req, (int32_t)(dev));
     wb_put_u32(&c.req, (uint32_t)(flags));
@@ -2795,7 +2796,7 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, 
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     rpc_put_handle(&c.req, greenCtx);
     wb_put_u32(&c.req, (uint32_t)(flags));
     wb_put_i32(&c.req, (int32_t)(priority));
@@ -2901,7 +2902,7 @@ EXPORT CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
     uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
-        wb_put_u64(&c.req, phEvent_id);
+        wb_put_u64(&c.req, handle_untag(phEvent_id));
     wb_put_raw(&c.req, &handle, sizeof handle);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -3406,7 +3407,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     uint64_t handle_id = handle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, handle != NULL);
     if (handle != NULL)
-        wb_put_u64(&c.req, handle_id);
+        wb_put_u64(&c.req, handle_untag(handle_id));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u8(&c.req, prop != NULL);
     if (prop != NULL) {
@@ -3663,7 +3664,7 @@ EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *lo
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool_out != NULL)
-            *pool_out = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool_out = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemGetDefaultMemPool");
     }
@@ -3732,7 +3733,7 @@ EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUm
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool != NULL)
-            *pool = (CUmemoryPool)handle_from_id(wr_u64(&c.out));
+            *pool = (CUmemoryPool)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMemGetMemPool");
     }
@@ -3787,7 +3788,7 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolPr
     uint64_t pool_id = pool != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pool != NULL);
     if (pool != NULL)
-        wb_put_u64(&c.req, pool_id);
+        wb_put_u64(&c.req, handle_untag(pool_id));
     wb_put_u8(&c.req, poolProps != NULL);
     if (poolProps != NULL) {
         CUmemPoolProps poolProps_c = *poolProps;
@@ -4930,7 +4931,7 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
     uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
-        wb_put_u64(&c.req, pHandle_id);
+        wb_put_u64(&c.req, handle_untag(pHandle_id));
     wb_put_u8(&c.req, pMipmappedArrayDesc != NULL);
     if (pMipmappedArrayDesc != NULL)
         wb_put_raw(&c.req, pMipmappedArrayDesc, sizeof *pMipmappedArrayDesc);
@@ -4972,7 +4973,7 @@ EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pLevelArray != NULL)
-            *pLevelArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *pLevelArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuMipmappedArrayGetLevel");
     }
@@ -5028,7 +5029,7 @@ EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const cha
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pSurfRef != NULL)
-            *pSurfRef = (CUsurfref)handle_from_id(wr_u64(&c.out));
+            *pSurfRef = (CUsurfref)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuModuleGetSurfRef");
     }
@@ -5047,7 +5048,7 @@ EXPORT CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pTexRef != NULL)
-            *pTexRef = (CUtexref)handle_from_id(wr_u64(&c.out));
+            *pTexRef = (CUtexref)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuModuleGetTexRef");
     }
@@ -5118,7 +5119,7 @@ EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const 
     uint64_t mcHandle_id = mcHandle != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, mcHandle != NULL);
     if (mcHandle != NULL)
-        wb_put_u64(&c.req, mcHandle_id);
+        wb_put_u64(&c.req, handle_untag(mcHandle_id));
     wb_put_u8(&c.req, prop != NULL);
     if (prop != NULL)
         wb_put_raw(&c.req, prop, sizeof *prop);
@@ -5762,7 +5763,7 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     wb_put_u32(&c.req, (uint32_t)(Flags));
     if (phStream != NULL)
         *phStream = (CUstream)handle_from_id(phStream_id);
@@ -5782,7 +5783,7 @@ EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flag
     uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
-        wb_put_u64(&c.req, phStream_id);
+        wb_put_u64(&c.req, handle_untag(phStream_id));
     wb_put_u32(&c.req, (uint32_t)(flags));
     wb_put_i32(&c.req, (int32_t)(priority));
     if (phStream != NULL)
@@ -5822,7 +5823,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
-        wb_put_u64(&c.req, phGraph_id);
+        wb_put_u64(&c.req, handle_untag(phGraph_id));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phGraph != NULL)
@@ -5896,7 +5897,7 @@ EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pctx != NULL)
-            *pctx = (CUcontext)handle_from_id(wr_u64(&c.out));
+            *pctx = (CUcontext)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetCtx");
     }
@@ -5921,9 +5922,9 @@ EXPORT CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx 
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pCtx != NULL)
-            *pCtx = (CUcontext)handle_from_id(wr_u64(&c.out));
+            *pCtx = (CUcontext)handle_from_server(c.srv, wr_u64(&c.out));
         if (pGreenCtx != NULL)
-            *pGreenCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+            *pGreenCtx = (CUgreenCtx)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetCtx_v2");
     }
@@ -5995,7 +5996,7 @@ EXPORT CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phCtx != NULL)
-            *phCtx = (CUgreenCtx)handle_from_id(wr_u64(&c.out));
+            *phCtx = (CUgreenCtx)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuStreamGetGreenCtx");
     }
@@ -6342,7 +6343,7 @@ EXPORT CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phArray != NULL)
-            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *phArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuSurfRefGetArray");
     }
@@ -6597,7 +6598,7 @@ EXPORT CUresult cuTexRefCreate(CUtexref *pTexRef)
     uint64_t pTexRef_id = pTexRef != NULL ? handle_new_id() : 0;
     wb_put_u8(&c.req, pTexRef != NULL);
     if (pTexRef != NULL)
-        wb_put_u64(&c.req, pTexRef_id);
+        wb_put_u64(&c.req, handle_untag(pTexRef_id));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pTexRef != NULL)
@@ -6689,7 +6690,7 @@ EXPORT CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phArray != NULL)
-            *phArray = (CUarray)handle_from_id(wr_u64(&c.out));
+            *phArray = (CUarray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetArray");
     }
@@ -6860,7 +6861,7 @@ EXPORT CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CU
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (phMipmappedArray != NULL)
-            *phMipmappedArray = (CUmipmappedArray)handle_from_id(wr_u64(&c.out));
+            *phMipmappedArray = (CUmipmappedArray)handle_from_server(c.srv, wr_u64(&c.out));
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuTexRefGetMipmappedArray");
     }

@@ -65,19 +65,24 @@ int scuda_module_cache_default(char *out, size_t outlen)
     return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-/* The first non-empty entry of a comma-separated list. */
-static int from_list(const char *list, char *out, size_t outlen)
+int scuda_server_list_entry(const char *list, int index, char *out, size_t outlen)
 {
+    if (list == NULL || index < 0) return -1;
     const char *p = list;
     for (;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
         int got = copy_trimmed(p, n, out, outlen);
-        if (got != 0) return got < 0 ? -2 : 0;
+        /* An entry too long to copy still counts, so later indices keep
+         * naming the same entries as scuda_server_list_len counts. */
+        if (got != 0 && index-- == 0) return got < 0 ? -2 : 0;
         if (comma == NULL) return -1;
         p = comma + 1;
     }
 }
+
+/* The first non-empty entry of a comma-separated list. */
+static int from_list(const char *list, char *out, size_t outlen) { return scuda_server_list_entry(list, 0, out, outlen); }
 
 int scuda_server_list_len(const char *list)
 {

@@ -2,8 +2,9 @@
  *
  * The server address comes from, in order:
  *   1. a --server flag on the command line
- *   2. env SCUDA_SERVER, a comma-separated list (the first entry is used
- *      for now; the rest are reserved for failover)
+ *   2. env SCUDA_SERVER, a comma-separated list (the client connects to
+ *      the first entry for now; scuda_server_list_entry reads each one,
+ *      for a client whose device list spans several servers)
  *   3. the first line of ~/.config/scuda/host, written by `scuda HOST:PORT`
  *
  * Addresses are "host:port", "[ipv6]:port", or "host" (default port). */
@@ -27,6 +28,12 @@ int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const 
  * (SCUDA_SERVER): a client uses the first only, and says so when there
  * are more. */
 int scuda_server_list_len(const char *list);
+
+/* Entry `index` (from 0) of a comma-separated server list, counting only
+ * the entries scuda_server_list_len counts, trimmed, into out. Returns 0;
+ * -1 when the list has no such entry; -2 when it does not fit in outlen.
+ * Entry 0 is what scuda_resolve_server takes from SCUDA_SERVER. */
+int scuda_server_list_entry(const char *list, int index, char *out, size_t outlen);
 
 /* Write addr as the only line of ~/.config/scuda/host (mode 0600), creating
  * the directories. The file is replaced atomically (write then rename), so

@@ -167,6 +167,25 @@ static void per_gpu(void)
     printf("ok --max-sessions-per-gpu: the session's one GPU is the list the client's entries index\n");
 }
 
+/* A server whose stand-in has STANDIN_UUID_TAG: its GPUs' UUIDs differ
+ * from another stand-in's in byte 14, as two machines' GPUs differ, and a
+ * client names them by the tagged UUID only. This is what lets a client
+ * of several stand-in servers tell their devices apart. */
+static void uuid_tag(void)
+{
+    static const struct expect cases[] = {
+        {"GPU-53435544-412d-5354-414e-44494e000503", 1, {3}},
+        {STANDIN_UUID("03"), 0, {0}}, /* the untagged UUID is another machine's GPU */
+    };
+    struct h_server srv;
+    setenv("STANDIN_UUID_TAG", "5", 1); /* the server, and so its sessions, inherit it */
+    h_server_start(&srv, "visible-uuid-tag", NULL);
+    unsetenv("STANDIN_UUID_TAG");
+    check_all("STANDIN_UUID_TAG=5", cases, (int)(sizeof cases / sizeof cases[0]));
+    h_server_stop(&srv);
+    printf("ok STANDIN_UUID_TAG=5: the tagged UUID picks its GPU, the untagged one none\n");
+}
+
 /* A visible request with a control byte in it: refused at the handshake. */
 static void hostile(void)
 {
@@ -201,6 +220,7 @@ int main(void)
     pool();
     pool_uuid();
     per_gpu();
+    uuid_tag();
     hostile();
     printf("PASS visible_devices\n");
     return 0;

@@ -45,11 +45,18 @@ static si_ctx *si_primary_new(int dev)
     return c;
 }
 
+/* "SCUDA-STANDIN", STANDIN_UUID_TAG in byte 14, the physical index in
+ * byte 15. Real GPUs never share a UUID, but two stand-in processes would:
+ * a test with several servers gives each its own tag so that every device
+ * in the client's list is told apart by UUID, as on real machines. Read
+ * here each time, since CUDA_VISIBLE_DEVICES is matched against UUIDs
+ * before cuInit has set anything up. */
 static void si_uuid_bytes(unsigned char out[16], int physical)
 {
     static const unsigned char base[16] = {'S', 'C', 'U', 'D', 'A', '-', 'S', 'T',
                                            'A', 'N', 'D', 'I', 'N', 0, 0, 0};
     memcpy(out, base, 16);
+    out[14] = (unsigned char)si_env_long("STANDIN_UUID_TAG", 0, 0, 255);
     out[15] = (unsigned char)physical;
 }
 

@@ -162,6 +162,11 @@ static void test_device(void)
     OK(cuDeviceGetUuid_v2(&u1, g_dev));
     OK(cuDeviceGetUuid_v2(&u2, g_dev));
     CHECK(memcmp(&u1, &u2, sizeof(u1)) == 0);
+    /* STANDIN_UUID_TAG (the standin/uuid_tag test sets it) is byte 14, so
+     * two stand-in servers report different UUIDs; unset, it is 0. */
+    SI_CHECK(memcmp(u1.bytes, "SCUDA-STANDIN", 13) == 0);
+    SI_CHECK((unsigned char)u1.bytes[14] == (getenv("STANDIN_UUID_TAG") ? atoi(getenv("STANDIN_UUID_TAG")) : 0));
+    SI_CHECK((unsigned char)u1.bytes[15] == 0);
     CK(cuDeviceGetUuid_v2(NULL, g_dev), CUDA_ERROR_INVALID_VALUE);
     size_t total = 0;
     OK(cuDeviceTotalMem(&total, g_dev));

@@ -136,6 +136,23 @@ static void test_resolve(const char *home)
     check("a list of two servers counts 2", scuda_server_list_len(" envhost:5 , second:6") == 2);
     check("empty list entries do not count", scuda_server_list_len("a:1,, ,b:2,") == 2);
     check("one entry counts 1, none 0", scuda_server_list_len("a:1") == 1 && scuda_server_list_len("") == 0);
+    {
+        /* every entry of a list, by index, as a client of several servers reads them */
+        const char *list = " a:1 ,, ,[::1]:2,b ,";
+        char e[64], tiny[3], small[4];
+        check("entry 0 of a list", scuda_server_list_entry(list, 0, e, sizeof e) == 0 && strcmp(e, "a:1") == 0);
+        check("entry 1 skips empty entries", scuda_server_list_entry(list, 1, e, sizeof e) == 0 &&
+                                                 strcmp(e, "[::1]:2") == 0);
+        check("entry 2 is trimmed", scuda_server_list_entry(list, 2, e, sizeof e) == 0 && strcmp(e, "b") == 0);
+        check("entries match the count", scuda_server_list_len(list) == 3);
+        check("no entry 3, none below 0", scuda_server_list_entry(list, 3, e, sizeof e) == -1 &&
+                                              scuda_server_list_entry(list, -1, e, sizeof e) == -1);
+        check("an entry too long is -2", scuda_server_list_entry(list, 1, tiny, sizeof tiny) == -2);
+        check("a long entry still counts", scuda_server_list_entry("longname:1,b:2", 1, small, sizeof small) == 0 &&
+                                               strcmp(small, "b:2") == 0);
+        check("an empty or NULL list has none", scuda_server_list_entry("", 0, e, sizeof e) == -1 &&
+                                                    scuda_server_list_entry(NULL, 0, e, sizeof e) == -1);
+    }
     setenv("SCUDA_SERVER", ",,second:6", 1);
     expect("SCUDA_SERVER skips empty entries", NULL, 0, "second:6", "SCUDA_SERVER");
     expect("--server beats SCUDA_SERVER", "cli:4", 0, "cli:4", "--server");

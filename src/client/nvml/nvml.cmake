@@ -36,12 +36,13 @@ set(NVML_TABLE_SRC ${CMAKE_SOURCE_DIR}/src/common/nvml/nvml_table.gen.c)
 
 # ---- the shim: libnvidia-ml.so.1, next to libcuda.so.1 in build/lib --------
 # It talks to the server through the driver shim's connection code
-# (src/client/conn.c, resume.c, rpc.c, stats.c and send_queue.c, compiled in again:
-# each shim has its own connection).
+# (src/client/conn.c, resume.c, rpc.c, stats.c, send_queue.c, servers.c and gdev.c, compiled in
+# again: each shim has its own connection, and servers.c keeps the device list over the servers).
 file(GLOB _scuda_nvml_client_src CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/client/nvml/*.c)
 add_library(scuda_nvml_shim SHARED ${_scuda_nvml_client_src} ${NVML_TABLE_SRC}
             ${CMAKE_SOURCE_DIR}/src/client/conn.c ${CMAKE_SOURCE_DIR}/src/client/resume.c
-            ${CMAKE_SOURCE_DIR}/src/client/rpc.c ${CMAKE_SOURCE_DIR}/src/client/stats.c ${CMAKE_SOURCE_DIR}/src/client/send_queue.c)
+            ${CMAKE_SOURCE_DIR}/src/client/rpc.c ${CMAKE_SOURCE_DIR}/src/client/stats.c ${CMAKE_SOURCE_DIR}/src/client/send_queue.c
+            ${CMAKE_SOURCE_DIR}/src/client/servers.c ${CMAKE_SOURCE_DIR}/src/client/gdev.c)
 target_include_directories(scuda_nvml_shim PRIVATE ${NVML_INCLUDE_DIR})
 target_compile_definitions(scuda_nvml_shim PRIVATE ${NVML_DEFS})
 target_link_libraries(scuda_nvml_shim PRIVATE scuda_common)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../conn.h"
+#include "../servers.h"
 #include "../../common/config.h"
 #include "../../common/libload.h"
 #include "../../common/log.h"
@@ -64,7 +65,7 @@ static int load_local(void)
 static void child_after_fork(void)
 {
     if (nvml_mode == NVML_MODE_REMOTE) {
-        conn_forget_after_fork();
+        conn_forget_after_fork(&servers[0]);
         nvml_mode = NVML_MODE_NONE;
         init_error = NVML_SUCCESS;
     }
@@ -78,7 +79,7 @@ static nvmlReturn_t decide(void)
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("NVML: using server %s (from %s)", addr, source);
         /* conn_open has logged the address, the cause and the fix. */
-        if (conn_open(addr) != CUDA_SUCCESS) return NVML_ERROR_DRIVER_NOT_LOADED;
+        if (conn_open(&servers[0], addr) != CUDA_SUCCESS) return NVML_ERROR_DRIVER_NOT_LOADED;
         nvml_mode = NVML_MODE_REMOTE;
         return NVML_SUCCESS;
     }

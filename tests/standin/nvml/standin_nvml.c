@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@
 
 struct nvmlDevice_st {
     const char *name;
-    const char *uuid;
+    char uuid[48]; /* STANDIN_UUID_TAG goes in at nvmlInit */
     unsigned long long used;
     unsigned util;
 };
@@ -64,7 +65,31 @@ static nvmlReturn_t copy_str(char *dst, unsigned len, const char *s)
 
 /* ---- init, errors, system ------------------------------------------------- */
 
-EXPORT nvmlReturn_t nvmlInit_v2(void) { init_count++; return NVML_SUCCESS; }
+/* STANDIN_UUID_TAG=N (0..255) goes in byte 14 of every UUID, as the CUDA
+ * stand-in does, so the device that shares the CUDA stand-in's UUID still
+ * does when several stand-in servers are told apart by their tags. In the
+ * text form, byte 14 is the two hex digits 8 from the end. */
+static void apply_uuid_tag(void)
+{
+    const char *v = getenv("STANDIN_UUID_TAG");
+    char *end = NULL;
+    long tag = v && *v ? strtol(v, &end, 10) : 0;
+    if (v && *v && (*end || tag < 0 || tag > 255)) {
+        fprintf(stderr, "standin nvml: ignoring bad STANDIN_UUID_TAG=%s\n", v);
+        tag = 0;
+    }
+    for (int i = 0; i < NDEV; i++) {
+        char hex[3];
+        snprintf(hex, sizeof hex, "%02x", (unsigned)tag);
+        memcpy(devs[i].uuid + strlen(devs[i].uuid) - 4, hex, 2);
+    }
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    if (init_count++ == 0) apply_uuid_tag();
+    return NVML_SUCCESS;
+}
 EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
 EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return nvmlInit_v2(); }
 

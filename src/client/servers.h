@@ -1,0 +1,78 @@
+/* servers.h - the servers this client talks to, one `struct server` each
+ * (docs/architecture.md, 3.6).
+ *
+ * Everything that belongs to one connection lives here rather than in file
+ * statics: the connection and its liveness (conn.c), the writer's queue
+ * (send_queue.c), the resume state (resume.c), the striping connections
+ * (bulk.c), and what the module cache learnt about the server (module.c).
+ * Each of those files works on the server it is handed, so a client can
+ * hold several connections at once.
+ *
+ * Today only servers[0] is used: SCUDA_SERVER's first entry, which every
+ * call goes to. */
+#ifndef SCUDA_CLIENT_SERVERS_H
+#define SCUDA_CLIENT_SERVERS_H
+
+#include <stdatomic.h>
+
+#include "bulk.h"
+#include "handle_tag.h"
+#include "conn.h"
+#include "gdev.h"
+#include "resume.h"
+#include "send_queue.h"
+
+#define SCUDA_MAX_SERVERS 8
+
+struct server {
+    int index; /* in servers[] (SCUDA_SERVER's order) */
+    struct conn_state c;
+    struct sendq q;
+    struct resume_state r;
+    struct bulk_state b;
+    /* The server lacks scuda_module_load_by_hash (older than the module
+     * cache): module.c sends it every image in full. */
+    _Atomic int lacks_by_hash;
+    /* The ordinal of this server's first device in the client's list
+     * (gdevs); its devices follow it in the server's order. */
+    int g0;
+};
+
+extern struct server servers[SCUDA_MAX_SERVERS];
+
+/* The handle the application gets for id `id` from server s's reply: the
+ * id tagged with s (handle_tag.h). 0 and the special streams stay as they
+ * are; server 0's tag is 0, so with one server this is the id itself. */
+static inline void *handle_from_server(const struct server *s, uint64_t id)
+{
+    return (void *)(uintptr_t)handle_tag(id, (unsigned)s->index);
+}
+
+/* The client's device list over the servers in use (gdev.h), built by
+ * servers_build_devices once the connections are open, before any call
+ * can read it: device queries (device.c) and context.c's device check
+ * look ordinals up here. Calls that carry a device to a server still send
+ * the ordinal as it is, which is the local one while there is one server. */
+extern struct gdev_table gdevs;
+/* (Re)build gdevs from servers[0..n-1]'s session infos, in that order,
+ * setting each one's g0. Returns 0, or -1 (logged) when the servers have
+ * more devices together than SCUDA_MAX_GLOBAL_DEVICES. */
+int servers_build_devices(int n);
+
+/* The server the calling thread's calls go to (rpc_begin): servers[0]
+ * until calls are routed by their context. */
+static inline struct server *server_current(void) { return &servers[0]; }
+
+/* The server that handle id `id` belongs to, by its tag (handle_tag.h).
+ * A handle on every server, or a special id, goes where the calling
+ * thread's calls go. NULL: the tag names no server, which the caller
+ * reports as CUDA_ERROR_INVALID_HANDLE, the driver's answer for a handle
+ * it never gave out. */
+static inline struct server *server_of_id(uint64_t id)
+{
+    unsigned tag = handle_tag_of(id);
+    if (tag == HANDLE_TAG_ALL || id <= HANDLE_TAG_SPECIAL_MAX) return server_current();
+    return tag < SCUDA_MAX_SERVERS ? &servers[tag] : NULL;
+}
+
+#endif

@@ -15,6 +15,7 @@
 # for the raw link and the small calls (empty sync call, launches). The
 # table gives medians over the rounds and TLS 8 / plain 4, the ratio of
 # the defaults. Results and logs: /tmp/tls_bench (tarred into $OUT).
+# Then the host's memcpy rate (bench/mem_bw.c), the ceiling on loopback.
 # About 5 minutes with BASE, 4 without (build not counted).
 # Elsewhere: SERVER_CPUS, CLIENT_CPUS (taskset lists, default 0-7 and 8-15),
 # SERVER_ARGS (e.g. "--driver build/lib/standin/libcuda-standin.so").
@@ -73,6 +74,8 @@ for b in $BUILDS; do tag=${b%%=*}
 done >> $R/rc.txt
 kill $PIDS; wait $PIDS 2>/dev/null
 echo "rounds: $i"; grep -v "rc=0" $R/rc.txt | head
+# The ceiling both ends share on loopback: the host's memcpy rate (mem_bw.c).
+cc -O2 -pthread bench/mem_bw.c -o $R/mem_bw && $R/mem_bw 1 8 16 | tee $R/mem_bw.txt
 
 python3 - $R $i "$BUILDS" <<'PY'
 import json, os, statistics, sys

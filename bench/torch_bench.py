@@ -21,6 +21,12 @@ Workloads (their targets: docs/architecture.md, 7 Performance):
     small_tf    training step of a 2-layer d=128 transformer LM, ms
     gpt2        training step of a GPT-2-small-sized LM (12 layers, d=768,
                 batch 8, context 512), ms
+    generate    token-by-token generation: a GPT-2-small-sized Hugging Face
+                `transformers` model (random weights, fp16, default
+                attention), `model.generate` of 20 new tokens, ms per token
+    resnet      a ResNet-18 fine-tune (bf16 autocast, SGD, batches of 64
+                224x224 images from a 4-worker DataLoader with pinned
+                memory), images/s
 The raw link (TCP round trip and one-stream bandwidth, through the server's
 raw echo and sink modes) is measured from this script too, for the targets
 that are stated against it. Every workload checks its own result.
@@ -58,6 +64,8 @@ WORKLOADS = [
     ("conv2d", "conv2d 32x64x56x56, 3x3", "ms", False),
     ("small_tf", "train step, 2 layers d=128", "ms", False),
     ("gpt2", "train step, GPT-2 small b8 ctx512", "ms", False),
+    ("generate", "GPT-2 small generate, per token", "ms", False),
+    ("resnet", "ResNet-18 fine-tune b64 bf16", "img/s", True),
 ]
 
 
@@ -258,9 +266,112 @@ def w_gpt2(quick, _):
     return _train(vocab=50257, d=768, layers=12, heads=12, ctx=512, batch=8, warm=2, iters=3 if quick else 10)
 
 
+def w_generate(quick, _):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).to("cuda", torch.float16).eval()  # GPT-2 small, random weights
+    prompt = torch.randint(0, 50257, (1, 16), device="cuda")
+    new = 5 if quick else 20
+
+    def gen(n):
+        with torch.no_grad():
+            return model.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                  pad_token_id=0, attention_mask=torch.ones_like(prompt))
+
+    # Warm-up of one token: the handles and the prompt's length. The timed
+    # run meets every later sequence length for the first time, as a
+    # real generation does (cuDNN and cuBLAS pick and load kernels for
+    # each new shape).
+    gen(1)
+    _sync()
+    t0 = time.perf_counter()
+    out = gen(new)
+    _sync()
+    dt = time.perf_counter() - t0
+    if out.shape[1] != prompt.shape[1] + new:
+        raise RuntimeError("generated %d tokens, not %d" % (out.shape[1] - prompt.shape[1], new))
+    return {"value": dt / new * 1e3, "tokens": new, "checksum": int(out.sum().item())}
+
+
+def _resnet18(classes):
+    """ResNet-18 (He et al.), as torchvision builds it, without needing torchvision."""
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.b1 = nn.BatchNorm2d(cout)
+            self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.b2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = self.b2(self.c2(self.b1(self.c1(x)).relu()))
+            return (y + (self.down(x) if self.down is not None else x)).relu()
+
+    layers, cin = [], 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), *layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(512, classes))
+
+
+class _Images:
+    """A map-style dataset of fixed random images and labels (no download)."""
+
+    def __init__(self, n, classes):
+        self.n, self.classes = n, classes
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(3, 224, 224, generator=g), int(torch.randint(0, self.classes, (1,), generator=g))
+
+
+def w_resnet(quick, _):
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    batches, batch, classes = (20 if quick else 100), 64, 10
+    model = _resnet18(classes).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loader = torch.utils.data.DataLoader(_Images(batches * batch, classes), batch_size=batch, num_workers=4,
+                                         pin_memory=True, persistent_workers=False)
+    losses, t0, seen = [], None, 0
+    for i, (x, y) in enumerate(loader):
+        if i == 5:  # after cuDNN's first plans
+            _sync()
+            t0, seen = time.perf_counter(), 0
+        x = x.cuda(non_blocking=True).to(memory_format=torch.channels_last)
+        y = y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        seen += batch
+        if i % 10 == 0:
+            losses.append(loss.item())
+    _sync()
+    dt = time.perf_counter() - t0
+    if not all(v == v for v in losses):
+        raise RuntimeError("loss is NaN")
+    return {"value": seen / dt, "batches": batches, "losses": losses}
+
+
 WORKERS = {
     "startup": w_startup, "launch": w_launch, "item": w_item, "h2d": w_h2d, "d2h": w_d2h,
     "matmul": w_matmul, "conv2d": w_conv2d, "small_tf": w_small_tf, "gpt2": w_gpt2,
+    "generate": w_generate, "resnet": w_resnet,
 }
 
 
@@ -571,6 +682,10 @@ def targets(name, nat, sc, link):
         return ">= %.2f (0.9x raw)" % (0.9 * bw), sc >= 0.9 * bw
     if name == "gpt2":
         return "<= 1.03x native", sc <= 1.03 * nat
+    if name == "generate":
+        return "<= 1.10x native", sc <= 1.10 * nat
+    if name == "resnet":
+        return ">= 0.97x native", sc >= 0.97 * nat
     if name == "small_tf":
         return "<= 1.30x native", sc <= 1.30 * nat
     if name == "startup#2":

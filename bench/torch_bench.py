@@ -323,18 +323,22 @@ def _resnet18(classes):
 
 
 class _Images:
-    """A map-style dataset of fixed random images and labels (no download)."""
+    """A map-style dataset of random images and labels (no download): a
+    pool made once, so the workers only collate, as from a page cache,
+    and the loader keeps ahead of the GPU."""
 
-    def __init__(self, n, classes):
-        self.n, self.classes = n, classes
+    def __init__(self, n, classes, pool=256):
+        import torch
+        g = torch.Generator().manual_seed(0)
+        self.n = n
+        self.images = torch.randn(pool, 3, 224, 224, generator=g)
+        self.labels = torch.randint(0, classes, (pool,), generator=g)
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        import torch
-        g = torch.Generator().manual_seed(i)
-        return torch.randn(3, 224, 224, generator=g), int(torch.randint(0, self.classes, (1,), generator=g))
+        return self.images[i % len(self.images)], int(self.labels[i % len(self.labels)])
 
 
 def w_resnet(quick, _):

@@ -469,13 +469,18 @@ def raw_open(addr, flags):
     magic, status = struct.unpack("<IB3x", _recv_exact(s, 8))
     if magic != PREFACE_MAGIC or status != 0:
         raise RuntimeError("refused: %s" % PREFACE_STATUS.get(status, "not a SCUDA v%d server" % PROTOCOL_VERSION))
-    hello = _recv_exact(s, 24)
+    # server_hello: magic, version, flags, nonce (16), then the server's
+    # build (u32) and op set (HELLO_OPSET_LEN = 20: op counts and digests).
+    hello = _recv_exact(s, 24 + 4 + 20)
     magic, version = struct.unpack("<IH", hello[:6])
     if magic != SCUDA_MAGIC:
         raise RuntimeError("not a SCUDA server")
+    build, opset = struct.unpack("<I", hello[24:28])[0], hello[28:48]
     token = os.environ.get("SCUDA_TOKEN", "")
     proof = hmac.new(token.encode(), hello[8:24], hashlib.sha256).digest() if token else bytes(32)
-    s.sendall(struct.pack("<IHHIQ", SCUDA_MAGIC, version, flags, 1, 0) + proof)
+    # A raw link runs no calls: it presents the server's own build and op
+    # set, which the server accepts as its own.
+    s.sendall(struct.pack("<IHHIQ", SCUDA_MAGIC, version, flags, build, 0) + proof + opset)
     status, length = struct.unpack("<II", _recv_exact(s, 8))
     body = _recv_exact(s, length)
     if status != 0:
@@ -728,7 +733,10 @@ def main():
     scuda = os.path.abspath(args.scuda)
     if not os.access(scuda, os.X_OK):
         raise SystemExit("torch_bench: %s is not there; build SCUDA first, or pass --scuda" % scuda)
-    shim_dir = os.path.realpath(os.environ.get("SCUDA_LIB_DIR") or os.path.join(os.path.dirname(scuda), "..", "lib"))
+    lib_dir = os.environ.get("SCUDA_LIB_DIR") or os.path.join(os.path.dirname(scuda), "..", "lib")
+    # Where the shim really lies: an unpacked package's lib/scuda when
+    # build/lib only links to it (tests/gpu/from_package.sh).
+    shim_dir = os.path.dirname(os.path.realpath(os.path.join(lib_dir, "libcuda.so.1")))
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="torch_bench.")
     os.makedirs(log_dir, exist_ok=True)
 

@@ -387,14 +387,17 @@ void coherence_before_send(void)
     if (busy || (atomic_load(&dirty_total) == 0 && atomic_load(&pushing) == 0)) return;
     work_begin();
     pushing++;
-    uint64_t before = rpc_async_count();
+    uint64_t before = rpc_async_count(), mine_before = rpc_async_count_here();
     for (struct region *r = regions; r; r = r->next_region)
         if (r->ndirty) push_locked(r);
-    /* Our own pushes are not device work that could make the host stale. */
+    /* Our own pushes are not device work that could make the host stale,
+     * but a launch another thread sent meanwhile (it passed this check
+     * before the push began) may be: then nothing is excused. */
     uint64_t after = rpc_async_count();
-    for (struct region *r = regions; r; r = r->next_region)
-        for (size_t e = 0; e < r->nextents; e++)
-            if (r->ext[e].seen == before) r->ext[e].seen = after;
+    if (after - before == rpc_async_count_here() - mine_before)
+        for (struct region *r = regions; r; r = r->next_region)
+            for (size_t e = 0; e < r->nextents; e++)
+                if (r->ext[e].seen == before) r->ext[e].seen = after;
     pushing--;
     work_end();
 }

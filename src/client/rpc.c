@@ -146,13 +146,17 @@ int rpc_sync_every_call(void)
 /* One-way calls sent so far. A synchronizing reply proves a stream idle
  * only if no one-way call could have been queued behind it meanwhile. */
 static _Atomic uint64_t async_sent;
+static __thread uint64_t async_sent_here; /* by the calling thread */
 
 uint64_t rpc_async_count(void) { return atomic_load(&async_sent); }
+
+uint64_t rpc_async_count_here(void) { return async_sent_here; }
 
 CUresult rpc_async(rpc_call *c)
 {
     if (!c->pushed) rpc_push_mirrors();
     atomic_fetch_add(&async_sent, 1);
+    async_sent_here++;
     if (rpc_sync_every_call()) {
         CUresult r = rpc_sync(c);
         if (r != CUDA_SUCCESS) LOG_WARN("SCUDA_SYNC: op %u failed with %d", c->op, r);

@@ -71,6 +71,8 @@ void rpc_push_mirrors(void);
 void rpc_set_push_hook(void (*hook)(void));
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
+/* The same, counting only the calling thread's. */
+uint64_t rpc_async_count_here(void);
 /* A reply proved that `stream` (as this thread means it: stream_key) was
  * idle when it was sent, and `async_before` one-way calls had been sent by
  * then. */

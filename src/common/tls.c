@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,8 +78,22 @@ static int set_err(char *err, size_t errlen, const char *what)
 
 /* ---- contexts ------------------------------------------------------------- */
 
+/* OpenSSL frees its global state in an atexit handler unless told not to.
+ * SCUDA's threads (liveness pings, writers, striping helpers) seal records
+ * until the process is gone, and exit does not stop them: in the client
+ * the application decides when to exit, mid-ping as often as not. The
+ * memory goes with the process anyway. */
+static void init_without_atexit(void) { OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT, NULL); }
+
+static void init_once(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_without_atexit);
+}
+
 static SSL_CTX *new_ctx(const SSL_METHOD *method)
 {
+    init_once();
     SSL_CTX *ctx = SSL_CTX_new(method);
     if (!ctx) return NULL;
     if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) || !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
@@ -454,6 +469,7 @@ int tls_peer_fingerprint(struct tls_link *l, char out[TLS_FP_LEN])
 
 int tls_file_fingerprint(const char *cert_file, char out[TLS_FP_LEN], char *err, size_t errlen)
 {
+    init_once();
     FILE *f = fopen(cert_file, "re");
     if (!f) {
         snprintf(err, errlen, "cannot open %s: %s", cert_file, strerror(errno));

@@ -1303,6 +1303,11 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
 op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
     in handle callback                 # the client's id for the registration, which names its record
 
+op scuda_window_first  any_context         # cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide
+    in u32 first
+    out u64 base                       # the session's device 0's window: device d's is base + d * size
+    out u64 size
+
 op scuda_async_register  any_context       # cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record
     in i32 dev
     in handle callback                 # the client's id for the registration, which names its record

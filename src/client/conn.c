@@ -113,7 +113,7 @@ static CUresult visible_request(struct server *s, uint16_t server_flags, uint8_t
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
     *sends = 0;
-    if (v == NULL) return CUDA_SUCCESS;
+    if (v == NULL || s->visible_here) return CUDA_SUCCESS;
     if (!(server_flags & HELLO_SERVER_VISIBLE))
         return handshake_fail(s, "the server cannot apply this client's CUDA_VISIBLE_DEVICES (it is older than this "
                               "client)",
@@ -152,8 +152,8 @@ static CUresult read_welcome(struct server *s, int sent_visible)
         return handshake_fail(s, "no answer to the first heartbeat",
                               "use a client and server of the same SCUDA version");
     liveness_start(s);
-    static int goodbye_set;
-    if (!goodbye_set++) atexit(say_goodbye);
+    static atomic_flag goodbye_set = ATOMIC_FLAG_INIT; /* servers open in parallel (init.c) */
+    if (!atomic_flag_test_and_set(&goodbye_set)) atexit(say_goodbye);
     return CUDA_SUCCESS;
 }
 

@@ -1,7 +1,11 @@
 /* servers.c - see servers.h. */
 #include "servers.h"
 
+#include <stdlib.h>
+
+#include "rpc.h"
 #include "common/log.h"
+#include "common/ops.gen.h"
 
 /* Statically initialized, locks included: a shim's first call, a fork
  * handler or an atexit handler may touch a server before (or without)
@@ -34,6 +38,49 @@ int servers_build_devices(int n)
         }
         servers[k].g0 = g0;
     }
+    /* With one server, the server applied CUDA_VISIBLE_DEVICES itself
+     * (docs/architecture.md, 9.22); with several, the client does, over
+     * the whole list, as the driver would over one machine's GPUs. */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (n > 1 && visible != NULL) gdev_apply_visible(&t, visible);
     gdevs = t;
     return 0;
+}
+
+CUresult servers_send_windows(int n)
+{
+    if (n < 2) return CUDA_SUCCESS; /* one server: its windows start at 0, as they always did */
+    for (int k = 0; k < n; k++) {
+        rpc_call call;
+        struct msg_scuda_window_first_req m = {.first = (uint32_t)servers[k].g0};
+        rpc_begin_on(&call, OP_scuda_window_first, &servers[k]);
+        msg_scuda_window_first_req_put(&call.req, &m);
+        struct msg_scuda_window_first_rep rep;
+        CUresult r = rpc_sync(&call);
+        if (r == CUDA_SUCCESS && (msg_scuda_window_first_rep_get(&call.out, &call.arena, &rep) != 0 ||
+                                  rep.size == 0 || rep.base + rep.size < rep.base))
+            r = CUDA_ERROR_INVALID_VALUE;
+        rpc_end(&call);
+        if (r == CUDA_SUCCESS) {
+            servers[k].win_base = rep.base;
+            servers[k].win_size = rep.size;
+        }
+        if (r != CUDA_SUCCESS) {
+            LOG_ERROR("server %s cannot place its devices' memory in windows of their own (CUresult %d, its log "
+                      "says why); a client of several servers needs them so that device pointers never collide: "
+                      "run that server without --driver-placed-memory, or use it alone",
+                      conn_addr(&servers[k]), (int)r);
+            return CUDA_ERROR_NO_DEVICE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+struct server *server_of_ptr(uint64_t p)
+{
+    for (int k = 0; k < SCUDA_MAX_SERVERS && servers[k].win_size; k++) {
+        struct server *s = &servers[k];
+        if (p >= s->win_base && (p - s->win_base) / s->win_size < conn_info(s)->device_count) return s;
+    }
+    return server_current();
 }

@@ -8,8 +8,10 @@
  * Each of those files works on the server it is handed, so a client can
  * hold several connections at once.
  *
- * Today only servers[0] is used: SCUDA_SERVER's first entry, which every
- * call goes to. */
+ * SCUDA_SERVER lists the servers (servers[0] is its first entry); init.c
+ * opens them all. A call goes to the server of what it names: its
+ * device, context, handle or device pointer (rpc_route.h), else the
+ * server of the calling thread's current context (server_current). */
 #ifndef SCUDA_CLIENT_SERVERS_H
 #define SCUDA_CLIENT_SERVERS_H
 
@@ -33,9 +35,17 @@ struct server {
     /* The server lacks scuda_module_load_by_hash (older than the module
      * cache): module.c sends it every image in full. */
     _Atomic int lacks_by_hash;
-    /* The ordinal of this server's first device in the client's list
-     * (gdevs); its devices follow it in the server's order. */
+    /* The window index of this server's first device (device_window.c on
+     * the server): its place in the list of every server's devices, before
+     * CUDA_VISIBLE_DEVICES picks from it. Its devices follow in its order,
+     * so no two devices of the client share an address window. */
     int g0;
+    /* The client applies CUDA_VISIBLE_DEVICES over its list of several
+     * servers' devices (gdev_apply_visible) and sends the server none. */
+    int visible_here;
+    /* With several servers: the window of this server's device 0, and
+     * every window's size (scuda_window_first's reply); 0 with one. */
+    uint64_t win_base, win_size;
 };
 
 extern struct server servers[SCUDA_MAX_SERVERS];
@@ -55,9 +65,15 @@ static inline void *handle_from_server(const struct server *s, uint64_t id)
  * the ordinal as it is, which is the local one while there is one server. */
 extern struct gdev_table gdevs;
 /* (Re)build gdevs from servers[0..n-1]'s session infos, in that order,
- * setting each one's g0. Returns 0, or -1 (logged) when the servers have
+ * setting each one's g0; with n > 1, CUDA_VISIBLE_DEVICES then picks from
+ * the list. Returns 0, or -1 (logged) when the servers have
  * more devices together than SCUDA_MAX_GLOBAL_DEVICES. */
 int servers_build_devices(int n);
+
+/* With n > 1 servers, tell each the window index of its first device
+ * (g0), before any memory is placed: scuda_window_first. CUDA_SUCCESS, or
+ * CUDA_ERROR_NO_DEVICE (logged) when a server cannot. */
+CUresult servers_send_windows(int n);
 
 /* The server the calling thread's calls go to (rpc_begin): servers[0]
  * until calls are routed by their context. */
@@ -74,5 +90,9 @@ static inline struct server *server_of_id(uint64_t id)
     if (tag == HANDLE_TAG_ALL || id <= HANDLE_TAG_SPECIAL_MAX) return server_current();
     return tag < SCUDA_MAX_SERVERS ? &servers[tag] : NULL;
 }
+
+/* The server whose device windows hold device address p; a pointer in
+ * no window (one server, host memory) goes where the thread's calls go. */
+struct server *server_of_ptr(uint64_t p);
 
 #endif

@@ -3370,6 +3370,34 @@ int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct 
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m)
+{
+    wb_put_u32(b, m->first);
+}
+
+int msg_scuda_window_first_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->first = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_window_first_rep_put(wire_buf *b, const struct msg_scuda_window_first_rep *m)
+{
+    wb_put_u64(b, m->base);
+    wb_put_u64(b, m->size);
+}
+
+int msg_scuda_window_first_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->base = wr_u64(r);
+    m->size = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_async_register_req_put(wire_buf *b, const struct msg_scuda_async_register_req *m)
 {
     wb_put_i32(b, m->dev);

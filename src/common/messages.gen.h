@@ -1641,6 +1641,21 @@ struct msg_scuda_logs_register_rep {
 void msg_scuda_logs_register_rep_put(wire_buf *b, const struct msg_scuda_logs_register_rep *m);
 int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_rep *m);
 
+/* scuda_window_first request: cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide */
+struct msg_scuda_window_first_req {
+    uint32_t first; /* u32 first */
+};
+void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m);
+int msg_scuda_window_first_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_req *m);
+
+/* scuda_window_first reply */
+struct msg_scuda_window_first_rep {
+    uint64_t base; /* u64 base: the session's device 0's window: device d's is base + d * size */
+    uint64_t size; /* u64 size */
+};
+void msg_scuda_window_first_rep_put(wire_buf *b, const struct msg_scuda_window_first_rep *m);
+int msg_scuda_window_first_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_rep *m);
+
 /* scuda_async_register request: cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record */
 struct msg_scuda_async_register_req {
     int32_t dev; /* i32 dev */

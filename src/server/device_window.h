@@ -109,6 +109,13 @@ struct window_chunk {
 };
 bool window_chunk_of(uint64_t p, struct window_chunk *out);
 
+/* A client of several servers numbers their devices in one list: this
+ * session's device d then takes window index + d, so that no two of the
+ * client's devices share addresses (docs/architecture.md, 9.13). Before
+ * any window is reserved. 0; -1 the windows are off; -2 the index is out
+ * of range (its window would pass 2^47); -3 memory is placed already. */
+int window_set_first(unsigned index);
+
 /* The window of server device `dev`: false when the window is off. */
 bool window_range(int dev, uint64_t *base, uint64_t *size);
 

@@ -66,6 +66,7 @@ extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_window_first(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
@@ -9220,6 +9221,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
     [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
+    [OP_scuda_window_first] = {"scuda_window_first", srv_scuda_window_first, 0, 0, 1, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

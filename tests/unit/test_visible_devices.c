@@ -1,7 +1,7 @@
 /* test_visible_devices.c - a client's CUDA_VISIBLE_DEVICES composed over
- * the server's list (server/visible_devices.c), and the visible request
+ * the server's list (common/visible_devices.c), and the visible request
  * as the parent decodes it from hostile bytes (common/hello.c). */
-#include "server/visible_devices.h"
+#include "common/visible_devices.h"
 #include "common/hello.h"
 
 #include <string.h>

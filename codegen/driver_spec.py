@@ -61,6 +61,9 @@ FLAGS
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
                     (src/client/hooks.h)
+  guard             (sync/async) the stub first calls `hook_guard_EXPORT(&r, args...)`
+                    (src/client/hooks.h); when it returns nonzero the call
+                    was answered by hand and the stub returns r
   out_on_error      (sync) the outputs come back when the call fails too:
                     the driver's index of the element that failed
 
@@ -164,7 +167,9 @@ cuCtxGetExecAffinity          sync
 cuCtxGetDevResource           sync
 cuCtxRecordEvent              async
 cuCtxWaitEvent                async
-cuCtxEnablePeerAccess         sync
+cuCtxEnablePeerAccess         sync    guard          # a peer context of another server: CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (cross_server.c)
+cuDeviceCanAccessPeer         sync    guard          # devices of two servers: 0 (cross_server.c)
+cuDeviceGetP2PAttribute       sync    guard          # devices of two servers: 0 (cross_server.c)
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
 cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
@@ -365,7 +370,7 @@ cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
 cuStreamQuery                 sync    observes       hook
 cuStreamSynchronize           manual  sends=cuStreamSynchronize  # src/client/stream_sync.c: answered locally when provably idle
-cuStreamWaitEvent             async
+cuStreamWaitEvent             async   guard  # an event of another server: waited for in the client (servers.c)
 cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
 cuStreamGetFlags              sync

@@ -78,7 +78,16 @@ static int (*host_work)(int fd, uint32_t len);
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
 
 static __thread uint32_t thread_ctx;
-void conn_set_thread_ctx(uint32_t ctx_id) { thread_ctx = ctx_id; }
+/* The context last current in this thread on each server: a call that
+ * goes to a server other than the current context's (by the handle or
+ * pointer it names) runs there in it, as the driver runs a copy in the
+ * context of the memory it names. */
+static __thread uint32_t thread_ctx_on[SCUDA_MAX_SERVERS];
+void conn_set_thread_ctx(uint32_t ctx_id)
+{
+    thread_ctx = ctx_id;
+    if (ctx_id) thread_ctx_on[server_current()->index] = ctx_id;
+}
 uint32_t conn_thread_ctx(void) { return thread_ctx; }
 
 static void on_writer_error(void *server, int err);
@@ -274,7 +283,10 @@ CUresult conn_send(struct rpc_call *c, int async)
         .op = c->op,
         .flags = async ? FRAME_ASYNC : 0,
         .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
-        .ctx = thread_ctx,
+        /* The thread's context is on one server; another server gets the
+         * thread's last context there (0, none: the session runs the call
+         * in whatever context it has bound). */
+        .ctx = s == server_current() ? thread_ctx : thread_ctx_on[s->index],
     };
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);

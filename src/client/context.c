@@ -25,7 +25,8 @@
 #define STACK_DEPTH 32
 
 struct client_ctx {
-    uint64_t id;
+    uint64_t id; /* tagged with its server (handle_tag.h) */
+    struct server *srv; /* its device's server: every call in it goes there */
     unsigned long long uid; /* cuCtxGetId: unique per process, 1 for the first */
     CUdevice dev;
     unsigned flags;
@@ -43,7 +44,7 @@ struct primary_state {
     int refcount;
     unsigned flags;
 };
-static struct primary_state primaries[SCUDA_MAX_DEVICES];
+static struct primary_state primaries[SCUDA_MAX_GLOBAL_DEVICES];
 
 static __thread struct client_ctx *ctx_stack[STACK_DEPTH];
 static __thread int ctx_depth;
@@ -66,6 +67,7 @@ static void context_destroyed(CUcontext ctx)
 static void stack_changed(void)
 {
     struct client_ctx *c = current();
+    servers_thread_server = c ? c->srv : NULL; /* the thread's calls go to its context's server */
     conn_set_thread_ctx(c ? (uint32_t)c->id : 0);
 }
 
@@ -83,14 +85,19 @@ static struct client_ctx *lookup(CUcontext h)
     return NULL;
 }
 
+/* The server a context on the client's device dev lives on. */
+static struct server *server_of_ctx_device(CUdevice dev) { return server_of_device(dev); }
+
 static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
 {
+    struct server *srv = server_of_ctx_device(dev);
     pthread_mutex_lock(&ctx_lock);
     struct client_ctx *c = NULL;
     for (int i = 0; i < MAX_CONTEXTS && !c; i++) {
         if (!contexts[i].live) {
             c = &contexts[i];
-            c->id = handle_new_id();
+            c->id = handle_tag(handle_new_id(), (unsigned)srv->index);
+            c->srv = srv;
             c->uid = next_ctx_uid++;
             c->dev = dev;
             c->flags = flags;
@@ -233,8 +240,8 @@ static CUresult ctx_sync(CUcontext ctx)
     struct client_ctx *c = ctx ? lookup(ctx) : current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     rpc_call call;
-    struct msg_scuda_ctx_synchronize_req m = {c->id};
-    rpc_begin(&call, OP_scuda_ctx_synchronize);
+    struct msg_scuda_ctx_synchronize_req m = {handle_untag(c->id)};
+    rpc_begin_on(&call, OP_scuda_ctx_synchronize, c->srv);
     msg_scuda_ctx_synchronize_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -282,8 +289,9 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int le
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call call;
     c->legacy = legacy;
-    struct msg_scuda_ctx_create_req m = {.ctx = c->id, .flags = flags, .dev = dev, .legacy = (uint8_t)legacy};
-    rpc_begin(&call, OP_scuda_ctx_create);
+    struct msg_scuda_ctx_create_req m = {
+        .ctx = handle_untag(c->id), .flags = flags, .dev = device_local(dev), .legacy = (uint8_t)legacy};
+    rpc_begin_on(&call, OP_scuda_ctx_create, c->srv);
     msg_scuda_ctx_create_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -348,8 +356,8 @@ static CUresult ctx_destroy(CUcontext ctx)
     struct client_ctx *c = lookup(ctx);
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     rpc_call call;
-    struct msg_scuda_ctx_destroy_req m = {c->id};
-    rpc_begin(&call, OP_scuda_ctx_destroy);
+    struct msg_scuda_ctx_destroy_req m = {handle_untag(c->id)};
+    rpc_begin_on(&call, OP_scuda_ctx_destroy, c->srv);
     msg_scuda_ctx_destroy_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -382,8 +390,8 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
          * for the life of the process, as the real primary context does. */
         if (!p->ctx && !(p->ctx = ctx_new(dev, 0, 1))) return CUDA_ERROR_OUT_OF_MEMORY;
         rpc_call call;
-        struct msg_scuda_primary_ctx_retain_req m = {.dev = dev, .ctx = p->ctx->id};
-        rpc_begin(&call, OP_scuda_primary_ctx_retain);
+        struct msg_scuda_primary_ctx_retain_req m = {.dev = device_local(dev), .ctx = handle_untag(p->ctx->id)};
+        rpc_begin_on(&call, OP_scuda_primary_ctx_retain, p->ctx->srv);
         msg_scuda_primary_ctx_retain_req_put(&call.req, &m);
         CUresult r = rpc_sync(&call);
         rpc_end(&call);
@@ -410,8 +418,8 @@ static CUresult primary_release(CUdevice dev)
     context_destroyed((CUcontext)handle_from_id(p->ctx->id));
     memo_forget_settings(); /* the context's state goes with it */
     rpc_call call;
-    struct msg_scuda_primary_ctx_release_req m = {dev};
-    rpc_begin(&call, OP_scuda_primary_ctx_release);
+    struct msg_scuda_primary_ctx_release_req m = {device_local(dev)};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_release, server_of_device(dev));
     msg_scuda_primary_ctx_release_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -435,8 +443,8 @@ static CUresult primary_set_flags(CUdevice dev, unsigned flags)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     rpc_call call;
-    struct msg_scuda_primary_ctx_set_flags_req m = {.dev = dev, .flags = flags};
-    rpc_begin(&call, OP_scuda_primary_ctx_set_flags);
+    struct msg_scuda_primary_ctx_set_flags_req m = {.dev = device_local(dev), .flags = flags};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_set_flags, server_of_device(dev));
     msg_scuda_primary_ctx_set_flags_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -452,8 +460,8 @@ static CUresult primary_reset(CUdevice dev)
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (primaries[dev].ctx) context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     rpc_call call;
-    struct msg_scuda_primary_ctx_reset_req m = {dev};
-    rpc_begin(&call, OP_scuda_primary_ctx_reset);
+    struct msg_scuda_primary_ctx_reset_req m = {device_local(dev)};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_reset, server_of_device(dev));
     msg_scuda_primary_ctx_reset_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);

@@ -128,6 +128,11 @@ static CUresult open_remote(const char *addr, const char *source)
     if (listed > 1) LOG_INFO("SCUDA_SERVER lists %d servers: their devices are numbered in that order", listed);
     CUresult r = listed > 1 ? open_servers(getenv("SCUDA_SERVER"), listed) : conn_open(&servers[0], addr);
     if (r == CUDA_SUCCESS && servers_build_devices(listed) != 0) r = CUDA_ERROR_NO_DEVICE;
+    if (r == CUDA_SUCCESS && listed > 1 && gdevs.count == 0) {
+        /* As the driver answers when CUDA_VISIBLE_DEVICES names no GPU. */
+        LOG_INFO("CUDA_VISIBLE_DEVICES names none of the %d servers' devices", listed);
+        r = CUDA_ERROR_NO_DEVICE;
+    }
     if (r == CUDA_SUCCESS) r = servers_send_windows(listed);
     return r;
 }

@@ -32,6 +32,7 @@
 #include "context.h"
 #include "copy.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -78,9 +79,11 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
+    struct server *srv = servers_of_copy(dst, src);
+    if (!srv) return CUDA_ERROR_NOT_SUPPORTED;
     struct msg_scuda_memcpy_dtod_req m = {dst, src, n, handle_wire_id(st), (uint8_t)mode};
     rpc_call c;
-    rpc_begin(&c, OP_scuda_memcpy_dtod);
+    rpc_begin_on(&c, OP_scuda_memcpy_dtod, srv);
     msg_scuda_memcpy_dtod_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
@@ -88,18 +91,22 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
 }
 
 /* Which side of a unified-address copy is device memory? Only the server's
- * driver knows; client host memory is unknown to it (type 0). */
+ * driver knows; client host memory is unknown to it (type 0). An address
+ * in a server's device windows (several servers) is device memory: the
+ * server asked is the one whose windows hold the first. */
 static CUresult pointer_kinds(const uint64_t *ptrs, unsigned n, unsigned *types)
 {
     struct msg_scuda_pointer_kind_req m = {.ptrs = ptrs, .ptrs_count = n};
     struct msg_scuda_pointer_kind_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_pointer_kind);
+    rpc_begin_on(&c, OP_scuda_pointer_kind, server_of_ptr(ptrs[0]));
     msg_scuda_pointer_kind_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && (msg_scuda_pointer_kind_rep_get(&c.out, &c.arena, &rep) != 0 || rep.types_count != n))
         r = CUDA_ERROR_UNKNOWN;
     for (unsigned i = 0; i < n; i++) types[i] = r == CUDA_SUCCESS ? rep.types[i] : 0;
+    for (unsigned i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (server_window_of(ptrs[i])) types[i] = CU_MEMORYTYPE_DEVICE;
     rpc_end(&c);
     return r;
 }
@@ -187,11 +194,19 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream st,
                      int mode)
 {
+    struct server *srv = server_of_handle(dctx);
+    if (srv != server_of_handle(sctx) || !servers_of_copy(dst, src)) {
+        static int once;
+        if (!once++)
+            LOG_WARN("cuMemcpyPeer between contexts of two servers is not forwarded yet: it fails with "
+                     "CUDA_ERROR_NOT_SUPPORTED; copy through host memory instead");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     struct msg_scuda_memcpy_peer_req m = {
         dst, handle_wire_id(dctx), src, handle_wire_id(sctx), n, handle_wire_id(st), (uint8_t)mode,
     };
     rpc_call c;
-    rpc_begin(&c, OP_scuda_memcpy_peer);
+    rpc_begin_on(&c, OP_scuda_memcpy_peer, srv);
     msg_scuda_memcpy_peer_req_put(&c.req, &m);
     return rpc_async(&c);
 }
@@ -284,8 +299,13 @@ static CUresult copy_nd_rpc(int dims, const struct msg_copy_nd *nd, char *buf, s
 {
     const void *bytes = nd->src.type == CU_MEMORYTYPE_HOST ? buf : NULL;
     size_t n = bytes ? packed : 0;
+    /* Device sides say their server (arrays go where the thread's calls go). */
+    uint64_t dp = nd->dst.type == CU_MEMORYTYPE_DEVICE ? nd->dst.ptr : 0;
+    uint64_t sp = nd->src.type == CU_MEMORYTYPE_DEVICE ? nd->src.ptr : 0;
+    struct server *srv = servers_of_copy(dp, sp);
+    if (!srv) return CUDA_ERROR_NOT_SUPPORTED;
     rpc_call c;
-    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
+    rpc_begin_on(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d, srv);
     if (dims == 2)
         msg_scuda_memcpy_2d_req_put(&c.req, &(struct msg_scuda_memcpy_2d_req){*nd, bytes, n});
     else

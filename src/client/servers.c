@@ -23,6 +23,8 @@ struct server servers[SCUDA_MAX_SERVERS] = {
 _Static_assert(SCUDA_MAX_SERVERS == 8, "SERVER_INIT lists one entry per server");
 
 struct gdev_table gdevs;
+int servers_used = 1;
+_Thread_local struct server *servers_thread_server;
 
 int servers_build_devices(int n)
 {
@@ -44,6 +46,7 @@ int servers_build_devices(int n)
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     if (n > 1 && visible != NULL) gdev_apply_visible(&t, visible);
     gdevs = t;
+    servers_used = n;
     return 0;
 }
 
@@ -76,11 +79,31 @@ CUresult servers_send_windows(int n)
     return CUDA_SUCCESS;
 }
 
-struct server *server_of_ptr(uint64_t p)
+struct server *server_window_of(uint64_t p)
 {
     for (int k = 0; k < SCUDA_MAX_SERVERS && servers[k].win_size; k++) {
         struct server *s = &servers[k];
         if (p >= s->win_base && (p - s->win_base) / s->win_size < conn_info(s)->device_count) return s;
     }
-    return server_current();
+    return NULL;
+}
+
+struct server *server_of_ptr(uint64_t p)
+{
+    struct server *s = server_window_of(p);
+    return s ? s : server_current();
+}
+
+struct server *servers_of_copy(uint64_t dst, uint64_t src)
+{
+    struct server *d = server_window_of(dst), *s = server_window_of(src);
+    if (d && s && d != s) {
+        static int once;
+        if (!once++)
+            LOG_WARN("a copy between devices of two servers (%s and %s) is not forwarded yet: it fails with "
+                     "CUDA_ERROR_NOT_SUPPORTED; copy through host memory instead",
+                     conn_addr(s), conn_addr(d));
+        return NULL;
+    }
+    return d ? d : s ? s : server_current();
 }

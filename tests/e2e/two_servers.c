@@ -1,0 +1,196 @@
+/* two_servers.c - one client of two servers (SCUDA_SERVER=a,b;
+ * docs/architecture.md, 9.x "A client of several servers"). Each server's
+ * stand-in is one GPU whose UUID carries a tag of its own
+ * (STANDIN_UUID_TAG), as two machines' GPUs differ.
+ *
+ *   unset      -> 2 devices: a's, then b's (UUIDs); on each, a context,
+ *                 the test module, a kernel and byte-exact copies; the two
+ *                 devices' pointers are in different windows; a copy
+ *                 between them is CUDA_ERROR_NOT_SUPPORTED; peer access
+ *                 between them is 0; a stream waits for an event of the
+ *                 other server
+ *   1          -> 1 device, b's
+ *   1,0        -> b's, then a's
+ *   (empty)    -> cuInit: CUDA_ERROR_NO_DEVICE
+ *   a,unreachable -> cuInit: CUDA_ERROR_NO_DEVICE, the log names the entry */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define TAG_A 0x0a
+#define TAG_B 0x0b
+#define N 4096 /* u32 elements per device */
+
+struct expect {
+    const char *visible; /* NULL: unset */
+    int count;
+    int tags[2];
+};
+
+static int tag_of(CUdevice d)
+{
+    CUuuid u;
+    CU(cuDeviceGetUuid_v2(&u, d));
+    CHECK(memcmp(u.bytes, "SCUDA-STANDIN", 13) == 0, "device %d has no stand-in UUID", d);
+    return (unsigned char)u.bytes[14];
+}
+
+/* A context on dev, the module loaded in it, fill_u32 over N elements,
+ * then host-to-device and device-to-host copies that must be exact.
+ * Returns the allocation (left allocated) and the context. */
+static CUdeviceptr work_on(CUdevice dev, uint32_t value, CUcontext *pctx)
+{
+    CU(cuDevicePrimaryCtxRetain(pctx, dev));
+    CU(cuCtxSetCurrent(*pctx));
+    CUdevice back;
+    CU(cuCtxGetDevice(&back));
+    CHECK(back == dev, "the context of device %d says device %d", dev, back);
+    CUmodule m = h_load_module();
+    CUfunction f;
+    CU(cuModuleGetFunction(&f, m, "fill_u32"));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, N * sizeof(uint32_t)));
+    unsigned long long n = N;
+    void *args[] = {&p, &value, &n};
+    CU(cuLaunchKernel(f, 8, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+    static uint32_t got[N];
+    CU(cuMemcpyDtoH_v2(got, p, sizeof got));
+    for (int i = 0; i < N; i++)
+        CHECK(got[i] == value, "device %d: fill_u32 wrote %u at %d, not %u", dev, got[i], i, value);
+    static unsigned char pattern[N * sizeof(uint32_t)], again[N * sizeof(uint32_t)];
+    h_pattern(pattern, sizeof pattern, value);
+    CU(cuMemcpyHtoD_v2(p, pattern, sizeof pattern));
+    CU(cuMemcpyDtoH_v2(again, p, sizeof again));
+    CHECK(h_diff(pattern, again, sizeof again) < 0, "device %d: a copy's bytes differ at %ld", dev,
+          h_diff(pattern, again, sizeof again));
+    return p;
+}
+
+/* Both devices at once: the calls on each go to its server. */
+static void across(void)
+{
+    CUcontext c0, c1;
+    CUdeviceptr p0 = work_on(0, 0x1111, &c0);
+    CUdeviceptr p1 = work_on(1, 0x2222, &c1);
+    /* Each device has a window of its own (128 GiB at least, aligned so). */
+    CHECK(p0 >> 37 != p1 >> 37, "the two servers' devices share a window: %#llx and %#llx",
+          (unsigned long long)p0, (unsigned long long)p1);
+    /* Device 0's memory is still there and still answers on its server. */
+    CU(cuCtxSetCurrent(c0));
+    uint32_t first;
+    CU(cuMemcpyDtoH_v2(&first, p1, sizeof first)); /* by pointer, from device 1's server */
+    unsigned char pattern[4];
+    h_pattern(pattern, sizeof pattern, 0x2222);
+    CHECK(memcmp(&first, pattern, 4) == 0, "a copy from device 1's memory while device 0's context is current "
+                                           "did not read device 1's bytes");
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyDtoD_v2(p1, p0, 16));
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyPeer(p1, c1, p0, c0, 16));
+    int can = -1;
+    CU(cuDeviceCanAccessPeer(&can, 0, 1));
+    CHECK(can == 0, "devices of two servers say they can access each other (%d)", can);
+    /* A stream of server a waits for an event of server b. */
+    CUevent ev;
+    CU(cuCtxSetCurrent(c1));
+    CU(cuEventCreate(&ev, 0));
+    CU(cuEventRecord(ev, NULL));
+    CU(cuCtxSetCurrent(c0));
+    CUstream s;
+    CU(cuStreamCreate(&s, 0));
+    CU(cuStreamWaitEvent(s, ev, 0));
+    CU(cuStreamSynchronize(s));
+    CU(cuStreamDestroy_v2(s));
+    CU(cuEventDestroy_v2(ev));
+    CU(cuMemFree_v2(p0));
+    CU(cuCtxSetCurrent(c1));
+    CU(cuMemFree_v2(p1));
+}
+
+static int sees(void *arg)
+{
+    const struct expect *e = arg;
+    if (e->visible) setenv("CUDA_VISIBLE_DEVICES", e->visible, 1);
+    else unsetenv("CUDA_VISIBLE_DEVICES");
+    int n = -1;
+    if (e->count == 0) {
+        CU_EXPECT(CUDA_ERROR_NO_DEVICE, cuInit(0));
+        CU_EXPECT(CUDA_ERROR_NO_DEVICE, cuDeviceGetCount(&n));
+        return 0;
+    }
+    CU(cuInit(0));
+    CU(cuDeviceGetCount(&n));
+    CHECK(n == e->count, "CUDA_VISIBLE_DEVICES='%s' shows %d devices, not %d", e->visible ? e->visible : "(unset)",
+          n, e->count);
+    for (int i = 0; i < n; i++)
+        CHECK(tag_of(i) == e->tags[i], "CUDA_VISIBLE_DEVICES='%s': device %d is server %#x's, not %#x's",
+              e->visible ? e->visible : "(unset)", i, tag_of(i), e->tags[i]);
+    CUdevice beyond;
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet(&beyond, n));
+    if (n == 2 && e->visible == NULL) {
+        across();
+    } else {
+        CUcontext c;
+        CUdeviceptr p = work_on(n - 1, 0x3333, &c);
+        CU(cuMemFree_v2(p));
+    }
+    return 0;
+}
+
+static int unreachable(void *arg)
+{
+    (void)arg;
+    CU_EXPECT(CUDA_ERROR_NO_DEVICE, cuInit(0));
+    return 0;
+}
+
+int main(void)
+{
+    h_begin("two_servers", 110);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    setenv("STANDIN_DEVICES", "1", 1);
+    struct h_server a, b;
+    setenv("STANDIN_UUID_TAG", "10", 1); /* TAG_A: the server, and so its sessions, inherit it */
+    h_server_start(&a, "two-a", NULL);
+    setenv("STANDIN_UUID_TAG", "11", 1); /* TAG_B */
+    h_server_start(&b, "two-b", NULL);
+    unsetenv("STANDIN_UUID_TAG");
+    char both[160];
+    snprintf(both, sizeof both, "%s,%s", a.addr, b.addr);
+    setenv("SCUDA_SERVER", both, 1);
+
+    static const struct expect cases[] = {
+        {NULL, 2, {TAG_A, TAG_B}},
+        {"1", 1, {TAG_B}},
+        {"1,0", 2, {TAG_B, TAG_A}},
+        {"", 0, {0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[160];
+        snprintf(what, sizeof what, "a client of two servers, CUDA_VISIBLE_DEVICES='%s'",
+                 cases[i].visible ? cases[i].visible : "(unset)");
+        h_wait_ok(h_spawn(sees, (void *)&cases[i], 30, -1, -1), 30000, what);
+    }
+    printf("ok two servers: their devices in list order, CUDA_VISIBLE_DEVICES picks and reorders them, "
+           "work and copies on each, windows apart, cross-server copies refused\n");
+
+    /* A server that is not there fails cuInit, naming its entry. */
+    snprintf(both, sizeof both, "%s,127.0.0.1:1", a.addr);
+    setenv("SCUDA_SERVER", both, 1);
+    char err_path[512];
+    int fd = h_temp_file("two-unreachable", err_path, sizeof err_path);
+    h_wait_ok(h_spawn(unreachable, NULL, 30, -1, fd), 30000, "a client of a server that is not there");
+    close(fd);
+    char *log = h_read_file(err_path, NULL);
+    CHECK(strstr(log, "SCUDA_SERVER's entry 2 (127.0.0.1:1)") != NULL,
+          "the client's log does not name the entry that did not open:\n%s", log);
+    free(log);
+    printf("ok an unreachable entry fails cuInit with a line naming it\n");
+
+    h_server_stop(&a);
+    h_server_stop(&b);
+    printf("PASS two_servers\n");
+    return 0;
+}

@@ -5,7 +5,8 @@
  *
  *   unset      -> 2 devices: a's, then b's (UUIDs); on each, a context,
  *                 the test module, a kernel and byte-exact copies; the two
- *                 devices' pointers are in different windows; a copy
+ *                 devices' pointers are in different windows and say
+ *                 their own device and context; a copy
  *                 between them is CUDA_ERROR_NOT_SUPPORTED; peer access
  *                 between them is 0; a stream waits for an event of the
  *                 other server
@@ -87,6 +88,13 @@ static void across(void)
     h_pattern(pattern, sizeof pattern, 0x2222);
     CHECK(memcmp(&first, pattern, 4) == 0, "a copy from device 1's memory while device 0's context is current "
                                            "did not read device 1's bytes");
+    /* Pointer attributes come from the pointer's server, in the client's terms. */
+    int ordinal = -1;
+    CUcontext owner = NULL;
+    CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p1));
+    CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p1));
+    CHECK(ordinal == 1 && owner == c1, "device 1's memory says device %d, context %p (not 1, %p)", ordinal,
+          (void *)owner, (void *)c1);
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyDtoD_v2(p1, p0, 16));
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyPeer(p1, c1, p0, c0, 16));
     int can = -1;

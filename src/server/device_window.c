@@ -1003,6 +1003,9 @@ int window_set_first(unsigned index)
     for (int d = 0; d < MAX_DEVICES && rc == 0; d++)
         if (windows[d].state != 0 && index != first) rc = -3; /* placed memory keeps its addresses */
     if (rc == 0) first = index;
+    /* A session moving in starts its windows at 0: the index does not
+     * travel with it yet, so such a session stays where it is. */
+    if (rc == 0 && index != 0) blockers |= WINDOW_BLOCK_FIRST;
     pthread_mutex_unlock(&lock);
     return rc;
 }

@@ -96,6 +96,7 @@ enum window_blocker {
     WINDOW_BLOCK_DRIVER_RESERVE = 1 << 2, /* an address reservation the driver placed */
     WINDOW_BLOCK_NO_WINDOW = 1 << 3,      /* a window was taken: memory fell back to the driver */
     WINDOW_BLOCK_NO_ROOM = 1 << 4,        /* an allocation the window had no room for: the driver placed it */
+    WINDOW_BLOCK_FIRST = 1 << 5,          /* windows from index > 0 (a client of several servers): not carried yet */
 };
 unsigned window_blockers(void);
 

@@ -6,7 +6,8 @@
  *   unset      -> 2 devices: a's, then b's (UUIDs); on each, a context,
  *                 the test module, a kernel and byte-exact copies; the two
  *                 devices' pointers are in different windows and say
- *                 their own device and context; a copy
+ *                 their own device and context; a striped copy on the
+ *                 second server is exact; a copy
  *                 between them is CUDA_ERROR_NOT_SUPPORTED; peer access
  *                 between them is 0; a stream waits for an event of the
  *                 other server
@@ -95,6 +96,22 @@ static void across(void)
     CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p1));
     CHECK(ordinal == 1 && owner == c1, "device 1's memory says device %d, context %p (not 1, %p)", ordinal,
           (void *)owner, (void *)c1);
+    /* A copy large enough to stripe goes over the second server's own bulk
+     * connections. */
+    size_t big = 9u << 20;
+    unsigned char *out = malloc(big), *in = malloc(big);
+    CHECK(out && in);
+    h_pattern(out, big, 77);
+    CUdeviceptr pb;
+    CU(cuCtxSetCurrent(c1));
+    CU(cuMemAlloc_v2(&pb, big));
+    CU(cuMemcpyHtoD_v2(pb, out, big));
+    CU(cuMemcpyDtoH_v2(in, pb, big));
+    CHECK(h_diff(out, in, big) < 0, "a striped copy on the second server differs at %ld", h_diff(out, in, big));
+    CU(cuMemFree_v2(pb));
+    free(out);
+    free(in);
+    CU(cuCtxSetCurrent(c0));
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyDtoD_v2(p1, p0, 16));
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyPeer(p1, c1, p0, c0, 16));
     int can = -1;

@@ -194,9 +194,10 @@ static CUresult unpack_kernel_node(uint64_t node, const struct msg_cuGraphKernel
     uint32_t n = lp->raw ? 0 : m->layout_count;
     size_t len = (size_t)lp->data_len;
     memset(p, 0, sizeof *p);
-    p->func = (CUfunction)handle_from_id(k->func);
-    p->kern = (CUkernel)handle_from_id(k->kern);
-    p->ctx = (CUcontext)handle_from_id(k->ctx);
+    unsigned tag = handle_tag_of(node); /* the reply's ids are the node's server's */
+    p->func = (CUfunction)handle_from_id(handle_tag(k->func, tag));
+    p->kern = (CUkernel)handle_from_id(handle_tag(k->kern, tag));
+    p->ctx = (CUcontext)handle_from_id(handle_tag(k->ctx, tag));
     p->gridDimX = k->grid[0], p->gridDimY = k->grid[1], p->gridDimZ = k->grid[2];
     p->blockDimX = k->block[0], p->blockDimY = k->block[1], p->blockDimZ = k->block[2];
     p->sharedMemBytes = k->shared_bytes;
@@ -244,7 +245,7 @@ static CUresult get_kernel_node(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
     struct msg_cuGraphKernelNodeGetParams_v2_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphKernelNodeGetParams_v2_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphKernelNodeGetParams_v2);
+    rpc_begin_on(&c, OP_cuGraphKernelNodeGetParams_v2, server_of_handle(hNode));
     msg_cuGraphKernelNodeGetParams_v2_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -374,18 +375,19 @@ static CUresult copy_msg(const CUDA_MEMCPY3D *p, struct msg_graph_copy *m, const
     return CUDA_SUCCESS;
 }
 
-static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
+/* tag: the server tag of the node whose parameters m are (handle_tag.h). */
+static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p, unsigned tag)
 {
     memset(p, 0, sizeof *p);
     p->srcMemoryType = (CUmemorytype)m->src.type;
     p->srcXInBytes = m->src.x, p->srcY = m->src.y, p->srcZ = m->src.z, p->srcLOD = m->src.lod;
     p->srcDevice = m->src.ptr;
-    p->srcArray = (CUarray)handle_from_id(m->src.array);
+    p->srcArray = (CUarray)handle_from_id(handle_tag(m->src.array, tag));
     p->srcPitch = m->src.pitch, p->srcHeight = m->src.height;
     p->dstMemoryType = (CUmemorytype)m->dst.type;
     p->dstXInBytes = m->dst.x, p->dstY = m->dst.y, p->dstZ = m->dst.z, p->dstLOD = m->dst.lod;
     p->dstDevice = m->dst.ptr;
-    p->dstArray = (CUarray)handle_from_id(m->dst.array);
+    p->dstArray = (CUarray)handle_from_id(handle_tag(m->dst.array, tag));
     p->dstPitch = m->dst.pitch, p->dstHeight = m->dst.height;
     p->WidthInBytes = m->width, p->Height = m->height, p->Depth = m->depth;
 }
@@ -434,7 +436,7 @@ EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
     struct msg_cuGraphMemcpyNodeGetParams_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphMemcpyNodeGetParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemcpyNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphMemcpyNodeGetParams, server_of_handle(hNode));
     msg_cuGraphMemcpyNodeGetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuGraphMemcpyNodeGetParams_rep_get(&c.out, &c.arena, &rep) != 0) {
@@ -442,7 +444,7 @@ EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
         r = CUDA_ERROR_UNKNOWN;
     }
     if (r == CUDA_SUCCESS) {
-        copy_from_msg(&rep.copy, nodeParams);
+        copy_from_msg(&rep.copy, nodeParams, handle_tag_of((uint64_t)(uintptr_t)hNode));
         host_side_restore(m.node, nodeParams);
     }
     rpc_end(&c);

@@ -85,12 +85,9 @@ static struct client_ctx *lookup(CUcontext h)
     return NULL;
 }
 
-/* The server a context on the client's device dev lives on. */
-static struct server *server_of_ctx_device(CUdevice dev) { return server_of_device(dev); }
-
-static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
+/* A new context record on server srv (its device's). */
+static struct client_ctx *ctx_new_on(struct server *srv, CUdevice dev, unsigned flags, int primary)
 {
-    struct server *srv = server_of_ctx_device(dev);
     pthread_mutex_lock(&ctx_lock);
     struct client_ctx *c = NULL;
     for (int i = 0; i < MAX_CONTEXTS && !c; i++) {
@@ -108,6 +105,11 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
     }
     pthread_mutex_unlock(&ctx_lock);
     return c;
+}
+
+static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
+{
+    return ctx_new_on(server_of_device(dev), dev, flags, primary);
 }
 
 static void ctx_free(struct client_ctx *c)
@@ -254,9 +256,9 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { SHIM_ENTER(cuCtxSynchronize
 
 /* ---- contexts the session made from other objects ---------------------- */
 
-CUresult context_derived_new(CUcontext *pctx)
+CUresult context_derived_new(CUcontext *pctx, struct server *srv)
 {
-    struct client_ctx *c = ctx_new(0, 0, 0);
+    struct client_ctx *c = ctx_new_on(srv, 0, 0, 0);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     *pctx = (CUcontext)handle_from_id(c->id);
     return CUDA_SUCCESS;

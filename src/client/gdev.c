@@ -53,6 +53,7 @@ int gdev_apply_visible(struct gdev_table *t, const char *visible)
     uuid_list(t, list, sizeof list);
     int n = visible_select(list, visible, pick, SCUDA_MAX_GLOBAL_DEVICES);
     struct gdev kept[SCUDA_MAX_GLOBAL_DEVICES];
+    memset(kept, 0, sizeof kept);
     for (int i = 0; i < n; i++) kept[i] = t->dev[pick[i]];
     memcpy(t->dev, kept, (size_t)n * sizeof kept[0]);
     t->count = n;

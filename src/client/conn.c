@@ -284,9 +284,9 @@ CUresult conn_send(struct rpc_call *c, int async)
         .flags = async ? FRAME_ASYNC : 0,
         .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
         /* The thread's context is on one server; another server gets the
-         * thread's last context there (0, none: the session runs the call
-         * in whatever context it has bound). */
-        .ctx = s == server_current() ? thread_ctx : thread_ctx_on[s->index],
+         * thread's last context there, else any of its contexts (0, none:
+         * the session runs the call in whatever context it has bound). */
+        .ctx = s == server_current() ? thread_ctx : thread_ctx_on[s->index] ? thread_ctx_on[s->index] : s->any_ctx,
     };
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);

@@ -112,8 +112,23 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
     return ctx_new_on(server_of_device(dev), dev, flags, primary);
 }
 
+/* The server's fallback context (servers.h, any_ctx): c, once made there. */
+static void ctx_made(struct client_ctx *c)
+{
+    uint32_t none = 0;
+    atomic_compare_exchange_strong(&c->srv->any_ctx, &none, (uint32_t)c->id);
+}
+
+/* c is gone on its server: no longer its fallback. */
+static void ctx_gone(struct client_ctx *c)
+{
+    uint32_t mine = (uint32_t)c->id;
+    atomic_compare_exchange_strong(&c->srv->any_ctx, &mine, 0);
+}
+
 static void ctx_free(struct client_ctx *c)
 {
+    ctx_gone(c);
     pthread_mutex_lock(&ctx_lock);
     c->live = 0;
     pthread_mutex_unlock(&ctx_lock);
@@ -301,6 +316,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int le
         ctx_free(c);
         return r;
     }
+    ctx_made(c);
     if (ctx_depth == STACK_DEPTH) ctx_depth--;
     ctx_stack[ctx_depth++] = c; /* a new context becomes current */
     stack_changed();
@@ -398,6 +414,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         CUresult r = rpc_sync(&call);
         rpc_end(&call);
         if (r != CUDA_SUCCESS) return r;
+        ctx_made(p->ctx);
     }
     pthread_mutex_lock(&ctx_lock);
     p->refcount++;
@@ -425,6 +442,7 @@ static CUresult primary_release(CUdevice dev)
     msg_scuda_primary_ctx_release_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
+    if (r == CUDA_SUCCESS) ctx_gone(p->ctx);
     return r;
 }
 
@@ -468,6 +486,7 @@ static CUresult primary_reset(CUdevice dev)
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
     if (r == CUDA_SUCCESS) {
+        if (primaries[dev].ctx) ctx_gone(primaries[dev].ctx);
         memo_forget_settings();
         per_thread_streams_stale();
         pthread_mutex_lock(&ctx_lock);

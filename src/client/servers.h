@@ -47,6 +47,9 @@ struct server {
     /* With several servers: the window of this server's device 0, and
      * every window's size (scuda_window_first's reply); 0 with one. */
     uint64_t win_base, win_size;
+    /* A live context on this server (its wire id, 0: none): what a call
+     * from a thread that never had one there runs in (conn_send). */
+    _Atomic uint32_t any_ctx;
 };
 
 extern struct server servers[SCUDA_MAX_SERVERS];

@@ -7,7 +7,8 @@
  *                 the test module, a kernel and byte-exact copies; the two
  *                 devices' pointers are in different windows and say
  *                 their own device and context; a striped copy on the
- *                 second server is exact; a copy
+ *                 second server is exact, as is a read of device 1's
+ *                 memory by a new thread in device 0's context; a copy
  *                 between them is CUDA_ERROR_NOT_SUPPORTED; peer access
  *                 between them is 0; a stream waits for an event of the
  *                 other server
@@ -16,6 +17,7 @@
  *   (empty)    -> cuInit: CUDA_ERROR_NO_DEVICE
  *   a,unreachable -> cuInit: CUDA_ERROR_NO_DEVICE, the log names the entry */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +74,24 @@ static CUdeviceptr work_on(CUdevice dev, uint32_t value, CUcontext *pctx)
     return p;
 }
 
+/* A thread that never had a context of device 1's server reads device
+ * 1's memory in device 0's context, as unified addressing allows: the
+ * copy runs in a context of device 1's server. */
+struct reader {
+    CUcontext ctx;
+    CUdeviceptr p;
+    uint32_t got;
+    CUresult r;
+};
+
+static void *read_first(void *arg)
+{
+    struct reader *rd = arg;
+    rd->r = cuCtxSetCurrent(rd->ctx);
+    if (rd->r == CUDA_SUCCESS) rd->r = cuMemcpyDtoH_v2(&rd->got, rd->p, sizeof rd->got);
+    return NULL;
+}
+
 /* Both devices at once: the calls on each go to its server. */
 static void across(void)
 {
@@ -112,6 +132,12 @@ static void across(void)
     free(out);
     free(in);
     CU(cuCtxSetCurrent(c0));
+    struct reader rd = {.ctx = c0, .p = p1};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, read_first, &rd) == 0);
+    pthread_join(t, NULL);
+    CHECK(rd.r == CUDA_SUCCESS && memcmp(&rd.got, pattern, 4) == 0,
+          "a thread in device 0's context reading device 1's memory got %s", h_cu_name(rd.r));
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyDtoD_v2(p1, p0, 16));
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemcpyPeer(p1, c1, p0, c0, 16));
     int can = -1;

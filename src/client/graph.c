@@ -134,11 +134,11 @@ static CUresult set_kernel_node(CUgraphExec hExec, CUgraphNode hNode, const CUDA
     rpc_call c;
     if (hExec) {
         struct msg_cuGraphExecKernelNodeSetParams_v2_req m = {handle_wire_id(hExec), handle_wire_id(hNode), k};
-        rpc_begin(&c, OP_cuGraphExecKernelNodeSetParams_v2);
+        rpc_begin_on(&c, OP_cuGraphExecKernelNodeSetParams_v2, server_of_handle(hExec));
         msg_cuGraphExecKernelNodeSetParams_v2_req_put(&c.req, &m);
     } else {
         struct msg_cuGraphKernelNodeSetParams_v2_req m = {handle_wire_id(hNode), k};
-        rpc_begin(&c, OP_cuGraphKernelNodeSetParams_v2);
+        rpc_begin_on(&c, OP_cuGraphKernelNodeSetParams_v2, server_of_handle(hNode));
         msg_cuGraphKernelNodeSetParams_v2_req_put(&c.req, &m);
     }
     launch_pack_free(&pk);
@@ -458,7 +458,7 @@ EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3
     CUresult r = copy_msg(nodeParams, &m.copy, "cuGraphMemcpyNodeSetParams");
     if (r != CUDA_SUCCESS) return r;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemcpyNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphMemcpyNodeSetParams, server_of_handle(hNode));
     msg_cuGraphMemcpyNodeSetParams_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);
@@ -478,7 +478,7 @@ EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
     m.records = sr.ids;
     m.records_count = sr.n;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecMemcpyNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphExecMemcpyNodeSetParams, server_of_handle(hGraphExec));
     msg_cuGraphExecMemcpyNodeSetParams_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);
@@ -497,8 +497,9 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
 {
     SHIM_ENTER(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
     if (!phGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    struct server *srv = server_of_handle(hGraph); /* the exec is made where its graph is */
     struct msg_cuGraphInstantiateWithParams_req m = {
-        .exec = handle_new_id(),
+        .exec = handle_tag(handle_new_id(), (unsigned)srv->index),
         .graph = handle_wire_id(hGraph),
         .has_params = instantiateParams != NULL,
         .flags = instantiateParams ? instantiateParams->flags : 0,
@@ -506,7 +507,7 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
     };
     struct msg_cuGraphInstantiateWithParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphInstantiateWithParams);
+    rpc_begin_on(&c, OP_cuGraphInstantiateWithParams, srv);
     msg_cuGraphInstantiateWithParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     /* a failure the session met before instantiating has no outputs */

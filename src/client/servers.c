@@ -69,9 +69,10 @@ CUresult servers_send_windows(int n)
             servers[k].win_size = rep.size;
         }
         if (r != CUDA_SUCCESS) {
-            LOG_ERROR("server %s cannot place its devices' memory in windows of their own (CUresult %d, its log "
-                      "says why); a client of several servers needs them so that device pointers never collide: "
-                      "run that server without --driver-placed-memory, or use it alone",
+            LOG_ERROR("server %s cannot place its devices' memory in windows of their own (CUresult %d; its log "
+                      "says why, an older server says nothing); a client of several servers needs them so that "
+                      "device pointers never collide: run that server at this client's version and without "
+                      "--driver-placed-memory, or use it alone",
                       conn_addr(&servers[k]), (int)r);
             return CUDA_ERROR_NO_DEVICE;
         }

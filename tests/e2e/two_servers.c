@@ -15,7 +15,8 @@
  *   1          -> 1 device, b's
  *   1,0        -> b's, then a's
  *   (empty)    -> cuInit: CUDA_ERROR_NO_DEVICE
- *   a,unreachable -> cuInit: CUDA_ERROR_NO_DEVICE, the log names the entry */
+ *   a,unreachable -> cuInit: CUDA_ERROR_NO_DEVICE, the log names the entry
+ *   a,c (c with --driver-placed-memory) -> cuInit: CUDA_ERROR_NO_DEVICE */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -239,6 +240,22 @@ int main(void)
           "the client's log does not name the entry that did not open:\n%s", log);
     free(log);
     printf("ok an unreachable entry fails cuInit with a line naming it\n");
+
+    /* A server that places memory with its driver cannot keep pointers
+     * apart: refused at cuInit, saying so. */
+    struct h_server c;
+    struct h_server_opts placed = {.extra_args = {"--driver-placed-memory"}};
+    h_server_start(&c, "two-placed", &placed);
+    snprintf(both, sizeof both, "%s,%s", a.addr, c.addr);
+    setenv("SCUDA_SERVER", both, 1);
+    fd = h_temp_file("two-placed", err_path, sizeof err_path);
+    h_wait_ok(h_spawn(unreachable, NULL, 30, -1, fd), 30000, "a client of a server without windows");
+    close(fd);
+    log = h_read_file(err_path, NULL);
+    CHECK(strstr(log, "windows of their own") != NULL, "the client's log does not say why:\n%s", log);
+    free(log);
+    h_server_stop(&c);
+    printf("ok a server without memory windows is refused at cuInit\n");
 
     h_server_stop(&a);
     h_server_stop(&b);

@@ -241,8 +241,8 @@ cuPointerSetAttribute         sync    blocking  value=in[scuda_pointer_set_attr_
 # adapters onto the _v2 paths (`legacy`, src/client/legacy.c).
 cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
-cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
-cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
+cuMemcpyPeer                  manual  sends=scuda_memcpy_peer,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/peer.c
+cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/peer.c
 cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
 cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
 cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
@@ -757,6 +757,37 @@ op scuda_bulk_htod                     # one-way, like scuda_memcpy_htod
 
 op scuda_bulk_dtoh               blocking  observes   # replies after every chunk went out
     in bulk_copy copy
+
+# Server-to-server copies (src/client/peer.c, src/server/peer_link.h): the
+# client asks the source session for a one-time grant, hands it to the
+# destination session, which dials the source's server and joins the
+# source session with it (a peer link). A copy is then announced to both
+# ends at once; its bytes go over the link, never through the client.
+op scuda_peer_grant
+    out u32 pid                        # the session's, for the join
+    out u32 link                       # the link slot the grant is for
+    out u8 secret[32]                  # the one-time secret: PEER_SECRET_LEN (protocol.h) bytes
+    out str fingerprint                # the server's TLS certificate ("sha256:HEX"), or empty: plain TCP
+
+op scuda_peer_connect            blocking  # dials the granting server and joins its session
+    in str addr                        # HOST:PORT of the granting server, as the client reaches it
+    in u32 pid
+    in u32 link                        # from scuda_peer_grant
+    in u8 secret[32]
+    in str fingerprint                 # pinned when not empty (TLS)
+    out u32 local                      # this session's slot for the link
+
+op scuda_peer_send               blocking  observes   # replies after the last byte went on the link
+    in dptr src
+    in u64 n
+    in u32 link
+    in handle stream
+
+op scuda_peer_recv               blocking  observes   # replies after the last byte landed
+    in dptr dst
+    in u64 n
+    in u32 link
+    in handle stream
 # (end of group: memory)
 
 # ---- modules and libraries (fields to come) ---------------------------------------

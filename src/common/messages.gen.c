@@ -853,6 +853,136 @@ int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_peer_grant_req_put(wire_buf *b, const struct msg_scuda_peer_grant_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_grant_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_grant_rep_put(wire_buf *b, const struct msg_scuda_peer_grant_rep *m)
+{
+    wb_put_u32(b, m->pid);
+    wb_put_u32(b, m->link);
+    wb_put_raw(b, m->secret, sizeof m->secret);
+    wb_put_str(b, m->fingerprint);
+}
+
+int msg_scuda_peer_grant_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->pid = wr_u32(r);
+    m->link = wr_u32(r);
+    wr_raw(r, m->secret, sizeof m->secret);
+    m->fingerprint = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_connect_req_put(wire_buf *b, const struct msg_scuda_peer_connect_req *m)
+{
+    wb_put_str(b, m->addr);
+    wb_put_u32(b, m->pid);
+    wb_put_u32(b, m->link);
+    wb_put_raw(b, m->secret, sizeof m->secret);
+    wb_put_str(b, m->fingerprint);
+}
+
+int msg_scuda_peer_connect_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->addr = wr_str(r);
+    m->pid = wr_u32(r);
+    m->link = wr_u32(r);
+    wr_raw(r, m->secret, sizeof m->secret);
+    m->fingerprint = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_connect_rep_put(wire_buf *b, const struct msg_scuda_peer_connect_rep *m)
+{
+    wb_put_u32(b, m->local);
+}
+
+int msg_scuda_peer_connect_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->local = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_send_req_put(wire_buf *b, const struct msg_scuda_peer_send_req *m)
+{
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u32(b, m->link);
+    wb_put_u64(b, m->stream);
+}
+
+int msg_scuda_peer_send_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->link = wr_u32(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_send_rep_put(wire_buf *b, const struct msg_scuda_peer_send_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_send_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_recv_req_put(wire_buf *b, const struct msg_scuda_peer_recv_req *m)
+{
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->n);
+    wb_put_u32(b, m->link);
+    wb_put_u64(b, m->stream);
+}
+
+int msg_scuda_peer_recv_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->n = wr_u64(r);
+    m->link = wr_u32(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_recv_rep_put(wire_buf *b, const struct msg_scuda_peer_recv_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_recv_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_put_jit_option(wire_buf *b, const struct msg_jit_option *m)
 {
     wb_put_u32(b, m->option);

@@ -404,6 +404,10 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
     [OP_scuda_logs_register] = "scuda_logs_register",
     [OP_scuda_async_register] = "scuda_async_register",
+    [OP_scuda_peer_grant] = "scuda_peer_grant",
+    [OP_scuda_peer_connect] = "scuda_peer_connect",
+    [OP_scuda_peer_send] = "scuda_peer_send",
+    [OP_scuda_peer_recv] = "scuda_peer_recv",
 };
 
 const char *scuda_op_name(unsigned op)

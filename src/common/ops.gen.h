@@ -405,7 +405,11 @@ enum scuda_op {
     OP_cuMemBatchDecompressAsync = 398,
     OP_scuda_logs_register = 399,
     OP_scuda_async_register = 400,
-    OP_COUNT = 401
+    OP_scuda_peer_grant = 401,
+    OP_scuda_peer_connect = 402,
+    OP_scuda_peer_send = 403,
+    OP_scuda_peer_recv = 404,
+    OP_COUNT = 405
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

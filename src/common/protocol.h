@@ -218,6 +218,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define HELLO_MIGRATE_IN (1u << 4) /* another server moving a session here (below) */
 #define HELLO_RESUME (1u << 3)
 #define HELLO_VISIBLE_DEVICES (1u << 5) /* a CUDA session, with the client's CUDA_VISIBLE_DEVICES */
+/* Another server's session joining one of this server's sessions with a
+ * one-time grant (a peer link: docs/architecture.md, 3.12). Its
+ * client_hello carries no token proof: the grant is its credential. A
+ * join request follows, as for HELLO_BULK_JOIN, proved with the grant's
+ * secret over the index of the link slot it grants. */
+#define HELLO_PEER_JOIN (1u << 6)
 
 /* The visible request (above): a fixed size, so that the parent reads it
  * like a join request; room for 25 full GPU UUIDs. */
@@ -240,6 +246,9 @@ static inline int hello_wants_cuda_session(uint16_t flags) { return flags == 0 |
 #define BULK_CHUNK_MIN (64u << 10)
 #define BULK_CHUNK_MAX (4u << 20)
 #define BULK_COPY_MAX (1ull << 40)     /* largest striped copy */
+
+/* Peer links (HELLO_PEER_JOIN). */
+#define PEER_SECRET_LEN 32
 
 /* A chunk header: u64 copy id, u64 offset, u32 length, u32 zero. Both
  * sides build the header they expect and compare it with what arrives. */

@@ -26,6 +26,10 @@ extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_grant(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_connect(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_send(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_recv(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
@@ -9220,6 +9224,10 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
     [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
+    [OP_scuda_peer_grant] = {"scuda_peer_grant", srv_scuda_peer_grant, 0, 0, 0, 0},
+    [OP_scuda_peer_connect] = {"scuda_peer_connect", srv_scuda_peer_connect, 1, 0, 0, 0},
+    [OP_scuda_peer_send] = {"scuda_peer_send", srv_scuda_peer_send, 1, 1, 0, 0},
+    [OP_scuda_peer_recv] = {"scuda_peer_recv", srv_scuda_peer_recv, 1, 1, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -161,6 +161,22 @@ void peer_link_release(struct peer_hold *h, int broken)
     pthread_mutex_unlock(&sl->copy);
 }
 
+void peer_link_forget_all(void)
+{
+    pthread_once(&peer_once, peer_init);
+    pthread_mutex_lock(&peer.lock);
+    for (int i = 0; i < PEER_LINKS_MAX; i++) {
+        struct slot *sl = &peer.slots[i];
+        if (sl->state == SLOT_LINKED) io_close(sl->fd);
+        memset(sl->secret, 0, sizeof sl->secret);
+        sl->state = SLOT_FREE;
+        sl->fd = -1;
+        sl->pool = NULL;
+        sl->buf[0] = sl->buf[1] = NULL;
+    }
+    pthread_mutex_unlock(&peer.lock);
+}
+
 /* ---- the handlers ------------------------------------------------------- */
 
 _Static_assert(sizeof ((struct msg_scuda_peer_grant_rep *)0)->secret == PEER_SECRET_LEN,

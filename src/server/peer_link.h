@@ -58,4 +58,9 @@ int peer_link_acquire(uint32_t slot, struct peer_hold *h);
 /* Let the link go; broken: it is out of step or dead, close it. */
 void peer_link_release(struct peer_hold *h, int broken);
 
+/* Every grant and link gone, and the buffers forgotten (not freed: the
+ * driver's reset freed them), for the session fuzzer's reset between
+ * inputs. No copy may run. */
+void peer_link_forget_all(void);
+
 #endif

@@ -3,11 +3,16 @@
  * the client to both at once.
  *
  * On the link a copy is
+ *   waits   { u32 PEER_WAIT, u32 0, u64 0 }   (any number)
  *   head    { u32 PEER_MAGIC, u32 CUresult, u64 n }
  *   n bytes                      (only when the head's result is success)
  *   trailer { u32 PEER_MAGIC, u32 CUresult }
- * The sender checks its range before it sends the head: a bad one goes
- * in the head, and no bytes follow. A DMA that fails later still sends
+ * The sender checks its range, and waits for the DMA of its first chunk,
+ * before it sends the head: a bad range or a failed DMA goes in the head,
+ * and no bytes follow. The first DMA runs after whatever the stream held
+ * before the copy, which may take longer than a read on the link may
+ * wait: meanwhile the sender says it is alive with a wait every
+ * PEER_WAIT_EVERY_MS. A DMA that fails later still sends
  * every byte (whatever the buffer held) and says so in the trailer, so
  * the link stays in step. The receiver checks its own range too, and
  * reads (and drops) the bytes of a copy it refuses, for the same reason.
@@ -24,6 +29,8 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "handlers.gen.h"
@@ -33,6 +40,8 @@
 #include "../common/transport.h"
 
 #define PEER_MAGIC 0x52454550u /* "PEER" */
+#define PEER_WAIT 0x54494157u  /* "WAIT" */
+#define PEER_WAIT_EVERY_MS 5000
 #define PEER_HEAD_LEN 16
 #define PEER_TRAILER_LEN 8
 #define CHUNK PEER_CHUNK
@@ -58,26 +67,63 @@ static CUresult range_ok(CUdeviceptr p, uint64_t n)
     return CUDA_SUCCESS;
 }
 
-static int put_head(int fd, CUresult r, uint64_t n)
+static int put_head_as(int fd, uint32_t magic, CUresult r, uint64_t n)
 {
     uint8_t h[PEER_HEAD_LEN];
-    uint32_t magic = PEER_MAGIC, res = (uint32_t)r;
+    uint32_t res = (uint32_t)r;
     memcpy(h, &magic, 4);
     memcpy(h + 4, &res, 4);
     memcpy(h + 8, &n, 8);
     return io_write_full(fd, h, sizeof h);
 }
 
+static int put_head(int fd, CUresult r, uint64_t n) { return put_head_as(fd, PEER_MAGIC, r, n); }
+
+/* The head, after any waits. Returns 0, or -1 (the link failed or is out
+ * of step). */
 static int get_head(int fd, CUresult *r, uint64_t *n)
 {
-    uint8_t h[PEER_HEAD_LEN];
-    uint32_t magic, res;
-    if (io_read_full(fd, h, sizeof h) != 0) return -1;
-    memcpy(&magic, h, 4);
-    memcpy(&res, h + 4, 4);
-    memcpy(n, h + 8, 8);
-    *r = (CUresult)res;
-    return magic == PEER_MAGIC ? 0 : -1;
+    for (;;) {
+        uint8_t h[PEER_HEAD_LEN];
+        uint32_t magic, res;
+        if (io_read_full(fd, h, sizeof h) != 0) return -1;
+        memcpy(&magic, h, 4);
+        memcpy(&res, h + 4, 4);
+        memcpy(n, h + 8, 8);
+        *r = (CUresult)res;
+        if (magic == PEER_MAGIC) return 0;
+        if (magic != PEER_WAIT) return -1;
+    }
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Wait for the work queued on st (the first chunk's DMA, behind whatever
+ * the stream held), telling the receiver every PEER_WAIT_EVERY_MS that
+ * this end is alive. Polls: from 20 us up to 1 ms between looks. Returns
+ * the stream's result, or sets *broken. */
+static CUresult wait_first_dma(int fd, CUstream st, int *broken)
+{
+    uint64_t told = now_ms();
+    unsigned nap_us = 20;
+    for (;;) {
+        CUresult q = REAL(cuStreamQuery, st);
+        if (q != CUDA_ERROR_NOT_READY) return q;
+        if (now_ms() - told >= PEER_WAIT_EVERY_MS) {
+            if (put_head_as(fd, PEER_WAIT, CUDA_SUCCESS, 0) != 0) {
+                *broken = 1;
+                return LINK_LOST;
+            }
+            told = now_ms();
+        }
+        usleep(nap_us);
+        if (nap_us < 1000) nap_us *= 2;
+    }
 }
 
 static int put_trailer(int fd, CUresult r)
@@ -107,13 +153,13 @@ static CUresult dma_out(struct staging *b, CUdeviceptr src, size_t len, CUstream
     return r != CUDA_SUCCESS ? r : e;
 }
 
-/* Every chunk of [src, src+n) onto the link. Returns the first CUDA
- * failure (its chunk and the later ones carry what the buffer held), or
- * sets *broken when the link failed. */
+/* Every chunk of [src, src+n) onto the link, the first one's DMA done
+ * (into buf[0]). Returns the first CUDA failure (its chunk and the later
+ * ones carry what the buffer held), or sets *broken when the link failed. */
 static CUresult send_chunks(struct peer_hold *h, CUdeviceptr src, uint64_t n, CUstream st, int *broken)
 {
     uint64_t chunks = (n + CHUNK - 1) / CHUNK;
-    CUresult r = chunks ? dma_out(h->buf[0], src, chunk_len(n, 0), st) : CUDA_SUCCESS;
+    CUresult r = CUDA_SUCCESS;
     for (uint64_t k = 0; k < chunks; k++) {
         struct staging *b = h->buf[k & 1];
         if (k + 1 < chunks && r == CUDA_SUCCESS)
@@ -167,7 +213,10 @@ CUresult srv_scuda_peer_send(srv_call *c)
         LOG_WARN("peer send: no link %u", m.link);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    int broken = put_head(h.fd, r, m.n) != 0;
+    int broken = 0;
+    if (r == CUDA_SUCCESS && m.n) r = dma_out(h.buf[0], m.src, chunk_len(m.n, 0), st);
+    if (r == CUDA_SUCCESS && m.n) r = wait_first_dma(h.fd, st, &broken);
+    if (!broken) broken = put_head(h.fd, r, m.n) != 0;
     if (!broken && r == CUDA_SUCCESS) {
         r = send_chunks(&h, m.src, m.n, st, &broken);
         if (!broken) broken = put_trailer(h.fd, r) != 0;

@@ -1,13 +1,15 @@
 /* peer.c - see peer.h.
  *
- * The link of a pair of servers (source, destination) is cached: the
- * source session grants it (scuda_peer_grant), the destination session
- * dials the source's server at the address this client uses for it and
- * joins (scuda_peer_connect). A copy announces itself to both sessions at
- * once: scuda_peer_send to the source, from a helper thread (a thread
- * waits for one reply at a time, conn.c), and scuda_peer_recv to the
- * destination. Copies of one pair go one at a time, so both sessions see
- * them in the same order on the link. */
+ * The link of a pair of servers is cached, one for both directions (a
+ * link carries copies either way; so a session needs one link per other
+ * server, at most SCUDA_MAX_SERVERS - 1, within its PEER_LINKS_MAX): the
+ * source of the pair's first copy grants it (scuda_peer_grant), the
+ * other session dials the granting server at the address this client
+ * uses for it and joins (scuda_peer_connect). A copy announces itself to
+ * both sessions at once: scuda_peer_send to the source, from a helper
+ * thread (a thread waits for one reply at a time, conn.c), and
+ * scuda_peer_recv to the destination. Copies of one pair go one at a
+ * time, so both sessions see them in the same order on the link. */
 #define _GNU_SOURCE
 #include "peer.h"
 
@@ -24,7 +26,7 @@
 struct pair {
     pthread_mutex_t lock;
     int up;
-    uint32_t send_link, recv_link; /* the source's slot, the destination's */
+    uint32_t slot[SCUDA_MAX_SERVERS]; /* each end's slot for the link, by server index */
 };
 
 static struct pair pairs[SCUDA_MAX_SERVERS][SCUDA_MAX_SERVERS];
@@ -63,8 +65,8 @@ static CUresult link_up(struct pair *p, const struct peer_end *from, const struc
         r = rpc_sync(&d);
         if (r == CUDA_SUCCESS && msg_scuda_peer_connect_rep_get(&d.out, &d.arena, &rep) != 0) r = CUDA_ERROR_UNKNOWN;
         if (r == CUDA_SUCCESS) {
-            p->send_link = grant.link;
-            p->recv_link = rep.local;
+            p->slot[from->srv->index] = grant.link;
+            p->slot[to->srv->index] = rep.local;
             p->up = 1;
         }
         rpc_end(&d);
@@ -112,12 +114,14 @@ CUresult peer_copy(const struct peer_end *from, const struct peer_end *to, size_
     if (!from->srv || !to->srv || from->srv == to->srv) return CUDA_ERROR_INVALID_VALUE;
     if (n == 0) return CUDA_SUCCESS;
     pthread_once(&pairs_once, pairs_init);
-    struct pair *p = &pairs[from->srv->index][to->srv->index];
+    int lo = from->srv->index < to->srv->index ? from->srv->index : to->srv->index;
+    int hi = from->srv->index ^ to->srv->index ^ lo;
+    struct pair *p = &pairs[lo][hi];
     pthread_mutex_lock(&p->lock);
     CUresult r = p->up ? CUDA_SUCCESS : link_up(p, from, to);
     if (r == CUDA_SUCCESS) {
-        struct end_call send = {from, OP_scuda_peer_send, p->send_link, n, CUDA_SUCCESS};
-        struct end_call recv = {to, OP_scuda_peer_recv, p->recv_link, n, CUDA_SUCCESS};
+        struct end_call send = {from, OP_scuda_peer_send, p->slot[from->srv->index], n, CUDA_SUCCESS};
+        struct end_call recv = {to, OP_scuda_peer_recv, p->slot[to->srv->index], n, CUDA_SUCCESS};
         pthread_t t;
         if (pthread_create(&t, NULL, run_end, &send) != 0) {
             r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -19,8 +19,11 @@
 
 #include "../common/protocol.h"
 
-/* Links (and grants, which each hold a slot) one session keeps at once. */
-#define PEER_LINKS_MAX 4
+/* Links (and grants, which each hold a slot) one session keeps at once:
+ * one link per other server of the client (a link carries copies both
+ * ways), with room for one being set up again. Each link that copied
+ * holds two pinned PEER_CHUNK buffers. */
+#define PEER_LINKS_MAX 8
 /* How long a grant waits for its join. */
 #define PEER_GRANT_TTL_MS 30000
 /* The longest one read or write on a link may wait: a dead or silent

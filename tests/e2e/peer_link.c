@@ -6,7 +6,8 @@
  * the multi-server client will: one connection per server). The client
  * gets a grant from session A, hands it to session B, which joins A over
  * a link of its own, then announces a copy to both at once:
- *   - 64 MiB and some odd bytes arrive byte-exact;
+ *   - 64 MiB and some odd bytes arrive byte-exact, and the link carries
+ *     a copy the other way too;
  *   - the client's two connections carry a few hundred bytes meanwhile,
  *     not the copy (the kernel's own byte counters, TCP_INFO);
  *   - a wrong grant, a used one and one for no session are all refused
@@ -199,6 +200,13 @@ int main(void)
     download(fb, dst, got, COPY_BYTES);
     long at = h_diff(want, got, COPY_BYTES);
     CHECK(at < 0, "the copy differs at byte %ld", at);
+
+    /* The same link the other way: B sends, A receives. */
+    uint64_t back = device_alloc(fa, 3 * MIB + 7);
+    copy(fb, dst + 1, lb, fa, back, g.link, 3 * MIB + 7, &rb, &ra);
+    CHECK(ra == CUDA_SUCCESS && rb == CUDA_SUCCESS, "the copy back: send %ld, receive %ld", rb, ra);
+    download(fa, back, got, 3 * MIB + 7);
+    CHECK(h_diff(want + 1, got, 3 * MIB + 7) < 0, "the copy back differs");
 
     /* Bad grants: wrong secret, the used one again, a session that is not
      * there. One refusal for all, and the link slot stays usable. */

@@ -93,16 +93,17 @@ static int admit_join(struct session *s, const struct join_note *note, int fd, c
 static void take_tls_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
+    const char *what = note->kind == JOIN_PEER ? "peer join" : "bulk join";
     send_verdict(s, note, 1);
     if (second_tls(s, note, fd, why, sizeof why) != 0) {
-        LOG_WARN("bulk join refused: %s", why);
+        LOG_WARN("%s refused: %s", what, why);
     } else if (admit_join(s, note, fd, why, sizeof why) == 0) {
         welcome(note, fd);
         return;
     } else {
         /* Taken since the check (a second join of the same index): the
          * client proved the secret, so no one learns anything here. */
-        LOG_WARN("bulk join refused: %s", why);
+        LOG_WARN("%s refused: %s", what, why);
         hello_send_welcome(fd, WELCOME_BAD_JOIN, note->kind == JOIN_PEER ? PEER_REFUSAL : JOIN_REFUSAL);
     }
     io_close(fd);

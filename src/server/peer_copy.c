@@ -56,6 +56,17 @@ static CUresult stream_of(srv_call *c, uint64_t id, CUstream *out)
     return r;
 }
 
+/* A copy through the link's buffers must never be captured into a graph
+ * (a replay would use a link long gone): as srv_memory.c refuses it. */
+static CUresult not_capturing(CUstream st)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!real.cuStreamIsCapturing || REAL(cuStreamIsCapturing, st, &cs) != CUDA_SUCCESS ||
+        cs == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 /* [p, p+n) lies within one allocation the driver knows. */
 static CUresult range_ok(CUdeviceptr p, uint64_t n)
 {
@@ -207,6 +218,7 @@ CUresult srv_scuda_peer_send(srv_call *c)
     if (msg_scuda_peer_send_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult r = stream_of(c, m.stream, &st);
+    if (r == CUDA_SUCCESS) r = not_capturing(st);
     if (r == CUDA_SUCCESS) r = range_ok(m.src, m.n);
     struct peer_hold h;
     if (peer_link_acquire(m.link, &h) != 0) {
@@ -231,6 +243,7 @@ CUresult srv_scuda_peer_recv(srv_call *c)
     if (msg_scuda_peer_recv_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUstream st;
     CUresult mine = stream_of(c, m.stream, &st);
+    if (mine == CUDA_SUCCESS) mine = not_capturing(st);
     if (mine == CUDA_SUCCESS) mine = range_ok(m.dst, m.n);
     struct peer_hold h;
     if (peer_link_acquire(m.link, &h) != 0) {

@@ -14,6 +14,7 @@
  *     with the one refusal of every bad peer join;
  *   - a length beyond either end's allocation is refused, and the link
  *     stays in step (a good copy follows);
+ *   - grants stop at the session's bound of links;
  *   - killing A while B waits in a copy fails B's call within seconds.
  * With E2E_TLS=1 all of it runs over TLS (B pins A's certificate). */
 #define _GNU_SOURCE
@@ -234,6 +235,14 @@ int main(void)
     CHECK(ra == CUDA_SUCCESS && rb == CUDA_SUCCESS, "a copy after the refusals: send %ld, receive %ld", ra, rb);
     download(fb, dst, got, 3 * MIB);
     CHECK(h_diff(want + 5, got, 3 * MIB) < 0, "the link is in step after the refusals");
+
+    /* A session keeps a few links and grants, no more. */
+    int granted = 0;
+    long gr = CUDA_SUCCESS;
+    while (granted < 32 && (gr = h_raw_call(fa, OP_scuda_peer_grant, H_RAW_CTX, NULL, 0, NULL, NULL)) == CUDA_SUCCESS)
+        granted++;
+    CHECK(gr == CUDA_ERROR_TOO_MANY_PEERS && granted < 8, "grants stop at the session's bound: %d more, then %ld",
+          granted, gr);
 
     /* A's session dies while B waits for the copy's bytes. */
     uint32_t sb = send_end(fb, OP_scuda_peer_recv, dst, COPY_BYTES, lb);

@@ -282,10 +282,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
 cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
@@ -294,8 +294,8 @@ cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
 cuModuleGetSurfRef            sync    pSurfRef=existing
-cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
 cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
 cuLibraryGetKernelCount       local
@@ -769,6 +769,7 @@ op scuda_bulk_dtoh               blocking  observes   # replies after every chun
 const JIT_MAX_OPTIONS     32
 const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
+const MODULE_PIN_MAX      134217728    # bytes of distinct images a session keeps for scuda_module_load_known
 
 record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size
     u32 option
@@ -808,6 +809,17 @@ op scuda_module_load_by_hash     blocking
     in u64 image_len
     out u8 found                       # 0: the session lacks the image: send it with scuda_module_load
     out load_result result             # empty when not found
+
+# One-way: a load of an image this client loaded on this session before.
+# The session keeps the distinct images it loaded for its client, the
+# first MODULE_PIN_MAX bytes of them, and the client counts the same bytes,
+# so it sends this only for images the session kept; an error (a digest
+# the session does not hold for this client) is deferred (architecture.md,
+# 3.4). The client already knows the function names from the first load.
+op scuda_module_load_known
+    in load_head head                  # no log buffers among its options: nothing comes back
+    in u8 digest[IMAGE_DIGEST_LEN]
+    in u64 image_len
 
 op scuda_module_get_function
     in bind_by_name bind

@@ -1043,6 +1043,36 @@ int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, s
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_module_load_known_req_put(wire_buf *b, const struct msg_scuda_module_load_known_req *m)
+{
+    msg_put_load_head(b, &m->head);
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->image_len);
+}
+
+int msg_scuda_module_load_known_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->image_len = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_known_rep_put(wire_buf *b, const struct msg_scuda_module_load_known_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
 {
     msg_put_bind_by_name(b, &m->bind);

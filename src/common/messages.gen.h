@@ -28,6 +28,7 @@
 #define JIT_MAX_OPTIONS 32
 #define IMAGE_DIGEST_LEN 32  /* SHA-256 */
 #define MODULE_MAX_FUNCS 1000000
+#define MODULE_PIN_MAX 134217728  /* bytes of distinct images a session keeps for scuda_module_load_known */
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define GRAPH_MAX_UPLOADS 1048576  /* upload records of one executable graph */
@@ -542,6 +543,22 @@ struct msg_scuda_module_load_by_hash_rep {
 };
 void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m);
 int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m);
+
+/* scuda_module_load_known request */
+struct msg_scuda_module_load_known_req {
+    struct msg_load_head head; /* load_head head: no log buffers among its options: nothing comes back */
+    uint8_t digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] digest */
+    uint64_t image_len; /* u64 image_len */
+};
+void msg_scuda_module_load_known_req_put(wire_buf *b, const struct msg_scuda_module_load_known_req *m);
+int msg_scuda_module_load_known_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_req *m);
+
+/* scuda_module_load_known reply */
+struct msg_scuda_module_load_known_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_known_rep_put(wire_buf *b, const struct msg_scuda_module_load_known_rep *m);
+int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_rep *m);
 
 /* scuda_module_get_function request */
 struct msg_scuda_module_get_function_req {

@@ -14,6 +14,7 @@
 #include "image_check.h"
 #include "migrate_state.h"
 #include "module_cache.h"
+#include "module_pins.h"
 #include "param_layout.h"
 #include "session.h"
 #include "staging.h"
@@ -172,7 +173,11 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
         if (copy) image = memcpy(copy, image, len);
         module_cache_received(len);
         r = load_image(c, &m->head, j, image, len, &rep.result);
-        if (r == CUDA_SUCCESS) module_cache_put(image, len);
+        if (r == CUDA_SUCCESS) {
+            uint8_t key[MODULE_KEY_LEN];
+            module_cache_put_key(image, len, key);
+            module_pin(key, image, len);
+        }
     }
     take_logs(c, j, &rep.result);
     msg_scuda_module_load_rep_put(&c->out, &rep);
@@ -213,6 +218,7 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     if (image) {
         r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &rep.result);
         take_logs(c, &j, &rep.result);
+        if (r == CUDA_SUCCESS) module_pin(m.digest, image, (size_t)m.image_len);
     }
     /* The answer goes back even when the load fails: a NOT_SUPPORTED
      * reply that does not decode means a server without this op. */
@@ -220,6 +226,30 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     msg_scuda_module_load_by_hash_rep_put(&c->out, &rep);
     free_jit_logs(&j);
     free(image);
+    return r;
+}
+
+/* One-way: a load of an image this client loaded here before, kept for it
+ * (module_pins.h), or else found in the module cache for this user (a
+ * session that came here by migration keeps nothing yet). Anything else
+ * is an error the client hears at its next observing call: the digest
+ * names no image this client may load. */
+CUresult srv_scuda_module_load_known(srv_call *c)
+{
+    struct msg_scuda_module_load_known_req m;
+    struct jit_options j;
+    if (msg_scuda_module_load_known_req_get(&c->in, &c->arena, &m) != 0 || m.image_len == 0 ||
+        m.image_len > MODULE_IMAGE_MAX || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    const void *image = module_pinned(m.digest, m.image_len);
+    if (image) module_cache_hit_kept(m.digest, m.image_len);
+    void *found = image ? NULL : module_cache_get(m.digest, m.image_len);
+    struct msg_load_result res = {0};
+    CUresult r = CUDA_ERROR_INVALID_IMAGE;
+    if (image || (image = found)) r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &res);
+    else LOG_WARN("a one-way module load named an image this session does not hold for its client");
+    free_jit_logs(&j);
+    free(found);
     return r;
 }
 

@@ -311,10 +311,10 @@ cuKernelGetParamInfo          local
 cuFuncGetName                 local
 cuFuncGetModule               local
 cuFuncGetParamInfo            local
-cuKernelGetAttribute          memo
+cuKernelGetAttribute          manual  sends=scuda_func_attributes,cuKernelGetAttribute   # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per kernel and device
 cuKernelSetAttribute          sync    invalidates_memo  setting=val
 cuKernelSetCacheConfig        sync    invalidates_memo
-cuFuncGetAttribute            memo
+cuFuncGetAttribute            manual  sends=scuda_func_attributes,cuFuncGetAttribute     # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per function
 cuFuncSetAttribute            sync    invalidates_memo  setting=value
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
@@ -770,6 +770,7 @@ const JIT_MAX_OPTIONS     32
 const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
 const MODULE_PIN_MAX      134217728    # bytes of distinct images a session keeps for scuda_module_load_known
+const FUNC_ATTR_FIXED     8            # CUfunction_attribute 0..7 (max threads per block .. cache mode) never change
 
 record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size
     u32 option
@@ -849,6 +850,33 @@ op scuda_library_get_module
 op scuda_param_info
     in handle func                     # a function or a kernel
     out layout_info layout
+
+# Every attribute of a function or kernel that cannot change, at once
+# (src/client/func_attrs.c). values[a] is attribute a's value where bit a
+# of `known` is set; where the driver refused one, the client asks for it
+# alone, and hears the driver's error.
+op scuda_func_attributes
+    in handle func                     # a function (or a kernel used as one), or a kernel
+    in u8 is_kernel                    # 1: as cuKernelGetAttribute asks, of a kernel on dev
+    in i32 dev
+    out i32 values[] max=FUNC_ATTR_FIXED
+    out u32 known
+
+# One attribute, for those that may change (cuFuncSetAttribute): the
+# encoding of the generated call these replace, answered from the client's
+# memo (memo.h) after its first success.
+op cuFuncGetAttribute
+    in u8 has_value                    # the application's pointer was not NULL
+    in u32 attrib
+    in handle func
+    out i32 value
+
+op cuKernelGetAttribute
+    in u8 has_value
+    in u32 attrib
+    in handle kernel
+    in i32 dev
+    out i32 value
 # (end of group: modules)
 
 # ---- stream attributes, old launches, run-time linking (group: legacy) ----------

@@ -23,9 +23,28 @@ struct known_image {
 };
 
 static struct known_image known[KNOWN_SLOTS];
-/* Bytes counted against each server's MODULE_PIN_MAX: they only grow. */
+/* Bytes counted against each server's MODULE_PIN_MAX: they only grow,
+ * until the session moves to another server (resume_moves), which keeps
+ * nothing yet: then that server's images are forgotten and counted anew. */
 static uint64_t counted[SCUDA_MAX_SERVERS];
+static unsigned moves_seen[SCUDA_MAX_SERVERS];
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void free_names(char **names, uint32_t n);
+
+/* Under known_lock: forget what a session that moved kept. */
+static void follow_moves(int server)
+{
+    unsigned moves = resume_moves(&servers[server]);
+    if (moves == moves_seen[server]) return;
+    moves_seen[server] = moves;
+    counted[server] = 0;
+    for (size_t i = 0; i < KNOWN_SLOTS; i++) {
+        if (!known[i].used || known[i].server != server) continue;
+        free_names(known[i].names, known[i].n);
+        known[i] = (struct known_image){0};
+    }
+}
 
 static struct known_image *slot_of(int server, const uint8_t digest[AUTH_SHA256_LEN], int is_library)
 {
@@ -66,6 +85,7 @@ void module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64
     char **names = copy_names(funcs, n);
     if (!names) return;
     pthread_mutex_lock(&known_lock);
+    follow_moves(server);
     struct known_image *k = slot_of(server, digest, is_library);
     int keep = !same(k, server, digest, len, is_library) && len <= MODULE_PIN_MAX &&
                counted[server] <= MODULE_PIN_MAX - len;
@@ -86,6 +106,7 @@ int module_known_get(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t
 {
     if (server < 0 || server >= SCUDA_MAX_SERVERS) return 0;
     pthread_mutex_lock(&known_lock);
+    follow_moves(server);
     const struct known_image *k = slot_of(server, digest, is_library);
     int found = same(k, server, digest, len, is_library);
     struct func_desc *d = found ? calloc(k->n ? k->n : 1, sizeof *d) : NULL;

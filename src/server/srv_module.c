@@ -385,3 +385,57 @@ CUresult srv_scuda_param_info(srv_call *c)
     if (r == CUDA_SUCCESS) msg_scuda_param_info_rep_put(&c->out, &rep);
     return r;
 }
+
+/* The attributes a function is compiled with, all at once (the client
+ * keeps them: src/client/func_attrs.c). One the driver refuses stays out
+ * of `known`, and the client asks for it alone. */
+CUresult srv_scuda_func_attributes(srv_call *c)
+{
+    struct msg_scuda_func_attributes_req m;
+    if (msg_scuda_func_attributes_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.func, m.is_kernel ? HK_KERNEL : HK_FUNCTION, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int32_t values[FUNC_ATTR_FIXED] = {0};
+    uint32_t known = 0;
+    for (unsigned a = 0; a < FUNC_ATTR_FIXED; a++) {
+        int v = 0;
+        CUresult ar = m.is_kernel ? REAL(cuKernelGetAttribute, &v, (CUfunction_attribute)a, (CUkernel)h, m.dev)
+                                  : REAL(cuFuncGetAttribute, &v, (CUfunction_attribute)a, (CUfunction)h);
+        if (ar != CUDA_SUCCESS) continue;
+        values[a] = v;
+        known |= 1u << a;
+    }
+    struct msg_scuda_func_attributes_rep rep = {.values = values, .values_count = FUNC_ATTR_FIXED, .known = known};
+    msg_scuda_func_attributes_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+/* One attribute, for those that may change: what the generated handler
+ * did before the fixed ones were batched. */
+CUresult srv_cuFuncGetAttribute(srv_call *c)
+{
+    struct msg_cuFuncGetAttribute_req m;
+    if (msg_cuFuncGetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.func, HK_FUNCTION, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int v = 0;
+    r = REAL(cuFuncGetAttribute, m.has_value ? &v : NULL, (CUfunction_attribute)m.attrib, (CUfunction)h);
+    if (r == CUDA_SUCCESS && m.has_value) msg_cuFuncGetAttribute_rep_put(&c->out, &(struct msg_cuFuncGetAttribute_rep){v});
+    return r;
+}
+
+CUresult srv_cuKernelGetAttribute(srv_call *c)
+{
+    struct msg_cuKernelGetAttribute_req m;
+    if (msg_cuKernelGetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.kernel, HK_KERNEL, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int v = 0;
+    r = REAL(cuKernelGetAttribute, m.has_value ? &v : NULL, (CUfunction_attribute)m.attrib, (CUkernel)h, m.dev);
+    if (r == CUDA_SUCCESS && m.has_value)
+        msg_cuKernelGetAttribute_rep_put(&c->out, &(struct msg_cuKernelGetAttribute_rep){v});
+    return r;
+}

@@ -2,6 +2,7 @@
 #include "module_pins.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,11 @@ void module_pin(const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len
     struct pin *p = malloc(sizeof *p);
     char *copy = host_quota_alloc(len + 1, "a kept module image");
     if (!p || !copy) {
-        LOG_WARN("could not keep a module image of %zu bytes: loading it again takes a round trip", len);
+        static _Atomic int warned;
+        if (!atomic_exchange(&warned, 1))
+            LOG_WARN("could not keep a module image of %zu bytes (host memory quota): loading it again in this "
+                     "process may fail, unless the module cache still has it",
+                     len);
         free(p);
         host_quota_free(copy);
         return;

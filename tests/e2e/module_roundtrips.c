@@ -6,7 +6,9 @@
  *            hashed once per kind of load and asked for with a round
  *            trip once per kind: every later load is one-way, as is every
  *            unload; a kernel launched from each one-way-loaded module
- *            writes exactly what it should; the fixed attributes of each
+ *            writes exactly what it should, and its global is its own
+ *            (initialized, whatever the last module wrote to its own);
+ *            the fixed attributes of each
  *            function come from one round trip (and have the stand-in's
  *            values), later queries from the client; a settable one
  *            still follows cuFuncSetAttribute.
@@ -93,6 +95,15 @@ static int repeat_client(void *arg)
         CU(cuFuncGetAttribute(&dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
         CHECK(dyn == 65536, "max dynamic shared after the set: %d", dyn);
         run_fill(m, 0x5ca1ab1eu + (uint32_t)i);
+        /* a global of a one-way-loaded module: its own, initialized */
+        CUdeviceptr g;
+        size_t gsize = 0;
+        uint32_t counter = 0;
+        CU(cuModuleGetGlobal_v2(&g, &gsize, m, "g_counter"));
+        CU(cuMemcpyDtoH_v2(&counter, g, sizeof counter));
+        CHECK(gsize == 4 && counter == 42, "g_counter: %zu bytes, %u", gsize, counter);
+        uint32_t mine = 1000u + (uint32_t)i;
+        CU(cuMemcpyHtoD_v2(g, &mine, sizeof mine));
         CU(cuModuleUnload(m));
         CHECK(cuModuleGetFunction(&f, m, "fill_u32") == CUDA_ERROR_INVALID_HANDLE, "an unloaded module still works");
         CHECK(cuModuleUnload(m) == CUDA_ERROR_INVALID_HANDLE, "a module unloaded twice");

@@ -769,7 +769,7 @@ op scuda_bulk_dtoh               blocking  observes   # replies after every chun
 const JIT_MAX_OPTIONS     32
 const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
-const MODULE_PIN_MAX      134217728    # bytes of distinct images a session keeps for scuda_module_load_known
+const MODULE_PIN_MAX      268435456    # bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op
 const FUNC_ATTR_FIXED     8            # CUfunction_attribute 0..7 (max threads per block .. cache mode) never change
 
 record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size

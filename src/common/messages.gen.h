@@ -28,7 +28,7 @@
 #define JIT_MAX_OPTIONS 32
 #define IMAGE_DIGEST_LEN 32  /* SHA-256 */
 #define MODULE_MAX_FUNCS 1000000
-#define MODULE_PIN_MAX 134217728  /* bytes of distinct images a session keeps for scuda_module_load_known */
+#define MODULE_PIN_MAX 268435456  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op */
 #define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */

@@ -771,6 +771,7 @@ const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
 const MODULE_PIN_MAX      268435456    # bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op
 const FUNC_ATTR_FIXED     8            # CUfunction_attribute 0..7 (max threads per block .. cache mode) never change
+const FUNC_ATTR_COUNT     16           # CUfunction_attribute 0..15: what scuda_func_attributes answers
 
 record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size
     u32 option
@@ -851,15 +852,16 @@ op scuda_param_info
     in handle func                     # a function or a kernel
     out layout_info layout
 
-# Every attribute of a function or kernel that cannot change, at once
-# (src/client/func_attrs.c). values[a] is attribute a's value where bit a
-# of `known` is set; where the driver refused one, the client asks for it
-# alone, and hears the driver's error.
+# Every attribute of a function or kernel at once (src/client/func_attrs.c):
+# the client keeps the fixed ones (below FUNC_ATTR_FIXED) for the process,
+# and puts the settable ones in its memo, which a set clears. values[a] is
+# attribute a's value where bit a of `known` is set; where the driver
+# refused one, the client asks for it alone, and hears the driver's error.
 op scuda_func_attributes
     in handle func                     # a function (or a kernel used as one), or a kernel
     in u8 is_kernel                    # 1: as cuKernelGetAttribute asks, of a kernel on dev
     in i32 dev
-    out i32 values[] max=FUNC_ATTR_FIXED
+    out i32 values[] max=FUNC_ATTR_COUNT
     out u32 known
 
 # One attribute, for those that may change (cuFuncSetAttribute): the

@@ -1299,7 +1299,7 @@ int msg_scuda_func_attributes_rep_get(wire_reader *r, struct msg_arena *a, struc
     {
         uint32_t n = wr_u32(r);
         int32_t *v = NULL;
-        if (n > (uint32_t)(FUNC_ATTR_FIXED) || n > r->left / 4)
+        if (n > (uint32_t)(FUNC_ATTR_COUNT) || n > r->left / 4)
             r->bad = 1;
         else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
             r->bad = 1;

@@ -30,6 +30,7 @@
 #define MODULE_MAX_FUNCS 1000000
 #define MODULE_PIN_MAX 268435456  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op */
 #define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
+#define FUNC_ATTR_COUNT 16  /* CUfunction_attribute 0..15: what scuda_func_attributes answers */
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define GRAPH_MAX_UPLOADS 1048576  /* upload records of one executable graph */
@@ -676,7 +677,7 @@ int msg_scuda_func_attributes_req_get(wire_reader *r, struct msg_arena *a, struc
 
 /* scuda_func_attributes reply */
 struct msg_scuda_func_attributes_rep {
-    const int32_t *values; /* u32 count, then i32[] (at most FUNC_ATTR_FIXED) values */
+    const int32_t *values; /* u32 count, then i32[] (at most FUNC_ATTR_COUNT) values */
     uint32_t values_count;
     uint32_t known; /* u32 known */
 };

@@ -386,9 +386,9 @@ CUresult srv_scuda_param_info(srv_call *c)
     return r;
 }
 
-/* The attributes a function is compiled with, all at once (the client
- * keeps them: src/client/func_attrs.c). One the driver refuses stays out
- * of `known`, and the client asks for it alone. */
+/* Every attribute of a function, all at once (the client keeps the fixed
+ * ones and memoizes the others: src/client/func_attrs.c). One the driver
+ * refuses stays out of `known`, and the client asks for it alone. */
 CUresult srv_scuda_func_attributes(srv_call *c)
 {
     struct msg_scuda_func_attributes_req m;
@@ -396,9 +396,9 @@ CUresult srv_scuda_func_attributes(srv_call *c)
     void *h;
     CUresult r = handle_get(c->s, m.func, m.is_kernel ? HK_KERNEL : HK_FUNCTION, &h);
     if (r != CUDA_SUCCESS) return r;
-    int32_t values[FUNC_ATTR_FIXED] = {0};
+    int32_t values[FUNC_ATTR_COUNT] = {0};
     uint32_t known = 0;
-    for (unsigned a = 0; a < FUNC_ATTR_FIXED; a++) {
+    for (unsigned a = 0; a < FUNC_ATTR_COUNT; a++) {
         int v = 0;
         CUresult ar = m.is_kernel ? REAL(cuKernelGetAttribute, &v, (CUfunction_attribute)a, (CUkernel)h, m.dev)
                                   : REAL(cuFuncGetAttribute, &v, (CUfunction_attribute)a, (CUfunction)h);
@@ -406,7 +406,7 @@ CUresult srv_scuda_func_attributes(srv_call *c)
         values[a] = v;
         known |= 1u << a;
     }
-    struct msg_scuda_func_attributes_rep rep = {.values = values, .values_count = FUNC_ATTR_FIXED, .known = known};
+    struct msg_scuda_func_attributes_rep rep = {.values = values, .values_count = FUNC_ATTR_COUNT, .known = known};
     msg_scuda_func_attributes_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }

@@ -37,6 +37,12 @@ enum { TAG_MODULE = 1, TAG_LIBRARY = 2, TAG_FUNCTION = 3, TAG_KERNEL = 4 };
 struct loaded {
     uint64_t id;
     int is_library;
+    /* The image, for module_known_learn: its digest (when it was loaded
+     * by digest), length, and the server it is on. */
+    int has_digest;
+    int server;
+    uint64_t image_len;
+    uint8_t digest[AUTH_SHA256_LEN];
     uint32_t nfuncs;
     struct func_desc *funcs;
     /* A library's module in a context (cuLibraryGetModule) shares the
@@ -216,6 +222,18 @@ static int set_layout(struct func_desc *d, const struct msg_layout_info *l)
     return 0;
 }
 
+/* A layout just learnt, for later loads of the same image (module_known.h). */
+static void learn_layout(const void *h, const struct func_desc *d)
+{
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v) || (tag != TAG_FUNCTION && tag != TAG_KERNEL)) return;
+    const struct loaded *l = ((struct func_ref *)v)->owner;
+    if (l->library) l = l->library; /* a library's module shares the library's descriptions */
+    if (!l->has_digest || d < l->funcs || d >= l->funcs + l->nfuncs) return;
+    module_known_learn(l->server, l->digest, l->image_len, l->is_library, (uint32_t)(d - l->funcs), d);
+}
+
 CUresult func_layout(const void *h, struct func_desc *d)
 {
     pthread_mutex_lock(&layout_lock);
@@ -232,6 +250,7 @@ CUresult func_layout(const void *h, struct func_desc *d)
                                   set_layout(d, &rep.layout) != 0 || !d->layout_known))
             r = CUDA_ERROR_INVALID_CONTEXT;
         rpc_end(&c);
+        if (r == CUDA_SUCCESS) learn_layout(h, d);
     }
     pthread_mutex_unlock(&layout_lock);
     return r;
@@ -413,6 +432,12 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
             module_known_note(server_current()->index, key, len, is_library, l->funcs, l->nfuncs);
     }
     if (r != CUDA_SUCCESS) return r;
+    if (by_hash) {
+        l->has_digest = 1;
+        l->server = server_current()->index;
+        l->image_len = len;
+        memcpy(l->digest, key, sizeof l->digest);
+    }
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
         free_loaded(l);
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -6,7 +6,8 @@
  *            hashed once per kind of load and asked for with a round
  *            trip once per kind: every later load is one-way, as is every
  *            unload; a kernel launched from each one-way-loaded module
- *            writes exactly what it should, and its global is its own
+ *            writes exactly what it should (its parameter layout known
+ *            from the first module's launch), and its global is its own
  *            (initialized, whatever the last module wrote to its own);
  *            the fixed attributes of each
  *            function come from one round trip (and have the stand-in's
@@ -170,6 +171,10 @@ static void repeat(void)
     CHECK(by_hash == 2 && sent == 1 && one_way == LOADS - 1 + 1,
           "loads: %u by digest, %u with bytes, %u one-way\n%s", by_hash, sent, one_way, stats);
     CHECK(op_count(stats, "sync", "scuda_module_load_known") == 0, "a one-way load waited\n%s", stats);
+    /* The first launch of the first module asks for fill_u32's parameter
+     * layout; the image's later modules know it from the start. */
+    CHECK(op_count(stats, "sync", "scuda_param_info") == 1, "%u layouts asked for\n%s",
+          op_count(stats, "sync", "scuda_param_info"), stats);
     CHECK(figure(stats, "module loads sent one-way") == LOADS, "stats line for one-way loads\n%s", stats);
     /* The image is hashed once: every other load (the library's too: the
      * same bytes at the same address) finds its digest. */

@@ -3,7 +3,8 @@
  * module_known.c) takes for kept only what the session's
  * (src/server/module_pins.c) keeps, over a sequence of loads that reaches
  * MODULE_PIN_MAX; a session that moved keeps nothing, and the client
- * forgets; and an image's digest (src/client/image_digest.c) follows a
+ * forgets; a parameter layout learnt at a launch comes with later loads
+ * of the image; and an image's digest (src/client/image_digest.c) follows a
  * change of any byte of a buffer reused at the same address and length. */
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,30 @@ static void budget(void)
     CHECK(!client_knows(3, 600) && !client_knows(4, 400));
 }
 
+/* A layout learnt at one module's launch comes with later loads. */
+static void layouts(void)
+{
+    uint8_t key[AUTH_SHA256_LEN];
+    key_of(42, key);
+    module_known_note(0, key, 100, 1, &one_func, 1);
+    uint32_t offset[2] = {0, 8}, size[2] = {8, 4};
+    struct func_desc learnt = {.name = "fill_u32", .nparams = 2, .offset = offset, .size = size, .param_bytes = 12,
+                               .layout_known = 1};
+    struct func_desc other = learnt;
+    other.name = "not_fill";
+    module_known_learn(0, key, 100, 1, 0, &other); /* names disagree: ignored */
+    struct func_desc *f = NULL;
+    uint32_t n = 0;
+    CHECK(module_known_get(0, key, 100, 1, &f, &n) && n == 1 && !f[0].layout_known);
+    free(f[0].name), free(f[0].offset), free(f[0].size), free(f);
+    module_known_learn(0, key, 100, 1, 1, &learnt); /* no such function */
+    module_known_learn(0, key, 100, 1, 0, &learnt);
+    CHECK(module_known_get(0, key, 100, 1, &f, &n) && n == 1 && f[0].layout_known && f[0].nparams == 2 &&
+          f[0].offset[1] == 8 && f[0].size[1] == 4 && f[0].param_bytes == 12 && f[0].offset != offset);
+    free(f[0].name), free(f[0].offset), free(f[0].size), free(f);
+    CHECK(!module_known_get(0, key, 100, 0, &f, &n)); /* as a module: another entry */
+}
+
 static void digests(void)
 {
     size_t len = 256 << 10;
@@ -110,6 +135,7 @@ static void digests(void)
 int main(void)
 {
     budget();
+    layouts();
     digests();
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;

@@ -410,6 +410,7 @@ static void setup_locked(struct server *s)
     }
     s->b.state = BULK_ON;
     s->b.zstd = zstd;
+    s->b.copies = 0;
     conn_set_dead_handler(s, on_server_dead);
     s->b.tls = over_tls(s);
     if (zstd)
@@ -541,12 +542,13 @@ static unsigned copy_policy(struct server *s)
 
 /* A copy of n bytes, wire of them on the wire, took `took` seconds from
  * its announcement to its reply. Only a copy sent mostly plain measures
- * the link: a compressed one is slowed by the CPU, not the link. A new
- * measure weighs half, so the estimate follows a link that changes
- * within a few copies. Called with s->b.lock held. */
+ * the link: a compressed one is slowed by the CPU, not the link. Nor
+ * does the first copy over new connections: the session fills its
+ * buffers then. A new measure weighs half, so the estimate follows a link
+ * that changes within a few copies. Called with s->b.lock held. */
 static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took)
 {
-    if (wire * 2 < n || n < BULK_MIN_COPY_TLS || !(took > 0)) return;
+    if (s->b.copies++ == 0 || wire * 2 < n || n < BULK_MIN_COPY_TLS || !(took > 0)) return;
     double mbps = (double)wire * 8 / took / 1e6;
     s->b.link_mbps = s->b.link_mbps > 0 ? (s->b.link_mbps + mbps) / 2 : mbps;
     LOG_DEBUG("bulk: %llu bytes in %.1f ms, %.0f Mbit/s; the link's estimate is now %.0f Mbit/s",

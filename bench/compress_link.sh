@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compress_link.sh - compressed copies over a slow link (SCUDA_COMPRESS,
-# docs/architecture.md 9.29), on the GPU machine: linkem makes a WAN (10 ms
+# docs/architecture.md, "Compressed copies"), on the GPU machine: linkem makes a WAN (10 ms
 # each way, 1 Gbit/s) in front of one server; bench/compress_bw copies
 # 256 MiB of zeros and of random bytes each way, with SCUDA_COMPRESS=off and
 # auto. A table: seconds per copy, the rate in Mbit/s, and the ratios to the

@@ -69,7 +69,7 @@ struct bulk_state {
     uint32_t chunk_max;
     uint64_t next_id;
     int last_used; /* connections the last striped copy used (tests) */
-    /* Compressed copies (docs/architecture.md, 9.29). */
+    /* Compression (docs/architecture.md, "Compressed copies"). */
     int zstd; /* every connection joined with HELLO_JOIN_ZSTD */
     int zmode; /* enum compress_mode: SCUDA_COMPRESS */
     double link_set; /* SCUDA_LINK_MBPS; 0: measure */

@@ -1,5 +1,5 @@
 /* compress.h - zstd for striped copies over slow links
- * (docs/architecture.md, 9.29 Compressed copies).
+ * (docs/architecture.md, "Compressed copies").
  *
  * A thin wrapper over Debian's libzstd at a fast level, a cheap probe that
  * tells how well a chunk compresses and how long that takes, and the one

@@ -250,10 +250,11 @@ static inline int hello_wants_cuda_session(uint16_t flags) { return flags == 0 |
  * sides build the header they expect and compare its first
  * BULK_CHUNK_HEAD_FIXED bytes with what arrives.
  *
- * Compressed chunks (docs/architecture.md, 9.29). packed is 0: the chunk's
- * length bytes follow. Else, only on a connection that joined with
- * HELLO_JOIN_ZSTD, packed bytes follow, one zstd frame of exactly length
- * bytes, and 0 < packed < length; anything else ends striping. The
+ * Compressed chunks (docs/architecture.md, "Compressed copies"). packed
+ * is 0: the chunk's length bytes follow. Else, only on a connection that
+ * joined with HELLO_JOIN_ZSTD, packed bytes follow, one zstd frame of
+ * exactly length bytes, and 0 < packed < length; anything else ends
+ * striping. The
  * announcement (bulk_copy) says in bits 1-7 of its mode byte whether, and
  * how eagerly, the chunks' sender compresses (compress.h, the policy);
  * those bits are 0 unless every bulk connection joined with

@@ -1,5 +1,5 @@
 /* compress.c - striped copies compressed over a slow link (SCUDA_COMPRESS,
- * docs/architecture.md 9.29).
+ * docs/architecture.md, "Compressed copies").
  *
  * Behind linkem at LINK_MBIT Mbit/s: with SCUDA_COMPRESS=auto, once a copy
  * has measured the link, a copy of zeros goes at least twice as fast as

@@ -411,6 +411,7 @@ static void setup_locked(struct server *s)
     s->b.state = BULK_ON;
     s->b.zstd = zstd;
     s->b.copies = 0;
+    s->b.link_mbps = 0; /* a new server (after a move) may sit behind another link */
     conn_set_dead_handler(s, on_server_dead);
     s->b.tls = over_tls(s);
     if (zstd)

@@ -17,11 +17,12 @@
  * pushes mirrored memory before it takes s->b.lock, and the calls it makes
  * under s->b.lock do not push again (rpc_call.pushed).
  *
- * Compression (docs/architecture.md, "Compressed copies"): when every connection joined
- * with HELLO_JOIN_ZSTD, a copy carries a policy (compress.h) made from
- * SCUDA_COMPRESS and the link's rate, measured on the copies that went
- * plain (or SCUDA_LINK_MBPS). Its chunks' sender (this side to the
- * device, the session from it) compresses each chunk the probe says pays. */
+ * Compression (docs/architecture.md, "Compressed copies"): when every
+ * connection joined with HELLO_JOIN_ZSTD, a copy carries a policy
+ * (compress.h) made from SCUDA_COMPRESS and the link's rate, measured on
+ * the copies that went plain (or SCUDA_LINK_MBPS). Its chunks' sender
+ * (this side to the device, the session from it) compresses each chunk
+ * the probe says pays. */
 #define _GNU_SOURCE
 #include "bulk.h"
 #include "conn.h"

@@ -82,7 +82,7 @@ struct job {
 
 /* The copies of one client: a first copy of noise that measures the link
  * (auto compresses nothing before it knows the link), then zeros and
- * noise both ways, timed. */
+ * noise (twice) both ways, timed. */
 static int copies_client(void *arg)
 {
     const struct job *job = arg;
@@ -96,8 +96,15 @@ static int copies_client(void *arg)
     timed_round_trip(noise, 8 * MiB, &a, &b);
     CHECK(scuda_client_bulk_streams() > 0, "the copies are not striped");
     timed_round_trip(zeros, ZEROS, &t.zeros_htod, &t.zeros_dtoh);
-    h_pattern(noise, NOISE, 42);
-    timed_round_trip(noise, NOISE, &t.noise_htod, &t.noise_dtoh);
+    /* The best of two: both modes are link-bound here, and this compares
+     * two runs on a shared machine. */
+    t.noise_htod = t.noise_dtoh = 1e9;
+    for (uint32_t i = 0; i < 2; i++) {
+        h_pattern(noise, NOISE, 42 + i);
+        timed_round_trip(noise, NOISE, &a, &b);
+        t.noise_htod = a < t.noise_htod ? a : t.noise_htod;
+        t.noise_dtoh = b < t.noise_dtoh ? b : t.noise_dtoh;
+    }
     scuda_client_compress_stats(t.stats);
     free(zeros);
     free(noise);

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,14 +55,18 @@ unsigned compress_policy(enum compress_mode mode, double mbps)
     return compress_policy_of_rate(mbps);
 }
 
+/* The connections' threads ask at once: atomic, and any of them may be
+ * the one that asks the system. */
 static int cores(void)
 {
-    static int n;
-    if (!n) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c > 0 ? (int)c : 1;
+    static _Atomic int n;
+    int c = atomic_load_explicit(&n, memory_order_relaxed);
+    if (c == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        c = online > 0 ? (int)online : 1;
+        atomic_store_explicit(&n, c, memory_order_relaxed);
     }
-    return n;
+    return c;
 }
 
 /* Per byte, per connection: the plain bytes take 1 / share of the link;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/compress.h"
 #include "common/transport.h"
 #include "harness.h"
 
@@ -193,14 +194,30 @@ static void slow_link(void)
            off.noise_dtoh / aut.noise_dtoh);
 }
 
+/* Under a sanitizer SCUDA's own code runs several times slower, zstd (not
+ * instrumented) does not: loopback is then slower than a core compresses
+ * zeros, and auto rightly compresses them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 static void loopback(void)
 {
     struct timings t;
     run_copies(srv.addr, "auto", &t);
-    CHECK(t.stats[4] > 0, "auto measured no link rate on loopback");
-    CHECK(t.stats[0] == 0 && t.stats[1] == 0, "auto compressed %llu + %llu chunks on loopback (%llu Mbit/s)",
-          (unsigned long long)t.stats[0], (unsigned long long)t.stats[1], (unsigned long long)t.stats[4]);
-    printf("ok auto on loopback (%llu Mbit/s measured): nothing compressed\n", (unsigned long long)t.stats[4]);
+    unsigned long long mbps = t.stats[4];
+    CHECK(mbps > 0, "auto measured no link rate on loopback");
+    CHECK(mbps >= COMPRESS_AUTO_MAX_MBPS || SANITIZED, "loopback measured at %llu Mbit/s", mbps);
+    if (mbps >= COMPRESS_AUTO_MAX_MBPS) {
+        CHECK(t.stats[0] == 0 && t.stats[1] == 0, "auto compressed %llu + %llu chunks on loopback (%llu Mbit/s)",
+              (unsigned long long)t.stats[0], (unsigned long long)t.stats[1], mbps);
+        printf("ok auto on loopback (%llu Mbit/s measured): nothing compressed\n", mbps);
+    } else {
+        printf("ok auto on loopback under a sanitizer (%llu Mbit/s measured): %llu + %llu chunks compressed\n", mbps,
+               (unsigned long long)t.stats[0], (unsigned long long)t.stats[1]);
+    }
     run_copies(srv.addr, "on", &t);
     CHECK(t.stats[0] > 0 && t.stats[1] > 0, "SCUDA_COMPRESS=on compressed no zeros");
     /* Zeros shrink a thousandfold; the noise went plain (no chunk of it shrinks). */

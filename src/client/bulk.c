@@ -17,6 +17,7 @@
  * pushes mirrored memory before it takes s->b.lock, and the calls it makes
  * under s->b.lock do not push again (rpc_call.pushed). */
 #define _GNU_SOURCE
+#include "failover.h"
 #include "bulk.h"
 #include "conn.h"
 #include "rpc.h"
@@ -278,6 +279,11 @@ static int streams_wanted(struct server *s)
         LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
                  BULK_MAX_STREAMS, scuda_bulk_streams_default(tls));
         k = scuda_bulk_streams_default(tls);
+    }
+    if (k >= 2 && failover_standby()) {
+        /* A striped copy's bytes bypass the send queue, so the failover journal would miss them. */
+        LOG_INFO("SCUDA_STANDBY: striping off, copies use the main connection (and the journal)");
+        k = 0;
     }
     if (k < 2) LOG_INFO("SCUDA_BULK_STREAMS=%d: striping off, copies use the main connection", k);
     if (k >= 2 && rpc_sync_every_call()) {

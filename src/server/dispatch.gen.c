@@ -62,6 +62,7 @@ extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_snapshot(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
@@ -9220,6 +9221,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
     [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
+    [OP_scuda_snapshot] = {"scuda_snapshot", srv_scuda_snapshot, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

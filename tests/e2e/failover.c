@@ -164,6 +164,12 @@ static int trial(int t, const struct h_server *S, const char *want, unsigned del
     snprintf(tag, sizeof tag, "failover-a%d", t);
     h_server_start(&A, tag, NULL);
     setenv("SCUDA_STANDBY", S->addr, 1);
+    /* Snapshots at every synchronize, or seldom (a journal of many rounds),
+     * or seldom with a small journal bound (snapshots taken early, before
+     * the call that would pass it). */
+    static const char *every[] = {"0", "0.4", "5"}, *bound[] = {"256M", "256M", "150K"};
+    setenv("SCUDA_SNAPSHOT_EVERY", every[t % 3], 1);
+    setenv("SCUDA_JOURNAL_MAX", bound[t % 3], 1);
     struct run r;
     spawn(&r, tag);
     wait_ready(tag);
@@ -182,8 +188,15 @@ static int trial(int t, const struct h_server *S, const char *want, unsigned del
     CHECK(got && strcmp(got, want) == 0, "trial %d: checksum %s, an uninterrupted run's %s", t, got ? got : "none",
           want);
     CHECK(!strstr(err ? err : "", "MISMATCH"), "trial %d: a replayed call returned something else", t);
-    printf("trial %d: %s %u ms after the first synchronize: %s\n", t, stop ? "SIGSTOP" : "SIGKILL", delay_ms,
-           failed_over ? "failed over, same checksum" : "the client finished first, same checksum");
+    char *replayed = err ? strstr(err, "replaying ") : NULL;
+    unsigned long long frames = 0, bytes = 0;
+    if (replayed && sscanf(replayed, "replaying %llu journaled frames (%llu bytes", &frames, &bytes) == 2 && t % 3 == 2)
+        CHECK(bytes <= 150 * 1024, "trial %d: a journal of %llu bytes, past SCUDA_JOURNAL_MAX", t, bytes);
+    if (replayed) replayed[strcspn(replayed, ")")] = '\0';
+    printf("trial %d: snapshots every %s s, journal up to %s; %s %u ms after the first synchronize: %s%s\n", t,
+           every[t % 3], bound[t % 3], stop ? "SIGSTOP" : "SIGKILL", delay_ms,
+           failed_over ? "failed over, same checksum; " : "the client finished first, same checksum",
+           failed_over && replayed ? replayed : "");
     free(got);
     free(err);
     h_server_kill(&A);
@@ -211,6 +224,9 @@ static void no_standby(void)
     uint64_t took = h_now_ms() - t0;
     close(failed_pipe[0]);
     h_wait_ok(r.pid, 10000, "the client without a standby");
+    char *out = h_read_file(r.out, NULL);
+    CHECK(out && strstr(out, "failed: ") && !strstr(out, "checksum"), "the client without a standby finished");
+    free(out);
     CHECK(took <= (DEAD_AFTER_S + 1) * 1000u, "the error came %llu ms after the server stopped",
           (unsigned long long)took);
     printf("no standby: a CUDA error %llu ms after the server stopped\n", (unsigned long long)took);
@@ -224,15 +240,17 @@ int main(void)
     char dead[16];
     snprintf(dead, sizeof dead, "%d", DEAD_AFTER_S);
     setenv("SCUDA_DEAD_AFTER", dead, 1);
-    setenv("SCUDA_SNAPSHOT_EVERY", "0", 1);
     struct h_server S, ref;
     const char *standby_args[] = {"--resume-within", "10", NULL};
     struct h_server_opts sopt = {.extra_args = {standby_args[0], standby_args[1], NULL}};
     h_server_start(&S, "failover-standby", &sopt);
 
-    /* The uninterrupted run (with the standby: snapshots change nothing). */
+    /* The uninterrupted run (with the standby: snapshots change nothing),
+     * with the fewest snapshots: the shortest run, whose length bounds
+     * when a trial kills A. */
     h_server_start(&ref, "failover-ref", NULL);
     setenv("SCUDA_STANDBY", S.addr, 1);
+    setenv("SCUDA_SNAPSHOT_EVERY", "5", 1);
     struct run r;
     spawn(&r, "failover-ref");
     wait_ready("the uninterrupted run");

@@ -139,6 +139,10 @@ static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep
                            uint64_t took_ms)
 {
     pthread_mutex_lock(&fo.lock);
+    if (fo.used) { /* the call was replayed on the standby after a failover: it copied itself */
+        pthread_mutex_unlock(&fo.lock);
+        return;
+    }
     fo.parked = 1;
     fo.pid = rep->pid;
     fo.server_frames = rep->server_frames;

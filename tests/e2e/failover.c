@@ -4,7 +4,8 @@
  * Two servers on loopback: A, the primary, and S, the standby. A client
  * runs a deterministic mixed workload (allocations and frees, a module
  * global a kernel changes, streams, events, kernels, copies both ways and
- * device to device, memsets) with SCUDA_STANDBY=S and a snapshot at every
+ * device to device, memsets, managed memory the host and kernels share, a
+ * captured graph launched every round) with SCUDA_STANDBY=S and a snapshot at every
  * synchronization (SCUDA_SNAPSHOT_EVERY=0), and prints a checksum of every
  * result. The test kills A's whole process group at a random point
  * (SIGKILL, or SIGSTOP: a server gone silent, as after a power loss),
@@ -52,9 +53,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static void launch(CUfunction f, unsigned blocks, CUstream s, void **args)
+static CUresult launch(CUfunction f, unsigned blocks, CUstream s, void **args)
 {
-    CU(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, s, args, NULL));
+    return cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, s, args, NULL);
 }
 
 static int workload(void *arg)
@@ -76,16 +77,40 @@ static int workload(void *arg)
     W(cuMemAlloc_v2(&a, sizeof ha));
     W(cuMemAlloc_v2(&b, sizeof hb));
     W(cuMemAlloc_v2(&c, sizeof hc));
+    /* Managed memory the host writes and a kernel reads and writes. */
+    CUdeviceptr ma, mc;
+    W(cuMemAllocManaged(&ma, sizeof ha, CU_MEM_ATTACH_GLOBAL));
+    W(cuMemAllocManaged(&mc, sizeof hc, CU_MEM_ATTACH_GLOBAL));
+    float *hma = (float *)ma, *hmc = (float *)mc;
+    /* A graph captured once and launched every round: a fill and a bump of
+     * the module's global. */
+    CUdeviceptr gbuf;
+    W(cuMemAlloc_v2(&gbuf, sizeof hw));
+    static uint32_t gv = 0x5eed1234u, gby = 1000;
+    static uint64_t gwords = N;
+    void *gfill_args[] = {&gbuf, &gv, &gwords}, *gbump_args[] = {&gby};
+    CUgraph graph;
+    CUgraphExec exec;
+    W(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    W(launch(fill, N / 256, s1, gfill_args));
+    W(cuLaunchKernel(bump, 1, 1, 1, 1, 1, 1, 0, s1, gbump_args, NULL));
+    W(cuStreamEndCapture(s1, &graph));
+    W(cuGraphInstantiateWithFlags(&exec, graph, 0));
     uint64_t sum = 1469598103934665603ull;
     W(cuCtxSynchronize()); /* the first snapshot */
     CHECK(write(ready_pipe[1], "r", 1) == 1);
     for (int r = 0; r < ROUNDS; r++) {
+        /* Nothing runs: the last round synchronized. (A host access to
+         * managed memory has no call to fail: a client without a standby
+         * is left out of it, its error comes from a call.) */
+        if (!fail_soft)
+            for (int i = 0; i < N; i++) hma[i] = (float)(r + i % 7);
         for (int i = 0; i < N; i++) ha[i] = (float)(i * (r + 1) % 977), hb[i] = (float)(r * 3 + i % 13);
         W(cuMemcpyHtoDAsync_v2(a, ha, sizeof ha, s1));
         W(cuMemcpyHtoD_v2(b, hb, sizeof hb));
         unsigned n = N;
         void *add_args[] = {&a, &b, &c, &n};
-        launch(add, N / 256, s1, add_args);
+        W(launch(add, N / 256, s1, add_args));
         W(cuEventRecord(e, s1));
         W(cuStreamWaitEvent(s2, e, 0));
         /* A buffer made and filled this round, kept for four rounds. */
@@ -94,15 +119,18 @@ static int workload(void *arg)
         uint32_t v = 0x9e3779b9u * (uint32_t)(r + 1);
         uint64_t words = N;
         void *fill_args[] = {&fresh, &v, &words};
-        launch(fill, N / 256, s2, fill_args);
+        W(launch(fill, N / 256, s2, fill_args));
         W(cuMemsetD32Async(fresh + 4 * (r % 64), (uint32_t)r, 16, s2));
         W(cuMemcpyDtoDAsync_v2(c + 4 * (N / 2), fresh, 4 * (N / 2), s2));
         uint32_t by = (uint32_t)r + 1;
         void *bump_args[] = {&by};
-        CU(cuLaunchKernel(bump, 1, 1, 1, 1, 1, 1, 0, s2, bump_args, NULL));
+        W(cuLaunchKernel(bump, 1, 1, 1, 1, 1, 1, 0, s2, bump_args, NULL));
         if (keep[r % 4]) W(cuMemFree_v2(keep[r % 4]));
         keep[r % 4] = fresh;
         W(cuMemsetD8_v2(b, (unsigned char)r, 64));
+        void *madd_args[] = {&ma, &a, &mc, &n};
+        W(launch(add, N / 256, s2, madd_args));
+        W(cuGraphLaunch(exec, s2));
         W(cuStreamSynchronize(s2));
         W(cuMemcpyDtoH_v2(hc, c, sizeof hc));
         W(cuMemcpyDtoHAsync_v2(hw, keep[(r + 3) % 4] ? keep[(r + 3) % 4] : fresh, sizeof hw, s1));
@@ -114,6 +142,8 @@ static int workload(void *arg)
         sum = fnv(sum, &counter, sizeof counter);
         W(cuMemcpyDtoH_v2(hb, b, 256));
         sum = fnv(sum, hb, 256);
+        W(cuCtxSynchronize());
+        if (!fail_soft) sum = fnv(sum, hmc, sizeof hc);
         W(cuCtxSynchronize());
         h_sleep_ms(10); /* the kill lands among the rounds */
     }

@@ -307,6 +307,7 @@ int main(void)
     CHECK(failed_over * 2 >= trials, "only %d of %d trials failed over", failed_over, trials);
     printf("%d trials, %d failed over\n", trials, failed_over);
 
+    free(want);
     no_standby();
     h_server_stop(&S);
     printf("PASS failover\n");

@@ -11,8 +11,9 @@
  * (SIGKILL, or SIGSTOP: a server gone silent, as after a power loss),
  * trial after trial: the client must finish without seeing an error, its
  * checksum equal to an uninterrupted run's, having failed over, with no
- * replayed call returning something else than the first time. Then a
- * client without a standby, whose server stops: its call fails within
+ * replayed call returning something else than the first time. A replayed
+ * call that does return something else (an allocation past the standby's
+ * quota) is reported on stderr. Then a client without a standby, whose server stops: its call fails within
  * SCUDA_DEAD_AFTER + 1 s. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -264,6 +265,57 @@ static void no_standby(void)
     fail_soft = 0;
 }
 
+/* After the snapshot, an allocation the standby's quota cannot hold: on
+ * failover its replay fails where it succeeded the first time. */
+static int outgrows_standby(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUdeviceptr small, big;
+    CU(cuMemAlloc_v2(&small, 1 << 20));
+    CU(cuCtxSynchronize()); /* the snapshot: 1 MiB fits the standby */
+    CU(cuMemAlloc_v2(&big, 8 << 20));
+    CHECK(write(ready_pipe[1], "r", 1) == 1);
+    char ch;
+    CHECK(read(failed_pipe[0], &ch, 1) == 1); /* A is dead */
+    cuCtxSynchronize(); /* fails over; what it returns is beside the point */
+    return 0;
+}
+
+/* A replayed call that returns something else than the first time is
+ * reported loudly on stderr. */
+static void replay_mismatch(void)
+{
+    struct h_server A, S2;
+    const char *args[] = {"--mem-quota", "4M", NULL};
+    struct h_server_opts small = {.extra_args = {args[0], args[1], NULL}};
+    h_server_start(&S2, "failover-small-standby", &small);
+    h_server_start(&A, "failover-mismatch", NULL);
+    setenv("SCUDA_STANDBY", S2.addr, 1);
+    setenv("SCUDA_SNAPSHOT_EVERY", "60", 1);
+    CHECK(pipe(failed_pipe) == 0);
+    CHECK(pipe(ready_pipe) == 0);
+    char err_path[512];
+    int err = h_temp_file("failover-mismatch-err", err_path, sizeof err_path);
+    pid_t pid = h_spawn(outgrows_standby, NULL, 30, -1, err);
+    close(err);
+    close(ready_pipe[1]);
+    close(failed_pipe[0]);
+    wait_ready("the client that outgrows its standby");
+    kill(-A.pid, SIGKILL);
+    CHECK(write(failed_pipe[1], "k", 1) == 1);
+    close(failed_pipe[1]);
+    h_wait_ok_err(pid, 20000, "the client that outgrows its standby", err_path);
+    char *text = h_read_file(err_path, NULL);
+    CHECK(text && strstr(text, "failed over to standby"), "no failover: %s", text ? text : "");
+    CHECK(strstr(text, "FAILOVER REPLAY MISMATCH") && strstr(text, "cuMemAlloc"),
+          "the allocation that failed on the standby was not reported: %s", text);
+    printf("replay mismatch reported: %.*s\n", (int)strcspn(strstr(text, "FAILOVER"), "\n"), strstr(text, "FAILOVER"));
+    free(text);
+    h_server_kill(&A);
+    h_server_stop(&S2);
+}
+
 int main(void)
 {
     h_begin("failover", 240);
@@ -308,6 +360,7 @@ int main(void)
     printf("%d trials, %d failed over\n", trials, failed_over);
 
     free(want);
+    replay_mismatch();
     no_standby();
     h_server_stop(&S);
     printf("PASS failover\n");

@@ -343,6 +343,9 @@ int main(void)
     CHECK(want, "the uninterrupted run printed no checksum");
     CHECK(h_wait_log(&ref, "snapshot parked on", 1, 5000) >= 1, "the primary took no snapshot");
     h_server_stop(&ref);
+    /* Its session ended normally: the standby dropped the parked copy. */
+    CHECK(h_wait_log(&S, "the exporting session discarded this snapshot", 1, 5000) >= 1,
+          "the standby kept the copy of a session that ended");
     printf("uninterrupted: %s, %u ms from the first synchronize\n", want, run_ms);
 
     unsigned seed = (unsigned)getpid();
@@ -358,6 +361,9 @@ int main(void)
     CHECK(trials >= 5, "only %d trials within the time budget", trials);
     CHECK(failed_over * 2 >= trials, "only %d of %d trials failed over", failed_over, trials);
     printf("%d trials, %d failed over\n", trials, failed_over);
+    /* Each snapshot replaced the one before last: parked copies do not pile up. */
+    int discarded = h_server_log_count(&S, "the exporting session discarded this snapshot");
+    CHECK(discarded > trials, "only %d parked copies discarded over %d trials", discarded, trials);
 
     free(want);
     replay_mismatch();

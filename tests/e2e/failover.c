@@ -364,6 +364,10 @@ int main(void)
     /* Each snapshot replaced the one before last: parked copies do not pile up. */
     int discarded = h_server_log_count(&S, "the exporting session discarded this snapshot");
     CHECK(discarded > trials, "only %d parked copies discarded over %d trials", discarded, trials);
+    /* A copy whose primary died and whose client did not come (the one
+     * before the copy a trial failed over to) goes after --resume-within. */
+    CHECK(h_wait_log(&S, "no client failed over here within 10 s", 1, 15000) >= 1,
+          "the standby keeps the parked copies of dead primaries");
 
     free(want);
     replay_mismatch();

@@ -239,14 +239,14 @@ cuPointerSetAttribute         sync    blocking  value=in[scuda_pointer_set_attr_
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
 # The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) are
 # adapters onto the _v2 paths (`legacy`, src/client/legacy.c).
-cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
-cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
+cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
+cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
 cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
 cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
-cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
-cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoHAsync             manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
+cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
+cuMemcpyDtoHAsync             manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
 cuMemcpyDtoD                  manual  legacy sends=scuda_memcpy_dtod
 cuMemcpyDtoDAsync             manual  legacy sends=scuda_memcpy_dtod
 cuMemcpy2D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
@@ -757,6 +757,10 @@ op scuda_bulk_htod                     # one-way, like scuda_memcpy_htod
 
 op scuda_bulk_dtoh               blocking  observes   # replies after every chunk went out
     in bulk_copy copy
+
+op scuda_bulk_end                      # one-way: a copy failed on bulk connection `index` on the client's side,
+    in u32 index                       # which closed them all; the session ends striping too (it may not have
+                                       # seen the failure: its chunks can all be in the sockets already)
 # (end of group: memory)
 
 # ---- modules and libraries (fields to come) ---------------------------------------

@@ -167,6 +167,18 @@ static void close_all(struct server *s)
     s->b.state = BULK_OFF;
 }
 
+/* Tell the session that striping ended on this side, after the copy's
+ * own call ended: it may not have seen the copy fail. One-way; a session
+ * that is gone already makes it fail, which changes nothing. */
+static void tell_session_striping_ended(struct server *s, int index)
+{
+    rpc_call c;
+    rpc_begin_on(&c, OP_scuda_bulk_end, s);
+    c.pushed = 1;
+    msg_scuda_bulk_end_req_put(&c.req, &(struct msg_scuda_bulk_end_req){.index = (uint32_t)index});
+    (void)rpc_async(&c);
+}
+
 /* A copy failed on a bulk connection. Called with s->b.lock held. */
 static void go_off_after_failure(struct server *s)
 {
@@ -473,6 +485,7 @@ int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
+    if (failed) tell_session_striping_ended(s, s->b.fail_index);
     int again = again_after_resume(s, r, failed, resumes);
     pthread_mutex_unlock(&s->b.lock);
     return !again;
@@ -500,6 +513,7 @@ int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stre
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
     }
     rpc_end(&c);
+    if (failed) tell_session_striping_ended(s, s->b.fail_index);
     int again = again_after_resume(s, r, failed, resumes);
     pthread_mutex_unlock(&s->b.lock);
     return !again;

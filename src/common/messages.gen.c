@@ -853,6 +853,32 @@ int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_bulk_end_req_put(wire_buf *b, const struct msg_scuda_bulk_end_req *m)
+{
+    wb_put_u32(b, m->index);
+}
+
+int msg_scuda_bulk_end_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_end_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->index = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_bulk_end_rep_put(wire_buf *b, const struct msg_scuda_bulk_end_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_bulk_end_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_end_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_put_jit_option(wire_buf *b, const struct msg_jit_option *m)
 {
     wb_put_u32(b, m->option);

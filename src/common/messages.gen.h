@@ -456,6 +456,20 @@ struct msg_scuda_bulk_dtoh_rep {
 void msg_scuda_bulk_dtoh_rep_put(wire_buf *b, const struct msg_scuda_bulk_dtoh_rep *m);
 int msg_scuda_bulk_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_dtoh_rep *m);
 
+/* scuda_bulk_end request: one-way: a copy failed on bulk connection `index` on the client's side, seen the failure: its chunks can all be in the sockets already) */
+struct msg_scuda_bulk_end_req {
+    uint32_t index; /* u32 index: which closed them all; the session ends striping too (it may not have */
+};
+void msg_scuda_bulk_end_req_put(wire_buf *b, const struct msg_scuda_bulk_end_req *m);
+int msg_scuda_bulk_end_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_end_req *m);
+
+/* scuda_bulk_end reply */
+struct msg_scuda_bulk_end_rep {
+    char none; /* no fields */
+};
+void msg_scuda_bulk_end_rep_put(wire_buf *b, const struct msg_scuda_bulk_end_rep *m);
+int msg_scuda_bulk_end_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_end_rep *m);
+
 /* jit_option record: a CUjit_option forwarded: a scalar's value, or a log buffer's size */
 struct msg_jit_option {
     uint32_t option; /* u32 option */

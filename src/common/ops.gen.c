@@ -404,6 +404,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = "cuMemBatchDecompressAsync",
     [OP_scuda_logs_register] = "scuda_logs_register",
     [OP_scuda_async_register] = "scuda_async_register",
+    [OP_scuda_bulk_end] = "scuda_bulk_end",
 };
 
 const char *scuda_op_name(unsigned op)

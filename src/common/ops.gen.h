@@ -405,7 +405,8 @@ enum scuda_op {
     OP_cuMemBatchDecompressAsync = 398,
     OP_scuda_logs_register = 399,
     OP_scuda_async_register = 400,
-    OP_COUNT = 401
+    OP_scuda_bulk_end = 401,
+    OP_COUNT = 402
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

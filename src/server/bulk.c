@@ -620,6 +620,22 @@ CUresult srv_scuda_bulk_htod(srv_call *c)
     return r;
 }
 
+/* The client closed its bulk connections after a copy failed on one of
+ * them. The session may not have seen that copy fail (every chunk of a
+ * copy to the host can be in the sockets before the client's side
+ * breaks), so the end of striping is logged, and the connections shut,
+ * here too. */
+CUresult srv_scuda_bulk_end(srv_call *c)
+{
+    struct msg_scuda_bulk_end_req m;
+    if (msg_scuda_bulk_end_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    char why[96];
+    snprintf(why, sizeof why, "the client's bulk connection %u failed during a copy",
+             m.index < BULK_MAX_STREAMS ? m.index : BULK_MAX_STREAMS);
+    bulk_end(why);
+    return CUDA_SUCCESS;
+}
+
 /* Queue one chunk on its connection, waiting while its queue is full.
  * Returns 0, or -1 when the job failed (the chunk's buffer given back). */
 static int queue_out(struct link *l, struct item it)

@@ -26,6 +26,7 @@ extern CUresult srv_scuda_host_mirror_free(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_bulk_end(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
@@ -9220,6 +9221,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuMemBatchDecompressAsync] = {"cuMemBatchDecompressAsync", gen_srv_cuMemBatchDecompressAsync, 0, 0, 0, 0},
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
     [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
+    [OP_scuda_bulk_end] = {"scuda_bulk_end", srv_scuda_bulk_end, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

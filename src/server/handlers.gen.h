@@ -21,6 +21,7 @@ CUresult srv_scuda_host_mirror_free(srv_call *c);
 CUresult srv_scuda_bulk_setup(srv_call *c);
 CUresult srv_scuda_bulk_htod(srv_call *c);
 CUresult srv_scuda_bulk_dtoh(srv_call *c);
+CUresult srv_scuda_bulk_end(srv_call *c);
 CUresult srv_scuda_module_load(srv_call *c);
 CUresult srv_scuda_module_load_by_hash(srv_call *c);
 CUresult srv_scuda_module_get_function(srv_call *c);

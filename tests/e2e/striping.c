@@ -370,7 +370,7 @@ static void run_kill(int d2h)
     char *err = h_read_file(path, NULL);
     CHECK(strstr(err, "failed during a copy") != NULL, "the client did not say why the copy failed:\n%s", err);
     free(err);
-    CHECK(h_server_log_count(&srv, "striping ends for this session") > before,
+    CHECK(h_wait_log(&srv, "striping ends for this session", before + 1, 5000) > before,
           "the session did not log the end of striping");
     printf("ok a bulk connection killed during a %s: the copy fails, the session goes on\n", d2h ? "D2H" : "H2D");
 }

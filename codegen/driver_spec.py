@@ -282,10 +282,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
 cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
@@ -294,8 +294,8 @@ cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
 cuModuleGetSurfRef            sync    pSurfRef=existing
-cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash
-cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
 cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
 cuLibraryGetKernelCount       local
@@ -311,10 +311,10 @@ cuKernelGetParamInfo          local
 cuFuncGetName                 local
 cuFuncGetModule               local
 cuFuncGetParamInfo            local
-cuKernelGetAttribute          memo
+cuKernelGetAttribute          manual  sends=scuda_func_attributes,cuKernelGetAttribute   # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per kernel and device
 cuKernelSetAttribute          sync    invalidates_memo  setting=val
 cuKernelSetCacheConfig        sync    invalidates_memo
-cuFuncGetAttribute            memo
+cuFuncGetAttribute            manual  sends=scuda_func_attributes,cuFuncGetAttribute     # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per function
 cuFuncSetAttribute            sync    invalidates_memo  setting=value
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
@@ -773,6 +773,9 @@ op scuda_bulk_end                      # one-way: a copy failed on bulk connecti
 const JIT_MAX_OPTIONS     32
 const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
+const MODULE_PIN_MAX      268435456    # bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op
+const FUNC_ATTR_FIXED     8            # CUfunction_attribute 0..7 (max threads per block .. cache mode) never change
+const FUNC_ATTR_COUNT     16           # CUfunction_attribute 0..15: what scuda_func_attributes answers
 
 record jit_option                      # a CUjit_option forwarded: a scalar's value, or a log buffer's size
     u32 option
@@ -813,6 +816,17 @@ op scuda_module_load_by_hash     blocking
     out u8 found                       # 0: the session lacks the image: send it with scuda_module_load
     out load_result result             # empty when not found
 
+# One-way: a load of an image this client loaded on this session before.
+# The session keeps the distinct images it loaded for its client, the
+# first MODULE_PIN_MAX bytes of them, and the client counts the same bytes,
+# so it sends this only for images the session kept; an error (a digest
+# the session does not hold for this client) is deferred (architecture.md,
+# 3.4). The client already knows the function names from the first load.
+op scuda_module_load_known
+    in load_head head                  # no log buffers among its options: nothing comes back
+    in u8 digest[IMAGE_DIGEST_LEN]
+    in u64 image_len
+
 op scuda_module_get_function
     in bind_by_name bind
 
@@ -841,6 +855,34 @@ op scuda_library_get_module
 op scuda_param_info
     in handle func                     # a function or a kernel
     out layout_info layout
+
+# Every attribute of a function or kernel at once (src/client/func_attrs.c):
+# the client keeps the fixed ones (below FUNC_ATTR_FIXED) for the process,
+# and puts the settable ones in its memo, which a set clears. values[a] is
+# attribute a's value where bit a of `known` is set; where the driver
+# refused one, the client asks for it alone, and hears the driver's error.
+op scuda_func_attributes
+    in handle func                     # a function (or a kernel used as one), or a kernel
+    in u8 is_kernel                    # 1: as cuKernelGetAttribute asks, of a kernel on dev
+    in i32 dev
+    out i32 values[] max=FUNC_ATTR_COUNT
+    out u32 known
+
+# One attribute, for those that may change (cuFuncSetAttribute): the
+# encoding of the generated call these replace, answered from the client's
+# memo (memo.h) after its first success.
+op cuFuncGetAttribute
+    in u8 has_value                    # the application's pointer was not NULL
+    in u32 attrib
+    in handle func
+    out i32 value
+
+op cuKernelGetAttribute
+    in u8 has_value
+    in u32 attrib
+    in handle kernel
+    in i32 dev
+    out i32 value
 # (end of group: modules)
 
 # ---- stream attributes, old launches, run-time linking (group: legacy) ----------

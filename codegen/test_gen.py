@@ -223,10 +223,13 @@ class Spec(unittest.TestCase):
                   "cuStreamCreateWithPriority", "cuStreamDestroy_v2", "cuStreamQuery",
                   "cuStreamWaitEvent", "cuStreamGetPriority", "cuEventCreate", "cuEventRecord", "cuEventQuery",
                   "cuEventSynchronize", "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuMemsetD8Async",
-                  "cuMemsetD32_v2", "cuFuncGetAttribute", "cuKernelGetAttribute", "cuFuncSetAttribute",
+                  "cuMemsetD32_v2", "cuFuncSetAttribute",
                   "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuOccupancyMaxActiveClusters",
                   "cuCtxGetStreamPriorityRange", "cuCtxGetLimit"):
             self.assertIn(cls[n], ("sync", "async", "memo"), n)
+        # Hand-written: the fixed attributes come from one batched reply per function.
+        self.assertEqual(cls["cuFuncGetAttribute"], "manual")
+        self.assertEqual(cls["cuKernelGetAttribute"], "manual")
         # Hand-written: answered locally when a copy's reply proved the stream idle.
         self.assertEqual(cls["cuStreamSynchronize"], "manual")
         self.assertEqual(cls["cuStreamIsCapturing"], "manual")  # local while no capture is active

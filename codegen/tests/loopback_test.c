@@ -61,16 +61,16 @@ static CUresult f_stream_destroy(CUstream s)
     seen_ptr = s;
     return CUDA_SUCCESS;
 }
-static CUresult f_kattr(int *pi, CUfunction_attribute a, CUkernel k, CUdevice d)
+static CUresult f_occupancy(int *n, CUfunction f, int block, size_t dyn)
 {
     calls_kattr++;
-    seen_ptr = k;
-    *pi = 100 * (int)a + d + (int)calls_kattr;
+    seen_ptr = f;
+    *n = block + (int)dyn + (int)calls_kattr;
     return CUDA_SUCCESS;
 }
-static CUresult f_kset(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
+static CUresult f_fset(CUfunction f, CUfunction_attribute a, int v)
 {
-    (void)a, (void)v, (void)k, (void)d;
+    (void)f, (void)a, (void)v;
     return CUDA_SUCCESS;
 }
 static CUresult f_setaccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
@@ -423,23 +423,25 @@ static void test_exported_handles(void)
 
 static void test_memo(void)
 {
-    real.cuKernelGetAttribute = f_kattr;
-    real.cuKernelSetAttribute = f_kset;
-    put_real(0xa00, HK_KERNEL, 0xa000);
-    CUkernel k = (CUkernel)(uintptr_t)0xa00;
+    /* (function attributes are hand-written now: src/client/func_attrs.c) */
+    real.cuOccupancyMaxActiveBlocksPerMultiprocessor = f_occupancy;
+    real.cuFuncSetAttribute = f_fset;
+    put_real(0xa00, HK_FUNCTION, 0xa000);
+    CUfunction k = (CUfunction)(uintptr_t)0xa00;
     int v1 = 0, v2 = 0;
     unsigned sync0 = lb.sync_calls;
-    CHECK(cuKernelGetAttribute(&v1, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0) == CUDA_SUCCESS && calls_kattr == 1);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v1, k, 128, 0) == CUDA_SUCCESS && calls_kattr == 1);
     CHECK(seen_ptr == (void *)0xa000);
-    CHECK(cuKernelGetAttribute(&v2, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0) == CUDA_SUCCESS && v2 == v1 && calls_kattr == 1);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v2, k, 128, 0) == CUDA_SUCCESS && v2 == v1 && calls_kattr == 1);
     CHECK(lb.sync_calls == sync0 + 1);
-    CHECK(cuKernelGetAttribute(&v2, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 1) == CUDA_SUCCESS && calls_kattr == 2);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v2, k, 64, 0) == CUDA_SUCCESS && calls_kattr == 2);
     lb_ctx_id = 2; /* another current context is another key */
-    CHECK(cuKernelGetAttribute(&v2, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0) == CUDA_SUCCESS && calls_kattr == 3);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v2, k, 128, 0) == CUDA_SUCCESS && calls_kattr == 3);
     lb_ctx_id = 1;
-    CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, k, 0) == CUDA_SUCCESS);
-    CHECK(cuKernelGetAttribute(&v2, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0) == CUDA_SUCCESS && calls_kattr == 4 && v2 != v1);
-    CHECK(cuKernelGetAttribute(NULL, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUkernel)(uintptr_t)0xbad, 0) ==
+    CHECK(cuFuncSetAttribute(k, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024) == CUDA_SUCCESS);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v2, k, 128, 0) == CUDA_SUCCESS && calls_kattr == 4 &&
+          v2 != v1);
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v2, (CUfunction)(uintptr_t)0xbad, 128, 0) ==
           CUDA_ERROR_INVALID_HANDLE);
 
     /* launch configuration: stream and attributes travel, result is cached */

@@ -178,6 +178,15 @@ void memo_invalidate_all(void)
     pthread_mutex_unlock(&lock);
 }
 
+uint64_t memo_generation(void)
+{
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&lock);
+    uint64_t g = generation;
+    pthread_mutex_unlock(&lock);
+    return g;
+}
+
 void memo_get_stats(struct memo_stats *st)
 {
     pthread_mutex_lock(&lock);

@@ -37,6 +37,9 @@ int memo_lookup(uint16_t op, uint32_t ctx, const void *key, size_t key_len, void
 void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
                  uint64_t gen);
 void memo_invalidate_all(void);
+/* The generation memo_lookup gives on a miss: for a caller that fills
+ * the memo with answers it fetched some other way (func_attrs.c). */
+uint64_t memo_generation(void);
 
 /* Attribute settings (spec `setting=P`): the value the last successful set
  * with these other arguments gave. They outlive memo_invalidate_all() (a

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image_digest.h"
 #include "jit_request.h"
+#include "module_known.h"
 #include "memo.h"
 #include "conn.h"
 #include "context.h"
@@ -35,6 +37,12 @@ enum { TAG_MODULE = 1, TAG_LIBRARY = 2, TAG_FUNCTION = 3, TAG_KERNEL = 4 };
 struct loaded {
     uint64_t id;
     int is_library;
+    /* The image, for module_known_learn: its digest (when it was loaded
+     * by digest), length, and the server it is on. */
+    int has_digest;
+    int server;
+    uint64_t image_len;
+    uint8_t digest[AUTH_SHA256_LEN];
     uint32_t nfuncs;
     struct func_desc *funcs;
     /* A library's module in a context (cuLibraryGetModule) shares the
@@ -214,6 +222,18 @@ static int set_layout(struct func_desc *d, const struct msg_layout_info *l)
     return 0;
 }
 
+/* A layout just learnt, for later loads of the same image (module_known.h). */
+static void learn_layout(const void *h, const struct func_desc *d)
+{
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v) || (tag != TAG_FUNCTION && tag != TAG_KERNEL)) return;
+    const struct loaded *l = ((struct func_ref *)v)->owner;
+    if (l->library) l = l->library; /* a library's module shares the library's descriptions */
+    if (!l->has_digest || d < l->funcs || d >= l->funcs + l->nfuncs) return;
+    module_known_learn(l->server, l->digest, l->image_len, l->is_library, (uint32_t)(d - l->funcs), d);
+}
+
 CUresult func_layout(const void *h, struct func_desc *d)
 {
     pthread_mutex_lock(&layout_lock);
@@ -230,6 +250,7 @@ CUresult func_layout(const void *h, struct func_desc *d)
                                   set_layout(d, &rep.layout) != 0 || !d->layout_known))
             r = CUDA_ERROR_INVALID_CONTEXT;
         rpc_end(&c);
+        if (r == CUDA_SUCCESS) learn_layout(h, d);
     }
     pthread_mutex_unlock(&layout_lock);
     return r;
@@ -323,12 +344,64 @@ static CUresult request_load(const struct msg_load_head *head, const struct jit_
     return r;
 }
 
+/* Whether a load asks for a JIT log, which only a reply brings back. */
+static int jit_wants_logs(const struct jit_request *j)
+{
+    for (unsigned i = 0; j && i < j->n; i++)
+        if (j->opt[i] == CU_JIT_INFO_LOG_BUFFER || j->opt[i] == CU_JIT_ERROR_LOG_BUFFER ||
+            j->opt[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES || j->opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            return 1;
+    return 0;
+}
+
+/* A load of an image the session keeps for us (module_known.h): one-way,
+ * its functions' names from the first load. Returns CUDA_ERROR_NOT_FOUND
+ * when it is not such an image, and the caller asks with a round trip. */
+static CUresult load_known(const struct msg_load_head *head, const uint8_t key[AUTH_SHA256_LEN], size_t len,
+                           struct loaded **out)
+{
+    struct server *srv = server_current();
+    struct func_desc *funcs;
+    uint32_t n;
+    if (!module_known_get(srv->index, key, len, head->is_library, &funcs, &n)) return CUDA_ERROR_NOT_FOUND;
+    struct loaded *l = calloc(1, sizeof *l);
+    if (!l) {
+        for (uint32_t i = 0; i < n; i++) free(funcs[i].name);
+        free(funcs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *l = (struct loaded){.id = head->id, .is_library = head->is_library, .nfuncs = n, .funcs = funcs};
+    struct msg_scuda_module_load_known_req m = {.head = *head, .image_len = len};
+    memcpy(m.digest, key, sizeof m.digest);
+    rpc_call c;
+    rpc_begin(&c, OP_scuda_module_load_known);
+    msg_scuda_module_load_known_req_put(&c.req, &m);
+    CUresult r = rpc_async(&c);
+    if (r != CUDA_SUCCESS) {
+        free_loaded(l);
+        return r;
+    }
+    stats_add(STATS_LOADS_ONE_WAY);
+    *out = l;
+    return CUDA_SUCCESS;
+}
+
+/* The image's SHA-256, hashed once per image for the process
+ * (image_digest.h). */
+static void digest_of(const void *img, size_t len, uint8_t key[AUTH_SHA256_LEN])
+{
+    uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
+    if (image_digest(img, len, key)) stats_add(STATS_HASHES_SKIPPED);
+    else if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
+}
+
 /* The server keeps the images it has loaded (docs/architecture.md,
  * 3.8 Modules), so the first request names the image by its SHA-256 only;
  * the bytes follow, in a second request, only when the server lacks them.
  * The digest covers exactly the bytes that would be sent, and nothing
  * else: JIT options travel with each request and do not change which
- * image it is. */
+ * image it is. An image this process loaded on the session before loads
+ * one-way (load_known, 3.8.1). */
 static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
@@ -339,20 +412,32 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     size_t len = image_size(img);
     uint64_t id = head.id = handle_new_id();
     struct loaded *l = NULL;
-    int want_bytes = 1;
-    CUresult r = CUDA_SUCCESS;
-    if (!server_current()->lacks_by_hash) {
-        uint8_t key[AUTH_SHA256_LEN];
-        uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
-        auth_sha256_digest(img, len, key);
-        if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
-        want_bytes = 0;
-        t0 = t0 ? stats_now_ns() : 0;
-        r = request_load(&head, jit, NULL, len, key, &l, &want_bytes);
-        if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
+    int want_bytes = 1, by_hash = !server_current()->lacks_by_hash;
+    uint8_t key[AUTH_SHA256_LEN];
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    if (by_hash) {
+        digest_of(img, len, key);
+        if (!jit_wants_logs(jit)) r = load_known(&head, key, len, &l);
     }
-    if (r == CUDA_SUCCESS && want_bytes) r = request_load(&head, jit, img, len, NULL, &l, &want_bytes);
+    if (r == CUDA_ERROR_NOT_FOUND) {
+        r = CUDA_SUCCESS;
+        if (by_hash) {
+            uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
+            want_bytes = 0;
+            r = request_load(&head, jit, NULL, len, key, &l, &want_bytes);
+            if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
+        }
+        if (r == CUDA_SUCCESS && want_bytes) r = request_load(&head, jit, img, len, NULL, &l, &want_bytes);
+        if (r == CUDA_SUCCESS && by_hash)
+            module_known_note(server_current()->index, key, len, is_library, l->funcs, l->nfuncs);
+    }
     if (r != CUDA_SUCCESS) return r;
+    if (by_hash) {
+        l->has_digest = 1;
+        l->server = server_current()->index;
+        l->image_len = len;
+        memcpy(l->digest, key, sizeof l->digest);
+    }
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
         free_loaded(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -445,8 +530,10 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, 
 
 static void forget_loaded(struct loaded *l);
 
-/* The record is taken out of the map only once the session unloaded the
- * image, and by one thread: of two unloading the same handle at once, the
+/* The unload is one-way: the session's error, if any (an id it never
+ * loaded), comes at the next observing call, and the handle is invalid
+ * here at once. The record is taken out of the map once the unload is
+ * sent, and by one thread: of two unloading the same handle at once, the
  * other finds nothing to free. Until then nothing here reads the record,
  * which such a thread may be freeing. */
 static CUresult unload(void *h, int is_library)
@@ -457,8 +544,7 @@ static CUresult unload(void *h, int is_library)
     rpc_call c;
     rpc_begin(&c, OP_scuda_module_unload);
     msg_scuda_module_unload_req_put(&c.req, &m);
-    CUresult r = rpc_sync(&c);
-    rpc_end(&c);
+    CUresult r = rpc_async(&c);
     if (r == CUDA_SUCCESS) {
         struct loaded *l = idmap_del(&objects, id);
         if (l) forget_loaded(l);

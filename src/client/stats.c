@@ -20,6 +20,9 @@ static void stats_print(void);
 
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
+static const char *const counter_names[STATS_COUNTERS] = {"module loads sent one-way", "module image hashes skipped",
+                                                          "function attributes answered here"};
+static _Atomic uint64_t counters[STATS_COUNTERS];
 
 int stats_enabled(void)
 {
@@ -47,8 +50,16 @@ void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes)
     timer_count[t]++;
 }
 
+void stats_add(enum stats_counter c)
+{
+    if (stats_enabled()) atomic_fetch_add_explicit(&counters[c], 1, memory_order_relaxed);
+}
+
 static void stats_print(void)
 {
+    for (int k = 0; k < STATS_COUNTERS; k++)
+        if (counters[k])
+            fprintf(stderr, "scuda stats: %s: %llu\n", counter_names[k], (unsigned long long)counters[k]);
     for (int t = 0; t < STATS_TIMERS; t++)
         if (timer_count[t])
             fprintf(stderr, "scuda stats: %s: %llu times, %.1f ms, %.1f MiB\n", timer_names[t],

@@ -8,11 +8,14 @@
 #include <stdint.h>
 
 enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
+/* Round trips and work saved (docs/architecture.md, 3.8.1). */
+enum stats_counter { STATS_LOADS_ONE_WAY, STATS_HASHES_SKIPPED, STATS_ATTR_HITS, STATS_COUNTERS };
 
 int stats_enabled(void);
 /* One call of op sent: async, or waiting for its reply. */
 void stats_count(uint16_t op, int async);
 void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes);
 uint64_t stats_now_ns(void);
+void stats_add(enum stats_counter c);
 
 #endif

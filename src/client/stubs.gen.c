@@ -1220,43 +1220,6 @@ EXPORT CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget targ
     return r;
 }
 
-EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
-{
-    SHIM_ENTER(cuFuncGetAttribute, (pi, attrib, hfunc));
-    wire_buf key;
-    wb_init(&key);
-    wb_put_u8(&key, pi != NULL);
-    wb_put_u32(&key, (uint32_t)(attrib));
-    rpc_put_handle(&key, hfunc);
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t val_len = 0;
-    uint64_t gen = 0;
-    uint32_t ctx = shim_current_ctx_id();
-    if (!key.oom && memo_lookup(OP_cuFuncGetAttribute, ctx, key.data, key.len, val, &val_len, &gen)) {
-        wb_free(&key);
-        wire_reader o;
-        wr_init(&o, val, val_len);
-        if (pi != NULL)
-            *pi = (int)wr_i32(&o);
-        return CUDA_SUCCESS;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuFuncGetAttribute);
-    wb_put_raw(&c.req, key.data, key.len);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!key.oom)
-            memo_insert(OP_cuFuncGetAttribute, ctx, key.data, key.len, c.out.p, c.out.left, gen);
-        if (pi != NULL)
-            *pi = (int)wr_i32(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuFuncGetAttribute");
-    }
-    rpc_end(&c);
-    wb_free(&key);
-    return r;
-}
-
 EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
 {
     SHIM_ENTER(cuFuncIsLoaded, (state, function));
@@ -2950,44 +2913,6 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
             r = bad_reply("cuIpcOpenMemHandle_v2");
     }
     rpc_end(&c);
-    return r;
-}
-
-EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
-{
-    SHIM_ENTER(cuKernelGetAttribute, (pi, attrib, kernel, dev));
-    wire_buf key;
-    wb_init(&key);
-    wb_put_u8(&key, pi != NULL);
-    wb_put_u32(&key, (uint32_t)(attrib));
-    rpc_put_handle(&key, kernel);
-    wb_put_i32(&key, (int32_t)(dev));
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t val_len = 0;
-    uint64_t gen = 0;
-    uint32_t ctx = shim_current_ctx_id();
-    if (!key.oom && memo_lookup(OP_cuKernelGetAttribute, ctx, key.data, key.len, val, &val_len, &gen)) {
-        wb_free(&key);
-        wire_reader o;
-        wr_init(&o, val, val_len);
-        if (pi != NULL)
-            *pi = (int)wr_i32(&o);
-        return CUDA_SUCCESS;
-    }
-    rpc_call c;
-    rpc_begin(&c, OP_cuKernelGetAttribute);
-    wb_put_raw(&c.req, key.data, key.len);
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!key.oom)
-            memo_insert(OP_cuKernelGetAttribute, ctx, key.data, key.len, c.out.p, c.out.left, gen);
-        if (pi != NULL)
-            *pi = (int)wr_i32(&c.out);
-        if (!wr_ok_end(&c.out))
-            r = bad_reply("cuKernelGetAttribute");
-    }
-    rpc_end(&c);
-    wb_free(&key);
     return r;
 }
 

@@ -1069,6 +1069,36 @@ int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, s
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_module_load_known_req_put(wire_buf *b, const struct msg_scuda_module_load_known_req *m)
+{
+    msg_put_load_head(b, &m->head);
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->image_len);
+}
+
+int msg_scuda_module_load_known_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->image_len = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_known_rep_put(wire_buf *b, const struct msg_scuda_module_load_known_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
 {
     msg_put_bind_by_name(b, &m->bind);
@@ -1260,6 +1290,115 @@ int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg
     (void)a;
     memset(m, 0, sizeof *m);
     msg_get_layout_info(r, a, &m->layout);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_func_attributes_req_put(wire_buf *b, const struct msg_scuda_func_attributes_req *m)
+{
+    wb_put_u64(b, m->func);
+    wb_put_u8(b, m->is_kernel);
+    wb_put_i32(b, m->dev);
+}
+
+int msg_scuda_func_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_func_attributes_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->func = wr_u64(r);
+    m->is_kernel = wr_u8(r);
+    m->dev = wr_i32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_func_attributes_rep_put(wire_buf *b, const struct msg_scuda_func_attributes_rep *m)
+{
+    wb_put_u32(b, m->values_count);
+    for (uint32_t i = 0; i < m->values_count; i++)
+        wb_put_i32(b, m->values[i]);
+    wb_put_u32(b, m->known);
+}
+
+int msg_scuda_func_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_func_attributes_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        int32_t *v = NULL;
+        if (n > (uint32_t)(FUNC_ATTR_COUNT) || n > r->left / 4)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_i32(r);
+        m->values = v;
+        m->values_count = n;
+    }
+    m->known = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuFuncGetAttribute_req_put(wire_buf *b, const struct msg_cuFuncGetAttribute_req *m)
+{
+    wb_put_u8(b, m->has_value);
+    wb_put_u32(b, m->attrib);
+    wb_put_u64(b, m->func);
+}
+
+int msg_cuFuncGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuFuncGetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->has_value = wr_u8(r);
+    m->attrib = wr_u32(r);
+    m->func = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuFuncGetAttribute_rep_put(wire_buf *b, const struct msg_cuFuncGetAttribute_rep *m)
+{
+    wb_put_i32(b, m->value);
+}
+
+int msg_cuFuncGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuFuncGetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->value = wr_i32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuKernelGetAttribute_req_put(wire_buf *b, const struct msg_cuKernelGetAttribute_req *m)
+{
+    wb_put_u8(b, m->has_value);
+    wb_put_u32(b, m->attrib);
+    wb_put_u64(b, m->kernel);
+    wb_put_i32(b, m->dev);
+}
+
+int msg_cuKernelGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuKernelGetAttribute_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->has_value = wr_u8(r);
+    m->attrib = wr_u32(r);
+    m->kernel = wr_u64(r);
+    m->dev = wr_i32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_cuKernelGetAttribute_rep_put(wire_buf *b, const struct msg_cuKernelGetAttribute_rep *m)
+{
+    wb_put_i32(b, m->value);
+}
+
+int msg_cuKernelGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuKernelGetAttribute_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->value = wr_i32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 

@@ -28,6 +28,9 @@
 #define JIT_MAX_OPTIONS 32
 #define IMAGE_DIGEST_LEN 32  /* SHA-256 */
 #define MODULE_MAX_FUNCS 1000000
+#define MODULE_PIN_MAX 268435456  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op */
+#define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
+#define FUNC_ATTR_COUNT 16  /* CUfunction_attribute 0..15: what scuda_func_attributes answers */
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define GRAPH_MAX_UPLOADS 1048576  /* upload records of one executable graph */
@@ -557,6 +560,22 @@ struct msg_scuda_module_load_by_hash_rep {
 void msg_scuda_module_load_by_hash_rep_put(wire_buf *b, const struct msg_scuda_module_load_by_hash_rep *m);
 int msg_scuda_module_load_by_hash_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_by_hash_rep *m);
 
+/* scuda_module_load_known request */
+struct msg_scuda_module_load_known_req {
+    struct msg_load_head head; /* load_head head: no log buffers among its options: nothing comes back */
+    uint8_t digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] digest */
+    uint64_t image_len; /* u64 image_len */
+};
+void msg_scuda_module_load_known_req_put(wire_buf *b, const struct msg_scuda_module_load_known_req *m);
+int msg_scuda_module_load_known_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_req *m);
+
+/* scuda_module_load_known reply */
+struct msg_scuda_module_load_known_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_known_rep_put(wire_buf *b, const struct msg_scuda_module_load_known_rep *m);
+int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_rep *m);
+
 /* scuda_module_get_function request */
 struct msg_scuda_module_get_function_req {
     struct msg_bind_by_name bind; /* bind_by_name bind */
@@ -660,6 +679,57 @@ struct msg_scuda_param_info_rep {
 };
 void msg_scuda_param_info_rep_put(wire_buf *b, const struct msg_scuda_param_info_rep *m);
 int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_rep *m);
+
+/* scuda_func_attributes request */
+struct msg_scuda_func_attributes_req {
+    uint64_t func; /* handle func: a function (or a kernel used as one), or a kernel */
+    uint8_t is_kernel; /* u8 is_kernel: 1: as cuKernelGetAttribute asks, of a kernel on dev */
+    int32_t dev; /* i32 dev */
+};
+void msg_scuda_func_attributes_req_put(wire_buf *b, const struct msg_scuda_func_attributes_req *m);
+int msg_scuda_func_attributes_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_func_attributes_req *m);
+
+/* scuda_func_attributes reply */
+struct msg_scuda_func_attributes_rep {
+    const int32_t *values; /* u32 count, then i32[] (at most FUNC_ATTR_COUNT) values */
+    uint32_t values_count;
+    uint32_t known; /* u32 known */
+};
+void msg_scuda_func_attributes_rep_put(wire_buf *b, const struct msg_scuda_func_attributes_rep *m);
+int msg_scuda_func_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_func_attributes_rep *m);
+
+/* cuFuncGetAttribute request */
+struct msg_cuFuncGetAttribute_req {
+    uint8_t has_value; /* u8 has_value: the application's pointer was not NULL */
+    uint32_t attrib; /* u32 attrib */
+    uint64_t func; /* handle func */
+};
+void msg_cuFuncGetAttribute_req_put(wire_buf *b, const struct msg_cuFuncGetAttribute_req *m);
+int msg_cuFuncGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuFuncGetAttribute_req *m);
+
+/* cuFuncGetAttribute reply */
+struct msg_cuFuncGetAttribute_rep {
+    int32_t value; /* i32 value */
+};
+void msg_cuFuncGetAttribute_rep_put(wire_buf *b, const struct msg_cuFuncGetAttribute_rep *m);
+int msg_cuFuncGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuFuncGetAttribute_rep *m);
+
+/* cuKernelGetAttribute request */
+struct msg_cuKernelGetAttribute_req {
+    uint8_t has_value; /* u8 has_value */
+    uint32_t attrib; /* u32 attrib */
+    uint64_t kernel; /* handle kernel */
+    int32_t dev; /* i32 dev */
+};
+void msg_cuKernelGetAttribute_req_put(wire_buf *b, const struct msg_cuKernelGetAttribute_req *m);
+int msg_cuKernelGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuKernelGetAttribute_req *m);
+
+/* cuKernelGetAttribute reply */
+struct msg_cuKernelGetAttribute_rep {
+    int32_t value; /* i32 value */
+};
+void msg_cuKernelGetAttribute_rep_put(wire_buf *b, const struct msg_cuKernelGetAttribute_rep *m);
+int msg_cuKernelGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuKernelGetAttribute_rep *m);
 
 /* cuStreamGetAttribute request */
 struct msg_cuStreamGetAttribute_req {

@@ -405,6 +405,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_logs_register] = "scuda_logs_register",
     [OP_scuda_async_register] = "scuda_async_register",
     [OP_scuda_bulk_end] = "scuda_bulk_end",
+    [OP_scuda_module_load_known] = "scuda_module_load_known",
+    [OP_scuda_func_attributes] = "scuda_func_attributes",
 };
 
 const char *scuda_op_name(unsigned op)

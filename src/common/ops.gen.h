@@ -406,7 +406,9 @@ enum scuda_op {
     OP_scuda_logs_register = 399,
     OP_scuda_async_register = 400,
     OP_scuda_bulk_end = 401,
-    OP_COUNT = 402
+    OP_scuda_module_load_known = 402,
+    OP_scuda_func_attributes = 403,
+    OP_COUNT = 404
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

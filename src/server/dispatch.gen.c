@@ -29,6 +29,7 @@ extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_end(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_load_known(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
@@ -36,6 +37,7 @@ extern CUresult srv_scuda_kernel_get_function(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_func_attributes(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_add(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_complete(srv_call *c) __attribute__((weak));
@@ -69,6 +71,7 @@ extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak))
 extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuFuncGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddBatchMemOpNode(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddKernelNode_v2(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphAddMemAllocNode(srv_call *c) __attribute__((weak));
@@ -88,6 +91,7 @@ extern CUresult srv_cuGraphLaunch(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemAllocNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeGetParams(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuGraphMemcpyNodeSetParams(srv_call *c) __attribute__((weak));
+extern CUresult srv_cuKernelGetAttribute(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuLinkDestroy(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuMemAllocManaged(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuStreamGetAttribute(srv_call *c) __attribute__((weak));
@@ -1470,31 +1474,6 @@ static CUresult gen_srv_cuFlushGPUDirectRDMAWrites(srv_call *call)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = CUDA_SUCCESS;
     r = real.cuFlushGPUDirectRDMAWrites(target, scope);
-    return r;
-}
-
-static CUresult gen_srv_cuFuncGetAttribute(srv_call *call)
-{
-    uint8_t pi_p = wr_u8(&call->in);
-    int pi_v;
-    memset(&pi_v, 0, sizeof pi_v);
-    CUfunction_attribute attrib = (CUfunction_attribute)wr_u32(&call->in);
-    uint64_t hfunc_id = wr_u64(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuFuncGetAttribute == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *hfunc_h = NULL;
-    r = handle_get(call->s, hfunc_id, HK_FUNCTION, &hfunc_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuFuncGetAttribute(pi_p ? &pi_v : NULL, attrib, (CUfunction)hfunc_h);
-    if (r == CUDA_SUCCESS) {
-        if (pi_p)
-            wb_put_i32(&call->out, (int32_t)(pi_v));
-    }
-done:
     return r;
 }
 
@@ -3882,32 +3861,6 @@ static CUresult gen_srv_cuIpcOpenMemHandle_v2(srv_call *call)
         if (pdptr_p)
             wb_put_u64(&call->out, (uint64_t)(pdptr_v));
     }
-    return r;
-}
-
-static CUresult gen_srv_cuKernelGetAttribute(srv_call *call)
-{
-    uint8_t pi_p = wr_u8(&call->in);
-    int pi_v;
-    memset(&pi_v, 0, sizeof pi_v);
-    CUfunction_attribute attrib = (CUfunction_attribute)wr_u32(&call->in);
-    uint64_t kernel_id = wr_u64(&call->in);
-    CUdevice dev = (CUdevice)wr_i32(&call->in);
-    if (!wr_ok_end(&call->in))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (real.cuKernelGetAttribute == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
-    void *kernel_h = NULL;
-    r = handle_get(call->s, kernel_id, HK_KERNEL, &kernel_h);
-    if (r != CUDA_SUCCESS)
-        goto done;
-    r = real.cuKernelGetAttribute(pi_p ? &pi_v : NULL, attrib, (CUkernel)kernel_h, dev);
-    if (r == CUDA_SUCCESS) {
-        if (pi_p)
-            wb_put_i32(&call->out, (int32_t)(pi_v));
-    }
-done:
     return r;
 }
 
@@ -8897,7 +8850,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuEventSynchronize] = {"cuEventSynchronize", gen_srv_cuEventSynchronize, 1, 1, 0, 0},
     [OP_cuExternalMemoryGetMappedBuffer] = {"cuExternalMemoryGetMappedBuffer", gen_srv_cuExternalMemoryGetMappedBuffer, 0, 0, 0, 0},
     [OP_cuFlushGPUDirectRDMAWrites] = {"cuFlushGPUDirectRDMAWrites", gen_srv_cuFlushGPUDirectRDMAWrites, 0, 0, 0, 0},
-    [OP_cuFuncGetAttribute] = {"cuFuncGetAttribute", gen_srv_cuFuncGetAttribute, 0, 0, 0, 0},
+    [OP_cuFuncGetAttribute] = {"cuFuncGetAttribute", srv_cuFuncGetAttribute, 0, 0, 0, 0},
     [OP_cuFuncIsLoaded] = {"cuFuncIsLoaded", gen_srv_cuFuncIsLoaded, 0, 0, 0, 0},
     [OP_cuFuncLoad] = {"cuFuncLoad", gen_srv_cuFuncLoad, 0, 0, 0, 0},
     [OP_cuFuncSetAttribute] = {"cuFuncSetAttribute", gen_srv_cuFuncSetAttribute, 0, 0, 0, 0},
@@ -8957,7 +8910,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_cuIpcOpenEventHandle] = {"cuIpcOpenEventHandle", gen_srv_cuIpcOpenEventHandle, 0, 0, 0, 0},
     [OP_cuIpcOpenMemHandle] = {"cuIpcOpenMemHandle", gen_srv_cuIpcOpenMemHandle, 0, 0, 0, 0},
     [OP_cuIpcOpenMemHandle_v2] = {"cuIpcOpenMemHandle_v2", gen_srv_cuIpcOpenMemHandle_v2, 0, 0, 0, 0},
-    [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", gen_srv_cuKernelGetAttribute, 0, 0, 0, 0},
+    [OP_cuKernelGetAttribute] = {"cuKernelGetAttribute", srv_cuKernelGetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetAttribute] = {"cuKernelSetAttribute", gen_srv_cuKernelSetAttribute, 0, 0, 0, 0},
     [OP_cuKernelSetCacheConfig] = {"cuKernelSetCacheConfig", gen_srv_cuKernelSetCacheConfig, 0, 0, 0, 0},
     [OP_cuLinkDestroy] = {"cuLinkDestroy", srv_cuLinkDestroy, 0, 0, 0, 0},
@@ -9222,6 +9175,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_logs_register] = {"scuda_logs_register", srv_scuda_logs_register, 0, 0, 1, 0},
     [OP_scuda_async_register] = {"scuda_async_register", srv_scuda_async_register, 0, 0, 1, 0},
     [OP_scuda_bulk_end] = {"scuda_bulk_end", srv_scuda_bulk_end, 0, 0, 0, 0},
+    [OP_scuda_module_load_known] = {"scuda_module_load_known", srv_scuda_module_load_known, 0, 0, 0, 0},
+    [OP_scuda_func_attributes] = {"scuda_func_attributes", srv_scuda_func_attributes, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

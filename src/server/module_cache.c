@@ -190,6 +190,19 @@ void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
     return image;
 }
 
+void module_cache_hit_kept(const uint8_t key[MODULE_KEY_LEN], uint64_t len)
+{
+    uint8_t user[MODULE_USER_TAG_LEN];
+    user_tag(user);
+    pthread_mutex_lock(&mc.lock);
+    struct entry *e = mem_find(key, len, user);
+    if (e) e->used = ++mc.clock;
+    mc.hits_memory++;
+    atomic_fetch_add_explicit(&hits_total, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&mc.lock);
+    if (mc.dir) module_store_touch(mc.dir, key);
+}
+
 void module_cache_received(size_t len)
 {
     pthread_mutex_lock(&mc.lock);
@@ -236,9 +249,14 @@ static void disk_put(const uint8_t key[MODULE_KEY_LEN], const uint8_t user[MODUL
 
 void module_cache_put(const void *image, size_t len)
 {
-    if (len > MODULE_IMAGE_MAX) return;
     uint8_t key[MODULE_KEY_LEN];
+    module_cache_put_key(image, len, key);
+}
+
+void module_cache_put_key(const void *image, size_t len, uint8_t key[MODULE_KEY_LEN])
+{
     auth_sha256_digest(image, len, key); /* never the client's word for it */
+    if (len > MODULE_IMAGE_MAX) return;
     uint8_t user[MODULE_USER_TAG_LEN];
     user_tag(user);
     pthread_mutex_lock(&mc.lock);

@@ -35,11 +35,18 @@ void module_cache_init(const char *dir, uint64_t disk_limit);
  * one NUL), or NULL when this session has to receive it. Free it. */
 void *module_cache_get(const uint8_t key[MODULE_KEY_LEN], uint64_t len);
 
+/* An image was loaded from the session's own copy (module_pins.h): a hit
+ * in memory, which counts as a use of the image in memory and on disk. */
+void module_cache_hit_kept(const uint8_t key[MODULE_KEY_LEN], uint64_t len);
+
 /* The client sent len bytes of an image (counted for the summary). */
 void module_cache_received(size_t len);
 
 /* Keep an image the driver just loaded from bytes the client sent. */
 void module_cache_put(const void *image, size_t len);
+/* The same, giving the digest it computed (which module_pins.h keeps the
+ * image under). */
+void module_cache_put_key(const void *image, size_t len, uint8_t key[MODULE_KEY_LEN]);
 
 /* One log line with this session's figures, when it loaded anything. */
 void module_cache_log_summary(void);

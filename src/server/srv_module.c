@@ -14,6 +14,7 @@
 #include "image_check.h"
 #include "migrate_state.h"
 #include "module_cache.h"
+#include "module_pins.h"
 #include "param_layout.h"
 #include "session.h"
 #include "staging.h"
@@ -172,7 +173,11 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
         if (copy) image = memcpy(copy, image, len);
         module_cache_received(len);
         r = load_image(c, &m->head, j, image, len, &rep.result);
-        if (r == CUDA_SUCCESS) module_cache_put(image, len);
+        if (r == CUDA_SUCCESS) {
+            uint8_t key[MODULE_KEY_LEN];
+            module_cache_put_key(image, len, key);
+            module_pin(key, image, len);
+        }
     }
     take_logs(c, j, &rep.result);
     msg_scuda_module_load_rep_put(&c->out, &rep);
@@ -213,6 +218,7 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     if (image) {
         r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &rep.result);
         take_logs(c, &j, &rep.result);
+        if (r == CUDA_SUCCESS) module_pin(m.digest, image, (size_t)m.image_len);
     }
     /* The answer goes back even when the load fails: a NOT_SUPPORTED
      * reply that does not decode means a server without this op. */
@@ -220,6 +226,30 @@ CUresult srv_scuda_module_load_by_hash(srv_call *c)
     msg_scuda_module_load_by_hash_rep_put(&c->out, &rep);
     free_jit_logs(&j);
     free(image);
+    return r;
+}
+
+/* One-way: a load of an image this client loaded here before, kept for it
+ * (module_pins.h), or else found in the module cache for this user (a
+ * session that came here by migration keeps nothing yet). Anything else
+ * is an error the client hears at its next observing call: the digest
+ * names no image this client may load. */
+CUresult srv_scuda_module_load_known(srv_call *c)
+{
+    struct msg_scuda_module_load_known_req m;
+    struct jit_options j;
+    if (msg_scuda_module_load_known_req_get(&c->in, &c->arena, &m) != 0 || m.image_len == 0 ||
+        m.image_len > MODULE_IMAGE_MAX || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    const void *image = module_pinned(m.digest, m.image_len);
+    if (image) module_cache_hit_kept(m.digest, m.image_len);
+    void *found = image ? NULL : module_cache_get(m.digest, m.image_len);
+    struct msg_load_result res = {0};
+    CUresult r = CUDA_ERROR_INVALID_IMAGE;
+    if (image || (image = found)) r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &res);
+    else LOG_WARN("a one-way module load named an image this session does not hold for its client");
+    free_jit_logs(&j);
+    free(found);
     return r;
 }
 
@@ -353,5 +383,59 @@ CUresult srv_scuda_param_info(srv_call *c)
     }
     free(l);
     if (r == CUDA_SUCCESS) msg_scuda_param_info_rep_put(&c->out, &rep);
+    return r;
+}
+
+/* Every attribute of a function, all at once (the client keeps the fixed
+ * ones and memoizes the others: src/client/func_attrs.c). One the driver
+ * refuses stays out of `known`, and the client asks for it alone. */
+CUresult srv_scuda_func_attributes(srv_call *c)
+{
+    struct msg_scuda_func_attributes_req m;
+    if (msg_scuda_func_attributes_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.func, m.is_kernel ? HK_KERNEL : HK_FUNCTION, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int32_t values[FUNC_ATTR_COUNT] = {0};
+    uint32_t known = 0;
+    for (unsigned a = 0; a < FUNC_ATTR_COUNT; a++) {
+        int v = 0;
+        CUresult ar = m.is_kernel ? REAL(cuKernelGetAttribute, &v, (CUfunction_attribute)a, (CUkernel)h, m.dev)
+                                  : REAL(cuFuncGetAttribute, &v, (CUfunction_attribute)a, (CUfunction)h);
+        if (ar != CUDA_SUCCESS) continue;
+        values[a] = v;
+        known |= 1u << a;
+    }
+    struct msg_scuda_func_attributes_rep rep = {.values = values, .values_count = FUNC_ATTR_COUNT, .known = known};
+    msg_scuda_func_attributes_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+/* One attribute, for those that may change: what the generated handler
+ * did before the fixed ones were batched. */
+CUresult srv_cuFuncGetAttribute(srv_call *c)
+{
+    struct msg_cuFuncGetAttribute_req m;
+    if (msg_cuFuncGetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.func, HK_FUNCTION, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int v = 0;
+    r = REAL(cuFuncGetAttribute, m.has_value ? &v : NULL, (CUfunction_attribute)m.attrib, (CUfunction)h);
+    if (r == CUDA_SUCCESS && m.has_value) msg_cuFuncGetAttribute_rep_put(&c->out, &(struct msg_cuFuncGetAttribute_rep){v});
+    return r;
+}
+
+CUresult srv_cuKernelGetAttribute(srv_call *c)
+{
+    struct msg_cuKernelGetAttribute_req m;
+    if (msg_cuKernelGetAttribute_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    void *h;
+    CUresult r = handle_get(c->s, m.kernel, HK_KERNEL, &h);
+    if (r != CUDA_SUCCESS) return r;
+    int v = 0;
+    r = REAL(cuKernelGetAttribute, m.has_value ? &v : NULL, (CUfunction_attribute)m.attrib, (CUkernel)h, m.dev);
+    if (r == CUDA_SUCCESS && m.has_value)
+        msg_cuKernelGetAttribute_rep_put(&c->out, &(struct msg_cuKernelGetAttribute_rep){v});
     return r;
 }

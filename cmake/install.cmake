@@ -41,9 +41,10 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "SCUDA maintainers <scuda@localhost>")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
-# What the binaries link (ldd): glibc and OpenSSL 3 (Debian 12: libssl3;
-# Ubuntu 24.04: libssl3t64, which provides libssl3).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), libssl3 | libssl3t64")
+# What the binaries link (ldd): glibc, OpenSSL 3 (Debian 12: libssl3;
+# Ubuntu 24.04: libssl3t64, which provides libssl3), zstd (both sides:
+# compressed copies) and LZ4 (the server: compressed fatbins).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), libssl3 | libssl3t64, libzstd1, liblz4-1")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
     "GPU over IP: run CUDA programs on a GPU in another machine.\n The scuda command (server and client), and SCUDA's libcuda.so.1 and\n libnvidia-ml.so.1 shims in /usr/lib/scuda (never on the system library\n path). The systemd unit scuda-server.service is installed, not enabled.")
 # The service's user and /etc/scuda (deploy/debian/postinst).

@@ -747,7 +747,7 @@ op scuda_bulk_setup
 record bulk_copy                       # a striped copy, announced on the main connection
     dptr dev                           # htod: the destination; dtoh: the source
     handle stream
-    u8 mode                            # enum copy_mode (protocol.h)
+    u8 mode                            # bit 0: enum copy_mode; bits 1-7: the compression policy (protocol.h, "Compressed chunks")
     u64 n
     u32 chunk                          # every chunk's length but the last
     u64 id                             # the copy's id, above the last one's

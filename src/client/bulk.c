@@ -15,7 +15,14 @@
  * Lock order: the mirrors' lock (coherence.c) before s->b.lock. A fetch or
  * push of mirrored memory holds the former and may stripe; so a copy
  * pushes mirrored memory before it takes s->b.lock, and the calls it makes
- * under s->b.lock do not push again (rpc_call.pushed). */
+ * under s->b.lock do not push again (rpc_call.pushed).
+ *
+ * Compression (docs/architecture.md, "Compressed copies"): when every
+ * connection joined with HELLO_JOIN_ZSTD, a copy carries a policy
+ * (compress.h) made from SCUDA_COMPRESS and the link's rate, measured on
+ * the copies that went plain (or SCUDA_LINK_MBPS). Its chunks' sender
+ * (this side to the device, the session from it) compresses each chunk
+ * the probe says pays. */
 #define _GNU_SOURCE
 #include "bulk.h"
 #include "conn.h"
@@ -30,9 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/auth.h"
+#include "../common/compress.h"
 #include "../common/config.h"
 #include "../common/dial.h"
 #include "../common/hello.h"
@@ -71,9 +80,53 @@ static void note_failure(struct server *s, int index, int err)
     pthread_mutex_unlock(&s->b.job_lock);
 }
 
+/* Send one chunk, compressed when the copy's policy and the probe of
+ * this chunk say it pays. head is its plain header. Returns 0, or -1
+ * (errno set). */
+static int send_chunk(struct server *s, int index, const struct bulk_job *j, uint8_t *head, uint64_t off, uint32_t len)
+{
+    const char *p = j->host + off;
+    size_t n = len;
+    struct compress_probe probe;
+    if (j->policy) {
+        compress_probe(p, len, &probe);
+        size_t z = compress_worth(j->policy, j->used, &probe) ? compress_chunk(s->b.packed[index], len, p, len) : 0;
+        if (z) {
+            bulk_head_encode_packed(head, j->id, off, len, (uint32_t)z);
+            p = (const char *)s->b.packed[index];
+            n = z;
+            atomic_fetch_add(&s->b.packed_sent, 1);
+            atomic_fetch_add(&s->b.packed_plain, len);
+            atomic_fetch_add(&s->b.packed_wire, z);
+        }
+    }
+    struct iovec iov[2] = {{head, BULK_CHUNK_HEAD}, {(void *)p, n}};
+    if (io_writev_full(s->b.fd[index], iov, 2) != 0) return -1;
+    atomic_fetch_add(&s->b.job_wire, n);
+    return 0;
+}
+
+/* Read a compressed chunk of `packed` bytes and decompress it into the
+ * len bytes at dst. Returns 0, or -1 (errno set: EBADMSG for a frame
+ * that is not exactly len bytes). */
+static int recv_packed(struct server *s, int index, char *dst, uint32_t len, uint32_t packed)
+{
+    if (io_read_full(s->b.fd[index], s->b.packed[index], packed) != 0) return -1;
+    if (decompress_chunk(dst, len, s->b.packed[index], packed) != 0) {
+        errno = EBADMSG;
+        return -1;
+    }
+    atomic_fetch_add(&s->b.packed_received, 1);
+    atomic_fetch_add(&s->b.packed_plain, len);
+    atomic_fetch_add(&s->b.packed_wire, packed);
+    return 0;
+}
+
 /* Chunks index, index + k, ... of the job, on connection `index`. Every
  * chunk header from the session must be exactly the one expected: its
- * offset and length come from the announcement, never from the wire.
+ * offset and length come from the announcement, never from the wire; a
+ * compressed chunk (its packed length) only where negotiated, shorter
+ * than the chunk, and decompressing to exactly the chunk's length.
  * Returns 0, or -1 with errno set. */
 static int move_share(struct server *s, int index, const struct bulk_job *j)
 {
@@ -86,18 +139,20 @@ static int move_share(struct server *s, int index, const struct bulk_job *j)
         uint8_t want[BULK_CHUNK_HEAD];
         bulk_head_encode(want, j->id, off, len);
         if (j->dir == BULK_TO_DEVICE) {
-            struct iovec iov[2] = {{want, sizeof want}, {j->host + off, len}};
-            if (io_writev_full(fd, iov, 2) != 0) return -1;
+            if (send_chunk(s, index, j, want, off, len) != 0) return -1;
             conn_transfer_progress(s); /* the session took it: alive */
             continue;
         }
         uint8_t head[BULK_CHUNK_HEAD];
         if (io_read_full(fd, head, sizeof head) != 0) return -1;
-        if (memcmp(head, want, sizeof head) != 0) {
+        uint32_t packed = bulk_head_packed(head);
+        if (memcmp(head, want, BULK_CHUNK_HEAD_FIXED) != 0 || (packed && (!s->b.zstd || packed >= len))) {
             errno = EPROTO;
             return -1;
         }
-        if (io_read_full(fd, j->host + off, len) != 0) return -1;
+        if (packed ? recv_packed(s, index, j->host + off, len, packed) : io_read_full(fd, j->host + off, len))
+            return -1;
+        atomic_fetch_add(&s->b.job_wire, packed ? packed : len);
         conn_transfer_progress(s);
     }
     return 0;
@@ -186,23 +241,31 @@ static void go_off_after_failure(struct server *s)
     LOG_ERROR("bulk connection %d to server %s failed during a copy (%s): striping ends; later copies use "
               "the main connection only",
               s->b.fail_index, conn_addr(s),
-              err == ECONNRESET ? "the server closed it" : err == EPROTO ? "unexpected data" : strerror(err));
+              err == ECONNRESET ? "the server closed it"
+              : err == EPROTO  ? "unexpected data"
+              : err == EBADMSG ? "a compressed chunk that does not decompress to its length"
+                               : strerror(err));
     close_all(s);
 }
 
 /* Connect, handshake with HELLO_BULK_JOIN, and be welcomed as connection
  * `index` of session `pid`. Returns the fd, or -1 with the reason in err. */
-static int join_one(struct server *s, uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECRET_LEN], char *err,
-                    size_t errlen)
+static int join_one(struct server *s, uint32_t pid, uint32_t index, const uint8_t secret[BULK_SECRET_LEN], int *zstd,
+                    char *err, size_t errlen)
 {
     int fd = dial(conn_addr(s), CONNECT_TIMEOUT_MS, PREFACE_JOIN, err, errlen);
     if (fd < 0) return -1;
     uint8_t nonce[SCUDA_NONCE_LEN], req[BULK_JOIN_LEN];
     uint32_t status;
+    uint16_t server_flags = 0;
     char msg[256];
-    if (hello_read_server(fd, JOIN_TIMEOUT_MS, nonce, err, errlen) != 0) goto fail;
+    if (hello_read_server_judged(fd, JOIN_TIMEOUT_MS, nonce, &server_flags, err, errlen) != 0) goto fail;
+    /* Compressed chunks only with a server that says it takes them, so an
+     * older one never sees a flag it does not know, nor such a chunk. */
+    *zstd = (server_flags & HELLO_SERVER_ZSTD) && s->b.zmode != COMPRESS_OFF;
     hello_join_request(req, pid, index, secret, nonce);
-    if (hello_send_client(fd, HELLO_BULK_JOIN, 0, scuda_token(), nonce, req, sizeof req) != 0) {
+    if (hello_send_client(fd, HELLO_BULK_JOIN | (*zstd ? HELLO_JOIN_ZSTD : 0), 0, scuda_token(), nonce, req,
+                          sizeof req) != 0) {
         snprintf(err, errlen, "the connection closed during the handshake");
         goto fail;
     }
@@ -323,9 +386,15 @@ static void setup_locked(struct server *s)
     uint8_t secret[BULK_SECRET_LEN];
     if (want < 2 || ask_session(s, want, &k, &pid, secret) != 0) return;
     char err[256] = "";
-    int i;
-    for (i = 0; i < k; i++)
-        if ((s->b.fd[i] = join_one(s, pid, (uint32_t)i, secret, err, sizeof err)) < 0) break;
+    int i, zstd = 1;
+    s->b.zmode = compress_mode_setting();
+    s->b.link_set = compress_link_setting();
+    for (i = 0; i < k; i++) {
+        int z = 0;
+        if ((s->b.fd[i] = join_one(s, pid, (uint32_t)i, secret, &z, err, sizeof err)) < 0) break;
+        if (z && !s->b.packed[i] && !(s->b.packed[i] = malloc(BULK_CHUNK_MAX))) z = 0;
+        zstd &= z;
+    }
     for (int h = 1; i == k && h < k; h++) {
         pthread_t t;
         pthread_mutex_lock(&s->b.job_lock);
@@ -353,8 +422,14 @@ static void setup_locked(struct server *s)
         return;
     }
     s->b.state = BULK_ON;
+    s->b.zstd = zstd;
+    s->b.copies = 0;
+    s->b.link_mbps = 0; /* a new server (after a move) may sit behind another link */
     conn_set_dead_handler(s, on_server_dead);
     s->b.tls = over_tls(s);
+    if (zstd)
+        LOG_DEBUG("bulk connections to server %s may carry compressed chunks (SCUDA_COMPRESS=%s)", conn_addr(s),
+                  s->b.zmode == COMPRESS_ON ? "on" : "auto");
     LOG_INFO("%d bulk connections to server %s: copies of %u MiB and more are striped", k, conn_addr(s),
              (s->b.tls ? BULK_MIN_COPY_TLS : BULK_MIN_COPY) >> 20);
 }
@@ -454,11 +529,44 @@ static int connections_used(struct server *s, size_t n, uint32_t c)
     return chunks < (uint64_t)s->b.k ? (int)chunks : s->b.k;
 }
 
-/* The announcement of job j on the main connection (a bulk_copy). */
+/* The announcement of job j on the main connection (a bulk_copy): the
+ * copy's policy rides in the mode byte's upper bits (protocol.h). */
 static struct msg_bulk_copy announcement(uint64_t dev, uint64_t stream, int mode, const struct bulk_job *j)
 {
-    return (struct msg_bulk_copy){.dev = dev, .stream = stream, .mode = (uint8_t)mode, .n = j->n,
-                                  .chunk = j->chunk, .id = j->id};
+    return (struct msg_bulk_copy){.dev = dev, .stream = stream,
+                                  .mode = (uint8_t)((unsigned)mode | j->policy << BULK_MODE_POLICY_SHIFT),
+                                  .n = j->n, .chunk = j->chunk, .id = j->id};
+}
+
+/* ---- the link's rate -------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The policy of the next copy. Called with s->b.lock held. */
+static unsigned copy_policy(struct server *s)
+{
+    if (!s->b.zstd) return 0;
+    return compress_policy((enum compress_mode)s->b.zmode, s->b.link_set > 0 ? s->b.link_set : s->b.link_mbps);
+}
+
+/* A copy of n bytes, wire of them on the wire, took `took` seconds from
+ * its announcement to its reply. Only a copy sent mostly plain measures
+ * the link: a compressed one is slowed by the CPU, not the link. Nor
+ * does the first copy over new connections: the session fills its
+ * buffers then. A new measure weighs half, so the estimate follows a link
+ * that changes within a few copies. Called with s->b.lock held. */
+static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took)
+{
+    if (s->b.copies++ == 0 || wire * 2 < n || n < BULK_MIN_COPY_TLS || !(took > 0)) return;
+    double mbps = (double)wire * 8 / took / 1e6;
+    s->b.link_mbps = s->b.link_mbps > 0 ? (s->b.link_mbps + mbps) / 2 : mbps;
+    LOG_DEBUG("bulk: %llu bytes in %.1f ms, %.0f Mbit/s; the link's estimate is now %.0f Mbit/s",
+              (unsigned long long)wire, took * 1e3, mbps, s->b.link_mbps);
 }
 
 int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r)
@@ -467,6 +575,7 @@ int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_
     struct bulk_job j = {
         .dir = BULK_TO_DEVICE, .id = ++s->b.next_id, .n = n, .chunk = pick_chunk(s, n), .host = (char *)src};
     j.used = connections_used(s, n, j.chunk);
+    j.policy = copy_policy(s);
     struct msg_scuda_bulk_htod_req m = {announcement(dst, stream, mode, &j)};
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_bulk_htod, s);
@@ -477,12 +586,15 @@ int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_
      * break is known to be cut, and no error is left deferred. */
     unsigned resumes = conn_resumes(s);
     int failed = 0;
+    atomic_store(&s->b.job_wire, 0);
+    double t0 = now_s();
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
         failed = run_job(s, &j);
         if (failed) go_off_after_failure(s);
         *r = rpc_finish(&c);
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
+        if (*r == CUDA_SUCCESS) note_rate(s, n, atomic_load(&s->b.job_wire), now_s() - t0);
     }
     rpc_end(&c);
     if (failed) tell_session_striping_ended(s, s->b.fail_index);
@@ -496,6 +608,7 @@ int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stre
     if (!begin(s, n)) return 0;
     struct bulk_job j = {.dir = BULK_FROM_DEVICE, .id = ++s->b.next_id, .n = n, .chunk = pick_chunk(s, n), .host = dst};
     j.used = connections_used(s, n, j.chunk);
+    j.policy = copy_policy(s);
     struct msg_scuda_bulk_dtoh_req m = {announcement(src, stream, mode, &j)};
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_bulk_dtoh, s);
@@ -503,6 +616,8 @@ int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stre
     msg_scuda_bulk_dtoh_req_put(&c.req, &m);
     unsigned resumes = conn_resumes(s);
     int failed = 0;
+    atomic_store(&s->b.job_wire, 0);
+    double t0 = now_s();
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
         failed = run_job(s, &j);
@@ -511,6 +626,7 @@ int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stre
         if (failed) go_off_after_failure(s);
         *r = rpc_finish(&c);
         if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
+        if (*r == CUDA_SUCCESS) note_rate(s, n, atomic_load(&s->b.job_wire), now_s() - t0);
     }
     rpc_end(&c);
     if (failed) tell_session_striping_ended(s, s->b.fail_index);
@@ -551,4 +667,18 @@ EXPORT int scuda_client_bulk_last_used(void)
     int used = s->b.last_used;
     pthread_mutex_unlock(&s->b.lock);
     return used;
+}
+
+/* For the tests: compressed chunks sent and received, ever, and their
+ * bytes plain and on the wire; the link's estimate in Mbit/s (0: none). */
+EXPORT void scuda_client_compress_stats(uint64_t out[5])
+{
+    struct server *s = &servers[0];
+    out[0] = atomic_load(&s->b.packed_sent);
+    out[1] = atomic_load(&s->b.packed_received);
+    out[2] = atomic_load(&s->b.packed_plain);
+    out[3] = atomic_load(&s->b.packed_wire);
+    pthread_mutex_lock(&s->b.lock);
+    out[4] = (uint64_t)s->b.link_mbps;
+    pthread_mutex_unlock(&s->b.lock);
 }

@@ -49,6 +49,7 @@ struct bulk_job {
     uint32_t chunk;
     int used; /* connections 0..used-1 carry its chunks (min(k, chunks)) */
     char *host; /* the caller's buffer (only read for BULK_TO_DEVICE) */
+    unsigned policy; /* compress.h: how eagerly chunks are compressed, by whichever side sends them; 0 never */
 };
 
 /* The argument of helper thread `index` of server s. */
@@ -68,6 +69,16 @@ struct bulk_state {
     uint32_t chunk_max;
     uint64_t next_id;
     int last_used; /* connections the last striped copy used (tests) */
+    /* Compression (docs/architecture.md, "Compressed copies"). */
+    int zstd; /* every connection joined with HELLO_JOIN_ZSTD */
+    int zmode; /* enum compress_mode: SCUDA_COMPRESS */
+    double link_set; /* SCUDA_LINK_MBPS; 0: measure */
+    double link_mbps; /* the link's rate, measured on striped copies sent plain; 0: not yet */
+    unsigned copies; /* striped copies over these connections (the first does not measure) */
+    uint8_t *packed[BULK_MAX_STREAMS]; /* zstd: each connection's room for a compressed chunk */
+    _Atomic uint64_t job_wire; /* the running copy's bytes on the wire */
+    _Atomic uint64_t packed_sent, packed_received; /* compressed chunks, ever (tests) */
+    _Atomic uint64_t packed_plain, packed_wire; /* their bytes, plain and compressed */
 
     pthread_mutex_t job_lock; /* guards what follows */
     pthread_cond_t job_cv;    /* a helper exited */

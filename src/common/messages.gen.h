@@ -423,7 +423,7 @@ int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 struct msg_bulk_copy {
     uint64_t dev; /* dptr dev: htod: the destination; dtoh: the source */
     uint64_t stream; /* handle stream */
-    uint8_t mode; /* u8 mode: enum copy_mode (protocol.h) */
+    uint8_t mode; /* u8 mode: bit 0: enum copy_mode; bits 1-7: the compression policy (protocol.h, "Compressed chunks") */
     uint64_t n; /* u64 n */
     uint32_t chunk; /* u32 chunk: every chunk's length but the last */
     uint64_t id; /* u64 id: the copy's id, above the last one's */

@@ -209,6 +209,7 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * whether or not they say a token is wanted. */
 #define HELLO_SERVER_TOKEN (1u << 0) /* this server checks a token */
 #define HELLO_SERVER_VISIBLE (1u << 1) /* this server takes HELLO_VISIBLE_DEVICES */
+#define HELLO_SERVER_ZSTD (1u << 2) /* this server takes HELLO_BULK_JOIN | HELLO_JOIN_ZSTD */
 
 /* client_hello flags (see above). */
 #define HELLO_RAW_ECHO (1u << 0)
@@ -218,6 +219,10 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
 #define HELLO_MIGRATE_IN (1u << 4) /* another server moving a session here (below) */
 #define HELLO_RESUME (1u << 3)
 #define HELLO_VISIBLE_DEVICES (1u << 5) /* a CUDA session, with the client's CUDA_VISIBLE_DEVICES */
+/* With HELLO_BULK_JOIN only, and only to a server whose server_hello
+ * carries HELLO_SERVER_ZSTD: this bulk connection may carry compressed
+ * chunks, both ways (below, "Compressed chunks"). */
+#define HELLO_JOIN_ZSTD (1u << 6)
 
 /* The visible request (above): a fixed size, so that the parent reads it
  * like a join request; room for 25 full GPU UUIDs. */
@@ -241,15 +246,39 @@ static inline int hello_wants_cuda_session(uint16_t flags) { return flags == 0 |
 #define BULK_CHUNK_MAX (4u << 20)
 #define BULK_COPY_MAX (1ull << 40)     /* largest striped copy */
 
-/* A chunk header: u64 copy id, u64 offset, u32 length, u32 zero. Both
- * sides build the header they expect and compare it with what arrives. */
-static inline void bulk_head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
+/* A chunk header: u64 copy id, u64 offset, u32 length, u32 packed. Both
+ * sides build the header they expect and compare its first
+ * BULK_CHUNK_HEAD_FIXED bytes with what arrives.
+ *
+ * Compressed chunks (docs/architecture.md, "Compressed copies"). packed
+ * is 0: the chunk's length bytes follow. Else, only on a connection that
+ * joined with HELLO_JOIN_ZSTD, packed bytes follow, one zstd frame of
+ * exactly length bytes, and 0 < packed < length; anything else ends
+ * striping. The
+ * announcement (bulk_copy) says in bits 1-7 of its mode byte whether, and
+ * how eagerly, the chunks' sender compresses (compress.h, the policy);
+ * those bits are 0 unless every bulk connection joined with
+ * HELLO_JOIN_ZSTD. */
+#define BULK_CHUNK_HEAD_FIXED 20
+#define BULK_MODE_COPY 1u /* bit 0 of bulk_copy.mode: enum copy_mode */
+#define BULK_MODE_POLICY_SHIFT 1
+static inline void bulk_head_encode_packed(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len,
+                                           uint32_t packed)
 {
-    uint32_t zero = 0;
     memcpy(h, &id, 8);
     memcpy(h + 8, &off, 8);
     memcpy(h + 16, &len, 4);
-    memcpy(h + 20, &zero, 4);
+    memcpy(h + 20, &packed, 4);
+}
+static inline void bulk_head_encode(uint8_t h[BULK_CHUNK_HEAD], uint64_t id, uint64_t off, uint32_t len)
+{
+    bulk_head_encode_packed(h, id, off, len, 0);
+}
+static inline uint32_t bulk_head_packed(const uint8_t h[BULK_CHUNK_HEAD])
+{
+    uint32_t packed;
+    memcpy(&packed, h + 20, 4);
+    return packed;
 }
 
 /* Largest frame payload either side accepts. Bulk copies larger than

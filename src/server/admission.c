@@ -287,13 +287,16 @@ void admission_accept(int lfd)
 static int known_flags(uint16_t f)
 {
     return hello_wants_cuda_session(f) || f == HELLO_RAW_ECHO || f == HELLO_RAW_SINK || f == HELLO_BULK_JOIN || f == HELLO_MIGRATE_IN ||
-           f == HELLO_RESUME;
+           f == HELLO_RESUME || f == (HELLO_BULK_JOIN | HELLO_JOIN_ZSTD);
 }
 
 /* A connection for an existing session: a bulk join or a resume. The
  * parent routes both the same way (bulk_join.h): a resume is a join of
  * slot RESUME_INDEX, proved with the session's resume secret. */
-static int joins_session(uint16_t f) { return f == HELLO_BULK_JOIN || f == HELLO_RESUME; }
+static int joins_session(uint16_t f)
+{
+    return f == HELLO_BULK_JOIN || f == (HELLO_BULK_JOIN | HELLO_JOIN_ZSTD) || f == HELLO_RESUME;
+}
 
 static int tokens_needed(void) { return *cfg.tokens && (*cfg.tokens)->count > 0; }
 
@@ -336,7 +339,8 @@ static void route_join(struct pending *p)
     uint64_t refuse_at = now_ms() + JOIN_REFUSAL_DELAY_MS;
     if (ctl >= 0) {
         struct join_note note = {.magic = JOIN_NOTE_MAGIC, .pid = p->jr.pid, .index = p->jr.index,
-                                 .kind = resume ? JOIN_RESUME : JOIN_BULK, .received = p->resume_received};
+                                 .kind = resume ? JOIN_RESUME : JOIN_BULK, .received = p->resume_received,
+                                 .zstd = (p->ch.flags & HELLO_JOIN_ZSTD) != 0};
         memcpy(note.nonce, p->nonce, SCUDA_NONCE_LEN);
         memcpy(note.proof, p->jr.proof, SCUDA_PROOF_LEN);
         /* A plain join: the session gets a blocking socket; the parent
@@ -471,7 +475,8 @@ static int step(struct pending *p)
     switch (p->state) {
     case ADM_TRANSPORT:
         if (!transport_done(p)) return 0;
-        hello_encode_server((tokens_needed() ? HELLO_SERVER_TOKEN : 0) | HELLO_SERVER_VISIBLE, p->nonce, p->io);
+        hello_encode_server((tokens_needed() ? HELLO_SERVER_TOKEN : 0) | HELLO_SERVER_VISIBLE | HELLO_SERVER_ZSTD,
+                            p->nonce, p->io);
         expect_bytes(p, ADM_SEND_SERVER_HELLO, SERVER_HELLO_LEN);
         return 1;
     case ADM_SEND_SERVER_HELLO:

@@ -23,7 +23,13 @@
  * carries something other than the chunk expected, ends striping for the
  * session: every bulk connection is shut down, which wakes every thread
  * and tells the client, and the copy fails. Later copies use the main
- * connection. */
+ * connection.
+ * Compressed chunks (protocol.h): over connections that joined with
+ * HELLO_JOIN_ZSTD, a chunk may come compressed; its thread decompresses
+ * it into its buffer before the handler sees it. Sending, a thread
+ * compresses a chunk when the copy's policy (from the client, in the
+ * announcement) and the probe of that chunk say it pays; such a copy goes
+ * in whole chunks, never pieces. */
 #define _GNU_SOURCE
 #include "bulk.h"
 
@@ -42,6 +48,7 @@
 #include "session.h"
 #include "staging.h"
 #include "../common/auth.h"
+#include "../common/compress.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -87,11 +94,14 @@ struct job {
     uint32_t chunk;
     uint32_t piece; /* DMA (and send, receive) in pieces of this size; 0: whole chunks */
     int used; /* connections 0..used-1 carry its chunks: min(k, nchunks) */
+    unsigned policy; /* compress.h: how eagerly chunks sent are compressed; 0 never */
 };
 
 struct link {
     int fd; /* -1 until it joins */
     int index;
+    int zstd; /* joined with HELLO_JOIN_ZSTD: compressed chunks allowed, both ways */
+    uint8_t *packed; /* zstd: BULK_CHUNK_MAX bytes for a compressed chunk */
     struct queue out; /* JOB_SEND: this connection's chunks, in order */
     struct item out_items[QUEUE_CAP];
     /* Its thread waits here (a job for it, a chunk queued for it, a
@@ -118,6 +128,7 @@ static struct {
     int tls;     /* the connections are TLS (the main one's kind: all are) */
     int piece_set; /* SCUDA_BULK_PIECE_KIB: -1 unset; 0 whole chunks; else the piece size */
     unsigned pieces_sent; /* the current job's pieces written, for the debug line */
+    unsigned chunks_packed; /* the current job's chunks that went compressed, for the debug line */
     struct queue ready; /* JOB_RECV: chunks or pieces received, for the handler */
     struct item ready_items[READY_CAP];
     struct link link[BULK_MAX_STREAMS];
@@ -245,6 +256,29 @@ static int recv_chunk(struct link *l, const struct job *j, struct staging *b, ui
     return 0;
 }
 
+/* Receive a compressed chunk of `packed` bytes and decompress it into b,
+ * whole. A frame that is not exactly len bytes ends striping. Returns 0,
+ * or -1 after fail_locked (b given back). */
+static int recv_packed(struct link *l, const struct job *j, struct staging *b, uint64_t off, uint32_t len,
+                       uint32_t packed)
+{
+    if (recv_full(l, l->packed, packed) != 0) {
+        int err = errno;
+        staging_release(b);
+        return lost(l, j, err);
+    }
+    if (decompress_chunk(staging_data(b), len, l->packed, packed) != 0) {
+        staging_release(b);
+        pthread_mutex_lock(&bulk.lock);
+        fail_locked(l->index, "the compressed chunk at offset %llu of copy %llu does not decompress to its %u bytes",
+                    (unsigned long long)off, (unsigned long long)j->id, len);
+        pthread_mutex_unlock(&bulk.lock);
+        return -1;
+    }
+    push_ready((struct item){b, off, 0, len, 1});
+    return 0;
+}
+
 /* Receive this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_recv(struct link *l, const struct job *j)
 {
@@ -254,7 +288,8 @@ static int link_recv(struct link *l, const struct job *j)
         uint8_t head[BULK_CHUNK_HEAD], want[BULK_CHUNK_HEAD];
         bulk_head_encode(want, j->id, off, len);
         if (recv_full(l, head, sizeof head) != 0) return lost(l, j, errno);
-        if (memcmp(head, want, sizeof head) != 0) {
+        uint32_t packed = bulk_head_packed(head);
+        if (memcmp(head, want, BULK_CHUNK_HEAD_FIXED) != 0 || (packed && (!l->zstd || packed >= len))) {
             pthread_mutex_lock(&bulk.lock);
             fail_locked(l->index, "expected chunk at offset %llu of copy %llu, got something else",
                         (unsigned long long)off, (unsigned long long)j->id);
@@ -265,6 +300,10 @@ static int link_recv(struct link *l, const struct job *j)
         if (job_failed()) {
             staging_release(b);
             return 0;
+        }
+        if (packed) {
+            if (recv_packed(l, j, b, off, len, packed) != 0) return -1;
+            continue;
         }
         if (recv_chunk(l, j, b, off, len) != 0) return lost(l, j, errno);
     }
@@ -301,10 +340,25 @@ static int send_pieces(struct link *l, const struct job *j, const struct item *i
     return 0;
 }
 
+/* Compress a chunk of *n bytes at p into l->packed when the job's policy
+ * and the probe say it pays (compress.h). Returns 1 with the compressed
+ * length in *n, 0 to send it plain. */
+static int pack_chunk(struct link *l, const struct job *j, const void *p, uint32_t *n)
+{
+    if (!j->policy || !l->zstd) return 0;
+    struct compress_probe probe;
+    compress_probe(p, *n, &probe);
+    if (!compress_worth(j->policy, j->used, &probe)) return 0;
+    size_t z = compress_chunk(l->packed, *n, p, *n);
+    if (z == 0) return 0;
+    *n = (uint32_t)z;
+    return 1;
+}
+
 /* Send this connection's chunks. Returns 0, or -1 after fail_locked. */
 static int link_send(struct link *l, const struct job *j)
 {
-    unsigned sent = 0;
+    unsigned sent = 0, packed = 0;
     for (uint64_t idx = (uint64_t)l->index; idx < j->nchunks; idx += (uint64_t)bulk.k) {
         struct item it;
         if (!next_out(l, &it)) return 0;
@@ -315,7 +369,14 @@ static int link_send(struct link *l, const struct job *j)
             rc = send_pieces(l, j, &it, head, &sent);
         } else {
             if (it.b) staging_wait(it.b);
-            struct iovec iov[2] = {{head, sizeof head}, {it.b ? staging_data(it.b) : bulk.zeros, it.len}};
+            void *p = it.b ? staging_data(it.b) : bulk.zeros;
+            uint32_t n = it.len;
+            if (it.b && pack_chunk(l, j, p, &n)) {
+                bulk_head_encode_packed(head, j->id, it.off, it.len, n);
+                p = l->packed;
+                packed++;
+            }
+            struct iovec iov[2] = {{head, sizeof head}, {p, n}};
             rc = io_writev_full(l->fd, iov, 2);
         }
         int err = errno;
@@ -324,6 +385,7 @@ static int link_send(struct link *l, const struct job *j)
     }
     pthread_mutex_lock(&bulk.lock);
     bulk.pieces_sent += sent;
+    bulk.chunks_packed += packed;
     pthread_mutex_unlock(&bulk.lock);
     return 0;
 }
@@ -385,6 +447,11 @@ static int admit_locked(const struct join_note *note, int fd, char *why, size_t 
 {
     if (check_locked(note, why, whylen) != 0) return -1;
     struct link *l = &bulk.link[note->index];
+    l->zstd = note->zstd != 0;
+    if (l->zstd && !l->packed && !(l->packed = malloc(BULK_CHUNK_MAX))) {
+        snprintf(why, whylen, "out of memory for its compressed chunks");
+        return -1;
+    }
     l->fd = fd;
     bulk.tls = tls_of(fd) != NULL;
     pthread_t t;
@@ -490,6 +557,14 @@ CUresult srv_scuda_bulk_setup(srv_call *c)
 
 /* ---- striped copies ---------------------------------------------------------------------- */
 
+/* Whether every connection joined with HELLO_JOIN_ZSTD. */
+static int all_zstd_locked(void)
+{
+    for (int i = 0; i < bulk.k; i++)
+        if (!bulk.link[i].zstd) return 0;
+    return bulk.k > 0;
+}
+
 /* Check the announcement (NULL: it did not decode) and post its job to
  * every connection. An announcement the connections cannot follow
  * (malformed, out of bounds, while striping is not on) ends striping: the
@@ -505,6 +580,8 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     else if (a->n == 0 || a->n > BULK_COPY_MAX) bad = "copy size out of bounds";
     else if (a->chunk < BULK_CHUNK_MIN || a->chunk > BULK_CHUNK_MAX) bad = "chunk size out of bounds";
     else if (a->id <= bulk.last_id) bad = "copy id not above the last one";
+    else if (a->mode >> BULK_MODE_POLICY_SHIFT && !all_zstd_locked())
+        bad = "compression asked over connections that did not negotiate it";
     else if (!bulk.pool_filled && staging_pool_fill(bulk.pool) != 0) bad = "out of memory for its buffers";
     /* Before any setup there is nothing to end: a copy cut by a move and
      * sent again to the server the session moved to (its announcement
@@ -527,8 +604,11 @@ static int post_job(srv_call *c, const struct msg_bulk_copy *a, enum job_dir dir
     int used = nchunks < (uint64_t)bulk.k ? (int)nchunks : bulk.k;
     bulk.job = (struct job){.gen = bulk.job.gen + 1, .dir = dir, .id = a->id, .n = a->n,
                             .nchunks = nchunks, .chunk = a->chunk, .used = used,
-                            .piece = piece_size(a->chunk)};
+                            .policy = a->mode >> BULK_MODE_POLICY_SHIFT};
+    /* A compressed chunk is sent whole (link_send). */
+    bulk.job.piece = bulk.job.policy ? 0 : piece_size(a->chunk);
     bulk.pieces_sent = 0;
+    bulk.chunks_packed = 0;
     bulk.working = used;
     *posted = bulk.job;
     for (int i = 0; i < used; i++) pthread_cond_signal(&bulk.link[i].cv);
@@ -604,6 +684,7 @@ CUresult srv_scuda_bulk_htod(srv_call *c)
     struct job j;
     int ok = msg_scuda_bulk_htod_req_get(&c->in, &c->arena, &m) == 0;
     if (post_job(c, ok ? &m.copy : NULL, JOB_RECV, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
+    m.copy.mode &= BULK_MODE_COPY; /* the rest was the compression policy */
     const struct msg_bulk_copy *a = &m.copy;
     CUstream st;
     CUresult r = copy_stream(c, a, &st);
@@ -777,6 +858,7 @@ CUresult srv_scuda_bulk_dtoh(srv_call *c)
     struct job j;
     int ok = msg_scuda_bulk_dtoh_req_get(&c->in, &c->arena, &m) == 0;
     if (post_job(c, ok ? &m.copy : NULL, JOB_SEND, &j) != 0) return CUDA_ERROR_INVALID_VALUE;
+    m.copy.mode &= BULK_MODE_COPY; /* the rest was the compression policy */
     const struct msg_bulk_copy *a = &m.copy;
     CUstream st;
     CUresult r = copy_stream(c, a, &st);
@@ -786,6 +868,13 @@ CUresult srv_scuda_bulk_dtoh(srv_call *c)
     else
         fetch_whole(&j, a->dev, st, &r);
     if (finish_job()) return r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : r;
+    if (j.policy) {
+        pthread_mutex_lock(&bulk.lock);
+        unsigned packed = bulk.chunks_packed;
+        pthread_mutex_unlock(&bulk.lock);
+        LOG_DEBUG("bulk: copy %llu from the device: %u of %llu chunks compressed (policy %u)",
+                  (unsigned long long)j.id, packed, (unsigned long long)j.nchunks, j.policy);
+    }
     if (j.piece) {
         pthread_mutex_lock(&bulk.lock);
         unsigned sent = bulk.pieces_sent;

@@ -46,6 +46,7 @@ struct join_note {
     uint8_t proof[SCUDA_PROOF_LEN]; /* auth_join_proof(), as the client computed it */
     uint32_t kind;     /* JOIN_BULK, or JOIN_RESUME: the session's new main connection */
     uint64_t received; /* a resume: the session's frames the client has */
+    uint32_t zstd;     /* a bulk join with HELLO_JOIN_ZSTD: compressed chunks allowed */
 };
 
 /* The session's answer, up its pair: the join with that nonce was

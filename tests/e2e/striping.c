@@ -14,7 +14,11 @@
  * for an unknown session, a replayed proof, a wrong token, an index out of
  * range or taken already are all refused; a chunk or an announcement the
  * session cannot follow ends striping for that session, and the session
- * goes on; under --idle-timeout, so does a chunk half sent. */
+ * goes on; under --idle-timeout, so does a chunk half sent. So does a
+ * compressed chunk that is hostile: over connections that did not
+ * negotiate compression, not shorter than its chunk, or not decompressing
+ * to exactly its length; and an announcement asking for compression over
+ * connections that did not negotiate it. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/compress.h"
 #include "common/config.h"
 #include "common/dial.h"
 #include "common/hello.h"
@@ -53,6 +58,10 @@ extern int scuda_client_bulk_streams(void);
 static struct h_server srv;
 /* Where the raw-protocol checks connect (the token server's for a while). */
 static const char *raw_addr;
+/* Added to the raw joins' HELLO_BULK_JOIN (HELLO_JOIN_ZSTD), and to the
+ * raw announcements' mode byte (a compression policy). */
+static uint16_t join_extra;
+static uint8_t announce_mode;
 
 /* ---- byte-exact copies -------------------------------------------------------- */
 
@@ -464,7 +473,7 @@ static void raw_sync(struct raw_session *r, long want, const char *what)
  * with a reply (request r->seq). */
 static void raw_announce(struct raw_session *r, uint16_t op, uint64_t n, uint32_t chunk, uint64_t id)
 {
-    struct msg_bulk_copy copy = {.n = n, .chunk = chunk, .id = id};
+    struct msg_bulk_copy copy = {.mode = announce_mode, .n = n, .chunk = chunk, .id = id};
     wire_buf b;
     wb_init(&b);
     if (op == OP_scuda_bulk_htod) {
@@ -498,7 +507,7 @@ static int raw_join(const char *token, uint32_t pid, uint32_t index, const uint8
     memcpy(proof_nonce, nonce, sizeof nonce);
     if (how == OLD_NONCE) proof_nonce[0] ^= 1; /* a proof recorded on another connection */
     hello_join_request(req, pid, index, key, proof_nonce);
-    CHECK(hello_send_client(fd, HELLO_BULK_JOIN, 0, token, nonce, req, sizeof req) == 0);
+    CHECK(hello_send_client(fd, HELLO_BULK_JOIN | join_extra, 0, token, nonce, req, sizeof req) == 0);
     /* Over TLS: the session's own TLS session, the request again (bulk_join.c). */
     int second = dial_second_tls(fd, raw_addr, 5000, err, sizeof err);
     if (second < 0 || (tls_of(fd) && second == 0 && io_write_full(fd, req, sizeof req) != 0)) {
@@ -673,6 +682,77 @@ static void half_chunk(void)
     printf("ok a chunk half sent ends striping under --idle-timeout\n");
 }
 
+/* ---- hostile compressed chunks ------------------------------------------------------------------ */
+
+/* A session of two connections (joined with `extra`) and a striped copy
+ * to the device of two 1 MiB chunks announced with `mode`; connection 0
+ * then carries a header that says `packed` bytes follow, and those bytes.
+ * Striping must end with `log` in the server's log, and the session go on. */
+static void hostile_packed(uint16_t extra, uint8_t mode, uint32_t packed, const void *bytes, const char *log,
+                           const char *what)
+{
+    struct raw_session a;
+    raw_open(&a, NULL, 2);
+    join_extra = extra;
+    int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
+    int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
+    join_extra = 0;
+    int before = h_server_log_count(&srv, log);
+    uint64_t id = 1;
+    announce_mode = mode;
+    raw_announce(&a, OP_scuda_bulk_htod, 2 * MiB, 1 * MiB, id);
+    announce_mode = 0;
+    uint8_t head[BULK_CHUNK_HEAD];
+    bulk_head_encode_packed(head, id, 0, 1 * MiB, packed);
+    struct iovec iov[2] = {{head, sizeof head}, {(void *)bytes, bytes ? packed : 0}};
+    (void)io_writev_full(l0, iov, bytes ? 2 : 1); /* the session may close it first */
+    char c;
+    CHECK(io_read_full_timeout(l1, &c, 1, 10000) != 0 && errno != ETIMEDOUT,
+          "%s: the session did not close its other bulk connection", what);
+    raw_sync(&a, CUDA_ERROR_UNKNOWN, what);
+    raw_sync(&a, CUDA_SUCCESS, "the session after a hostile compressed chunk");
+    CHECK(h_server_log_count(&srv, log) > before, "%s: the server log does not say \"%s\"", what, log);
+    io_close(l0);
+    io_close(l1);
+    io_close(a.fd);
+    printf("ok %s ends striping, not the session\n", what);
+}
+
+static void hostile_compression(void)
+{
+    static char zeros[64 << 10], frame[1024];
+    size_t small = compress_chunk(frame, sizeof frame, zeros, sizeof zeros); /* a good frame of 64 KiB */
+    CHECK(small > 0 && small < 100);
+    static const char garbage[100] = "not a zstd frame";
+    const uint8_t policy = COMPRESS_POLICY_ALWAYS << BULK_MODE_POLICY_SHIFT;
+    hostile_packed(0, 0, 100, garbage, "expected chunk at offset 0 of copy 1, got something else",
+                   "a compressed chunk over connections that did not negotiate it");
+    hostile_packed(HELLO_JOIN_ZSTD, policy, 1 * MiB, NULL, "expected chunk at offset 0 of copy 1, got something else",
+                   "a compressed chunk no shorter than its plain length");
+    hostile_packed(HELLO_JOIN_ZSTD, policy, sizeof garbage, garbage, "does not decompress to its 1048576 bytes",
+                   "a compressed chunk that is no zstd frame");
+    hostile_packed(HELLO_JOIN_ZSTD, 0, (uint32_t)small, frame, "does not decompress to its 1048576 bytes",
+                   "a zstd frame of 64 KiB for a chunk of 1 MiB");
+    /* The announcement: refused before any chunk. */
+    struct raw_session a;
+    raw_open(&a, NULL, 2);
+    int l0 = expect_welcomed(NULL, a.pid, 0, a.secret, "connection 0");
+    int l1 = expect_welcomed(NULL, a.pid, 1, a.secret, "connection 1");
+    announce_mode = policy;
+    raw_announce(&a, OP_scuda_bulk_dtoh, 2 * MiB, 1 * MiB, 1);
+    announce_mode = 0;
+    long rc = h_raw_call_reply(a.fd, a.seq, 10000, NULL, NULL);
+    CHECK(rc == CUDA_ERROR_INVALID_VALUE, "compression asked without zstd connections: %ld", rc);
+    char c;
+    CHECK(io_read_full_timeout(l0, &c, 1, 10000) != 0 && errno != ETIMEDOUT);
+    CHECK(h_server_log_count(&srv, "compression asked over connections that did not negotiate it") == 1);
+    raw_ping(&a, CUDA_SUCCESS, "the session after a compression it could not give");
+    io_close(l0);
+    io_close(l1);
+    io_close(a.fd);
+    printf("ok compression announced over connections that did not negotiate it ends striping\n");
+}
+
 /* ---- bulk connections that cannot be opened ------------------------------------------------ */
 
 static int fallback_client(void *arg)
@@ -754,6 +834,7 @@ int main(void)
     joins();
     joins_with_token();
     half_chunk();
+    hostile_compression();
     fallback();
     CHECK(h_server_log_count(&srv, "died from signal") == 0);
     h_server_stop(&srv);

@@ -1304,6 +1304,22 @@ op scuda_moved                         # session to client, one-way and not numb
     in u64 bytes
     in u64 total_ns                    # from the hold to this notice
 
+# scuda_snapshot (docs/architecture.md 9.23 Failover to a standby): the
+# export of scuda_migrate to a standby server, without the switch. The
+# standby parks the imported state (one per session, replaced by the next)
+# until the client resumes there after this server died.
+op scuda_snapshot                      # client to session; the session stops reading until it is done
+    in str to                          # HOST:PORT of the standby server
+    out u32 parked                     # 1: the standby holds a checked copy of the session as of this call
+    out str why                        # the reason, when it does not
+    out u32 pid                        # the parked session's process id on the standby (a resume names it)
+    out u64 client_frames              # the client's frames the copy has run: the journal starts after them
+    out u64 server_frames              # the session's frames numbered before this reply: the copy numbers on
+    out u64 hold_ns                    # the pause, in parts, as scuda_migrate's
+    out u64 replay_ns
+    out u64 copy_ns
+    out u64 bytes
+
 record migrate_item                    # one object of a migrating session, or a piece of its memory
     u8 kind                            # enum migrate_kind (src/server/migrate_state.h)
     handle id                          # the client's id of the object (0 for memory)

@@ -24,6 +24,7 @@
  * (this side to the device, the session from it) compresses each chunk
  * the probe says pays. */
 #define _GNU_SOURCE
+#include "failover.h"
 #include "bulk.h"
 #include "conn.h"
 #include "rpc.h"
@@ -353,6 +354,11 @@ static int streams_wanted(struct server *s)
         LOG_WARN("SCUDA_BULK_STREAMS=%s is not a number from 0 to %d; using %d", getenv("SCUDA_BULK_STREAMS"),
                  BULK_MAX_STREAMS, scuda_bulk_streams_default(tls));
         k = scuda_bulk_streams_default(tls);
+    }
+    if (k >= 2 && failover_standby()) {
+        /* A striped copy's bytes bypass the send queue, so the failover journal would miss them. */
+        LOG_INFO("SCUDA_STANDBY: striping off, copies use the main connection (and the journal)");
+        k = 0;
     }
     if (k < 2) LOG_INFO("SCUDA_BULK_STREAMS=%d: striping off, copies use the main connection", k);
     if (k >= 2 && rpc_sync_every_call()) {

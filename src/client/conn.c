@@ -1,6 +1,7 @@
 /* conn.c - see conn.h. */
 #define _GNU_SOURCE
 #include "conn.h"
+#include "failover.h"
 #include "resume.h"
 #include "rpc.h"
 #include "send_queue.h"
@@ -269,6 +270,7 @@ CUresult conn_send(struct rpc_call *c, int async)
     if (c->req.oom) return CUDA_ERROR_OUT_OF_MEMORY;
     size_t len = c->req.len + c->bulk_len;
     if (len > SCUDA_MAX_FRAME) return CUDA_ERROR_INVALID_VALUE;
+    if (failover_before_send) failover_before_send(s, len); /* a full journal: a snapshot first */
     struct frame_header h = {
         .length = (uint32_t)len,
         .op = c->op,
@@ -289,7 +291,7 @@ CUresult conn_send(struct rpc_call *c, int async)
      * (send_queue.h). So does one sent while much is kept: one-way calls
      * alone read no acknowledgements, and this one reads them, so what is
      * kept stays bounded (a round trip per KEPT_SOFT_MAX bytes). */
-    int lend = async && resume_within_ms(s) &&
+    int lend = async && resume_within_ms(s) && !sendq_journaling(&s->q) &&
                (FRAME_HEADER_LEN + len > SENDQ_KEEP_COPY_MAX || sendq_kept_bytes(&s->q) > KEPT_SOFT_MAX);
     if (lend) {
         h.flags |= FRAME_ACK_ME;
@@ -514,6 +516,17 @@ static int take_redo(struct server *s, struct waiter *w, const struct frame_head
     return 0;
 }
 
+/* After a failover, the reply to a call the application already saw: the
+ * standby ran it again from the journal. Check its result, drop the rest. */
+static int take_replayed(struct server *s, const struct frame_header *h)
+{
+    uint32_t result;
+    if (h->length < sizeof result || (h->flags & FRAME_REDO)) return discard(s, h->length);
+    if (conn_read(s, &result, sizeof result) != 0) return -1;
+    failover_check_result(h->seq, h->op, result);
+    return discard(s, h->length - (uint32_t)sizeof result);
+}
+
 /* A numbered frame (protocol.h, "Resume"), after its header. */
 static int take_frame(struct server *s, const struct frame_header *h)
 {
@@ -523,12 +536,13 @@ static int take_frame(struct server *s, const struct frame_header *h)
     pthread_mutex_lock(&s->c.recv_lock);
     struct waiter *w = find_waiter_locked(s, h->seq);
     pthread_mutex_unlock(&s->c.recv_lock);
-    if (w == NULL) return discard(s, h->length);
+    if (w == NULL) return failover_replaying && failover_replaying(s) ? take_replayed(s, h) : discard(s, h->length);
 
     int rc = h->flags & FRAME_REDO                   ? take_redo(s, w, h)
              : (h->flags & FRAME_BULK) && w->call->sink ? read_bulk_reply(s, w, h)
                                                         : read_plain_reply(s, w, h);
     if (rc != 0) return -1;
+    if (failover_note_result && !(h->flags & FRAME_REDO)) failover_note_result(s, h->seq, h->op, (uint32_t)w->result);
     /* The reply says the session has our request and all before it: what
      * the request lent must be forgotten before its caller returns. */
     note_acked(s, atomic_load(&w->frame_no));
@@ -976,6 +990,13 @@ int conn_swap_fd(struct server *s, int fd)
 
 void conn_note_acked(struct server *s, uint64_t ack) { note_acked(s, ack); }
 uint64_t conn_frames_received(struct server *s) { return atomic_load(&s->c.received); }
+
+void conn_failover_counts(struct server *s, uint64_t received, uint64_t acked)
+{
+    atomic_store(&s->c.received, received);
+    s->c.ack_sent = received;
+    atomic_store(&s->c.acked, acked);
+}
 
 void conn_set_addr(struct server *s, const char *addr)
 {

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "resume.h"
 #include "conn.h"
+#include "failover.h"
 #include "send_queue.h"
 #include "servers.h"
 
@@ -35,6 +36,9 @@
 #define DEAD_PEER_S 10          /* as conn.c's */
 #define RESUME_FIRST_DELAY_MS 50
 #define RESUME_MAX_DELAY_MS 1000
+/* The least a failover to a standby gets after silence (3.10's 250 ms
+ * is for one reconnect to the same server). */
+#define FAILOVER_MIN_MS 750
 
 
 static uint64_t mono_ms(void)
@@ -100,7 +104,7 @@ int resume_note_move(struct server *s, const uint8_t *buf, uint32_t len)
  * -1 to try again; -2 when the session refused (it is gone, or never was
  * ours: trying again cannot help); -3 when a move's server refused or is
  * not trusted. why says what. */
-static int resume_connect(struct server *s, const char *addr, uint32_t pid, int moving, int timeout_ms,
+static int resume_connect(struct server *s, const char *addr, uint32_t pid, int moving, int timeout_ms, uint64_t have,
                           uint64_t *server_has, char *why, size_t whylen)
 {
     /* Whatever dial says (unreachable, closed at its first bytes, a TLS
@@ -114,7 +118,7 @@ static int resume_connect(struct server *s, const char *addr, uint32_t pid, int 
     char msg[256];
     int rc = -1;
     if (hello_read_server(fd, timeout_ms, nonce, why, whylen) != 0) goto out;
-    hello_resume_request(req, pid, s->r.secret, nonce, conn_frames_received(s));
+    hello_resume_request(req, pid, s->r.secret, nonce, have);
     if (hello_send_client(fd, HELLO_RESUME, 0, scuda_token(), nonce, req, sizeof req) != 0) {
         snprintf(why, whylen, "the connection closed during the handshake");
         goto out;
@@ -195,12 +199,53 @@ static void move_abandoned(struct server *s, const char *why)
                               : "");
 }
 
+/* ---- failover (failover.h) -------------------------------------------------------- */
+
+void resume_failed_over(struct server *s, uint32_t pid, const char *addr)
+{
+    pthread_mutex_lock(&s->r.lock);
+    s->r.session_pid = pid;
+    pthread_mutex_unlock(&s->r.lock);
+    conn_set_addr(s, addr);
+    atomic_fetch_add(&s->r.moves, 1); /* bulk.c: connections to the new server */
+}
+
+/* One try on the standby's parked copy: 1 when the session lives there
+ * now, 0 to try again, -1 when the standby cannot take it. */
+static int try_failover(struct server *s, uint64_t deadline, char *why, size_t whylen)
+{
+    char addr[256];
+    uint32_t pid;
+    uint64_t have, server_has = 0, now = mono_ms();
+    if (!failover_target(s, addr, sizeof addr, &pid, &have)) return -1;
+    uint64_t left = deadline > now ? deadline - now : 1;
+    int fd = resume_connect(s, addr, pid, 1, left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, have,
+                            &server_has, why, whylen);
+    if (fd >= 0 && failover_install(s, fd, server_has) == 0) {
+        LOG_WARN("the session failed over to standby %s %llu ms after the break", addr,
+                 (unsigned long long)(mono_ms() - s->r.broke_ms));
+        return 1;
+    }
+    if (fd >= 0) snprintf(why, whylen, "the standby's connection broke at once");
+    if (fd == -2 || fd == -3 || fd >= 0) {
+        failover_abandon(s, why);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the resumer thread ------------------------------------------------------------ */
 
 static void *resume_main(void *server)
 {
     struct server *s = server;
     uint64_t deadline = s->r.broke_ms + s->r.window_ms, delay = RESUME_FIRST_DELAY_MS;
+    /* A parked copy on a standby (failover.h) is tried once the server did
+     * not take the session back at once, or at once after silence; on
+     * loopback or a LAN the standby answers well within FAILOVER_MIN_MS. */
+    int standby = failover_target && failover_target(s, (char[256]){0}, 256, &(uint32_t){0}, &(uint64_t){0});
+    int silence = s->r.window_ms < s->r.within_ms;
+    if (standby && deadline < s->r.broke_ms + FAILOVER_MIN_MS) deadline = s->r.broke_ms + FAILOVER_MIN_MS;
     /* A move tries the new server for half the time, then the old one. */
     uint64_t move_deadline = s->r.broke_ms + s->r.within_ms / 2;
     char why[512] = "", final[768], where[256];
@@ -208,6 +253,23 @@ static void *resume_main(void *server)
         uint64_t now = mono_ms();
         if (now >= deadline) break;
         int moving = resume_moving(s);
+        if (standby && !moving && (attempt > 1 || silence)) {
+            int rc = try_failover(s, deadline, why, sizeof why);
+            if (rc > 0) {
+                atomic_fetch_add(&s->r.resumes, 1);
+                conn_resume_over(s, 1, NULL);
+                return NULL;
+            }
+            if (rc < 0) {
+                snprintf(final, sizeof final, "%s, and the standby could not take the session (%s)",
+                         s->r.broke_why, why);
+                conn_resume_over(s, 0, final);
+                return NULL;
+            }
+            LOG_INFO("standby: failover attempt %d failed: %s; retrying", attempt, why);
+            nanosleep(&(struct timespec){0, RESUME_FIRST_DELAY_MS * 1000000L}, NULL);
+            continue;
+        }
         if (moving && now >= move_deadline) {
             move_abandoned(s, why[0] ? why : "no answer");
             moving = 0;
@@ -219,7 +281,7 @@ static void *resume_main(void *server)
         uint64_t left = (moving ? move_deadline : deadline) - now;
         uint64_t server_has = 0;
         int fd = resume_connect(s, where, pid, moving, left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS,
-                                &server_has, why, sizeof why);
+                                conn_frames_received(s), &server_has, why, sizeof why);
         if (fd >= 0 && resume_install(s, fd, server_has) == 0) {
             if (moving) moved_there(s);
             else LOG_WARN("resumed session on %s after %llu ms", where,
@@ -233,6 +295,7 @@ static void *resume_main(void *server)
             delay = RESUME_FIRST_DELAY_MS;
             continue;
         }
+        if (fd == -2 && standby) continue; /* the server is up, its session gone: the standby has it */
         if (fd == -2) {
             snprintf(final, sizeof final, "%s, and the session cannot be resumed (%s): it ended, or the server "
                      "restarted", s->r.broke_why, why);

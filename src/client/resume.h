@@ -73,6 +73,11 @@ void conn_note_acked(struct server *s, uint64_t ack);
 uint64_t conn_frames_received(struct server *s);
 /* The session now lives at addr (a move). */
 void conn_set_addr(struct server *s, const char *addr);
+/* A failover (failover.c): the session's frames now number from received,
+ * and the standby has ours up to acked. */
+void conn_failover_counts(struct server *s, uint64_t received, uint64_t acked);
+/* The session lives on the standby at addr, as process pid, from now on. */
+void resume_failed_over(struct server *s, uint32_t pid, const char *addr);
 /* The resume is over: ok, or lost for why (every call then fails). */
 void conn_resume_over(struct server *s, int ok, const char *why);
 

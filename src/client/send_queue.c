@@ -90,7 +90,7 @@ static uint64_t keep_locked(struct sendq *q, const struct iovec *iov, int iovcnt
     }
     struct sendq_kept k = {.no = no};
     for (int i = 0; i < iovcnt; i++) k.len += iov[i].iov_len;
-    if (borrow && iovcnt - 1 <= KEPT_PARTS && iov[0].iov_len == FRAME_HEADER_LEN) {
+    if (borrow && !q->journaling && iovcnt - 1 <= KEPT_PARTS && iov[0].iov_len == FRAME_HEADER_LEN) {
         memcpy(k.hdr, iov[0].iov_base, FRAME_HEADER_LEN);
         for (int i = 1; i < iovcnt; i++) k.rest[k.nrest++] = iov[i];
     } else {
@@ -122,9 +122,38 @@ static void forget_first_locked(struct sendq *q)
 void sendq_acked(struct sendq *q, uint64_t ack)
 {
     pthread_mutex_lock(&q->lock);
+    if (q->journaling && ack > q->floor) ack = q->floor; /* the journal outlives acknowledgements */
     while (q->kept_count > 0 && kept_at(q, 0)->no <= ack) forget_first_locked(q);
     pthread_mutex_unlock(&q->lock);
 }
+
+void sendq_journal_begin(struct sendq *q)
+{
+    pthread_mutex_lock(&q->lock);
+    if (!q->journaling) {
+        __atomic_store_n(&q->journaling, 1, __ATOMIC_RELAXED);
+        q->floor = q->next_no - 1;
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void sendq_journal_floor(struct sendq *q, uint64_t floor)
+{
+    pthread_mutex_lock(&q->lock);
+    if (q->journaling && floor > q->floor) q->floor = floor;
+    while (q->kept_count > 0 && kept_at(q, 0)->no <= q->floor) forget_first_locked(q);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void sendq_journal_end(struct sendq *q, uint64_t acked)
+{
+    pthread_mutex_lock(&q->lock);
+    __atomic_store_n(&q->journaling, 0, __ATOMIC_RELAXED);
+    while (q->kept_count > 0 && kept_at(q, 0)->no <= acked) forget_first_locked(q);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int sendq_journaling(struct sendq *q) { return __atomic_load_n(&q->journaling, __ATOMIC_RELAXED); }
 
 size_t sendq_kept_bytes(struct sendq *q) { return atomic_load_explicit(&q->kept_bytes, memory_order_relaxed); }
 
@@ -154,19 +183,22 @@ long sendq_resume(struct sendq *q, int fd, uint64_t server_has)
 {
     pthread_mutex_lock(&q->write_lock);
     pthread_mutex_lock(&q->lock);
-    while (q->kept_count > 0 && kept_at(q, 0)->no <= server_has) forget_first_locked(q);
+    uint64_t forget = q->journaling && server_has > q->floor ? q->floor : server_has;
+    while (q->kept_count > 0 && kept_at(q, 0)->no <= forget) forget_first_locked(q);
+    size_t first = 0; /* journaled frames the session has stay kept, unsent */
+    while (first < q->kept_count && kept_at(q, first)->no <= server_has) first++;
     /* What is queued is kept too: it goes out below, in order, once. */
     q->pending.len = 0;
     atomic_store(&q->pending_len, 0);
     q->fd = fd;
     long n = 0;
-    if (q->kept_count > 0 && kept_at(q, 0)->no != server_has + 1) {
+    if (first < q->kept_count && kept_at(q, first)->no != server_has + 1) {
         LOG_WARN("resume: the session has %llu of our frames, but we keep from frame %llu on",
-                 (unsigned long long)server_has, (unsigned long long)kept_at(q, 0)->no);
+                 (unsigned long long)server_has, (unsigned long long)kept_at(q, first)->no);
         errno = EPROTO;
         n = -1;
     }
-    for (size_t i = 0; i < q->kept_count && n >= 0; i++, n++)
+    for (size_t i = first; i < q->kept_count && n >= 0; i++, n++)
         if (write_kept(q, fd, kept_at(q, i)) != 0) n = -1;
     pthread_mutex_unlock(&q->lock);
     pthread_mutex_unlock(&q->write_lock);

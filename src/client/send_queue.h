@@ -77,6 +77,10 @@ struct sendq {
     _Atomic size_t kept_bytes;
     uint8_t *log;
     size_t log_start, log_end, log_cap; /* copied frames, in order */
+    /* The failover journal (failover.c): while on, frames after `floor`
+     * stay kept whatever the session acknowledges, each a copy. */
+    int journaling;
+    uint64_t floor;
 };
 #define SENDQ_INIT                                                                                           \
     {                                                                                                        \
@@ -108,6 +112,16 @@ void sendq_acked(struct sendq *q, uint64_t ack);
  * queue's. Queued frames not yet written are among the kept ones. Returns
  * the number of frames sent again, or -1 (errno set). */
 long sendq_resume(struct sendq *q, int fd, uint64_t server_has);
+/* The failover journal (docs/architecture.md 9.24): from now on keep a
+ * copy of every frame numbered from the next on, acknowledged or not
+ * (no-op when on already). */
+void sendq_journal_begin(struct sendq *q);
+/* A snapshot holds the session as of our frame `floor`: forget what is
+ * kept up to it; the journal is what follows. */
+void sendq_journal_floor(struct sendq *q, uint64_t floor);
+/* No journal: frames are forgotten once acknowledged, up to `acked`. */
+void sendq_journal_end(struct sendq *q, uint64_t acked);
+int sendq_journaling(struct sendq *q);
 /* Bytes of the frames kept now (copied or lent). */
 size_t sendq_kept_bytes(struct sendq *q);
 /* The connection is lost for good: forget every kept frame. */

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "failover.h"
 #include "rpc.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
@@ -34,6 +35,7 @@ void stream_set_synced_hook(void (*hook)(CUstream stream, int whole_context)) { 
 void stream_synced(CUstream stream, int whole_context)
 {
     if (synced_hook) synced_hook(stream, whole_context);
+    failover_at_sync(); /* a snapshot for the standby, when one is due */
 }
 
 void stream_note_idle(const void *stream, uint64_t async_before)

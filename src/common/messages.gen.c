@@ -3369,6 +3369,48 @@ int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scud
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_snapshot_req_put(wire_buf *b, const struct msg_scuda_snapshot_req *m)
+{
+    wb_put_str(b, m->to);
+}
+
+int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->to = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m)
+{
+    wb_put_u32(b, m->parked);
+    wb_put_str(b, m->why);
+    wb_put_u32(b, m->pid);
+    wb_put_u64(b, m->client_frames);
+    wb_put_u64(b, m->server_frames);
+    wb_put_u64(b, m->hold_ns);
+    wb_put_u64(b, m->replay_ns);
+    wb_put_u64(b, m->copy_ns);
+    wb_put_u64(b, m->bytes);
+}
+
+int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->parked = wr_u32(r);
+    m->why = wr_str(r);
+    m->pid = wr_u32(r);
+    m->client_frames = wr_u64(r);
+    m->server_frames = wr_u64(r);
+    m->hold_ns = wr_u64(r);
+    m->replay_ns = wr_u64(r);
+    m->copy_ns = wr_u64(r);
+    m->bytes = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_put_migrate_item(wire_buf *b, const struct msg_migrate_item *m)
 {
     wb_put_u8(b, m->kind);

@@ -1636,6 +1636,28 @@ struct msg_scuda_moved_rep {
 void msg_scuda_moved_rep_put(wire_buf *b, const struct msg_scuda_moved_rep *m);
 int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_moved_rep *m);
 
+/* scuda_snapshot request: client to session; the session stops reading until it is done */
+struct msg_scuda_snapshot_req {
+    const char *to; /* str to: HOST:PORT of the standby server */
+};
+void msg_scuda_snapshot_req_put(wire_buf *b, const struct msg_scuda_snapshot_req *m);
+int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_req *m);
+
+/* scuda_snapshot reply */
+struct msg_scuda_snapshot_rep {
+    uint32_t parked; /* u32 parked: 1: the standby holds a checked copy of the session as of this call */
+    const char *why; /* str why: the reason, when it does not */
+    uint32_t pid; /* u32 pid: the parked session's process id on the standby (a resume names it) */
+    uint64_t client_frames; /* u64 client_frames: the client's frames the copy has run: the journal starts after them */
+    uint64_t server_frames; /* u64 server_frames: the session's frames numbered before this reply: the copy numbers on */
+    uint64_t hold_ns; /* u64 hold_ns: the pause, in parts, as scuda_migrate's */
+    uint64_t replay_ns; /* u64 replay_ns */
+    uint64_t copy_ns; /* u64 copy_ns */
+    uint64_t bytes; /* u64 bytes */
+};
+void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m);
+int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m);
+
 /* migrate_item record: one object of a migrating session, or a piece of its memory */
 struct msg_migrate_item {
     uint8_t kind; /* u8 kind: enum migrate_kind (src/server/migrate_state.h) */

@@ -407,6 +407,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_bulk_end] = "scuda_bulk_end",
     [OP_scuda_module_load_known] = "scuda_module_load_known",
     [OP_scuda_func_attributes] = "scuda_func_attributes",
+    [OP_scuda_snapshot] = "scuda_snapshot",
 };
 
 const char *scuda_op_name(unsigned op)

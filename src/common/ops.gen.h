@@ -408,7 +408,8 @@ enum scuda_op {
     OP_scuda_bulk_end = 401,
     OP_scuda_module_load_known = 402,
     OP_scuda_func_attributes = 403,
-    OP_COUNT = 404
+    OP_scuda_snapshot = 404,
+    OP_COUNT = 405
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

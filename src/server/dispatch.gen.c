@@ -65,6 +65,7 @@ extern CUresult srv_scuda_live_pong(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_snapshot(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
@@ -9177,6 +9178,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_bulk_end] = {"scuda_bulk_end", srv_scuda_bulk_end, 0, 0, 0, 0},
     [OP_scuda_module_load_known] = {"scuda_module_load_known", srv_scuda_module_load_known, 0, 0, 0, 0},
     [OP_scuda_func_attributes] = {"scuda_func_attributes", srv_scuda_func_attributes, 0, 0, 0, 0},
+    [OP_scuda_snapshot] = {"scuda_snapshot", srv_scuda_snapshot, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

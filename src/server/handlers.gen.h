@@ -60,6 +60,7 @@ CUresult srv_scuda_live_pong(srv_call *c);
 CUresult srv_scuda_resume_ack(srv_call *c);
 CUresult srv_scuda_migrate(srv_call *c);
 CUresult srv_scuda_moved(srv_call *c);
+CUresult srv_scuda_snapshot(srv_call *c);
 CUresult srv_scuda_shareable_export(srv_call *c);
 CUresult srv_scuda_shareable_import(srv_call *c);
 CUresult srv_scuda_library_get_managed(srv_call *c);

@@ -355,3 +355,32 @@ CUresult srv_scuda_migrate(srv_call *c)
     else msg_scuda_migrate_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
 }
+
+/* A snapshot (snapshot.c): what a move sends, checked the same way, but
+ * no switch: the client stays here. Returns the connection to the
+ * importer, whose copy checked out, or -1 with why. */
+int migrate_copy_out(struct session *s, const char *to, uint32_t *b_pid, struct msg_scuda_migrate_rep *rep, char *why,
+                     size_t whylen)
+{
+    uint64_t t0 = now_ns();
+    struct outcome o = {.why = ""};
+    *rep = (struct msg_scuda_migrate_rep){0};
+    migrate_blockers_explain(o.why, sizeof o.why);
+    if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
+    if (!o.why[0] && migrate_preload_busy())
+        snprintf(o.why, sizeof o.why, "a move of this session is under way; the snapshot waits for the next turn");
+    int fd = -1, ok = 0;
+    if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
+        rep->hold_ns = now_ns() - t0;
+        struct migrate_preloaded none = {.fd = -1};
+        fd = copy_to_peer(s, to, &none, b_pid, &o, &ok);
+        if (fd >= 0 && !ok) {
+            io_close(fd);
+            fd = -1;
+        }
+    }
+    session_forget_bound_ctx(); /* holding and describing made other contexts current */
+    rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
+    snprintf(why, whylen, "%s", o.why);
+    return fd;
+}

@@ -80,6 +80,10 @@ enum migrate_kind {
     /* In the sequence, after the creation they name: */
     MIG_STREAM_DESTROY,  /* c = the serial of a MIG_STREAM destroyed since, parent = its context */
     MIG_EVENT_DESTROY,   /* c = the serial of a MIG_EVENT destroyed since, parent = its context */
+    /* After a good verdict, instead of the switch: a snapshot (snapshot.c).
+     * As MIG_SWITCH, but the importer parks the copy until its client
+     * resumes there (failover) or the exporter says "discard". */
+    MIG_PARK,            /* a = client frames received, b = frames sent; data = the resume secret */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */

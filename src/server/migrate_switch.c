@@ -264,6 +264,7 @@ int migrate_switch_wait(struct session *s)
 /* ---- on B ------------------------------------------------------------------- */
 
 static int from_a = -1; /* the migration connection, while the client is awaited */
+static int parked;      /* a snapshot (MIG_PARK): wait for a failover, not a switch */
 
 int migrate_switch_in(struct session *s, char *why, size_t wl)
 {
@@ -281,7 +282,8 @@ int migrate_switch_in(struct session *s, char *why, size_t wl)
                 snprintf(why, wl, "kept frame %llu is out of order or memory ran out", (unsigned long long)it.a);
                 rc = -1;
             }
-        } else if (it.kind == MIG_SWITCH && it.data && it.data_len == RESUME_SECRET_LEN) {
+        } else if ((it.kind == MIG_SWITCH || it.kind == MIG_PARK) && it.data && it.data_len == RESUME_SECRET_LEN) {
+            parked = it.kind == MIG_PARK;
             if (resume_adopt(it.data, it.a, it.b) != 0) {
                 snprintf(why, wl, "the frame counts disagree with the kept frames");
                 rc = -1;
@@ -300,7 +302,7 @@ int migrate_switch_in(struct session *s, char *why, size_t wl)
         rc = -1;
     }
     struct msg_migrate_verdict v = {.result = rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE,
-                                    .why = rc == 0 ? "ready" : why};
+                                    .why = rc == 0 ? (parked ? "parked" : "ready") : why};
     migrate_send_verdict(s->fd, &v);
     if (rc != 0) return -1;
     from_a = s->fd;
@@ -310,8 +312,61 @@ int migrate_switch_in(struct session *s, char *why, size_t wl)
     return 0;
 }
 
+/* The exporter's word on a parked copy: "discard" (it took a newer one,
+ * or its session ended) ends this process; its end without a word means
+ * it died, and the copy waits --resume-within for the client from then. */
+static void park_heard_from_a(struct session *s, uint64_t *deadline)
+{
+    struct msg_arena a;
+    msg_arena_init(&a);
+    struct msg_migrate_verdict v;
+    void *payload = NULL;
+    int word = migrate_read_verdict(from_a, 1000, &a, &v, &payload) == 0;
+    free(payload);
+    msg_arena_free(&a);
+    if (word) {
+        LOG_INFO("session %d: the exporting session discarded this snapshot", (int)getpid());
+        _exit(0);
+    }
+    io_close(from_a);
+    from_a = -1;
+    *deadline = now_ns() + (uint64_t)s->opt->resume_within_s * 1000000000u;
+    LOG_WARN("session %d: the exporting server went away: the parked snapshot waits up to %d s for its client to "
+             "fail over here (--resume-within)", (int)getpid(), s->opt->resume_within_s);
+}
+
+/* A snapshot's copy: parked until the client fails over here (a resume),
+ * the exporter discards it, or the exporter died and --resume-within ran out. */
+static void park_await(struct session *s)
+{
+    uint64_t t0 = now_ns(), deadline = UINT64_MAX;
+    LOG_INFO("session %d: snapshot parked; waiting for its client to fail over here", (int)getpid());
+    for (;;) {
+        uint64_t client_has;
+        int fd = resume_take(s, WAIT_SLICE_MS, &client_has);
+        if (fd >= 0) {
+            if (resume_install(s, fd, client_has) != 0) _exit(1);
+            if (from_a >= 0) io_close(from_a);
+            from_a = -1;
+            LOG_WARN("session %d: the client failed over to this standby %.0f ms after the snapshot; it replays "
+                     "what it sent since", (int)getpid(), (now_ns() - t0) / 1e6);
+            return;
+        }
+        if (from_a >= 0 && io_wait_input(from_a, 0) != 0) park_heard_from_a(s, &deadline);
+        if (now_ns() >= deadline) {
+            LOG_WARN("session %d: no client failed over here within %d s (--resume-within): discarding the parked "
+                     "snapshot", (int)getpid(), s->opt->resume_within_s);
+            _exit(0);
+        }
+    }
+}
+
 void migrate_switch_in_await(struct session *s)
 {
+    if (parked) {
+        park_await(s);
+        return;
+    }
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)s->opt->resume_within_s * 1000000000u;
     LOG_INFO("session %d: waiting up to %d s for the client to resume here (--resume-within)", (int)getpid(),
              s->opt->resume_within_s);

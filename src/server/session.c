@@ -35,6 +35,7 @@
 #include "migrate_in.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
+#include "snapshot.h"
 #include "module_cache.h"
 #include "output.h"
 #include "param_layout.h"
@@ -1127,6 +1128,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
      * module it held, in the driver (docs/architecture.md, 2 Processes). */
     module_cache_log_summary();
     LOG_INFO("client disconnected; session ends");
+    snapshot_discard_all(); /* a standby's parked copy of it (snapshot.c) */
     scuda_log_flush_dropped();
     _exit(0);
 }

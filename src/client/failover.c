@@ -1,0 +1,354 @@
+/* failover.c - see failover.h.
+ *
+ * Snapshots: at a synchronizing call, once SCUDA_SNAPSHOT_EVERY passed
+ * since the last one (and at the first), the thread that synchronized asks
+ * the session for scuda_snapshot. Before the request goes out the send
+ * queue starts (or goes on) keeping every frame; the reply says which of
+ * our frames the parked copy has run, and the journal is what follows.
+ * A failed snapshot keeps the last one and its journal, unless the journal
+ * is past SCUDA_JOURNAL_MAX: then there is no standby until the next
+ * snapshot that works (logged).
+ *
+ * Failover: resume.c resumes the parked copy claiming the session frames
+ * the copy had numbered, so its replies to the journal number on from
+ * there; conn.c hands every reply that no caller waits for (the calls the
+ * application already saw) to failover_check_result. */
+#define _GNU_SOURCE
+#include "failover.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "resume.h"
+#include "rpc.h"
+#include "send_queue.h"
+#include "servers.h"
+#include "shim.h"
+#include "../common/log.h"
+#include "../common/ops.gen.h"
+#include "../common/transport.h"
+
+#define SNAPSHOT_EVERY_DEFAULT_S 10.0
+#define JOURNAL_MAX_DEFAULT (256ull << 20)
+/* Results kept to check a replay: beyond this, replies go unchecked. */
+#define RESULTS_MAX (1u << 20)
+
+struct result {
+    uint32_t seq;
+    uint16_t op;
+    uint32_t result;
+};
+
+static struct {
+    pthread_once_t once;
+    _Atomic int on;
+    char standby[256];
+    uint64_t every_ms;
+    uint64_t journal_max;
+    _Atomic int busy; /* a thread takes a snapshot */
+    pthread_mutex_t lock;
+    /* under lock: */
+    int parked;      /* the standby holds a copy, and our journal follows it */
+    int used;        /* a failover happened: the standby is the server now */
+    uint32_t pid;
+    uint64_t server_frames;
+    uint64_t last_ms;
+    struct result *results;
+    size_t nresults, cap, cursor;
+    int results_full;
+    uint64_t checked, mismatches, replayed_frames;
+    int reported;
+} fo = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static __thread int in_snapshot;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* A byte count with an optional K, M or G; 0 when malformed. */
+static uint64_t parse_bytes(const char *e)
+{
+    char *end;
+    unsigned long long v = strtoull(e, &end, 10);
+    uint64_t unit = *end == 'K' ? 1u << 10 : *end == 'M' ? 1u << 20 : *end == 'G' ? 1u << 30 : 1;
+    if (unit > 1) end++;
+    if (end == e || *end != '\0' || v == 0 || v > (1ull << 40) / unit) return 0;
+    return v * unit;
+}
+
+static void read_settings(void)
+{
+    const char *sb = getenv("SCUDA_STANDBY");
+    if (!sb || !sb[0] || !shim_remote()) return;
+    if (strlen(sb) >= sizeof fo.standby) {
+        LOG_WARN("SCUDA_STANDBY is longer than %zu characters: no standby", sizeof fo.standby - 1);
+        return;
+    }
+    snprintf(fo.standby, sizeof fo.standby, "%s", sb);
+    double every = SNAPSHOT_EVERY_DEFAULT_S;
+    const char *e = getenv("SCUDA_SNAPSHOT_EVERY");
+    if (e && e[0]) {
+        char *end;
+        double v = strtod(e, &end);
+        if (end == e || *end != '\0' || !(v >= 0 && v <= 86400))
+            LOG_WARN("SCUDA_SNAPSHOT_EVERY='%s' is not a number of seconds from 0 to 86400; using %g", e, every);
+        else
+            every = v;
+    }
+    fo.every_ms = (uint64_t)(every * 1000);
+    fo.journal_max = JOURNAL_MAX_DEFAULT;
+    const char *j = getenv("SCUDA_JOURNAL_MAX");
+    if (j && j[0]) {
+        uint64_t v = parse_bytes(j);
+        if (v) fo.journal_max = v;
+        else LOG_WARN("SCUDA_JOURNAL_MAX='%s' is not a byte count (a number, K, M or G after it); using %llu", j,
+                      (unsigned long long)fo.journal_max);
+    }
+    fo.on = 1;
+    LOG_INFO("standby %s: a snapshot every %g s, journal up to %llu bytes; striped copies are off", fo.standby,
+             every, (unsigned long long)fo.journal_max);
+}
+
+static int configured(void)
+{
+    pthread_once(&fo.once, read_settings);
+    return fo.on;
+}
+
+int failover_standby(void)
+{
+    if (!configured()) return 0;
+    pthread_mutex_lock(&fo.lock);
+    int yes = !fo.used;
+    pthread_mutex_unlock(&fo.lock);
+    return yes;
+}
+
+/* ---- snapshots ------------------------------------------------------------------ */
+
+static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep *rep, uint64_t journal,
+                           uint64_t took_ms)
+{
+    pthread_mutex_lock(&fo.lock);
+    if (fo.used) { /* the call was replayed on the standby after a failover: it copied itself */
+        pthread_mutex_unlock(&fo.lock);
+        return;
+    }
+    fo.parked = 1;
+    fo.pid = rep->pid;
+    fo.server_frames = rep->server_frames;
+    fo.nresults = fo.cursor = 0; /* replies to the calls before it are not replayed */
+    fo.results_full = 0;
+    pthread_mutex_unlock(&fo.lock);
+    sendq_journal_floor(&s->q, rep->client_frames);
+    LOG_INFO("snapshot on standby %s (session %u there): the application paused %llu ms (hold+sync %.1f ms, replay "
+             "%.1f ms, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes", fo.standby, rep->pid,
+             (unsigned long long)took_ms, rep->hold_ns / 1e6, rep->replay_ns / 1e6, rep->bytes / 1048576.0,
+             rep->copy_ns / 1e6, (unsigned long long)journal);
+}
+
+/* No snapshot this time: the last one stands, unless its journal is past
+ * the bound, which ends the standby's cover until a snapshot works. */
+static void snapshot_failed(struct server *s, const char *why)
+{
+    uint64_t kept = sendq_kept_bytes(&s->q);
+    pthread_mutex_lock(&fo.lock);
+    int drop = !fo.parked || kept > fo.journal_max;
+    int had = fo.parked;
+    if (drop) fo.parked = 0;
+    pthread_mutex_unlock(&fo.lock);
+    if (drop) sendq_journal_end(&s->q, atomic_load(&s->c.acked));
+    if (had && drop)
+        LOG_WARN("no snapshot on standby %s (%s), and the journal is past SCUDA_JOURNAL_MAX: no failover until a "
+                 "snapshot works", fo.standby, why);
+    else
+        LOG_WARN("no snapshot on standby %s: %s%s", fo.standby, why, had ? "; the last one stands" : "");
+}
+
+static void snapshot(struct server *s)
+{
+    in_snapshot = 1;
+    uint64_t t0 = mono_ms(), journal = sendq_kept_bytes(&s->q);
+    sendq_journal_begin(&s->q); /* from this request on: the copy may have run it or not */
+    rpc_call c;
+    rpc_begin_on(&c, OP_scuda_snapshot, s);
+    c.pushed = 1; /* callers may hold the mirrors' lock (failover_before_send); the copy takes device bytes */
+    struct msg_scuda_snapshot_req m = {.to = fo.standby};
+    msg_scuda_snapshot_req_put(&c.req, &m);
+    CUresult r = rpc_sync(&c);
+    struct msg_scuda_snapshot_rep rep = {0};
+    char why[600];
+    if (r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0 && rep.parked)
+        snapshot_taken(s, &rep, journal, mono_ms() - t0);
+    else {
+        snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
+                                        : rep.why && rep.why[0] ? rep.why : "(no reason)");
+        snapshot_failed(s, why);
+    }
+    rpc_end(&c);
+    pthread_mutex_lock(&fo.lock);
+    fo.last_ms = mono_ms();
+    pthread_mutex_unlock(&fo.lock);
+    in_snapshot = 0;
+}
+
+/* 1 when a snapshot is due now on s. */
+static int due(struct server *s, uint64_t extra)
+{
+    pthread_mutex_lock(&fo.lock);
+    int yes = !fo.used && (fo.last_ms == 0 || mono_ms() - fo.last_ms >= fo.every_ms);
+    uint64_t max = fo.journal_max;
+    int parked = fo.parked;
+    pthread_mutex_unlock(&fo.lock);
+    return yes || (parked && sendq_kept_bytes(&s->q) + extra > max);
+}
+
+static void report_failover(void)
+{
+    pthread_mutex_lock(&fo.lock);
+    int now = fo.used && !fo.reported;
+    if (now) fo.reported = 1;
+    uint64_t checked = fo.checked, bad = fo.mismatches, frames = fo.replayed_frames;
+    pthread_mutex_unlock(&fo.lock);
+    if (now)
+        LOG_WARN("failover to standby %s: %llu journaled frames replayed, %llu replies checked, %llu differed", 
+                 fo.standby, (unsigned long long)frames, (unsigned long long)checked, (unsigned long long)bad);
+}
+
+static void maybe_snapshot(struct server *s, uint64_t extra)
+{
+    if (in_snapshot || atomic_load(&s->c.resuming) || s->c.dead || !due(s, extra)) return;
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return; /* another thread takes it */
+    if (due(s, extra)) snapshot(s);
+    atomic_store(&fo.busy, 0);
+}
+
+void failover_at_sync(void)
+{
+    if (!configured()) return;
+    report_failover();
+    maybe_snapshot(&servers[0], 0);
+}
+
+void failover_before_send(struct server *s, size_t len)
+{
+    if (!fo.on || s != &servers[0] || in_snapshot || !sendq_journaling(&s->q)) return;
+    if (sendq_kept_bytes(&s->q) + FRAME_HEADER_LEN + len > fo.journal_max) maybe_snapshot(s, FRAME_HEADER_LEN + len);
+}
+
+/* ---- checking a replay ------------------------------------------------------------ */
+
+void failover_note_result(struct server *s, uint32_t seq, uint16_t op, uint32_t result)
+{
+    if (!fo.on || s != &servers[0] || !sendq_journaling(&s->q)) return;
+    pthread_mutex_lock(&fo.lock);
+    if (fo.nresults == fo.cap && fo.cap < RESULTS_MAX) {
+        size_t cap = fo.cap ? fo.cap * 2 : 1024;
+        struct result *r = realloc(fo.results, cap * sizeof *r);
+        if (r) fo.results = r, fo.cap = cap;
+    }
+    if (fo.nresults < fo.cap) fo.results[fo.nresults++] = (struct result){seq, op, result};
+    else fo.results_full = 1;
+    pthread_mutex_unlock(&fo.lock);
+}
+
+int failover_replaying(struct server *s)
+{
+    if (!fo.on || s != &servers[0]) return 0;
+    pthread_mutex_lock(&fo.lock);
+    int yes = fo.used;
+    pthread_mutex_unlock(&fo.lock);
+    return yes;
+}
+
+/* Replies come back in the order they first came: look from where the
+ * last one was found. */
+static struct result *find_result_locked(uint32_t seq)
+{
+    for (size_t k = 0; k < fo.nresults; k++) {
+        size_t i = (fo.cursor + k) % fo.nresults;
+        if (fo.results[i].seq == seq) {
+            fo.cursor = i + 1;
+            return &fo.results[i];
+        }
+    }
+    return NULL;
+}
+
+void failover_check_result(uint32_t seq, uint16_t op, uint32_t result)
+{
+    pthread_mutex_lock(&fo.lock);
+    struct result *r = find_result_locked(seq);
+    int bad = r && (r->op != op || r->result != result);
+    if (r) fo.checked++;
+    if (bad) fo.mismatches++;
+    uint16_t op0 = r ? r->op : 0;
+    uint32_t result0 = r ? r->result : 0;
+    pthread_mutex_unlock(&fo.lock);
+    if (bad)
+        fprintf(stderr, "scuda: FAILOVER REPLAY MISMATCH: call %u (op %s) returned %u on the standby, but %u (op %s) "
+                "the first time: the application's state may differ from the run before the failover\n", seq,
+                scuda_op_name(op), result, result0, scuda_op_name(op0));
+}
+
+/* ---- the failover itself ------------------------------------------------------------- */
+
+int failover_target(struct server *s, char *addr, size_t addrlen, uint32_t *pid, uint64_t *have)
+{
+    if (!configured() || s != &servers[0]) return 0;
+    pthread_mutex_lock(&fo.lock);
+    int yes = fo.parked && !fo.used;
+    if (yes) {
+        snprintf(addr, addrlen, "%s", fo.standby);
+        *pid = fo.pid;
+        *have = fo.server_frames;
+    }
+    pthread_mutex_unlock(&fo.lock);
+    return yes;
+}
+
+int failover_install(struct server *s, int fd, uint64_t server_has)
+{
+    uint64_t journal = sendq_kept_bytes(&s->q);
+    int old = conn_swap_fd(s, fd);
+    pthread_mutex_lock(&fo.lock);
+    fo.used = 1; /* from here replies nobody waits for are checked */
+    fo.parked = 0;
+    fo.cursor = 0;
+    uint64_t frames = fo.server_frames;
+    uint32_t pid = fo.pid;
+    pthread_mutex_unlock(&fo.lock);
+    conn_failover_counts(s, frames, server_has);
+    long again = sendq_resume(&s->q, fd, server_has);
+    io_close(old);
+    /* The journal is sent: from now on frames go once acknowledged. */
+    sendq_journal_end(&s->q, server_has);
+    resume_failed_over(s, pid, fo.standby);
+    pthread_mutex_lock(&fo.lock);
+    fo.replayed_frames = again > 0 ? (uint64_t)again : 0;
+    pthread_mutex_unlock(&fo.lock);
+    LOG_WARN("failed over to standby %s (session %u): replaying %ld journaled frames (%llu bytes)", fo.standby, pid,
+             again, (unsigned long long)journal);
+    return again < 0 ? -1 : 0;
+}
+
+void failover_abandon(struct server *s, const char *why)
+{
+    (void)s;
+    pthread_mutex_lock(&fo.lock);
+    int was = fo.parked;
+    fo.parked = 0;
+    fo.used = 1;
+    pthread_mutex_unlock(&fo.lock);
+    if (was) LOG_ERROR("the standby %s cannot take the session: %s", fo.standby, why);
+}

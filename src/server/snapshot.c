@@ -1,0 +1,119 @@
+/* snapshot.c - a snapshot for failover: the session's state exported to a
+ * standby server, which parks it (docs/architecture.md, 9.24 Failover to a
+ * standby; op scuda_snapshot).
+ *
+ * The export is a move's (migrate_copy_out: the same hold, the same items,
+ * the same digest check) without its switch: the standby gets the resume
+ * secret and both frame counts as they stand at this call (MIG_PARK), and
+ * keeps the rebuilt session waiting for a resume instead of serving; the
+ * client goes on here and journals what it sends from now on. If this
+ * server dies, the client resumes the parked copy and replays the journal.
+ *
+ * The migration connection stays open while a copy is parked: a word on
+ * it ("discard") frees the copy, its end without a word means this server
+ * died, and the copy then waits --resume-within for the client. A copy is
+ * discarded when the next snapshot begins (the client has this one's reply
+ * by then, so it no longer needs the one before) and when the session ends
+ * normally: at most two per session, and two only while a snapshot runs. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "handlers.gen.h"
+#include "migrate_state.h"
+#include "migrate_switch.h"
+#include "resume.h"
+#include "session.h"
+#include "snapshot.h"
+#include "../common/log.h"
+#include "../common/protocol.h"
+#include "../common/transport.h"
+
+/* The standby adopts a secret and two counts: it answers at once. */
+#define READY_TIMEOUT_MS 10000
+
+static int parked_fd = -1; /* the connection to the standby holding the newest copy */
+
+static void discard(int fd)
+{
+    if (fd < 0) return;
+    struct msg_migrate_verdict v = {.result = CUDA_SUCCESS, .why = "discard"};
+    migrate_send_verdict(fd, &v);
+    io_close(fd);
+}
+
+void snapshot_discard_all(void)
+{
+    discard(parked_fd);
+    parked_fd = -1;
+}
+
+/* Hand the standby the connection state as it stands: the resume secret,
+ * the client's frames run so far and ours numbered so far. The standby
+ * needs none of our kept frames: the client, which has every one of them
+ * when it gets this call's reply, resumes there claiming exactly `sent`.
+ * Returns 0 when it said it parked the copy. */
+static int park(struct session *s, int fd, uint64_t *received, uint64_t *sent, char *why, size_t wl)
+{
+    pthread_mutex_lock(&s->write_lock);
+    *received = resume_received();
+    *sent = resume_sent_locked();
+    pthread_mutex_unlock(&s->write_lock);
+    struct msg_migrate_item it = {.kind = MIG_PARK, .a = *received, .b = *sent, .data = resume_secret(),
+                                  .data_len = RESUME_SECRET_LEN};
+    if (migrate_send_item(fd, &it, 1u << 30) != 0) {
+        snprintf(why, wl, "the standby went away before it took the session's connection state");
+        return -1;
+    }
+    struct msg_arena a;
+    msg_arena_init(&a);
+    struct msg_migrate_verdict v;
+    void *payload = NULL;
+    int rc = -1;
+    if (migrate_read_verdict(fd, READY_TIMEOUT_MS, &a, &v, &payload) != 0)
+        snprintf(why, wl, "the standby did not say it parked the copy (within %d s)", READY_TIMEOUT_MS / 1000);
+    else if (v.result != CUDA_SUCCESS || !v.why || strcmp(v.why, "parked") != 0)
+        snprintf(why, wl, "the standby cannot park the copy: %.300s", v.why ? v.why : "(no reason)");
+    else
+        rc = 0;
+    free(payload);
+    msg_arena_free(&a);
+    return rc;
+}
+
+CUresult srv_scuda_snapshot(srv_call *c)
+{
+    struct msg_scuda_snapshot_req m;
+    if (msg_scuda_snapshot_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
+    /* The client has the last snapshot's reply (it asks for one at a time),
+     * so the copy before that one is of no use to it any more. */
+    static int previous_fd = -1;
+    discard(previous_fd);
+    previous_fd = -1;
+    static char why[MIGRATE_WHY_MAX + 64];
+    why[0] = '\0';
+    struct msg_scuda_migrate_rep mig;
+    struct msg_scuda_snapshot_rep rep = {0};
+    uint32_t pid = 0;
+    int fd = migrate_copy_out(c->s, m.to, &pid, &mig, why, sizeof why);
+    if (fd >= 0 && park(c->s, fd, &rep.client_frames, &rep.server_frames, why, sizeof why) == 0) {
+        previous_fd = parked_fd;
+        parked_fd = fd;
+        rep.parked = 1;
+        rep.pid = pid;
+        LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms, %.1f MiB "
+                 "memory in %.1f ms", (int)getpid(), m.to, pid, mig.hold_ns / 1e6, mig.replay_ns / 1e6,
+                 mig.bytes / 1048576.0, mig.copy_ns / 1e6);
+    } else {
+        if (fd >= 0) io_close(fd);
+        LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), m.to, why);
+    }
+    rep.why = why;
+    rep.hold_ns = mig.hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
+    msg_scuda_snapshot_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# standby_torch.sh [DIR]: train_gpt.py natively, then through SCUDA (GPU
+# hidden) on server A with server S as its standby (SCUDA_STANDBY,
+# snapshots every SNAPSHOT_EVERY seconds, default 2); A and its sessions are
+# killed (SIGKILL) once the training wrote step KILL_AT (default 150). The
+# client must finish on S with every step's loss equal to the native run's.
+# Prints the snapshot pauses (the client's lines), the journal replayed,
+# and the time from the kill to the next step. One SUMMARY line; exit 1 on
+# failure. Logs in DIR (default /tmp/standby).
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+R=${1:-/tmp/standby}
+KILL_AT=${KILL_AT:-150}
+mkdir -p "$R"
+rm -f "$R/native.txt" "$R/scuda.txt"
+export CUBLAS_WORKSPACE_CONFIG=:4096:8 # cuBLAS deterministic (docs/operate.md, Failover to a standby)
+timeout 120 python3 "$FAILOVER/train_gpt.py" "$R/native.txt" >"$R/native.out" 2>&1
+NRC=$?
+echo "native rc=$NRC"
+
+pick_gpus
+start_server s "$GPU_B" "$R/srvS.log" || exit 1
+S_ADDR=$SERVER_ADDR
+start_server a "$GPU_A" "$R/srvA.log" || exit 1
+A_PID=$SERVER_PID A_ADDR=$SERVER_ADDR
+
+SCUDA_LOG=info SCUDA_STANDBY=$S_ADDR SCUDA_SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-2} \
+  timeout 240 bash "$HIDE" "$SCUDA" run --server "$A_ADDR" -- python3 "$FAILOVER/train_gpt.py" "$R/scuda.txt" \
+  >"$R/client.out" 2>"$R/client.err" &
+CL=$!
+STARTED+=("$CL")
+
+# steps_written: lines in the client's loss file.
+steps_written() { [[ -e $R/scuda.txt ]] && wc -l <"$R/scuda.txt" || echo 0; }
+reached_kill_step() { (($(steps_written) >= KILL_AT)); }
+KILL_TO_STEP=none KILLED=0
+if wait_for 180 reached_kill_step; then
+  n=$(steps_written)
+  t0=$(now)
+  for k in $(pgrep -P "$A_PID"); do kill -KILL "$k" 2>/dev/null; done # A's sessions, by PID
+  kill -KILL "$A_PID" 2>/dev/null
+  KILLED=1
+  echo "killed server A (pid $A_PID and its sessions) at step $n"
+  # The first step written after the kill, polled every 5 ms.
+  KILL_TO_STEP=$(python3 - "$R/scuda.txt" "$n" "$t0" <<'PY'
+import sys, time
+path, n, t0 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+deadline = time.time() + 120
+while time.time() < deadline:
+    with open(path) as f:
+        if sum(1 for _ in f) > n:
+            print("%.0f" % ((time.time() - t0) * 1000)); sys.exit(0)
+    time.sleep(0.005)
+print("none")
+PY
+  )
+  echo "kill to the next step: $KILL_TO_STEP ms"
+else
+  echo "the training never reached step $KILL_AT (client.err: $(tail -n 2 "$R/client.err"))"
+fi
+wait "$CL"
+CRC=$?
+echo "client rc=$CRC"
+
+grep -h -E "snapshot on standby|failed over|failover to standby|MISMATCH|cannot take|no snapshot" "$R/client.err" | head -n 12
+PAUSES=$(grep -o 'the application paused [0-9]* ms' "$R/client.err" | awk '{print $4}' | sort -n | tr '\n' ' ')
+SNAPS=$(grep -c 'snapshot on standby' "$R/client.err")
+MAXP=$(tr ' ' '\n' <<<"$PAUSES" | grep . | tail -n 1)
+JOURNAL=$(grep -o -m1 'replaying [0-9]* journaled frames ([0-9]* bytes)' "$R/client.err")
+echo "snapshots: $SNAPS, pauses (ms, sorted): $PAUSES"
+echo "journal at the kill: ${JOURNAL:-none}"
+
+ok=1 why=()
+((NRC == 0)) || { ok=0; why+=("native rc=$NRC"); }
+((KILLED)) || { ok=0; why+=("A never killed"); }
+((CRC == 0)) || { ok=0; why+=("client rc=$CRC"); }
+grep -q "failed over to standby" "$R/client.err" || { ok=0; why+=("no failover in the client's log"); }
+! grep -q MISMATCH "$R/client.err" || { ok=0; why+=("replayed calls returned other results"); }
+why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms")
+if cmp -s "$R/native.txt" "$R/scuda.txt"; then
+  why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")
+else
+  ok=0 why+=("losses differ")
+  diff "$R/native.txt" "$R/scuda.txt" | head -n 6
+fi
+summary standby_torch "$ok" "$(IFS=';'; echo "${why[*]}")"

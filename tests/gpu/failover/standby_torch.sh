@@ -14,7 +14,7 @@ KILL_AT=${KILL_AT:-150}
 mkdir -p "$R"
 rm -f "$R/native.txt" "$R/scuda.txt"
 export CUBLAS_WORKSPACE_CONFIG=:4096:8 # cuBLAS deterministic (docs/operate.md, Failover to a standby)
-timeout 120 python3 "$FAILOVER/train_gpt.py" "$R/native.txt" >"$R/native.out" 2>&1
+timeout 300 python3 "$FAILOVER/train_gpt.py" "$R/native.txt" >"$R/native.out" 2>&1
 NRC=$?
 echo "native rc=$NRC"
 
@@ -25,7 +25,7 @@ start_server a "$GPU_A" "$R/srvA.log" || exit 1
 A_PID=$SERVER_PID A_ADDR=$SERVER_ADDR
 
 SCUDA_LOG=info SCUDA_STANDBY=$S_ADDR SCUDA_SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-2} \
-  timeout 240 bash "$HIDE" "$SCUDA" run --server "$A_ADDR" -- python3 "$FAILOVER/train_gpt.py" "$R/scuda.txt" \
+  timeout 400 bash "$HIDE" "$SCUDA" run --server "$A_ADDR" -- python3 "$FAILOVER/train_gpt.py" "$R/scuda.txt" \
   >"$R/client.out" 2>"$R/client.err" &
 CL=$!
 STARTED+=("$CL")
@@ -34,7 +34,7 @@ STARTED+=("$CL")
 steps_written() { [[ -e $R/scuda.txt ]] && wc -l <"$R/scuda.txt" || echo 0; }
 reached_kill_step() { (($(steps_written) >= KILL_AT)); }
 KILL_TO_STEP=none KILLED=0
-if wait_for 180 reached_kill_step; then
+if wait_for 300 reached_kill_step; then
   n=$(steps_written)
   t0=$(now)
   for k in $(pgrep -P "$A_PID"); do kill -KILL "$k" 2>/dev/null; done # A's sessions, by PID

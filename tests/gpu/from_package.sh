@@ -8,7 +8,10 @@
 # /proc/self/exe, which resolves the link to the unpacked tree.
 #
 # SUITE: programs (tests/gpu/run.sh --no-build), torch, jax, nvml
-# (tests/gpu/nvml_check.sh --no-build); default all four. Run as root on
+# (tests/gpu/nvml_check.sh --no-build); default all four. Also, on request:
+# standby (failover/standby_torch.sh with the 134 M-parameter model, 300
+# steps, a snapshot every 30 s) and split (pools/split_train.sh), their
+# logs under $OUT (or /tmp) in standby/ and split_train/. Run as root on
 # the GPU machine from the repo root:
 #   bash tests/gpu/from_package.sh build-pkg/scuda-0.9.0-linux-x86_64.tar.gz
 # Ends with one line per suite and "N passed, N failed" (suites).
@@ -45,7 +48,10 @@ for s in "${SUITES[@]}"; do
     torch) suite torch python3 -m pytest -q tests/gpu/torch ;;
     jax) suite jax python3 -m pytest -q tests/gpu/jax ;;
     nvml) suite nvml bash tests/gpu/nvml_check.sh --no-build ;;
-    *) echo "from_package: unknown suite $s (programs, torch, jax, nvml)"; fail=$((fail + 1)) ;;
+    standby) suite standby env GPT_SIZE=134m GPT_STEPS=300 SNAPSHOT_EVERY=30 \
+               bash tests/gpu/failover/standby_torch.sh "${OUT:-/tmp}/standby" ;;
+    split) suite split bash tests/gpu/pools/split_train.sh "${OUT:-/tmp}/split_train" ;;
+    *) echo "from_package: unknown suite $s (programs, torch, jax, nvml, standby, split)"; fail=$((fail + 1)) ;;
   esac
 done
 echo "$pass passed, $fail failed"

@@ -38,22 +38,10 @@ BW=$OUTDIR/compress_bw
 cc -O2 -I"$CUDA_INC" bench/compress_bw.c -o "$BW" -L"$ROOT/build/lib" -l:libcuda.so.1 ||
   { echo "compress_link.sh: compress_bw: build failed" >&2; exit 1; }
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
-
-PORT=$(free_port)
-# shellcheck disable=SC2086  # extra server options, split on purpose (e.g. --driver PATH)
-SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" ${SERVER_ARGS:-} >"$OUTDIR/server.log" 2>&1 &
-PIDS+=($!)
-wait_port "$PORT" || { echo "compress_link.sh: the server did not start (see $OUTDIR/server.log)" >&2; exit 1; }
-RELAY=$(free_port)
-"$LINKEM" --listen "127.0.0.1:$RELAY" --connect "127.0.0.1:$PORT" --delay-ms "$DELAY" --rate-mbit "$RATE" \
-  >"$OUTDIR/linkem.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RELAY" || { echo "compress_link.sh: linkem did not start" >&2; exit 1; }
+source "$ROOT/bench/link_lib.sh"
+start_link_server compress_link.sh || exit 1
+relay compress_link.sh "$DELAY" "$RATE" || exit 1
+RELAY=$RELAY_PORT
 
 status=0
 declare -A T

@@ -25,7 +25,7 @@
 # it started, by PID.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 OUTDIR=${OUT:-bench-out} LINKS="loopback lan wan" QUICK=() TORCH='' NO_TORCH=0 DEADLINE=()
 WAN_TORCH=startup,launch,item,h2d,d2h,small_tf
@@ -49,36 +49,15 @@ for f in "$SCUDA" "$LINKEM"; do
   [[ -x $f ]] || { echo "links.sh: missing $f: build first (cmake --build build)" >&2; exit 1; }
 done
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
-
-PORT=$(free_port)
-# shellcheck disable=SC2086  # extra server options, split on purpose (e.g. --driver PATH)
-SCUDA_LOG=info "$SCUDA" server --listen "127.0.0.1:$PORT" ${SERVER_ARGS:-} >"$OUTDIR/server.log" 2>&1 &
-PIDS+=($!)
-wait_port "$PORT" || { echo "links.sh: the server did not start (see $OUTDIR/server.log)" >&2; exit 1; }
-
-# relay DELAY_MS RATE_MBIT: start linkem in front of the server; its port
-# goes to RELAY_PORT. (Not called as $(relay ...): a subshell would lose
-# the PID, and the relay would outlive this script.)
-relay() {
-  RELAY_PORT=$(free_port)
-  "$LINKEM" --listen "127.0.0.1:$RELAY_PORT" --connect "127.0.0.1:$PORT" --delay-ms "$1" --rate-mbit "$2" \
-    >"$OUTDIR/linkem-$RELAY_PORT.log" 2>&1 &
-  PIDS+=($!)
-  wait_port "$RELAY_PORT" || { echo "links.sh: linkem did not start" >&2; return 1; }
-}
+source "$ROOT/bench/link_lib.sh"
+start_link_server links.sh || exit 1
 
 status=0
 for link in $LINKS; do
   case $link in
     loopback) addr=127.0.0.1:$PORT; native=(--native); only=$TORCH ;;
-    lan) relay 0.1 10000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$TORCH ;;
-    wan) relay 10 1000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$WAN_TORCH ;;
+    lan) relay links.sh 0.1 10000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$TORCH ;;
+    wan) relay links.sh 10 1000 || exit 1; addr=127.0.0.1:$RELAY_PORT; native=(); only=$WAN_TORCH ;;
     *) echo "links.sh: unknown link $link" >&2; exit 2 ;;
   esac
   echo "=== $link: scuda bench (server $addr)"

@@ -139,30 +139,10 @@ static void run_copies(const char *addr, const char *mode, struct timings *t)
 /* linkem between the client and srv: its pid, its address in addr. */
 static pid_t start_linkem(char *addr, size_t addrlen)
 {
-    int out[2];
-    CHECK(pipe(out) == 0);
-    char target[64], rate[16];
-    snprintf(target, sizeof target, "127.0.0.1:%d", srv.port);
+    char rate[16];
     snprintf(rate, sizeof rate, "%d", LINK_MBIT);
-    pid_t relay = fork();
-    CHECK(relay >= 0);
-    if (relay == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(out[1], 1);
-        int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, 2);
-        execl(LINKEM_BIN, LINKEM_BIN, "--listen", "127.0.0.1:0", "--connect", target, "--rate-mbit", rate,
-              "--delay-ms", LINK_DELAY_MS, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char port[16] = "";
-    CHECK(io_read_full_timeout(out[0], port, 1, 10000) == 0, "linkem did not start");
-    for (size_t i = 1; i < sizeof port - 1 && port[i - 1] != '\n'; i++)
-        CHECK(io_read_full_timeout(out[0], port + i, 1, 5000) == 0);
-    close(out[0]);
-    snprintf(addr, addrlen, "127.0.0.1:%d", atoi(port));
-    return relay;
+    const char *const args[] = {"--rate-mbit", rate, "--delay-ms", LINK_DELAY_MS, NULL};
+    return h_start_linkem(LINKEM_BIN, srv.port, args, addr, addrlen);
 }
 
 static double raw_s(size_t n) { return (double)n * 8 / (LINK_MBIT * 1e6); }

@@ -922,3 +922,34 @@ long h_raw_launch(int fd, uint64_t fid, const struct msg_launch_params *p)
  * allocates: its allocations are not leak-checked here. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libcrypto.so\n"; }
+
+pid_t h_start_linkem(const char *linkem, int port, const char *const *args, char *addr, size_t addrlen)
+{
+    int out[2];
+    CHECK(pipe(out) == 0);
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    const char *argv[32] = {linkem, "--listen", "127.0.0.1:0", "--connect", target};
+    size_t n = 5;
+    for (; args && *args && n < 31; args++) argv[n++] = *args;
+    argv[n] = NULL;
+    pid_t relay = fork();
+    CHECK(relay >= 0);
+    if (relay == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(out[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        execv(linkem, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    /* linkem prints its port, then a newline, once it listens. */
+    char line[16] = "";
+    CHECK(io_read_full_timeout(out[0], line, 1, 10000) == 0, "linkem did not start");
+    for (size_t i = 1; i < sizeof line - 1 && line[i - 1] != '\n'; i++)
+        CHECK(io_read_full_timeout(out[0], line + i, 1, 5000) == 0);
+    close(out[0]);
+    snprintf(addr, addrlen, "127.0.0.1:%d", atoi(line));
+    return relay;
+}

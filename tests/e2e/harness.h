@@ -129,6 +129,11 @@ void h_dump_log(const struct h_server *s, size_t tail_bytes);
  * its return value (through exit(), so the shim's exit handlers run).
  * out_fd / err_fd, when >= 0, become its stdout / stderr. */
 pid_t h_spawn(int (*fn)(void *), void *arg, unsigned seconds, int out_fd, int err_fd);
+
+/* linkem (the path) between a client and the server on 127.0.0.1:port,
+ * with extra arguments (NULL-terminated; NULL for none): its pid, its
+ * address ("127.0.0.1:PORT") in addr. It dies with the test. */
+pid_t h_start_linkem(const char *linkem, int port, const char *const *args, char *addr, size_t addrlen);
 /* Wait for pid at most timeout_ms. Returns its wait status, or -1 after
  * killing it (SIGKILL) when the time ran out. */
 int h_wait(pid_t pid, int timeout_ms);

@@ -772,28 +772,9 @@ static int fallback_client(void *arg)
  * would: the joins fail, the client says so once and copies anyway. */
 static void fallback(void)
 {
-    int out[2];
-    CHECK(pipe(out) == 0);
-    char target[64];
-    snprintf(target, sizeof target, "127.0.0.1:%d", srv.port);
-    pid_t relay = fork();
-    CHECK(relay >= 0);
-    if (relay == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(out[1], 1);
-        int devnull = open("/dev/null", 1);
-        dup2(devnull, 2);
-        execl(LINKEM_BIN, LINKEM_BIN, "--listen", "127.0.0.1:0", "--connect", target, "--max-conns", "1", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char port[16] = "";
-    CHECK(io_read_full_timeout(out[0], port, 1, 10000) == 0, "linkem did not start");
-    for (size_t i = 1; i < sizeof port - 1 && port[i - 1] != '\n'; i++)
-        CHECK(io_read_full_timeout(out[0], port + i, 1, 5000) == 0);
-    close(out[0]);
     char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", atoi(port));
+    const char *const args[] = {"--max-conns", "1", NULL};
+    pid_t relay = h_start_linkem(LINKEM_BIN, srv.port, args, addr, sizeof addr);
     setenv("SCUDA_SERVER", addr, 1);
     char path[512];
     int err_fd = h_temp_file("fallback", path, sizeof path);

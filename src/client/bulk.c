@@ -571,6 +571,7 @@ static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took)
     if (s->b.copies++ == 0 || wire * 2 < n || n < BULK_MIN_COPY_TLS || !(took > 0)) return;
     double mbps = (double)wire * 8 / took / 1e6;
     s->b.link_mbps = s->b.link_mbps > 0 ? (s->b.link_mbps + mbps) / 2 : mbps;
+    if (!(s->b.link_low_mbps > 0) || s->b.link_mbps < s->b.link_low_mbps) s->b.link_low_mbps = s->b.link_mbps;
     LOG_DEBUG("bulk: %llu bytes in %.1f ms, %.0f Mbit/s; the link's estimate is now %.0f Mbit/s",
               (unsigned long long)wire, took * 1e3, mbps, s->b.link_mbps);
 }
@@ -676,8 +677,9 @@ EXPORT int scuda_client_bulk_last_used(void)
 }
 
 /* For the tests: compressed chunks sent and received, ever, and their
- * bytes plain and on the wire; the link's estimate in Mbit/s (0: none). */
-EXPORT void scuda_client_compress_stats(uint64_t out[5])
+ * bytes plain and on the wire; the link's estimate in Mbit/s, and the
+ * lowest it has been (0: none). */
+EXPORT void scuda_client_compress_stats(uint64_t out[6])
 {
     struct server *s = &servers[0];
     out[0] = atomic_load(&s->b.packed_sent);
@@ -686,5 +688,6 @@ EXPORT void scuda_client_compress_stats(uint64_t out[5])
     out[3] = atomic_load(&s->b.packed_wire);
     pthread_mutex_lock(&s->b.lock);
     out[4] = (uint64_t)s->b.link_mbps;
+    out[5] = (uint64_t)s->b.link_low_mbps;
     pthread_mutex_unlock(&s->b.lock);
 }

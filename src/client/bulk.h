@@ -74,6 +74,7 @@ struct bulk_state {
     int zmode; /* enum compress_mode: SCUDA_COMPRESS */
     double link_set; /* SCUDA_LINK_MBPS; 0: measure */
     double link_mbps; /* the link's rate, measured on striped copies sent plain; 0: not yet */
+    double link_low_mbps; /* for the tests: the lowest estimate so far; 0: none */
     unsigned copies; /* striped copies over these connections (the first does not measure) */
     uint8_t *packed[BULK_MAX_STREAMS]; /* zstd: each connection's room for a compressed chunk */
     _Atomic uint64_t job_wire; /* the running copy's bytes on the wire */

@@ -61,6 +61,9 @@ FLAGS
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
                     (src/client/hooks.h)
+  guard             (sync/async) the stub first calls `hook_guard_EXPORT(&r, args...)`
+                    (src/client/hooks.h); when it returns nonzero the call
+                    was answered by hand and the stub returns r
   out_on_error      (sync) the outputs come back when the call fails too:
                     the driver's index of the element that failed
 
@@ -164,7 +167,9 @@ cuCtxGetExecAffinity          sync
 cuCtxGetDevResource           sync
 cuCtxRecordEvent              async
 cuCtxWaitEvent                async
-cuCtxEnablePeerAccess         sync
+cuCtxEnablePeerAccess         sync    guard          # a peer context of another server: CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (cross_server.c)
+cuDeviceCanAccessPeer         sync    guard          # devices of two servers: 0 (cross_server.c)
+cuDeviceGetP2PAttribute       sync    guard          # devices of two servers: 0 (cross_server.c)
 cuCtxDisablePeerAccess        sync
 cuCtxResetPersistingL2Cache   sync
 cuCtxSetFlags                 sync    hook           # the client keeps the flags it answers cuCtxGetFlags with (context.c)
@@ -239,23 +244,23 @@ cuPointerSetAttribute         sync    blocking  value=in[scuda_pointer_set_attr_
 # ---- copies (hand-written: bulk data paths) and memsets ----------------------
 # The 32-bit legacy exports (cuMemcpyHtoD next to cuMemcpyHtoD_v2) are
 # adapters onto the _v2 paths (`legacy`, src/client/legacy.c).
-cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
-cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_pointer_kind
-cuMemcpyPeer                  manual  sends=scuda_memcpy_peer
-cuMemcpyPeerAsync             manual  sends=scuda_memcpy_peer
+cuMemcpy                      manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_ctx_synchronize,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpyAsync                 manual  sends=cuStreamSynchronize,scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_capture_dtoh,scuda_ctx_synchronize,scuda_memcpy_dtod,scuda_memcpy_dtoh,scuda_memcpy_htod,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpyPeer                  manual  sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_peer,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/cross_server.c
+cuMemcpyPeerAsync             manual  sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_peer,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/cross_server.c
 cuMemcpyHtoD                  manual  legacy sends=scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
 cuMemcpyHtoDAsync             manual  legacy sends=scuda_bulk_end,scuda_bulk_htod,scuda_bulk_setup,scuda_memcpy_htod
 cuMemcpyDtoH                  manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
 cuMemcpyDtoHAsync             manual  legacy sends=scuda_bulk_dtoh,scuda_bulk_end,scuda_bulk_setup,scuda_capture_dtoh,scuda_memcpy_dtoh
-cuMemcpyDtoD                  manual  legacy sends=scuda_memcpy_dtod
-cuMemcpyDtoDAsync             manual  legacy sends=scuda_memcpy_dtod
-cuMemcpy2D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DUnaligned           manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy2DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3D                    manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3DAsync               manual  legacy sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3DPeer                manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
-cuMemcpy3DPeerAsync           manual  sends=cuStreamSynchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_pointer_kind
+cuMemcpyDtoD                  manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_dtod,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/cross_server.c
+cuMemcpyDtoDAsync             manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_dtod,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send  # across servers: src/client/cross_server.c
+cuMemcpy2D                    manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy2DUnaligned           manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy2DAsync               manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy3D                    manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy3DAsync               manual  legacy sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy3DPeer                manual  sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
+cuMemcpy3DPeerAsync           manual  sends=cuStreamSynchronize,scuda_ctx_synchronize,scuda_memcpy_2d,scuda_memcpy_3d,scuda_peer_connect,scuda_peer_grant,scuda_peer_recv,scuda_peer_send,scuda_pointer_kind  # across servers: src/client/cross_server.c
 # CUDA-array copies: generated until they get a hand-written bulk path
 # (host buffers travel inside one frame, so at most SCUDA_MAX_FRAME bytes).
 cuMemcpyAtoA                  sync    blocking
@@ -365,7 +370,7 @@ cuStreamCreateWithPriority    async   out_handle=phStream
 cuStreamDestroy               async   drops=hStream
 cuStreamQuery                 sync    observes       hook
 cuStreamSynchronize           manual  sends=cuStreamSynchronize  # src/client/stream_sync.c: answered locally when provably idle
-cuStreamWaitEvent             async
+cuStreamWaitEvent             async   guard  # an event of another server: waited for in the client (servers.c)
 cuStreamAttachMemAsync        async   hook
 cuStreamGetPriority           sync
 cuStreamGetFlags              sync
@@ -761,6 +766,37 @@ op scuda_bulk_dtoh               blocking  observes   # replies after every chun
 op scuda_bulk_end                      # one-way: a copy failed on bulk connection `index` on the client's side,
     in u32 index                       # which closed them all; the session ends striping too (it may not have
                                        # seen the failure: its chunks can all be in the sockets already)
+
+# Server-to-server copies (src/client/peer.c, src/server/peer_link.h): the
+# client asks the source session for a one-time grant, hands it to the
+# destination session, which dials the source's server and joins the
+# source session with it (a peer link). A copy is then announced to both
+# ends at once; its bytes go over the link, never through the client.
+op scuda_peer_grant
+    out u32 pid                        # the session's, for the join
+    out u32 link                       # the link slot the grant is for
+    out u8 secret[32]                  # the one-time secret: PEER_SECRET_LEN (protocol.h) bytes
+    out str fingerprint                # the server's TLS certificate ("sha256:HEX"), or empty: plain TCP
+
+op scuda_peer_connect            blocking  # dials the granting server and joins its session
+    in str addr                        # HOST:PORT of the granting server, as the client reaches it
+    in u32 pid
+    in u32 link                        # from scuda_peer_grant
+    in u8 secret[32]
+    in str fingerprint                 # pinned when not empty (TLS)
+    out u32 local                      # this session's slot for the link
+
+op scuda_peer_send               blocking  observes   # replies after the last byte went on the link
+    in dptr src
+    in u64 n
+    in u32 link
+    in handle stream
+
+op scuda_peer_recv               blocking  observes   # replies after the last byte landed
+    in dptr dst
+    in u64 n
+    in u32 link
+    in handle stream
 # (end of group: memory)
 
 # ---- modules and libraries (fields to come) ---------------------------------------
@@ -1364,6 +1400,11 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
 
 op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
     in handle callback                 # the client's id for the registration, which names its record
+
+op scuda_window_first  any_context         # cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide
+    in u32 first
+    out u64 base                       # the session's device 0's window: device d's is base + d * size
+    out u64 size
 
 op scuda_async_register  any_context       # cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record
     in i32 dev

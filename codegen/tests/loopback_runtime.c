@@ -101,16 +101,26 @@ void capture_ended(CUresult r)
 /* ---- rpc ------------------------------------------------------------------ */
 
 /* The one server every call goes to, as the shim's servers[0]: index 0, so
- * ids read from replies keep no tag (handle_from_server). */
-static struct server lb_server;
+ * ids read from replies keep no tag (handle_from_server). Routing
+ * (servers.h) finds it for every handle, device and pointer: the device
+ * list is empty, so devices go as they are. */
+struct server servers[SCUDA_MAX_SERVERS];
+struct gdev_table gdevs;
+int servers_used = 1;
+_Thread_local struct server *servers_thread_server;
+const struct gdev *gdev_get(const struct gdev_table *t, int ordinal) { (void)t, (void)ordinal; return NULL; }
+int gdev_find(const struct gdev_table *t, const struct server *s, int local) { (void)t, (void)s, (void)local; return -1; }
+struct server *server_of_ptr(uint64_t p) { (void)p; return &servers[0]; }
 
-void rpc_begin(rpc_call *c, uint16_t op)
+void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv)
 {
     memset(c, 0, sizeof *c);
     c->op = op;
-    c->srv = &lb_server;
+    c->srv = srv;
     wb_init(&c->req);
 }
+
+void rpc_begin(rpc_call *c, uint16_t op) { rpc_begin_on(c, op, &servers[0]); }
 
 static CUresult pending_error = CUDA_SUCCESS;
 
@@ -198,6 +208,15 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream s, CUdeviceptr p, size
 {
     (void)s, (void)p, (void)n, (void)f;
     return r;
+}
+/* Guards let every call through: one server. */
+int hook_guard_cuStreamWaitEvent(CUresult *r, CUstream s, CUevent e, unsigned f) { (void)r, (void)s, (void)e, (void)f; return 0; }
+int hook_guard_cuCtxEnablePeerAccess(CUresult *r, CUcontext c, unsigned f) { (void)r, (void)c, (void)f; return 0; }
+int hook_guard_cuDeviceCanAccessPeer(CUresult *r, int *v, CUdevice a, CUdevice b) { (void)r, (void)v, (void)a, (void)b; return 0; }
+int hook_guard_cuDeviceGetP2PAttribute(CUresult *r, int *v, CUdevice_P2PAttribute at, CUdevice a, CUdevice b)
+{
+    (void)r, (void)v, (void)at, (void)a, (void)b;
+    return 0;
 }
 CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
 CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }

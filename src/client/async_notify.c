@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "hooks.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -29,8 +30,9 @@ EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallba
     uint64_t id;
     if (callback_table_add(&callbacks, (callback_fn)callbackFunc, userData, &id) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_async_register);
-    msg_scuda_async_register_req_put(&c.req, &(struct msg_scuda_async_register_req){.dev = device, .callback = id});
+    rpc_begin_on(&c, OP_scuda_async_register, server_of_device(device));
+    msg_scuda_async_register_req_put(&c.req,
+                                     &(struct msg_scuda_async_register_req){.dev = device_local(device), .callback = id});
     CUresult r = callback_table_register(&callbacks, id, &c);
     if (r == CUDA_SUCCESS) *callback = (CUasyncCallbackHandle)handle_from_id(id);
     return r;

@@ -75,7 +75,7 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
     struct msg_cuStreamIsCapturing_req m = {handle_wire_id(hStream)};
     struct msg_cuStreamIsCapturing_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamIsCapturing);
+    rpc_begin_on(&c, OP_cuStreamIsCapturing, server_of_handle(hStream));
     msg_cuStreamIsCapturing_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuStreamIsCapturing_rep_get(&c.out, &c.arena, &rep) != 0) {

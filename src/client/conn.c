@@ -79,8 +79,22 @@ static int (*host_work)(int fd, uint32_t len);
 void conn_set_host_work_handler(int (*handler)(int fd, uint32_t len)) { host_work = handler; }
 
 static __thread uint32_t thread_ctx;
-void conn_set_thread_ctx(uint32_t ctx_id) { thread_ctx = ctx_id; }
+/* The context last current in this thread on each server: a call that
+ * goes to a server other than the current context's (by the handle or
+ * pointer it names) runs there in it, as the driver runs a copy in the
+ * context of the memory it names. */
+static __thread uint32_t thread_ctx_on[SCUDA_MAX_SERVERS];
+void conn_set_thread_ctx(uint32_t ctx_id)
+{
+    thread_ctx = ctx_id;
+    if (ctx_id) thread_ctx_on[server_current()->index] = ctx_id;
+}
 uint32_t conn_thread_ctx(void) { return thread_ctx; }
+uint32_t conn_ctx_on(const struct server *s)
+{
+    if (s == server_current()) return thread_ctx;
+    return thread_ctx_on[s->index] ? thread_ctx_on[s->index] : s->any_ctx;
+}
 
 static void on_writer_error(void *server, int err);
 static int take_pong(struct server *s, uint32_t len);
@@ -114,7 +128,7 @@ static CUresult visible_request(struct server *s, uint16_t server_flags, uint8_t
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
     *sends = 0;
-    if (v == NULL) return CUDA_SUCCESS;
+    if (v == NULL || s->visible_here) return CUDA_SUCCESS;
     if (!(server_flags & HELLO_SERVER_VISIBLE))
         return handshake_fail(s, "the server cannot apply this client's CUDA_VISIBLE_DEVICES (it is older than this "
                               "client)",
@@ -153,8 +167,8 @@ static CUresult read_welcome(struct server *s, int sent_visible)
         return handshake_fail(s, "no answer to the first heartbeat",
                               "use a client and server of the same SCUDA version");
     liveness_start(s);
-    static int goodbye_set;
-    if (!goodbye_set++) atexit(say_goodbye);
+    static atomic_flag goodbye_set = ATOMIC_FLAG_INIT; /* servers open in parallel (init.c) */
+    if (!atomic_flag_test_and_set(&goodbye_set)) atexit(say_goodbye);
     return CUDA_SUCCESS;
 }
 
@@ -276,7 +290,11 @@ CUresult conn_send(struct rpc_call *c, int async)
         .op = c->op,
         .flags = async ? FRAME_ASYNC : 0,
         .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
-        .ctx = thread_ctx,
+        /* The thread's context is on one server; another server gets the
+         * thread's last context there, else any of its contexts (0, none:
+         * the session runs the call in whatever context it has bound),
+         * unless the call names its own. */
+        .ctx = c->ctx ? c->ctx : conn_ctx_on(s),
     };
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);

@@ -102,5 +102,9 @@ void conn_set_dead_handler(struct server *s, void (*handler)(struct server *s));
  * (context.c keeps it up to date; 0: none, as for NVML calls). */
 void conn_set_thread_ctx(uint32_t ctx_id);
 uint32_t conn_thread_ctx(void);
+/* The context id this thread's frames to server s carry: its current
+ * context's on its current server, else its last context on s, else any
+ * live context of s (0: none). A call may name another (rpc_call.ctx). */
+uint32_t conn_ctx_on(const struct server *s);
 
 #endif

@@ -25,7 +25,8 @@
 #define STACK_DEPTH 32
 
 struct client_ctx {
-    uint64_t id;
+    uint64_t id; /* tagged with its server (handle_tag.h) */
+    struct server *srv; /* its device's server: every call in it goes there */
     unsigned long long uid; /* cuCtxGetId: unique per process, 1 for the first */
     CUdevice dev;
     unsigned flags;
@@ -43,7 +44,7 @@ struct primary_state {
     int refcount;
     unsigned flags;
 };
-static struct primary_state primaries[SCUDA_MAX_DEVICES];
+static struct primary_state primaries[SCUDA_MAX_GLOBAL_DEVICES];
 
 static __thread struct client_ctx *ctx_stack[STACK_DEPTH];
 static __thread int ctx_depth;
@@ -66,6 +67,7 @@ static void context_destroyed(CUcontext ctx)
 static void stack_changed(void)
 {
     struct client_ctx *c = current();
+    servers_thread_server = c ? c->srv : NULL; /* the thread's calls go to its context's server */
     conn_set_thread_ctx(c ? (uint32_t)c->id : 0);
 }
 
@@ -83,14 +85,16 @@ static struct client_ctx *lookup(CUcontext h)
     return NULL;
 }
 
-static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
+/* A new context record on server srv (its device's). */
+static struct client_ctx *ctx_new_on(struct server *srv, CUdevice dev, unsigned flags, int primary)
 {
     pthread_mutex_lock(&ctx_lock);
     struct client_ctx *c = NULL;
     for (int i = 0; i < MAX_CONTEXTS && !c; i++) {
         if (!contexts[i].live) {
             c = &contexts[i];
-            c->id = handle_new_id();
+            c->id = handle_tag(handle_new_id(), (unsigned)srv->index);
+            c->srv = srv;
             c->uid = next_ctx_uid++;
             c->dev = dev;
             c->flags = flags;
@@ -103,8 +107,28 @@ static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
     return c;
 }
 
+static struct client_ctx *ctx_new(CUdevice dev, unsigned flags, int primary)
+{
+    return ctx_new_on(server_of_device(dev), dev, flags, primary);
+}
+
+/* The server's fallback context (servers.h, any_ctx): c, once made there. */
+static void ctx_made(struct client_ctx *c)
+{
+    uint32_t none = 0;
+    atomic_compare_exchange_strong(&c->srv->any_ctx, &none, (uint32_t)c->id);
+}
+
+/* c is gone on its server: no longer its fallback. */
+static void ctx_gone(struct client_ctx *c)
+{
+    uint32_t mine = (uint32_t)c->id;
+    atomic_compare_exchange_strong(&c->srv->any_ctx, &mine, 0);
+}
+
 static void ctx_free(struct client_ctx *c)
 {
+    ctx_gone(c);
     pthread_mutex_lock(&ctx_lock);
     c->live = 0;
     pthread_mutex_unlock(&ctx_lock);
@@ -233,8 +257,8 @@ static CUresult ctx_sync(CUcontext ctx)
     struct client_ctx *c = ctx ? lookup(ctx) : current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     rpc_call call;
-    struct msg_scuda_ctx_synchronize_req m = {c->id};
-    rpc_begin(&call, OP_scuda_ctx_synchronize);
+    struct msg_scuda_ctx_synchronize_req m = {handle_untag(c->id)};
+    rpc_begin_on(&call, OP_scuda_ctx_synchronize, c->srv);
     msg_scuda_ctx_synchronize_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -247,9 +271,9 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { SHIM_ENTER(cuCtxSynchronize
 
 /* ---- contexts the session made from other objects ---------------------- */
 
-CUresult context_derived_new(CUcontext *pctx)
+CUresult context_derived_new(CUcontext *pctx, struct server *srv)
 {
-    struct client_ctx *c = ctx_new(0, 0, 0);
+    struct client_ctx *c = ctx_new_on(srv, 0, 0, 0);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     *pctx = (CUcontext)handle_from_id(c->id);
     return CUDA_SUCCESS;
@@ -282,8 +306,9 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int le
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     rpc_call call;
     c->legacy = legacy;
-    struct msg_scuda_ctx_create_req m = {.ctx = c->id, .flags = flags, .dev = dev, .legacy = (uint8_t)legacy};
-    rpc_begin(&call, OP_scuda_ctx_create);
+    struct msg_scuda_ctx_create_req m = {
+        .ctx = handle_untag(c->id), .flags = flags, .dev = device_local(dev), .legacy = (uint8_t)legacy};
+    rpc_begin_on(&call, OP_scuda_ctx_create, c->srv);
     msg_scuda_ctx_create_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -291,6 +316,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev, int le
         ctx_free(c);
         return r;
     }
+    ctx_made(c);
     if (ctx_depth == STACK_DEPTH) ctx_depth--;
     ctx_stack[ctx_depth++] = c; /* a new context becomes current */
     stack_changed();
@@ -348,8 +374,8 @@ static CUresult ctx_destroy(CUcontext ctx)
     struct client_ctx *c = lookup(ctx);
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     rpc_call call;
-    struct msg_scuda_ctx_destroy_req m = {c->id};
-    rpc_begin(&call, OP_scuda_ctx_destroy);
+    struct msg_scuda_ctx_destroy_req m = {handle_untag(c->id)};
+    rpc_begin_on(&call, OP_scuda_ctx_destroy, c->srv);
     msg_scuda_ctx_destroy_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -382,12 +408,13 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
          * for the life of the process, as the real primary context does. */
         if (!p->ctx && !(p->ctx = ctx_new(dev, 0, 1))) return CUDA_ERROR_OUT_OF_MEMORY;
         rpc_call call;
-        struct msg_scuda_primary_ctx_retain_req m = {.dev = dev, .ctx = p->ctx->id};
-        rpc_begin(&call, OP_scuda_primary_ctx_retain);
+        struct msg_scuda_primary_ctx_retain_req m = {.dev = device_local(dev), .ctx = handle_untag(p->ctx->id)};
+        rpc_begin_on(&call, OP_scuda_primary_ctx_retain, p->ctx->srv);
         msg_scuda_primary_ctx_retain_req_put(&call.req, &m);
         CUresult r = rpc_sync(&call);
         rpc_end(&call);
         if (r != CUDA_SUCCESS) return r;
+        ctx_made(p->ctx);
     }
     pthread_mutex_lock(&ctx_lock);
     p->refcount++;
@@ -410,11 +437,12 @@ static CUresult primary_release(CUdevice dev)
     context_destroyed((CUcontext)handle_from_id(p->ctx->id));
     memo_forget_settings(); /* the context's state goes with it */
     rpc_call call;
-    struct msg_scuda_primary_ctx_release_req m = {dev};
-    rpc_begin(&call, OP_scuda_primary_ctx_release);
+    struct msg_scuda_primary_ctx_release_req m = {device_local(dev)};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_release, server_of_device(dev));
     msg_scuda_primary_ctx_release_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
+    if (r == CUDA_SUCCESS) ctx_gone(p->ctx);
     return r;
 }
 
@@ -435,8 +463,8 @@ static CUresult primary_set_flags(CUdevice dev, unsigned flags)
 {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     rpc_call call;
-    struct msg_scuda_primary_ctx_set_flags_req m = {.dev = dev, .flags = flags};
-    rpc_begin(&call, OP_scuda_primary_ctx_set_flags);
+    struct msg_scuda_primary_ctx_set_flags_req m = {.dev = device_local(dev), .flags = flags};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_set_flags, server_of_device(dev));
     msg_scuda_primary_ctx_set_flags_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
@@ -452,12 +480,13 @@ static CUresult primary_reset(CUdevice dev)
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (primaries[dev].ctx) context_destroyed((CUcontext)handle_from_id(primaries[dev].ctx->id));
     rpc_call call;
-    struct msg_scuda_primary_ctx_reset_req m = {dev};
-    rpc_begin(&call, OP_scuda_primary_ctx_reset);
+    struct msg_scuda_primary_ctx_reset_req m = {device_local(dev)};
+    rpc_begin_on(&call, OP_scuda_primary_ctx_reset, server_of_device(dev));
     msg_scuda_primary_ctx_reset_req_put(&call.req, &m);
     CUresult r = rpc_sync(&call);
     rpc_end(&call);
     if (r == CUDA_SUCCESS) {
+        if (primaries[dev].ctx) ctx_gone(primaries[dev].ctx);
         memo_forget_settings();
         per_thread_streams_stale();
         pthread_mutex_lock(&ctx_lock);

@@ -30,7 +30,8 @@ void context_v1_leave(void);
  * a client record with a fresh id, not primary; its device is set once the
  * session told it; it goes with its owner (context_derived_forget, which
  * also calls the destroy hook). */
-CUresult context_derived_new(CUcontext *pctx);
+struct server;
+CUresult context_derived_new(CUcontext *pctx, struct server *srv); /* on srv, its owner's server */
 void context_derived_set_device(CUcontext ctx, CUdevice dev);
 void context_derived_forget(CUcontext ctx);
 

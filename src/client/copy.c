@@ -13,7 +13,8 @@
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st, int mode)
 {
     CUresult cr;
-    if (bulk_htod(server_current(), dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
+    struct server *srv = server_of_ptr(dst);
+    if (bulk_htod(srv, dst, src, n, handle_wire_id(st), mode, &cr)) return cr;
     for (size_t off = 0; off < n || (n == 0 && off == 0); off += SCUDA_CHUNK) {
         size_t len = n - off < SCUDA_CHUNK ? n - off : SCUDA_CHUNK;
         struct msg_scuda_memcpy_htod_req m = {
@@ -21,7 +22,7 @@ CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t n, CUstream st,
             .data = (const char *)src + off, .data_len = len,
         };
         rpc_call c;
-        rpc_begin(&c, OP_scuda_memcpy_htod);
+        rpc_begin_on(&c, OP_scuda_memcpy_htod, srv);
         msg_scuda_memcpy_htod_req_put(&c.req, &m);
         c.bulk = m.data; /* from the caller's buffer, no staging copy */
         c.bulk_len = len;
@@ -35,7 +36,8 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
 {
     uint64_t async_before = rpc_async_count();
     CUresult br;
-    if (bulk_dtoh(server_current(), dst, src, n, handle_wire_id(st), mode, &br)) {
+    struct server *srv = server_of_ptr(src);
+    if (bulk_dtoh(srv, dst, src, n, handle_wire_id(st), mode, &br)) {
         if (br != CUDA_SUCCESS) return br;
         if (mode == COPY_ASYNC) stream_note_idle(st, async_before);
         return CUDA_SUCCESS;
@@ -45,7 +47,7 @@ CUresult copy_from_device(void *dst, CUdeviceptr src, size_t n, CUstream st, int
         struct msg_scuda_memcpy_dtoh_req m = {src + off, len, handle_wire_id(st), (uint8_t)mode};
         struct msg_scuda_memcpy_dtoh_rep rep;
         rpc_call c;
-        rpc_begin(&c, OP_scuda_memcpy_dtoh);
+        rpc_begin_on(&c, OP_scuda_memcpy_dtoh, srv);
         msg_scuda_memcpy_dtoh_req_put(&c.req, &m);
         c.sink = (char *)dst + off; /* the bytes land here, not in the reply */
         c.sink_len = len;

@@ -39,6 +39,13 @@ struct gdev_table {
 int gdev_append(struct gdev_table *t, struct server *s, const struct session_info *si, int *g0);
 /* The device at `ordinal`, or NULL when there is none. */
 const struct gdev *gdev_get(const struct gdev_table *t, int ordinal);
+/* Keep and reorder t's devices as the driver reads CUDA_VISIBLE_DEVICES
+ * (`visible`, set: an empty value keeps none): an index picks that device
+ * of t, a UUID ("GPU-...", spelt as nvidia-smi -L writes it, in either
+ * case) the device that has it; the first entry that names none, or one
+ * already taken, ends the list (common/visible_devices.c, the server's
+ * parser). Returns how many devices t keeps. Not thread-safe: cuInit's. */
+int gdev_apply_visible(struct gdev_table *t, const char *visible);
 /* The ordinal of server s's device `local`, or -1 when the table has none. */
 int gdev_find(const struct gdev_table *t, const struct server *s, int local);
 

@@ -134,11 +134,11 @@ static CUresult set_kernel_node(CUgraphExec hExec, CUgraphNode hNode, const CUDA
     rpc_call c;
     if (hExec) {
         struct msg_cuGraphExecKernelNodeSetParams_v2_req m = {handle_wire_id(hExec), handle_wire_id(hNode), k};
-        rpc_begin(&c, OP_cuGraphExecKernelNodeSetParams_v2);
+        rpc_begin_on(&c, OP_cuGraphExecKernelNodeSetParams_v2, server_of_handle(hExec));
         msg_cuGraphExecKernelNodeSetParams_v2_req_put(&c.req, &m);
     } else {
         struct msg_cuGraphKernelNodeSetParams_v2_req m = {handle_wire_id(hNode), k};
-        rpc_begin(&c, OP_cuGraphKernelNodeSetParams_v2);
+        rpc_begin_on(&c, OP_cuGraphKernelNodeSetParams_v2, server_of_handle(hNode));
         msg_cuGraphKernelNodeSetParams_v2_req_put(&c.req, &m);
     }
     launch_pack_free(&pk);
@@ -194,9 +194,10 @@ static CUresult unpack_kernel_node(uint64_t node, const struct msg_cuGraphKernel
     uint32_t n = lp->raw ? 0 : m->layout_count;
     size_t len = (size_t)lp->data_len;
     memset(p, 0, sizeof *p);
-    p->func = (CUfunction)handle_from_id(k->func);
-    p->kern = (CUkernel)handle_from_id(k->kern);
-    p->ctx = (CUcontext)handle_from_id(k->ctx);
+    unsigned tag = handle_tag_of(node); /* the reply's ids are the node's server's */
+    p->func = (CUfunction)handle_from_id(handle_tag(k->func, tag));
+    p->kern = (CUkernel)handle_from_id(handle_tag(k->kern, tag));
+    p->ctx = (CUcontext)handle_from_id(handle_tag(k->ctx, tag));
     p->gridDimX = k->grid[0], p->gridDimY = k->grid[1], p->gridDimZ = k->grid[2];
     p->blockDimX = k->block[0], p->blockDimY = k->block[1], p->blockDimZ = k->block[2];
     p->sharedMemBytes = k->shared_bytes;
@@ -244,7 +245,7 @@ static CUresult get_kernel_node(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
     struct msg_cuGraphKernelNodeGetParams_v2_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphKernelNodeGetParams_v2_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphKernelNodeGetParams_v2);
+    rpc_begin_on(&c, OP_cuGraphKernelNodeGetParams_v2, server_of_handle(hNode));
     msg_cuGraphKernelNodeGetParams_v2_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -374,18 +375,19 @@ static CUresult copy_msg(const CUDA_MEMCPY3D *p, struct msg_graph_copy *m, const
     return CUDA_SUCCESS;
 }
 
-static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p)
+/* tag: the server tag of the node whose parameters m are (handle_tag.h). */
+static void copy_from_msg(const struct msg_graph_copy *m, CUDA_MEMCPY3D *p, unsigned tag)
 {
     memset(p, 0, sizeof *p);
     p->srcMemoryType = (CUmemorytype)m->src.type;
     p->srcXInBytes = m->src.x, p->srcY = m->src.y, p->srcZ = m->src.z, p->srcLOD = m->src.lod;
     p->srcDevice = m->src.ptr;
-    p->srcArray = (CUarray)handle_from_id(m->src.array);
+    p->srcArray = (CUarray)handle_from_id(handle_tag(m->src.array, tag));
     p->srcPitch = m->src.pitch, p->srcHeight = m->src.height;
     p->dstMemoryType = (CUmemorytype)m->dst.type;
     p->dstXInBytes = m->dst.x, p->dstY = m->dst.y, p->dstZ = m->dst.z, p->dstLOD = m->dst.lod;
     p->dstDevice = m->dst.ptr;
-    p->dstArray = (CUarray)handle_from_id(m->dst.array);
+    p->dstArray = (CUarray)handle_from_id(handle_tag(m->dst.array, tag));
     p->dstPitch = m->dst.pitch, p->dstHeight = m->dst.height;
     p->WidthInBytes = m->width, p->Height = m->height, p->Depth = m->depth;
 }
@@ -434,7 +436,7 @@ EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
     struct msg_cuGraphMemcpyNodeGetParams_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphMemcpyNodeGetParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemcpyNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphMemcpyNodeGetParams, server_of_handle(hNode));
     msg_cuGraphMemcpyNodeGetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuGraphMemcpyNodeGetParams_rep_get(&c.out, &c.arena, &rep) != 0) {
@@ -442,7 +444,7 @@ EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nod
         r = CUDA_ERROR_UNKNOWN;
     }
     if (r == CUDA_SUCCESS) {
-        copy_from_msg(&rep.copy, nodeParams);
+        copy_from_msg(&rep.copy, nodeParams, handle_tag_of((uint64_t)(uintptr_t)hNode));
         host_side_restore(m.node, nodeParams);
     }
     rpc_end(&c);
@@ -456,7 +458,7 @@ EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3
     CUresult r = copy_msg(nodeParams, &m.copy, "cuGraphMemcpyNodeSetParams");
     if (r != CUDA_SUCCESS) return r;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemcpyNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphMemcpyNodeSetParams, server_of_handle(hNode));
     msg_cuGraphMemcpyNodeSetParams_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);
@@ -476,7 +478,7 @@ EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
     m.records = sr.ids;
     m.records_count = sr.n;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecMemcpyNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphExecMemcpyNodeSetParams, server_of_handle(hGraphExec));
     msg_cuGraphExecMemcpyNodeSetParams_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);
@@ -495,8 +497,9 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
 {
     SHIM_ENTER(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
     if (!phGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    struct server *srv = server_of_handle(hGraph); /* the exec is made where its graph is */
     struct msg_cuGraphInstantiateWithParams_req m = {
-        .exec = handle_new_id(),
+        .exec = handle_tag(handle_new_id(), (unsigned)srv->index),
         .graph = handle_wire_id(hGraph),
         .has_params = instantiateParams != NULL,
         .flags = instantiateParams ? instantiateParams->flags : 0,
@@ -504,7 +507,7 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
     };
     struct msg_cuGraphInstantiateWithParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphInstantiateWithParams);
+    rpc_begin_on(&c, OP_cuGraphInstantiateWithParams, srv);
     msg_cuGraphInstantiateWithParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     /* a failure the session met before instantiating has no outputs */

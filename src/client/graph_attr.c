@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
 #include "../common/value_sizes.h"
@@ -21,7 +22,7 @@ EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAtt
     struct msg_cuGraphKernelNodeGetAttribute_req m = {handle_wire_id(hNode), (uint32_t)attr};
     struct msg_cuGraphKernelNodeGetAttribute_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphKernelNodeGetAttribute);
+    rpc_begin_on(&c, OP_cuGraphKernelNodeGetAttribute, server_of_handle(hNode));
     msg_cuGraphKernelNodeGetAttribute_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -45,7 +46,7 @@ EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAtt
     struct msg_cuGraphKernelNodeSetAttribute_req m = {handle_wire_id(hNode), (uint32_t)attr, value,
                                                       scuda_kernel_node_attr_size(attr)};
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphKernelNodeSetAttribute);
+    rpc_begin_on(&c, OP_cuGraphKernelNodeSetAttribute, server_of_handle(hNode));
     msg_cuGraphKernelNodeSetAttribute_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -45,7 +46,7 @@ EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned 
     struct msg_cuGraphDebugDotPrint_req m = {handle_wire_id(hGraph), flags};
     struct msg_cuGraphDebugDotPrint_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphDebugDotPrint);
+    rpc_begin_on(&c, OP_cuGraphDebugDotPrint, server_of_handle(hGraph));
     msg_cuGraphDebugDotPrint_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuGraphDebugDotPrint_rep_get(&c.out, &c.arena, &rep) != 0) {

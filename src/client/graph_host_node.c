@@ -17,6 +17,7 @@
 #include "capture.h"
 #include "graph.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -46,7 +47,7 @@ EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAM
     struct msg_scuda_graph_host_node_get_req m = {handle_wire_id(hNode)};
     struct msg_scuda_graph_host_node_get_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_graph_host_node_get);
+    rpc_begin_on(&c, OP_scuda_graph_host_node_get, server_of_handle(hNode));
     msg_scuda_graph_host_node_get_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_scuda_graph_host_node_get_rep_get(&c.out, &c.arena, &rep) != 0) {
@@ -78,7 +79,7 @@ static CUresult host_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_HOS
     CUresult r = capture_run_record_new(p->fn, p->userData, &m.record);
     if (r != CUDA_SUCCESS) return r;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_graph_host_node_set);
+    rpc_begin_on(&c, OP_scuda_graph_host_node_set, server_of_handle(node));
     msg_scuda_graph_host_node_set_req_put(&c.req, &m);
     r = rpc_sync(&c);
     rpc_end(&c);

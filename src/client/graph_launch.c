@@ -25,6 +25,7 @@
 #include "coherence.h"
 #include "graph_launch.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -119,7 +120,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     }
     struct msg_cuGraphLaunch_req m = {exec, handle_wire_id(hStream)};
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphLaunch);
+    rpc_begin_on(&c, OP_cuGraphLaunch, server_of_handle(hGraphExec));
     msg_cuGraphLaunch_req_put(&c.req, &m);
     return rpc_async(&c);
 }

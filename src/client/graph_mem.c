@@ -14,6 +14,7 @@
 
 #include "graph.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -62,7 +63,7 @@ EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_N
     struct msg_cuGraphMemAllocNodeGetParams_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphMemAllocNodeGetParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemAllocNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphMemAllocNodeGetParams, server_of_handle(hNode));
     msg_cuGraphMemAllocNodeGetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuGraphMemAllocNodeGetParams_rep_get(&c.out, &c.arena, &rep) != 0) {

@@ -53,7 +53,7 @@ EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM
     struct msg_cuGraphBatchMemOpNodeGetParams_req m = {handle_wire_id(hNode)};
     struct msg_cuGraphBatchMemOpNodeGetParams_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphBatchMemOpNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphBatchMemOpNodeGetParams, server_of_handle(hNode));
     msg_cuGraphBatchMemOpNodeGetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuGraphBatchMemOpNodeGetParams_rep_get(&c.out, &c.arena, &rep) != 0) {
@@ -85,7 +85,7 @@ static CUresult mem_op_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_B
         .flags = p->flags,
     };
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphBatchMemOpNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphBatchMemOpNodeSetParams, server_of_handle(node));
     msg_cuGraphBatchMemOpNodeSetParams_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);

@@ -17,7 +17,7 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
     struct msg_cuGraphExecUpdate_v2_req m = {handle_wire_id(exec), handle_wire_id(graph)};
     struct msg_cuGraphExecUpdate_v2_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecUpdate_v2);
+    rpc_begin_on(&c, OP_cuGraphExecUpdate_v2, server_of_handle(exec));
     msg_cuGraphExecUpdate_v2_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     /* the result comes back on failure too: it says why */

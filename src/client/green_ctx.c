@@ -14,6 +14,7 @@
 #include "context.h"
 #include "hooks.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
 
@@ -38,12 +39,12 @@ static CUresult session_ctx_from_green(uint64_t green, CUcontext ctx, CUdevice *
     struct msg_scuda_ctx_from_green_req m = {.green = green, .ctx = (uint64_t)(uintptr_t)ctx};
     struct msg_scuda_ctx_from_green_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_ctx_from_green);
+    rpc_begin_on(&c, OP_scuda_ctx_from_green, server_of_id(green) ? server_of_id(green) : server_current());
     msg_scuda_ctx_from_green_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_scuda_ctx_from_green_rep_get(&c.out, &c.arena, &rep) != 0)
         r = CUDA_ERROR_UNKNOWN; /* not what any server sends */
-    if (r == CUDA_SUCCESS) *dev = rep.dev;
+    if (r == CUDA_SUCCESS) *dev = servers_used > 1 ? device_global(c.srv, rep.dev) : rep.dev; /* the client's ordinal */
     rpc_end(&c);
     return r;
 }
@@ -62,7 +63,8 @@ EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
         CUcontext ctx = NULL;
         CUdevice dev = 0;
         g = malloc(sizeof *g);
-        r = g ? context_derived_new(&ctx) : CUDA_ERROR_OUT_OF_MEMORY;
+        struct server *srv = server_of_id(green);
+        r = g ? context_derived_new(&ctx, srv ? srv : server_current()) : CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) r = session_ctx_from_green(green, ctx, &dev);
         if (r == CUDA_SUCCESS) {
             context_derived_set_device(ctx, dev);

@@ -18,11 +18,9 @@
  *
  * Tags are not for servers: the wire id is the untagged one.
  * handle_wire_id() strips the tag from a handle the application passes,
- * and generated stubs send the new ids they make untagged. Hand-written
- * messages that carry a new id from handle_new_id() straight into a field
- * still send it as it is, which is the same id while only server 0
- * makes handles; they must send handle_untag(id) before a second server
- * is used. */
+ * generated stubs send the new ids they make untagged, and the encoders of
+ * hand-written messages (messages.gen.c, put_handle) strip the same bits
+ * from every `handle` field. */
 #ifndef SCUDA_CLIENT_HANDLE_TAG_H
 #define SCUDA_CLIENT_HANDLE_TAG_H
 
@@ -31,6 +29,7 @@
 #define HANDLE_TAG_SHIFT 56
 #define HANDLE_TAG_BITS 6
 #define HANDLE_TAG_MASK (((1ull << HANDLE_TAG_BITS) - 1) << HANDLE_TAG_SHIFT)
+_Static_assert(HANDLE_TAG_MASK == 0x3full << 56, "messages.gen.c's put_handle strips these bits");
 /* The tag of a handle made on every server under one id. */
 #define HANDLE_TAG_ALL 63u
 /* The highest untagged special id (CU_STREAM_PER_THREAD). */

@@ -20,6 +20,14 @@ CUresult hook_cuMemPrefetchAsync_v2(CUresult r, CUdeviceptr devPtr, size_t count
                                     unsigned int flags, CUstream hStream);
 CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr dptr, size_t length,
                                      unsigned int flags);
+/* Before the call (spec flag `guard`): nonzero when the call is answered
+ * here, with *r its result. cross_server.c: what names objects of two
+ * servers of a client of several (servers.h). */
+int hook_guard_cuStreamWaitEvent(CUresult *r, CUstream hStream, CUevent hEvent, unsigned int Flags);
+int hook_guard_cuCtxEnablePeerAccess(CUresult *r, CUcontext peerContext, unsigned int Flags);
+int hook_guard_cuDeviceCanAccessPeer(CUresult *r, int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+int hook_guard_cuDeviceGetP2PAttribute(CUresult *r, int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice,
+                                       CUdevice dstDevice);
 /* context.c: the flags cuCtxGetFlags answers with follow a successful set. */
 CUresult hook_cuCtxSetFlags(CUresult r, unsigned int flags);
 CUresult hook_cuGreenCtxDestroy(CUresult r, CUgreenCtx hCtx);

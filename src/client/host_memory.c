@@ -22,6 +22,7 @@
 #include "conn.h"
 #include "context.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -315,13 +316,30 @@ static CUresult host_attribute(void *data, CUpointer_attribute attr, const struc
     }
 }
 
+/* An answer in the server's terms made the client's: its device ordinal
+ * and context id (a client of several servers; servers.h). */
+static void attribute_from_server(void *data, CUpointer_attribute attr, const struct server *srv)
+{
+    if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+        int local;
+        memcpy(&local, data, sizeof local);
+        CUdevice g = device_global(srv, local);
+        if (g >= 0) memcpy(data, &g, sizeof g);
+    } else if (attr == CU_POINTER_ATTRIBUTE_CONTEXT) {
+        void *ctx;
+        memcpy(&ctx, data, sizeof ctx);
+        if (ctx) ctx = handle_from_server(srv, (uint64_t)(uintptr_t)ctx);
+        memcpy(data, &ctx, sizeof ctx);
+    }
+}
+
 /* The server returns exactly the bytes the driver wrote for attr. */
 static CUresult remote_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
     struct msg_scuda_pointer_get_attributes_req m = {(uint32_t)attr, ptr};
     struct msg_scuda_pointer_get_attributes_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_pointer_get_attributes);
+    rpc_begin_on(&c, OP_scuda_pointer_get_attributes, server_of_ptr(ptr));
     msg_scuda_pointer_get_attributes_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -330,6 +348,7 @@ static CUresult remote_attribute(void *data, CUpointer_attribute attr, CUdevicep
             r = CUDA_ERROR_INVALID_VALUE;
         else if (rep.value_len)
             memcpy(data, rep.value, rep.value_len);
+        if (r == CUDA_SUCCESS && servers_used > 1) attribute_from_server(data, attr, c.srv);
     }
     rpc_end(&c);
     return r;

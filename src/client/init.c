@@ -1,7 +1,8 @@
 /* init.c - cuInit: decide between a remote server and the local driver.
  *
  * With a server configured (scuda run --server, SCUDA_SERVER, or
- * ~/.config/scuda/host) every call goes to it. With none, the shim passes
+ * ~/.config/scuda/host) every call goes to it; SCUDA_SERVER may list
+ * several, whose devices the application sees as one list (servers.h). With none, the shim passes
  * every call through to this machine's real driver, found by PATH so that
  * it can never resolve to the shim itself. With neither, cuInit returns
  * CUDA_ERROR_NO_DEVICE and says how to configure a server. */
@@ -70,6 +71,72 @@ static void connect_layers(void)
     context_set_destroy_hook(scuda_export_tables_context_destroyed);
 }
 
+/* One server's connection, opened on a thread of its own so that a
+ * client of several servers waits for the slowest, not for their sum.
+ * conn_open bounds its own time (connect and handshake timeouts). */
+struct opening {
+    struct server *s;
+    char addr[256];
+    CUresult r;
+};
+
+static void *open_one(void *arg)
+{
+    struct opening *o = arg;
+    o->r = conn_open(o->s, o->addr);
+    return NULL;
+}
+
+/* Open SCUDA_SERVER's n entries (n > 1) at once. CUDA_SUCCESS when every
+ * one is open: a client that silently lost a server would renumber the
+ * devices of the others. */
+static CUresult open_servers(const char *list, int n)
+{
+    static struct opening o[SCUDA_MAX_SERVERS];
+    pthread_t t[SCUDA_MAX_SERVERS];
+    int started[SCUDA_MAX_SERVERS] = {0};
+    for (int k = 0; k < n; k++) {
+        o[k].s = &servers[k];
+        o[k].r = CUDA_ERROR_NO_DEVICE;
+        servers[k].visible_here = 1;
+        if (scuda_server_list_entry(list, k, o[k].addr, sizeof o[k].addr) != 0) {
+            LOG_ERROR("SCUDA_SERVER's entry %d is too long for an address; fix SCUDA_SERVER", k + 1);
+            continue;
+        }
+        started[k] = pthread_create(&t[k], NULL, open_one, &o[k]) == 0;
+        if (!started[k]) open_one(&o[k]);
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (int k = 0; k < n; k++) {
+        if (started[k]) pthread_join(t[k], NULL);
+        if (o[k].r != CUDA_SUCCESS && r == CUDA_SUCCESS) r = o[k].r;
+        if (o[k].r != CUDA_SUCCESS)
+            LOG_ERROR("SCUDA_SERVER's entry %d (%s) did not open (the reason is above); start that server, "
+                      "or remove it from SCUDA_SERVER, to use the others", k + 1, o[k].addr);
+    }
+    return r;
+}
+
+/* Connect to the configured server(s) and build the device list. */
+static CUresult open_remote(const char *addr, const char *source)
+{
+    int listed = strcmp(source, "SCUDA_SERVER") == 0 ? scuda_server_list_len(getenv("SCUDA_SERVER")) : 1;
+    if (listed > SCUDA_MAX_SERVERS) {
+        LOG_ERROR("SCUDA_SERVER lists %d servers; a client uses at most %d: list fewer", listed, SCUDA_MAX_SERVERS);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (listed > 1) LOG_INFO("SCUDA_SERVER lists %d servers: their devices are numbered in that order", listed);
+    CUresult r = listed > 1 ? open_servers(getenv("SCUDA_SERVER"), listed) : conn_open(&servers[0], addr);
+    if (r == CUDA_SUCCESS && servers_build_devices(listed) != 0) r = CUDA_ERROR_NO_DEVICE;
+    if (r == CUDA_SUCCESS && listed > 1 && gdevs.count == 0) {
+        /* As the driver answers when CUDA_VISIBLE_DEVICES names no GPU. */
+        LOG_INFO("CUDA_VISIBLE_DEVICES names none of the %d servers' devices", listed);
+        r = CUDA_ERROR_NO_DEVICE;
+    }
+    if (r == CUDA_SUCCESS) r = servers_send_windows(listed);
+    return r;
+}
+
 static void init_once_fn(void)
 {
     char addr[256];
@@ -78,17 +145,8 @@ static void init_once_fn(void)
     pthread_atfork(NULL, NULL, child_after_fork);
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("using server %s (from %s)", addr, source);
-        int listed = strcmp(source, "SCUDA_SERVER") == 0 ? scuda_server_list_len(getenv("SCUDA_SERVER")) : 1;
-        if (listed > 1)
-            LOG_WARN("SCUDA_SERVER lists %d servers; this client uses the first, %s, and ignores the others "
-                     "(one device list across several servers is not built yet: put the servers behind HAProxy, "
-                     "deploy/haproxy, to spread clients over them)", listed, addr);
         connect_layers();
-        CUresult r = conn_open(&servers[0], addr);
-        /* One server's list always fits (gdev.h asserts it), so this
-         * cannot fail yet; with several servers it is where too many
-         * devices are refused. */
-        if (r == CUDA_SUCCESS && servers_build_devices(1) != 0) r = CUDA_ERROR_NO_DEVICE;
+        CUresult r = open_remote(addr, source);
         if (r == CUDA_SUCCESS) {
             shim_mode = scuda_env_on("SCUDA_TRACE") ? SHIM_REMOTE_TRACED : SHIM_REMOTE;
             return;

@@ -12,6 +12,7 @@
 #include "launch.h"
 #include "module.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -154,7 +155,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (r != CUDA_SUCCESS) return refuse(r, f, "its parameters (kernelParams or extra) cannot be packed");
     m.params = pk.params;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_launch);
+    rpc_begin_on(&c, OP_scuda_launch, server_of_handle(f)); /* the function's server (servers.h) */
     msg_scuda_launch_req_put(&c.req, &m);
     launch_pack_free(&pk);
     r = rpc_async(&c);

@@ -8,8 +8,9 @@
  * travels in several frames; copies of BULK_MIN_COPY bytes and more are
  * striped over the bulk connections instead, when there are any (bulk.c).
  * The plain transfers are copy.c; this file adds what each form of copy
- * means (capture, mirrored memory, 2D/3D, peers). The requests and
- * replies are the scuda_memcpy_* messages of
+ * means (capture, mirrored memory, 2D/3D, peers). A copy between device
+ * memory of two servers goes server to server (cross_server.h). The
+ * requests and replies are the scuda_memcpy_* messages of
  * codegen/driver_spec.py. Streams travel as their wire ids
  * (handle_wire_id), so a copy on CU_STREAM_PER_THREAD runs on this
  * thread's stream, like the launches and memsets before it.
@@ -23,6 +24,7 @@
  * read the client's memory as it is then. Device-to-device copies capture
  * as usual. */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,9 @@
 #include "coherence.h"
 #include "context.h"
 #include "copy.h"
+#include "cross_server.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -76,11 +80,29 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream st, int mode
     return rpc_report_deferred(r); /* a copy to the host observes earlier work */
 }
 
+/* The end of a copy at device address p of server s, in context ctx
+ * there (0: the thread's there, conn_ctx_on). */
+static struct peer_end end_at(struct server *s, CUdeviceptr p, uint32_t ctx)
+{
+    return (struct peer_end){.srv = s, .ptr = p, .ctx = ctx ? ctx : conn_ctx_on(s)};
+}
+
+/* A copy between memory of two servers, server to server. */
+static CUresult dtod_across(struct peer_end to, struct peer_end from, size_t n, CUstream st, int mode)
+{
+    CUresult r = cross_server_copy(&to, &from, n, st, mode);
+    coherence_device_wrote(to.ptr, n);
+    return r;
+}
+
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, int mode)
 {
+    struct server *ds = server_window_of(dst), *ss = server_window_of(src);
+    if (ds && ss && ds != ss) return dtod_across(end_at(ds, dst, 0), end_at(ss, src, 0), n, st, mode);
+    struct server *srv = ds ? ds : ss ? ss : server_current();
     struct msg_scuda_memcpy_dtod_req m = {dst, src, n, handle_wire_id(st), (uint8_t)mode};
     rpc_call c;
-    rpc_begin(&c, OP_scuda_memcpy_dtod);
+    rpc_begin_on(&c, OP_scuda_memcpy_dtod, srv);
     msg_scuda_memcpy_dtod_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     coherence_device_wrote(dst, n);
@@ -88,18 +110,22 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st, in
 }
 
 /* Which side of a unified-address copy is device memory? Only the server's
- * driver knows; client host memory is unknown to it (type 0). */
+ * driver knows; client host memory is unknown to it (type 0). An address
+ * in a server's device windows (several servers) is device memory: the
+ * server asked is the one whose windows hold the first. */
 static CUresult pointer_kinds(const uint64_t *ptrs, unsigned n, unsigned *types)
 {
     struct msg_scuda_pointer_kind_req m = {.ptrs = ptrs, .ptrs_count = n};
     struct msg_scuda_pointer_kind_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_pointer_kind);
+    rpc_begin_on(&c, OP_scuda_pointer_kind, server_of_ptr(ptrs[0]));
     msg_scuda_pointer_kind_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && (msg_scuda_pointer_kind_rep_get(&c.out, &c.arena, &rep) != 0 || rep.types_count != n))
         r = CUDA_ERROR_UNKNOWN;
     for (unsigned i = 0; i < n; i++) types[i] = r == CUDA_SUCCESS ? rep.types[i] : 0;
+    for (unsigned i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (server_window_of(ptrs[i])) types[i] = CU_MEMORYTYPE_DEVICE;
     rpc_end(&c);
     return r;
 }
@@ -184,14 +210,27 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     return unified_copy(dst, src, n, st, COPY_ASYNC);
 }
 
+/* The server of one side of a peer copy: the one whose windows hold its
+ * pointer, else its context's; the context's id when it is on that
+ * server (0: the thread's there). */
+static struct peer_end peer_side(CUdeviceptr p, CUcontext ctx)
+{
+    struct server *s = server_window_of(p), *cs = server_of_handle(ctx);
+    if (!s) s = cs;
+    return end_at(s, p, s == cs ? (uint32_t)handle_wire_id(ctx) : 0);
+}
+
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream st,
                      int mode)
 {
+    struct peer_end to = peer_side(dst, dctx), from = peer_side(src, sctx);
+    if (to.srv != from.srv) return dtod_across(to, from, n, st, mode);
+    struct server *srv = to.srv;
     struct msg_scuda_memcpy_peer_req m = {
         dst, handle_wire_id(dctx), src, handle_wire_id(sctx), n, handle_wire_id(st), (uint8_t)mode,
     };
     rpc_call c;
-    rpc_begin(&c, OP_scuda_memcpy_peer);
+    rpc_begin_on(&c, OP_scuda_memcpy_peer, srv);
     msg_scuda_memcpy_peer_req_put(&c.req, &m);
     return rpc_async(&c);
 }
@@ -284,8 +323,13 @@ static CUresult copy_nd_rpc(int dims, const struct msg_copy_nd *nd, char *buf, s
 {
     const void *bytes = nd->src.type == CU_MEMORYTYPE_HOST ? buf : NULL;
     size_t n = bytes ? packed : 0;
+    /* Device sides say their server (arrays go where the thread's calls go). */
+    uint64_t dp = nd->dst.type == CU_MEMORYTYPE_DEVICE ? nd->dst.ptr : 0;
+    uint64_t sp = nd->src.type == CU_MEMORYTYPE_DEVICE ? nd->src.ptr : 0;
+    struct server *srv = servers_of_copy(dp, sp);
+    if (!srv) return CUDA_ERROR_NOT_SUPPORTED;
     rpc_call c;
-    rpc_begin(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d);
+    rpc_begin_on(&c, dims == 2 ? OP_scuda_memcpy_2d : OP_scuda_memcpy_3d, srv);
     if (dims == 2)
         msg_scuda_memcpy_2d_req_put(&c.req, &(struct msg_scuda_memcpy_2d_req){*nd, bytes, n});
     else
@@ -303,6 +347,49 @@ static CUresult copy_nd_rpc(int dims, const struct msg_copy_nd *nd, char *buf, s
 
 static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, size_t h, size_t d, CUstream st,
                         int mode);
+
+/* Device address of row (y, z) of a device side. */
+static CUdeviceptr device_row(const struct side *sd, size_t y, size_t z)
+{
+    size_t height = sd->height ? sd->height : 1;
+    return sd->dev + ((sd->z + z) * height + sd->y + y) * sd->pitch + sd->x;
+}
+
+/* Whether the copy's rows follow each other without a gap on side sd. */
+static int rows_packed(const struct side *sd, size_t w, size_t h, size_t d)
+{
+    return (h == 1 || sd->pitch == w) && (d == 1 || (sd->pitch == w && sd->height == h));
+}
+
+/* A 2D/3D copy between device memory of two servers (cuMemcpy3DPeer's
+ * use): server to server, one 1D copy when the rows are packed on both
+ * sides, else one per row (correct, not fast). */
+static CUresult copy_nd_across(const struct side *src, const struct side *dst, size_t w, size_t h, size_t d,
+                               CUstream st, int mode)
+{
+    struct server *ds = server_window_of(dst->dev), *ss = server_window_of(src->dev);
+    if (!w || !h || !d) return CUDA_SUCCESS;
+    if (h > SIZE_MAX / w || d > SIZE_MAX / (w * h)) return CUDA_ERROR_INVALID_VALUE;
+    if (rows_packed(src, w, h, d) && rows_packed(dst, w, h, d)) {
+        struct peer_end to = end_at(ds, device_row(dst, 0, 0), 0), from = end_at(ss, device_row(src, 0, 0), 0);
+        return cross_server_copy(&to, &from, w * h * d, st, mode);
+    }
+    for (size_t z = 0; z < d; z++)
+        for (size_t y = 0; y < h; y++) {
+            struct peer_end to = end_at(ds, device_row(dst, y, z), 0), from = end_at(ss, device_row(src, y, z), 0);
+            CUresult r = cross_server_copy(&to, &from, w, st, mode);
+            if (r != CUDA_SUCCESS) return r;
+        }
+    return CUDA_SUCCESS;
+}
+
+/* Both sides in device memory of two servers. */
+static int sides_apart(const struct side *src, const struct side *dst)
+{
+    if (src->type != CU_MEMORYTYPE_DEVICE || dst->type != CU_MEMORYTYPE_DEVICE) return 0;
+    struct server *ds = server_window_of(dst->dev), *ss = server_window_of(src->dev);
+    return ds && ss && ds != ss;
+}
 
 /* A host side larger than one frame: copy it in bands of rows (2D) or of
  * slices (3D), each small enough to travel in one frame. */
@@ -339,6 +426,7 @@ static CUresult copy_nd(int dims, struct side *src, struct side *dst, size_t w, 
 {
     CUresult r;
     if ((r = resolve_unified(src)) != CUDA_SUCCESS || (r = resolve_unified(dst)) != CUDA_SUCCESS) return r;
+    if (sides_apart(src, dst)) return copy_nd_across(src, dst, w, h, d, st, mode);
     if (mode == COPY_ASYNC && (src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST) &&
         (r = capture_refuse(st, "a 2D/3D copy with a side in client memory")) != CUDA_SUCCESS)
         return r;

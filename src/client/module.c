@@ -242,7 +242,7 @@ CUresult func_layout(const void *h, struct func_desc *d)
         struct msg_scuda_param_info_req m = {.func = handle_wire_id(h)};
         struct msg_scuda_param_info_rep rep;
         rpc_call c;
-        rpc_begin(&c, OP_scuda_param_info);
+        rpc_begin_on(&c, OP_scuda_param_info, server_of_handle(h));
         msg_scuda_param_info_req_put(&c.req, &m);
         r = rpc_sync(&c);
         /* Still unknown: no context is current (a library's kernel). */
@@ -410,7 +410,8 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     if (put_jit(&head, opts, jit) != 0) return CUDA_ERROR_INVALID_VALUE;
     const void *img = image_unwrap(image);
     size_t len = image_size(img);
-    uint64_t id = head.id = handle_new_id();
+    uint64_t id = handle_new_id(); /* tagged with the server it is loaded on: the thread's */
+    head.id = handle_untag(id);
     struct loaded *l = NULL;
     int want_bytes = 1, by_hash = !server_current()->lacks_by_hash;
     uint8_t key[AUTH_SHA256_LEN];
@@ -438,6 +439,7 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
         l->image_len = len;
         memcpy(l->digest, key, sizeof l->digest);
     }
+    l->id = id; /* the handle, tagged with its server: what later requests name (untagged on the wire) */
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
         free_loaded(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -540,9 +542,9 @@ static CUresult unload(void *h, int is_library)
 {
     if (!loaded_lookup(h, is_library)) return CUDA_ERROR_INVALID_HANDLE;
     uint64_t id = (uint64_t)(uintptr_t)h;
-    struct msg_scuda_module_unload_req m = {.id = id, .is_library = (uint8_t)is_library};
+    struct msg_scuda_module_unload_req m = {.id = handle_untag(id), .is_library = (uint8_t)is_library};
     rpc_call c;
-    rpc_begin(&c, OP_scuda_module_unload);
+    rpc_begin_on(&c, OP_scuda_module_unload, server_of_handle(h));
     msg_scuda_module_unload_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     if (r == CUDA_SUCCESS) {
@@ -631,15 +633,16 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     }
     ref->owner = l;
     ref->desc = desc;
-    id = handle_new_id();
+    struct server *srv = server_of_handle(handle_from_id(parent_id)); /* the handle is made where its parent is */
+    id = handle_tag(handle_new_id(), (unsigned)srv->index);
     if (idmap_put(&objects, id, tag, ref) != 0) {
         free(ref);
         free(b);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     rpc_call c;
-    rpc_begin(&c, op);
-    put_bind(&c.req, op, parent_id, id, desc->name);
+    rpc_begin_on(&c, op, srv);
+    put_bind(&c.req, op, handle_untag(parent_id), handle_untag(id), desc->name);
     CUresult r = rpc_async(&c);
     if (r != CUDA_SUCCESS) { /* never handed out */
         idmap_del(&objects, id);
@@ -841,10 +844,11 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, void *h, int is_lib
     if (!name) return CUDA_ERROR_INVALID_VALUE;
     struct loaded *l = loaded_lookup(h, is_library);
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    struct msg_scuda_module_get_global_req m = {.id = l->id, .is_library = (uint8_t)is_library, .name = name};
+    struct msg_scuda_module_get_global_req m = {
+        .id = handle_untag(l->id), .is_library = (uint8_t)is_library, .name = name};
     struct msg_scuda_module_get_global_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_scuda_module_get_global);
+    rpc_begin_on(&c, OP_scuda_module_get_global, server_of_handle(handle_from_id(l->id)));
     msg_scuda_module_get_global_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_scuda_module_get_global_rep_get(&c.out, &c.arena, &rep) != 0)
@@ -880,10 +884,12 @@ EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     if (!lib) return CUDA_ERROR_INVALID_HANDLE;
     struct loaded *mod = malloc(sizeof *mod);
     if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
-    *mod = (struct loaded){.id = handle_new_id(), .nfuncs = lib->nfuncs, .funcs = lib->funcs, .library = lib};
-    struct msg_scuda_library_get_module_req m = {.library = lib->id, .module = mod->id};
+    struct server *srv = server_of_handle(handle_from_id(lib->id));
+    *mod = (struct loaded){.id = handle_tag(handle_new_id(), (unsigned)srv->index), .nfuncs = lib->nfuncs,
+                           .funcs = lib->funcs, .library = lib};
+    struct msg_scuda_library_get_module_req m = {.library = handle_untag(lib->id), .module = handle_untag(mod->id)};
     rpc_call c;
-    rpc_begin(&c, OP_scuda_library_get_module);
+    rpc_begin_on(&c, OP_scuda_library_get_module, srv);
     msg_scuda_library_get_module_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);

@@ -30,6 +30,7 @@ void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv)
     c->sink = NULL;
     c->sink_len = 0;
     c->pushed = 0;
+    c->ctx = 0;
 }
 
 /* ---- sticky errors ---------------------------------------------------- */

@@ -51,6 +51,10 @@ typedef struct rpc_call {
      * a lock it holds now: send without pushing, which takes the mirrors'
      * lock, whose holder may be waiting for the caller's (bulk.c). */
     int pushed;
+    /* Nonzero: the context id the frame carries instead of the thread's
+     * (conn_ctx_on): a call made for one end of a copy between two
+     * servers runs in that end's context (peer.c). */
+    uint32_t ctx;
     /* What decoding the reply allocates (messages.gen.h); freed by rpc_end. */
     struct msg_arena arena;
 } rpc_call;

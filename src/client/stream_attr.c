@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
 #include "../common/value_sizes.h"
@@ -21,7 +22,7 @@ static CUresult stream_attr_get(CUstream st, CUstreamAttrID attr, CUstreamAttrVa
     struct msg_cuStreamGetAttribute_req m = {handle_wire_id(st), (uint32_t)attr};
     struct msg_cuStreamGetAttribute_rep rep;
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetAttribute);
+    rpc_begin_on(&c, OP_cuStreamGetAttribute, server_of_handle(st));
     msg_cuStreamGetAttribute_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -42,7 +43,7 @@ static CUresult stream_attr_set(CUstream st, CUstreamAttrID attr, const CUstream
     struct msg_cuStreamSetAttribute_req m = {handle_wire_id(st), (uint32_t)attr, value,
                                              scuda_stream_attr_size(attr)};
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamSetAttribute);
+    rpc_begin_on(&c, OP_cuStreamSetAttribute, server_of_handle(st));
     msg_cuStreamSetAttribute_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     rpc_end(&c);

@@ -13,6 +13,7 @@
 
 #include "failover.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/ops.gen.h"
 
@@ -65,7 +66,7 @@ CUresult stream_wait(CUstream hStream)
     }
     rpc_call c;
     struct msg_cuStreamSynchronize_req m = {handle_wire_id(hStream)};
-    rpc_begin(&c, OP_cuStreamSynchronize);
+    rpc_begin_on(&c, OP_cuStreamSynchronize, server_of_handle(hStream));
     msg_cuStreamSynchronize_req_put(&c.req, &m);
     uint64_t async_before = rpc_async_count();
     CUresult r = rpc_sync(&c);

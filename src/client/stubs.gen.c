@@ -27,7 +27,7 @@ EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_
     SHIM_ENTER(cuArray3DCreate, (pHandle, pAllocateArray));
     rpc_call c;
     rpc_begin(&c, OP_cuArray3DCreate);
-    uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
+    uint64_t pHandle_id = pHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
         wb_put_u64(&c.req, handle_untag(pHandle_id));
@@ -50,7 +50,7 @@ EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     SHIM_ENTER(cuArray3DCreate_v2, (pHandle, pAllocateArray));
     rpc_call c;
     rpc_begin(&c, OP_cuArray3DCreate_v2);
-    uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
+    uint64_t pHandle_id = pHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
         wb_put_u64(&c.req, handle_untag(pHandle_id));
@@ -72,7 +72,7 @@ EXPORT CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescrip
 {
     SHIM_ENTER(cuArray3DGetDescriptor, (pArrayDescriptor, hArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuArray3DGetDescriptor);
+    rpc_begin_on(&c, OP_cuArray3DGetDescriptor, server_of_handle(hArray));
     wb_put_u8(&c.req, pArrayDescriptor != NULL);
     rpc_put_handle(&c.req, hArray);
     CUresult r = rpc_sync(&c);
@@ -90,7 +90,7 @@ EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescrip
 {
     SHIM_ENTER(cuArray3DGetDescriptor_v2, (pArrayDescriptor, hArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuArray3DGetDescriptor_v2);
+    rpc_begin_on(&c, OP_cuArray3DGetDescriptor_v2, server_of_handle(hArray));
     wb_put_u8(&c.req, pArrayDescriptor != NULL);
     rpc_put_handle(&c.req, hArray);
     CUresult r = rpc_sync(&c);
@@ -109,7 +109,7 @@ EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *
     SHIM_ENTER(cuArrayCreate, (pHandle, pAllocateArray));
     rpc_call c;
     rpc_begin(&c, OP_cuArrayCreate);
-    uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
+    uint64_t pHandle_id = pHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
         wb_put_u64(&c.req, handle_untag(pHandle_id));
@@ -132,7 +132,7 @@ EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
     SHIM_ENTER(cuArrayCreate_v2, (pHandle, pAllocateArray));
     rpc_call c;
     rpc_begin(&c, OP_cuArrayCreate_v2);
-    uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
+    uint64_t pHandle_id = pHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
         wb_put_u64(&c.req, handle_untag(pHandle_id));
@@ -154,7 +154,7 @@ EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
     SHIM_ENTER(cuArrayDestroy, (hArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayDestroy);
+    rpc_begin_on(&c, OP_cuArrayDestroy, server_of_handle(hArray));
     rpc_put_handle(&c.req, hArray);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -169,7 +169,7 @@ EXPORT CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor,
 {
     SHIM_ENTER(cuArrayGetDescriptor, (pArrayDescriptor, hArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayGetDescriptor);
+    rpc_begin_on(&c, OP_cuArrayGetDescriptor, server_of_handle(hArray));
     wb_put_u8(&c.req, pArrayDescriptor != NULL);
     rpc_put_handle(&c.req, hArray);
     CUresult r = rpc_sync(&c);
@@ -187,7 +187,7 @@ EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor,
 {
     SHIM_ENTER(cuArrayGetDescriptor_v2, (pArrayDescriptor, hArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayGetDescriptor_v2);
+    rpc_begin_on(&c, OP_cuArrayGetDescriptor_v2, server_of_handle(hArray));
     wb_put_u8(&c.req, pArrayDescriptor != NULL);
     rpc_put_handle(&c.req, hArray);
     CUresult r = rpc_sync(&c);
@@ -205,10 +205,10 @@ EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *mem
 {
     SHIM_ENTER(cuArrayGetMemoryRequirements, (memoryRequirements, array, device));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayGetMemoryRequirements);
+    rpc_begin_on(&c, OP_cuArrayGetMemoryRequirements, server_of_handle(array));
     wb_put_u8(&c.req, memoryRequirements != NULL);
     rpc_put_handle(&c.req, array);
-    wb_put_i32(&c.req, (int32_t)(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (memoryRequirements != NULL)
@@ -224,7 +224,7 @@ EXPORT CUresult cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned i
 {
     SHIM_ENTER(cuArrayGetPlane, (pPlaneArray, hArray, planeIdx));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayGetPlane);
+    rpc_begin_on(&c, OP_cuArrayGetPlane, server_of_handle(hArray));
     wb_put_u8(&c.req, pPlaneArray != NULL);
     rpc_put_handle(&c.req, hArray);
     wb_put_u32(&c.req, (uint32_t)(planeIdx));
@@ -243,7 +243,7 @@ EXPORT CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseP
 {
     SHIM_ENTER(cuArrayGetSparseProperties, (sparseProperties, array));
     rpc_call c;
-    rpc_begin(&c, OP_cuArrayGetSparseProperties);
+    rpc_begin_on(&c, OP_cuArrayGetSparseProperties, server_of_handle(array));
     wb_put_u8(&c.req, sparseProperties != NULL);
     rpc_put_handle(&c.req, array);
     CUresult r = rpc_sync(&c);
@@ -341,7 +341,7 @@ EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
     SHIM_ENTER(cuCtxDisablePeerAccess, (peerContext));
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxDisablePeerAccess);
+    rpc_begin_on(&c, OP_cuCtxDisablePeerAccess, server_of_handle(peerContext));
     rpc_put_handle(&c.req, peerContext);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -355,8 +355,13 @@ EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
     SHIM_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    {
+        CUresult g_;
+        if (hook_guard_cuCtxEnablePeerAccess(&g_, peerContext, Flags))
+            return g_;
+    }
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxEnablePeerAccess);
+    rpc_begin_on(&c, OP_cuCtxEnablePeerAccess, server_of_handle(peerContext));
     rpc_put_handle(&c.req, peerContext);
     wb_put_u32(&c.req, (uint32_t)(Flags));
     CUresult r = rpc_sync(&c);
@@ -372,7 +377,7 @@ EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     SHIM_ENTER(cuCtxGetApiVersion, (ctx, version));
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxGetApiVersion);
+    rpc_begin_on(&c, OP_cuCtxGetApiVersion, server_of_handle(ctx));
     rpc_put_handle(&c.req, ctx);
     wb_put_u8(&c.req, version != NULL);
     CUresult r = rpc_sync(&c);
@@ -407,7 +412,7 @@ EXPORT CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUd
 {
     SHIM_ENTER(cuCtxGetDevResource, (hCtx, resource, type));
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxGetDevResource);
+    rpc_begin_on(&c, OP_cuCtxGetDevResource, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     wb_put_u8(&c.req, resource != NULL);
     wb_put_u32(&c.req, (uint32_t)(type));
@@ -537,7 +542,7 @@ EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
 {
     SHIM_ENTER(cuCtxRecordEvent, (hCtx, hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxRecordEvent);
+    rpc_begin_on(&c, OP_cuCtxRecordEvent, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     rpc_put_handle(&c.req, hEvent);
     return rpc_async(&c);
@@ -625,7 +630,7 @@ EXPORT CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
 {
     SHIM_ENTER(cuCtxWaitEvent, (hCtx, hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuCtxWaitEvent);
+    rpc_begin_on(&c, OP_cuCtxWaitEvent, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     rpc_put_handle(&c.req, hEvent);
     return rpc_async(&c);
@@ -635,7 +640,7 @@ EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
 {
     SHIM_ENTER(cuDestroyExternalMemory, (extMem));
     rpc_call c;
-    rpc_begin(&c, OP_cuDestroyExternalMemory);
+    rpc_begin_on(&c, OP_cuDestroyExternalMemory, server_of_handle(extMem));
     rpc_put_handle(&c.req, extMem);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -650,7 +655,7 @@ EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
 {
     SHIM_ENTER(cuDestroyExternalSemaphore, (extSem));
     rpc_call c;
-    rpc_begin(&c, OP_cuDestroyExternalSemaphore);
+    rpc_begin_on(&c, OP_cuDestroyExternalSemaphore, server_of_handle(extSem));
     rpc_put_handle(&c.req, extSem);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -666,7 +671,7 @@ EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResour
     SHIM_ENTER(cuDevResourceGenerateDesc, (phDesc, resources, nbResources));
     rpc_call c;
     rpc_begin(&c, OP_cuDevResourceGenerateDesc);
-    uint64_t phDesc_id = phDesc != NULL ? handle_new_id() : 0;
+    uint64_t phDesc_id = phDesc != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phDesc != NULL);
     if (phDesc != NULL)
         wb_put_u64(&c.req, handle_untag(phDesc_id));
@@ -726,11 +731,16 @@ EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int 
 EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
     SHIM_ENTER(cuDeviceCanAccessPeer, (canAccessPeer, dev, peerDev));
+    {
+        CUresult g_;
+        if (hook_guard_cuDeviceCanAccessPeer(&g_, canAccessPeer, dev, peerDev))
+            return g_;
+    }
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceCanAccessPeer);
+    rpc_begin_on(&c, OP_cuDeviceCanAccessPeer, server_of_device(dev));
     wb_put_u8(&c.req, canAccessPeer != NULL);
-    wb_put_i32(&c.req, (int32_t)(dev));
-    wb_put_i32(&c.req, (int32_t)(peerDev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
+    wb_put_i32(&c.req, (int32_t)(device_local(peerDev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (canAccessPeer != NULL)
@@ -746,9 +756,9 @@ EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
     SHIM_ENTER(cuDeviceGetDefaultMemPool, (pool_out, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetDefaultMemPool);
+    rpc_begin_on(&c, OP_cuDeviceGetDefaultMemPool, server_of_device(dev));
     wb_put_u8(&c.req, pool_out != NULL);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool_out != NULL)
@@ -764,8 +774,8 @@ EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource,
 {
     SHIM_ENTER(cuDeviceGetDevResource, (device, resource, type));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetDevResource);
-    wb_put_i32(&c.req, (int32_t)(device));
+    rpc_begin_on(&c, OP_cuDeviceGetDevResource, server_of_device(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     wb_put_u8(&c.req, resource != NULL);
     wb_put_u32(&c.req, (uint32_t)(type));
     CUresult r = rpc_sync(&c);
@@ -783,10 +793,10 @@ EXPORT CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type,
 {
     SHIM_ENTER(cuDeviceGetExecAffinitySupport, (pi, type, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetExecAffinitySupport);
+    rpc_begin_on(&c, OP_cuDeviceGetExecAffinitySupport, server_of_device(dev));
     wb_put_u8(&c.req, pi != NULL);
     wb_put_u32(&c.req, (uint32_t)(type));
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pi != NULL)
@@ -802,8 +812,8 @@ EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
 {
     SHIM_ENTER(cuDeviceGetGraphMemAttribute, (device, attr, value));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetGraphMemAttribute);
-    wb_put_i32(&c.req, (int32_t)(device));
+    rpc_begin_on(&c, OP_cuDeviceGetGraphMemAttribute, server_of_device(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     wb_put_u32(&c.req, (uint32_t)(attr));
     size_t value_cnt = value != NULL ? (size_t)(8) : 0;
     wb_put_u8(&c.req, value != NULL);
@@ -824,7 +834,7 @@ EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
 {
     SHIM_ENTER(cuDeviceGetHostAtomicCapabilities, (capabilities, operations, count, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetHostAtomicCapabilities);
+    rpc_begin_on(&c, OP_cuDeviceGetHostAtomicCapabilities, server_of_device(dev));
     size_t capabilities_cnt = capabilities != NULL ? (size_t)(count) : 0;
     wb_put_u8(&c.req, capabilities != NULL);
     if (capabilities != NULL)
@@ -836,7 +846,7 @@ EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, co
         wb_put_raw(&c.req, operations, n_ * sizeof(CUatomicOperation));
     }
     wb_put_u32(&c.req, (uint32_t)(count));
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
@@ -852,13 +862,13 @@ EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevi
 {
     SHIM_ENTER(cuDeviceGetLuid, (luid, deviceNodeMask, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetLuid);
+    rpc_begin_on(&c, OP_cuDeviceGetLuid, server_of_device(dev));
     size_t luid_cnt = luid != NULL ? (size_t)(8) : 0;
     wb_put_u8(&c.req, luid != NULL);
     if (luid != NULL)
         wb_put_u64(&c.req, (uint64_t)luid_cnt);
     wb_put_u8(&c.req, deviceNodeMask != NULL);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (luid != NULL)
@@ -876,9 +886,9 @@ EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     SHIM_ENTER(cuDeviceGetMemPool, (pool, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetMemPool);
+    rpc_begin_on(&c, OP_cuDeviceGetMemPool, server_of_device(dev));
     wb_put_u8(&c.req, pool != NULL);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (pool != NULL)
@@ -902,7 +912,7 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
 {
     SHIM_ENTER(cuDeviceGetP2PAtomicCapabilities, (capabilities, operations, count, srcDevice, dstDevice));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetP2PAtomicCapabilities);
+    rpc_begin_on(&c, OP_cuDeviceGetP2PAtomicCapabilities, server_of_device(srcDevice));
     size_t capabilities_cnt = capabilities != NULL ? (size_t)(count) : 0;
     wb_put_u8(&c.req, capabilities != NULL);
     if (capabilities != NULL)
@@ -914,8 +924,8 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
         wb_put_raw(&c.req, operations, n_ * sizeof(CUatomicOperation));
     }
     wb_put_u32(&c.req, (uint32_t)(count));
-    wb_put_i32(&c.req, (int32_t)(srcDevice));
-    wb_put_i32(&c.req, (int32_t)(dstDevice));
+    wb_put_i32(&c.req, (int32_t)(device_local(srcDevice)));
+    wb_put_i32(&c.req, (int32_t)(device_local(dstDevice)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (capabilities != NULL)
@@ -930,12 +940,17 @@ EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, con
 EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
 {
     SHIM_ENTER(cuDeviceGetP2PAttribute, (value, attrib, srcDevice, dstDevice));
+    {
+        CUresult g_;
+        if (hook_guard_cuDeviceGetP2PAttribute(&g_, value, attrib, srcDevice, dstDevice))
+            return g_;
+    }
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetP2PAttribute);
+    rpc_begin_on(&c, OP_cuDeviceGetP2PAttribute, server_of_device(srcDevice));
     wb_put_u8(&c.req, value != NULL);
     wb_put_u32(&c.req, (uint32_t)(attrib));
-    wb_put_i32(&c.req, (int32_t)(srcDevice));
-    wb_put_i32(&c.req, (int32_t)(dstDevice));
+    wb_put_i32(&c.req, (int32_t)(device_local(srcDevice)));
+    wb_put_i32(&c.req, (int32_t)(device_local(dstDevice)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (value != NULL)
@@ -951,11 +966,11 @@ EXPORT CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, C
 {
     SHIM_ENTER(cuDeviceGetTexture1DLinearMaxWidth, (maxWidthInElements, format, numChannels, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGetTexture1DLinearMaxWidth);
+    rpc_begin_on(&c, OP_cuDeviceGetTexture1DLinearMaxWidth, server_of_device(dev));
     wb_put_u8(&c.req, maxWidthInElements != NULL);
     wb_put_u32(&c.req, (uint32_t)(format));
     wb_put_u32(&c.req, (uint32_t)(numChannels));
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (maxWidthInElements != NULL)
@@ -971,8 +986,8 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
     SHIM_ENTER(cuDeviceGraphMemTrim, (device));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceGraphMemTrim);
-    wb_put_i32(&c.req, (int32_t)(device));
+    rpc_begin_on(&c, OP_cuDeviceGraphMemTrim, server_of_device(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -986,8 +1001,8 @@ EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
 {
     SHIM_ENTER(cuDeviceSetGraphMemAttribute, (device, attr, value));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceSetGraphMemAttribute);
-    wb_put_i32(&c.req, (int32_t)(device));
+    rpc_begin_on(&c, OP_cuDeviceSetGraphMemAttribute, server_of_device(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     wb_put_u32(&c.req, (uint32_t)(attr));
     wb_put_u8(&c.req, value != NULL);
     if (value != NULL) {
@@ -1008,8 +1023,8 @@ EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     SHIM_ENTER(cuDeviceSetMemPool, (dev, pool));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceSetMemPool);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    rpc_begin_on(&c, OP_cuDeviceSetMemPool, server_of_device(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     rpc_put_handle(&c.req, pool);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1024,8 +1039,8 @@ EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCall
 {
     SHIM_ENTER(cuDeviceUnregisterAsyncNotification, (device, callback));
     rpc_call c;
-    rpc_begin(&c, OP_cuDeviceUnregisterAsyncNotification);
-    wb_put_i32(&c.req, (int32_t)(device));
+    rpc_begin_on(&c, OP_cuDeviceUnregisterAsyncNotification, server_of_device(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     rpc_put_handle(&c.req, callback);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1041,7 +1056,7 @@ EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     SHIM_ENTER(cuEventCreate, (phEvent, Flags));
     rpc_call c;
     rpc_begin(&c, OP_cuEventCreate);
-    uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
+    uint64_t phEvent_id = phEvent != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
         wb_put_u64(&c.req, handle_untag(phEvent_id));
@@ -1060,7 +1075,7 @@ EXPORT CUresult cuEventDestroy(CUevent hEvent)
 {
     SHIM_ENTER(cuEventDestroy, (hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventDestroy);
+    rpc_begin_on(&c, OP_cuEventDestroy, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     return rpc_async(&c);
 }
@@ -1069,7 +1084,7 @@ EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
     SHIM_ENTER(cuEventDestroy_v2, (hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventDestroy_v2);
+    rpc_begin_on(&c, OP_cuEventDestroy_v2, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     return rpc_async(&c);
 }
@@ -1078,7 +1093,7 @@ EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent
 {
     SHIM_ENTER(cuEventElapsedTime, (pMilliseconds, hStart, hEnd));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventElapsedTime);
+    rpc_begin_on(&c, OP_cuEventElapsedTime, server_of_handle(hStart));
     wb_put_u8(&c.req, pMilliseconds != NULL);
     rpc_put_handle(&c.req, hStart);
     rpc_put_handle(&c.req, hEnd);
@@ -1097,7 +1112,7 @@ EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUev
 {
     SHIM_ENTER(cuEventElapsedTime_v2, (pMilliseconds, hStart, hEnd));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventElapsedTime_v2);
+    rpc_begin_on(&c, OP_cuEventElapsedTime_v2, server_of_handle(hStart));
     wb_put_u8(&c.req, pMilliseconds != NULL);
     rpc_put_handle(&c.req, hStart);
     rpc_put_handle(&c.req, hEnd);
@@ -1116,7 +1131,7 @@ EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
     SHIM_ENTER(cuEventQuery, (hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventQuery);
+    rpc_begin_on(&c, OP_cuEventQuery, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1131,7 +1146,7 @@ EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     SHIM_ENTER(cuEventRecord, (hEvent, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventRecord);
+    rpc_begin_on(&c, OP_cuEventRecord, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     rpc_put_handle(&c.req, hStream);
     return rpc_async(&c);
@@ -1141,7 +1156,7 @@ EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigne
 {
     SHIM_ENTER(cuEventRecordWithFlags, (hEvent, hStream, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventRecordWithFlags);
+    rpc_begin_on(&c, OP_cuEventRecordWithFlags, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     rpc_put_handle(&c.req, hStream);
     wb_put_u32(&c.req, (uint32_t)(flags));
@@ -1164,7 +1179,7 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     SHIM_ENTER(cuEventSynchronize, (hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuEventSynchronize);
+    rpc_begin_on(&c, OP_cuEventSynchronize, server_of_handle(hEvent));
     rpc_put_handle(&c.req, hEvent);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1179,7 +1194,7 @@ EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalM
 {
     SHIM_ENTER(cuExternalMemoryGetMappedBuffer, (devPtr, extMem, bufferDesc));
     rpc_call c;
-    rpc_begin(&c, OP_cuExternalMemoryGetMappedBuffer);
+    rpc_begin_on(&c, OP_cuExternalMemoryGetMappedBuffer, server_of_handle(extMem));
     wb_put_u8(&c.req, devPtr != NULL);
     rpc_put_handle(&c.req, extMem);
     wb_put_u8(&c.req, bufferDesc != NULL);
@@ -1224,7 +1239,7 @@ EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction functio
 {
     SHIM_ENTER(cuFuncIsLoaded, (state, function));
     rpc_call c;
-    rpc_begin(&c, OP_cuFuncIsLoaded);
+    rpc_begin_on(&c, OP_cuFuncIsLoaded, server_of_handle(function));
     wb_put_u8(&c.req, state != NULL);
     rpc_put_handle(&c.req, function);
     CUresult r = rpc_sync(&c);
@@ -1242,7 +1257,7 @@ EXPORT CUresult cuFuncLoad(CUfunction function)
 {
     SHIM_ENTER(cuFuncLoad, (function));
     rpc_call c;
-    rpc_begin(&c, OP_cuFuncLoad);
+    rpc_begin_on(&c, OP_cuFuncLoad, server_of_handle(function));
     rpc_put_handle(&c.req, function);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1272,7 +1287,7 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuFuncSetAttribute);
+    rpc_begin_on(&c, OP_cuFuncSetAttribute, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
     wb_put_u32(&c.req, (uint32_t)(attrib));
     wb_put_i32(&c.req, (int32_t)(value));
@@ -1294,7 +1309,7 @@ EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     SHIM_ENTER(cuFuncSetCacheConfig, (hfunc, config));
     rpc_call c;
-    rpc_begin(&c, OP_cuFuncSetCacheConfig);
+    rpc_begin_on(&c, OP_cuFuncSetCacheConfig, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
     wb_put_u32(&c.req, (uint32_t)(config));
     CUresult r = rpc_sync(&c);
@@ -1311,7 +1326,7 @@ EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config
 {
     SHIM_ENTER(cuFuncSetSharedMemConfig, (hfunc, config));
     rpc_call c;
-    rpc_begin(&c, OP_cuFuncSetSharedMemConfig);
+    rpc_begin_on(&c, OP_cuFuncSetSharedMemConfig, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
     wb_put_u32(&c.req, (uint32_t)(config));
     CUresult r = rpc_sync(&c);
@@ -1328,8 +1343,8 @@ EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
 {
     SHIM_ENTER(cuGraphAddChildGraphNode, (phGraphNode, hGraph, dependencies, numDependencies, childGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddChildGraphNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddChildGraphNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1358,7 +1373,7 @@ EXPORT CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, 
 {
     SHIM_ENTER(cuGraphAddDependencies, (hGraph, from, to, numDependencies));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddDependencies);
+    rpc_begin_on(&c, OP_cuGraphAddDependencies, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, from != NULL);
     if (from != NULL) {
@@ -1388,7 +1403,7 @@ EXPORT CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *fro
 {
     SHIM_ENTER(cuGraphAddDependencies_v2, (hGraph, from, to, edgeData, numDependencies));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddDependencies_v2);
+    rpc_begin_on(&c, OP_cuGraphAddDependencies_v2, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, from != NULL);
     if (from != NULL) {
@@ -1424,8 +1439,8 @@ EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, co
 {
     SHIM_ENTER(cuGraphAddEmptyNode, (phGraphNode, hGraph, dependencies, numDependencies));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddEmptyNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddEmptyNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1453,8 +1468,8 @@ EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGra
 {
     SHIM_ENTER(cuGraphAddEventRecordNode, (phGraphNode, hGraph, dependencies, numDependencies, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddEventRecordNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddEventRecordNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1483,8 +1498,8 @@ EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph
 {
     SHIM_ENTER(cuGraphAddEventWaitNode, (phGraphNode, hGraph, dependencies, numDependencies, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddEventWaitNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddEventWaitNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1529,8 +1544,8 @@ EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
 {
     SHIM_ENTER(cuGraphAddMemFreeNode, (phGraphNode, hGraph, dependencies, numDependencies, dptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddMemFreeNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddMemFreeNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1559,8 +1574,8 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
 {
     SHIM_ENTER(cuGraphAddMemsetNode, (phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphAddMemsetNode);
-    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphAddMemsetNode, server_of_handle(hGraph));
+    uint64_t phGraphNode_id = phGraphNode != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphNode != NULL);
     if (phGraphNode != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphNode_id));
@@ -1592,7 +1607,7 @@ EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGrap
 {
     SHIM_ENTER(cuGraphChildGraphNodeGetGraph, (hNode, phGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphChildGraphNodeGetGraph);
+    rpc_begin_on(&c, OP_cuGraphChildGraphNodeGetGraph, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, phGraph != NULL);
     CUresult r = rpc_sync(&c);
@@ -1610,8 +1625,8 @@ EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     SHIM_ENTER(cuGraphClone, (phGraphClone, originalGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphClone);
-    uint64_t phGraphClone_id = phGraphClone != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphClone, server_of_handle(originalGraph));
+    uint64_t phGraphClone_id = phGraphClone != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphClone != NULL);
     if (phGraphClone != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphClone_id));
@@ -1631,7 +1646,7 @@ EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle
 {
     SHIM_ENTER(cuGraphConditionalHandleCreate, (pHandle_out, hGraph, ctx, defaultLaunchValue, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphConditionalHandleCreate);
+    rpc_begin_on(&c, OP_cuGraphConditionalHandleCreate, server_of_handle(hGraph));
     wb_put_u8(&c.req, pHandle_out != NULL);
     rpc_put_handle(&c.req, hGraph);
     rpc_put_handle(&c.req, ctx);
@@ -1653,7 +1668,7 @@ EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     SHIM_ENTER(cuGraphCreate, (phGraph, flags));
     rpc_call c;
     rpc_begin(&c, OP_cuGraphCreate);
-    uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
+    uint64_t phGraph_id = phGraph != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
         wb_put_u64(&c.req, handle_untag(phGraph_id));
@@ -1673,7 +1688,7 @@ EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
     SHIM_ENTER(cuGraphDestroy, (hGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphDestroy);
+    rpc_begin_on(&c, OP_cuGraphDestroy, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     return rpc_async(&c);
 }
@@ -1682,7 +1697,7 @@ EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
     SHIM_ENTER(cuGraphDestroyNode, (hNode));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphDestroyNode);
+    rpc_begin_on(&c, OP_cuGraphDestroyNode, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -1697,7 +1712,7 @@ EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event
 {
     SHIM_ENTER(cuGraphEventRecordNodeGetEvent, (hNode, event_out));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphEventRecordNodeGetEvent);
+    rpc_begin_on(&c, OP_cuGraphEventRecordNodeGetEvent, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, event_out != NULL);
     CUresult r = rpc_sync(&c);
@@ -1715,7 +1730,7 @@ EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     SHIM_ENTER(cuGraphEventRecordNodeSetEvent, (hNode, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphEventRecordNodeSetEvent);
+    rpc_begin_on(&c, OP_cuGraphEventRecordNodeSetEvent, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     rpc_put_handle(&c.req, event);
     CUresult r = rpc_sync(&c);
@@ -1731,7 +1746,7 @@ EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_o
 {
     SHIM_ENTER(cuGraphEventWaitNodeGetEvent, (hNode, event_out));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphEventWaitNodeGetEvent);
+    rpc_begin_on(&c, OP_cuGraphEventWaitNodeGetEvent, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, event_out != NULL);
     CUresult r = rpc_sync(&c);
@@ -1749,7 +1764,7 @@ EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     SHIM_ENTER(cuGraphEventWaitNodeSetEvent, (hNode, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphEventWaitNodeSetEvent);
+    rpc_begin_on(&c, OP_cuGraphEventWaitNodeSetEvent, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     rpc_put_handle(&c.req, event);
     CUresult r = rpc_sync(&c);
@@ -1765,7 +1780,7 @@ EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgra
 {
     SHIM_ENTER(cuGraphExecChildGraphNodeSetParams, (hGraphExec, hNode, childGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecChildGraphNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphExecChildGraphNodeSetParams, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     rpc_put_handle(&c.req, childGraph);
@@ -1782,7 +1797,7 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     SHIM_ENTER(cuGraphExecDestroy, (hGraphExec));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecDestroy);
+    rpc_begin_on(&c, OP_cuGraphExecDestroy, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     return rpc_async(&c);
 }
@@ -1791,7 +1806,7 @@ EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgra
 {
     SHIM_ENTER(cuGraphExecEventRecordNodeSetEvent, (hGraphExec, hNode, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecEventRecordNodeSetEvent);
+    rpc_begin_on(&c, OP_cuGraphExecEventRecordNodeSetEvent, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     rpc_put_handle(&c.req, event);
@@ -1808,7 +1823,7 @@ EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraph
 {
     SHIM_ENTER(cuGraphExecEventWaitNodeSetEvent, (hGraphExec, hNode, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecEventWaitNodeSetEvent);
+    rpc_begin_on(&c, OP_cuGraphExecEventWaitNodeSetEvent, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     rpc_put_handle(&c.req, event);
@@ -1841,7 +1856,7 @@ EXPORT CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 {
     SHIM_ENTER(cuGraphExecGetFlags, (hGraphExec, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecGetFlags);
+    rpc_begin_on(&c, OP_cuGraphExecGetFlags, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     wb_put_u8(&c.req, flags != NULL);
     CUresult r = rpc_sync(&c);
@@ -1859,7 +1874,7 @@ EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
 {
     SHIM_ENTER(cuGraphExecMemsetNodeSetParams, (hGraphExec, hNode, memsetParams, ctx));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphExecMemsetNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphExecMemsetNodeSetParams, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, memsetParams != NULL);
@@ -1915,7 +1930,7 @@ EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *
     if (to != NULL && numEdges == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphGetEdges);
+    rpc_begin_on(&c, OP_cuGraphGetEdges, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     size_t from_cnt = from != NULL ? (size_t)(*numEdges) : 0;
     wb_put_u8(&c.req, from != NULL);
@@ -1953,7 +1968,7 @@ EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNod
     if (edgeData != NULL && numEdges == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphGetEdges_v2);
+    rpc_begin_on(&c, OP_cuGraphGetEdges_v2, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     size_t from_cnt = from != NULL ? (size_t)(*numEdges) : 0;
     wb_put_u8(&c.req, from != NULL);
@@ -1993,7 +2008,7 @@ EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numN
     if (nodes != NULL && numNodes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphGetNodes);
+    rpc_begin_on(&c, OP_cuGraphGetNodes, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     size_t nodes_cnt = nodes != NULL ? (size_t)(*numNodes) : 0;
     wb_put_u8(&c.req, nodes != NULL);
@@ -2021,7 +2036,7 @@ EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size
     if (rootNodes != NULL && numRootNodes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphGetRootNodes);
+    rpc_begin_on(&c, OP_cuGraphGetRootNodes, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     size_t rootNodes_cnt = rootNodes != NULL ? (size_t)(*numRootNodes) : 0;
     wb_put_u8(&c.req, rootNodes != NULL);
@@ -2047,8 +2062,8 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
 {
     SHIM_ENTER(cuGraphInstantiate, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphInstantiate);
-    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphInstantiate, server_of_handle(hGraph));
+    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphExec_id));
@@ -2078,8 +2093,8 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
 {
     SHIM_ENTER(cuGraphInstantiateWithFlags, (phGraphExec, hGraph, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphInstantiateWithFlags);
-    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphInstantiateWithFlags, server_of_handle(hGraph));
+    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphExec_id));
@@ -2106,8 +2121,8 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, 
 {
     SHIM_ENTER(cuGraphInstantiate_v2, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphInstantiate_v2);
-    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGraphInstantiate_v2, server_of_handle(hGraph));
+    uint64_t phGraphExec_id = phGraphExec != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraphExec != NULL);
     if (phGraphExec != NULL)
         wb_put_u64(&c.req, handle_untag(phGraphExec_id));
@@ -2137,7 +2152,7 @@ EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src
 {
     SHIM_ENTER(cuGraphKernelNodeCopyAttributes, (dst, src));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphKernelNodeCopyAttributes);
+    rpc_begin_on(&c, OP_cuGraphKernelNodeCopyAttributes, server_of_handle(dst));
     rpc_put_handle(&c.req, dst);
     rpc_put_handle(&c.req, src);
     CUresult r = rpc_sync(&c);
@@ -2159,7 +2174,7 @@ EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
 {
     SHIM_ENTER(cuGraphMemFreeNodeGetParams, (hNode, dptr_out));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemFreeNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphMemFreeNodeGetParams, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, dptr_out != NULL);
     CUresult r = rpc_sync(&c);
@@ -2177,7 +2192,7 @@ EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_P
 {
     SHIM_ENTER(cuGraphMemsetNodeGetParams, (hNode, nodeParams));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemsetNodeGetParams);
+    rpc_begin_on(&c, OP_cuGraphMemsetNodeGetParams, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, nodeParams != NULL);
     CUresult r = rpc_sync(&c);
@@ -2195,7 +2210,7 @@ EXPORT CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_
 {
     SHIM_ENTER(cuGraphMemsetNodeSetParams, (hNode, nodeParams));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphMemsetNodeSetParams);
+    rpc_begin_on(&c, OP_cuGraphMemsetNodeSetParams, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, nodeParams != NULL);
     if (nodeParams != NULL)
@@ -2213,7 +2228,7 @@ EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigina
 {
     SHIM_ENTER(cuGraphNodeFindInClone, (phNode, hOriginalNode, hClonedGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeFindInClone);
+    rpc_begin_on(&c, OP_cuGraphNodeFindInClone, server_of_handle(hOriginalNode));
     wb_put_u8(&c.req, phNode != NULL);
     rpc_put_handle(&c.req, hOriginalNode);
     rpc_put_handle(&c.req, hClonedGraph);
@@ -2234,7 +2249,7 @@ EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *depen
     if (dependencies != NULL && numDependencies == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetDependencies);
+    rpc_begin_on(&c, OP_cuGraphNodeGetDependencies, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     size_t dependencies_cnt = dependencies != NULL ? (size_t)(*numDependencies) : 0;
     wb_put_u8(&c.req, dependencies != NULL);
@@ -2264,7 +2279,7 @@ EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *de
     if (edgeData != NULL && numDependencies == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetDependencies_v2);
+    rpc_begin_on(&c, OP_cuGraphNodeGetDependencies_v2, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     size_t dependencies_cnt = dependencies != NULL ? (size_t)(*numDependencies) : 0;
     wb_put_u8(&c.req, dependencies != NULL);
@@ -2298,7 +2313,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dep
     if (dependentNodes != NULL && numDependentNodes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetDependentNodes);
+    rpc_begin_on(&c, OP_cuGraphNodeGetDependentNodes, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     size_t dependentNodes_cnt = dependentNodes != NULL ? (size_t)(*numDependentNodes) : 0;
     wb_put_u8(&c.req, dependentNodes != NULL);
@@ -2328,7 +2343,7 @@ EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *
     if (edgeData != NULL && numDependentNodes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetDependentNodes_v2);
+    rpc_begin_on(&c, OP_cuGraphNodeGetDependentNodes_v2, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     size_t dependentNodes_cnt = dependentNodes != NULL ? (size_t)(*numDependentNodes) : 0;
     wb_put_u8(&c.req, dependentNodes != NULL);
@@ -2360,7 +2375,7 @@ EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
 {
     SHIM_ENTER(cuGraphNodeGetEnabled, (hGraphExec, hNode, isEnabled));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetEnabled);
+    rpc_begin_on(&c, OP_cuGraphNodeGetEnabled, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, isEnabled != NULL);
@@ -2379,7 +2394,7 @@ EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
     SHIM_ENTER(cuGraphNodeGetType, (hNode, type));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeGetType);
+    rpc_begin_on(&c, OP_cuGraphNodeGetType, server_of_handle(hNode));
     rpc_put_handle(&c.req, hNode);
     wb_put_u8(&c.req, type != NULL);
     CUresult r = rpc_sync(&c);
@@ -2397,7 +2412,7 @@ EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
 {
     SHIM_ENTER(cuGraphNodeSetEnabled, (hGraphExec, hNode, isEnabled));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphNodeSetEnabled);
+    rpc_begin_on(&c, OP_cuGraphNodeSetEnabled, server_of_handle(hGraphExec));
     rpc_put_handle(&c.req, hGraphExec);
     rpc_put_handle(&c.req, hNode);
     wb_put_u32(&c.req, (uint32_t)(isEnabled));
@@ -2414,7 +2429,7 @@ EXPORT CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, uns
 {
     SHIM_ENTER(cuGraphReleaseUserObject, (graph, object, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphReleaseUserObject);
+    rpc_begin_on(&c, OP_cuGraphReleaseUserObject, server_of_handle(graph));
     rpc_put_handle(&c.req, graph);
     rpc_put_handle(&c.req, object);
     wb_put_u32(&c.req, (uint32_t)(count));
@@ -2431,7 +2446,7 @@ EXPORT CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *fro
 {
     SHIM_ENTER(cuGraphRemoveDependencies, (hGraph, from, to, numDependencies));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphRemoveDependencies);
+    rpc_begin_on(&c, OP_cuGraphRemoveDependencies, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, from != NULL);
     if (from != NULL) {
@@ -2461,7 +2476,7 @@ EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *
 {
     SHIM_ENTER(cuGraphRemoveDependencies_v2, (hGraph, from, to, edgeData, numDependencies));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphRemoveDependencies_v2);
+    rpc_begin_on(&c, OP_cuGraphRemoveDependencies_v2, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, from != NULL);
     if (from != NULL) {
@@ -2497,7 +2512,7 @@ EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsi
 {
     SHIM_ENTER(cuGraphRetainUserObject, (graph, object, count, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphRetainUserObject);
+    rpc_begin_on(&c, OP_cuGraphRetainUserObject, server_of_handle(graph));
     rpc_put_handle(&c.req, graph);
     rpc_put_handle(&c.req, object);
     wb_put_u32(&c.req, (uint32_t)(count));
@@ -2515,7 +2530,7 @@ EXPORT CUresult cuGraphUpload(CUgraphExec hGraph, CUstream hStream)
 {
     SHIM_ENTER(cuGraphUpload, (hGraph, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphUpload);
+    rpc_begin_on(&c, OP_cuGraphUpload, server_of_handle(hGraph));
     rpc_put_handle(&c.req, hGraph);
     rpc_put_handle(&c.req, hStream);
     return rpc_async(&c);
@@ -2553,7 +2568,7 @@ EXPORT CUresult cuGraphicsResourceGetMappedPointer(CUdeviceptr_v1 *pDevPtr, unsi
 {
     SHIM_ENTER(cuGraphicsResourceGetMappedPointer, (pDevPtr, pSize, resource));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphicsResourceGetMappedPointer);
+    rpc_begin_on(&c, OP_cuGraphicsResourceGetMappedPointer, server_of_handle(resource));
     wb_put_u8(&c.req, pDevPtr != NULL);
     wb_put_u8(&c.req, pSize != NULL);
     rpc_put_handle(&c.req, resource);
@@ -2574,7 +2589,7 @@ EXPORT CUresult cuGraphicsResourceGetMappedPointer_v2(CUdeviceptr *pDevPtr, size
 {
     SHIM_ENTER(cuGraphicsResourceGetMappedPointer_v2, (pDevPtr, pSize, resource));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphicsResourceGetMappedPointer_v2);
+    rpc_begin_on(&c, OP_cuGraphicsResourceGetMappedPointer_v2, server_of_handle(resource));
     wb_put_u8(&c.req, pDevPtr != NULL);
     wb_put_u8(&c.req, pSize != NULL);
     rpc_put_handle(&c.req, resource);
@@ -2595,7 +2610,7 @@ EXPORT CUresult cuGraphicsResourceSetMapFlags(CUgraphicsResource resource, unsig
 {
     SHIM_ENTER(cuGraphicsResourceSetMapFlags, (resource, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphicsResourceSetMapFlags);
+    rpc_begin_on(&c, OP_cuGraphicsResourceSetMapFlags, server_of_handle(resource));
     rpc_put_handle(&c.req, resource);
     wb_put_u32(&c.req, (uint32_t)(flags));
     CUresult r = rpc_sync(&c);
@@ -2611,7 +2626,7 @@ EXPORT CUresult cuGraphicsResourceSetMapFlags_v2(CUgraphicsResource resource, un
 {
     SHIM_ENTER(cuGraphicsResourceSetMapFlags_v2, (resource, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphicsResourceSetMapFlags_v2);
+    rpc_begin_on(&c, OP_cuGraphicsResourceSetMapFlags_v2, server_of_handle(resource));
     rpc_put_handle(&c.req, resource);
     wb_put_u32(&c.req, (uint32_t)(flags));
     CUresult r = rpc_sync(&c);
@@ -2649,7 +2664,7 @@ EXPORT CUresult cuGraphicsUnregisterResource(CUgraphicsResource resource)
 {
     SHIM_ENTER(cuGraphicsUnregisterResource, (resource));
     rpc_call c;
-    rpc_begin(&c, OP_cuGraphicsUnregisterResource);
+    rpc_begin_on(&c, OP_cuGraphicsUnregisterResource, server_of_handle(resource));
     rpc_put_handle(&c.req, resource);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -2664,13 +2679,13 @@ EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUde
 {
     SHIM_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxCreate);
-    uint64_t phCtx_id = phCtx != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGreenCtxCreate, server_of_handle(desc));
+    uint64_t phCtx_id = phCtx != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phCtx != NULL);
     if (phCtx != NULL)
         wb_put_u64(&c.req, handle_untag(phCtx_id));
     rpc_put_handle(&c.req, desc);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     wb_put_u32(&c.req, (uint32_t)(flags));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -2687,7 +2702,7 @@ EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
     SHIM_ENTER(cuGreenCtxDestroy, (hCtx));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxDestroy);
+    rpc_begin_on(&c, OP_cuGreenCtxDestroy, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -2702,7 +2717,7 @@ EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resourc
 {
     SHIM_ENTER(cuGreenCtxGetDevResource, (hCtx, resource, type));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxGetDevResource);
+    rpc_begin_on(&c, OP_cuGreenCtxGetDevResource, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     wb_put_u8(&c.req, resource != NULL);
     wb_put_u32(&c.req, (uint32_t)(type));
@@ -2721,7 +2736,7 @@ EXPORT CUresult cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCt
 {
     SHIM_ENTER(cuGreenCtxGetId, (greenCtx, greenCtxId));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxGetId);
+    rpc_begin_on(&c, OP_cuGreenCtxGetId, server_of_handle(greenCtx));
     rpc_put_handle(&c.req, greenCtx);
     wb_put_u8(&c.req, greenCtxId != NULL);
     CUresult r = rpc_sync(&c);
@@ -2739,7 +2754,7 @@ EXPORT CUresult cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
     SHIM_ENTER(cuGreenCtxRecordEvent, (hCtx, hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxRecordEvent);
+    rpc_begin_on(&c, OP_cuGreenCtxRecordEvent, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     rpc_put_handle(&c.req, hEvent);
     CUresult r = rpc_sync(&c);
@@ -2755,8 +2770,8 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, 
 {
     SHIM_ENTER(cuGreenCtxStreamCreate, (phStream, greenCtx, flags, priority));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxStreamCreate);
-    uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
+    rpc_begin_on(&c, OP_cuGreenCtxStreamCreate, server_of_handle(greenCtx));
+    uint64_t phStream_id = phStream != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
         wb_put_u64(&c.req, handle_untag(phStream_id));
@@ -2778,7 +2793,7 @@ EXPORT CUresult cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
     SHIM_ENTER(cuGreenCtxWaitEvent, (hCtx, hEvent));
     rpc_call c;
-    rpc_begin(&c, OP_cuGreenCtxWaitEvent);
+    rpc_begin_on(&c, OP_cuGreenCtxWaitEvent, server_of_handle(hCtx));
     rpc_put_handle(&c.req, hCtx);
     rpc_put_handle(&c.req, hEvent);
     CUresult r = rpc_sync(&c);
@@ -2810,7 +2825,7 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     SHIM_ENTER(cuIpcCloseMemHandle, (dptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuIpcCloseMemHandle);
+    rpc_begin_on(&c, OP_cuIpcCloseMemHandle, server_of_ptr((uint64_t)dptr));
     wb_put_u64(&c.req, (uint64_t)(dptr));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -2825,7 +2840,7 @@ EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 {
     SHIM_ENTER(cuIpcGetEventHandle, (pHandle, event));
     rpc_call c;
-    rpc_begin(&c, OP_cuIpcGetEventHandle);
+    rpc_begin_on(&c, OP_cuIpcGetEventHandle, server_of_handle(event));
     wb_put_u8(&c.req, pHandle != NULL);
     rpc_put_handle(&c.req, event);
     CUresult r = rpc_sync(&c);
@@ -2843,7 +2858,7 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     SHIM_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuIpcGetMemHandle);
+    rpc_begin_on(&c, OP_cuIpcGetMemHandle, server_of_ptr((uint64_t)dptr));
     wb_put_u8(&c.req, pHandle != NULL);
     wb_put_u64(&c.req, (uint64_t)(dptr));
     CUresult r = rpc_sync(&c);
@@ -2862,7 +2877,7 @@ EXPORT CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
     SHIM_ENTER(cuIpcOpenEventHandle, (phEvent, handle));
     rpc_call c;
     rpc_begin(&c, OP_cuIpcOpenEventHandle);
-    uint64_t phEvent_id = phEvent != NULL ? handle_new_id() : 0;
+    uint64_t phEvent_id = phEvent != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phEvent != NULL);
     if (phEvent != NULL)
         wb_put_u64(&c.req, handle_untag(phEvent_id));
@@ -2925,7 +2940,7 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
     wb_put_u32(&set_key, (uint32_t)(attrib));
     wb_put_i32(&set_val, (int32_t)(val));
     rpc_put_handle(&set_key, kernel);
-    wb_put_i32(&set_key, (int32_t)(dev));
+    wb_put_i32(&set_key, (int32_t)(device_local(dev)));
     uint32_t set_ctx = shim_current_ctx_id();
     int set_ok = !set_key.oom && !set_val.oom;
     if (set_ok && memo_setting_is(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data,
@@ -2935,11 +2950,11 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuKernelSetAttribute);
+    rpc_begin_on(&c, OP_cuKernelSetAttribute, server_of_handle(kernel));
     wb_put_u32(&c.req, (uint32_t)(attrib));
     wb_put_i32(&c.req, (int32_t)(val));
     rpc_put_handle(&c.req, kernel);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -2958,10 +2973,10 @@ EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUd
 {
     SHIM_ENTER(cuKernelSetCacheConfig, (kernel, config, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuKernelSetCacheConfig);
+    rpc_begin_on(&c, OP_cuKernelSetCacheConfig, server_of_handle(kernel));
     rpc_put_handle(&c.req, kernel);
     wb_put_u32(&c.req, (uint32_t)(config));
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -3073,7 +3088,7 @@ EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
 {
     SHIM_ENTER(cuLogsUnregisterCallback, (callback));
     rpc_call c;
-    rpc_begin(&c, OP_cuLogsUnregisterCallback);
+    rpc_begin_on(&c, OP_cuLogsUnregisterCallback, server_of_handle(callback));
     rpc_put_handle(&c.req, callback);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -3088,7 +3103,7 @@ EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     SHIM_ENTER(cuMemAddressFree, (ptr, size));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAddressFree);
+    rpc_begin_on(&c, OP_cuMemAddressFree, server_of_ptr((uint64_t)ptr));
     wb_put_u64(&c.req, (uint64_t)(ptr));
     wb_put_u64(&c.req, (uint64_t)(size));
     CUresult r = rpc_sync(&c);
@@ -3104,7 +3119,7 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
 {
     SHIM_ENTER(cuMemAddressReserve, (ptr, size, alignment, addr, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAddressReserve);
+    rpc_begin_on(&c, OP_cuMemAddressReserve, server_of_ptr((uint64_t)addr));
     wb_put_u8(&c.req, ptr != NULL);
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u64(&c.req, (uint64_t)(alignment));
@@ -3125,11 +3140,11 @@ EXPORT CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advic
 {
     SHIM_ENTER(cuMemAdvise, (devPtr, count, advice, device));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAdvise);
+    rpc_begin_on(&c, OP_cuMemAdvise, server_of_ptr((uint64_t)devPtr));
     wb_put_u64(&c.req, (uint64_t)(devPtr));
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u32(&c.req, (uint32_t)(advice));
-    wb_put_i32(&c.req, (int32_t)(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -3143,7 +3158,7 @@ EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise ad
 {
     SHIM_ENTER(cuMemAdvise_v2, (devPtr, count, advice, location));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAdvise_v2);
+    rpc_begin_on(&c, OP_cuMemAdvise_v2, server_of_ptr((uint64_t)devPtr));
     wb_put_u64(&c.req, (uint64_t)(devPtr));
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_u32(&c.req, (uint32_t)(advice));
@@ -3179,7 +3194,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hSt
 {
     SHIM_ENTER(cuMemAllocAsync, (dptr, bytesize, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAllocAsync);
+    rpc_begin_on(&c, OP_cuMemAllocAsync, server_of_handle(hStream));
     wb_put_u8(&c.req, dptr != NULL);
     wb_put_u64(&c.req, (uint64_t)(bytesize));
     rpc_put_handle(&c.req, hStream);
@@ -3204,7 +3219,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
 {
     SHIM_ENTER(cuMemAllocFromPoolAsync, (dptr, bytesize, pool, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemAllocFromPoolAsync);
+    rpc_begin_on(&c, OP_cuMemAllocFromPoolAsync, server_of_handle(pool));
     wb_put_u8(&c.req, dptr != NULL);
     wb_put_u64(&c.req, (uint64_t)(bytesize));
     rpc_put_handle(&c.req, pool);
@@ -3294,7 +3309,7 @@ EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, si
 {
     SHIM_ENTER(cuMemBatchDecompressAsync, (paramsArray, count, flags, errorIndex, stream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemBatchDecompressAsync);
+    rpc_begin_on(&c, OP_cuMemBatchDecompressAsync, server_of_handle(stream));
     wb_put_u8(&c.req, paramsArray != NULL);
     if (paramsArray != NULL) {
         size_t n_ = (size_t)(count);
@@ -3329,7 +3344,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     SHIM_ENTER(cuMemCreate, (handle, size, prop, flags));
     rpc_call c;
     rpc_begin(&c, OP_cuMemCreate);
-    uint64_t handle_id = handle != NULL ? handle_new_id() : 0;
+    uint64_t handle_id = handle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, handle != NULL);
     if (handle != NULL)
         wb_put_u64(&c.req, handle_untag(handle_id));
@@ -3356,7 +3371,7 @@ EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *si
 {
     SHIM_ENTER(cuMemDiscardAndPrefetchBatchAsync, (dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemDiscardAndPrefetchBatchAsync);
+    rpc_begin_on(&c, OP_cuMemDiscardAndPrefetchBatchAsync, server_of_handle(hStream));
     wb_put_u8(&c.req, dptrs != NULL);
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
@@ -3398,7 +3413,7 @@ EXPORT CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t
 {
     SHIM_ENTER(cuMemDiscardBatchAsync, (dptrs, sizes, count, flags, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemDiscardBatchAsync);
+    rpc_begin_on(&c, OP_cuMemDiscardBatchAsync, server_of_handle(hStream));
     wb_put_u8(&c.req, dptrs != NULL);
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
@@ -3443,7 +3458,7 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     SHIM_ENTER(cuMemFreeAsync, (dptr, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemFreeAsync);
+    rpc_begin_on(&c, OP_cuMemFreeAsync, server_of_ptr((uint64_t)dptr));
     wb_put_u64(&c.req, (uint64_t)(dptr));
     rpc_put_handle(&c.req, hStream);
     return rpc_async(&c);
@@ -3460,7 +3475,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     SHIM_ENTER(cuMemFree_v2, (dptr));
     hook_pre_cuMemFree_v2(dptr);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemFree_v2);
+    rpc_begin_on(&c, OP_cuMemFree_v2, server_of_ptr((uint64_t)dptr));
     wb_put_u64(&c.req, (uint64_t)(dptr));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -3475,7 +3490,7 @@ EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *l
 {
     SHIM_ENTER(cuMemGetAccess, (flags, location, ptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemGetAccess);
+    rpc_begin_on(&c, OP_cuMemGetAccess, server_of_ptr((uint64_t)ptr));
     wb_put_u8(&c.req, flags != NULL);
     wb_put_u8(&c.req, location != NULL);
     if (location != NULL)
@@ -3517,7 +3532,7 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 {
     SHIM_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemGetAddressRange_v2);
+    rpc_begin_on(&c, OP_cuMemGetAddressRange_v2, server_of_ptr((uint64_t)dptr));
     wb_put_u8(&c.req, pbase != NULL);
     wb_put_u8(&c.req, psize != NULL);
     wb_put_u64(&c.req, (uint64_t)(dptr));
@@ -3676,7 +3691,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 {
     SHIM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemMap);
+    rpc_begin_on(&c, OP_cuMemMap, server_of_ptr((uint64_t)ptr));
     wb_put_u64(&c.req, (uint64_t)(ptr));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u64(&c.req, (uint64_t)(offset));
@@ -3710,7 +3725,7 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolPr
     SHIM_ENTER(cuMemPoolCreate, (pool, poolProps));
     rpc_call c;
     rpc_begin(&c, OP_cuMemPoolCreate);
-    uint64_t pool_id = pool != NULL ? handle_new_id() : 0;
+    uint64_t pool_id = pool != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pool != NULL);
     if (pool != NULL)
         wb_put_u64(&c.req, handle_untag(pool_id));
@@ -3735,7 +3750,7 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     SHIM_ENTER(cuMemPoolDestroy, (pool));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolDestroy);
+    rpc_begin_on(&c, OP_cuMemPoolDestroy, server_of_handle(pool));
     rpc_put_handle(&c.req, pool);
     return rpc_async(&c);
 }
@@ -3744,7 +3759,7 @@ EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CU
 {
     SHIM_ENTER(cuMemPoolExportPointer, (shareData_out, ptr));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolExportPointer);
+    rpc_begin_on(&c, OP_cuMemPoolExportPointer, server_of_ptr((uint64_t)ptr));
     wb_put_u8(&c.req, shareData_out != NULL);
     wb_put_u64(&c.req, (uint64_t)(ptr));
     CUresult r = rpc_sync(&c);
@@ -3762,7 +3777,7 @@ EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPoo
 {
     SHIM_ENTER(cuMemPoolGetAccess, (flags, memPool, location));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolGetAccess);
+    rpc_begin_on(&c, OP_cuMemPoolGetAccess, server_of_handle(memPool));
     wb_put_u8(&c.req, flags != NULL);
     rpc_put_handle(&c.req, memPool);
     wb_put_u8(&c.req, location != NULL);
@@ -3785,7 +3800,7 @@ EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute att
     if (value != NULL && (scuda_mempool_attr_size(attr)) == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolGetAttribute);
+    rpc_begin_on(&c, OP_cuMemPoolGetAttribute, server_of_handle(pool));
     rpc_put_handle(&c.req, pool);
     wb_put_u32(&c.req, (uint32_t)(attr));
     size_t value_cnt = value != NULL ? (size_t)(scuda_mempool_attr_size(attr)) : 0;
@@ -3807,7 +3822,7 @@ EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, 
 {
     SHIM_ENTER(cuMemPoolImportPointer, (ptr_out, pool, shareData));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolImportPointer);
+    rpc_begin_on(&c, OP_cuMemPoolImportPointer, server_of_handle(pool));
     wb_put_u8(&c.req, ptr_out != NULL);
     rpc_put_handle(&c.req, pool);
     wb_put_u8(&c.req, shareData != NULL);
@@ -3828,7 +3843,7 @@ EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
 {
     SHIM_ENTER(cuMemPoolSetAccess, (pool, map, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolSetAccess);
+    rpc_begin_on(&c, OP_cuMemPoolSetAccess, server_of_handle(pool));
     rpc_put_handle(&c.req, pool);
     wb_put_u8(&c.req, map != NULL);
     if (map != NULL) {
@@ -3852,7 +3867,7 @@ EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute att
     if (value != NULL && (scuda_mempool_attr_size(attr)) == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolSetAttribute);
+    rpc_begin_on(&c, OP_cuMemPoolSetAttribute, server_of_handle(pool));
     rpc_put_handle(&c.req, pool);
     wb_put_u32(&c.req, (uint32_t)(attr));
     wb_put_u8(&c.req, value != NULL);
@@ -3874,7 +3889,7 @@ EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     SHIM_ENTER(cuMemPoolTrimTo, (pool, minBytesToKeep));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPoolTrimTo);
+    rpc_begin_on(&c, OP_cuMemPoolTrimTo, server_of_handle(pool));
     rpc_put_handle(&c.req, pool);
     wb_put_u64(&c.req, (uint64_t)(minBytesToKeep));
     CUresult r = rpc_sync(&c);
@@ -3890,10 +3905,10 @@ EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice ds
 {
     SHIM_ENTER(cuMemPrefetchAsync, (devPtr, count, dstDevice, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPrefetchAsync);
+    rpc_begin_on(&c, OP_cuMemPrefetchAsync, server_of_ptr((uint64_t)devPtr));
     wb_put_u64(&c.req, (uint64_t)(devPtr));
     wb_put_u64(&c.req, (uint64_t)(count));
-    wb_put_i32(&c.req, (int32_t)(dstDevice));
+    wb_put_i32(&c.req, (int32_t)(device_local(dstDevice)));
     rpc_put_handle(&c.req, hStream);
     CUresult r = rpc_async(&c);
     return hook_cuMemPrefetchAsync(r, devPtr, count, dstDevice, hStream);
@@ -3909,7 +3924,7 @@ EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLoc
 {
     SHIM_ENTER(cuMemPrefetchAsync_v2, (devPtr, count, location, flags, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPrefetchAsync_v2);
+    rpc_begin_on(&c, OP_cuMemPrefetchAsync_v2, server_of_ptr((uint64_t)devPtr));
     wb_put_u64(&c.req, (uint64_t)(devPtr));
     wb_put_u64(&c.req, (uint64_t)(count));
     wb_put_raw(&c.req, &location, sizeof location);
@@ -3929,7 +3944,7 @@ EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_
 {
     SHIM_ENTER(cuMemPrefetchBatchAsync, (dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemPrefetchBatchAsync);
+    rpc_begin_on(&c, OP_cuMemPrefetchBatchAsync, server_of_handle(hStream));
     wb_put_u8(&c.req, dptrs != NULL);
     if (dptrs != NULL) {
         size_t n_ = (size_t)(count);
@@ -3971,7 +3986,7 @@ EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_
 {
     SHIM_ENTER(cuMemRangeGetAttribute, (data, dataSize, attribute, devPtr, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemRangeGetAttribute);
+    rpc_begin_on(&c, OP_cuMemRangeGetAttribute, server_of_ptr((uint64_t)devPtr));
     size_t data_cnt = data != NULL ? (size_t)(dataSize) : 0;
     wb_put_u8(&c.req, data != NULL);
     if (data != NULL)
@@ -4028,7 +4043,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 {
     SHIM_ENTER(cuMemSetAccess, (ptr, size, desc, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemSetAccess);
+    rpc_begin_on(&c, OP_cuMemSetAccess, server_of_ptr((uint64_t)ptr));
     wb_put_u64(&c.req, (uint64_t)(ptr));
     wb_put_u64(&c.req, (uint64_t)(size));
     wb_put_u8(&c.req, desc != NULL);
@@ -4051,7 +4066,7 @@ EXPORT CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType typ
 {
     SHIM_ENTER(cuMemSetMemPool, (location, type, pool));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemSetMemPool);
+    rpc_begin_on(&c, OP_cuMemSetMemPool, server_of_handle(pool));
     wb_put_u8(&c.req, location != NULL);
     if (location != NULL)
         wb_put_raw(&c.req, location, sizeof *location);
@@ -4070,7 +4085,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     SHIM_ENTER(cuMemUnmap, (ptr, size));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemUnmap);
+    rpc_begin_on(&c, OP_cuMemUnmap, server_of_ptr((uint64_t)ptr));
     wb_put_u64(&c.req, (uint64_t)(ptr));
     wb_put_u64(&c.req, (uint64_t)(size));
     CUresult r = rpc_sync(&c);
@@ -4146,7 +4161,7 @@ EXPORT CUresult cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray s
 {
     SHIM_ENTER(cuMemcpyAtoA, (dstArray, dstOffset, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoA);
+    rpc_begin_on(&c, OP_cuMemcpyAtoA, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u32(&c.req, (uint32_t)(dstOffset));
     rpc_put_handle(&c.req, srcArray);
@@ -4165,7 +4180,7 @@ EXPORT CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcA
 {
     SHIM_ENTER(cuMemcpyAtoA_v2, (dstArray, dstOffset, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoA_v2);
+    rpc_begin_on(&c, OP_cuMemcpyAtoA_v2, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u64(&c.req, (uint64_t)(dstOffset));
     rpc_put_handle(&c.req, srcArray);
@@ -4190,7 +4205,7 @@ EXPORT CUresult cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigne
 {
     SHIM_ENTER(cuMemcpyAtoD, (dstDevice, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoD);
+    rpc_begin_on(&c, OP_cuMemcpyAtoD, server_of_handle(srcArray));
     wb_put_u32(&c.req, (uint32_t)(dstDevice));
     rpc_put_handle(&c.req, srcArray);
     wb_put_u32(&c.req, (uint32_t)(srcOffset));
@@ -4208,7 +4223,7 @@ EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t 
 {
     SHIM_ENTER(cuMemcpyAtoD_v2, (dstDevice, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoD_v2);
+    rpc_begin_on(&c, OP_cuMemcpyAtoD_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     rpc_put_handle(&c.req, srcArray);
     wb_put_u64(&c.req, (uint64_t)(srcOffset));
@@ -4232,7 +4247,7 @@ EXPORT CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, unsigned int srcOf
 {
     SHIM_ENTER(cuMemcpyAtoH, (dstHost, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoH);
+    rpc_begin_on(&c, OP_cuMemcpyAtoH, server_of_handle(srcArray));
     size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
@@ -4255,7 +4270,7 @@ EXPORT CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, unsigned int 
 {
     SHIM_ENTER(cuMemcpyAtoHAsync, (dstHost, srcArray, srcOffset, ByteCount, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoHAsync);
+    rpc_begin_on(&c, OP_cuMemcpyAtoHAsync, server_of_handle(srcArray));
     size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
@@ -4279,7 +4294,7 @@ EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t src
 {
     SHIM_ENTER(cuMemcpyAtoHAsync_v2, (dstHost, srcArray, srcOffset, ByteCount, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoHAsync_v2);
+    rpc_begin_on(&c, OP_cuMemcpyAtoHAsync_v2, server_of_handle(srcArray));
     size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
@@ -4309,7 +4324,7 @@ EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffse
 {
     SHIM_ENTER(cuMemcpyAtoH_v2, (dstHost, srcArray, srcOffset, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyAtoH_v2);
+    rpc_begin_on(&c, OP_cuMemcpyAtoH_v2, server_of_handle(srcArray));
     size_t dstHost_cnt = dstHost != NULL ? (size_t)(ByteCount) : 0;
     wb_put_u8(&c.req, dstHost != NULL);
     if (dstHost != NULL)
@@ -4350,7 +4365,7 @@ EXPORT CUresult cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdevicep
 {
     SHIM_ENTER(cuMemcpyDtoA, (dstArray, dstOffset, srcDevice, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyDtoA);
+    rpc_begin_on(&c, OP_cuMemcpyDtoA, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u32(&c.req, (uint32_t)(dstOffset));
     wb_put_u32(&c.req, (uint32_t)(srcDevice));
@@ -4368,7 +4383,7 @@ EXPORT CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr 
 {
     SHIM_ENTER(cuMemcpyDtoA_v2, (dstArray, dstOffset, srcDevice, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyDtoA_v2);
+    rpc_begin_on(&c, OP_cuMemcpyDtoA_v2, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u64(&c.req, (uint64_t)(dstOffset));
     wb_put_u64(&c.req, (uint64_t)(srcDevice));
@@ -4416,7 +4431,7 @@ EXPORT CUresult cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const voi
 {
     SHIM_ENTER(cuMemcpyHtoA, (dstArray, dstOffset, srcHost, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyHtoA);
+    rpc_begin_on(&c, OP_cuMemcpyHtoA, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u32(&c.req, (uint32_t)(dstOffset));
     wb_put_u8(&c.req, srcHost != NULL);
@@ -4439,7 +4454,7 @@ EXPORT CUresult cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, cons
 {
     SHIM_ENTER(cuMemcpyHtoAAsync, (dstArray, dstOffset, srcHost, ByteCount, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyHtoAAsync);
+    rpc_begin_on(&c, OP_cuMemcpyHtoAAsync, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u32(&c.req, (uint32_t)(dstOffset));
     wb_put_u8(&c.req, srcHost != NULL);
@@ -4457,7 +4472,7 @@ EXPORT CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const v
 {
     SHIM_ENTER(cuMemcpyHtoAAsync_v2, (dstArray, dstOffset, srcHost, ByteCount, hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyHtoAAsync_v2);
+    rpc_begin_on(&c, OP_cuMemcpyHtoAAsync_v2, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u64(&c.req, (uint64_t)(dstOffset));
     wb_put_u8(&c.req, srcHost != NULL);
@@ -4481,7 +4496,7 @@ EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *
 {
     SHIM_ENTER(cuMemcpyHtoA_v2, (dstArray, dstOffset, srcHost, ByteCount));
     rpc_call c;
-    rpc_begin(&c, OP_cuMemcpyHtoA_v2);
+    rpc_begin_on(&c, OP_cuMemcpyHtoA_v2, server_of_handle(dstArray));
     rpc_put_handle(&c.req, dstArray);
     wb_put_u64(&c.req, (uint64_t)(dstOffset));
     wb_put_u8(&c.req, srcHost != NULL);
@@ -4553,7 +4568,7 @@ EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_
     SHIM_ENTER(cuMemsetD16Async, (dstDevice, us, N, hStream));
     hook_pre_cuMemsetD16Async(dstDevice, us, N, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD16Async);
+    rpc_begin_on(&c, OP_cuMemsetD16Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u16(&c.req, (uint16_t)(us));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4572,7 +4587,7 @@ EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t 
     SHIM_ENTER(cuMemsetD16_v2, (dstDevice, us, N));
     hook_pre_cuMemsetD16_v2(dstDevice, us, N);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD16_v2);
+    rpc_begin_on(&c, OP_cuMemsetD16_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u16(&c.req, (uint16_t)(us));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4604,7 +4619,7 @@ EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsig
     SHIM_ENTER(cuMemsetD2D16Async, (dstDevice, dstPitch, us, Width, Height, hStream));
     hook_pre_cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D16Async);
+    rpc_begin_on(&c, OP_cuMemsetD2D16Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u16(&c.req, (uint16_t)(us));
@@ -4625,7 +4640,7 @@ EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigne
     SHIM_ENTER(cuMemsetD2D16_v2, (dstDevice, dstPitch, us, Width, Height));
     hook_pre_cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D16_v2);
+    rpc_begin_on(&c, OP_cuMemsetD2D16_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u16(&c.req, (uint16_t)(us));
@@ -4659,7 +4674,7 @@ EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsig
     SHIM_ENTER(cuMemsetD2D32Async, (dstDevice, dstPitch, ui, Width, Height, hStream));
     hook_pre_cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D32Async);
+    rpc_begin_on(&c, OP_cuMemsetD2D32Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u32(&c.req, (uint32_t)(ui));
@@ -4680,7 +4695,7 @@ EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigne
     SHIM_ENTER(cuMemsetD2D32_v2, (dstDevice, dstPitch, ui, Width, Height));
     hook_pre_cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D32_v2);
+    rpc_begin_on(&c, OP_cuMemsetD2D32_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u32(&c.req, (uint32_t)(ui));
@@ -4714,7 +4729,7 @@ EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsign
     SHIM_ENTER(cuMemsetD2D8Async, (dstDevice, dstPitch, uc, Width, Height, hStream));
     hook_pre_cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D8Async);
+    rpc_begin_on(&c, OP_cuMemsetD2D8Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u8(&c.req, (uint8_t)(uc));
@@ -4735,7 +4750,7 @@ EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned
     SHIM_ENTER(cuMemsetD2D8_v2, (dstDevice, dstPitch, uc, Width, Height));
     hook_pre_cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD2D8_v2);
+    rpc_begin_on(&c, OP_cuMemsetD2D8_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstPitch));
     wb_put_u8(&c.req, (uint8_t)(uc));
@@ -4767,7 +4782,7 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t 
     SHIM_ENTER(cuMemsetD32Async, (dstDevice, ui, N, hStream));
     hook_pre_cuMemsetD32Async(dstDevice, ui, N, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD32Async);
+    rpc_begin_on(&c, OP_cuMemsetD32Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u32(&c.req, (uint32_t)(ui));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4786,7 +4801,7 @@ EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
     SHIM_ENTER(cuMemsetD32_v2, (dstDevice, ui, N));
     hook_pre_cuMemsetD32_v2(dstDevice, ui, N);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD32_v2);
+    rpc_begin_on(&c, OP_cuMemsetD32_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u32(&c.req, (uint32_t)(ui));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4816,7 +4831,7 @@ EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t 
     SHIM_ENTER(cuMemsetD8Async, (dstDevice, uc, N, hStream));
     hook_pre_cuMemsetD8Async(dstDevice, uc, N, hStream);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD8Async);
+    rpc_begin_on(&c, OP_cuMemsetD8Async, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u8(&c.req, (uint8_t)(uc));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4835,7 +4850,7 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
     SHIM_ENTER(cuMemsetD8_v2, (dstDevice, uc, N));
     hook_pre_cuMemsetD8_v2(dstDevice, uc, N);
     rpc_call c;
-    rpc_begin(&c, OP_cuMemsetD8_v2);
+    rpc_begin_on(&c, OP_cuMemsetD8_v2, server_of_ptr((uint64_t)dstDevice));
     wb_put_u64(&c.req, (uint64_t)(dstDevice));
     wb_put_u8(&c.req, (uint8_t)(uc));
     wb_put_u64(&c.req, (uint64_t)(N));
@@ -4853,7 +4868,7 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
     SHIM_ENTER(cuMipmappedArrayCreate, (pHandle, pMipmappedArrayDesc, numMipmapLevels));
     rpc_call c;
     rpc_begin(&c, OP_cuMipmappedArrayCreate);
-    uint64_t pHandle_id = pHandle != NULL ? handle_new_id() : 0;
+    uint64_t pHandle_id = pHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pHandle != NULL);
     if (pHandle != NULL)
         wb_put_u64(&c.req, handle_untag(pHandle_id));
@@ -4876,7 +4891,7 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
     SHIM_ENTER(cuMipmappedArrayDestroy, (hMipmappedArray));
     rpc_call c;
-    rpc_begin(&c, OP_cuMipmappedArrayDestroy);
+    rpc_begin_on(&c, OP_cuMipmappedArrayDestroy, server_of_handle(hMipmappedArray));
     rpc_put_handle(&c.req, hMipmappedArray);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -4891,7 +4906,7 @@ EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray 
 {
     SHIM_ENTER(cuMipmappedArrayGetLevel, (pLevelArray, hMipmappedArray, level));
     rpc_call c;
-    rpc_begin(&c, OP_cuMipmappedArrayGetLevel);
+    rpc_begin_on(&c, OP_cuMipmappedArrayGetLevel, server_of_handle(hMipmappedArray));
     wb_put_u8(&c.req, pLevelArray != NULL);
     rpc_put_handle(&c.req, hMipmappedArray);
     wb_put_u32(&c.req, (uint32_t)(level));
@@ -4910,10 +4925,10 @@ EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREM
 {
     SHIM_ENTER(cuMipmappedArrayGetMemoryRequirements, (memoryRequirements, mipmap, device));
     rpc_call c;
-    rpc_begin(&c, OP_cuMipmappedArrayGetMemoryRequirements);
+    rpc_begin_on(&c, OP_cuMipmappedArrayGetMemoryRequirements, server_of_handle(mipmap));
     wb_put_u8(&c.req, memoryRequirements != NULL);
     rpc_put_handle(&c.req, mipmap);
-    wb_put_i32(&c.req, (int32_t)(device));
+    wb_put_i32(&c.req, (int32_t)(device_local(device)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (memoryRequirements != NULL)
@@ -4929,7 +4944,7 @@ EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES
 {
     SHIM_ENTER(cuMipmappedArrayGetSparseProperties, (sparseProperties, mipmap));
     rpc_call c;
-    rpc_begin(&c, OP_cuMipmappedArrayGetSparseProperties);
+    rpc_begin_on(&c, OP_cuMipmappedArrayGetSparseProperties, server_of_handle(mipmap));
     wb_put_u8(&c.req, sparseProperties != NULL);
     rpc_put_handle(&c.req, mipmap);
     CUresult r = rpc_sync(&c);
@@ -4947,7 +4962,7 @@ EXPORT CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const cha
 {
     SHIM_ENTER(cuModuleGetSurfRef, (pSurfRef, hmod, name));
     rpc_call c;
-    rpc_begin(&c, OP_cuModuleGetSurfRef);
+    rpc_begin_on(&c, OP_cuModuleGetSurfRef, server_of_handle(hmod));
     wb_put_u8(&c.req, pSurfRef != NULL);
     rpc_put_handle(&c.req, hmod);
     wb_put_str(&c.req, name);
@@ -4966,7 +4981,7 @@ EXPORT CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *
 {
     SHIM_ENTER(cuModuleGetTexRef, (pTexRef, hmod, name));
     rpc_call c;
-    rpc_begin(&c, OP_cuModuleGetTexRef);
+    rpc_begin_on(&c, OP_cuModuleGetTexRef, server_of_handle(hmod));
     wb_put_u8(&c.req, pTexRef != NULL);
     rpc_put_handle(&c.req, hmod);
     wb_put_str(&c.req, name);
@@ -4985,9 +5000,9 @@ EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUde
 {
     SHIM_ENTER(cuMulticastAddDevice, (mcHandle, dev));
     rpc_call c;
-    rpc_begin(&c, OP_cuMulticastAddDevice);
+    rpc_begin_on(&c, OP_cuMulticastAddDevice, server_of_device(dev));
     wb_put_u64(&c.req, (uint64_t)mcHandle);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
         if (!wr_ok_end(&c.out))
@@ -5001,7 +5016,7 @@ EXPORT CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_
 {
     SHIM_ENTER(cuMulticastBindAddr, (mcHandle, mcOffset, memptr, size, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuMulticastBindAddr);
+    rpc_begin_on(&c, OP_cuMulticastBindAddr, server_of_ptr((uint64_t)memptr));
     wb_put_u64(&c.req, (uint64_t)mcHandle);
     wb_put_u64(&c.req, (uint64_t)(mcOffset));
     wb_put_u64(&c.req, (uint64_t)(memptr));
@@ -5041,7 +5056,7 @@ EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const 
     SHIM_ENTER(cuMulticastCreate, (mcHandle, prop));
     rpc_call c;
     rpc_begin(&c, OP_cuMulticastCreate);
-    uint64_t mcHandle_id = mcHandle != NULL ? handle_new_id() : 0;
+    uint64_t mcHandle_id = mcHandle != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, mcHandle != NULL);
     if (mcHandle != NULL)
         wb_put_u64(&c.req, handle_untag(mcHandle_id));
@@ -5084,9 +5099,9 @@ EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
 {
     SHIM_ENTER(cuMulticastUnbind, (mcHandle, dev, mcOffset, size));
     rpc_call c;
-    rpc_begin(&c, OP_cuMulticastUnbind);
+    rpc_begin_on(&c, OP_cuMulticastUnbind, server_of_device(dev));
     wb_put_u64(&c.req, (uint64_t)mcHandle);
-    wb_put_i32(&c.req, (int32_t)(dev));
+    wb_put_i32(&c.req, (int32_t)(device_local(dev)));
     wb_put_u64(&c.req, (uint64_t)(mcOffset));
     wb_put_u64(&c.req, (uint64_t)(size));
     CUresult r = rpc_sync(&c);
@@ -5120,7 +5135,7 @@ EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyAvailableDynamicSMemPerBlock);
+    rpc_begin_on(&c, OP_cuOccupancyAvailableDynamicSMemPerBlock, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5158,7 +5173,7 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfu
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    rpc_begin_on(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5197,7 +5212,7 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    rpc_begin_on(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5251,7 +5266,7 @@ EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, 
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxActiveClusters);
+    rpc_begin_on(&c, OP_cuOccupancyMaxActiveClusters, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5297,7 +5312,7 @@ EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSiz
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxPotentialBlockSize);
+    rpc_begin_on(&c, OP_cuOccupancyMaxPotentialBlockSize, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5346,7 +5361,7 @@ EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int 
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxPotentialBlockSizeWithFlags);
+    rpc_begin_on(&c, OP_cuOccupancyMaxPotentialBlockSizeWithFlags, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5402,7 +5417,7 @@ EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction 
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin(&c, OP_cuOccupancyMaxPotentialClusterSize);
+    rpc_begin_on(&c, OP_cuOccupancyMaxPotentialClusterSize, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5422,7 +5437,7 @@ EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef
 {
     SHIM_ENTER(cuParamSetTexRef, (hfunc, texunit, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuParamSetTexRef);
+    rpc_begin_on(&c, OP_cuParamSetTexRef, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
     wb_put_i32(&c.req, (int32_t)(texunit));
     rpc_put_handle(&c.req, hTexRef);
@@ -5441,7 +5456,7 @@ EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute att
     if (value != NULL && (scuda_pointer_set_attr_size(attribute)) == 0)
         return CUDA_ERROR_INVALID_VALUE;
     rpc_call c;
-    rpc_begin(&c, OP_cuPointerSetAttribute);
+    rpc_begin_on(&c, OP_cuPointerSetAttribute, server_of_ptr((uint64_t)ptr));
     wb_put_u8(&c.req, value != NULL);
     if (value != NULL) {
         size_t n_ = (size_t)(scuda_pointer_set_attr_size(attribute));
@@ -5511,7 +5526,7 @@ EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_
 {
     SHIM_ENTER(cuStreamAttachMemAsync, (hStream, dptr, length, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamAttachMemAsync);
+    rpc_begin_on(&c, OP_cuStreamAttachMemAsync, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u64(&c.req, (uint64_t)(dptr));
     wb_put_u64(&c.req, (uint64_t)(length));
@@ -5530,7 +5545,7 @@ EXPORT CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstream
 {
     SHIM_ENTER(cuStreamBatchMemOp, (stream, count, paramArray, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamBatchMemOp);
+    rpc_begin_on(&c, OP_cuStreamBatchMemOp, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u32(&c.req, (uint32_t)(count));
     wb_put_u8(&c.req, paramArray != NULL);
@@ -5553,7 +5568,7 @@ EXPORT CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstr
 {
     SHIM_ENTER(cuStreamBatchMemOp_v2, (stream, count, paramArray, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamBatchMemOp_v2);
+    rpc_begin_on(&c, OP_cuStreamBatchMemOp_v2, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u32(&c.req, (uint32_t)(count));
     wb_put_u8(&c.req, paramArray != NULL);
@@ -5576,7 +5591,7 @@ EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {
     SHIM_ENTER(cuStreamBeginCapture, (hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamBeginCapture);
+    rpc_begin_on(&c, OP_cuStreamBeginCapture, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -5593,7 +5608,7 @@ EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, co
 {
     SHIM_ENTER(cuStreamBeginCaptureToGraph, (hStream, hGraph, dependencies, dependencyData, numDependencies, mode));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamBeginCaptureToGraph);
+    rpc_begin_on(&c, OP_cuStreamBeginCaptureToGraph, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     rpc_put_handle(&c.req, hGraph);
     wb_put_u8(&c.req, dependencies != NULL);
@@ -5638,7 +5653,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mo
 {
     SHIM_ENTER(cuStreamBeginCapture_v2, (hStream, mode));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamBeginCapture_v2);
+    rpc_begin_on(&c, OP_cuStreamBeginCapture_v2, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u32(&c.req, (uint32_t)(mode));
     CUresult r = rpc_sync(&c);
@@ -5662,7 +5677,7 @@ EXPORT CUresult cuStreamCopyAttributes(CUstream dstStream, CUstream srcStream)
 {
     SHIM_ENTER(cuStreamCopyAttributes, (dstStream, srcStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamCopyAttributes);
+    rpc_begin_on(&c, OP_cuStreamCopyAttributes, server_of_handle(dstStream));
     rpc_put_handle(&c.req, dstStream);
     rpc_put_handle(&c.req, srcStream);
     CUresult r = rpc_sync(&c);
@@ -5685,7 +5700,7 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     SHIM_ENTER(cuStreamCreate, (phStream, Flags));
     rpc_call c;
     rpc_begin(&c, OP_cuStreamCreate);
-    uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
+    uint64_t phStream_id = phStream != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
         wb_put_u64(&c.req, handle_untag(phStream_id));
@@ -5705,7 +5720,7 @@ EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flag
     SHIM_ENTER(cuStreamCreateWithPriority, (phStream, flags, priority));
     rpc_call c;
     rpc_begin(&c, OP_cuStreamCreateWithPriority);
-    uint64_t phStream_id = phStream != NULL ? handle_new_id() : 0;
+    uint64_t phStream_id = phStream != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phStream != NULL);
     if (phStream != NULL)
         wb_put_u64(&c.req, handle_untag(phStream_id));
@@ -5725,7 +5740,7 @@ EXPORT CUresult cuStreamDestroy(CUstream hStream)
 {
     SHIM_ENTER(cuStreamDestroy, (hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamDestroy);
+    rpc_begin_on(&c, OP_cuStreamDestroy, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     return rpc_async(&c);
 }
@@ -5734,7 +5749,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 {
     SHIM_ENTER(cuStreamDestroy_v2, (hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamDestroy_v2);
+    rpc_begin_on(&c, OP_cuStreamDestroy_v2, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     return rpc_async(&c);
 }
@@ -5743,9 +5758,9 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
     SHIM_ENTER(cuStreamEndCapture, (hStream, phGraph));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamEndCapture);
+    rpc_begin_on(&c, OP_cuStreamEndCapture, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
-    uint64_t phGraph_id = phGraph != NULL ? handle_new_id() : 0;
+    uint64_t phGraph_id = phGraph != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, phGraph != NULL);
     if (phGraph != NULL)
         wb_put_u64(&c.req, handle_untag(phGraph_id));
@@ -5777,7 +5792,7 @@ EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *
 {
     SHIM_ENTER(cuStreamGetCaptureInfo, (hStream, captureStatus_out, id_out));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetCaptureInfo);
+    rpc_begin_on(&c, OP_cuStreamGetCaptureInfo, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, captureStatus_out != NULL);
     wb_put_u8(&c.req, id_out != NULL);
@@ -5816,7 +5831,7 @@ EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
     SHIM_ENTER(cuStreamGetCtx, (hStream, pctx));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetCtx);
+    rpc_begin_on(&c, OP_cuStreamGetCtx, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, pctx != NULL);
     CUresult r = rpc_sync(&c);
@@ -5840,7 +5855,7 @@ EXPORT CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx 
 {
     SHIM_ENTER(cuStreamGetCtx_v2, (hStream, pCtx, pGreenCtx));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetCtx_v2);
+    rpc_begin_on(&c, OP_cuStreamGetCtx_v2, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, pCtx != NULL);
     wb_put_u8(&c.req, pGreenCtx != NULL);
@@ -5867,7 +5882,7 @@ EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 {
     SHIM_ENTER(cuStreamGetDevice, (hStream, device));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetDevice);
+    rpc_begin_on(&c, OP_cuStreamGetDevice, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, device != NULL);
     CUresult r = rpc_sync(&c);
@@ -5891,7 +5906,7 @@ EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
 {
     SHIM_ENTER(cuStreamGetFlags, (hStream, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetFlags);
+    rpc_begin_on(&c, OP_cuStreamGetFlags, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, flags != NULL);
     CUresult r = rpc_sync(&c);
@@ -5915,7 +5930,7 @@ EXPORT CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     SHIM_ENTER(cuStreamGetGreenCtx, (hStream, phCtx));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetGreenCtx);
+    rpc_begin_on(&c, OP_cuStreamGetGreenCtx, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, phCtx != NULL);
     CUresult r = rpc_sync(&c);
@@ -5933,7 +5948,7 @@ EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
 {
     SHIM_ENTER(cuStreamGetId, (hStream, streamId));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetId);
+    rpc_begin_on(&c, OP_cuStreamGetId, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, streamId != NULL);
     CUresult r = rpc_sync(&c);
@@ -5957,7 +5972,7 @@ EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
 {
     SHIM_ENTER(cuStreamGetPriority, (hStream, priority));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamGetPriority);
+    rpc_begin_on(&c, OP_cuStreamGetPriority, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, priority != NULL);
     CUresult r = rpc_sync(&c);
@@ -5987,7 +6002,7 @@ EXPORT CUresult cuStreamQuery(CUstream hStream)
 {
     SHIM_ENTER(cuStreamQuery, (hStream));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamQuery);
+    rpc_begin_on(&c, OP_cuStreamQuery, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -6020,7 +6035,7 @@ EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode 
 {
     SHIM_ENTER(cuStreamUpdateCaptureDependencies, (hStream, dependencies, numDependencies, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamUpdateCaptureDependencies);
+    rpc_begin_on(&c, OP_cuStreamUpdateCaptureDependencies, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -6050,7 +6065,7 @@ EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNo
 {
     SHIM_ENTER(cuStreamUpdateCaptureDependencies_v2, (hStream, dependencies, dependencyData, numDependencies, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamUpdateCaptureDependencies_v2);
+    rpc_begin_on(&c, OP_cuStreamUpdateCaptureDependencies_v2, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     wb_put_u8(&c.req, dependencies != NULL);
     if (dependencies != NULL) {
@@ -6085,8 +6100,13 @@ EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgr
 EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     SHIM_ENTER(cuStreamWaitEvent, (hStream, hEvent, Flags));
+    {
+        CUresult g_;
+        if (hook_guard_cuStreamWaitEvent(&g_, hStream, hEvent, Flags))
+            return g_;
+    }
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWaitEvent);
+    rpc_begin_on(&c, OP_cuStreamWaitEvent, server_of_handle(hStream));
     rpc_put_handle(&c.req, hStream);
     rpc_put_handle(&c.req, hEvent);
     wb_put_u32(&c.req, (uint32_t)(Flags));
@@ -6103,7 +6123,7 @@ EXPORT CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_
 {
     SHIM_ENTER(cuStreamWaitValue32, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWaitValue32);
+    rpc_begin_on(&c, OP_cuStreamWaitValue32, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u32(&c.req, (uint32_t)(value));
@@ -6121,7 +6141,7 @@ EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint
 {
     SHIM_ENTER(cuStreamWaitValue32_v2, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWaitValue32_v2);
+    rpc_begin_on(&c, OP_cuStreamWaitValue32_v2, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u32(&c.req, (uint32_t)(value));
@@ -6139,7 +6159,7 @@ EXPORT CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_
 {
     SHIM_ENTER(cuStreamWaitValue64, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWaitValue64);
+    rpc_begin_on(&c, OP_cuStreamWaitValue64, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u64(&c.req, (uint64_t)(value));
@@ -6157,7 +6177,7 @@ EXPORT CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint
 {
     SHIM_ENTER(cuStreamWaitValue64_v2, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWaitValue64_v2);
+    rpc_begin_on(&c, OP_cuStreamWaitValue64_v2, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u64(&c.req, (uint64_t)(value));
@@ -6175,7 +6195,7 @@ EXPORT CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32
 {
     SHIM_ENTER(cuStreamWriteValue32, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWriteValue32);
+    rpc_begin_on(&c, OP_cuStreamWriteValue32, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u32(&c.req, (uint32_t)(value));
@@ -6193,7 +6213,7 @@ EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuin
 {
     SHIM_ENTER(cuStreamWriteValue32_v2, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWriteValue32_v2);
+    rpc_begin_on(&c, OP_cuStreamWriteValue32_v2, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u32(&c.req, (uint32_t)(value));
@@ -6211,7 +6231,7 @@ EXPORT CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64
 {
     SHIM_ENTER(cuStreamWriteValue64, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWriteValue64);
+    rpc_begin_on(&c, OP_cuStreamWriteValue64, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u64(&c.req, (uint64_t)(value));
@@ -6229,7 +6249,7 @@ EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuin
 {
     SHIM_ENTER(cuStreamWriteValue64_v2, (stream, addr, value, flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuStreamWriteValue64_v2);
+    rpc_begin_on(&c, OP_cuStreamWriteValue64_v2, server_of_handle(stream));
     rpc_put_handle(&c.req, stream);
     wb_put_u64(&c.req, (uint64_t)(addr));
     wb_put_u64(&c.req, (uint64_t)(value));
@@ -6262,7 +6282,7 @@ EXPORT CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
 {
     SHIM_ENTER(cuSurfRefGetArray, (phArray, hSurfRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuSurfRefGetArray);
+    rpc_begin_on(&c, OP_cuSurfRefGetArray, server_of_handle(hSurfRef));
     wb_put_u8(&c.req, phArray != NULL);
     rpc_put_handle(&c.req, hSurfRef);
     CUresult r = rpc_sync(&c);
@@ -6280,7 +6300,7 @@ EXPORT CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned i
 {
     SHIM_ENTER(cuSurfRefSetArray, (hSurfRef, hArray, Flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuSurfRefSetArray);
+    rpc_begin_on(&c, OP_cuSurfRefSetArray, server_of_handle(hSurfRef));
     rpc_put_handle(&c.req, hSurfRef);
     rpc_put_handle(&c.req, hArray);
     wb_put_u32(&c.req, (uint32_t)(Flags));
@@ -6520,7 +6540,7 @@ EXPORT CUresult cuTexRefCreate(CUtexref *pTexRef)
     SHIM_ENTER(cuTexRefCreate, (pTexRef));
     rpc_call c;
     rpc_begin(&c, OP_cuTexRefCreate);
-    uint64_t pTexRef_id = pTexRef != NULL ? handle_new_id() : 0;
+    uint64_t pTexRef_id = pTexRef != NULL ? handle_tag(handle_new_id(), (unsigned)c.srv->index) : 0;
     wb_put_u8(&c.req, pTexRef != NULL);
     if (pTexRef != NULL)
         wb_put_u64(&c.req, handle_untag(pTexRef_id));
@@ -6539,7 +6559,7 @@ EXPORT CUresult cuTexRefDestroy(CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefDestroy, (hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefDestroy);
+    rpc_begin_on(&c, OP_cuTexRefDestroy, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS) {
@@ -6554,7 +6574,7 @@ EXPORT CUresult cuTexRefGetAddress(CUdeviceptr_v1 *pdptr, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetAddress, (pdptr, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetAddress);
+    rpc_begin_on(&c, OP_cuTexRefGetAddress, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pdptr != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6572,7 +6592,7 @@ EXPORT CUresult cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, in
 {
     SHIM_ENTER(cuTexRefGetAddressMode, (pam, hTexRef, dim));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetAddressMode);
+    rpc_begin_on(&c, OP_cuTexRefGetAddressMode, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pam != NULL);
     rpc_put_handle(&c.req, hTexRef);
     wb_put_i32(&c.req, (int32_t)(dim));
@@ -6591,7 +6611,7 @@ EXPORT CUresult cuTexRefGetAddress_v2(CUdeviceptr *pdptr, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetAddress_v2, (pdptr, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetAddress_v2);
+    rpc_begin_on(&c, OP_cuTexRefGetAddress_v2, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pdptr != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6609,7 +6629,7 @@ EXPORT CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetArray, (phArray, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetArray);
+    rpc_begin_on(&c, OP_cuTexRefGetArray, server_of_handle(hTexRef));
     wb_put_u8(&c.req, phArray != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6627,7 +6647,7 @@ EXPORT CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetBorderColor, (pBorderColor, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetBorderColor);
+    rpc_begin_on(&c, OP_cuTexRefGetBorderColor, server_of_handle(hTexRef));
     size_t pBorderColor_cnt = pBorderColor != NULL ? (size_t)(4) : 0;
     wb_put_u8(&c.req, pBorderColor != NULL);
     if (pBorderColor != NULL)
@@ -6648,7 +6668,7 @@ EXPORT CUresult cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetFilterMode, (pfm, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetFilterMode);
+    rpc_begin_on(&c, OP_cuTexRefGetFilterMode, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pfm != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6666,7 +6686,7 @@ EXPORT CUresult cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetFlags, (pFlags, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetFlags);
+    rpc_begin_on(&c, OP_cuTexRefGetFlags, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pFlags != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6684,7 +6704,7 @@ EXPORT CUresult cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CU
 {
     SHIM_ENTER(cuTexRefGetFormat, (pFormat, pNumChannels, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetFormat);
+    rpc_begin_on(&c, OP_cuTexRefGetFormat, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pFormat != NULL);
     wb_put_u8(&c.req, pNumChannels != NULL);
     rpc_put_handle(&c.req, hTexRef);
@@ -6705,7 +6725,7 @@ EXPORT CUresult cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetMaxAnisotropy, (pmaxAniso, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetMaxAnisotropy);
+    rpc_begin_on(&c, OP_cuTexRefGetMaxAnisotropy, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pmaxAniso != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6723,7 +6743,7 @@ EXPORT CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef
 {
     SHIM_ENTER(cuTexRefGetMipmapFilterMode, (pfm, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetMipmapFilterMode);
+    rpc_begin_on(&c, OP_cuTexRefGetMipmapFilterMode, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pfm != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6741,7 +6761,7 @@ EXPORT CUresult cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)
 {
     SHIM_ENTER(cuTexRefGetMipmapLevelBias, (pbias, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetMipmapLevelBias);
+    rpc_begin_on(&c, OP_cuTexRefGetMipmapLevelBias, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pbias != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6759,7 +6779,7 @@ EXPORT CUresult cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *
 {
     SHIM_ENTER(cuTexRefGetMipmapLevelClamp, (pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetMipmapLevelClamp);
+    rpc_begin_on(&c, OP_cuTexRefGetMipmapLevelClamp, server_of_handle(hTexRef));
     wb_put_u8(&c.req, pminMipmapLevelClamp != NULL);
     wb_put_u8(&c.req, pmaxMipmapLevelClamp != NULL);
     rpc_put_handle(&c.req, hTexRef);
@@ -6780,7 +6800,7 @@ EXPORT CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CU
 {
     SHIM_ENTER(cuTexRefGetMipmappedArray, (phMipmappedArray, hTexRef));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefGetMipmappedArray);
+    rpc_begin_on(&c, OP_cuTexRefGetMipmappedArray, server_of_handle(hTexRef));
     wb_put_u8(&c.req, phMipmappedArray != NULL);
     rpc_put_handle(&c.req, hTexRef);
     CUresult r = rpc_sync(&c);
@@ -6798,7 +6818,7 @@ EXPORT CUresult cuTexRefSetAddress(unsigned int *ByteOffset, CUtexref hTexRef, C
 {
     SHIM_ENTER(cuTexRefSetAddress, (ByteOffset, hTexRef, dptr, bytes));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddress);
+    rpc_begin_on(&c, OP_cuTexRefSetAddress, server_of_handle(hTexRef));
     wb_put_u8(&c.req, ByteOffset != NULL);
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(dptr));
@@ -6818,7 +6838,7 @@ EXPORT CUresult cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPT
 {
     SHIM_ENTER(cuTexRefSetAddress2D, (hTexRef, desc, dptr, Pitch));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddress2D);
+    rpc_begin_on(&c, OP_cuTexRefSetAddress2D, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u8(&c.req, desc != NULL);
     if (desc != NULL)
@@ -6838,7 +6858,7 @@ EXPORT CUresult cuTexRefSetAddress2D_v2(CUtexref hTexRef, const CUDA_ARRAY_DESCR
 {
     SHIM_ENTER(cuTexRefSetAddress2D_v2, (hTexRef, desc, dptr, Pitch));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddress2D_v2);
+    rpc_begin_on(&c, OP_cuTexRefSetAddress2D_v2, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u8(&c.req, desc != NULL);
     if (desc != NULL)
@@ -6858,7 +6878,7 @@ EXPORT CUresult cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCR
 {
     SHIM_ENTER(cuTexRefSetAddress2D_v3, (hTexRef, desc, dptr, Pitch));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddress2D_v3);
+    rpc_begin_on(&c, OP_cuTexRefSetAddress2D_v3, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u8(&c.req, desc != NULL);
     if (desc != NULL)
@@ -6878,7 +6898,7 @@ EXPORT CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode
 {
     SHIM_ENTER(cuTexRefSetAddressMode, (hTexRef, dim, am));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddressMode);
+    rpc_begin_on(&c, OP_cuTexRefSetAddressMode, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_i32(&c.req, (int32_t)(dim));
     wb_put_u32(&c.req, (uint32_t)(am));
@@ -6895,7 +6915,7 @@ EXPORT CUresult cuTexRefSetAddress_v2(size_t *ByteOffset, CUtexref hTexRef, CUde
 {
     SHIM_ENTER(cuTexRefSetAddress_v2, (ByteOffset, hTexRef, dptr, bytes));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetAddress_v2);
+    rpc_begin_on(&c, OP_cuTexRefSetAddress_v2, server_of_handle(hTexRef));
     wb_put_u8(&c.req, ByteOffset != NULL);
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u64(&c.req, (uint64_t)(dptr));
@@ -6915,7 +6935,7 @@ EXPORT CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int 
 {
     SHIM_ENTER(cuTexRefSetArray, (hTexRef, hArray, Flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetArray);
+    rpc_begin_on(&c, OP_cuTexRefSetArray, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     rpc_put_handle(&c.req, hArray);
     wb_put_u32(&c.req, (uint32_t)(Flags));
@@ -6932,7 +6952,7 @@ EXPORT CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)
 {
     SHIM_ENTER(cuTexRefSetBorderColor, (hTexRef, pBorderColor));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetBorderColor);
+    rpc_begin_on(&c, OP_cuTexRefSetBorderColor, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u8(&c.req, pBorderColor != NULL);
     if (pBorderColor != NULL) {
@@ -6953,7 +6973,7 @@ EXPORT CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
     SHIM_ENTER(cuTexRefSetFilterMode, (hTexRef, fm));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetFilterMode);
+    rpc_begin_on(&c, OP_cuTexRefSetFilterMode, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(fm));
     CUresult r = rpc_sync(&c);
@@ -6969,7 +6989,7 @@ EXPORT CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
 {
     SHIM_ENTER(cuTexRefSetFlags, (hTexRef, Flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetFlags);
+    rpc_begin_on(&c, OP_cuTexRefSetFlags, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(Flags));
     CUresult r = rpc_sync(&c);
@@ -6985,7 +7005,7 @@ EXPORT CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumP
 {
     SHIM_ENTER(cuTexRefSetFormat, (hTexRef, fmt, NumPackedComponents));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetFormat);
+    rpc_begin_on(&c, OP_cuTexRefSetFormat, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(fmt));
     wb_put_i32(&c.req, (int32_t)(NumPackedComponents));
@@ -7002,7 +7022,7 @@ EXPORT CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso
 {
     SHIM_ENTER(cuTexRefSetMaxAnisotropy, (hTexRef, maxAniso));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetMaxAnisotropy);
+    rpc_begin_on(&c, OP_cuTexRefSetMaxAnisotropy, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(maxAniso));
     CUresult r = rpc_sync(&c);
@@ -7018,7 +7038,7 @@ EXPORT CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
     SHIM_ENTER(cuTexRefSetMipmapFilterMode, (hTexRef, fm));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetMipmapFilterMode);
+    rpc_begin_on(&c, OP_cuTexRefSetMipmapFilterMode, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_u32(&c.req, (uint32_t)(fm));
     CUresult r = rpc_sync(&c);
@@ -7034,7 +7054,7 @@ EXPORT CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
 {
     SHIM_ENTER(cuTexRefSetMipmapLevelBias, (hTexRef, bias));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetMipmapLevelBias);
+    rpc_begin_on(&c, OP_cuTexRefSetMipmapLevelBias, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_f32(&c.req, (float)(bias));
     CUresult r = rpc_sync(&c);
@@ -7050,7 +7070,7 @@ EXPORT CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLev
 {
     SHIM_ENTER(cuTexRefSetMipmapLevelClamp, (hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetMipmapLevelClamp);
+    rpc_begin_on(&c, OP_cuTexRefSetMipmapLevelClamp, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     wb_put_f32(&c.req, (float)(minMipmapLevelClamp));
     wb_put_f32(&c.req, (float)(maxMipmapLevelClamp));
@@ -7067,7 +7087,7 @@ EXPORT CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMi
 {
     SHIM_ENTER(cuTexRefSetMipmappedArray, (hTexRef, hMipmappedArray, Flags));
     rpc_call c;
-    rpc_begin(&c, OP_cuTexRefSetMipmappedArray);
+    rpc_begin_on(&c, OP_cuTexRefSetMipmappedArray, server_of_handle(hTexRef));
     rpc_put_handle(&c.req, hTexRef);
     rpc_put_handle(&c.req, hMipmappedArray);
     wb_put_u32(&c.req, (uint32_t)(Flags));
@@ -7103,7 +7123,7 @@ EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 {
     SHIM_ENTER(cuUserObjectRelease, (object, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuUserObjectRelease);
+    rpc_begin_on(&c, OP_cuUserObjectRelease, server_of_handle(object));
     rpc_put_handle(&c.req, object);
     wb_put_u32(&c.req, (uint32_t)(count));
     CUresult r = rpc_sync(&c);
@@ -7119,7 +7139,7 @@ EXPORT CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 {
     SHIM_ENTER(cuUserObjectRetain, (object, count));
     rpc_call c;
-    rpc_begin(&c, OP_cuUserObjectRetain);
+    rpc_begin_on(&c, OP_cuUserObjectRetain, server_of_handle(object));
     rpc_put_handle(&c.req, object);
     wb_put_u32(&c.req, (uint32_t)(count));
     CUresult r = rpc_sync(&c);

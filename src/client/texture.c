@@ -8,6 +8,7 @@
 
 #include "handles.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
@@ -21,9 +22,10 @@ static CUresult res_to_msg(const CUDA_RESOURCE_DESC *d, struct msg_res_desc *m)
                                                                            : CUDA_ERROR_INVALID_VALUE;
 }
 
-static void res_from_msg(const struct msg_res_desc *m, CUDA_RESOURCE_DESC *d)
+/* The array the reply names is one of server srv's: tagged with it. */
+static void res_from_msg(const struct msg_res_desc *m, CUDA_RESOURCE_DESC *d, const struct server *srv)
 {
-    (void)res_desc_from_msg(m, res_desc_has_handle(m->type) ? handle_from_id(m->array) : NULL, d);
+    (void)res_desc_from_msg(m, res_desc_has_handle(m->type) ? handle_from_server(srv, m->array) : NULL, d);
 }
 
 static CUresult malformed(const char *call)
@@ -65,7 +67,7 @@ EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexOb
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuTexObjectGetResourceDesc_rep_get(&c.out, &c.arena, &rep) != 0)
         r = malformed("cuTexObjectGetResourceDesc");
-    if (r == CUDA_SUCCESS) res_from_msg(&rep.res, pResDesc);
+    if (r == CUDA_SUCCESS) res_from_msg(&rep.res, pResDesc, c.srv);
     rpc_end(&c);
     return r;
 }
@@ -101,7 +103,7 @@ EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurf
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && msg_cuSurfObjectGetResourceDesc_rep_get(&c.out, &c.arena, &rep) != 0)
         r = malformed("cuSurfObjectGetResourceDesc");
-    if (r == CUDA_SUCCESS) res_from_msg(&rep.res, pResDesc);
+    if (r == CUDA_SUCCESS) res_from_msg(&rep.res, pResDesc, c.srv);
     rpc_end(&c);
     return r;
 }

@@ -2,9 +2,9 @@
  *
  * The server address comes from, in order:
  *   1. a --server flag on the command line
- *   2. env SCUDA_SERVER, a comma-separated list (the client connects to
- *      the first entry for now; scuda_server_list_entry reads each one,
- *      for a client whose device list spans several servers)
+ *   2. env SCUDA_SERVER, a comma-separated list (the shim connects to
+ *      every entry, scuda_server_list_entry reading each, and numbers
+ *      their devices as one list; the CLI and the NVML shim use the first)
  *   3. the first line of ~/.config/scuda/host, written by `scuda HOST:PORT`
  *
  * Addresses are "host:port", "[ipv6]:port", or "host" (default port). */
@@ -25,8 +25,7 @@
 int scuda_resolve_server(const char *cli_value, char *out, size_t outlen, const char **source);
 
 /* The number of non-empty entries of a comma-separated server list
- * (SCUDA_SERVER): a client uses the first only, and says so when there
- * are more. */
+ * (SCUDA_SERVER): the servers a shim opens. */
 int scuda_server_list_len(const char *list);
 
 /* Entry `index` (from 0) of a comma-separated server list, counting only

@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+/* A handle travels without the server tag a client of several servers
+ * keeps in bits 56..61 (src/client/handle_tag.h): a server knows every
+ * id untagged, and no id it makes uses those bits. */
+static void put_handle(wire_buf *b, uint64_t id) { wb_put_u64(b, id & ~(0x3full << 56)); }
+
 void msg_put_launch_attr(wire_buf *b, const struct msg_launch_attr *m)
 {
     wb_put_u32(b, m->id);
@@ -35,13 +40,13 @@ void msg_get_launch_params(wire_reader *r, struct msg_arena *a, struct msg_launc
 
 void msg_scuda_launch_req_put(wire_buf *b, const struct msg_scuda_launch_req *m)
 {
-    wb_put_u64(b, m->func);
+    put_handle(b, m->func);
     for (size_t i = 0; i < sizeof m->grid / sizeof m->grid[0]; i++)
         wb_put_u32(b, m->grid[i]);
     for (size_t i = 0; i < sizeof m->block / sizeof m->block[0]; i++)
         wb_put_u32(b, m->block[i]);
     wb_put_u32(b, m->shared_bytes);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u32(b, m->attrs_count);
     for (uint32_t i = 0; i < m->attrs_count; i++)
         msg_put_launch_attr(b, &m->attrs[i]);
@@ -105,9 +110,9 @@ void msg_get_param_slot(wire_reader *r, struct msg_arena *a, struct msg_param_sl
 
 void msg_put_kernel_node(wire_buf *b, const struct msg_kernel_node *m)
 {
-    wb_put_u64(b, m->func);
-    wb_put_u64(b, m->kern);
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->func);
+    put_handle(b, m->kern);
+    put_handle(b, m->ctx);
     for (size_t i = 0; i < sizeof m->grid / sizeof m->grid[0]; i++)
         wb_put_u32(b, m->grid[i]);
     for (size_t i = 0; i < sizeof m->block / sizeof m->block[0]; i++)
@@ -132,11 +137,11 @@ void msg_get_kernel_node(wire_reader *r, struct msg_arena *a, struct msg_kernel_
 
 void msg_cuGraphAddKernelNode_v2_req_put(wire_buf *b, const struct msg_cuGraphAddKernelNode_v2_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
     msg_put_kernel_node(b, &m->params);
 }
 
@@ -179,7 +184,7 @@ int msg_cuGraphAddKernelNode_v2_rep_get(wire_reader *r, struct msg_arena *a, str
 
 void msg_cuGraphKernelNodeSetParams_v2_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetParams_v2_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
     msg_put_kernel_node(b, &m->params);
 }
 
@@ -207,8 +212,8 @@ int msg_cuGraphKernelNodeSetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 
 void msg_cuGraphExecKernelNodeSetParams_v2_req_put(wire_buf *b, const struct msg_cuGraphExecKernelNodeSetParams_v2_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->node);
+    put_handle(b, m->exec);
+    put_handle(b, m->node);
     msg_put_kernel_node(b, &m->params);
 }
 
@@ -237,7 +242,7 @@ int msg_cuGraphExecKernelNodeSetParams_v2_rep_get(wire_reader *r, struct msg_are
 
 void msg_cuGraphKernelNodeGetParams_v2_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetParams_v2_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
 }
 
 int msg_cuGraphKernelNodeGetParams_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphKernelNodeGetParams_v2_req *m)
@@ -283,7 +288,7 @@ int msg_cuGraphKernelNodeGetParams_v2_rep_get(wire_reader *r, struct msg_arena *
 void msg_scuda_memcpy_htod_req_put(wire_buf *b, const struct msg_scuda_memcpy_htod_req *m)
 {
     wb_put_u64(b, m->dst);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->mode);
     wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
@@ -317,7 +322,7 @@ void msg_scuda_memcpy_dtoh_req_put(wire_buf *b, const struct msg_scuda_memcpy_dt
 {
     wb_put_u64(b, m->src);
     wb_put_u64(b, m->n);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->mode);
 }
 
@@ -359,7 +364,7 @@ void msg_scuda_memcpy_dtod_req_put(wire_buf *b, const struct msg_scuda_memcpy_dt
     wb_put_u64(b, m->dst);
     wb_put_u64(b, m->src);
     wb_put_u64(b, m->n);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->mode);
 }
 
@@ -396,7 +401,7 @@ void msg_put_copy_side(wire_buf *b, const struct msg_copy_side *m)
     wb_put_u64(b, m->z);
     wb_put_u64(b, m->lod);
     wb_put_u64(b, m->ptr);
-    wb_put_u64(b, m->array);
+    put_handle(b, m->array);
     wb_put_u64(b, m->pitch);
     wb_put_u64(b, m->height);
 }
@@ -418,7 +423,7 @@ void msg_get_copy_side(wire_reader *r, struct msg_arena *a, struct msg_copy_side
 void msg_put_copy_nd(wire_buf *b, const struct msg_copy_nd *m)
 {
     wb_put_u8(b, m->mode);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     msg_put_copy_side(b, &m->src);
     msg_put_copy_side(b, &m->dst);
     wb_put_u64(b, m->width);
@@ -517,11 +522,11 @@ int msg_scuda_memcpy_3d_rep_get(wire_reader *r, struct msg_arena *a, struct msg_
 void msg_scuda_memcpy_peer_req_put(wire_buf *b, const struct msg_scuda_memcpy_peer_req *m)
 {
     wb_put_u64(b, m->dst);
-    wb_put_u64(b, m->dst_ctx);
+    put_handle(b, m->dst_ctx);
     wb_put_u64(b, m->src);
-    wb_put_u64(b, m->src_ctx);
+    put_handle(b, m->src_ctx);
     wb_put_u64(b, m->n);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->mode);
 }
 
@@ -554,7 +559,7 @@ int msg_scuda_memcpy_peer_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_cuStreamSynchronize_req_put(wire_buf *b, const struct msg_cuStreamSynchronize_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
 }
 
 int msg_cuStreamSynchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamSynchronize_req *m)
@@ -783,7 +788,7 @@ int msg_scuda_bulk_setup_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 void msg_put_bulk_copy(wire_buf *b, const struct msg_bulk_copy *m)
 {
     wb_put_u64(b, m->dev);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->mode);
     wb_put_u64(b, m->n);
     wb_put_u32(b, m->chunk);
@@ -879,6 +884,136 @@ int msg_scuda_bulk_end_rep_get(wire_reader *r, struct msg_arena *a, struct msg_s
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_peer_grant_req_put(wire_buf *b, const struct msg_scuda_peer_grant_req *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_grant_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_grant_rep_put(wire_buf *b, const struct msg_scuda_peer_grant_rep *m)
+{
+    wb_put_u32(b, m->pid);
+    wb_put_u32(b, m->link);
+    wb_put_raw(b, m->secret, sizeof m->secret);
+    wb_put_str(b, m->fingerprint);
+}
+
+int msg_scuda_peer_grant_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->pid = wr_u32(r);
+    m->link = wr_u32(r);
+    wr_raw(r, m->secret, sizeof m->secret);
+    m->fingerprint = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_connect_req_put(wire_buf *b, const struct msg_scuda_peer_connect_req *m)
+{
+    wb_put_str(b, m->addr);
+    wb_put_u32(b, m->pid);
+    wb_put_u32(b, m->link);
+    wb_put_raw(b, m->secret, sizeof m->secret);
+    wb_put_str(b, m->fingerprint);
+}
+
+int msg_scuda_peer_connect_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->addr = wr_str(r);
+    m->pid = wr_u32(r);
+    m->link = wr_u32(r);
+    wr_raw(r, m->secret, sizeof m->secret);
+    m->fingerprint = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_connect_rep_put(wire_buf *b, const struct msg_scuda_peer_connect_rep *m)
+{
+    wb_put_u32(b, m->local);
+}
+
+int msg_scuda_peer_connect_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->local = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_send_req_put(wire_buf *b, const struct msg_scuda_peer_send_req *m)
+{
+    wb_put_u64(b, m->src);
+    wb_put_u64(b, m->n);
+    wb_put_u32(b, m->link);
+    put_handle(b, m->stream);
+}
+
+int msg_scuda_peer_send_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->src = wr_u64(r);
+    m->n = wr_u64(r);
+    m->link = wr_u32(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_send_rep_put(wire_buf *b, const struct msg_scuda_peer_send_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_send_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_recv_req_put(wire_buf *b, const struct msg_scuda_peer_recv_req *m)
+{
+    wb_put_u64(b, m->dst);
+    wb_put_u64(b, m->n);
+    wb_put_u32(b, m->link);
+    put_handle(b, m->stream);
+}
+
+int msg_scuda_peer_recv_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->dst = wr_u64(r);
+    m->n = wr_u64(r);
+    m->link = wr_u32(r);
+    m->stream = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_peer_recv_rep_put(wire_buf *b, const struct msg_scuda_peer_recv_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_peer_recv_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_put_jit_option(wire_buf *b, const struct msg_jit_option *m)
 {
     wb_put_u32(b, m->option);
@@ -894,7 +1029,7 @@ void msg_get_jit_option(wire_reader *r, struct msg_arena *a, struct msg_jit_opti
 
 void msg_put_load_head(wire_buf *b, const struct msg_load_head *m)
 {
-    wb_put_u64(b, m->id);
+    put_handle(b, m->id);
     wb_put_u8(b, m->is_library);
     wb_put_u32(b, m->jit_count);
     for (uint32_t i = 0; i < m->jit_count; i++)
@@ -995,8 +1130,8 @@ void msg_get_load_result(wire_reader *r, struct msg_arena *a, struct msg_load_re
 
 void msg_put_bind_by_name(wire_buf *b, const struct msg_bind_by_name *m)
 {
-    wb_put_u64(b, m->parent);
-    wb_put_u64(b, m->id);
+    put_handle(b, m->parent);
+    put_handle(b, m->id);
     wb_put_str(b, m->name);
 }
 
@@ -1153,7 +1288,7 @@ int msg_scuda_library_get_kernel_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_scuda_module_get_global_req_put(wire_buf *b, const struct msg_scuda_module_get_global_req *m)
 {
-    wb_put_u64(b, m->id);
+    put_handle(b, m->id);
     wb_put_u8(b, m->is_library);
     wb_put_str(b, m->name);
 }
@@ -1185,8 +1320,8 @@ int msg_scuda_module_get_global_rep_get(wire_reader *r, struct msg_arena *a, str
 
 void msg_scuda_kernel_get_function_req_put(wire_buf *b, const struct msg_scuda_kernel_get_function_req *m)
 {
-    wb_put_u64(b, m->kernel);
-    wb_put_u64(b, m->func);
+    put_handle(b, m->kernel);
+    put_handle(b, m->func);
 }
 
 int msg_scuda_kernel_get_function_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_kernel_get_function_req *m)
@@ -1213,7 +1348,7 @@ int msg_scuda_kernel_get_function_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_module_unload_req_put(wire_buf *b, const struct msg_scuda_module_unload_req *m)
 {
-    wb_put_u64(b, m->id);
+    put_handle(b, m->id);
     wb_put_u8(b, m->is_library);
 }
 
@@ -1241,8 +1376,8 @@ int msg_scuda_module_unload_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_scuda_library_get_module_req_put(wire_buf *b, const struct msg_scuda_library_get_module_req *m)
 {
-    wb_put_u64(b, m->library);
-    wb_put_u64(b, m->module);
+    put_handle(b, m->library);
+    put_handle(b, m->module);
 }
 
 int msg_scuda_library_get_module_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_library_get_module_req *m)
@@ -1269,7 +1404,7 @@ int msg_scuda_library_get_module_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_scuda_param_info_req_put(wire_buf *b, const struct msg_scuda_param_info_req *m)
 {
-    wb_put_u64(b, m->func);
+    put_handle(b, m->func);
 }
 
 int msg_scuda_param_info_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_param_info_req *m)
@@ -1295,7 +1430,7 @@ int msg_scuda_param_info_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 
 void msg_scuda_func_attributes_req_put(wire_buf *b, const struct msg_scuda_func_attributes_req *m)
 {
-    wb_put_u64(b, m->func);
+    put_handle(b, m->func);
     wb_put_u8(b, m->is_kernel);
     wb_put_i32(b, m->dev);
 }
@@ -1344,7 +1479,7 @@ void msg_cuFuncGetAttribute_req_put(wire_buf *b, const struct msg_cuFuncGetAttri
 {
     wb_put_u8(b, m->has_value);
     wb_put_u32(b, m->attrib);
-    wb_put_u64(b, m->func);
+    put_handle(b, m->func);
 }
 
 int msg_cuFuncGetAttribute_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuFuncGetAttribute_req *m)
@@ -1374,7 +1509,7 @@ void msg_cuKernelGetAttribute_req_put(wire_buf *b, const struct msg_cuKernelGetA
 {
     wb_put_u8(b, m->has_value);
     wb_put_u32(b, m->attrib);
-    wb_put_u64(b, m->kernel);
+    put_handle(b, m->kernel);
     wb_put_i32(b, m->dev);
 }
 
@@ -1404,7 +1539,7 @@ int msg_cuKernelGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_cuStreamGetAttribute_req_put(wire_buf *b, const struct msg_cuStreamGetAttribute_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u32(b, m->attr);
 }
 
@@ -1436,7 +1571,7 @@ int msg_cuStreamGetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_cuStreamSetAttribute_req_put(wire_buf *b, const struct msg_cuStreamSetAttribute_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u32(b, m->attr);
     wb_put_blob(b, m->value, m->value_len);
 }
@@ -1470,7 +1605,7 @@ int msg_cuStreamSetAttribute_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_scuda_link_create_req_put(wire_buf *b, const struct msg_scuda_link_create_req *m)
 {
-    wb_put_u64(b, m->link);
+    put_handle(b, m->link);
     wb_put_u32(b, m->jit_count);
     for (uint32_t i = 0; i < m->jit_count; i++)
         msg_put_jit_option(b, &m->jit[i]);
@@ -1513,7 +1648,7 @@ int msg_scuda_link_create_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_scuda_link_add_req_put(wire_buf *b, const struct msg_scuda_link_add_req *m)
 {
-    wb_put_u64(b, m->link);
+    put_handle(b, m->link);
     wb_put_u32(b, m->type);
     wb_put_str(b, m->name);
     wb_put_u32(b, m->jit_count);
@@ -1565,7 +1700,7 @@ int msg_scuda_link_add_rep_get(wire_reader *r, struct msg_arena *a, struct msg_s
 
 void msg_scuda_link_complete_req_put(wire_buf *b, const struct msg_scuda_link_complete_req *m)
 {
-    wb_put_u64(b, m->link);
+    put_handle(b, m->link);
 }
 
 int msg_scuda_link_complete_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_link_complete_req *m)
@@ -1599,7 +1734,7 @@ int msg_scuda_link_complete_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_cuLinkDestroy_req_put(wire_buf *b, const struct msg_cuLinkDestroy_req *m)
 {
-    wb_put_u64(b, m->link);
+    put_handle(b, m->link);
 }
 
 int msg_cuLinkDestroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuLinkDestroy_req *m)
@@ -1679,7 +1814,7 @@ int msg_scuda_error_string_rep_get(wire_reader *r, struct msg_arena *a, struct m
 
 void msg_scuda_ctx_create_req_put(wire_buf *b, const struct msg_scuda_ctx_create_req *m)
 {
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
     wb_put_u32(b, m->flags);
     wb_put_i32(b, m->dev);
     wb_put_u8(b, m->legacy);
@@ -1712,7 +1847,7 @@ int msg_scuda_ctx_create_rep_get(wire_reader *r, struct msg_arena *a, struct msg
 void msg_scuda_primary_ctx_retain_req_put(wire_buf *b, const struct msg_scuda_primary_ctx_retain_req *m)
 {
     wb_put_i32(b, m->dev);
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
 }
 
 int msg_scuda_primary_ctx_retain_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_primary_ctx_retain_req *m)
@@ -1819,7 +1954,7 @@ int msg_scuda_primary_ctx_set_flags_rep_get(wire_reader *r, struct msg_arena *a,
 
 void msg_scuda_ctx_destroy_req_put(wire_buf *b, const struct msg_scuda_ctx_destroy_req *m)
 {
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
 }
 
 int msg_scuda_ctx_destroy_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_destroy_req *m)
@@ -1845,7 +1980,7 @@ int msg_scuda_ctx_destroy_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_scuda_ctx_synchronize_req_put(wire_buf *b, const struct msg_scuda_ctx_synchronize_req *m)
 {
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
 }
 
 int msg_scuda_ctx_synchronize_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_synchronize_req *m)
@@ -1871,10 +2006,10 @@ int msg_scuda_ctx_synchronize_rep_get(wire_reader *r, struct msg_arena *a, struc
 
 void msg_scuda_capture_dtoh_req_put(wire_buf *b, const struct msg_scuda_capture_dtoh_req *m)
 {
-    wb_put_u64(b, m->record);
+    put_handle(b, m->record);
     wb_put_u64(b, m->src);
     wb_put_u64(b, m->n);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
 }
 
 int msg_scuda_capture_dtoh_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_dtoh_req *m)
@@ -1903,8 +2038,8 @@ int msg_scuda_capture_dtoh_rep_get(wire_reader *r, struct msg_arena *a, struct m
 
 void msg_scuda_capture_hostfn_req_put(wire_buf *b, const struct msg_scuda_capture_hostfn_req *m)
 {
-    wb_put_u64(b, m->record);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->record);
+    put_handle(b, m->stream);
 }
 
 int msg_scuda_capture_hostfn_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_hostfn_req *m)
@@ -1932,7 +2067,7 @@ int msg_scuda_capture_hostfn_rep_get(wire_reader *r, struct msg_arena *a, struct
 void msg_put_host_work(wire_buf *b, const struct msg_host_work *m)
 {
     wb_put_u8(b, m->kind);
-    wb_put_u64(b, m->record);
+    put_handle(b, m->record);
 }
 
 void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work *m)
@@ -1944,10 +2079,10 @@ void msg_get_host_work(wire_reader *r, struct msg_arena *a, struct msg_host_work
 
 void msg_scuda_capture_htod_req_put(wire_buf *b, const struct msg_scuda_capture_htod_req *m)
 {
-    wb_put_u64(b, m->record);
+    put_handle(b, m->record);
     wb_put_u64(b, m->dst);
     wb_put_u64(b, m->n);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
 }
 
 int msg_scuda_capture_htod_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_capture_htod_req *m)
@@ -1976,7 +2111,7 @@ int msg_scuda_capture_htod_rep_get(wire_reader *r, struct msg_arena *a, struct m
 
 void msg_scuda_graph_uploads_req_put(wire_buf *b, const struct msg_scuda_graph_uploads_req *m)
 {
-    wb_put_u64(b, m->exec);
+    put_handle(b, m->exec);
 }
 
 int msg_scuda_graph_uploads_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_req *m)
@@ -1991,7 +2126,7 @@ void msg_scuda_graph_uploads_rep_put(wire_buf *b, const struct msg_scuda_graph_u
 {
     wb_put_u32(b, m->records_count);
     for (uint32_t i = 0; i < m->records_count; i++)
-        wb_put_u64(b, m->records[i]);
+        put_handle(b, m->records[i]);
 }
 
 int msg_scuda_graph_uploads_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_uploads_rep *m)
@@ -2017,7 +2152,7 @@ int msg_scuda_graph_uploads_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_scuda_graph_stage_req_put(wire_buf *b, const struct msg_scuda_graph_stage_req *m)
 {
-    wb_put_u64(b, m->record);
+    put_handle(b, m->record);
     wb_put_u64(b, m->data_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
@@ -2046,8 +2181,8 @@ int msg_scuda_graph_stage_rep_get(wire_reader *r, struct msg_arena *a, struct ms
 
 void msg_cuGraphLaunch_req_put(wire_buf *b, const struct msg_cuGraphLaunch_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->exec);
+    put_handle(b, m->stream);
 }
 
 int msg_cuGraphLaunch_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphLaunch_req *m)
@@ -2074,7 +2209,7 @@ int msg_cuGraphLaunch_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cu
 
 void msg_cuStreamIsCapturing_req_put(wire_buf *b, const struct msg_cuStreamIsCapturing_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
 }
 
 int msg_cuStreamIsCapturing_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamIsCapturing_req *m)
@@ -2100,7 +2235,7 @@ int msg_cuStreamIsCapturing_rep_get(wire_reader *r, struct msg_arena *a, struct 
 
 void msg_cuStreamGetCaptureInfo_v2_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v2_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->want);
 }
 
@@ -2117,11 +2252,11 @@ void msg_cuStreamGetCaptureInfo_v2_rep_put(wire_buf *b, const struct msg_cuStrea
 {
     wb_put_u32(b, m->status);
     wb_put_u64(b, m->id);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->graph);
     wb_put_u64(b, m->num);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
 }
 
 int msg_cuStreamGetCaptureInfo_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuStreamGetCaptureInfo_v2_rep *m)
@@ -2151,7 +2286,7 @@ int msg_cuStreamGetCaptureInfo_v2_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_cuStreamGetCaptureInfo_v3_req_put(wire_buf *b, const struct msg_cuStreamGetCaptureInfo_v3_req *m)
 {
-    wb_put_u64(b, m->stream);
+    put_handle(b, m->stream);
     wb_put_u8(b, m->want);
 }
 
@@ -2168,11 +2303,11 @@ void msg_cuStreamGetCaptureInfo_v3_rep_put(wire_buf *b, const struct msg_cuStrea
 {
     wb_put_u32(b, m->status);
     wb_put_u64(b, m->id);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->graph);
     wb_put_u64(b, m->num);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
     wb_put_u32(b, m->edges_count);
     for (uint32_t i = 0; i < m->edges_count; i++)
         wb_put_raw(b, &m->edges[i], sizeof m->edges[i]);
@@ -2238,16 +2373,16 @@ void msg_get_graph_copy(wire_reader *r, struct msg_arena *a, struct msg_graph_co
 
 void msg_cuGraphAddMemcpyNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemcpyNode_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
     msg_put_graph_copy(b, &m->copy);
     wb_put_u32(b, m->records_count);
     for (uint32_t i = 0; i < m->records_count; i++)
-        wb_put_u64(b, m->records[i]);
-    wb_put_u64(b, m->ctx);
+        put_handle(b, m->records[i]);
+    put_handle(b, m->ctx);
 }
 
 int msg_cuGraphAddMemcpyNode_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphAddMemcpyNode_req *m)
@@ -2304,7 +2439,7 @@ int msg_cuGraphAddMemcpyNode_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_cuGraphMemcpyNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeGetParams_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
 }
 
 int msg_cuGraphMemcpyNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeGetParams_req *m)
@@ -2330,11 +2465,11 @@ int msg_cuGraphMemcpyNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a, 
 
 void msg_cuGraphMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphMemcpyNodeSetParams_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
     msg_put_graph_copy(b, &m->copy);
     wb_put_u32(b, m->records_count);
     for (uint32_t i = 0; i < m->records_count; i++)
-        wb_put_u64(b, m->records[i]);
+        put_handle(b, m->records[i]);
 }
 
 int msg_cuGraphMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemcpyNodeSetParams_req *m)
@@ -2375,13 +2510,13 @@ int msg_cuGraphMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena *a, 
 
 void msg_cuGraphExecMemcpyNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphExecMemcpyNodeSetParams_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->node);
+    put_handle(b, m->exec);
+    put_handle(b, m->node);
     msg_put_graph_copy(b, &m->copy);
     wb_put_u32(b, m->records_count);
     for (uint32_t i = 0; i < m->records_count; i++)
-        wb_put_u64(b, m->records[i]);
-    wb_put_u64(b, m->ctx);
+        put_handle(b, m->records[i]);
+    put_handle(b, m->ctx);
 }
 
 int msg_cuGraphExecMemcpyNodeSetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecMemcpyNodeSetParams_req *m)
@@ -2424,12 +2559,12 @@ int msg_cuGraphExecMemcpyNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
 
 void msg_scuda_graph_add_host_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_host_node_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
-    wb_put_u64(b, m->record);
+        put_handle(b, m->deps[i]);
+    put_handle(b, m->record);
 }
 
 int msg_scuda_graph_add_host_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_host_node_req *m)
@@ -2471,7 +2606,7 @@ int msg_scuda_graph_add_host_node_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_graph_host_node_get_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
 }
 
 int msg_scuda_graph_host_node_get_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_req *m)
@@ -2484,7 +2619,7 @@ int msg_scuda_graph_host_node_get_req_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_graph_host_node_get_rep_put(wire_buf *b, const struct msg_scuda_graph_host_node_get_rep *m)
 {
-    wb_put_u64(b, m->record);
+    put_handle(b, m->record);
 }
 
 int msg_scuda_graph_host_node_get_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_get_rep *m)
@@ -2497,9 +2632,9 @@ int msg_scuda_graph_host_node_get_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_graph_host_node_set_req_put(wire_buf *b, const struct msg_scuda_graph_host_node_set_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->record);
+    put_handle(b, m->exec);
+    put_handle(b, m->node);
+    put_handle(b, m->record);
 }
 
 int msg_scuda_graph_host_node_set_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_host_node_set_req *m)
@@ -2527,7 +2662,7 @@ int msg_scuda_graph_host_node_set_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_cuGraphKernelNodeGetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeGetAttribute_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
     wb_put_u32(b, m->attr);
 }
 
@@ -2559,7 +2694,7 @@ int msg_cuGraphKernelNodeGetAttribute_rep_get(wire_reader *r, struct msg_arena *
 
 void msg_cuGraphKernelNodeSetAttribute_req_put(wire_buf *b, const struct msg_cuGraphKernelNodeSetAttribute_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
     wb_put_u32(b, m->attr);
     wb_put_blob(b, m->value, m->value_len);
 }
@@ -2593,8 +2728,8 @@ int msg_cuGraphKernelNodeSetAttribute_rep_get(wire_reader *r, struct msg_arena *
 
 void msg_cuGraphExecUpdate_v2_req_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->exec);
+    put_handle(b, m->graph);
 }
 
 int msg_cuGraphExecUpdate_v2_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_req *m)
@@ -2609,8 +2744,8 @@ int msg_cuGraphExecUpdate_v2_req_get(wire_reader *r, struct msg_arena *a, struct
 void msg_cuGraphExecUpdate_v2_rep_put(wire_buf *b, const struct msg_cuGraphExecUpdate_v2_rep *m)
 {
     wb_put_u32(b, m->result);
-    wb_put_u64(b, m->error_node);
-    wb_put_u64(b, m->error_from_node);
+    put_handle(b, m->error_node);
+    put_handle(b, m->error_from_node);
 }
 
 int msg_cuGraphExecUpdate_v2_rep_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphExecUpdate_v2_rep *m)
@@ -2625,11 +2760,11 @@ int msg_cuGraphExecUpdate_v2_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_cuGraphAddMemAllocNode_req_put(wire_buf *b, const struct msg_cuGraphAddMemAllocNode_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
     wb_put_raw(b, &m->pool, sizeof m->pool);
     wb_put_u32(b, m->access_count);
     for (uint32_t i = 0; i < m->access_count; i++)
@@ -2691,7 +2826,7 @@ int msg_cuGraphAddMemAllocNode_rep_get(wire_reader *r, struct msg_arena *a, stru
 
 void msg_cuGraphMemAllocNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphMemAllocNodeGetParams_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
 }
 
 int msg_cuGraphMemAllocNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphMemAllocNodeGetParams_req *m)
@@ -2738,12 +2873,12 @@ int msg_cuGraphMemAllocNodeGetParams_rep_get(wire_reader *r, struct msg_arena *a
 
 void msg_cuGraphAddBatchMemOpNode_req_put(wire_buf *b, const struct msg_cuGraphAddBatchMemOpNode_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
-    wb_put_u64(b, m->ctx);
+        put_handle(b, m->deps[i]);
+    put_handle(b, m->ctx);
     wb_put_u32(b, m->ops_count);
     for (uint32_t i = 0; i < m->ops_count; i++)
         wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
@@ -2804,7 +2939,7 @@ int msg_cuGraphAddBatchMemOpNode_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_cuGraphBatchMemOpNodeGetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_req *m)
 {
-    wb_put_u64(b, m->node);
+    put_handle(b, m->node);
 }
 
 int msg_cuGraphBatchMemOpNodeGetParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphBatchMemOpNodeGetParams_req *m)
@@ -2817,7 +2952,7 @@ int msg_cuGraphBatchMemOpNodeGetParams_req_get(wire_reader *r, struct msg_arena 
 
 void msg_cuGraphBatchMemOpNodeGetParams_rep_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeGetParams_rep *m)
 {
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
     wb_put_u32(b, m->ops_count);
     for (uint32_t i = 0; i < m->ops_count; i++)
         wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
@@ -2849,9 +2984,9 @@ int msg_cuGraphBatchMemOpNodeGetParams_rep_get(wire_reader *r, struct msg_arena 
 
 void msg_cuGraphBatchMemOpNodeSetParams_req_put(wire_buf *b, const struct msg_cuGraphBatchMemOpNodeSetParams_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->exec);
+    put_handle(b, m->node);
+    put_handle(b, m->ctx);
     wb_put_u32(b, m->ops_count);
     for (uint32_t i = 0; i < m->ops_count; i++)
         wb_put_raw(b, &m->ops[i], sizeof m->ops[i]);
@@ -2898,7 +3033,7 @@ int msg_cuGraphBatchMemOpNodeSetParams_rep_get(wire_reader *r, struct msg_arena 
 
 void msg_cuGraphDebugDotPrint_req_put(wire_buf *b, const struct msg_cuGraphDebugDotPrint_req *m)
 {
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->flags);
 }
 
@@ -2930,17 +3065,17 @@ int msg_cuGraphDebugDotPrint_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_scuda_graph_add_node_req_put(wire_buf *b, const struct msg_scuda_graph_add_node_req *m)
 {
-    wb_put_u64(b, m->node);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->node);
+    put_handle(b, m->graph);
     wb_put_u32(b, m->deps_count);
     for (uint32_t i = 0; i < m->deps_count; i++)
-        wb_put_u64(b, m->deps[i]);
+        put_handle(b, m->deps[i]);
     wb_put_u32(b, m->type);
-    wb_put_u64(b, m->child);
+    put_handle(b, m->child);
     wb_put_u64(b, m->cond);
     wb_put_u32(b, m->cond_type);
     wb_put_u32(b, m->size);
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->ctx);
 }
 
 int msg_scuda_graph_add_node_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_req *m)
@@ -2976,7 +3111,7 @@ void msg_scuda_graph_add_node_rep_put(wire_buf *b, const struct msg_scuda_graph_
 {
     wb_put_u32(b, m->bodies_count);
     for (uint32_t i = 0; i < m->bodies_count; i++)
-        wb_put_u64(b, m->bodies[i]);
+        put_handle(b, m->bodies[i]);
 }
 
 int msg_scuda_graph_add_node_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_graph_add_node_rep *m)
@@ -3002,8 +3137,8 @@ int msg_scuda_graph_add_node_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_scuda_user_object_create_req_put(wire_buf *b, const struct msg_scuda_user_object_create_req *m)
 {
-    wb_put_u64(b, m->object);
-    wb_put_u64(b, m->record);
+    put_handle(b, m->object);
+    put_handle(b, m->record);
     wb_put_u32(b, m->refcount);
     wb_put_u32(b, m->flags);
 }
@@ -3034,11 +3169,11 @@ int msg_scuda_user_object_create_rep_get(wire_reader *r, struct msg_arena *a, st
 
 void msg_cuGraphInstantiateWithParams_req_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_req *m)
 {
-    wb_put_u64(b, m->exec);
-    wb_put_u64(b, m->graph);
+    put_handle(b, m->exec);
+    put_handle(b, m->graph);
     wb_put_u8(b, m->has_params);
     wb_put_u64(b, m->flags);
-    wb_put_u64(b, m->upload_stream);
+    put_handle(b, m->upload_stream);
 }
 
 int msg_cuGraphInstantiateWithParams_req_get(wire_reader *r, struct msg_arena *a, struct msg_cuGraphInstantiateWithParams_req *m)
@@ -3055,7 +3190,7 @@ int msg_cuGraphInstantiateWithParams_req_get(wire_reader *r, struct msg_arena *a
 
 void msg_cuGraphInstantiateWithParams_rep_put(wire_buf *b, const struct msg_cuGraphInstantiateWithParams_rep *m)
 {
-    wb_put_u64(b, m->err_node);
+    put_handle(b, m->err_node);
     wb_put_u32(b, m->result);
 }
 
@@ -3071,7 +3206,7 @@ int msg_cuGraphInstantiateWithParams_rep_get(wire_reader *r, struct msg_arena *a
 void msg_put_res_desc(wire_buf *b, const struct msg_res_desc *m)
 {
     wb_put_u32(b, m->type);
-    wb_put_u64(b, m->array);
+    put_handle(b, m->array);
     wb_put_u64(b, m->ptr);
     wb_put_u32(b, m->format);
     wb_put_u32(b, m->channels);
@@ -3414,8 +3549,8 @@ int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_s
 void msg_put_migrate_item(wire_buf *b, const struct msg_migrate_item *m)
 {
     wb_put_u8(b, m->kind);
-    wb_put_u64(b, m->id);
-    wb_put_u64(b, m->parent);
+    put_handle(b, m->id);
+    put_handle(b, m->parent);
     wb_put_u64(b, m->a);
     wb_put_u64(b, m->b);
     wb_put_u64(b, m->c);
@@ -3462,7 +3597,7 @@ void msg_get_migrate_verdict(wire_reader *r, struct msg_arena *a, struct msg_mig
 void msg_scuda_shareable_export_req_put(wire_buf *b, const struct msg_scuda_shareable_export_req *m)
 {
     wb_put_u8(b, m->kind);
-    wb_put_u64(b, m->handle);
+    put_handle(b, m->handle);
     wb_put_u64(b, m->flags);
 }
 
@@ -3492,7 +3627,7 @@ int msg_scuda_shareable_export_rep_get(wire_reader *r, struct msg_arena *a, stru
 void msg_scuda_shareable_import_req_put(wire_buf *b, const struct msg_scuda_shareable_import_req *m)
 {
     wb_put_u8(b, m->kind);
-    wb_put_u64(b, m->handle);
+    put_handle(b, m->handle);
     wb_put_u64(b, m->flags);
     wb_put_raw(b, m->token, sizeof m->token);
 }
@@ -3523,7 +3658,7 @@ int msg_scuda_shareable_import_rep_get(wire_reader *r, struct msg_arena *a, stru
 
 void msg_scuda_library_get_managed_req_put(wire_buf *b, const struct msg_scuda_library_get_managed_req *m)
 {
-    wb_put_u64(b, m->library);
+    put_handle(b, m->library);
     wb_put_str(b, m->name);
 }
 
@@ -3553,7 +3688,7 @@ int msg_scuda_library_get_managed_rep_get(wire_reader *r, struct msg_arena *a, s
 
 void msg_scuda_logs_register_req_put(wire_buf *b, const struct msg_scuda_logs_register_req *m)
 {
-    wb_put_u64(b, m->callback);
+    put_handle(b, m->callback);
 }
 
 int msg_scuda_logs_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_req *m)
@@ -3577,10 +3712,38 @@ int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct 
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m)
+{
+    wb_put_u32(b, m->first);
+}
+
+int msg_scuda_window_first_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->first = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_window_first_rep_put(wire_buf *b, const struct msg_scuda_window_first_rep *m)
+{
+    wb_put_u64(b, m->base);
+    wb_put_u64(b, m->size);
+}
+
+int msg_scuda_window_first_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->base = wr_u64(r);
+    m->size = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_async_register_req_put(wire_buf *b, const struct msg_scuda_async_register_req *m)
 {
     wb_put_i32(b, m->dev);
-    wb_put_u64(b, m->callback);
+    put_handle(b, m->callback);
 }
 
 int msg_scuda_async_register_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_async_register_req *m)
@@ -3607,8 +3770,8 @@ int msg_scuda_async_register_rep_get(wire_reader *r, struct msg_arena *a, struct
 
 void msg_scuda_ctx_from_green_req_put(wire_buf *b, const struct msg_scuda_ctx_from_green_req *m)
 {
-    wb_put_u64(b, m->green);
-    wb_put_u64(b, m->ctx);
+    put_handle(b, m->green);
+    put_handle(b, m->ctx);
 }
 
 int msg_scuda_ctx_from_green_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_ctx_from_green_req *m)

@@ -473,6 +473,75 @@ struct msg_scuda_bulk_end_rep {
 void msg_scuda_bulk_end_rep_put(wire_buf *b, const struct msg_scuda_bulk_end_rep *m);
 int msg_scuda_bulk_end_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_bulk_end_rep *m);
 
+/* scuda_peer_grant request */
+struct msg_scuda_peer_grant_req {
+    char none; /* no fields */
+};
+void msg_scuda_peer_grant_req_put(wire_buf *b, const struct msg_scuda_peer_grant_req *m);
+int msg_scuda_peer_grant_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_req *m);
+
+/* scuda_peer_grant reply */
+struct msg_scuda_peer_grant_rep {
+    uint32_t pid; /* u32 pid: the session's, for the join */
+    uint32_t link; /* u32 link: the link slot the grant is for */
+    uint8_t secret[32]; /* u8[32] secret: the one-time secret: PEER_SECRET_LEN (protocol.h) bytes */
+    const char *fingerprint; /* str fingerprint: the server's TLS certificate ("sha256:HEX"), or empty: plain TCP */
+};
+void msg_scuda_peer_grant_rep_put(wire_buf *b, const struct msg_scuda_peer_grant_rep *m);
+int msg_scuda_peer_grant_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_grant_rep *m);
+
+/* scuda_peer_connect request: dials the granting server and joins its session */
+struct msg_scuda_peer_connect_req {
+    const char *addr; /* str addr: HOST:PORT of the granting server, as the client reaches it */
+    uint32_t pid; /* u32 pid */
+    uint32_t link; /* u32 link: from scuda_peer_grant */
+    uint8_t secret[32]; /* u8[32] secret */
+    const char *fingerprint; /* str fingerprint: pinned when not empty (TLS) */
+};
+void msg_scuda_peer_connect_req_put(wire_buf *b, const struct msg_scuda_peer_connect_req *m);
+int msg_scuda_peer_connect_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_req *m);
+
+/* scuda_peer_connect reply */
+struct msg_scuda_peer_connect_rep {
+    uint32_t local; /* u32 local: this session's slot for the link */
+};
+void msg_scuda_peer_connect_rep_put(wire_buf *b, const struct msg_scuda_peer_connect_rep *m);
+int msg_scuda_peer_connect_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_connect_rep *m);
+
+/* scuda_peer_send request: replies after the last byte went on the link */
+struct msg_scuda_peer_send_req {
+    uint64_t src; /* dptr src */
+    uint64_t n; /* u64 n */
+    uint32_t link; /* u32 link */
+    uint64_t stream; /* handle stream */
+};
+void msg_scuda_peer_send_req_put(wire_buf *b, const struct msg_scuda_peer_send_req *m);
+int msg_scuda_peer_send_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_req *m);
+
+/* scuda_peer_send reply */
+struct msg_scuda_peer_send_rep {
+    char none; /* no fields */
+};
+void msg_scuda_peer_send_rep_put(wire_buf *b, const struct msg_scuda_peer_send_rep *m);
+int msg_scuda_peer_send_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_send_rep *m);
+
+/* scuda_peer_recv request: replies after the last byte landed */
+struct msg_scuda_peer_recv_req {
+    uint64_t dst; /* dptr dst */
+    uint64_t n; /* u64 n */
+    uint32_t link; /* u32 link */
+    uint64_t stream; /* handle stream */
+};
+void msg_scuda_peer_recv_req_put(wire_buf *b, const struct msg_scuda_peer_recv_req *m);
+int msg_scuda_peer_recv_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_req *m);
+
+/* scuda_peer_recv reply */
+struct msg_scuda_peer_recv_rep {
+    char none; /* no fields */
+};
+void msg_scuda_peer_recv_rep_put(wire_buf *b, const struct msg_scuda_peer_recv_rep *m);
+int msg_scuda_peer_recv_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_peer_recv_rep *m);
+
 /* jit_option record: a CUjit_option forwarded: a scalar's value, or a log buffer's size */
 struct msg_jit_option {
     uint32_t option; /* u32 option */
@@ -1746,6 +1815,21 @@ struct msg_scuda_logs_register_rep {
 };
 void msg_scuda_logs_register_rep_put(wire_buf *b, const struct msg_scuda_logs_register_rep *m);
 int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_rep *m);
+
+/* scuda_window_first request: cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide */
+struct msg_scuda_window_first_req {
+    uint32_t first; /* u32 first */
+};
+void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m);
+int msg_scuda_window_first_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_req *m);
+
+/* scuda_window_first reply */
+struct msg_scuda_window_first_rep {
+    uint64_t base; /* u64 base: the session's device 0's window: device d's is base + d * size */
+    uint64_t size; /* u64 size */
+};
+void msg_scuda_window_first_rep_put(wire_buf *b, const struct msg_scuda_window_first_rep *m);
+int msg_scuda_window_first_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_window_first_rep *m);
 
 /* scuda_async_register request: cuDeviceRegisterAsyncNotification: each notification is host work (HOST_WORK_NOTIFY) for the client's record */
 struct msg_scuda_async_register_req {

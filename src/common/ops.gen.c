@@ -408,6 +408,11 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_module_load_known] = "scuda_module_load_known",
     [OP_scuda_func_attributes] = "scuda_func_attributes",
     [OP_scuda_snapshot] = "scuda_snapshot",
+    [OP_scuda_window_first] = "scuda_window_first",
+    [OP_scuda_peer_grant] = "scuda_peer_grant",
+    [OP_scuda_peer_connect] = "scuda_peer_connect",
+    [OP_scuda_peer_send] = "scuda_peer_send",
+    [OP_scuda_peer_recv] = "scuda_peer_recv",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -409,7 +409,12 @@ enum scuda_op {
     OP_scuda_module_load_known = 402,
     OP_scuda_func_attributes = 403,
     OP_scuda_snapshot = 404,
-    OP_COUNT = 405
+    OP_scuda_window_first = 405,
+    OP_scuda_peer_grant = 406,
+    OP_scuda_peer_connect = 407,
+    OP_scuda_peer_send = 408,
+    OP_scuda_peer_recv = 409,
+    OP_COUNT = 410
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

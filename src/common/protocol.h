@@ -223,6 +223,12 @@ enum copy_mode { COPY_SYNC = 0, COPY_ASYNC = 1 };
  * carries HELLO_SERVER_ZSTD: this bulk connection may carry compressed
  * chunks, both ways (below, "Compressed chunks"). */
 #define HELLO_JOIN_ZSTD (1u << 6)
+/* Another server's session joining one of this server's sessions with a
+ * one-time grant (a peer link: docs/architecture.md, 3.12). Its
+ * client_hello carries no token proof: the grant is its credential. A
+ * join request follows, as for HELLO_BULK_JOIN, proved with the grant's
+ * secret over the index of the link slot it grants. */
+#define HELLO_PEER_JOIN (1u << 7)
 
 /* The visible request (above): a fixed size, so that the parent reads it
  * like a join request; room for 25 full GPU UUIDs. */
@@ -245,6 +251,9 @@ static inline int hello_wants_cuda_session(uint16_t flags) { return flags == 0 |
 #define BULK_CHUNK_MIN (64u << 10)
 #define BULK_CHUNK_MAX (4u << 20)
 #define BULK_COPY_MAX (1ull << 40)     /* largest striped copy */
+
+/* Peer links (HELLO_PEER_JOIN). */
+#define PEER_SECRET_LEN 32
 
 /* A chunk header: u64 copy id, u64 offset, u32 length, u32 packed. Both
  * sides build the header they expect and compare its first

@@ -295,7 +295,8 @@ static int known_flags(uint16_t f)
  * slot RESUME_INDEX, proved with the session's resume secret. */
 static int joins_session(uint16_t f)
 {
-    return f == HELLO_BULK_JOIN || f == (HELLO_BULK_JOIN | HELLO_JOIN_ZSTD) || f == HELLO_RESUME;
+    return f == HELLO_BULK_JOIN || f == (HELLO_BULK_JOIN | HELLO_JOIN_ZSTD) || f == HELLO_RESUME ||
+           f == HELLO_PEER_JOIN;
 }
 
 static int tokens_needed(void) { return *cfg.tokens && (*cfg.tokens)->count > 0; }
@@ -328,19 +329,22 @@ static int authenticate(struct pending *p)
 /* The one refusal of every bad join, and of every bad resume. */
 static const char *refusal_of(const struct pending *p)
 {
-    return p->ch.flags == HELLO_RESUME ? RESUME_REFUSAL : JOIN_REFUSAL;
+    return p->ch.flags == HELLO_RESUME ? RESUME_REFUSAL : p->ch.flags == HELLO_PEER_JOIN ? PEER_REFUSAL : JOIN_REFUSAL;
 }
 
 /* Hand a join to its session; the session answers with a verdict. */
 static void route_join(struct pending *p)
 {
-    int resume = p->ch.flags == HELLO_RESUME;
-    int ctl = children_ctl_of((pid_t)p->jr.pid, p->user);
+    int resume = p->ch.flags == HELLO_RESUME, peer = p->ch.flags == HELLO_PEER_JOIN;
+    /* A peer join names no user: any session may hold the grant, which
+     * only that session can check. */
+    int ctl = peer ? children_ctl_any((pid_t)p->jr.pid) : children_ctl_of((pid_t)p->jr.pid, p->user);
+    const char *what = resume ? "resume" : peer ? "peer join" : "bulk join";
     uint64_t refuse_at = now_ms() + JOIN_REFUSAL_DELAY_MS;
     if (ctl >= 0) {
         struct join_note note = {.magic = JOIN_NOTE_MAGIC, .pid = p->jr.pid, .index = p->jr.index,
-                                 .kind = resume ? JOIN_RESUME : JOIN_BULK, .received = p->resume_received,
-                                 .zstd = (p->ch.flags & HELLO_JOIN_ZSTD) != 0};
+                                 .kind = resume ? JOIN_RESUME : peer ? JOIN_PEER : JOIN_BULK,
+                                 .received = p->resume_received, .zstd = (p->ch.flags & HELLO_JOIN_ZSTD) != 0};
         memcpy(note.nonce, p->nonce, SCUDA_NONCE_LEN);
         memcpy(note.proof, p->jr.proof, SCUDA_PROOF_LEN);
         /* A plain join: the session gets a blocking socket; the parent
@@ -354,11 +358,10 @@ static void route_join(struct pending *p)
             p->refuse_at_ms = refuse_at;
             return;
         }
-        LOG_WARN("%s: %s for session %u: cannot pass the connection on: %s", p->peer,
-                 resume ? "resume" : "bulk join", p->jr.pid, strerror(errno));
+        LOG_WARN("%s: %s for session %u: cannot pass the connection on: %s", p->peer, what, p->jr.pid,
+                 strerror(errno));
     } else {
-        LOG_WARN("%s: %s refused: user %s has no session %u", p->peer, resume ? "resume" : "bulk join", p->user,
-                 p->jr.pid);
+        LOG_WARN("%s: %s refused: user %s has no session %u", p->peer, what, p->user, p->jr.pid);
     }
     refuse(p, WELCOME_BAD_JOIN, refusal_of(p), refuse_at);
 }
@@ -377,6 +380,21 @@ static void admit(struct pending *p)
 /* A CUDA session, or one moving here: it runs on a GPU (gpu_pool.h). */
 static int uses_gpu(uint16_t flags) { return hello_wants_cuda_session(flags) || flags == HELLO_MIGRATE_IN; }
 
+/* A peer join (protocol.h, HELLO_PEER_JOIN): no token, the grant is the
+ * credential, which only the granting session can check. So it is routed
+ * by pid alone and refused, when bad, with the one refusal after the same
+ * delay as any bad join (bulk_join.h). */
+static void decide_peer(struct pending *p)
+{
+    snprintf(p->user, sizeof p->user, "peer");
+    if (tls_of(p->fd) && p->tp.kind != PREFACE_JOIN) {
+        LOG_WARN("%s refused: a peer join whose preface did not say so", p->peer);
+        refuse(p, WELCOME_BAD_JOIN, PEER_REFUSAL, now_ms() + JOIN_REFUSAL_DELAY_MS);
+        return;
+    }
+    route_join(p);
+}
+
 static void decide(struct pending *p)
 {
     char msg[400];
@@ -392,6 +410,8 @@ static void decide(struct pending *p)
     } else if (hello_check_client_ops(ch, msg, sizeof msg) != 0) {
         LOG_WARN("%s refused: %s", p->peer, msg);
         refuse(p, WELCOME_BAD_VERSION, msg, 0);
+    } else if (ch->flags == HELLO_PEER_JOIN) {
+        decide_peer(p);
     } else if (authenticate(p) != 0) {
         LOG_WARN("%s refused: bad token", p->peer);
         refuse(p, WELCOME_BAD_TOKEN,

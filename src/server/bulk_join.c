@@ -13,6 +13,7 @@
 #include "bulk.h"
 #include "fd_pass.h"
 #include "migrate_switch.h"
+#include "peer_link.h"
 #include "resume.h"
 #include "session.h"
 #include "server.h"
@@ -76,8 +77,15 @@ static int second_tls(struct session *s, const struct join_note *note, int fd, c
  * every connection is ready for a striped copy. */
 static void welcome(const struct join_note *note, int fd)
 {
-    if (hello_send_welcome(fd, WELCOME_OK, "bulk") != 0)
-        LOG_INFO("bulk connection %u: the client left before its welcome", note->index);
+    int peer = note->kind == JOIN_PEER;
+    if (hello_send_welcome(fd, WELCOME_OK, peer ? "peer" : "bulk") != 0)
+        LOG_INFO("%s %u: the client left before its welcome", peer ? "peer link" : "bulk connection", note->index);
+}
+
+/* Make fd what the join asked for: a bulk connection or a peer link. */
+static int admit_join(struct session *s, const struct join_note *note, int fd, char *why, size_t whylen)
+{
+    return note->kind == JOIN_PEER ? peer_join_admit(note, fd, why, whylen) : bulk_admit(s, note, fd, why, whylen);
 }
 
 /* A join over TLS whose proof is good: the socket is this session's from
@@ -85,17 +93,18 @@ static void welcome(const struct join_note *note, int fd)
 static void take_tls_join(struct session *s, const struct join_note *note, int fd)
 {
     char why[160];
+    const char *what = note->kind == JOIN_PEER ? "peer join" : "bulk join";
     send_verdict(s, note, 1);
     if (second_tls(s, note, fd, why, sizeof why) != 0) {
-        LOG_WARN("bulk join refused: %s", why);
-    } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
+        LOG_WARN("%s refused: %s", what, why);
+    } else if (admit_join(s, note, fd, why, sizeof why) == 0) {
         welcome(note, fd);
         return;
     } else {
         /* Taken since the check (a second join of the same index): the
          * client proved the secret, so no one learns anything here. */
-        LOG_WARN("bulk join refused: %s", why);
-        hello_send_welcome(fd, WELCOME_BAD_JOIN, JOIN_REFUSAL);
+        LOG_WARN("%s refused: %s", what, why);
+        hello_send_welcome(fd, WELCOME_BAD_JOIN, note->kind == JOIN_PEER ? PEER_REFUSAL : JOIN_REFUSAL);
     }
     io_close(fd);
 }
@@ -128,11 +137,11 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
             return;
         }
     } else if (s->opt->tls) {
-        if (bulk_check(note, why, sizeof why) == 0) {
+        if ((note->kind == JOIN_PEER ? peer_join_check(note, why, sizeof why) : bulk_check(note, why, sizeof why)) == 0) {
             take_tls_join(s, note, fd);
             return;
         }
-    } else if (bulk_admit(s, note, fd, why, sizeof why) == 0) {
+    } else if (admit_join(s, note, fd, why, sizeof why) == 0) {
         welcome(note, fd);
         send_verdict(s, note, 1);
         return;
@@ -140,7 +149,8 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     /* The reason is for the operator's log only; the client gets the
      * parent's one refusal for every bad join (over TLS, inside the
      * parent's TLS session). */
-    LOG_WARN("%s refused: %s", note->kind == JOIN_RESUME ? "resume" : "bulk join", why);
+    LOG_WARN("%s refused: %s", note->kind == JOIN_RESUME ? "resume" : note->kind == JOIN_PEER ? "peer join" : "bulk join",
+             why);
     close(fd);
     send_verdict(s, note, 0);
 }

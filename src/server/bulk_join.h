@@ -27,7 +27,7 @@
 #include "../common/protocol.h"
 
 #define JOIN_NOTE_MAGIC 0x4e494f4au    /* "JOIN" */
-enum join_kind { JOIN_BULK = 0, JOIN_RESUME = 1 };
+enum join_kind { JOIN_BULK = 0, JOIN_RESUME = 1, JOIN_PEER = 2 /* a peer link (peer_link.h) */ };
 #define JOIN_VERDICT_MAGIC 0x54434456u /* "VDCT" */
 
 /* The one refusal of every bad join, and how long after the join request
@@ -35,6 +35,7 @@ enum join_kind { JOIN_BULK = 0, JOIN_RESUME = 1 };
  * proof, so both paths answer at the same moment. */
 #define JOIN_REFUSAL "bulk join refused: no open slot of a session of yours matches it; copies go over the main connection"
 #define RESUME_REFUSAL "resume refused: no session of yours matches it"
+#define PEER_REFUSAL "peer join refused: no open grant matches it"
 #define JOIN_REFUSAL_DELAY_MS 100
 
 /* What travels with the connection's fd from the parent to the session. */

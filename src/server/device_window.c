@@ -75,6 +75,9 @@ static struct record *recs; /* sorted by address */
 static size_t nrecs, caprecs;
 static uint64_t idle_bytes, next_id;
 static unsigned blockers;
+/* The window index of device 0 (window_set_first): 0 but for a client of
+ * several servers, whose devices each take their own window. */
+static unsigned first;
 
 /* ---- spans --------------------------------------------------------------- */
 
@@ -197,10 +200,22 @@ static void rec_drop(struct record *r) { memmove(r, r + 1, (size_t)(recs + nrecs
 
 /* ---- windows and chunks -------------------------------------------------- */
 
+/* Device dev's window: index first + dev from the base. */
+static uint64_t window_base(int dev) { return cfg.base + ((uint64_t)first + (uint64_t)dev) * cfg.size; }
+
+/* The device whose window holds p, or -1. */
+static int window_device(uint64_t p)
+{
+    if (cfg.size == 0 || p < cfg.base) return -1;
+    uint64_t i = (p - cfg.base) / cfg.size;
+    return i >= first && i - first < MAX_DEVICES ? (int)(i - first) : -1;
+}
+
 static struct window *window_holding(uint64_t p)
 {
-    if (p < cfg.base || (p - cfg.base) / cfg.size >= MAX_DEVICES) return NULL;
-    struct window *w = &windows[(p - cfg.base) / cfg.size];
+    int dev = window_device(p);
+    if (dev < 0) return NULL;
+    struct window *w = &windows[dev];
     return w->state == 1 ? w : NULL;
 }
 
@@ -256,7 +271,7 @@ static struct window *window_open(int dev)
     struct window *w = &windows[dev];
     if (w->state != 0) return w->state == 1 ? w : NULL;
     w->state = -1;
-    w->base = cfg.base + (uint64_t)dev * cfg.size;
+    w->base = window_base(dev);
     w->size = cfg.size;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
@@ -620,7 +635,7 @@ static CUresult win_cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t wid
     return r;
 }
 
-static bool in_windows(uint64_t p) { return p >= cfg.base && (p - cfg.base) / cfg.size < MAX_DEVICES; }
+static bool in_windows(uint64_t p) { return window_device(p) >= 0; }
 
 static CUresult win_cuMemFree_v2(CUdeviceptr p)
 {
@@ -974,9 +989,25 @@ unsigned window_blockers(void)
 bool window_range(int dev, uint64_t *base, uint64_t *size)
 {
     if (cfg.size == 0 || dev < 0 || dev >= MAX_DEVICES) return false;
-    *base = cfg.base + (uint64_t)dev * cfg.size;
+    *base = window_base(dev);
     *size = cfg.size;
     return true;
+}
+
+int window_set_first(unsigned index)
+{
+    pthread_mutex_lock(&lock);
+    int rc = 0;
+    if (cfg.size == 0) rc = -1;
+    else if (index >= MAX_DEVICES || cfg.base + ((uint64_t)index + 1) * cfg.size > VA_LIMIT) rc = -2;
+    for (int d = 0; d < MAX_DEVICES && rc == 0; d++)
+        if (windows[d].state != 0 && index != first) rc = -3; /* placed memory keeps its addresses */
+    if (rc == 0) first = index;
+    /* A session moving in starts its windows at 0: the index does not
+     * travel with it yet, so such a session stays where it is. */
+    if (rc == 0 && index != 0) blockers |= WINDOW_BLOCK_FIRST;
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* ---- install ---------------------------------------------------------------- */

@@ -96,6 +96,7 @@ enum window_blocker {
     WINDOW_BLOCK_DRIVER_RESERVE = 1 << 2, /* an address reservation the driver placed */
     WINDOW_BLOCK_NO_WINDOW = 1 << 3,      /* a window was taken: memory fell back to the driver */
     WINDOW_BLOCK_NO_ROOM = 1 << 4,        /* an allocation the window had no room for: the driver placed it */
+    WINDOW_BLOCK_FIRST = 1 << 5,          /* windows from index > 0 (a client of several servers): not carried yet */
 };
 unsigned window_blockers(void);
 
@@ -108,6 +109,13 @@ struct window_chunk {
     bool shareable; /* created exportable as a POSIX file descriptor */
 };
 bool window_chunk_of(uint64_t p, struct window_chunk *out);
+
+/* A client of several servers numbers their devices in one list: this
+ * session's device d then takes window index + d, so that no two of the
+ * client's devices share addresses (docs/architecture.md, 9.13). Before
+ * any window is reserved. 0; -1 the windows are off; -2 the index is out
+ * of range (its window would pass 2^47); -3 memory is placed already. */
+int window_set_first(unsigned index);
 
 /* The window of server device `dev`: false when the window is off. */
 bool window_range(int dev, uint64_t *base, uint64_t *size);

@@ -27,6 +27,10 @@ extern CUresult srv_scuda_bulk_setup(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_htod(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_dtoh(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_bulk_end(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_grant(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_connect(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_send(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_peer_recv(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_known(srv_call *c) __attribute__((weak));
@@ -70,6 +74,7 @@ extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_window_first(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
 extern CUresult srv_cuFuncGetAttribute(srv_call *c) __attribute__((weak));
@@ -9179,6 +9184,11 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_module_load_known] = {"scuda_module_load_known", srv_scuda_module_load_known, 0, 0, 0, 0},
     [OP_scuda_func_attributes] = {"scuda_func_attributes", srv_scuda_func_attributes, 0, 0, 0, 0},
     [OP_scuda_snapshot] = {"scuda_snapshot", srv_scuda_snapshot, 0, 0, 0, 0},
+    [OP_scuda_window_first] = {"scuda_window_first", srv_scuda_window_first, 0, 0, 1, 0},
+    [OP_scuda_peer_grant] = {"scuda_peer_grant", srv_scuda_peer_grant, 0, 0, 0, 0},
+    [OP_scuda_peer_connect] = {"scuda_peer_connect", srv_scuda_peer_connect, 1, 0, 0, 0},
+    [OP_scuda_peer_send] = {"scuda_peer_send", srv_scuda_peer_send, 1, 1, 0, 0},
+    [OP_scuda_peer_recv] = {"scuda_peer_recv", srv_scuda_peer_recv, 1, 1, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "visible_devices.h"
+#include "../common/visible_devices.h"
 #include "../common/protocol.h"
 #include "../common/log.h"
 

@@ -105,6 +105,8 @@ static void explain_window(char *why, size_t whylen)
         add_reason(why, whylen, "the memory window was taken, so the driver placed memory (see --window-base)");
     if (w & WINDOW_BLOCK_NO_ROOM)
         add_reason(why, whylen, "an allocation did not fit the memory window, so the driver placed it (see --window-size)");
+    if (w & WINDOW_BLOCK_FIRST)
+        add_reason(why, whylen, "its client uses several servers, whose memory windows a moved session cannot keep yet");
     migrate_vmm_explain(why, whylen);
 }
 

@@ -385,8 +385,8 @@ static void handshakes(const struct h_server *srv)
     io_close(fd);
     /* a well-formed hello with a flag this server does not know */
     fd = greeted(nonce);
-    CHECK(hello_send_client(fd, 1u << 7, ~0ull, NULL, nonce, NULL, 0) == 0);
-    expect_refusal(fd, WELCOME_BAD_VERSION, "unknown hello flags 0x80", "an unknown flag");
+    CHECK(hello_send_client(fd, 1u << 9, ~0ull, NULL, nonce, NULL, 0) == 0);
+    expect_refusal(fd, WELCOME_BAD_VERSION, "unknown hello flags 0x200", "an unknown flag");
     io_close(fd);
     /* half a client hello, then gone */
     fd = greeted(nonce);

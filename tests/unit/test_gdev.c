@@ -20,6 +20,43 @@ static void infos(struct session_info *si, unsigned n, char tag)
     for (unsigned i = 0; i < n; i++) snprintf(si->dev[i].name, sizeof si->dev[i].name, "%c%u", tag, i);
 }
 
+/* A list of servers a (2 devices) and b (1), each device's UUID ending
+ * in a byte of its own. */
+static void two_servers(struct gdev_table *t, struct session_info *a, struct session_info *b, struct server *sa,
+                        struct server *sb)
+{
+    int g0;
+    infos(a, 2, 'a');
+    infos(b, 1, 'b');
+    a->dev[0].uuid.bytes[15] = 0x10, a->dev[1].uuid.bytes[15] = 0x11, b->dev[0].uuid.bytes[15] = 0x20;
+    t->count = 0;
+    gdev_append(t, sa, a, &g0);
+    gdev_append(t, sb, b, &g0);
+}
+
+/* CUDA_VISIBLE_DEVICES over the list of several servers: indices and
+ * UUIDs pick and reorder, the first entry naming nothing ends it. */
+static void visible(void)
+{
+    static struct session_info a, b;
+    struct server sa = {0}, sb = {1};
+    static struct gdev_table t;
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "2,0") == 2 && t.dev[0].s == &sb && t.dev[0].local == 0 && t.dev[1].s == &sa &&
+          t.dev[1].local == 0);
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "") == 0 && t.count == 0);
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "1,3,0") == 1 && t.dev[0].local == 1); /* 3 names none: the list ends */
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "1,1,0") == 1); /* a repeat ends it too */
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "GPU-00000000-0000-0000-0000-000000000020,0") == 2 && t.dev[0].s == &sb &&
+          t.dev[1].s == &sa && t.dev[1].local == 0);
+    two_servers(&t, &a, &b, &sa, &sb);
+    CHECK(gdev_apply_visible(&t, "GPU-00000000-0000-0000-0000-0000000000FF") == 0);
+}
+
 int main(void)
 {
     static struct session_info a, b, big;
@@ -58,6 +95,7 @@ int main(void)
     static struct gdev_table empty;
     CHECK(gdev_append(&empty, &sc, &big, &g0) == -1 && empty.count == 0);
 
+    visible();
     printf("test_gdev: %d checks, %d failed\n", checks, failures);
     return failures != 0;
 }

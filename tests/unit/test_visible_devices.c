@@ -1,7 +1,7 @@
 /* test_visible_devices.c - a client's CUDA_VISIBLE_DEVICES composed over
- * the server's list (server/visible_devices.c), and the visible request
+ * the server's list (common/visible_devices.c), and the visible request
  * as the parent decodes it from hostile bytes (common/hello.c). */
-#include "server/visible_devices.h"
+#include "common/visible_devices.h"
 #include "common/hello.h"
 
 #include <string.h>
@@ -49,6 +49,19 @@ static void compose(void)
     CHECK(strcmp(e, "?") == 0);
 }
 
+/* visible_select: the same reading, as positions in the list (a client
+ * of several servers picks from its device list so). */
+static void select_positions(void)
+{
+    const char *list = "GPU-aa,GPU-bb,GPU-cc";
+    int pick[4] = {-1, -1, -1, -1};
+    CHECK(visible_select(list, "2,0", pick, 4) == 2 && pick[0] == 2 && pick[1] == 0);
+    CHECK(visible_select(list, "GPU-BB,1", pick, 4) == 1 && pick[0] == 1); /* hex in any case; a repeat ends it */
+    CHECK(visible_select(list, "", pick, 4) == 0);
+    CHECK(visible_select(list, "3,0", pick, 4) == 0); /* beyond the list: ends at once */
+    CHECK(visible_select(list, "0,1,2", pick, 2) == 2); /* at most max */
+}
+
 static void request(void)
 {
     uint8_t req[VISIBLE_REQ_LEN];
@@ -85,6 +98,7 @@ static void request(void)
 int main(void)
 {
     compose();
+    select_positions();
     request();
     printf("%s test_visible_devices: %d checks, %d failures\n", failures ? "FAIL" : "ok", checks, failures);
     return failures ? 1 : 0;

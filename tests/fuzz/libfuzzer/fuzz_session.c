@@ -29,6 +29,7 @@
 #include "server/graph_host.h"
 #include "server/module_cache.h"
 #include "server/param_layout.h"
+#include "server/peer_link.h"
 #include "server/quota.h"
 #include "server/staging.h"
 #include "server/session.h"
@@ -87,6 +88,7 @@ static void reset_session(void)
     staging_forget_all(); /* the reset freed its buffers with their contexts */
     handle_forget_all();
     quota_forget_all();
+    peer_link_forget_all(); /* grants would fill the link slots across inputs */
     session_forget_bound_ctx();
     session.deferred_error = CUDA_SUCCESS;
 }

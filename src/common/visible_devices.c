@@ -1,6 +1,7 @@
-/* visible_devices.c - see visible_devices.h. The client's value came from
- * the network: the parent checked it is printable and bounded
- * (hello_decode_visible_request); here nothing is trusted beyond that. */
+/* visible_devices.c - see visible_devices.h. In a session the client's
+ * value came from the network: the parent checked it is printable and
+ * bounded (hello_decode_visible_request); here nothing is trusted beyond
+ * that. */
 #include "visible_devices.h"
 
 #include <ctype.h>
@@ -8,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include "gpu_pool.h"
 
 int visible_entry_ok(const char *e, size_t len)
 {
@@ -24,17 +23,17 @@ int visible_entry_ok(const char *e, size_t len)
     return 1;
 }
 
-/* The server's list, split: at most GPU_POOL_MAX entries, each as given. */
+/* The server's list, split: at most VISIBLE_LIST_MAX entries, each as given. */
 struct server_list {
     int n;
-    const char *at[GPU_POOL_MAX];
-    size_t len[GPU_POOL_MAX];
+    const char *at[VISIBLE_LIST_MAX];
+    size_t len[VISIBLE_LIST_MAX];
 };
 
 static void split_server(const char *list, struct server_list *s)
 {
     s->n = 0;
-    for (const char *p = list; *p && s->n < GPU_POOL_MAX;) {
+    for (const char *p = list; *p && s->n < VISIBLE_LIST_MAX;) {
         size_t len = strcspn(p, ",");
         s->at[s->n] = p;
         s->len[s->n++] = len;
@@ -102,6 +101,25 @@ int visible_compose(const char *server, const char *client, char *out, size_t ou
          * as a --gpus entry the driver lacks (gpu_pool_check). */
         if (already_in(out, e, elen) || append(out, outlen, &at, e, elen) != 0) break;
         n++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return n;
+}
+
+int visible_select(const char *list, const char *client, int *pick, int max)
+{
+    struct server_list s;
+    split_server(list, &s);
+    int n = 0;
+    for (const char *p = client; *p && n < max;) {
+        size_t len = strcspn(p, ",");
+        if (!visible_entry_ok(p, len)) break; /* as the driver: an invalid entry ends the list */
+        int i = server_entry_named(&s, p, len);
+        for (int k = 0; k < n && i >= 0; k++)
+            if (pick[k] == i) i = -1; /* listed twice: the list ends here, as in visible_compose */
+        if (i < 0) break;
+        pick[n++] = i;
         p += len;
         if (*p == ',') p++;
     }

@@ -1340,7 +1340,7 @@ op scuda_moved                         # session to client, one-way and not numb
     in u64 bytes
     in u64 total_ns                    # from the hold to this notice
 
-# scuda_snapshot (docs/architecture.md 9.23 Failover to a standby): the
+# scuda_snapshot (docs/architecture.md 9.24 Failover to a standby): the
 # export of scuda_migrate to a standby server, without the switch. The
 # standby parks the imported state (one per session, replaced by the next)
 # until the client resumes there after this server died.

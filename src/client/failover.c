@@ -329,7 +329,7 @@ int failover_install(struct server *s, int fd, uint64_t server_has)
     uint32_t pid = fo.pid;
     pthread_mutex_unlock(&fo.lock);
     conn_failover_counts(s, frames, server_has);
-    long again = sendq_resume(&s->q, fd, server_has);
+    long again = sendq_resume(&s->q, fd, server_has, 1);
     io_close(old);
     /* The journal is sent: from now on frames go once acknowledged. */
     sendq_journal_end(&s->q, server_has);

@@ -25,6 +25,7 @@
 #include "context.h"
 #include "stats.h"
 #include "rpc.h"
+#include "send_queue.h"
 #include "servers.h"
 #include "shim.h"
 #include "../common/auth.h"
@@ -413,7 +414,11 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     uint64_t id = handle_new_id(); /* tagged with the server it is loaded on: the thread's */
     head.id = handle_untag(id);
     struct loaded *l = NULL;
-    int want_bytes = 1, by_hash = !server_current()->lacks_by_hash;
+    /* While a failover journal is kept, the bytes go with every load: the
+     * journal must rebuild the module on a standby, whose module cache
+     * need not hold the image the server found by its digest. */
+    struct server *srv = server_current();
+    int want_bytes = 1, by_hash = !srv->lacks_by_hash && !sendq_journaling(&srv->q);
     uint8_t key[AUTH_SHA256_LEN];
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (by_hash) {

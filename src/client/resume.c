@@ -156,7 +156,7 @@ out:
 static int resume_install(struct server *s, int fd, uint64_t server_has)
 {
     int old = conn_swap_fd(s, fd);
-    long again = sendq_resume(&s->q, fd, server_has);
+    long again = sendq_resume(&s->q, fd, server_has, 0);
     io_close(old);
     conn_note_acked(s, server_has);
     return again < 0 ? -1 : 0;

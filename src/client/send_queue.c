@@ -171,15 +171,32 @@ void sendq_set_first_no(struct sendq *q, uint64_t first_no)
     pthread_mutex_unlock(&q->lock);
 }
 
-static int write_kept(struct sendq *q, int fd, const struct sendq_kept *k)
+/* A kept frame's header with FRAME_REPLAYED added, in hdr. */
+static void mark_replayed(const uint8_t *kept_hdr, uint8_t hdr[FRAME_HEADER_LEN])
 {
-    if (k->copied) return io_write_full(fd, q->log + k->off, k->len);
-    struct iovec iov[KEPT_PARTS + 1] = {{(void *)k->hdr, FRAME_HEADER_LEN}};
+    struct frame_header h;
+    frame_header_decode(kept_hdr, &h);
+    h.flags |= FRAME_REPLAYED;
+    frame_header_encode(&h, hdr);
+}
+
+static int write_kept(struct sendq *q, int fd, const struct sendq_kept *k, int replayed)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    const uint8_t *kept_hdr = k->copied ? q->log + k->off : k->hdr;
+    if (replayed) mark_replayed(kept_hdr, hdr);
+    if (k->copied) {
+        if (!replayed) return io_write_full(fd, q->log + k->off, k->len);
+        struct iovec iov[2] = {{hdr, FRAME_HEADER_LEN},
+                               {q->log + k->off + FRAME_HEADER_LEN, k->len - FRAME_HEADER_LEN}};
+        return io_writev_full(fd, iov, 2);
+    }
+    struct iovec iov[KEPT_PARTS + 1] = {{replayed ? hdr : (void *)k->hdr, FRAME_HEADER_LEN}};
     for (int i = 0; i < k->nrest; i++) iov[i + 1] = k->rest[i];
     return io_writev_full(fd, iov, k->nrest + 1);
 }
 
-long sendq_resume(struct sendq *q, int fd, uint64_t server_has)
+long sendq_resume(struct sendq *q, int fd, uint64_t server_has, int replayed)
 {
     pthread_mutex_lock(&q->write_lock);
     pthread_mutex_lock(&q->lock);
@@ -199,7 +216,7 @@ long sendq_resume(struct sendq *q, int fd, uint64_t server_has)
         n = -1;
     }
     for (size_t i = first; i < q->kept_count && n >= 0; i++, n++)
-        if (write_kept(q, fd, kept_at(q, i)) != 0) n = -1;
+        if (write_kept(q, fd, kept_at(q, i), replayed) != 0) n = -1;
     pthread_mutex_unlock(&q->lock);
     pthread_mutex_unlock(&q->write_lock);
     return n;

@@ -109,9 +109,11 @@ int sendq_write_direct(struct sendq *q, struct iovec *iov, int iovcnt, _Atomic u
 void sendq_acked(struct sendq *q, uint64_t ack);
 /* On the new connection fd: forget what the session has (up to
  * server_has), write every kept frame after it, in order, and make fd the
- * queue's. Queued frames not yet written are among the kept ones. Returns
- * the number of frames sent again, or -1 (errno set). */
-long sendq_resume(struct sendq *q, int fd, uint64_t server_has);
+ * queue's. Queued frames not yet written are among the kept ones. With
+ * `replayed` (a failover's journal) every frame sent again carries
+ * FRAME_REPLAYED. Returns the number of frames sent again, or -1 (errno
+ * set). */
+long sendq_resume(struct sendq *q, int fd, uint64_t server_has, int replayed);
 /* The failover journal (docs/architecture.md 9.24): from now on keep a
  * copy of every frame numbered from the next on, acknowledged or not
  * (no-op when on already). */

@@ -316,6 +316,10 @@ enum frame_flags {
     FRAME_DEFERRED = 1u << 5,  /* reply: the CUresult is an earlier one-way call's; this call succeeded */
     FRAME_ACK_ME = 1u << 6,    /* request: acknowledge it with a pong once read whole (resume) */
     FRAME_REDO = 1u << 7,      /* reply: its bytes were lost in a resume; send the request again */
+    /* request: a frame of a failover journal, run once already by the
+     * server that died, whose caller waited for its reply before it went
+     * on: the standby finishes it before it runs later frames. */
+    FRAME_REPLAYED = 1u << 8,
 };
 
 struct frame_header {

@@ -204,6 +204,7 @@ static CUresult take_deferred_error(struct session *s)
 struct pending_call {
     srv_call call;
     uint32_t ctx;
+    int replayed; /* FRAME_REPLAYED: a failover journal's call, run in order */
     void *payload;
     uint64_t charged; /* host bytes charged while it waits for a worker */
 };
@@ -403,6 +404,8 @@ struct work_queue {
 static struct work_queue wq = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 #define MAX_WORKERS 64
+/* How long a replayed blocking call holds the calls after it (replay_barrier). */
+#define REPLAY_BARRIER_MS 10000
 
 static void *worker_main(void *arg)
 {
@@ -700,6 +703,7 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
     p->call.op = h->op;
     p->call.seq = h->seq;
     p->call.async = (h->flags & FRAME_ASYNC) != 0;
+    p->replayed = (h->flags & FRAME_REPLAYED) != 0;
     wb_init(&p->call.out);
     struct session_counters *st = session_stats_mine();
     if (st) atomic_fetch_add_explicit(&st->bytes_in, sizeof *h + h->length, memory_order_relaxed);
@@ -846,6 +850,28 @@ static struct pending_call *next_call(struct session *s)
     }
 }
 
+/* A failover journal's blocking call (FRAME_REPLAYED) had its reply
+ * before its caller went on, so later frames may use what it made (a
+ * module a later one-way call takes a function from): wait until the
+ * workers are done before reading on. Bounded, because a call can wait
+ * for GPU work that only a later frame releases (cuStreamWaitValue32
+ * released by another thread's cuStreamWriteValue32): past the bound the
+ * replay goes on, out of order, and says so. */
+static void replay_barrier(uint16_t op)
+{
+    static int warned;
+    uint64_t deadline = mono_ns() + (uint64_t)REPLAY_BARRIER_MS * 1000000u;
+    for (unsigned us = 20; atomic_load(&calls_in_flight) > 0; us = us < 1000 ? us * 2 : us) {
+        if (mono_ns() > deadline) {
+            if (!warned++)
+                LOG_WARN("failover replay: %s still runs after %d ms (it may wait for work a later call releases); "
+                         "later calls run without waiting for it", scuda_op_name(op), REPLAY_BARRIER_MS);
+            return;
+        }
+        usleep(us);
+    }
+}
+
 static void dispatch_loop(struct session *s)
 {
     struct pending_call *p;
@@ -858,8 +884,13 @@ static void dispatch_loop(struct session *s)
                 refuse_call(s, p);
                 continue;
             }
+            int in_order = p->replayed;
+            uint16_t op = p->call.op;
             atomic_fetch_add(&calls_in_flight, 1);
-            if (enqueue_blocking(p) == 0) continue;
+            if (enqueue_blocking(p) == 0) { /* p is the worker's now */
+                if (in_order) replay_barrier(op);
+                continue;
+            }
             atomic_fetch_sub(&calls_in_flight, 1);
             host_quota_release(p->charged);
             p->charged = 0;

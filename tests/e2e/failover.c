@@ -59,6 +59,20 @@ static CUresult launch(CUfunction f, unsigned blocks, CUstream s, void **args)
     return cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, s, args, NULL);
 }
 
+/* The module's PTX with a line of its own for round r: an image the
+ * server has not seen this run. */
+static char *round_image(int r)
+{
+    size_t len;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    char *img = malloc(len + 64);
+    CHECK(ptx && img);
+    int n = snprintf(img, 64, "// round %d of pid %d\n", r, (int)getpid());
+    memcpy(img + n, ptx, len + 1);
+    free(ptx);
+    return img;
+}
+
 static int workload(void *arg)
 {
     (void)arg;
@@ -128,6 +142,29 @@ static int workload(void *arg)
         W(cuLaunchKernel(bump, 1, 1, 1, 1, 1, 1, 0, s2, bump_args, NULL));
         if (keep[r % 4]) W(cuMemFree_v2(keep[r % 4]));
         keep[r % 4] = fresh;
+        /* An image new to the server every round (a library for odd
+         * rounds), as a framework loads kernels as it meets new shapes:
+         * loads in the journal. Its function bumps the global. */
+        char *img = round_image(r);
+        CUfunction rf;
+        if (r % 2) {
+            CUlibrary lib;
+            CUkernel k;
+            W(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0));
+            W(cuLibraryGetKernel(&k, lib, "bump_global"));
+            W(cuKernelGetFunction(&rf, k));
+            W(cuLaunchKernel(rf, 1, 1, 1, 1, 1, 1, 0, s2, bump_args, NULL));
+            W(cuStreamSynchronize(s2));
+            W(cuLibraryUnload(lib));
+        } else {
+            CUmodule m;
+            W(cuModuleLoadData(&m, img));
+            W(cuModuleGetFunction(&rf, m, "bump_global"));
+            W(cuLaunchKernel(rf, 1, 1, 1, 1, 1, 1, 0, s2, bump_args, NULL));
+            W(cuStreamSynchronize(s2));
+            W(cuModuleUnload(m));
+        }
+        free(img);
         W(cuMemsetD8_v2(b, (unsigned char)r, 64));
         void *madd_args[] = {&ma, &a, &mc, &n};
         W(launch(add, N / 256, s2, madd_args));

@@ -29,6 +29,7 @@ SCUDA_LOG=info SCUDA_STANDBY=$S_ADDR SCUDA_SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-2} \
   >"$R/client.out" 2>"$R/client.err" &
 CL=$!
 STARTED+=("$CL")
+CL_T0=$(now)
 
 # steps_written: lines in the client's loss file.
 steps_written() { [[ -e $R/scuda.txt ]] && wc -l <"$R/scuda.txt" || echo 0; }
@@ -60,6 +61,7 @@ else
 fi
 wait "$CL"
 CRC=$?
+CL_SECS=$(secs_since "$CL_T0")
 echo "client rc=$CRC"
 
 grep -h -E "snapshot on standby|failed over|failover to standby|MISMATCH|cannot take|no snapshot" "$R/client.err" | head -n 12
@@ -68,6 +70,9 @@ SNAPS=$(grep -c 'snapshot on standby' "$R/client.err")
 MAXP=$(tr ' ' '\n' <<<"$PAUSES" | grep . | tail -n 1)
 JOURNAL=$(grep -o -m1 'replaying [0-9]* journaled frames ([0-9]* bytes)' "$R/client.err")
 echo "snapshots: $SNAPS, pauses (ms, sorted): $PAUSES"
+read -ra PAUSE_LIST <<<"$PAUSES"
+PAUSE_SHARE=$(python3 -c 'import sys; t = sum(int(x) for x in sys.argv[2:]); print("%.0f ms in all, %.1f%% of the client'"'"'s %s s" % (t, 100 * t / 1000 / float(sys.argv[1]), sys.argv[1]))' "$CL_SECS" "${PAUSE_LIST[@]}")
+echo "snapshot pauses: $PAUSE_SHARE"
 echo "journal at the kill: ${JOURNAL:-none}"
 
 ok=1 why=()
@@ -76,7 +81,7 @@ ok=1 why=()
 ((CRC == 0)) || { ok=0; why+=("client rc=$CRC"); }
 grep -q "failed over to standby" "$R/client.err" || { ok=0; why+=("no failover in the client's log"); }
 ! grep -q MISMATCH "$R/client.err" || { ok=0; why+=("replayed calls returned other results"); }
-why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms")
+why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms, $PAUSE_SHARE" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms")
 if cmp -s "$R/native.txt" "$R/scuda.txt"; then
   why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")
 else

@@ -24,7 +24,17 @@ FLAGS
   hook         the session calls srv_NAME (same prototype as NAME, in
                src/server/nvml/) instead of the real function: used where
                the session must map devices to the ones it serves
+  multi        with several servers (SCUDA_SERVER=a,b) the shim answers it
+               from its device list over them, in nvml_multi_NAME
+               (src/client/nvml/nvml_devices.c), which sends the call to
+               each server it needs with nvml_on_NAME(server, ...); with
+               one server it goes to that one as it is
   drops=P      after success the session forgets handle P
+
+ROUTING: a forwarded call goes to the server of its first handle (the
+handle's tag, src/client/handle_tag.h); one that names no handle is
+system-wide and goes to the first server. A call whose handles belong to
+two servers returns NVML_ERROR_NOT_SUPPORTED (logged once).
 
 PARAMETER RULES. Defaults: a value or a handle by value travels as itself
 (a handle as its virtual id); `const char *` is a string; `char *S`
@@ -81,20 +91,28 @@ EXTRA_OPS = [
 
 FUNCTIONS = r"""
 # ---- init, errors, internal -----------------------------------------------
-nvmlInit                          connects
-nvmlInit_v2                       connects
-nvmlInitWithFlags                 connects
+nvmlInit                          connects multi  # multi: every server's session
+nvmlInit_v2                       connects multi
+nvmlInitWithFlags                 connects multi
+nvmlShutdown                      multi
 nvmlErrorString                   local        # remote: the server's text, cached
 nvmlInternalGetExportTable        local        # nvidia-smi's private table (not in nvml.h)
 nvmlGetBlacklistDeviceCount       alias=nvmlGetExcludedDeviceCount        # old names,
 nvmlGetBlacklistDeviceInfoByIndex alias=nvmlGetExcludedDeviceInfoByIndex  # macros in nvml.h
 
-# ---- the devices this session serves (src/server/nvml/nvml_devices.c) --------
-nvmlDeviceGetCount                hook
-nvmlDeviceGetCount_v2             hook
-nvmlDeviceGetHandleByIndex        hook
-nvmlDeviceGetHandleByIndex_v2     hook
-nvmlDeviceGetIndex                hook
+# ---- the devices this session serves (src/server/nvml/nvml_devices.c), and
+# ---- over several servers the client's one list (src/client/nvml/nvml_devices.c)
+nvmlDeviceGetCount                hook multi
+nvmlDeviceGetCount_v2             hook multi
+nvmlDeviceGetHandleByIndex        hook multi
+nvmlDeviceGetHandleByIndex_v2     hook multi
+nvmlDeviceGetIndex                hook multi
+nvmlDeviceGetMinorNumber          multi
+nvmlDeviceGetHandleByUUID         multi
+nvmlDeviceGetHandleByUUIDV        multi
+nvmlDeviceGetHandleByPciBusId     multi
+nvmlDeviceGetHandleByPciBusId_v2  multi
+nvmlDeviceGetHandleBySerial       multi
 
 # ---- handles that end ------------------------------------------------------
 nvmlEventSetFree                  drops=set

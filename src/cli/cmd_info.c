@@ -4,11 +4,17 @@
  * ordinary driver API, what a CUDA program would see: the driver version
  * and each device. This tests the whole path a real program takes (shim,
  * connection, handshake, session) rather than a side channel. The round
- * trip comes from the shim's private export scuda_client_ping. */
+ * trip comes from the shim's private export scuda_client_ping.
+ *
+ * SCUDA_SERVER (or --server) may list several servers: the program sees
+ * every server's GPUs as one list, so info checks each server, then
+ * shows the devices grouped by server with their index in that list
+ * (the shim's private scuda_client_device_server says whose each is). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "cli.h"
+#include "../common/config.h"
 #include "../common/why.h"
 
 #include <cuda.h>
@@ -21,6 +27,7 @@
 static const char *const CMD = "scuda info";
 
 #define PING_COUNT 200
+#define INFO_MAX_SERVERS 8 /* the shim's SCUDA_MAX_SERVERS */
 
 /* Entry points, typed from cuda.h's own declarations so a mismatch with the
  * header cannot creep in. cuda.h is compiled with
@@ -39,18 +46,23 @@ struct driver {
     /* Private to the shim: fills rtt_us[0..iterations) with one round trip
      * each, in microseconds. Returns 0 on success. NULL if not exported. */
     int (*scuda_client_ping)(double *rtt_us, int iterations);
+    /* Private: the SCUDA_SERVER entry device `ordinal` is on, or -1. NULL
+     * if not exported (an older shim: every device is the first's). */
+    int (*scuda_client_device_server)(int ordinal);
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: scuda info [--server HOST:PORT] [--json]\n"
+            "Usage: scuda info [--server HOST:PORT[,HOST:PORT...]] [--json]\n"
             "\n"
             "Show the server's GPUs, its driver version, and the round-trip time to it,\n"
-            "as a CUDA program run with 'scuda run' would see them.\n"
+            "as a CUDA program run with 'scuda run' would see them. With several servers\n"
+            "(a list, as SCUDA_SERVER takes), every server's GPUs, grouped by server, each\n"
+            "with its index in the one list the program sees.\n"
             "\n"
             "Options:\n"
-            "  --server HOST:PORT  server to ask (default: SCUDA_SERVER, then the address\n"
+            "  --server HOST:PORT  server(s) to ask (default: SCUDA_SERVER, then the address\n"
             "                      saved by 'scuda HOST:PORT' in ~/.config/scuda/host)\n"
             "  --json              print one JSON object instead of the table\n"
             "  -h, --help          show this help\n"
@@ -92,6 +104,7 @@ static void *load_shim(const char *libdir, struct driver *d)
     LOAD(cuGetErrorString)
 #undef LOAD
     d->scuda_client_ping = (__typeof__(d->scuda_client_ping))dlsym(h, "scuda_client_ping");
+    d->scuda_client_device_server = (__typeof__(d->scuda_client_device_server))dlsym(h, "scuda_client_device_server");
     /* The shim is never dlclosed: it may have started threads. */
     return h;
 }
@@ -127,6 +140,7 @@ static void init_failed(const struct driver *d, CUresult r, int have_server, con
 /* ---- devices ---- */
 
 struct row {
+    int server; /* its entry in the server list */
     char name[256];
     char mem[32];
     char cc[16];
@@ -145,6 +159,7 @@ static void fill_row(const struct driver *d, int ordinal, struct row *w)
     strcpy(w->cc, "?");
     strcpy(w->sms, "?");
     strcpy(w->pci, "?");
+    w->server = d->scuda_client_device_server ? d->scuda_client_device_server(ordinal) : 0;
     if (d->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return;
 
     if (d->cuDeviceGetName(w->name, (int)sizeof w->name, dev) != CUDA_SUCCESS) strcpy(w->name, "?");
@@ -178,7 +193,21 @@ static struct row *read_devices(const struct driver *d, int *count)
     return rows;
 }
 
-static void print_devices(const struct row *rows, int count)
+/* The servers the shim uses: SCUDA_SERVER's entries, or the one address. */
+struct servers {
+    int n;
+    char addr[INFO_MAX_SERVERS][1024]; /* as long as cmd_info's addr */
+};
+
+static void print_rows(const struct row *rows, int count, int server, int width)
+{
+    for (int i = 0; i < count; i++)
+        if (server < 0 || rows[i].server == server)
+            printf("  %-3d %-*s  %10s  %-4s  %4s  %s\n", i, width, rows[i].name, rows[i].mem, rows[i].cc,
+                   rows[i].sms, rows[i].pci);
+}
+
+static void print_devices(const struct row *rows, int count, const struct servers *sv)
 {
     printf("Devices:    %d\n", count);
     if (count <= 0) return;
@@ -188,9 +217,11 @@ static void print_devices(const struct row *rows, int count)
         if (n > width) width = n;
     }
     printf("\n  %-3s %-*s  %10s  %-4s  %4s  %s\n", "#", width, "Name", "Memory", "CC", "SMs", "PCI bus id");
-    for (int i = 0; i < count; i++)
-        printf("  %-3d %-*s  %10s  %-4s  %4s  %s\n", i, width, rows[i].name, rows[i].mem, rows[i].cc, rows[i].sms,
-               rows[i].pci);
+    if (sv->n <= 1) print_rows(rows, count, -1, width);
+    for (int k = 0; sv->n > 1 && k < sv->n; k++) {
+        printf("  server %s:\n", sv->addr[k]);
+        print_rows(rows, count, k, width);
+    }
     printf("\n");
 }
 
@@ -254,13 +285,21 @@ static void json_error(const char *addr, const char *source, const char *why)
     printf("}\n");
 }
 
-static void json_report(const char *addr, const char *source, int version, const struct row *rows, int count,
-                        int have_rtt, double min, double median)
+static void json_report(const char *addr, const char *source, const struct servers *sv, int version,
+                        const struct row *rows, int count, int have_rtt, double min, double median)
 {
     json_server(addr, source);
-    printf(", \"ok\": true, \"driver_version\": %d, \"devices\": [", version);
+    printf(", \"servers\": [");
+    for (int k = 0; k < sv->n; k++) {
+        printf("%s", k ? ", " : "");
+        json_str(sv->addr[k]);
+    }
+    printf("], \"ok\": true, \"driver_version\": %d, \"devices\": [", version);
     for (int i = 0; i < count; i++) {
-        printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", i);
+        printf("%s{\"index\": %d, \"server\": ", i ? ", " : "", i);
+        if (rows[i].server >= 0 && rows[i].server < sv->n) json_str(sv->addr[rows[i].server]);
+        else printf("null");
+        printf(", \"name\": ");
         json_str(rows[i].name);
         printf(", \"memory\": ");
         json_str(rows[i].mem);
@@ -285,6 +324,31 @@ static int parse(int argc, char **argv, const char **server, int *json)
     return cli_parse_options(argc, argv, CMD, opts, usage); /* -1: go on */
 }
 
+/* The servers the shim will use, from SCUDA_SERVER's list when that is
+ * the source, else the one address. */
+static void list_servers(const char *addr, const char *source, struct servers *sv)
+{
+    const char *list = getenv("SCUDA_SERVER");
+    sv->n = 0;
+    if (source && strcmp(source, "SCUDA_SERVER") == 0 && list) {
+        int n = scuda_server_list_len(list);
+        for (int k = 0; k < n && k < INFO_MAX_SERVERS; k++)
+            if (scuda_server_list_entry(list, k, sv->addr[sv->n], sizeof sv->addr[0]) == 0) sv->n++;
+    }
+    if (sv->n == 0) {
+        snprintf(sv->addr[0], sizeof sv->addr[0], "%s", addr);
+        sv->n = 1;
+    }
+}
+
+/* Each server first, without CUDA: a failure here has a known cause. */
+static int probe_all(const struct servers *sv, char *why, size_t whylen)
+{
+    for (int k = 0; k < sv->n; k++)
+        if (cli_probe_server(sv->addr[k], why, whylen) != 0) return -1;
+    return 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *server = NULL, *source = NULL;
@@ -294,13 +358,18 @@ int cmd_info(int argc, char **argv)
 
     char libdir[PATH_MAX], addr[1024];
     if (cli_shim_dir(CMD, libdir, sizeof libdir) != 0) return 1;
-    int have_server = cli_export_server(CMD, server, addr, sizeof addr, &source);
+    /* --server a,b: the list the shim reads from SCUDA_SERVER. */
+    int listed_here = server && strchr(server, ',') && setenv("SCUDA_SERVER", server, 1) == 0;
+    int have_server = cli_export_server(CMD, listed_here ? NULL : server, addr, sizeof addr, &source);
     if (have_server < 0) return have_server == -CLI_USAGE ? CLI_USAGE : 1;
+    struct servers sv;
+    list_servers(addr, source, &sv);
+    if (listed_here) source = "--server";
 
-    /* The server first, without CUDA: a failure here has a known cause,
+    /* The servers first, without CUDA: a failure here has a known cause,
      * printed as it is, with no guessed hint after it. */
     char why[2048];
-    if (have_server && cli_probe_server(addr, why, sizeof why) != 0) {
+    if (have_server && probe_all(&sv, why, sizeof why) != 0) {
         if (json) json_error(addr, source, why);
         fprintf(stderr, "%s: %s\n", CMD, why);
         return 1;
@@ -310,7 +379,9 @@ int cmd_info(int argc, char **argv)
     if (load_shim(libdir, &d) == NULL) return 1;
 
     if (!json) {
-        if (have_server)
+        if (have_server && sv.n > 1)
+            printf("Servers:    %d (from %s): their GPUs are one list, in this order\n", sv.n, source);
+        else if (have_server)
             printf("Server:     %s (from %s)\n", addr, source);
         else
             printf("Server:     none configured (the shim uses this machine's driver, if any)\n");
@@ -330,11 +401,13 @@ int cmd_info(int argc, char **argv)
     double min = 0, median = 0;
     int have_rtt = measure_rtt(&d, have_server, &min, &median, why, sizeof why) == 0;
     if (json) {
-        json_report(have_server ? addr : NULL, source, version, rows, count, have_rtt, min, median);
+        json_report(have_server ? addr : NULL, source, &sv, version, rows, count, have_rtt, min, median);
     } else {
         if (version) printf("Driver:     CUDA %d.%d\n", version / 1000, version % 1000 / 10);
-        print_devices(rows, count);
-        if (have_rtt) printf("Round trip: min %.1f us, median %.1f us (%d pings)\n", min, median, PING_COUNT);
+        print_devices(rows, count, &sv);
+        if (have_rtt)
+            printf("Round trip: min %.1f us, median %.1f us (%d pings%s)\n", min, median, PING_COUNT,
+                   sv.n > 1 ? ", to the first server" : "");
         else printf("Round trip: %s\n", why);
     }
     free(rows);

@@ -161,6 +161,16 @@ EXPORT int scuda_client_ping(double *rtt_us, int iterations)
     return 0;
 }
 
+/* For `scuda info`: which of SCUDA_SERVER's entries (0 for the first or
+ * only server) device `ordinal` is on; -1 for no such device, or no server. */
+EXPORT int scuda_client_device_server(int ordinal)
+{
+    shim_ensure_init();
+    if (!shim_remote()) return -1;
+    const struct gdev *g = gdev_get(&gdevs, ordinal);
+    return g ? g->s->index : -1;
+}
+
 /* For tests and `scuda bench`: bytes this process sent to and received
  * from the server, frames included. Returns 0 in REMOTE mode. */
 EXPORT int scuda_client_wire_bytes(uint64_t *sent, uint64_t *received)

@@ -29,6 +29,13 @@ int gdev_find(const struct gdev_table *t, const struct server *s, int local)
     return -1;
 }
 
+void gdev_uuid_text(const struct gdev *g, char *out, size_t outlen)
+{
+    const unsigned char *b = (const unsigned char *)g->info->uuid.bytes;
+    snprintf(out, outlen, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
 /* t's devices as a "server" list for visible_select: each UUID as NVML
  * and nvidia-smi -L write it. */
 static void uuid_list(const struct gdev_table *t, char *out, size_t outlen)
@@ -36,11 +43,9 @@ static void uuid_list(const struct gdev_table *t, char *out, size_t outlen)
     size_t at = 0;
     out[0] = '\0';
     for (int g = 0; g < t->count && at < outlen; g++) {
-        const unsigned char *b = (const unsigned char *)t->dev[g].info->uuid.bytes;
-        int n = snprintf(out + at, outlen - at,
-                         "%sGPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g ? "," : "",
-                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                         b[15]);
+        char u[48];
+        gdev_uuid_text(&t->dev[g], u, sizeof u);
+        int n = snprintf(out + at, outlen - at, "%s%s", g ? "," : "", u);
         if (n < 0) break;
         at += (size_t)n;
     }

@@ -46,6 +46,8 @@ const struct gdev *gdev_get(const struct gdev_table *t, int ordinal);
  * already taken, ends the list (common/visible_devices.c, the server's
  * parser). Returns how many devices t keeps. Not thread-safe: cuInit's. */
 int gdev_apply_visible(struct gdev_table *t, const char *visible);
+/* g's UUID as NVML and nvidia-smi -L write it ("GPU-xxxxxxxx-..."). */
+void gdev_uuid_text(const struct gdev *g, char *out, size_t outlen);
 /* The ordinal of server s's device `local`, or -1 when the table has none. */
 int gdev_find(const struct gdev_table *t, const struct server *s, int local);
 

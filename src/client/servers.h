@@ -76,6 +76,13 @@ extern int servers_used;
  * more devices together than SCUDA_MAX_GLOBAL_DEVICES. */
 int servers_build_devices(int n);
 
+/* Open the configured server(s) (addr and source from
+ * scuda_resolve_server; SCUDA_SERVER may list several, opened at once) and
+ * build gdevs over them; *listed: how many SCUDA_SERVER lists (1
+ * otherwise). CUDA_SUCCESS, or an error already logged. Both shims open
+ * their servers here, so NVML numbers the devices as CUDA does. */
+CUresult servers_open(const char *addr, const char *source, int *listed);
+
 /* With n > 1 servers, tell each the window index of its first device
  * (g0), before any memory is placed: scuda_window_first. CUDA_SUCCESS, or
  * CUDA_ERROR_NO_DEVICE (logged) when a server cannot. */

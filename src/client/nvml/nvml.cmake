@@ -36,13 +36,14 @@ set(NVML_TABLE_SRC ${CMAKE_SOURCE_DIR}/src/common/nvml/nvml_table.gen.c)
 
 # ---- the shim: libnvidia-ml.so.1, next to libcuda.so.1 in build/lib --------
 # It talks to the server through the driver shim's connection code
-# (src/client/conn.c, resume.c, rpc.c, stats.c, send_queue.c, servers.c and gdev.c, compiled in
+# (src/client/conn.c, resume.c, rpc.c, stats.c, send_queue.c, servers.c, servers_open.c and gdev.c, compiled in
 # again: each shim has its own connection, and servers.c keeps the device list over the servers).
 file(GLOB _scuda_nvml_client_src CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/client/nvml/*.c)
 add_library(scuda_nvml_shim SHARED ${_scuda_nvml_client_src} ${NVML_TABLE_SRC}
             ${CMAKE_SOURCE_DIR}/src/client/conn.c ${CMAKE_SOURCE_DIR}/src/client/resume.c
             ${CMAKE_SOURCE_DIR}/src/client/rpc.c ${CMAKE_SOURCE_DIR}/src/client/stats.c ${CMAKE_SOURCE_DIR}/src/client/send_queue.c
-            ${CMAKE_SOURCE_DIR}/src/client/servers.c ${CMAKE_SOURCE_DIR}/src/client/gdev.c)
+            ${CMAKE_SOURCE_DIR}/src/client/servers.c ${CMAKE_SOURCE_DIR}/src/client/servers_open.c
+            ${CMAKE_SOURCE_DIR}/src/client/gdev.c)
 target_include_directories(scuda_nvml_shim PRIVATE ${NVML_INCLUDE_DIR})
 target_compile_definitions(scuda_nvml_shim PRIVATE ${NVML_DEFS})
 target_link_libraries(scuda_nvml_shim PRIVATE scuda_common)
@@ -71,7 +72,7 @@ function(scuda_nvml_tests)
                    $<TARGET_FILE:scuda_nvml_shim> ${CMAKE_BINARY_DIR}/nvml-exports
                    ${CMAKE_SOURCE_DIR}/codegen/libnvml-580-exports.txt)
 
-  # The CPU stand-in NVML (tests/standin/nvml/): two fake GPUs, for CI.
+  # The CPU stand-in NVML (tests/standin/nvml/): fake GPUs, for CI.
   add_library(nvml_standin SHARED ${CMAKE_SOURCE_DIR}/tests/standin/nvml/standin_nvml.c)
   target_include_directories(nvml_standin PRIVATE ${NVML_INCLUDE_DIR})
   target_compile_definitions(nvml_standin PRIVATE ${NVML_DEFS} _GNU_SOURCE)
@@ -79,12 +80,13 @@ function(scuda_nvml_tests)
   set_target_properties(nvml_standin PROPERTIES OUTPUT_NAME nvidia-ml-standin
                         LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/standin)
 
-  # End to end: the shim, `scuda server` with the CUDA and NVML stand-ins.
+  # End to end: the shim, `scuda server` with the CUDA and NVML stand-ins
+  # (nvml_servers: a client of two servers).
   if(NOT TARGET e2e_harness)
     message(STATUS "NVML e2e tests skipped: no e2e harness (tests/e2e)")
     return()
   endif()
-  foreach(name nvml_remote nvml_passthrough)
+  foreach(name nvml_remote nvml_passthrough nvml_servers)
     add_executable(e2e_${name} ${CMAKE_SOURCE_DIR}/tests/standin/nvml/${name}.c)
     target_include_directories(e2e_${name} PRIVATE ${NVML_INCLUDE_DIR})
     target_compile_definitions(e2e_${name} PRIVATE ${NVML_DEFS}
@@ -92,6 +94,9 @@ function(scuda_nvml_tests)
     target_link_libraries(e2e_${name} PRIVATE e2e_harness scuda_shim scuda_nvml_shim Threads::Threads)
     target_compile_options(e2e_${name} PRIVATE ${WARN})
     add_dependencies(e2e_${name} nvml_standin)
+    if(name STREQUAL "nvml_servers")
+      target_compile_definitions(e2e_${name} PRIVATE SCUDA_BIN="$<TARGET_FILE:scuda>") # runs `scuda info`
+    endif()
     add_test(NAME e2e/${name} COMMAND e2e_${name})
     set(env "SCUDA_LOG=warn" ${SCUDA_TEST_ENV})
     if(name STREQUAL "nvml_remote" AND SCUDA_TSAN_OPTIONS)

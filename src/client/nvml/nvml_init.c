@@ -3,7 +3,8 @@
  * With a server configured (scuda run --server, SCUDA_SERVER, or
  * ~/.config/scuda/host) the shim connects to it, through the same
  * connection code as the driver shim (src/client/conn.c), and gets a
- * session of its own. With none, every call passes through to this
+ * session of its own. SCUDA_SERVER may list several: the shim opens them
+ * all and shows their devices as one list (nvml_devices.c). With none, every call passes through to this
  * machine's libnvidia-ml, found by path so that it can never resolve to
  * the shim itself. With neither, nvmlInit fails with
  * NVML_ERROR_DRIVER_NOT_LOADED (what NVML says on a machine without a
@@ -65,7 +66,7 @@ static int load_local(void)
 static void child_after_fork(void)
 {
     if (nvml_mode == NVML_MODE_REMOTE) {
-        conn_forget_after_fork(&servers[0]);
+        for (int k = 0; k < SCUDA_MAX_SERVERS; k++) conn_forget_after_fork(&servers[k]);
         nvml_mode = NVML_MODE_NONE;
         init_error = NVML_SUCCESS;
     }
@@ -78,8 +79,12 @@ static nvmlReturn_t decide(void)
     const char *source = NULL;
     if (scuda_resolve_server(NULL, addr, sizeof addr, &source) == 0) {
         LOG_INFO("NVML: using server %s (from %s)", addr, source);
-        /* conn_open has logged the address, the cause and the fix. */
-        if (conn_open(&servers[0], addr) != CUDA_SUCCESS) return NVML_ERROR_DRIVER_NOT_LOADED;
+        /* The driver shim's code (servers_open.c): every server of
+         * SCUDA_SERVER, one device list, CUDA_VISIBLE_DEVICES applied over
+         * it, so that NVML device i is CUDA device i. It has logged the
+         * address, the cause and the fix of a failure. */
+        int listed;
+        if (servers_open(addr, source, &listed) != CUDA_SUCCESS) return NVML_ERROR_DRIVER_NOT_LOADED;
         nvml_mode = NVML_MODE_REMOTE;
         return NVML_SUCCESS;
     }

@@ -64,15 +64,15 @@ void nvml_get_bytes(wire_reader *r, void *p, size_t cap)
     if (v != NULL && len <= cap) memcpy(p, v, len);
 }
 
-void nvml_get_handle(wire_reader *r, void **p)
+void nvml_get_handle(wire_reader *r, void **p, const struct server *srv)
 {
     if (p == NULL) return;
     int ok = wr_u8(r);
     uint64_t id = wr_u64(r);
-    if (ok && !r->bad) *p = handle_from_id(id);
+    if (ok && !r->bad) *p = handle_from_server(srv, id);
 }
 
-void nvml_get_handles(wire_reader *r, void **p, size_t cap)
+void nvml_get_handles(wire_reader *r, void **p, size_t cap, const struct server *srv)
 {
     if (p == NULL) return;
     size_t len;
@@ -81,8 +81,29 @@ void nvml_get_handles(wire_reader *r, void **p, size_t cap)
     for (size_t i = 0; i < len / 8; i++) {
         uint64_t id;
         memcpy(&id, v + 8 * i, 8);
-        p[i] = handle_from_id(id);
+        p[i] = handle_from_server(srv, id);
     }
+}
+
+void nvml_tag(const struct server *srv, void **p)
+{
+    if (p != NULL && *p != NULL) *p = handle_from_server(srv, nvml_wire_id(*p));
+}
+
+struct server *nvml_server_of(const void *h)
+{
+    if (servers_used <= 1) return &servers[0];
+    unsigned tag = handle_tag_of((uint64_t)(uintptr_t)h);
+    return (int)tag < servers_used ? &servers[tag] : NULL;
+}
+
+nvmlReturn_t nvml_apart(const char *name)
+{
+    static _Atomic int logged;
+    if (!atomic_exchange_explicit(&logged, 1, memory_order_relaxed))
+        LOG_WARN("%s named devices or objects of two servers: no server can answer it; "
+                 "returning NVML_ERROR_NOT_SUPPORTED (logged once)", name);
+    return NVML_ERROR_NOT_SUPPORTED;
 }
 
 void nvml_unsupported_once(int *once_flag, const char *name)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "../rpc.h"
+#include "../servers.h"
 #include "../../common/nvml/nvml_table.gen.h"
 #include "../../common/nvml/nvml_wire.h"
 
@@ -77,8 +78,27 @@ void nvml_put_ptr(wire_buf *b, const void *p, size_t n);
  * the value and p is not NULL, and never more than n bytes. */
 int nvml_get_ptr(wire_reader *r, void *p, size_t n);
 void nvml_get_bytes(wire_reader *r, void *p, size_t cap);
-void nvml_get_handle(wire_reader *r, void **p);
-void nvml_get_handles(wire_reader *r, void **p, size_t cap);
+/* Handles the session of server srv gave out: tagged with srv
+ * (handle_tag.h), so that a call naming one goes back there. */
+void nvml_get_handle(wire_reader *r, void **p, const struct server *srv);
+void nvml_get_handles(wire_reader *r, void **p, size_t cap, const struct server *srv);
+/* Tag the handle at p (NULL: nothing) as server srv's. */
+void nvml_tag(const struct server *srv, void **p);
+
+/* The server a call naming handle h goes to (its tag). With one server,
+ * always that one (the session judges the handle); with several, NULL
+ * when the tag names none of them: the call returns
+ * NVML_ERROR_INVALID_ARGUMENT, NVML's answer for a handle it never gave. */
+struct server *nvml_server_of(const void *h);
+/* What the session knows handle h by: its id without the tag. */
+static inline uint64_t nvml_wire_id(const void *h) { return handle_untag((uint64_t)(uintptr_t)h); }
+/* NVML_ERROR_NOT_SUPPORTED for a call whose handles belong to two
+ * servers (no session can answer it), logged once per function. */
+nvmlReturn_t nvml_apart(const char *name);
+
+/* With several servers: the server of the client's device `index` and
+ * that server's NVML index of it (nvml_devices.c). */
+nvmlReturn_t nvml_device_on_server(unsigned index, struct server **srv, unsigned *local);
 
 /* Log "NAME is not supported by SCUDA" once. */
 void nvml_unsupported_once(int *once_flag, const char *name);

@@ -8,13 +8,16 @@
 #include <string.h>
 
 #include "../../common/nvml/nvml_ops.gen.h"
+#include "nvml_multi.gen.h"
 
 NVML_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
     NVML_ENTER(nvmlComputeInstanceDestroy, (computeInstance));
+    struct server *srv = nvml_server_of(computeInstance);
+    if (srv == NULL) return nvml_traced("nvmlComputeInstanceDestroy", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlComputeInstanceDestroy);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)computeInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlComputeInstanceDestroy, srv);
+    wb_put_u64(&c.req, nvml_wire_id(computeInstance));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlComputeInstanceDestroy", r);
@@ -23,12 +26,16 @@ NVML_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t comput
 NVML_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info)
 {
     NVML_ENTER(nvmlComputeInstanceGetInfo, (computeInstance, info));
+    struct server *srv = nvml_server_of(computeInstance);
+    if (srv == NULL) return nvml_traced("nvmlComputeInstanceGetInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlComputeInstanceGetInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)computeInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlComputeInstanceGetInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(computeInstance));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
+    if (r == NVML_SUCCESS) nvml_tag(srv, info ? (void **)&info->device : NULL);
+    if (r == NVML_SUCCESS) nvml_tag(srv, info ? (void **)&info->gpuInstance : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlComputeInstanceGetInfo", r);
 }
@@ -36,12 +43,16 @@ NVML_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t comput
 NVML_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info)
 {
     NVML_ENTER(nvmlComputeInstanceGetInfo_v2, (computeInstance, info));
+    struct server *srv = nvml_server_of(computeInstance);
+    if (srv == NULL) return nvml_traced("nvmlComputeInstanceGetInfo_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlComputeInstanceGetInfo_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)computeInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlComputeInstanceGetInfo_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(computeInstance));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
+    if (r == NVML_SUCCESS) nvml_tag(srv, info ? (void **)&info->device : NULL);
+    if (r == NVML_SUCCESS) nvml_tag(srv, info ? (void **)&info->gpuInstance : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlComputeInstanceGetInfo_v2", r);
 }
@@ -49,9 +60,11 @@ NVML_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t com
 NVML_EXPORT nvmlReturn_t nvmlDeviceClearAccountingPids(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceClearAccountingPids, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceClearAccountingPids", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceClearAccountingPids);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceClearAccountingPids, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceClearAccountingPids", r);
@@ -60,9 +73,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceClearAccountingPids(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceClearCpuAffinity(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceClearCpuAffinity, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceClearCpuAffinity", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceClearCpuAffinity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceClearCpuAffinity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceClearCpuAffinity", r);
@@ -71,9 +86,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceClearCpuAffinity(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceClearEccErrorCounts(nvmlDevice_t device, nvmlEccCounterType_t counterType)
 {
     NVML_ENTER(nvmlDeviceClearEccErrorCounts, (device, counterType));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceClearEccErrorCounts", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceClearEccErrorCounts);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceClearEccErrorCounts, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &counterType, sizeof counterType);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -83,10 +100,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceClearEccErrorCounts(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceClearFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
 {
     NVML_ENTER(nvmlDeviceClearFieldValues, (device, valuesCount, values));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceClearFieldValues", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_values = (size_t)(valuesCount) * sizeof *values;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceClearFieldValues);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceClearFieldValues, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &valuesCount, sizeof valuesCount);
     nvml_put_ptr(&c.req, values, n_values);
     nvmlReturn_t r = nvml_call(&c);
@@ -98,13 +117,15 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceClearFieldValues(nvmlDevice_t device, int val
 NVML_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstance)
 {
     NVML_ENTER(nvmlDeviceCreateGpuInstance, (device, profileId, gpuInstance));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceCreateGpuInstance", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceCreateGpuInstance);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceCreateGpuInstance, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     wb_put_u8(&c.req, gpuInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)gpuInstance);
+    nvml_get_handle(&c.out, (void **)gpuInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceCreateGpuInstance", r);
 }
@@ -112,14 +133,16 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement, nvmlGpuInstance_t *gpuInstance)
 {
     NVML_ENTER(nvmlDeviceCreateGpuInstanceWithPlacement, (device, profileId, placement, gpuInstance));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceCreateGpuInstanceWithPlacement", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceCreateGpuInstanceWithPlacement);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceCreateGpuInstanceWithPlacement, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, placement, sizeof *placement);
     wb_put_u8(&c.req, gpuInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)gpuInstance);
+    nvml_get_handle(&c.out, (void **)gpuInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceCreateGpuInstanceWithPlacement", r);
 }
@@ -127,8 +150,9 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceDiscoverGpus(nvmlPciInfo_t *pciInfo)
 {
     NVML_ENTER(nvmlDeviceDiscoverGpus, (pciInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceDiscoverGpus);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceDiscoverGpus, srv);
     nvml_put_ptr(&c.req, pciInfo, sizeof *pciInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pciInfo, sizeof *pciInfo);
@@ -139,9 +163,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceDiscoverGpus(nvmlPciInfo_t *pciInfo)
 NVML_EXPORT nvmlReturn_t nvmlDeviceFreezeNvLinkUtilizationCounter(nvmlDevice_t device, unsigned int link, unsigned int counter, nvmlEnableState_t freeze)
 {
     NVML_ENTER(nvmlDeviceFreezeNvLinkUtilizationCounter, (device, link, counter, freeze));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceFreezeNvLinkUtilizationCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceFreezeNvLinkUtilizationCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceFreezeNvLinkUtilizationCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     wb_put_raw(&c.req, &freeze, sizeof freeze);
@@ -153,9 +179,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceFreezeNvLinkUtilizationCounter(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAPIRestriction(nvmlDevice_t device, nvmlRestrictedAPI_t apiType, nvmlEnableState_t *isRestricted)
 {
     NVML_ENTER(nvmlDeviceGetAPIRestriction, (device, apiType, isRestricted));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAPIRestriction", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAPIRestriction);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAPIRestriction, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &apiType, sizeof apiType);
     nvml_put_ptr(&c.req, isRestricted, sizeof *isRestricted);
     nvmlReturn_t r = nvml_call(&c);
@@ -167,9 +195,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAPIRestriction(nvmlDevice_t device, nvmlRe
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int *bufferSize)
 {
     NVML_ENTER(nvmlDeviceGetAccountingBufferSize, (device, bufferSize));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAccountingBufferSize", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAccountingBufferSize);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAccountingBufferSize, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, bufferSize, sizeof *bufferSize);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, bufferSize, sizeof *bufferSize);
@@ -180,9 +210,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
     NVML_ENTER(nvmlDeviceGetAccountingMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAccountingMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAccountingMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAccountingMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, mode, sizeof *mode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, mode, sizeof *mode);
@@ -193,10 +225,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEn
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count, unsigned int *pids)
 {
     NVML_ENTER(nvmlDeviceGetAccountingPids, (device, count, pids));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAccountingPids", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_pids = (size_t)((count ? (size_t)*count : 0)) * sizeof *pids;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAccountingPids);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAccountingPids, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, pids != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -209,9 +243,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid, nvmlAccountingStats_t *stats)
 {
     NVML_ENTER(nvmlDeviceGetAccountingStats, (device, pid, stats));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAccountingStats", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAccountingStats);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAccountingStats, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &pid, sizeof pid);
     nvml_put_ptr(&c.req, stats, sizeof *stats);
     nvmlReturn_t r = nvml_call(&c);
@@ -223,10 +259,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetActiveVgpus(nvmlDevice_t device, unsigned int *vgpuCount, nvmlVgpuInstance_t *vgpuInstances)
 {
     NVML_ENTER(nvmlDeviceGetActiveVgpus, (device, vgpuCount, vgpuInstances));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetActiveVgpus", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_vgpuInstances = (size_t)((vgpuCount ? (size_t)*vgpuCount : 0)) * sizeof *vgpuInstances;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetActiveVgpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetActiveVgpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, vgpuCount, sizeof *vgpuCount);
     wb_put_u8(&c.req, vgpuInstances != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -239,9 +277,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetActiveVgpus(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAdaptiveClockInfoStatus(nvmlDevice_t device, unsigned int *adaptiveClockStatus)
 {
     NVML_ENTER(nvmlDeviceGetAdaptiveClockInfoStatus, (device, adaptiveClockStatus));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAdaptiveClockInfoStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAdaptiveClockInfoStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAdaptiveClockInfoStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, adaptiveClockStatus, sizeof *adaptiveClockStatus);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, adaptiveClockStatus, sizeof *adaptiveClockStatus);
@@ -252,9 +292,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAdaptiveClockInfoStatus(nvmlDevice_t devic
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
 {
     NVML_ENTER(nvmlDeviceGetAddressingMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAddressingMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAddressingMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAddressingMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, mode, nvml_versioned_size(mode, sizeof *mode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, mode, nvml_versioned_size(mode, sizeof *mode));
@@ -265,9 +307,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDe
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)
 {
     NVML_ENTER(nvmlDeviceGetApplicationsClock, (device, clockType, clockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetApplicationsClock", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetApplicationsClock);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetApplicationsClock, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &clockType, sizeof clockType);
     nvml_put_ptr(&c.req, clockMHz, sizeof *clockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -279,9 +323,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
 {
     NVML_ENTER(nvmlDeviceGetArchitecture, (device, arch));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetArchitecture", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetArchitecture);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetArchitecture, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, arch, sizeof *arch);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, arch, sizeof *arch);
@@ -292,9 +338,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDevi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
     NVML_ENTER(nvmlDeviceGetAttributes, (device, attributes));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAttributes", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAttributes);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAttributes, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, attributes, sizeof *attributes);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, attributes, sizeof *attributes);
@@ -305,9 +353,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
     NVML_ENTER(nvmlDeviceGetAttributes_v2, (device, attributes));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAttributes_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAttributes_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAttributes_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, attributes, sizeof *attributes);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, attributes, sizeof *attributes);
@@ -318,9 +368,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t *isEnabled, nvmlEnableState_t *defaultIsEnabled)
 {
     NVML_ENTER(nvmlDeviceGetAutoBoostedClocksEnabled, (device, isEnabled, defaultIsEnabled));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetAutoBoostedClocksEnabled", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetAutoBoostedClocksEnabled);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetAutoBoostedClocksEnabled, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, isEnabled, sizeof *isEnabled);
     nvml_put_ptr(&c.req, defaultIsEnabled, sizeof *defaultIsEnabled);
     nvmlReturn_t r = nvml_call(&c);
@@ -333,9 +385,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
 {
     NVML_ENTER(nvmlDeviceGetBAR1MemoryInfo, (device, bar1Memory));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBAR1MemoryInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBAR1MemoryInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBAR1MemoryInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, bar1Memory, sizeof *bar1Memory);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, bar1Memory, sizeof *bar1Memory);
@@ -346,9 +400,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBA
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *boardId)
 {
     NVML_ENTER(nvmlDeviceGetBoardId, (device, boardId));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBoardId", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBoardId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBoardId, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, boardId, sizeof *boardId);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, boardId, sizeof *boardId);
@@ -359,10 +415,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetBoardPartNumber, (device, partNumber, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBoardPartNumber", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_partNumber = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBoardPartNumber);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBoardPartNumber, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, partNumber != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -374,9 +432,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
 {
     NVML_ENTER(nvmlDeviceGetBrand, (device, type));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBrand", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBrand);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBrand, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, type, sizeof *type);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, type, sizeof *type);
@@ -387,9 +447,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBridgeChipInfo(nvmlDevice_t device, nvmlBridgeChipHierarchy_t *bridgeHierarchy)
 {
     NVML_ENTER(nvmlDeviceGetBridgeChipInfo, (device, bridgeHierarchy));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBridgeChipInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBridgeChipInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBridgeChipInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, bridgeHierarchy, sizeof *bridgeHierarchy);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, bridgeHierarchy, sizeof *bridgeHierarchy);
@@ -400,9 +462,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBridgeChipInfo(nvmlDevice_t device, nvmlBr
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t *type)
 {
     NVML_ENTER(nvmlDeviceGetBusType, (device, type));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetBusType", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetBusType);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetBusType, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, type, sizeof *type);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, type, sizeof *type);
@@ -413,9 +477,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo)
 {
     NVML_ENTER(nvmlDeviceGetC2cModeInfoV, (device, c2cModeInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetC2cModeInfoV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetC2cModeInfoV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetC2cModeInfoV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, c2cModeInfo, sizeof *c2cModeInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, c2cModeInfo, sizeof *c2cModeInfo);
@@ -426,9 +492,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cM
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDeviceCapabilities_t *caps)
 {
     NVML_ENTER(nvmlDeviceGetCapabilities, (device, caps));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCapabilities", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCapabilities);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCapabilities, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, caps, nvml_versioned_size(caps, sizeof *caps));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, caps, nvml_versioned_size(caps, sizeof *caps));
@@ -439,9 +507,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDevi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetClkMonStatus(nvmlDevice_t device, nvmlClkMonStatus_t *status)
 {
     NVML_ENTER(nvmlDeviceGetClkMonStatus, (device, status));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetClkMonStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetClkMonStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetClkMonStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, status, sizeof *status);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, status, sizeof *status);
@@ -452,9 +522,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetClkMonStatus(nvmlDevice_t device, nvmlClkM
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, nvmlClockId_t clockId, unsigned int *clockMHz)
 {
     NVML_ENTER(nvmlDeviceGetClock, (device, clockType, clockId, clockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetClock", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetClock);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetClock, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &clockType, sizeof clockType);
     wb_put_raw(&c.req, &clockId, sizeof clockId);
     nvml_put_ptr(&c.req, clockMHz, sizeof *clockMHz);
@@ -467,9 +539,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
 {
     NVML_ENTER(nvmlDeviceGetClockInfo, (device, type, clock));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetClockInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetClockInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetClockInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &type, sizeof type);
     nvml_put_ptr(&c.req, clock, sizeof *clock);
     nvmlReturn_t r = nvml_call(&c);
@@ -481,9 +555,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockTy
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockOffsets(nvmlDevice_t device, nvmlClockOffset_t *info)
 {
     NVML_ENTER(nvmlDeviceGetClockOffsets, (device, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetClockOffsets", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetClockOffsets);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetClockOffsets, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, nvml_versioned_size(info, sizeof *info));
@@ -494,9 +570,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockOffsets(nvmlDevice_t device, nvmlCloc
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     NVML_ENTER(nvmlDeviceGetComputeInstanceId, (device, id));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetComputeInstanceId", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetComputeInstanceId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetComputeInstanceId, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, id, sizeof *id);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, id, sizeof *id);
@@ -507,9 +585,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
 {
     NVML_ENTER(nvmlDeviceGetComputeMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetComputeMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetComputeMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetComputeMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, mode, sizeof *mode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, mode, sizeof *mode);
@@ -520,10 +600,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlCompu
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetComputeRunningProcesses, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetComputeRunningProcesses", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -536,10 +618,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t devic
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v2_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetComputeRunningProcesses_v2, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetComputeRunningProcesses_v2", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -552,10 +636,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t de
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetComputeRunningProcesses_v3, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetComputeRunningProcesses_v3", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses_v3);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetComputeRunningProcesses_v3, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -568,9 +654,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t de
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeGpuAttestationReport(nvmlDevice_t device, nvmlConfComputeGpuAttestationReport_t *gpuAtstReport)
 {
     NVML_ENTER(nvmlDeviceGetConfComputeGpuAttestationReport, (device, gpuAtstReport));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetConfComputeGpuAttestationReport", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetConfComputeGpuAttestationReport);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetConfComputeGpuAttestationReport, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, gpuAtstReport, sizeof *gpuAtstReport);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, gpuAtstReport, sizeof *gpuAtstReport);
@@ -581,9 +669,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeGpuAttestationReport(nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeGpuCertificate(nvmlDevice_t device, nvmlConfComputeGpuCertificate_t *gpuCert)
 {
     NVML_ENTER(nvmlDeviceGetConfComputeGpuCertificate, (device, gpuCert));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetConfComputeGpuCertificate", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetConfComputeGpuCertificate);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetConfComputeGpuCertificate, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, gpuCert, sizeof *gpuCert);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, gpuCert, sizeof *gpuCert);
@@ -594,9 +684,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeGpuCertificate(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, nvmlConfComputeMemSizeInfo_t *memInfo)
 {
     NVML_ENTER(nvmlDeviceGetConfComputeMemSizeInfo, (device, memInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetConfComputeMemSizeInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetConfComputeMemSizeInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetConfComputeMemSizeInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, memInfo, sizeof *memInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, memInfo, sizeof *memInfo);
@@ -607,9 +699,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     NVML_ENTER(nvmlDeviceGetConfComputeProtectedMemoryUsage, (device, memory));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetConfComputeProtectedMemoryUsage", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetConfComputeProtectedMemoryUsage);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetConfComputeProtectedMemoryUsage, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, memory, sizeof *memory);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, memory, sizeof *memory);
@@ -620,9 +714,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCoolerInfo(nvmlDevice_t device, nvmlCoolerInfo_t *coolerInfo)
 {
     NVML_ENTER(nvmlDeviceGetCoolerInfo, (device, coolerInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCoolerInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCoolerInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCoolerInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, coolerInfo, nvml_versioned_size(coolerInfo, sizeof *coolerInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, coolerInfo, nvml_versioned_size(coolerInfo, sizeof *coolerInfo));
@@ -630,37 +726,51 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCoolerInfo(nvmlDevice_t device, nvmlCooler
     return nvml_traced("nvmlDeviceGetCoolerInfo", r);
 }
 
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+nvmlReturn_t nvml_on_nvmlDeviceGetCount(struct server *srv, unsigned int *deviceCount)
 {
-    NVML_ENTER(nvmlDeviceGetCount, (deviceCount));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCount);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCount, srv);
     nvml_put_ptr(&c.req, deviceCount, sizeof *deviceCount);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, deviceCount, sizeof *deviceCount);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetCount", r);
+    return r;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    NVML_ENTER(nvmlDeviceGetCount, (deviceCount));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetCount", nvml_multi_nvmlDeviceGetCount(deviceCount));
+    return nvml_traced("nvmlDeviceGetCount", nvml_on_nvmlDeviceGetCount(&servers[0], deviceCount));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetCount_v2(struct server *srv, unsigned int *deviceCount)
+{
+    rpc_call c;
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCount_v2, srv);
+    nvml_put_ptr(&c.req, deviceCount, sizeof *deviceCount);
+    nvmlReturn_t r = nvml_call(&c);
+    nvml_get_ptr(&c.out, deviceCount, sizeof *deviceCount);
+    rpc_end(&c);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 {
     NVML_ENTER(nvmlDeviceGetCount_v2, (deviceCount));
-    rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCount_v2);
-    nvml_put_ptr(&c.req, deviceCount, sizeof *deviceCount);
-    nvmlReturn_t r = nvml_call(&c);
-    nvml_get_ptr(&c.out, deviceCount, sizeof *deviceCount);
-    rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetCount_v2", r);
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetCount_v2", nvml_multi_nvmlDeviceGetCount_v2(deviceCount));
+    return nvml_traced("nvmlDeviceGetCount_v2", nvml_on_nvmlDeviceGetCount_v2(&servers[0], deviceCount));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet)
 {
     NVML_ENTER(nvmlDeviceGetCpuAffinity, (device, cpuSetSize, cpuSet));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCpuAffinity", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_cpuSet = (size_t)(cpuSetSize) * sizeof *cpuSet;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCpuAffinity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCpuAffinity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &cpuSetSize, sizeof cpuSetSize);
     wb_put_u8(&c.req, cpuSet != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -672,10 +782,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet, nvmlAffinityScope_t scope)
 {
     NVML_ENTER(nvmlDeviceGetCpuAffinityWithinScope, (device, cpuSetSize, cpuSet, scope));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCpuAffinityWithinScope", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_cpuSet = (size_t)(cpuSetSize) * sizeof *cpuSet;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCpuAffinityWithinScope);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCpuAffinityWithinScope, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &cpuSetSize, sizeof cpuSetSize);
     wb_put_raw(&c.req, &scope, sizeof scope);
     wb_put_u8(&c.req, cpuSet != NULL);
@@ -688,10 +800,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCreatableVgpus(nvmlDevice_t device, unsigned int *vgpuCount, nvmlVgpuTypeId_t *vgpuTypeIds)
 {
     NVML_ENTER(nvmlDeviceGetCreatableVgpus, (device, vgpuCount, vgpuTypeIds));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCreatableVgpus", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_vgpuTypeIds = (size_t)((vgpuCount ? (size_t)*vgpuCount : 0)) * sizeof *vgpuTypeIds;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCreatableVgpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCreatableVgpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, vgpuCount, sizeof *vgpuCount);
     wb_put_u8(&c.req, vgpuTypeIds != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -704,9 +818,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCreatableVgpus(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
 {
     NVML_ENTER(nvmlDeviceGetCudaComputeCapability, (device, major, minor));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCudaComputeCapability", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCudaComputeCapability);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCudaComputeCapability, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, major, sizeof *major);
     nvml_put_ptr(&c.req, minor, sizeof *minor);
     nvmlReturn_t r = nvml_call(&c);
@@ -719,9 +835,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *currLinkGen)
 {
     NVML_ENTER(nvmlDeviceGetCurrPcieLinkGeneration, (device, currLinkGen));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCurrPcieLinkGeneration", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCurrPcieLinkGeneration);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCurrPcieLinkGeneration, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, currLinkGen, sizeof *currLinkGen);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, currLinkGen, sizeof *currLinkGen);
@@ -732,9 +850,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth)
 {
     NVML_ENTER(nvmlDeviceGetCurrPcieLinkWidth, (device, currLinkWidth));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCurrPcieLinkWidth", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCurrPcieLinkWidth);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCurrPcieLinkWidth, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, currLinkWidth, sizeof *currLinkWidth);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, currLinkWidth, sizeof *currLinkWidth);
@@ -745,9 +865,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClockFreqs(nvmlDevice_t device, nvmlDeviceCurrentClockFreqs_t *currentClockFreqs)
 {
     NVML_ENTER(nvmlDeviceGetCurrentClockFreqs, (device, currentClockFreqs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCurrentClockFreqs", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCurrentClockFreqs);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCurrentClockFreqs, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, currentClockFreqs, nvml_versioned_size(currentClockFreqs, sizeof *currentClockFreqs));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, currentClockFreqs, nvml_versioned_size(currentClockFreqs, sizeof *currentClockFreqs));
@@ -758,9 +880,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClockFreqs(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *clocksEventReasons)
 {
     NVML_ENTER(nvmlDeviceGetCurrentClocksEventReasons, (device, clocksEventReasons));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCurrentClocksEventReasons", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCurrentClocksEventReasons);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCurrentClocksEventReasons, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, clocksEventReasons, sizeof *clocksEventReasons);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, clocksEventReasons, sizeof *clocksEventReasons);
@@ -771,9 +895,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long *clocksThrottleReasons)
 {
     NVML_ENTER(nvmlDeviceGetCurrentClocksThrottleReasons, (device, clocksThrottleReasons));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetCurrentClocksThrottleReasons", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetCurrentClocksThrottleReasons);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetCurrentClocksThrottleReasons, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, clocksThrottleReasons, sizeof *clocksThrottleReasons);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, clocksThrottleReasons, sizeof *clocksThrottleReasons);
@@ -784,9 +910,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
     NVML_ENTER(nvmlDeviceGetDecoderUtilization, (device, utilization, samplingPeriodUs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDecoderUtilization", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDecoderUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDecoderUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, utilization, sizeof *utilization);
     nvml_put_ptr(&c.req, samplingPeriodUs, sizeof *samplingPeriodUs);
     nvmlReturn_t r = nvml_call(&c);
@@ -799,9 +927,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)
 {
     NVML_ENTER(nvmlDeviceGetDefaultApplicationsClock, (device, clockType, clockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDefaultApplicationsClock", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDefaultApplicationsClock);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDefaultApplicationsClock, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &clockType, sizeof clockType);
     nvml_put_ptr(&c.req, clockMHz, sizeof *clockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -813,9 +943,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDefaultEccMode(nvmlDevice_t device, nvmlEnableState_t *defaultMode)
 {
     NVML_ENTER(nvmlDeviceGetDefaultEccMode, (device, defaultMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDefaultEccMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDefaultEccMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDefaultEccMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, defaultMode, sizeof *defaultMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, defaultMode, sizeof *defaultMode);
@@ -826,9 +958,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDefaultEccMode(nvmlDevice_t device, nvmlEn
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType, nvmlEccErrorCounts_t *eccCounts)
 {
     NVML_ENTER(nvmlDeviceGetDetailedEccErrors, (device, errorType, counterType, eccCounts));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDetailedEccErrors", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDetailedEccErrors);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDetailedEccErrors, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &errorType, sizeof errorType);
     wb_put_raw(&c.req, &counterType, sizeof counterType);
     nvml_put_ptr(&c.req, eccCounts, sizeof *eccCounts);
@@ -841,12 +975,14 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (migDevice, device));
+    struct server *srv = nvml_server_of(migDevice);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDeviceHandleFromMigDeviceHandle);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)migDevice);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDeviceHandleFromMigDeviceHandle, srv);
+    wb_put_u64(&c.req, nvml_wire_id(migDevice));
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", r);
 }
@@ -854,9 +990,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
 {
     NVML_ENTER(nvmlDeviceGetDisplayActive, (device, isActive));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDisplayActive", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDisplayActive);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDisplayActive, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, isActive, sizeof *isActive);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, isActive, sizeof *isActive);
@@ -867,9 +1005,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEna
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display)
 {
     NVML_ENTER(nvmlDeviceGetDisplayMode, (device, display));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDisplayMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDisplayMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDisplayMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, display, sizeof *display);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, display, sizeof *display);
@@ -880,9 +1020,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnabl
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDramEncryptionMode(nvmlDevice_t device, nvmlDramEncryptionInfo_t *current, nvmlDramEncryptionInfo_t *pending)
 {
     NVML_ENTER(nvmlDeviceGetDramEncryptionMode, (device, current, pending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDramEncryptionMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDramEncryptionMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDramEncryptionMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, current, nvml_versioned_size(current, sizeof *current));
     nvml_put_ptr(&c.req, pending, nvml_versioned_size(pending, sizeof *pending));
     nvmlReturn_t r = nvml_call(&c);
@@ -895,9 +1037,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDramEncryptionMode(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverModel_t *current, nvmlDriverModel_t *pending)
 {
     NVML_ENTER(nvmlDeviceGetDriverModel, (device, current, pending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDriverModel", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDriverModel);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDriverModel, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, current, sizeof *current);
     nvml_put_ptr(&c.req, pending, sizeof *pending);
     nvmlReturn_t r = nvml_call(&c);
@@ -910,9 +1054,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDrive
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, nvmlDriverModel_t *current, nvmlDriverModel_t *pending)
 {
     NVML_ENTER(nvmlDeviceGetDriverModel_v2, (device, current, pending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDriverModel_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDriverModel_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDriverModel_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, current, sizeof *current);
     nvml_put_ptr(&c.req, pending, sizeof *pending);
     nvmlReturn_t r = nvml_call(&c);
@@ -925,9 +1071,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, nvmlDr
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetDynamicPstatesInfo(nvmlDevice_t device, nvmlGpuDynamicPstatesInfo_t *pDynamicPstatesInfo)
 {
     NVML_ENTER(nvmlDeviceGetDynamicPstatesInfo, (device, pDynamicPstatesInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetDynamicPstatesInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetDynamicPstatesInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetDynamicPstatesInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pDynamicPstatesInfo, sizeof *pDynamicPstatesInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pDynamicPstatesInfo, sizeof *pDynamicPstatesInfo);
@@ -938,9 +1086,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetDynamicPstatesInfo(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending)
 {
     NVML_ENTER(nvmlDeviceGetEccMode, (device, current, pending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEccMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEccMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEccMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, current, sizeof *current);
     nvml_put_ptr(&c.req, pending, sizeof *pending);
     nvmlReturn_t r = nvml_call(&c);
@@ -953,9 +1103,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableSta
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t encoderQueryType, unsigned int *encoderCapacity)
 {
     NVML_ENTER(nvmlDeviceGetEncoderCapacity, (device, encoderQueryType, encoderCapacity));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEncoderCapacity", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEncoderCapacity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEncoderCapacity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &encoderQueryType, sizeof encoderQueryType);
     nvml_put_ptr(&c.req, encoderCapacity, sizeof *encoderCapacity);
     nvmlReturn_t r = nvml_call(&c);
@@ -967,10 +1119,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlE
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount, nvmlEncoderSessionInfo_t *sessionInfos)
 {
     NVML_ENTER(nvmlDeviceGetEncoderSessions, (device, sessionCount, sessionInfos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEncoderSessions", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_sessionInfos = (size_t)((sessionCount ? (size_t)*sessionCount : 0)) * sizeof *sessionInfos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEncoderSessions);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEncoderSessions, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     wb_put_u8(&c.req, sessionInfos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -983,9 +1137,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount, unsigned int *averageFps, unsigned int *averageLatency)
 {
     NVML_ENTER(nvmlDeviceGetEncoderStats, (device, sessionCount, averageFps, averageLatency));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEncoderStats", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEncoderStats);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEncoderStats, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     nvml_put_ptr(&c.req, averageFps, sizeof *averageFps);
     nvml_put_ptr(&c.req, averageLatency, sizeof *averageLatency);
@@ -1000,9 +1156,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
     NVML_ENTER(nvmlDeviceGetEncoderUtilization, (device, utilization, samplingPeriodUs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEncoderUtilization", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEncoderUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEncoderUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, utilization, sizeof *utilization);
     nvml_put_ptr(&c.req, samplingPeriodUs, sizeof *samplingPeriodUs);
     nvmlReturn_t r = nvml_call(&c);
@@ -1015,9 +1173,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
     NVML_ENTER(nvmlDeviceGetEnforcedPowerLimit, (device, limit));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetEnforcedPowerLimit", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetEnforcedPowerLimit);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetEnforcedPowerLimit, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, limit, sizeof *limit);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, limit, sizeof *limit);
@@ -1028,10 +1188,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount, nvmlFBCSessionInfo_t *sessionInfo)
 {
     NVML_ENTER(nvmlDeviceGetFBCSessions, (device, sessionCount, sessionInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFBCSessions", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_sessionInfo = (size_t)((sessionCount ? (size_t)*sessionCount : 0)) * sizeof *sessionInfo;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFBCSessions);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFBCSessions, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     wb_put_u8(&c.req, sessionInfo != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1044,9 +1206,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats)
 {
     NVML_ENTER(nvmlDeviceGetFBCStats, (device, fbcStats));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFBCStats", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFBCStats);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFBCStats, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, fbcStats, sizeof *fbcStats);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, fbcStats, sizeof *fbcStats);
@@ -1057,9 +1221,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanControlPolicy_v2(nvmlDevice_t device, unsigned int fan, nvmlFanControlPolicy_t *policy)
 {
     NVML_ENTER(nvmlDeviceGetFanControlPolicy_v2, (device, fan, policy));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFanControlPolicy_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFanControlPolicy_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFanControlPolicy_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     nvml_put_ptr(&c.req, policy, sizeof *policy);
     nvmlReturn_t r = nvml_call(&c);
@@ -1071,9 +1237,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanControlPolicy_v2(nvmlDevice_t device, u
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
 {
     NVML_ENTER(nvmlDeviceGetFanSpeed, (device, speed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFanSpeed", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFanSpeed);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFanSpeed, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, speed, sizeof *speed);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, speed, sizeof *speed);
@@ -1084,9 +1252,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeedRPM(nvmlDevice_t device, nvmlFanSpeedInfo_t *fanSpeed)
 {
     NVML_ENTER(nvmlDeviceGetFanSpeedRPM, (device, fanSpeed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFanSpeedRPM", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFanSpeedRPM);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFanSpeedRPM, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, fanSpeed, nvml_versioned_size(fanSpeed, sizeof *fanSpeed));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, fanSpeed, nvml_versioned_size(fanSpeed, sizeof *fanSpeed));
@@ -1097,9 +1267,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeedRPM(nvmlDevice_t device, nvmlFanSp
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed)
 {
     NVML_ENTER(nvmlDeviceGetFanSpeed_v2, (device, fan, speed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFanSpeed_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFanSpeed_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFanSpeed_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     nvml_put_ptr(&c.req, speed, sizeof *speed);
     nvmlReturn_t r = nvml_call(&c);
@@ -1111,10 +1283,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
 {
     NVML_ENTER(nvmlDeviceGetFieldValues, (device, valuesCount, values));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetFieldValues", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_values = (size_t)(valuesCount) * sizeof *values;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetFieldValues);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetFieldValues, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &valuesCount, sizeof valuesCount);
     nvml_put_ptr(&c.req, values, n_values);
     nvmlReturn_t r = nvml_call(&c);
@@ -1126,9 +1300,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int value
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpcClkMinMaxVfOffset(nvmlDevice_t device, int *minOffset, int *maxOffset)
 {
     NVML_ENTER(nvmlDeviceGetGpcClkMinMaxVfOffset, (device, minOffset, maxOffset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpcClkMinMaxVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpcClkMinMaxVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpcClkMinMaxVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, minOffset, sizeof *minOffset);
     nvml_put_ptr(&c.req, maxOffset, sizeof *maxOffset);
     nvmlReturn_t r = nvml_call(&c);
@@ -1141,9 +1317,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpcClkMinMaxVfOffset(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpcClkVfOffset(nvmlDevice_t device, int *offset)
 {
     NVML_ENTER(nvmlDeviceGetGpcClkVfOffset, (device, offset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpcClkVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpcClkVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpcClkVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, offset, sizeof *offset);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, offset, sizeof *offset);
@@ -1154,9 +1332,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpcClkVfOffset(nvmlDevice_t device, int *o
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *gpuFabricInfo)
 {
     NVML_ENTER(nvmlDeviceGetGpuFabricInfo, (device, gpuFabricInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuFabricInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuFabricInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuFabricInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, gpuFabricInfo, sizeof *gpuFabricInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, gpuFabricInfo, sizeof *gpuFabricInfo);
@@ -1167,9 +1347,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpu
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *gpuFabricInfo)
 {
     NVML_ENTER(nvmlDeviceGetGpuFabricInfoV, (device, gpuFabricInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuFabricInfoV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuFabricInfoV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuFabricInfoV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, gpuFabricInfo, nvml_versioned_size(gpuFabricInfo, sizeof *gpuFabricInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, gpuFabricInfo, nvml_versioned_size(gpuFabricInfo, sizeof *gpuFabricInfo));
@@ -1180,13 +1362,15 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGp
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceById, (device, id, gpuInstance));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceById", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceById);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceById, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &id, sizeof id);
     wb_put_u8(&c.req, gpuInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)gpuInstance);
+    nvml_get_handle(&c.out, (void **)gpuInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceGetGpuInstanceById", r);
 }
@@ -1194,9 +1378,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceId, (device, id));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceId", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceId, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, id, sizeof *id);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, id, sizeof *id);
@@ -1207,10 +1393,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigne
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements, unsigned int *count)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstancePossiblePlacements, (device, profileId, placements, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstancePossiblePlacements", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_placements = (size_t)((count ? (size_t)*count : 0)) * sizeof *placements;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstancePossiblePlacements);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstancePossiblePlacements, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, placements != NULL);
@@ -1224,10 +1412,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements, unsigned int *count)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstancePossiblePlacements_v2, (device, profileId, placements, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstancePossiblePlacements_v2", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_placements = (size_t)((count ? (size_t)*count : 0)) * sizeof *placements;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstancePossiblePlacements_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstancePossiblePlacements_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, placements != NULL);
@@ -1241,9 +1431,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceProfileInfo, (device, profile, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceProfileInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profile, sizeof profile);
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
@@ -1255,9 +1447,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceProfileInfoByIdV, (device, profileId, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceProfileInfoByIdV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfoByIdV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfoByIdV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
     nvmlReturn_t r = nvml_call(&c);
@@ -1269,9 +1463,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceProfileInfoV, (device, profile, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceProfileInfoV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfoV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceProfileInfoV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profile, sizeof profile);
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
     nvmlReturn_t r = nvml_call(&c);
@@ -1283,9 +1479,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t devic
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId, unsigned int *count)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstanceRemainingCapacity, (device, profileId, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstanceRemainingCapacity", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstanceRemainingCapacity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstanceRemainingCapacity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     nvmlReturn_t r = nvml_call(&c);
@@ -1297,16 +1495,18 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
     NVML_ENTER(nvmlDeviceGetGpuInstances, (device, profileId, gpuInstances, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuInstances", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_gpuInstances = (size_t)((count ? (size_t)*count : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuInstances);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuInstances, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, gpuInstances != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, count, sizeof *count);
-    nvml_get_handles(&c.out, (void **)gpuInstances, n_gpuInstances);
+    nvml_get_handles(&c.out, (void **)gpuInstances, n_gpuInstances, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceGetGpuInstances", r);
 }
@@ -1314,9 +1514,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *maxLinkGenDevice)
 {
     NVML_ENTER(nvmlDeviceGetGpuMaxPcieLinkGeneration, (device, maxLinkGenDevice));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuMaxPcieLinkGeneration", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuMaxPcieLinkGeneration);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuMaxPcieLinkGeneration, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, maxLinkGenDevice, sizeof *maxLinkGenDevice);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, maxLinkGenDevice, sizeof *maxLinkGenDevice);
@@ -1327,9 +1529,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t *current, nvmlGpuOperationMode_t *pending)
 {
     NVML_ENTER(nvmlDeviceGetGpuOperationMode, (device, current, pending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGpuOperationMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGpuOperationMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGpuOperationMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, current, sizeof *current);
     nvml_put_ptr(&c.req, pending, sizeof *pending);
     nvmlReturn_t r = nvml_call(&c);
@@ -1342,10 +1546,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetGraphicsRunningProcesses, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGraphicsRunningProcesses", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1358,10 +1564,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v2_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetGraphicsRunningProcesses_v2, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGraphicsRunningProcesses_v2", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1374,10 +1582,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetGraphicsRunningProcesses_v3, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGraphicsRunningProcesses_v3", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses_v3);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGraphicsRunningProcesses_v3, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1390,9 +1600,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures(nvmlDevice_t device, nvmlGridLicensableFeatures_t *pGridLicensableFeatures)
 {
     NVML_ENTER(nvmlDeviceGetGridLicensableFeatures, (device, pGridLicensableFeatures));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGridLicensableFeatures", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
@@ -1403,9 +1615,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v2(nvmlDevice_t device, nvmlGridLicensableFeatures_t *pGridLicensableFeatures)
 {
     NVML_ENTER(nvmlDeviceGetGridLicensableFeatures_v2, (device, pGridLicensableFeatures));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGridLicensableFeatures_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
@@ -1416,9 +1630,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v2(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v3(nvmlDevice_t device, nvmlGridLicensableFeatures_t *pGridLicensableFeatures)
 {
     NVML_ENTER(nvmlDeviceGetGridLicensableFeatures_v3, (device, pGridLicensableFeatures));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGridLicensableFeatures_v3", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v3);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v3, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
@@ -1429,9 +1645,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v3(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device, nvmlGridLicensableFeatures_t *pGridLicensableFeatures)
 {
     NVML_ENTER(nvmlDeviceGetGridLicensableFeatures_v4, (device, pGridLicensableFeatures));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGridLicensableFeatures_v4", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v4);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGridLicensableFeatures_v4, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pGridLicensableFeatures, sizeof *pGridLicensableFeatures);
@@ -1442,9 +1660,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsigned int *isEnabled, unsigned int *defaultMode)
 {
     NVML_ENTER(nvmlDeviceGetGspFirmwareMode, (device, isEnabled, defaultMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGspFirmwareMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGspFirmwareMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGspFirmwareMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, isEnabled, sizeof *isEnabled);
     nvml_put_ptr(&c.req, defaultMode, sizeof *defaultMode);
     nvmlReturn_t r = nvml_call(&c);
@@ -1457,10 +1677,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, char *version)
 {
     NVML_ENTER(nvmlDeviceGetGspFirmwareVersion, (device, version));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetGspFirmwareVersion", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_version = nvml_str_cap((size_t)(NVML_GSP_FIRMWARE_VERSION_BUF_SIZE));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetGspFirmwareVersion);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetGspFirmwareVersion, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_u8(&c.req, version != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_bytes(&c.out, version, n_version);
@@ -1468,103 +1690,147 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, ch
     return nvml_traced("nvmlDeviceGetGspFirmwareVersion", r);
 }
 
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByIndex(struct server *srv, unsigned int index, nvmlDevice_t *device)
 {
-    NVML_ENTER(nvmlDeviceGetHandleByIndex, (index, device));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByIndex);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByIndex, srv);
     wb_put_raw(&c.req, &index, sizeof index);
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByIndex", r);
+    return r;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    NVML_ENTER(nvmlDeviceGetHandleByIndex, (index, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByIndex", nvml_multi_nvmlDeviceGetHandleByIndex(index, device));
+    return nvml_traced("nvmlDeviceGetHandleByIndex", nvml_on_nvmlDeviceGetHandleByIndex(&servers[0], index, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByIndex_v2(struct server *srv, unsigned int index, nvmlDevice_t *device)
+{
+    rpc_call c;
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByIndex_v2, srv);
+    wb_put_raw(&c.req, &index, sizeof index);
+    wb_put_u8(&c.req, device != NULL);
+    nvmlReturn_t r = nvml_call(&c);
+    nvml_get_handle(&c.out, (void **)device, srv);
+    rpc_end(&c);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleByIndex_v2, (index, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByIndex_v2", nvml_multi_nvmlDeviceGetHandleByIndex_v2(index, device));
+    return nvml_traced("nvmlDeviceGetHandleByIndex_v2", nvml_on_nvmlDeviceGetHandleByIndex_v2(&servers[0], index, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByPciBusId(struct server *srv, const char *pciBusId, nvmlDevice_t *device)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByIndex_v2);
-    wb_put_raw(&c.req, &index, sizeof index);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByPciBusId, srv);
+    wb_put_str(&c.req, pciBusId);
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByIndex_v2", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleByPciBusId, (pciBusId, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByPciBusId", nvml_multi_nvmlDeviceGetHandleByPciBusId(pciBusId, device));
+    return nvml_traced("nvmlDeviceGetHandleByPciBusId", nvml_on_nvmlDeviceGetHandleByPciBusId(&servers[0], pciBusId, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByPciBusId_v2(struct server *srv, const char *pciBusId, nvmlDevice_t *device)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByPciBusId);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByPciBusId_v2, srv);
     wb_put_str(&c.req, pciBusId);
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByPciBusId", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleByPciBusId_v2, (pciBusId, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByPciBusId_v2", nvml_multi_nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device));
+    return nvml_traced("nvmlDeviceGetHandleByPciBusId_v2", nvml_on_nvmlDeviceGetHandleByPciBusId_v2(&servers[0], pciBusId, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleBySerial(struct server *srv, const char *serial, nvmlDevice_t *device)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByPciBusId_v2);
-    wb_put_str(&c.req, pciBusId);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleBySerial, srv);
+    wb_put_str(&c.req, serial);
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByPciBusId_v2", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleBySerial, (serial, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleBySerial", nvml_multi_nvmlDeviceGetHandleBySerial(serial, device));
+    return nvml_traced("nvmlDeviceGetHandleBySerial", nvml_on_nvmlDeviceGetHandleBySerial(&servers[0], serial, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByUUID(struct server *srv, const char *uuid, nvmlDevice_t *device)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleBySerial);
-    wb_put_str(&c.req, serial);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByUUID, srv);
+    wb_put_str(&c.req, uuid);
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleBySerial", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleByUUID, (uuid, device));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByUUID", nvml_multi_nvmlDeviceGetHandleByUUID(uuid, device));
+    return nvml_traced("nvmlDeviceGetHandleByUUID", nvml_on_nvmlDeviceGetHandleByUUID(&servers[0], uuid, device));
+}
+
+nvmlReturn_t nvml_on_nvmlDeviceGetHandleByUUIDV(struct server *srv, const nvmlUUID_t *uuid, nvmlDevice_t *device)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByUUID);
-    wb_put_str(&c.req, uuid);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHandleByUUIDV, srv);
+    nvml_put_ptr(&c.req, uuid, nvml_versioned_size(uuid, sizeof *uuid));
     wb_put_u8(&c.req, device != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
+    nvml_get_handle(&c.out, (void **)device, srv);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByUUID", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device)
 {
     NVML_ENTER(nvmlDeviceGetHandleByUUIDV, (uuid, device));
-    rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHandleByUUIDV);
-    nvml_put_ptr(&c.req, uuid, nvml_versioned_size(uuid, sizeof *uuid));
-    wb_put_u8(&c.req, device != NULL);
-    nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)device);
-    rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetHandleByUUIDV", r);
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetHandleByUUIDV", nvml_multi_nvmlDeviceGetHandleByUUIDV(uuid, device));
+    return nvml_traced("nvmlDeviceGetHandleByUUIDV", nvml_on_nvmlDeviceGetHandleByUUIDV(&servers[0], uuid, device));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHostVgpuMode(nvmlDevice_t device, nvmlHostVgpuMode_t *pHostVgpuMode)
 {
     NVML_ENTER(nvmlDeviceGetHostVgpuMode, (device, pHostVgpuMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetHostVgpuMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHostVgpuMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHostVgpuMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pHostVgpuMode, sizeof *pHostVgpuMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pHostVgpuMode, sizeof *pHostVgpuMode);
@@ -1575,9 +1841,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetHostVgpuMode(nvmlDevice_t device, nvmlHost
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHostname_v1(nvmlDevice_t device, nvmlHostname_v1_t *hostname)
 {
     NVML_ENTER(nvmlDeviceGetHostname_v1, (device, hostname));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetHostname_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetHostname_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetHostname_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, hostname, sizeof *hostname);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, hostname, sizeof *hostname);
@@ -1585,25 +1853,33 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetHostname_v1(nvmlDevice_t device, nvmlHostn
     return nvml_traced("nvmlDeviceGetHostname_v1", r);
 }
 
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+nvmlReturn_t nvml_on_nvmlDeviceGetIndex(struct server *srv, nvmlDevice_t device, unsigned int *index)
 {
-    NVML_ENTER(nvmlDeviceGetIndex, (device, index));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetIndex);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetIndex, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, index, sizeof *index);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, index, sizeof *index);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetIndex", r);
+    return r;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    NVML_ENTER(nvmlDeviceGetIndex, (device, index));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetIndex", nvml_multi_nvmlDeviceGetIndex(device, index));
+    return nvml_traced("nvmlDeviceGetIndex", nvml_on_nvmlDeviceGetIndex(&servers[0], device, index));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t device, unsigned int *checksum)
 {
     NVML_ENTER(nvmlDeviceGetInforomConfigurationChecksum, (device, checksum));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetInforomConfigurationChecksum", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetInforomConfigurationChecksum);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetInforomConfigurationChecksum, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, checksum, sizeof *checksum);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, checksum, sizeof *checksum);
@@ -1614,10 +1890,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetInforomImageVersion, (device, version, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetInforomImageVersion", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetInforomImageVersion);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetInforomImageVersion, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1629,10 +1907,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, c
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlInforomObject_t object, char *version, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetInforomVersion, (device, object, version, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetInforomVersion", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetInforomVersion);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetInforomVersion, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &object, sizeof object);
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
@@ -1645,9 +1925,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlIn
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetIrqNum(nvmlDevice_t device, unsigned int *irqNum)
 {
     NVML_ENTER(nvmlDeviceGetIrqNum, (device, irqNum));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetIrqNum", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetIrqNum);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetIrqNum, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, irqNum, sizeof *irqNum);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, irqNum, sizeof *irqNum);
@@ -1658,9 +1940,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetIrqNum(nvmlDevice_t device, unsigned int *
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
     NVML_ENTER(nvmlDeviceGetJpgUtilization, (device, utilization, samplingPeriodUs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetJpgUtilization", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetJpgUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetJpgUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, utilization, sizeof *utilization);
     nvml_put_ptr(&c.req, samplingPeriodUs, sizeof *samplingPeriodUs);
     nvmlReturn_t r = nvml_call(&c);
@@ -1673,9 +1957,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetLastBBXFlushTime(nvmlDevice_t device, unsigned long long *timestamp, unsigned long *durationUs)
 {
     NVML_ENTER(nvmlDeviceGetLastBBXFlushTime, (device, timestamp, durationUs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetLastBBXFlushTime", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetLastBBXFlushTime);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetLastBBXFlushTime, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, timestamp, sizeof *timestamp);
     nvml_put_ptr(&c.req, durationUs, sizeof *durationUs);
     nvmlReturn_t r = nvml_call(&c);
@@ -1688,10 +1974,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetLastBBXFlushTime(nvmlDevice_t device, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetMPSComputeRunningProcesses, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMPSComputeRunningProcesses", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1704,10 +1992,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t de
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v2_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetMPSComputeRunningProcesses_v2, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMPSComputeRunningProcesses_v2", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1720,10 +2010,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     NVML_ENTER(nvmlDeviceGetMPSComputeRunningProcesses_v3, (device, infoCount, infos));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMPSComputeRunningProcesses_v3", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_infos = (size_t)((infoCount ? (size_t)*infoCount : 0)) * sizeof *infos;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses_v3);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMPSComputeRunningProcesses_v3, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, infoCount, sizeof *infoCount);
     wb_put_u8(&c.req, infos != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -1736,9 +2028,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarginTemperature_t *marginTempInfo)
 {
     NVML_ENTER(nvmlDeviceGetMarginTemperature, (device, marginTempInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMarginTemperature", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMarginTemperature);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMarginTemperature, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, marginTempInfo, nvml_versioned_size(marginTempInfo, sizeof *marginTempInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, marginTempInfo, nvml_versioned_size(marginTempInfo, sizeof *marginTempInfo));
@@ -1749,9 +2043,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
 {
     NVML_ENTER(nvmlDeviceGetMaxClockInfo, (device, type, clock));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMaxClockInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMaxClockInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMaxClockInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &type, sizeof type);
     nvml_put_ptr(&c.req, clock, sizeof *clock);
     nvmlReturn_t r = nvml_call(&c);
@@ -1763,9 +2059,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlCloc
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)
 {
     NVML_ENTER(nvmlDeviceGetMaxCustomerBoostClock, (device, clockType, clockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMaxCustomerBoostClock", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMaxCustomerBoostClock);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMaxCustomerBoostClock, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &clockType, sizeof clockType);
     nvml_put_ptr(&c.req, clockMHz, sizeof *clockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -1777,9 +2075,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
     NVML_ENTER(nvmlDeviceGetMaxMigDeviceCount, (device, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMaxMigDeviceCount", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMaxMigDeviceCount);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMaxMigDeviceCount, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, count, sizeof *count);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, count, sizeof *count);
@@ -1790,9 +2090,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *maxLinkGen)
 {
     NVML_ENTER(nvmlDeviceGetMaxPcieLinkGeneration, (device, maxLinkGen));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMaxPcieLinkGeneration", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMaxPcieLinkGeneration);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMaxPcieLinkGeneration, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, maxLinkGen, sizeof *maxLinkGen);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, maxLinkGen, sizeof *maxLinkGen);
@@ -1803,9 +2105,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *maxLinkWidth)
 {
     NVML_ENTER(nvmlDeviceGetMaxPcieLinkWidth, (device, maxLinkWidth));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMaxPcieLinkWidth", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMaxPcieLinkWidth);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMaxPcieLinkWidth, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, maxLinkWidth, sizeof *maxLinkWidth);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, maxLinkWidth, sizeof *maxLinkWidth);
@@ -1816,9 +2120,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemClkMinMaxVfOffset(nvmlDevice_t device, int *minOffset, int *maxOffset)
 {
     NVML_ENTER(nvmlDeviceGetMemClkMinMaxVfOffset, (device, minOffset, maxOffset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemClkMinMaxVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemClkMinMaxVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemClkMinMaxVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, minOffset, sizeof *minOffset);
     nvml_put_ptr(&c.req, maxOffset, sizeof *maxOffset);
     nvmlReturn_t r = nvml_call(&c);
@@ -1831,9 +2137,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemClkMinMaxVfOffset(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemClkVfOffset(nvmlDevice_t device, int *offset)
 {
     NVML_ENTER(nvmlDeviceGetMemClkVfOffset, (device, offset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemClkVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemClkVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemClkVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, offset, sizeof *offset);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, offset, sizeof *offset);
@@ -1844,10 +2152,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemClkVfOffset(nvmlDevice_t device, int *o
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize, unsigned long *nodeSet, nvmlAffinityScope_t scope)
 {
     NVML_ENTER(nvmlDeviceGetMemoryAffinity, (device, nodeSetSize, nodeSet, scope));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemoryAffinity", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_nodeSet = (size_t)(nodeSetSize) * sizeof *nodeSet;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemoryAffinity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemoryAffinity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &nodeSetSize, sizeof nodeSetSize);
     wb_put_raw(&c.req, &scope, sizeof scope);
     wb_put_u8(&c.req, nodeSet != NULL);
@@ -1860,9 +2170,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth)
 {
     NVML_ENTER(nvmlDeviceGetMemoryBusWidth, (device, busWidth));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemoryBusWidth", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemoryBusWidth);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemoryBusWidth, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, busWidth, sizeof *busWidth);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, busWidth, sizeof *busWidth);
@@ -1873,9 +2185,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType, nvmlMemoryLocation_t locationType, unsigned long long *count)
 {
     NVML_ENTER(nvmlDeviceGetMemoryErrorCounter, (device, errorType, counterType, locationType, count));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemoryErrorCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemoryErrorCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemoryErrorCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &errorType, sizeof errorType);
     wb_put_raw(&c.req, &counterType, sizeof counterType);
     wb_put_raw(&c.req, &locationType, sizeof locationType);
@@ -1889,9 +2203,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     NVML_ENTER(nvmlDeviceGetMemoryInfo, (device, memory));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemoryInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemoryInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemoryInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, memory, sizeof *memory);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, memory, sizeof *memory);
@@ -1902,9 +2218,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     NVML_ENTER(nvmlDeviceGetMemoryInfo_v2, (device, memory));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMemoryInfo_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMemoryInfo_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMemoryInfo_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, memory, nvml_versioned_size(memory, sizeof *memory));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, memory, nvml_versioned_size(memory, sizeof *memory));
@@ -1915,13 +2233,15 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice)
 {
     NVML_ENTER(nvmlDeviceGetMigDeviceHandleByIndex, (device, index, migDevice));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMigDeviceHandleByIndex", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMigDeviceHandleByIndex);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMigDeviceHandleByIndex, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &index, sizeof index);
     wb_put_u8(&c.req, migDevice != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)migDevice);
+    nvml_get_handle(&c.out, (void **)migDevice, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceGetMigDeviceHandleByIndex", r);
 }
@@ -1929,9 +2249,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
 {
     NVML_ENTER(nvmlDeviceGetMigMode, (device, currentMode, pendingMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMigMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMigMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMigMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, currentMode, sizeof *currentMode);
     nvml_put_ptr(&c.req, pendingMode, sizeof *pendingMode);
     nvmlReturn_t r = nvml_call(&c);
@@ -1944,9 +2266,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, nvmlClockType_t type, nvmlPstates_t pstate, unsigned int *minClockMHz, unsigned int *maxClockMHz)
 {
     NVML_ENTER(nvmlDeviceGetMinMaxClockOfPState, (device, type, pstate, minClockMHz, maxClockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMinMaxClockOfPState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMinMaxClockOfPState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMinMaxClockOfPState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &type, sizeof type);
     wb_put_raw(&c.req, &pstate, sizeof pstate);
     nvml_put_ptr(&c.req, minClockMHz, sizeof *minClockMHz);
@@ -1961,9 +2285,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, n
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinMaxFanSpeed(nvmlDevice_t device, unsigned int *minSpeed, unsigned int *maxSpeed)
 {
     NVML_ENTER(nvmlDeviceGetMinMaxFanSpeed, (device, minSpeed, maxSpeed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMinMaxFanSpeed", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMinMaxFanSpeed);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMinMaxFanSpeed, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, minSpeed, sizeof *minSpeed);
     nvml_put_ptr(&c.req, maxSpeed, sizeof *maxSpeed);
     nvmlReturn_t r = nvml_call(&c);
@@ -1973,25 +2299,33 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinMaxFanSpeed(nvmlDevice_t device, unsign
     return nvml_traced("nvmlDeviceGetMinMaxFanSpeed", r);
 }
 
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+nvmlReturn_t nvml_on_nvmlDeviceGetMinorNumber(struct server *srv, nvmlDevice_t device, unsigned int *minorNumber)
 {
-    NVML_ENTER(nvmlDeviceGetMinorNumber, (device, minorNumber));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMinorNumber);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMinorNumber, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, minorNumber, sizeof *minorNumber);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, minorNumber, sizeof *minorNumber);
     rpc_end(&c);
-    return nvml_traced("nvmlDeviceGetMinorNumber", r);
+    return r;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    NVML_ENTER(nvmlDeviceGetMinorNumber, (device, minorNumber));
+    if (servers_used > 1) return nvml_traced("nvmlDeviceGetMinorNumber", nvml_multi_nvmlDeviceGetMinorNumber(device, minorNumber));
+    return nvml_traced("nvmlDeviceGetMinorNumber", nvml_on_nvmlDeviceGetMinorNumber(&servers[0], device, minorNumber));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetModuleId(nvmlDevice_t device, unsigned int *moduleId)
 {
     NVML_ENTER(nvmlDeviceGetModuleId, (device, moduleId));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetModuleId", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetModuleId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetModuleId, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, moduleId, sizeof *moduleId);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, moduleId, sizeof *moduleId);
@@ -2002,9 +2336,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetModuleId(nvmlDevice_t device, unsigned int
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int *multiGpuBool)
 {
     NVML_ENTER(nvmlDeviceGetMultiGpuBoard, (device, multiGpuBool));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetMultiGpuBoard", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetMultiGpuBoard);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetMultiGpuBoard, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, multiGpuBool, sizeof *multiGpuBool);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, multiGpuBool, sizeof *multiGpuBool);
@@ -2015,10 +2351,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigne
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetName, (device, name, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetName", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_name = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetName);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetName, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, name != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2030,9 +2368,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans)
 {
     NVML_ENTER(nvmlDeviceGetNumFans, (device, numFans));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNumFans", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNumFans);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNumFans, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, numFans, sizeof *numFans);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, numFans, sizeof *numFans);
@@ -2043,9 +2383,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
 {
     NVML_ENTER(nvmlDeviceGetNumGpuCores, (device, numCores));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNumGpuCores", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNumGpuCores);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNumGpuCores, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, numCores, sizeof *numCores);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, numCores, sizeof *numCores);
@@ -2056,9 +2398,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
 {
     NVML_ENTER(nvmlDeviceGetNumaNodeId, (device, node));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNumaNodeId", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNumaNodeId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNumaNodeId, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, node, sizeof *node);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, node, sizeof *node);
@@ -2069,9 +2413,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned i
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, nvmlNvLinkCapability_t capability, unsigned int *capResult)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkCapability, (device, link, capability, capResult));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkCapability", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkCapability);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkCapability, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &capability, sizeof capability);
     nvml_put_ptr(&c.req, capResult, sizeof *capResult);
@@ -2084,9 +2430,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, nvmlNvLinkErrorCounter_t counter, unsigned long long *counterValue)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkErrorCounter, (device, link, counter, counterValue));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkErrorCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkErrorCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkErrorCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvml_put_ptr(&c.req, counterValue, sizeof *counterValue);
@@ -2099,9 +2447,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkInfo(nvmlDevice_t device, nvmlNvLinkInfo_t *info)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkInfo, (device, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, nvml_versioned_size(info, sizeof *info));
@@ -2112,9 +2462,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkInfo(nvmlDevice_t device, nvmlNvLink
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkRemoteDeviceType, (device, link, pNvLinkDeviceType));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkRemoteDeviceType", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkRemoteDeviceType);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkRemoteDeviceType, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvml_put_ptr(&c.req, pNvLinkDeviceType, sizeof *pNvLinkDeviceType);
     nvmlReturn_t r = nvml_call(&c);
@@ -2126,9 +2478,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkRemotePciInfo, (device, link, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkRemotePciInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkRemotePciInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkRemotePciInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvml_put_ptr(&c.req, pci, sizeof *pci);
     nvmlReturn_t r = nvml_call(&c);
@@ -2140,9 +2494,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, u
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkRemotePciInfo_v2, (device, link, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkRemotePciInfo_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkRemotePciInfo_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkRemotePciInfo_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvml_put_ptr(&c.req, pci, sizeof *pci);
     nvmlReturn_t r = nvml_call(&c);
@@ -2154,9 +2510,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkState, (device, link, isActive));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvml_put_ptr(&c.req, isActive, sizeof *isActive);
     nvmlReturn_t r = nvml_call(&c);
@@ -2168,9 +2526,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkUtilizationControl(nvmlDevice_t device, unsigned int link, unsigned int counter, nvmlNvLinkUtilizationControl_t *control)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkUtilizationControl, (device, link, counter, control));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkUtilizationControl", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkUtilizationControl);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkUtilizationControl, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvml_put_ptr(&c.req, control, sizeof *control);
@@ -2183,9 +2543,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkUtilizationControl(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, unsigned int link, unsigned int counter, unsigned long long *rxcounter, unsigned long long *txcounter)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkUtilizationCounter, (device, link, counter, rxcounter, txcounter));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkUtilizationCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkUtilizationCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkUtilizationCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvml_put_ptr(&c.req, rxcounter, sizeof *rxcounter);
@@ -2200,9 +2562,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link, unsigned int *version)
 {
     NVML_ENTER(nvmlDeviceGetNvLinkVersion, (device, link, version));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvLinkVersion", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvLinkVersion);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvLinkVersion, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvml_put_ptr(&c.req, version, sizeof *version);
     nvmlReturn_t r = nvml_call(&c);
@@ -2214,9 +2578,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigne
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvlinkBwMode(nvmlDevice_t device, nvmlNvlinkGetBwMode_t *getBwMode)
 {
     NVML_ENTER(nvmlDeviceGetNvlinkBwMode, (device, getBwMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvlinkBwMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvlinkBwMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvlinkBwMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, getBwMode, nvml_versioned_size(getBwMode, sizeof *getBwMode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, getBwMode, nvml_versioned_size(getBwMode, sizeof *getBwMode));
@@ -2227,9 +2593,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvlinkBwMode(nvmlDevice_t device, nvmlNvli
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvlinkSupportedBwModes(nvmlDevice_t device, nvmlNvlinkSupportedBwModes_t *supportedBwMode)
 {
     NVML_ENTER(nvmlDeviceGetNvlinkSupportedBwModes, (device, supportedBwMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetNvlinkSupportedBwModes", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetNvlinkSupportedBwModes);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetNvlinkSupportedBwModes, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, supportedBwMode, nvml_versioned_size(supportedBwMode, sizeof *supportedBwMode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, supportedBwMode, nvml_versioned_size(supportedBwMode, sizeof *supportedBwMode));
@@ -2240,9 +2608,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvlinkSupportedBwModes(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
     NVML_ENTER(nvmlDeviceGetOfaUtilization, (device, utilization, samplingPeriodUs));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetOfaUtilization", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetOfaUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetOfaUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, utilization, sizeof *utilization);
     nvml_put_ptr(&c.req, samplingPeriodUs, sizeof *samplingPeriodUs);
     nvmlReturn_t r = nvml_call(&c);
@@ -2255,10 +2625,13 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus)
 {
     NVML_ENTER(nvmlDeviceGetP2PStatus, (device1, device2, p2pIndex, p2pStatus));
+    struct server *srv = nvml_server_of(device1);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetP2PStatus", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(device2) != srv) return nvml_traced("nvmlDeviceGetP2PStatus", nvml_apart("nvmlDeviceGetP2PStatus"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetP2PStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device2);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetP2PStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device1));
+    wb_put_u64(&c.req, nvml_wire_id(device2));
     wb_put_raw(&c.req, &p2pIndex, sizeof p2pIndex);
     nvml_put_ptr(&c.req, p2pStatus, sizeof *p2pStatus);
     nvmlReturn_t r = nvml_call(&c);
@@ -2270,9 +2643,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetPciInfo, (device, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPciInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPciInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPciInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pci, sizeof *pci);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pci, sizeof *pci);
@@ -2283,9 +2658,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetPciInfoExt, (device, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPciInfoExt", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPciInfoExt);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPciInfoExt, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pci, nvml_versioned_size(pci, sizeof *pci));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pci, nvml_versioned_size(pci, sizeof *pci));
@@ -2296,9 +2673,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInf
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetPciInfo_v2, (device, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPciInfo_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPciInfo_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPciInfo_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pci, sizeof *pci);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pci, sizeof *pci);
@@ -2309,9 +2688,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInf
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
     NVML_ENTER(nvmlDeviceGetPciInfo_v3, (device, pci));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPciInfo_v3", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPciInfo_v3);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPciInfo_v3, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pci, sizeof *pci);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pci, sizeof *pci);
@@ -2322,9 +2703,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInf
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(nvmlDevice_t device, unsigned int *maxSpeed)
 {
     NVML_ENTER(nvmlDeviceGetPcieLinkMaxSpeed, (device, maxSpeed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPcieLinkMaxSpeed", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPcieLinkMaxSpeed);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPcieLinkMaxSpeed, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, maxSpeed, sizeof *maxSpeed);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, maxSpeed, sizeof *maxSpeed);
@@ -2335,9 +2718,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(nvmlDevice_t device, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
 {
     NVML_ENTER(nvmlDeviceGetPcieReplayCounter, (device, value));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPcieReplayCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPcieReplayCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPcieReplayCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, value, sizeof *value);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, value, sizeof *value);
@@ -2348,9 +2733,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned int *pcieSpeed)
 {
     NVML_ENTER(nvmlDeviceGetPcieSpeed, (device, pcieSpeed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPcieSpeed", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPcieSpeed);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPcieSpeed, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pcieSpeed, sizeof *pcieSpeed);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pcieSpeed, sizeof *pcieSpeed);
@@ -2361,9 +2748,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned in
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int *value)
 {
     NVML_ENTER(nvmlDeviceGetPcieThroughput, (device, counter, value));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPcieThroughput", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPcieThroughput);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPcieThroughput, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvml_put_ptr(&c.req, value, sizeof *value);
     nvmlReturn_t r = nvml_call(&c);
@@ -2375,9 +2764,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPc
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi)
 {
     NVML_ENTER(nvmlDeviceGetPdi, (device, pdi));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPdi", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPdi);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPdi, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pdi, nvml_versioned_size(pdi, sizeof *pdi));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pdi, nvml_versioned_size(pdi, sizeof *pdi));
@@ -2388,9 +2779,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi)
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceModes(nvmlDevice_t device, nvmlDevicePerfModes_t *perfModes)
 {
     NVML_ENTER(nvmlDeviceGetPerformanceModes, (device, perfModes));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPerformanceModes", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPerformanceModes);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPerformanceModes, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, perfModes, nvml_versioned_size(perfModes, sizeof *perfModes));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, perfModes, nvml_versioned_size(perfModes, sizeof *perfModes));
@@ -2401,9 +2794,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceModes(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
 {
     NVML_ENTER(nvmlDeviceGetPerformanceState, (device, pState));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPerformanceState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPerformanceState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPerformanceState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pState, sizeof *pState);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pState, sizeof *pState);
@@ -2414,9 +2809,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
     NVML_ENTER(nvmlDeviceGetPersistenceMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPersistenceMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPersistenceMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPersistenceMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, mode, sizeof *mode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, mode, sizeof *mode);
@@ -2427,10 +2824,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlE
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPgpuMetadataString(nvmlDevice_t device, char *pgpuMetadata, unsigned int *bufferSize)
 {
     NVML_ENTER(nvmlDeviceGetPgpuMetadataString, (device, pgpuMetadata, bufferSize));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPgpuMetadataString", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_pgpuMetadata = nvml_str_cap((size_t)((bufferSize ? (size_t)*bufferSize : 0)));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPgpuMetadataString);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPgpuMetadataString, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, bufferSize, sizeof *bufferSize);
     wb_put_u8(&c.req, pgpuMetadata != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2443,9 +2842,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPgpuMetadataString(nvmlDevice_t device, ch
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *platformInfo)
 {
     NVML_ENTER(nvmlDeviceGetPlatformInfo, (device, platformInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPlatformInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPlatformInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPlatformInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, platformInfo, nvml_versioned_size(platformInfo, sizeof *platformInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, platformInfo, nvml_versioned_size(platformInfo, sizeof *platformInfo));
@@ -2456,9 +2857,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlat
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned int *defaultLimit)
 {
     NVML_ENTER(nvmlDeviceGetPowerManagementDefaultLimit, (device, defaultLimit));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerManagementDefaultLimit", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerManagementDefaultLimit);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerManagementDefaultLimit, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, defaultLimit, sizeof *defaultLimit);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, defaultLimit, sizeof *defaultLimit);
@@ -2469,9 +2872,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
 {
     NVML_ENTER(nvmlDeviceGetPowerManagementLimit, (device, limit));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerManagementLimit", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerManagementLimit);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerManagementLimit, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, limit, sizeof *limit);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, limit, sizeof *limit);
@@ -2482,9 +2887,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int *minLimit, unsigned int *maxLimit)
 {
     NVML_ENTER(nvmlDeviceGetPowerManagementLimitConstraints, (device, minLimit, maxLimit));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerManagementLimitConstraints", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerManagementLimitConstraints);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerManagementLimitConstraints, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, minLimit, sizeof *minLimit);
     nvml_put_ptr(&c.req, maxLimit, sizeof *maxLimit);
     nvmlReturn_t r = nvml_call(&c);
@@ -2497,9 +2904,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
     NVML_ENTER(nvmlDeviceGetPowerManagementMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerManagementMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerManagementMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerManagementMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, mode, sizeof *mode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, mode, sizeof *mode);
@@ -2510,9 +2919,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, n
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerMizerMode_v1(nvmlDevice_t device, nvmlDevicePowerMizerModes_v1_t *powerMizerMode)
 {
     NVML_ENTER(nvmlDeviceGetPowerMizerMode_v1, (device, powerMizerMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerMizerMode_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerMizerMode_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerMizerMode_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, powerMizerMode, sizeof *powerMizerMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, powerMizerMode, sizeof *powerMizerMode);
@@ -2523,9 +2934,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerMizerMode_v1(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerSource(nvmlDevice_t device, nvmlPowerSource_t *powerSource)
 {
     NVML_ENTER(nvmlDeviceGetPowerSource, (device, powerSource));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerSource", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerSource);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerSource, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, powerSource, sizeof *powerSource);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, powerSource, sizeof *powerSource);
@@ -2536,9 +2949,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerSource(nvmlDevice_t device, nvmlPower
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *pState)
 {
     NVML_ENTER(nvmlDeviceGetPowerState, (device, pState));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pState, sizeof *pState);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pState, sizeof *pState);
@@ -2549,9 +2964,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstate
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
     NVML_ENTER(nvmlDeviceGetPowerUsage, (device, power));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetPowerUsage", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetPowerUsage);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetPowerUsage, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, power, sizeof *power);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, power, sizeof *power);
@@ -2562,10 +2979,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned i
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization, unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
 {
     NVML_ENTER(nvmlDeviceGetProcessUtilization, (device, utilization, processSamplesCount, lastSeenTimeStamp));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetProcessUtilization", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_utilization = (size_t)((processSamplesCount ? (size_t)*processSamplesCount : 0)) * sizeof *utilization;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetProcessUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetProcessUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, processSamplesCount, sizeof *processSamplesCount);
     wb_put_raw(&c.req, &lastSeenTimeStamp, sizeof lastSeenTimeStamp);
     wb_put_u8(&c.req, utilization != NULL);
@@ -2579,9 +2998,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo)
 {
     NVML_ENTER(nvmlDeviceGetProcessesUtilizationInfo, (device, procesesUtilInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetProcessesUtilizationInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetProcessesUtilizationInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetProcessesUtilizationInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, procesesUtilInfo, nvml_versioned_size(procesesUtilInfo, sizeof *procesesUtilInfo));
     size_t n_procesesUtilInfo = procesesUtilInfo ? (size_t)procesesUtilInfo->processSamplesCount * sizeof *procesesUtilInfo->procUtilArray : 0;
     void *procesesUtilInfo_array = procesesUtilInfo ? (void *)procesesUtilInfo->procUtilArray : NULL;
@@ -2596,9 +3017,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows, unsigned int *isPending, unsigned int *failureOccurred)
 {
     NVML_ENTER(nvmlDeviceGetRemappedRows, (device, corrRows, uncRows, isPending, failureOccurred));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRemappedRows", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRemappedRows);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRemappedRows, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, corrRows, sizeof *corrRows);
     nvml_put_ptr(&c.req, uncRows, sizeof *uncRows);
     nvml_put_ptr(&c.req, isPending, sizeof *isPending);
@@ -2615,9 +3038,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlRemappedRowsInfo_v2_t *info)
 {
     NVML_ENTER(nvmlDeviceGetRemappedRows_v2, (device, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRemappedRows_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRemappedRows_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRemappedRows_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
@@ -2628,9 +3053,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlR
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepairStatus_t *repairStatus)
 {
     NVML_ENTER(nvmlDeviceGetRepairStatus, (device, repairStatus));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRepairStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRepairStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRepairStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, repairStatus, nvml_versioned_size(repairStatus, sizeof *repairStatus));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, repairStatus, nvml_versioned_size(repairStatus, sizeof *repairStatus));
@@ -2641,10 +3068,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepa
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount, unsigned long long *addresses)
 {
     NVML_ENTER(nvmlDeviceGetRetiredPages, (device, cause, pageCount, addresses));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRetiredPages", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_addresses = (size_t)((pageCount ? (size_t)*pageCount : 0)) * sizeof *addresses;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRetiredPages);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRetiredPages, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &cause, sizeof cause);
     nvml_put_ptr(&c.req, pageCount, sizeof *pageCount);
     wb_put_u8(&c.req, addresses != NULL);
@@ -2658,9 +3087,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPage
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *isPending)
 {
     NVML_ENTER(nvmlDeviceGetRetiredPagesPendingStatus, (device, isPending));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRetiredPagesPendingStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRetiredPagesPendingStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRetiredPagesPendingStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, isPending, sizeof *isPending);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, isPending, sizeof *isPending);
@@ -2671,11 +3102,13 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount, unsigned long long *addresses, unsigned long long *timestamps)
 {
     NVML_ENTER(nvmlDeviceGetRetiredPages_v2, (device, cause, pageCount, addresses, timestamps));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRetiredPages_v2", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_addresses = (size_t)((pageCount ? (size_t)*pageCount : 0)) * sizeof *addresses;
     size_t n_timestamps = (size_t)((pageCount ? (size_t)*pageCount : 0)) * sizeof *timestamps;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRetiredPages_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRetiredPages_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &cause, sizeof cause);
     nvml_put_ptr(&c.req, pageCount, sizeof *pageCount);
     wb_put_u8(&c.req, addresses != NULL);
@@ -2691,9 +3124,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlP
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *values)
 {
     NVML_ENTER(nvmlDeviceGetRowRemapperHistogram, (device, values));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRowRemapperHistogram", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRowRemapperHistogram);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRowRemapperHistogram, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, values, sizeof *values);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, values, sizeof *values);
@@ -2704,9 +3139,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *plist)
 {
     NVML_ENTER(nvmlDeviceGetRunningProcessDetailList, (device, plist));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetRunningProcessDetailList", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetRunningProcessDetailList);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetRunningProcessDetailList, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, plist, nvml_versioned_size(plist, sizeof *plist));
     size_t n_plist = plist ? (size_t)plist->numProcArrayEntries * sizeof *plist->procArray : 0;
     void *plist_array = plist ? (void *)plist->procArray : NULL;
@@ -2721,10 +3158,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeenTimeStamp, nvmlValueType_t *sampleValType, unsigned int *sampleCount, nvmlSample_t *samples)
 {
     NVML_ENTER(nvmlDeviceGetSamples, (device, type, lastSeenTimeStamp, sampleValType, sampleCount, samples));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSamples", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_samples = (size_t)((sampleCount ? (size_t)*sampleCount : 0)) * sizeof *samples;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSamples);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSamples, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &type, sizeof type);
     wb_put_raw(&c.req, &lastSeenTimeStamp, sizeof lastSeenTimeStamp);
     nvml_put_ptr(&c.req, sampleValType, sizeof *sampleValType);
@@ -2741,10 +3180,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingT
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetSerial, (device, serial, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSerial", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_serial = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSerial);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSerial, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, serial != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2756,9 +3197,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nvmlEccSramErrorStatus_t *status)
 {
     NVML_ENTER(nvmlDeviceGetSramEccErrorStatus, (device, status));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSramEccErrorStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSramEccErrorStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSramEccErrorStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, status, nvml_versioned_size(status, sizeof *status));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, status, nvml_versioned_size(status, sizeof *status));
@@ -2769,9 +3212,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts(nvmlDevice_t device, nvmlEccSramUniqueUncorrectedErrorCounts_t *errorCounts)
 {
     NVML_ENTER(nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts, (device, errorCounts));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, errorCounts, nvml_versioned_size(errorCounts, sizeof *errorCounts));
     size_t n_errorCounts = errorCounts ? (size_t)errorCounts->entryCount * sizeof *errorCounts->entries : 0;
     void *errorCounts_array = errorCounts ? (void *)errorCounts->entries : NULL;
@@ -2786,9 +3231,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts(nvmlDe
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device, unsigned long long *supportedClocksEventReasons)
 {
     NVML_ENTER(nvmlDeviceGetSupportedClocksEventReasons, (device, supportedClocksEventReasons));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedClocksEventReasons", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedClocksEventReasons);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedClocksEventReasons, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, supportedClocksEventReasons, sizeof *supportedClocksEventReasons);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, supportedClocksEventReasons, sizeof *supportedClocksEventReasons);
@@ -2799,9 +3246,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device, unsigned long long *supportedClocksThrottleReasons)
 {
     NVML_ENTER(nvmlDeviceGetSupportedClocksThrottleReasons, (device, supportedClocksThrottleReasons));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedClocksThrottleReasons", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedClocksThrottleReasons);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedClocksThrottleReasons, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, supportedClocksThrottleReasons, sizeof *supportedClocksThrottleReasons);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, supportedClocksThrottleReasons, sizeof *supportedClocksThrottleReasons);
@@ -2812,9 +3261,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
 {
     NVML_ENTER(nvmlDeviceGetSupportedEventTypes, (device, eventTypes));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedEventTypes", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedEventTypes);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedEventTypes, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, eventTypes, sizeof *eventTypes);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, eventTypes, sizeof *eventTypes);
@@ -2825,10 +3276,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, u
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned int memoryClockMHz, unsigned int *count, unsigned int *clocksMHz)
 {
     NVML_ENTER(nvmlDeviceGetSupportedGraphicsClocks, (device, memoryClockMHz, count, clocksMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedGraphicsClocks", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_clocksMHz = (size_t)((count ? (size_t)*count : 0)) * sizeof *clocksMHz;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedGraphicsClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedGraphicsClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &memoryClockMHz, sizeof memoryClockMHz);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, clocksMHz != NULL);
@@ -2842,10 +3295,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t devic
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int *count, unsigned int *clocksMHz)
 {
     NVML_ENTER(nvmlDeviceGetSupportedMemoryClocks, (device, count, clocksMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedMemoryClocks", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_clocksMHz = (size_t)((count ? (size_t)*count : 0)) * sizeof *clocksMHz;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedMemoryClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedMemoryClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, clocksMHz != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2858,10 +3313,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates, unsigned int size)
 {
     NVML_ENTER(nvmlDeviceGetSupportedPerformanceStates, (device, pstates, size));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedPerformanceStates", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_pstates = (size_t)(size);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedPerformanceStates);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedPerformanceStates, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &size, sizeof size);
     wb_put_u8(&c.req, pstates != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2873,10 +3330,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t de
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedVgpus(nvmlDevice_t device, unsigned int *vgpuCount, nvmlVgpuTypeId_t *vgpuTypeIds)
 {
     NVML_ENTER(nvmlDeviceGetSupportedVgpus, (device, vgpuCount, vgpuTypeIds));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetSupportedVgpus", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_vgpuTypeIds = (size_t)((vgpuCount ? (size_t)*vgpuCount : 0)) * sizeof *vgpuTypeIds;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetSupportedVgpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetSupportedVgpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, vgpuCount, sizeof *vgpuCount);
     wb_put_u8(&c.req, vgpuTypeIds != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -2889,9 +3348,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedVgpus(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsigned int fan, unsigned int *targetSpeed)
 {
     NVML_ENTER(nvmlDeviceGetTargetFanSpeed, (device, fan, targetSpeed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTargetFanSpeed", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTargetFanSpeed);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTargetFanSpeed, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     nvml_put_ptr(&c.req, targetSpeed, sizeof *targetSpeed);
     nvmlReturn_t r = nvml_call(&c);
@@ -2903,9 +3364,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp)
 {
     NVML_ENTER(nvmlDeviceGetTemperature, (device, sensorType, temp));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTemperature", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTemperature);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTemperature, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &sensorType, sizeof sensorType);
     nvml_put_ptr(&c.req, temp, sizeof *temp);
     nvmlReturn_t r = nvml_call(&c);
@@ -2917,9 +3380,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTempe
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType, unsigned int *temp)
 {
     NVML_ENTER(nvmlDeviceGetTemperatureThreshold, (device, thresholdType, temp));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTemperatureThreshold", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTemperatureThreshold);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTemperatureThreshold, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &thresholdType, sizeof thresholdType);
     nvml_put_ptr(&c.req, temp, sizeof *temp);
     nvmlReturn_t r = nvml_call(&c);
@@ -2931,9 +3396,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
 {
     NVML_ENTER(nvmlDeviceGetTemperatureV, (device, temperature));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTemperatureV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTemperatureV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTemperatureV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, temperature, nvml_versioned_size(temperature, sizeof *temperature));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, temperature, nvml_versioned_size(temperature, sizeof *temperature));
@@ -2944,9 +3411,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemp
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsigned int sensorIndex, nvmlGpuThermalSettings_t *pThermalSettings)
 {
     NVML_ENTER(nvmlDeviceGetThermalSettings, (device, sensorIndex, pThermalSettings));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetThermalSettings", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetThermalSettings);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetThermalSettings, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &sensorIndex, sizeof sensorIndex);
     nvml_put_ptr(&c.req, pThermalSettings, sizeof *pThermalSettings);
     nvmlReturn_t r = nvml_call(&c);
@@ -2958,10 +3427,13 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo)
 {
     NVML_ENTER(nvmlDeviceGetTopologyCommonAncestor, (device1, device2, pathInfo));
+    struct server *srv = nvml_server_of(device1);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTopologyCommonAncestor", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(device2) != srv) return nvml_traced("nvmlDeviceGetTopologyCommonAncestor", nvml_apart("nvmlDeviceGetTopologyCommonAncestor"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTopologyCommonAncestor);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device2);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTopologyCommonAncestor, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device1));
+    wb_put_u64(&c.req, nvml_wire_id(device2));
     nvml_put_ptr(&c.req, pathInfo, sizeof *pathInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pathInfo, sizeof *pathInfo);
@@ -2972,16 +3444,18 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGpuTopologyLevel_t level, unsigned int *count, nvmlDevice_t *deviceArray)
 {
     NVML_ENTER(nvmlDeviceGetTopologyNearestGpus, (device, level, count, deviceArray));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTopologyNearestGpus", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_deviceArray = (size_t)((count ? (size_t)*count : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTopologyNearestGpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTopologyNearestGpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &level, sizeof level);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, deviceArray != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, count, sizeof *count);
-    nvml_get_handles(&c.out, (void **)deviceArray, n_deviceArray);
+    nvml_get_handles(&c.out, (void **)deviceArray, n_deviceArray, srv);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceGetTopologyNearestGpus", r);
 }
@@ -2989,9 +3463,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, n
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType, unsigned long long *eccCounts)
 {
     NVML_ENTER(nvmlDeviceGetTotalEccErrors, (device, errorType, counterType, eccCounts));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTotalEccErrors", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTotalEccErrors);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTotalEccErrors, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &errorType, sizeof errorType);
     wb_put_raw(&c.req, &counterType, sizeof counterType);
     nvml_put_ptr(&c.req, eccCounts, sizeof *eccCounts);
@@ -3004,9 +3480,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMe
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
 {
     NVML_ENTER(nvmlDeviceGetTotalEnergyConsumption, (device, energy));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetTotalEnergyConsumption", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetTotalEnergyConsumption);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetTotalEnergyConsumption, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, energy, sizeof *energy);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, energy, sizeof *energy);
@@ -3017,10 +3495,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetUUID, (device, uuid, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetUUID", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_uuid = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetUUID);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetUUID, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, uuid != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -3032,9 +3512,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device, nvmlUnrepairableMemoryStatus_v1_t *unrepairableMemoryStatus)
 {
     NVML_ENTER(nvmlDeviceGetUnrepairableMemoryFlag_v1, (device, unrepairableMemoryStatus));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetUnrepairableMemoryFlag_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetUnrepairableMemoryFlag_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetUnrepairableMemoryFlag_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, unrepairableMemoryStatus, sizeof *unrepairableMemoryStatus);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, unrepairableMemoryStatus, sizeof *unrepairableMemoryStatus);
@@ -3045,9 +3527,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
 {
     NVML_ENTER(nvmlDeviceGetUtilizationRates, (device, utilization));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetUtilizationRates", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetUtilizationRates);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetUtilizationRates, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, utilization, sizeof *utilization);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, utilization, sizeof *utilization);
@@ -3058,10 +3542,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length)
 {
     NVML_ENTER(nvmlDeviceGetVbiosVersion, (device, version, length));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVbiosVersion", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVbiosVersion);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVbiosVersion, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -3073,9 +3559,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *ve
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuCapabilities(nvmlDevice_t device, nvmlDeviceVgpuCapability_t capability, unsigned int *capResult)
 {
     NVML_ENTER(nvmlDeviceGetVgpuCapabilities, (device, capability, capResult));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuCapabilities", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuCapabilities);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuCapabilities, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &capability, sizeof capability);
     nvml_put_ptr(&c.req, capResult, sizeof *capResult);
     nvmlReturn_t r = nvml_call(&c);
@@ -3087,9 +3575,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuCapabilities(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuHeterogeneousMode(nvmlDevice_t device, nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
 {
     NVML_ENTER(nvmlDeviceGetVgpuHeterogeneousMode, (device, pHeterogeneousMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuHeterogeneousMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuHeterogeneousMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuHeterogeneousMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
@@ -3100,9 +3590,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuHeterogeneousMode(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuInstancesUtilizationInfo(nvmlDevice_t device, nvmlVgpuInstancesUtilizationInfo_t *vgpuUtilInfo)
 {
     NVML_ENTER(nvmlDeviceGetVgpuInstancesUtilizationInfo, (device, vgpuUtilInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuInstancesUtilizationInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuInstancesUtilizationInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuInstancesUtilizationInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, vgpuUtilInfo, nvml_versioned_size(vgpuUtilInfo, sizeof *vgpuUtilInfo));
     size_t n_vgpuUtilInfo = vgpuUtilInfo ? (size_t)vgpuUtilInfo->vgpuInstanceCount * sizeof *vgpuUtilInfo->vgpuUtilArray : 0;
     void *vgpuUtilInfo_array = vgpuUtilInfo ? (void *)vgpuUtilInfo->vgpuUtilArray : NULL;
@@ -3117,10 +3609,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuInstancesUtilizationInfo(nvmlDevice_t 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuMetadata(nvmlDevice_t device, nvmlVgpuPgpuMetadata_t *pgpuMetadata, unsigned int *bufferSize)
 {
     NVML_ENTER(nvmlDeviceGetVgpuMetadata, (device, pgpuMetadata, bufferSize));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuMetadata", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_pgpuMetadata = (size_t)((bufferSize ? (size_t)*bufferSize : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuMetadata);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuMetadata, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, bufferSize, sizeof *bufferSize);
     wb_put_u8(&c.req, pgpuMetadata != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -3133,10 +3627,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuMetadata(nvmlDevice_t device, nvmlVgpu
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuProcessUtilization(nvmlDevice_t device, unsigned long long lastSeenTimeStamp, unsigned int *vgpuProcessSamplesCount, nvmlVgpuProcessUtilizationSample_t *utilizationSamples)
 {
     NVML_ENTER(nvmlDeviceGetVgpuProcessUtilization, (device, lastSeenTimeStamp, vgpuProcessSamplesCount, utilizationSamples));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuProcessUtilization", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_utilizationSamples = (size_t)((vgpuProcessSamplesCount ? (size_t)*vgpuProcessSamplesCount : 0)) * sizeof *utilizationSamples;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuProcessUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuProcessUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &lastSeenTimeStamp, sizeof lastSeenTimeStamp);
     nvml_put_ptr(&c.req, vgpuProcessSamplesCount, sizeof *vgpuProcessSamplesCount);
     wb_put_u8(&c.req, utilizationSamples != NULL);
@@ -3150,9 +3646,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuProcessUtilization(nvmlDevice_t device
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuProcessesUtilizationInfo(nvmlDevice_t device, nvmlVgpuProcessesUtilizationInfo_t *vgpuProcUtilInfo)
 {
     NVML_ENTER(nvmlDeviceGetVgpuProcessesUtilizationInfo, (device, vgpuProcUtilInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuProcessesUtilizationInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuProcessesUtilizationInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuProcessesUtilizationInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, vgpuProcUtilInfo, nvml_versioned_size(vgpuProcUtilInfo, sizeof *vgpuProcUtilInfo));
     size_t n_vgpuProcUtilInfo = vgpuProcUtilInfo ? (size_t)vgpuProcUtilInfo->vgpuProcessCount * sizeof *vgpuProcUtilInfo->vgpuProcUtilArray : 0;
     void *vgpuProcUtilInfo_array = vgpuProcUtilInfo ? (void *)vgpuProcUtilInfo->vgpuProcUtilArray : NULL;
@@ -3167,9 +3665,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuProcessesUtilizationInfo(nvmlDevice_t 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerCapabilities(nvmlDevice_t device, nvmlVgpuSchedulerCapabilities_t *pCapabilities)
 {
     NVML_ENTER(nvmlDeviceGetVgpuSchedulerCapabilities, (device, pCapabilities));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuSchedulerCapabilities", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerCapabilities);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerCapabilities, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pCapabilities, sizeof *pCapabilities);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pCapabilities, sizeof *pCapabilities);
@@ -3180,9 +3680,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerCapabilities(nvmlDevice_t dev
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerLog(nvmlDevice_t device, nvmlVgpuSchedulerLog_t *pSchedulerLog)
 {
     NVML_ENTER(nvmlDeviceGetVgpuSchedulerLog, (device, pSchedulerLog));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuSchedulerLog", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerLog);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerLog, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pSchedulerLog, sizeof *pSchedulerLog);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pSchedulerLog, sizeof *pSchedulerLog);
@@ -3193,9 +3695,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerLog(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerState(nvmlDevice_t device, nvmlVgpuSchedulerGetState_t *pSchedulerState)
 {
     NVML_ENTER(nvmlDeviceGetVgpuSchedulerState, (device, pSchedulerState));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuSchedulerState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuSchedulerState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pSchedulerState, sizeof *pSchedulerState);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pSchedulerState, sizeof *pSchedulerState);
@@ -3206,9 +3710,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuSchedulerState(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuTypeCreatablePlacements(nvmlDevice_t device, nvmlVgpuTypeId_t vgpuTypeId, nvmlVgpuPlacementList_t *pPlacementList)
 {
     NVML_ENTER(nvmlDeviceGetVgpuTypeCreatablePlacements, (device, vgpuTypeId, pPlacementList));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuTypeCreatablePlacements", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuTypeCreatablePlacements);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuTypeCreatablePlacements, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, pPlacementList, nvml_versioned_size(pPlacementList, sizeof *pPlacementList));
     size_t n_pPlacementList = pPlacementList ? (size_t)pPlacementList->count * sizeof *pPlacementList->placementIds : 0;
@@ -3224,9 +3730,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuTypeCreatablePlacements(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuTypeSupportedPlacements(nvmlDevice_t device, nvmlVgpuTypeId_t vgpuTypeId, nvmlVgpuPlacementList_t *pPlacementList)
 {
     NVML_ENTER(nvmlDeviceGetVgpuTypeSupportedPlacements, (device, vgpuTypeId, pPlacementList));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuTypeSupportedPlacements", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuTypeSupportedPlacements);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuTypeSupportedPlacements, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, pPlacementList, nvml_versioned_size(pPlacementList, sizeof *pPlacementList));
     size_t n_pPlacementList = pPlacementList ? (size_t)pPlacementList->count * sizeof *pPlacementList->placementIds : 0;
@@ -3242,10 +3750,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuTypeSupportedPlacements(nvmlDevice_t d
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuUtilization(nvmlDevice_t device, unsigned long long lastSeenTimeStamp, nvmlValueType_t *sampleValType, unsigned int *vgpuInstanceSamplesCount, nvmlVgpuInstanceUtilizationSample_t *utilizationSamples)
 {
     NVML_ENTER(nvmlDeviceGetVgpuUtilization, (device, lastSeenTimeStamp, sampleValType, vgpuInstanceSamplesCount, utilizationSamples));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVgpuUtilization", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_utilizationSamples = (size_t)((vgpuInstanceSamplesCount ? (size_t)*vgpuInstanceSamplesCount : 0)) * sizeof *utilizationSamples;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVgpuUtilization);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVgpuUtilization, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &lastSeenTimeStamp, sizeof lastSeenTimeStamp);
     nvml_put_ptr(&c.req, sampleValType, sizeof *sampleValType);
     nvml_put_ptr(&c.req, vgpuInstanceSamplesCount, sizeof *vgpuInstanceSamplesCount);
@@ -3261,9 +3771,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVgpuUtilization(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType, nvmlViolationTime_t *violTime)
 {
     NVML_ENTER(nvmlDeviceGetViolationStatus, (device, perfPolicyType, violTime));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetViolationStatus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetViolationStatus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetViolationStatus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &perfPolicyType, sizeof perfPolicyType);
     nvml_put_ptr(&c.req, violTime, sizeof *violTime);
     nvmlReturn_t r = nvml_call(&c);
@@ -3275,9 +3787,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlP
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
 {
     NVML_ENTER(nvmlDeviceGetVirtualizationMode, (device, pVirtualMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceGetVirtualizationMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceGetVirtualizationMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceGetVirtualizationMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pVirtualMode, sizeof *pVirtualMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pVirtualMode, sizeof *pVirtualMode);
@@ -3288,9 +3802,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
     NVML_ENTER(nvmlDeviceIsMigDeviceHandle, (device, isMigDevice));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceIsMigDeviceHandle", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceIsMigDeviceHandle);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceIsMigDeviceHandle, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, isMigDevice, sizeof *isMigDevice);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, isMigDevice, sizeof *isMigDevice);
@@ -3301,8 +3817,9 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsign
 NVML_EXPORT nvmlReturn_t nvmlDeviceModifyDrainState(nvmlPciInfo_t *pciInfo, nvmlEnableState_t newState)
 {
     NVML_ENTER(nvmlDeviceModifyDrainState, (pciInfo, newState));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceModifyDrainState);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceModifyDrainState, srv);
     nvml_put_ptr(&c.req, pciInfo, sizeof *pciInfo);
     wb_put_raw(&c.req, &newState, sizeof newState);
     nvmlReturn_t r = nvml_call(&c);
@@ -3314,10 +3831,13 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceModifyDrainState(nvmlPciInfo_t *pciInfo, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard)
 {
     NVML_ENTER(nvmlDeviceOnSameBoard, (device1, device2, onSameBoard));
+    struct server *srv = nvml_server_of(device1);
+    if (srv == NULL) return nvml_traced("nvmlDeviceOnSameBoard", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(device2) != srv) return nvml_traced("nvmlDeviceOnSameBoard", nvml_apart("nvmlDeviceOnSameBoard"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceOnSameBoard);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device2);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceOnSameBoard, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device1));
+    wb_put_u64(&c.req, nvml_wire_id(device2));
     nvml_put_ptr(&c.req, onSameBoard, sizeof *onSameBoard);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, onSameBoard, sizeof *onSameBoard);
@@ -3328,9 +3848,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_
 NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingActivatePresetProfile(nvmlDevice_t device, nvmlPowerSmoothingProfile_t *profile)
 {
     NVML_ENTER(nvmlDevicePowerSmoothingActivatePresetProfile, (device, profile));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDevicePowerSmoothingActivatePresetProfile", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDevicePowerSmoothingActivatePresetProfile);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDevicePowerSmoothingActivatePresetProfile, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, profile, nvml_versioned_size(profile, sizeof *profile));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, profile, nvml_versioned_size(profile, sizeof *profile));
@@ -3341,9 +3863,11 @@ NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingActivatePresetProfile(nvmlDevic
 NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingSetState(nvmlDevice_t device, nvmlPowerSmoothingState_t *state)
 {
     NVML_ENTER(nvmlDevicePowerSmoothingSetState, (device, state));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDevicePowerSmoothingSetState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDevicePowerSmoothingSetState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDevicePowerSmoothingSetState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, state, nvml_versioned_size(state, sizeof *state));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, state, nvml_versioned_size(state, sizeof *state));
@@ -3354,9 +3878,11 @@ NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingSetState(nvmlDevice_t device, n
 NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingUpdatePresetProfileParam(nvmlDevice_t device, nvmlPowerSmoothingProfile_t *profile)
 {
     NVML_ENTER(nvmlDevicePowerSmoothingUpdatePresetProfileParam, (device, profile));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDevicePowerSmoothingUpdatePresetProfileParam", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDevicePowerSmoothingUpdatePresetProfileParam);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDevicePowerSmoothingUpdatePresetProfileParam, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, profile, nvml_versioned_size(profile, sizeof *profile));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, profile, nvml_versioned_size(profile, sizeof *profile));
@@ -3367,8 +3893,9 @@ NVML_EXPORT nvmlReturn_t nvmlDevicePowerSmoothingUpdatePresetProfileParam(nvmlDe
 NVML_EXPORT nvmlReturn_t nvmlDeviceQueryDrainState(nvmlPciInfo_t *pciInfo, nvmlEnableState_t *currentState)
 {
     NVML_ENTER(nvmlDeviceQueryDrainState, (pciInfo, currentState));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceQueryDrainState);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceQueryDrainState, srv);
     nvml_put_ptr(&c.req, pciInfo, sizeof *pciInfo);
     nvml_put_ptr(&c.req, currentState, sizeof *currentState);
     nvmlReturn_t r = nvml_call(&c);
@@ -3381,9 +3908,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceQueryDrainState(nvmlPciInfo_t *pciInfo, nvmlE
 NVML_EXPORT nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t device, nvmlPRMCounterList_v1_t *counterList)
 {
     NVML_ENTER(nvmlDeviceReadPRMCounters_v1, (device, counterList));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceReadPRMCounters_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceReadPRMCounters_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceReadPRMCounters_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, counterList, sizeof *counterList);
     size_t n_counterList = counterList ? (size_t)counterList->numCounters * sizeof *counterList->counters : 0;
     void *counterList_array = counterList ? (void *)counterList->counters : NULL;
@@ -3398,9 +3927,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t device, nvmlP
 NVML_EXPORT nvmlReturn_t nvmlDeviceReadWritePRM_v1(nvmlDevice_t device, nvmlPRMTLV_v1_t *buffer)
 {
     NVML_ENTER(nvmlDeviceReadWritePRM_v1, (device, buffer));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceReadWritePRM_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceReadWritePRM_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceReadWritePRM_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, buffer, sizeof *buffer);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, buffer, sizeof *buffer);
@@ -3411,11 +3942,14 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceReadWritePRM_v1(nvmlDevice_t device, nvmlPRMT
 NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set)
 {
     NVML_ENTER(nvmlDeviceRegisterEvents, (device, eventTypes, set));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceRegisterEvents", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(set) != srv) return nvml_traced("nvmlDeviceRegisterEvents", nvml_apart("nvmlDeviceRegisterEvents"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceRegisterEvents);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceRegisterEvents, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &eventTypes, sizeof eventTypes);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)set);
+    wb_put_u64(&c.req, nvml_wire_id(set));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceRegisterEvents", r);
@@ -3424,8 +3958,9 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceRemoveGpu(nvmlPciInfo_t *pciInfo)
 {
     NVML_ENTER(nvmlDeviceRemoveGpu, (pciInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceRemoveGpu);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceRemoveGpu, srv);
     nvml_put_ptr(&c.req, pciInfo, sizeof *pciInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pciInfo, sizeof *pciInfo);
@@ -3436,8 +3971,9 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceRemoveGpu(nvmlPciInfo_t *pciInfo)
 NVML_EXPORT nvmlReturn_t nvmlDeviceRemoveGpu_v2(nvmlPciInfo_t *pciInfo, nvmlDetachGpuState_t gpuState, nvmlPcieLinkState_t linkState)
 {
     NVML_ENTER(nvmlDeviceRemoveGpu_v2, (pciInfo, gpuState, linkState));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceRemoveGpu_v2);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceRemoveGpu_v2, srv);
     nvml_put_ptr(&c.req, pciInfo, sizeof *pciInfo);
     wb_put_raw(&c.req, &gpuState, sizeof gpuState);
     wb_put_raw(&c.req, &linkState, sizeof linkState);
@@ -3450,9 +3986,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceRemoveGpu_v2(nvmlPciInfo_t *pciInfo, nvmlDeta
 NVML_EXPORT nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceResetApplicationsClocks, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceResetApplicationsClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceResetApplicationsClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceResetApplicationsClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceResetApplicationsClocks", r);
@@ -3461,9 +3999,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceResetGpuLockedClocks, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceResetGpuLockedClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceResetGpuLockedClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceResetGpuLockedClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceResetGpuLockedClocks", r);
@@ -3472,9 +4012,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceResetMemoryLockedClocks, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceResetMemoryLockedClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceResetMemoryLockedClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceResetMemoryLockedClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceResetMemoryLockedClocks", r);
@@ -3483,9 +4025,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceResetNvLinkErrorCounters(nvmlDevice_t device, unsigned int link)
 {
     NVML_ENTER(nvmlDeviceResetNvLinkErrorCounters, (device, link));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceResetNvLinkErrorCounters", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceResetNvLinkErrorCounters);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceResetNvLinkErrorCounters, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3495,9 +4039,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceResetNvLinkErrorCounters(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceResetNvLinkUtilizationCounter(nvmlDevice_t device, unsigned int link, unsigned int counter)
 {
     NVML_ENTER(nvmlDeviceResetNvLinkUtilizationCounter, (device, link, counter));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceResetNvLinkUtilizationCounter", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceResetNvLinkUtilizationCounter);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceResetNvLinkUtilizationCounter, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvmlReturn_t r = nvml_call(&c);
@@ -3508,9 +4054,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceResetNvLinkUtilizationCounter(nvmlDevice_t de
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetAPIRestriction(nvmlDevice_t device, nvmlRestrictedAPI_t apiType, nvmlEnableState_t isRestricted)
 {
     NVML_ENTER(nvmlDeviceSetAPIRestriction, (device, apiType, isRestricted));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetAPIRestriction", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetAPIRestriction);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetAPIRestriction, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &apiType, sizeof apiType);
     wb_put_raw(&c.req, &isRestricted, sizeof isRestricted);
     nvmlReturn_t r = nvml_call(&c);
@@ -3521,9 +4069,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetAPIRestriction(nvmlDevice_t device, nvmlRe
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetAccountingMode(nvmlDevice_t device, nvmlEnableState_t mode)
 {
     NVML_ENTER(nvmlDeviceSetAccountingMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetAccountingMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetAccountingMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetAccountingMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &mode, sizeof mode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3533,9 +4083,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetAccountingMode(nvmlDevice_t device, nvmlEn
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz, unsigned int graphicsClockMHz)
 {
     NVML_ENTER(nvmlDeviceSetApplicationsClocks, (device, memClockMHz, graphicsClockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetApplicationsClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetApplicationsClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetApplicationsClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &memClockMHz, sizeof memClockMHz);
     wb_put_raw(&c.req, &graphicsClockMHz, sizeof graphicsClockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -3546,9 +4098,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t enabled)
 {
     NVML_ENTER(nvmlDeviceSetAutoBoostedClocksEnabled, (device, enabled));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetAutoBoostedClocksEnabled", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetAutoBoostedClocksEnabled);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetAutoBoostedClocksEnabled, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &enabled, sizeof enabled);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3558,9 +4112,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetAutoBoostedClocksEnabled(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetClockOffsets(nvmlDevice_t device, nvmlClockOffset_t *info)
 {
     NVML_ENTER(nvmlDeviceSetClockOffsets, (device, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetClockOffsets", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetClockOffsets);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetClockOffsets, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, nvml_versioned_size(info, sizeof *info));
@@ -3571,9 +4127,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetClockOffsets(nvmlDevice_t device, nvmlCloc
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode)
 {
     NVML_ENTER(nvmlDeviceSetComputeMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetComputeMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetComputeMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetComputeMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &mode, sizeof mode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3583,9 +4141,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlCompu
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetConfComputeUnprotectedMemSize(nvmlDevice_t device, unsigned long long sizeKiB)
 {
     NVML_ENTER(nvmlDeviceSetConfComputeUnprotectedMemSize, (device, sizeKiB));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetConfComputeUnprotectedMemSize", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetConfComputeUnprotectedMemSize);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetConfComputeUnprotectedMemSize, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &sizeKiB, sizeof sizeKiB);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3595,9 +4155,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetConfComputeUnprotectedMemSize(nvmlDevice_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetCpuAffinity(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceSetCpuAffinity, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetCpuAffinity", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetCpuAffinity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetCpuAffinity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceSetCpuAffinity", r);
@@ -3606,9 +4168,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetCpuAffinity(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetDefaultAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t enabled, unsigned int flags)
 {
     NVML_ENTER(nvmlDeviceSetDefaultAutoBoostedClocksEnabled, (device, enabled, flags));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetDefaultAutoBoostedClocksEnabled", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetDefaultAutoBoostedClocksEnabled);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetDefaultAutoBoostedClocksEnabled, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &enabled, sizeof enabled);
     wb_put_raw(&c.req, &flags, sizeof flags);
     nvmlReturn_t r = nvml_call(&c);
@@ -3619,9 +4183,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetDefaultAutoBoostedClocksEnabled(nvmlDevice
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetDefaultFanSpeed_v2(nvmlDevice_t device, unsigned int fan)
 {
     NVML_ENTER(nvmlDeviceSetDefaultFanSpeed_v2, (device, fan));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetDefaultFanSpeed_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetDefaultFanSpeed_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetDefaultFanSpeed_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3631,9 +4197,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetDefaultFanSpeed_v2(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetDramEncryptionMode(nvmlDevice_t device, const nvmlDramEncryptionInfo_t *dramEncryption)
 {
     NVML_ENTER(nvmlDeviceSetDramEncryptionMode, (device, dramEncryption));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetDramEncryptionMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetDramEncryptionMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetDramEncryptionMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, dramEncryption, nvml_versioned_size(dramEncryption, sizeof *dramEncryption));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3643,9 +4211,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetDramEncryptionMode(nvmlDevice_t device, co
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetDriverModel(nvmlDevice_t device, nvmlDriverModel_t driverModel, unsigned int flags)
 {
     NVML_ENTER(nvmlDeviceSetDriverModel, (device, driverModel, flags));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetDriverModel", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetDriverModel);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetDriverModel, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &driverModel, sizeof driverModel);
     wb_put_raw(&c.req, &flags, sizeof flags);
     nvmlReturn_t r = nvml_call(&c);
@@ -3656,9 +4226,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetDriverModel(nvmlDevice_t device, nvmlDrive
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetEccMode(nvmlDevice_t device, nvmlEnableState_t ecc)
 {
     NVML_ENTER(nvmlDeviceSetEccMode, (device, ecc));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetEccMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetEccMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetEccMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &ecc, sizeof ecc);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3668,9 +4240,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetEccMode(nvmlDevice_t device, nvmlEnableSta
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetFanControlPolicy(nvmlDevice_t device, unsigned int fan, nvmlFanControlPolicy_t policy)
 {
     NVML_ENTER(nvmlDeviceSetFanControlPolicy, (device, fan, policy));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetFanControlPolicy", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetFanControlPolicy);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetFanControlPolicy, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     wb_put_raw(&c.req, &policy, sizeof policy);
     nvmlReturn_t r = nvml_call(&c);
@@ -3681,9 +4255,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetFanControlPolicy(nvmlDevice_t device, unsi
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int speed)
 {
     NVML_ENTER(nvmlDeviceSetFanSpeed_v2, (device, fan, speed));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetFanSpeed_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetFanSpeed_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetFanSpeed_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &fan, sizeof fan);
     wb_put_raw(&c.req, &speed, sizeof speed);
     nvmlReturn_t r = nvml_call(&c);
@@ -3694,9 +4270,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetFanSpeed_v2(nvmlDevice_t device, unsigned 
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpcClkVfOffset(nvmlDevice_t device, int offset)
 {
     NVML_ENTER(nvmlDeviceSetGpcClkVfOffset, (device, offset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetGpcClkVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetGpcClkVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetGpcClkVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &offset, sizeof offset);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3706,9 +4284,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpcClkVfOffset(nvmlDevice_t device, int of
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minGpuClockMHz, unsigned int maxGpuClockMHz)
 {
     NVML_ENTER(nvmlDeviceSetGpuLockedClocks, (device, minGpuClockMHz, maxGpuClockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetGpuLockedClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetGpuLockedClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetGpuLockedClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &minGpuClockMHz, sizeof minGpuClockMHz);
     wb_put_raw(&c.req, &maxGpuClockMHz, sizeof maxGpuClockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -3719,9 +4299,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsig
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t mode)
 {
     NVML_ENTER(nvmlDeviceSetGpuOperationMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetGpuOperationMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetGpuOperationMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetGpuOperationMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &mode, sizeof mode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3731,9 +4313,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuOperationMode(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetHostname_v1(nvmlDevice_t device, nvmlHostname_v1_t *hostname)
 {
     NVML_ENTER(nvmlDeviceSetHostname_v1, (device, hostname));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetHostname_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetHostname_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetHostname_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, hostname, sizeof *hostname);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, hostname, sizeof *hostname);
@@ -3744,9 +4328,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetHostname_v1(nvmlDevice_t device, nvmlHostn
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemClkVfOffset(nvmlDevice_t device, int offset)
 {
     NVML_ENTER(nvmlDeviceSetMemClkVfOffset, (device, offset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetMemClkVfOffset", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetMemClkVfOffset);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetMemClkVfOffset, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &offset, sizeof offset);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3756,9 +4342,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemClkVfOffset(nvmlDevice_t device, int of
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int minMemClockMHz, unsigned int maxMemClockMHz)
 {
     NVML_ENTER(nvmlDeviceSetMemoryLockedClocks, (device, minMemClockMHz, maxMemClockMHz));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetMemoryLockedClocks", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetMemoryLockedClocks);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetMemoryLockedClocks, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &minMemClockMHz, sizeof minMemClockMHz);
     wb_put_raw(&c.req, &maxMemClockMHz, sizeof maxMemClockMHz);
     nvmlReturn_t r = nvml_call(&c);
@@ -3769,9 +4357,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
 {
     NVML_ENTER(nvmlDeviceSetMigMode, (device, mode, activationStatus));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetMigMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetMigMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetMigMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &mode, sizeof mode);
     nvml_put_ptr(&c.req, activationStatus, sizeof *activationStatus);
     nvmlReturn_t r = nvml_call(&c);
@@ -3783,9 +4373,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int 
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvLinkDeviceLowPowerThreshold(nvmlDevice_t device, nvmlNvLinkPowerThres_t *info)
 {
     NVML_ENTER(nvmlDeviceSetNvLinkDeviceLowPowerThreshold, (device, info));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetNvLinkDeviceLowPowerThreshold", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetNvLinkDeviceLowPowerThreshold);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetNvLinkDeviceLowPowerThreshold, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
@@ -3796,9 +4388,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvLinkDeviceLowPowerThreshold(nvmlDevice_t
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvLinkUtilizationControl(nvmlDevice_t device, unsigned int link, unsigned int counter, nvmlNvLinkUtilizationControl_t *control, unsigned int reset)
 {
     NVML_ENTER(nvmlDeviceSetNvLinkUtilizationControl, (device, link, counter, control, reset));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetNvLinkUtilizationControl", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetNvLinkUtilizationControl);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetNvLinkUtilizationControl, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &link, sizeof link);
     wb_put_raw(&c.req, &counter, sizeof counter);
     nvml_put_ptr(&c.req, control, sizeof *control);
@@ -3811,9 +4405,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvLinkUtilizationControl(nvmlDevice_t devi
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvlinkBwMode(nvmlDevice_t device, nvmlNvlinkSetBwMode_t *setBwMode)
 {
     NVML_ENTER(nvmlDeviceSetNvlinkBwMode, (device, setBwMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetNvlinkBwMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetNvlinkBwMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetNvlinkBwMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, setBwMode, nvml_versioned_size(setBwMode, sizeof *setBwMode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, setBwMode, nvml_versioned_size(setBwMode, sizeof *setBwMode));
@@ -3824,9 +4420,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetNvlinkBwMode(nvmlDevice_t device, nvmlNvli
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode)
 {
     NVML_ENTER(nvmlDeviceSetPersistenceMode, (device, mode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetPersistenceMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetPersistenceMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetPersistenceMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &mode, sizeof mode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3836,9 +4434,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlE
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit)
 {
     NVML_ENTER(nvmlDeviceSetPowerManagementLimit, (device, limit));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetPowerManagementLimit", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetPowerManagementLimit);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetPowerManagementLimit, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &limit, sizeof limit);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3848,9 +4448,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit_v2(nvmlDevice_t device, nvmlPowerValue_v2_t *powerValue)
 {
     NVML_ENTER(nvmlDeviceSetPowerManagementLimit_v2, (device, powerValue));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetPowerManagementLimit_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetPowerManagementLimit_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetPowerManagementLimit_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, powerValue, nvml_versioned_size(powerValue, sizeof *powerValue));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, powerValue, nvml_versioned_size(powerValue, sizeof *powerValue));
@@ -3861,9 +4463,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit_v2(nvmlDevice_t devic
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerMizerMode_v1(nvmlDevice_t device, nvmlDevicePowerMizerModes_v1_t *powerMizerMode)
 {
     NVML_ENTER(nvmlDeviceSetPowerMizerMode_v1, (device, powerMizerMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetPowerMizerMode_v1", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetPowerMizerMode_v1);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetPowerMizerMode_v1, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, powerMizerMode, sizeof *powerMizerMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, powerMizerMode, sizeof *powerMizerMode);
@@ -3874,9 +4478,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerMizerMode_v1(nvmlDevice_t device, nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType, int *temp)
 {
     NVML_ENTER(nvmlDeviceSetTemperatureThreshold, (device, thresholdType, temp));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetTemperatureThreshold", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetTemperatureThreshold);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetTemperatureThreshold, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &thresholdType, sizeof thresholdType);
     nvml_put_ptr(&c.req, temp, sizeof *temp);
     nvmlReturn_t r = nvml_call(&c);
@@ -3888,9 +4494,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetTemperatureThreshold(nvmlDevice_t device, 
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuCapabilities(nvmlDevice_t device, nvmlDeviceVgpuCapability_t capability, nvmlEnableState_t state)
 {
     NVML_ENTER(nvmlDeviceSetVgpuCapabilities, (device, capability, state));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetVgpuCapabilities", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetVgpuCapabilities);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetVgpuCapabilities, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &capability, sizeof capability);
     wb_put_raw(&c.req, &state, sizeof state);
     nvmlReturn_t r = nvml_call(&c);
@@ -3901,9 +4509,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuCapabilities(nvmlDevice_t device, nvml
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuHeterogeneousMode(nvmlDevice_t device, const nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
 {
     NVML_ENTER(nvmlDeviceSetVgpuHeterogeneousMode, (device, pHeterogeneousMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetVgpuHeterogeneousMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetVgpuHeterogeneousMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetVgpuHeterogeneousMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3913,9 +4523,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuHeterogeneousMode(nvmlDevice_t device,
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuSchedulerState(nvmlDevice_t device, nvmlVgpuSchedulerSetState_t *pSchedulerState)
 {
     NVML_ENTER(nvmlDeviceSetVgpuSchedulerState, (device, pSchedulerState));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetVgpuSchedulerState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetVgpuSchedulerState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetVgpuSchedulerState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, pSchedulerState, sizeof *pSchedulerState);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pSchedulerState, sizeof *pSchedulerState);
@@ -3926,9 +4538,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetVgpuSchedulerState(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceSetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t virtualMode)
 {
     NVML_ENTER(nvmlDeviceSetVirtualizationMode, (device, virtualMode));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceSetVirtualizationMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceSetVirtualizationMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceSetVirtualizationMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &virtualMode, sizeof virtualMode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -3938,9 +4552,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetVirtualizationMode(nvmlDevice_t device, nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
 {
     NVML_ENTER(nvmlDeviceValidateInforom, (device));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceValidateInforom", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceValidateInforom);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceValidateInforom, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlDeviceValidateInforom", r);
@@ -3949,9 +4565,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
 NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileClearRequestedProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileRequestedProfiles_t *requestedProfiles)
 {
     NVML_ENTER(nvmlDeviceWorkloadPowerProfileClearRequestedProfiles, (device, requestedProfiles));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceWorkloadPowerProfileClearRequestedProfiles", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileClearRequestedProfiles);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileClearRequestedProfiles, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, requestedProfiles, nvml_versioned_size(requestedProfiles, sizeof *requestedProfiles));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, requestedProfiles, nvml_versioned_size(requestedProfiles, sizeof *requestedProfiles));
@@ -3962,9 +4580,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileClearRequestedProfiles(nv
 NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetCurrentProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileCurrentProfiles_t *currentProfiles)
 {
     NVML_ENTER(nvmlDeviceWorkloadPowerProfileGetCurrentProfiles, (device, currentProfiles));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceWorkloadPowerProfileGetCurrentProfiles", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileGetCurrentProfiles);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileGetCurrentProfiles, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, currentProfiles, nvml_versioned_size(currentProfiles, sizeof *currentProfiles));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, currentProfiles, nvml_versioned_size(currentProfiles, sizeof *currentProfiles));
@@ -3975,9 +4595,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetCurrentProfiles(nvmlDe
 NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetProfilesInfo(nvmlDevice_t device, nvmlWorkloadPowerProfileProfilesInfo_t *profilesInfo)
 {
     NVML_ENTER(nvmlDeviceWorkloadPowerProfileGetProfilesInfo, (device, profilesInfo));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceWorkloadPowerProfileGetProfilesInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileGetProfilesInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileGetProfilesInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, profilesInfo, nvml_versioned_size(profilesInfo, sizeof *profilesInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, profilesInfo, nvml_versioned_size(profilesInfo, sizeof *profilesInfo));
@@ -3988,9 +4610,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetProfilesInfo(nvmlDevic
 NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileSetRequestedProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileRequestedProfiles_t *requestedProfiles)
 {
     NVML_ENTER(nvmlDeviceWorkloadPowerProfileSetRequestedProfiles, (device, requestedProfiles));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlDeviceWorkloadPowerProfileSetRequestedProfiles", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileSetRequestedProfiles);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlDeviceWorkloadPowerProfileSetRequestedProfiles, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, requestedProfiles, nvml_versioned_size(requestedProfiles, sizeof *requestedProfiles));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, requestedProfiles, nvml_versioned_size(requestedProfiles, sizeof *requestedProfiles));
@@ -4001,11 +4625,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceWorkloadPowerProfileSetRequestedProfiles(nvml
 NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 {
     NVML_ENTER(nvmlEventSetCreate, (set));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlEventSetCreate);
+    rpc_begin_on(&c, NVML_OP_nvmlEventSetCreate, srv);
     wb_put_u8(&c.req, set != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)set);
+    nvml_get_handle(&c.out, (void **)set, srv);
     rpc_end(&c);
     return nvml_traced("nvmlEventSetCreate", r);
 }
@@ -4013,9 +4638,11 @@ NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 NVML_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 {
     NVML_ENTER(nvmlEventSetFree, (set));
+    struct server *srv = nvml_server_of(set);
+    if (srv == NULL) return nvml_traced("nvmlEventSetFree", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlEventSetFree);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)set);
+    rpc_begin_on(&c, NVML_OP_nvmlEventSetFree, srv);
+    wb_put_u64(&c.req, nvml_wire_id(set));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlEventSetFree", r);
@@ -4024,13 +4651,16 @@ NVML_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 NVML_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     NVML_ENTER(nvmlEventSetWait, (set, data, timeoutms));
+    struct server *srv = nvml_server_of(set);
+    if (srv == NULL) return nvml_traced("nvmlEventSetWait", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlEventSetWait);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)set);
+    rpc_begin_on(&c, NVML_OP_nvmlEventSetWait, srv);
+    wb_put_u64(&c.req, nvml_wire_id(set));
     nvml_put_ptr(&c.req, data, sizeof *data);
     wb_put_raw(&c.req, &timeoutms, sizeof timeoutms);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, data, sizeof *data);
+    if (r == NVML_SUCCESS) nvml_tag(srv, data ? (void **)&data->device : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlEventSetWait", r);
 }
@@ -4038,13 +4668,16 @@ NVML_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *d
 NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     NVML_ENTER(nvmlEventSetWait_v2, (set, data, timeoutms));
+    struct server *srv = nvml_server_of(set);
+    if (srv == NULL) return nvml_traced("nvmlEventSetWait_v2", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlEventSetWait_v2);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)set);
+    rpc_begin_on(&c, NVML_OP_nvmlEventSetWait_v2, srv);
+    wb_put_u64(&c.req, nvml_wire_id(set));
     nvml_put_ptr(&c.req, data, sizeof *data);
     wb_put_raw(&c.req, &timeoutms, sizeof timeoutms);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, data, sizeof *data);
+    if (r == NVML_SUCCESS) nvml_tag(srv, data ? (void **)&data->device : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlEventSetWait_v2", r);
 }
@@ -4062,8 +4695,9 @@ NVML_EXPORT nvmlReturn_t nvmlGetBlacklistDeviceInfoByIndex(unsigned int index, n
 NVML_EXPORT nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
 {
     NVML_ENTER(nvmlGetExcludedDeviceCount, (deviceCount));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGetExcludedDeviceCount);
+    rpc_begin_on(&c, NVML_OP_nvmlGetExcludedDeviceCount, srv);
     nvml_put_ptr(&c.req, deviceCount, sizeof *deviceCount);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, deviceCount, sizeof *deviceCount);
@@ -4074,8 +4708,9 @@ NVML_EXPORT nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
 NVML_EXPORT nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, nvmlExcludedDeviceInfo_t *info)
 {
     NVML_ENTER(nvmlGetExcludedDeviceInfoByIndex, (index, info));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGetExcludedDeviceInfoByIndex);
+    rpc_begin_on(&c, NVML_OP_nvmlGetExcludedDeviceInfoByIndex, srv);
     wb_put_raw(&c.req, &index, sizeof index);
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
@@ -4087,8 +4722,9 @@ NVML_EXPORT nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, nv
 NVML_EXPORT nvmlReturn_t nvmlGetVgpuCompatibility(nvmlVgpuMetadata_t *vgpuMetadata, nvmlVgpuPgpuMetadata_t *pgpuMetadata, nvmlVgpuPgpuCompatibility_t *compatibilityInfo)
 {
     NVML_ENTER(nvmlGetVgpuCompatibility, (vgpuMetadata, pgpuMetadata, compatibilityInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGetVgpuCompatibility);
+    rpc_begin_on(&c, NVML_OP_nvmlGetVgpuCompatibility, srv);
     nvml_put_ptr(&c.req, vgpuMetadata, sizeof *vgpuMetadata);
     nvml_put_ptr(&c.req, pgpuMetadata, sizeof *pgpuMetadata);
     nvml_put_ptr(&c.req, compatibilityInfo, sizeof *compatibilityInfo);
@@ -4103,8 +4739,9 @@ NVML_EXPORT nvmlReturn_t nvmlGetVgpuCompatibility(nvmlVgpuMetadata_t *vgpuMetada
 NVML_EXPORT nvmlReturn_t nvmlGetVgpuDriverCapabilities(nvmlVgpuDriverCapability_t capability, unsigned int *capResult)
 {
     NVML_ENTER(nvmlGetVgpuDriverCapabilities, (capability, capResult));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGetVgpuDriverCapabilities);
+    rpc_begin_on(&c, NVML_OP_nvmlGetVgpuDriverCapabilities, srv);
     wb_put_raw(&c.req, &capability, sizeof capability);
     nvml_put_ptr(&c.req, capResult, sizeof *capResult);
     nvmlReturn_t r = nvml_call(&c);
@@ -4116,8 +4753,9 @@ NVML_EXPORT nvmlReturn_t nvmlGetVgpuDriverCapabilities(nvmlVgpuDriverCapability_
 NVML_EXPORT nvmlReturn_t nvmlGetVgpuVersion(nvmlVgpuVersion_t *supported, nvmlVgpuVersion_t *current)
 {
     NVML_ENTER(nvmlGetVgpuVersion, (supported, current));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGetVgpuVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlGetVgpuVersion, srv);
     nvml_put_ptr(&c.req, supported, sizeof *supported);
     nvml_put_ptr(&c.req, current, sizeof *current);
     nvmlReturn_t r = nvml_call(&c);
@@ -4138,11 +4776,14 @@ NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
 NVML_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample)
 {
     NVML_ENTER(nvmlGpmMigSampleGet, (device, gpuInstanceId, gpmSample));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlGpmMigSampleGet", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(gpmSample) != srv) return nvml_traced("nvmlGpmMigSampleGet", nvml_apart("nvmlGpmMigSampleGet"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmMigSampleGet);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmMigSampleGet, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &gpuInstanceId, sizeof gpuInstanceId);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpmSample);
+    wb_put_u64(&c.req, nvml_wire_id(gpmSample));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlGpmMigSampleGet", r);
@@ -4151,9 +4792,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int g
 NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
 {
     NVML_ENTER(nvmlGpmQueryDeviceSupport, (device, gpmSupport));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlGpmQueryDeviceSupport", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmQueryDeviceSupport);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmQueryDeviceSupport, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, gpmSupport, sizeof *gpmSupport);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, gpmSupport, sizeof *gpmSupport);
@@ -4164,9 +4807,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmS
 NVML_EXPORT nvmlReturn_t nvmlGpmQueryIfStreamingEnabled(nvmlDevice_t device, unsigned int *state)
 {
     NVML_ENTER(nvmlGpmQueryIfStreamingEnabled, (device, state));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlGpmQueryIfStreamingEnabled", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmQueryIfStreamingEnabled);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmQueryIfStreamingEnabled, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     nvml_put_ptr(&c.req, state, sizeof *state);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, state, sizeof *state);
@@ -4177,11 +4822,12 @@ NVML_EXPORT nvmlReturn_t nvmlGpmQueryIfStreamingEnabled(nvmlDevice_t device, uns
 NVML_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
 {
     NVML_ENTER(nvmlGpmSampleAlloc, (gpmSample));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmSampleAlloc);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmSampleAlloc, srv);
     wb_put_u8(&c.req, gpmSample != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)gpmSample);
+    nvml_get_handle(&c.out, (void **)gpmSample, srv);
     rpc_end(&c);
     return nvml_traced("nvmlGpmSampleAlloc", r);
 }
@@ -4189,9 +4835,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
 NVML_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
 {
     NVML_ENTER(nvmlGpmSampleFree, (gpmSample));
+    struct server *srv = nvml_server_of(gpmSample);
+    if (srv == NULL) return nvml_traced("nvmlGpmSampleFree", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmSampleFree);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpmSample);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmSampleFree, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpmSample));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlGpmSampleFree", r);
@@ -4200,10 +4848,13 @@ NVML_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
 NVML_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
 {
     NVML_ENTER(nvmlGpmSampleGet, (device, gpmSample));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlGpmSampleGet", NVML_ERROR_INVALID_ARGUMENT);
+    if (nvml_server_of(gpmSample) != srv) return nvml_traced("nvmlGpmSampleGet", nvml_apart("nvmlGpmSampleGet"));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmSampleGet);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpmSample);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmSampleGet, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
+    wb_put_u64(&c.req, nvml_wire_id(gpmSample));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlGpmSampleGet", r);
@@ -4212,9 +4863,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t g
 NVML_EXPORT nvmlReturn_t nvmlGpmSetStreamingEnabled(nvmlDevice_t device, unsigned int state)
 {
     NVML_ENTER(nvmlGpmSetStreamingEnabled, (device, state));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlGpmSetStreamingEnabled", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpmSetStreamingEnabled);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlGpmSetStreamingEnabled, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &state, sizeof state);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4224,13 +4877,15 @@ NVML_EXPORT nvmlReturn_t nvmlGpmSetStreamingEnabled(nvmlDevice_t device, unsigne
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstance)
 {
     NVML_ENTER(nvmlGpuInstanceCreateComputeInstance, (gpuInstance, profileId, computeInstance));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceCreateComputeInstance", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceCreateComputeInstance);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceCreateComputeInstance, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     wb_put_u8(&c.req, computeInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)computeInstance);
+    nvml_get_handle(&c.out, (void **)computeInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceCreateComputeInstance", r);
 }
@@ -4238,14 +4893,16 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t 
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t *placement, nvmlComputeInstance_t *computeInstance)
 {
     NVML_ENTER(nvmlGpuInstanceCreateComputeInstanceWithPlacement, (gpuInstance, profileId, placement, computeInstance));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceCreateComputeInstanceWithPlacement", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceCreateComputeInstanceWithPlacement);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceCreateComputeInstanceWithPlacement, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, placement, sizeof *placement);
     wb_put_u8(&c.req, computeInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)computeInstance);
+    nvml_get_handle(&c.out, (void **)computeInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceCreateComputeInstanceWithPlacement", r);
 }
@@ -4253,9 +4910,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlG
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
     NVML_ENTER(nvmlGpuInstanceDestroy, (gpuInstance));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceDestroy", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceDestroy);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceDestroy, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceDestroy", r);
@@ -4264,9 +4923,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetActiveVgpus(nvmlGpuInstance_t gpuInstance, nvmlActiveVgpuInstanceInfo_t *pVgpuInstanceInfo)
 {
     NVML_ENTER(nvmlGpuInstanceGetActiveVgpus, (gpuInstance, pVgpuInstanceInfo));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetActiveVgpus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetActiveVgpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetActiveVgpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pVgpuInstanceInfo, nvml_versioned_size(pVgpuInstanceInfo, sizeof *pVgpuInstanceInfo));
     size_t n_pVgpuInstanceInfo = pVgpuInstanceInfo ? (size_t)pVgpuInstanceInfo->vgpuCount * sizeof *pVgpuInstanceInfo->vgpuInstances : 0;
     void *pVgpuInstanceInfo_array = pVgpuInstanceInfo ? (void *)pVgpuInstanceInfo->vgpuInstances : NULL;
@@ -4281,13 +4942,15 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetActiveVgpus(nvmlGpuInstance_t gpuInst
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t *computeInstance)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstanceById, (gpuInstance, id, computeInstance));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstanceById", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceById);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceById, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &id, sizeof id);
     wb_put_u8(&c.req, computeInstance != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)computeInstance);
+    nvml_get_handle(&c.out, (void **)computeInstance, srv);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceGetComputeInstanceById", r);
 }
@@ -4295,10 +4958,12 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstancePlacement_t *placements, unsigned int *count)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstancePossiblePlacements, (gpuInstance, profileId, placements, count));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstancePossiblePlacements", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_placements = (size_t)((count ? (size_t)*count : 0)) * sizeof *placements;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstancePossiblePlacements);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstancePossiblePlacements, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, placements != NULL);
@@ -4312,9 +4977,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile, nvmlComputeInstanceProfileInfo_t *info)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstanceProfileInfo, (gpuInstance, profile, engProfile, info));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstanceProfileInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceProfileInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceProfileInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profile, sizeof profile);
     wb_put_raw(&c.req, &engProfile, sizeof engProfile);
     nvml_put_ptr(&c.req, info, sizeof *info);
@@ -4327,9 +4994,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuIns
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile, nvmlComputeInstanceProfileInfo_v2_t *info)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstanceProfileInfoV, (gpuInstance, profile, engProfile, info));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstanceProfileInfoV", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceProfileInfoV);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceProfileInfoV, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profile, sizeof profile);
     wb_put_raw(&c.req, &engProfile, sizeof engProfile);
     nvml_put_ptr(&c.req, info, nvml_versioned_size(info, sizeof *info));
@@ -4342,9 +5011,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuIn
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int *count)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, (gpuInstance, profileId, count));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceRemainingCapacity);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstanceRemainingCapacity, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     nvmlReturn_t r = nvml_call(&c);
@@ -4356,16 +5027,18 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvml
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstances, unsigned int *count)
 {
     NVML_ENTER(nvmlGpuInstanceGetComputeInstances, (gpuInstance, profileId, computeInstances, count));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetComputeInstances", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_computeInstances = (size_t)((count ? (size_t)*count : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetComputeInstances);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetComputeInstances, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     wb_put_raw(&c.req, &profileId, sizeof profileId);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, computeInstances != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, count, sizeof *count);
-    nvml_get_handles(&c.out, (void **)computeInstances, n_computeInstances);
+    nvml_get_handles(&c.out, (void **)computeInstances, n_computeInstances, srv);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceGetComputeInstances", r);
 }
@@ -4373,9 +5046,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetCreatableVgpus(nvmlGpuInstance_t gpuInstance, nvmlVgpuTypeIdInfo_t *pVgpus)
 {
     NVML_ENTER(nvmlGpuInstanceGetCreatableVgpus, (gpuInstance, pVgpus));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetCreatableVgpus", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetCreatableVgpus);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetCreatableVgpus, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pVgpus, nvml_versioned_size(pVgpus, sizeof *pVgpus));
     size_t n_pVgpus = pVgpus ? (size_t)pVgpus->vgpuCount * sizeof *pVgpus->vgpuTypeIds : 0;
     void *pVgpus_array = pVgpus ? (void *)pVgpus->vgpuTypeIds : NULL;
@@ -4390,12 +5065,15 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetCreatableVgpus(nvmlGpuInstance_t gpuI
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
     NVML_ENTER(nvmlGpuInstanceGetInfo, (gpuInstance, info));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
+    if (r == NVML_SUCCESS) nvml_tag(srv, info ? (void **)&info->device : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlGpuInstanceGetInfo", r);
 }
@@ -4403,9 +5081,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, n
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuHeterogeneousMode(nvmlGpuInstance_t gpuInstance, nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
 {
     NVML_ENTER(nvmlGpuInstanceGetVgpuHeterogeneousMode, (gpuInstance, pHeterogeneousMode));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetVgpuHeterogeneousMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetVgpuHeterogeneousMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetVgpuHeterogeneousMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
@@ -4416,9 +5096,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuHeterogeneousMode(nvmlGpuInstance
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerLog(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerLogInfo_t *pSchedulerLogInfo)
 {
     NVML_ENTER(nvmlGpuInstanceGetVgpuSchedulerLog, (gpuInstance, pSchedulerLogInfo));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetVgpuSchedulerLog", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetVgpuSchedulerLog);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetVgpuSchedulerLog, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pSchedulerLogInfo, nvml_versioned_size(pSchedulerLogInfo, sizeof *pSchedulerLogInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pSchedulerLogInfo, nvml_versioned_size(pSchedulerLogInfo, sizeof *pSchedulerLogInfo));
@@ -4429,9 +5111,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerLog(nvmlGpuInstance_t gp
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerState(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerStateInfo_t *pSchedulerStateInfo)
 {
     NVML_ENTER(nvmlGpuInstanceGetVgpuSchedulerState, (gpuInstance, pSchedulerStateInfo));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetVgpuSchedulerState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetVgpuSchedulerState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetVgpuSchedulerState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pSchedulerStateInfo, nvml_versioned_size(pSchedulerStateInfo, sizeof *pSchedulerStateInfo));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pSchedulerStateInfo, nvml_versioned_size(pSchedulerStateInfo, sizeof *pSchedulerStateInfo));
@@ -4442,9 +5126,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerState(nvmlGpuInstance_t 
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuTypeCreatablePlacements(nvmlGpuInstance_t gpuInstance, nvmlVgpuCreatablePlacementInfo_t *pCreatablePlacementInfo)
 {
     NVML_ENTER(nvmlGpuInstanceGetVgpuTypeCreatablePlacements, (gpuInstance, pCreatablePlacementInfo));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceGetVgpuTypeCreatablePlacements", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceGetVgpuTypeCreatablePlacements);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceGetVgpuTypeCreatablePlacements, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pCreatablePlacementInfo, nvml_versioned_size(pCreatablePlacementInfo, sizeof *pCreatablePlacementInfo));
     size_t n_pCreatablePlacementInfo = pCreatablePlacementInfo ? (size_t)pCreatablePlacementInfo->count * sizeof *pCreatablePlacementInfo->placementIds : 0;
     void *pCreatablePlacementInfo_array = pCreatablePlacementInfo ? (void *)pCreatablePlacementInfo->placementIds : NULL;
@@ -4459,9 +5145,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetVgpuTypeCreatablePlacements(nvmlGpuIn
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceSetVgpuHeterogeneousMode(nvmlGpuInstance_t gpuInstance, const nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
 {
     NVML_ENTER(nvmlGpuInstanceSetVgpuHeterogeneousMode, (gpuInstance, pHeterogeneousMode));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceSetVgpuHeterogeneousMode", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceSetVgpuHeterogeneousMode);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceSetVgpuHeterogeneousMode, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pHeterogeneousMode, nvml_versioned_size(pHeterogeneousMode, sizeof *pHeterogeneousMode));
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4471,9 +5159,11 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceSetVgpuHeterogeneousMode(nvmlGpuInstance
 NVML_EXPORT nvmlReturn_t nvmlGpuInstanceSetVgpuSchedulerState(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerState_t *pScheduler)
 {
     NVML_ENTER(nvmlGpuInstanceSetVgpuSchedulerState, (gpuInstance, pScheduler));
+    struct server *srv = nvml_server_of(gpuInstance);
+    if (srv == NULL) return nvml_traced("nvmlGpuInstanceSetVgpuSchedulerState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlGpuInstanceSetVgpuSchedulerState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)gpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlGpuInstanceSetVgpuSchedulerState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(gpuInstance));
     nvml_put_ptr(&c.req, pScheduler, nvml_versioned_size(pScheduler, sizeof *pScheduler));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pScheduler, nvml_versioned_size(pScheduler, sizeof *pScheduler));
@@ -4481,42 +5171,61 @@ NVML_EXPORT nvmlReturn_t nvmlGpuInstanceSetVgpuSchedulerState(nvmlGpuInstance_t 
     return nvml_traced("nvmlGpuInstanceSetVgpuSchedulerState", r);
 }
 
+nvmlReturn_t nvml_on_nvmlInit(struct server *srv)
+{
+    rpc_call c;
+    rpc_begin_on(&c, NVML_OP_nvmlInit, srv);
+    nvmlReturn_t r = nvml_call(&c);
+    rpc_end(&c);
+    return r;
+}
+
 NVML_EXPORT nvmlReturn_t nvmlInit(void)
 {
     NVML_ENTER_INIT(nvmlInit, ());
+    if (servers_used > 1) return nvml_traced("nvmlInit", nvml_multi_nvmlInit());
+    return nvml_traced("nvmlInit", nvml_on_nvmlInit(&servers[0]));
+}
+
+nvmlReturn_t nvml_on_nvmlInitWithFlags(struct server *srv, unsigned int flags)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlInit);
+    rpc_begin_on(&c, NVML_OP_nvmlInitWithFlags, srv);
+    wb_put_raw(&c.req, &flags, sizeof flags);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
-    return nvml_traced("nvmlInit", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
     NVML_ENTER_INIT(nvmlInitWithFlags, (flags));
+    if (servers_used > 1) return nvml_traced("nvmlInitWithFlags", nvml_multi_nvmlInitWithFlags(flags));
+    return nvml_traced("nvmlInitWithFlags", nvml_on_nvmlInitWithFlags(&servers[0], flags));
+}
+
+nvmlReturn_t nvml_on_nvmlInit_v2(struct server *srv)
+{
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlInitWithFlags);
-    wb_put_raw(&c.req, &flags, sizeof flags);
+    rpc_begin_on(&c, NVML_OP_nvmlInit_v2, srv);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
-    return nvml_traced("nvmlInitWithFlags", r);
+    return r;
 }
 
 NVML_EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
     NVML_ENTER_INIT(nvmlInit_v2, ());
-    rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlInit_v2);
-    nvmlReturn_t r = nvml_call(&c);
-    rpc_end(&c);
-    return nvml_traced("nvmlInit_v2", r);
+    if (servers_used > 1) return nvml_traced("nvmlInit_v2", nvml_multi_nvmlInit_v2());
+    return nvml_traced("nvmlInit_v2", nvml_on_nvmlInit_v2(&servers[0]));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlSetVgpuVersion(nvmlVgpuVersion_t *vgpuVersion)
 {
     NVML_ENTER(nvmlSetVgpuVersion, (vgpuVersion));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSetVgpuVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlSetVgpuVersion, srv);
     nvml_put_ptr(&c.req, vgpuVersion, sizeof *vgpuVersion);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, vgpuVersion, sizeof *vgpuVersion);
@@ -4524,24 +5233,32 @@ NVML_EXPORT nvmlReturn_t nvmlSetVgpuVersion(nvmlVgpuVersion_t *vgpuVersion)
     return nvml_traced("nvmlSetVgpuVersion", r);
 }
 
+nvmlReturn_t nvml_on_nvmlShutdown(struct server *srv)
+{
+    rpc_call c;
+    rpc_begin_on(&c, NVML_OP_nvmlShutdown, srv);
+    nvmlReturn_t r = nvml_call(&c);
+    rpc_end(&c);
+    return r;
+}
+
 NVML_EXPORT nvmlReturn_t nvmlShutdown(void)
 {
     NVML_ENTER(nvmlShutdown, ());
-    rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlShutdown);
-    nvmlReturn_t r = nvml_call(&c);
-    rpc_end(&c);
-    return nvml_traced("nvmlShutdown", r);
+    if (servers_used > 1) return nvml_traced("nvmlShutdown", nvml_multi_nvmlShutdown());
+    return nvml_traced("nvmlShutdown", nvml_on_nvmlShutdown(&servers[0]));
 }
 
 NVML_EXPORT nvmlReturn_t nvmlSystemEventSetCreate(nvmlSystemEventSetCreateRequest_t *request)
 {
     NVML_ENTER(nvmlSystemEventSetCreate, (request));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemEventSetCreate);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemEventSetCreate, srv);
     nvml_put_ptr(&c.req, request, nvml_versioned_size(request, sizeof *request));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, request, nvml_versioned_size(request, sizeof *request));
+    if (r == NVML_SUCCESS) nvml_tag(srv, request ? (void **)&request->set : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlSystemEventSetCreate", r);
 }
@@ -4549,11 +5266,13 @@ NVML_EXPORT nvmlReturn_t nvmlSystemEventSetCreate(nvmlSystemEventSetCreateReques
 NVML_EXPORT nvmlReturn_t nvmlSystemEventSetFree(nvmlSystemEventSetFreeRequest_t *request)
 {
     NVML_ENTER(nvmlSystemEventSetFree, (request));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemEventSetFree);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemEventSetFree, srv);
     nvml_put_ptr(&c.req, request, nvml_versioned_size(request, sizeof *request));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, request, nvml_versioned_size(request, sizeof *request));
+    if (r == NVML_SUCCESS) nvml_tag(srv, request ? (void **)&request->set : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlSystemEventSetFree", r);
 }
@@ -4569,8 +5288,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemEventSetWait(nvmlSystemEventSetWaitRequest_t 
 NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeCapabilities(nvmlConfComputeSystemCaps_t *capabilities)
 {
     NVML_ENTER(nvmlSystemGetConfComputeCapabilities, (capabilities));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetConfComputeCapabilities);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetConfComputeCapabilities, srv);
     nvml_put_ptr(&c.req, capabilities, sizeof *capabilities);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, capabilities, sizeof *capabilities);
@@ -4581,8 +5301,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeCapabilities(nvmlConfComputeSys
 NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeGpusReadyState(unsigned int *isAcceptingWork)
 {
     NVML_ENTER(nvmlSystemGetConfComputeGpusReadyState, (isAcceptingWork));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetConfComputeGpusReadyState);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetConfComputeGpusReadyState, srv);
     nvml_put_ptr(&c.req, isAcceptingWork, sizeof *isAcceptingWork);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, isAcceptingWork, sizeof *isAcceptingWork);
@@ -4593,8 +5314,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeGpusReadyState(unsigned int *is
 NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeKeyRotationThresholdInfo(nvmlConfComputeGetKeyRotationThresholdInfo_t *pKeyRotationThrInfo)
 {
     NVML_ENTER(nvmlSystemGetConfComputeKeyRotationThresholdInfo, (pKeyRotationThrInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetConfComputeKeyRotationThresholdInfo);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetConfComputeKeyRotationThresholdInfo, srv);
     nvml_put_ptr(&c.req, pKeyRotationThrInfo, sizeof *pKeyRotationThrInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pKeyRotationThrInfo, sizeof *pKeyRotationThrInfo);
@@ -4605,8 +5327,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeKeyRotationThresholdInfo(nvmlCo
 NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeSettings(nvmlSystemConfComputeSettings_t *settings)
 {
     NVML_ENTER(nvmlSystemGetConfComputeSettings, (settings));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetConfComputeSettings);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetConfComputeSettings, srv);
     nvml_put_ptr(&c.req, settings, nvml_versioned_size(settings, sizeof *settings));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, settings, nvml_versioned_size(settings, sizeof *settings));
@@ -4617,8 +5340,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeSettings(nvmlSystemConfComputeS
 NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeState(nvmlConfComputeSystemState_t *state)
 {
     NVML_ENTER(nvmlSystemGetConfComputeState, (state));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetConfComputeState);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetConfComputeState, srv);
     nvml_put_ptr(&c.req, state, sizeof *state);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, state, sizeof *state);
@@ -4629,8 +5353,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetConfComputeState(nvmlConfComputeSystemStat
 NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
 {
     NVML_ENTER(nvmlSystemGetCudaDriverVersion, (cudaDriverVersion));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetCudaDriverVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetCudaDriverVersion, srv);
     nvml_put_ptr(&c.req, cudaDriverVersion, sizeof *cudaDriverVersion);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, cudaDriverVersion, sizeof *cudaDriverVersion);
@@ -4641,8 +5366,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
 NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
 {
     NVML_ENTER(nvmlSystemGetCudaDriverVersion_v2, (cudaDriverVersion));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetCudaDriverVersion_v2);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetCudaDriverVersion_v2, srv);
     nvml_put_ptr(&c.req, cudaDriverVersion, sizeof *cudaDriverVersion);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, cudaDriverVersion, sizeof *cudaDriverVersion);
@@ -4653,8 +5379,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersio
 NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t *branchInfo, unsigned int length)
 {
     NVML_ENTER(nvmlSystemGetDriverBranch, (branchInfo, length));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetDriverBranch);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetDriverBranch, srv);
     nvml_put_ptr(&c.req, branchInfo, nvml_versioned_size(branchInfo, sizeof *branchInfo));
     wb_put_raw(&c.req, &length, sizeof length);
     nvmlReturn_t r = nvml_call(&c);
@@ -4666,9 +5393,10 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t 
 NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
     NVML_ENTER(nvmlSystemGetDriverVersion, (version, length));
+    struct server *srv = &servers[0];
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetDriverVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetDriverVersion, srv);
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -4680,9 +5408,10 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int 
 NVML_EXPORT nvmlReturn_t nvmlSystemGetHicVersion(unsigned int *hwbcCount, nvmlHwbcEntry_t *hwbcEntries)
 {
     NVML_ENTER(nvmlSystemGetHicVersion, (hwbcCount, hwbcEntries));
+    struct server *srv = &servers[0];
     size_t n_hwbcEntries = (size_t)((hwbcCount ? (size_t)*hwbcCount : 0)) * sizeof *hwbcEntries;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetHicVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetHicVersion, srv);
     nvml_put_ptr(&c.req, hwbcCount, sizeof *hwbcCount);
     wb_put_u8(&c.req, hwbcEntries != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -4695,9 +5424,10 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetHicVersion(unsigned int *hwbcCount, nvmlHw
 NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
     NVML_ENTER(nvmlSystemGetNVMLVersion, (version, length));
+    struct server *srv = &servers[0];
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetNVMLVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetNVMLVersion, srv);
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
     nvmlReturn_t r = nvml_call(&c);
@@ -4709,8 +5439,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int le
 NVML_EXPORT nvmlReturn_t nvmlSystemGetNvlinkBwMode(unsigned int *nvlinkBwMode)
 {
     NVML_ENTER(nvmlSystemGetNvlinkBwMode, (nvlinkBwMode));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetNvlinkBwMode);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetNvlinkBwMode, srv);
     nvml_put_ptr(&c.req, nvlinkBwMode, sizeof *nvlinkBwMode);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, nvlinkBwMode, sizeof *nvlinkBwMode);
@@ -4721,9 +5452,10 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetNvlinkBwMode(unsigned int *nvlinkBwMode)
 NVML_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
 {
     NVML_ENTER(nvmlSystemGetProcessName, (pid, name, length));
+    struct server *srv = &servers[0];
     size_t n_name = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetProcessName);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetProcessName, srv);
     wb_put_raw(&c.req, &pid, sizeof pid);
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, name != NULL);
@@ -4736,15 +5468,16 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, 
 NVML_EXPORT nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count, nvmlDevice_t *deviceArray)
 {
     NVML_ENTER(nvmlSystemGetTopologyGpuSet, (cpuNumber, count, deviceArray));
+    struct server *srv = &servers[0];
     size_t n_deviceArray = (size_t)((count ? (size_t)*count : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemGetTopologyGpuSet);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemGetTopologyGpuSet, srv);
     wb_put_raw(&c.req, &cpuNumber, sizeof cpuNumber);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, deviceArray != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, count, sizeof *count);
-    nvml_get_handles(&c.out, (void **)deviceArray, n_deviceArray);
+    nvml_get_handles(&c.out, (void **)deviceArray, n_deviceArray, srv);
     rpc_end(&c);
     return nvml_traced("nvmlSystemGetTopologyGpuSet", r);
 }
@@ -4752,11 +5485,13 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, uns
 NVML_EXPORT nvmlReturn_t nvmlSystemRegisterEvents(nvmlSystemRegisterEventRequest_t *request)
 {
     NVML_ENTER(nvmlSystemRegisterEvents, (request));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemRegisterEvents);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemRegisterEvents, srv);
     nvml_put_ptr(&c.req, request, nvml_versioned_size(request, sizeof *request));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, request, nvml_versioned_size(request, sizeof *request));
+    if (r == NVML_SUCCESS) nvml_tag(srv, request ? (void **)&request->set : NULL);
     rpc_end(&c);
     return nvml_traced("nvmlSystemRegisterEvents", r);
 }
@@ -4764,8 +5499,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemRegisterEvents(nvmlSystemRegisterEventRequest
 NVML_EXPORT nvmlReturn_t nvmlSystemSetConfComputeGpusReadyState(unsigned int isAcceptingWork)
 {
     NVML_ENTER(nvmlSystemSetConfComputeGpusReadyState, (isAcceptingWork));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemSetConfComputeGpusReadyState);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemSetConfComputeGpusReadyState, srv);
     wb_put_raw(&c.req, &isAcceptingWork, sizeof isAcceptingWork);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4775,8 +5511,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemSetConfComputeGpusReadyState(unsigned int isA
 NVML_EXPORT nvmlReturn_t nvmlSystemSetConfComputeKeyRotationThresholdInfo(nvmlConfComputeSetKeyRotationThresholdInfo_t *pKeyRotationThrInfo)
 {
     NVML_ENTER(nvmlSystemSetConfComputeKeyRotationThresholdInfo, (pKeyRotationThrInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemSetConfComputeKeyRotationThresholdInfo);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemSetConfComputeKeyRotationThresholdInfo, srv);
     nvml_put_ptr(&c.req, pKeyRotationThrInfo, sizeof *pKeyRotationThrInfo);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pKeyRotationThrInfo, sizeof *pKeyRotationThrInfo);
@@ -4787,8 +5524,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemSetConfComputeKeyRotationThresholdInfo(nvmlCo
 NVML_EXPORT nvmlReturn_t nvmlSystemSetNvlinkBwMode(unsigned int nvlinkBwMode)
 {
     NVML_ENTER(nvmlSystemSetNvlinkBwMode, (nvlinkBwMode));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlSystemSetNvlinkBwMode);
+    rpc_begin_on(&c, NVML_OP_nvmlSystemSetNvlinkBwMode, srv);
     wb_put_raw(&c.req, &nvlinkBwMode, sizeof nvlinkBwMode);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4798,8 +5536,9 @@ NVML_EXPORT nvmlReturn_t nvmlSystemSetNvlinkBwMode(unsigned int nvlinkBwMode)
 NVML_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
 {
     NVML_ENTER(nvmlUnitGetCount, (unitCount));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetCount);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetCount, srv);
     nvml_put_ptr(&c.req, unitCount, sizeof *unitCount);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, unitCount, sizeof *unitCount);
@@ -4810,15 +5549,17 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
 NVML_EXPORT nvmlReturn_t nvmlUnitGetDevices(nvmlUnit_t unit, unsigned int *deviceCount, nvmlDevice_t *devices)
 {
     NVML_ENTER(nvmlUnitGetDevices, (unit, deviceCount, devices));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetDevices", NVML_ERROR_INVALID_ARGUMENT);
     size_t n_devices = (size_t)((deviceCount ? (size_t)*deviceCount : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetDevices);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetDevices, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     nvml_put_ptr(&c.req, deviceCount, sizeof *deviceCount);
     wb_put_u8(&c.req, devices != NULL);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, deviceCount, sizeof *deviceCount);
-    nvml_get_handles(&c.out, (void **)devices, n_devices);
+    nvml_get_handles(&c.out, (void **)devices, n_devices, srv);
     rpc_end(&c);
     return nvml_traced("nvmlUnitGetDevices", r);
 }
@@ -4826,9 +5567,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetDevices(nvmlUnit_t unit, unsigned int *devic
 NVML_EXPORT nvmlReturn_t nvmlUnitGetFanSpeedInfo(nvmlUnit_t unit, nvmlUnitFanSpeeds_t *fanSpeeds)
 {
     NVML_ENTER(nvmlUnitGetFanSpeedInfo, (unit, fanSpeeds));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetFanSpeedInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetFanSpeedInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetFanSpeedInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     nvml_put_ptr(&c.req, fanSpeeds, sizeof *fanSpeeds);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, fanSpeeds, sizeof *fanSpeeds);
@@ -4839,12 +5582,13 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetFanSpeedInfo(nvmlUnit_t unit, nvmlUnitFanSpe
 NVML_EXPORT nvmlReturn_t nvmlUnitGetHandleByIndex(unsigned int index, nvmlUnit_t *unit)
 {
     NVML_ENTER(nvmlUnitGetHandleByIndex, (index, unit));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetHandleByIndex);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetHandleByIndex, srv);
     wb_put_raw(&c.req, &index, sizeof index);
     wb_put_u8(&c.req, unit != NULL);
     nvmlReturn_t r = nvml_call(&c);
-    nvml_get_handle(&c.out, (void **)unit);
+    nvml_get_handle(&c.out, (void **)unit, srv);
     rpc_end(&c);
     return nvml_traced("nvmlUnitGetHandleByIndex", r);
 }
@@ -4852,9 +5596,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetHandleByIndex(unsigned int index, nvmlUnit_t
 NVML_EXPORT nvmlReturn_t nvmlUnitGetLedState(nvmlUnit_t unit, nvmlLedState_t *state)
 {
     NVML_ENTER(nvmlUnitGetLedState, (unit, state));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetLedState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetLedState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetLedState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     nvml_put_ptr(&c.req, state, sizeof *state);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, state, sizeof *state);
@@ -4865,9 +5611,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetLedState(nvmlUnit_t unit, nvmlLedState_t *st
 NVML_EXPORT nvmlReturn_t nvmlUnitGetPsuInfo(nvmlUnit_t unit, nvmlPSUInfo_t *psu)
 {
     NVML_ENTER(nvmlUnitGetPsuInfo, (unit, psu));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetPsuInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetPsuInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetPsuInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     nvml_put_ptr(&c.req, psu, sizeof *psu);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, psu, sizeof *psu);
@@ -4878,9 +5626,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetPsuInfo(nvmlUnit_t unit, nvmlPSUInfo_t *psu)
 NVML_EXPORT nvmlReturn_t nvmlUnitGetTemperature(nvmlUnit_t unit, unsigned int type, unsigned int *temp)
 {
     NVML_ENTER(nvmlUnitGetTemperature, (unit, type, temp));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetTemperature", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetTemperature);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetTemperature, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     wb_put_raw(&c.req, &type, sizeof type);
     nvml_put_ptr(&c.req, temp, sizeof *temp);
     nvmlReturn_t r = nvml_call(&c);
@@ -4892,9 +5642,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetTemperature(nvmlUnit_t unit, unsigned int ty
 NVML_EXPORT nvmlReturn_t nvmlUnitGetUnitInfo(nvmlUnit_t unit, nvmlUnitInfo_t *info)
 {
     NVML_ENTER(nvmlUnitGetUnitInfo, (unit, info));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitGetUnitInfo", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitGetUnitInfo);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitGetUnitInfo, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     nvml_put_ptr(&c.req, info, sizeof *info);
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, info, sizeof *info);
@@ -4905,9 +5657,11 @@ NVML_EXPORT nvmlReturn_t nvmlUnitGetUnitInfo(nvmlUnit_t unit, nvmlUnitInfo_t *in
 NVML_EXPORT nvmlReturn_t nvmlUnitSetLedState(nvmlUnit_t unit, nvmlLedColor_t color)
 {
     NVML_ENTER(nvmlUnitSetLedState, (unit, color));
+    struct server *srv = nvml_server_of(unit);
+    if (srv == NULL) return nvml_traced("nvmlUnitSetLedState", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlUnitSetLedState);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)unit);
+    rpc_begin_on(&c, NVML_OP_nvmlUnitSetLedState, srv);
+    wb_put_u64(&c.req, nvml_wire_id(unit));
     wb_put_raw(&c.req, &color, sizeof color);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4917,8 +5671,9 @@ NVML_EXPORT nvmlReturn_t nvmlUnitSetLedState(nvmlUnit_t unit, nvmlLedColor_t col
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceClearAccountingPids(nvmlVgpuInstance_t vgpuInstance)
 {
     NVML_ENTER(nvmlVgpuInstanceClearAccountingPids, (vgpuInstance));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceClearAccountingPids);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceClearAccountingPids, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvmlReturn_t r = nvml_call(&c);
     rpc_end(&c);
@@ -4928,8 +5683,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceClearAccountingPids(nvmlVgpuInstance_t 
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingMode(nvmlVgpuInstance_t vgpuInstance, nvmlEnableState_t *mode)
 {
     NVML_ENTER(nvmlVgpuInstanceGetAccountingMode, (vgpuInstance, mode));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetAccountingMode);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetAccountingMode, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, mode, sizeof *mode);
     nvmlReturn_t r = nvml_call(&c);
@@ -4941,9 +5697,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingMode(nvmlVgpuInstance_t vg
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingPids(nvmlVgpuInstance_t vgpuInstance, unsigned int *count, unsigned int *pids)
 {
     NVML_ENTER(nvmlVgpuInstanceGetAccountingPids, (vgpuInstance, count, pids));
+    struct server *srv = &servers[0];
     size_t n_pids = (size_t)((count ? (size_t)*count : 0)) * sizeof *pids;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetAccountingPids);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetAccountingPids, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, count, sizeof *count);
     wb_put_u8(&c.req, pids != NULL);
@@ -4957,8 +5714,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingPids(nvmlVgpuInstance_t vg
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingStats(nvmlVgpuInstance_t vgpuInstance, unsigned int pid, nvmlAccountingStats_t *stats)
 {
     NVML_ENTER(nvmlVgpuInstanceGetAccountingStats, (vgpuInstance, pid, stats));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetAccountingStats);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetAccountingStats, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &pid, sizeof pid);
     nvml_put_ptr(&c.req, stats, sizeof *stats);
@@ -4971,8 +5729,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetAccountingStats(nvmlVgpuInstance_t v
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEccMode(nvmlVgpuInstance_t vgpuInstance, nvmlEnableState_t *eccMode)
 {
     NVML_ENTER(nvmlVgpuInstanceGetEccMode, (vgpuInstance, eccMode));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetEccMode);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetEccMode, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, eccMode, sizeof *eccMode);
     nvmlReturn_t r = nvml_call(&c);
@@ -4984,8 +5743,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEccMode(nvmlVgpuInstance_t vgpuInsta
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderCapacity(nvmlVgpuInstance_t vgpuInstance, unsigned int *encoderCapacity)
 {
     NVML_ENTER(nvmlVgpuInstanceGetEncoderCapacity, (vgpuInstance, encoderCapacity));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetEncoderCapacity);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetEncoderCapacity, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, encoderCapacity, sizeof *encoderCapacity);
     nvmlReturn_t r = nvml_call(&c);
@@ -4997,9 +5757,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderCapacity(nvmlVgpuInstance_t v
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderSessions(nvmlVgpuInstance_t vgpuInstance, unsigned int *sessionCount, nvmlEncoderSessionInfo_t *sessionInfo)
 {
     NVML_ENTER(nvmlVgpuInstanceGetEncoderSessions, (vgpuInstance, sessionCount, sessionInfo));
+    struct server *srv = &servers[0];
     size_t n_sessionInfo = (size_t)((sessionCount ? (size_t)*sessionCount : 0)) * sizeof *sessionInfo;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetEncoderSessions);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetEncoderSessions, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     wb_put_u8(&c.req, sessionInfo != NULL);
@@ -5013,8 +5774,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderSessions(nvmlVgpuInstance_t v
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderStats(nvmlVgpuInstance_t vgpuInstance, unsigned int *sessionCount, unsigned int *averageFps, unsigned int *averageLatency)
 {
     NVML_ENTER(nvmlVgpuInstanceGetEncoderStats, (vgpuInstance, sessionCount, averageFps, averageLatency));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetEncoderStats);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetEncoderStats, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     nvml_put_ptr(&c.req, averageFps, sizeof *averageFps);
@@ -5030,9 +5792,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetEncoderStats(nvmlVgpuInstance_t vgpu
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFBCSessions(nvmlVgpuInstance_t vgpuInstance, unsigned int *sessionCount, nvmlFBCSessionInfo_t *sessionInfo)
 {
     NVML_ENTER(nvmlVgpuInstanceGetFBCSessions, (vgpuInstance, sessionCount, sessionInfo));
+    struct server *srv = &servers[0];
     size_t n_sessionInfo = (size_t)((sessionCount ? (size_t)*sessionCount : 0)) * sizeof *sessionInfo;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetFBCSessions);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetFBCSessions, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, sessionCount, sizeof *sessionCount);
     wb_put_u8(&c.req, sessionInfo != NULL);
@@ -5046,8 +5809,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFBCSessions(nvmlVgpuInstance_t vgpuI
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFBCStats(nvmlVgpuInstance_t vgpuInstance, nvmlFBCStats_t *fbcStats)
 {
     NVML_ENTER(nvmlVgpuInstanceGetFBCStats, (vgpuInstance, fbcStats));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetFBCStats);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetFBCStats, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, fbcStats, sizeof *fbcStats);
     nvmlReturn_t r = nvml_call(&c);
@@ -5059,8 +5823,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFBCStats(nvmlVgpuInstance_t vgpuInst
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFbUsage(nvmlVgpuInstance_t vgpuInstance, unsigned long long *fbUsage)
 {
     NVML_ENTER(nvmlVgpuInstanceGetFbUsage, (vgpuInstance, fbUsage));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetFbUsage);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetFbUsage, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, fbUsage, sizeof *fbUsage);
     nvmlReturn_t r = nvml_call(&c);
@@ -5072,8 +5837,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFbUsage(nvmlVgpuInstance_t vgpuInsta
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFrameRateLimit(nvmlVgpuInstance_t vgpuInstance, unsigned int *frameRateLimit)
 {
     NVML_ENTER(nvmlVgpuInstanceGetFrameRateLimit, (vgpuInstance, frameRateLimit));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetFrameRateLimit);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetFrameRateLimit, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, frameRateLimit, sizeof *frameRateLimit);
     nvmlReturn_t r = nvml_call(&c);
@@ -5085,8 +5851,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetFrameRateLimit(nvmlVgpuInstance_t vg
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetGpuInstanceId(nvmlVgpuInstance_t vgpuInstance, unsigned int *gpuInstanceId)
 {
     NVML_ENTER(nvmlVgpuInstanceGetGpuInstanceId, (vgpuInstance, gpuInstanceId));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetGpuInstanceId);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetGpuInstanceId, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, gpuInstanceId, sizeof *gpuInstanceId);
     nvmlReturn_t r = nvml_call(&c);
@@ -5098,9 +5865,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetGpuInstanceId(nvmlVgpuInstance_t vgp
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetGpuPciId(nvmlVgpuInstance_t vgpuInstance, char *vgpuPciId, unsigned int *length)
 {
     NVML_ENTER(nvmlVgpuInstanceGetGpuPciId, (vgpuInstance, vgpuPciId, length));
+    struct server *srv = &servers[0];
     size_t n_vgpuPciId = nvml_str_cap((size_t)((length ? (size_t)*length : 0)));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetGpuPciId);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetGpuPciId, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, length, sizeof *length);
     wb_put_u8(&c.req, vgpuPciId != NULL);
@@ -5114,8 +5882,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetGpuPciId(nvmlVgpuInstance_t vgpuInst
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuLicenseInfo_t *licenseInfo)
 {
     NVML_ENTER(nvmlVgpuInstanceGetLicenseInfo, (vgpuInstance, licenseInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetLicenseInfo);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetLicenseInfo, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, licenseInfo, sizeof *licenseInfo);
     nvmlReturn_t r = nvml_call(&c);
@@ -5127,8 +5896,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo(nvmlVgpuInstance_t vgpuI
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo_v2(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuLicenseInfo_t *licenseInfo)
 {
     NVML_ENTER(nvmlVgpuInstanceGetLicenseInfo_v2, (vgpuInstance, licenseInfo));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetLicenseInfo_v2);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetLicenseInfo_v2, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, licenseInfo, sizeof *licenseInfo);
     nvmlReturn_t r = nvml_call(&c);
@@ -5140,8 +5910,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo_v2(nvmlVgpuInstance_t vg
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseStatus(nvmlVgpuInstance_t vgpuInstance, unsigned int *licensed)
 {
     NVML_ENTER(nvmlVgpuInstanceGetLicenseStatus, (vgpuInstance, licensed));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetLicenseStatus);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetLicenseStatus, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, licensed, sizeof *licensed);
     nvmlReturn_t r = nvml_call(&c);
@@ -5153,9 +5924,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetLicenseStatus(nvmlVgpuInstance_t vgp
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetMdevUUID(nvmlVgpuInstance_t vgpuInstance, char *mdevUuid, unsigned int size)
 {
     NVML_ENTER(nvmlVgpuInstanceGetMdevUUID, (vgpuInstance, mdevUuid, size));
+    struct server *srv = &servers[0];
     size_t n_mdevUuid = nvml_str_cap((size_t)(size));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetMdevUUID);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetMdevUUID, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &size, sizeof size);
     wb_put_u8(&c.req, mdevUuid != NULL);
@@ -5168,9 +5940,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetMdevUUID(nvmlVgpuInstance_t vgpuInst
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetMetadata(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuMetadata_t *vgpuMetadata, unsigned int *bufferSize)
 {
     NVML_ENTER(nvmlVgpuInstanceGetMetadata, (vgpuInstance, vgpuMetadata, bufferSize));
+    struct server *srv = &servers[0];
     size_t n_vgpuMetadata = (size_t)((bufferSize ? (size_t)*bufferSize : 0));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetMetadata);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetMetadata, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, bufferSize, sizeof *bufferSize);
     wb_put_u8(&c.req, vgpuMetadata != NULL);
@@ -5184,8 +5957,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetMetadata(nvmlVgpuInstance_t vgpuInst
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetPlacementId(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuPlacementId_t *pPlacement)
 {
     NVML_ENTER(nvmlVgpuInstanceGetPlacementId, (vgpuInstance, pPlacement));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetPlacementId);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetPlacementId, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, pPlacement, nvml_versioned_size(pPlacement, sizeof *pPlacement));
     nvmlReturn_t r = nvml_call(&c);
@@ -5197,8 +5971,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetPlacementId(nvmlVgpuInstance_t vgpuI
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetRuntimeStateSize(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuRuntimeState_t *pState)
 {
     NVML_ENTER(nvmlVgpuInstanceGetRuntimeStateSize, (vgpuInstance, pState));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetRuntimeStateSize);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetRuntimeStateSize, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, pState, nvml_versioned_size(pState, sizeof *pState));
     nvmlReturn_t r = nvml_call(&c);
@@ -5210,8 +5985,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetRuntimeStateSize(nvmlVgpuInstance_t 
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetType(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuTypeId_t *vgpuTypeId)
 {
     NVML_ENTER(nvmlVgpuInstanceGetType, (vgpuInstance, vgpuTypeId));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetType);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetType, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     nvml_put_ptr(&c.req, vgpuTypeId, sizeof *vgpuTypeId);
     nvmlReturn_t r = nvml_call(&c);
@@ -5223,9 +5999,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetType(nvmlVgpuInstance_t vgpuInstance
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetUUID(nvmlVgpuInstance_t vgpuInstance, char *uuid, unsigned int size)
 {
     NVML_ENTER(nvmlVgpuInstanceGetUUID, (vgpuInstance, uuid, size));
+    struct server *srv = &servers[0];
     size_t n_uuid = nvml_str_cap((size_t)(size));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetUUID);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetUUID, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &size, sizeof size);
     wb_put_u8(&c.req, uuid != NULL);
@@ -5238,9 +6015,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetUUID(nvmlVgpuInstance_t vgpuInstance
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetVmDriverVersion(nvmlVgpuInstance_t vgpuInstance, char *version, unsigned int length)
 {
     NVML_ENTER(nvmlVgpuInstanceGetVmDriverVersion, (vgpuInstance, version, length));
+    struct server *srv = &servers[0];
     size_t n_version = nvml_str_cap((size_t)(length));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetVmDriverVersion);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetVmDriverVersion, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &length, sizeof length);
     wb_put_u8(&c.req, version != NULL);
@@ -5253,9 +6031,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetVmDriverVersion(nvmlVgpuInstance_t v
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetVmID(nvmlVgpuInstance_t vgpuInstance, char *vmId, unsigned int size, nvmlVgpuVmIdType_t *vmIdType)
 {
     NVML_ENTER(nvmlVgpuInstanceGetVmID, (vgpuInstance, vmId, size, vmIdType));
+    struct server *srv = &servers[0];
     size_t n_vmId = nvml_str_cap((size_t)(size));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceGetVmID);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceGetVmID, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &size, sizeof size);
     nvml_put_ptr(&c.req, vmIdType, sizeof *vmIdType);
@@ -5270,8 +6049,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceGetVmID(nvmlVgpuInstance_t vgpuInstance
 NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceSetEncoderCapacity(nvmlVgpuInstance_t vgpuInstance, unsigned int encoderCapacity)
 {
     NVML_ENTER(nvmlVgpuInstanceSetEncoderCapacity, (vgpuInstance, encoderCapacity));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuInstanceSetEncoderCapacity);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuInstanceSetEncoderCapacity, srv);
     wb_put_raw(&c.req, &vgpuInstance, sizeof vgpuInstance);
     wb_put_raw(&c.req, &encoderCapacity, sizeof encoderCapacity);
     nvmlReturn_t r = nvml_call(&c);
@@ -5282,8 +6062,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuInstanceSetEncoderCapacity(nvmlVgpuInstance_t v
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetBAR1Info(nvmlVgpuTypeId_t vgpuTypeId, nvmlVgpuTypeBar1Info_t *bar1Info)
 {
     NVML_ENTER(nvmlVgpuTypeGetBAR1Info, (vgpuTypeId, bar1Info));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetBAR1Info);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetBAR1Info, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, bar1Info, nvml_versioned_size(bar1Info, sizeof *bar1Info));
     nvmlReturn_t r = nvml_call(&c);
@@ -5295,8 +6076,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetBAR1Info(nvmlVgpuTypeId_t vgpuTypeId, nv
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetCapabilities(nvmlVgpuTypeId_t vgpuTypeId, nvmlVgpuCapability_t capability, unsigned int *capResult)
 {
     NVML_ENTER(nvmlVgpuTypeGetCapabilities, (vgpuTypeId, capability, capResult));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetCapabilities);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetCapabilities, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     wb_put_raw(&c.req, &capability, sizeof capability);
     nvml_put_ptr(&c.req, capResult, sizeof *capResult);
@@ -5309,9 +6091,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetCapabilities(nvmlVgpuTypeId_t vgpuTypeId
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetClass(nvmlVgpuTypeId_t vgpuTypeId, char *vgpuTypeClass, unsigned int *size)
 {
     NVML_ENTER(nvmlVgpuTypeGetClass, (vgpuTypeId, vgpuTypeClass, size));
+    struct server *srv = &servers[0];
     size_t n_vgpuTypeClass = nvml_str_cap((size_t)((size ? (size_t)*size : 0)));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetClass);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetClass, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, size, sizeof *size);
     wb_put_u8(&c.req, vgpuTypeClass != NULL);
@@ -5325,8 +6108,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetClass(nvmlVgpuTypeId_t vgpuTypeId, char 
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetDeviceID(nvmlVgpuTypeId_t vgpuTypeId, unsigned long long *deviceID, unsigned long long *subsystemID)
 {
     NVML_ENTER(nvmlVgpuTypeGetDeviceID, (vgpuTypeId, deviceID, subsystemID));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetDeviceID);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetDeviceID, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, deviceID, sizeof *deviceID);
     nvml_put_ptr(&c.req, subsystemID, sizeof *subsystemID);
@@ -5340,8 +6124,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetDeviceID(nvmlVgpuTypeId_t vgpuTypeId, un
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFbReservation(nvmlVgpuTypeId_t vgpuTypeId, unsigned long long *fbReservation)
 {
     NVML_ENTER(nvmlVgpuTypeGetFbReservation, (vgpuTypeId, fbReservation));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetFbReservation);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetFbReservation, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, fbReservation, sizeof *fbReservation);
     nvmlReturn_t r = nvml_call(&c);
@@ -5353,8 +6138,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFbReservation(nvmlVgpuTypeId_t vgpuTypeI
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFrameRateLimit(nvmlVgpuTypeId_t vgpuTypeId, unsigned int *frameRateLimit)
 {
     NVML_ENTER(nvmlVgpuTypeGetFrameRateLimit, (vgpuTypeId, frameRateLimit));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetFrameRateLimit);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetFrameRateLimit, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, frameRateLimit, sizeof *frameRateLimit);
     nvmlReturn_t r = nvml_call(&c);
@@ -5366,8 +6152,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFrameRateLimit(nvmlVgpuTypeId_t vgpuType
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFramebufferSize(nvmlVgpuTypeId_t vgpuTypeId, unsigned long long *fbSize)
 {
     NVML_ENTER(nvmlVgpuTypeGetFramebufferSize, (vgpuTypeId, fbSize));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetFramebufferSize);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetFramebufferSize, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, fbSize, sizeof *fbSize);
     nvmlReturn_t r = nvml_call(&c);
@@ -5379,8 +6166,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetFramebufferSize(nvmlVgpuTypeId_t vgpuTyp
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetGpuInstanceProfileId(nvmlVgpuTypeId_t vgpuTypeId, unsigned int *gpuInstanceProfileId)
 {
     NVML_ENTER(nvmlVgpuTypeGetGpuInstanceProfileId, (vgpuTypeId, gpuInstanceProfileId));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetGpuInstanceProfileId);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetGpuInstanceProfileId, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, gpuInstanceProfileId, sizeof *gpuInstanceProfileId);
     nvmlReturn_t r = nvml_call(&c);
@@ -5392,8 +6180,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetGpuInstanceProfileId(nvmlVgpuTypeId_t vg
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetGspHeapSize(nvmlVgpuTypeId_t vgpuTypeId, unsigned long long *gspHeapSize)
 {
     NVML_ENTER(nvmlVgpuTypeGetGspHeapSize, (vgpuTypeId, gspHeapSize));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetGspHeapSize);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetGspHeapSize, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, gspHeapSize, sizeof *gspHeapSize);
     nvmlReturn_t r = nvml_call(&c);
@@ -5405,9 +6194,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetGspHeapSize(nvmlVgpuTypeId_t vgpuTypeId,
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetLicense(nvmlVgpuTypeId_t vgpuTypeId, char *vgpuTypeLicenseString, unsigned int size)
 {
     NVML_ENTER(nvmlVgpuTypeGetLicense, (vgpuTypeId, vgpuTypeLicenseString, size));
+    struct server *srv = &servers[0];
     size_t n_vgpuTypeLicenseString = nvml_str_cap((size_t)(size));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetLicense);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetLicense, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     wb_put_raw(&c.req, &size, sizeof size);
     wb_put_u8(&c.req, vgpuTypeLicenseString != NULL);
@@ -5420,9 +6210,11 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetLicense(nvmlVgpuTypeId_t vgpuTypeId, cha
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstances(nvmlDevice_t device, nvmlVgpuTypeId_t vgpuTypeId, unsigned int *vgpuInstanceCount)
 {
     NVML_ENTER(nvmlVgpuTypeGetMaxInstances, (device, vgpuTypeId, vgpuInstanceCount));
+    struct server *srv = nvml_server_of(device);
+    if (srv == NULL) return nvml_traced("nvmlVgpuTypeGetMaxInstances", NVML_ERROR_INVALID_ARGUMENT);
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetMaxInstances);
-    wb_put_u64(&c.req, (uint64_t)(uintptr_t)device);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetMaxInstances, srv);
+    wb_put_u64(&c.req, nvml_wire_id(device));
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, vgpuInstanceCount, sizeof *vgpuInstanceCount);
     nvmlReturn_t r = nvml_call(&c);
@@ -5434,8 +6226,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstances(nvmlDevice_t device, nvmlVg
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstancesPerGpuInstance(nvmlVgpuTypeMaxInstance_t *pMaxInstance)
 {
     NVML_ENTER(nvmlVgpuTypeGetMaxInstancesPerGpuInstance, (pMaxInstance));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetMaxInstancesPerGpuInstance);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetMaxInstancesPerGpuInstance, srv);
     nvml_put_ptr(&c.req, pMaxInstance, nvml_versioned_size(pMaxInstance, sizeof *pMaxInstance));
     nvmlReturn_t r = nvml_call(&c);
     nvml_get_ptr(&c.out, pMaxInstance, nvml_versioned_size(pMaxInstance, sizeof *pMaxInstance));
@@ -5446,8 +6239,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstancesPerGpuInstance(nvmlVgpuTypeM
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstancesPerVm(nvmlVgpuTypeId_t vgpuTypeId, unsigned int *vgpuInstanceCountPerVm)
 {
     NVML_ENTER(nvmlVgpuTypeGetMaxInstancesPerVm, (vgpuTypeId, vgpuInstanceCountPerVm));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetMaxInstancesPerVm);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetMaxInstancesPerVm, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, vgpuInstanceCountPerVm, sizeof *vgpuInstanceCountPerVm);
     nvmlReturn_t r = nvml_call(&c);
@@ -5459,9 +6253,10 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetMaxInstancesPerVm(nvmlVgpuTypeId_t vgpuT
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetName(nvmlVgpuTypeId_t vgpuTypeId, char *vgpuTypeName, unsigned int *size)
 {
     NVML_ENTER(nvmlVgpuTypeGetName, (vgpuTypeId, vgpuTypeName, size));
+    struct server *srv = &servers[0];
     size_t n_vgpuTypeName = nvml_str_cap((size_t)((size ? (size_t)*size : 0)));
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetName);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetName, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, size, sizeof *size);
     wb_put_u8(&c.req, vgpuTypeName != NULL);
@@ -5475,8 +6270,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetName(nvmlVgpuTypeId_t vgpuTypeId, char *
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetNumDisplayHeads(nvmlVgpuTypeId_t vgpuTypeId, unsigned int *numDisplayHeads)
 {
     NVML_ENTER(nvmlVgpuTypeGetNumDisplayHeads, (vgpuTypeId, numDisplayHeads));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetNumDisplayHeads);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetNumDisplayHeads, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     nvml_put_ptr(&c.req, numDisplayHeads, sizeof *numDisplayHeads);
     nvmlReturn_t r = nvml_call(&c);
@@ -5488,8 +6284,9 @@ NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetNumDisplayHeads(nvmlVgpuTypeId_t vgpuTyp
 NVML_EXPORT nvmlReturn_t nvmlVgpuTypeGetResolution(nvmlVgpuTypeId_t vgpuTypeId, unsigned int displayIndex, unsigned int *xdim, unsigned int *ydim)
 {
     NVML_ENTER(nvmlVgpuTypeGetResolution, (vgpuTypeId, displayIndex, xdim, ydim));
+    struct server *srv = &servers[0];
     rpc_call c;
-    rpc_begin(&c, NVML_OP_nvmlVgpuTypeGetResolution);
+    rpc_begin_on(&c, NVML_OP_nvmlVgpuTypeGetResolution, srv);
     wb_put_raw(&c.req, &vgpuTypeId, sizeof vgpuTypeId);
     wb_put_raw(&c.req, &displayIndex, sizeof displayIndex);
     nvml_put_ptr(&c.req, xdim, sizeof *xdim);

@@ -43,11 +43,18 @@ static int unknown_logged[NVML_XT_SLOTS];
 
 /* ---- REMOTE: the forwarded slots ---------------------------------------- */
 
+/* Device `index` of the client's list: with several servers, asked of
+ * its server under that server's index. */
 static nvmlReturn_t bus_id(unsigned index, char *buf, unsigned len)
 {
     if (buf == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    struct server *srv = &servers[0];
+    if (servers_used > 1) {
+        nvmlReturn_t r = nvml_device_on_server(index, &srv, &index);
+        if (r != NVML_SUCCESS) return r;
+    }
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_bus_id);
+    rpc_begin_on(&c, NVML_OP_scuda_nvml_xt_bus_id, srv);
     wb_put_u32(&c.req, index);
     wb_put_u32(&c.req, len);
     nvmlReturn_t r = nvml_call(&c);
@@ -58,13 +65,14 @@ static nvmlReturn_t bus_id(unsigned index, char *buf, unsigned len)
 
 static nvmlReturn_t process_list(unsigned slot, uintptr_t dev, unsigned *count, void *entries, uintptr_t flags)
 {
-    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    struct server *srv = nvml_server_of((const void *)dev);
+    if (count == NULL || srv == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned cap = entries ? *count : 0;
     if (cap > NVML_XT_MAX_PROCS) cap = NVML_XT_MAX_PROCS;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_processes);
+    rpc_begin_on(&c, NVML_OP_scuda_nvml_xt_processes, srv);
     wb_put_u32(&c.req, slot);
-    wb_put_u64(&c.req, dev);
+    wb_put_u64(&c.req, nvml_wire_id((const void *)dev));
     wb_put_u32(&c.req, cap);
     wb_put_u8(&c.req, entries != NULL);
     wb_put_u64(&c.req, flags);
@@ -92,10 +100,12 @@ static nvmlReturn_t device_call(unsigned slot, const uintptr_t *a)
 {
     unsigned char snap[NVML_XT_ARGS][NVML_XT_SNAPSHOT];
     size_t len[NVML_XT_ARGS] = {0};
+    struct server *srv = nvml_server_of((const void *)a[0]);
+    if (srv == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_device_call);
+    rpc_begin_on(&c, NVML_OP_scuda_nvml_xt_device_call, srv);
     wb_put_u32(&c.req, slot);
-    wb_put_u64(&c.req, a[0]); /* the device's id; the session checks it */
+    wb_put_u64(&c.req, nvml_wire_id((const void *)a[0])); /* the device's id; the session checks it */
     for (int i = 1; i < NVML_XT_ARGS; i++) {
         len[i] = snapshot(a[i], snap[i], sizeof snap[i]);
         wb_put_u32(&c.req, (uint32_t)len[i]);
@@ -209,15 +219,27 @@ static const uintptr_t trampolines[NVML_XT_SLOTS] = {ALL(ADDR8)};
 
 /* ---- the export ------------------------------------------------------------------ */
 
-static nvmlReturn_t open_remote(const void *uuid, uint64_t *size)
+static nvmlReturn_t open_on(struct server *srv, const void *uuid, uint64_t *size)
 {
     rpc_call c;
-    rpc_begin(&c, NVML_OP_scuda_nvml_xt_open);
+    rpc_begin_on(&c, NVML_OP_scuda_nvml_xt_open, srv);
     wb_put_raw(&c.req, uuid, 16);
     nvmlReturn_t r = nvml_call(&c);
     *size = wr_u64(&c.out);
     if (c.out.bad && r == NVML_SUCCESS) r = NVML_ERROR_UNKNOWN;
     rpc_end(&c);
+    return r;
+}
+
+/* Opened in every server's session (the slots of a device go to its
+ * server); the size is the first server's. */
+static nvmlReturn_t open_remote(const void *uuid, uint64_t *size)
+{
+    nvmlReturn_t r = open_on(&servers[0], uuid, size);
+    for (int k = 1; k < servers_used && r == NVML_SUCCESS; k++) {
+        uint64_t other;
+        r = open_on(&servers[k], uuid, &other);
+    }
     return r;
 }
 

@@ -50,7 +50,7 @@ static void devices(nvmlDevice_t *dev)
 
     char name[96], uuid[96];
     NV(nvmlDeviceGetName(*dev, name, sizeof name));
-    CHECK(strcmp(name, "SCUDA Stand-in GPU") == 0, "name '%s'", name);
+    CHECK(strcmp(name, "SCUDA CPU stand-in") == 0, "name '%s'", name);
     NV(nvmlDeviceGetUUID(*dev, uuid, sizeof uuid));
     CHECK(strcmp(uuid, SERVED_UUID) == 0, "uuid '%s'", uuid);
     char tiny[4] = "xyz";

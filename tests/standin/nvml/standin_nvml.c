@@ -2,10 +2,17 @@
  * (docs/architecture.md, 6 Tests).
  *
  * The session loads it through SCUDA_NVML_PATH (the NVML e2e tests), or the
- * shim through SCUDA_REAL_NVML (passthrough). Two fake GPUs, in this order:
+ * shim through SCUDA_REAL_NVML (passthrough). Fake GPUs, in this order:
  *   0  "SCUDA Stand-in Hidden GPU": a UUID no CUDA stand-in device has, so
  *      a session must not show it (it serves the GPUs its CUDA driver has)
- *   1  "SCUDA Stand-in GPU": the UUID of the CUDA stand-in's device 0
+ *   1  "SCUDA CPU stand-in" (the CUDA stand-in's name too): the UUID of the
+ *      CUDA stand-in's device 0
+ *   2.. with STANDIN_DEVICES=N (as the CUDA stand-in reads it), the UUIDs
+ *      of its devices 1..N-1, so one machine of several GPUs is modelled
+ *      the same way by both stand-ins
+ * STANDIN_UUID_TAG=T puts T in every UUID (as the CUDA stand-in does) and
+ * adds T MiB to each GPU's used memory, so a test can tell which server's
+ * NVML answered.
  * It implements a few calls of each shape the generator emits (strings,
  * versioned structs, count+array, in-out arrays, struct+array, handles in
  * structs, handle arrays, events) and nvidia-smi's private table, with
@@ -21,7 +28,7 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
-#define NDEV 2
+#define MAX_NDEV 9 /* the hidden GPU and 8 */
 #define MIB (1024ull * 1024ull)
 
 struct nvmlDevice_st {
@@ -36,14 +43,15 @@ struct nvmlEventSet_st {
     unsigned long long types;
 };
 
-static struct nvmlDevice_st devs[NDEV] = {
+static struct nvmlDevice_st devs[MAX_NDEV] = {
     {"SCUDA Stand-in Hidden GPU", "GPU-00000000-0000-0000-0000-0000000000ff", 0, 0},
-    {"SCUDA Stand-in GPU", "GPU-53435544-412d-5354-414e-44494e000000", 64 * MIB, 0},
+    {"SCUDA CPU stand-in", "GPU-53435544-412d-5354-414e-44494e000000", 64 * MIB, 0},
 };
+static unsigned ndev = 2; /* 1 + STANDIN_DEVICES, set at nvmlInit */
 static int init_count;
 static struct nvmlEventSet_st sets[4];
 
-static int valid(nvmlDevice_t d) { return d >= &devs[0] && d < &devs[NDEV]; }
+static int valid(nvmlDevice_t d) { return d >= &devs[0] && d < &devs[ndev]; }
 
 static nvmlReturn_t copy_str(char *dst, unsigned len, const char *s)
 {
@@ -65,12 +73,23 @@ static nvmlReturn_t copy_str(char *dst, unsigned len, const char *s)
 
 /* ---- init, errors, system ------------------------------------------------- */
 
-/* STANDIN_UUID_TAG=N (0..255) goes in byte 14 of every UUID, as the CUDA
- * stand-in does, so the device that shares the CUDA stand-in's UUID still
- * does when several stand-in servers are told apart by their tags. In the
- * text form, byte 14 is the two hex digits 8 from the end. */
-static void apply_uuid_tag(void)
+/* STANDIN_DEVICES=N: the GPUs after the hidden one, with the CUDA
+ * stand-in's physical index in byte 15 of the UUID (the last two hex
+ * digits). STANDIN_UUID_TAG=N (0..255) goes in byte 14 of every UUID, as
+ * the CUDA stand-in does, so the devices that share the CUDA stand-in's
+ * UUIDs still do when several stand-in servers are told apart by their
+ * tags. In the text form, byte 14 is the two hex digits 4 from the end. */
+static void configure_devices(void)
 {
+    const char *nd = getenv("STANDIN_DEVICES");
+    long want = nd && *nd ? strtol(nd, NULL, 10) : 1;
+    ndev = want >= 1 && want < MAX_NDEV ? (unsigned)want + 1 : 2;
+    for (unsigned i = 2; i < ndev; i++) {
+        devs[i] = devs[1];
+        char hex[3];
+        snprintf(hex, sizeof hex, "%02x", (unsigned)(i - 1)); /* byte 15: the CUDA stand-in's physical index */
+        memcpy(devs[i].uuid + strlen(devs[i].uuid) - 2, hex, 2);
+    }
     const char *v = getenv("STANDIN_UUID_TAG");
     char *end = NULL;
     long tag = v && *v ? strtol(v, &end, 10) : 0;
@@ -78,16 +97,17 @@ static void apply_uuid_tag(void)
         fprintf(stderr, "standin nvml: ignoring bad STANDIN_UUID_TAG=%s\n", v);
         tag = 0;
     }
-    for (int i = 0; i < NDEV; i++) {
+    for (unsigned i = 0; i < ndev; i++) {
         char hex[3];
         snprintf(hex, sizeof hex, "%02x", (unsigned)tag);
         memcpy(devs[i].uuid + strlen(devs[i].uuid) - 4, hex, 2);
+        if (i > 0) devs[i].used = (64 + (unsigned long long)tag) * MIB;
     }
 }
 
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
-    if (init_count++ == 0) apply_uuid_tag();
+    if (init_count++ == 0) configure_devices();
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
@@ -144,14 +164,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 {
     NEED_INIT();
     if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = NDEV;
+    *count = ndev;
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
     NEED_INIT();
-    if (index >= NDEV || device == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= ndev || device == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     *device = &devs[index];
     return NVML_SUCCESS;
 }
@@ -160,7 +180,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
 {
     NEED_INIT();
     if (uuid == NULL || device == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < NDEV; i++) {
+    for (unsigned i = 0; i < ndev; i++) {
         if (strcmp(devs[i].uuid, uuid) == 0) {
             *device = &devs[i];
             return NVML_SUCCESS;
@@ -175,6 +195,37 @@ EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
     if (index == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     *index = (unsigned)(device - devs);
     return NVML_SUCCESS;
+}
+
+/* The CUDA stand-in's bus for the same GPU (0x18 + its physical index);
+ * the hidden GPU's is 0x17. */
+static unsigned pci_bus(nvmlDevice_t d) { return 0x17 + (unsigned)(d - devs); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    NEED_DEV(device);
+    if (pci == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->bus = pci_bus(device);
+    pci->pciDeviceId = 0x233010de;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *busId, nvmlDevice_t *device)
+{
+    NEED_INIT();
+    unsigned dom = 0, bus = 0;
+    if (busId == NULL || device == NULL || sscanf(busId, "%x:%x:", &dom, &bus) != 2)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < ndev; i++) {
+        if (pci_bus(&devs[i]) == bus) {
+            *device = &devs[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMig)
@@ -294,10 +345,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGp
     NEED_DEV(device);
     if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned cap = *count, n = 0;
-    *count = NDEV - 1;
+    *count = ndev - 1;
     if (array == NULL) return cap == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
-    if (cap < NDEV - 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    for (int i = 0; i < NDEV; i++)
+    if (cap < ndev - 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    for (unsigned i = 0; i < ndev; i++)
         if (&devs[i] != device) array[n++] = &devs[i];
     return NVML_SUCCESS;
 }
@@ -356,7 +407,7 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 static nvmlReturn_t xt_bus_id(unsigned index, char *buf, unsigned len)
 {
     NEED_INIT();
-    if (index >= NDEV || buf == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= ndev || buf == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     char id[32];
     snprintf(id, sizeof id, "00000000:%02X:00.0", 7 + 8 * index);
     return copy_str(buf, len, id);

@@ -32,8 +32,9 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: scuda ps [--server HOST:PORT]\n"
             "\n"
-            "List the sessions of a server: client address, user, GPU, device memory, age and\n"
-            "bytes moved. HOST:PORT is the server's --metrics address (default %s).\n"
+            "List the sessions of a server: client address, user, GPU, device memory, age,\n"
+            "bytes moved, and the age and size of the last snapshot on a standby (\"-\": none).\n"
+            "HOST:PORT is the server's --metrics address (default %s).\n"
             "\n"
             "The token: SCUDA_ADMIN_TOKEN, else SCUDA_TOKEN or the file SCUDA_TOKEN_FILE names;\n"
             "the server takes the token of user `admin` of its token file (or, with no admin\n"
@@ -84,16 +85,25 @@ static char *read_answer(int fd, char *why, size_t whylen)
     return NULL;
 }
 
+/* Where `key` starts in the object obj (a line that starts at obj + 1),
+ * past the key; NULL when that line has none: a field one session lacks
+ * is never read from the next one's line. */
+static const char *field_at(const char *obj, const char *key)
+{
+    const char *v = strstr(obj, key), *eol = strchr(obj + 1, '\n');
+    return v && (!eol || v < eol) ? v + strlen(key) : NULL;
+}
+
 /* The string field "name":"..." of one object (the line obj), printable
  * characters only, into out. */
 static void field_str(const char *obj, const char *name, char *out, size_t outlen)
 {
     char key[32];
     snprintf(key, sizeof key, "\"%s\":\"", name);
-    const char *v = strstr(obj, key);
+    const char *v = field_at(obj, key);
     size_t k = 0;
     if (v)
-        for (v += strlen(key); *v && *v != '"' && *v != '\n' && k + 1 < outlen; v++) {
+        for (; *v && *v != '"' && *v != '\n' && k + 1 < outlen; v++) {
             if (*v == '\\' && v[1]) v++;
             out[k++] = *v >= 0x20 && *v < 0x7f ? *v : '?';
         }
@@ -101,13 +111,18 @@ static void field_str(const char *obj, const char *name, char *out, size_t outle
     if (k == 0) snprintf(out, outlen, "-");
 }
 
-static unsigned long long field_num(const char *obj, const char *name)
+/* The number field "name":N of one object, or 0; *has says whether the
+ * line has it (may be NULL). */
+static unsigned long long field_num_has(const char *obj, const char *name, int *has)
 {
     char key[32];
     snprintf(key, sizeof key, "\"%s\":", name);
-    const char *v = strstr(obj, key);
-    return v ? strtoull(v + strlen(key), NULL, 10) : 0;
+    const char *v = field_at(obj, key);
+    if (has) *has = v != NULL;
+    return v ? strtoull(v, NULL, 10) : 0;
 }
+
+static unsigned long long field_num(const char *obj, const char *name) { return field_num_has(obj, name, NULL); }
 
 /* 1536 -> "1.5K" (powers of 1024). */
 static const char *human(unsigned long long n, char *buf, size_t len)
@@ -129,19 +144,36 @@ static const char *age(unsigned long long ms, char *buf, size_t len)
     return buf;
 }
 
+/* The last snapshot on a standby: its age and size, or "-" and "-" for a
+ * session without one. */
+static void snapshot_cells(const char *obj, char *when, char *size, size_t len)
+{
+    int has_age, has_size;
+    unsigned long long ms = field_num_has(obj, "snapshot_age_ms", &has_age);
+    unsigned long long bytes = field_num_has(obj, "snapshot_bytes", &has_size);
+    if (has_age && has_size) {
+        age(ms, when, len);
+        human(bytes, size, len);
+    } else {
+        snprintf(when, len, "-");
+        snprintf(size, len, "-");
+    }
+}
+
 static void print_sessions(const char *body)
 {
-    printf("%-8s %-16s %-24s %-6s %10s %8s %10s %10s\n", "PID", "USER", "CLIENT", "GPU", "DEVICE-MEM", "AGE", "BYTES-IN",
-           "BYTES-OUT");
+    printf("%-8s %-16s %-24s %-6s %10s %8s %10s %10s %9s %9s\n", "PID", "USER", "CLIENT", "GPU", "DEVICE-MEM", "AGE",
+           "BYTES-IN", "BYTES-OUT", "SNAP-AGE", "SNAP-SIZE");
     int n = 0;
     for (const char *o = strstr(body, "\n{"); o; o = strstr(o + 1, "\n{")) {
-        char user[33], peer[65], gpu[33], a[32], b[32], c[32], d[32];
+        char user[33], peer[65], gpu[33], a[32], b[32], c[32], d[32], e[32], f[32];
         field_str(o, "user", user, sizeof user);
         field_str(o, "peer", peer, sizeof peer);
         field_str(o, "gpu", gpu, sizeof gpu);
-        printf("%-8llu %-16s %-24s %-6s %10s %8s %10s %10s\n", field_num(o, "pid"), user, peer, gpu,
+        snapshot_cells(o, e, f, sizeof e);
+        printf("%-8llu %-16s %-24s %-6s %10s %8s %10s %10s %9s %9s\n", field_num(o, "pid"), user, peer, gpu,
                human(field_num(o, "device_memory"), a, sizeof a), age(field_num(o, "age_ms"), b, sizeof b),
-               human(field_num(o, "bytes_in"), c, sizeof c), human(field_num(o, "bytes_out"), d, sizeof d));
+               human(field_num(o, "bytes_in"), c, sizeof c), human(field_num(o, "bytes_out"), d, sizeof d), e, f);
         n++;
     }
     if (n == 0) printf("(no sessions)\n");

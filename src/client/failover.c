@@ -12,7 +12,12 @@
  * Failover: resume.c resumes the parked copy claiming the session frames
  * the copy had numbered, so its replies to the journal number on from
  * there; conn.c hands every reply that no caller waits for (the calls the
- * application already saw) to failover_check_result. */
+ * application already saw) to failover_check_result.
+ *
+ * The pool: SCUDA_STANDBY may name several standbys (a comma list). The
+ * first covers the session; a failover to it makes the next one the
+ * standby, and the next synchronizing call takes a fresh snapshot there,
+ * so each server of the pool can die in turn. */
 #define _GNU_SOURCE
 #include "failover.h"
 
@@ -37,6 +42,9 @@
 #define JOURNAL_MAX_DEFAULT (256ull << 20)
 /* Results kept to check a replay: beyond this, replies go unchecked. */
 #define RESULTS_MAX (1u << 20)
+/* Standbys in SCUDA_STANDBY's list, and the length of one address. */
+#define POOL_MAX 8
+#define ADDR_MAX 256
 
 struct result {
     uint32_t seq;
@@ -47,14 +55,18 @@ struct result {
 static struct {
     pthread_once_t once;
     _Atomic int on;
-    char standby[256];
+    char pool[POOL_MAX][ADDR_MAX];
+    int npool;
     uint64_t every_ms;
     uint64_t journal_max;
     _Atomic int busy; /* a thread takes a snapshot */
     pthread_mutex_t lock;
     /* under lock: */
+    int next;        /* pool[next] is the standby; npool when none is left */
+    char standby[ADDR_MAX]; /* pool[next], or the last one used */
+    char serving[ADDR_MAX]; /* the standby the last failover went to */
     int parked;      /* the standby holds a copy, and our journal follows it */
-    int used;        /* a failover happened: the standby is the server now */
+    uint32_t failovers; /* how many happened: each made its standby the server */
     uint32_t pid;
     uint64_t server_frames;
     uint64_t last_ms;
@@ -62,7 +74,7 @@ static struct {
     size_t nresults, cap, cursor;
     int results_full;
     uint64_t checked, mismatches, replayed_frames;
-    int reported;
+    uint32_t reported; /* failovers summed up in the log */
 } fo = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread int in_snapshot;
@@ -85,15 +97,33 @@ static uint64_t parse_bytes(const char *e)
     return v * unit;
 }
 
+/* SCUDA_STANDBY: HOST:PORT, or a comma list of them (the pool, in the
+ * order they take over). 0, or -1 (logged) when malformed. */
+static int parse_pool(const char *list)
+{
+    const char *p = list;
+    do {
+        p += strspn(p, " \t"); /* "a:1, b:2" reads as the user meant */
+        size_t len = strcspn(p, ", \t");
+        const char *after = p + len + strspn(p + len, " \t");
+        if (len == 0 || len >= ADDR_MAX || fo.npool == POOL_MAX || (*after && *after != ',')) {
+            LOG_WARN("SCUDA_STANDBY='%s' is not a comma list of at most %d HOST:PORT (each shorter than %d "
+                     "characters): no standby", list, POOL_MAX, ADDR_MAX);
+            fo.npool = 0;
+            return -1;
+        }
+        snprintf(fo.pool[fo.npool++], ADDR_MAX, "%.*s", (int)len, p);
+        p = *after ? after + 1 : after;
+    } while (*p);
+    snprintf(fo.standby, sizeof fo.standby, "%s", fo.pool[0]);
+    return 0;
+}
+
 static void read_settings(void)
 {
     const char *sb = getenv("SCUDA_STANDBY");
     if (!sb || !sb[0] || !shim_remote()) return;
-    if (strlen(sb) >= sizeof fo.standby) {
-        LOG_WARN("SCUDA_STANDBY is longer than %zu characters: no standby", sizeof fo.standby - 1);
-        return;
-    }
-    snprintf(fo.standby, sizeof fo.standby, "%s", sb);
+    if (parse_pool(sb) != 0) return;
     double every = SNAPSHOT_EVERY_DEFAULT_S;
     const char *e = getenv("SCUDA_SNAPSHOT_EVERY");
     if (e && e[0]) {
@@ -114,8 +144,8 @@ static void read_settings(void)
                       (unsigned long long)fo.journal_max);
     }
     fo.on = 1;
-    LOG_INFO("standby %s: a snapshot every %g s, journal up to %llu bytes; striped copies are off", fo.standby,
-             every, (unsigned long long)fo.journal_max);
+    LOG_INFO("standby %s%s: a snapshot every %g s, journal up to %llu bytes; striped copies are off", fo.standby,
+             fo.npool > 1 ? " (the first of the pool)" : "", every, (unsigned long long)fo.journal_max);
 }
 
 static int configured(void)
@@ -128,7 +158,7 @@ int failover_standby(void)
 {
     if (!configured()) return 0;
     pthread_mutex_lock(&fo.lock);
-    int yes = !fo.used;
+    int yes = fo.next < fo.npool;
     pthread_mutex_unlock(&fo.lock);
     return yes;
 }
@@ -136,10 +166,12 @@ int failover_standby(void)
 /* ---- snapshots ------------------------------------------------------------------ */
 
 static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep *rep, uint64_t journal,
-                           uint64_t took_ms)
+                           uint64_t took_ms, uint32_t failovers)
 {
     pthread_mutex_lock(&fo.lock);
-    if (fo.used) { /* the call was replayed on the standby after a failover: it copied itself */
+    if (fo.failovers != failovers || fo.next >= fo.npool) {
+        /* A failover came between the request and its reply: the request
+         * was replayed on the standby, which copied itself to itself. */
         pthread_mutex_unlock(&fo.lock);
         return;
     }
@@ -148,17 +180,19 @@ static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep
     fo.server_frames = rep->server_frames;
     fo.nresults = fo.cursor = 0; /* replies to the calls before it are not replayed */
     fo.results_full = 0;
+    char standby[ADDR_MAX];
+    snprintf(standby, sizeof standby, "%s", fo.standby);
     pthread_mutex_unlock(&fo.lock);
     sendq_journal_floor(&s->q, rep->client_frames);
     LOG_INFO("snapshot on standby %s (session %u there): the application paused %llu ms (hold+sync %.1f ms, replay "
-             "%.1f ms, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes", fo.standby, rep->pid,
+             "%.1f ms, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes", standby, rep->pid,
              (unsigned long long)took_ms, rep->hold_ns / 1e6, rep->replay_ns / 1e6, rep->bytes / 1048576.0,
              rep->copy_ns / 1e6, (unsigned long long)journal);
 }
 
 /* No snapshot this time: the last one stands, unless its journal is past
  * the bound, which ends the standby's cover until a snapshot works. */
-static void snapshot_failed(struct server *s, const char *why)
+static void snapshot_failed(struct server *s, const char *to, const char *why)
 {
     uint64_t kept = sendq_kept_bytes(&s->q);
     pthread_mutex_lock(&fo.lock);
@@ -169,34 +203,39 @@ static void snapshot_failed(struct server *s, const char *why)
     if (drop) sendq_journal_end(&s->q, atomic_load(&s->c.acked));
     if (had && drop)
         LOG_WARN("no snapshot on standby %s (%s), and the journal is past SCUDA_JOURNAL_MAX: no failover until a "
-                 "snapshot works", fo.standby, why);
+                 "snapshot works", to, why);
     else
-        LOG_WARN("no snapshot on standby %s: %s%s", fo.standby, why, had ? "; the last one stands" : "");
+        LOG_WARN("no snapshot on standby %s: %s%s", to, why, had ? "; the last one stands" : "");
 }
 
 static void snapshot(struct server *s)
 {
     in_snapshot = 1;
     uint64_t t0 = mono_ms(), journal = sendq_kept_bytes(&s->q);
+    char to[ADDR_MAX];
+    pthread_mutex_lock(&fo.lock);
+    uint32_t failovers = fo.failovers;
+    snprintf(to, sizeof to, "%s", fo.standby);
+    pthread_mutex_unlock(&fo.lock);
     sendq_journal_begin(&s->q); /* from this request on: the copy may have run it or not */
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_snapshot, s);
     c.pushed = 1; /* callers may hold the mirrors' lock (failover_before_send); the copy takes device bytes */
-    struct msg_scuda_snapshot_req m = {.to = fo.standby};
+    struct msg_scuda_snapshot_req m = {.to = to};
     msg_scuda_snapshot_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     struct msg_scuda_snapshot_rep rep = {0};
     char why[600];
     if (r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0 && rep.parked)
-        snapshot_taken(s, &rep, journal, mono_ms() - t0);
+        snapshot_taken(s, &rep, journal, mono_ms() - t0, failovers);
     else {
         snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
                                         : rep.why && rep.why[0] ? rep.why : "(no reason)");
-        snapshot_failed(s, why);
+        snapshot_failed(s, to, why);
     }
     rpc_end(&c);
     pthread_mutex_lock(&fo.lock);
-    fo.last_ms = mono_ms();
+    if (fo.failovers == failovers) fo.last_ms = mono_ms(); /* else the new standby wants one at once */
     pthread_mutex_unlock(&fo.lock);
     in_snapshot = 0;
 }
@@ -205,7 +244,7 @@ static void snapshot(struct server *s)
 static int due(struct server *s, uint64_t extra)
 {
     pthread_mutex_lock(&fo.lock);
-    int yes = !fo.used && (fo.last_ms == 0 || mono_ms() - fo.last_ms >= fo.every_ms);
+    int yes = fo.next < fo.npool && (fo.last_ms == 0 || mono_ms() - fo.last_ms >= fo.every_ms);
     uint64_t max = fo.journal_max;
     int parked = fo.parked;
     pthread_mutex_unlock(&fo.lock);
@@ -215,13 +254,15 @@ static int due(struct server *s, uint64_t extra)
 static void report_failover(void)
 {
     pthread_mutex_lock(&fo.lock);
-    int now = fo.used && !fo.reported;
-    if (now) fo.reported = 1;
+    int now = fo.failovers != fo.reported;
+    fo.reported = fo.failovers;
     uint64_t checked = fo.checked, bad = fo.mismatches, frames = fo.replayed_frames;
+    char server[ADDR_MAX];
+    snprintf(server, sizeof server, "%s", fo.serving);
     pthread_mutex_unlock(&fo.lock);
     if (now)
-        LOG_WARN("failover to standby %s: %llu journaled frames replayed, %llu replies checked, %llu differed", 
-                 fo.standby, (unsigned long long)frames, (unsigned long long)checked, (unsigned long long)bad);
+        LOG_WARN("failover to standby %s: %llu journaled frames replayed, %llu replies checked, %llu differed",
+                 server, (unsigned long long)frames, (unsigned long long)checked, (unsigned long long)bad);
 }
 
 static void maybe_snapshot(struct server *s, uint64_t extra)
@@ -266,7 +307,7 @@ int failover_replaying(struct server *s)
 {
     if (!fo.on || s != &servers[0]) return 0;
     pthread_mutex_lock(&fo.lock);
-    int yes = fo.used;
+    int yes = fo.failovers > 0;
     pthread_mutex_unlock(&fo.lock);
     return yes;
 }
@@ -307,7 +348,7 @@ int failover_target(struct server *s, char *addr, size_t addrlen, uint32_t *pid,
 {
     if (!configured() || s != &servers[0]) return 0;
     pthread_mutex_lock(&fo.lock);
-    int yes = fo.parked && !fo.used;
+    int yes = fo.parked && fo.next < fo.npool;
     if (yes) {
         snprintf(addr, addrlen, "%s", fo.standby);
         *pid = fo.pid;
@@ -317,38 +358,58 @@ int failover_target(struct server *s, char *addr, size_t addrlen, uint32_t *pid,
     return yes;
 }
 
+/* The failover to pool[next] worked: the one after it (if any) becomes
+ * the standby, and wants a snapshot at the next synchronizing call. */
+static void next_standby_locked(void)
+{
+    snprintf(fo.serving, sizeof fo.serving, "%s", fo.standby);
+    fo.failovers++; /* from here replies nobody waits for are checked */
+    fo.parked = 0;
+    fo.cursor = 0;
+    fo.last_ms = 0;
+    fo.next++;
+    if (fo.next < fo.npool) snprintf(fo.standby, sizeof fo.standby, "%s", fo.pool[fo.next]);
+}
+
 int failover_install(struct server *s, int fd, uint64_t server_has)
 {
     uint64_t journal = sendq_kept_bytes(&s->q);
     int old = conn_swap_fd(s, fd);
     pthread_mutex_lock(&fo.lock);
-    fo.used = 1; /* from here replies nobody waits for are checked */
-    fo.parked = 0;
-    fo.cursor = 0;
+    next_standby_locked();
     uint64_t frames = fo.server_frames;
     uint32_t pid = fo.pid;
+    char serving[ADDR_MAX], next[ADDR_MAX] = "";
+    snprintf(serving, sizeof serving, "%s", fo.serving);
+    if (fo.next < fo.npool) snprintf(next, sizeof next, "%s", fo.standby);
     pthread_mutex_unlock(&fo.lock);
     conn_failover_counts(s, frames, server_has);
     long again = sendq_resume(&s->q, fd, server_has, 1);
     io_close(old);
-    /* The journal is sent: from now on frames go once acknowledged. */
+    /* The journal is sent: from now on frames go once acknowledged, until
+     * the next standby's first snapshot starts a journal again. */
     sendq_journal_end(&s->q, server_has);
-    resume_failed_over(s, pid, fo.standby);
+    resume_failed_over(s, pid, serving);
     pthread_mutex_lock(&fo.lock);
     fo.replayed_frames = again > 0 ? (uint64_t)again : 0;
     pthread_mutex_unlock(&fo.lock);
-    LOG_WARN("failed over to standby %s (session %u): replaying %ld journaled frames (%llu bytes)", fo.standby, pid,
+    LOG_WARN("failed over to standby %s (session %u): replaying %ld journaled frames (%llu bytes)", serving, pid,
              again, (unsigned long long)journal);
+    if (next[0]) LOG_WARN("the next standby of the pool is %s: a snapshot there at the next synchronizing call", next);
     return again < 0 ? -1 : 0;
 }
 
+/* Later standbys of the pool hold no copy of this session: none can take
+ * over from here. */
 void failover_abandon(struct server *s, const char *why)
 {
     (void)s;
     pthread_mutex_lock(&fo.lock);
     int was = fo.parked;
     fo.parked = 0;
-    fo.used = 1;
+    fo.next = fo.npool;
+    char standby[ADDR_MAX];
+    snprintf(standby, sizeof standby, "%s", fo.standby);
     pthread_mutex_unlock(&fo.lock);
-    if (was) LOG_ERROR("the standby %s cannot take the session: %s", fo.standby, why);
+    if (was) LOG_ERROR("the standby %s cannot take the session: %s", standby, why);
 }

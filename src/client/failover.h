@@ -1,13 +1,14 @@
 /* failover.h - carrying on on a standby server when the server dies
  * (failover.c; docs/architecture.md, 9.24 Failover to a standby).
  *
- * With SCUDA_STANDBY=HOST:PORT the client asks its session, at a
+ * With SCUDA_STANDBY=HOST:PORT[,HOST:PORT...] the client asks its session, at a
  * synchronizing call every SCUDA_SNAPSHOT_EVERY seconds, for a snapshot
  * parked on the standby (op scuda_snapshot), and keeps every frame it sends
  * after it (the journal, send_queue.h). When the server dies, the resumer
  * (resume.c) resumes the parked copy instead and the journal is sent
  * again; replies to calls the application already saw are checked
- * against their first results here and dropped (conn.c). The first
+ * against their first results here and dropped (conn.c). After a
+ * failover the next standby of the list covers the session. The first
  * server only (servers[0]). */
 #ifndef SCUDA_CLIENT_FAILOVER_H
 #define SCUDA_CLIENT_FAILOVER_H
@@ -23,7 +24,7 @@ struct server;
  * failover: they call what they use only where it is linked in. */
 #define FAILOVER_HOOK __attribute__((weak))
 
-/* 1 when SCUDA_STANDBY is set and no failover has used it up. */
+/* 1 when SCUDA_STANDBY is set and failovers have not used up its list. */
 int failover_standby(void);
 
 /* A synchronizing call returned: take a snapshot when the interval

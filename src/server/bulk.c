@@ -46,6 +46,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "session.h"
+#include "snapshot_dirty.h"
 #include "staging.h"
 #include "../common/auth.h"
 #include "../common/compress.h"
@@ -660,6 +661,7 @@ static CUresult land_chunks(uint64_t dst, CUstream st, CUresult r, struct stagin
         int failed = bulk.failed;
         pthread_mutex_unlock(&bulk.lock);
         if (r == CUDA_SUCCESS && !failed && it.len) {
+            snapshot_note_write(); /* a chunk outside any call: the next snapshot copies it */
             r = REAL(cuMemcpyHtoDAsync_v2, dst + it.off, (char *)staging_data(it.b) + it.at, it.len, st);
             ++*dmas;
         }

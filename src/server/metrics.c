@@ -165,6 +165,8 @@ void metrics_render_prometheus(struct metrics_buf *b)
                 "Call frames a session read from its client, in bytes.", FIELD(bytes_in));
     per_session(b, r, n, "scuda_session_sent_bytes_total", "counter",
                 "Replies a session wrote to its client, in bytes.", FIELD(bytes_out));
+    per_session(b, r, n, "scuda_session_snapshot_bytes", "gauge",
+                "Device bytes of a session's last snapshot on its standby (0: none).", FIELD(snapshot_bytes));
     per_session(b, r, n, "scuda_session_module_cache_hits_total", "counter",
                 "Modules a session was served from the module cache.", FIELD(module_hits));
     per_gpu(b, r, n);
@@ -185,10 +187,15 @@ void metrics_render_sessions_json(struct metrics_buf *b)
         put_escaped(b, r[i].user, 1);
         put(b, "\",\"gpu\":\"");
         put_escaped(b, gpu_label(r[i].gpu, g, sizeof g), 1);
-        put(b, "\",\"device_memory\":%llu,\"age_ms\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,\"calls\":%llu}",
+        put(b, "\",\"device_memory\":%llu,\"age_ms\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,\"calls\":%llu",
             (unsigned long long)r[i].seen.device_mem, (unsigned long long)session_stats_age_ms(r[i].start_ms),
             (unsigned long long)r[i].seen.bytes_in, (unsigned long long)r[i].seen.bytes_out,
             (unsigned long long)r[i].seen.calls);
+        if (r[i].seen.snapshot_ms) /* a session with a standby (9.24) */
+            put(b, ",\"snapshot_age_ms\":%llu,\"snapshot_bytes\":%llu",
+                (unsigned long long)session_stats_age_ms(r[i].seen.snapshot_ms),
+                (unsigned long long)r[i].seen.snapshot_bytes);
+        put(b, "}");
     }
     put(b, "\n]\n");
     free(r);

@@ -30,6 +30,7 @@
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "session.h"
+#include "snapshot_keep.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -48,6 +49,7 @@ static struct {
     unsigned loads, loads_ahead;
     uint64_t ahead_ns;
     int held; /* MIG_HOLD came */
+    uint64_t kept; /* device bytes taken from the parked copy here (MIG_BYTES_KEPT) */
 } progress;
 
 static int expected;
@@ -459,6 +461,13 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
+    case MIG_BYTES_KEPT:
+        if (!inside_rebuilt(it->a, it->b)) {
+            snprintf(why, wl, "%llu kept bytes for %#llx, which is no allocation or global of the session",
+                     (unsigned long long)it->b, (unsigned long long)it->a);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        return snapshot_keep_fetch((uint32_t)it->c, it->data, it->data_len, it->a, it->b, &progress.kept, why, wl);
     case MIG_IMAGES_QUERY: return migrate_images_answer(s, it, why, wl);
     case MIG_ARRAY:
     case MIG_ARRAY_BYTES: return migrate_arrays_replay(s, it, why, wl);
@@ -479,7 +488,7 @@ static const char *kind_word(unsigned k)
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
                                     "library managed variable", "query for images", "images held", "array", "array bytes",
                                     "graph", "executable graph", "end of what loads ahead", "hold",
-                                    "stream destroy", "event destroy"};
+                                    "stream destroy", "event destroy", "parked state", "kept memory"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -546,7 +555,7 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         int timeout_ms = waits_for_hold ? HOLD_TIMEOUT_MS : ITEM_TIMEOUT_MS;
         CUresult r = migrate_read_item(s->fd, timeout_ms, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
-        if (r == CUDA_SUCCESS && it.kind == MIG_BYTES && !t_copy) t_copy = now_ns();
+        if (r == CUDA_SUCCESS && (it.kind == MIG_BYTES || it.kind == MIG_BYTES_KEPT) && !t_copy) t_copy = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
                      (unsigned long long)(it.id ? it.id : it.a), (int)r);
@@ -563,6 +572,7 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         if (r != CUDA_SUCCESS) return r;
         if (end) break;
     }
+    snapshot_keep_fetch_end();
     uint64_t t1 = now_ns();
     if (!t_copy) t_copy = t1;
     CUresult r = digest_state(v->digest);
@@ -599,9 +609,11 @@ void migrate_in_run(struct session *s)
     }
     unsigned by_hash, images;
     migrate_images_counts(&by_hash, &images);
-    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms; its state matches; %u "
+    LOG_INFO("session %d: imported a session: replay %.1f ms, %.1f MiB memory in %.1f ms (%.1f MiB of it kept from "
+             "the parked copy here); its state matches; %u "
              "of %u images from the module cache; %u image loads ahead of the hold (%.1f ms, the session running "
-             "there), %u during the hold", (int)getpid(), v.replay_ns / 1e6, bytes / 1048576.0, v.copy_ns / 1e6,
+             "there), %u during the hold", (int)getpid(), v.replay_ns / 1e6, (bytes + progress.kept) / 1048576.0,
+             v.copy_ns / 1e6, progress.kept / 1048576.0,
              by_hash, images, progress.loads_ahead, progress.ahead_ns / 1e6, progress.loads - progress.loads_ahead);
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and

@@ -27,6 +27,7 @@
 #include "migrate_switch.h"
 #include "resume.h"
 #include "session.h"
+#include "snapshot.h"
 #include "../common/config.h"
 #include "../common/dial.h"
 #include "../common/hello.h"
@@ -132,7 +133,60 @@ int migrate_send_item(int fd, const struct msg_migrate_item *it, uint32_t seq)
 /* The importer answers early when it gave up: stop sending then. */
 static int peer_spoke(int fd) { return io_wait_input(fd, 0) != 0; }
 
-/* Every range of device memory, in chunks, each also fed to the digest. */
+/* A snapshot that may keep bytes the parked copy on the importer's
+ * machine has (snapshot_keep.h). */
+static struct {
+    uint32_t from;                          /* that copy's pid there; 0: every byte goes */
+    const struct snapshot_written *written; /* what may have changed since it was taken */
+    const struct migrate_range *had;        /* its ranges */
+    long nhad;
+    uint64_t kept;
+    struct migrate_range *ranges; /* the last copy's, for the next one */
+    long nranges;
+} keep;
+
+void migrate_out_keep_from(uint32_t pid, const struct snapshot_written *w, const struct migrate_range *had, long nhad)
+{
+    keep.from = pid;
+    keep.written = w;
+    keep.had = had;
+    keep.nhad = nhad;
+    keep.kept = 0;
+}
+
+uint64_t migrate_out_kept(void) { return keep.kept; }
+
+long migrate_out_ranges(struct migrate_range **out)
+{
+    long n = keep.nranges;
+    *out = keep.ranges;
+    keep.ranges = NULL;
+    keep.nranges = 0;
+    return n;
+}
+
+/* 1 when the parked copy holds range r as it is now: the same range, and
+ * nothing wrote it since. */
+static int kept_there(const struct migrate_range *r)
+{
+    if (!keep.from || snapshot_written_touches(keep.written, r->addr, r->size)) return 0;
+    for (long i = 0; i < keep.nhad; i++)
+        if (keep.had[i].addr == r->addr && keep.had[i].size == r->size) return 1;
+    return 0;
+}
+
+/* Tell the importer to take range r from the parked copy. */
+static int send_kept(int fd, const struct migrate_range *r, uint32_t *seq)
+{
+    struct msg_migrate_item it = {.kind = MIG_BYTES_KEPT, .a = r->addr, .b = r->size, .c = keep.from,
+                                  .data = (void *)resume_secret(), .data_len = RESUME_SECRET_LEN};
+    return peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0;
+}
+
+/* Every range of device memory, in chunks, each also fed to the digest;
+ * a range the parked copy holds unchanged (kept_there) is only digested:
+ * the importer takes it from there, and the digests say whether it was
+ * the same. */
 static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t *sent, char *why, size_t whylen)
 {
     struct migrate_range *v = NULL;
@@ -141,6 +195,9 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
     int rc = buf ? 0 : -1;
     if (!buf) snprintf(why, whylen, "out of host memory for the copy");
     for (long i = 0; i < n && rc == 0; i++) {
+        int kept = kept_there(&v[i]);
+        keep.kept += kept ? v[i].size : 0; /* counted when tried: a refusal then falls back to a full copy */
+        if (kept && send_kept(fd, &v[i], seq) != 0) rc = 1;
         for (uint64_t off = 0; off < v[i].size && rc == 0; off += MIGRATE_CHUNK) {
             size_t len = v[i].size - off < MIGRATE_CHUNK ? (size_t)(v[i].size - off) : MIGRATE_CHUNK;
             CUresult r = REAL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(v[i].addr + off), len);
@@ -151,13 +208,17 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
                 break;
             }
             migrate_digest_bytes(d, buf, len);
+            if (kept) continue;
             struct msg_migrate_item it = {.kind = MIG_BYTES, .a = v[i].addr + off, .data = buf, .data_len = len};
             if (peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0) rc = 1; /* the verdict says why */
             *sent += len;
         }
     }
     free(buf);
-    free(v);
+    free(keep.ranges);
+    keep.ranges = n >= 0 ? v : NULL;
+    keep.nranges = n >= 0 ? n : 0;
+    if (n < 0) free(v);
     return rc;
 }
 

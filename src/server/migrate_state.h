@@ -84,6 +84,9 @@ enum migrate_kind {
      * As MIG_SWITCH, but the importer parks the copy until its client
      * resumes there (failover) or the exporter says "discard". */
     MIG_PARK,            /* a = client frames received, b = frames sent; data = the resume secret */
+    /* Instead of MIG_BYTES for a range that did not change since the copy
+     * parked on the importer's machine (snapshot_keep.h): */
+    MIG_BYTES_KEPT,      /* a = address, b = size; c = that copy's pid there; data = the resume secret */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */

@@ -27,6 +27,7 @@
 #include "driver_va.h"
 #include "gpu_pool.h"
 #include "session_stats.h"
+#include "snapshot_dirty.h"
 #include "dispatch.h"
 #include "graph_host.h"
 #include "handles.h"
@@ -707,6 +708,7 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
     wb_init(&p->call.out);
     struct session_counters *st = session_stats_mine();
     if (st) atomic_fetch_add_explicit(&st->bytes_in, sizeof *h + h->length, memory_order_relaxed);
+    snapshot_note_op(h->op); /* before it runs: the next snapshot copies what it may write */
     return p;
 }
 

@@ -87,11 +87,17 @@ int session_stats_list(struct session_record *out, int max)
         SEEN(device_mem);
         SEEN(module_hits);
         SEEN(device_total);
+        SEEN(snapshot_ms);
+        SEEN(snapshot_bytes);
     }
     return n;
 }
 
-uint64_t session_stats_age_ms(uint64_t start_ms) { return now_ms() - start_ms; }
+uint64_t session_stats_age_ms(uint64_t start_ms)
+{
+    uint64_t now = now_ms();
+    return now > start_ms ? now - start_ms : 0;
+}
 
 void session_stats_enter(int slot)
 {
@@ -104,3 +110,10 @@ void session_stats_enter(int slot)
 }
 
 struct session_counters *session_stats_mine(void) { return mine; }
+
+void session_stats_snapshot(uint64_t bytes)
+{
+    if (!mine) return;
+    atomic_store_explicit(&mine->snapshot_bytes, bytes, memory_order_relaxed);
+    atomic_store_explicit(&mine->snapshot_ms, now_ms(), memory_order_relaxed);
+}

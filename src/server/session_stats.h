@@ -24,6 +24,9 @@ struct session_counters {
     _Atomic uint64_t device_mem;     /* device bytes it holds now */
     _Atomic uint64_t module_hits;    /* modules served from the module cache */
     _Atomic uint64_t device_total;   /* device memory of the GPUs it sees (written once it started) */
+    /* The last snapshot parked on a standby (9.24): when (CLOCK_MONOTONIC
+     * ms; 0: none yet) and how many device bytes it copied. */
+    _Atomic uint64_t snapshot_ms, snapshot_bytes;
 };
 
 /* The parent's record of one session. */
@@ -47,7 +50,8 @@ void session_stats_close_slot(int slot);
 void session_stats_release(pid_t pid);
 /* The sessions now, with their counters: at most max, returns how many. */
 int session_stats_list(struct session_record *out, int max);
-/* Milliseconds since start_ms (a record's). */
+/* Milliseconds since start_ms (a record's); 0 for a time not yet come
+ * (a session's own counter may say anything). */
 uint64_t session_stats_age_ms(uint64_t start_ms);
 
 /* ---- in a forked child ---- */
@@ -55,5 +59,7 @@ uint64_t session_stats_age_ms(uint64_t start_ms);
 void session_stats_enter(int slot);
 /* The session's own page, or NULL (writes then go nowhere). */
 struct session_counters *session_stats_mine(void);
+/* A snapshot of `bytes` device bytes parked on a standby just now. */
+void session_stats_snapshot(uint64_t bytes);
 
 #endif

@@ -28,7 +28,9 @@
 #include "migrate_switch.h"
 #include "resume.h"
 #include "session.h"
+#include "session_stats.h"
 #include "snapshot.h"
+#include "snapshot_dirty.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
@@ -37,6 +39,10 @@
 #define READY_TIMEOUT_MS 10000
 
 static int parked_fd = -1; /* the connection to the standby holding the newest copy */
+static char parked_to[256];  /* that standby, as the client named it */
+static uint32_t parked_pid;  /* the copy's session there */
+static struct migrate_range *parked_ranges; /* the device memory it holds */
+static long nparked_ranges;
 
 static void discard(int fd)
 {
@@ -50,6 +56,48 @@ void snapshot_discard_all(void)
 {
     discard(parked_fd);
     parked_fd = -1;
+}
+
+/* The copy parked on `to` whose bytes this snapshot can keep: its pid,
+ * or 0 when it is on another standby (or there is none). */
+static uint32_t keepable(const char *to)
+{
+    return parked_fd >= 0 && strcmp(parked_to, to) == 0 ? parked_pid : 0;
+}
+
+/* A copy to `to`, keeping the parked copy's ranges that did not change.
+ * A copy that kept bytes and failed (the parked copy gone, or a byte that
+ * did change: the digests differ) is taken again in full. */
+static int copy_out(struct session *s, const char *to, uint32_t *pid, struct msg_scuda_migrate_rep *mig,
+                    uint64_t *kept, char *why, size_t wl)
+{
+    static struct snapshot_written written; /* large: not on the stack */
+    snapshot_dirty_take(&written);
+    migrate_out_keep_from(keepable(to), &written, parked_ranges, nparked_ranges);
+    int fd = migrate_copy_out(s, to, pid, mig, why, wl);
+    *kept = migrate_out_kept();
+    migrate_out_keep_from(0, NULL, NULL, 0);
+    if (fd < 0 && *kept) {
+        LOG_WARN("session %d: the snapshot that kept the parked copy's memory failed (%s); taking it in full",
+                 (int)getpid(), why);
+        *kept = 0;
+        fd = migrate_copy_out(s, to, pid, mig, why, wl);
+    }
+    return fd;
+}
+
+/* The ranges the last copy holds: the parked copy's now, or dropped. */
+static void remember_ranges(int parked)
+{
+    struct migrate_range *v;
+    long n = migrate_out_ranges(&v);
+    if (!parked) {
+        free(v);
+        return;
+    }
+    free(parked_ranges);
+    parked_ranges = v;
+    nparked_ranges = n;
 }
 
 /* Hand the standby the connection state as it stands: the resume secret,
@@ -99,16 +147,24 @@ CUresult srv_scuda_snapshot(srv_call *c)
     struct msg_scuda_migrate_rep mig;
     struct msg_scuda_snapshot_rep rep = {0};
     uint32_t pid = 0;
-    int fd = migrate_copy_out(c->s, m.to, &pid, &mig, why, sizeof why);
+    uint64_t kept = 0;
+    int fd = copy_out(c->s, m.to, &pid, &mig, &kept, why, sizeof why);
     if (fd >= 0 && park(c->s, fd, &rep.client_frames, &rep.server_frames, why, sizeof why) == 0) {
         previous_fd = parked_fd;
         parked_fd = fd;
+        snprintf(parked_to, sizeof parked_to, "%s", m.to);
+        parked_pid = pid;
+        remember_ranges(1);
         rep.parked = 1;
         rep.pid = pid;
+        session_stats_snapshot(mig.bytes + kept); /* `scuda ps`: its age and size */
         LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms, %.1f MiB "
-                 "memory in %.1f ms", (int)getpid(), m.to, pid, mig.hold_ns / 1e6, mig.replay_ns / 1e6,
-                 mig.bytes / 1048576.0, mig.copy_ns / 1e6);
+                 "memory in %.1f ms, %.1f MiB more kept from the copy parked there before", (int)getpid(), m.to, pid,
+                 mig.hold_ns / 1e6, mig.replay_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6,
+                 kept / 1048576.0);
     } else {
+        snapshot_dirty_failed(); /* the parked copy is still the older one */
+        remember_ranges(0);
         if (fd >= 0) io_close(fd);
         LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), m.to, why);
     }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "migrate_state.h"
+#include "snapshot_dirty.h"
 #include "../common/messages.gen.h"
 
 struct session;
@@ -14,6 +16,14 @@ struct session;
  * Returns the connection to the importer, or -1 with why. */
 int migrate_copy_out(struct session *s, const char *to, uint32_t *b_pid, struct msg_scuda_migrate_rep *rep, char *why,
                      size_t whylen);
+
+/* The next migrate_copy_out keeps, from parked copy `pid` on the
+ * importer's machine (0: none), every range that copy had (`had`) and
+ * that w says did not change; how many bytes it kept; and the ranges it
+ * copied (malloc'd: the caller frees), -1 when none. */
+void migrate_out_keep_from(uint32_t pid, const struct snapshot_written *w, const struct migrate_range *had, long nhad);
+uint64_t migrate_out_kept(void);
+long migrate_out_ranges(struct migrate_range **out);
 
 /* The session ends normally: the standby drops the copies it parked. */
 void snapshot_discard_all(void);

@@ -13,6 +13,7 @@
 #include "handlers.gen.h"
 #include "host_quota.h"
 #include "session.h"
+#include "snapshot_dirty.h"
 #include "staging.h"
 #include "../common/log.h"
 #include "../common/protocol.h"
@@ -62,6 +63,7 @@ CUresult srv_scuda_memcpy_htod(srv_call *c)
 {
     struct msg_scuda_memcpy_htod_req m;
     CUresult r = msg_scuda_memcpy_htod_req_get(&c->in, &c->arena, &m) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) snapshot_note_range(m.dst, m.data_len); /* the next snapshot copies it */
     if (c->staging) return htod_staged(c, &m, r); /* it owns the buffer, even when the request is bad */
     if (r != CUDA_SUCCESS) return r;
     CUstream st;
@@ -187,6 +189,7 @@ CUresult srv_scuda_memcpy_dtod(srv_call *c)
 {
     struct msg_scuda_memcpy_dtod_req m;
     if (msg_scuda_memcpy_dtod_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    snapshot_note_range(m.dst, m.n); /* the next snapshot copies it */
     CUstream st;
     CUresult r = stream_of(c, m.stream, &st);
     if (r != CUDA_SUCCESS) return r;

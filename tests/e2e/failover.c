@@ -13,8 +13,10 @@
  * checksum equal to an uninterrupted run's, having failed over, with no
  * replayed call returning something else than the first time. A replayed
  * call that does return something else (an allocation past the standby's
- * quota) is reported on stderr. Then a client without a standby, whose server stops: its call fails within
- * SCUDA_DEAD_AFTER + 1 s. */
+ * quota) is reported on stderr. A pool of two standbys: the primary dies,
+ * then the first standby, and the client finishes on the second with the
+ * same checksum. Then a client without a standby, whose server stops: its
+ * call fails within SCUDA_DEAD_AFTER + 1 s. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@
 static int ready_pipe[2] = {-1, -1};
 static int fail_soft; /* the no-standby client: stop at the first error, reporting it */
 static int failed_pipe[2] = {-1, -1};
+static unsigned round_sleep_ms = 10; /* longer for the pool: two kills land among the rounds */
 
 /* A driver call in the workload: fatal, or in fail_soft mode the end of the
  * run (the parent times it). */
@@ -183,7 +186,7 @@ static int workload(void *arg)
         W(cuCtxSynchronize());
         if (!fail_soft) sum = fnv(sum, hmc, sizeof hc);
         W(cuCtxSynchronize());
-        h_sleep_ms(10); /* the kill lands among the rounds */
+        h_sleep_ms(round_sleep_ms); /* the kill lands among the rounds */
     }
     printf("checksum %016llx\n", (unsigned long long)sum);
     return 0;
@@ -353,6 +356,58 @@ static void replay_mismatch(void)
     h_server_stop(&S2);
 }
 
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* SCUDA_STANDBY=S1,S2: the primary dies, the session goes on on S1, takes
+ * a snapshot on S2 at its next synchronize; then S1 dies too. */
+static void standby_pool(const char *want)
+{
+    struct h_server P, S1, S2;
+    const char *args[] = {"--resume-within", "10", NULL};
+    struct h_server_opts sopt = {.extra_args = {args[0], args[1], NULL}};
+    h_server_start(&S1, "failover-pool-s1", &sopt);
+    h_server_start(&S2, "failover-pool-s2", &sopt);
+    h_server_start(&P, "failover-pool-primary", NULL);
+    char pool[600];
+    snprintf(pool, sizeof pool, "%s, %s", S1.addr, S2.addr); /* a space after the comma is allowed */
+    setenv("SCUDA_STANDBY", pool, 1);
+    setenv("SCUDA_SNAPSHOT_EVERY", "0", 1);
+    setenv("SCUDA_JOURNAL_MAX", "256M", 1);
+    round_sleep_ms = 60;
+    struct run r;
+    spawn(&r, "failover-pool");
+    wait_ready("the pool's client");
+    h_sleep_ms(150);
+    kill(-P.pid, SIGKILL);
+    /* The session, now on S1, covers itself with a snapshot on S2. */
+    char parked_on[700];
+    snprintf(parked_on, sizeof parked_on, "snapshot parked on %s", S2.addr);
+    CHECK(h_wait_log(&S1, parked_on, 1, 10000) >= 1, "after the failover to S1, no snapshot on the next standby");
+    h_sleep_ms(100); /* a journal after it */
+    kill(-S1.pid, SIGKILL);
+    int st = h_wait(r.pid, 30000);
+    char *got = checksum_of(r.out);
+    char *err = h_read_file(r.err, NULL);
+    if (!(st == 0 && got && strcmp(got, want) == 0)) fprintf(stderr, "the pool's client's stderr:\n%s\n", err ? err : "");
+    CHECK(st == 0, "the pool's client failed (status %d)", st);
+    CHECK(got && strcmp(got, want) == 0, "the pool's client: checksum %s, an uninterrupted run's %s",
+          got ? got : "none", want);
+    CHECK(count_of(err, "replaying ") == 2, "the pool's client did not fail over twice: %s", err ? err : "");
+    CHECK(strstr(err, S2.addr) && !strstr(err, "MISMATCH"), "the second failover did not go to S2: %s", err);
+    printf("standby pool: failed over to S1, then to S2, same checksum\n");
+    free(got);
+    free(err);
+    round_sleep_ms = 10;
+    h_server_kill(&P);
+    h_server_kill(&S1);
+    h_server_stop(&S2);
+}
+
 int main(void)
 {
     h_begin("failover", 240);
@@ -406,6 +461,7 @@ int main(void)
     CHECK(h_wait_log(&S, "no client failed over here within 10 s", 1, 15000) >= 1,
           "the standby keeps the parked copies of dead primaries");
 
+    standby_pool(want);
     free(want);
     replay_mismatch();
     no_standby();

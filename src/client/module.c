@@ -295,30 +295,31 @@ static void take_jit_log(const struct jit_request *j, CUjit_option buf_opt, CUji
 
 /* Begin a load request: with the bytes, which go from the caller's buffer,
  * or by digest when image is NULL. */
-static void send_load(rpc_call *c, const struct msg_load_head *head, const void *image, size_t len,
-                      const uint8_t key[AUTH_SHA256_LEN])
+static void send_load(rpc_call *c, struct server *srv, const struct msg_load_head *head, const void *image,
+                      size_t len, const uint8_t key[AUTH_SHA256_LEN])
 {
     if (image) {
         struct msg_scuda_module_load_req m = {.head = *head, .image = image, .image_len = len};
-        rpc_begin(c, OP_scuda_module_load);
+        rpc_begin_on(c, OP_scuda_module_load, srv);
         msg_scuda_module_load_req_put(&c->req, &m);
         c->bulk = image;
         c->bulk_len = len;
     } else {
         struct msg_scuda_module_load_by_hash_req m = {.head = *head, .image_len = len};
         memcpy(m.digest, key, sizeof m.digest);
-        rpc_begin(c, OP_scuda_module_load_by_hash);
+        rpc_begin_on(c, OP_scuda_module_load_by_hash, srv);
         msg_scuda_module_load_by_hash_req_put(&c->req, &m);
     }
 }
 
 /* One load request: by digest when image is NULL, else with the bytes.
  * Sets *want_bytes when the session asks for the bytes instead. */
-static CUresult request_load(const struct msg_load_head *head, const struct jit_request *jit, const void *image,
-                             size_t len, const uint8_t key[AUTH_SHA256_LEN], struct loaded **out, int *want_bytes)
+static CUresult request_load(struct server *srv, const struct msg_load_head *head, const struct jit_request *jit,
+                             const void *image, size_t len, const uint8_t key[AUTH_SHA256_LEN], struct loaded **out,
+                             int *want_bytes)
 {
     rpc_call c;
-    send_load(&c, head, image, len, key);
+    send_load(&c, srv, head, image, len, key);
     CUresult r = rpc_sync(&c);
     struct msg_scuda_module_load_rep sent;
     struct msg_scuda_module_load_by_hash_rep by_hash;
@@ -358,10 +359,9 @@ static int jit_wants_logs(const struct jit_request *j)
 /* A load of an image the session keeps for us (module_known.h): one-way,
  * its functions' names from the first load. Returns CUDA_ERROR_NOT_FOUND
  * when it is not such an image, and the caller asks with a round trip. */
-static CUresult load_known(const struct msg_load_head *head, const uint8_t key[AUTH_SHA256_LEN], size_t len,
-                           struct loaded **out)
+static CUresult load_known(struct server *srv, const struct msg_load_head *head, const uint8_t key[AUTH_SHA256_LEN],
+                           size_t len, struct loaded **out)
 {
-    struct server *srv = server_current();
     struct func_desc *funcs;
     uint32_t n;
     if (!module_known_get(srv->index, key, len, head->is_library, &funcs, &n)) return CUDA_ERROR_NOT_FOUND;
@@ -375,7 +375,7 @@ static CUresult load_known(const struct msg_load_head *head, const uint8_t key[A
     struct msg_scuda_module_load_known_req m = {.head = *head, .image_len = len};
     memcpy(m.digest, key, sizeof m.digest);
     rpc_call c;
-    rpc_begin(&c, OP_scuda_module_load_known);
+    rpc_begin_on(&c, OP_scuda_module_load_known, srv);
     msg_scuda_module_load_known_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     if (r != CUDA_SUCCESS) {
@@ -396,13 +396,71 @@ static void digest_of(const void *img, size_t len, uint8_t key[AUTH_SHA256_LEN])
     else if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
 }
 
-/* The server keeps the images it has loaded (docs/architecture.md,
- * 3.8 Modules), so the first request names the image by its SHA-256 only;
- * the bytes follow, in a second request, only when the server lacks them.
- * The digest covers exactly the bytes that would be sent, and nothing
- * else: JIT options travel with each request and do not change which
- * image it is. An image this process loaded on the session before loads
- * one-way (load_known, 3.8.1). */
+/* The load of one image on one server, under head->id. The server keeps
+ * the images it has loaded (docs/architecture.md, 3.8 Modules), so the
+ * first request names the image by its SHA-256 only; the bytes follow,
+ * in a second request, only when the server lacks them. The digest
+ * covers exactly the bytes that would be sent, and nothing else: JIT
+ * options travel with each request and do not change which image it is.
+ * An image this process loaded on the session before loads one-way
+ * (load_known, 3.8.1). While a failover journal is kept, the bytes go
+ * with every load: the journal must rebuild the module on a standby,
+ * whose module cache need not hold the image the server found by its
+ * digest. *l gets the record, its digest noted when it has one. */
+static CUresult load_on(struct server *srv, const struct msg_load_head *head, const struct jit_request *jit,
+                        const void *img, size_t len, struct loaded **l)
+{
+    int want_bytes = 1, by_hash = !srv->lacks_by_hash && !sendq_journaling(&srv->q);
+    uint8_t key[AUTH_SHA256_LEN];
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    if (by_hash) {
+        digest_of(img, len, key);
+        if (!jit_wants_logs(jit)) r = load_known(srv, head, key, len, l);
+    }
+    if (r == CUDA_ERROR_NOT_FOUND) {
+        r = CUDA_SUCCESS;
+        if (by_hash) {
+            uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
+            want_bytes = 0;
+            r = request_load(srv, head, jit, NULL, len, key, l, &want_bytes);
+            if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
+        }
+        if (r == CUDA_SUCCESS && want_bytes) r = request_load(srv, head, jit, img, len, NULL, l, &want_bytes);
+        if (r == CUDA_SUCCESS && by_hash)
+            module_known_note(srv->index, key, len, head->is_library, (*l)->funcs, (*l)->nfuncs);
+    }
+    if (r == CUDA_SUCCESS && by_hash) {
+        (*l)->has_digest = 1;
+        (*l)->server = srv->index;
+        (*l)->image_len = len;
+        memcpy((*l)->digest, key, sizeof (*l)->digest);
+    }
+    return r;
+}
+
+static void send_unload(struct server *srv, uint64_t wire_id, int is_library);
+
+/* A library is context-independent: its kernels launch in a context of
+ * any device, so with several servers it is loaded on each, under one id
+ * (tagged HANDLE_TAG_ALL), and a launch goes where the context is. The
+ * first server's record stands; the others only have to succeed. */
+static CUresult load_on_the_others(const struct server *first, const struct msg_load_head *head,
+                                   const struct jit_request *jit, const void *img, size_t len)
+{
+    for (int i = 0; i < servers_used; i++) {
+        if (&servers[i] == first) continue;
+        struct loaded *other = NULL;
+        CUresult r = load_on(&servers[i], head, jit, img, len, &other);
+        if (r != CUDA_SUCCESS) {
+            for (int j = 0; j < i; j++)
+                if (&servers[j] != first) send_unload(&servers[j], head->id, 1);
+            return r;
+        }
+        free_loaded(other);
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult load_image(void **out, const void *image, int is_library, const struct jit_request *jit)
 {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
@@ -413,36 +471,17 @@ static CUresult load_image(void **out, const void *image, int is_library, const 
     size_t len = image_size(img);
     uint64_t id = handle_new_id(); /* tagged with the server it is loaded on: the thread's */
     head.id = handle_untag(id);
-    struct loaded *l = NULL;
-    /* While a failover journal is kept, the bytes go with every load: the
-     * journal must rebuild the module on a standby, whose module cache
-     * need not hold the image the server found by its digest. */
     struct server *srv = server_current();
-    int want_bytes = 1, by_hash = !srv->lacks_by_hash && !sendq_journaling(&srv->q);
-    uint8_t key[AUTH_SHA256_LEN];
-    CUresult r = CUDA_ERROR_NOT_FOUND;
-    if (by_hash) {
-        digest_of(img, len, key);
-        if (!jit_wants_logs(jit)) r = load_known(&head, key, len, &l);
-    }
-    if (r == CUDA_ERROR_NOT_FOUND) {
-        r = CUDA_SUCCESS;
-        if (by_hash) {
-            uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
-            want_bytes = 0;
-            r = request_load(&head, jit, NULL, len, key, &l, &want_bytes);
-            if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
-        }
-        if (r == CUDA_SUCCESS && want_bytes) r = request_load(&head, jit, img, len, NULL, &l, &want_bytes);
-        if (r == CUDA_SUCCESS && by_hash)
-            module_known_note(server_current()->index, key, len, is_library, l->funcs, l->nfuncs);
-    }
+    struct loaded *l = NULL;
+    CUresult r = load_on(srv, &head, jit, img, len, &l);
     if (r != CUDA_SUCCESS) return r;
-    if (by_hash) {
-        l->has_digest = 1;
-        l->server = server_current()->index;
-        l->image_len = len;
-        memcpy(l->digest, key, sizeof l->digest);
+    if (is_library && servers_used > 1) {
+        if ((r = load_on_the_others(srv, &head, jit, img, len)) != CUDA_SUCCESS) {
+            send_unload(srv, head.id, 1);
+            free_loaded(l);
+            return r;
+        }
+        id = handle_tag(id, HANDLE_TAG_ALL);
     }
     l->id = id; /* the handle, tagged with its server: what later requests name (untagged on the wire) */
     if (idmap_put(&objects, id, is_library ? TAG_LIBRARY : TAG_MODULE, l) != 0) {
@@ -543,13 +582,25 @@ static void forget_loaded(struct loaded *l);
  * sent, and by one thread: of two unloading the same handle at once, the
  * other finds nothing to free. Until then nothing here reads the record,
  * which such a thread may be freeing. */
+static void send_unload(struct server *srv, uint64_t wire_id, int is_library)
+{
+    struct msg_scuda_module_unload_req m = {.id = wire_id, .is_library = (uint8_t)is_library};
+    rpc_call c;
+    rpc_begin_on(&c, OP_scuda_module_unload, srv);
+    msg_scuda_module_unload_req_put(&c.req, &m);
+    (void)rpc_async(&c);
+}
+
 static CUresult unload(void *h, int is_library)
 {
     if (!loaded_lookup(h, is_library)) return CUDA_ERROR_INVALID_HANDLE;
     uint64_t id = (uint64_t)(uintptr_t)h;
+    /* A library on every server goes from each; its record, once. */
+    int everywhere = handle_tag_of(id) == HANDLE_TAG_ALL;
+    for (int i = everywhere ? 1 : 0; everywhere && i < servers_used; i++) send_unload(&servers[i], handle_untag(id), is_library);
     struct msg_scuda_module_unload_req m = {.id = handle_untag(id), .is_library = (uint8_t)is_library};
     rpc_call c;
-    rpc_begin_on(&c, OP_scuda_module_unload, server_of_handle(h));
+    rpc_begin_on(&c, OP_scuda_module_unload, everywhere ? &servers[0] : server_of_handle(h));
     msg_scuda_module_unload_req_put(&c.req, &m);
     CUresult r = rpc_async(&c);
     if (r == CUDA_SUCCESS) {
@@ -614,6 +665,15 @@ static void put_bind(wire_buf *b, uint16_t op, uint64_t parent, uint64_t id, con
     }
 }
 
+/* One binding request, one-way, to srv. */
+static CUresult send_bind(struct server *srv, uint16_t op, uint64_t parent_id, uint64_t id, const char *name)
+{
+    rpc_call c;
+    rpc_begin_on(&c, op, srv);
+    put_bind(&c.req, op, handle_untag(parent_id), handle_untag(id), name);
+    return rpc_async(&c);
+}
+
 /* The handle of kind tag for `desc`, bound on the server by `op` the first
  * time it is asked for. */
 static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc, uint32_t tag,
@@ -639,16 +699,19 @@ static CUresult bind_handle(void **out, struct loaded *l, struct func_desc *desc
     ref->owner = l;
     ref->desc = desc;
     struct server *srv = server_of_handle(handle_from_id(parent_id)); /* the handle is made where its parent is */
-    id = handle_tag(handle_new_id(), (unsigned)srv->index);
+    /* A kernel of a library on every server is bound on every server too,
+     * under one id (load_on_the_others); a function is its context's. */
+    int everywhere = op == OP_scuda_library_get_kernel && handle_tag_of(parent_id) == HANDLE_TAG_ALL;
+    id = handle_tag(handle_new_id(), everywhere ? HANDLE_TAG_ALL : (unsigned)srv->index);
     if (idmap_put(&objects, id, tag, ref) != 0) {
         free(ref);
         free(b);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    rpc_call c;
-    rpc_begin_on(&c, op, srv);
-    put_bind(&c.req, op, handle_untag(parent_id), handle_untag(id), desc->name);
-    CUresult r = rpc_async(&c);
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; everywhere && i < servers_used && r == CUDA_SUCCESS; i++)
+        if (&servers[i] != srv) r = send_bind(&servers[i], op, parent_id, id, desc->name);
+    if (r == CUDA_SUCCESS) r = send_bind(srv, op, parent_id, id, desc->name);
     if (r != CUDA_SUCCESS) { /* never handed out */
         idmap_del(&objects, id);
         free(ref);

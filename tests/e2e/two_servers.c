@@ -311,6 +311,48 @@ static void between(CUcontext c0, CUcontext c1)
 }
 
 /* Both devices at once: the calls on each go to its server. */
+/* A library is context-independent (cudart loads every fatbin as one, and
+ * PyTorch launches its kernels in whichever device's context is current):
+ * one library, its kernel launched as a function in each device's context,
+ * must run on that device's server, on that device's memory. */
+static void library_everywhere(CUcontext c0, CUcontext c1)
+{
+    size_t len;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CUlibrary lib;
+    CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    free(ptx);
+    CUkernel k;
+    CU(cuLibraryGetKernel(&k, lib, "fill_u32"));
+    CUcontext ctxs[2] = {c0, c1};
+    for (int d = 0; d < 2; d++) {
+        CU(cuCtxSetCurrent(ctxs[d]));
+        CUdeviceptr p;
+        CU(cuMemAlloc_v2(&p, N * sizeof(uint32_t)));
+        uint32_t value = 0x5150u + (uint32_t)d;
+        unsigned long long n = N;
+        void *args[] = {&p, &value, &n};
+        CU(cuLaunchKernel((CUfunction)k, 8, 1, 1, 128, 1, 1, 0, NULL, args, NULL)); /* as cudart does */
+        CUfunction f;
+        CU(cuKernelGetFunction(&f, k));
+        value += 0x100;
+        CU(cuLaunchKernel(f, 8, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+        static uint32_t got[N];
+        CU(cuMemcpyDtoH_v2(got, p, sizeof got));
+        for (int i = 0; i < N; i++)
+            CHECK(got[i] == value, "device %d: a library's kernel wrote %#x at %d, not %#x", d, got[i], i, value);
+        CU(cuMemFree_v2(p));
+    }
+    CU(cuLibraryUnload(lib));
+    CU(cuCtxSetCurrent(c0));
+    CUkernel gone;
+    CHECK(cuLibraryGetKernel(&gone, lib, "fill_u32") == CUDA_ERROR_INVALID_HANDLE, "an unloaded library still answers");
+    CU(cuCtxSynchronize());
+    CU(cuCtxSetCurrent(c1));
+    CU(cuCtxSynchronize()); /* no deferred error from the unload on either server */
+    printf("ok a library's kernel runs in either server's context\n");
+}
+
 static void across(void)
 {
     CUcontext c0, c1;
@@ -358,6 +400,7 @@ static void across(void)
           "a thread in device 0's context reading device 1's memory got %s", h_cu_name(rd.r));
     between(c0, c1);
     boxes_between(c0, c1);
+    library_everywhere(c0, c1);
     CU(cuCtxSetCurrent(c0));
     int can = -1;
     CU(cuDeviceCanAccessPeer(&can, 0, 1));

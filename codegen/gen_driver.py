@@ -1066,7 +1066,12 @@ class Emitter:
     def begin(self, e):
         """Client: start the call on the server of what it names (servers.h):
         its first handle, device or device pointer, else the server of the
-        calling thread's current context."""
+        calling thread's current context. A kernel is a library's, loaded on
+        every server: a call naming a kernel and a device goes to the
+        device's server."""
+        dev = [a for a in e.args if a.kind == "scalar" and a.ctype == "CUdevice"]
+        if dev and any(a.kind == "handle" and a.ctype == "CUkernel" for a in e.args):
+            return "rpc_begin_on(&c, OP_%s, server_of_device(%s))" % (e.name, dev[0].name)
         for a in e.args:
             if a.kind == "handle" and not a.hval:
                 return "rpc_begin_on(&c, OP_%s, server_of_handle(%s))" % (e.name, a.name)

@@ -18,6 +18,7 @@
 #include "memo.h"
 #include "module.h"
 #include "rpc.h"
+#include "servers.h"
 #include "shim.h"
 #include "stats.h"
 #include "../common/log.h"
@@ -93,14 +94,23 @@ static void memoize_settable(const void *h, int32_t dev, const struct msg_scuda_
 
 /* One round trip for all of a function's attributes. CUDA_SUCCESS also
  * when the driver refused some: those stay unknown. */
+/* Where an attribute question goes: a kernel's of a device to that
+ * device's server (a library's kernel is on every server), a function's
+ * to its own server. The device travels as that server's ordinal; the
+ * memo and the slots keep the client's. */
+static struct server *asked(const void *h, int32_t dev)
+{
+    return dev >= 0 ? server_of_device(dev) : server_of_handle(h);
+}
+
 static CUresult fetch_all(const void *h, int32_t dev)
 {
     struct msg_scuda_func_attributes_req m = {
-        .func = handle_wire_id(h), .is_kernel = (uint8_t)(dev >= 0), .dev = dev >= 0 ? dev : 0};
+        .func = handle_wire_id(h), .is_kernel = (uint8_t)(dev >= 0), .dev = dev >= 0 ? device_local(dev) : 0};
     struct msg_scuda_func_attributes_rep rep;
     uint64_t gen = memo_generation();
     rpc_call c;
-    rpc_begin(&c, OP_scuda_func_attributes);
+    rpc_begin_on(&c, OP_scuda_func_attributes, asked(h, dev));
     msg_scuda_func_attributes_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && (msg_scuda_func_attributes_rep_get(&c.out, &c.arena, &rep) != 0 ||
@@ -140,8 +150,12 @@ static CUresult one_attribute(int *value, unsigned a, const void *h, int kernel,
         r = CUDA_SUCCESS;
     } else {
         rpc_call c;
-        rpc_begin(&c, op);
-        wb_put_raw(&c.req, key.data, key.len);
+        rpc_begin_on(&c, op, asked(h, dev));
+        wire_buf wire; /* the key, with the server's ordinal */
+        one_attribute_key(&wire, a, h, kernel, dev >= 0 ? device_local(dev) : dev);
+        if (wire.oom) c.req.oom = 1;
+        else wb_put_raw(&c.req, wire.data, wire.len);
+        wb_free(&wire);
         r = rpc_sync(&c);
         if (r == CUDA_SUCCESS) {
             if (!key.oom) memo_insert(op, ctx, key.data, key.len, c.out.p, c.out.left, gen);

@@ -2950,7 +2950,7 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
         return CUDA_SUCCESS;
     }
     rpc_call c;
-    rpc_begin_on(&c, OP_cuKernelSetAttribute, server_of_handle(kernel));
+    rpc_begin_on(&c, OP_cuKernelSetAttribute, server_of_device(dev));
     wb_put_u32(&c.req, (uint32_t)(attrib));
     wb_put_i32(&c.req, (int32_t)(val));
     rpc_put_handle(&c.req, kernel);
@@ -2973,7 +2973,7 @@ EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUd
 {
     SHIM_ENTER(cuKernelSetCacheConfig, (kernel, config, dev));
     rpc_call c;
-    rpc_begin_on(&c, OP_cuKernelSetCacheConfig, server_of_handle(kernel));
+    rpc_begin_on(&c, OP_cuKernelSetCacheConfig, server_of_device(dev));
     rpc_put_handle(&c.req, kernel);
     wb_put_u32(&c.req, (uint32_t)(config));
     wb_put_i32(&c.req, (int32_t)(device_local(dev)));

@@ -343,6 +343,15 @@ static void library_everywhere(CUcontext c0, CUcontext c1)
             CHECK(got[i] == value, "device %d: a library's kernel wrote %#x at %d, not %#x", d, got[i], i, value);
         CU(cuMemFree_v2(p));
     }
+    /* Asked of either device from device 0's context, as PyTorch's
+     * autograd threads do: each device's server answers for its device. */
+    CU(cuCtxSetCurrent(c0));
+    for (CUdevice d = 0; d < 2; d++) {
+        int threads = 0;
+        CU(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, d));
+        CHECK(threads > 0, "device %d: a library kernel's max threads per block is %d", d, threads);
+        CU(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, k, d));
+    }
     CU(cuLibraryUnload(lib));
     CU(cuCtxSetCurrent(c0));
     CUkernel gone;

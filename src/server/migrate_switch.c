@@ -98,14 +98,11 @@ static int send_kept(void *arg, uint64_t no, const void *bytes, size_t len)
     return migrate_send_item(x->fd, &it, x->seq++);
 }
 
-/* Send B the resume state and read its "ready". write_lock held. */
-static int hand_over_locked(int fd, char *why, size_t wl)
+int migrate_hand_over_item(int fd, const struct msg_migrate_item *it, uint32_t seq, const char *word,
+                           const char *peer, const char *to_do, char *why, size_t wl)
 {
-    struct send_ctx x = {.fd = fd, .seq = 1u << 30};
-    struct msg_migrate_item sw_item = {.kind = MIG_SWITCH, .a = resume_received(), .b = resume_sent_locked(),
-                                       .data = resume_secret(), .data_len = RESUME_SECRET_LEN};
-    if (resume_each_kept(send_kept, &x) != 0 || migrate_send_item(fd, &sw_item, x.seq) != 0) {
-        snprintf(why, wl, "the other server went away before it took the session's connection state");
+    if (migrate_send_item(fd, it, seq) != 0) {
+        snprintf(why, wl, "%s went away before it took the session's connection state", peer);
         return -1;
     }
     struct msg_arena a;
@@ -114,15 +111,27 @@ static int hand_over_locked(int fd, char *why, size_t wl)
     void *payload = NULL;
     int rc = -1;
     if (migrate_read_verdict(fd, READY_TIMEOUT_MS, &a, &v, &payload) != 0)
-        snprintf(why, wl, "the other server did not say it waits for the client (within %d s)",
-                 READY_TIMEOUT_MS / 1000);
-    else if (v.result != CUDA_SUCCESS || !v.why || strcmp(v.why, "ready") != 0)
-        snprintf(why, wl, "the other server cannot take the client: %.300s", v.why ? v.why : "(no reason)");
+        snprintf(why, wl, "%s did not say it would %s (within %d s)", peer, to_do, READY_TIMEOUT_MS / 1000);
+    else if (v.result != CUDA_SUCCESS || !v.why || strcmp(v.why, word) != 0)
+        snprintf(why, wl, "%s cannot %s: %.300s", peer, to_do, v.why ? v.why : "(no reason)");
     else
         rc = 0;
     free(payload);
     msg_arena_free(&a);
     return rc;
+}
+
+/* Send B the resume state and read its "ready". write_lock held. */
+static int hand_over_locked(int fd, char *why, size_t wl)
+{
+    struct send_ctx x = {.fd = fd, .seq = 1u << 30};
+    struct msg_migrate_item sw_item = {.kind = MIG_SWITCH, .a = resume_received(), .b = resume_sent_locked(),
+                                       .data = resume_secret(), .data_len = RESUME_SECRET_LEN};
+    if (resume_each_kept(send_kept, &x) != 0) {
+        snprintf(why, wl, "the other server went away before it took the session's connection state");
+        return -1;
+    }
+    return migrate_hand_over_item(fd, &sw_item, x.seq, "ready", "the other server", "take the client", why, wl);
 }
 
 static int send_notice(struct session *s)

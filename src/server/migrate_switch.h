@@ -18,6 +18,12 @@ int migrate_read_verdict(int fd, int timeout_ms, struct msg_arena *a, struct msg
 int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *a, struct msg_migrate_item *it,
                       char *why, size_t wl);
 void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v);
+/* Send the last item of a hand-over (MIG_SWITCH, MIG_PARK) and read the
+ * other server's verdict on it: 0 when it says `word` ("ready",
+ * "parked"), else -1 with why, naming the peer as `peer` ("the standby")
+ * and what it did not do as `to_do` ("park the copy"). */
+int migrate_hand_over_item(int fd, const struct msg_migrate_item *it, uint32_t seq, const char *word,
+                           const char *peer, const char *to_do, char *why, size_t wl);
 /* Connect to `to` as a client does, asking for a session that imports;
  * B's session pid in *pid. Returns the fd, or -1 with why. (migrate_out.c) */
 int migrate_connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen);

@@ -113,24 +113,7 @@ static int park(struct session *s, int fd, uint64_t *received, uint64_t *sent, c
     pthread_mutex_unlock(&s->write_lock);
     struct msg_migrate_item it = {.kind = MIG_PARK, .a = *received, .b = *sent, .data = resume_secret(),
                                   .data_len = RESUME_SECRET_LEN};
-    if (migrate_send_item(fd, &it, 1u << 30) != 0) {
-        snprintf(why, wl, "the standby went away before it took the session's connection state");
-        return -1;
-    }
-    struct msg_arena a;
-    msg_arena_init(&a);
-    struct msg_migrate_verdict v;
-    void *payload = NULL;
-    int rc = -1;
-    if (migrate_read_verdict(fd, READY_TIMEOUT_MS, &a, &v, &payload) != 0)
-        snprintf(why, wl, "the standby did not say it parked the copy (within %d s)", READY_TIMEOUT_MS / 1000);
-    else if (v.result != CUDA_SUCCESS || !v.why || strcmp(v.why, "parked") != 0)
-        snprintf(why, wl, "the standby cannot park the copy: %.300s", v.why ? v.why : "(no reason)");
-    else
-        rc = 0;
-    free(payload);
-    msg_arena_free(&a);
-    return rc;
+    return migrate_hand_over_item(fd, &it, 1u << 30, "parked", "the standby", "park the copy", why, wl);
 }
 
 CUresult srv_scuda_snapshot(srv_call *c)

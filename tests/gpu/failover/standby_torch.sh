@@ -42,15 +42,19 @@ if wait_for 300 reached_kill_step; then
   kill -KILL "$A_PID" 2>/dev/null
   KILLED=1
   echo "killed server A (pid $A_PID and its sessions) at step $n"
-  # The first step written after the kill, polled every 5 ms.
-  KILL_TO_STEP=$(python3 - "$R/scuda.txt" "$n" "$t0" <<'PY'
+  # The first step written once the client failed over (a step whose
+  # reply came before the kill can land just after it), polled every 5 ms.
+  KILL_TO_STEP=$(python3 - "$R/scuda.txt" "$R/client.err" "$t0" <<'PY'
 import sys, time
-path, n, t0 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-deadline = time.time() + 120
+path, err, t0 = sys.argv[1], sys.argv[2], float(sys.argv[3])
+lines = lambda: sum(1 for _ in open(path))
+deadline = time.time() + 240
+while time.time() < deadline and "failed over to standby" not in open(err, errors="replace").read():
+    time.sleep(0.005)
+over, n = time.time(), lines()
 while time.time() < deadline:
-    with open(path) as f:
-        if sum(1 for _ in f) > n:
-            print("%.0f" % ((time.time() - t0) * 1000)); sys.exit(0)
+    if lines() > n:
+        print("%.0f (failed over after %.0f)" % ((time.time() - t0) * 1000, (over - t0) * 1000)); sys.exit(0)
     time.sleep(0.005)
 print("none")
 PY

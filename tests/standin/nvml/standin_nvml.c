@@ -87,7 +87,7 @@ static void configure_devices(void)
     for (unsigned i = 2; i < ndev; i++) {
         devs[i] = devs[1];
         char hex[3];
-        snprintf(hex, sizeof hex, "%02x", (unsigned)(i - 1)); /* byte 15: the CUDA stand-in's physical index */
+        snprintf(hex, sizeof hex, "%02x", (unsigned)((i - 1) & 0xffu)); /* byte 15: the CUDA stand-in's physical index */
         memcpy(devs[i].uuid + strlen(devs[i].uuid) - 2, hex, 2);
     }
     const char *v = getenv("STANDIN_UUID_TAG");

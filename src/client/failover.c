@@ -39,6 +39,9 @@
 #include "../common/transport.h"
 
 #define SNAPSHOT_EVERY_DEFAULT_S 10.0
+/* While the standby loads the session's images ahead, ask again at a
+ * synchronizing call no sooner than this: a round trip, not a wait. */
+#define AHEAD_POLL_MS 20
 #define JOURNAL_MAX_DEFAULT (256ull << 20)
 /* Results kept to check a replay: beyond this, replies go unchecked. */
 #define RESULTS_MAX (1u << 20)
@@ -70,6 +73,7 @@ static struct {
     uint32_t pid;
     uint64_t server_frames;
     uint64_t last_ms;
+    uint64_t ahead_until_ms; /* the standby loads ahead: no request before then */
     struct result *results;
     size_t nresults, cap, cursor;
     int results_full;
@@ -185,14 +189,15 @@ static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep
     pthread_mutex_unlock(&fo.lock);
     sendq_journal_floor(&s->q, rep->client_frames);
     LOG_INFO("snapshot on standby %s (session %u there): the application paused %llu ms (hold+sync %.1f ms, replay "
-             "%.1f ms, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes", standby, rep->pid,
-             (unsigned long long)took_ms, rep->hold_ns / 1e6, rep->replay_ns / 1e6, rep->bytes / 1048576.0,
-             rep->copy_ns / 1e6, (unsigned long long)journal);
+             "%.1f ms, %u images loaded ahead, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes",
+             standby, rep->pid, (unsigned long long)took_ms, rep->hold_ns / 1e6, rep->replay_ns / 1e6,
+             rep->images_ahead, rep->bytes / 1048576.0, rep->copy_ns / 1e6, (unsigned long long)journal);
 }
 
 /* No snapshot this time: the last one stands, unless its journal is past
- * the bound, which ends the standby's cover until a snapshot works. */
-static void snapshot_failed(struct server *s, const char *to, const char *why)
+ * the bound, which ends the standby's cover until a snapshot works.
+ * `ahead`: not a failure, the standby loads the images first. */
+static void snapshot_failed(struct server *s, const char *to, const char *why, int ahead)
 {
     uint64_t kept = sendq_kept_bytes(&s->q);
     pthread_mutex_lock(&fo.lock);
@@ -201,6 +206,11 @@ static void snapshot_failed(struct server *s, const char *to, const char *why)
     if (drop) fo.parked = 0;
     pthread_mutex_unlock(&fo.lock);
     if (drop) sendq_journal_end(&s->q, atomic_load(&s->c.acked));
+    if (ahead && !(had && drop)) {
+        LOG_DEBUG("standby %s loads the session's images ahead; the snapshot follows at a later synchronizing call",
+                  to);
+        return;
+    }
     if (had && drop)
         LOG_WARN("no snapshot on standby %s (%s), and the journal is past SCUDA_JOURNAL_MAX: no failover until a "
                  "snapshot works", to, why);
@@ -208,7 +218,8 @@ static void snapshot_failed(struct server *s, const char *to, const char *why)
         LOG_WARN("no snapshot on standby %s: %s%s", to, why, had ? "; the last one stands" : "");
 }
 
-static void snapshot(struct server *s)
+/* `now`: at the journal's bound, copy at once (no loading ahead). */
+static void snapshot(struct server *s, int now)
 {
     in_snapshot = 1;
     uint64_t t0 = mono_ms(), journal = sendq_kept_bytes(&s->q);
@@ -221,34 +232,40 @@ static void snapshot(struct server *s)
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_snapshot, s);
     c.pushed = 1; /* callers may hold the mirrors' lock (failover_before_send); the copy takes device bytes */
-    struct msg_scuda_snapshot_req m = {.to = to};
+    struct msg_scuda_snapshot_req m = {.to = to, .now = (uint32_t)now};
     msg_scuda_snapshot_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     struct msg_scuda_snapshot_rep rep = {0};
     char why[600];
-    if (r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0 && rep.parked)
+    int got = r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0;
+    if (got && rep.parked)
         snapshot_taken(s, &rep, journal, mono_ms() - t0, failovers);
     else {
         snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
                                         : rep.why && rep.why[0] ? rep.why : "(no reason)");
-        snapshot_failed(s, to, why);
+        snapshot_failed(s, to, why, got && rep.ahead);
     }
     rpc_end(&c);
     pthread_mutex_lock(&fo.lock);
-    if (fo.failovers == failovers) fo.last_ms = mono_ms(); /* else the new standby wants one at once */
+    if (got && rep.ahead) fo.ahead_until_ms = mono_ms() + AHEAD_POLL_MS; /* still due: ask again soon */
+    else if (fo.failovers == failovers) fo.last_ms = mono_ms(); /* else the new standby wants one at once */
     pthread_mutex_unlock(&fo.lock);
     in_snapshot = 0;
 }
+
+/* 1 when the journal would pass its bound with `extra` more bytes. */
+static int at_bound(struct server *s, uint64_t extra, uint64_t max) { return sendq_kept_bytes(&s->q) + extra > max; }
 
 /* 1 when a snapshot is due now on s. */
 static int due(struct server *s, uint64_t extra)
 {
     pthread_mutex_lock(&fo.lock);
-    int yes = fo.next < fo.npool && (fo.last_ms == 0 || mono_ms() - fo.last_ms >= fo.every_ms);
+    uint64_t now = mono_ms();
+    int yes = fo.next < fo.npool && (fo.last_ms == 0 || now - fo.last_ms >= fo.every_ms) && now >= fo.ahead_until_ms;
     uint64_t max = fo.journal_max;
     int parked = fo.parked;
     pthread_mutex_unlock(&fo.lock);
-    return yes || (parked && sendq_kept_bytes(&s->q) + extra > max);
+    return yes || (parked && at_bound(s, extra, max));
 }
 
 static void report_failover(void)
@@ -270,7 +287,13 @@ static void maybe_snapshot(struct server *s, uint64_t extra)
     if (in_snapshot || atomic_load(&s->c.resuming) || s->c.dead || !due(s, extra)) return;
     int idle = 0;
     if (!atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return; /* another thread takes it */
-    if (due(s, extra)) snapshot(s);
+    /* With no copy parked yet nothing covers the session: that snapshot
+     * goes at once, as does one at the journal's bound. Later ones let
+     * the standby load the images first, while the last copy covers. */
+    pthread_mutex_lock(&fo.lock);
+    int now = !fo.parked;
+    pthread_mutex_unlock(&fo.lock);
+    if (due(s, extra)) snapshot(s, now || (extra > 0 && at_bound(s, extra, fo.journal_max)));
     atomic_store(&fo.busy, 0);
 }
 
@@ -366,7 +389,7 @@ static void next_standby_locked(void)
     fo.failovers++; /* from here replies nobody waits for are checked */
     fo.parked = 0;
     fo.cursor = 0;
-    fo.last_ms = 0;
+    fo.last_ms = 0, fo.ahead_until_ms = 0;
     fo.next++;
     if (fo.next < fo.npool) snprintf(fo.standby, sizeof fo.standby, "%s", fo.pool[fo.next]);
 }

@@ -3507,6 +3507,7 @@ int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scud
 void msg_scuda_snapshot_req_put(wire_buf *b, const struct msg_scuda_snapshot_req *m)
 {
     wb_put_str(b, m->to);
+    wb_put_u32(b, m->now);
 }
 
 int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_req *m)
@@ -3514,12 +3515,15 @@ int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_s
     (void)a;
     memset(m, 0, sizeof *m);
     m->to = wr_str(r);
+    m->now = wr_u32(r);
     return wr_ok_end(r) ? 0 : -1;
 }
 
 void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m)
 {
     wb_put_u32(b, m->parked);
+    wb_put_u32(b, m->ahead);
+    wb_put_u32(b, m->images_ahead);
     wb_put_str(b, m->why);
     wb_put_u32(b, m->pid);
     wb_put_u64(b, m->client_frames);
@@ -3535,6 +3539,8 @@ int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_s
     (void)a;
     memset(m, 0, sizeof *m);
     m->parked = wr_u32(r);
+    m->ahead = wr_u32(r);
+    m->images_ahead = wr_u32(r);
     m->why = wr_str(r);
     m->pid = wr_u32(r);
     m->client_frames = wr_u64(r);

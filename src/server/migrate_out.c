@@ -377,7 +377,7 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     int fd = -1, switched = 0, ok = 0;
     uint32_t b_pid = 0;
     struct migrate_preloaded pre = {.fd = -1};
-    if (c && migrate_preload_busy())
+    if (c && migrate_preload_busy() && migrate_preload_purpose() == PRELOAD_FOR_MOVE)
         snprintf(o.why, sizeof o.why, "another move of this session is under way; try again when it ended");
     else
         migrate_preload_take(to, &pre);
@@ -418,10 +418,12 @@ CUresult srv_scuda_migrate(srv_call *c)
 }
 
 /* A snapshot (snapshot.c): what a move sends, checked the same way, but
- * no switch: the client stays here. Returns the connection to the
- * importer, whose copy checked out, or -1 with why. */
-int migrate_copy_out(struct session *s, const char *to, uint32_t *b_pid, struct msg_scuda_migrate_rep *rep, char *why,
-                     size_t whylen)
+ * no switch: the client stays here. `pre` is what the standby loaded
+ * ahead for it (fd -1: nothing; taken either way). Returns the connection
+ * to the importer, whose copy checked out, or -1 with why; *ahead: the
+ * images the copy loaded before the hold. */
+int migrate_copy_out(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
+                     struct msg_scuda_migrate_rep *rep, unsigned *ahead, char *why, size_t whylen)
 {
     uint64_t t0 = now_ns();
     struct outcome o = {.why = ""};
@@ -433,15 +435,17 @@ int migrate_copy_out(struct session *s, const char *to, uint32_t *b_pid, struct 
     int fd = -1, ok = 0;
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
-        struct migrate_preloaded none = {.fd = -1};
-        fd = copy_to_peer(s, to, &none, b_pid, &o, &ok);
+        fd = copy_to_peer(s, to, pre, b_pid, &o, &ok);
         if (fd >= 0 && !ok) {
             io_close(fd);
             fd = -1;
         }
     }
+    if (pre->fd >= 0) io_close(pre->fd); /* refused before it was used */
+    migrate_preloaded_free(pre);
     session_forget_bound_ctx(); /* holding and describing made other contexts current */
     rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
+    *ahead = o.ahead;
     snprintf(why, whylen, "%s", o.why);
     return fd;
 }

@@ -25,6 +25,8 @@
 
 static pthread_t thread;
 static _Atomic int busy; /* started, not yet taken */
+static _Atomic int done; /* the thread left its result */
+static enum migrate_preload_for purpose;
 static int started;      /* the thread exists and must be joined (dispatch thread only) */
 static char target[256];
 static struct migrate_preloaded result = {.fd = -1}; /* the thread's, until the join */
@@ -99,33 +101,39 @@ static void *preload_main(void *arg)
         LOG_INFO("session %d: %s loaded %u images ahead (%u by digest alone) in %.0f ms while the session ran on",
                  (int)getpid(), target, p.images, p.by_hash, p.ns / 1e6);
     } else {
-        LOG_WARN("session %d: loading ahead on %s failed: %s; the move loads everything during the hold",
-                 (int)getpid(), target, why);
+        LOG_WARN("session %d: loading ahead on %s failed: %s; the %s loads everything during the hold",
+                 (int)getpid(), target, why, purpose == PRELOAD_FOR_MOVE ? "move" : "snapshot");
         if (p.fd >= 0) io_close(p.fd);
         migrate_preloaded_free(&p);
     }
     result = p; /* read by the dispatch thread after the join */
-    migrate_request_repost();
+    atomic_store(&done, 1);
+    if (purpose == PRELOAD_FOR_MOVE) migrate_request_repost();
     return NULL;
 }
 
-int migrate_preload_start(const char *to)
+int migrate_preload_start(const char *to, enum migrate_preload_for why)
 {
     if (started || atomic_load(&busy)) return -1;
     snprintf(target, sizeof target, "%s", to);
     result = (struct migrate_preloaded){.fd = -1};
+    purpose = why;
+    atomic_store(&done, 0);
     atomic_store(&busy, 1);
     if (pthread_create(&thread, NULL, preload_main, NULL) != 0) {
         atomic_store(&busy, 0);
-        LOG_WARN("session %d: no thread to load ahead on %s; the move loads everything during the hold",
-                 (int)getpid(), to);
+        LOG_WARN("session %d: no thread to load ahead on %s; the %s loads everything during the hold",
+                 (int)getpid(), to, why == PRELOAD_FOR_MOVE ? "move" : "snapshot");
         return -1;
     }
     started = 1;
     return 0;
 }
 
+int migrate_preload_worthwhile(void) { return migrate_seq_has_images(); }
 int migrate_preload_busy(void) { return atomic_load(&busy); }
+int migrate_preload_done(void) { return atomic_load(&done); }
+enum migrate_preload_for migrate_preload_purpose(void) { return purpose; }
 
 void migrate_preload_take(const char *to, struct migrate_preloaded *p)
 {

@@ -33,12 +33,25 @@ struct migrate_preloaded {
     uint64_t ns;                    /* how long it took, the session running */
 };
 
-/* On the dispatch thread: start loading ahead for a move to `to`.
- * Returns 0 when the thread runs (it posts the request again when done),
- * -1 when it could not start (the move then goes on without it). */
-int migrate_preload_start(const char *to);
+/* Who loads ahead: an operator's move (the thread posts the move's
+ * request again when done) or a snapshot (the client asks again at a
+ * later synchronizing call; snapshot.c). */
+enum migrate_preload_for { PRELOAD_FOR_MOVE, PRELOAD_FOR_SNAPSHOT };
+
+/* On the dispatch thread: start loading ahead for a move or a snapshot to
+ * `to`. Returns 0 when the thread runs, -1 when it could not start (the
+ * copy then goes on without it). */
+int migrate_preload_start(const char *to, enum migrate_preload_for purpose);
+/* 1 when loading ahead can shorten the hold: the session holds a
+ * module's or library's image (replaying images is what makes a hold
+ * long: PyTorch's hundreds take seconds). */
+int migrate_preload_worthwhile(void);
 /* 1 from the start until migrate_preload_take. */
 int migrate_preload_busy(void);
+/* While busy: 1 when the thread finished (migrate_preload_take will not
+ * wait), and whom it loads for. */
+int migrate_preload_done(void);
+enum migrate_preload_for migrate_preload_purpose(void);
 /* At the hold, on the dispatch thread: wait for the thread (it is done
  * when the request was posted again) and take what it left. p->fd is -1
  * when it failed (logged) or loaded ahead for another address. */

@@ -217,6 +217,15 @@ void migrate_seq_pin_images(int pin)
     pthread_mutex_unlock(&lock);
 }
 
+int migrate_seq_has_images(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < nseq && (seq[i].gone || !seq[i].it.data)) i++;
+    pthread_mutex_unlock(&lock);
+    return i < nseq;
+}
+
 /* ---- what the driver table's wrappers see ---------------------------------------- */
 
 /* The first time a kernel's function is asked for in a context, the

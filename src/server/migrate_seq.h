@@ -71,6 +71,9 @@ int migrate_seq_units(struct migrate_unit **out, size_t *n);
  * unlocked); 0: free those. */
 void migrate_seq_pin_images(int pin);
 
+/* 1 when the session holds a module's or library's image. */
+int migrate_seq_has_images(void);
+
 /* Notes lost for want of memory: the sequence is incomplete. */
 int migrate_seq_lost(void);
 

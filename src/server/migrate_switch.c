@@ -453,7 +453,7 @@ static int load_ahead_first(const char *to)
     char why[MIGRATE_WHY_MAX] = "";
     if (migrate_preload_busy()) return 0;
     migrate_blockers_explain(why, sizeof why);
-    if (why[0] || migrate_preload_start(to) != 0) return 0; /* refused at once, or no thread: as before */
+    if (why[0] || migrate_preload_start(to, PRELOAD_FOR_MOVE) != 0) return 0; /* refused at once, or no thread: as before */
     LOG_INFO("session %d: preparing to move to %s (scuda migrate): it loads the session's images while the "
              "session runs on", (int)getpid(), to);
     return 1;

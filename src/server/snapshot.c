@@ -24,6 +24,7 @@
 
 #include "dispatch.h"
 #include "handlers.gen.h"
+#include "migrate_preload.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "resume.h"
@@ -65,23 +66,45 @@ static uint32_t keepable(const char *to)
     return parked_fd >= 0 && strcmp(parked_to, to) == 0 ? parked_pid : 0;
 }
 
+/* Loading ahead (migrate_preload.h): the standby replays the session's
+ * images while the session runs on, so that the hold replays only what
+ * came after. The first request starts it and is answered "ahead"; the
+ * client asks again at a later synchronizing call, which takes what the
+ * standby loaded once it is done. Returns 1 when this request is to be
+ * answered "ahead", 0 when the copy goes now (with *pre, fd -1 when
+ * nothing was loaded ahead for it). A request at the journal's bound
+ * (`now`) copies at once. */
+static int loading_ahead(const char *to, int now, struct migrate_preloaded *pre)
+{
+    *pre = (struct migrate_preloaded){.fd = -1};
+    if (migrate_preload_busy()) {
+        if (migrate_preload_purpose() != PRELOAD_FOR_SNAPSHOT) return 0; /* a move's: the copy says so */
+        if (!now && !migrate_preload_done()) return 1;
+        migrate_preload_take(to, pre); /* another standby's (the pool moved on): closed */
+        return 0;
+    }
+    if (now || !migrate_preload_worthwhile()) return 0;
+    return migrate_preload_start(to, PRELOAD_FOR_SNAPSHOT) == 0;
+}
+
 /* A copy to `to`, keeping the parked copy's ranges that did not change.
  * A copy that kept bytes and failed (the parked copy gone, or a byte that
  * did change: the digests differ) is taken again in full. */
-static int copy_out(struct session *s, const char *to, uint32_t *pid, struct msg_scuda_migrate_rep *mig,
-                    uint64_t *kept, char *why, size_t wl)
+static int copy_out(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *pid,
+                    struct msg_scuda_migrate_rep *mig, uint64_t *kept, unsigned *ahead, char *why, size_t wl)
 {
     static struct snapshot_written written; /* large: not on the stack */
     snapshot_dirty_take(&written);
     migrate_out_keep_from(keepable(to), &written, parked_ranges, nparked_ranges);
-    int fd = migrate_copy_out(s, to, pid, mig, why, wl);
+    int fd = migrate_copy_out(s, to, pre, pid, mig, ahead, why, wl);
     *kept = migrate_out_kept();
     migrate_out_keep_from(0, NULL, NULL, 0);
     if (fd < 0 && *kept) {
         LOG_WARN("session %d: the snapshot that kept the parked copy's memory failed (%s); taking it in full",
                  (int)getpid(), why);
         *kept = 0;
-        fd = migrate_copy_out(s, to, pid, mig, why, wl);
+        struct migrate_preloaded none = {.fd = -1};
+        fd = migrate_copy_out(s, to, &none, pid, mig, ahead, why, wl);
     }
     return fd;
 }
@@ -120,6 +143,14 @@ CUresult srv_scuda_snapshot(srv_call *c)
 {
     struct msg_scuda_snapshot_req m;
     if (msg_scuda_snapshot_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_snapshot_rep rep = {0};
+    struct migrate_preloaded pre;
+    if (loading_ahead(m.to, m.now != 0, &pre)) {
+        rep.ahead = 1;
+        rep.why = "the standby loads the session's images first";
+        msg_scuda_snapshot_rep_put(&c->out, &rep);
+        return CUDA_SUCCESS;
+    }
     /* The client has the last snapshot's reply (it asks for one at a time),
      * so the copy before that one is of no use to it any more. */
     static int previous_fd = -1;
@@ -128,10 +159,10 @@ CUresult srv_scuda_snapshot(srv_call *c)
     static char why[MIGRATE_WHY_MAX + 64];
     why[0] = '\0';
     struct msg_scuda_migrate_rep mig;
-    struct msg_scuda_snapshot_rep rep = {0};
     uint32_t pid = 0;
     uint64_t kept = 0;
-    int fd = copy_out(c->s, m.to, &pid, &mig, &kept, why, sizeof why);
+    unsigned ahead = 0;
+    int fd = copy_out(c->s, m.to, &pre, &pid, &mig, &kept, &ahead, why, sizeof why);
     if (fd >= 0 && park(c->s, fd, &rep.client_frames, &rep.server_frames, why, sizeof why) == 0) {
         previous_fd = parked_fd;
         parked_fd = fd;
@@ -140,11 +171,12 @@ CUresult srv_scuda_snapshot(srv_call *c)
         remember_ranges(1);
         rep.parked = 1;
         rep.pid = pid;
+        rep.images_ahead = ahead;
         session_stats_snapshot(mig.bytes + kept); /* `scuda ps`: its age and size */
-        LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms, %.1f MiB "
-                 "memory in %.1f ms, %.1f MiB more kept from the copy parked there before", (int)getpid(), m.to, pid,
-                 mig.hold_ns / 1e6, mig.replay_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6,
-                 kept / 1048576.0);
+        LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
+                 "loaded ahead), %.1f MiB memory in %.1f ms, %.1f MiB more kept from the copy parked there before",
+                 (int)getpid(), m.to, pid, mig.hold_ns / 1e6, mig.replay_ns / 1e6, ahead, mig.bytes / 1048576.0,
+                 mig.copy_ns / 1e6, kept / 1048576.0);
     } else {
         snapshot_dirty_failed(); /* the parked copy is still the older one */
         remember_ranges(0);

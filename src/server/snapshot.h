@@ -12,10 +12,14 @@
 
 struct session;
 
-/* What a move sends to `to`, checked, without the switch (migrate_out.c).
- * Returns the connection to the importer, or -1 with why. */
-int migrate_copy_out(struct session *s, const char *to, uint32_t *b_pid, struct msg_scuda_migrate_rep *rep, char *why,
-                     size_t whylen);
+struct migrate_preloaded;
+
+/* What a move sends to `to`, checked, without the switch (migrate_out.c),
+ * on the connection `to` loaded ahead on when `pre` still fits (its fd
+ * -1: none; taken either way). Returns the connection to the importer,
+ * or -1 with why; *ahead: of the images it holds, those loaded ahead. */
+int migrate_copy_out(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
+                     struct msg_scuda_migrate_rep *rep, unsigned *ahead, char *why, size_t whylen);
 
 /* The next migrate_copy_out keeps, from parked copy `pid` on the
  * importer's machine (0: none), every range that copy had (`had`) and

@@ -226,6 +226,22 @@ static char *checksum_of(const char *path)
     return copy;
 }
 
+/* Snapshots whose standby loaded images ahead of the hold (the primary's
+ * "(N images loaded ahead)", N > 0): once a copy is parked, the next one
+ * lets the standby replay the images while the session runs on. */
+static int snapshots_loaded_ahead;
+
+static int count_loaded_ahead(const char *err)
+{
+    int n = 0;
+    for (const char *p = err; p && (p = strstr(p, " images loaded ahead")) != NULL; p++) {
+        const char *d = p;
+        while (d > err && d[-1] >= '0' && d[-1] <= '9') d--;
+        n += d < p && atoi(d) > 0;
+    }
+    return n;
+}
+
 /* One trial: a fresh A, the client, A killed `delay_ms` after the client's
  * first synchronize. Returns 1 when the client failed over. */
 static int trial(int t, const struct h_server *S, const char *want, unsigned delay_ms, int stop)
@@ -271,6 +287,9 @@ static int trial(int t, const struct h_server *S, const char *want, unsigned del
     free(got);
     free(err);
     h_server_kill(&A);
+    char *log = h_read_file(A.log_path, NULL);
+    snapshots_loaded_ahead += count_loaded_ahead(log);
+    free(log);
     return failed_over;
 }
 
@@ -452,7 +471,9 @@ int main(void)
     }
     CHECK(trials >= 5, "only %d trials within the time budget", trials);
     CHECK(failed_over * 2 >= trials, "only %d of %d trials failed over", failed_over, trials);
-    printf("%d trials, %d failed over\n", trials, failed_over);
+    printf("%d trials, %d failed over, %d snapshots loaded images ahead\n", trials, failed_over,
+           snapshots_loaded_ahead);
+    CHECK(snapshots_loaded_ahead > 0, "no snapshot let the standby load the images ahead of the hold");
     /* Each snapshot replaced the one before last: parked copies do not pile up. */
     int discarded = h_server_log_count(&S, "the exporting session discarded this snapshot");
     CHECK(discarded > trials, "only %d parked copies discarded over %d trials", discarded, trials);

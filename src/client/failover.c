@@ -287,13 +287,9 @@ static void maybe_snapshot(struct server *s, uint64_t extra)
     if (in_snapshot || atomic_load(&s->c.resuming) || s->c.dead || !due(s, extra)) return;
     int idle = 0;
     if (!atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return; /* another thread takes it */
-    /* With no copy parked yet nothing covers the session: that snapshot
-     * goes at once, as does one at the journal's bound. Later ones let
-     * the standby load the images first, while the last copy covers. */
-    pthread_mutex_lock(&fo.lock);
-    int now = !fo.parked;
-    pthread_mutex_unlock(&fo.lock);
-    if (due(s, extra)) snapshot(s, now || (extra > 0 && at_bound(s, extra, fo.journal_max)));
+    /* At the journal's bound the copy goes at once; otherwise the standby
+     * may load the images first (answered `ahead`: asked again later). */
+    if (due(s, extra)) snapshot(s, extra > 0 && at_bound(s, extra, fo.journal_max));
     atomic_store(&fo.busy, 0);
 }
 

@@ -258,8 +258,14 @@ static int trial(int t, const struct h_server *S, const char *want, unsigned del
     setenv("SCUDA_SNAPSHOT_EVERY", every[t % 3], 1);
     setenv("SCUDA_JOURNAL_MAX", bound[t % 3], 1);
     struct run r;
+    int covers = h_server_log_count(S, "snapshot parked; waiting for its client");
     spawn(&r, tag);
     wait_ready(tag);
+    /* A server that dies before the first copy is parked takes the session
+     * with it: the random point is after the standby took the first one
+     * (its images loaded ahead, then the hold). */
+    CHECK(h_wait_log(S, "snapshot parked; waiting for its client", covers + 1, 10000) > covers,
+          "trial %d: the standby parked no copy", t);
     h_sleep_ms(delay_ms);
     kill(-A.pid, stop ? SIGSTOP : SIGKILL);
     int st = h_wait(r.pid, 30000);
@@ -401,10 +407,12 @@ static void standby_pool(const char *want)
     struct run r;
     spawn(&r, "failover-pool");
     wait_ready("the pool's client");
+    char parked_on[700];
+    snprintf(parked_on, sizeof parked_on, "snapshot parked on %s", S1.addr);
+    CHECK(h_wait_log(&P, parked_on, 1, 10000) >= 1, "no snapshot on the first standby");
     h_sleep_ms(150);
     kill(-P.pid, SIGKILL);
     /* The session, now on S1, covers itself with a snapshot on S2. */
-    char parked_on[700];
     snprintf(parked_on, sizeof parked_on, "snapshot parked on %s", S2.addr);
     CHECK(h_wait_log(&S1, parked_on, 1, 10000) >= 1, "after the failover to S1, no snapshot on the next standby");
     h_sleep_ms(100); /* a journal after it */

@@ -26,6 +26,7 @@
 #include "migrate_arrays.h"
 #include "migrate_graphs.h"
 #include "migrate_images.h"
+#include "migrate_memread.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
@@ -501,16 +502,13 @@ static CUresult digest_state(uint8_t out[32])
     struct migrate_digest *d = migrate_digest_begin();
     struct migrate_range *v = NULL;
     long n = migrate_memory(&v);
-    uint8_t *buf = malloc(MIGRATE_CHUNK);
-    CUresult r = d && n >= 0 && buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    for (long i = 0; i < n && r == CUDA_SUCCESS; i++)
-        for (uint64_t off = 0; off < v[i].size && r == CUDA_SUCCESS; off += MIGRATE_CHUNK) {
-            size_t len = v[i].size - off < MIGRATE_CHUNK ? (size_t)(v[i].size - off) : MIGRATE_CHUNK;
-            if ((r = REAL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(v[i].addr + off), len)) == CUDA_SUCCESS)
-                migrate_digest_bytes(d, buf, len);
-        }
+    CUresult r = d && n >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    char why[160];
+    if (r == CUDA_SUCCESS && migrate_memory_read(v, n, d, NULL, NULL, why, sizeof why) != 0) {
+        LOG_WARN("session %d: checking the copy: %s", (int)getpid(), why);
+        r = CUDA_ERROR_UNKNOWN;
+    }
     if (d) migrate_digest_end(d, out);
-    free(buf);
     free(v);
     return r;
 }

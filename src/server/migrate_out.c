@@ -22,6 +22,7 @@
 #include "handlers.gen.h"
 #include "handles.h"
 #include "migrate_images.h"
+#include "migrate_memread.h"
 #include "migrate_preload.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
@@ -183,6 +184,32 @@ static int send_kept(int fd, const struct migrate_range *r, uint32_t *seq)
     return peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0;
 }
 
+/* What the exporter does with each chunk it read (migrate_memread.c). */
+struct sending {
+    int fd;
+    const struct migrate_range *v;
+    uint32_t *seq;
+    uint64_t *sent;
+    int kept; /* the current range is the parked copy's: only digested */
+};
+
+static int send_chunk(void *arg, const struct migrate_chunk *c)
+{
+    struct sending *x = arg;
+    const struct migrate_range *r = &x->v[c->range];
+    if (c->off == 0) {
+        x->kept = kept_there(r);
+        keep.kept += x->kept ? r->size : 0; /* counted when tried: a refusal then falls back to a full copy */
+        if (x->kept && send_kept(x->fd, r, x->seq) != 0) return 1;
+    }
+    if (x->kept) return 0;
+    struct msg_migrate_item it = {.kind = MIG_BYTES, .a = r->addr + c->off, .data = (void *)c->bytes,
+                                  .data_len = c->len};
+    if (peer_spoke(x->fd) || migrate_send_item(x->fd, &it, (*x->seq)++) != 0) return 1; /* the verdict says why */
+    *x->sent += c->len;
+    return 0;
+}
+
 /* Every range of device memory, in chunks, each also fed to the digest;
  * a range the parked copy holds unchanged (kept_there) is only digested:
  * the importer takes it from there, and the digests say whether it was
@@ -191,34 +218,17 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
 {
     struct migrate_range *v = NULL;
     long n = migrate_memory(&v);
-    uint8_t *buf = n >= 0 ? malloc(MIGRATE_CHUNK) : NULL;
-    int rc = buf ? 0 : -1;
-    if (!buf) snprintf(why, whylen, "out of host memory for the copy");
-    for (long i = 0; i < n && rc == 0; i++) {
-        int kept = kept_there(&v[i]);
-        keep.kept += kept ? v[i].size : 0; /* counted when tried: a refusal then falls back to a full copy */
-        if (kept && send_kept(fd, &v[i], seq) != 0) rc = 1;
-        for (uint64_t off = 0; off < v[i].size && rc == 0; off += MIGRATE_CHUNK) {
-            size_t len = v[i].size - off < MIGRATE_CHUNK ? (size_t)(v[i].size - off) : MIGRATE_CHUNK;
-            CUresult r = REAL(cuMemcpyDtoH_v2, buf, (CUdeviceptr)(v[i].addr + off), len);
-            if (r != CUDA_SUCCESS) {
-                snprintf(why, whylen, "reading device memory at %#llx failed with CUresult %d",
-                         (unsigned long long)(v[i].addr + off), (int)r);
-                rc = -1;
-                break;
-            }
-            migrate_digest_bytes(d, buf, len);
-            if (kept) continue;
-            struct msg_migrate_item it = {.kind = MIG_BYTES, .a = v[i].addr + off, .data = buf, .data_len = len};
-            if (peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0) rc = 1; /* the verdict says why */
-            *sent += len;
-        }
+    if (n < 0) {
+        free(keep.ranges);
+        keep.ranges = NULL, keep.nranges = 0;
+        snprintf(why, whylen, "out of host memory for the copy");
+        return -1;
     }
-    free(buf);
+    struct sending x = {.fd = fd, .v = v, .seq = seq, .sent = sent};
+    int rc = migrate_memory_read(v, n, d, send_chunk, &x, why, whylen);
     free(keep.ranges);
-    keep.ranges = n >= 0 ? v : NULL;
-    keep.nranges = n >= 0 ? n : 0;
-    if (n < 0) free(v);
+    keep.ranges = v;
+    keep.nranges = n;
     return rc;
 }
 

@@ -302,7 +302,7 @@ struct migrate_digest *migrate_digest_begin(void)
     return d;
 }
 
-void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n) { auth_sha256_update(&d->sha, p, n); }
+void migrate_digest_chunk(struct migrate_digest *d, const uint8_t sum[32]) { auth_sha256_update(&d->sha, sum, 32); }
 
 void migrate_digest_end(struct migrate_digest *d, uint8_t out[32])
 {

@@ -152,12 +152,14 @@ long migrate_items_placing(struct msg_migrate_item **out, char *why, size_t whyl
 
 /* ---- the digest, on both sides ---------------------------------------- */
 
-/* The digest of the session's objects, then of the bytes fed with
- * migrate_digest_bytes in the order the exporter sends them: every window
- * allocation by address, then every global in item order. */
+/* The digest of the session's objects, then of the device bytes in the
+ * order the exporter sends them (every window allocation by address, then
+ * every global in item order), as the SHA-256 of each chunk of
+ * MIGRATE_CHUNK fed with migrate_digest_chunk (migrate_memread.c: the
+ * chunks are hashed on several threads). */
 struct migrate_digest;
 struct migrate_digest *migrate_digest_begin(void);
-void migrate_digest_bytes(struct migrate_digest *d, const void *p, size_t n);
+void migrate_digest_chunk(struct migrate_digest *d, const uint8_t sum[32]);
 void migrate_digest_end(struct migrate_digest *d, uint8_t out[32]);
 
 /* The device memory a migration copies, in digest order: a malloc'd

@@ -11,8 +11,10 @@
 # (tests/gpu/nvml_check.sh --no-build); default all four. Also, on request:
 # standby (failover/standby_torch.sh with the 134 M-parameter model, 300
 # steps, a snapshot every 30 s, a journal of up to 2 GiB: the model's
-# weights alone pass the default 256 MiB at the start) and split (pools/split_train.sh), their
-# logs under $OUT (or /tmp) in standby/ and split_train/. Run as root on
+# weights alone pass the default 256 MiB at the start), standby-steady (the
+# same with a snapshot every 8 s: snapshots of the whole trained state) and
+# split (pools/split_train.sh), their logs under $OUT (or /tmp) in standby/,
+# standby-steady/ and split_train/. Run as root on
 # the GPU machine from the repo root:
 #   bash tests/gpu/from_package.sh build-pkg/scuda-0.9.0-linux-x86_64.tar.gz
 # Ends with one line per suite and "N passed, N failed" (suites).
@@ -51,8 +53,10 @@ for s in "${SUITES[@]}"; do
     nvml) suite nvml bash tests/gpu/nvml_check.sh --no-build ;;
     standby) suite standby env GPT_SIZE=134m GPT_STEPS=300 SNAPSHOT_EVERY=30 SCUDA_JOURNAL_MAX=2G \
                bash tests/gpu/failover/standby_torch.sh "${OUT:-/tmp}/standby" ;;
+    standby-steady) suite standby-steady env GPT_SIZE=134m GPT_STEPS=300 SNAPSHOT_EVERY=8 SCUDA_JOURNAL_MAX=2G \
+               bash tests/gpu/failover/standby_torch.sh "${OUT:-/tmp}/standby-steady" ;;
     split) suite split bash tests/gpu/pools/split_train.sh "${OUT:-/tmp}/split_train" ;;
-    *) echo "from_package: unknown suite $s (programs, torch, jax, nvml, standby, split)"; fail=$((fail + 1)) ;;
+    *) echo "from_package: unknown suite $s (programs, torch, jax, nvml, standby, standby-steady, split)"; fail=$((fail + 1)) ;;
   esac
 done
 echo "$pass passed, $fail failed"

@@ -17,41 +17,6 @@ timeout 120 python3 "$FAILOVER/train_gpt.py" "$R/native.txt" >"$R/native.out" 2>
 NRC=$?
 echo "native rc=$NRC"
 
-# loopback_gbps: one TCP stream over loopback, 1 GiB, GB/s.
-loopback_gbps() {
-  python3 - <<'PY'
-import socket, threading, time
-N, CH = 1 << 30, 1 << 22
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-def sink():
-    c, _ = srv.accept(); buf = bytearray(CH); got = 0
-    while got < N:
-        n = c.recv_into(buf)
-        if not n: break
-        got += n
-t = threading.Thread(target=sink); t.start()
-s = socket.create_connection(srv.getsockname()); data = b"\0" * CH
-t0 = time.time()
-for _ in range(N // CH): s.sendall(data)
-s.close(); t.join()
-print("%.3f" % (N / (time.time() - t0) / 1e9))
-PY
-}
-
-# LINK_GBPS and LINK_FROM: the bandwidth the memory copy can hope for.
-link_bandwidth() {
-  if [[ -n ${LINK_GBPS:-} ]]; then LINK_FROM="LINK_GBPS"; return; fi
-  timeout 180 "$SCUDA" bench --server "$1" --quick --json "$R/bench.json" >"$R/bench.out" 2>&1
-  LINK_GBPS=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["raw_link"]["one_stream"]; print(d["gbps"] if d["ok"] else "")' \
-    "$R/bench.json" 2>/dev/null)
-  if [[ -n $LINK_GBPS ]]; then
-    LINK_FROM="scuda bench to server B, raw link, one stream"
-  else
-    LINK_GBPS=$(loopback_gbps)
-    LINK_FROM="a loopback TCP stream measured by this script (scuda bench failed: $R/bench.out)"
-  fi
-}
-
 pick_gpus
 start_server b "$GPU_B" "$R/srvB.log" || exit 1
 B_ADDR=$SERVER_ADDR

@@ -23,6 +23,8 @@ start_server s "$GPU_B" "$R/srvS.log" || exit 1
 S_ADDR=$SERVER_ADDR
 start_server a "$GPU_A" "$R/srvA.log" || exit 1
 A_PID=$SERVER_PID A_ADDR=$SERVER_ADDR
+link_bandwidth "$S_ADDR" # before the client: the snapshots' memory copies go A -> S
+echo "link: $LINK_GBPS GB/s ($LINK_FROM)"
 
 SCUDA_LOG=info SCUDA_STANDBY=$S_ADDR SCUDA_SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-2} \
   timeout 400 bash "$HIDE" "$SCUDA" run --server "$A_ADDR" -- python3 "$FAILOVER/train_gpt.py" "$R/scuda.txt" \
@@ -78,6 +80,22 @@ read -ra PAUSE_LIST <<<"$PAUSES"
 PAUSE_SHARE=$(python3 -c 'import sys; t = sum(int(x) for x in sys.argv[2:]); print("%.0f ms in all, %.1f%% of the client'"'"'s %s s" % (t, 100 * t / 1000 / float(sys.argv[1]), sys.argv[1]))' "$CL_SECS" "${PAUSE_LIST[@]}")
 echo "snapshot pauses: $PAUSE_SHARE"
 echo "journal at the kill: ${JOURNAL:-none}"
+# Each snapshot's memory copy (A's log: MiB in ms, as the standby timed it)
+# against the link; the largest one's ratio is the restore rate.
+COPY=$(python3 - "$R/srvA.log" "${LINK_GBPS:-0}" <<'PY'
+import re, sys
+link = float(sys.argv[2] or 0)
+rows = [(float(m), float(ms), int(k)) for k, m, ms in
+        re.findall(r"\((\d+) images loaded ahead\), ([\d.]+) MiB memory in ([\d.]+) ms", open(sys.argv[1], errors="replace").read())]
+for m, ms, k in rows:
+    print("  snapshot: %.1f MiB of memory in %.1f ms, %.2f GB/s, %d images loaded ahead" % (m, ms, m * 1048576 / ms / 1e6, k))
+if rows:
+    m, ms, k = max(rows)
+    g = m * 1048576 / ms / 1e6
+    print("largest snapshot %.0f MiB at %.2f GB/s, %.2fx the link's %.2f GB/s" % (m, g, g / link if link else 0, link))
+PY
+)
+echo "$COPY"
 
 ok=1 why=()
 ((NRC == 0)) || { ok=0; why+=("native rc=$NRC"); }
@@ -85,7 +103,8 @@ ok=1 why=()
 ((CRC == 0)) || { ok=0; why+=("client rc=$CRC"); }
 grep -q "failed over to standby" "$R/client.err" || { ok=0; why+=("no failover in the client's log"); }
 ! grep -q MISMATCH "$R/client.err" || { ok=0; why+=("replayed calls returned other results"); }
-why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms, $PAUSE_SHARE" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms")
+why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms, $PAUSE_SHARE" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms"
+  "$(tail -n 1 <<<"$COPY")")
 if cmp -s "$R/native.txt" "$R/scuda.txt"; then
   why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")
 else

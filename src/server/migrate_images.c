@@ -95,10 +95,11 @@ static unsigned named, received, queries;
 CUresult migrate_images_answer(struct session *s, const struct msg_migrate_item *it, char *why, size_t whylen)
 {
     uint64_t count = it->a;
-    /* Two queries at most: the images loaded ahead, then those loaded
+    /* A query per round of loading ahead, then one for those loaded
      * since, at the hold (migrate_preload.h). */
-    if (++queries > 2 || !it->data || count == 0 || count > SCUDA_MAX_FRAME / ENTRY || it->data_len != count * ENTRY) {
-        snprintf(why, whylen, "a malformed or third query for module images");
+    if (++queries > MIGRATE_IMAGE_QUERIES_MAX || !it->data || count == 0 || count > SCUDA_MAX_FRAME / ENTRY ||
+        it->data_len != count * ENTRY) {
+        snprintf(why, whylen, "a malformed query for module images, or one too many");
         return CUDA_ERROR_INVALID_VALUE;
     }
     uint8_t *have = calloc(count, 1);

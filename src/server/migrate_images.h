@@ -21,6 +21,10 @@
 
 struct session;
 
+/* Queries one migration may make: one per round of loading ahead
+ * (migrate_preload.c), and one at the hold. The importer refuses more. */
+#define MIGRATE_IMAGE_QUERIES_MAX 7
+
 /* Exporter: ask which of the images among items[0..n) the importer has,
  * and turn those items into references by digest (their digests stored
  * in *keys, freed by the caller after the items went out). *by_hash and

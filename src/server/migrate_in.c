@@ -51,6 +51,8 @@ static struct {
     uint64_t ahead_ns;
     int held; /* MIG_HOLD came */
     uint64_t kept; /* device bytes taken from the parked copy here (MIG_BYTES_KEPT) */
+    uint64_t held_ns[256]; /* after the hold, by item kind: where the pause goes */
+    unsigned held_n[256];
 } progress;
 
 static int expected;
@@ -530,8 +532,9 @@ void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v)
  * Returns the result; the reason in why. */
 /* One item replayed: counted, and the hold restarts the replay clock
  * (*t0), so that the replay the log gives is the part inside the hold. */
-static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0)
+static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0, uint64_t took_ns)
 {
+    if (progress.held) progress.held_ns[it->kind] += took_ns, progress.held_n[it->kind]++;
     if (it->kind == MIG_HOLD) {
         progress.ahead_ns = now_ns() - *t0;
         progress.held = 1;
@@ -554,10 +557,11 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         CUresult r = migrate_read_item(s->fd, timeout_ms, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
         if (r == CUDA_SUCCESS && (it.kind == MIG_BYTES || it.kind == MIG_BYTES_KEPT) && !t_copy) t_copy = now_ns();
+        uint64_t t_item = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
                      (unsigned long long)(it.id ? it.id : it.a), (int)r);
-        if (r == CUDA_SUCCESS && !end) count_replayed(&it, &t0);
+        if (r == CUDA_SUCCESS && !end) count_replayed(&it, &t0, now_ns() - t_item);
         waits_for_hold = r == CUDA_SUCCESS && it.kind == MIG_PRELOADED;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;
         if (end && it.b != *bytes) {
@@ -578,6 +582,28 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
     v->replay_ns = t_copy - t0;
     v->copy_ns = now_ns() - t_copy;
     return r;
+}
+
+/* Where the replay inside the hold went: the three item kinds that took
+ * longest (the rest is waiting for the exporter). */
+static void log_hold_parts(void)
+{
+    char line[256] = "";
+    size_t len = 0;
+    unsigned char shown[256] = {0};
+    for (int n = 0; n < 3; n++) {
+        int top = -1;
+        for (int k = 0; k < 256; k++)
+            if (!shown[k] && k != MIG_BYTES && progress.held_n[k] &&
+                (top < 0 || progress.held_ns[k] > progress.held_ns[top]))
+                top = k;
+        if (top < 0) break;
+        shown[top] = 1;
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%u %s %.1f ms", n ? ", " : "", progress.held_n[top],
+                                kind_word((unsigned)top), progress.held_ns[top] / 1e6);
+        if (len >= sizeof line) break;
+    }
+    if (line[0]) LOG_INFO("session %d: replayed inside the hold: %s", (int)getpid(), line);
 }
 
 /* After a refusal the exporter may still be sending: read until it closes
@@ -613,6 +639,7 @@ void migrate_in_run(struct session *s)
              "there), %u during the hold", (int)getpid(), v.replay_ns / 1e6, (bytes + progress.kept) / 1048576.0,
              v.copy_ns / 1e6, progress.kept / 1048576.0,
              by_hash, images, progress.loads_ahead, progress.ahead_ns / 1e6, progress.loads - progress.loads_ahead);
+    log_hold_parts();
     migrate_send_verdict(s->fd, &v);
     /* The switch: the exporter hands over the connection's state, and
      * this session waits for the client (migrate_switch.c). */

@@ -22,6 +22,10 @@
 /* B loads every image it is sent before it answers: PyTorch's thousands
  * take seconds on a GPU, more on a loaded machine. */
 #define ECHO_TIMEOUT_MS 120000
+/* Rounds of loading ahead at most: each sends what the session loaded
+ * during the one before, so that the hold finds little left. Each may ask
+ * the other server which images it has, and the hold asks once more. */
+#define PRELOAD_ROUNDS (MIGRATE_IMAGE_QUERIES_MAX - 1)
 
 static pthread_t thread;
 static _Atomic int busy; /* started, not yet taken */
@@ -67,24 +71,59 @@ static int read_echo(int fd, long n, char *why, size_t whylen)
     return rc;
 }
 
+/* Send items[0..k) (their images offered first), then MIG_PRELOADED with
+ * the count B has replayed in all, and wait for B's echo. */
+static int send_items(struct migrate_preloaded *p, struct msg_migrate_item *items, long k, long total, char *why,
+                      size_t whylen)
+{
+    uint8_t *keys = NULL;
+    unsigned by_hash = 0, images = 0;
+    int rc = migrate_images_offer(p->fd, items, k, &p->seq, &keys, &by_hash, &images, why, whylen);
+    p->by_hash += by_hash, p->images += images;
+    for (long i = 0; i < k && rc == 0; i++)
+        if (migrate_send_item(p->fd, &items[i], p->seq++) != 0) rc = -1;
+    free(keys);
+    struct msg_migrate_item done = {.kind = MIG_PRELOADED, .a = (uint64_t)total};
+    if (rc == 0 && migrate_send_item(p->fd, &done, p->seq++) != 0) rc = -1;
+    if (rc != 0 && !why[0]) snprintf(why, whylen, "the connection to the other server failed");
+    return rc == 0 ? read_echo(p->fd, total, why, whylen) : -1;
+}
+
 /* Send the contexts and the sequence's head; B replays them as they come. */
 static int send_head(struct migrate_preloaded *p, char *why, size_t whylen)
 {
     struct msg_migrate_item *items = NULL;
     long n = migrate_items_placing(&items, why, whylen);
     if (n < 0) return -1;
-    uint8_t *keys = NULL;
     p->sent = remember(items, n), p->nsent = n;
-    int rc = p->sent ? 0 : -1;
-    if (rc == 0) rc = migrate_images_offer(p->fd, items, n, &p->seq, &keys, &p->by_hash, &p->images, why, whylen);
-    for (long i = 0; i < n && rc == 0; i++)
-        if (migrate_send_item(p->fd, &items[i], p->seq++) != 0) rc = -1;
+    int rc = p->sent ? send_items(p, items, n, n, why, whylen) : -1;
     free(items);
-    free(keys);
-    struct msg_migrate_item done = {.kind = MIG_PRELOADED, .a = (uint64_t)n};
-    if (rc == 0 && migrate_send_item(p->fd, &done, p->seq++) != 0) rc = -1;
-    if (rc != 0 && !why[0]) snprintf(why, whylen, "the connection to the other server failed");
-    return rc == 0 ? read_echo(p->fd, n, why, whylen) : -1;
+    return rc;
+}
+
+/* One more round: what the session placed while B loaded the last one (a
+ * framework loads libraries by the thousand in its first steps), sent
+ * ahead in turn. The sequence only grows at its end; a new context or a
+ * changed head ends the rounds (the hold sends what is left). Returns 1
+ * when it sent some, 0 when there was nothing to send, -1 with why. */
+static int send_more(struct migrate_preloaded *p, char *why, size_t whylen)
+{
+    struct msg_migrate_item *items = NULL;
+    long n = migrate_items_placing(&items, why, whylen);
+    if (n < 0) return -1;
+    struct msg_migrate_item *all = remember(items, n);
+    long left = all ? migrate_preload_filter(p, items, n) : -1;
+    int rc = 0;
+    if (left > 0 && items[0].kind != MIG_CONTEXT && send_items(p, items, left, n, why, whylen) == 0) {
+        free(p->sent);
+        p->sent = all, p->nsent = n, all = NULL;
+        rc = 1;
+    } else if (left > 0 && why[0]) {
+        rc = -1;
+    }
+    free(all);
+    free(items);
+    return rc;
 }
 
 static void *preload_main(void *arg)
@@ -95,11 +134,15 @@ static void *preload_main(void *arg)
     struct migrate_preloaded p = {.fd = -1};
     migrate_seq_pin_images(1);
     int rc = (p.fd = migrate_connect_peer(target, &p.pid, why, sizeof why)) >= 0 ? send_head(&p, why, sizeof why) : -1;
+    int more = 1, rounds = 1;
+    for (; rc == 0 && more == 1 && rounds < PRELOAD_ROUNDS; rounds += more == 1)
+        if ((more = send_more(&p, why, sizeof why)) < 0) rc = -1;
     migrate_seq_pin_images(0);
     p.ns = now_ns() - t0;
     if (rc == 0) {
-        LOG_INFO("session %d: %s loaded %u images ahead (%u by digest alone) in %.0f ms while the session ran on",
-                 (int)getpid(), target, p.images, p.by_hash, p.ns / 1e6);
+        LOG_INFO("session %d: %s loaded %u images ahead (%u by digest alone) in %d round%s, %.0f ms, while the "
+                 "session ran on", (int)getpid(), target, p.images, p.by_hash, rounds, rounds > 1 ? "s" : "",
+                 p.ns / 1e6);
     } else {
         LOG_WARN("session %d: loading ahead on %s failed: %s; the %s loads everything during the hold",
                  (int)getpid(), target, why, purpose == PRELOAD_FOR_MOVE ? "move" : "snapshot");

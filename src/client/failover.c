@@ -1,8 +1,12 @@
 /* failover.c - see failover.h.
  *
  * Snapshots: at a synchronizing call, once SCUDA_SNAPSHOT_EVERY passed
- * since the last one (and at the first), the thread that synchronized asks
- * the session for scuda_snapshot. Before the request goes out the send
+ * since the last one (and at the first), a thread of ours asks the
+ * session for scuda_snapshot and waits for the reply, while the thread
+ * that synchronized returns at once: the session holds itself only for
+ * the objects and a copy of the memory on the GPU, and streams the
+ * memory while it serves on (SCUDA_SNAPSHOT_WAIT=1: the synchronizing
+ * thread waits, as at the journal's bound, where it must). Before the request goes out the send
  * queue starts (or goes on) keeping every frame; the reply says which of
  * our frames the parked copy has run, and the journal is what follows.
  * A failed snapshot keeps the last one and its journal, unless the journal
@@ -62,6 +66,7 @@ static struct {
     int npool;
     uint64_t every_ms;
     uint64_t journal_max;
+    int wait;         /* SCUDA_SNAPSHOT_WAIT: the synchronizing thread takes the snapshot itself */
     _Atomic int busy; /* a thread takes a snapshot */
     pthread_mutex_t lock;
     /* under lock: */
@@ -147,9 +152,12 @@ static void read_settings(void)
         else LOG_WARN("SCUDA_JOURNAL_MAX='%s' is not a byte count (a number, K, M or G after it); using %llu", j,
                       (unsigned long long)fo.journal_max);
     }
+    const char *w = getenv("SCUDA_SNAPSHOT_WAIT");
+    fo.wait = w && strcmp(w, "1") == 0;
     fo.on = 1;
-    LOG_INFO("standby %s%s: a snapshot every %g s, journal up to %llu bytes; striped copies are off", fo.standby,
-             fo.npool > 1 ? " (the first of the pool)" : "", every, (unsigned long long)fo.journal_max);
+    LOG_INFO("standby %s%s: a snapshot every %g s%s, journal up to %llu bytes; striped copies are off", fo.standby,
+             fo.npool > 1 ? " (the first of the pool)" : "", every,
+             fo.wait ? " (the application waits for each)" : "", (unsigned long long)fo.journal_max);
 }
 
 static int configured(void)
@@ -169,8 +177,10 @@ int failover_standby(void)
 
 /* ---- snapshots ------------------------------------------------------------------ */
 
+/* `took_ms`: from the request to the reply; `waited`: whether the
+ * application's thread waited for it all. */
 static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep *rep, uint64_t journal,
-                           uint64_t took_ms, uint32_t failovers)
+                           uint64_t took_ms, int waited, uint32_t failovers)
 {
     pthread_mutex_lock(&fo.lock);
     if (fo.failovers != failovers || fo.next >= fo.npool) {
@@ -189,9 +199,11 @@ static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep
     pthread_mutex_unlock(&fo.lock);
     sendq_journal_floor(&s->q, rep->client_frames);
     LOG_INFO("snapshot on standby %s (session %u there): the application paused %llu ms (hold+sync %.1f ms, replay "
-             "%.1f ms, %u images loaded ahead, %.1f MiB memory in %.1f ms); the journal restarts, it held %llu bytes",
-             standby, rep->pid, (unsigned long long)took_ms, rep->hold_ns / 1e6, rep->replay_ns / 1e6,
-             rep->images_ahead, rep->bytes / 1048576.0, rep->copy_ns / 1e6, (unsigned long long)journal);
+             "%.1f ms, %u images loaded ahead, %.1f MiB memory in %.1f ms), the copy took %llu ms in the background; "
+             "the journal restarts, it held %llu bytes",
+             standby, rep->pid, (unsigned long long)(waited ? took_ms : 0), rep->hold_ns / 1e6, rep->replay_ns / 1e6,
+             rep->images_ahead, rep->bytes / 1048576.0, rep->copy_ns / 1e6,
+             (unsigned long long)(waited ? 0 : took_ms), (unsigned long long)journal);
 }
 
 /* No snapshot this time: the last one stands, unless its journal is past
@@ -218,8 +230,9 @@ static void snapshot_failed(struct server *s, const char *to, const char *why, i
         LOG_WARN("no snapshot on standby %s: %s%s", to, why, had ? "; the last one stands" : "");
 }
 
-/* `now`: at the journal's bound, copy at once (no loading ahead). */
-static void snapshot(struct server *s, int now)
+/* `now`: at the journal's bound, copy at once (no loading ahead).
+ * `waited`: the application's thread runs it (else a thread of ours). */
+static void snapshot(struct server *s, int now, int waited)
 {
     in_snapshot = 1;
     uint64_t t0 = mono_ms(), journal = sendq_kept_bytes(&s->q);
@@ -239,7 +252,7 @@ static void snapshot(struct server *s, int now)
     char why[600];
     int got = r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0;
     if (got && rep.parked)
-        snapshot_taken(s, &rep, journal, mono_ms() - t0, failovers);
+        snapshot_taken(s, &rep, journal, mono_ms() - t0, waited, failovers);
     else {
         snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
                                         : rep.why && rep.why[0] ? rep.why : "(no reason)");
@@ -282,14 +295,41 @@ static void report_failover(void)
                  server, (unsigned long long)frames, (unsigned long long)checked, (unsigned long long)bad);
 }
 
+static void *snapshot_main(void *arg)
+{
+    snapshot(arg, 0, 0);
+    atomic_store(&fo.busy, 0);
+    return NULL;
+}
+
+/* A snapshot on a detached thread of ours: 0, or -1 when none started. */
+static int snapshot_behind(struct server *s)
+{
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0) return -1;
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &a, snapshot_main, s) == 0 ? 0 : -1;
+    pthread_attr_destroy(&a);
+    return rc;
+}
+
 static void maybe_snapshot(struct server *s, uint64_t extra)
 {
     if (in_snapshot || atomic_load(&s->c.resuming) || s->c.dead || !due(s, extra)) return;
     int idle = 0;
     if (!atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return; /* another thread takes it */
-    /* At the journal's bound the copy goes at once; otherwise the standby
-     * may load the images first (answered `ahead`: asked again later). */
-    if (due(s, extra)) snapshot(s, extra > 0 && at_bound(s, extra, fo.journal_max));
+    if (!due(s, extra)) {
+        atomic_store(&fo.busy, 0);
+        return;
+    }
+    /* At the journal's bound the copy goes at once, on the thread that is
+     * about to pass the bound; otherwise the standby may load the images
+     * first (answered `ahead`: asked again later), and the application
+     * waits for none of it. */
+    int now = extra > 0 && at_bound(s, extra, fo.journal_max);
+    if (!now && !fo.wait && snapshot_behind(s) == 0) return; /* busy until that thread ends */
+    snapshot(s, now, 1);
     atomic_store(&fo.busy, 0);
 }
 

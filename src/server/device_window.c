@@ -1055,3 +1055,22 @@ int window_install(struct driver_table *t, const struct window_config *c)
     }
     return 0;
 }
+
+/* ---- scratch memory, outside the session's state ------------------------- */
+
+CUresult window_scratch_alloc(CUdeviceptr *p, size_t bytes)
+{
+    if (!orig.cuMemAlloc_v2) return CUDA_ERROR_NOT_SUPPORTED; /* the window is off */
+    return orig.cuMemAlloc_v2(p, bytes);
+}
+
+void window_scratch_free(CUdeviceptr p)
+{
+    if (orig.cuMemFree_v2 && p) orig.cuMemFree_v2(p);
+}
+
+CUresult window_scratch_room(size_t *free_bytes, size_t *total)
+{
+    if (!orig.cuMemGetInfo_v2) return CUDA_ERROR_NOT_SUPPORTED;
+    return orig.cuMemGetInfo_v2(free_bytes, total);
+}

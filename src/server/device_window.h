@@ -120,4 +120,16 @@ int window_set_first(unsigned index);
 /* The window of server device `dev`: false when the window is off. */
 bool window_range(int dev, uint64_t *base, uint64_t *size);
 
+/* ---- scratch memory, outside the session's state ------------------------
+ *
+ * Device memory the server uses for itself (a snapshot stages the
+ * session's memory in it, migrate_stage.h): straight from the driver, so
+ * it is in no window, in no migration's ranges and not charged to the
+ * quota. In the current context. CUDA_ERROR_NOT_SUPPORTED while the
+ * window is off (the driver places the session's memory). */
+CUresult window_scratch_alloc(CUdeviceptr *p, size_t bytes);
+void window_scratch_free(CUdeviceptr p);
+/* The device's free and total bytes as the driver counts them (no quota). */
+CUresult window_scratch_room(size_t *free_bytes, size_t *total);
+
 #endif

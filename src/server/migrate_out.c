@@ -10,6 +10,7 @@
  * computed over what it rebuilt with its own. Whatever goes wrong there,
  * this session has changed nothing and goes on serving. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "migrate_images.h"
 #include "migrate_memread.h"
 #include "migrate_preload.h"
+#include "migrate_stage.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
 #include "resume.h"
@@ -136,7 +138,7 @@ static int peer_spoke(int fd) { return io_wait_input(fd, 0) != 0; }
 
 /* A snapshot that may keep bytes the parked copy on the importer's
  * machine has (snapshot_keep.h). */
-static struct {
+struct keep_state {
     uint32_t from;                          /* that copy's pid there; 0: every byte goes */
     const struct snapshot_written *written; /* what may have changed since it was taken */
     const struct migrate_range *had;        /* its ranges */
@@ -144,7 +146,8 @@ static struct {
     uint64_t kept;
     struct migrate_range *ranges; /* the last copy's, for the next one */
     long nranges;
-} keep;
+};
+static struct keep_state keep;
 
 void migrate_out_keep_from(uint32_t pid, const struct snapshot_written *w, const struct migrate_range *had, long nhad)
 {
@@ -168,18 +171,18 @@ long migrate_out_ranges(struct migrate_range **out)
 
 /* 1 when the parked copy holds range r as it is now: the same range, and
  * nothing wrote it since. */
-static int kept_there(const struct migrate_range *r)
+static int kept_there(const struct keep_state *k, const struct migrate_range *r)
 {
-    if (!keep.from || snapshot_written_touches(keep.written, r->addr, r->size)) return 0;
-    for (long i = 0; i < keep.nhad; i++)
-        if (keep.had[i].addr == r->addr && keep.had[i].size == r->size) return 1;
+    if (!k->from || snapshot_written_touches(k->written, r->addr, r->size)) return 0;
+    for (long i = 0; i < k->nhad; i++)
+        if (k->had[i].addr == r->addr && k->had[i].size == r->size) return 1;
     return 0;
 }
 
 /* Tell the importer to take range r from the parked copy. */
-static int send_kept(int fd, const struct migrate_range *r, uint32_t *seq)
+static int send_kept(int fd, const struct keep_state *k, const struct migrate_range *r, uint32_t *seq)
 {
-    struct msg_migrate_item it = {.kind = MIG_BYTES_KEPT, .a = r->addr, .b = r->size, .c = keep.from,
+    struct msg_migrate_item it = {.kind = MIG_BYTES_KEPT, .a = r->addr, .b = r->size, .c = k->from,
                                   .data = (void *)resume_secret(), .data_len = RESUME_SECRET_LEN};
     return peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0;
 }
@@ -187,20 +190,23 @@ static int send_kept(int fd, const struct migrate_range *r, uint32_t *seq)
 /* What the exporter does with each chunk it read (migrate_memread.c). */
 struct sending {
     int fd;
-    const struct migrate_range *v;
+    const struct migrate_range *v; /* the session's ranges: where the bytes go on the importer */
     uint32_t *seq;
     uint64_t *sent;
-    int kept; /* the current range is the parked copy's: only digested */
+    struct keep_state *keep;
+    int kept;                 /* the current range is the parked copy's: only digested */
+    const _Atomic int *stop;  /* NULL, or set when the session ends under a streaming snapshot */
 };
 
 static int send_chunk(void *arg, const struct migrate_chunk *c)
 {
     struct sending *x = arg;
     const struct migrate_range *r = &x->v[c->range];
+    if (x->stop && atomic_load(x->stop)) return 1;
     if (c->off == 0) {
-        x->kept = kept_there(r);
-        keep.kept += x->kept ? r->size : 0; /* counted when tried: a refusal then falls back to a full copy */
-        if (x->kept && send_kept(x->fd, r, x->seq) != 0) return 1;
+        x->kept = kept_there(x->keep, r);
+        x->keep->kept += x->kept ? r->size : 0; /* counted when tried: a refusal then falls back to a full copy */
+        if (x->kept && send_kept(x->fd, x->keep, r, x->seq) != 0) return 1;
     }
     if (x->kept) return 0;
     struct msg_migrate_item it = {.kind = MIG_BYTES, .a = r->addr + c->off, .data = (void *)c->bytes,
@@ -224,7 +230,7 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
         snprintf(why, whylen, "out of host memory for the copy");
         return -1;
     }
-    struct sending x = {.fd = fd, .v = v, .seq = seq, .sent = sent};
+    struct sending x = {.fd = fd, .v = v, .seq = seq, .sent = sent, .keep = &keep};
     int rc = migrate_memory_read(v, n, d, send_chunk, &x, why, whylen);
     free(keep.ranges);
     keep.ranges = v;
@@ -272,31 +278,12 @@ static int after_preload(int fd, const struct migrate_preloaded *pre, struct msg
     return -1;
 }
 
-/* Send everything and judge the answer. Returns 0 when the other server
- * holds a checked copy of the session; 2 when what B loaded ahead (pre)
- * no longer fits, before anything was sent. */
-static int transfer(struct session *s, int fd, struct outcome *o, const struct migrate_preloaded *pre)
+/* Send MIG_END after `bytes`, read the importer's verdict and judge it
+ * against our digest d (ended here). rc: what the sending came to (0:
+ * all sent; 1: stopped, the verdict says why; -1: failed, why set).
+ * Returns 0 when the importer holds a checked copy. */
+static int judge(int fd, int rc, struct migrate_digest *d, uint32_t seq, struct outcome *o)
 {
-    struct msg_migrate_item *items = NULL;
-    CUresult deferred = s->deferred_error;
-    long n = migrate_items(&items, (uint64_t)deferred, o->why, sizeof o->why);
-    if (n < 0) return -1;
-    uint32_t seq = 0;
-    int rc = after_preload(fd, pre, items, &n, &seq, o->why, sizeof o->why);
-    if (rc != 0) {
-        free(items);
-        return rc;
-    }
-    struct migrate_digest *d = migrate_digest_begin();
-    uint8_t *keys = NULL;
-    rc = d ? 0 : -1;
-    if (rc == 0 && migrate_images_offer(fd, items, n, &seq, &keys, &o->by_hash, &o->images, o->why, sizeof o->why))
-        rc = -1;
-    for (long i = 0; i < n && rc == 0; i++)
-        if (peer_spoke(fd) || migrate_send_item(fd, &items[i], seq++) != 0) rc = 1;
-    free(items);
-    free(keys);
-    if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
     struct msg_migrate_item end = {.kind = MIG_END, .b = o->bytes};
     if (rc == 0 && migrate_send_item(fd, &end, seq) != 0) rc = 1;
     uint8_t mine[32] = {0};
@@ -326,6 +313,132 @@ static int transfer(struct session *s, int fd, struct outcome *o, const struct m
     return rc;
 }
 
+/* ---- a snapshot's memory after the hold ------------------------------------- */
+
+/* What the background thread needs once the session runs on: nothing in
+ * it points into the session's notes. */
+struct migrate_later_state {
+    struct migrate_digest *d;
+    struct migrate_range *v; /* the session's ranges at the hold */
+    long n;
+    struct migrate_stage st; /* their bytes at the hold */
+    uint32_t seq;
+    struct keep_state keep;
+    struct outcome o;
+};
+
+/* Under the hold, once the items are sent: the memory staged on the GPU
+ * and everything the stream needs handed to *later. Returns 0, or -1
+ * (logged) when staging was refused: the caller sends the memory now. */
+static int stage_for_later(struct session *s, int fd, struct migrate_digest *d, uint32_t seq,
+                           struct migrate_later **later)
+{
+    uint64_t t0 = now_ns();
+    struct migrate_later *l = calloc(1, sizeof *l);
+    struct migrate_later_state *in = calloc(1, sizeof *in);
+    char why[MIGRATE_WHY_MAX] = "out of host memory";
+    if (!l || !in || (in->n = migrate_memory(&in->v)) < 0 || migrate_stage(in->v, in->n, &in->st, why, sizeof why)) {
+        LOG_INFO("session %d: the snapshot's memory goes during the hold: %s", (int)getpid(), why);
+        if (in && in->n >= 0) free(in->v);
+        free(in);
+        free(l);
+        return -1;
+    }
+    in->d = d, in->seq = seq, in->keep = keep;
+    in->keep.ranges = NULL, in->keep.nranges = 0;
+    l->fd = fd;
+    l->stage_ns = now_ns() - t0;
+    l->staged = in->st.bytes;
+    pthread_mutex_lock(&s->write_lock); /* as park() reads them: the frames of this very moment */
+    l->received = resume_received();
+    l->sent = resume_sent_locked();
+    pthread_mutex_unlock(&s->write_lock);
+    l->in = in;
+    *later = l;
+    return 0;
+}
+
+int migrate_later_finish(struct migrate_later *l, const _Atomic int *stop, struct msg_scuda_migrate_rep *rep,
+                         uint64_t *kept, char *why, size_t whylen)
+{
+    struct migrate_later_state *in = l->in;
+    uint64_t t0 = now_ns();
+    CUstream st = NULL;
+    if (REAL(cuCtxSetCurrent, in->st.ctx) != CUDA_SUCCESS ||
+        REAL(cuStreamCreate, &st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        st = NULL; /* the legacy stream: slower beside the application, as correct */
+    struct sending x = {.fd = l->fd, .v = in->v, .seq = &in->seq, .sent = &in->o.bytes, .keep = &in->keep,
+                        .stop = stop};
+    int rc = migrate_memory_read_on(in->st.v, in->st.n, st, in->d, send_chunk, &x, in->o.why, sizeof in->o.why);
+    if (st) REAL(cuStreamDestroy_v2, st);
+    if (rc > 0 && atomic_load(stop)) {
+        snprintf(in->o.why, sizeof in->o.why, "the session ended while the snapshot streamed");
+        rc = -1;
+    }
+    rc = judge(l->fd, rc, in->d, in->seq, &in->o);
+    in->d = NULL;
+    *rep = (struct msg_scuda_migrate_rep){.hold_ns = l->hold_ns, .replay_ns = in->o.replay_ns,
+                                          .copy_ns = in->o.copy_ns, .bytes = in->o.bytes};
+    (void)t0;
+    *kept = in->keep.kept;
+    snprintf(why, whylen, "%s", rc == 0 ? "" : in->o.why);
+    return rc;
+}
+
+long migrate_later_ranges(struct migrate_later *l, struct migrate_range **out)
+{
+    *out = l->in->v;
+    l->in->v = NULL;
+    return l->in->n;
+}
+
+void migrate_later_free(struct migrate_later *l)
+{
+    if (!l) return;
+    if (l->in) {
+        migrate_unstage(&l->in->st);
+        if (l->in->d) {
+            uint8_t unused[32];
+            migrate_digest_end(l->in->d, unused);
+        }
+        free(l->in->v);
+        free(l->in);
+    }
+    free(l);
+}
+
+/* Send everything and judge the answer. Returns 0 when the other server
+ * holds a checked copy of the session; 2 when what B loaded ahead (pre)
+ * no longer fits, before anything was sent; 3 when the items went and
+ * the memory is staged to follow after the hold (*later: `later` non-NULL
+ * asks for that). */
+static int transfer(struct session *s, int fd, struct outcome *o, const struct migrate_preloaded *pre,
+                    struct migrate_later **later)
+{
+    struct msg_migrate_item *items = NULL;
+    CUresult deferred = s->deferred_error;
+    long n = migrate_items(&items, (uint64_t)deferred, o->why, sizeof o->why);
+    if (n < 0) return -1;
+    uint32_t seq = 0;
+    int rc = after_preload(fd, pre, items, &n, &seq, o->why, sizeof o->why);
+    if (rc != 0) {
+        free(items);
+        return rc;
+    }
+    struct migrate_digest *d = migrate_digest_begin();
+    uint8_t *keys = NULL;
+    rc = d ? 0 : -1;
+    if (rc == 0 && migrate_images_offer(fd, items, n, &seq, &keys, &o->by_hash, &o->images, o->why, sizeof o->why))
+        rc = -1;
+    for (long i = 0; i < n && rc == 0; i++)
+        if (peer_spoke(fd) || migrate_send_item(fd, &items[i], seq++) != 0) rc = 1;
+    free(items);
+    free(keys);
+    if (rc == 0 && later && stage_for_later(s, fd, d, seq, later) == 0) return 3;
+    if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
+    return judge(fd, rc, d, seq, o);
+}
+
 static void log_copied(const char *to, const struct msg_scuda_migrate_rep *rep, const struct outcome *o,
                        uint64_t total_ns)
 {
@@ -352,12 +465,12 @@ int migrate_failed_at_peer(void) { return failed_at_peer; }
  * it still fits, else on a fresh one. Returns the connection (-1: none),
  * *ok set when B's copy checked out. */
 static int copy_to_peer(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
-                        struct outcome *o, int *ok)
+                        struct outcome *o, int *ok, struct migrate_later **later)
 {
     int fd = pre->fd, rc = 2;
     if (fd >= 0) {
         *b_pid = pre->pid;
-        rc = transfer(s, fd, o, pre);
+        rc = transfer(s, fd, o, pre, later);
         pre->fd = -1; /* fd's now */
         if (rc == 2) {
             LOG_INFO("session %d: an image or context changed while %s loaded ahead; the move sends everything now",
@@ -370,9 +483,9 @@ static int copy_to_peer(struct session *s, const char *to, struct migrate_preloa
     if (rc == 2) {
         struct migrate_preloaded none = {.fd = -1};
         fd = migrate_connect_peer(to, b_pid, o->why, sizeof o->why);
-        rc = fd >= 0 ? transfer(s, fd, o, &none) : -1;
+        rc = fd >= 0 ? transfer(s, fd, o, &none, later) : -1;
     }
-    *ok = rc == 0;
+    *ok = rc == 0 || rc == 3; /* 3: so far; the memory follows (*later) */
     return fd;
 }
 
@@ -389,6 +502,8 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
     struct migrate_preloaded pre = {.fd = -1};
     if (c && migrate_preload_busy() && migrate_preload_purpose() == PRELOAD_FOR_MOVE)
         snprintf(o.why, sizeof o.why, "another move of this session is under way; try again when it ended");
+    else if (snapshot_streaming())
+        snprintf(o.why, sizeof o.why, "a snapshot's memory still streams to its standby; try again when it is parked");
     else
         migrate_preload_take(to, &pre);
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
@@ -396,7 +511,7 @@ int migrate_session(struct session *s, const char *to, struct srv_call *c, struc
         /* operators (and the GPU move checks) see where the app's pause begins */
         LOG_INFO("session %d: held for the move to %s", (int)getpid(), to);
         failed_at_peer = 1;
-        if ((fd = copy_to_peer(s, to, &pre, &b_pid, &o, &ok)) >= 0 && ok) {
+        if ((fd = copy_to_peer(s, to, &pre, &b_pid, &o, &ok, NULL)) >= 0 && ok) {
             rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
             log_copied(to, rep, &o, now_ns() - t0);
             switched = migrate_switch_out(s, fd, to, b_pid, c, rep, t0, o.why, sizeof o.why) == 0;
@@ -431,10 +546,14 @@ CUresult srv_scuda_migrate(srv_call *c)
  * no switch: the client stays here. `pre` is what the standby loaded
  * ahead for it (fd -1: nothing; taken either way). Returns the connection
  * to the importer, whose copy checked out, or -1 with why; *ahead: the
- * images the copy loaded before the hold. */
+ * images the copy loaded before the hold. With `later`, the memory may
+ * be staged to follow after the hold: then *later is set (else NULL) and
+ * the copy is not checked yet (migrate_later_finish). */
 int migrate_copy_out(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
-                     struct msg_scuda_migrate_rep *rep, unsigned *ahead, char *why, size_t whylen)
+                     struct msg_scuda_migrate_rep *rep, unsigned *ahead, char *why, size_t whylen,
+                     struct migrate_later **later)
 {
+    if (later) *later = NULL;
     uint64_t t0 = now_ns();
     struct outcome o = {.why = ""};
     *rep = (struct msg_scuda_migrate_rep){0};
@@ -442,10 +561,13 @@ int migrate_copy_out(struct session *s, const char *to, struct migrate_preloaded
     if (!o.why[0]) follow_blockers(s, o.why, sizeof o.why);
     if (!o.why[0] && migrate_preload_busy())
         snprintf(o.why, sizeof o.why, "a move of this session is under way; the snapshot waits for the next turn");
+    if (!o.why[0] && snapshot_streaming())
+        snprintf(o.why, sizeof o.why, "the last snapshot's memory still streams to its standby");
     int fd = -1, ok = 0;
     if (!o.why[0] && hold(o.why, sizeof o.why) == 0 && migrate_note_all_globals(s, o.why, sizeof o.why) == 0) {
         rep->hold_ns = now_ns() - t0;
-        fd = copy_to_peer(s, to, pre, b_pid, &o, &ok);
+        fd = copy_to_peer(s, to, pre, b_pid, &o, &ok, later);
+        if (later && *later) (*later)->hold_ns = rep->hold_ns;
         if (fd >= 0 && !ok) {
             io_close(fd);
             fd = -1;

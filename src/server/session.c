@@ -283,6 +283,26 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
     if (w != 0) LOG_DEBUG("the connection broke while we replied: %s (kept for a resume)", strerror(errno));
 }
 
+/* A reply sent after its handler returned (a snapshot whose memory
+ * streamed after the hold: snapshot.c), from any thread: numbered and
+ * kept as every reply, under the same lock. */
+static _Atomic int late_replies_owed;
+
+void session_owe_late_reply(void) { atomic_fetch_add(&late_replies_owed, 1); }
+
+void session_reply_late(struct session *s, uint16_t op, uint32_t seq, const wire_buf *out)
+{
+    uint32_t result = CUDA_SUCCESS;
+    struct frame_header h = {.length = (uint32_t)(4 + out->len), .op = op, .flags = FRAME_REPLY, .seq = seq};
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {&result, 4}, {out->data, out->len}};
+    int w = resume_write_frame(s, iov, out->len ? 3 : 2, NULL, 0);
+    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
+    atomic_fetch_sub(&late_replies_owed, 1);
+    if (w != 0) LOG_DEBUG("the connection broke while we replied late: %s (kept for a resume)", strerror(errno));
+}
+
 /* Driver calls run in the frame's context; ops flagged any_context in the
  * spec (context management) and NVML ops need none. */
 static int needs_context(const struct op_entry *e, uint16_t op) { return op < NVML_OP_BASE && !e->any_context; }
@@ -1009,7 +1029,10 @@ static void ask_for_ack(void)
     pthread_mutex_unlock(&pong_lock);
 }
 
-static int session_owes_client(void) { return atomic_load(&dispatch_busy) || atomic_load(&calls_in_flight) > 0; }
+static int session_owes_client(void)
+{
+    return atomic_load(&dispatch_busy) || atomic_load(&calls_in_flight) > 0 || atomic_load(&late_replies_owed) > 0;
+}
 
 static void *liveness_main(void *arg)
 {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "server.h"
+#include "../common/wire.h"
 
 struct session {
     int fd;
@@ -51,6 +52,13 @@ struct staging;
 int session_stream_begin(struct srv_call *c, uint64_t n);
 int session_stream_write(struct srv_call *c, const void *p, size_t len);
 void session_stream_end(struct srv_call *c);
+/* A call whose handler set c->replied and left its reply to another
+ * thread: session_owe_late_reply on the dispatch thread before the
+ * handler returns (the liveness thread then keeps the client told that
+ * the session lives), session_reply_late once (result CUDA_SUCCESS, the
+ * message in out; any thread). */
+void session_owe_late_reply(void);
+void session_reply_late(struct session *s, uint16_t op, uint32_t seq, const wire_buf *out);
 /* Blocking calls running on workers now (a migration waits for none). */
 int session_calls_running(void);
 /* The next call must not run before this "synchronous" copy completes. */

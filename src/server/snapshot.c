@@ -14,12 +14,21 @@
  * died, and the copy then waits --resume-within for the client. A copy is
  * discarded when the next snapshot begins (the client has this one's reply
  * by then, so it no longer needs the one before) and when the session ends
- * normally: at most two per session, and two only while a snapshot runs. */
+ * normally: at most two per session, and two only while a snapshot runs.
+ *
+ * The memory goes after the hold when it can be staged on the GPU
+ * (migrate_stage.h): the dispatch thread holds the session, sends the
+ * items, copies the memory aside and serves on; one thread streams the
+ * staged bytes, parks the copy with the frame counts of the hold and
+ * sends the request's reply itself (session_reply_late). While it runs a
+ * new request is answered "ahead" at once and a move is refused. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dispatch.h"
@@ -36,6 +45,13 @@
 #include "../common/protocol.h"
 #include "../common/transport.h"
 
+static uint64_t mono_ms_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 /* The standby adopts a secret and two counts: it answers at once. */
 #define READY_TIMEOUT_MS 10000
 
@@ -44,6 +60,28 @@ static char parked_to[256];  /* that standby, as the client named it */
 static uint32_t parked_pid;  /* the copy's session there */
 static struct migrate_range *parked_ranges; /* the device memory it holds */
 static long nparked_ranges;
+/* The copy before it, discarded when the next snapshot begins. */
+static int previous_fd = -1;
+
+/* The thread streaming a snapshot's memory after its hold. The statics
+ * above are its while `streaming` is set; the dispatch thread touches
+ * them only once it saw it clear (and joins the thread). */
+static struct {
+    pthread_t thread;
+    int started;          /* dispatch thread: a thread to join */
+    _Atomic int streaming;
+    _Atomic int stop;     /* the session ends: stop at the next chunk */
+} bg;
+
+int snapshot_streaming(void) { return atomic_load(&bg.streaming); }
+
+/* The streaming thread is done (or never ran): join it. */
+static void reap(void)
+{
+    if (!bg.started) return;
+    pthread_join(bg.thread, NULL);
+    bg.started = 0;
+}
 
 static void discard(int fd)
 {
@@ -55,6 +93,10 @@ static void discard(int fd)
 
 void snapshot_discard_all(void)
 {
+    atomic_store(&bg.stop, 1);
+    reap();
+    discard(previous_fd);
+    previous_fd = -1;
     discard(parked_fd);
     parked_fd = -1;
 }
@@ -89,14 +131,16 @@ static int loading_ahead(const char *to, int now, struct migrate_preloaded *pre)
 
 /* A copy to `to`, keeping the parked copy's ranges that did not change.
  * A copy that kept bytes and failed (the parked copy gone, or a byte that
- * did change: the digests differ) is taken again in full. */
+ * did change: the digests differ) is taken again in full. With *later
+ * set the memory follows after the hold (stream_main). */
 static int copy_out(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *pid,
-                    struct msg_scuda_migrate_rep *mig, uint64_t *kept, unsigned *ahead, char *why, size_t wl)
+                    struct msg_scuda_migrate_rep *mig, uint64_t *kept, unsigned *ahead, char *why, size_t wl,
+                    struct migrate_later **later)
 {
-    static struct snapshot_written written; /* large: not on the stack */
+    static struct snapshot_written written; /* large: not on the stack; read by the streaming thread */
     snapshot_dirty_take(&written);
     migrate_out_keep_from(keepable(to), &written, parked_ranges, nparked_ranges);
-    int fd = migrate_copy_out(s, to, pre, pid, mig, ahead, why, wl);
+    int fd = migrate_copy_out(s, to, pre, pid, mig, ahead, why, wl, later);
     *kept = migrate_out_kept();
     migrate_out_keep_from(0, NULL, NULL, 0);
     if (fd < 0 && *kept) {
@@ -104,16 +148,15 @@ static int copy_out(struct session *s, const char *to, struct migrate_preloaded 
                  (int)getpid(), why);
         *kept = 0;
         struct migrate_preloaded none = {.fd = -1};
-        fd = migrate_copy_out(s, to, &none, pid, mig, ahead, why, wl);
+        fd = migrate_copy_out(s, to, &none, pid, mig, ahead, why, wl, later);
     }
     return fd;
 }
 
-/* The ranges the last copy holds: the parked copy's now, or dropped. */
-static void remember_ranges(int parked)
+/* The ranges the last copy holds: v (malloc'd, taken) when it parked,
+ * else dropped. */
+static void remember_ranges(int parked, struct migrate_range *v, long n)
 {
-    struct migrate_range *v;
-    long n = migrate_out_ranges(&v);
     if (!parked) {
         free(v);
         return;
@@ -123,20 +166,120 @@ static void remember_ranges(int parked)
     nparked_ranges = n;
 }
 
-/* Hand the standby the connection state as it stands: the resume secret,
- * the client's frames run so far and ours numbered so far. The standby
- * needs none of our kept frames: the client, which has every one of them
- * when it gets this call's reply, resumes there claiming exactly `sent`.
- * Returns 0 when it said it parked the copy. */
-static int park(struct session *s, int fd, uint64_t *received, uint64_t *sent, char *why, size_t wl)
+/* Hand the standby the connection state as it stood at the hold: the
+ * resume secret, the client's frames run by then and ours numbered by
+ * then. The standby needs none of our kept frames: the client, which has
+ * every one of them when it gets this call's reply, resumes there
+ * claiming exactly `sent`. Returns 0 when it said it parked the copy. */
+static int park(int fd, uint64_t received, uint64_t sent, char *why, size_t wl)
+{
+    struct msg_migrate_item it = {.kind = MIG_PARK, .a = received, .b = sent, .data = resume_secret(),
+                                  .data_len = RESUME_SECRET_LEN};
+    return migrate_hand_over_item(fd, &it, 1u << 30, "parked", "the standby", "park the copy", why, wl);
+}
+
+/* The frame counts as they stand (a copy taken on the dispatch thread:
+ * they stand still while it runs). */
+static void counts_now(struct session *s, uint64_t *received, uint64_t *sent)
 {
     pthread_mutex_lock(&s->write_lock);
     *received = resume_received();
     *sent = resume_sent_locked();
     pthread_mutex_unlock(&s->write_lock);
-    struct msg_migrate_item it = {.kind = MIG_PARK, .a = *received, .b = *sent, .data = resume_secret(),
-                                  .data_len = RESUME_SECRET_LEN};
-    return migrate_hand_over_item(fd, &it, 1u << 30, "parked", "the standby", "park the copy", why, wl);
+}
+
+/* Parked: fd holds the newest copy, the one before it goes at the next
+ * snapshot. */
+static void parked_on(int fd, const char *to, uint32_t pid, uint64_t bytes)
+{
+    previous_fd = parked_fd;
+    parked_fd = fd;
+    snprintf(parked_to, sizeof parked_to, "%s", to);
+    parked_pid = pid;
+    session_stats_snapshot(bytes); /* `scuda ps`: its age and size */
+}
+
+/* ---- the memory after the hold ------------------------------------------------ */
+
+struct stream_job {
+    struct session *s;
+    struct migrate_later *l;
+    char to[256];
+    uint32_t pid;
+    unsigned ahead;
+    uint16_t op; /* the request's, for the late reply */
+    uint32_t seq;
+};
+
+static void reply_late(const struct stream_job *j, const struct msg_scuda_snapshot_rep *rep)
+{
+    wire_buf out;
+    wb_init(&out);
+    msg_scuda_snapshot_rep_put(&out, rep);
+    session_reply_late(j->s, j->op, j->seq, &out);
+    wb_free(&out);
+}
+
+static void *stream_main(void *arg)
+{
+    struct stream_job *j = arg;
+    struct migrate_later *l = j->l;
+    static char why[MIGRATE_WHY_MAX + 64];
+    why[0] = '\0';
+    struct msg_scuda_migrate_rep mig;
+    struct msg_scuda_snapshot_rep rep = {0};
+    uint64_t kept = 0, t0 = mono_ms_now();
+    int ok = migrate_later_finish(l, &bg.stop, &mig, &kept, why, sizeof why) == 0 &&
+             park(l->fd, l->received, l->sent, why, sizeof why) == 0;
+    struct migrate_range *v = NULL;
+    long n = migrate_later_ranges(l, &v);
+    if (ok) {
+        parked_on(l->fd, j->to, j->pid, mig.bytes + kept);
+        remember_ranges(1, v, n);
+        rep.parked = 1, rep.pid = j->pid, rep.images_ahead = j->ahead;
+        rep.client_frames = l->received, rep.server_frames = l->sent;
+        LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
+                 "loaded ahead), %.1f MiB staged in %.1f ms; %.1f MiB memory in %.1f ms, %.1f MiB more kept from the "
+                 "copy parked there before; memory streamed after the hold (%llu ms)",
+                 (int)getpid(), j->to, j->pid, l->hold_ns / 1e6, mig.replay_ns / 1e6, j->ahead, l->staged / 1048576.0,
+                 l->stage_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6, kept / 1048576.0,
+                 (unsigned long long)(mono_ms_now() - t0));
+    } else {
+        snapshot_dirty_failed(); /* the parked copy is still the older one, and nothing is kept next time */
+        remember_ranges(0, v, n);
+        io_close(l->fd);
+        /* One that kept bytes is asked again soon, and copies in full. */
+        rep.ahead = kept > 0 && !atomic_load(&bg.stop);
+        LOG_WARN("session %d: no snapshot on %s: %s%s", (int)getpid(), j->to, why,
+                 rep.ahead ? " (it kept the parked copy's memory: the next one copies in full)" : "");
+    }
+    rep.why = why;
+    rep.hold_ns = l->hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
+    migrate_later_free(l);
+    reply_late(j, &rep);
+    free(j);
+    atomic_store(&bg.streaming, 0);
+    return NULL;
+}
+
+/* Start the streaming thread for l; the reply is its. On no thread, it
+ * runs here. */
+static void stream_after_hold(srv_call *c, struct migrate_later *l, const char *to, uint32_t pid, unsigned ahead)
+{
+    struct stream_job *j = calloc(1, sizeof *j);
+    if (!j) { /* no memory for a job: nothing to do but fail it */
+        io_close(l->fd);
+        migrate_later_free(l);
+        snapshot_dirty_failed();
+        return;
+    }
+    *j = (struct stream_job){.s = c->s, .l = l, .pid = pid, .ahead = ahead, .op = c->op, .seq = c->seq};
+    snprintf(j->to, sizeof j->to, "%s", to);
+    session_owe_late_reply();
+    c->replied = 1;
+    atomic_store(&bg.streaming, 1);
+    if (pthread_create(&bg.thread, NULL, stream_main, j) == 0) bg.started = 1;
+    else stream_main(j);
 }
 
 CUresult srv_scuda_snapshot(srv_call *c)
@@ -144,6 +287,13 @@ CUresult srv_scuda_snapshot(srv_call *c)
     struct msg_scuda_snapshot_req m;
     if (msg_scuda_snapshot_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
     struct msg_scuda_snapshot_rep rep = {0};
+    if (snapshot_streaming()) { /* the client asked again before the reply: not this client, or a replay */
+        rep.ahead = 1;
+        rep.why = "a snapshot is under way";
+        msg_scuda_snapshot_rep_put(&c->out, &rep);
+        return CUDA_SUCCESS;
+    }
+    reap();
     struct migrate_preloaded pre;
     if (loading_ahead(m.to, m.now != 0, &pre)) {
         rep.ahead = 1;
@@ -153,33 +303,38 @@ CUresult srv_scuda_snapshot(srv_call *c)
     }
     /* The client has the last snapshot's reply (it asks for one at a time),
      * so the copy before that one is of no use to it any more. */
-    static int previous_fd = -1;
     discard(previous_fd);
     previous_fd = -1;
     static char why[MIGRATE_WHY_MAX + 64];
     why[0] = '\0';
     struct msg_scuda_migrate_rep mig;
     uint32_t pid = 0;
-    uint64_t kept = 0;
+    uint64_t kept = 0, received = 0, sent = 0;
     unsigned ahead = 0;
-    int fd = copy_out(c->s, m.to, &pre, &pid, &mig, &kept, &ahead, why, sizeof why);
-    if (fd >= 0 && park(c->s, fd, &rep.client_frames, &rep.server_frames, why, sizeof why) == 0) {
-        previous_fd = parked_fd;
-        parked_fd = fd;
-        snprintf(parked_to, sizeof parked_to, "%s", m.to);
-        parked_pid = pid;
-        remember_ranges(1);
+    struct migrate_later *later = NULL;
+    /* A request at the journal's bound waits for the copy anyway. */
+    int fd = copy_out(c->s, m.to, &pre, &pid, &mig, &kept, &ahead, why, sizeof why, m.now ? NULL : &later);
+    if (fd >= 0 && later) {
+        stream_after_hold(c, later, m.to, pid, ahead);
+        return CUDA_SUCCESS;
+    }
+    counts_now(c->s, &received, &sent);
+    struct migrate_range *v = NULL;
+    long n = migrate_out_ranges(&v);
+    if (fd >= 0 && park(fd, received, sent, why, sizeof why) == 0) {
+        parked_on(fd, m.to, pid, mig.bytes + kept);
+        remember_ranges(1, v, n);
+        rep.client_frames = received, rep.server_frames = sent;
         rep.parked = 1;
         rep.pid = pid;
         rep.images_ahead = ahead;
-        session_stats_snapshot(mig.bytes + kept); /* `scuda ps`: its age and size */
         LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
                  "loaded ahead), %.1f MiB memory in %.1f ms, %.1f MiB more kept from the copy parked there before",
                  (int)getpid(), m.to, pid, mig.hold_ns / 1e6, mig.replay_ns / 1e6, ahead, mig.bytes / 1048576.0,
                  mig.copy_ns / 1e6, kept / 1048576.0);
     } else {
         snapshot_dirty_failed(); /* the parked copy is still the older one */
-        remember_ranges(0);
+        remember_ranges(0, v, n);
         if (fd >= 0) io_close(fd);
         LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), m.to, why);
     }

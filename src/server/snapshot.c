@@ -211,12 +211,17 @@ struct stream_job {
     uint32_t seq;
 };
 
-static void reply_late(const struct stream_job *j, const struct msg_scuda_snapshot_rep *rep)
+/* The reply goes once the thread is no longer streaming: the client may
+ * ask for the next snapshot the moment it has it. */
+static void reply_late(struct stream_job *j, const struct msg_scuda_snapshot_rep *rep)
 {
     wire_buf out;
     wb_init(&out);
     msg_scuda_snapshot_rep_put(&out, rep);
-    session_reply_late(j->s, j->op, j->seq, &out);
+    struct stream_job mine = *j;
+    free(j);
+    atomic_store(&bg.streaming, 0);
+    session_reply_late(mine.s, mine.op, mine.seq, &out);
     wb_free(&out);
 }
 
@@ -250,15 +255,16 @@ static void *stream_main(void *arg)
         io_close(l->fd);
         /* One that kept bytes is asked again soon, and copies in full. */
         rep.ahead = kept > 0 && !atomic_load(&bg.stop);
-        LOG_WARN("session %d: no snapshot on %s: %s%s", (int)getpid(), j->to, why,
-                 rep.ahead ? " (it kept the parked copy's memory: the next one copies in full)" : "");
+        if (rep.ahead)
+            LOG_WARN("session %d: the snapshot that kept the parked copy's memory failed (%s); the next one, asked "
+                     "for at once, copies in full", (int)getpid(), why);
+        else
+            LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), j->to, why);
     }
     rep.why = why;
     rep.hold_ns = l->hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
     migrate_later_free(l);
     reply_late(j, &rep);
-    free(j);
-    atomic_store(&bg.streaming, 0);
     return NULL;
 }
 

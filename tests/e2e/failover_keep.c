@@ -73,7 +73,9 @@ static int client(void *arg)
     reads(p, host, 3);      /* snapshots that keep every byte */
     expect(host, 0x22, 0x11, "before the failover");
     step();                 /* the test kills the parked copy */
-    reads(p, host, 1);      /* keeping fails: taken again in full */
+    reads(p, host, 1);      /* keeping fails: the client is told to ask again soon */
+    h_sleep_ms(60);
+    reads(p, host, 1);      /* taken again in full (here, or at the synchronize before) */
     CU(cuMemsetD8_v2(p + 4096, 0x33, SIZE - 4096));
     CU(cuCtxSynchronize()); /* after a write: every byte */
     reads(p, host, 1);      /* kept again */
@@ -154,6 +156,7 @@ int main(void)
     h_server_start(&P, "failover-keep-primary", NULL);
     setenv("SCUDA_STANDBY", S.addr, 1);
     setenv("SCUDA_SNAPSHOT_EVERY", "0", 1);
+    setenv("SCUDA_SNAPSHOT_WAIT", "1", 1); /* every synchronize takes its snapshot before it returns */
     setenv("SCUDA_LOG", "info", 1);
     CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
     char err_path[512];

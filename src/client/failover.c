@@ -314,11 +314,24 @@ static int snapshot_behind(struct server *s)
     return rc;
 }
 
+/* Take fo.busy: 1, or 0 when another thread takes a snapshot. At the
+ * journal's bound (extra > 0) wait for that one instead: it may stream
+ * for a while, and the frame must not pass the bound meanwhile. */
+static int take_busy(struct server *s, uint64_t extra)
+{
+    for (;;) {
+        int idle = 0;
+        if (atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return 1;
+        if (!extra || atomic_load(&s->c.resuming) || s->c.dead) return 0;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
 static void maybe_snapshot(struct server *s, uint64_t extra)
 {
     if (in_snapshot || atomic_load(&s->c.resuming) || s->c.dead || !due(s, extra)) return;
-    int idle = 0;
-    if (!atomic_compare_exchange_strong(&fo.busy, &idle, 1)) return; /* another thread takes it */
+    if (!take_busy(s, extra)) return; /* another thread takes it */
     if (!due(s, extra)) {
         atomic_store(&fo.busy, 0);
         return;

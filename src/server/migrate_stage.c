@@ -81,19 +81,9 @@ static CUresult stage_one(const struct migrate_range *r, CUcontext ctx, CUdevice
     return e;
 }
 
-static int test_refuses(void)
-{
-    const char *e = getenv("SCUDA_TEST_NO_STAGING");
-    return e && strcmp(e, "1") == 0;
-}
-
 int migrate_stage(const struct migrate_range *r, long n, struct migrate_stage *st, char *why, size_t whylen)
 {
     *st = (struct migrate_stage){0};
-    if (test_refuses()) {
-        snprintf(why, whylen, "staging is off (SCUDA_TEST_NO_STAGING=1)");
-        return -1;
-    }
     CUcontext *owners = calloc(n ? (size_t)n : 1, sizeof *owners);
     struct need *need = calloc(n ? (size_t)n : 1, sizeof *need);
     st->v = calloc(n ? (size_t)n : 1, sizeof *st->v);

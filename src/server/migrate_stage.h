@@ -25,8 +25,7 @@ struct migrate_stage {
 };
 
 /* Copy ranges r[0..n) aside. Returns 0 with *st filled, or -1 with why
- * (nothing allocated). SCUDA_TEST_NO_STAGING=1 in the server's
- * environment refuses always (the tests of the synchronous path). */
+ * (nothing allocated). */
 int migrate_stage(const struct migrate_range *r, long n, struct migrate_stage *st, char *why, size_t whylen);
 
 /* Free what migrate_stage allocated (safe on a zeroed struct). */

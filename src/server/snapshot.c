@@ -238,21 +238,24 @@ static void *stream_main(void *arg)
              park(l->fd, l->received, l->sent, why, sizeof why) == 0;
     struct migrate_range *v = NULL;
     long n = migrate_later_ranges(l, &v);
+    const struct migrate_later at = *l; /* the numbers, for the reply and the log */
+    migrate_later_free(l); /* the staging goes before the reply: the client may ask again at once */
+    rep.hold_ns = at.hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
     if (ok) {
-        parked_on(l->fd, j->to, j->pid, mig.bytes + kept);
+        parked_on(at.fd, j->to, j->pid, mig.bytes + kept);
         remember_ranges(1, v, n);
         rep.parked = 1, rep.pid = j->pid, rep.images_ahead = j->ahead;
-        rep.client_frames = l->received, rep.server_frames = l->sent;
+        rep.client_frames = at.received, rep.server_frames = at.sent;
         LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
                  "loaded ahead), %.1f MiB staged in %.1f ms; %.1f MiB memory in %.1f ms, %.1f MiB more kept from the "
                  "copy parked there before; memory streamed after the hold (%llu ms)",
-                 (int)getpid(), j->to, j->pid, l->hold_ns / 1e6, mig.replay_ns / 1e6, j->ahead, l->staged / 1048576.0,
-                 l->stage_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6, kept / 1048576.0,
+                 (int)getpid(), j->to, j->pid, at.hold_ns / 1e6, mig.replay_ns / 1e6, j->ahead, at.staged / 1048576.0,
+                 at.stage_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6, kept / 1048576.0,
                  (unsigned long long)(mono_ms_now() - t0));
     } else {
         snapshot_dirty_failed(); /* the parked copy is still the older one, and nothing is kept next time */
         remember_ranges(0, v, n);
-        io_close(l->fd);
+        io_close(at.fd);
         /* One that kept bytes is asked again soon, and copies in full. */
         rep.ahead = kept > 0 && !atomic_load(&bg.stop);
         if (rep.ahead)
@@ -262,8 +265,6 @@ static void *stream_main(void *arg)
             LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), j->to, why);
     }
     rep.why = why;
-    rep.hold_ns = l->hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
-    migrate_later_free(l);
     reply_late(j, &rep);
     return NULL;
 }

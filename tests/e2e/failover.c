@@ -367,6 +367,10 @@ static void replay_mismatch(void)
     close(ready_pipe[1]);
     close(failed_pipe[0]);
     wait_ready("the client that outgrows its standby");
+    /* The synchronize returns while the snapshot's memory streams: the
+     * copy to fail over to is there once A logged it parked. */
+    CHECK(h_wait_log(&A, "snapshot parked on", 1, 10000) >= 1, "no snapshot parked before the kill");
+    h_sleep_ms(100); /* its reply, sent right after the line, reaches the client */
     kill(-A.pid, SIGKILL);
     CHECK(write(failed_pipe[1], "k", 1) == 1);
     close(failed_pipe[1]);

@@ -180,7 +180,7 @@ int failover_standby(void)
 /* `took_ms`: from the request to the reply; `waited`: whether the
  * application's thread waited for it all. */
 static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep *rep, uint64_t journal,
-                           uint64_t took_ms, int waited, uint32_t failovers)
+                           uint64_t took_ms, int waited, uint32_t failovers, size_t results_before)
 {
     pthread_mutex_lock(&fo.lock);
     if (fo.failovers != failovers || fo.next >= fo.npool) {
@@ -192,7 +192,12 @@ static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep
     fo.parked = 1;
     fo.pid = rep->pid;
     fo.server_frames = rep->server_frames;
-    fo.nresults = fo.cursor = 0; /* replies to the calls before it are not replayed */
+    /* Replies to the calls before it are not replayed; those that came
+     * while it streamed may be. */
+    size_t drop = results_before < fo.nresults ? results_before : fo.nresults;
+    if (drop) memmove(fo.results, fo.results + drop, (fo.nresults - drop) * sizeof *fo.results);
+    fo.nresults -= drop;
+    fo.cursor = 0;
     fo.results_full = 0;
     char standby[ADDR_MAX];
     snprintf(standby, sizeof standby, "%s", fo.standby);
@@ -230,6 +235,32 @@ static void snapshot_failed(struct server *s, const char *to, const char *why, i
         LOG_WARN("no snapshot on standby %s: %s%s", to, why, had ? "; the last one stands" : "");
 }
 
+/* A snapshot on a thread of ours still goes out at the synchronizing
+ * call that asked for it: that call returns once the request is sent, so
+ * the copy is of the session as the application left it there, not of
+ * whatever it did next. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int sent;
+} handoff = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void handoff_sent(void)
+{
+    pthread_mutex_lock(&handoff.lock);
+    handoff.sent = 1;
+    pthread_cond_broadcast(&handoff.cv);
+    pthread_mutex_unlock(&handoff.lock);
+}
+
+static void handoff_wait(void)
+{
+    pthread_mutex_lock(&handoff.lock);
+    while (!handoff.sent) pthread_cond_wait(&handoff.cv, &handoff.lock);
+    handoff.sent = 0;
+    pthread_mutex_unlock(&handoff.lock);
+}
+
 /* `now`: at the journal's bound, copy at once (no loading ahead).
  * `waited`: the application's thread runs it (else a thread of ours). */
 static void snapshot(struct server *s, int now, int waited)
@@ -239,6 +270,7 @@ static void snapshot(struct server *s, int now, int waited)
     char to[ADDR_MAX];
     pthread_mutex_lock(&fo.lock);
     uint32_t failovers = fo.failovers;
+    size_t results_before = fo.nresults;
     snprintf(to, sizeof to, "%s", fo.standby);
     pthread_mutex_unlock(&fo.lock);
     sendq_journal_begin(&s->q); /* from this request on: the copy may have run it or not */
@@ -247,12 +279,14 @@ static void snapshot(struct server *s, int now, int waited)
     c.pushed = 1; /* callers may hold the mirrors' lock (failover_before_send); the copy takes device bytes */
     struct msg_scuda_snapshot_req m = {.to = to, .now = (uint32_t)now};
     msg_scuda_snapshot_req_put(&c.req, &m);
-    CUresult r = rpc_sync(&c);
+    CUresult r = rpc_start(&c);
+    if (!waited) handoff_sent(); /* the application may go on: its next call follows the request */
+    if (r == CUDA_SUCCESS) r = rpc_finish(&c);
     struct msg_scuda_snapshot_rep rep = {0};
     char why[600];
     int got = r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0;
     if (got && rep.parked)
-        snapshot_taken(s, &rep, journal, mono_ms() - t0, waited, failovers);
+        snapshot_taken(s, &rep, journal, mono_ms() - t0, waited, failovers, results_before);
     else {
         snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
                                         : rep.why && rep.why[0] ? rep.why : "(no reason)");
@@ -341,7 +375,10 @@ static void maybe_snapshot(struct server *s, uint64_t extra)
      * first (answered `ahead`: asked again later), and the application
      * waits for none of it. */
     int now = extra > 0 && at_bound(s, extra, fo.journal_max);
-    if (!now && !fo.wait && snapshot_behind(s) == 0) return; /* busy until that thread ends */
+    if (!now && !fo.wait && snapshot_behind(s) == 0) {
+        handoff_wait(); /* busy until that thread ends */
+        return;
+    }
     snapshot(s, now, 1);
     atomic_store(&fo.busy, 0);
 }

@@ -362,7 +362,6 @@ int migrate_later_finish(struct migrate_later *l, const _Atomic int *stop, struc
                          uint64_t *kept, char *why, size_t whylen)
 {
     struct migrate_later_state *in = l->in;
-    uint64_t t0 = now_ns();
     CUstream st = NULL;
     if (REAL(cuCtxSetCurrent, in->st.ctx) != CUDA_SUCCESS ||
         REAL(cuStreamCreate, &st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
@@ -379,7 +378,6 @@ int migrate_later_finish(struct migrate_later *l, const _Atomic int *stop, struc
     in->d = NULL;
     *rep = (struct msg_scuda_migrate_rep){.hold_ns = l->hold_ns, .replay_ns = in->o.replay_ns,
                                           .copy_ns = in->o.copy_ns, .bytes = in->o.bytes};
-    (void)t0;
     *kept = in->keep.kept;
     snprintf(why, whylen, "%s", rc == 0 ? "" : in->o.why);
     return rc;

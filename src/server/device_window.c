@@ -1058,15 +1058,93 @@ int window_install(struct driver_table *t, const struct window_config *c)
 
 /* ---- scratch memory, outside the session's state ------------------------- */
 
+/* Scratch is mapped at the top of the device's window, taken out of its
+ * free addresses for as long as it lives: nothing the driver places
+ * (globals, managed memory) moves because of it, and the session's own
+ * allocations, placed lowest address first, stay where a replay puts
+ * them. It is in no record, so no migration sees it. */
+struct scratch {
+    uint64_t addr, size;
+    CUmemGenericAllocationHandle handle;
+    struct window *w;
+};
+static struct scratch *scratch;
+static size_t nscratch, capscratch;
+
+/* The highest `len` bytes of a free span, aligned to `align`. */
+static bool spans_take_top(struct spans *s, uint64_t len, uint64_t align, uint64_t *off)
+{
+    for (size_t i = s->n; i-- > 0;) {
+        uint64_t end = s->v[i].off + s->v[i].len;
+        if (len > end) continue;
+        uint64_t at = (end - len) / align * align;
+        if (at < s->v[i].off) continue;
+        if (spans_carve(s, i, at, len) != 0) return false;
+        *off = at;
+        return true;
+    }
+    return false;
+}
+
+static int scratch_note(struct scratch sc)
+{
+    if (nscratch == capscratch) {
+        size_t cap = capscratch ? capscratch * 2 : 16;
+        struct scratch *v = realloc(scratch, cap * sizeof *v);
+        if (!v) return -1;
+        scratch = v, capscratch = cap;
+    }
+    scratch[nscratch++] = sc;
+    return 0;
+}
+
+/* Map `size` bytes at the top of window w: *addr. */
+static CUresult scratch_map(struct window *w, int dev, uint64_t size, uint64_t *addr)
+{
+    uint64_t off;
+    if (!spans_take_top(&w->va, size, w->gran, &off)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemGenericAllocationHandle h;
+    CUresult r = chunk_map(w, dev, w->base + off, size, &h);
+    if (r == CUDA_SUCCESS && scratch_note((struct scratch){w->base + off, size, h, w}) != 0) {
+        orig.cuMemUnmap(w->base + off, size);
+        orig.cuMemRelease(h);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r != CUDA_SUCCESS) spans_give(&w->va, off, size);
+    else *addr = w->base + off;
+    return r;
+}
+
 CUresult window_scratch_alloc(CUdeviceptr *p, size_t bytes)
 {
-    if (!orig.cuMemAlloc_v2) return CUDA_ERROR_NOT_SUPPORTED; /* the window is off */
-    return orig.cuMemAlloc_v2(p, bytes);
+    if (cfg.size == 0) return CUDA_ERROR_NOT_SUPPORTED; /* the window is off */
+    CUcontext ctx;
+    int dev;
+    pthread_mutex_lock(&lock);
+    CUresult r = current(&ctx, &dev);
+    struct window *w = r == CUDA_SUCCESS ? window_open(dev) : NULL;
+    if (r == CUDA_SUCCESS && !w) r = CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = w ? round_up(bytes, w->gran) : 0, addr = 0;
+    if (r == CUDA_SUCCESS) r = size < bytes ? CUDA_ERROR_OUT_OF_MEMORY : scratch_map(w, dev, size, &addr);
+    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS) *p = (CUdeviceptr)addr;
+    return r;
 }
 
 void window_scratch_free(CUdeviceptr p)
 {
-    if (orig.cuMemFree_v2 && p) orig.cuMemFree_v2(p);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nscratch; i++) {
+        struct scratch sc = scratch[i];
+        if (sc.addr != p) continue;
+        orig.cuMemUnmap(sc.addr, sc.size);
+        orig.cuMemRelease(sc.handle);
+        spans_give(&sc.w->va, sc.addr - sc.w->base, sc.size);
+        memmove(&scratch[i], &scratch[i + 1], (nscratch - i - 1) * sizeof *scratch);
+        nscratch--;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 CUresult window_scratch_room(size_t *free_bytes, size_t *total)

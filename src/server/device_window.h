@@ -123,10 +123,13 @@ bool window_range(int dev, uint64_t *base, uint64_t *size);
 /* ---- scratch memory, outside the session's state ------------------------
  *
  * Device memory the server uses for itself (a snapshot stages the
- * session's memory in it, migrate_stage.h): straight from the driver, so
- * it is in no window, in no migration's ranges and not charged to the
- * quota. In the current context. CUDA_ERROR_NOT_SUPPORTED while the
- * window is off (the driver places the session's memory). */
+ * session's memory in it, migrate_stage.h), on the current context's
+ * device: mapped at the top of its window, which keeps those addresses
+ * until it is freed, so that neither the session's allocations nor what
+ * the driver places itself (globals, managed memory) land elsewhere than
+ * a replay of the session puts them. In no record (no migration copies
+ * it), not charged to the quota. CUDA_ERROR_NOT_SUPPORTED while the
+ * window is off (the driver places the session's memory). Any thread. */
 CUresult window_scratch_alloc(CUdeviceptr *p, size_t bytes);
 void window_scratch_free(CUdeviceptr p);
 /* The device's free and total bytes as the driver counts them (no quota). */

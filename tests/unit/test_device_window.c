@@ -2,7 +2,7 @@
  * driver that only keeps accounts: placement, reuse of freed space and of
  * idle chunks, fragmentation, a full window, a window that is taken,
  * unknown pointers, the per-allocation answers, the application's own
- * reservations. */
+ * reservations, scratch memory at the top. */
 #include <string.h>
 
 #include "check.h"
@@ -231,6 +231,24 @@ int main(void)
     int before = releases;
     CHECK(t.cuMemFree_v2(l1) == CUDA_SUCCESS && releases == before);     /* 4 MiB idle: kept */
     CHECK(t.cuMemFree_v2(l2) == CUDA_SUCCESS && releases == before + 1); /* 10 MiB > 8: released */
+
+    /* scratch memory: at the top of the window, in no record, its
+     * addresses taken while it lives and given back after; the session's
+     * allocations go on at the lowest addresses */
+    CUdeviceptr s1 = 0, s2 = 0;
+    CHECK(window_scratch_alloc(&s1, 3 * MiB) == CUDA_SUCCESS && s1 == BASE + SIZE - 4 * MiB);
+    CHECK(window_scratch_alloc(&s2, 2 * MiB) == CUDA_SUCCESS && s2 == s1 - 2 * MiB);
+    struct window_entry se;
+    CHECK(!window_entry_from(s2, &se)); /* no migration sees it */
+    uint64_t low = alloc(5 * MiB);
+    CHECK(low && low < BASE + 32 * MiB);
+    uint64_t held = phys;
+    window_scratch_free(s1);
+    window_scratch_free(s2);
+    CHECK(phys == held - 6 * MiB);
+    CHECK(window_scratch_alloc(&s1, 2 * MiB) == CUDA_SUCCESS && s1 == BASE + SIZE - 2 * MiB);
+    window_scratch_free(s1);
+    CHECK(t.cuMemFree_v2(low) == CUDA_SUCCESS);
 
     /* a context that faulted: allocations fail with its error */
     sticky = CUDA_ERROR_ILLEGAL_ADDRESS;

@@ -51,7 +51,7 @@ static void buf_put(struct batch_buf *b)
 
 /* The next batch of chunks from (*range, *off) on, read into buf. Returns
  * how many, 0 at the end, -1 with why. */
-static int read_batch(const struct migrate_range *v, long n, CUstream st, long *range, uint64_t *off, uint8_t *buf,
+static int read_batch(const struct migrate_range *v, long n, long *range, uint64_t *off, uint8_t *buf,
                       struct migrate_chunk *c, char *why, size_t whylen)
 {
     int k = 0;
@@ -63,9 +63,7 @@ static int read_batch(const struct migrate_range *v, long n, CUstream st, long *
         }
         size_t len = r->size - *off < MIGRATE_CHUNK ? (size_t)(r->size - *off) : MIGRATE_CHUNK;
         uint8_t *dst = buf + (size_t)k * MIGRATE_CHUNK;
-        CUresult e = st ? REAL(cuMemcpyDtoHAsync_v2, dst, (CUdeviceptr)(r->addr + *off), len, st)
-                        : REAL(cuMemcpyDtoH_v2, dst, (CUdeviceptr)(r->addr + *off), len);
-        if (e == CUDA_SUCCESS && st) e = REAL(cuStreamSynchronize, st);
+        CUresult e = REAL(cuMemcpyDtoH_v2, dst, (CUdeviceptr)(r->addr + *off), len);
         if (e != CUDA_SUCCESS) {
             snprintf(why, whylen, "reading device memory at %#llx failed with CUresult %d",
                      (unsigned long long)(r->addr + *off), (int)e);
@@ -102,12 +100,6 @@ static int digest_and_hand(const struct migrate_chunk *c, int k, struct migrate_
 int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_digest *d, migrate_chunk_fn fn,
                         void *arg, char *why, size_t whylen)
 {
-    return migrate_memory_read_on(v, n, NULL, d, fn, arg, why, whylen);
-}
-
-int migrate_memory_read_on(const struct migrate_range *v, long n, CUstream st, struct migrate_digest *d,
-                           migrate_chunk_fn fn, void *arg, char *why, size_t whylen)
-{
     struct batch_buf buf;
     if (buf_get(&buf) != 0) {
         snprintf(why, whylen, "out of host memory for the copy");
@@ -117,7 +109,7 @@ int migrate_memory_read_on(const struct migrate_range *v, long n, CUstream st, s
     long range = 0;
     uint64_t off = 0;
     int k, rc = 0;
-    while (rc == 0 && (k = read_batch(v, n, st, &range, &off, buf.p, c, why, whylen)) != 0) {
+    while (rc == 0 && (k = read_batch(v, n, &range, &off, buf.p, c, why, whylen)) != 0) {
         if (k < 0) rc = -1;
         else rc = digest_and_hand(c, k, d, fn, arg);
     }

@@ -12,7 +12,6 @@
 #ifndef SCUDA_SERVER_MIGRATE_MEMREAD_H
 #define SCUDA_SERVER_MIGRATE_MEMREAD_H
 
-#include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,11 +35,5 @@ typedef int (*migrate_chunk_fn)(void *arg, const struct migrate_chunk *c);
  * Returns 0, fn's nonzero, or -1 with why when a read failed. */
 int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_digest *d, migrate_chunk_fn fn,
                         void *arg, char *why, size_t whylen);
-
-/* The same, reading on stream st (NULL: the legacy stream, as above): a
- * snapshot streaming staged memory reads on a stream of its own, so its
- * copies wait for none of the application's work. */
-int migrate_memory_read_on(const struct migrate_range *v, long n, CUstream st, struct migrate_digest *d,
-                           migrate_chunk_fn fn, void *arg, char *why, size_t whylen);
 
 #endif

@@ -362,14 +362,14 @@ int migrate_later_finish(struct migrate_later *l, const _Atomic int *stop, struc
                          uint64_t *kept, char *why, size_t whylen)
 {
     struct migrate_later_state *in = l->in;
-    CUstream st = NULL;
-    if (REAL(cuCtxSetCurrent, in->st.ctx) != CUDA_SUCCESS ||
-        REAL(cuStreamCreate, &st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-        st = NULL; /* the legacy stream: slower beside the application, as correct */
+    /* On the legacy stream: a stream of our own would be faster beside the
+     * application's work, but the driver takes memory for a stream, and
+     * what it places for the session meanwhile (globals, managed memory)
+     * would land elsewhere than a replay puts it. */
+    REAL(cuCtxSetCurrent, in->st.ctx);
     struct sending x = {.fd = l->fd, .v = in->v, .seq = &in->seq, .sent = &in->o.bytes, .keep = &in->keep,
                         .stop = stop};
-    int rc = migrate_memory_read_on(in->st.v, in->st.n, st, in->d, send_chunk, &x, in->o.why, sizeof in->o.why);
-    if (st) REAL(cuStreamDestroy_v2, st);
+    int rc = migrate_memory_read(in->st.v, in->st.n, in->d, send_chunk, &x, in->o.why, sizeof in->o.why);
     if (rc > 0 && atomic_load(stop)) {
         snprintf(in->o.why, sizeof in->o.why, "the session ended while the snapshot streamed");
         rc = -1;

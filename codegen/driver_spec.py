@@ -1344,11 +1344,11 @@ op scuda_moved                         # session to client, one-way and not numb
 # export of scuda_migrate to a standby server, without the switch. The
 # standby parks the imported state (one per session, replaced by the next)
 # until the client resumes there after this server died.
-op scuda_snapshot                      # client to session; the session stops reading until it is done
+op scuda_snapshot                      # client to session; the session stops reading until the hold ends (the reply may come after)
     in str to                          # HOST:PORT of the standby server
     in u32 now                         # 1: copy now, whatever the standby holds (the journal's bound)
     out u32 parked                     # 1: the standby holds a checked copy of the session as of this call
-    out u32 ahead                      # 1: not yet: the standby loads the session's images first; ask again
+    out u32 ahead                      # 1: not yet (the standby loads the images first, or a copy is under way); ask again
     out u32 images_ahead               # of the images the copy holds, how many it loaded before the hold
     out str why                        # the reason, when it does not
     out u32 pid                        # the parked session's process id on the standby (a resume names it)

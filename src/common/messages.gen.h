@@ -1705,7 +1705,7 @@ struct msg_scuda_moved_rep {
 void msg_scuda_moved_rep_put(wire_buf *b, const struct msg_scuda_moved_rep *m);
 int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_moved_rep *m);
 
-/* scuda_snapshot request: client to session; the session stops reading until it is done */
+/* scuda_snapshot request: client to session; the session stops reading until the hold ends (the reply may come after) */
 struct msg_scuda_snapshot_req {
     const char *to; /* str to: HOST:PORT of the standby server */
     uint32_t now; /* u32 now: 1: copy now, whatever the standby holds (the journal's bound) */
@@ -1716,7 +1716,7 @@ int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_s
 /* scuda_snapshot reply */
 struct msg_scuda_snapshot_rep {
     uint32_t parked; /* u32 parked: 1: the standby holds a checked copy of the session as of this call */
-    uint32_t ahead; /* u32 ahead: 1: not yet: the standby loads the session's images first; ask again */
+    uint32_t ahead; /* u32 ahead: 1: not yet (the standby loads the images first, or a copy is under way); ask again */
     uint32_t images_ahead; /* u32 images_ahead: of the images the copy holds, how many it loaded before the hold */
     const char *why; /* str why: the reason, when it does not */
     uint32_t pid; /* u32 pid: the parked session's process id on the standby (a resume names it) */

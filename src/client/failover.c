@@ -2,13 +2,14 @@
  *
  * Snapshots: at a synchronizing call, once SCUDA_SNAPSHOT_EVERY passed
  * since the last one (and at the first), a thread of ours asks the
- * session for scuda_snapshot and waits for the reply, while the thread
- * that synchronized returns at once: the session holds itself only for
- * the objects and a copy of the memory on the GPU, and streams the
- * memory while it serves on (SCUDA_SNAPSHOT_WAIT=1: the synchronizing
- * thread waits, as at the journal's bound, where it must). Before the request goes out the send
- * queue starts (or goes on) keeping every frame; the reply says which of
- * our frames the parked copy has run, and the journal is what follows.
+ * session for scuda_snapshot and waits for the reply; the thread that
+ * synchronized returns once the request is sent: the session holds
+ * itself only for the objects and a copy of the memory on the GPU, and
+ * streams the memory while it serves on (SCUDA_SNAPSHOT_WAIT=1: the
+ * synchronizing thread waits, as at the journal's bound, where it must).
+ * Before the request goes out the send queue starts (or goes on) keeping
+ * every frame; the reply says which of our frames the parked copy has
+ * run, and the journal is what follows.
  * A failed snapshot keeps the last one and its journal, unless the journal
  * is past SCUDA_JOURNAL_MAX: then there is no standby until the next
  * snapshot that works (logged).

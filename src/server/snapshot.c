@@ -282,10 +282,12 @@ static void *stream_main(void *arg)
 static void stream_after_hold(srv_call *c, struct migrate_later *l, const char *to, uint32_t pid, unsigned ahead)
 {
     struct stream_job *j = calloc(1, sizeof *j);
-    if (!j) { /* no memory for a job: nothing to do but fail it */
+    if (!j) { /* no memory for a job: the snapshot fails, the last one stands */
         io_close(l->fd);
         migrate_later_free(l);
         snapshot_dirty_failed();
+        struct msg_scuda_snapshot_rep rep = {.why = "out of host memory for the snapshot"};
+        msg_scuda_snapshot_rep_put(&c->out, &rep);
         return;
     }
     *j = (struct stream_job){.s = c->s, .l = l, .pid = pid, .ahead = ahead, .op = c->op, .seq = c->seq};

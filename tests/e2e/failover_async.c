@@ -9,7 +9,8 @@
  * session) complete before the primary logs the copy parked: the session
  * served them while the memory streamed. The primary's log says the
  * memory streamed after the hold; the client's, that the application
- * paused 0 ms. Then the primary dies, and the client fails over and reads
+ * paused 0 ms. A move asked for while the memory streams is refused, with
+ * the reason. Then the primary dies, and the client fails over and reads
  * back every byte.
  *
  * Then a primary whose device has no room for a second copy of the
@@ -23,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy_checks.h"
 #include "harness.h"
 
 #define SIZE (256u << 20)
@@ -101,10 +103,13 @@ static unsigned long long number_after(const char *text, const char *key)
     return strtoull(at + strlen(key), NULL, 10);
 }
 
-static void streamed_then_failover(void)
+static void streamed_then_failover(const struct h_server *S)
 {
     struct h_server P;
-    h_server_start(&P, "failover-async-primary", NULL);
+    char control[600];
+    snprintf(control, sizeof control, "%s/failover-async-%d.sock", E2E_LOG_DIR, (int)getpid());
+    struct h_server_opts po = {.extra_args = {"--control", control, NULL}};
+    h_server_start(&P, "failover-async-primary", &po);
     char out_path[512], err_path[512];
     int out = h_temp_file("failover-async-out", out_path, sizeof out_path);
     int err = h_temp_file("failover-async-err", err_path, sizeof err_path);
@@ -113,6 +118,14 @@ static void streamed_then_failover(void)
     close(err);
     char ch;
     CHECK(read(ready_pipe[0], &ch, 1) == 1, "the client did not get past its synchronize");
+    pid_t sessions[8];
+    int ns = h_server_sessions(&P, sessions, 8);
+    CHECK(ns == 1, "P names %d sessions", ns);
+    char said[2048];
+    int st = cc_scuda_migrate(SCUDA_BIN_PATH, sessions[0], S->addr, control, said, sizeof said);
+    CHECK(st != 0 && strstr(said, "a snapshot's memory still streams to its standby"),
+          "a move while the snapshot streamed: exit %d, %s(parked already: %d)", st, said,
+          h_server_log_count(&P, "snapshot parked on"));
     CHECK(h_wait_log(&P, "memory streamed after the hold", 1, 60000) == 1,
           "the snapshot's memory did not stream after the hold");
     uint64_t parked = stamp_of(&P, "snapshot parked on");
@@ -176,7 +189,7 @@ int main(void)
     setenv("SCUDA_SNAPSHOT_EVERY", "600", 1); /* the first synchronize only */
     setenv("SCUDA_LOG", "info", 1);
     CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
-    streamed_then_failover();
+    streamed_then_failover(&S);
     staging_refused();
     h_server_kill(&S); /* parked copies wait for resumes: no clean stop to check */
     printf("PASS failover_async\n");

@@ -75,6 +75,13 @@ static void stats_print(void)
         }
 }
 
+/* For a process that leaves with _exit (no atexit handlers: Python's
+ * os._exit, as bench/torch_bench.py's workers do): print now. */
+__attribute__((visibility("default"))) void scuda_client_stats_print(void)
+{
+    if (stats_enabled()) stats_print();
+}
+
 void stats_count(uint16_t op, int async)
 {
     if (stats_enabled() && op < STATS_OPS)

@@ -406,6 +406,7 @@ def worker_main(name, quick, t_process):
     out["drivers"] = mapped_drivers()
     sys.stdout.write("\n" + RESULT_TAG + json.dumps(out) + "\n")
     sys.stdout.flush()
+    print_scuda_stats()
     # Skip interpreter teardown: it can hang in a broken CUDA state.
     os._exit(0 if out["ok"] else 1)
 
@@ -547,6 +548,18 @@ def link_from_bench(path):
 # --------------------------------------------------------------------------
 # The parent: start workers, collect, print.
 # --------------------------------------------------------------------------
+
+def print_scuda_stats():
+    """With SCUDA_STATS=1 through SCUDA: the client's call counts on stderr
+    (its atexit handler does not run: the worker leaves with os._exit)."""
+    if not os.environ.get("SCUDA_STATS"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL("libcuda.so.1").scuda_client_stats_print()
+    except (OSError, AttributeError):
+        pass  # the real driver: nothing to print
+
 
 def run_worker(cmd, timeout, env=None):
     """Returns (result dict or None, reason when it failed)."""

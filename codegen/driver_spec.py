@@ -809,7 +809,7 @@ op scuda_peer_recv               blocking  observes   # replies after the last b
 const JIT_MAX_OPTIONS     32
 const IMAGE_DIGEST_LEN    32           # SHA-256
 const MODULE_MAX_FUNCS    1000000
-const MODULE_PIN_MAX      268435456    # bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op
+const MODULE_PIN_MAX      1073741824   # bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it: a larger value is safe only in a build that also appends an op (a client never reaches a server of a shorter op set, and an older client counts less)
 const FUNC_ATTR_FIXED     8            # CUfunction_attribute 0..7 (max threads per block .. cache mode) never change
 const FUNC_ATTR_COUNT     16           # CUfunction_attribute 0..15: what scuda_func_attributes answers
 

@@ -387,6 +387,19 @@ static CUresult load_known(struct server *srv, const struct msg_load_head *head,
     return CUDA_SUCCESS;
 }
 
+/* SCUDA_STATS counts the images the session keeps for one-way loads and
+ * those past its budget; the first one past it is said once (info): a
+ * framework that loads large images once at its start spends the budget
+ * on them, and its later loads of new images all wait for a reply. */
+static void count_kept(int kept)
+{
+    static _Atomic int said;
+    if (kept != 0) stats_add(kept > 0 ? STATS_IMAGES_KEPT : STATS_IMAGES_NOT_KEPT);
+    if (kept < 0 && !atomic_exchange(&said, 1))
+        LOG_INFO("the session keeps no more module images for one-way loads (%u MiB of distinct images, "
+                 "MODULE_PIN_MAX): loads of images new to it wait for a reply from now on", MODULE_PIN_MAX >> 20);
+}
+
 /* The image's SHA-256, hashed once per image for the process
  * (image_digest.h). */
 static void digest_of(const void *img, size_t len, uint8_t key[AUTH_SHA256_LEN])
@@ -427,7 +440,7 @@ static CUresult load_on(struct server *srv, const struct msg_load_head *head, co
         }
         if (r == CUDA_SUCCESS && want_bytes) r = request_load(srv, head, jit, img, len, NULL, l, &want_bytes);
         if (r == CUDA_SUCCESS && by_hash)
-            module_known_note(srv->index, key, len, head->is_library, (*l)->funcs, (*l)->nfuncs);
+            count_kept(module_known_note(srv->index, key, len, head->is_library, (*l)->funcs, (*l)->nfuncs));
     }
     if (r == CUDA_SUCCESS && by_hash) {
         (*l)->has_digest = 1;

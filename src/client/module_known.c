@@ -125,17 +125,18 @@ static int copy_out(const struct known_func *k, struct func_desc *d)
     return 0;
 }
 
-void module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, int is_library,
+int module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, int is_library,
                        const struct func_desc *funcs, uint32_t n)
 {
-    if (server < 0 || server >= SCUDA_MAX_SERVERS) return;
+    if (server < 0 || server >= SCUDA_MAX_SERVERS) return -1;
     struct known_func *names = copy_names(funcs, n);
-    if (!names) return;
+    if (!names) return -1;
     pthread_mutex_lock(&known_lock);
     follow_moves(server);
     struct known_image *k = slot_of(server, digest, is_library);
     int keep = !same(k, server, digest, len, is_library) && len <= MODULE_PIN_MAX &&
                counted[server] <= MODULE_PIN_MAX - len;
+    int kept = keep ? 1 : same(k, server, digest, len, is_library) ? 0 : -1;
     if (keep) {
         counted[server] += len;
         free_funcs(k->funcs, k->n);
@@ -146,6 +147,7 @@ void module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64
     }
     pthread_mutex_unlock(&known_lock);
     free_funcs(names, n);
+    return kept;
 }
 
 int module_known_get(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, int is_library,

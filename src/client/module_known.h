@@ -21,9 +21,10 @@
 
 /* A load of this image (len bytes, as a library or not) on server
  * `server` succeeded with these functions: remember them, within the
- * session's budget. */
-void module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, int is_library,
-                       const struct func_desc *funcs, uint32_t n);
+ * session's budget. Returns 1 when the image is now kept, 0 when it was
+ * already, -1 when it is not (past the budget, or out of memory). */
+int module_known_note(int server, const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, int is_library,
+                      const struct func_desc *funcs, uint32_t n);
 
 /* When the session on `server` holds this image: 1, with a copy of its
  * functions (names, and the parameter layouts learnt so far; free each

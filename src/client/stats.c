@@ -20,8 +20,10 @@ static void stats_print(void);
 
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
-static const char *const counter_names[STATS_COUNTERS] = {"module loads sent one-way", "module image hashes skipped",
-                                                          "function attributes answered here"};
+static const char *const counter_names[STATS_COUNTERS] = {
+    "module loads sent one-way", "module image hashes skipped", "function attributes answered here",
+    "module images the session keeps for one-way loads",
+    "module images past the session's budget for them (MODULE_PIN_MAX): their loads wait for a reply"};
 static _Atomic uint64_t counters[STATS_COUNTERS];
 
 int stats_enabled(void)
@@ -73,6 +75,13 @@ static void stats_print(void)
             uint32_t n = pass ? stats_async[op] : stats_sync[op];
             if (n) fprintf(stderr, "  %-6s %8u  %s\n", pass ? "async" : "sync", n, scuda_op_name(op));
         }
+}
+
+/* For a process that leaves with _exit (no atexit handlers: Python's
+ * os._exit, as bench/torch_bench.py's workers do): print now. */
+__attribute__((visibility("default"))) void scuda_client_stats_print(void)
+{
+    if (stats_enabled()) stats_print();
 }
 
 void stats_count(uint16_t op, int async)

@@ -9,7 +9,14 @@
 
 enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
 /* Round trips and work saved (docs/architecture.md, 3.8.1). */
-enum stats_counter { STATS_LOADS_ONE_WAY, STATS_HASHES_SKIPPED, STATS_ATTR_HITS, STATS_COUNTERS };
+enum stats_counter {
+    STATS_LOADS_ONE_WAY,
+    STATS_HASHES_SKIPPED,
+    STATS_ATTR_HITS,
+    STATS_IMAGES_KEPT,   /* images the session keeps for one-way loads (module_known.c) */
+    STATS_IMAGES_NOT_KEPT, /* images past the session's budget for them: their loads wait for a reply */
+    STATS_COUNTERS
+};
 
 int stats_enabled(void);
 /* One call of op sent: async, or waiting for its reply. */

@@ -28,7 +28,7 @@
 #define JIT_MAX_OPTIONS 32
 #define IMAGE_DIGEST_LEN 32  /* SHA-256 */
 #define MODULE_MAX_FUNCS 1000000
-#define MODULE_PIN_MAX 268435456  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it, so a new value needs a new op */
+#define MODULE_PIN_MAX 1073741824  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it: a larger value is safe only in a build that also appends an op (a client never reaches a server of a shorter op set, and an older client counts less) */
 #define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
 #define FUNC_ATTR_COUNT 16  /* CUfunction_attribute 0..15: what scuda_func_attributes answers */
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */

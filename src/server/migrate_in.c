@@ -26,6 +26,7 @@
 #include "migrate_arrays.h"
 #include "migrate_graphs.h"
 #include "migrate_images.h"
+#include "migrate_landing.h"
 #include "migrate_memread.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
@@ -71,6 +72,12 @@ static uint64_t now_ns(void)
  * -1 when the connection failed or the frame is malformed (why). */
 int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *a, struct msg_migrate_item *it, char *why, size_t wl)
 {
+    return migrate_read_item_into(fd, timeout_ms, NULL, 0, payload, a, it, why, wl);
+}
+
+int migrate_read_item_into(int fd, int timeout_ms, uint8_t *buf, size_t cap, void **payload, struct msg_arena *a,
+                           struct msg_migrate_item *it, char *why, size_t wl)
+{
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
     *payload = NULL;
@@ -79,13 +86,15 @@ int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *
         return -1;
     }
     frame_header_decode(hdr, &h);
-    if (h.op != OP_scuda_migrate || h.length > SCUDA_MAX_FRAME || !(*payload = malloc(h.length ? h.length : 1)) ||
-        io_read_full_timeout(fd, *payload, h.length, timeout_ms) != 0) {
+    uint8_t *into = buf && h.length <= cap ? buf : NULL;
+    if (h.op != OP_scuda_migrate || h.length > SCUDA_MAX_FRAME ||
+        (!into && !(into = *payload = malloc(h.length ? h.length : 1))) ||
+        io_read_full_timeout(fd, into, h.length, timeout_ms) != 0) {
         snprintf(why, wl, "a malformed or cut migration frame (op %u, %u bytes)", h.op, h.length);
         return -1;
     }
     wire_reader r;
-    wr_init(&r, *payload, h.length);
+    wr_init(&r, into, h.length);
     msg_get_migrate_item(&r, a, it);
     if (!wr_ok_end(&r)) {
         snprintf(why, wl, "a malformed migration item");
@@ -548,13 +557,17 @@ static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0, uint
 static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_t *bytes, char *why, size_t wl)
 {
     uint64_t t0 = now_ns(), t_copy = 0;
+    struct migrate_landing landing = {0};
     for (int waits_for_hold = 0;;) {
         void *payload = NULL;
         struct msg_arena a;
         msg_arena_init(&a);
         struct msg_migrate_item it;
         int timeout_ms = waits_for_hold ? HOLD_TIMEOUT_MS : ITEM_TIMEOUT_MS;
-        CUresult r = migrate_read_item(s->fd, timeout_ms, &payload, &a, &it, why, wl) != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        size_t cap = 0;
+        uint8_t *buf = t_copy ? migrate_landing_buffer(&landing, &cap) : NULL; /* device bytes come now */
+        CUresult r = migrate_read_item_into(s->fd, timeout_ms, buf, cap, &payload, &a, &it, why, wl) != 0
+                         ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
         if (r == CUDA_SUCCESS && (it.kind == MIG_BYTES || it.kind == MIG_BYTES_KEPT) && !t_copy) t_copy = now_ns();
         uint64_t t_item = now_ns();
@@ -571,9 +584,13 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         }
         free(payload);
         msg_arena_free(&a);
-        if (r != CUDA_SUCCESS) return r;
+        if (r != CUDA_SUCCESS) {
+            migrate_landing_free(&landing);
+            return r;
+        }
         if (end) break;
     }
+    migrate_landing_free(&landing);
     snapshot_keep_fetch_end();
     uint64_t t1 = now_ns();
     if (!t_copy) t_copy = t1;

@@ -173,6 +173,20 @@ int migrate_preload_start(const char *to, enum migrate_preload_for why)
     return 0;
 }
 
+void migrate_preload_abandon(void)
+{
+    if (!started) return;
+    if (!atomic_load(&done)) {
+        pthread_detach(thread);
+        started = 0;
+        return;
+    }
+    struct migrate_preloaded p;
+    migrate_preload_take(target, &p);
+    if (p.fd >= 0) io_close(p.fd);
+    migrate_preloaded_free(&p);
+}
+
 int migrate_preload_worthwhile(void) { return migrate_seq_has_images(); }
 int migrate_preload_busy(void) { return atomic_load(&busy); }
 int migrate_preload_done(void) { return atomic_load(&done); }

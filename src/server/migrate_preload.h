@@ -61,5 +61,9 @@ void migrate_preload_take(const char *to, struct migrate_preloaded *p);
  * was unloaded or changed meanwhile): the early connection is useless. */
 long migrate_preload_filter(const struct migrate_preloaded *p, struct msg_migrate_item *items, long n);
 void migrate_preloaded_free(struct migrate_preloaded *p);
+/* The session ends: a thread that finished is joined and its connection
+ * closed (the other server drops what it loaded); one still loading is
+ * left to end with the process. */
+void migrate_preload_abandon(void);
 
 #endif

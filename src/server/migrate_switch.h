@@ -17,6 +17,10 @@ int migrate_send_item(int fd, const struct msg_migrate_item *it, uint32_t seq);
 int migrate_read_verdict(int fd, int timeout_ms, struct msg_arena *a, struct msg_migrate_verdict *v, void **payload);
 int migrate_read_item(int fd, int timeout_ms, void **payload, struct msg_arena *a, struct msg_migrate_item *it,
                       char *why, size_t wl);
+/* The same, read into buf when the frame fits its cap (*payload NULL
+ * then: the item's bytes point into buf until the next read). */
+int migrate_read_item_into(int fd, int timeout_ms, uint8_t *buf, size_t cap, void **payload, struct msg_arena *a,
+                           struct msg_migrate_item *it, char *why, size_t wl);
 void migrate_send_verdict(int fd, const struct msg_migrate_verdict *v);
 /* Send the last item of a hand-over (MIG_SWITCH, MIG_PARK) and read the
  * other server's verdict on it: 0 when it says `word` ("ready",

@@ -107,6 +107,7 @@ void snapshot_discard_all(void)
     previous_fd = -1;
     discard(parked_fd);
     parked_fd = -1;
+    migrate_preload_abandon(); /* a snapshot's loading ahead the client never came back for */
 }
 
 /* The copy parked on `to` whose bytes this snapshot can keep: its pid,

@@ -34,13 +34,15 @@ static void key_of(int n, uint8_t key[AUTH_SHA256_LEN])
 
 static struct func_desc one_func = {.name = "fill_u32"};
 
-/* A successful load of image n (len bytes) on both ends. */
-static void loaded(int n, uint64_t len, const void *bytes)
+/* A successful load of image n (len bytes) on both ends; what the
+ * client's note said (1 kept now, 0 kept already, -1 not kept). */
+static int loaded(int n, uint64_t len, const void *bytes)
 {
     uint8_t key[AUTH_SHA256_LEN];
     key_of(n, key);
-    module_known_note(0, key, len, 0, &one_func, 1);
+    int kept = module_known_note(0, key, len, 0, &one_func, 1);
     module_pin(key, bytes, (size_t)len);
+    return kept;
 }
 
 static int client_knows(int n, uint64_t len)
@@ -72,14 +74,14 @@ static void budget(void)
     /* Image 1 takes all but 1000 bytes of the budget; the session cannot
      * copy it (its quota is 1 MiB) but counts it, as the client does. */
     host_quota_init(1u << 20);
-    loaded(1, MODULE_PIN_MAX - 1000, small);
+    CHECK(loaded(1, MODULE_PIN_MAX - 1000, small) == 1);
     CHECK(client_knows(1, MODULE_PIN_MAX - 1000) && !session_keeps(1, MODULE_PIN_MAX - 1000));
-    loaded(2, 2000, small); /* does not fit: neither end keeps it */
+    CHECK(loaded(2, 2000, small) == -1); /* does not fit: neither end keeps it */
     CHECK(!client_knows(2, 2000) && !session_keeps(2, 2000));
-    loaded(3, 600, small); /* fits */
+    CHECK(loaded(3, 600, small) == 1); /* fits */
     CHECK(client_knows(3, 600) && session_keeps(3, 600));
     CHECK(memcmp(module_pinned((uint8_t[AUTH_SHA256_LEN]){3, [9] = 0x5a}, 600), small, 600) == 0);
-    loaded(3, 600, small); /* the same image again: counted once */
+    CHECK(loaded(3, 600, small) == 0); /* the same image again: counted once */
     loaded(4, 400, small); /* exactly the rest */
     CHECK(client_knows(4, 400) && session_keeps(4, 400));
     loaded(5, 1, small); /* nothing left */

@@ -95,14 +95,6 @@ void snapshot_discard_all(void)
 {
     atomic_store(&bg.stop, 1);
     reap();
-    if (migrate_preload_busy() && migrate_preload_purpose() == PRELOAD_FOR_SNAPSHOT) {
-        /* Loading ahead for a request nobody followed (a replayed one, or
-         * the client left): wait for it, and drop what it loaded. */
-        struct migrate_preloaded pre;
-        migrate_preload_take("", &pre);
-        if (pre.fd >= 0) io_close(pre.fd);
-        migrate_preloaded_free(&pre);
-    }
     discard(previous_fd);
     previous_fd = -1;
     discard(parked_fd);

@@ -577,5 +577,6 @@ int migrate_copy_out(struct session *s, const char *to, struct migrate_preloaded
     rep->replay_ns = o.replay_ns, rep->copy_ns = o.copy_ns, rep->bytes = o.bytes;
     *ahead = o.ahead;
     snprintf(why, whylen, "%s", o.why);
+    if (later && *later) (*later)->held_ns = now_ns() - t0;
     return fd;
 }

@@ -247,12 +247,12 @@ static void *stream_main(void *arg)
         remember_ranges(1, v, n);
         rep.parked = 1, rep.pid = j->pid, rep.images_ahead = j->ahead;
         rep.client_frames = at.received, rep.server_frames = at.sent;
-        LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
-                 "loaded ahead), %.1f MiB staged in %.1f ms; %.1f MiB memory in %.1f ms, %.1f MiB more kept from the "
-                 "copy parked there before; memory streamed after the hold (%llu ms)",
-                 (int)getpid(), j->to, j->pid, at.hold_ns / 1e6, mig.replay_ns / 1e6, j->ahead, at.staged / 1048576.0,
-                 at.stage_ns / 1e6, mig.bytes / 1048576.0, mig.copy_ns / 1e6, kept / 1048576.0,
-                 (unsigned long long)(mono_ms_now() - t0));
+        LOG_INFO("session %d: snapshot parked on %s (session %u there): the session was held %.1f ms (hold+sync %.1f "
+                 "ms, %.1f MiB staged in %.1f ms); replay %.1f ms (%u images loaded ahead); %.1f MiB memory in %.1f "
+                 "ms, %.1f MiB more kept from the copy parked there before; memory streamed after the hold (%llu ms)",
+                 (int)getpid(), j->to, j->pid, at.held_ns / 1e6, at.hold_ns / 1e6, at.staged / 1048576.0,
+                 at.stage_ns / 1e6, mig.replay_ns / 1e6, j->ahead, mig.bytes / 1048576.0, mig.copy_ns / 1e6,
+                 kept / 1048576.0, (unsigned long long)(mono_ms_now() - t0));
     } else {
         snapshot_dirty_failed(); /* the parked copy is still the older one, and nothing is kept next time */
         remember_ranges(0, v, n);

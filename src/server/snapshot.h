@@ -33,6 +33,7 @@ struct migrate_later {
     uint64_t hold_ns;        /* from the request to the hold */
     uint64_t stage_ns;       /* copying the memory aside on the GPU */
     uint64_t staged;         /* bytes staged */
+    uint64_t held_ns;        /* from the request to the session serving again: its calls' pause */
     struct migrate_later_state *in; /* migrate_out.c's */
 };
 

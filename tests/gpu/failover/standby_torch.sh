@@ -80,18 +80,33 @@ read -ra PAUSE_LIST <<<"$PAUSES"
 PAUSE_SHARE=$(python3 -c 'import sys; t = sum(int(x) for x in sys.argv[2:]); print("%.0f ms in all, %.1f%% of the client'"'"'s %s s" % (t, 100 * t / 1000 / float(sys.argv[1]), sys.argv[1]))' "$CL_SECS" "${PAUSE_LIST[@]}")
 echo "snapshot pauses: $PAUSE_SHARE"
 echo "journal at the kill: ${JOURNAL:-none}"
-# Each snapshot's memory copy (A's log: MiB in ms, as the standby timed it)
-# against the link; the largest one's ratio is the restore rate.
-COPY=$(python3 - "$R/srvA.log" "${LINK_GBPS:-0}" <<'PY'
+# Each snapshot on A's log: how long A held the session (its calls' pause;
+# a synchronous snapshot's client line says the same), the images loaded
+# ahead, and the memory copy as the standby timed it against the link;
+# the largest copy's ratio is the restore rate.
+COPY=$(python3 - "$R/srvA.log" "${LINK_GBPS:-0}" "$CL_SECS" <<'PY'
 import re, sys
-link = float(sys.argv[2] or 0)
-rows = [(float(m), float(ms), int(k)) for k, m, ms in
-        re.findall(r"\((\d+) images loaded ahead\), ([\d.]+) MiB memory in ([\d.]+) ms", open(sys.argv[1], errors="replace").read())]
-for m, ms, k in rows:
-    print("  snapshot: %.1f MiB of memory in %.1f ms, %.2f GB/s, %d images loaded ahead" % (m, ms, m * 1048576 / ms / 1e6, k))
+link, secs = float(sys.argv[2] or 0), float(sys.argv[3] or 0)
+rows = []
+for line in open(sys.argv[1], errors="replace"):
+    if "snapshot parked on" not in line: continue
+    held = re.search(r"the session was held ([\d.]+) ms", line)
+    parts = re.search(r"hold\+sync ([\d.]+) ms.*?replay ([\d.]+) ms", line)
+    mem = re.search(r"([\d.]+) MiB memory in ([\d.]+) ms", line)
+    ahead = re.search(r"\((\d+) images loaded ahead\)", line)
+    if not (mem and ahead and (held or parts)): continue
+    m, ms = float(mem.group(1)), float(mem.group(2))
+    pause = float(held.group(1)) if held else float(parts.group(1)) + float(parts.group(2)) + ms
+    rows.append((m, ms, int(ahead.group(1)), pause, bool(held)))
+for m, ms, k, pause, streamed in rows:
+    print("  snapshot: session held %.0f ms; %.1f MiB of memory in %.1f ms (%.2f GB/s)%s; %d images loaded ahead" %
+          (pause, m, ms, m * 1048576 / max(ms, 0.001) / 1e6, ", streamed after the hold" if streamed else "", k))
 if rows:
-    m, ms, k = max(rows)
-    g = m * 1048576 / ms / 1e6
+    total = sum(r[3] for r in rows)
+    print("snapshot pauses (A held the session): %.0f ms in all, %.2f%% of the client's %.1f s" %
+          (total, 100 * total / 1000 / secs if secs else 0, secs))
+    m, ms, k, pause, _ = max(rows)
+    g = m * 1048576 / max(ms, 0.001) / 1e6
     print("largest snapshot %.0f MiB at %.2f GB/s, %.2fx the link's %.2f GB/s" % (m, g, g / link if link else 0, link))
 PY
 )
@@ -103,8 +118,8 @@ ok=1 why=()
 ((CRC == 0)) || { ok=0; why+=("client rc=$CRC"); }
 grep -q "failed over to standby" "$R/client.err" || { ok=0; why+=("no failover in the client's log"); }
 ! grep -q MISMATCH "$R/client.err" || { ok=0; why+=("replayed calls returned other results"); }
-why+=("$SNAPS snapshots, longest pause ${MAXP:-?} ms, $PAUSE_SHARE" "${JOURNAL:-no journal}" "kill to next step $KILL_TO_STEP ms"
-  "$(tail -n 1 <<<"$COPY")")
+why+=("$SNAPS snapshots" "$(grep '^snapshot pauses (A held' <<<"$COPY")" "${JOURNAL:-no journal}"
+  "kill to next step $KILL_TO_STEP ms" "$(tail -n 1 <<<"$COPY")")
 if cmp -s "$R/native.txt" "$R/scuda.txt"; then
   why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")
 else

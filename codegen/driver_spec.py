@@ -1340,11 +1340,26 @@ op scuda_moved                         # session to client, one-way and not numb
     in u64 bytes
     in u64 total_ns                    # from the hold to this notice
 
-# scuda_snapshot (docs/architecture.md 9.24 Failover to a standby): the
+# scuda_snapshot: the first layout of the same request, before loading
+# ahead and streamed copies. A session answers it CUDA_ERROR_NOT_SUPPORTED
+# (logged once): the client that sends it is older than this server.
+op scuda_snapshot                      # an older client's; answered NOT_SUPPORTED
+    in str to                          # HOST:PORT of the standby server
+    out u32 parked                     # 1: the standby holds a checked copy of the session as of this call
+    out str why                        # the reason, when it does not
+    out u32 pid                        # the parked session's process id on the standby (a resume names it)
+    out u64 client_frames              # the client's frames the copy has run: the journal starts after them
+    out u64 server_frames              # the session's frames numbered before this reply: the copy numbers on
+    out u64 hold_ns                    # the pause, in parts, as scuda_migrate's
+    out u64 replay_ns
+    out u64 copy_ns
+    out u64 bytes
+
+# scuda_snapshot_ahead (docs/architecture.md 9.24 Failover to a standby): the
 # export of scuda_migrate to a standby server, without the switch. The
 # standby parks the imported state (one per session, replaced by the next)
 # until the client resumes there after this server died.
-op scuda_snapshot                      # client to session; the session stops reading until the hold ends (the reply may come after)
+op scuda_snapshot_ahead                # client to session; the session stops reading until the hold ends (the reply may come after)
     in str to                          # HOST:PORT of the standby server
     in u32 now                         # 1: copy now, whatever the standby holds (the journal's bound)
     out u32 parked                     # 1: the standby holds a checked copy of the session as of this call

@@ -202,7 +202,13 @@ class Ops(unittest.TestCase):
             if name.endswith(".c") and not name.endswith(".gen.c"):
                 with open(os.path.join(ROOT, "src", "client", name)) as f:
                     client += f.read()
+        # Retired: kept in the registry (it only grows), answered
+        # NOT_SUPPORTED for an older client, sent by none of ours.
+        retired = {"scuda_snapshot"}
         for name in model().internal.ops:
+            if name in retired:
+                self.assertNotRegex(client, r"\bOP_%s\b" % name, "%s is retired but still sent" % name)
+                continue
             self.assertRegex(client, r"\bOP_%s\b" % name, "nothing sends %s" % name)
 
     def test_deterministic(self):

@@ -2,7 +2,7 @@
  *
  * Snapshots: at a synchronizing call, once SCUDA_SNAPSHOT_EVERY passed
  * since the last one (and at the first), a thread of ours asks the
- * session for scuda_snapshot and waits for the reply; the thread that
+ * session for scuda_snapshot_ahead and waits for the reply; the thread that
  * synchronized returns once the request is sent: the session holds
  * itself only for the objects and a copy of the memory on the GPU, and
  * streams the memory while it serves on (SCUDA_SNAPSHOT_WAIT=1: the
@@ -180,7 +180,7 @@ int failover_standby(void)
 
 /* `took_ms`: from the request to the reply; `waited`: whether the
  * application's thread waited for it all. */
-static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_rep *rep, uint64_t journal,
+static void snapshot_taken(struct server *s, const struct msg_scuda_snapshot_ahead_rep *rep, uint64_t journal,
                            uint64_t took_ms, int waited, uint32_t failovers, size_t results_before)
 {
     pthread_mutex_lock(&fo.lock);
@@ -276,16 +276,16 @@ static void snapshot(struct server *s, int now, int waited)
     pthread_mutex_unlock(&fo.lock);
     sendq_journal_begin(&s->q); /* from this request on: the copy may have run it or not */
     rpc_call c;
-    rpc_begin_on(&c, OP_scuda_snapshot, s);
+    rpc_begin_on(&c, OP_scuda_snapshot_ahead, s);
     c.pushed = 1; /* callers may hold the mirrors' lock (failover_before_send); the copy takes device bytes */
-    struct msg_scuda_snapshot_req m = {.to = to, .now = (uint32_t)now};
-    msg_scuda_snapshot_req_put(&c.req, &m);
+    struct msg_scuda_snapshot_ahead_req m = {.to = to, .now = (uint32_t)now};
+    msg_scuda_snapshot_ahead_req_put(&c.req, &m);
     CUresult r = rpc_start(&c);
     if (!waited) handoff_sent(); /* the application may go on: its next call follows the request */
     if (r == CUDA_SUCCESS) r = rpc_finish(&c);
-    struct msg_scuda_snapshot_rep rep = {0};
+    struct msg_scuda_snapshot_ahead_rep rep = {0};
     char why[600];
-    int got = r == CUDA_SUCCESS && msg_scuda_snapshot_rep_get(&c.out, &c.arena, &rep) == 0;
+    int got = r == CUDA_SUCCESS && msg_scuda_snapshot_ahead_rep_get(&c.out, &c.arena, &rep) == 0;
     if (got && rep.parked)
         snapshot_taken(s, &rep, journal, mono_ms() - t0, waited, failovers, results_before);
     else {

@@ -3,7 +3,7 @@
  *
  * With SCUDA_STANDBY=HOST:PORT[,HOST:PORT...] the client asks its session, at a
  * synchronizing call every SCUDA_SNAPSHOT_EVERY seconds, for a snapshot
- * parked on the standby (op scuda_snapshot), and keeps every frame it sends
+ * parked on the standby (op scuda_snapshot_ahead), and keeps every frame it sends
  * after it (the journal, send_queue.h). When the server dies, the resumer
  * (resume.c) resumes the parked copy instead and the journal is sent
  * again; replies to calls the application already saw are checked

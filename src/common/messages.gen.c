@@ -3507,10 +3507,52 @@ int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scud
 void msg_scuda_snapshot_req_put(wire_buf *b, const struct msg_scuda_snapshot_req *m)
 {
     wb_put_str(b, m->to);
-    wb_put_u32(b, m->now);
 }
 
 int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->to = wr_str(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m)
+{
+    wb_put_u32(b, m->parked);
+    wb_put_str(b, m->why);
+    wb_put_u32(b, m->pid);
+    wb_put_u64(b, m->client_frames);
+    wb_put_u64(b, m->server_frames);
+    wb_put_u64(b, m->hold_ns);
+    wb_put_u64(b, m->replay_ns);
+    wb_put_u64(b, m->copy_ns);
+    wb_put_u64(b, m->bytes);
+}
+
+int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->parked = wr_u32(r);
+    m->why = wr_str(r);
+    m->pid = wr_u32(r);
+    m->client_frames = wr_u64(r);
+    m->server_frames = wr_u64(r);
+    m->hold_ns = wr_u64(r);
+    m->replay_ns = wr_u64(r);
+    m->copy_ns = wr_u64(r);
+    m->bytes = wr_u64(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_snapshot_ahead_req_put(wire_buf *b, const struct msg_scuda_snapshot_ahead_req *m)
+{
+    wb_put_str(b, m->to);
+    wb_put_u32(b, m->now);
+}
+
+int msg_scuda_snapshot_ahead_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_ahead_req *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);
@@ -3519,7 +3561,7 @@ int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_s
     return wr_ok_end(r) ? 0 : -1;
 }
 
-void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m)
+void msg_scuda_snapshot_ahead_rep_put(wire_buf *b, const struct msg_scuda_snapshot_ahead_rep *m)
 {
     wb_put_u32(b, m->parked);
     wb_put_u32(b, m->ahead);
@@ -3534,7 +3576,7 @@ void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep
     wb_put_u64(b, m->bytes);
 }
 
-int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m)
+int msg_scuda_snapshot_ahead_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_ahead_rep *m)
 {
     (void)a;
     memset(m, 0, sizeof *m);

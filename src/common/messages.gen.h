@@ -1705,16 +1705,38 @@ struct msg_scuda_moved_rep {
 void msg_scuda_moved_rep_put(wire_buf *b, const struct msg_scuda_moved_rep *m);
 int msg_scuda_moved_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_moved_rep *m);
 
-/* scuda_snapshot request: client to session; the session stops reading until the hold ends (the reply may come after) */
+/* scuda_snapshot request: an older client's; answered NOT_SUPPORTED */
 struct msg_scuda_snapshot_req {
     const char *to; /* str to: HOST:PORT of the standby server */
-    uint32_t now; /* u32 now: 1: copy now, whatever the standby holds (the journal's bound) */
 };
 void msg_scuda_snapshot_req_put(wire_buf *b, const struct msg_scuda_snapshot_req *m);
 int msg_scuda_snapshot_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_req *m);
 
 /* scuda_snapshot reply */
 struct msg_scuda_snapshot_rep {
+    uint32_t parked; /* u32 parked: 1: the standby holds a checked copy of the session as of this call */
+    const char *why; /* str why: the reason, when it does not */
+    uint32_t pid; /* u32 pid: the parked session's process id on the standby (a resume names it) */
+    uint64_t client_frames; /* u64 client_frames: the client's frames the copy has run: the journal starts after them */
+    uint64_t server_frames; /* u64 server_frames: the session's frames numbered before this reply: the copy numbers on */
+    uint64_t hold_ns; /* u64 hold_ns: the pause, in parts, as scuda_migrate's */
+    uint64_t replay_ns; /* u64 replay_ns */
+    uint64_t copy_ns; /* u64 copy_ns */
+    uint64_t bytes; /* u64 bytes */
+};
+void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m);
+int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m);
+
+/* scuda_snapshot_ahead request: client to session; the session stops reading until the hold ends (the reply may come after) */
+struct msg_scuda_snapshot_ahead_req {
+    const char *to; /* str to: HOST:PORT of the standby server */
+    uint32_t now; /* u32 now: 1: copy now, whatever the standby holds (the journal's bound) */
+};
+void msg_scuda_snapshot_ahead_req_put(wire_buf *b, const struct msg_scuda_snapshot_ahead_req *m);
+int msg_scuda_snapshot_ahead_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_ahead_req *m);
+
+/* scuda_snapshot_ahead reply */
+struct msg_scuda_snapshot_ahead_rep {
     uint32_t parked; /* u32 parked: 1: the standby holds a checked copy of the session as of this call */
     uint32_t ahead; /* u32 ahead: 1: not yet (the standby loads the images first, or a copy is under way); ask again */
     uint32_t images_ahead; /* u32 images_ahead: of the images the copy holds, how many it loaded before the hold */
@@ -1727,8 +1749,8 @@ struct msg_scuda_snapshot_rep {
     uint64_t copy_ns; /* u64 copy_ns */
     uint64_t bytes; /* u64 bytes */
 };
-void msg_scuda_snapshot_rep_put(wire_buf *b, const struct msg_scuda_snapshot_rep *m);
-int msg_scuda_snapshot_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_rep *m);
+void msg_scuda_snapshot_ahead_rep_put(wire_buf *b, const struct msg_scuda_snapshot_ahead_rep *m);
+int msg_scuda_snapshot_ahead_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_snapshot_ahead_rep *m);
 
 /* migrate_item record: one object of a migrating session, or a piece of its memory */
 struct msg_migrate_item {

@@ -413,6 +413,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_peer_connect] = "scuda_peer_connect",
     [OP_scuda_peer_send] = "scuda_peer_send",
     [OP_scuda_peer_recv] = "scuda_peer_recv",
+    [OP_scuda_snapshot_ahead] = "scuda_snapshot_ahead",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -414,7 +414,8 @@ enum scuda_op {
     OP_scuda_peer_connect = 407,
     OP_scuda_peer_send = 408,
     OP_scuda_peer_recv = 409,
-    OP_COUNT = 410
+    OP_scuda_snapshot_ahead = 410,
+    OP_COUNT = 411
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -70,6 +70,7 @@ extern CUresult srv_scuda_resume_ack(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_migrate(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_moved(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_snapshot(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_snapshot_ahead(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_export(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
@@ -9189,6 +9190,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_peer_connect] = {"scuda_peer_connect", srv_scuda_peer_connect, 1, 0, 0, 0},
     [OP_scuda_peer_send] = {"scuda_peer_send", srv_scuda_peer_send, 1, 1, 0, 0},
     [OP_scuda_peer_recv] = {"scuda_peer_recv", srv_scuda_peer_recv, 1, 1, 0, 0},
+    [OP_scuda_snapshot_ahead] = {"scuda_snapshot_ahead", srv_scuda_snapshot_ahead, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

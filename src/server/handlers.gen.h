@@ -65,6 +65,7 @@ CUresult srv_scuda_resume_ack(srv_call *c);
 CUresult srv_scuda_migrate(srv_call *c);
 CUresult srv_scuda_moved(srv_call *c);
 CUresult srv_scuda_snapshot(srv_call *c);
+CUresult srv_scuda_snapshot_ahead(srv_call *c);
 CUresult srv_scuda_shareable_export(srv_call *c);
 CUresult srv_scuda_shareable_import(srv_call *c);
 CUresult srv_scuda_library_get_managed(srv_call *c);

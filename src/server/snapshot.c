@@ -1,6 +1,6 @@
 /* snapshot.c - a snapshot for failover: the session's state exported to a
  * standby server, which parks it (docs/architecture.md, 9.24 Failover to a
- * standby; op scuda_snapshot).
+ * standby; op scuda_snapshot_ahead).
  *
  * The export is a move's (migrate_copy_out: the same hold, the same items,
  * the same digest check) without its switch: the standby gets the resume
@@ -214,11 +214,11 @@ struct stream_job {
 
 /* The reply goes once the thread is no longer streaming: the client may
  * ask for the next snapshot the moment it has it. */
-static void reply_late(struct stream_job *j, const struct msg_scuda_snapshot_rep *rep)
+static void reply_late(struct stream_job *j, const struct msg_scuda_snapshot_ahead_rep *rep)
 {
     wire_buf out;
     wb_init(&out);
-    msg_scuda_snapshot_rep_put(&out, rep);
+    msg_scuda_snapshot_ahead_rep_put(&out, rep);
     struct stream_job mine = *j;
     free(j);
     atomic_store(&bg.streaming, 0);
@@ -233,7 +233,7 @@ static void *stream_main(void *arg)
     static char why[MIGRATE_WHY_MAX + 64];
     why[0] = '\0';
     struct msg_scuda_migrate_rep mig;
-    struct msg_scuda_snapshot_rep rep = {0};
+    struct msg_scuda_snapshot_ahead_rep rep = {0};
     uint64_t kept = 0, t0 = mono_ms_now();
     int ok = migrate_later_finish(l, &bg.stop, &mig, &kept, why, sizeof why) == 0 &&
              park(l->fd, l->received, l->sent, why, sizeof why) == 0;
@@ -279,8 +279,8 @@ static void stream_after_hold(srv_call *c, struct migrate_later *l, const char *
         io_close(l->fd);
         migrate_later_free(l);
         snapshot_dirty_failed();
-        struct msg_scuda_snapshot_rep rep = {.why = "out of host memory for the snapshot"};
-        msg_scuda_snapshot_rep_put(&c->out, &rep);
+        struct msg_scuda_snapshot_ahead_rep rep = {.why = "out of host memory for the snapshot"};
+        msg_scuda_snapshot_ahead_rep_put(&c->out, &rep);
         return;
     }
     *j = (struct stream_job){.s = c->s, .l = l, .pid = pid, .ahead = ahead, .op = c->op, .seq = c->seq};
@@ -292,15 +292,15 @@ static void stream_after_hold(srv_call *c, struct migrate_later *l, const char *
     else stream_main(j);
 }
 
-CUresult srv_scuda_snapshot(srv_call *c)
+CUresult srv_scuda_snapshot_ahead(srv_call *c)
 {
-    struct msg_scuda_snapshot_req m;
-    if (msg_scuda_snapshot_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
-    struct msg_scuda_snapshot_rep rep = {0};
+    struct msg_scuda_snapshot_ahead_req m;
+    if (msg_scuda_snapshot_ahead_req_get(&c->in, &c->arena, &m) != 0 || !m.to || !m.to[0]) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_snapshot_ahead_rep rep = {0};
     if (snapshot_streaming()) { /* the client asked again before the reply: not this client, or a replay */
         rep.ahead = 1;
         rep.why = "a snapshot is under way";
-        msg_scuda_snapshot_rep_put(&c->out, &rep);
+        msg_scuda_snapshot_ahead_rep_put(&c->out, &rep);
         return CUDA_SUCCESS;
     }
     reap();
@@ -308,7 +308,7 @@ CUresult srv_scuda_snapshot(srv_call *c)
     if (loading_ahead(m.to, m.now != 0, &pre)) {
         rep.ahead = 1;
         rep.why = "the standby loads the session's images first";
-        msg_scuda_snapshot_rep_put(&c->out, &rep);
+        msg_scuda_snapshot_ahead_rep_put(&c->out, &rep);
         return CUDA_SUCCESS;
     }
     /* The client has the last snapshot's reply (it asks for one at a time),
@@ -350,6 +350,18 @@ CUresult srv_scuda_snapshot(srv_call *c)
     }
     rep.why = why;
     rep.hold_ns = mig.hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
-    msg_scuda_snapshot_rep_put(&c->out, &rep);
+    msg_scuda_snapshot_ahead_rep_put(&c->out, &rep);
     return CUDA_SUCCESS;
+}
+
+/* An older client's request (the first layout): its client cannot follow
+ * a snapshot that loads ahead or streams, so it gets none, and says so. */
+CUresult srv_scuda_snapshot(srv_call *c)
+{
+    (void)c;
+    static int said;
+    if (!said) LOG_WARN("session %d: the client asked for a snapshot in an older form; it gets none (upgrade the "
+                        "client to the server's version for failover to a standby)", (int)getpid());
+    said = 1;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }

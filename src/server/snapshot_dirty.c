@@ -48,6 +48,7 @@ static int only_reads(uint16_t op)
     case OP_scuda_live_pong:
     case OP_scuda_resume_ack:
     case OP_scuda_snapshot: return 1;
+    case OP_scuda_snapshot_ahead: return 1;
     default: return 0;
     }
 }

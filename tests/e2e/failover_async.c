@@ -24,6 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/messages.gen.h"
+#include "common/ops.gen.h"
+#include "common/wire.h"
 #include "copy_checks.h"
 #include "harness.h"
 
@@ -179,6 +182,26 @@ static void staging_refused(void)
     h_server_stop(&P);
 }
 
+/* An older client's request (scuda_snapshot, the first layout) gets
+ * NOT_SUPPORTED and a warning, not a reply it would misread. */
+static void older_request(const struct h_server *S)
+{
+    struct h_server P;
+    h_server_start(&P, "failover-async-older", NULL);
+    int fd = h_raw_session(P.addr);
+    struct msg_scuda_snapshot_req m = {.to = S->addr};
+    wire_buf b;
+    wb_init(&b);
+    msg_scuda_snapshot_req_put(&b, &m);
+    long r = h_raw_call(fd, OP_scuda_snapshot, H_RAW_CTX, b.data, b.len, NULL, NULL);
+    wb_free(&b);
+    CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "an older snapshot request: %ld, not NOT_SUPPORTED", r);
+    CHECK(h_wait_log(&P, "asked for a snapshot in an older form", 1, 5000) == 1, "no warning for the older request");
+    close(fd);
+    h_server_kill(&P);
+    printf("an older client's snapshot request: NOT_SUPPORTED, logged\n");
+}
+
 int main(void)
 {
     h_begin("failover_async", 240);
@@ -191,6 +214,7 @@ int main(void)
     CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
     streamed_then_failover(&S);
     staging_refused();
+    older_request(&S);
     h_server_kill(&S); /* parked copies wait for resumes: no clean stop to check */
     printf("PASS failover_async\n");
     return 0;

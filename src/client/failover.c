@@ -39,6 +39,7 @@
 #include "send_queue.h"
 #include "servers.h"
 #include "shim.h"
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/transport.h"
@@ -153,8 +154,7 @@ static void read_settings(void)
         else LOG_WARN("SCUDA_JOURNAL_MAX='%s' is not a byte count (a number, K, M or G after it); using %llu", j,
                       (unsigned long long)fo.journal_max);
     }
-    const char *w = getenv("SCUDA_SNAPSHOT_WAIT");
-    fo.wait = w && strcmp(w, "1") == 0;
+    fo.wait = scuda_env_on("SCUDA_SNAPSHOT_WAIT");
     fo.on = 1;
     LOG_INFO("standby %s%s: a snapshot every %g s%s, journal up to %llu bytes; striped copies are off", fo.standby,
              fo.npool > 1 ? " (the first of the pool)" : "", every,

@@ -27,7 +27,6 @@
 #include "migrate_graphs.h"
 #include "migrate_images.h"
 #include "migrate_landing.h"
-#include "migrate_memread.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
@@ -419,15 +418,26 @@ static int inside_rebuilt(uint64_t addr, uint64_t len)
     return 0;
 }
 
+/* Where device bytes land (opened when the first come, or the end). */
+static struct migrate_landing *landing;
+
 static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_t wl)
 {
     if (!it->data || it->data_len == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (!inside_rebuilt(it->a, it->data_len)) {
-        snprintf(why, wl, "%llu bytes for %#llx, which is no allocation or global of the session",
-                 (unsigned long long)it->data_len, (unsigned long long)it->a);
+    return migrate_landing_bytes(landing, it->a, it->data, it->data_len, why, wl);
+}
+
+/* The parked copy's bytes for a range the session did not write since:
+ * fetched into place, then checked as bytes that came. */
+static CUresult replay_kept(const struct msg_migrate_item *it, char *why, size_t wl)
+{
+    if (!inside_rebuilt(it->a, it->b)) {
+        snprintf(why, wl, "%llu kept bytes for %#llx, which is no allocation or global of the session",
+                 (unsigned long long)it->b, (unsigned long long)it->a);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    return REAL(cuMemcpyHtoD_v2, (CUdeviceptr)it->a, it->data, (size_t)it->data_len);
+    CUresult r = snapshot_keep_fetch((uint32_t)it->c, it->data, it->data_len, it->a, it->b, &progress.kept, why, wl);
+    return r == CUDA_SUCCESS ? migrate_landing_kept(landing, it->a, it->b, why, wl) : r;
 }
 
 /* Everything sent ahead is replayed: say so, and wait for the hold. */
@@ -473,13 +483,7 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_ALLOC: return replay_alloc(s, it, why, wl);
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
-    case MIG_BYTES_KEPT:
-        if (!inside_rebuilt(it->a, it->b)) {
-            snprintf(why, wl, "%llu kept bytes for %#llx, which is no allocation or global of the session",
-                     (unsigned long long)it->b, (unsigned long long)it->a);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-        return snapshot_keep_fetch((uint32_t)it->c, it->data, it->data_len, it->a, it->b, &progress.kept, why, wl);
+    case MIG_BYTES_KEPT: return replay_kept(it, why, wl);
     case MIG_IMAGES_QUERY: return migrate_images_answer(s, it, why, wl);
     case MIG_ARRAY:
     case MIG_ARRAY_BYTES: return migrate_arrays_replay(s, it, why, wl);
@@ -506,21 +510,18 @@ static const char *kind_word(unsigned k)
 
 /* ---- the check and the verdict --------------------------------------------- */
 
-/* What this session now holds, read back from the device, digested as the
- * exporter digested what it sent. */
-static CUresult digest_state(uint8_t out[32])
+/* The end of the memory: every chunk landed and checked, their digests
+ * after the objects' (as the exporter took them). */
+static CUresult land_all(uint8_t out[32], char *why, size_t wl)
 {
     struct migrate_digest *d = migrate_digest_begin();
-    struct migrate_range *v = NULL;
-    long n = migrate_memory(&v);
-    CUresult r = d && n >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    char why[160];
-    if (r == CUDA_SUCCESS && migrate_memory_read(v, n, d, NULL, NULL, why, sizeof why) != 0) {
-        LOG_WARN("session %d: checking the copy: %s", (int)getpid(), why);
-        r = CUDA_ERROR_UNKNOWN;
+    CUresult r = migrate_landing_close(landing, d, why, wl);
+    landing = NULL;
+    if (!d && r == CUDA_SUCCESS) {
+        snprintf(why, wl, "out of host memory for the digest");
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (d) migrate_digest_end(d, out);
-    free(v);
     return r;
 }
 
@@ -554,10 +555,18 @@ static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0, uint
     progress.loads += it->kind == MIG_MODULE || it->kind == MIG_LIBRARY;
 }
 
+/* The first device bytes, or the end, open the landing (after every
+ * object: it takes the session's ranges as they are then). */
+static CUresult open_landing(const struct msg_migrate_item *it, uint64_t *t_copy, char *why, size_t wl)
+{
+    if (landing || (it->kind != MIG_BYTES && it->kind != MIG_BYTES_KEPT && it->kind != MIG_END)) return CUDA_SUCCESS;
+    *t_copy = now_ns();
+    return (landing = migrate_landing_open(why, wl)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_t *bytes, char *why, size_t wl)
 {
     uint64_t t0 = now_ns(), t_copy = 0;
-    struct migrate_landing landing = {0};
     for (int waits_for_hold = 0;;) {
         void *payload = NULL;
         struct msg_arena a;
@@ -565,11 +574,11 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         struct msg_migrate_item it;
         int timeout_ms = waits_for_hold ? HOLD_TIMEOUT_MS : ITEM_TIMEOUT_MS;
         size_t cap = 0;
-        uint8_t *buf = t_copy ? migrate_landing_buffer(&landing, &cap) : NULL; /* device bytes come now */
+        uint8_t *buf = landing ? migrate_landing_buffer(landing, &cap) : NULL; /* device bytes come now */
         CUresult r = migrate_read_item_into(s->fd, timeout_ms, buf, cap, &payload, &a, &it, why, wl) != 0
                          ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
-        if (r == CUDA_SUCCESS && (it.kind == MIG_BYTES || it.kind == MIG_BYTES_KEPT) && !t_copy) t_copy = now_ns();
+        if (r == CUDA_SUCCESS) r = open_landing(&it, &t_copy, why, wl);
         uint64_t t_item = now_ns();
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
@@ -585,17 +594,16 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         free(payload);
         msg_arena_free(&a);
         if (r != CUDA_SUCCESS) {
-            migrate_landing_free(&landing);
+            char unused[8];
+            if (landing) migrate_landing_close(landing, NULL, unused, sizeof unused);
+            landing = NULL;
             return r;
         }
         if (end) break;
     }
-    migrate_landing_free(&landing);
     snapshot_keep_fetch_end();
-    uint64_t t1 = now_ns();
-    if (!t_copy) t_copy = t1;
-    CUresult r = digest_state(v->digest);
-    if (r != CUDA_SUCCESS) snprintf(why, wl, "reading back the copied memory failed with CUresult %d", (int)r);
+    CUresult r = land_all(v->digest, why, wl);
+    if (r != CUDA_SUCCESS && !why[0]) snprintf(why, wl, "checking the copied memory failed with CUresult %d", (int)r);
     v->replay_ns = t_copy - t0;
     v->copy_ns = now_ns() - t_copy;
     return r;

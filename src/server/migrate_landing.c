@@ -1,26 +1,254 @@
 /* migrate_landing.c - see migrate_landing.h. */
 #include "migrate_landing.h"
 
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "dispatch.h"
+#include "../common/auth.h"
 #include "../common/messages.gen.h"
 
 /* A MIG_BYTES frame: the item's fixed fields, an empty name, the chunk. */
 #define LANDING_CAP (MIGRATE_CHUNK + 4096)
+/* Slots, each with a thread: while one chunk arrives, the ones before it
+ * are copied, read back and hashed (SHA-256 at about 2 GB/s a core is the
+ * slow step: 8 of them keep ahead of any link we meet). */
+#define NSLOT 8
+
+struct migrate_landing;
+
+struct slot {
+    struct migrate_landing *l;
+    uint8_t *in;    /* the frame lands here */
+    uint8_t *check; /* the device's bytes are read back here */
+    int pinned;
+    pthread_t t;
+    int started;
+    /* the job, under l->mu */
+    int busy, quit;
+    uint64_t addr;
+    const uint8_t *src; /* NULL: already on the device, only checked */
+    size_t len;
+    long index;
+};
+
+struct migrate_landing {
+    struct migrate_range *v; /* the session's ranges, in digest order */
+    long n;
+    long range;     /* where the next chunk must go: v[range] at off */
+    uint64_t off;
+    long next;      /* its index among all chunks */
+    long chunks;
+    uint8_t (*sums)[AUTH_SHA256_LEN];
+    CUcontext ctx;
+    struct slot s[NSLOT];
+    int cur; /* the slot migrate_landing_buffer gave */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    CUresult err; /* the first failure, under mu */
+    char why[160];
+};
+
+static void fail(struct migrate_landing *l, CUresult r, const char *what, uint64_t addr)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->err == CUDA_SUCCESS) {
+        l->err = r;
+        snprintf(l->why, sizeof l->why, "%s %#llx failed with CUresult %d", what, (unsigned long long)addr, (int)r);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* One job: the chunk to the device (unless it is there), read back, and
+ * its digest at its index. */
+static void land(struct slot *s)
+{
+    struct migrate_landing *l = s->l;
+    CUresult r = s->src ? REAL(cuMemcpyHtoD_v2, (CUdeviceptr)s->addr, s->src, s->len) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
+        fail(l, r, "copying memory to", s->addr);
+    } else if ((r = REAL(cuMemcpyDtoH_v2, s->check, (CUdeviceptr)s->addr, s->len)) != CUDA_SUCCESS) {
+        fail(l, r, "reading back the memory at", s->addr);
+    } else {
+        auth_sha256_digest(s->check, s->len, l->sums[s->index]);
+    }
+}
+
+static void *slot_main(void *arg)
+{
+    struct slot *s = arg;
+    struct migrate_landing *l = s->l;
+    REAL(cuCtxSetCurrent, l->ctx);
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!s->busy && !s->quit) pthread_cond_wait(&l->cv, &l->mu);
+        if (!s->busy) break;
+        pthread_mutex_unlock(&l->mu);
+        land(s);
+        pthread_mutex_lock(&l->mu);
+        s->busy = 0;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static int slot_open(struct migrate_landing *l, struct slot *s)
+{
+    void *p = NULL;
+    size_t size = LANDING_CAP + MIGRATE_CHUNK;
+    s->l = l;
+    s->pinned = REAL(cuMemHostAlloc, &p, size, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
+    if (!s->pinned && !(p = malloc(size))) return -1;
+    s->in = p;
+    s->check = s->in + LANDING_CAP;
+    s->started = pthread_create(&s->t, NULL, slot_main, s) == 0;
+    return s->started ? 0 : -1;
+}
+
+static void slot_free(struct slot *s)
+{
+    if (!s->in) return;
+    if (s->pinned) REAL(cuMemFreeHost, s->in);
+    else free(s->in);
+    s->in = NULL;
+}
+
+/* Wait for every slot's job, then stop their threads. */
+static void slots_stop(struct migrate_landing *l)
+{
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < NSLOT; i++)
+        while (l->s[i].busy) pthread_cond_wait(&l->cv, &l->mu);
+    for (int i = 0; i < NSLOT; i++) l->s[i].quit = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    for (int i = 0; i < NSLOT; i++)
+        if (l->s[i].started) pthread_join(l->s[i].t, NULL), l->s[i].started = 0;
+}
+
+static void landing_free(struct migrate_landing *l)
+{
+    slots_stop(l);
+    for (int i = 0; i < NSLOT; i++) slot_free(&l->s[i]);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l->sums);
+    free(l->v);
+    free(l);
+}
+
+struct migrate_landing *migrate_landing_open(char *why, size_t wl)
+{
+    struct migrate_landing *l = calloc(1, sizeof *l);
+    if (!l || (l->n = migrate_memory(&l->v)) < 0) {
+        free(l);
+        snprintf(why, wl, "out of host memory for the copy");
+        return NULL;
+    }
+    for (long i = 0; i < l->n; i++) l->chunks += (long)((l->v[i].size + MIGRATE_CHUNK - 1) / MIGRATE_CHUNK);
+    REAL(cuCtxGetCurrent, &l->ctx);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    int ok = (l->sums = malloc((size_t)(l->chunks ? l->chunks : 1) * sizeof *l->sums)) != NULL;
+    for (int i = 0; ok && i < NSLOT; i++) ok = slot_open(l, &l->s[i]) == 0;
+    if (!ok) {
+        landing_free(l);
+        snprintf(why, wl, "out of host memory or threads for the copy");
+        return NULL;
+    }
+    return l;
+}
 
 uint8_t *migrate_landing_buffer(struct migrate_landing *l, size_t *cap)
 {
-    if (!l->tried) {
-        void *p = NULL;
-        l->tried = 1;
-        if (REAL(cuMemHostAlloc, &p, LANDING_CAP, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS) l->buf = p;
-    }
-    *cap = l->buf ? LANDING_CAP : 0;
-    return l->buf;
+    struct slot *s = &l->s[l->cur];
+    pthread_mutex_lock(&l->mu);
+    while (s->busy) pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+    *cap = LANDING_CAP;
+    return s->in;
 }
 
-void migrate_landing_free(struct migrate_landing *l)
+/* The next chunk's slot gets (addr, src, len) and the next index. */
+static void post(struct migrate_landing *l, uint64_t addr, const uint8_t *src, size_t len)
 {
-    if (l->buf) REAL(cuMemFreeHost, l->buf);
-    l->buf = NULL;
-    l->tried = 0;
+    struct slot *s = &l->s[l->cur];
+    pthread_mutex_lock(&l->mu);
+    while (s->busy) pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+    if (src && (src < s->in || src + len > s->in + LANDING_CAP)) src = memcpy(s->in, src, len);
+    s->addr = addr, s->src = src, s->len = len, s->index = l->next++;
+    pthread_mutex_lock(&l->mu);
+    s->busy = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    l->cur = (l->cur + 1) % NSLOT;
+}
+
+/* Past empty ranges; 1 while a range is left. */
+static int more(struct migrate_landing *l)
+{
+    while (l->range < l->n && l->off >= l->v[l->range].size) l->range++, l->off = 0;
+    return l->range < l->n;
+}
+
+static size_t chunk_len(const struct migrate_landing *l)
+{
+    uint64_t left = l->v[l->range].size - l->off;
+    return left < MIGRATE_CHUNK ? (size_t)left : MIGRATE_CHUNK;
+}
+
+static CUresult misplaced(struct migrate_landing *l, uint64_t addr, uint64_t len, char *why, size_t wl)
+{
+    if (more(l))
+        snprintf(why, wl, "%llu bytes for %#llx came where %zu for %#llx were due", (unsigned long long)len,
+                 (unsigned long long)addr, chunk_len(l), (unsigned long long)(l->v[l->range].addr + l->off));
+    else
+        snprintf(why, wl, "%llu bytes for %#llx came after the session's last range", (unsigned long long)len,
+                 (unsigned long long)addr);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult migrate_landing_bytes(struct migrate_landing *l, uint64_t addr, const uint8_t *data, uint64_t len,
+                               char *why, size_t wl)
+{
+    if (!more(l) || addr != l->v[l->range].addr + l->off || len != chunk_len(l)) return misplaced(l, addr, len, why, wl);
+    pthread_mutex_lock(&l->mu);
+    CUresult r = l->err; /* a chunk before failed: say so now, not after the rest came */
+    if (r != CUDA_SUCCESS) snprintf(why, wl, "%s", l->why);
+    pthread_mutex_unlock(&l->mu);
+    if (r != CUDA_SUCCESS) return r;
+    post(l, addr, data, (size_t)len);
+    l->off += len;
+    return CUDA_SUCCESS;
+}
+
+CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t addr, uint64_t size, char *why, size_t wl)
+{
+    if (!more(l) || l->off != 0 || addr != l->v[l->range].addr || size != l->v[l->range].size)
+        return misplaced(l, addr, size, why, wl);
+    while (l->off < size) {
+        size_t len = chunk_len(l);
+        post(l, addr + l->off, NULL, len);
+        l->off += len;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult migrate_landing_close(struct migrate_landing *l, struct migrate_digest *d, char *why, size_t wl)
+{
+    slots_stop(l);
+    CUresult r = l->err;
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, wl, "%s", l->why);
+    } else if (d && more(l)) {
+        snprintf(why, wl, "the copy ended without the memory at %#llx and after", (unsigned long long)(l->v[l->range].addr + l->off));
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    for (long i = 0; r == CUDA_SUCCESS && d && i < l->chunks; i++) migrate_digest_chunk(d, l->sums[i]);
+    landing_free(l);
+    return r;
 }

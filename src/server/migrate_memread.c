@@ -14,6 +14,10 @@
 /* Chunks per batch: 32 MiB of pinned memory, and as many hashing threads
  * (SHA-256 runs at about 2 GB/s a core; the link and the bus are faster). */
 #define BATCH 8
+/* Batches in flight: one being sent, the next ones read ahead. A read on
+ * the legacy stream waits for the application's queued work, so reading
+ * two ahead hides most of that wait behind the link. */
+#define NBUF 3
 
 struct hash_job {
     const uint8_t *p;
@@ -28,14 +32,33 @@ static void *hash_main(void *arg)
     return NULL;
 }
 
-/* The host buffer a batch is read into: pinned when the driver gives it
- * (portable: any context may copy into it), else plain memory. */
-struct batch_buf {
+/* One batch: its host buffer (pinned when the driver gives it, portable
+ * so that any context may copy into it; else plain memory), the chunks
+ * read into it and their hashing threads. */
+struct batch {
     uint8_t *p;
     int pinned;
+    int k;        /* chunks read; 0 at the end, -1 on a failed read */
+    int ready;    /* read and hashing: the sender may take it */
+    struct migrate_chunk c[BATCH];
+    struct hash_job job[BATCH];
+    pthread_t t[BATCH];
+    int started[BATCH];
 };
 
-static int buf_get(struct batch_buf *b)
+/* The reader thread's and the sender's shared state. */
+struct pipe {
+    const struct migrate_range *v;
+    long n;
+    CUcontext ctx;
+    struct batch b[NBUF];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop; /* the sender stopped: the reader leaves */
+    char why[160];
+};
+
+static int batch_alloc(struct batch *b)
 {
     void *p = NULL;
     b->pinned = REAL(cuMemHostAlloc, &p, (size_t)BATCH * MIGRATE_CHUNK, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
@@ -43,76 +66,153 @@ static int buf_get(struct batch_buf *b)
     return b->p ? 0 : -1;
 }
 
-static void buf_put(struct batch_buf *b)
+static void batch_free(struct batch *b)
 {
+    if (!b->p) return;
     if (b->pinned) REAL(cuMemFreeHost, b->p);
     else free(b->p);
+    b->p = NULL;
 }
 
-/* The next batch of chunks from (*range, *off) on, read into buf. Returns
- * how many, 0 at the end, -1 with why. */
-static int read_batch(const struct migrate_range *v, long n, long *range, uint64_t *off, uint8_t *buf,
-                      struct migrate_chunk *c, char *why, size_t whylen)
+/* The next batch of chunks from (*range, *off) on, read into b: the
+ * chunks of one range lie side by side in both places, so each range's
+ * part is one copy (one wait behind the legacy stream, not one a chunk).
+ * Sets b->k: how many, 0 at the end, -1 with why. */
+static void read_batch(struct pipe *p, long *range, uint64_t *off, struct batch *b)
 {
     int k = 0;
-    while (k < BATCH && *range < n) {
-        const struct migrate_range *r = &v[*range];
+    while (k < BATCH && *range < p->n) {
+        const struct migrate_range *r = &p->v[*range];
         if (*off >= r->size) {
             (*range)++, *off = 0;
             continue;
         }
-        size_t len = r->size - *off < MIGRATE_CHUNK ? (size_t)(r->size - *off) : MIGRATE_CHUNK;
-        uint8_t *dst = buf + (size_t)k * MIGRATE_CHUNK;
-        CUresult e = REAL(cuMemcpyDtoH_v2, dst, (CUdeviceptr)(r->addr + *off), len);
-        if (e != CUDA_SUCCESS) {
-            snprintf(why, whylen, "reading device memory at %#llx failed with CUresult %d",
-                     (unsigned long long)(r->addr + *off), (int)e);
-            return -1;
+        int first = k;
+        uint64_t from = *off;
+        while (k < BATCH && *off < r->size) {
+            size_t len = r->size - *off < MIGRATE_CHUNK ? (size_t)(r->size - *off) : MIGRATE_CHUNK;
+            b->c[k] = (struct migrate_chunk){.range = *range, .off = *off, .bytes = b->p + (size_t)k * MIGRATE_CHUNK,
+                                             .len = len};
+            k++, *off += len;
         }
-        c[k++] = (struct migrate_chunk){.range = *range, .off = *off, .bytes = dst, .len = len};
-        *off += len;
+        CUresult e = REAL(cuMemcpyDtoH_v2, b->p + (size_t)first * MIGRATE_CHUNK, (CUdeviceptr)(r->addr + from),
+                          (size_t)(*off - from));
+        if (e != CUDA_SUCCESS) {
+            snprintf(p->why, sizeof p->why, "reading device memory at %#llx failed with CUresult %d",
+                     (unsigned long long)(r->addr + from), (int)e);
+            b->k = -1;
+            return;
+        }
     }
-    return k;
+    b->k = k;
 }
 
-/* Hash chunks c[0..k) on their own threads (inline when no thread can be
- * had) while fn sees them; then feed the sums to d in order. */
-static int digest_and_hand(const struct migrate_chunk *c, int k, struct migrate_digest *d, migrate_chunk_fn fn,
-                           void *arg)
+/* Hash the batch's chunks, each on its own thread (inline when no thread
+ * can be had: then before the sender sees them). */
+static void start_hashing(struct batch *b)
 {
-    struct hash_job job[BATCH];
-    pthread_t t[BATCH];
-    int started[BATCH];
-    for (int i = 0; i < k; i++) {
-        job[i] = (struct hash_job){.p = c[i].bytes, .len = c[i].len};
-        started[i] = pthread_create(&t[i], NULL, hash_main, &job[i]) == 0;
+    for (int i = 0; i < b->k; i++) {
+        b->job[i] = (struct hash_job){.p = b->c[i].bytes, .len = b->c[i].len};
+        b->started[i] = pthread_create(&b->t[i], NULL, hash_main, &b->job[i]) == 0;
+        if (!b->started[i]) hash_main(&b->job[i]);
     }
-    int rc = 0;
-    for (int i = 0; i < k && rc == 0 && fn; i++) rc = fn(arg, &c[i]);
-    for (int i = 0; i < k; i++) {
-        if (started[i]) pthread_join(t[i], NULL);
-        else hash_main(&job[i]);
-        migrate_digest_chunk(d, job[i].sum);
+}
+
+static void finish_hashing(struct batch *b, struct migrate_digest *d)
+{
+    for (int i = 0; i < b->k; i++) {
+        if (b->started[i]) pthread_join(b->t[i], NULL);
+        b->started[i] = 0;
+        if (d) migrate_digest_chunk(d, b->job[i].sum);
     }
-    return rc;
+}
+
+/* The reader: batch after batch into the free buffers, in turn, until
+ * the end, a failed read, or the sender stops. */
+static void *reader_main(void *arg)
+{
+    struct pipe *p = arg;
+    REAL(cuCtxSetCurrent, p->ctx);
+    long range = 0;
+    uint64_t off = 0;
+    for (unsigned i = 0;; i++) {
+        struct batch *b = &p->b[i % NBUF];
+        pthread_mutex_lock(&p->mu);
+        while (b->ready && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop) return NULL;
+        read_batch(p, &range, &off, b);
+        if (b->k > 0) start_hashing(b);
+        pthread_mutex_lock(&p->mu);
+        b->ready = 1;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (b->k <= 0) return NULL;
+    }
+}
+
+/* The sender's side: each batch in turn handed to fn, its sums to d. */
+static int hand_batches(struct pipe *p, struct migrate_digest *d, migrate_chunk_fn fn, void *arg)
+{
+    for (unsigned i = 0;; i++) {
+        struct batch *b = &p->b[i % NBUF];
+        pthread_mutex_lock(&p->mu);
+        while (!b->ready) pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        if (b->k <= 0) return b->k;
+        int rc = 0;
+        for (int c = 0; c < b->k && rc == 0 && fn; c++) rc = fn(arg, &b->c[c]);
+        finish_hashing(b, d);
+        pthread_mutex_lock(&p->mu);
+        b->ready = 0;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (rc != 0) return rc;
+    }
+}
+
+/* After the sender stopped early: the reader leaves, and the batches it
+ * read meanwhile finish hashing (their threads read the buffers). */
+static void stop_reader(struct pipe *p, pthread_t t)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(t, NULL);
+    for (int i = 0; i < NBUF; i++)
+        if (p->b[i].ready && p->b[i].k > 0) finish_hashing(&p->b[i], NULL);
 }
 
 int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_digest *d, migrate_chunk_fn fn,
                         void *arg, char *why, size_t whylen)
 {
-    struct batch_buf buf;
-    if (buf_get(&buf) != 0) {
-        snprintf(why, whylen, "out of host memory for the copy");
+    struct pipe *p = calloc(1, sizeof *p);
+    int ok = p != NULL;
+    for (int i = 0; ok && i < NBUF; i++) ok = batch_alloc(&p->b[i]) == 0;
+    pthread_t t;
+    if (ok) {
+        p->v = v, p->n = n;
+        REAL(cuCtxGetCurrent, &p->ctx);
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_cond_init(&p->cv, NULL);
+        ok = pthread_create(&t, NULL, reader_main, p) == 0;
+        if (!ok) pthread_mutex_destroy(&p->mu), pthread_cond_destroy(&p->cv);
+    }
+    if (!ok) {
+        for (int i = 0; p && i < NBUF; i++) batch_free(&p->b[i]);
+        free(p);
+        snprintf(why, whylen, "out of host memory or threads for the copy");
         return -1;
     }
-    struct migrate_chunk c[BATCH];
-    long range = 0;
-    uint64_t off = 0;
-    int k, rc = 0;
-    while (rc == 0 && (k = read_batch(v, n, &range, &off, buf.p, c, why, whylen)) != 0) {
-        if (k < 0) rc = -1;
-        else rc = digest_and_hand(c, k, d, fn, arg);
-    }
-    buf_put(&buf);
+    int rc = hand_batches(p, d, fn, arg);
+    if (rc != 0) stop_reader(p, t);
+    else pthread_join(t, NULL);
+    if (rc < 0) snprintf(why, whylen, "%s", p->why[0] ? p->why : "the copy failed");
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    for (int i = 0; i < NBUF; i++) batch_free(&p->b[i]);
+    free(p);
     return rc;
 }

@@ -3,12 +3,14 @@
  *
  * Both sides of a migration read every range of device memory in chunks
  * of MIGRATE_CHUNK and digest them in the same order: the exporter to
- * send them, the importer to check what it holds. Chunks are read a batch
- * at a time into pinned host memory (a pageable copy runs at a fraction
- * of the bus), and each chunk's SHA-256 is computed on its own thread
- * while the caller sends the batch; the state's digest then takes the
- * chunks' digests in order. So the digest is never the bottleneck and
- * both sides agree whatever their batching. */
+ * send them, the importer (migrate_landing.c) to check what it holds.
+ * Chunks are read a batch at a time into pinned host memory (a pageable
+ * copy runs at a fraction of the bus), by a thread of their own that
+ * reads up to two batches ahead of the caller, so that the reads overlap
+ * the sending; each chunk's SHA-256 is computed on its own thread; the
+ * state's digest then takes the chunks' digests in order. So neither the
+ * reads nor the digest hold back the link, and both sides agree whatever
+ * their batching. */
 #ifndef SCUDA_SERVER_MIGRATE_MEMREAD_H
 #define SCUDA_SERVER_MIGRATE_MEMREAD_H
 

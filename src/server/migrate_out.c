@@ -121,14 +121,22 @@ int migrate_connect_peer(const char *to, uint32_t *pid, char *why, size_t whylen
 
 int migrate_send_item(int fd, const struct msg_migrate_item *it, uint32_t seq)
 {
+    /* The data goes from where it lies, not through the wire buffer (a
+     * chunk is 4 MiB: a copy and fresh pages each would hold back the
+     * link): `data` is the item's last field, a u64 length and the bytes,
+     * so the item is encoded without them and the length set after. */
+    struct msg_migrate_item head = *it;
+    head.data = NULL, head.data_len = 0;
     wire_buf b;
     wb_init(&b);
-    msg_put_migrate_item(&b, it);
-    struct frame_header h = {.length = (uint32_t)b.len, .op = OP_scuda_migrate, .seq = seq};
+    msg_put_migrate_item(&b, &head);
+    uint64_t n = it->data ? it->data_len : 0;
+    if (!b.oom && b.len >= sizeof n) memcpy(b.data + b.len - sizeof n, &n, sizeof n);
+    struct frame_header h = {.length = (uint32_t)(b.len + n), .op = OP_scuda_migrate, .seq = seq};
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_header_encode(&h, hdr);
-    struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
-    int rc = b.len <= SCUDA_MAX_FRAME ? io_writev_full(fd, iov, 2) : -1;
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {b.data, b.len}, {(void *)it->data, (size_t)n}};
+    int rc = !b.oom && b.len + n <= SCUDA_MAX_FRAME ? io_writev_full(fd, iov, n ? 3 : 2) : -1;
     wb_free(&b);
     return rc;
 }

@@ -1,13 +1,17 @@
 /* migrate_landing.c - see migrate_landing.h. */
+#define _GNU_SOURCE
 #include "migrate_landing.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "../common/auth.h"
+#include "../common/log.h"
 #include "../common/messages.gen.h"
 
 /* A MIG_BYTES frame: the item's fixed fields, an empty name, the chunk. */
@@ -18,6 +22,13 @@
 #define NSLOT 8
 
 struct migrate_landing;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 struct slot {
     struct migrate_landing *l;
@@ -47,6 +58,7 @@ struct migrate_landing {
     int cur; /* the slot migrate_landing_buffer gave */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    uint64_t wait_ns, t0; /* waiting for a free slot, since open: for the log */
     CUresult err; /* the first failure, under mu */
     char why[160];
 };
@@ -150,6 +162,7 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
     }
     for (long i = 0; i < l->n; i++) l->chunks += (long)((l->v[i].size + MIGRATE_CHUNK - 1) / MIGRATE_CHUNK);
     REAL(cuCtxGetCurrent, &l->ctx);
+    l->t0 = now_ns();
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     int ok = (l->sums = malloc((size_t)(l->chunks ? l->chunks : 1) * sizeof *l->sums)) != NULL;
@@ -165,9 +178,11 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
 uint8_t *migrate_landing_buffer(struct migrate_landing *l, size_t *cap)
 {
     struct slot *s = &l->s[l->cur];
+    uint64_t t0 = now_ns();
     pthread_mutex_lock(&l->mu);
     while (s->busy) pthread_cond_wait(&l->cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
+    l->wait_ns += now_ns() - t0;
     *cap = LANDING_CAP;
     return s->in;
 }
@@ -240,7 +255,12 @@ CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t addr, uint64_t
 
 CUresult migrate_landing_close(struct migrate_landing *l, struct migrate_digest *d, char *why, size_t wl)
 {
+    uint64_t t0 = now_ns();
     slots_stop(l);
+    /* Whether the slots held the copy back (waiting for one) or the link
+     * did (the rest). */
+    LOG_INFO("session %d: %ld chunks landed and checked in %.1f ms: waited %.1f ms for a free slot, %.1f ms for "
+             "the last ones", (int)getpid(), l->next, (now_ns() - l->t0) / 1e6, l->wait_ns / 1e6, (now_ns() - t0) / 1e6);
     CUresult r = l->err;
     if (r != CUDA_SUCCESS) {
         snprintf(why, wl, "%s", l->why);

@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "../common/auth.h"
+#include "../common/log.h"
 #include "../common/messages.gen.h"
 
 /* Chunks per batch: 32 MiB of pinned memory, and as many hashing threads
@@ -56,7 +59,15 @@ struct pipe {
     pthread_cond_t cv;
     int stop; /* the sender stopped: the reader leaves */
     char why[160];
+    uint64_t read_ns, wait_ns, hand_ns, bytes; /* where the time went, for the log */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 static int batch_alloc(struct batch *b)
 {
@@ -142,7 +153,9 @@ static void *reader_main(void *arg)
         int stop = p->stop;
         pthread_mutex_unlock(&p->mu);
         if (stop) return NULL;
+        uint64_t t0 = now_ns();
         read_batch(p, &range, &off, b);
+        p->read_ns += now_ns() - t0;
         if (b->k > 0) start_hashing(b);
         pthread_mutex_lock(&p->mu);
         b->ready = 1;
@@ -157,13 +170,17 @@ static int hand_batches(struct pipe *p, struct migrate_digest *d, migrate_chunk_
 {
     for (unsigned i = 0;; i++) {
         struct batch *b = &p->b[i % NBUF];
+        uint64_t t0 = now_ns();
         pthread_mutex_lock(&p->mu);
         while (!b->ready) pthread_cond_wait(&p->cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
+        uint64_t t1 = now_ns();
+        p->wait_ns += t1 - t0;
         if (b->k <= 0) return b->k;
         int rc = 0;
-        for (int c = 0; c < b->k && rc == 0 && fn; c++) rc = fn(arg, &b->c[c]);
+        for (int c = 0; c < b->k && rc == 0 && fn; c++) rc = fn(arg, &b->c[c]), p->bytes += b->c[c].len;
         finish_hashing(b, d);
+        p->hand_ns += now_ns() - t1;
         pthread_mutex_lock(&p->mu);
         b->ready = 0;
         pthread_cond_broadcast(&p->cv);
@@ -206,9 +223,15 @@ int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_di
         snprintf(why, whylen, "out of host memory or threads for the copy");
         return -1;
     }
+    uint64_t t0 = now_ns();
     int rc = hand_batches(p, d, fn, arg);
     if (rc != 0) stop_reader(p, t);
     else pthread_join(t, NULL);
+    /* Which side held the copy back: the reads (behind the application's
+     * work on the legacy stream) or the sending. */
+    LOG_INFO("session %d: %.1f MiB of device memory read and handed on in %.1f ms: reading %.1f ms, waiting for "
+             "reads %.1f ms, sending and hashing %.1f ms", (int)getpid(), p->bytes / 1048576.0, (now_ns() - t0) / 1e6,
+             p->read_ns / 1e6, p->wait_ns / 1e6, p->hand_ns / 1e6);
     if (rc < 0) snprintf(why, whylen, "%s", p->why[0] ? p->why : "the copy failed");
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);

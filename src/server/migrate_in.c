@@ -27,6 +27,7 @@
 #include "migrate_graphs.h"
 #include "migrate_images.h"
 #include "migrate_landing.h"
+#include "migrate_links.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
@@ -94,6 +95,13 @@ int migrate_read_item_into(int fd, int timeout_ms, uint8_t *buf, size_t cap, voi
     }
     wire_reader r;
     wr_init(&r, into, h.length);
+    if (h.flags & FRAME_REPLY) { /* the importer gave up early: its verdict, where an answer was due */
+        struct msg_migrate_verdict v;
+        msg_get_migrate_verdict(&r, a, &v);
+        snprintf(why, wl, "the other server could not rebuild the session: %s",
+                 wr_ok_end(&r) && v.why ? v.why : "(no reason)");
+        return -1;
+    }
     msg_get_migrate_item(&r, a, it);
     if (!wr_ok_end(&r)) {
         snprintf(why, wl, "a malformed migration item");
@@ -418,13 +426,19 @@ static int inside_rebuilt(uint64_t addr, uint64_t len)
     return 0;
 }
 
-/* Where device bytes land (opened when the first come, or the end). */
+/* Where device bytes land (opened when the memory begins), and the slot
+ * the main connection's current frame was read into (-1: none). */
 static struct migrate_landing *landing;
+static int main_slot = -1;
 
 static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_t wl)
 {
     if (!it->data || it->data_len == 0) return CUDA_ERROR_INVALID_VALUE;
-    return migrate_landing_bytes(landing, it->a, it->data, it->data_len, why, wl);
+    /* The memory's first frame came before the landing was open: a slot
+     * now, and the bytes are copied into it. */
+    int slot = main_slot >= 0 ? main_slot : migrate_landing_take(landing);
+    main_slot = -1; /* posted or given up */
+    return migrate_landing_bytes(landing, slot, it->id, it->a, it->data, it->data_len, why, wl);
 }
 
 /* The parked copy's bytes for a range the session did not write since:
@@ -437,7 +451,7 @@ static CUresult replay_kept(const struct msg_migrate_item *it, char *why, size_t
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult r = snapshot_keep_fetch((uint32_t)it->c, it->data, it->data_len, it->a, it->b, &progress.kept, why, wl);
-    return r == CUDA_SUCCESS ? migrate_landing_kept(landing, it->a, it->b, why, wl) : r;
+    return r == CUDA_SUCCESS ? migrate_landing_kept(landing, it->id, it->a, it->b, why, wl) : r;
 }
 
 /* Everything sent ahead is replayed: say so, and wait for the hold. */
@@ -484,6 +498,8 @@ static CUresult replay(struct session *s, const struct msg_migrate_item *it, cha
     case MIG_DEFERRED: session_defer_error(s, (CUresult)it->a, OP_scuda_migrate); return CUDA_SUCCESS;
     case MIG_BYTES: return replay_bytes(it, why, wl);
     case MIG_BYTES_KEPT: return replay_kept(it, why, wl);
+    case MIG_LINKS_QUERY: return migrate_links_grant(s, it, why, wl);
+    case MIG_LINKS_USED: return migrate_links_read(it, landing, s->fd, why, wl);
     case MIG_IMAGES_QUERY: return migrate_images_answer(s, it, why, wl);
     case MIG_ARRAY:
     case MIG_ARRAY_BYTES: return migrate_arrays_replay(s, it, why, wl);
@@ -504,7 +520,8 @@ static const char *kind_word(unsigned k)
                                     "VMM allocation", "VMM mapping", "VMM access", "VMM release",
                                     "library managed variable", "query for images", "images held", "array", "array bytes",
                                     "graph", "executable graph", "end of what loads ahead", "hold",
-                                    "stream destroy", "event destroy", "parked state", "kept memory"};
+                                    "stream destroy", "event destroy", "parked state", "kept memory",
+                                    "query for links", "links granted", "links joined"};
     return k < sizeof w / sizeof *w ? w[k] : "?";
 }
 
@@ -555,13 +572,43 @@ static void count_replayed(const struct msg_migrate_item *it, uint64_t *t0, uint
     progress.loads += it->kind == MIG_MODULE || it->kind == MIG_LIBRARY;
 }
 
-/* The first device bytes, or the end, open the landing (after every
- * object: it takes the session's ranges as they are then). */
+/* The memory's first item (its links, bytes, or the end) opens the
+ * landing (after every object: it takes the session's ranges as they
+ * are then). */
 static CUresult open_landing(const struct msg_migrate_item *it, uint64_t *t_copy, char *why, size_t wl)
 {
-    if (landing || (it->kind != MIG_BYTES && it->kind != MIG_BYTES_KEPT && it->kind != MIG_END)) return CUDA_SUCCESS;
+    if (landing || (it->kind != MIG_LINKS_QUERY && it->kind != MIG_LINKS_USED && it->kind != MIG_BYTES &&
+                    it->kind != MIG_BYTES_KEPT && it->kind != MIG_END))
+        return CUDA_SUCCESS;
     *t_copy = now_ns();
     return (landing = migrate_landing_open(why, wl)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The end of the memory: the links' readers are done, and the bytes
+ * announced are the bytes that came on all connections. */
+static CUresult memory_end(const struct msg_migrate_item *it, uint64_t *bytes, char *why, size_t wl)
+{
+    migrate_links_join(0, bytes);
+    if (migrate_landing_error(landing, why, wl) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    if (it->b == *bytes) return CUDA_SUCCESS;
+    snprintf(why, wl, "%llu bytes of memory announced, %llu received", (unsigned long long)it->b,
+             (unsigned long long)*bytes);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A failed import: the links' readers stopped, the landing closed. A
+ * reader's failure (it shut the main connection's reading) is the why. */
+static void import_failed(char *why, size_t wl)
+{
+    if (!landing) return;
+    migrate_links_join(1, NULL);
+    if (main_slot >= 0) migrate_landing_give(landing, main_slot);
+    main_slot = -1;
+    char reader_why[MIGRATE_WHY_MAX];
+    if (migrate_landing_error(landing, reader_why, sizeof reader_why) != CUDA_SUCCESS)
+        snprintf(why, wl, "%s", reader_why);
+    migrate_landing_close(landing, NULL, reader_why, sizeof reader_why);
+    landing = NULL;
 }
 
 static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_t *bytes, char *why, size_t wl)
@@ -574,7 +621,8 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         struct msg_migrate_item it;
         int timeout_ms = waits_for_hold ? HOLD_TIMEOUT_MS : ITEM_TIMEOUT_MS;
         size_t cap = 0;
-        uint8_t *buf = landing ? migrate_landing_buffer(landing, &cap) : NULL; /* device bytes come now */
+        main_slot = landing ? migrate_landing_take(landing) : -1; /* device bytes come now */
+        uint8_t *buf = main_slot >= 0 ? migrate_landing_slot_buf(landing, main_slot, &cap) : NULL;
         CUresult r = migrate_read_item_into(s->fd, timeout_ms, buf, cap, &payload, &a, &it, why, wl) != 0
                          ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         int end = r == CUDA_SUCCESS && it.kind == MIG_END;
@@ -586,17 +634,13 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         if (r == CUDA_SUCCESS && !end) count_replayed(&it, &t0, now_ns() - t_item);
         waits_for_hold = r == CUDA_SUCCESS && it.kind == MIG_PRELOADED;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;
-        if (end && it.b != *bytes) {
-            snprintf(why, wl, "%llu bytes of memory announced, %llu received", (unsigned long long)it.b,
-                     (unsigned long long)*bytes);
-            r = CUDA_ERROR_INVALID_VALUE;
-        }
+        if (main_slot >= 0) migrate_landing_give(landing, main_slot); /* the frame was no bytes */
+        main_slot = -1;
+        if (r == CUDA_SUCCESS && end) r = memory_end(&it, bytes, why, wl);
         free(payload);
         msg_arena_free(&a);
         if (r != CUDA_SUCCESS) {
-            char unused[8];
-            if (landing) migrate_landing_close(landing, NULL, unused, sizeof unused);
-            landing = NULL;
+            import_failed(why, wl);
             return r;
         }
         if (end) break;

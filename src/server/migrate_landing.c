@@ -38,6 +38,7 @@ struct slot {
     pthread_t t;
     int started;
     /* the job, under l->mu */
+    int taken;      /* a reader holds it (migrate_landing_take) */
     int busy, quit;
     uint64_t addr;
     const uint8_t *src; /* NULL: already on the device, only checked */
@@ -45,17 +46,22 @@ struct slot {
     long index;
 };
 
+/* Where a chunk goes: range v[range] at off. */
+struct chunk_at {
+    long range;
+    uint64_t off;
+};
+
 struct migrate_landing {
     struct migrate_range *v; /* the session's ranges, in digest order */
     long n;
-    long range;     /* where the next chunk must go: v[range] at off */
-    uint64_t off;
-    long next;      /* its index among all chunks */
     long chunks;
     uint8_t (*sums)[AUTH_SHA256_LEN];
     CUcontext ctx;
     struct slot s[NSLOT];
-    int cur; /* the slot migrate_landing_buffer gave */
+    struct chunk_at *at; /* chunk i: where it goes */
+    uint8_t *came;       /* chunk i came (or was kept), under mu */
+    long came_n;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t wait_ns, t0; /* waiting for a free slot, since open: for the log */
@@ -148,6 +154,8 @@ static void landing_free(struct migrate_landing *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->sums);
+    free(l->at);
+    free(l->came);
     free(l->v);
     free(l);
 }
@@ -165,7 +173,11 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
     l->t0 = now_ns();
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    int ok = (l->sums = malloc((size_t)(l->chunks ? l->chunks : 1) * sizeof *l->sums)) != NULL;
+    size_t m = (size_t)(l->chunks ? l->chunks : 1);
+    int ok = (l->sums = malloc(m * sizeof *l->sums)) && (l->at = malloc(m * sizeof *l->at)) &&
+             (l->came = calloc(m, 1));
+    for (long r = 0, i = 0; ok && r < l->n; r++)
+        for (uint64_t off = 0; off < l->v[r].size; off += MIGRATE_CHUNK) l->at[i++] = (struct chunk_at){r, off};
     for (int i = 0; ok && i < NSLOT; i++) ok = slot_open(l, &l->s[i]) == 0;
     if (!ok) {
         landing_free(l);
@@ -175,82 +187,123 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
     return l;
 }
 
-uint8_t *migrate_landing_buffer(struct migrate_landing *l, size_t *cap)
+int migrate_landing_take(struct migrate_landing *l)
 {
-    struct slot *s = &l->s[l->cur];
     uint64_t t0 = now_ns();
     pthread_mutex_lock(&l->mu);
-    while (s->busy) pthread_cond_wait(&l->cv, &l->mu);
-    pthread_mutex_unlock(&l->mu);
+    int i;
+    for (;;) {
+        for (i = 0; i < NSLOT && (l->s[i].busy || l->s[i].taken); i++) {
+        }
+        if (i < NSLOT) break;
+        pthread_cond_wait(&l->cv, &l->mu);
+    }
+    l->s[i].taken = 1;
     l->wait_ns += now_ns() - t0;
-    *cap = LANDING_CAP;
-    return s->in;
+    pthread_mutex_unlock(&l->mu);
+    return i;
 }
 
-/* The next chunk's slot gets (addr, src, len) and the next index. */
-static void post(struct migrate_landing *l, uint64_t addr, const uint8_t *src, size_t len)
+uint8_t *migrate_landing_slot_buf(struct migrate_landing *l, int slot, size_t *cap)
 {
-    struct slot *s = &l->s[l->cur];
+    *cap = LANDING_CAP;
+    return l->s[slot].in;
+}
+
+void migrate_landing_give(struct migrate_landing *l, int slot)
+{
     pthread_mutex_lock(&l->mu);
-    while (s->busy) pthread_cond_wait(&l->cv, &l->mu);
+    l->s[slot].taken = 0;
+    pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
+}
+
+/* The taken slot gets chunk `index` at addr (src NULL: only checked). */
+static void post(struct migrate_landing *l, int slot, long index, uint64_t addr, const uint8_t *src, size_t len)
+{
+    struct slot *s = &l->s[slot];
     if (src && (src < s->in || src + len > s->in + LANDING_CAP)) src = memcpy(s->in, src, len);
-    s->addr = addr, s->src = src, s->len = len, s->index = l->next++;
+    s->addr = addr, s->src = src, s->len = len, s->index = index;
     pthread_mutex_lock(&l->mu);
+    s->taken = 0;
     s->busy = 1;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    l->cur = (l->cur + 1) % NSLOT;
 }
 
-/* Past empty ranges; 1 while a range is left. */
-static int more(struct migrate_landing *l)
+static size_t chunk_len(const struct migrate_landing *l, long i)
 {
-    while (l->range < l->n && l->off >= l->v[l->range].size) l->range++, l->off = 0;
-    return l->range < l->n;
-}
-
-static size_t chunk_len(const struct migrate_landing *l)
-{
-    uint64_t left = l->v[l->range].size - l->off;
+    uint64_t left = l->v[l->at[i].range].size - l->at[i].off;
     return left < MIGRATE_CHUNK ? (size_t)left : MIGRATE_CHUNK;
 }
 
-static CUresult misplaced(struct migrate_landing *l, uint64_t addr, uint64_t len, char *why, size_t wl)
+static uint64_t chunk_addr(const struct migrate_landing *l, long i) { return l->v[l->at[i].range].addr + l->at[i].off; }
+
+/* Chunk i (0-based) may come now: it is one of the session's, for addr
+ * and len, and has not come before. Marks it come. 0, or -1 with why. */
+static int claim(struct migrate_landing *l, long i, uint64_t addr, uint64_t len, char *why, size_t wl)
 {
-    if (more(l))
-        snprintf(why, wl, "%llu bytes for %#llx came where %zu for %#llx were due", (unsigned long long)len,
-                 (unsigned long long)addr, chunk_len(l), (unsigned long long)(l->v[l->range].addr + l->off));
-    else
-        snprintf(why, wl, "%llu bytes for %#llx came after the session's last range", (unsigned long long)len,
-                 (unsigned long long)addr);
-    return CUDA_ERROR_INVALID_VALUE;
+    int ok = i >= 0 && i < l->chunks && addr == chunk_addr(l, i) && len == chunk_len(l, i);
+    pthread_mutex_lock(&l->mu);
+    int again = ok && l->came[i];
+    if (ok && !again) l->came[i] = 1, l->came_n++;
+    CUresult err = l->err; /* a chunk before failed: say so now, not after the rest came */
+    if (err != CUDA_SUCCESS) snprintf(why, wl, "%s", l->why);
+    pthread_mutex_unlock(&l->mu);
+    if (err != CUDA_SUCCESS) return -1;
+    if (!ok)
+        snprintf(why, wl, "%llu bytes for %#llx came as chunk %ld, which is not where the session has it",
+                 (unsigned long long)len, (unsigned long long)addr, i);
+    else if (again)
+        snprintf(why, wl, "chunk %ld (%#llx) came twice", i, (unsigned long long)addr);
+    return ok && !again ? 0 : -1;
 }
 
-CUresult migrate_landing_bytes(struct migrate_landing *l, uint64_t addr, const uint8_t *data, uint64_t len,
-                               char *why, size_t wl)
+CUresult migrate_landing_bytes(struct migrate_landing *l, int slot, uint64_t index, uint64_t addr, const uint8_t *data,
+                               uint64_t len, char *why, size_t wl)
 {
-    if (!more(l) || addr != l->v[l->range].addr + l->off || len != chunk_len(l)) return misplaced(l, addr, len, why, wl);
-    pthread_mutex_lock(&l->mu);
-    CUresult r = l->err; /* a chunk before failed: say so now, not after the rest came */
-    if (r != CUDA_SUCCESS) snprintf(why, wl, "%s", l->why);
-    pthread_mutex_unlock(&l->mu);
-    if (r != CUDA_SUCCESS) return r;
-    post(l, addr, data, (size_t)len);
-    l->off += len;
+    long i = index >= 1 && index <= (uint64_t)l->chunks ? (long)(index - 1) : -1;
+    if (claim(l, i, addr, len, why, wl) != 0) {
+        migrate_landing_give(l, slot);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    post(l, slot, i, addr, data, (size_t)len);
     return CUDA_SUCCESS;
 }
 
-CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t addr, uint64_t size, char *why, size_t wl)
+CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
+                              size_t wl)
 {
-    if (!more(l) || l->off != 0 || addr != l->v[l->range].addr || size != l->v[l->range].size)
-        return misplaced(l, addr, size, why, wl);
-    while (l->off < size) {
-        size_t len = chunk_len(l);
-        post(l, addr + l->off, NULL, len);
-        l->off += len;
+    long first = index >= 1 && index <= (uint64_t)l->chunks ? (long)(index - 1) : -1;
+    if (first < 0 || l->at[first].off != 0 || l->v[l->at[first].range].size != size) {
+        snprintf(why, wl, "%llu kept bytes for %#llx came as chunk %lld, which is not the start of such a range",
+                 (unsigned long long)size, (unsigned long long)addr, (long long)index - 1);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (long i = first; i < l->chunks && l->at[i].range == l->at[first].range; i++) {
+        if (claim(l, i, chunk_addr(l, i), chunk_len(l, i), why, wl) != 0) return CUDA_ERROR_INVALID_VALUE;
+        post(l, migrate_landing_take(l), i, chunk_addr(l, i), NULL, chunk_len(l, i));
     }
     return CUDA_SUCCESS;
+}
+
+void migrate_landing_fail(struct migrate_landing *l, const char *why)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->err == CUDA_SUCCESS) {
+        l->err = CUDA_ERROR_INVALID_VALUE;
+        snprintf(l->why, sizeof l->why, "%s", why);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+CUresult migrate_landing_error(struct migrate_landing *l, char *why, size_t wl)
+{
+    pthread_mutex_lock(&l->mu);
+    CUresult r = l->err;
+    if (r != CUDA_SUCCESS) snprintf(why, wl, "%s", l->why);
+    pthread_mutex_unlock(&l->mu);
+    return r;
 }
 
 CUresult migrate_landing_close(struct migrate_landing *l, struct migrate_digest *d, char *why, size_t wl)
@@ -260,12 +313,15 @@ CUresult migrate_landing_close(struct migrate_landing *l, struct migrate_digest 
     /* Whether the slots held the copy back (waiting for one) or the link
      * did (the rest). */
     LOG_INFO("session %d: %ld chunks landed and checked in %.1f ms: waited %.1f ms for a free slot, %.1f ms for "
-             "the last ones", (int)getpid(), l->next, (now_ns() - l->t0) / 1e6, l->wait_ns / 1e6, (now_ns() - t0) / 1e6);
+             "the last ones", (int)getpid(), l->came_n, (now_ns() - l->t0) / 1e6, l->wait_ns / 1e6, (now_ns() - t0) / 1e6);
     CUresult r = l->err;
     if (r != CUDA_SUCCESS) {
         snprintf(why, wl, "%s", l->why);
-    } else if (d && more(l)) {
-        snprintf(why, wl, "the copy ended without the memory at %#llx and after", (unsigned long long)(l->v[l->range].addr + l->off));
+    } else if (d && l->came_n != l->chunks) {
+        long i = 0;
+        while (l->came[i]) i++;
+        snprintf(why, wl, "the copy ended without %ld of the session's %ld chunks of memory (the first at %#llx)",
+                 l->chunks - l->came_n, l->chunks, (unsigned long long)chunk_addr(l, i));
         r = CUDA_ERROR_INVALID_VALUE;
     }
     for (long i = 0; r == CUDA_SUCCESS && d && i < l->chunks; i++) migrate_digest_chunk(d, l->sums[i]);

@@ -8,13 +8,15 @@
  * an event, and events a session creates are part of the state it
  * imports (migrate_seq.c notes them).
  *
- * The chunks must come in the importer's own order of its ranges
- * (migrate_memory(), chunks of MIGRATE_CHUNK): bytes anywhere else are
- * refused, and a range the exporter said the parked copy holds (kept) is
- * read back and digested the same way. At the end every chunk must have
- * come, and the digests go into the state's digest in order: the same
- * digest the exporter took of what it sent, so a copy that differs in
- * any byte, misses a range or puts bytes elsewhere does not match. */
+ * Each chunk comes with its index among the importer's own chunks (its
+ * ranges, migrate_memory(), cut in MIGRATE_CHUNK), in any order and over
+ * any of the migration's connections (migrate_links.h): a chunk that is
+ * not where the session has that index, or comes twice, is refused; a
+ * range the exporter said the parked copy holds (kept) is read back and
+ * digested the same way. At the end every chunk must have come, and the
+ * digests go into the state's digest in index order: the same digest the
+ * exporter took of what it sent, so a copy that differs in any byte,
+ * misses a range or puts bytes elsewhere does not match. */
 #ifndef SCUDA_SERVER_MIGRATE_LANDING_H
 #define SCUDA_SERVER_MIGRATE_LANDING_H
 
@@ -31,20 +33,30 @@ struct migrate_landing;
  * NULL with why when there is no memory or thread for it. */
 struct migrate_landing *migrate_landing_open(char *why, size_t wl);
 
-/* A buffer to read the next frame into, and its capacity: a free slot's
- * (this waits for one). */
-uint8_t *migrate_landing_buffer(struct migrate_landing *l, size_t *cap);
+/* A free slot to read the next frame into (this waits for one); the
+ * caller holds it until migrate_landing_bytes or migrate_landing_give.
+ * Thread-safe: each of the migration's connections has a reader. */
+int migrate_landing_take(struct migrate_landing *l);
+uint8_t *migrate_landing_slot_buf(struct migrate_landing *l, int slot, size_t *cap);
+void migrate_landing_give(struct migrate_landing *l, int slot);
 
-/* Chunk bytes for addr: copied to the device and checked by a slot's
- * thread (from the slot, where the frame was read into it; else copied
- * there first). Refused, with why, unless they are the next chunk. */
-CUresult migrate_landing_bytes(struct migrate_landing *l, uint64_t addr, const uint8_t *data, uint64_t len,
-                               char *why, size_t wl);
+/* Chunk `index` (1-based, as it came) for addr: copied to the device and
+ * checked by the slot's thread (from the slot, where the frame was read
+ * into it; else copied there first). The slot is given up either way.
+ * Refused, with why, unless that chunk is addr's and len long, and new. */
+CUresult migrate_landing_bytes(struct migrate_landing *l, int slot, uint64_t index, uint64_t addr, const uint8_t *data,
+                               uint64_t len, char *why, size_t wl);
 
-/* Range (addr, size) is on the device already (kept from the parked
- * copy): its chunks are read back and checked. Refused, with why, unless
- * it is the next range whole. */
-CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t addr, uint64_t size, char *why, size_t wl);
+/* Range (addr, size), whose first chunk is `index` (1-based), is on the
+ * device already (kept from the parked copy): its chunks are read back
+ * and checked. Refused, with why, unless it is such a range. */
+CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
+                              size_t wl);
+
+/* A reader's failure, for migrate_landing_close to report (the first
+ * one stands); and the failure so far (CUDA_SUCCESS: none). */
+void migrate_landing_fail(struct migrate_landing *l, const char *why);
+CUresult migrate_landing_error(struct migrate_landing *l, char *why, size_t wl);
 
 /* Wait for every slot; when every chunk came and was checked, feed their
  * digests to d in order (d may be NULL: only the wait and the free).

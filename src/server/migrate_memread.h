@@ -19,23 +19,34 @@
 
 #include "migrate_state.h"
 
-/* One chunk as read: range v[range] at offset off. */
+/* Lanes a read hands its chunks to at most (migrate_links.h). */
+#define MIGRATE_LANES_MAX 8
+
+/* One chunk as read: range v[range] at offset off; index: its place among
+ * all the ranges' chunks, from 1. */
 struct migrate_chunk {
     long range;
     uint64_t off;
     const uint8_t *bytes;
     size_t len;
+    uint64_t index;
 };
 
-/* Called for every chunk in order, on the calling thread (the chunk's
- * bytes are valid until it returns); nonzero stops the read and is
- * returned. */
-typedef int (*migrate_chunk_fn)(void *arg, const struct migrate_chunk *c);
+/* Called for every chunk in order, on the calling thread: 0 hands it to
+ * fn, 1 skips it (it is only digested), anything else stops the read and
+ * is returned. */
+typedef int (*migrate_plan_fn)(void *arg, const struct migrate_chunk *c);
+/* Sends chunk c on lane `lane` (0 .. lanes-1): with one lane on the
+ * calling thread, in order; with several on each lane's own thread, each
+ * lane's chunks in order. The bytes are valid until it returns; nonzero
+ * stops the read and is returned. */
+typedef int (*migrate_chunk_fn)(void *arg, int lane, const struct migrate_chunk *c);
 
 /* Read ranges v[0..n) from the device in the current context, each chunk
- * digested into d (migrate_digest_chunk) and handed to fn (NULL: none).
- * Returns 0, fn's nonzero, or -1 with why when a read failed. */
-int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_digest *d, migrate_chunk_fn fn,
-                        void *arg, char *why, size_t whylen);
+ * digested into d (migrate_digest_chunk), planned (plan NULL: every
+ * chunk goes) and handed to fn (NULL: none) on `lanes` lanes. Returns 0,
+ * a callback's stop, or -1 with why when a read failed. */
+int migrate_memory_read(const struct migrate_range *v, long n, struct migrate_digest *d, migrate_plan_fn plan,
+                        migrate_chunk_fn fn, void *arg, int lanes, char *why, size_t whylen);
 
 #endif

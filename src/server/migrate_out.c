@@ -23,6 +23,7 @@
 #include "handlers.gen.h"
 #include "handles.h"
 #include "migrate_images.h"
+#include "migrate_links.h"
 #include "migrate_memread.h"
 #include "migrate_preload.h"
 #include "migrate_stage.h"
@@ -188,46 +189,78 @@ static int kept_there(const struct keep_state *k, const struct migrate_range *r)
 }
 
 /* Tell the importer to take range r from the parked copy. */
-static int send_kept(int fd, const struct keep_state *k, const struct migrate_range *r, uint32_t *seq)
+static int send_kept(int fd, const struct keep_state *k, const struct migrate_range *r, uint64_t index, uint32_t *seq)
 {
-    struct msg_migrate_item it = {.kind = MIG_BYTES_KEPT, .a = r->addr, .b = r->size, .c = k->from,
+    struct msg_migrate_item it = {.kind = MIG_BYTES_KEPT, .id = index, .a = r->addr, .b = r->size, .c = k->from,
                                   .data = (void *)resume_secret(), .data_len = RESUME_SECRET_LEN};
     return peer_spoke(fd) || migrate_send_item(fd, &it, (*seq)++) != 0;
 }
+
+/* Where the memory goes: the other server and its session, as the move
+ * or snapshot connected (the memory's links dial it too). */
+struct dest {
+    char to[256];
+    uint32_t pid;
+};
+static struct dest dest_now;
 
 /* What the exporter does with each chunk it read (migrate_memread.c). */
 struct sending {
     int fd;
     const struct migrate_range *v; /* the session's ranges: where the bytes go on the importer */
     uint32_t *seq;
-    uint64_t *sent;
     struct keep_state *keep;
     int kept;                 /* the current range is the parked copy's: only digested */
     const _Atomic int *stop;  /* NULL, or set when the session ends under a streaming snapshot */
+    struct migrate_links links;
+    uint64_t lane_bytes[MIGRATE_LANES_MAX]; /* each lane's: its link's count */
 };
 
-static int send_chunk(void *arg, const struct migrate_chunk *c)
+/* On the reading thread, in order: a range the parked copy holds as it
+ * is (kept_there) is named on the main connection and skipped. */
+static int plan_chunk(void *arg, const struct migrate_chunk *c)
 {
     struct sending *x = arg;
     const struct migrate_range *r = &x->v[c->range];
-    if (x->stop && atomic_load(x->stop)) return 1;
+    if (x->stop && atomic_load(x->stop)) return 2;
     if (c->off == 0) {
         x->kept = kept_there(x->keep, r);
         x->keep->kept += x->kept ? r->size : 0; /* counted when tried: a refusal then falls back to a full copy */
-        if (x->kept && send_kept(x->fd, x->keep, r, x->seq) != 0) return 1;
+        if (x->kept && send_kept(x->fd, x->keep, r, c->index, x->seq) != 0) return 2;
     }
-    if (x->kept) return 0;
-    struct msg_migrate_item it = {.kind = MIG_BYTES, .a = r->addr + c->off, .data = (void *)c->bytes,
-                                  .data_len = c->len};
-    if (peer_spoke(x->fd) || migrate_send_item(x->fd, &it, (*x->seq)++) != 0) return 1; /* the verdict says why */
-    *x->sent += c->len;
+    if (x->kept) return 1;
+    return peer_spoke(x->fd) ? 2 : 0; /* the verdict says why */
+}
+
+/* On lane `lane`: the chunk on its link (or the main connection). */
+static int send_chunk(void *arg, int lane, const struct migrate_chunk *c)
+{
+    struct sending *x = arg;
+    struct msg_migrate_item it = {.kind = MIG_BYTES, .id = c->index, .a = x->v[c->range].addr + c->off,
+                                  .data = (void *)c->bytes, .data_len = c->len};
+    int fd = x->links.n ? x->links.fd[lane] : x->fd;
+    uint32_t seq = x->links.n ? 0 : (*x->seq)++;
+    if (migrate_send_item(fd, &it, seq) != 0) return 2; /* the verdict says why */
+    x->lane_bytes[lane] += c->len;
     return 0;
 }
 
-/* Every range of device memory, in chunks, each also fed to the digest;
- * a range the parked copy holds unchanged (kept_there) is only digested:
+/* Every range of device memory v[0..n) (read from `from`, the same
+ * ranges or their staged copies), in chunks, each also fed to the
+ * digest, over the memory's links when the importer grants them; a
+ * range the parked copy holds unchanged (kept_there) is only digested:
  * the importer takes it from there, and the digests say whether it was
- * the same. */
+ * the same. *sent: the bytes sent. Returns as migrate_memory_read. */
+static int send_ranges(struct sending *x, const struct dest *to, const struct migrate_range *from, long n,
+                       struct migrate_digest *d, uint64_t *sent, char *why, size_t whylen)
+{
+    if (migrate_links_open(x->fd, x->seq, to->to, to->pid, &x->links, why, whylen) != 0) return -1;
+    int rc = migrate_memory_read(from, n, d, plan_chunk, send_chunk, x, x->links.n ? x->links.n : 1, why, whylen);
+    for (int i = 0; i < MIGRATE_LANES_MAX; i++) *sent += x->lane_bytes[i];
+    migrate_links_close(&x->links, rc == 0, x->lane_bytes);
+    return rc;
+}
+
 static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t *sent, char *why, size_t whylen)
 {
     struct migrate_range *v = NULL;
@@ -238,8 +271,8 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
         snprintf(why, whylen, "out of host memory for the copy");
         return -1;
     }
-    struct sending x = {.fd = fd, .v = v, .seq = seq, .sent = sent, .keep = &keep};
-    int rc = migrate_memory_read(v, n, d, send_chunk, &x, why, whylen);
+    struct sending x = {.fd = fd, .v = v, .seq = seq, .keep = &keep};
+    int rc = send_ranges(&x, &dest_now, v, n, d, sent, why, whylen);
     free(keep.ranges);
     keep.ranges = v;
     keep.nranges = n;
@@ -333,6 +366,7 @@ struct migrate_later_state {
     uint32_t seq;
     struct keep_state keep;
     struct outcome o;
+    struct dest to;
 };
 
 /* Under the hold, once the items are sent: the memory staged on the GPU
@@ -352,7 +386,7 @@ static int stage_for_later(struct session *s, int fd, struct migrate_digest *d, 
         free(l);
         return -1;
     }
-    in->d = d, in->seq = seq, in->keep = keep;
+    in->d = d, in->seq = seq, in->keep = keep, in->to = dest_now;
     in->keep.ranges = NULL, in->keep.nranges = 0;
     l->fd = fd;
     l->stage_ns = now_ns() - t0;
@@ -375,9 +409,8 @@ int migrate_later_finish(struct migrate_later *l, const _Atomic int *stop, struc
      * what it places for the session meanwhile (globals, managed memory)
      * would land elsewhere than a replay puts it. */
     REAL(cuCtxSetCurrent, in->st.ctx);
-    struct sending x = {.fd = l->fd, .v = in->v, .seq = &in->seq, .sent = &in->o.bytes, .keep = &in->keep,
-                        .stop = stop};
-    int rc = migrate_memory_read(in->st.v, in->st.n, in->d, send_chunk, &x, in->o.why, sizeof in->o.why);
+    struct sending x = {.fd = l->fd, .v = in->v, .seq = &in->seq, .keep = &in->keep, .stop = stop};
+    int rc = send_ranges(&x, &in->to, in->st.v, in->st.n, in->d, &in->o.bytes, in->o.why, sizeof in->o.why);
     if (rc > 0 && atomic_load(stop)) {
         snprintf(in->o.why, sizeof in->o.why, "the session ended while the snapshot streamed");
         rc = -1;
@@ -470,12 +503,19 @@ int migrate_failed_at_peer(void) { return failed_at_peer; }
 /* At the hold: everything to B, on the connection B loaded ahead on when
  * it still fits, else on a fresh one. Returns the connection (-1: none),
  * *ok set when B's copy checked out. */
+static void set_dest(const char *to, uint32_t pid)
+{
+    snprintf(dest_now.to, sizeof dest_now.to, "%s", to);
+    dest_now.pid = pid;
+}
+
 static int copy_to_peer(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
                         struct outcome *o, int *ok, struct migrate_later **later)
 {
     int fd = pre->fd, rc = 2;
     if (fd >= 0) {
         *b_pid = pre->pid;
+        set_dest(to, *b_pid);
         rc = transfer(s, fd, o, pre, later);
         pre->fd = -1; /* fd's now */
         if (rc == 2) {
@@ -489,6 +529,7 @@ static int copy_to_peer(struct session *s, const char *to, struct migrate_preloa
     if (rc == 2) {
         struct migrate_preloaded none = {.fd = -1};
         fd = migrate_connect_peer(to, b_pid, o->why, sizeof o->why);
+        if (fd >= 0) set_dest(to, *b_pid);
         rc = fd >= 0 ? transfer(s, fd, o, &none, later) : -1;
     }
     *ok = rc == 0 || rc == 3; /* 3: so far; the memory follows (*later) */

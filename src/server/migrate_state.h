@@ -36,7 +36,8 @@ enum migrate_kind {
     MIG_EVENT,       /* id, parent = its context; a = flags, c = serial */
     MIG_ALLOC,       /* parent = its context; id = device; a = address, b = size, c = pitch (0: cuMemAlloc) */
     MIG_DEFERRED,    /* a = the first error of a one-way call, not yet reported */
-    MIG_BYTES,       /* a = device address; data = the bytes there */
+    MIG_BYTES,       /* a = device address; data = the bytes there; id = the chunk's index (from 1) among all the
+                      * ranges' chunks (migrate_landing.h) */
     MIG_END,         /* b = device bytes sent: the importer checks and answers */
     /* After a good verdict, the switch (migrate_switch.c): */
     MIG_KEPT,        /* a = frame number; data = a frame sent to the client and not acknowledged */
@@ -86,7 +87,13 @@ enum migrate_kind {
     MIG_PARK,            /* a = client frames received, b = frames sent; data = the resume secret */
     /* Instead of MIG_BYTES for a range that did not change since the copy
      * parked on the importer's machine (snapshot_keep.h): */
-    MIG_BYTES_KEPT,      /* a = address, b = size; c = that copy's pid there; data = the resume secret */
+    MIG_BYTES_KEPT,      /* a = address, b = size; c = that copy's pid there; data = the resume secret;
+                          * id = the index (from 1) of the range's first chunk, as MIG_BYTES's */
+    /* The memory's extra connections (migrate_links.h), before the memory: */
+    MIG_LINKS_QUERY,     /* a = links wanted */
+    MIG_LINKS,           /* importer to exporter: a = links granted; data = per link its slot (u32) and secret;
+                          * name = the importer's certificate fingerprint ("" over plain TCP) */
+    MIG_LINKS_USED,      /* a = the granted slots the exporter joined, as a bit mask */
 };
 
 /* Uses that no migration can reproduce, besides window_blockers(). */

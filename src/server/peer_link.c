@@ -182,21 +182,43 @@ void peer_link_forget_all(void)
 _Static_assert(sizeof ((struct msg_scuda_peer_grant_rep *)0)->secret == PEER_SECRET_LEN,
                "scuda_peer_grant's secret is PEER_SECRET_LEN bytes");
 
-CUresult srv_scuda_peer_grant(srv_call *c)
+int peer_grant(uint8_t secret[PEER_SECRET_LEN])
 {
-    struct msg_scuda_peer_grant_req m;
-    if (msg_scuda_peer_grant_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&peer_once, peer_init);
-    struct msg_scuda_peer_grant_rep rep = {.pid = (uint32_t)getpid()};
     pthread_mutex_lock(&peer.lock);
     int i = take_slot_locked(SLOT_GRANTED);
     if (i >= 0) {
         struct slot *sl = &peer.slots[i];
         auth_nonce(sl->secret, sizeof sl->secret);
         sl->expires_ms = now_ms() + PEER_GRANT_TTL_MS;
-        memcpy(rep.secret, sl->secret, sizeof rep.secret);
+        memcpy(secret, sl->secret, PEER_SECRET_LEN);
     }
     pthread_mutex_unlock(&peer.lock);
+    return i;
+}
+
+int peer_link_take(uint32_t slot)
+{
+    pthread_once(&peer_once, peer_init);
+    if (slot >= PEER_LINKS_MAX) return -1;
+    int fd = -1;
+    pthread_mutex_lock(&peer.lock);
+    struct slot *sl = &peer.slots[slot];
+    if (sl->state == SLOT_LINKED) {
+        fd = sl->fd;
+        sl->fd = -1;
+        sl->state = SLOT_FREE;
+    }
+    pthread_mutex_unlock(&peer.lock);
+    return fd;
+}
+
+CUresult srv_scuda_peer_grant(srv_call *c)
+{
+    struct msg_scuda_peer_grant_req m;
+    if (msg_scuda_peer_grant_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    struct msg_scuda_peer_grant_rep rep = {.pid = (uint32_t)getpid()};
+    int i = peer_grant(rep.secret);
     if (i < 0) {
         LOG_WARN("peer grant refused: all %d link slots are in use", PEER_LINKS_MAX);
         return CUDA_ERROR_TOO_MANY_PEERS;

@@ -42,6 +42,15 @@ struct staging;
 int peer_join_check(const struct join_note *note, char *why, size_t whylen);
 int peer_join_admit(const struct join_note *note, int fd, char *why, size_t whylen);
 
+/* A grant on a free slot (its index; -1 when none is free), its secret
+ * into secret: the client's scuda_peer_grant, and an importing session's
+ * links for a migration's memory (migrate_links.h). */
+int peer_grant(uint8_t secret[PEER_SECRET_LEN]);
+
+/* The link joined on `slot`, taken whole: its fd is the caller's and the
+ * slot is free again. -1 when the slot holds no link. */
+int peer_link_take(uint32_t slot);
+
 /* Dial the server at addr and join session pid's slot `link` with the
  * grant's secret; over TLS (fp not empty) the server must present that
  * certificate. Returns the connected fd, or -1 with the reason in err. */

@@ -1175,8 +1175,10 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
         atomic_store(&session_stats_mine()->device_total, total);
     }
     LOG_INFO("session started: %u device(s)", si.device_count);
-    if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
+    /* Joins are heard from here on: an import's memory comes over links
+     * that join it (migrate_links.h). */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
+    if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
     liveness_start(&s);
     if (migrate_in_expected()) migrate_switch_in_await(&s); /* its client resumes here */
     dispatch_loop(&s);

@@ -718,6 +718,36 @@ static void check_moves(int (*fn)(void *), const char *tag)
 
 static void test_moves_managed_variable(void) { check_moves(managed_var_workload, "migrate-mvar"); }
 
+/* ---- the memory's links --------------------------------------------------------- */
+
+/* A move with A's SCUDA_MIGRATE_LINKS at `links` (NULL: unset): the memory
+ * goes over `conns` connections, B joins `joins` links, and the session
+ * still moves whole. */
+static void check_links(const char *links, const char *tag, const char *conns, int joins)
+{
+    struct h_server A, B;
+    char name[128];
+    snprintf(name, sizeof name, "%s-b", tag);
+    h_server_start(&B, name, NULL);
+    if (links) setenv("SCUDA_MIGRATE_LINKS", links, 1);
+    snprintf(name, sizeof name, "%s-a", tag);
+    h_server_start(&A, name, NULL); /* A reads it from its environment */
+    unsetenv("SCUDA_MIGRATE_LINKS");
+    free(moved_prints_the_same(managed_var_workload, tag, B.addr));
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
+    CHECK(h_server_log_count(&A, conns) == 1, "A sent the memory %s", conns);
+    CHECK(h_server_log_count(&B, ": joined") == joins, "B joined %d links", joins);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
+static void test_memory_links(void)
+{
+    check_links(NULL, "migrate-links", "over 4 connections:", 4);
+    check_links("0", "migrate-links0", "over 1 connection:", 0);
+    check_links("2", "migrate-links2", "over 2 connections:", 2);
+}
+
 /* ---- images by digest: bytes only where B's cache lacks them ----------------------- */
 
 /* A token file of two users for B; A proves one of them (its SCUDA_TOKEN,
@@ -1244,6 +1274,7 @@ int main(void)
     test_moves_unlooked_globals();
     test_images_by_digest();
     test_moves_managed_variable();
+    test_memory_links();
     test_refused_placement();
     test_moves_driver_mmap();
     test_refused_driver_mmap();

@@ -19,8 +19,8 @@
 #define BATCH 8
 /* Batches in flight: one being sent, the next ones read ahead. A read on
  * the legacy stream waits for the application's queued work, so reading
- * two ahead hides most of that wait behind the link. */
-#define NBUF 3
+ * three ahead hides most of that wait behind the link. */
+#define NBUF 4
 
 struct hash_job {
     const uint8_t *p;

@@ -121,12 +121,16 @@ print("%.3f" % (N / (time.time() - t0) / 1e9))
 PY
 }
 
-# link_bandwidth ADDR: LINK_GBPS and LINK_FROM, the bandwidth a memory copy
+# link_bandwidth ADDR: LINK_GBPS, LINK_K_GBPS and LINK_FROM, the bandwidth a memory copy
 # to the server at ADDR can hope for (LINK_GBPS set beforehand stands).
 link_bandwidth() {
   if [[ -n ${LINK_GBPS:-} ]]; then LINK_FROM="LINK_GBPS"; return; fi
   timeout 180 "$SCUDA" bench --server "$1" --quick --json "$R/bench.json" >"$R/bench.out" 2>&1
   LINK_GBPS=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["raw_link"]["one_stream"]; print(d["gbps"] if d["ok"] else "")' \
+    "$R/bench.json" 2>/dev/null)
+  # The same link over several streams at once (LINK_K_GBPS, "" when not
+  # measured): a copy over several connections is also held against it.
+  LINK_K_GBPS=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["raw_link"]["k_streams"]; print("%s %s" % (d["gbps"], d["streams"]) if d["ok"] else "")' \
     "$R/bench.json" 2>/dev/null)
   if [[ -n $LINK_GBPS ]]; then
     LINK_FROM="scuda bench to server $1, raw link, one stream"

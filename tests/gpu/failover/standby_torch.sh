@@ -84,9 +84,10 @@ echo "journal at the kill: ${JOURNAL:-none}"
 # a synchronous snapshot's client line says the same), the images loaded
 # ahead, and the memory copy as the standby timed it against the link;
 # the largest copy's ratio is the restore rate.
-COPY=$(python3 - "$R/srvA.log" "${LINK_GBPS:-0}" "$CL_SECS" <<'PY'
+COPY=$(python3 - "$R/srvA.log" "${LINK_GBPS:-0}" "$CL_SECS" "${LINK_K_GBPS:-}" <<'PY'
 import re, sys
 link, secs = float(sys.argv[2] or 0), float(sys.argv[3] or 0)
+k_link = sys.argv[4].split() if len(sys.argv) > 4 else []
 rows = []
 for line in open(sys.argv[1], errors="replace"):
     if "snapshot parked on" not in line: continue
@@ -108,6 +109,9 @@ if rows:
     m, ms, k, pause, _ = max(rows)
     g = m * 1048576 / max(ms, 0.001) / 1e6
     print("largest snapshot %.0f MiB at %.2f GB/s, %.2fx the link's %.2f GB/s" % (m, g, g / link if link else 0, link))
+    if len(k_link) == 2 and float(k_link[0]) > 0:
+        print("  (%.2fx the same link over %s streams at once, %.2f GB/s)" % (g / float(k_link[0]), k_link[1],
+                                                                           float(k_link[0])))
 PY
 )
 echo "$COPY"

@@ -580,7 +580,8 @@ static CUresult open_landing(const struct msg_migrate_item *it, uint64_t *t_copy
     if (landing || (it->kind != MIG_LINKS_QUERY && it->kind != MIG_LINKS_USED && it->kind != MIG_BYTES &&
                     it->kind != MIG_BYTES_KEPT && it->kind != MIG_END))
         return CUDA_SUCCESS;
-    *t_copy = now_ns();
+    if (!*t_copy) *t_copy = now_ns();
+    if (it->kind == MIG_LINKS_QUERY) return CUDA_SUCCESS; /* after the answer: the exporter dials meanwhile */
     return (landing = migrate_landing_open(why, wl)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -631,6 +632,8 @@ static CUresult import(struct session *s, struct msg_migrate_verdict *v, uint64_
         if (r == CUDA_SUCCESS && !end && (r = replay(s, &it, why, wl)) != CUDA_SUCCESS && !why[0])
             snprintf(why, wl, "replaying %s %#llx failed with CUresult %d", kind_word(it.kind),
                      (unsigned long long)(it.id ? it.id : it.a), (int)r);
+        if (r == CUDA_SUCCESS && it.kind == MIG_LINKS_QUERY && !landing && !(landing = migrate_landing_open(why, wl)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS && !end) count_replayed(&it, &t0, now_ns() - t_item);
         waits_for_hold = r == CUDA_SUCCESS && it.kind == MIG_PRELOADED;
         if (r == CUDA_SUCCESS && it.kind == MIG_BYTES) *bytes += it.data_len;

@@ -108,10 +108,12 @@ if rows:
           (total, 100 * total / 1000 / secs if secs else 0, secs))
     m, ms, k, pause, _ = max(rows)
     g = m * 1048576 / max(ms, 0.001) / 1e6
-    print("largest snapshot %.0f MiB at %.2f GB/s, %.2fx the link's %.2f GB/s" % (m, g, g / link if link else 0, link))
+    over_k = ""
     if len(k_link) == 2 and float(k_link[0]) > 0:
-        print("  (%.2fx the same link over %s streams at once, %.2f GB/s)" % (g / float(k_link[0]), k_link[1],
-                                                                           float(k_link[0])))
+        over_k = " (%.2fx the same link over %s streams at once, %.2f GB/s)" % (g / float(k_link[0]), k_link[1],
+                                                                             float(k_link[0]))
+    print("largest snapshot %.0f MiB at %.2f GB/s, %.2fx the link's %.2f GB/s%s" % (m, g, g / link if link else 0,
+                                                                                   link, over_k))
 PY
 )
 echo "$COPY"
@@ -123,7 +125,7 @@ ok=1 why=()
 grep -q "failed over to standby" "$R/client.err" || { ok=0; why+=("no failover in the client's log"); }
 ! grep -q MISMATCH "$R/client.err" || { ok=0; why+=("replayed calls returned other results"); }
 why+=("$SNAPS snapshots" "$(grep '^snapshot pauses (A held' <<<"$COPY")" "${JOURNAL:-no journal}"
-  "kill to next step $KILL_TO_STEP ms" "$(tail -n 1 <<<"$COPY")")
+  "kill to next step $KILL_TO_STEP ms" "$(grep '^largest snapshot' <<<"$COPY")")
 if cmp -s "$R/native.txt" "$R/scuda.txt"; then
   why+=("losses identical ($(wc -l <"$R/scuda.txt") steps)")
 else

@@ -80,6 +80,7 @@ static void welcome(const struct join_note *note, int fd)
     int peer = note->kind == JOIN_PEER;
     if (hello_send_welcome(fd, WELCOME_OK, peer ? "peer" : "bulk") != 0)
         LOG_INFO("%s %u: the client left before its welcome", peer ? "peer link" : "bulk connection", note->index);
+    if (peer) peer_join_welcomed(note->index); /* a peer link is used by other threads only after this */
 }
 
 /* Make fd what the join asked for: a bulk connection or a peer link. */
@@ -155,6 +156,30 @@ static void take_join(struct session *s, const struct join_note *note, int fd)
     send_verdict(s, note, 0);
 }
 
+/* Until the session is open to every join (bulk_join_open_all), only
+ * peer joins are taken: an import's memory links (migrate_links.h). The
+ * rest wait, as they waited in the pair before the thread started. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int all;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+void bulk_join_open_all(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    gate.all = 1;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+}
+
+static void wait_open_all(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    while (!gate.all) pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+}
+
 static void *join_main(void *arg)
 {
     struct session *s = arg;
@@ -167,6 +192,7 @@ static void *join_main(void *arg)
         int fd;
         long n = fd_recv(s->ctl_fd, &m, sizeof m, &fd, 0);
         if (n == (long)sizeof m.migrate && m.migrate.magic == MIGRATE_NOTE_MAGIC && fd >= 0) {
+            wait_open_all();
             m.migrate.to[sizeof m.migrate.to - 1] = '\0';
             migrate_request_post(m.migrate.to, fd); /* the dispatch thread runs it (migrate_switch.h) */
             continue;
@@ -184,6 +210,7 @@ static void *join_main(void *arg)
             if (fd >= 0) close(fd);
             continue;
         }
+        if (note.kind != JOIN_PEER) wait_open_all();
         take_join(s, &note, fd);
     }
 }

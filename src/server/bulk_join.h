@@ -73,5 +73,8 @@ struct session;
  * s->ctl_fd, for as long as the session lives (a join before the client's
  * scuda_bulk_setup is refused). Returns 0 or -1. */
 int bulk_join_listen(struct session *s);
+/* From here on every join is taken; before, only peer joins (the links
+ * of an import, which runs before the session serves). */
+void bulk_join_open_all(void);
 
 #endif

@@ -15,7 +15,7 @@
 #include "../common/messages.gen.h"
 
 /* A MIG_BYTES frame: the item's fixed fields, an empty name, the chunk. */
-#define LANDING_CAP (MIGRATE_CHUNK + 4096)
+#define FRAME_EXTRA 4096
 /* Slots, each with a thread: while chunks arrive on the connections, the
  * ones before them are copied, read back and hashed. SHA-256 at about
  * 2 GB/s a core is the slow step: with 8 slots, an H200 host's importer
@@ -61,6 +61,8 @@ struct migrate_landing {
     uint8_t (*sums)[AUTH_SHA256_LEN];
     CUcontext ctx;
     struct slot s[NSLOT];
+    int nslot;     /* slots made: no more than chunks, so a small copy pins little */
+    size_t cap;    /* a slot's frame buffer: the longest chunk and the item around it */
     struct chunk_at *at; /* chunk i: where it goes */
     uint8_t *came;       /* chunk i came (or was kept), under mu */
     long came_n;
@@ -118,12 +120,12 @@ static void *slot_main(void *arg)
 static int slot_open(struct migrate_landing *l, struct slot *s)
 {
     void *p = NULL;
-    size_t size = LANDING_CAP + MIGRATE_CHUNK;
+    size_t size = l->cap + (l->cap - FRAME_EXTRA);
     s->l = l;
     s->pinned = REAL(cuMemHostAlloc, &p, size, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
     if (!s->pinned && !(p = malloc(size))) return -1;
     s->in = p;
-    s->check = s->in + LANDING_CAP;
+    s->check = s->in + l->cap;
     s->started = pthread_create(&s->t, NULL, slot_main, s) == 0;
     return s->started ? 0 : -1;
 }
@@ -140,19 +142,19 @@ static void slot_free(struct slot *s)
 static void slots_stop(struct migrate_landing *l)
 {
     pthread_mutex_lock(&l->mu);
-    for (int i = 0; i < NSLOT; i++)
+    for (int i = 0; i < l->nslot; i++)
         while (l->s[i].busy) pthread_cond_wait(&l->cv, &l->mu);
-    for (int i = 0; i < NSLOT; i++) l->s[i].quit = 1;
+    for (int i = 0; i < l->nslot; i++) l->s[i].quit = 1;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    for (int i = 0; i < NSLOT; i++)
+    for (int i = 0; i < l->nslot; i++)
         if (l->s[i].started) pthread_join(l->s[i].t, NULL), l->s[i].started = 0;
 }
 
 static void landing_free(struct migrate_landing *l)
 {
     slots_stop(l);
-    for (int i = 0; i < NSLOT; i++) slot_free(&l->s[i]);
+    for (int i = 0; i < l->nslot; i++) slot_free(&l->s[i]);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->sums);
@@ -180,7 +182,11 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
              (l->came = calloc(m, 1));
     for (long r = 0, i = 0; ok && r < l->n; r++)
         for (uint64_t off = 0; off < l->v[r].size; off += MIGRATE_CHUNK) l->at[i++] = (struct chunk_at){r, off};
-    for (int i = 0; ok && i < NSLOT; i++) ok = slot_open(l, &l->s[i]) == 0;
+    uint64_t longest = 0;
+    for (long i = 0; i < l->n; i++) longest = l->v[i].size > longest ? l->v[i].size : longest;
+    l->cap = (size_t)(longest < MIGRATE_CHUNK ? longest : MIGRATE_CHUNK) + FRAME_EXTRA;
+    l->nslot = l->chunks < NSLOT ? (int)(l->chunks ? l->chunks : 1) : NSLOT;
+    for (int i = 0; ok && i < l->nslot; i++) ok = slot_open(l, &l->s[i]) == 0;
     if (!ok) {
         landing_free(l);
         snprintf(why, wl, "out of host memory or threads for the copy");
@@ -195,9 +201,9 @@ int migrate_landing_take(struct migrate_landing *l)
     pthread_mutex_lock(&l->mu);
     int i;
     for (;;) {
-        for (i = 0; i < NSLOT && (l->s[i].busy || l->s[i].taken); i++) {
+        for (i = 0; i < l->nslot && (l->s[i].busy || l->s[i].taken); i++) {
         }
-        if (i < NSLOT) break;
+        if (i < l->nslot) break;
         pthread_cond_wait(&l->cv, &l->mu);
     }
     l->s[i].taken = 1;
@@ -208,7 +214,7 @@ int migrate_landing_take(struct migrate_landing *l)
 
 uint8_t *migrate_landing_slot_buf(struct migrate_landing *l, int slot, size_t *cap)
 {
-    *cap = LANDING_CAP;
+    *cap = l->cap;
     return l->s[slot].in;
 }
 
@@ -224,7 +230,7 @@ void migrate_landing_give(struct migrate_landing *l, int slot)
 static void post(struct migrate_landing *l, int slot, long index, uint64_t addr, const uint8_t *src, size_t len)
 {
     struct slot *s = &l->s[slot];
-    if (src && (src < s->in || src + len > s->in + LANDING_CAP)) src = memcpy(s->in, src, len);
+    if (src && (src < s->in || src + len > s->in + l->cap)) src = memcpy(s->in, src, len);
     s->addr = addr, s->src = src, s->len = len, s->index = index;
     pthread_mutex_lock(&l->mu);
     s->taken = 0;

@@ -68,12 +68,12 @@ static int dial_grants(int fd, uint32_t *seq, const char *to, uint32_t pid, cons
     return migrate_send_item(fd, &u, (*seq)++);
 }
 
-int migrate_links_open(int fd, uint32_t *seq, const char *to, uint32_t pid, struct migrate_links *l, char *why,
-                       size_t whylen)
+int migrate_links_open(int fd, uint32_t *seq, const char *to, uint32_t pid, uint64_t bytes, struct migrate_links *l,
+                       char *why, size_t whylen)
 {
     l->n = 0;
     int want = links_wanted();
-    if (want == 0 || !to || !to[0]) return 0;
+    if (want == 0 || bytes < MIGRATE_LINKS_MIN_BYTES || !to || !to[0]) return 0;
     struct msg_migrate_item q = {.kind = MIG_LINKS_QUERY, .a = (uint64_t)want};
     if (migrate_send_item(fd, &q, (*seq)++) != 0) {
         snprintf(why, whylen, "the connection to the other server failed");

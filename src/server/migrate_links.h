@@ -30,6 +30,9 @@
  * main connection only). */
 #define MIGRATE_LINKS_MAX 4
 #define MIGRATE_LINKS_DEFAULT 4
+/* Less memory than this goes on the main connection: dialing and
+ * pinning would cost more than they save. */
+#define MIGRATE_LINKS_MIN_BYTES (16u << 20)
 
 struct session;
 struct migrate_landing;
@@ -42,12 +45,12 @@ struct migrate_links {
     int fd[MIGRATE_LINKS_MAX];
 };
 
-/* Ask the importer on fd (frames numbered from *seq) for links, dial
- * them at `to` (session pid there) and say which joined. Returns 0 with
- * l->n links (possibly none), or -1 with why when the main connection
- * failed. */
-int migrate_links_open(int fd, uint32_t *seq, const char *to, uint32_t pid, struct migrate_links *l, char *why,
-                       size_t whylen);
+/* For `bytes` of memory: ask the importer on fd (frames numbered from
+ * *seq) for links, dial them at `to` (session pid there) and say which
+ * joined. Returns 0 with l->n links (possibly none), or -1 with why when
+ * the main connection failed. */
+int migrate_links_open(int fd, uint32_t *seq, const char *to, uint32_t pid, uint64_t bytes, struct migrate_links *l,
+                       char *why, size_t whylen);
 /* Each link's MIG_END with its byte count (ok), then every link closed. */
 void migrate_links_close(struct migrate_links *l, int ok, const uint64_t *bytes);
 

@@ -254,7 +254,9 @@ static int send_chunk(void *arg, int lane, const struct migrate_chunk *c)
 static int send_ranges(struct sending *x, const struct dest *to, const struct migrate_range *from, long n,
                        struct migrate_digest *d, uint64_t *sent, char *why, size_t whylen)
 {
-    if (migrate_links_open(x->fd, x->seq, to->to, to->pid, &x->links, why, whylen) != 0) return -1;
+    uint64_t bytes = 0;
+    for (long i = 0; i < n; i++) bytes += from[i].size;
+    if (migrate_links_open(x->fd, x->seq, to->to, to->pid, bytes, &x->links, why, whylen) != 0) return -1;
     int rc = migrate_memory_read(from, n, d, plan_chunk, send_chunk, x, x->links.n ? x->links.n : 1, why, whylen);
     for (int i = 0; i < MIGRATE_LANES_MAX; i++) *sent += x->lane_bytes[i];
     migrate_links_close(&x->links, rc == 0, x->lane_bytes);

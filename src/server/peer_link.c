@@ -21,7 +21,12 @@
 #include "../common/transport.h"
 #include "../common/why.h"
 
-enum slot_state { SLOT_FREE, SLOT_GRANTED, SLOT_DIALING, SLOT_LINKED };
+/* SLOT_JOINING: admitted, its welcome not yet sent by the join thread;
+ * the link is used only once it is SLOT_LINKED. */
+enum slot_state { SLOT_FREE, SLOT_GRANTED, SLOT_DIALING, SLOT_JOINING, SLOT_LINKED };
+/* How long a user of a link waits for the join thread to finish its
+ * welcome (microseconds, unless that thread is starved). */
+#define JOINING_WAIT_MS 5000
 
 struct slot {
     enum slot_state state;
@@ -35,8 +40,9 @@ struct slot {
 
 static struct {
     pthread_mutex_t lock; /* the slots' states; never held across I/O */
+    pthread_cond_t joined; /* a slot left SLOT_JOINING */
     struct slot slots[PEER_LINKS_MAX];
-} peer = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} peer = {.lock = PTHREAD_MUTEX_INITIALIZER, .joined = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t peer_once = PTHREAD_ONCE_INIT;
 
@@ -103,13 +109,33 @@ int peer_join_admit(const struct join_note *note, int fd, char *why, size_t whyl
     if (rc == 0) {
         struct slot *sl = &peer.slots[note->index];
         memset(sl->secret, 0, sizeof sl->secret); /* one join per grant */
-        sl->state = SLOT_LINKED;
+        sl->state = SLOT_JOINING;
         sl->fd = fd;
         io_set_timeout(fd, PEER_IO_TIMEOUT_MS);
     }
     pthread_mutex_unlock(&peer.lock);
     if (rc == 0) LOG_INFO("peer link %u: joined", note->index);
     return rc;
+}
+
+void peer_join_welcomed(uint32_t slot)
+{
+    pthread_mutex_lock(&peer.lock);
+    if (slot < PEER_LINKS_MAX && peer.slots[slot].state == SLOT_JOINING) peer.slots[slot].state = SLOT_LINKED;
+    pthread_cond_broadcast(&peer.joined);
+    pthread_mutex_unlock(&peer.lock);
+}
+
+/* Locked: 1 when slot sl holds a link, after its welcome went (waiting
+ * for that, bounded). */
+static int linked_locked(struct slot *sl)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += JOINING_WAIT_MS / 1000;
+    while (sl->state == SLOT_JOINING && pthread_cond_timedwait(&peer.joined, &peer.lock, &until) == 0) {
+    }
+    return sl->state == SLOT_LINKED;
 }
 
 /* ---- copies' holds (peer_copy.c) ---------------------------------------- */
@@ -133,7 +159,7 @@ int peer_link_acquire(uint32_t slot, struct peer_hold *h)
     struct slot *sl = &peer.slots[slot];
     pthread_mutex_lock(&sl->copy);
     pthread_mutex_lock(&peer.lock);
-    int linked = sl->state == SLOT_LINKED;
+    int linked = linked_locked(sl);
     pthread_mutex_unlock(&peer.lock);
     if (!linked || ensure_buffers(sl) != 0) {
         if (linked) LOG_WARN("peer link %u: no staging buffers", slot);
@@ -167,7 +193,7 @@ void peer_link_forget_all(void)
     pthread_mutex_lock(&peer.lock);
     for (int i = 0; i < PEER_LINKS_MAX; i++) {
         struct slot *sl = &peer.slots[i];
-        if (sl->state == SLOT_LINKED) io_close(sl->fd);
+        if (sl->state == SLOT_LINKED || sl->state == SLOT_JOINING) io_close(sl->fd);
         memset(sl->secret, 0, sizeof sl->secret);
         sl->state = SLOT_FREE;
         sl->fd = -1;
@@ -204,7 +230,7 @@ int peer_link_take(uint32_t slot)
     int fd = -1;
     pthread_mutex_lock(&peer.lock);
     struct slot *sl = &peer.slots[slot];
-    if (sl->state == SLOT_LINKED) {
+    if (linked_locked(sl)) {
         fd = sl->fd;
         sl->fd = -1;
         sl->state = SLOT_FREE;

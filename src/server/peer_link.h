@@ -41,6 +41,9 @@ struct staging;
  * slot's link. Return 0, or -1 with the reason (for the log) in why. */
 int peer_join_check(const struct join_note *note, char *why, size_t whylen);
 int peer_join_admit(const struct join_note *note, int fd, char *why, size_t whylen);
+/* The join thread sent the admitted link its welcome: from now on it may
+ * be used (and closed) by another thread. */
+void peer_join_welcomed(uint32_t slot);
 
 /* A grant on a free slot (its index; -1 when none is free), its secret
  * into secret: the client's scuda_peer_grant, and an importing session's

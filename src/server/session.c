@@ -1179,6 +1179,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
      * that join it (migrate_links.h). */
     if (bulk_join_listen(&s) != 0) LOG_WARN("no bulk joins for this session: %s", strerror(errno));
     if (migrate_in_expected()) migrate_in_run(&s); /* another server's session moves here */
+    bulk_join_open_all();
     liveness_start(&s);
     if (migrate_in_expected()) migrate_switch_in_await(&s); /* its client resumes here */
     dispatch_loop(&s);

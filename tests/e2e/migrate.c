@@ -733,7 +733,7 @@ static void check_links(const char *links, const char *tag, const char *conns, i
     snprintf(name, sizeof name, "%s-a", tag);
     h_server_start(&A, name, NULL); /* A reads it from its environment */
     unsetenv("SCUDA_MIGRATE_LINKS");
-    free(moved_prints_the_same(managed_var_workload, tag, B.addr));
+    free(moved_prints_the_same(workload, tag, B.addr));
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     CHECK(h_server_log_count(&A, conns) == 1, "A sent the memory %s", conns);
     CHECK(h_server_log_count(&B, ": joined") == joins, "B joined %d links", joins);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "migrate_memread.h"
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/messages.gen.h"
@@ -119,12 +120,8 @@ static void *slot_main(void *arg)
 
 static int slot_open(struct migrate_landing *l, struct slot *s)
 {
-    void *p = NULL;
-    size_t size = l->cap + (l->cap - FRAME_EXTRA);
     s->l = l;
-    s->pinned = REAL(cuMemHostAlloc, &p, size, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
-    if (!s->pinned && !(p = malloc(size))) return -1;
-    s->in = p;
+    if (!(s->in = migrate_host_alloc(l->cap + (l->cap - FRAME_EXTRA), &s->pinned))) return -1;
     s->check = s->in + l->cap;
     s->started = pthread_create(&s->t, NULL, slot_main, s) == 0;
     return s->started ? 0 : -1;
@@ -132,9 +129,7 @@ static int slot_open(struct migrate_landing *l, struct slot *s)
 
 static void slot_free(struct slot *s)
 {
-    if (!s->in) return;
-    if (s->pinned) REAL(cuMemFreeHost, s->in);
-    else free(s->in);
+    migrate_host_free(s->in, s->pinned);
     s->in = NULL;
 }
 

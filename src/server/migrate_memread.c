@@ -35,8 +35,7 @@ static void *hash_main(void *arg)
     return NULL;
 }
 
-/* One batch: its host buffer (pinned when the driver gives it, portable
- * so that any context may copy into it; else plain memory), the chunks
+/* One batch: its host buffer (migrate_host_alloc), the chunks
  * read into it and their hashing threads. */
 struct batch {
     uint8_t *p;
@@ -82,19 +81,29 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static int batch_alloc(struct batch *b)
+void *migrate_host_alloc(size_t size, int *pinned)
 {
     void *p = NULL;
-    b->pinned = REAL(cuMemHostAlloc, &p, (size_t)BATCH * MIGRATE_CHUNK, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
-    b->p = b->pinned ? p : malloc((size_t)BATCH * MIGRATE_CHUNK);
+    *pinned = REAL(cuMemHostAlloc, &p, size, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
+    return *pinned ? p : malloc(size);
+}
+
+void migrate_host_free(void *p, int pinned)
+{
+    if (!p) return;
+    if (pinned) REAL(cuMemFreeHost, p);
+    else free(p);
+}
+
+static int batch_alloc(struct batch *b)
+{
+    b->p = migrate_host_alloc((size_t)BATCH * MIGRATE_CHUNK, &b->pinned);
     return b->p ? 0 : -1;
 }
 
 static void batch_free(struct batch *b)
 {
-    if (!b->p) return;
-    if (b->pinned) REAL(cuMemFreeHost, b->p);
-    else free(b->p);
+    migrate_host_free(b->p, b->pinned);
     b->p = NULL;
 }
 

@@ -19,6 +19,12 @@
 
 #include "migrate_state.h"
 
+/* Host memory for device bytes: pinned when the driver gives it
+ * (portable: any context may copy into it; a pageable copy runs at a
+ * fraction of the bus), else plain memory; *pinned says which. */
+void *migrate_host_alloc(size_t size, int *pinned);
+void migrate_host_free(void *p, int pinned);
+
 /* Lanes a read hands its chunks to at most (migrate_links.h). */
 #define MIGRATE_LANES_MAX 8
 

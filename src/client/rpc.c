@@ -21,6 +21,7 @@ void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv)
 {
     c->op = op;
     c->srv = srv;
+    c->stats_t0 = 0;
     wb_init(&c->req);
     wr_init(&c->out, NULL, 0);
     msg_arena_init(&c->arena);
@@ -108,6 +109,7 @@ CUresult rpc_start(rpc_call *c)
 {
     if (!c->pushed) rpc_push_mirrors();
     stats_count(c->op, 0);
+    c->stats_t0 = stats_enabled() ? stats_now_ns() : 0;
     return conn_send(c, 0);
 }
 
@@ -115,6 +117,7 @@ CUresult rpc_finish(rpc_call *c)
 {
     int deferred = 0;
     CUresult r = conn_wait(c, &deferred);
+    if (c->stats_t0) stats_waited(c->op, stats_now_ns() - c->stats_t0);
     if (deferred) {
         deferred_note(r);
         return CUDA_SUCCESS;

@@ -33,6 +33,7 @@ struct server;
 
 typedef struct rpc_call {
     uint16_t op;
+    uint64_t stats_t0; /* SCUDA_STATS: when a call that waits was sent (0: not timed) */
     /* The server the call goes to (servers.h): rpc_begin sets it. */
     struct server *srv;
     wire_buf req;     /* arguments */

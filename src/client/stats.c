@@ -15,6 +15,7 @@
  * workload should not pay, not a benchmark. */
 #define STATS_OPS 1024
 static _Atomic uint32_t stats_sync[STATS_OPS], stats_async[STATS_OPS];
+static _Atomic uint64_t stats_wait_ns[STATS_OPS]; /* sync calls: send to reply, summed */
 static _Atomic int stats_on = -1; /* -1 until SCUDA_STATS is read */
 static void stats_print(void);
 
@@ -73,7 +74,11 @@ static void stats_print(void)
     for (int pass = 0; pass < 2; pass++)
         for (unsigned op = 0; op < STATS_OPS; op++) {
             uint32_t n = pass ? stats_async[op] : stats_sync[op];
-            if (n) fprintf(stderr, "  %-6s %8u  %s\n", pass ? "async" : "sync", n, scuda_op_name(op));
+            if (n && !pass)
+                fprintf(stderr, "  %-6s %8u  %-40s %9.1f ms waited\n", "sync", n, scuda_op_name(op),
+                        (double)stats_wait_ns[op] / 1e6);
+            else if (n)
+                fprintf(stderr, "  %-6s %8u  %s\n", "async", n, scuda_op_name(op));
         }
 }
 
@@ -82,6 +87,11 @@ static void stats_print(void)
 __attribute__((visibility("default"))) void scuda_client_stats_print(void)
 {
     if (stats_enabled()) stats_print();
+}
+
+void stats_waited(uint16_t op, uint64_t ns)
+{
+    if (op < STATS_OPS) atomic_fetch_add_explicit(&stats_wait_ns[op], ns, memory_order_relaxed);
 }
 
 void stats_count(uint16_t op, int async)

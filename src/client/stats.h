@@ -21,6 +21,8 @@ enum stats_counter {
 int stats_enabled(void);
 /* One call of op sent: async, or waiting for its reply. */
 void stats_count(uint16_t op, int async);
+/* A call of op that waited got its reply ns after it was sent. */
+void stats_waited(uint16_t op, uint64_t ns);
 void stats_time(enum stats_timer t, uint64_t ns, uint64_t bytes);
 uint64_t stats_now_ns(void);
 void stats_add(enum stats_counter c);

@@ -168,6 +168,12 @@ static void repeat(void)
     unsigned by_hash = op_count(stats, "sync", "scuda_module_load_by_hash");
     unsigned sent = op_count(stats, "sync", "scuda_module_load");
     unsigned one_way = op_count(stats, "async", "scuda_module_load_known");
+    /* A call that waited says how long, in all: the tool for finding the
+     * round trips a workload should not pay. */
+    const char *line = strstr(stats, "scuda_module_load_by_hash");
+    const char *eol = line ? strchr(line, '\n') : NULL;
+    const char *ms = line ? strstr(line, " ms waited") : NULL;
+    CHECK(ms && (!eol || ms < eol), "the by-hash loads' line gives the time they waited\n%s", stats);
     CHECK(by_hash == 2 && sent == 1 && one_way == LOADS - 1 + 1,
           "loads: %u by digest, %u with bytes, %u one-way\n%s", by_hash, sent, one_way, stats);
     CHECK(op_count(stats, "sync", "scuda_module_load_known") == 0, "a one-way load waited\n%s", stats);

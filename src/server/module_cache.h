@@ -50,6 +50,9 @@ void module_cache_put_key(const void *image, size_t len, uint8_t key[MODULE_KEY_
 
 /* One log line with this session's figures, when it loaded anything. */
 void module_cache_log_summary(void);
+/* The session's loads on its driver, step by step (srv_module.c): at
+ * its end, with the cache's summary. */
+void module_load_log_summary(void);
 
 /* Modules this session was served from the cache (memory or disk). */
 uint64_t module_cache_hits(void);

@@ -1186,6 +1186,7 @@ void session_main(int fd, int ctl_fd, const struct server_options *opt, int log_
     /* The client is gone: exiting frees every allocation, context and
      * module it held, in the driver (docs/architecture.md, 2 Processes). */
     module_cache_log_summary();
+    module_load_log_summary();
     LOG_INFO("client disconnected; session ends");
     snapshot_discard_all(); /* a standby's parked copy of it (snapshot.c) */
     scuda_log_flush_dropped();

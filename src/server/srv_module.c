@@ -5,8 +5,11 @@
  * cuModuleGetFunction and packs launch parameters without further round
  * trips (docs/architecture.md, 3.8 Modules). The messages are in
  * codegen/driver_spec.py (MESSAGES, group modules). */
+#define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dispatch.h"
 #include "handlers.gen.h"
@@ -109,6 +112,41 @@ static CUresult describe_library(struct msg_arena *a, CUlibrary lib, struct msg_
 
 _Static_assert(IMAGE_DIGEST_LEN == MODULE_KEY_LEN, "the module cache is keyed by the load's digest");
 
+/* Where a load's time goes on the server, per step, for the session's
+ * summary at its end (module_load_log_summary): a framework that loads
+ * thousands of images shows which step its loads wait for. */
+enum load_step { STEP_CHECK, STEP_DRIVER, STEP_DESCRIBE, STEP_NOTE, STEP_CACHE, STEP_PIN, STEP_COUNT };
+static const char *const step_names[STEP_COUNT] = {"checking", "the driver's load", "listing functions",
+                                                   "noting for moves", "the module cache", "keeping for one-way loads"};
+static _Atomic uint64_t step_ns[STEP_COUNT];
+static _Atomic uint64_t loads_timed;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Step k ended now: its time since *t added, *t moved on. */
+static void step_done(enum load_step k, uint64_t *t)
+{
+    uint64_t n = now_ns();
+    step_ns[k] += n - *t;
+    *t = n;
+}
+
+void module_load_log_summary(void)
+{
+    if (!loads_timed) return;
+    char line[400];
+    size_t len = 0;
+    for (int k = 0; k < STEP_COUNT && len < sizeof line; k++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.1f ms", k ? ", " : "", step_names[k],
+                                step_ns[k] / 1e6);
+    LOG_INFO("module loads: %llu on this server's driver: %s", (unsigned long long)loads_timed, line);
+}
+
 /* Load an image of len bytes (8-byte aligned) as a module or a library
  * under the client's id, describing its functions in *res on success. The
  * driver takes no length and finds the image's extent in its headers, so
@@ -119,16 +157,22 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
 {
     CUresult r;
     char why[200];
+    uint64_t t = now_ns();
+    loads_timed++;
     if (image_check(image, len, why, sizeof why) != 0) {
         LOG_WARN("module image of %zu bytes refused: %s", len, why);
         return CUDA_ERROR_INVALID_IMAGE;
     }
+    step_done(STEP_CHECK, &t);
     if (h->is_library) {
         CUlibrary lib = NULL;
         r = REAL(cuLibraryLoadData, &lib, image, j->n ? j->opt : NULL, j->n ? j->val : NULL, j->n, NULL, NULL, 0);
+        step_done(STEP_DRIVER, &t);
         if (r == CUDA_SUCCESS && (r = describe_library(&c->arena, lib, res)) == CUDA_SUCCESS)
             r = handle_put(c->s, h->id, HK_LIBRARY, lib);
+        step_done(STEP_DESCRIBE, &t);
         if (r == CUDA_SUCCESS) migrate_note_library(h->id, image, len);
+        step_done(STEP_NOTE, &t);
         if (r != CUDA_SUCCESS && lib) {
             res->funcs_count = 0; /* the names go with the library */
             REAL(cuLibraryUnload, lib);
@@ -136,9 +180,12 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
     } else {
         CUmodule mod = NULL;
         r = REAL(cuModuleLoadDataEx, &mod, image, j->n, j->n ? j->opt : NULL, j->n ? j->val : NULL);
+        step_done(STEP_DRIVER, &t);
         if (r == CUDA_SUCCESS && (r = describe_module(&c->arena, mod, res)) == CUDA_SUCCESS)
             r = handle_put(c->s, h->id, HK_MODULE, mod);
+        step_done(STEP_DESCRIBE, &t);
         if (r == CUDA_SUCCESS) migrate_note_module(h->id, image, len);
+        step_done(STEP_NOTE, &t);
         if (r != CUDA_SUCCESS && mod) {
             res->funcs_count = 0;
             REAL(cuModuleUnload, mod);
@@ -175,8 +222,11 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
         r = load_image(c, &m->head, j, image, len, &rep.result);
         if (r == CUDA_SUCCESS) {
             uint8_t key[MODULE_KEY_LEN];
+            uint64_t t = now_ns();
             module_cache_put_key(image, len, key);
+            step_done(STEP_CACHE, &t);
             module_pin(key, image, len);
+            step_done(STEP_PIN, &t);
         }
     }
     take_logs(c, j, &rep.result);

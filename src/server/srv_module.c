@@ -136,6 +136,10 @@ static void step_done(enum load_step k, uint64_t *t)
     *t = n;
 }
 
+/* Every LOADS_SUMMARY_EVERY loads the summary so far, too: a session
+ * whose client vanished may never log its end. */
+#define LOADS_SUMMARY_EVERY 1024
+
 void module_load_log_summary(void)
 {
     if (!loads_timed) return;
@@ -158,7 +162,7 @@ static CUresult load_image(srv_call *c, const struct msg_load_head *h, struct ji
     CUresult r;
     char why[200];
     uint64_t t = now_ns();
-    loads_timed++;
+    if (++loads_timed % LOADS_SUMMARY_EVERY == 0) module_load_log_summary();
     if (image_check(image, len, why, sizeof why) != 0) {
         LOG_WARN("module image of %zu bytes refused: %s", len, why);
         return CUDA_ERROR_INVALID_IMAGE;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "migrate_links.h"
 #include "migrate_memread.h"
 #include "../common/auth.h"
 #include "../common/log.h"
@@ -23,6 +24,7 @@
  * held 4 links to about 3.7 GB/s, its readers waiting for a free slot
  * more than half the time. 16 cost 128 MiB of pinned memory. */
 #define NSLOT 16
+_Static_assert(NSLOT >= MIGRATE_LINKS_MAX + 2, "a slot for each reader that may hold one, and one more");
 
 struct migrate_landing;
 
@@ -180,7 +182,12 @@ struct migrate_landing *migrate_landing_open(char *why, size_t wl)
     uint64_t longest = 0;
     for (long i = 0; i < l->n; i++) longest = l->v[i].size > longest ? l->v[i].size : longest;
     l->cap = (size_t)(longest < MIGRATE_CHUNK ? longest : MIGRATE_CHUNK) + FRAME_EXTRA;
-    l->nslot = l->chunks < NSLOT ? (int)(l->chunks ? l->chunks : 1) : NSLOT;
+    /* No more slots than chunks, so a small copy pins little; but always
+     * one more than the readers that may each hold one while they wait
+     * (the links' and the main connection's), so that one is free for
+     * whichever connection's bytes come next. */
+    long want = l->chunks > MIGRATE_LINKS_MAX + 2 ? l->chunks : MIGRATE_LINKS_MAX + 2;
+    l->nslot = want < NSLOT ? (int)want : NSLOT;
     for (int i = 0; ok && i < l->nslot; i++) ok = slot_open(l, &l->s[i]) == 0;
     if (!ok) {
         landing_free(l);

@@ -33,6 +33,7 @@
 #include "migrate_switch.h"
 #include "session.h"
 #include "snapshot_keep.h"
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -60,13 +61,6 @@ static int expected;
 
 void migrate_in_expect(void) { expected = 1; }
 int migrate_in_expected(void) { return expected; }
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* One item frame: its payload (malloc'd) decoded into *it. Returns 0, or
  * -1 when the connection failed or the frame is malformed (why). */

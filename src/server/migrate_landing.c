@@ -12,6 +12,7 @@
 #include "dispatch.h"
 #include "migrate_links.h"
 #include "migrate_memread.h"
+#include "../common/clock.h"
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/messages.gen.h"
@@ -27,13 +28,6 @@
 _Static_assert(NSLOT >= MIGRATE_LINKS_MAX + 2, "a slot for each reader that may hold one, and one more");
 
 struct migrate_landing;
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 struct slot {
     struct migrate_landing *l;

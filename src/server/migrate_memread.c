@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "../common/clock.h"
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/messages.gen.h"
@@ -73,13 +74,6 @@ struct pipe {
     migrate_chunk_fn fn;
     void *arg;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 void *migrate_host_alloc(size_t size, int *pinned)
 {

@@ -32,6 +32,7 @@
 #include "resume.h"
 #include "session.h"
 #include "snapshot.h"
+#include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/dial.h"
 #include "../common/hello.h"
@@ -47,13 +48,6 @@ void session_forget_bound_ctx(void);
 #define DRAIN_TIMEOUT_MS 5000
 /* The importer reads back every byte before it answers. */
 #define VERDICT_TIMEOUT_MS 120000
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* ---- holding the session ---------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "migrate_switch.h"
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/transport.h"
 
@@ -34,13 +35,6 @@ static enum migrate_preload_for purpose;
 static int started;      /* the thread exists and must be joined (dispatch thread only) */
 static char target[256];
 static struct migrate_preloaded result = {.fd = -1}; /* the thread's, until the join */
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* What B will hold, kept to compare at the hold: the items' identity and
  * places, without the names and images that point into the notes. */

@@ -32,6 +32,7 @@
 #include "resume.h"
 #include "session.h"
 #include "snapshot_keep.h"
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/protocol.h"
@@ -44,13 +45,6 @@
 /* A parked copy also lends its memory to the next snapshot between its
  * waits (snapshot_keep.h), while the application is paused: shorter. */
 #define PARK_SLICE_MS 5
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* ---- on A ------------------------------------------------------------------- */
 

@@ -21,6 +21,7 @@
 #include "param_layout.h"
 #include "session.h"
 #include "staging.h"
+#include "../common/clock.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 #include "jit_args.h"
@@ -120,13 +121,6 @@ static const char *const step_names[STEP_COUNT] = {"checking", "the driver's loa
                                                    "noting for moves", "the module cache", "keeping for one-way loads"};
 static _Atomic uint64_t step_ns[STEP_COUNT];
 static _Atomic uint64_t loads_timed;
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Step k ended now: its time since *t added, *t moved on. */
 static void step_done(enum load_step k, uint64_t *t)

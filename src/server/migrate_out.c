@@ -496,15 +496,15 @@ static void follow_blockers(struct session *s, char *why, size_t whylen)
 static int failed_at_peer;
 int migrate_failed_at_peer(void) { return failed_at_peer; }
 
-/* At the hold: everything to B, on the connection B loaded ahead on when
- * it still fits, else on a fresh one. Returns the connection (-1: none),
- * *ok set when B's copy checked out. */
 static void set_dest(const char *to, uint32_t pid)
 {
     snprintf(dest_now.to, sizeof dest_now.to, "%s", to);
     dest_now.pid = pid;
 }
 
+/* At the hold: everything to B, on the connection B loaded ahead on when
+ * it still fits, else on a fresh one. Returns the connection (-1: none),
+ * *ok set when B's copy checked out. */
 static int copy_to_peer(struct session *s, const char *to, struct migrate_preloaded *pre, uint32_t *b_pid,
                         struct outcome *o, int *ok, struct migrate_later **later)
 {

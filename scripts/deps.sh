@@ -43,7 +43,7 @@ for pair in cmake:cmake ninja:ninja-build gcc:gcc python3:python3 nm:binutils cp
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
-# Compressed fatbin entries (src/server/fatbin_unpack.c): LZ4 and zstd,
+# Compressed fatbin entries (src/common/fatbin_unpack.c): LZ4 and zstd,
 # found with pkg-config.
 [ -f /usr/include/lz4.h ] || need+=(liblz4-dev)
 [ -f /usr/include/zstd.h ] || need+=(libzstd-dev)

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
-#include "image_check.h"
+#include "../common/image_check.h"
 #include "migrate_seq.h"
 #include "migrate_state.h"
 #include "session.h"

@@ -22,7 +22,7 @@
 
 #include "device_window.h"
 #include "dispatch.h"
-#include "image_check.h"
+#include "../common/image_check.h"
 #include "migrate_arrays.h"
 #include "migrate_graphs.h"
 #include "migrate_images.h"

@@ -14,7 +14,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "host_quota.h"
-#include "image_check.h"
+#include "../common/image_check.h"
 #include "migrate_state.h"
 #include "module_cache.h"
 #include "module_pins.h"

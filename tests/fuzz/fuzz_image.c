@@ -1,4 +1,4 @@
-/* fuzz_image.c - the module image check (src/server/image_check.c) on
+/* fuzz_image.c - the module image check (src/common/image_check.c) on
  * mutated images, in-process.
  *
  * Seeds: a PTX text, a cubin-like ELF and a fatbin holding both
@@ -14,8 +14,8 @@
  *     the buffer. The walk checks each range before touching it, so a
  *     release build catches that too;
  *   - listing an accepted image's variables (image_globals, which
- *     decompresses a compressed entry) stays inside the buffer and its
- *     own, under ASan.
+ *     decompresses a compressed entry) and its kernels (image_kernels)
+ *     stays inside the buffer and its own, under ASan.
  * FUZZ_ITERATIONS (default 500000) and FUZZ_SEED tune it. */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -28,7 +28,8 @@
 #endif
 #include "../unit/nvcc_fatbins.h"
 #include "../unit/sample_images.h"
-#include "server/image_check.h"
+#include "common/image_check.h"
+#include "common/image_kernels.h"
 
 
 static unsigned long failures;
@@ -123,7 +124,13 @@ static void list_globals(const uint8_t *p, size_t len)
 {
     char why[256];
     static const unsigned archs[] = {52, 75, 90, 100};
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) image_globals(p, len, archs[i], read_name, NULL, why, sizeof why);
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        image_globals(p, len, archs[i], read_name, NULL, why, sizeof why);
+        struct image_kernels k;
+        if (image_kernels(p, len, archs[i], (int)(i & 1), &k, why, sizeof why) != 0) continue;
+        for (uint32_t j = 0; j < k.n; j++) read_name(k.k[j].name, NULL);
+        image_kernels_free(&k);
+    }
 }
 
 static void walk(const uint8_t *p, size_t len)

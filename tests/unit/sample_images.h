@@ -1,5 +1,5 @@
 /* sample_images.h - small module images in each format the session
- * accepts (src/server/image_check.h), built in memory for the unit test
+ * accepts (src/common/image_check.h), built in memory for the unit test
  * and the fuzzer. Each builder returns a malloc'd image and its length. */
 #ifndef SCUDA_TEST_SAMPLE_IMAGES_H
 #define SCUDA_TEST_SAMPLE_IMAGES_H

@@ -1,5 +1,5 @@
 /* test_image_check.c - module images are checked against their own headers
- * (src/server/image_check.c): well-formed ELF, fatbin and PTX images pass;
+ * (src/common/image_check.c): well-formed ELF, fatbin and PTX images pass;
  * every strict prefix of them, and each header field that points past the
  * bytes, is refused. Each image sits in a heap buffer of exactly its size,
  * so the ASan build also catches a read past the end. */
@@ -13,7 +13,7 @@
 #include "check.h"
 #include "nvcc_fatbins.h"
 #include "sample_images.h"
-#include "server/image_check.h"
+#include "common/image_check.h"
 
 static char why[256];
 

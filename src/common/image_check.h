@@ -17,10 +17,11 @@
  *
  * Anything else (cudart's fatbin wrapper, which holds a pointer into the
  * client's memory, among others) is refused. */
-#ifndef SCUDA_SERVER_IMAGE_CHECK_H
-#define SCUDA_SERVER_IMAGE_CHECK_H
+#ifndef SCUDA_COMMON_IMAGE_CHECK_H
+#define SCUDA_COMMON_IMAGE_CHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* 0 when the len bytes at image are such an image; else -1, with the
  * reason in why (for the log). image need not be aligned. */
@@ -42,5 +43,14 @@ int image_check(const void *image, size_t len, char *why, size_t whylen);
  * the check, or it holds none for arch. */
 int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
                   char *why, size_t whylen);
+
+/* The code the driver loads on a device of compute capability `arch`, as
+ * image_globals picks it, checked and decompressed: fn sees it (a cubin,
+ * IMAGE_CODE_ELF, or NUL-terminated PTX text, IMAGE_CODE_PTX, len
+ * counting the NUL; valid during the call) and its answer is returned.
+ * Else -1 with why, as for image_globals. */
+enum { IMAGE_CODE_ELF = 1, IMAGE_CODE_PTX = 2 };
+typedef int (*image_code_fn)(int kind, const uint8_t *code, size_t len, void *arg);
+int image_code(const void *image, size_t len, unsigned arch, image_code_fn fn, void *arg, char *why, size_t whylen);
 
 #endif

@@ -2,7 +2,7 @@
  * no size from the header is trusted before it is checked. */
 #include "fatbin_unpack.h"
 
-#include "../common/why.h"
+#include "why.h"
 
 #include <limits.h>
 #include <lz4.h>

@@ -5,7 +5,7 @@
 #include "image_check.h"
 
 #include "fatbin_unpack.h"
-#include "../common/why.h"
+#include "why.h"
 
 #include <elf.h>
 #include <stdint.h>
@@ -367,8 +367,8 @@ static int choose(const struct fat_entry *e, void *arg, char *why, size_t whylen
 static const char *entry_what(const struct fat_entry *e) { return e->kind == FATBIN_KIND_ELF ? "code" : "PTX"; }
 
 /* An uncompressed entry: a decompressed ELF gets the check an ELF entry
- * got from image_check, then both take the same walk. */
-static int plain_entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
+ * got from image_check; then fn sees the code. */
+static int plain_entry_code(const struct fat_entry *e, image_code_fn fn, void *arg, char *why, size_t whylen)
 {
     if (e->kind == FATBIN_KIND_ELF) {
         if (e->len < SELFMAG || memcmp(e->payload, ELFMAG, SELFMAG) != 0)
@@ -376,17 +376,17 @@ static int plain_entry_globals(const struct fat_entry *e, const struct listing *
         char elf_why[200];
         if (check_elf(e->payload, (size_t)e->len, elf_why, sizeof elf_why) != 0)
             return why_fail(why, whylen, "its code for sm_%u: %s", e->arch, elf_why);
-        return elf_globals(e->payload, l);
+        return fn(IMAGE_CODE_ELF, e->payload, (size_t)e->len, arg);
     }
     const uint8_t *nul = memchr(e->payload, '\0', (size_t)e->len);
     if (!nul) return why_fail(why, whylen, "its PTX for sm_%u is not NUL-terminated", e->arch);
-    return ptx_globals(e->payload, l);
+    return fn(IMAGE_CODE_PTX, e->payload, (size_t)(nul - e->payload) + 1, arg);
 }
 
-/* A compressed entry is decompressed for the listing only, and dropped. */
-static int entry_globals(const struct fat_entry *e, const struct listing *l, char *why, size_t whylen)
+/* A compressed entry is decompressed for fn only, and dropped. */
+static int entry_code(const struct fat_entry *e, image_code_fn fn, void *arg, char *why, size_t whylen)
 {
-    if (!e->compressed) return plain_entry_globals(e, l, why, whylen);
+    if (!e->compressed) return plain_entry_code(e, fn, arg, why, whylen);
     struct fatbin_packed in = {.flags = e->flags, .payload = e->payload, .payload_len = e->len,
                                .packed_len = e->packed_len, .unpacked_len = e->unpacked_len};
     uint8_t *bytes;
@@ -396,24 +396,35 @@ static int entry_globals(const struct fat_entry *e, const struct listing *l, cha
                         unpack_why);
     struct fat_entry plain = *e;
     plain.compressed = 0, plain.payload = bytes, plain.len = e->unpacked_len;
-    int rc = plain_entry_globals(&plain, l, why, whylen);
+    int rc = plain_entry_code(&plain, fn, arg, why, whylen);
     free(bytes);
     return rc;
+}
+
+int image_code(const void *image, size_t len, unsigned arch, image_code_fn fn, void *arg, char *why, size_t whylen)
+{
+    if (image_check(image, len, why, whylen) != 0) return -1;
+    const uint8_t *p = image;
+    uint32_t magic = 0;
+    /* PTX as short as "x" plus its NUL passes image_check. */
+    if (len >= 4) memcpy(&magic, p, 4);
+    if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0) return fn(IMAGE_CODE_ELF, p, len, arg);
+    if (magic != FATBIN_MAGIC) return fn(IMAGE_CODE_PTX, p, strlen((const char *)p) + 1, arg);
+    struct choice c = {.arch = arch};
+    if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;
+    if (!c.best) return why_fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
+    return entry_code(c.best, fn, arg, why, whylen);
+}
+
+static int code_globals(int kind, const uint8_t *code, size_t len, void *arg)
+{
+    (void)len;
+    return kind == IMAGE_CODE_ELF ? elf_globals(code, arg) : ptx_globals(code, arg);
 }
 
 int image_globals(const void *image, size_t len, unsigned arch, int (*each)(const char *name, void *arg), void *arg,
                   char *why, size_t whylen)
 {
-    if (image_check(image, len, why, whylen) != 0) return -1;
-    const uint8_t *p = image;
     struct listing l = {each, arg};
-    uint32_t magic = 0;
-    /* PTX as short as "x" plus its NUL passes image_check. */
-    if (len >= 4) memcpy(&magic, p, 4);
-    if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0) return elf_globals(p, &l);
-    if (magic != FATBIN_MAGIC) return ptx_globals(p, &l);
-    struct choice c = {.arch = arch};
-    if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;
-    if (!c.best) return why_fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
-    return entry_globals(c.best, &l, why, whylen);
+    return image_code(image, len, arch, code_globals, &l, why, whylen);
 }

@@ -19,8 +19,8 @@
  * payload, the uncompressed size be nonzero and at most
  * FATBIN_UNPACK_MAX (and, for LZ4, within what LZ4 can expand the bytes
  * to), and the codec must produce exactly that many bytes. */
-#ifndef SCUDA_SERVER_FATBIN_UNPACK_H
-#define SCUDA_SERVER_FATBIN_UNPACK_H
+#ifndef SCUDA_COMMON_FATBIN_UNPACK_H
+#define SCUDA_COMMON_FATBIN_UNPACK_H
 
 #include <stddef.h>
 #include <stdint.h>

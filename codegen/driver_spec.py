@@ -287,10 +287,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
-cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
-cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
-cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
 cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
@@ -299,8 +299,8 @@ cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
 cuModuleGetSurfRef            sync    pSurfRef=existing
-cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
-cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
 cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
 cuLibraryGetKernelCount       local
@@ -862,6 +862,19 @@ op scuda_module_load_known
     in load_head head                  # no log buffers among its options: nothing comes back
     in u8 digest[IMAGE_DIGEST_LEN]
     in u64 image_len
+
+# One-way: a load of an image new to the session whose kernels the client
+# read itself (src/common/image_kernels.h): a cubin, its kernels' names in
+# the order the driver lists them and their parameter layouts. The session
+# loads it, keeps it as scuda_module_load does, and checks its driver's
+# list of names against the client's; a load that fails, or a list that
+# differs, is an error at the client's next observing call (deferred,
+# architecture.md 3.4), and the session's log says which.
+op scuda_module_load_new
+    in load_head head                  # no log buffers among its options: nothing comes back
+    in u32 funcs_count                 # the kernels the client read
+    in u8 names_digest[IMAGE_DIGEST_LEN] # image_kernels_digest of their names, in order
+    in bytes image bulk
 
 op scuda_module_get_function
     in bind_by_name bind

@@ -30,6 +30,7 @@
 #include "shim.h"
 #include "../common/auth.h"
 #include "../common/idmap.h"
+#include "../common/image_kernels.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
@@ -387,6 +388,109 @@ static CUresult load_known(struct server *srv, const struct msg_load_head *head,
     return CUDA_SUCCESS;
 }
 
+/* ---- loads of images new to the session, described here ------------------------- */
+
+/* An image larger than this keeps the round trip: its bytes would hold
+ * the connection longer than a reply takes. */
+#define LOAD_NEW_MAX (4u << 20)
+
+/* SCUDA_READ_KERNELS=0 turns the reading off (docs/cli.md). */
+static int read_kernels_enabled(void)
+{
+    static _Atomic int enabled = -1;
+    int e = atomic_load(&enabled);
+    if (e < 0) {
+        const char *v = getenv("SCUDA_READ_KERNELS");
+        e = !(v && strcmp(v, "0") == 0);
+        atomic_store(&enabled, e);
+    }
+    return e;
+}
+
+/* The compute capability (major * 10 + minor) of every device of srv, or
+ * 0 when they differ (the driver may pick a different cubin for each) or
+ * there is none. */
+static unsigned server_arch(const struct server *srv)
+{
+    unsigned arch = 0;
+    for (int i = 0; i < gdevs.count; i++) {
+        if (gdevs.dev[i].s != srv) continue;
+        int major = 0, minor = 0;
+        if (cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, i) != CUDA_SUCCESS ||
+            cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, i) != CUDA_SUCCESS)
+            return 0;
+        unsigned a = (unsigned)(major * 10 + minor);
+        if (arch && a != arch) return 0;
+        arch = a;
+    }
+    return arch;
+}
+
+/* The record of a load whose kernels were read here: each one's name and
+ * layout move from k into it. */
+static struct loaded *loaded_from_kernels(struct image_kernels *k, const struct msg_load_head *head)
+{
+    struct loaded *l = calloc(1, sizeof *l);
+    struct func_desc *funcs = calloc(k->n ? k->n : 1, sizeof *funcs);
+    if (!l || !funcs) {
+        free(l);
+        free(funcs);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < k->n; i++) {
+        struct image_kernel *ik = &k->k[i];
+        funcs[i] = (struct func_desc){.name = ik->name, .nparams = ik->nparams, .offset = ik->offset,
+                                      .size = ik->size, .param_bytes = ik->param_bytes, .layout_known = 1};
+        if (!funcs[i].offset) funcs[i].offset = calloc(1, 4); /* a kernel without parameters */
+        if (!funcs[i].size) funcs[i].size = calloc(1, 4);
+        *ik = (struct image_kernel){0};
+    }
+    *l = (struct loaded){.id = head->id, .is_library = head->is_library, .nfuncs = k->n, .funcs = funcs};
+    return l;
+}
+
+/* A load of an image new to the session whose kernels this process reads
+ * itself (image_kernels.h): one-way, with its bytes, and the session
+ * checks the names against its driver's (scuda_module_load_new). Returns
+ * CUDA_ERROR_NOT_FOUND when this is not such an image, and the caller
+ * asks with a round trip. */
+static CUresult load_new(struct server *srv, const struct msg_load_head *head, const void *img, size_t len,
+                         struct loaded **out)
+{
+    unsigned arch = len <= LOAD_NEW_MAX && read_kernels_enabled() ? server_arch(srv) : 0;
+    struct image_kernels k;
+    char why[256];
+    if (!arch) return CUDA_ERROR_NOT_FOUND;
+    if (image_kernels(img, len, arch, head->is_library, &k, why, sizeof why) != 0) {
+        LOG_DEBUG("a module load waits for its reply: %s", why);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    struct msg_scuda_module_load_new_req m = {.head = *head, .funcs_count = k.n, .image = img, .image_len = len};
+    const char **names = malloc((k.n ? k.n : 1) * sizeof *names);
+    struct loaded *l = NULL;
+    if (names) {
+        for (uint32_t i = 0; i < k.n; i++) names[i] = k.k[i].name;
+        image_kernels_digest(names, k.n, m.names_digest);
+        free(names);
+        l = loaded_from_kernels(&k, head);
+    }
+    image_kernels_free(&k);
+    if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+    rpc_call c;
+    rpc_begin_on(&c, OP_scuda_module_load_new, srv);
+    msg_scuda_module_load_new_req_put(&c.req, &m);
+    c.bulk = img;
+    c.bulk_len = len;
+    CUresult r = rpc_async(&c);
+    if (r != CUDA_SUCCESS) {
+        free_loaded(l);
+        return r;
+    }
+    stats_add(STATS_LOADS_NEW_ONE_WAY);
+    *out = l;
+    return CUDA_SUCCESS;
+}
+
 /* SCUDA_STATS counts the images the session keeps for one-way loads and
  * those past its budget; the first one past it is said once (info): a
  * framework that loads large images once at its start spends the budget
@@ -429,6 +533,9 @@ static CUresult load_on(struct server *srv, const struct msg_load_head *head, co
     if (by_hash) {
         digest_of(img, len, key);
         if (!jit_wants_logs(jit)) r = load_known(srv, head, key, len, l);
+        /* New to the session: one-way too when its kernels can be read here. */
+        if (r == CUDA_ERROR_NOT_FOUND && !jit_wants_logs(jit) && (r = load_new(srv, head, img, len, l)) == CUDA_SUCCESS)
+            count_kept(module_known_note(srv->index, key, len, head->is_library, (*l)->funcs, (*l)->nfuncs));
     }
     if (r == CUDA_ERROR_NOT_FOUND) {
         r = CUDA_SUCCESS;

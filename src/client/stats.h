@@ -11,6 +11,7 @@ enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
 /* Round trips and work saved (docs/architecture.md, 3.8.1). */
 enum stats_counter {
     STATS_LOADS_ONE_WAY,
+    STATS_LOADS_NEW_ONE_WAY, /* of images new to the session, their kernels read here (image_kernels.h) */
     STATS_HASHES_SKIPPED,
     STATS_ATTR_HITS,
     STATS_IMAGES_KEPT,   /* images the session keeps for one-way loads (module_known.c) */

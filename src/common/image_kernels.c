@@ -5,7 +5,8 @@
  * a fatbin sits at any offset.
  *
  * What makes the reader give up, so that the load takes the round trip:
- * not EM_CUDA; no symbol table; a kernel whose code section is not an
+ * not EM_CUDA; code for another SM than the device runs (the driver
+ * refuses it, and the reply says so); no symbol table; a kernel whose code section is not an
  * ordinary one, or shared with another kernel (no order); two kernels of
  * one name; a kernel without its .nv.info section; a parameter record out
  * of place (ordinals not 0..n-1 once
@@ -67,6 +68,7 @@ struct found {
 };
 
 struct reading {
+    unsigned arch; /* the device's */
     struct found *f;
     uint32_t n;
     char *why;
@@ -218,11 +220,28 @@ static int check_order(struct reading *r)
     return rc;
 }
 
+/* The SM a cubin's code is for, from its header: e_flags bits 8-15 in the
+ * ELF ABI of CUDA 12.8 and later (version 8), bits 0-7 before (7); 0 for
+ * an ABI this reader does not know. */
+static unsigned cubin_arch(const Elf64_Ehdr *eh)
+{
+    if (eh->e_ident[EI_ABIVERSION] == 8) return (eh->e_flags >> 8) & 0xffu;
+    if (eh->e_ident[EI_ABIVERSION] == 7) return eh->e_flags & 0xffu;
+    return 0;
+}
+
 static int read_cubin(const uint8_t *p, struct reading *r)
 {
     struct cubin c = {.p = p};
     memcpy(&c.eh, p, sizeof c.eh);
     if (c.eh.e_machine != EM_CUDA_MACHINE) return why_fail(r->why, r->whylen, "an ELF file for machine %u", c.eh.e_machine);
+    /* The driver runs a cubin on a device of its major version and at
+     * least its minor (image_code's choice in a fatbin); else it refuses
+     * the load, and the load's reply should say so. */
+    unsigned sm = cubin_arch(&c.eh);
+    if (sm / 10 != r->arch / 10 || sm > r->arch)
+        return why_fail(r->why, r->whylen, "code for sm_%u (ELF ABI %u), the device is sm_%u", sm,
+                        c.eh.e_ident[EI_ABIVERSION], r->arch);
     int symtabs = 0;
     for (unsigned i = 0; i < c.eh.e_shnum; i++) {
         Elf64_Shdr sh = section(&c, i);
@@ -258,7 +277,7 @@ static void free_found(struct reading *r)
 int image_kernels(const void *image, size_t len, unsigned arch, int is_library, struct image_kernels *out, char *why,
                   size_t whylen)
 {
-    struct reading r = {.why = why, .whylen = whylen};
+    struct reading r = {.arch = arch, .why = why, .whylen = whylen};
     if (image_code(image, len, arch, code_kernels, &r, why, whylen) != 0) {
         free_found(&r);
         return -1;

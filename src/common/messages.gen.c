@@ -1234,6 +1234,39 @@ int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, str
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_module_load_new_req_put(wire_buf *b, const struct msg_scuda_module_load_new_req *m)
+{
+    msg_put_load_head(b, &m->head);
+    wb_put_u32(b, m->funcs_count);
+    wb_put_raw(b, m->names_digest, sizeof m->names_digest);
+    wb_put_u64(b, m->image_len); /* the bytes follow the frame (rpc_call.bulk) */
+}
+
+int msg_scuda_module_load_new_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_new_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    m->funcs_count = wr_u32(r);
+    wr_raw(r, m->names_digest, sizeof m->names_digest);
+    m->image_len = wr_u64(r);
+    m->image = a->bulk_apart ? NULL : wr_view(r, (size_t)m->image_len);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_new_rep_put(wire_buf *b, const struct msg_scuda_module_load_new_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_new_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_new_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
 {
     msg_put_bind_by_name(b, &m->bind);

@@ -645,6 +645,24 @@ struct msg_scuda_module_load_known_rep {
 void msg_scuda_module_load_known_rep_put(wire_buf *b, const struct msg_scuda_module_load_known_rep *m);
 int msg_scuda_module_load_known_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_known_rep *m);
 
+/* scuda_module_load_new request */
+struct msg_scuda_module_load_new_req {
+    struct msg_load_head head; /* load_head head: no log buffers among its options: nothing comes back */
+    uint32_t funcs_count; /* u32 funcs_count: the kernels the client read */
+    uint8_t names_digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] names_digest: image_kernels_digest of their names, in order */
+    const void *image; /* u64 length + bytes (bulk) image */
+    uint64_t image_len;
+};
+void msg_scuda_module_load_new_req_put(wire_buf *b, const struct msg_scuda_module_load_new_req *m);
+int msg_scuda_module_load_new_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_new_req *m);
+
+/* scuda_module_load_new reply */
+struct msg_scuda_module_load_new_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_new_rep_put(wire_buf *b, const struct msg_scuda_module_load_new_rep *m);
+int msg_scuda_module_load_new_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_new_rep *m);
+
 /* scuda_module_get_function request */
 struct msg_scuda_module_get_function_req {
     struct msg_bind_by_name bind; /* bind_by_name bind */

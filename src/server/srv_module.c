@@ -15,6 +15,7 @@
 #include "handlers.gen.h"
 #include "host_quota.h"
 #include "../common/image_check.h"
+#include "../common/image_kernels.h"
 #include "migrate_state.h"
 #include "module_cache.h"
 #include "module_pins.h"
@@ -204,12 +205,12 @@ static void take_logs(srv_call *c, const struct jit_options *j, struct msg_load_
  * session received it there). One in the request is copied to an aligned
  * buffer: an ELF inside a frame need not be 8-byte aligned; staging memory
  * is. An image the driver accepts is kept in the module cache, under the
- * digest computed here. */
-static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m, struct jit_options *j)
+ * digest computed here, and for this client's later one-way loads. */
+static CUresult load_received(srv_call *c, const struct msg_load_head *head, const void *sent, uint64_t sent_len,
+                              struct jit_options *j, struct msg_load_result *res)
 {
-    struct msg_scuda_module_load_rep rep = {{0}};
-    const void *image = c->staging ? staging_data(c->staging) : m->image;
-    size_t len = (size_t)m->image_len;
+    const void *image = c->staging ? staging_data(c->staging) : sent;
+    size_t len = (size_t)sent_len;
     char *copy = NULL;
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     if (image && !c->staging && !(copy = host_quota_alloc(len ? len : 1, "a module image's copy")))
@@ -217,7 +218,7 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
     else if (image) {
         if (copy) image = memcpy(copy, image, len);
         module_cache_received(len);
-        r = load_image(c, &m->head, j, image, len, &rep.result);
+        r = load_image(c, head, j, image, len, res);
         if (r == CUDA_SUCCESS) {
             uint8_t key[MODULE_KEY_LEN];
             uint64_t t = now_ns();
@@ -227,26 +228,75 @@ static CUresult load_sent(srv_call *c, const struct msg_scuda_module_load_req *m
             step_done(STEP_PIN, &t);
         }
     }
-    take_logs(c, j, &rep.result);
-    msg_scuda_module_load_rep_put(&c->out, &rep);
     host_quota_free(copy);
+    return r;
+}
+
+/* A received image's staging memory is its handler's to give back,
+ * whatever happened. */
+static CUresult give_back_staging(srv_call *c, CUresult r)
+{
+    if (c->staging) {
+        staging_release(c->staging);
+        c->staging = NULL;
+    }
     return r;
 }
 
 CUresult srv_scuda_module_load(srv_call *c)
 {
     struct msg_scuda_module_load_req m;
+    struct msg_scuda_module_load_rep rep = {{0}};
     struct jit_options j;
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) == 0 && jit_options_from(m.head.jit, m.head.jit_count, &j) == 0) {
-        r = load_sent(c, &m, &j);
-        free_jit_logs(&j);
-    }
-    if (c->staging) { /* this handler's to give back, whatever happened */
-        staging_release(c->staging);
-        c->staging = NULL;
-    }
+    if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) != 0 || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
+        return give_back_staging(c, CUDA_ERROR_INVALID_VALUE);
+    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &rep.result));
+    take_logs(c, &j, &rep.result);
+    msg_scuda_module_load_rep_put(&c->out, &rep);
+    free_jit_logs(&j);
     return r;
+}
+
+/* Whether the driver lists the kernels the client read, in its order. */
+static int same_kernels(const struct msg_load_result *res, uint32_t count, const uint8_t digest[IMAGE_DIGEST_LEN])
+{
+    if (res->funcs_count != count) return 0;
+    const char **names = malloc((count ? count : 1) * sizeof *names);
+    if (!names) return 0;
+    for (uint32_t i = 0; i < count; i++) names[i] = res->funcs[i].name;
+    uint8_t ours[IMAGE_DIGEST_LEN];
+    image_kernels_digest(names, count, ours);
+    free(names);
+    return memcmp(ours, digest, sizeof ours) == 0;
+}
+
+/* One-way: an image new to the session, whose kernels the client read
+ * itself (image_kernels.h). Loaded and kept as scuda_module_load does;
+ * then its driver's list must be the client's, or the client's handles
+ * and enumerations would not be the driver's: that is an error it hears
+ * at its next observing call, and the log says how to turn the reading
+ * off. */
+CUresult srv_scuda_module_load_new(srv_call *c)
+{
+    struct msg_scuda_module_load_new_req m;
+    struct msg_load_result res = {0};
+    struct jit_options j;
+    if (msg_scuda_module_load_new_req_get(&c->in, &c->arena, &m) != 0 || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
+        return give_back_staging(c, CUDA_ERROR_INVALID_VALUE);
+    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &res));
+    free_jit_logs(&j);
+    if (r != CUDA_SUCCESS) {
+        const char *name = NULL;
+        REAL(cuGetErrorName, r, &name);
+        LOG_WARN("a module load sent one-way failed (%s); the client hears it at its next synchronizing call",
+                 name ? name : "an unknown error");
+        return r;
+    }
+    if (same_kernels(&res, m.funcs_count, m.names_digest)) return CUDA_SUCCESS;
+    LOG_WARN("the client read %u kernels from a module image and this driver lists %u%s: its own reading is wrong "
+             "for this driver; the client hears CUDA_ERROR_INVALID_IMAGE; set SCUDA_READ_KERNELS=0 on the client",
+             m.funcs_count, res.funcs_count, res.funcs_count == m.funcs_count ? " (other names, or in another order)" : "");
+    return CUDA_ERROR_INVALID_IMAGE;
 }
 
 /* A load of an image the session may have (module_cache.h): found = 0

@@ -1614,9 +1614,11 @@ CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKe
     CUresult rc = si_lib_arg(lib, &l);
     if (!rc && !kernels)
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (!rc)
-        for (size_t i = 0; i < l->image->n_entries && i < numKernels; i++)
-            kernels[i] = (CUkernel)&l->kernels[i];
+    /* Driver 580 lists a library's kernels in the reverse of its modules'
+     * order (the order of the .entry definitions): the same here. */
+    size_t n = rc ? 0 : l->image->n_entries;
+    for (size_t i = 0; i < n && i < numKernels; i++)
+        kernels[i] = (CUkernel)&l->kernels[n - 1 - i];
     si_leave();
     return rc;
 }

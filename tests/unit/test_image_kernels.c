@@ -114,6 +114,12 @@ static void fatbin(void)
     CHECK(strstr(why, "PTX") != NULL);
     CHECK(read_exact(kernels_fatbin, sizeof kernels_fatbin, 75, 0, &k) == -1); /* nothing fits */
     CHECK(strstr(why, "no code for sm_75") != NULL);
+    /* A bare cubin runs within its major version, from its minor on. */
+    CHECK(read_exact(kernels_cubin, sizeof kernels_cubin, 91, 0, &k) == 0);
+    image_kernels_free(&k);
+    CHECK(read_exact(kernels_cubin, sizeof kernels_cubin, 89, 0, &k) == -1);
+    CHECK(strstr(why, "code for sm_90 (ELF ABI 8), the device is sm_89") != NULL);
+    CHECK(read_exact(kernels_cubin, sizeof kernels_cubin, 100, 0, &k) == -1);
 }
 
 /* A copy of the cubin with one change at `at`: refused, with `expect` in

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Writes tests/e2e/read_kernels_images.h: fatbins of an sm_90 cubin and
+# sm_90 PTX, for e2e/module_read_kernels. The client reads the kernels of
+# the cubin (src/common/image_kernels.c); the CPU stand-in loads the PTX
+# and runs its built-in kernels of these names (tests/standin/README.md).
+#   rk_good   the cubin and the PTX of the same three kernels
+#   rk_bad    the cubin of three kernels, the PTX of two of them: the
+#             session's driver lists other kernels than the client read
+# Needs nvcc and fatbinary; run it again only to refresh the bytes.
+set -euo pipefail
+out="$(cd "$(dirname "$0")" && pwd)/read_kernels_images.h"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/a.cu" <<'CU'
+extern "C" __global__ void fill_u32(unsigned *out, unsigned value, unsigned long long n) { for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) out[i] = value; }
+extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x) c[i] = a[i] + b[i]; }
+extern "C" __global__ void copy_params_pair(char *out, char c, long long v) { out[8] = c; *(long long *)(out + 16) = v; }
+CU
+grep -v copy_params_pair "$tmp/a.cu" > "$tmp/b.cu"
+nvcc -cubin -arch=sm_90 "$tmp/a.cu" -o "$tmp/a.cubin"
+nvcc -ptx -arch=sm_90 "$tmp/a.cu" -o "$tmp/a.ptx"
+nvcc -ptx -arch=sm_90 "$tmp/b.cu" -o "$tmp/b.ptx"
+fatbinary --compress=false --create="$tmp/good.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/a.ptx"
+fatbinary --compress=false --create="$tmp/bad.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/b.ptx"
+python3 - "$tmp" "$out" <<'PY'
+import sys
+tmp, out = sys.argv[1:]
+with open(out, "w") as f:
+    f.write("/* read_kernels_images.h - written by make_read_kernels_images.sh (fatbins of an\n"
+            " * sm_90 cubin and sm_90 PTX). Do not edit. */\n"
+            "#ifndef SCUDA_TEST_READ_KERNELS_IMAGES_H\n#define SCUDA_TEST_READ_KERNELS_IMAGES_H\n\n")
+    for name, fn in (("rk_good", "good.fatbin"), ("rk_bad", "bad.fatbin")):
+        data = open(f"{tmp}/{fn}", "rb").read()
+        # 8-byte aligned, as nvcc places fatbins: the client reads it in place
+        f.write(f"static const unsigned char {name}[{len(data)}] __attribute__((aligned(8))) = {{\n")
+        for i in range(0, len(data), 16):
+            f.write("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",\n")
+        f.write("};\n\n")
+    f.write("#endif\n")
+PY
+echo "wrote $out"

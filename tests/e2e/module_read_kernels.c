@@ -1,0 +1,236 @@
+/* module_read_kernels.c - loads of images new to the session, one-way,
+ * their kernels read by the client (src/common/image_kernels.c;
+ * docs/architecture.md, 3.8.2). The images are fatbins of an sm_90 cubin,
+ * which the client reads, and sm_90 PTX, which the CPU stand-in runs
+ * (read_kernels_images.h).
+ *
+ *   good   through the shim, with SCUDA_STATS=1: a module and then a
+ *          library of a new image load without a round trip (no load by
+ *          digest, none with bytes, no layout asked for); the module lists
+ *          its three kernels in the driver's order, the library in the
+ *          reverse; a name it lacks is NOT_FOUND; each kernel launched
+ *          (the stand-in's built-in kernels of those names) writes exactly
+ *          what it should, a char and a long long at the offsets the
+ *          cubin gives; a second load of the module is one of an image
+ *          the session keeps; nothing failed at the end.
+ *   bad    the cubin holds a kernel the PTX the session's driver loads
+ *          lacks: the load returns at once, the next synchronizing call
+ *          returns INVALID_IMAGE, and the server's log says what differs
+ *          and names SCUDA_READ_KERNELS=0.
+ *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
+ *          then sends the bytes, as before. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "read_kernels_images.h"
+
+static const char *const module_order[] = {"fill_u32", "vec_add", "copy_params_pair"};
+
+static void check_names(CUfunction *fs, unsigned n, const char *const *want, const char *what)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const char *name = NULL;
+        CU(cuFuncGetName(&name, fs[i]));
+        CHECK(name && strcmp(name, want[i]) == 0, "%s %u: %s, want %s", what, i, name ? name : "none", want[i]);
+    }
+}
+
+/* The stand-in's built-in kernels of these names: fill_u32 over 100
+ * words, vec_add over 4 floats, and copy_params_pair, which copies its
+ * parameter buffer out: its char and long long where the cubin places
+ * them (8 and 16), which is where the PTX the stand-in read places them. */
+static void run_kernels(CUfunction fill, CUfunction add, CUfunction copy)
+{
+    CUdeviceptr d, e;
+    CU(cuMemAlloc_v2(&d, 400));
+    CU(cuMemAlloc_v2(&e, 64));
+    uint32_t value = 0x5eed1234u, out[100];
+    unsigned long long n = 100;
+    void *a1[] = {&d, &value, &n};
+    CU(cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, NULL, a1, NULL));
+    CU(cuMemcpyDtoH_v2(out, d, sizeof out));
+    for (int i = 0; i < 100; i++) CHECK(out[i] == value, "fill_u32: word %d is %08x", i, out[i]);
+    float x[8] = {1, 2, 3, 4, 10, 20, 30, 40}, sum[4];
+    CU(cuMemcpyHtoD_v2(e, x, sizeof x));
+    CUdeviceptr b = e + 16, c = e + 32;
+    int four = 4;
+    void *a2[] = {&e, &b, &c, &four};
+    CU(cuLaunchKernel(add, 1, 1, 1, 4, 1, 1, 0, NULL, a2, NULL));
+    CU(cuMemcpyDtoH_v2(sum, c, sizeof sum));
+    CHECK(sum[0] == 11 && sum[3] == 44, "vec_add: %g %g", sum[0], sum[3]);
+    long long v = 0x123456789abcLL, got_v = 0;
+    char ch = 'q';
+    unsigned char buf[24];
+    CU(cuMemsetD8_v2(d, 0, sizeof buf));
+    void *a3[] = {&d, &ch, &v};
+    CU(cuLaunchKernel(copy, 1, 1, 1, 1, 1, 1, 0, NULL, a3, NULL));
+    CU(cuMemcpyDtoH_v2(buf, d, sizeof buf));
+    memcpy(&got_v, buf + 16, 8);
+    CHECK(buf[8] == 'q' && got_v == v, "copy_params_pair: the char %02x and the long long %llx", buf[8],
+          (unsigned long long)got_v);
+    CU(cuMemFree_v2(d));
+    CU(cuMemFree_v2(e));
+}
+
+static int good_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUmodule m;
+    CU(cuModuleLoadData(&m, rk_good));
+    unsigned count = 0;
+    CU(cuModuleGetFunctionCount(&count, m));
+    CHECK(count == 3, "the module has %u functions", count);
+    CUfunction fs[3];
+    CU(cuModuleEnumerateFunctions(fs, 3, m));
+    check_names(fs, 3, module_order, "module function");
+    CUfunction fill, add, copy, none;
+    CU(cuModuleGetFunction(&fill, m, "fill_u32"));
+    CU(cuModuleGetFunction(&add, m, "vec_add"));
+    CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
+    CHECK(cuModuleGetFunction(&none, m, "noop") == CUDA_ERROR_NOT_FOUND, "a kernel the image lacks was found");
+    run_kernels(fill, add, copy);
+
+    CUlibrary lib;
+    CU(cuLibraryLoadData(&lib, rk_good, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuLibraryGetKernelCount(&count, lib));
+    CHECK(count == 3, "the library has %u kernels", count);
+    CUkernel ks[3];
+    CU(cuLibraryEnumerateKernels(ks, 3, lib));
+    for (unsigned i = 0; i < 3; i++) {
+        const char *name = NULL;
+        CU(cuKernelGetName(&name, ks[i]));
+        CHECK(name && strcmp(name, module_order[2 - i]) == 0, "library kernel %u: %s", i, name ? name : "none");
+    }
+    CUkernel k1, k2, k3;
+    CU(cuLibraryGetKernel(&k1, lib, "fill_u32"));
+    CU(cuLibraryGetKernel(&k2, lib, "vec_add"));
+    CU(cuLibraryGetKernel(&k3, lib, "copy_params_pair"));
+    run_kernels((CUfunction)k1, (CUfunction)k2, (CUfunction)k3);
+    CU(cuLibraryUnload(lib));
+
+    CUmodule again;
+    CU(cuModuleLoadData(&again, rk_good));
+    CU(cuModuleGetFunction(&fill, again, "fill_u32"));
+    CU(cuModuleGetFunction(&add, again, "vec_add"));
+    CU(cuModuleGetFunction(&copy, again, "copy_params_pair"));
+    run_kernels(fill, add, copy);
+    CU(cuModuleUnload(again));
+    CU(cuModuleUnload(m));
+    CU(cuCtxSynchronize()); /* no one-way load failed */
+    return 0;
+}
+
+static int bad_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUmodule m;
+    CU(cuModuleLoadData(&m, rk_bad));
+    CUresult r = cuCtxSynchronize();
+    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after a load the driver lists otherwise returned %s",
+          h_cu_name(r));
+    return 0;
+}
+
+static int off_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUmodule m;
+    CU(cuModuleLoadData(&m, rk_good));
+    CUfunction fill, add, copy;
+    CU(cuModuleGetFunction(&fill, m, "fill_u32"));
+    CU(cuModuleGetFunction(&add, m, "vec_add"));
+    CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
+    run_kernels(fill, add, copy);
+    CU(cuCtxSynchronize());
+    return 0;
+}
+
+/* The count SCUDA_STATS printed for op `name` ("sync" or "async"), 0 when
+ * it has no line. */
+static unsigned op_count(const char *stats, const char *kind, const char *name)
+{
+    for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        char k[16], n[80];
+        unsigned c;
+        if (sscanf(p, " %15s %u %79s", k, &c, n) == 3 && strcmp(k, kind) == 0 && strcmp(n, name) == 0) return c;
+    }
+    return 0;
+}
+
+/* The client's stderr (SCUDA_STATS's lines) after fn ran to its end. */
+static char *run_client(const char *tag, int (*fn)(void *))
+{
+    char err[1024];
+    int fd = h_temp_file(tag, err, sizeof err);
+    setenv("SCUDA_STATS", "1", 1);
+    pid_t pid = h_spawn(fn, NULL, 60, -1, fd);
+    unsetenv("SCUDA_STATS");
+    close(fd);
+    h_wait_ok_err(pid, 60000, tag, err);
+    return h_read_file(err, NULL);
+}
+
+static void good(const struct h_server *srv)
+{
+    (void)srv;
+    char *stats = run_client("read_kernels-good", good_client);
+    CHECK(op_count(stats, "async", "scuda_module_load_new") == 2, "new images loaded one-way: %u\n%s",
+          op_count(stats, "async", "scuda_module_load_new"), stats);
+    CHECK(op_count(stats, "sync", "scuda_module_load") == 0 && op_count(stats, "sync", "scuda_module_load_by_hash") == 0,
+          "a load waited\n%s", stats);
+    CHECK(op_count(stats, "sync", "scuda_param_info") == 0, "a layout was asked for\n%s", stats);
+    CHECK(op_count(stats, "async", "scuda_module_load_known") == 1, "the second load was not of a kept image\n%s",
+          stats);
+    CHECK(strstr(stats, "module loads of new images sent one-way (their kernels read here): 2"), "stats line\n%s",
+          stats);
+    free(stats);
+    printf("ok good: a module and a library of a new image loaded one-way, the driver's order, exact launches\n");
+}
+
+static void bad(const struct h_server *srv)
+{
+    int warned = h_server_log_count(srv, "SCUDA_READ_KERNELS=0");
+    char *stats = run_client("read_kernels-bad", bad_client);
+    free(stats);
+    CHECK(h_wait_log(srv, "SCUDA_READ_KERNELS=0", warned + 1, 5000) > warned,
+          "the server did not say the client's reading differs");
+    CHECK(h_server_log_count(srv, "the client read 3 kernels from a module image and this driver lists 2") >= 1,
+          "the server's log does not say what differs");
+    printf("ok bad: a reading the driver contradicts is INVALID_IMAGE at the next synchronize, and logged\n");
+}
+
+static void off(void)
+{
+    setenv("SCUDA_READ_KERNELS", "0", 1);
+    char *stats = run_client("read_kernels-off", off_client);
+    unsetenv("SCUDA_READ_KERNELS");
+    CHECK(op_count(stats, "async", "scuda_module_load_new") == 0, "SCUDA_READ_KERNELS=0 still read\n%s", stats);
+    CHECK(op_count(stats, "sync", "scuda_module_load_by_hash") == 1 && op_count(stats, "sync", "scuda_module_load") == 1,
+          "the load did not take its round trips\n%s", stats);
+    free(stats);
+    printf("ok off: SCUDA_READ_KERNELS=0 loads with round trips\n");
+}
+
+int main(void)
+{
+    h_begin("module_read_kernels", 120);
+    struct h_server srv;
+    h_server_start(&srv, "read-kernels", NULL);
+    good(&srv);
+    bad(&srv);
+    h_server_stop(&srv);
+    /* A fresh server: its cache lacks the image, so the load sends it. */
+    struct h_server fresh;
+    h_server_start(&fresh, "read-kernels-off", NULL);
+    off();
+    h_server_stop(&fresh);
+    printf("PASS module_read_kernels\n");
+    return 0;
+}

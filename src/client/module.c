@@ -4,7 +4,9 @@
  * size found from its own headers: fatbin, ELF cubin or PTX text) only
  * when the server does not have it yet; the reply carries every
  * function's name, and a function's parameter layout is asked for at its
- * first launch (func_layout). Function and kernel handles are
+ * first launch (func_layout). A cubin new to the session loads one-way
+ * instead: the client reads its kernels and their layouts itself
+ * (load_new, common/image_kernels.h), and the session checks them. Function and kernel handles are
  * ids the client picks; binding them on the server is a one-way message.
  * The messages are in codegen/driver_spec.py (MESSAGES, group modules). */
 #define _GNU_SOURCE

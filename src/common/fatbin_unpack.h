@@ -2,9 +2,10 @@
  *
  * nvcc compresses fatbin entries by default (CUDA 12: LZ4, CUDA 13: zstd
  * too; `-compress-mode`), and the driver decompresses an entry when it
- * loads it. The session reads the code itself only to list the variables
- * a migration copies (image_globals), so it decompresses only then, only
- * the one entry the device loads.
+ * loads it. SCUDA reads the code itself only to list the variables a
+ * migration copies (image_globals, in the session) and the kernels of a
+ * new image (image_kernels, in the client), so it decompresses only then,
+ * only the one entry the device loads.
  *
  * What an entry header says (little-endian, offsets from the entry's
  * start; image_check.c reads them):

@@ -28,6 +28,7 @@
 #include "../common/protocol.h"
 #include "../common/tls.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 #define CONNECT_TIMEOUT_MS 5000
 /* The session runs cuInit before it welcomes us; that can take seconds. */
@@ -99,12 +100,6 @@ uint32_t conn_ctx_on(const struct server *s)
 static void on_writer_error(void *server, int err);
 static int take_pong(struct server *s, uint32_t len);
 static void broke_locked(struct server *s, const char *why, uint32_t window_ms);
-static uint64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 static int liveness_greet(struct server *s);
 static void liveness_start(struct server *s);
 static void say_goodbye(void);
@@ -342,7 +337,7 @@ CUresult conn_send(struct rpc_call *c, int async)
         w->ack_only = async;
         w->deferred = 0;
         atomic_store(&w->frame_no, 0);
-        if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = mono_ms();
+        if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = now_ms();
         w->next = s->c.waiters;
         s->c.waiters = w;
     }
@@ -879,7 +874,7 @@ void conn_set_dead_handler(struct server *s, void (*handler)(struct server *s))
 void conn_transfer_begin(struct server *s)
 {
     pthread_mutex_lock(&s->c.recv_lock);
-    if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = mono_ms();
+    if (s->c.waiters == NULL && s->c.transfers == 0) s->c.wait_since_ms = now_ms();
     s->c.transfers++;
     pthread_mutex_unlock(&s->c.recv_lock);
 }
@@ -916,7 +911,7 @@ static void send_ping(struct server *s)
 static void *liveness_main(void *server)
 {
     struct server *s = server;
-    uint64_t sent_seen = 0, rx_seen = 0, rx_at = mono_ms(), last_ping = mono_ms();
+    uint64_t sent_seen = 0, rx_seen = 0, rx_at = now_ms(), last_ping = now_ms();
     for (;;) {
         uint64_t interval = ping_interval_ms(s);
         /* Ticks short enough to declare death within a few percent of the
@@ -924,7 +919,7 @@ static void *liveness_main(void *server)
         uint64_t tick = interval && interval < IDLE_TICK_MS ? interval : IDLE_TICK_MS;
         struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
         nanosleep(&ts, NULL);
-        uint64_t now = mono_ms();
+        uint64_t now = now_ms();
         uint64_t sent = atomic_load(&s->c.bytes_sent);
         if (sent != sent_seen) {
             sent_seen = sent;
@@ -946,7 +941,7 @@ static void *liveness_main(void *server)
             /* The clock again, under the lock: a caller may have started
              * waiting (wait_since_ms) after `now` was read, and now - since
              * would wrap to centuries of silence and kill a live server. */
-            uint64_t at = mono_ms(), since = rx_at > s->c.wait_since_ms ? rx_at : s->c.wait_since_ms;
+            uint64_t at = now_ms(), since = rx_at > s->c.wait_since_ms ? rx_at : s->c.wait_since_ms;
             if (at > since && at - since >= s->c.dead_after_ms) {
                 declare_dead_locked(s, at - since);
                 stop = s->c.dead;
@@ -1028,7 +1023,7 @@ void conn_resume_over(struct server *s, int ok, const char *why)
     pthread_mutex_lock(&s->c.recv_lock);
     atomic_store(&s->c.resuming, 0);
     if (ok) {
-        s->c.wait_since_ms = mono_ms(); /* the silence of the break is not the new connection's */
+        s->c.wait_since_ms = now_ms(); /* the silence of the break is not the new connection's */
         for (struct waiter *w = s->c.waiters; w; w = w->next) pthread_cond_signal(&w->cv);
         pthread_cond_broadcast(&s->c.resumed);
     } else {

@@ -43,6 +43,7 @@
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 #define SNAPSHOT_EVERY_DEFAULT_S 10.0
 /* While the standby loads the session's images ahead, ask again at a
@@ -90,12 +91,6 @@ static struct {
 
 static __thread int in_snapshot;
 
-static uint64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* A byte count with an optional K, M or G; 0 when malformed. */
 static uint64_t parse_bytes(const char *e)
@@ -267,7 +262,7 @@ static void handoff_wait(void)
 static void snapshot(struct server *s, int now, int waited)
 {
     in_snapshot = 1;
-    uint64_t t0 = mono_ms(), journal = sendq_kept_bytes(&s->q);
+    uint64_t t0 = now_ms(), journal = sendq_kept_bytes(&s->q);
     char to[ADDR_MAX];
     pthread_mutex_lock(&fo.lock);
     uint32_t failovers = fo.failovers;
@@ -287,7 +282,7 @@ static void snapshot(struct server *s, int now, int waited)
     char why[600];
     int got = r == CUDA_SUCCESS && msg_scuda_snapshot_ahead_rep_get(&c.out, &c.arena, &rep) == 0;
     if (got && rep.parked)
-        snapshot_taken(s, &rep, journal, mono_ms() - t0, waited, failovers, results_before);
+        snapshot_taken(s, &rep, journal, now_ms() - t0, waited, failovers, results_before);
     else {
         snprintf(why, sizeof why, "%s", r != CUDA_SUCCESS ? "the session could not be asked"
                                         : rep.why && rep.why[0] ? rep.why : "(no reason)");
@@ -295,8 +290,8 @@ static void snapshot(struct server *s, int now, int waited)
     }
     rpc_end(&c);
     pthread_mutex_lock(&fo.lock);
-    if (got && rep.ahead) fo.ahead_until_ms = mono_ms() + AHEAD_POLL_MS; /* still due: ask again soon */
-    else if (fo.failovers == failovers) fo.last_ms = mono_ms(); /* else the new standby wants one at once */
+    if (got && rep.ahead) fo.ahead_until_ms = now_ms() + AHEAD_POLL_MS; /* still due: ask again soon */
+    else if (fo.failovers == failovers) fo.last_ms = now_ms(); /* else the new standby wants one at once */
     pthread_mutex_unlock(&fo.lock);
     in_snapshot = 0;
 }
@@ -308,7 +303,7 @@ static int at_bound(struct server *s, uint64_t extra, uint64_t max) { return sen
 static int due(struct server *s, uint64_t extra)
 {
     pthread_mutex_lock(&fo.lock);
-    uint64_t now = mono_ms();
+    uint64_t now = now_ms();
     int yes = fo.next < fo.npool && (fo.last_ms == 0 || now - fo.last_ms >= fo.every_ms) && now >= fo.ahead_until_ms;
     uint64_t max = fo.journal_max;
     int parked = fo.parked;

@@ -31,6 +31,7 @@
 #include "../common/messages.gen.h"
 #include "../common/tls.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 #define CONNECT_TIMEOUT_MS 5000 /* as conn.c's */
 #define DEAD_PEER_S 10          /* as conn.c's */
@@ -41,12 +42,6 @@
 #define FAILOVER_MIN_MS 750
 
 
-static uint64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 void resume_setup(struct server *s, uint32_t session_pid, const uint8_t secret[RESUME_SECRET_LEN],
                   uint32_t session_within_ms)
@@ -179,7 +174,7 @@ static void moved_there(struct server *s)
     atomic_fetch_add(&s->r.moves, 1);
     double gib = (double)m.bytes / (1u << 30);
     LOG_WARN("session moved from %s to %s in %.0f ms (hold %.1f ms, replay %.1f ms, memory %.1f %s in %.0f ms)",
-             from, to, m.total_ns / 1e6 + (double)(mono_ms() - s->r.broke_ms), m.hold_ns / 1e6, m.replay_ns / 1e6,
+             from, to, m.total_ns / 1e6 + (double)(now_ms() - s->r.broke_ms), m.hold_ns / 1e6, m.replay_ns / 1e6,
              gib >= 0.1 ? gib : (double)m.bytes / (1u << 20), gib >= 0.1 ? "GiB" : "MiB", m.copy_ns / 1e6);
 }
 
@@ -216,14 +211,14 @@ static int try_failover(struct server *s, uint64_t deadline, char *why, size_t w
 {
     char addr[256];
     uint32_t pid;
-    uint64_t have, server_has = 0, now = mono_ms();
+    uint64_t have, server_has = 0, now = now_ms();
     if (!failover_target(s, addr, sizeof addr, &pid, &have)) return -1;
     uint64_t left = deadline > now ? deadline - now : 1;
     int fd = resume_connect(s, addr, pid, 1, left < CONNECT_TIMEOUT_MS ? (int)left : CONNECT_TIMEOUT_MS, have,
                             &server_has, why, whylen);
     if (fd >= 0 && failover_install(s, fd, server_has) == 0) {
         LOG_WARN("the session failed over to standby %s %llu ms after the break", addr,
-                 (unsigned long long)(mono_ms() - s->r.broke_ms));
+                 (unsigned long long)(now_ms() - s->r.broke_ms));
         return 1;
     }
     if (fd >= 0) snprintf(why, whylen, "the standby's connection broke at once");
@@ -250,7 +245,7 @@ static void *resume_main(void *server)
     uint64_t move_deadline = s->r.broke_ms + s->r.within_ms / 2;
     char why[512] = "", final[768], where[256];
     for (int attempt = 1;; attempt++) {
-        uint64_t now = mono_ms();
+        uint64_t now = now_ms();
         if (now >= deadline) break;
         int moving = resume_moving(s);
         if (standby && !moving && (attempt > 1 || silence)) {
@@ -285,7 +280,7 @@ static void *resume_main(void *server)
         if (fd >= 0 && resume_install(s, fd, server_has) == 0) {
             if (moving) moved_there(s);
             else LOG_WARN("resumed session on %s after %llu ms", where,
-                          (unsigned long long)(mono_ms() - s->r.broke_ms));
+                          (unsigned long long)(now_ms() - s->r.broke_ms));
             atomic_fetch_add(&s->r.resumes, 1);
             conn_resume_over(s, 1, NULL);
             return NULL;
@@ -304,7 +299,7 @@ static void *resume_main(void *server)
         }
         if (fd >= 0) snprintf(why, sizeof why, "the new connection broke at once");
         LOG_INFO("server %s: resume attempt %d failed: %s; retrying", where, attempt, why);
-        now = mono_ms();
+        now = now_ms();
         uint64_t nap = now + delay < deadline ? delay : (deadline > now ? deadline - now : 0);
         nanosleep(&(struct timespec){(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L}, NULL);
         delay = delay * 2 < RESUME_MAX_DELAY_MS ? delay * 2 : RESUME_MAX_DELAY_MS;
@@ -318,7 +313,7 @@ static void *resume_main(void *server)
 int resume_start(struct server *s, const char *why, uint32_t window_ms)
 {
     const char *addr = conn_addr(s);
-    s->r.broke_ms = mono_ms();
+    s->r.broke_ms = now_ms();
     s->r.window_ms = window_ms;
     snprintf(s->r.broke_why, sizeof s->r.broke_why, "%s", why);
     pthread_mutex_lock(&s->r.lock);

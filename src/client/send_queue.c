@@ -13,6 +13,7 @@
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 #define QUEUE_MAX (4u << 20)
 /* How long the writer keeps looking for more work after a batch. A launch
@@ -29,12 +30,6 @@ static void cpu_relax(void)
 #endif
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* ---- keeping frames for a resume ------------------------------------------- */
 

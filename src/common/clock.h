@@ -13,4 +13,6 @@ static inline uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+static inline uint64_t now_ms(void) { return now_ns() / 1000000u; }
+
 #endif

@@ -28,6 +28,7 @@
 #include "../common/protocol.h"
 #include "../common/tls.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 enum adm_state {
     ADM_FREE = 0,
@@ -71,12 +72,6 @@ static struct pending *slots;
 static uint64_t next_serial;
 static uint64_t evicted, last_evict_log_ms;
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 int admission_init(const struct admission_config *c)
 {

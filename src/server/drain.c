@@ -16,16 +16,11 @@
 #include "children.h"
 #include "control.h"
 #include "../common/log.h"
+#include "../common/clock.h"
 
 #define MAX_PEERS 32
 #define MAX_DRAINED 4096
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 static int split_peers(const char *list, char peers[MAX_PEERS][256])
 {

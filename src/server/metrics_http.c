@@ -24,6 +24,7 @@
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 static struct conn {
     int fd; /* -1: a free slot */
@@ -37,12 +38,6 @@ static struct conn {
 static int listen_fd = -1, needs_token;
 static const struct token_set *const *tokens_now;
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 int metrics_http_open(const char *addr, const struct token_set *const *tokens, int *port, char *err, size_t errlen)
 {

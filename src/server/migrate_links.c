@@ -194,7 +194,11 @@ CUresult migrate_links_read(const struct msg_migrate_item *it, struct migrate_la
 {
     for (uint32_t slot = 0; slot < 64; slot++) {
         if (!(it->a >> slot & 1)) continue;
-        int fd = readers.n < MIGRATE_LINKS_MAX ? peer_link_take(slot) : -1;
+        if (readers.n == MIGRATE_LINKS_MAX) {
+            snprintf(why, wl, "the exporter named more than %d links (slot %u is one too many)", MIGRATE_LINKS_MAX, slot);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        int fd = peer_link_take(slot);
         if (fd < 0) {
             snprintf(why, wl, "the exporter named link slot %u, which holds no link of it", slot);
             return CUDA_ERROR_INVALID_VALUE;

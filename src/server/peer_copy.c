@@ -38,6 +38,7 @@
 #include "../common/log.h"
 #include "../common/messages.gen.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 #define PEER_MAGIC 0x52454550u /* "PEER" */
 #define PEER_WAIT 0x54494157u  /* "WAIT" */
@@ -107,12 +108,6 @@ static int get_head(int fd, CUresult *r, uint64_t *n)
     }
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* Wait for the work queued on st (the first chunk's DMA, behind whatever
  * the stream held), telling the receiver every PEER_WAIT_EVERY_MS that

@@ -20,6 +20,7 @@
 #include "../common/tls.h"
 #include "../common/transport.h"
 #include "../common/why.h"
+#include "../common/clock.h"
 
 /* SLOT_JOINING: admitted, its welcome not yet sent by the join thread;
  * the link is used only once it is SLOT_LINKED. */
@@ -54,12 +55,6 @@ static void peer_init(void)
     }
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* A slot for a new grant or link: a free one, or one whose grant expired.
  * Locked. Returns its index, or -1. */

@@ -50,6 +50,7 @@
 #include "../common/protocol.h"
 #include "../common/session_info.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
 struct driver_table real;
 
@@ -508,12 +509,6 @@ static int enqueue_blocking(struct pending_call *p)
  * kernel ahead of PyTorch's .item() ends in microseconds. */
 #define INLINE_WAIT_NS 30000
 
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static int would_block(struct session *s, struct pending_call *p)
 {
@@ -523,11 +518,11 @@ static int would_block(struct session *s, struct pending_call *p)
     if (!op_wait_target(p->call.op, &p->call.in, &id, &is_event)) return 1;
     if (session_bind_ctx(s, p->ctx) != CUDA_SUCCESS) return 1;
     if (handle_get(s, id, is_event ? HK_EVENT : HK_STREAM, &h) != CUDA_SUCCESS) return 1;
-    uint64_t deadline = mono_ns() + INLINE_WAIT_NS;
+    uint64_t deadline = now_ns() + INLINE_WAIT_NS;
     for (;;) {
         CUresult q = is_event ? REAL(cuEventQuery, (CUevent)h) : REAL(cuStreamQuery, (CUstream)h);
         if (q != CUDA_ERROR_NOT_READY) return 0;
-        if (mono_ns() > deadline) return 1;
+        if (now_ns() > deadline) return 1;
     }
 }
 
@@ -559,7 +554,7 @@ static int wait_input(struct session *s)
     int idle_ms = s->opt->idle_timeout_s > 0 ? s->opt->idle_timeout_s * 1000 : 0;
     int dead_ms = s->opt->dead_after_s > 0 ? s->opt->dead_after_s * 1000 : 0;
     int wait_ms = idle_ms && (!dead_ms || idle_ms < dead_ms) ? idle_ms : dead_ms;
-    uint64_t since = mono_ns(), slice_since = since;
+    uint64_t since = now_ns(), slice_since = since;
     while (wait_ms > 0 || s->ctl_fd >= 0) {
         int slice = s->ctl_fd >= 0 && (wait_ms <= 0 || wait_ms > CTL_LOOK_MS) ? CTL_LOOK_MS : wait_ms;
         int rc = io_wait_input(s->fd, slice);
@@ -570,11 +565,11 @@ static int wait_input(struct session *s)
             return -1;
         }
         /* The bounds below count whole periods of wait_ms, as before. */
-        if (wait_ms <= 0 || mono_ns() - slice_since < (uint64_t)wait_ms * 1000000u) continue;
-        slice_since = mono_ns();
+        if (wait_ms <= 0 || now_ns() - slice_since < (uint64_t)wait_ms * 1000000u) continue;
+        slice_since = now_ns();
         /* A live client pings whenever it has sent nothing for a quarter
          * of this, even while its calls run: silence means it is gone. */
-        if (dead_ms && mono_ns() - since >= (uint64_t)dead_ms * 1000000u) {
+        if (dead_ms && now_ns() - since >= (uint64_t)dead_ms * 1000000u) {
             LOG_WARN("client sent nothing for %d s (--dead-after): declared dead, ending the session; "
                      "a stopped or hung client, or a network partition (raise --dead-after if clients "
                      "are this slow)", s->opt->dead_after_s);
@@ -882,9 +877,9 @@ static struct pending_call *next_call(struct session *s)
 static void replay_barrier(uint16_t op)
 {
     static int warned;
-    uint64_t deadline = mono_ns() + (uint64_t)REPLAY_BARRIER_MS * 1000000u;
+    uint64_t deadline = now_ns() + (uint64_t)REPLAY_BARRIER_MS * 1000000u;
     for (unsigned us = 20; atomic_load(&calls_in_flight) > 0; us = us < 1000 ? us * 2 : us) {
-        if (mono_ns() > deadline) {
+        if (now_ns() > deadline) {
             if (!warned++)
                 LOG_WARN("failover replay: %s still runs after %d ms (it may wait for work a later call releases); "
                          "later calls run without waiting for it", scuda_op_name(op), REPLAY_BARRIER_MS);
@@ -1037,7 +1032,7 @@ static int session_owes_client(void)
 static void *liveness_main(void *arg)
 {
     struct session *s = arg;
-    uint64_t out_seen = atomic_load(&frames_out), quiet_since = mono_ns();
+    uint64_t out_seen = atomic_load(&frames_out), quiet_since = now_ns();
     for (;;) {
         uint32_t ms = atomic_load(&client_dead_ms);
         uint64_t interval_ns = ms ? (uint64_t)ms * 1000000u / 4 : 0;
@@ -1054,7 +1049,7 @@ static void *liveness_main(void *arg)
         pthread_mutex_unlock(&pong_lock);
         if (atomic_exchange(&pong_due, 0)) send_pong(s, 1, atomic_load(&pong_seq), 1);
         if (atomic_exchange(&ack_due, 0)) send_pong(s, 0, 0, 1);
-        uint64_t now = mono_ns(), out = atomic_load(&frames_out);
+        uint64_t now = now_ns(), out = atomic_load(&frames_out);
         if (out != out_seen || !session_owes_client()) {
             out_seen = out;
             quiet_since = now;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "../common/clock.h"
 
 static struct slot {
     struct session_counters *page; /* NULL: a free slot */
@@ -16,12 +17,6 @@ static struct slot {
 static int nslots;
 static struct session_counters *mine;
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 int session_stats_open(void)
 {

@@ -44,13 +44,8 @@
 #include "../common/log.h"
 #include "../common/protocol.h"
 #include "../common/transport.h"
+#include "../common/clock.h"
 
-static uint64_t mono_ms_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* The standby adopts a secret and two counts: it answers at once. */
 #define READY_TIMEOUT_MS 10000
@@ -234,7 +229,7 @@ static void *stream_main(void *arg)
     why[0] = '\0';
     struct msg_scuda_migrate_rep mig;
     struct msg_scuda_snapshot_ahead_rep rep = {0};
-    uint64_t kept = 0, t0 = mono_ms_now();
+    uint64_t kept = 0, t0 = now_ms();
     int ok = migrate_later_finish(l, &bg.stop, &mig, &kept, why, sizeof why) == 0 &&
              park(l->fd, l->received, l->sent, why, sizeof why) == 0;
     struct migrate_range *v = NULL;
@@ -252,7 +247,7 @@ static void *stream_main(void *arg)
                  "ms, %.1f MiB more kept from the copy parked there before; memory streamed after the hold (%llu ms)",
                  (int)getpid(), j->to, j->pid, at.held_ns / 1e6, at.hold_ns / 1e6, at.staged / 1048576.0,
                  at.stage_ns / 1e6, mig.replay_ns / 1e6, j->ahead, mig.bytes / 1048576.0, mig.copy_ns / 1e6,
-                 kept / 1048576.0, (unsigned long long)(mono_ms_now() - t0));
+                 kept / 1048576.0, (unsigned long long)(now_ms() - t0));
     } else {
         snapshot_dirty_failed(); /* the parked copy is still the older one, and nothing is kept next time */
         remember_ranges(0, v, n);

@@ -196,7 +196,6 @@ struct dest {
     char to[256];
     uint32_t pid;
 };
-static struct dest dest_now;
 
 /* What the exporter does with each chunk it read (migrate_memread.c). */
 struct sending {
@@ -257,7 +256,8 @@ static int send_ranges(struct sending *x, const struct dest *to, const struct mi
     return rc;
 }
 
-static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t *sent, char *why, size_t whylen)
+static int send_memory(int fd, const struct dest *to, struct migrate_digest *d, uint32_t *seq, uint64_t *sent,
+                       char *why, size_t whylen)
 {
     struct migrate_range *v = NULL;
     long n = migrate_memory(&v);
@@ -268,7 +268,7 @@ static int send_memory(int fd, struct migrate_digest *d, uint32_t *seq, uint64_t
         return -1;
     }
     struct sending x = {.fd = fd, .v = v, .seq = seq, .keep = &keep};
-    int rc = send_ranges(&x, &dest_now, v, n, d, sent, why, whylen);
+    int rc = send_ranges(&x, to, v, n, d, sent, why, whylen);
     free(keep.ranges);
     keep.ranges = v;
     keep.nranges = n;
@@ -368,7 +368,7 @@ struct migrate_later_state {
 /* Under the hold, once the items are sent: the memory staged on the GPU
  * and everything the stream needs handed to *later. Returns 0, or -1
  * (logged) when staging was refused: the caller sends the memory now. */
-static int stage_for_later(struct session *s, int fd, struct migrate_digest *d, uint32_t seq,
+static int stage_for_later(struct session *s, int fd, const struct dest *to, struct migrate_digest *d, uint32_t seq,
                            struct migrate_later **later)
 {
     uint64_t t0 = now_ns();
@@ -382,7 +382,7 @@ static int stage_for_later(struct session *s, int fd, struct migrate_digest *d, 
         free(l);
         return -1;
     }
-    in->d = d, in->seq = seq, in->keep = keep, in->to = dest_now;
+    in->d = d, in->seq = seq, in->keep = keep, in->to = *to;
     in->keep.ranges = NULL, in->keep.nranges = 0;
     l->fd = fd;
     l->stage_ns = now_ns() - t0;
@@ -442,13 +442,13 @@ void migrate_later_free(struct migrate_later *l)
     free(l);
 }
 
-/* Send everything and judge the answer. Returns 0 when the other server
- * holds a checked copy of the session; 2 when what B loaded ahead (pre)
- * no longer fits, before anything was sent; 3 when the items went and
- * the memory is staged to follow after the hold (*later: `later` non-NULL
- * asks for that). */
-static int transfer(struct session *s, int fd, struct outcome *o, const struct migrate_preloaded *pre,
-                    struct migrate_later **later)
+/* Send everything to `to` on fd and judge the answer. Returns 0 when the
+ * other server holds a checked copy of the session; 2 when what B loaded
+ * ahead (pre) no longer fits, before anything was sent; 3 when the items
+ * went and the memory is staged to follow after the hold (*later: `later`
+ * non-NULL asks for that). */
+static int transfer(struct session *s, int fd, const struct dest *to, struct outcome *o,
+                    const struct migrate_preloaded *pre, struct migrate_later **later)
 {
     struct msg_migrate_item *items = NULL;
     CUresult deferred = s->deferred_error;
@@ -469,8 +469,8 @@ static int transfer(struct session *s, int fd, struct outcome *o, const struct m
         if (peer_spoke(fd) || migrate_send_item(fd, &items[i], seq++) != 0) rc = 1;
     free(items);
     free(keys);
-    if (rc == 0 && later && stage_for_later(s, fd, d, seq, later) == 0) return 3;
-    if (rc == 0) rc = send_memory(fd, d, &seq, &o->bytes, o->why, sizeof o->why);
+    if (rc == 0 && later && stage_for_later(s, fd, to, d, seq, later) == 0) return 3;
+    if (rc == 0) rc = send_memory(fd, to, d, &seq, &o->bytes, o->why, sizeof o->why);
     return judge(fd, rc, d, seq, o);
 }
 
@@ -496,10 +496,11 @@ static void follow_blockers(struct session *s, char *why, size_t whylen)
 static int failed_at_peer;
 int migrate_failed_at_peer(void) { return failed_at_peer; }
 
-static void set_dest(const char *to, uint32_t pid)
+static struct dest dest_of(const char *to, uint32_t pid)
 {
-    snprintf(dest_now.to, sizeof dest_now.to, "%s", to);
-    dest_now.pid = pid;
+    struct dest d = {.pid = pid};
+    snprintf(d.to, sizeof d.to, "%s", to);
+    return d;
 }
 
 /* At the hold: everything to B, on the connection B loaded ahead on when
@@ -511,8 +512,8 @@ static int copy_to_peer(struct session *s, const char *to, struct migrate_preloa
     int fd = pre->fd, rc = 2;
     if (fd >= 0) {
         *b_pid = pre->pid;
-        set_dest(to, *b_pid);
-        rc = transfer(s, fd, o, pre, later);
+        struct dest b = dest_of(to, *b_pid);
+        rc = transfer(s, fd, &b, o, pre, later);
         pre->fd = -1; /* fd's now */
         if (rc == 2) {
             LOG_INFO("session %d: an image or context changed while %s loaded ahead; the move sends everything now",
@@ -525,8 +526,8 @@ static int copy_to_peer(struct session *s, const char *to, struct migrate_preloa
     if (rc == 2) {
         struct migrate_preloaded none = {.fd = -1};
         fd = migrate_connect_peer(to, b_pid, o->why, sizeof o->why);
-        if (fd >= 0) set_dest(to, *b_pid);
-        rc = fd >= 0 ? transfer(s, fd, o, &none, later) : -1;
+        struct dest b = dest_of(to, fd >= 0 ? *b_pid : 0);
+        rc = fd >= 0 ? transfer(s, fd, &b, o, &none, later) : -1;
     }
     *ok = rc == 0 || rc == 3; /* 3: so far; the memory follows (*later) */
     return fd;

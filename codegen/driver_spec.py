@@ -867,13 +867,16 @@ op scuda_module_load_known
 # read itself (src/common/image_kernels.h): a cubin, its kernels' names in
 # the order the driver lists them and their parameter layouts. The session
 # loads it, keeps it as scuda_module_load does, and checks its driver's
-# list of names against the client's; a load that fails, or a list that
-# differs, is an error at the client's next observing call (deferred,
-# architecture.md 3.4), and the session's log says which.
+# list of names against the client's, and each kernel's layout against
+# its driver's when the kernel is bound; a load that fails, a list that
+# differs or a layout that differs is an error at the client's next
+# observing call (deferred, architecture.md 3.4), and the session's log
+# says which.
 op scuda_module_load_new
     in load_head head                  # no log buffers among its options: nothing comes back
     in u32 funcs_count                 # the kernels the client read
     in u8 names_digest[IMAGE_DIGEST_LEN] # image_kernels_digest of their names, in order
+    in layout_info layouts[] max=MODULE_MAX_FUNCS # each one's, in the same order
     in bytes image bulk
 
 op scuda_module_get_function

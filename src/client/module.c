@@ -451,6 +451,32 @@ static struct loaded *loaded_from_kernels(struct image_kernels *k, const struct 
     return l;
 }
 
+/* The load's request: the names' digest and each kernel's layout, from k. */
+static int put_load_new(wire_buf *b, struct msg_scuda_module_load_new_req *m, const struct image_kernels *k)
+{
+    const char **names = malloc((k->n ? k->n : 1) * sizeof *names);
+    struct msg_layout_info *layouts = calloc(k->n ? k->n : 1, sizeof *layouts);
+    uint32_t nslots = 0;
+    for (uint32_t i = 0; i < k->n; i++) nslots += k->k[i].nparams;
+    struct msg_param_slot *slots = calloc(nslots ? nslots : 1, sizeof *slots), *at = slots;
+    int rc = names && layouts && slots ? 0 : -1;
+    for (uint32_t i = 0; rc == 0 && i < k->n; i++) {
+        const struct image_kernel *ik = &k->k[i];
+        names[i] = ik->name;
+        layouts[i] = (struct msg_layout_info){.known = 1, .slots = at, .slots_count = ik->nparams};
+        for (uint32_t p = 0; p < ik->nparams; p++) *at++ = (struct msg_param_slot){ik->offset[p], ik->size[p]};
+    }
+    if (rc == 0) {
+        image_kernels_digest(names, k->n, m->names_digest);
+        m->layouts = layouts;
+        msg_scuda_module_load_new_req_put(b, m);
+    }
+    free(names);
+    free(layouts);
+    free(slots);
+    return rc;
+}
+
 /* A load of an image new to the session whose kernels this process reads
  * itself (image_kernels.h): one-way, with its bytes, and the session
  * checks the names against its driver's (scuda_module_load_new). Returns
@@ -467,20 +493,17 @@ static CUresult load_new(struct server *srv, const struct msg_load_head *head, c
         LOG_DEBUG("a module load waits for its reply: %s", why);
         return CUDA_ERROR_NOT_FOUND;
     }
-    struct msg_scuda_module_load_new_req m = {.head = *head, .funcs_count = k.n, .image = img, .image_len = len};
-    const char **names = malloc((k.n ? k.n : 1) * sizeof *names);
-    struct loaded *l = NULL;
-    if (names) {
-        for (uint32_t i = 0; i < k.n; i++) names[i] = k.k[i].name;
-        image_kernels_digest(names, k.n, m.names_digest);
-        free(names);
-        l = loaded_from_kernels(&k, head);
-    }
-    image_kernels_free(&k);
-    if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct msg_scuda_module_load_new_req m = {.head = *head, .funcs_count = k.n, .layouts_count = k.n,
+                                              .image = img, .image_len = len};
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_module_load_new, srv);
-    msg_scuda_module_load_new_req_put(&c.req, &m);
+    int put = put_load_new(&c.req, &m, &k);
+    struct loaded *l = put == 0 ? loaded_from_kernels(&k, head) : NULL;
+    image_kernels_free(&k);
+    if (!l) {
+        rpc_end(&c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     c.bulk = img;
     c.bulk_len = len;
     CUresult r = rpc_async(&c);

@@ -1239,6 +1239,9 @@ void msg_scuda_module_load_new_req_put(wire_buf *b, const struct msg_scuda_modul
     msg_put_load_head(b, &m->head);
     wb_put_u32(b, m->funcs_count);
     wb_put_raw(b, m->names_digest, sizeof m->names_digest);
+    wb_put_u32(b, m->layouts_count);
+    for (uint32_t i = 0; i < m->layouts_count; i++)
+        msg_put_layout_info(b, &m->layouts[i]);
     wb_put_u64(b, m->image_len); /* the bytes follow the frame (rpc_call.bulk) */
 }
 
@@ -1249,6 +1252,20 @@ int msg_scuda_module_load_new_req_get(wire_reader *r, struct msg_arena *a, struc
     msg_get_load_head(r, a, &m->head);
     m->funcs_count = wr_u32(r);
     wr_raw(r, m->names_digest, sizeof m->names_digest);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_layout_info *v = NULL;
+        if (n > (uint32_t)(MODULE_MAX_FUNCS) || n > r->left / 5)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_layout_info(r, a, &v[i]);
+        m->layouts = v;
+        m->layouts_count = n;
+    }
     m->image_len = wr_u64(r);
     m->image = a->bulk_apart ? NULL : wr_view(r, (size_t)m->image_len);
     return wr_ok_end(r) ? 0 : -1;

@@ -650,6 +650,8 @@ struct msg_scuda_module_load_new_req {
     struct msg_load_head head; /* load_head head: no log buffers among its options: nothing comes back */
     uint32_t funcs_count; /* u32 funcs_count: the kernels the client read */
     uint8_t names_digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] names_digest: image_kernels_digest of their names, in order */
+    const struct msg_layout_info *layouts; /* u32 count, then layout_info[] (at most MODULE_MAX_FUNCS) layouts: each one's, in the same order */
+    uint32_t layouts_count;
     const void *image; /* u64 length + bytes (bulk) image */
     uint64_t image_len;
 };

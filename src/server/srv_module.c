@@ -14,6 +14,7 @@
 #include "dispatch.h"
 #include "handlers.gen.h"
 #include "host_quota.h"
+#include "layout_claims.h"
 #include "../common/image_check.h"
 #include "../common/image_kernels.h"
 #include "migrate_state.h"
@@ -275,7 +276,8 @@ static int same_kernels(const struct msg_load_result *res, uint32_t count, const
  * then its driver's list must be the client's, or the client's handles
  * and enumerations would not be the driver's: that is an error it hears
  * at its next observing call, and the log says how to turn the reading
- * off. */
+ * off. The client's layouts are checked as each kernel is bound
+ * (layout_claims.h). */
 CUresult srv_scuda_module_load_new(srv_call *c)
 {
     struct msg_scuda_module_load_new_req m;
@@ -292,7 +294,15 @@ CUresult srv_scuda_module_load_new(srv_call *c)
                  name ? name : "an unknown error");
         return r;
     }
-    if (same_kernels(&res, m.funcs_count, m.names_digest)) return CUDA_SUCCESS;
+    if (same_kernels(&res, m.funcs_count, m.names_digest)) {
+        if (m.layouts_count != m.funcs_count) {
+            LOG_WARN("a one-way module load named %u kernels and %u layouts", m.funcs_count, m.layouts_count);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (layout_claims_keep(m.head.id, res.funcs_count, res.funcs, m.layouts) != 0)
+            LOG_WARN("out of memory: the layouts the client read from a module image go unchecked");
+        return CUDA_SUCCESS;
+    }
     LOG_WARN("the client read %u kernels from a module image and this driver lists %u%s: its own reading is wrong "
              "for this driver; the client hears CUDA_ERROR_INVALID_IMAGE; set SCUDA_READ_KERNELS=0 on the client",
              m.funcs_count, res.funcs_count, res.funcs_count == m.funcs_count ? " (other names, or in another order)" : "");
@@ -358,6 +368,7 @@ CUresult module_bind_function(struct session *s, uint64_t id, uint64_t module_id
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
+    if ((r = layout_claims_check(module_id, name, f, 0)) != CUDA_SUCCESS) return r;
     if ((r = put_owned(s, id, HK_FUNCTION, f, module_id)) == CUDA_SUCCESS) migrate_note_function(id, module_id, name);
     return r;
 }
@@ -377,6 +388,7 @@ CUresult module_bind_kernel(struct session *s, uint64_t id, uint64_t library_id,
     if (r != CUDA_SUCCESS) return r;
     CUkernel k;
     if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
+    if ((r = layout_claims_check(library_id, name, k, 1)) != CUDA_SUCCESS) return r;
     if ((r = put_owned(s, id, HK_KERNEL, k, library_id)) == CUDA_SUCCESS) migrate_note_kernel(id, library_id, name);
     return r;
 }
@@ -438,6 +450,7 @@ CUresult srv_scuda_module_unload(srv_call *c)
         drop_owned(c->s, m.id);
         handle_drop(c->s, m.id);
         migrate_forget_module(m.id);
+        layout_claims_drop(m.id);
     }
     return r;
 }

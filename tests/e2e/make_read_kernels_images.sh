@@ -6,6 +6,8 @@
 #   rk_good   the cubin and the PTX of the same three kernels
 #   rk_bad    the cubin of three kernels, the PTX of two of them: the
 #             session's driver lists other kernels than the client read
+#   rk_layout the cubin, and PTX whose copy_params_pair takes an int where
+#             the cubin's takes a char: the same names, another layout
 # Needs nvcc and fatbinary; run it again only to refresh the bytes.
 set -euo pipefail
 out="$(cd "$(dirname "$0")" && pwd)/read_kernels_images.h"
@@ -17,11 +19,15 @@ extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int
 extern "C" __global__ void copy_params_pair(char *out, char c, long long v) { out[8] = c; *(long long *)(out + 16) = v; }
 CU
 grep -v copy_params_pair "$tmp/a.cu" > "$tmp/b.cu"
+sed 's/char c, long long v/int c, long long v/' "$tmp/a.cu" > "$tmp/c.cu"
+grep -q 'int c, long long v' "$tmp/c.cu"
 nvcc -cubin -arch=sm_90 "$tmp/a.cu" -o "$tmp/a.cubin"
 nvcc -ptx -arch=sm_90 "$tmp/a.cu" -o "$tmp/a.ptx"
 nvcc -ptx -arch=sm_90 "$tmp/b.cu" -o "$tmp/b.ptx"
+nvcc -ptx -arch=sm_90 "$tmp/c.cu" -o "$tmp/c.ptx"
 fatbinary --compress=false --create="$tmp/good.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/a.ptx"
 fatbinary --compress=false --create="$tmp/bad.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/b.ptx"
+fatbinary --compress=false --create="$tmp/layout.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/c.ptx"
 python3 - "$tmp" "$out" <<'PY'
 import sys
 tmp, out = sys.argv[1:]
@@ -29,7 +35,7 @@ with open(out, "w") as f:
     f.write("/* read_kernels_images.h - written by make_read_kernels_images.sh (fatbins of an\n"
             " * sm_90 cubin and sm_90 PTX). Do not edit. */\n"
             "#ifndef SCUDA_TEST_READ_KERNELS_IMAGES_H\n#define SCUDA_TEST_READ_KERNELS_IMAGES_H\n\n")
-    for name, fn in (("rk_good", "good.fatbin"), ("rk_bad", "bad.fatbin")):
+    for name, fn in (("rk_good", "good.fatbin"), ("rk_bad", "bad.fatbin"), ("rk_layout", "layout.fatbin")):
         data = open(f"{tmp}/{fn}", "rb").read()
         # 8-byte aligned, as nvcc places fatbins: the client reads it in place
         f.write(f"static const unsigned char {name}[{len(data)}] __attribute__((aligned(8))) = {{\n")

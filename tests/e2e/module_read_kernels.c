@@ -17,6 +17,11 @@
  *          lacks: the load returns at once, the next synchronizing call
  *          returns INVALID_IMAGE, and the server's log says what differs
  *          and names SCUDA_READ_KERNELS=0.
+ *   layout the PTX the session's driver loads gives copy_params_pair an
+ *          int where the cubin has a char: the same names, so the load
+ *          goes through, but binding that kernel is refused
+ *          (INVALID_IMAGE at the next synchronize, logged), and another
+ *          kernel of the image still works.
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
  *          then sends the bytes, as before. */
 #define _GNU_SOURCE
@@ -137,6 +142,29 @@ static int bad_client(void *arg)
     return 0;
 }
 
+static int layout_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUmodule m;
+    CUfunction fill, copy;
+    CU(cuModuleLoadData(&m, rk_layout));
+    CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
+    CU(cuModuleGetFunction(&fill, m, "fill_u32"));
+    CUresult r = cuCtxSynchronize();
+    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after binding a kernel of another layout returned %s",
+          h_cu_name(r));
+    CUdeviceptr d;
+    uint32_t value = 77, out[8];
+    unsigned long long n = 8;
+    CU(cuMemAlloc_v2(&d, sizeof out));
+    void *args[] = {&d, &value, &n};
+    CU(cuLaunchKernel(fill, 1, 1, 1, 8, 1, 1, 0, NULL, args, NULL));
+    CU(cuMemcpyDtoH_v2(out, d, sizeof out));
+    CHECK(out[0] == 77 && out[7] == 77, "fill_u32 of the same image: %u %u", out[0], out[7]);
+    return 0;
+}
+
 static int off_client(void *arg)
 {
     (void)arg;
@@ -206,6 +234,16 @@ static void bad(const struct h_server *srv)
     printf("ok bad: a reading the driver contradicts is INVALID_IMAGE at the next synchronize, and logged\n");
 }
 
+static void layout(const struct h_server *srv)
+{
+    char *stats = run_client("read_kernels-layout", layout_client);
+    free(stats);
+    CHECK(h_wait_log(srv, "kernel copy_params_pair: the client read 3 parameters (24 bytes) from its image, this "
+                          "driver's layout has 3 (24 bytes)", 1, 5000) >= 1,
+          "the server did not refuse a kernel whose layout differs");
+    printf("ok layout: a kernel whose layout the driver contradicts is refused at its binding, and logged\n");
+}
+
 static void off(void)
 {
     setenv("SCUDA_READ_KERNELS", "0", 1);
@@ -225,6 +263,7 @@ int main(void)
     h_server_start(&srv, "read-kernels", NULL);
     good(&srv);
     bad(&srv);
+    layout(&srv);
     h_server_stop(&srv);
     /* A fresh server: its cache lacks the image, so the load sends it. */
     struct h_server fresh;

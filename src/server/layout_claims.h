@@ -1,0 +1,35 @@
+/* layout_claims.h - the parameter layouts a client read from a module
+ * image itself (scuda_module_load_new; src/common/image_kernels.h), held
+ * until its kernels are bound.
+ *
+ * A launch's parameters are placed at the offsets the client believes,
+ * and read by the driver at its own: a layout the client got wrong would
+ * pass wrong bytes without an error. So when a kernel of such an image is
+ * bound (cuModuleGetFunction, cuLibraryGetKernel: before any launch of
+ * it), the session compares its driver's layout (param_layout.h, which
+ * the first launch would ask for anyway) with the client's, and refuses
+ * the binding when they differ. A layout the driver cannot tell yet (a
+ * library's kernel with no context current) is not checked. */
+#ifndef SCUDA_SERVER_LAYOUT_CLAIMS_H
+#define SCUDA_SERVER_LAYOUT_CLAIMS_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "../common/messages.gen.h"
+
+/* Keep the client's layouts of image `id`'s n kernels, named as the
+ * driver names them (the names already matched the client's). 0, or -1
+ * when out of memory (nothing is then checked for it). */
+int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driver_funcs,
+                       const struct msg_layout_info *client_layouts);
+
+/* CUDA_SUCCESS when image `id` has no claim for `name`, or the driver's
+ * layout of h (a CUfunction, or a CUkernel when is_kernel) is the one
+ * claimed or cannot be told; else CUDA_ERROR_INVALID_IMAGE, logged. */
+CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kernel);
+
+/* Image `id` is unloaded. */
+void layout_claims_drop(uint64_t id);
+
+#endif

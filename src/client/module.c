@@ -538,6 +538,27 @@ static void digest_of(const void *img, size_t len, uint8_t key[AUTH_SHA256_LEN])
     else if (t0) stats_time(STATS_IMAGE_HASH, stats_now_ns() - t0, len);
 }
 
+/* Runtime-built kernels (cuDNN's, NVRTC's) are new to the server every
+ * time, and a lookup by digest that misses costs a round trip before the
+ * bytes go anyway. After DIGEST_MISS_STREAK misses in a row, an image up
+ * to DIGEST_SKIP_MAX goes with its bytes at once, except every
+ * DIGEST_PROBE_EVERY-th, which still asks: a hit ends the streak. */
+#define DIGEST_MISS_STREAK 8u
+#define DIGEST_SKIP_MAX (1u << 20)
+#define DIGEST_PROBE_EVERY 16u
+
+static int ask_by_digest(struct server *srv, size_t len)
+{
+    if (len > DIGEST_SKIP_MAX || atomic_load(&srv->digest_misses) < DIGEST_MISS_STREAK) return 1;
+    return atomic_fetch_add(&srv->digest_skipped, 1) % DIGEST_PROBE_EVERY == DIGEST_PROBE_EVERY - 1;
+}
+
+static void digest_answered(struct server *srv, int missed)
+{
+    if (missed) atomic_fetch_add(&srv->digest_misses, 1);
+    else atomic_store(&srv->digest_misses, 0);
+}
+
 /* The load of one image on one server, under head->id. The server keeps
  * the images it has loaded (docs/architecture.md, 3.8 Modules), so the
  * first request names the image by its SHA-256 only; the bytes follow,
@@ -545,7 +566,8 @@ static void digest_of(const void *img, size_t len, uint8_t key[AUTH_SHA256_LEN])
  * covers exactly the bytes that would be sent, and nothing else: JIT
  * options travel with each request and do not change which image it is.
  * An image this process loaded on the session before loads one-way
- * (load_known, 3.8.1). While a failover journal is kept, the bytes go
+ * (load_known, 3.8.1), and so does a cubin new to it (load_new, 3.8.2);
+ * after a run of misses, small images skip the lookup (ask_by_digest). While a failover journal is kept, the bytes go
  * with every load: the journal must rebuild the module on a standby,
  * whose module cache need not hold the image the server found by its
  * digest. *l gets the record, its digest noted when it has one. */
@@ -564,11 +586,12 @@ static CUresult load_on(struct server *srv, const struct msg_load_head *head, co
     }
     if (r == CUDA_ERROR_NOT_FOUND) {
         r = CUDA_SUCCESS;
-        if (by_hash) {
+        if (by_hash && ask_by_digest(srv, len)) {
             uint64_t t0 = stats_enabled() ? stats_now_ns() : 0;
             want_bytes = 0;
             r = request_load(srv, head, jit, NULL, len, key, l, &want_bytes);
             if (t0) stats_time(STATS_IMAGE_LOAD, stats_now_ns() - t0, want_bytes ? 0 : len);
+            if (r == CUDA_SUCCESS) digest_answered(srv, want_bytes);
         }
         if (r == CUDA_SUCCESS && want_bytes) r = request_load(srv, head, jit, img, len, NULL, l, &want_bytes);
         if (r == CUDA_SUCCESS && by_hash)

@@ -36,6 +36,9 @@ struct server {
     /* The server lacks scuda_module_load_by_hash (older than the module
      * cache): module.c sends it every image in full. */
     _Atomic int lacks_by_hash;
+    /* Lookups by digest that missed in a row, and loads since that sent
+     * their bytes without asking (module.c, ask_by_digest). */
+    _Atomic unsigned digest_misses, digest_skipped;
     /* The window index of this server's first device (device_window.c on
      * the server): its place in the list of every server's devices, before
      * CUDA_VISIBLE_DEVICES picks from it. Its devices follow in its order,

@@ -13,6 +13,11 @@
  *            function come from one round trip (and have the stand-in's
  *            values), later queries from the client; so do the
  *            settable ones until a cuFuncSetAttribute, which they follow.
+ *   misses   30 PTX images new to the server (the same kernels, each
+ *            with a comment of its own): the first 8 ask by digest, miss,
+ *            then send their bytes; after that streak the others send
+ *            their bytes at once, but for one in 16, which still asks;
+ *            every module works.
  *   digest   a raw session's one-way load of a digest it never loaded is
  *            reported by the next observing call (INVALID_IMAGE), the
  *            module does not exist, and the session carries on; so is one
@@ -212,6 +217,53 @@ static void repeat(void)
            LOADS);
 }
 
+/* ---- misses: images new every time ------------------------------------------ */
+
+#define NEW_IMAGES 30
+
+static int misses_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    size_t len;
+    char *ptx = h_read_file(h_ptx_path(), &len);
+    CHECK(len > 0);
+    for (int i = 0; i < NEW_IMAGES; i++) {
+        char *mine = NULL;
+        CHECK(asprintf(&mine, "%s\n// image %d of the misses test\n", ptx, i) > 0);
+        CUmodule m;
+        CU(cuModuleLoadData(&m, mine));
+        run_fill(m, 0xabc00000u + (uint32_t)i);
+        CU(cuModuleUnload(m));
+        free(mine);
+    }
+    free(ptx);
+    return 0;
+}
+
+static void misses(void)
+{
+    struct h_server srv;
+    h_server_start(&srv, "misses", NULL);
+    char err[1024];
+    int fd = h_temp_file("module_roundtrips-misses", err, sizeof err);
+    setenv("SCUDA_STATS", "1", 1);
+    pid_t pid = h_spawn(misses_client, NULL, 60, -1, fd);
+    unsetenv("SCUDA_STATS");
+    close(fd);
+    h_wait_ok_err(pid, 60000, "misses client", err);
+    char *stats = h_read_file(err, NULL);
+    /* 8 ask and miss; of the 22 after the streak, the 16th asks. */
+    unsigned by_hash = op_count(stats, "sync", "scuda_module_load_by_hash");
+    unsigned sent = op_count(stats, "sync", "scuda_module_load");
+    CHECK(by_hash == 9 && sent == NEW_IMAGES, "%d new images: %u asked by digest, %u sent\n%s", NEW_IMAGES, by_hash,
+          sent, stats);
+    free(stats);
+    h_server_stop(&srv);
+    printf("ok %d new images: 9 lookups by digest (8 misses, then 1 in 16), every image's bytes sent once\n",
+           NEW_IMAGES);
+}
+
 /* ---- raw sessions: digests and users --------------------------------------- */
 
 static uint32_t seq = 1u << 20; /* apart from the harness's h_raw_call */
@@ -339,6 +391,7 @@ int main(void)
 {
     h_begin("module_roundtrips", 120);
     repeat();
+    misses();
     digest();
     users();
     printf("PASS module_roundtrips\n");

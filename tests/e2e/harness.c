@@ -254,6 +254,28 @@ char *h_read_file(const char *path, size_t *len)
     return buf;
 }
 
+char *h_client_stats(int (*fn)(void *), void *arg, unsigned seconds, const char *tag)
+{
+    char path[1024];
+    int fd = h_temp_file(tag, path, sizeof path);
+    setenv("SCUDA_STATS", "1", 1);
+    pid_t pid = h_spawn(fn, arg, seconds, -1, fd);
+    unsetenv("SCUDA_STATS");
+    close(fd);
+    h_wait_ok_err(pid, (int)seconds * 1000, tag, path);
+    return h_read_file(path, NULL);
+}
+
+unsigned h_stats_count(const char *stats, const char *kind, const char *name)
+{
+    for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        char k[16], n[80];
+        unsigned c;
+        if (sscanf(p, " %15s %u %79s", k, &c, n) == 3 && strcmp(k, kind) == 0 && strcmp(n, name) == 0) return c;
+    }
+    return 0;
+}
+
 static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;

@@ -146,6 +146,13 @@ void h_wait_ok_err(pid_t pid, int timeout_ms, const char *what, const char *stde
  * and fills path (in E2E_LOG_DIR). */
 int h_temp_file(const char *tag, char *path, size_t pathlen);
 char *h_read_file(const char *path, size_t *len); /* malloc'd, NUL-terminated */
+/* Run fn(arg) as a client with SCUDA_STATS=1 (h_spawn, within `seconds`),
+ * require a clean exit, and return its stderr: the stats it printed
+ * (malloc'd). */
+char *h_client_stats(int (*fn)(void *), void *arg, unsigned seconds, const char *tag);
+/* The count SCUDA_STATS printed for op `name` of `kind` ("sync" or
+ * "async"); 0 when it has no line. */
+unsigned h_stats_count(const char *stats, const char *kind, const char *name);
 /* rm -rf path (no error when it is missing). */
 void h_remove_tree(const char *path);
 

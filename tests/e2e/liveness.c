@@ -143,20 +143,8 @@ static int busy_client(void *arg)
 static unsigned pings_of(int idle)
 {
     setenv("SCUDA_DEAD_AFTER", "1", 1); /* a ping after 250 ms of quiet */
-    setenv("SCUDA_STATS", "1", 1);
-    char path[512];
-    int fd = h_temp_file(idle ? "idle.stats" : "busy.stats", path, sizeof path);
-    pid_t client = h_spawn(busy_client, (void *)(intptr_t)idle, 20, -1, fd);
-    close(fd);
-    h_wait_ok(client, 15000, idle ? "an idle client" : "a busy client");
-    unsetenv("SCUDA_STATS");
-    char *out = h_read_file(path, NULL);
-    unsigned n = 0;
-    const char *line = strstr(out, "scuda_live_ping");
-    if (line) {
-        while (line > out && line[-1] != '\n') line--;
-        sscanf(line, " async %u", &n);
-    }
+    char *out = h_client_stats(busy_client, (void *)(intptr_t)idle, 20, idle ? "idle.stats" : "busy.stats");
+    unsigned n = h_stats_count(out, "async", "scuda_live_ping");
     free(out);
     return n;
 }

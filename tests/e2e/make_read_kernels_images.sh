@@ -28,20 +28,8 @@ nvcc -ptx -arch=sm_90 "$tmp/c.cu" -o "$tmp/c.ptx"
 fatbinary --compress=false --create="$tmp/good.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/a.ptx"
 fatbinary --compress=false --create="$tmp/bad.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/b.ptx"
 fatbinary --compress=false --create="$tmp/layout.fatbin" -64 --image3=kind=elf,sm=90,file="$tmp/a.cubin" --image3=kind=ptx,sm=90,file="$tmp/c.ptx"
-python3 - "$tmp" "$out" <<'PY'
-import sys
-tmp, out = sys.argv[1:]
-with open(out, "w") as f:
-    f.write("/* read_kernels_images.h - written by make_read_kernels_images.sh (fatbins of an\n"
-            " * sm_90 cubin and sm_90 PTX). Do not edit. */\n"
-            "#ifndef SCUDA_TEST_READ_KERNELS_IMAGES_H\n#define SCUDA_TEST_READ_KERNELS_IMAGES_H\n\n")
-    for name, fn in (("rk_good", "good.fatbin"), ("rk_bad", "bad.fatbin"), ("rk_layout", "layout.fatbin")):
-        data = open(f"{tmp}/{fn}", "rb").read()
-        # 8-byte aligned, as nvcc places fatbins: the client reads it in place
-        f.write(f"static const unsigned char {name}[{len(data)}] __attribute__((aligned(8))) = {{\n")
-        for i in range(0, len(data), 16):
-            f.write("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",\n")
-        f.write("};\n\n")
-    f.write("#endif\n")
-PY
+python3 "$(dirname "$0")/../tools/c_bytes.py" --aligned "$out" SCUDA_TEST_READ_KERNELS_IMAGES_H \
+  "read_kernels_images.h - written by make_read_kernels_images.sh (fatbins of an
+sm_90 cubin and sm_90 PTX)." \
+  rk_good="$tmp/good.fatbin" rk_bad="$tmp/bad.fatbin" rk_layout="$tmp/layout.fatbin"
 echo "wrote $out"

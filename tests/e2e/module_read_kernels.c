@@ -180,41 +180,19 @@ static int off_client(void *arg)
     return 0;
 }
 
-/* The count SCUDA_STATS printed for op `name` ("sync" or "async"), 0 when
- * it has no line. */
-static unsigned op_count(const char *stats, const char *kind, const char *name)
-{
-    for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        char k[16], n[80];
-        unsigned c;
-        if (sscanf(p, " %15s %u %79s", k, &c, n) == 3 && strcmp(k, kind) == 0 && strcmp(n, name) == 0) return c;
-    }
-    return 0;
-}
-
-/* The client's stderr (SCUDA_STATS's lines) after fn ran to its end. */
-static char *run_client(const char *tag, int (*fn)(void *))
-{
-    char err[1024];
-    int fd = h_temp_file(tag, err, sizeof err);
-    setenv("SCUDA_STATS", "1", 1);
-    pid_t pid = h_spawn(fn, NULL, 60, -1, fd);
-    unsetenv("SCUDA_STATS");
-    close(fd);
-    h_wait_ok_err(pid, 60000, tag, err);
-    return h_read_file(err, NULL);
-}
+/* The client's stats, fn run to its end. */
+static char *run_client(const char *tag, int (*fn)(void *)) { return h_client_stats(fn, NULL, 60, tag); }
 
 static void good(const struct h_server *srv)
 {
     (void)srv;
     char *stats = run_client("read_kernels-good", good_client);
-    CHECK(op_count(stats, "async", "scuda_module_load_new") == 2, "new images loaded one-way: %u\n%s",
-          op_count(stats, "async", "scuda_module_load_new"), stats);
-    CHECK(op_count(stats, "sync", "scuda_module_load") == 0 && op_count(stats, "sync", "scuda_module_load_by_hash") == 0,
+    CHECK(h_stats_count(stats, "async", "scuda_module_load_new") == 2, "new images loaded one-way: %u\n%s",
+          h_stats_count(stats, "async", "scuda_module_load_new"), stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_load") == 0 && h_stats_count(stats, "sync", "scuda_module_load_by_hash") == 0,
           "a load waited\n%s", stats);
-    CHECK(op_count(stats, "sync", "scuda_param_info") == 0, "a layout was asked for\n%s", stats);
-    CHECK(op_count(stats, "async", "scuda_module_load_known") == 1, "the second load was not of a kept image\n%s",
+    CHECK(h_stats_count(stats, "sync", "scuda_param_info") == 0, "a layout was asked for\n%s", stats);
+    CHECK(h_stats_count(stats, "async", "scuda_module_load_known") == 1, "the second load was not of a kept image\n%s",
           stats);
     CHECK(strstr(stats, "module loads of new images sent one-way (their kernels read here): 2"), "stats line\n%s",
           stats);
@@ -249,8 +227,8 @@ static void off(void)
     setenv("SCUDA_READ_KERNELS", "0", 1);
     char *stats = run_client("read_kernels-off", off_client);
     unsetenv("SCUDA_READ_KERNELS");
-    CHECK(op_count(stats, "async", "scuda_module_load_new") == 0, "SCUDA_READ_KERNELS=0 still read\n%s", stats);
-    CHECK(op_count(stats, "sync", "scuda_module_load_by_hash") == 1 && op_count(stats, "sync", "scuda_module_load") == 1,
+    CHECK(h_stats_count(stats, "async", "scuda_module_load_new") == 0, "SCUDA_READ_KERNELS=0 still read\n%s", stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_load_by_hash") == 1 && h_stats_count(stats, "sync", "scuda_module_load") == 1,
           "the load did not take its round trips\n%s", stats);
     free(stats);
     printf("ok off: SCUDA_READ_KERNELS=0 loads with round trips\n");

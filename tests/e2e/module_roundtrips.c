@@ -135,18 +135,6 @@ static int repeat_client(void *arg)
     return 0;
 }
 
-/* The count SCUDA_STATS printed for op `name` ("sync" or "async"), 0 when
- * it has no line. */
-static unsigned op_count(const char *stats, const char *kind, const char *name)
-{
-    for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        char k[16], n[80];
-        unsigned c;
-        if (sscanf(p, " %15s %u %79s", k, &c, n) == 3 && strcmp(k, kind) == 0 && strcmp(n, name) == 0) return c;
-    }
-    return 0;
-}
-
 /* The figure of a "scuda stats: WHAT: N" line; 0 when there is none. */
 static unsigned long long figure(const char *stats, const char *what)
 {
@@ -160,19 +148,12 @@ static void repeat(void)
 {
     struct h_server srv;
     h_server_start(&srv, "repeat", NULL);
-    char err[1024];
-    int fd = h_temp_file("module_roundtrips-stats", err, sizeof err);
-    setenv("SCUDA_STATS", "1", 1);
-    pid_t pid = h_spawn(repeat_client, NULL, 60, -1, fd);
-    unsetenv("SCUDA_STATS");
-    close(fd);
-    h_wait_ok_err(pid, 60000, "repeat client", err);
-    char *stats = h_read_file(err, NULL);
+    char *stats = h_client_stats(repeat_client, NULL, 60, "module_roundtrips-stats");
     /* Once per kind of load: the module's first asks by digest, then
      * sends the bytes; the library's first asks by digest (found). */
-    unsigned by_hash = op_count(stats, "sync", "scuda_module_load_by_hash");
-    unsigned sent = op_count(stats, "sync", "scuda_module_load");
-    unsigned one_way = op_count(stats, "async", "scuda_module_load_known");
+    unsigned by_hash = h_stats_count(stats, "sync", "scuda_module_load_by_hash");
+    unsigned sent = h_stats_count(stats, "sync", "scuda_module_load");
+    unsigned one_way = h_stats_count(stats, "async", "scuda_module_load_known");
     /* A call that waited says how long, in all: the tool for finding the
      * round trips a workload should not pay. */
     const char *line = strstr(stats, "scuda_module_load_by_hash");
@@ -181,29 +162,29 @@ static void repeat(void)
     CHECK(ms && (!eol || ms < eol), "the by-hash loads' line gives the time they waited\n%s", stats);
     CHECK(by_hash == 2 && sent == 1 && one_way == LOADS - 1 + 1,
           "loads: %u by digest, %u with bytes, %u one-way\n%s", by_hash, sent, one_way, stats);
-    CHECK(op_count(stats, "sync", "scuda_module_load_known") == 0, "a one-way load waited\n%s", stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_load_known") == 0, "a one-way load waited\n%s", stats);
     /* The first launch of the first module asks for fill_u32's parameter
      * layout; the image's later modules know it from the start. */
-    CHECK(op_count(stats, "sync", "scuda_param_info") == 1, "%u layouts asked for\n%s",
-          op_count(stats, "sync", "scuda_param_info"), stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_param_info") == 1, "%u layouts asked for\n%s",
+          h_stats_count(stats, "sync", "scuda_param_info"), stats);
     CHECK(figure(stats, "module loads sent one-way") == LOADS, "stats line for one-way loads\n%s", stats);
     /* The image is hashed once: every other load (the library's too: the
      * same bytes at the same address) finds its digest. */
     CHECK(figure(stats, "module image hashes skipped") == LOADS + 1, "hashes skipped\n%s", stats);
     CHECK(strstr(stats, "scuda stats: hashing module images: 1 times"), "the image was hashed more than once\n%s",
           stats);
-    CHECK(op_count(stats, "sync", "scuda_module_unload") == 0 &&
-              op_count(stats, "async", "scuda_module_unload") == LOADS + 2,
-          "unloads: %u waited, %u one-way\n%s", op_count(stats, "sync", "scuda_module_unload"),
-          op_count(stats, "async", "scuda_module_unload"), stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_unload") == 0 &&
+              h_stats_count(stats, "async", "scuda_module_unload") == LOADS + 2,
+          "unloads: %u waited, %u one-way\n%s", h_stats_count(stats, "sync", "scuda_module_unload"),
+          h_stats_count(stats, "async", "scuda_module_unload"), stats);
     /* Attributes: one batch per function (and per kernel and device); the
      * fixed ones never one by one; a settable one alone only after a set
      * (which clears the memo the batch filled). */
-    unsigned batches = op_count(stats, "sync", "scuda_func_attributes");
+    unsigned batches = h_stats_count(stats, "sync", "scuda_func_attributes");
     CHECK(batches == LOADS + 2, "%u attribute batches\n%s", batches, stats);
-    CHECK(op_count(stats, "sync", "cuKernelGetAttribute") == 0, "a kernel's fixed attribute went alone\n%s", stats);
-    CHECK(op_count(stats, "sync", "cuFuncGetAttribute") == LOADS, "%u single attribute calls\n%s",
-          op_count(stats, "sync", "cuFuncGetAttribute"), stats);
+    CHECK(h_stats_count(stats, "sync", "cuKernelGetAttribute") == 0, "a kernel's fixed attribute went alone\n%s", stats);
+    CHECK(h_stats_count(stats, "sync", "cuFuncGetAttribute") == LOADS, "%u single attribute calls\n%s",
+          h_stats_count(stats, "sync", "cuFuncGetAttribute"), stats);
     /* Per module: 16 fixed queries, 1 fetched; the 8 settable ones and max
      * dynamic shared before the set, from the batch; the launch's checks of
      * max threads per block and max dynamic shared (launch.c). Per
@@ -245,17 +226,10 @@ static void misses(void)
 {
     struct h_server srv;
     h_server_start(&srv, "misses", NULL);
-    char err[1024];
-    int fd = h_temp_file("module_roundtrips-misses", err, sizeof err);
-    setenv("SCUDA_STATS", "1", 1);
-    pid_t pid = h_spawn(misses_client, NULL, 60, -1, fd);
-    unsetenv("SCUDA_STATS");
-    close(fd);
-    h_wait_ok_err(pid, 60000, "misses client", err);
-    char *stats = h_read_file(err, NULL);
+    char *stats = h_client_stats(misses_client, NULL, 60, "module_roundtrips-misses");
     /* 8 ask and miss; of the 22 after the streak, the 16th asks. */
-    unsigned by_hash = op_count(stats, "sync", "scuda_module_load_by_hash");
-    unsigned sent = op_count(stats, "sync", "scuda_module_load");
+    unsigned by_hash = h_stats_count(stats, "sync", "scuda_module_load_by_hash");
+    unsigned sent = h_stats_count(stats, "sync", "scuda_module_load");
     CHECK(by_hash == 9 && sent == NEW_IMAGES, "%d new images: %u asked by digest, %u sent\n%s", NEW_IMAGES, by_hash,
           sent, stats);
     free(stats);

@@ -19,22 +19,10 @@ for mode in none size speed; do
   nvcc -fatbin -gencode arch=compute_90,code=sm_90 -compress-mode=$mode "$tmp/vars.cu" -o "$tmp/elf_$mode.fatbin"
   nvcc -fatbin -gencode arch=compute_90,code=compute_90 -compress-mode=$mode "$tmp/vars.cu" -o "$tmp/ptx_$mode.fatbin"
 done
-python3 - "$tmp" "$out" <<'PY'
-import sys
-tmp, out = sys.argv[1:]
-parts = [("nvcc_elf_plain", "elf_none"), ("nvcc_elf_zstd", "elf_size"),
-         ("nvcc_ptx_plain", "ptx_none"), ("nvcc_ptx_zstd", "ptx_size"), ("nvcc_ptx_lz4", "ptx_speed")]
-with open(out, "w") as f:
-    f.write("/* nvcc_fatbins.h - written by make_nvcc_fatbins.sh (nvcc -fatbin, sm_90 cubin or\n"
-            " * compute_90 PTX, -compress-mode none, size (zstd) and speed (LZ4)) from a\n"
-            " * kernel with the variables counter, table and coeffs. Do not edit. */\n"
-            "#ifndef SCUDA_TEST_NVCC_FATBINS_H\n#define SCUDA_TEST_NVCC_FATBINS_H\n\n")
-    for name, src in parts:
-        data = open(f"{tmp}/{src}.fatbin", "rb").read()
-        f.write(f"static const unsigned char {name}[{len(data)}] = {{\n")
-        for i in range(0, len(data), 16):
-            f.write("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",\n")
-        f.write("};\n\n")
-    f.write("#endif\n")
-PY
+python3 "$(dirname "$0")/../tools/c_bytes.py" "$out" SCUDA_TEST_NVCC_FATBINS_H \
+  "nvcc_fatbins.h - written by make_nvcc_fatbins.sh (nvcc -fatbin, sm_90 cubin or
+compute_90 PTX, -compress-mode none, size (zstd) and speed (LZ4)) from a
+kernel with the variables counter, table and coeffs." \
+  nvcc_elf_plain="$tmp/elf_none.fatbin" nvcc_elf_zstd="$tmp/elf_size.fatbin" \
+  nvcc_ptx_plain="$tmp/ptx_none.fatbin" nvcc_ptx_zstd="$tmp/ptx_size.fatbin" nvcc_ptx_lz4="$tmp/ptx_speed.fatbin"
 echo "wrote $out"

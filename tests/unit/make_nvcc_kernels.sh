@@ -32,20 +32,9 @@ CU
 nvcc -cubin -rdc=true -arch=sm_90 "$tmp/k.cu" -o "$tmp/k.cubin"
 nvcc -fatbin -rdc=true -compress-mode=size -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
   -gencode arch=compute_90,code=compute_90 "$tmp/k.cu" -o "$tmp/k.fatbin"
-python3 - "$tmp" "$out" <<'PY'
-import sys
-tmp, out = sys.argv[1:]
-with open(out, "w") as f:
-    f.write("/* nvcc_kernels.h - written by make_nvcc_kernels.sh from its kernels (nvcc -cubin\n"
-            " * -rdc=true for sm_90; a zstd fatbin of sm_80 and sm_90 cubins and compute_90\n"
-            " * PTX). Do not edit. */\n"
-            "#ifndef SCUDA_TEST_NVCC_KERNELS_H\n#define SCUDA_TEST_NVCC_KERNELS_H\n\n")
-    for name, fn in (("kernels_cubin", "k.cubin"), ("kernels_fatbin", "k.fatbin")):
-        data = open(f"{tmp}/{fn}", "rb").read()
-        f.write(f"static const unsigned char {name}[{len(data)}] = {{\n")
-        for i in range(0, len(data), 16):
-            f.write("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ",\n")
-        f.write("};\n\n")
-    f.write("#endif\n")
-PY
+python3 "$(dirname "$0")/../tools/c_bytes.py" "$out" SCUDA_TEST_NVCC_KERNELS_H \
+  "nvcc_kernels.h - written by make_nvcc_kernels.sh from its kernels (nvcc -cubin
+-rdc=true for sm_90; a zstd fatbin of sm_80 and sm_90 cubins and compute_90
+PTX)." \
+  kernels_cubin="$tmp/k.cubin" kernels_fatbin="$tmp/k.fatbin"
 echo "wrote $out"

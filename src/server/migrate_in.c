@@ -404,22 +404,6 @@ static CUresult replay_vmm_release(const struct msg_migrate_item *it)
     return r == CUDA_SUCCESS ? REAL(cuMemRelease, h) : r;
 }
 
-/* Bytes go only into memory this import rebuilt: an allocation, a
- * global, managed memory or a mapping, listed once, when the first bytes
- * arrive (after every object). */
-static struct migrate_range *rebuilt;
-static long nrebuilt = -1;
-
-static int inside_rebuilt(uint64_t addr, uint64_t len)
-{
-    if (nrebuilt < 0) nrebuilt = migrate_memory(&rebuilt);
-    for (long i = 0; i < nrebuilt; i++)
-        if (addr >= rebuilt[i].addr && addr - rebuilt[i].addr <= rebuilt[i].size &&
-            len <= rebuilt[i].size - (addr - rebuilt[i].addr))
-            return 1;
-    return 0;
-}
-
 /* Where device bytes land (opened when the memory begins), and the slot
  * the main connection's current frame was read into (-1: none). */
 static struct migrate_landing *landing;
@@ -436,16 +420,13 @@ static CUresult replay_bytes(const struct msg_migrate_item *it, char *why, size_
 }
 
 /* The parked copy's bytes for a range the session did not write since:
- * fetched into place, then checked as bytes that came. */
+ * fetched into place (only into a whole range the import rebuilt, where
+ * the exporter says its chunks begin), then checked as bytes that came. */
 static CUresult replay_kept(const struct msg_migrate_item *it, char *why, size_t wl)
 {
-    if (!inside_rebuilt(it->a, it->b)) {
-        snprintf(why, wl, "%llu kept bytes for %#llx, which is no allocation or global of the session",
-                 (unsigned long long)it->b, (unsigned long long)it->a);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (migrate_landing_kept_fits(landing, it->id, it->a, it->b, why, wl) != 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = snapshot_keep_fetch((uint32_t)it->c, it->data, it->data_len, it->a, it->b, &progress.kept, why, wl);
-    return r == CUDA_SUCCESS ? migrate_landing_kept(landing, it->id, it->a, it->b, why, wl) : r;
+    return r == CUDA_SUCCESS ? migrate_landing_kept(landing, it->id, why, wl) : r;
 }
 
 /* Everything sent ahead is replayed: say so, and wait for the hold. */

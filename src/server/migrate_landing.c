@@ -275,15 +275,20 @@ CUresult migrate_landing_bytes(struct migrate_landing *l, int slot, uint64_t ind
     return CUDA_SUCCESS;
 }
 
-CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
+int migrate_landing_kept_fits(const struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
                               size_t wl)
 {
     long first = index >= 1 && index <= (uint64_t)l->chunks ? (long)(index - 1) : -1;
-    if (first < 0 || l->at[first].off != 0 || l->v[l->at[first].range].size != size) {
-        snprintf(why, wl, "%llu kept bytes for %#llx came as chunk %lld, which is not the start of such a range",
-                 (unsigned long long)size, (unsigned long long)addr, (long long)index - 1);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (first >= 0 && l->at[first].off == 0 && chunk_addr(l, first) == addr && l->v[l->at[first].range].size == size)
+        return 0;
+    snprintf(why, wl, "%llu kept bytes for %#llx came as chunk %lld, which is not the start of such a range of the "
+                      "session's", (unsigned long long)size, (unsigned long long)addr, (long long)index - 1);
+    return -1;
+}
+
+CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, char *why, size_t wl)
+{
+    long first = (long)index - 1;
     for (long i = first; i < l->chunks && l->at[i].range == l->at[first].range; i++) {
         if (claim(l, i, chunk_addr(l, i), chunk_len(l, i), why, wl) != 0) return CUDA_ERROR_INVALID_VALUE;
         post(l, migrate_landing_take(l), i, chunk_addr(l, i), NULL, chunk_len(l, i));

@@ -47,11 +47,16 @@ void migrate_landing_give(struct migrate_landing *l, int slot);
 CUresult migrate_landing_bytes(struct migrate_landing *l, int slot, uint64_t index, uint64_t addr, const uint8_t *data,
                                uint64_t len, char *why, size_t wl);
 
-/* Range (addr, size), whose first chunk is `index` (1-based), is on the
- * device already (kept from the parked copy): its chunks are read back
- * and checked. Refused, with why, unless it is such a range. */
-CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
+/* Whether (addr, size) is one of the session's ranges, whole, and its
+ * first chunk is `index` (1-based): the parked copy's bytes may be
+ * fetched into it. 0, or -1 with why. */
+int migrate_landing_kept_fits(const struct migrate_landing *l, uint64_t index, uint64_t addr, uint64_t size, char *why,
                               size_t wl);
+
+/* That range (kept_fits said yes) is on the device already, kept from
+ * the parked copy: its chunks are read back and checked. Refused, with
+ * why, when one of them came before. */
+CUresult migrate_landing_kept(struct migrate_landing *l, uint64_t index, char *why, size_t wl);
 
 /* A reader's failure, for migrate_landing_close to report (the first
  * one stands); and the failure so far (CUDA_SUCCESS: none). */

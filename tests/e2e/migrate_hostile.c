@@ -6,7 +6,8 @@
  * chunks), then sends device bytes that are not the session's: a chunk
  * index past the end, an index for another address, a chunk twice, a
  * copy that ends with a chunk missing, a link slot that holds no link,
- * and a query for more links than a migration gets. Each must be refused
+ * the parked copy's bytes for half an allocation, and a query for more
+ * links than a migration gets. Each must be refused
  * with a verdict that names the fault, and never crash the session or
  * the server; a good copy of both chunks must be accepted. */
 #define _GNU_SOURCE
@@ -153,6 +154,14 @@ int main(void)
     send_item(fd, &(struct msg_migrate_item){.kind = MIG_LINKS_USED, .a = 1u << 5});
     expect_verdict(fd, "holds no link", "a link slot with no link");
 
+    /* The parked copy's bytes for a range that starts elsewhere: the
+     * second chunk of the allocation is no range of its own. */
+    fd = connect_as_exporter();
+    base = replay_objects(fd);
+    send_item(fd, &(struct msg_migrate_item){.kind = MIG_BYTES_KEPT, .id = 2, .a = base + MIGRATE_CHUNK,
+                                             .b = MIGRATE_CHUNK, .c = 1});
+    expect_verdict(fd, "which is not the start of such a range", "kept bytes for half an allocation");
+
     /* More links than a migration gets: at most 4 grants, then a good
      * copy over the main connection is accepted. */
     fd = connect_as_exporter();
@@ -174,9 +183,9 @@ int main(void)
     send_item(fd, &(struct msg_migrate_item){.kind = MIG_END, .b = SIZE});
     expect_verdict(fd, NULL, "both chunks, in any order");
 
-    CHECK(h_server_log_count(&B, "was not rebuilt") == 5, "five imports refused, and logged");
+    CHECK(h_server_log_count(&B, "was not rebuilt") == 6, "six imports refused, and logged");
     /* The parent logs each end when it reaps the session: wait for them. */
-    CHECK(h_wait_log(&B, "ended (status 1", 5, 10000) >= 5, "the refused sessions ended by themselves");
+    CHECK(h_wait_log(&B, "ended (status 1", 6, 10000) >= 6, "the refused sessions ended by themselves");
     CHECK(h_server_log_count(&B, "signal") == 0, "no session crashed");
     h_server_stop(&B);
     printf("PASS migrate_hostile\n");

@@ -245,6 +245,35 @@ static void redo_stand_in(const struct frame_header *reply, uint32_t result, uin
     memcpy(out + FRAME_HEADER_LEN, &result, 4);
 }
 
+/* One reply frame: its result, the bulk field (its length, then bulk_len
+ * bytes) when flags has FRAME_BULK, then the encoded outputs; numbered
+ * and kept for a resume. Device bytes are not copied to be kept: after a
+ * resume the client gets the FRAME_REDO stand-in and asks again
+ * (protocol.h, "Resume"). Returns resume_write_frame's answer. */
+static int write_reply(struct session *s, uint16_t op, uint32_t seq, uint16_t flags, uint32_t result, const void *bulk,
+                       uint64_t bulk_len, const void *out, size_t out_len)
+{
+    int has_bulk = (flags & FRAME_BULK) != 0;
+    struct frame_header h = {.length = (uint32_t)(4 + (has_bulk ? 8 + bulk_len : 0) + out_len),
+                             .op = op, .flags = flags, .seq = seq};
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_header_encode(&h, hdr);
+    struct iovec iov[5];
+    int n = 0;
+    iov[n++] = (struct iovec){hdr, sizeof hdr};
+    iov[n++] = (struct iovec){&result, 4};
+    if (has_bulk) {
+        iov[n++] = (struct iovec){&bulk_len, 8};
+        iov[n++] = (struct iovec){(void *)bulk, (size_t)bulk_len};
+    }
+    if (out_len) iov[n++] = (struct iovec){(void *)out, out_len};
+    uint8_t redo[FRAME_HEADER_LEN + 4];
+    if (has_bulk) redo_stand_in(&h, result, redo);
+    int w = resume_write_frame(s, iov, n, has_bulk ? redo : NULL, sizeof redo);
+    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
+    return w;
+}
+
 static void send_reply(struct session *s, srv_call *c, CUresult r)
 {
     output_forward(s);
@@ -254,34 +283,11 @@ static void send_reply(struct session *s, srv_call *c, CUresult r)
         r = CUDA_ERROR_INVALID_VALUE;
     }
     int bulk = c->bulk != NULL && r == CUDA_SUCCESS;
-    uint64_t bulk_len = bulk ? c->bulk_len : 0;
     size_t out_len = r == CUDA_SUCCESS || c->out_on_error ? c->out.len : 0;
     uint16_t flags = FRAME_REPLY | (bulk ? FRAME_BULK : 0);
     uint32_t result = (uint32_t)reply_result(s, c, r, &flags);
-    struct frame_header h = {
-        .length = (uint32_t)(4 + (bulk ? 8 + bulk_len : 0) + out_len),
-        .op = c->op,
-        .flags = flags,
-        .seq = c->seq,
-    };
-    uint8_t hdr[FRAME_HEADER_LEN];
-    frame_header_encode(&h, hdr);
-    struct iovec iov[5];
-    int n = 0;
-    iov[n++] = (struct iovec){hdr, sizeof hdr};
-    iov[n++] = (struct iovec){&result, 4};
-    if (bulk) {
-        iov[n++] = (struct iovec){&bulk_len, 8};
-        iov[n++] = (struct iovec){(void *)c->bulk, (size_t)bulk_len};
-    }
-    if (out_len) iov[n++] = (struct iovec){c->out.data, out_len};
-    /* Device bytes are not copied to be kept: after a resume the client
-     * gets the FRAME_REDO stand-in and asks again (protocol.h, "Resume"). */
-    uint8_t redo[FRAME_HEADER_LEN + 4];
-    if (bulk) redo_stand_in(&h, result, redo);
-    int w = resume_write_frame(s, iov, n, bulk ? redo : NULL, sizeof redo);
-    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
-    if (w != 0) LOG_DEBUG("the connection broke while we replied: %s (kept for a resume)", strerror(errno));
+    if (write_reply(s, c->op, c->seq, flags, result, c->bulk, bulk ? c->bulk_len : 0, c->out.data, out_len) != 0)
+        LOG_DEBUG("the connection broke while we replied: %s (kept for a resume)", strerror(errno));
 }
 
 /* A reply sent after its handler returned (a snapshot whose memory
@@ -293,13 +299,7 @@ void session_owe_late_reply(void) { atomic_fetch_add(&late_replies_owed, 1); }
 
 void session_reply_late(struct session *s, uint16_t op, uint32_t seq, const wire_buf *out)
 {
-    uint32_t result = CUDA_SUCCESS;
-    struct frame_header h = {.length = (uint32_t)(4 + out->len), .op = op, .flags = FRAME_REPLY, .seq = seq};
-    uint8_t hdr[FRAME_HEADER_LEN];
-    frame_header_encode(&h, hdr);
-    struct iovec iov[3] = {{hdr, sizeof hdr}, {&result, 4}, {out->data, out->len}};
-    int w = resume_write_frame(s, iov, out->len ? 3 : 2, NULL, 0);
-    atomic_fetch_add_explicit(&frames_out, 1, memory_order_relaxed);
+    int w = write_reply(s, op, seq, FRAME_REPLY, CUDA_SUCCESS, NULL, 0, out->data, out->len);
     atomic_fetch_sub(&late_replies_owed, 1);
     if (w != 0) LOG_DEBUG("the connection broke while we replied late: %s (kept for a resume)", strerror(errno));
 }

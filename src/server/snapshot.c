@@ -195,6 +195,25 @@ static void parked_on(int fd, const char *to, uint32_t pid, uint64_t bytes)
     session_stats_snapshot(bytes); /* `scuda ps`: its age and size */
 }
 
+/* The outcome of a snapshot, the same whether its memory went during the
+ * hold or after it: the parked copy and the ranges it holds, with the
+ * reply's fields; or, on a failure, the copy before stays the parked one
+ * and nothing is kept from it next time. The log lines are the caller's. */
+static void settle(int ok, int fd, const char *to, uint32_t pid, uint64_t bytes, struct migrate_range *v, long n,
+                   uint64_t received, uint64_t sent, unsigned ahead, struct msg_scuda_snapshot_ahead_rep *rep)
+{
+    if (ok) {
+        parked_on(fd, to, pid, bytes);
+        remember_ranges(1, v, n);
+        rep->parked = 1, rep->pid = pid, rep->images_ahead = ahead;
+        rep->client_frames = received, rep->server_frames = sent;
+        return;
+    }
+    snapshot_dirty_failed();
+    remember_ranges(0, v, n);
+    if (fd >= 0) io_close(fd);
+}
+
 /* ---- the memory after the hold ------------------------------------------------ */
 
 struct stream_job {
@@ -237,11 +256,8 @@ static void *stream_main(void *arg)
     const struct migrate_later at = *l; /* the numbers, for the reply and the log */
     migrate_later_free(l); /* the staging goes before the reply: the client may ask again at once */
     rep.hold_ns = at.hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
+    settle(ok, at.fd, j->to, j->pid, mig.bytes + kept, v, n, at.received, at.sent, j->ahead, &rep);
     if (ok) {
-        parked_on(at.fd, j->to, j->pid, mig.bytes + kept);
-        remember_ranges(1, v, n);
-        rep.parked = 1, rep.pid = j->pid, rep.images_ahead = j->ahead;
-        rep.client_frames = at.received, rep.server_frames = at.sent;
         LOG_INFO("session %d: snapshot parked on %s (session %u there): the session was held %.1f ms (hold+sync %.1f "
                  "ms, %.1f MiB staged in %.1f ms); replay %.1f ms (%u images loaded ahead); %.1f MiB memory in %.1f "
                  "ms, %.1f MiB more kept from the copy parked there before; memory streamed after the hold (%llu ms)",
@@ -249,9 +265,6 @@ static void *stream_main(void *arg)
                  at.stage_ns / 1e6, mig.replay_ns / 1e6, j->ahead, mig.bytes / 1048576.0, mig.copy_ns / 1e6,
                  kept / 1048576.0, (unsigned long long)(now_ms() - t0));
     } else {
-        snapshot_dirty_failed(); /* the parked copy is still the older one, and nothing is kept next time */
-        remember_ranges(0, v, n);
-        io_close(at.fd);
         /* One that kept bytes is asked again soon, and copies in full. */
         rep.ahead = kept > 0 && !atomic_load(&bg.stop);
         if (rep.ahead)
@@ -326,23 +339,15 @@ CUresult srv_scuda_snapshot_ahead(srv_call *c)
     counts_now(c->s, &received, &sent);
     struct migrate_range *v = NULL;
     long n = migrate_out_ranges(&v);
-    if (fd >= 0 && park(fd, received, sent, why, sizeof why) == 0) {
-        parked_on(fd, m.to, pid, mig.bytes + kept);
-        remember_ranges(1, v, n);
-        rep.client_frames = received, rep.server_frames = sent;
-        rep.parked = 1;
-        rep.pid = pid;
-        rep.images_ahead = ahead;
+    int ok = fd >= 0 && park(fd, received, sent, why, sizeof why) == 0;
+    settle(ok, fd, m.to, pid, mig.bytes + kept, v, n, received, sent, ahead, &rep);
+    if (ok)
         LOG_INFO("session %d: snapshot parked on %s (session %u there): hold+sync %.1f ms, replay %.1f ms (%u images "
                  "loaded ahead), %.1f MiB memory in %.1f ms, %.1f MiB more kept from the copy parked there before",
                  (int)getpid(), m.to, pid, mig.hold_ns / 1e6, mig.replay_ns / 1e6, ahead, mig.bytes / 1048576.0,
                  mig.copy_ns / 1e6, kept / 1048576.0);
-    } else {
-        snapshot_dirty_failed(); /* the parked copy is still the older one */
-        remember_ranges(0, v, n);
-        if (fd >= 0) io_close(fd);
+    else
         LOG_WARN("session %d: no snapshot on %s: %s", (int)getpid(), m.to, why);
-    }
     rep.why = why;
     rep.hold_ns = mig.hold_ns, rep.replay_ns = mig.replay_ns, rep.copy_ns = mig.copy_ns, rep.bytes = mig.bytes;
     msg_scuda_snapshot_ahead_rep_put(&c->out, &rep);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_quota.h"
 #include "param_layout.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
@@ -41,7 +42,7 @@ static struct claims *build(uint32_t n, const struct msg_func_desc *f, const str
 {
     size_t bytes = sizeof(struct claims) + (size_t)n * sizeof(struct claim);
     for (uint32_t i = 0; i < n; i++) bytes += (size_t)l[i].slots_count * sizeof *l[i].slots + strlen(f[i].name) + 1;
-    struct claims *c = malloc(bytes);
+    struct claims *c = host_quota_alloc(bytes, "a module's kernel layouts"); /* the session's memory */
     if (!c) return NULL;
     c->n = n;
     struct msg_param_slot *slots = (struct msg_param_slot *)&c->c[n];
@@ -64,7 +65,7 @@ int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driv
 {
     struct claims *c = build(n, driver_funcs, client_layouts);
     if (!c || idmap_put(&images, id, 0, c) != 0) {
-        free(c);
+        host_quota_free(c);
         return -1;
     }
     return 0;
@@ -99,4 +100,4 @@ CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kern
     return r;
 }
 
-void layout_claims_drop(uint64_t id) { free(idmap_del(&images, id)); }
+void layout_claims_drop(uint64_t id) { host_quota_free(idmap_del(&images, id)); }

@@ -19,8 +19,9 @@
 #include "../common/messages.gen.h"
 
 /* Keep the client's layouts of image `id`'s n kernels, named as the
- * driver names them (the names already matched the client's). 0, or -1
- * when out of memory (nothing is then checked for it). */
+ * driver names them (the names already matched the client's), in the
+ * session's host memory (host_quota.h). 0, or -1 when refused (nothing is
+ * then checked for it). */
 int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driver_funcs,
                        const struct msg_layout_info *client_layouts);
 

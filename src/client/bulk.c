@@ -576,21 +576,30 @@ static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took)
               (unsigned long long)wire, took * 1e3, mbps, s->b.link_mbps);
 }
 
-int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r)
+/* One striped copy, either way: announced on the main connection, run
+ * over the bulk connections, and answered by the session. The request
+ * waits for its reply, as a one-way copy that lends its bytes waits for
+ * their acknowledgement (conn.c): so a copy cut by a break is known to be
+ * cut, and no error is left deferred. Closing the connections after a
+ * failure ends the session's side of the copy too, so its reply comes. */
+static int bulk_copy(struct server *s, enum bulk_dir dir, uint64_t dev, void *host, size_t n, uint64_t stream, int mode,
+                     CUresult *r)
 {
     if (!begin(s, n)) return 0;
-    struct bulk_job j = {
-        .dir = BULK_TO_DEVICE, .id = ++s->b.next_id, .n = n, .chunk = pick_chunk(s, n), .host = (char *)src};
+    struct bulk_job j = {.dir = dir, .id = ++s->b.next_id, .n = n, .chunk = pick_chunk(s, n), .host = host};
     j.used = connections_used(s, n, j.chunk);
     j.policy = copy_policy(s);
-    struct msg_scuda_bulk_htod_req m = {announcement(dst, stream, mode, &j)};
     rpc_call c;
-    rpc_begin_on(&c, OP_scuda_bulk_htod, s);
+    if (dir == BULK_TO_DEVICE) {
+        struct msg_scuda_bulk_htod_req m = {announcement(dev, stream, mode, &j)};
+        rpc_begin_on(&c, OP_scuda_bulk_htod, s);
+        msg_scuda_bulk_htod_req_put(&c.req, &m);
+    } else {
+        struct msg_scuda_bulk_dtoh_req m = {announcement(dev, stream, mode, &j)};
+        rpc_begin_on(&c, OP_scuda_bulk_dtoh, s);
+        msg_scuda_bulk_dtoh_req_put(&c.req, &m);
+    }
     c.pushed = 1;
-    msg_scuda_bulk_htod_req_put(&c.req, &m);
-    /* It waits for the session's reply, as a one-way copy that lends its
-     * bytes waits for their acknowledgement (conn.c): so a copy cut by a
-     * break is known to be cut, and no error is left deferred. */
     unsigned resumes = conn_resumes(s);
     int failed = 0;
     atomic_store(&s->b.job_wire, 0);
@@ -610,36 +619,14 @@ int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_
     return !again;
 }
 
+int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r)
+{
+    return bulk_copy(s, BULK_TO_DEVICE, dst, (void *)src, n, stream, mode, r);
+}
+
 int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r)
 {
-    if (!begin(s, n)) return 0;
-    struct bulk_job j = {.dir = BULK_FROM_DEVICE, .id = ++s->b.next_id, .n = n, .chunk = pick_chunk(s, n), .host = dst};
-    j.used = connections_used(s, n, j.chunk);
-    j.policy = copy_policy(s);
-    struct msg_scuda_bulk_dtoh_req m = {announcement(src, stream, mode, &j)};
-    rpc_call c;
-    rpc_begin_on(&c, OP_scuda_bulk_dtoh, s);
-    c.pushed = 1;
-    msg_scuda_bulk_dtoh_req_put(&c.req, &m);
-    unsigned resumes = conn_resumes(s);
-    int failed = 0;
-    atomic_store(&s->b.job_wire, 0);
-    double t0 = now_s();
-    *r = rpc_start(&c);
-    if (*r == CUDA_SUCCESS) {
-        failed = run_job(s, &j);
-        /* Closing the connections ends the session's side of the copy too,
-         * so its reply comes. */
-        if (failed) go_off_after_failure(s);
-        *r = rpc_finish(&c);
-        if (failed && *r == CUDA_SUCCESS) *r = CUDA_ERROR_UNKNOWN;
-        if (*r == CUDA_SUCCESS) note_rate(s, n, atomic_load(&s->b.job_wire), now_s() - t0);
-    }
-    rpc_end(&c);
-    if (failed) tell_session_striping_ended(s, s->b.fail_index);
-    int again = again_after_resume(s, r, failed, resumes);
-    pthread_mutex_unlock(&s->b.lock);
-    return !again;
+    return bulk_copy(s, BULK_FROM_DEVICE, src, dst, n, stream, mode, r);
 }
 
 void bulk_forget_after_fork(struct server *s)

@@ -344,6 +344,7 @@ struct choice {
     unsigned arch;
     const struct fat_entry *best;
     struct fat_entry kept;
+    unsigned alike; /* entries of the best one's kind and architecture, itself included */
 };
 
 static int better(const struct fat_entry *e, const struct fat_entry *than, unsigned arch)
@@ -360,7 +361,8 @@ static int choose(const struct fat_entry *e, void *arg, char *why, size_t whylen
 {
     (void)why, (void)whylen;
     struct choice *c = arg;
-    if (better(e, c->best, c->arch)) c->kept = *e, c->best = &c->kept;
+    if (better(e, c->best, c->arch)) c->kept = *e, c->best = &c->kept, c->alike = 1;
+    else if (c->best && e->kind == c->best->kind && e->arch == c->best->arch) c->alike++;
     return 0;
 }
 
@@ -401,7 +403,8 @@ static int entry_code(const struct fat_entry *e, image_code_fn fn, void *arg, ch
     return rc;
 }
 
-int image_code(const void *image, size_t len, unsigned arch, image_code_fn fn, void *arg, char *why, size_t whylen)
+int image_code(const void *image, size_t len, unsigned arch, unsigned flags, image_code_fn fn, void *arg, char *why,
+               size_t whylen)
 {
     if (image_check(image, len, why, whylen) != 0) return -1;
     const uint8_t *p = image;
@@ -413,6 +416,9 @@ int image_code(const void *image, size_t len, unsigned arch, image_code_fn fn, v
     struct choice c = {.arch = arch};
     if (walk_fatbin(p, len, choose, &c, why, whylen) != 0) return -1;
     if (!c.best) return why_fail(why, whylen, "its fatbin holds no code for sm_%u", arch);
+    if ((flags & IMAGE_CODE_UNIQUE) && c.alike > 1)
+        return why_fail(why, whylen, "its fatbin holds %u %s entries for sm_%u (sm_%ua among them?)", c.alike,
+                        entry_what(c.best), c.best->arch, c.best->arch);
     return entry_code(c.best, fn, arg, why, whylen);
 }
 
@@ -426,5 +432,5 @@ int image_globals(const void *image, size_t len, unsigned arch, int (*each)(cons
                   char *why, size_t whylen)
 {
     struct listing l = {each, arg};
-    return image_code(image, len, arch, code_globals, &l, why, whylen);
+    return image_code(image, len, arch, 0, code_globals, &l, why, whylen);
 }

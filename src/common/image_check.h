@@ -48,9 +48,15 @@ int image_globals(const void *image, size_t len, unsigned arch, int (*each)(cons
  * image_globals picks it, checked and decompressed: fn sees it (a cubin,
  * IMAGE_CODE_ELF, or NUL-terminated PTX text, IMAGE_CODE_PTX, len
  * counting the NUL; valid during the call) and its answer is returned.
- * Else -1 with why, as for image_globals. */
+ * Else -1 with why, as for image_globals. With IMAGE_CODE_UNIQUE in
+ * flags, a fatbin with another entry of the chosen one's kind and
+ * architecture is refused too: sm_90 and sm_90a entries share the number
+ * 90 (the "a" is a bit of the entry's flags, 0x100000), and which of them
+ * the driver prefers was not measured. */
 enum { IMAGE_CODE_ELF = 1, IMAGE_CODE_PTX = 2 };
+#define IMAGE_CODE_UNIQUE 1u
 typedef int (*image_code_fn)(int kind, const uint8_t *code, size_t len, void *arg);
-int image_code(const void *image, size_t len, unsigned arch, image_code_fn fn, void *arg, char *why, size_t whylen);
+int image_code(const void *image, size_t len, unsigned arch, unsigned flags, image_code_fn fn, void *arg, char *why,
+               size_t whylen);
 
 #endif

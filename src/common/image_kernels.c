@@ -278,7 +278,7 @@ int image_kernels(const void *image, size_t len, unsigned arch, int is_library, 
                   size_t whylen)
 {
     struct reading r = {.arch = arch, .why = why, .whylen = whylen};
-    if (image_code(image, len, arch, code_kernels, &r, why, whylen) != 0) {
+    if (image_code(image, len, arch, IMAGE_CODE_UNIQUE, code_kernels, &r, why, whylen) != 0) {
         free_found(&r);
         return -1;
     }

@@ -7,6 +7,7 @@
 #   kernels_cubin      nvcc -cubin -rdc=true for sm_90
 #   kernels_fatbin     sm_80 and sm_90 cubins and compute_90 PTX, zstd;
 #                      one kernel exists for sm_90 only
+#   kernels_fatbin_90a sm_90 and sm_90a cubins: two entries for sm_90
 # Run it again only to refresh the bytes.
 set -euo pipefail
 out="$(cd "$(dirname "$0")" && pwd)/nvcc_kernels.h"
@@ -32,9 +33,11 @@ CU
 nvcc -cubin -rdc=true -arch=sm_90 "$tmp/k.cu" -o "$tmp/k.cubin"
 nvcc -fatbin -rdc=true -compress-mode=size -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
   -gencode arch=compute_90,code=compute_90 "$tmp/k.cu" -o "$tmp/k.fatbin"
+nvcc -fatbin -rdc=true -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90a,code=sm_90a "$tmp/k.cu" \
+  -o "$tmp/k90a.fatbin"
 python3 "$(dirname "$0")/../tools/c_bytes.py" "$out" SCUDA_TEST_NVCC_KERNELS_H \
   "nvcc_kernels.h - written by make_nvcc_kernels.sh from its kernels (nvcc -cubin
 -rdc=true for sm_90; a zstd fatbin of sm_80 and sm_90 cubins and compute_90
-PTX)." \
-  kernels_cubin="$tmp/k.cubin" kernels_fatbin="$tmp/k.fatbin"
+PTX; sm_90 and sm_90a cubins)." \
+  kernels_cubin="$tmp/k.cubin" kernels_fatbin="$tmp/k.fatbin" kernels_fatbin_90a="$tmp/k90a.fatbin"
 echo "wrote $out"

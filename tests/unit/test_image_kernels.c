@@ -114,6 +114,9 @@ static void fatbin(void)
     CHECK(strstr(why, "PTX") != NULL);
     CHECK(read_exact(kernels_fatbin, sizeof kernels_fatbin, 75, 0, &k) == -1); /* nothing fits */
     CHECK(strstr(why, "no code for sm_75") != NULL);
+    /* sm_90 and sm_90a: which one the driver loads is not certain. */
+    CHECK(read_exact(kernels_fatbin_90a, sizeof kernels_fatbin_90a, 90, 0, &k) == -1);
+    CHECK(strstr(why, "2 code entries for sm_90") != NULL);
     /* A bare cubin runs within its major version, from its minor on. */
     CHECK(read_exact(kernels_cubin, sizeof kernels_cubin, 91, 0, &k) == 0);
     image_kernels_free(&k);

@@ -80,6 +80,30 @@ static int load_driver(void)
     return 0;
 }
 
+/* Why the reader refused images, by the reason's first words (names and
+ * numbers vary), with counts: how much of a library goes one-way. */
+#define REASONS 16
+static struct {
+    char key[48];
+    unsigned n;
+} reasons[REASONS];
+
+static void refused_because(const char *why)
+{
+    char key[48];
+    size_t k = 0;
+    for (const char *p = why; *p && k + 1 < sizeof key; p++)
+        if (!(*p >= '0' && *p <= '9')) key[k++] = *p;
+    key[k] = '\0';
+    for (int i = 0; i < REASONS; i++) {
+        if (!reasons[i].n) snprintf(reasons[i].key, sizeof reasons[i].key, "%s", key);
+        if (strcmp(reasons[i].key, key) == 0) {
+            reasons[i].n++;
+            return;
+        }
+    }
+}
+
 static void disagree(const char *where, unsigned at, const char *what)
 {
     if (++tally.disagreed <= 20) printf("DISAGREE %s image at %u: %s\n", where, at, what);
@@ -149,6 +173,7 @@ static void probe_image(const char *where, unsigned at, const void *img, size_t 
     char why[256], what[512];
     if (image_kernels(img, len, arch, 0, &k, why, sizeof why) != 0) {
         tally.refused++;
+        refused_because(why);
         return;
     }
     tally.read++;
@@ -256,5 +281,6 @@ int main(int argc, char **argv)
            "disagree; %u kernels and %u parameters compared\n",
            arch, tally.images, tally.read, tally.refused, tally.load_failed, tally.agreed, tally.disagreed,
            tally.kernels, tally.params);
+    for (int i = 0; i < REASONS && reasons[i].n; i++) printf("  refused %u: %s\n", reasons[i].n, reasons[i].key);
     return tally.disagreed ? 1 : 0;
 }

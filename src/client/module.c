@@ -6,8 +6,9 @@
  * function's name, and a function's parameter layout is asked for at its
  * first launch (func_layout). A cubin new to the session loads one-way
  * instead: the client reads its kernels and their layouts itself
- * (load_new, common/image_kernels.h), and the session checks them. Function and kernel handles are
- * ids the client picks; binding them on the server is a one-way message.
+ * (load_new, common/image_kernels.h), and the session checks them.
+ * Function and kernel handles are ids the client picks; binding them on
+ * the server is a one-way message.
  * The messages are in codegen/driver_spec.py (MESSAGES, group modules). */
 #define _GNU_SOURCE
 #include "module.h"
@@ -567,10 +568,11 @@ static void digest_answered(struct server *srv, int missed)
  * options travel with each request and do not change which image it is.
  * An image this process loaded on the session before loads one-way
  * (load_known, 3.8.1), and so does a cubin new to it (load_new, 3.8.2);
- * after a run of misses, small images skip the lookup (ask_by_digest). While a failover journal is kept, the bytes go
- * with every load: the journal must rebuild the module on a standby,
- * whose module cache need not hold the image the server found by its
- * digest. *l gets the record, its digest noted when it has one. */
+ * after a run of misses, small images skip the lookup (ask_by_digest).
+ * While a failover journal is kept, the bytes go with every load: the
+ * journal must rebuild the module on a standby, whose module cache need
+ * not hold the image the server found by its digest. *l gets the record,
+ * its digest noted when it has one. */
 static CUresult load_on(struct server *srv, const struct msg_load_head *head, const struct jit_request *jit,
                         const void *img, size_t len, struct loaded **l)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "host_quota.h"
-#include "param_layout.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 
@@ -71,12 +71,30 @@ int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driv
     return 0;
 }
 
-static int same_layout(const struct claim *c, const struct param_layout *l)
+/* The driver's parameter `i` of h: a CUkernel's from the kernel itself,
+ * never through cuKernelGetFunction, which would load the kernel into the
+ * current context (lazy loading loads it at its first launch). */
+static CUresult param_info(void *h, int is_kernel, uint32_t i, size_t *off, size_t *size)
 {
-    if (c->n != l->n) return 0;
-    for (uint32_t i = 0; i < l->n; i++)
-        if (c->slots[i].offset != l->p[i].offset || c->slots[i].size != l->p[i].size) return 0;
-    return 1;
+    return is_kernel ? REAL(cuKernelGetParamInfo, (CUkernel)h, i, off, size)
+                     : REAL(cuFuncGetParamInfo, (CUfunction)h, i, off, size);
+}
+
+/* 1 when the driver's layout of h is c's, 0 when it differs, -1 when the
+ * driver cannot tell it. *n, *bytes: the driver's count and end. */
+static int same_layout(const struct claim *c, void *h, int is_kernel, uint32_t *n, uint32_t *bytes)
+{
+    int same = 1;
+    *bytes = 0;
+    for (*n = 0;; (*n)++) {
+        size_t off = 0, size = 0;
+        CUresult r = param_info(h, is_kernel, *n, &off, &size);
+        if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last */
+        if (r != CUDA_SUCCESS || *n == LAUNCH_MAX_PARAMS) return -1;
+        if (*n >= c->n || c->slots[*n].offset != off || c->slots[*n].size != size) same = 0;
+        if (off + size > *bytes) *bytes = (uint32_t)(off + size);
+    }
+    return same && *n == c->n;
 }
 
 CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kernel)
@@ -87,17 +105,13 @@ CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kern
     const struct claims *c = v;
     struct claim key = {.name = name};
     const struct claim *found = bsearch(&key, c->c, c->n, sizeof *c->c, by_name);
-    struct param_layout *l = found ? param_layout_dup(h, is_kernel) : NULL;
-    CUresult r = CUDA_SUCCESS;
-    if (l && !same_layout(found, l)) {
-        LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
-                 "(%u bytes): its binding is refused (CUDA_ERROR_INVALID_IMAGE at the client's next synchronizing "
-                 "call); set SCUDA_READ_KERNELS=0 on the client",
-                 name, found->n, end_of(found->slots, found->n), l->n, l->bytes);
-        r = CUDA_ERROR_INVALID_IMAGE;
-    }
-    free(l);
-    return r;
+    uint32_t n = 0, bytes = 0;
+    if (!found || same_layout(found, h, is_kernel, &n, &bytes) != 0) return CUDA_SUCCESS;
+    LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
+             "(%u bytes): its binding is refused (CUDA_ERROR_INVALID_IMAGE at the client's next synchronizing "
+             "call); set SCUDA_READ_KERNELS=0 on the client",
+             name, found->n, end_of(found->slots, found->n), n, bytes);
+    return CUDA_ERROR_INVALID_IMAGE;
 }
 
 void layout_claims_drop(uint64_t id) { host_quota_free(idmap_del(&images, id)); }

@@ -6,10 +6,10 @@
  * and read by the driver at its own: a layout the client got wrong would
  * pass wrong bytes without an error. So when a kernel of such an image is
  * bound (cuModuleGetFunction, cuLibraryGetKernel: before any launch of
- * it), the session compares its driver's layout (param_layout.h, which
- * the first launch would ask for anyway) with the client's, and refuses
- * the binding when they differ. A layout the driver cannot tell yet (a
- * library's kernel with no context current) is not checked. */
+ * it), the session compares its driver's layout (cuFuncGetParamInfo,
+ * cuKernelGetParamInfo: the image's metadata, which loads no kernel) with
+ * the client's, and refuses the binding when they differ. A layout the
+ * driver cannot tell (a driver before CUDA 12.4) is not checked. */
 #ifndef SCUDA_SERVER_LAYOUT_CLAIMS_H
 #define SCUDA_SERVER_LAYOUT_CLAIMS_H
 

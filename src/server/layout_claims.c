@@ -1,13 +1,18 @@
 /* layout_claims.c - see layout_claims.h. Each image's claims are one
- * block, its kernels sorted by name for the lookup at each binding. */
+ * block, its kernels sorted by name for the lookup at each binding,
+ * shared by the modules loaded from the image: those it was sent with,
+ * and re-loads of it (while the session keeps the image for them, so
+ * does it keep the block, under the image's key). */
 #define _GNU_SOURCE
 #include "layout_claims.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dispatch.h"
 #include "host_quota.h"
+#include "module_cache.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 
@@ -18,11 +23,22 @@ struct claim {
 };
 
 struct claims {
+    struct claims *next_kept; /* the kept blocks' list */
+    uint8_t key[MODULE_KEY_LEN];
+    int kept;                 /* on that list: the session keeps the image for re-loads */
+    unsigned refs;            /* modules, and the list */
     uint32_t n;
     struct claim c[];
 };
 
-static struct idmap images = IDMAP_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct idmap modules = IDMAP_INIT; /* module id -> its image's block (under lock) */
+static struct claims *kept_list;
+
+static void unref_locked(struct claims *c)
+{
+    if (c && --c->refs == 0) host_quota_free(c);
+}
 
 static int by_name(const void *a, const void *b)
 {
@@ -60,15 +76,34 @@ static struct claims *build(uint32_t n, const struct msg_func_desc *f, const str
     return c;
 }
 
-int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driver_funcs,
-                       const struct msg_layout_info *client_layouts)
+int layout_claims_keep(uint64_t id, const uint8_t key[MODULE_KEY_LEN], int image_kept, uint32_t n,
+                       const struct msg_func_desc *driver_funcs, const struct msg_layout_info *client_layouts)
 {
     struct claims *c = build(n, driver_funcs, client_layouts);
-    if (!c || idmap_put(&images, id, 0, c) != 0) {
+    if (!c) return -1;
+    memcpy(c->key, key, MODULE_KEY_LEN);
+    c->refs = 1;
+    pthread_mutex_lock(&lock);
+    int rc = idmap_put(&modules, id, 0, c);
+    if (rc != 0) {
+        c->refs = 0;
         host_quota_free(c);
-        return -1;
+    } else if (image_kept) {
+        c->kept = 1, c->refs++;
+        c->next_kept = kept_list;
+        kept_list = c;
     }
-    return 0;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void layout_claims_share(uint64_t id, const uint8_t key[MODULE_KEY_LEN])
+{
+    pthread_mutex_lock(&lock);
+    struct claims *c = kept_list;
+    while (c && memcmp(c->key, key, MODULE_KEY_LEN) != 0) c = c->next_kept;
+    if (c && idmap_put(&modules, id, 0, c) == 0) c->refs++;
+    pthread_mutex_unlock(&lock);
 }
 
 /* The driver's parameter `i` of h: a CUkernel's from the kernel itself,
@@ -101,17 +136,25 @@ CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kern
 {
     uint32_t tag;
     void *v;
-    if (!idmap_get(&images, id, &tag, &v)) return CUDA_SUCCESS;
-    const struct claims *c = v;
+    pthread_mutex_lock(&lock);
+    const struct claims *c = idmap_get(&modules, id, &tag, &v) ? v : NULL;
     struct claim key = {.name = name};
-    const struct claim *found = bsearch(&key, c->c, c->n, sizeof *c->c, by_name);
-    uint32_t n = 0, bytes = 0;
-    if (!found || same_layout(found, h, is_kernel, &n, &bytes) != 0) return CUDA_SUCCESS;
+    const struct claim *found = c ? bsearch(&key, c->c, c->n, sizeof *c->c, by_name) : NULL;
+    uint32_t n = 0, bytes = 0, claimed = 0, claimed_end = 0;
+    int same = found ? same_layout(found, h, is_kernel, &n, &bytes) : 1;
+    if (found) claimed = found->n, claimed_end = end_of(found->slots, found->n);
+    pthread_mutex_unlock(&lock);
+    if (same != 0) return CUDA_SUCCESS;
     LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
              "(%u bytes): its binding is refused (CUDA_ERROR_INVALID_IMAGE at the client's next synchronizing "
              "call); set SCUDA_READ_KERNELS=0 on the client",
-             name, found->n, end_of(found->slots, found->n), n, bytes);
+             name, claimed, claimed_end, n, bytes);
     return CUDA_ERROR_INVALID_IMAGE;
 }
 
-void layout_claims_drop(uint64_t id) { host_quota_free(idmap_del(&images, id)); }
+void layout_claims_drop(uint64_t id)
+{
+    pthread_mutex_lock(&lock);
+    unref_locked(idmap_del(&modules, id));
+    pthread_mutex_unlock(&lock);
+}

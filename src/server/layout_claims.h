@@ -16,21 +16,28 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "module_cache.h"
 #include "../common/messages.gen.h"
 
-/* Keep the client's layouts of image `id`'s n kernels, named as the
+/* Keep the client's layouts of module `id`'s n kernels, named as the
  * driver names them (the names already matched the client's), in the
- * session's host memory (host_quota.h). 0, or -1 when refused (nothing is
- * then checked for it). */
-int layout_claims_keep(uint64_t id, uint32_t n, const struct msg_func_desc *driver_funcs,
-                       const struct msg_layout_info *client_layouts);
+ * session's host memory (host_quota.h); with image_kept (the session keeps
+ * the image, digest `key`, for one-way re-loads: module_pins.h) also for
+ * the modules re-loaded from it. 0, or -1 when refused (nothing is then
+ * checked for it). */
+int layout_claims_keep(uint64_t id, const uint8_t key[MODULE_KEY_LEN], int image_kept, uint32_t n,
+                       const struct msg_func_desc *driver_funcs, const struct msg_layout_info *client_layouts);
+
+/* Module `id` was re-loaded one-way from the kept image `key`: the claims
+ * kept for that image, if any, are its too. */
+void layout_claims_share(uint64_t id, const uint8_t key[MODULE_KEY_LEN]);
 
 /* CUDA_SUCCESS when image `id` has no claim for `name`, or the driver's
  * layout of h (a CUfunction, or a CUkernel when is_kernel) is the one
  * claimed or cannot be told; else CUDA_ERROR_INVALID_IMAGE, logged. */
 CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kernel);
 
-/* Image `id` is unloaded. */
+/* Module `id` is unloaded. */
 void layout_claims_drop(uint64_t id);
 
 #endif

@@ -208,7 +208,8 @@ static void take_logs(srv_call *c, const struct jit_options *j, struct msg_load_
  * is. An image the driver accepts is kept in the module cache, under the
  * digest computed here, and for this client's later one-way loads. */
 static CUresult load_received(srv_call *c, const struct msg_load_head *head, const void *sent, uint64_t sent_len,
-                              struct jit_options *j, struct msg_load_result *res)
+                              struct jit_options *j, struct msg_load_result *res, uint8_t key[MODULE_KEY_LEN],
+                              int *kept)
 {
     const void *image = c->staging ? staging_data(c->staging) : sent;
     size_t len = (size_t)sent_len;
@@ -221,11 +222,11 @@ static CUresult load_received(srv_call *c, const struct msg_load_head *head, con
         module_cache_received(len);
         r = load_image(c, head, j, image, len, res);
         if (r == CUDA_SUCCESS) {
-            uint8_t key[MODULE_KEY_LEN];
             uint64_t t = now_ns();
             module_cache_put_key(image, len, key);
             step_done(STEP_CACHE, &t);
             module_pin(key, image, len);
+            *kept = module_pinned(key, len) != NULL;
             step_done(STEP_PIN, &t);
         }
     }
@@ -251,7 +252,9 @@ CUresult srv_scuda_module_load(srv_call *c)
     struct jit_options j;
     if (msg_scuda_module_load_req_get(&c->in, &c->arena, &m) != 0 || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
         return give_back_staging(c, CUDA_ERROR_INVALID_VALUE);
-    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &rep.result));
+    uint8_t key[MODULE_KEY_LEN];
+    int kept = 0;
+    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &rep.result, key, &kept));
     take_logs(c, &j, &rep.result);
     msg_scuda_module_load_rep_put(&c->out, &rep);
     free_jit_logs(&j);
@@ -285,7 +288,9 @@ CUresult srv_scuda_module_load_new(srv_call *c)
     struct jit_options j;
     if (msg_scuda_module_load_new_req_get(&c->in, &c->arena, &m) != 0 || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
         return give_back_staging(c, CUDA_ERROR_INVALID_VALUE);
-    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &res));
+    uint8_t key[MODULE_KEY_LEN];
+    int kept = 0;
+    CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &res, key, &kept));
     free_jit_logs(&j);
     if (r != CUDA_SUCCESS) {
         const char *name = NULL;
@@ -299,7 +304,7 @@ CUresult srv_scuda_module_load_new(srv_call *c)
             LOG_WARN("a one-way module load named %u kernels and %u layouts", m.funcs_count, m.layouts_count);
             return CUDA_ERROR_INVALID_VALUE;
         }
-        if (layout_claims_keep(m.head.id, res.funcs_count, res.funcs, m.layouts) != 0)
+        if (layout_claims_keep(m.head.id, key, kept, res.funcs_count, res.funcs, m.layouts) != 0)
             LOG_WARN("out of memory: the layouts the client read from a module image go unchecked");
         return CUDA_SUCCESS;
     }
@@ -356,6 +361,7 @@ CUresult srv_scuda_module_load_known(srv_call *c)
     CUresult r = CUDA_ERROR_INVALID_IMAGE;
     if (image || (image = found)) r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &res);
     else LOG_WARN("a one-way module load named an image this session does not hold for its client");
+    if (r == CUDA_SUCCESS) layout_claims_share(m.head.id, m.digest); /* the image's, if it came with claims */
     free_jit_logs(&j);
     free(found);
     return r;

@@ -22,7 +22,7 @@
  *          goes through, but binding that kernel is refused
  *          (INVALID_IMAGE at the next synchronize, logged), and another
  *          kernel of the image still works; the same for the image
- *          loaded as a library.
+ *          re-loaded (one-way) and loaded as a library.
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
  *          then sends the bytes, as before. */
 #define _GNU_SOURCE
@@ -163,6 +163,14 @@ static int layout_client(void *arg)
     CU(cuLaunchKernel(fill, 1, 1, 1, 8, 1, 1, 0, NULL, args, NULL));
     CU(cuMemcpyDtoH_v2(out, d, sizeof out));
     CHECK(out[0] == 77 && out[7] == 77, "fill_u32 of the same image: %u %u", out[0], out[7]);
+    /* A re-load of the image (one-way, the session keeps it): its kernels
+     * are checked against the same claims. */
+    CU(cuModuleUnload(m));
+    CU(cuModuleLoadData(&m, rk_layout));
+    CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
+    r = cuCtxSynchronize();
+    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after binding a re-loaded kernel of another layout "
+          "returned %s", h_cu_name(r));
     /* The same as a library: its kernel is checked from the kernel itself. */
     CUlibrary lib;
     CUkernel k;
@@ -226,8 +234,8 @@ static void layout(const struct h_server *srv)
     char *stats = run_client("read_kernels-layout", layout_client);
     free(stats);
     CHECK(h_wait_log(srv, "kernel copy_params_pair: the client read 3 parameters (24 bytes) from its image, this "
-                          "driver's layout has 3 (24 bytes)", 2, 5000) >= 2,
-          "the server did not refuse a kernel (of a module, then of a library) whose layout differs");
+                          "driver's layout has 3 (24 bytes)", 3, 5000) >= 3,
+          "the server did not refuse a kernel (of a module, a re-loaded module, a library) whose layout differs");
     printf("ok layout: a kernel whose layout the driver contradicts is refused at its binding, and logged\n");
 }
 

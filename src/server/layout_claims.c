@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch.h"
 #include "host_quota.h"
 #include "module_cache.h"
+#include "param_layout.h"
 #include "../common/idmap.h"
 #include "../common/log.h"
 
@@ -33,6 +33,10 @@ struct claims {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct idmap modules = IDMAP_INIT; /* module id -> its image's block (under lock) */
+/* A bound kernel or function whose layout the driver has not yet been
+ * asked: its real handle -> its module's id, tagged with its claim's
+ * index in the module's block (under lock). */
+static struct idmap bound = IDMAP_INIT;
 static struct claims *kept_list;
 
 static void unref_locked(struct claims *c)
@@ -106,33 +110,7 @@ void layout_claims_share(uint64_t id, const uint8_t key[MODULE_KEY_LEN])
     pthread_mutex_unlock(&lock);
 }
 
-/* The driver's parameter `i` of h: a CUkernel's from the kernel itself,
- * never through cuKernelGetFunction, which would load the kernel into the
- * current context (lazy loading loads it at its first launch). */
-static CUresult param_info(void *h, int is_kernel, uint32_t i, size_t *off, size_t *size)
-{
-    return is_kernel ? REAL(cuKernelGetParamInfo, (CUkernel)h, i, off, size)
-                     : REAL(cuFuncGetParamInfo, (CUfunction)h, i, off, size);
-}
-
-/* 1 when the driver's layout of h is c's, 0 when it differs, -1 when the
- * driver cannot tell it. *n, *bytes: the driver's count and end. */
-static int same_layout(const struct claim *c, void *h, int is_kernel, uint32_t *n, uint32_t *bytes)
-{
-    int same = 1;
-    *bytes = 0;
-    for (*n = 0;; (*n)++) {
-        size_t off = 0, size = 0;
-        CUresult r = param_info(h, is_kernel, *n, &off, &size);
-        if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last */
-        if (r != CUDA_SUCCESS || *n == LAUNCH_MAX_PARAMS) return -1;
-        if (*n >= c->n || c->slots[*n].offset != off || c->slots[*n].size != size) same = 0;
-        if (off + size > *bytes) *bytes = (uint32_t)(off + size);
-    }
-    return same && *n == c->n;
-}
-
-CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kernel)
+CUresult layout_claims_bind(uint64_t id, const char *name, const void *h)
 {
     uint32_t tag;
     void *v;
@@ -140,21 +118,52 @@ CUresult layout_claims_check(uint64_t id, const char *name, void *h, int is_kern
     const struct claims *c = idmap_get(&modules, id, &tag, &v) ? v : NULL;
     struct claim key = {.name = name};
     const struct claim *found = c ? bsearch(&key, c->c, c->n, sizeof *c->c, by_name) : NULL;
-    uint32_t n = 0, bytes = 0, claimed = 0, claimed_end = 0;
-    int same = found ? same_layout(found, h, is_kernel, &n, &bytes) : 1;
-    if (found) claimed = found->n, claimed_end = end_of(found->slots, found->n);
+    int rc = 0;
+    if (found) {
+        idmap_del(&bound, (uint64_t)(uintptr_t)h); /* bound again, or a handle value reused */
+        rc = idmap_put(&bound, (uint64_t)(uintptr_t)h, (uint32_t)(found - c->c), (void *)(uintptr_t)id);
+    }
     pthread_mutex_unlock(&lock);
-    if (same != 0) return CUDA_SUCCESS;
-    LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
-             "(%u bytes): its binding is refused (CUDA_ERROR_INVALID_IMAGE at the client's next synchronizing "
-             "call); set SCUDA_READ_KERNELS=0 on the client",
-             name, claimed, claimed_end, n, bytes);
-    return CUDA_ERROR_INVALID_IMAGE;
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int same_layout(const struct claim *c, const struct param_layout *l)
+{
+    if (c->n != l->n) return 0;
+    for (uint32_t i = 0; i < l->n; i++)
+        if (c->slots[i].offset != l->p[i].offset || c->slots[i].size != l->p[i].size) return 0;
+    return 1;
+}
+
+int layout_claims_settle(const void *h, const struct param_layout *l)
+{
+    uint32_t idx;
+    void *id, *v;
+    pthread_mutex_lock(&lock);
+    const struct claims *c = idmap_get(&bound, (uint64_t)(uintptr_t)h, &idx, &id) &&
+                                     idmap_get(&modules, (uint64_t)(uintptr_t)id, NULL, &v)
+                                 ? v
+                                 : NULL;
+    const struct claim *claim = c && idx < c->n ? &c->c[idx] : NULL;
+    int same = !claim || same_layout(claim, l);
+    if (claim && same) idmap_del(&bound, (uint64_t)(uintptr_t)h); /* checked: launches go on unasked */
+    uint32_t claimed = claim ? claim->n : 0, claimed_end = claim ? end_of(claim->slots, claim->n) : 0;
+    const char *name = claim ? claim->name : "";
+    if (!same) /* under the lock: the name is the block's */
+        LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
+                 "(%u bytes): its launches are refused (CUDA_ERROR_INVALID_IMAGE at the client's next "
+                 "synchronizing call); set SCUDA_READ_KERNELS=0 on the client",
+                 name, claimed, claimed_end, l->n, l->bytes);
+    pthread_mutex_unlock(&lock);
+    return same ? 0 : -1;
 }
 
 void layout_claims_drop(uint64_t id)
 {
+    uint64_t handles[256];
     pthread_mutex_lock(&lock);
+    while (idmap_take_by_value(&bound, (void *)(uintptr_t)id, handles, 256) == 256) {
+    }
     unref_locked(idmap_del(&modules, id));
     pthread_mutex_unlock(&lock);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "layout_claims.h"
 #include "../common/log.h"
 
 /* ---- asking the driver ------------------------------------------------- */
@@ -102,16 +103,26 @@ static void forget_all(void)
 }
 
 /* With the lock held: h's layout (NULL: unknown). One the cache may not
- * keep is handed over in *uncached, for the caller to free. */
-static const struct param_layout *layout_locked(void *h, int is_kernel, struct param_layout **uncached)
+ * keep is handed over in *uncached, for the caller to free. A layout the
+ * client read otherwise (layout_claims.h) is checked here, when the driver
+ * is first asked: *refused is then CUDA_ERROR_INVALID_IMAGE, and nothing
+ * is kept, so that every launch of h is refused. */
+static const struct param_layout *layout_locked(void *h, int is_kernel, struct param_layout **uncached,
+                                                CUresult *refused)
 {
     *uncached = NULL;
+    *refused = CUDA_SUCCESS;
     if (!h) return NULL; /* no function: the driver refuses the call itself */
     struct entry **head = bucket_of(h);
     for (struct entry *e = *head; e; e = e->next)
         if (e->h == h) return e->layout;
     int cacheable;
     struct param_layout *l = query(h, is_kernel, &cacheable);
+    if (l && cacheable && layout_claims_settle(h, l) != 0) {
+        free(l);
+        *refused = CUDA_ERROR_INVALID_IMAGE;
+        return NULL;
+    }
     struct entry *e = l && cacheable ? malloc(sizeof *e) : NULL;
     if (!e) return *uncached = l;
     *e = (struct entry){.next = *head, .h = h, .layout = l};
@@ -123,7 +134,8 @@ struct param_layout *param_layout_dup(void *h, int is_kernel)
 {
     pthread_mutex_lock(&lock);
     struct param_layout *uncached;
-    const struct param_layout *l = layout_locked(h, is_kernel, &uncached);
+    CUresult refused;
+    const struct param_layout *l = layout_locked(h, is_kernel, &uncached, &refused);
     struct param_layout *copy = uncached;
     if (l && !uncached) {
         size_t size = sizeof *l + l->n * sizeof l->p[0];
@@ -193,7 +205,9 @@ CUresult launch_params_build(void *h, int is_kernel, const struct msg_launch_par
     lp->size = 0;
     pthread_mutex_lock(&lock);
     struct param_layout *uncached;
-    CUresult r = bind_locked(layout_locked(h, is_kernel, &uncached), p, lp, why, sizeof why);
+    CUresult refused;
+    const struct param_layout *l = layout_locked(h, is_kernel, &uncached, &refused);
+    CUresult r = refused != CUDA_SUCCESS ? refused : bind_locked(l, p, lp, why, sizeof why);
     pthread_mutex_unlock(&lock);
     free(uncached);
     if (r == CUDA_SUCCESS) return r;

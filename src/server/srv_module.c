@@ -374,7 +374,7 @@ CUresult module_bind_function(struct session *s, uint64_t id, uint64_t module_id
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = REAL(cuModuleGetFunction, &f, (CUmodule)mod, name)) != CUDA_SUCCESS) return r;
-    if ((r = layout_claims_check(module_id, name, f, 0)) != CUDA_SUCCESS) return r;
+    if ((r = layout_claims_bind(module_id, name, f)) != CUDA_SUCCESS) return r;
     if ((r = put_owned(s, id, HK_FUNCTION, f, module_id)) == CUDA_SUCCESS) migrate_note_function(id, module_id, name);
     return r;
 }
@@ -394,7 +394,7 @@ CUresult module_bind_kernel(struct session *s, uint64_t id, uint64_t library_id,
     if (r != CUDA_SUCCESS) return r;
     CUkernel k;
     if ((r = REAL(cuLibraryGetKernel, &k, (CUlibrary)lib, name)) != CUDA_SUCCESS) return r;
-    if ((r = layout_claims_check(library_id, name, k, 1)) != CUDA_SUCCESS) return r;
+    if ((r = layout_claims_bind(library_id, name, k)) != CUDA_SUCCESS) return r;
     if ((r = put_owned(s, id, HK_KERNEL, k, library_id)) == CUDA_SUCCESS) migrate_note_kernel(id, library_id, name);
     return r;
 }

@@ -19,10 +19,11 @@
  *          and names SCUDA_READ_KERNELS=0.
  *   layout the PTX the session's driver loads gives copy_params_pair an
  *          int where the cubin has a char: the same names, so the load
- *          goes through, but binding that kernel is refused
- *          (INVALID_IMAGE at the next synchronize, logged), and another
- *          kernel of the image still works; the same for the image
- *          re-loaded (one-way) and loaded as a library.
+ *          and the binding go through, but every launch of that kernel
+ *          is refused (INVALID_IMAGE at the next synchronize, nothing
+ *          written, logged), and another kernel of the image still
+ *          works; the same for the image re-loaded (one-way) and loaded
+ *          as a library.
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
  *          then sends the bytes, as before. */
 #define _GNU_SOURCE
@@ -143,6 +144,30 @@ static int bad_client(void *arg)
     return 0;
 }
 
+/* Launches of f (copy_params_pair, whose layout the client read
+ * otherwise) are refused: the next synchronize returns INVALID_IMAGE and
+ * the kernel wrote nothing; twice, as every launch of it is refused. */
+static void refused_launches(CUfunction f, const char *what)
+{
+    CUdeviceptr d;
+    unsigned char buf[24];
+    CU(cuMemAlloc_v2(&d, sizeof buf));
+    for (int round = 0; round < 2; round++) {
+        CU(cuMemsetD8_v2(d, 0, sizeof buf));
+        long long v = 0x123456789abcLL;
+        char ch = 'q';
+        void *args[] = {&d, &ch, &v};
+        CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        CUresult r = cuCtxSynchronize();
+        CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after launch %d of %s returned %s", round + 1, what,
+              h_cu_name(r));
+        CU(cuMemcpyDtoH_v2(buf, d, sizeof buf));
+        for (size_t i = 0; i < sizeof buf; i++)
+            CHECK(buf[i] == 0, "launch %d of %s ran: byte %zu is %02x", round + 1, what, i, buf[i]);
+    }
+    CU(cuMemFree_v2(d));
+}
+
 static int layout_client(void *arg)
 {
     (void)arg;
@@ -152,9 +177,8 @@ static int layout_client(void *arg)
     CU(cuModuleLoadData(&m, rk_layout));
     CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
     CU(cuModuleGetFunction(&fill, m, "fill_u32"));
-    CUresult r = cuCtxSynchronize();
-    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after binding a kernel of another layout returned %s",
-          h_cu_name(r));
+    CU(cuCtxSynchronize()); /* the binding asks the driver nothing */
+    refused_launches(copy, "a kernel of another layout");
     CUdeviceptr d;
     uint32_t value = 77, out[8];
     unsigned long long n = 8;
@@ -168,17 +192,13 @@ static int layout_client(void *arg)
     CU(cuModuleUnload(m));
     CU(cuModuleLoadData(&m, rk_layout));
     CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
-    r = cuCtxSynchronize();
-    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after binding a re-loaded kernel of another layout "
-          "returned %s", h_cu_name(r));
-    /* The same as a library: its kernel is checked from the kernel itself. */
+    refused_launches(copy, "a re-loaded kernel of another layout");
+    /* The same as a library, its kernel launched as a function. */
     CUlibrary lib;
     CUkernel k;
     CU(cuLibraryLoadData(&lib, rk_layout, NULL, NULL, 0, NULL, NULL, 0));
     CU(cuLibraryGetKernel(&k, lib, "copy_params_pair"));
-    r = cuCtxSynchronize();
-    CHECK(r == CUDA_ERROR_INVALID_IMAGE, "the synchronize after binding a library kernel of another layout returned %s",
-          h_cu_name(r));
+    refused_launches((CUfunction)k, "a library kernel of another layout");
     return 0;
 }
 
@@ -234,9 +254,9 @@ static void layout(const struct h_server *srv)
     char *stats = run_client("read_kernels-layout", layout_client);
     free(stats);
     CHECK(h_wait_log(srv, "kernel copy_params_pair: the client read 3 parameters (24 bytes) from its image, this "
-                          "driver's layout has 3 (24 bytes)", 3, 5000) >= 3,
+                          "driver's layout has 3 (24 bytes): its launches are refused", 6, 5000) >= 6,
           "the server did not refuse a kernel (of a module, a re-loaded module, a library) whose layout differs");
-    printf("ok layout: a kernel whose layout the driver contradicts is refused at its binding, and logged\n");
+    printf("ok layout: a kernel whose layout the driver contradicts is refused at every launch, and logged\n");
 }
 
 static void off(void)

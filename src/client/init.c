@@ -23,6 +23,7 @@
 #include "export_tables.h"
 #include "rpc.h"
 #include "shim.h"
+#include "../common/clock.h"
 #include "../common/config.h"
 #include "../common/libload.h"
 #include "../common/log.h"
@@ -112,8 +113,12 @@ static void init_once_fn(void)
 
 void shim_trace_call(const char *name)
 {
+    /* when (monotonic ms) and which thread: the gaps between calls show
+     * where an application's time goes */
     char line[160];
-    int n = snprintf(line, sizeof line, "scuda[trace %d] %s\n", (int)getpid(), name);
+    uint64_t t = now_ns();
+    int n = snprintf(line, sizeof line, "scuda[trace %d] %llu.%03llu %ld %s\n", (int)getpid(),
+                     (unsigned long long)(t / 1000000u), (unsigned long long)(t / 1000u % 1000u), (long)gettid(), name);
     if (n > 0) {
         ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;

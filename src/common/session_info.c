@@ -37,6 +37,7 @@ void session_info_encode(wire_buf *b, const struct session_info *si)
             wb_put_i32(b, di->attr_result[a]);
         }
     }
+    wb_put_i32(b, si->loading_mode);
 }
 
 int session_info_decode(wire_reader *r, struct session_info *si)
@@ -59,5 +60,6 @@ int session_info_decode(wire_reader *r, struct session_info *si)
             di->attr_result[a] = wr_i32(r);
         }
     }
+    if (!r->bad && r->left >= 4) si->loading_mode = wr_i32(r); /* absent from an older server */
     return r->bad ? -1 : 0;
 }

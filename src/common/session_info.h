@@ -33,6 +33,10 @@ struct session_info {
     uint32_t device_count;
     uint32_t session_pid; /* the server-side session process, for logs */
     struct device_info dev[SCUDA_MAX_DEVICES];
+    /* The session's driver's CUmoduleLoadingMode (lazy unless the server
+     * runs with CUDA_MODULE_LOADING=EAGER); 0 from a server that does not
+     * say. It travels last, so that either end may be the older. */
+    int32_t loading_mode;
 };
 
 void session_info_encode(wire_buf *b, const struct session_info *si);

@@ -157,6 +157,8 @@ static CUresult gather_info(struct session_info *si)
     si->device_count = count > SCUDA_MAX_DEVICES ? SCUDA_MAX_DEVICES : (uint32_t)count;
     si->session_pid = (uint32_t)getpid();
     for (uint32_t d = 0; d < si->device_count; d++) gather_device((CUdevice)d, &si->dev[d]);
+    CUmoduleLoadingMode mode = 0;
+    if (REAL(cuModuleGetLoadingMode, &mode) == CUDA_SUCCESS) si->loading_mode = (int32_t)mode;
     return CUDA_SUCCESS;
 }
 

@@ -25,7 +25,9 @@
  *          works; the same for the image re-loaded (one-way) and loaded
  *          as a library.
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
- *          then sends the bytes, as before. */
+ *          then sends the bytes, as before.
+ * Also: cuModuleGetLoadingMode answers the session's driver's mode, lazy
+ * for the first server and eager for the second (CUDA_MODULE_LOADING). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,10 +85,19 @@ static void run_kernels(CUfunction fill, CUfunction add, CUfunction copy)
     CU(cuMemFree_v2(e));
 }
 
+/* The session's driver's loading mode, as the shim answers it. */
+static void check_loading_mode(CUmoduleLoadingMode want)
+{
+    CUmoduleLoadingMode mode = 0;
+    CU(cuModuleGetLoadingMode(&mode));
+    CHECK(mode == want, "cuModuleGetLoadingMode: %d, the session's driver has %d", (int)mode, (int)want);
+}
+
 static int good_client(void *arg)
 {
     (void)arg;
     h_cuda_setup();
+    check_loading_mode(CU_MODULE_LAZY_LOADING);
     CUmodule m;
     CU(cuModuleLoadData(&m, rk_good));
     unsigned count = 0;
@@ -206,6 +217,7 @@ static int off_client(void *arg)
 {
     (void)arg;
     h_cuda_setup();
+    check_loading_mode(CU_MODULE_EAGER_LOADING); /* that server's driver was told CUDA_MODULE_LOADING=EAGER */
     CUmodule m;
     CU(cuModuleLoadData(&m, rk_good));
     CUfunction fill, add, copy;
@@ -280,9 +292,12 @@ int main(void)
     bad(&srv);
     layout(&srv);
     h_server_stop(&srv);
-    /* A fresh server: its cache lacks the image, so the load sends it. */
+    /* A fresh server: its cache lacks the image, so the load sends it.
+     * Its driver loads eagerly, and the client is told so. */
     struct h_server fresh;
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     h_server_start(&fresh, "read-kernels-off", NULL);
+    unsetenv("CUDA_MODULE_LOADING");
     off();
     h_server_stop(&fresh);
     printf("PASS module_read_kernels\n");

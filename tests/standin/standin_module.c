@@ -1200,7 +1200,9 @@ CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
         return rc;
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
-    *mode = CU_MODULE_LAZY_LOADING;
+    /* as the driver: lazy unless the environment asks for eager */
+    const char *env = getenv("CUDA_MODULE_LOADING");
+    *mode = env && strcmp(env, "EAGER") == 0 ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
     return CUDA_SUCCESS;
 }
 

@@ -838,11 +838,28 @@ static const void *const unknown_1734_table[17] = {
 
 /* A compile service: CuPy's and JAX's calls pass PTX text, ELF images and
  * "-arch=" options through it. Not implemented (it would have to run on the
- * server); see docs/export-tables.md. */
+ * server); see docs/export-tables.md.
+ *
+ * [1] is also called by NVRTC (libnvrtc.so.13) at every compile, with an
+ * LLVM bitcode module (its NVVM IR), a mode of 2 and then 1, and its size;
+ * driver 580 answers CUDA_ERROR_INVALID_VALUE at once, without touching
+ * anything, and NVRTC compiles by itself (measured on an H200, PyTorch's
+ * cuDNN attention). The same answer here, so that NVRTC takes the path it
+ * takes natively; it is logged once, at info, as nothing is amiss. */
+static CUresult unknown_da91_refused(void)
+{
+    static _Atomic int once;
+    if (!atomic_exchange_explicit(&once, 1, memory_order_relaxed))
+        LOG_INFO("export table unknown_da91 slot 1 called: refused as driver 580 refuses NVRTC's calls "
+                 "(CUDA_ERROR_INVALID_VALUE); the caller compiles by itself");
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static const void *const unknown_da91_table[7] = {
     REF(unknown_da91, 0), REF(unknown_da91, 1), REF(unknown_da91, 2), REF(unknown_da91, 3),
     REF(unknown_da91, 4), REF(unknown_da91, 5), REF(unknown_da91, 6),
     [0] = TABLE_SIZE(7),
+    [1] = (const void *)unknown_da91_refused,
 };
 
 /* Known from public reverse engineering and served by driver 580, but not

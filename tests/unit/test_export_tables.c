@@ -428,7 +428,7 @@ static void test_stubs(void)
 {
     static const struct { int table, slot; } unimplemented[] = {
         {1, 1}, {1, 6}, {1, 8}, {3, 1}, {7, 3}, {7, 40}, {7, 52}, {8, 6}, {0, 2},
-        {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 1}, {11, 6}, {2, 1},
+        {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 2}, {11, 6}, {2, 1},
     };
     for (size_t i = 0; i < sizeof unimplemented / sizeof unimplemented[0]; i++) {
         int ti = unimplemented[i].table, s = unimplemented[i].slot;
@@ -439,6 +439,22 @@ static void test_stubs(void)
     }
     void *const *t = table_of(known[7].uuid);
     CHECK(t[3] != t[40] && t[40] != t[52], "each unimplemented slot has its own function");
+
+    /* NVRTC's call, as driver 580 answers it: INVALID_VALUE, nothing written. */
+    void *const *da91 = table_of(known[11].uuid);
+    CUresult (*compile)(void *, uint64_t, const void *, size_t, void *, void *) =
+        (CUresult (*)(void *, uint64_t, const void *, size_t, void *, void *))da91[1];
+    unsigned char handle[48], out[16];
+    static const unsigned char bitcode[16] = {'B', 'C', 0xc0, 0xde, 0x35, 0x14};
+    memset(handle, 0xa5, sizeof handle);
+    memset(out, 0x5a, sizeof out);
+    CHECK(compile(handle, 2, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE &&
+              compile(handle, 1, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE,
+          "unknown_da91[1] (NVRTC's call) returns CUDA_ERROR_INVALID_VALUE, as driver 580 does");
+    int untouched = 1;
+    for (size_t i = 0; i < sizeof handle; i++) untouched &= handle[i] == 0xa5;
+    for (size_t i = 0; i < sizeof out; i++) untouched &= out[i] == 0x5a;
+    CHECK(untouched, "unknown_da91[1] writes nothing");
 }
 
 static void test_simple_slots(void)

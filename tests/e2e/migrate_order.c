@@ -11,7 +11,14 @@
  * hole the next module's globals fill), and make the exporting session's
  * own (a staging event of a striped copy) too; else every global is
  * elsewhere and the move is refused. The session then moves once more,
- * from B to C: what B replayed is noted as what A did. */
+ * from B to C: what B replayed is noted as what A did.
+ *
+ * Also: libraries loaded one-way, their kernels read by the client
+ * (docs/architecture.md, 3.8.2). The session checks a kernel's layout
+ * against the client's at its first launch, not at its binding: asking a
+ * library's kernel for its layout loads the library into the context (on
+ * driver 580, and so on the stand-in), which at the binding would place
+ * its globals at a point no note marks, ahead of another library's. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +26,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "read_kernels_images.h"
 
 int scuda_migrate(const char *to, char *why, size_t whylen); /* the shim's (src/client/migrate.c) */
 
@@ -119,15 +127,73 @@ static int early_streams(void *arg)
     return 0;
 }
 
-static char *run(const char *tag, const char *b, const char *c)
+/* Two libraries of one image, loaded one-way; the first's kernel bound
+ * before the second's global is asked for, and launched only after. */
+static int one_way_libraries(void *arg)
 {
-    char path[512];
-    int fd = h_temp_file(tag, path, sizeof path);
+    (void)arg;
+    h_cuda_setup();
+    CUlibrary l1, l2;
+    CUkernel k1;
+    CU(cuLibraryLoadData(&l1, rk_global, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuLibraryLoadData(&l2, rk_global, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuLibraryGetKernel(&k1, l1, "fill_u32"));
+    CUdeviceptr g1, g2;
+    size_t n1, n2;
+    CU(cuLibraryGetGlobal(&g2, &n2, l2, "rk_g"));
+    CU(cuLibraryGetGlobal(&g1, &n1, l1, "rk_g"));
+    CHECK(n1 == 16 && n2 == 16, "rk_g has %zu and %zu bytes", n1, n2);
+    uint32_t value = 7;
+    unsigned long long words = 2;
+    void *args[] = {&g1, &value, &words};
+    CU(cuLaunchKernel((CUfunction)k1, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+    CU(cuCtxSynchronize());
+
+    move_to(hops[0]);
+
+    void *args2[] = {&g2, &value, &words};
+    value = 9;
+    CU(cuLaunchKernel((CUfunction)k1, 1, 1, 1, 32, 1, 1, 0, NULL, args2, NULL));
+    uint32_t v1[4], v2[4];
+    CU(cuMemcpyDtoH_v2(v1, g1, sizeof v1));
+    CU(cuMemcpyDtoH_v2(v2, g2, sizeof v2));
+    CHECK(v1[0] == 7 && v1[1] == 7 && v1[2] == 3 && v1[3] == 4, "the first library's rk_g: %u %u %u %u", v1[0],
+          v1[1], v1[2], v1[3]);
+    CHECK(v2[0] == 9 && v2[1] == 9 && v2[2] == 3 && v2[3] == 4, "the second library's rk_g: %u %u %u %u", v2[0],
+          v2[1], v2[2], v2[3]);
+    printf("g1 %#llx g2 %#llx\n", (unsigned long long)g1, (unsigned long long)g2);
+    CU(cuLibraryUnload(l1));
+    CU(cuLibraryUnload(l2));
+    return 0;
+}
+
+/* fn's output, run in a child that moves to b and then c (NULL: stays);
+ * with stats, its SCUDA_STATS report in *stats. */
+static char *run_stats(const char *tag, int (*fn)(void *), const char *b, const char *c, char **stats)
+{
+    char path[512], err_path[512], err_tag[128];
+    int fd = h_temp_file(tag, path, sizeof path), err_fd = -1;
+    if (stats) {
+        snprintf(err_tag, sizeof err_tag, "%s-stats", tag);
+        err_fd = h_temp_file(err_tag, err_path, sizeof err_path);
+        setenv("SCUDA_STATS", "1", 1);
+    }
     hops[0] = b, hops[1] = c;
-    h_wait_ok(h_spawn(early_streams, NULL, 60, fd, -1), 65000, tag);
+    pid_t pid = h_spawn(fn, NULL, 60, fd, err_fd);
+    unsetenv("SCUDA_STATS");
+    h_wait_ok(pid, 65000, tag);
     close(fd);
+    if (stats) {
+        close(err_fd);
+        *stats = h_read_file(err_path, NULL);
+    }
     size_t len;
     return h_read_file(path, &len);
+}
+
+static char *run(const char *tag, int (*fn)(void *), const char *b, const char *c)
+{
+    return run_stats(tag, fn, b, c, NULL);
 }
 
 static void test_early_streams_move(void)
@@ -136,8 +202,8 @@ static void test_early_streams_move(void)
     h_server_start(&C, "migrate-order-c", NULL);
     h_server_start(&B, "migrate-order-b", NULL);
     h_server_start(&A, "migrate-order-a", NULL); /* last: SCUDA_SERVER is A's */
-    char *plain = run("migrate-order-plain", NULL, NULL);
-    char *moved = run("migrate-order-moved", B.addr, C.addr);
+    char *plain = run("migrate-order-plain", early_streams, NULL, NULL);
+    char *moved = run("migrate-order-moved", early_streams, B.addr, C.addr);
     CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
     CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session and checked it");
     CHECK(h_server_log_count(&C, "its state matches") == 1, "C rebuilt it from B and checked it");
@@ -150,10 +216,32 @@ static void test_early_streams_move(void)
     h_server_stop(&C);
 }
 
+static void test_one_way_libraries_move(void)
+{
+    struct h_server A, B;
+    h_server_start(&B, "migrate-oneway-b", NULL);
+    h_server_start(&A, "migrate-oneway-a", NULL); /* last: SCUDA_SERVER is A's */
+    char *plain = run("migrate-oneway-plain", one_way_libraries, NULL, NULL);
+    char *stats = NULL;
+    char *moved = run_stats("migrate-oneway-moved", one_way_libraries, B.addr, NULL, &stats);
+    CHECK(strcmp(plain, moved) == 0, "a moved run printed\n%s\na run that stayed\n%s", moved, plain);
+    CHECK(h_stats_count(stats, "async", "scuda_module_load_new") + h_stats_count(stats, "async", "scuda_module_load_known") == 2 &&
+              h_stats_count(stats, "sync", "scuda_param_info") == 0,
+          "the libraries were not loaded one-way with their kernels read by the client\n%s", stats);
+    CHECK(h_server_log_count(&B, "its state matches") == 1, "B rebuilt the session of one-way libraries and checked it");
+    CHECK(h_server_log_count(&B, "not rebuilt") == 0, "no global came back elsewhere");
+    free(stats);
+    free(plain);
+    free(moved);
+    h_server_stop(&A);
+    h_server_stop(&B);
+}
+
 int main(void)
 {
     h_begin("migrate_order", 110);
     test_early_streams_move();
+    test_one_way_libraries_move();
     printf("PASS migrate_order\n");
     return 0;
 }

@@ -1736,6 +1736,12 @@ CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t
     si_enter();
     si_kernel *k = NULL;
     CUresult rc = si_kernel_arg(kernel, &k);
+    /* With a context current, driver 580 loads the library into it first,
+     * placing its globals, as cuKernelGetFunction does (measured on an
+     * H200); without one it answers from the image. */
+    si_ctx *c = rc ? NULL : si_current();
+    if (c)
+        si_library_module(k->library, c, &rc);
     if (!rc)
         rc = si_param_info(&k->library->image->entries[k->index], paramIndex, paramOffset,
                            paramSize);

@@ -80,20 +80,24 @@ static int load_driver(void)
     return 0;
 }
 
-/* Why the reader refused images, by the reason's first words (names and
- * numbers vary), with counts: how much of a library goes one-way. */
+/* Why the reader refused images, by the reason's first words (numbers,
+ * which vary, written N), with counts: how much of a library goes
+ * one-way. */
 #define REASONS 16
 static struct {
-    char key[48];
+    char key[96];
     unsigned n;
 } reasons[REASONS];
 
 static void refused_because(const char *why)
 {
-    char key[48];
+    char key[96];
     size_t k = 0;
-    for (const char *p = why; *p && k + 1 < sizeof key; p++)
-        if (!(*p >= '0' && *p <= '9')) key[k++] = *p;
+    for (const char *p = why; *p && k + 1 < sizeof key; p++) {
+        int digit = *p >= '0' && *p <= '9';
+        if (!digit) key[k++] = *p;
+        else if (p == why || !(p[-1] >= '0' && p[-1] <= '9')) key[k++] = 'N';
+    }
     key[k] = '\0';
     for (int i = 0; i < REASONS; i++) {
         if (!reasons[i].n) snprintf(reasons[i].key, sizeof reasons[i].key, "%s", key);

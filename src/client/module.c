@@ -415,14 +415,16 @@ static int read_kernels_enabled(void)
  * there is none. */
 static unsigned server_arch(const struct server *srv)
 {
+    const unsigned MAJOR = CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR;
+    const unsigned MINOR = CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR;
     unsigned arch = 0;
     for (int i = 0; i < gdevs.count; i++) {
         if (gdevs.dev[i].s != srv) continue;
-        int major = 0, minor = 0;
-        if (cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, i) != CUDA_SUCCESS ||
-            cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, i) != CUDA_SUCCESS)
+        const struct device_info *d = gdevs.dev[i].info; /* from the session's start: no call */
+        if (d->attr_count <= MAJOR || d->attr_count <= MINOR || d->attr_result[MAJOR] != CUDA_SUCCESS ||
+            d->attr_result[MINOR] != CUDA_SUCCESS)
             return 0;
-        unsigned a = (unsigned)(major * 10 + minor);
+        unsigned a = (unsigned)(d->attr_value[MAJOR] * 10 + d->attr_value[MINOR]);
         if (arch && a != arch) return 0;
         arch = a;
     }

@@ -127,6 +127,19 @@ CUresult layout_claims_bind(uint64_t id, const char *name, const void *h)
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+void layout_claims_alias(const void *f, const void *k)
+{
+    uint32_t idx;
+    void *id;
+    pthread_mutex_lock(&lock);
+    if (idmap_get(&bound, (uint64_t)(uintptr_t)k, &idx, &id)) {
+        idmap_del(&bound, (uint64_t)(uintptr_t)f);
+        if (idmap_put(&bound, (uint64_t)(uintptr_t)f, idx, id) != 0)
+            LOG_WARN("out of memory noting a kernel's function: its layout is not checked");
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 static int same_layout(const struct claim *c, const struct param_layout *l)
 {
     if (c->n != l->n) return 0;

@@ -44,6 +44,10 @@ void layout_claims_share(uint64_t id, const uint8_t key[MODULE_KEY_LEN]);
  * CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult layout_claims_bind(uint64_t id, const char *name, const void *h);
 
+/* f is kernel k's function in a context (cuKernelGetFunction): a claim
+ * waiting for k waits for f too, so that launches through f are checked. */
+void layout_claims_alias(const void *f, const void *k);
+
 /* The driver's layout of h is l: 0 when h has no claim waiting or the
  * claim is l (the claim is then settled), -1 when they differ (logged,
  * and kept: every launch of h is refused). */

@@ -414,6 +414,7 @@ CUresult module_bind_kernel_function(struct session *s, uint64_t id, uint64_t ke
     if (r != CUDA_SUCCESS) return r;
     CUfunction f;
     if ((r = REAL(cuKernelGetFunction, &f, (CUkernel)k)) != CUDA_SUCCESS) return r;
+    layout_claims_alias(f, k);
     if ((r = put_owned(s, id, HK_FUNCTION, f, kernel_id)) == CUDA_SUCCESS) migrate_note_kernel_function(id, kernel_id);
     return r;
 }

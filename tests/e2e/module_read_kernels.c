@@ -23,7 +23,7 @@
  *          is refused (INVALID_IMAGE at the next synchronize, nothing
  *          written, logged), and another kernel of the image still
  *          works; the same for the image re-loaded (one-way) and loaded
- *          as a library.
+ *          as a library (its kernel's function, and the kernel).
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
  *          then sends the bytes, as before.
  * Also: cuModuleGetLoadingMode answers the session's driver's mode, lazy
@@ -204,11 +204,15 @@ static int layout_client(void *arg)
     CU(cuModuleLoadData(&m, rk_layout));
     CU(cuModuleGetFunction(&copy, m, "copy_params_pair"));
     refused_launches(copy, "a re-loaded kernel of another layout");
-    /* The same as a library, its kernel launched as a function. */
+    /* The same as a library: its kernel's function in the context (asked
+     * for before any launch), and the kernel launched as a function. */
     CUlibrary lib;
     CUkernel k;
+    CUfunction kf;
     CU(cuLibraryLoadData(&lib, rk_layout, NULL, NULL, 0, NULL, NULL, 0));
     CU(cuLibraryGetKernel(&k, lib, "copy_params_pair"));
+    CU(cuKernelGetFunction(&kf, k));
+    refused_launches(kf, "a library kernel's function of another layout");
     refused_launches((CUfunction)k, "a library kernel of another layout");
     return 0;
 }
@@ -266,7 +270,7 @@ static void layout(const struct h_server *srv)
     char *stats = run_client("read_kernels-layout", layout_client);
     free(stats);
     CHECK(h_wait_log(srv, "kernel copy_params_pair: the client read 3 parameters (24 bytes) from its image, this "
-                          "driver's layout has 3 (24 bytes): its launches are refused", 6, 5000) >= 6,
+                          "driver's layout has 3 (24 bytes): its launches are refused", 8, 5000) >= 8,
           "the server did not refuse a kernel (of a module, a re-loaded module, a library) whose layout differs");
     printf("ok layout: a kernel whose layout the driver contradicts is refused at every launch, and logged\n");
 }

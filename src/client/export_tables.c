@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "stats.h"
 #include "../common/log.h"
 
 /* ---------------------------------------------------------------------------
@@ -848,6 +849,7 @@ static const void *const unknown_1734_table[17] = {
  * takes natively; it is logged once, at info, as nothing is amiss. */
 static CUresult unknown_da91_refused(void)
 {
+    stats_add(STATS_COMPILE_SERVICE); /* how often a program compiles: SCUDA_STATS */
     static _Atomic int once;
     if (!atomic_exchange_explicit(&once, 1, memory_order_relaxed))
         LOG_INFO("export table unknown_da91 slot 1 called: refused as driver 580 refuses NVRTC's calls "

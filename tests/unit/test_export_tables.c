@@ -27,6 +27,7 @@
 #include <cuda.h>
 
 #include "client/export_tables.h"
+#include "client/stats.h"
 #include "common/log.h"
 
 static int failures, checks;
@@ -60,6 +61,13 @@ static const struct {
 static _Thread_local CUcontext fake_current;
 static int fake_retains, fake_lookups;
 #define FAKE_PRIMARY_CTX ((CUcontext)(uintptr_t)0x5000)
+
+/* The shim's SCUDA_STATS counters (stats.c): counted here. */
+static int fake_compile_service_calls;
+void stats_add(enum stats_counter c)
+{
+    if (c == STATS_COMPILE_SERVICE) fake_compile_service_calls++;
+}
 
 /* The shim's optional hook: a primary context handle, no reference taken. */
 CUresult scuda_primary_ctx_lookup(CUdevice dev, CUcontext *pctx)
@@ -448,9 +456,11 @@ static void test_stubs(void)
     static const unsigned char bitcode[16] = {'B', 'C', 0xc0, 0xde, 0x35, 0x14};
     memset(handle, 0xa5, sizeof handle);
     memset(out, 0x5a, sizeof out);
+    int counted = fake_compile_service_calls;
     CHECK(compile(handle, 2, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE &&
               compile(handle, 1, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE,
           "unknown_da91[1] (NVRTC's call) returns CUDA_ERROR_INVALID_VALUE, as driver 580 does");
+    CHECK(fake_compile_service_calls == counted + 2, "each unknown_da91[1] call is counted for SCUDA_STATS");
     int untouched = 1;
     for (size_t i = 0; i < sizeof handle; i++) untouched &= handle[i] == 0xa5;
     for (size_t i = 0; i < sizeof out; i++) untouched &= out[i] == 0x5a;

@@ -110,6 +110,14 @@ void layout_claims_share(uint64_t id, const uint8_t key[MODULE_KEY_LEN])
     pthread_mutex_unlock(&lock);
 }
 
+/* h waits on claim idx of module id's block; an earlier entry for h (bound
+ * again, or a handle value reused) is replaced. */
+static int bound_put_locked(const void *h, uint32_t idx, uint64_t id)
+{
+    idmap_del(&bound, (uint64_t)(uintptr_t)h);
+    return idmap_put(&bound, (uint64_t)(uintptr_t)h, idx, (void *)(uintptr_t)id);
+}
+
 CUresult layout_claims_bind(uint64_t id, const char *name, const void *h)
 {
     uint32_t tag;
@@ -118,11 +126,7 @@ CUresult layout_claims_bind(uint64_t id, const char *name, const void *h)
     const struct claims *c = idmap_get(&modules, id, &tag, &v) ? v : NULL;
     struct claim key = {.name = name};
     const struct claim *found = c ? bsearch(&key, c->c, c->n, sizeof *c->c, by_name) : NULL;
-    int rc = 0;
-    if (found) {
-        idmap_del(&bound, (uint64_t)(uintptr_t)h); /* bound again, or a handle value reused */
-        rc = idmap_put(&bound, (uint64_t)(uintptr_t)h, (uint32_t)(found - c->c), (void *)(uintptr_t)id);
-    }
+    int rc = found ? bound_put_locked(h, (uint32_t)(found - c->c), id) : 0;
     pthread_mutex_unlock(&lock);
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -132,11 +136,8 @@ void layout_claims_alias(const void *f, const void *k)
     uint32_t idx;
     void *id;
     pthread_mutex_lock(&lock);
-    if (idmap_get(&bound, (uint64_t)(uintptr_t)k, &idx, &id)) {
-        idmap_del(&bound, (uint64_t)(uintptr_t)f);
-        if (idmap_put(&bound, (uint64_t)(uintptr_t)f, idx, id) != 0)
-            LOG_WARN("out of memory noting a kernel's function: its layout is not checked");
-    }
+    if (idmap_get(&bound, (uint64_t)(uintptr_t)k, &idx, &id) && bound_put_locked(f, idx, (uint64_t)(uintptr_t)id) != 0)
+        LOG_WARN("out of memory noting a kernel's function: its layout is not checked");
     pthread_mutex_unlock(&lock);
 }
 
@@ -160,13 +161,11 @@ int layout_claims_settle(const void *h, const struct param_layout *l)
     const struct claim *claim = c && idx < c->n ? &c->c[idx] : NULL;
     int same = !claim || same_layout(claim, l);
     if (claim && same) idmap_del(&bound, (uint64_t)(uintptr_t)h); /* checked: launches go on unasked */
-    uint32_t claimed = claim ? claim->n : 0, claimed_end = claim ? end_of(claim->slots, claim->n) : 0;
-    const char *name = claim ? claim->name : "";
     if (!same) /* under the lock: the name is the block's */
         LOG_WARN("kernel %s: the client read %u parameters (%u bytes) from its image, this driver's layout has %u "
                  "(%u bytes): its launches are refused (CUDA_ERROR_INVALID_IMAGE at the client's next "
                  "synchronizing call); set SCUDA_READ_KERNELS=0 on the client",
-                 name, claimed, claimed_end, l->n, l->bytes);
+                 claim->name, claim->n, end_of(claim->slots, claim->n), l->n, l->bytes);
     pthread_mutex_unlock(&lock);
     return same ? 0 : -1;
 }

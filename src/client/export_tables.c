@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compile_cache.h"
 #include "stats.h"
 #include "../common/log.h"
 
@@ -837,31 +838,43 @@ static const void *const unknown_1734_table[17] = {
     [4] = (const void *)unknown_1734_refused,
 };
 
-/* A compile service: CuPy's and JAX's calls pass PTX text, ELF images and
- * "-arch=" options through it. Not implemented (it would have to run on the
- * server); see docs/export-tables.md.
- *
- * [1] is also called by NVRTC (libnvrtc.so.13) at every compile, with an
- * LLVM bitcode module (its NVVM IR), a mode of 2 and then 1, and its size;
- * driver 580 answers CUDA_ERROR_INVALID_VALUE at once, without touching
- * anything, and NVRTC compiles by itself (measured on an H200, PyTorch's
- * cuDNN attention). The same answer here, so that NVRTC takes the path it
- * takes natively; it is logged once, at info, as nothing is amiss. */
-static CUresult unknown_da91_refused(void)
+/* The driver's compile cache (compile_cache.h): NVRTC opens an entry for
+ * each stage of a compile, looks it up, stores what it compiled on a miss,
+ * releases what a hit handed it and closes the entry. Traced against driver
+ * 580 on an H200 (docs/export-tables.md); the argument widths are the ones
+ * NVRTC's stack layout shows. CuPy and JAX (through the JIT libraries) use
+ * the same calls. [5] was never seen called. */
+static CUresult da91_open(void **handle, unsigned stage, const void *input, unsigned len, const char *options,
+                          const char *compiler)
 {
-    stats_add(STATS_COMPILE_SERVICE); /* how often a program compiles: SCUDA_STATS */
-    static _Atomic int once;
-    if (!atomic_exchange_explicit(&once, 1, memory_order_relaxed))
-        LOG_INFO("export table unknown_da91 slot 1 called: refused as driver 580 refuses NVRTC's calls "
-                 "(CUDA_ERROR_INVALID_VALUE); the caller compiles by itself");
-    return CUDA_ERROR_INVALID_VALUE;
+    return compile_cache_open(handle, stage, input, len, options, compiler);
+}
+static CUresult da91_close(void *handle)
+{
+    return compile_cache_close(handle);
+}
+static CUresult da91_lookup(void *handle, unsigned flags, void **data, unsigned *len)
+{
+    return compile_cache_lookup(handle, flags, data, len);
+}
+static CUresult da91_store(void *handle, unsigned flags, const void *data, unsigned len)
+{
+    return compile_cache_store(handle, flags, data, len);
+}
+static CUresult da91_release(void *data)
+{
+    return compile_cache_release(data);
 }
 
 static const void *const unknown_da91_table[7] = {
     REF(unknown_da91, 0), REF(unknown_da91, 1), REF(unknown_da91, 2), REF(unknown_da91, 3),
     REF(unknown_da91, 4), REF(unknown_da91, 5), REF(unknown_da91, 6),
     [0] = TABLE_SIZE(7),
-    [1] = (const void *)unknown_da91_refused,
+    [1] = (const void *)da91_open,
+    [2] = (const void *)da91_close,
+    [3] = (const void *)da91_lookup,
+    [4] = (const void *)da91_store,
+    [6] = (const void *)da91_release,
 };
 
 /* Known from public reverse engineering and served by driver 580, but not

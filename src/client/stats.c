@@ -26,7 +26,8 @@ static const char *const counter_names[STATS_COUNTERS] = {
     "module image hashes skipped", "function attributes answered here",
     "module images the session keeps for one-way loads",
     "module images past the session's budget for them (MODULE_PIN_MAX): their loads wait for a reply",
-    "compile-service calls refused (NVRTC makes two per compile, which then runs in this process)"};
+    "compile stages asked of the compile cache (NVRTC asks two per compile)",
+    "compile stages served by the compile cache (not compiled again)"};
 static _Atomic uint64_t counters[STATS_COUNTERS];
 
 int stats_enabled(void)

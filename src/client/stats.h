@@ -16,7 +16,8 @@ enum stats_counter {
     STATS_ATTR_HITS,
     STATS_IMAGES_KEPT,   /* images the session keeps for one-way loads (module_known.c) */
     STATS_IMAGES_NOT_KEPT, /* images past the session's budget for them: their loads wait for a reply */
-    STATS_COMPILE_SERVICE, /* export table da91 slot 1: NVRTC asks it at each compile, twice (export_tables.c) */
+    STATS_COMPILE_SERVICE, /* compile stages asked of the compile cache: two per NVRTC compile (compile_cache.h) */
+    STATS_COMPILE_HITS,    /* of them, served from the cache */
     STATS_COUNTERS
 };
 

@@ -51,18 +51,37 @@ int scuda_host_file_path(char *out, size_t outlen)
     return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-int scuda_module_cache_default(char *out, size_t outlen)
+/* "$XDG_CACHE_HOME/scuda/LEAF" when that variable holds an absolute path
+ * (the XDG rule), else "<home>/.cache/scuda/LEAF". */
+static int cache_dir_default(const char *leaf, char *out, size_t outlen)
 {
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = home_dir();
     int n;
     if (xdg != NULL && xdg[0] == '/')
-        n = snprintf(out, outlen, "%s/scuda/modules", xdg);
+        n = snprintf(out, outlen, "%s/scuda/%s", xdg, leaf);
     else if (home != NULL)
-        n = snprintf(out, outlen, "%s/.cache/scuda/modules", home);
+        n = snprintf(out, outlen, "%s/.cache/scuda/%s", home, leaf);
     else
         return -1;
     return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+int scuda_module_cache_default(char *out, size_t outlen)
+{
+    return cache_dir_default("modules", out, outlen);
+}
+
+int scuda_compile_cache_dir(char *out, size_t outlen)
+{
+    const char *v = getenv("SCUDA_COMPILE_CACHE");
+    if (v != NULL && v[0] != '\0') {
+        if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return 0;
+        int n = snprintf(out, outlen, "%s", v);
+        return n < 0 || (size_t)n >= outlen ? -1 : 1;
+    }
+    if (scuda_env_on("CUDA_CACHE_DISABLE")) return 0;
+    return cache_dir_default("compile", out, outlen) == 0 ? 1 : -1;
 }
 
 int scuda_server_list_entry(const char *list, int index, char *out, size_t outlen)

@@ -58,6 +58,14 @@ int scuda_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
  * -1 if no home is known or the path does not fit. */
 int scuda_module_cache_default(char *out, size_t outlen);
 
+/* The client's compile cache directory (compile_cache.h): env
+ * SCUDA_COMPILE_CACHE, else "$XDG_CACHE_HOME/scuda/compile" or
+ * "<home>/.cache/scuda/compile". Returns 1 with the directory in out; 0
+ * when the cache is off (SCUDA_COMPILE_CACHE=off or 0, or
+ * CUDA_CACHE_DISABLE=1 as for the driver's own cache); -1 when no home is
+ * known or the path does not fit. */
+int scuda_compile_cache_dir(char *out, size_t outlen);
+
 /* The client's token: env SCUDA_TOKEN; when that is unset or empty, the
  * token in the file SCUDA_TOKEN_FILE names (token_file.h: the token alone
  * or `NAME TOKEN`; read once per process, with a warning when others can

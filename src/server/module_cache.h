@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "module_store.h"
+#include "../common/module_store.h"
 
 /* The session's memory table: at most this many bytes of images, none
  * larger than the second figure (those come from disk every time). */

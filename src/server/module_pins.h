@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "module_store.h"
+#include "../common/module_store.h"
 
 /* The client loaded these bytes here (the digest is the server's own:
  * computed here, or the module cache's key that found them). */

@@ -7,7 +7,7 @@
  * joins to their sessions (children.c), and on SIGHUP reads the token
  * file again, ending the sessions of users whose token is gone. */
 #define _GNU_SOURCE
-#include "module_store.h"
+#include "../common/module_store.h"
 #include "admission.h"
 #include "agent.h"
 #include "bound_addr.h"

@@ -26,6 +26,7 @@
 
 #include <cuda.h>
 
+#include "client/compile_cache.h"
 #include "client/export_tables.h"
 #include "client/stats.h"
 #include "common/log.h"
@@ -436,7 +437,7 @@ static void test_stubs(void)
 {
     static const struct { int table, slot; } unimplemented[] = {
         {1, 1}, {1, 6}, {1, 8}, {3, 1}, {7, 3}, {7, 40}, {7, 52}, {8, 6}, {0, 2},
-        {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 2}, {11, 6}, {2, 1},
+        {9, 19}, {9, 21}, {9, 24}, {9, 25}, {10, 4}, {10, 13}, {11, 5}, {2, 1},
     };
     for (size_t i = 0; i < sizeof unimplemented / sizeof unimplemented[0]; i++) {
         int ti = unimplemented[i].table, s = unimplemented[i].slot;
@@ -447,24 +448,77 @@ static void test_stubs(void)
     }
     void *const *t = table_of(known[7].uuid);
     CHECK(t[3] != t[40] && t[40] != t[52], "each unimplemented slot has its own function");
+}
 
-    /* NVRTC's call, as driver 580 answers it: INVALID_VALUE, nothing written. */
-    void *const *da91 = table_of(known[11].uuid);
-    CUresult (*compile)(void *, uint64_t, const void *, size_t, void *, void *) =
-        (CUresult (*)(void *, uint64_t, const void *, size_t, void *, void *))da91[1];
-    unsigned char handle[48], out[16];
+/* The compile cache (export table da91), called as NVRTC calls it: open an
+ * entry per stage, look it up, store on a miss, release a hit's output. */
+typedef CUresult (*cc_open_fn)(void **, unsigned, const void *, unsigned, const char *, const char *);
+typedef CUresult (*cc_close_fn)(void *);
+typedef CUresult (*cc_lookup_fn)(void *, unsigned, void **, unsigned *);
+typedef CUresult (*cc_store_fn)(void *, unsigned, const void *, unsigned);
+
+static void test_compile_cache(void)
+{
+    void *const *t = table_of(known[11].uuid);
+    cc_open_fn open_entry = (cc_open_fn)t[1];
+    cc_close_fn close_entry = (cc_close_fn)t[2], release = (cc_close_fn)t[6];
+    cc_lookup_fn lookup = (cc_lookup_fn)t[3];
+    cc_store_fn store = (cc_store_fn)t[4];
     static const unsigned char bitcode[16] = {'B', 'C', 0xc0, 0xde, 0x35, 0x14};
-    memset(handle, 0xa5, sizeof handle);
-    memset(out, 0x5a, sizeof out);
+    static const char options[] = " -arch=compute_90a -ftz=1", compiler[] = "HOST64\0Aug 20 202514:13:52";
+    static const char other_date[] = "HOST64\0Aug 21 202514:13:52";
+    static const char ptx[] = ".version 9.0\n.target sm_90a\n// the stage's output";
+
+    compile_cache_configure(NULL, 0);
+    void *h = (void *)0x5a5a;
     int counted = fake_compile_service_calls;
-    CHECK(compile(handle, 2, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE &&
-              compile(handle, 1, bitcode, sizeof bitcode, out, handle + 40) == CUDA_ERROR_INVALID_VALUE,
-          "unknown_da91[1] (NVRTC's call) returns CUDA_ERROR_INVALID_VALUE, as driver 580 does");
-    CHECK(fake_compile_service_calls == counted + 2, "each unknown_da91[1] call is counted for SCUDA_STATS");
-    int untouched = 1;
-    for (size_t i = 0; i < sizeof handle; i++) untouched &= handle[i] == 0xa5;
-    for (size_t i = 0; i < sizeof out; i++) untouched &= out[i] == 0x5a;
-    CHECK(untouched, "unknown_da91[1] writes nothing");
+    CHECK(open_entry(&h, 2, bitcode, sizeof bitcode, options, compiler) == CUDA_ERROR_NOT_INITIALIZED &&
+              h == (void *)0x5a5a,
+          "da91[1] with the cache off: CUDA_ERROR_NOT_INITIALIZED, nothing written (driver 580 with "
+          "CUDA_CACHE_DISABLE=1)");
+    CHECK(fake_compile_service_calls == counted + 1, "each da91[1] call is counted for SCUDA_STATS");
+
+    char dir[] = "/tmp/scuda-cc-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "a directory for the cache");
+    compile_cache_configure(dir, 1 << 20);
+    void *data = NULL;
+    unsigned len = 0;
+    CHECK(open_entry(&h, 2, bitcode, sizeof bitcode, options, compiler) == CUDA_SUCCESS && h != (void *)0x5a5a,
+          "da91[1] opens an entry");
+    CHECK(lookup(h, 0, &data, &len) == CUDA_ERROR_NOT_FOUND && data == NULL, "da91[3]: a new compile misses (500)");
+    CHECK(store(h, 0, ptx, sizeof ptx) == CUDA_SUCCESS, "da91[4] keeps the stage's output");
+    CHECK(close_entry(h) == CUDA_SUCCESS, "da91[2] closes the entry");
+    CHECK(close_entry(h) == CUDA_ERROR_INVALID_HANDLE, "da91[2] twice: refused, not freed again");
+
+    CHECK(open_entry(&h, 2, bitcode, sizeof bitcode, options, compiler) == CUDA_SUCCESS &&
+              lookup(h, 0, &data, &len) == CUDA_SUCCESS && len == sizeof ptx && data != NULL &&
+              memcmp(data, ptx, sizeof ptx) == 0,
+          "the same compile again: da91[3] hands back the stored output, byte for byte");
+    CHECK(release(data) == CUDA_SUCCESS && release(data) == CUDA_ERROR_INVALID_VALUE,
+          "da91[6] releases the output once; a second time is refused");
+    CHECK(lookup(h, 1, &data, &len) == CUDA_ERROR_NOT_FOUND, "other flags name another entry");
+    CHECK(lookup((void *)0x1234, 0, &data, &len) == CUDA_ERROR_INVALID_HANDLE, "an unknown entry is refused");
+    close_entry(h);
+
+    struct { unsigned stage; const char *options, *compiler; unsigned len; const char *what; } others[] = {
+        {1, options, compiler, sizeof bitcode, "another stage"},
+        {2, " -arch=compute_90", compiler, sizeof bitcode, "other options"},
+        {2, options, other_date, sizeof bitcode, "another compiler build (the date after its NUL)"},
+        {2, options, compiler, sizeof bitcode - 1, "other input"},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        CHECK(open_entry(&h, others[i].stage, bitcode, others[i].len, others[i].options, others[i].compiler) ==
+                      CUDA_SUCCESS &&
+                  lookup(h, 0, &data, &len) == CUDA_ERROR_NOT_FOUND,
+              "%s: a miss", others[i].what);
+        close_entry(h);
+    }
+    CHECK(open_entry(NULL, 2, bitcode, sizeof bitcode, options, compiler) == CUDA_ERROR_INVALID_VALUE,
+          "da91[1] without a place for the entry: CUDA_ERROR_INVALID_VALUE");
+    compile_cache_configure(NULL, 0);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "the cache's directory removed");
 }
 
 static void test_simple_slots(void)
@@ -942,6 +996,7 @@ int main(void)
 {
     test_lookup();
     test_stubs();
+    test_compile_cache();
     test_simple_slots();
     test_cls();
     test_stream_objects();

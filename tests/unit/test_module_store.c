@@ -1,9 +1,9 @@
-/* test_module_store.c - the on-disk module store (src/server/module_store.c):
- * the eviction rule alone, then a real directory: store and read back,
- * damage found and deleted, least recently used evicted, dead writers'
- * temporary files removed, other files left alone. */
+/* test_module_store.c - the on-disk module store (src/common/module_store.c):
+ * the eviction rule alone, then a real directory: store and read back (by
+ * content and keyed), damage found and deleted, least recently used
+ * evicted, dead writers' temporary files removed, other files left alone. */
 #define _GNU_SOURCE
-#include "server/module_store.h"
+#include "common/module_store.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -145,6 +145,49 @@ static void test_read_write(void)
     free(img);
 }
 
+/* Keyed entries (the client's compile cache): any key, the bytes checked
+ * against the digest stored with them. */
+static void test_keyed(void)
+{
+    uint8_t key[MODULE_KEY_LEN], other[MODULE_KEY_LEN];
+    memset(key, 0x11, sizeof key);
+    memset(other, 0x22, sizeof other);
+    static const char out[] = "// PTX a compile made";
+    char p[700];
+    void *data;
+    uint64_t len;
+    const char *why;
+    CHECK(module_store_write_keyed(dir, key, out, sizeof out) == 0);
+    path_of(key, p, sizeof p);
+    CHECK(module_store_read_keyed(dir, key, 1 << 20, &data, &len, &why) == STORE_HIT && len == sizeof out &&
+          memcmp(data, out, sizeof out) == 0);
+    free(data);
+    CHECK(module_store_read_keyed(dir, other, 1 << 20, &data, &len, &why) == STORE_MISS && data == NULL);
+    /* Larger than this reader takes: a miss, the entry kept. */
+    CHECK(module_store_read_keyed(dir, key, sizeof out - 1, &data, &len, &why) == STORE_MISS && exists(p));
+    /* An image's file is not a keyed entry, nor the other way round. */
+    uint8_t ikey[MODULE_KEY_LEN];
+    store('k', 100, ikey);
+    char ip[700];
+    path_of(ikey, ip, sizeof ip);
+    CHECK(module_store_read_keyed(dir, ikey, 1 << 20, &data, &len, &why) == STORE_CORRUPT && !exists(ip));
+    CHECK(module_store_read(dir, key, sizeof out + MODULE_KEY_LEN, &data, &why) == STORE_CORRUPT && !exists(p));
+
+    /* A flipped byte in the output, in the stored digest, or a file cut short. */
+    off_t at[] = {MODULE_STORE_HEADER + MODULE_KEY_LEN + 3, MODULE_STORE_HEADER + 5, MODULE_STORE_HEADER + 20};
+    for (int i = 0; i < 3; i++) {
+        CHECK(module_store_write_keyed(dir, key, out, sizeof out) == 0);
+        damage(p, at[i], i == 2);
+        CHECK(module_store_read_keyed(dir, key, 1 << 20, &data, &len, &why) == STORE_CORRUPT && data == NULL &&
+              !exists(p));
+        printf("     damaged keyed entry: %s\n", why);
+    }
+    CHECK(module_store_write_keyed(dir, key, out, 0) == 0 &&
+          module_store_read_keyed(dir, key, 1 << 20, &data, &len, &why) == STORE_HIT && len == 0);
+    free(data);
+    unlink(p);
+}
+
 static void test_evict(void)
 {
     uint8_t k1[MODULE_KEY_LEN], k2[MODULE_KEY_LEN], k3[MODULE_KEY_LEN];
@@ -213,6 +256,7 @@ int main(void)
     test_pick();
     test_prepare(base);
     test_read_write();
+    test_keyed();
     test_evict();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);

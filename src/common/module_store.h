@@ -1,5 +1,7 @@
-/* module_store.h - the server's content-addressed store of module images on
- * disk, bounded in size (docs/architecture.md, 3.8 Modules).
+/* module_store.h - a store of module images on disk, bounded in size: the
+ * server's content-addressed module cache (docs/architecture.md, 3.8
+ * Modules) and the client's compile cache (compile_cache.h), whose entries
+ * are keyed by what was compiled rather than by their own bytes.
  *
  * One file per image, named by the SHA-256 of the image in hex. The caller
  * computes that digest from the bytes themselves: a key is never taken
@@ -31,7 +33,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../common/protocol.h"
+#include "protocol.h"
 
 #define MODULE_KEY_LEN 32
 /* No image is larger than a frame: every one arrived in one. */
@@ -59,6 +61,17 @@ enum store_result {
  * was wrong. */
 enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t len,
                                     void **image, const char **why);
+
+/* Keyed entries: the key names the inputs that made the bytes (a compile's
+ * source and options), so it cannot check them. The file is a 16-byte
+ * header ("SCUDAKV1", then the length as u64 little-endian), the SHA-256
+ * of the bytes, and the bytes; a reader checks all three and deletes a file
+ * that fails. Read returns the bytes in a new buffer (*len of them, plus a
+ * NUL) and marks the entry used now; at most max_len bytes are read. */
+enum store_result module_store_read_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t max_len,
+                                          void **data, uint64_t *len, const char **why);
+/* Store len bytes under key. Returns 0, or -1 with errno set. */
+int module_store_write_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *data, size_t len);
 
 /* Mark the image with this digest used now, if the store has it (a hit
  * served from a session's memory still counts for eviction). */

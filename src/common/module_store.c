@@ -14,9 +14,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../common/auth.h"
+#include "auth.h"
 
 static const char MAGIC[8] = {'S', 'C', 'U', 'D', 'A', 'M', 'I', '1'};
+static const char KEYED_MAGIC[8] = {'S', 'C', 'U', 'D', 'A', 'K', 'V', '1'};
 static const char TMP_PREFIX[] = ".tmp-";
 
 void module_key_hex(const uint8_t key[MODULE_KEY_LEN], char out[2 * MODULE_KEY_LEN + 1])
@@ -147,12 +148,12 @@ static void drop_damaged(const char *path, const struct stat *was)
 
 /* Checks what can be checked without reading the image. Returns NULL when
  * the file is well-formed, or why not. *stored gets the length it holds. */
-static const char *check_header(int fd, const struct stat *st, uint64_t *stored)
+static const char *check_header(int fd, const struct stat *st, const char magic[8], uint64_t *stored)
 {
     uint8_t head[MODULE_STORE_HEADER];
     if (!S_ISREG(st->st_mode)) return "not a regular file";
     if (st->st_size < MODULE_STORE_HEADER || read_at(fd, head, sizeof head, 0) != 0) return "too short";
-    if (memcmp(head, MAGIC, sizeof MAGIC) != 0) return "bad header";
+    if (memcmp(head, magic, sizeof MAGIC) != 0) return "bad header";
     memcpy(stored, head + 8, 8);
     if (*stored > MODULE_IMAGE_MAX || (uint64_t)st->st_size != MODULE_STORE_HEADER + *stored)
         return "size does not match its header";
@@ -175,7 +176,7 @@ enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KE
         close(fd);
         return STORE_MISS;
     }
-    if ((*why = check_header(fd, &st, &stored)) != NULL) goto damaged;
+    if ((*why = check_header(fd, &st, MAGIC, &stored)) != NULL) goto damaged;
     /* Same digest, another length: the asker is wrong, not the file. */
     if (stored != len) {
         close(fd);
@@ -199,6 +200,60 @@ enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KE
     futimens(fd, NULL); /* used now: the last to be evicted */
     close(fd);
     *image = buf;
+    return STORE_HIT;
+damaged:
+    free(buf);
+    close(fd);
+    drop_damaged(path, &st);
+    return STORE_CORRUPT;
+}
+
+enum store_result module_store_read_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t max_len,
+                                          void **data, uint64_t *len, const char **why)
+{
+    char path[PATH_MAX];
+    *data = NULL;
+    *len = 0;
+    *why = NULL;
+    if (key_path(dir, key, path, sizeof path) != 0) return STORE_MISS;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return STORE_MISS;
+    struct stat st;
+    uint64_t stored = 0, n = 0;
+    uint8_t *buf = NULL, want[MODULE_KEY_LEN], got[MODULE_KEY_LEN];
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return STORE_MISS;
+    }
+    if ((*why = check_header(fd, &st, KEYED_MAGIC, &stored)) != NULL) goto damaged;
+    if (stored < MODULE_KEY_LEN) {
+        *why = "too short";
+        goto damaged;
+    }
+    n = stored - MODULE_KEY_LEN;
+    if (n > max_len) { /* whole and well-formed, only larger than this reader takes */
+        close(fd);
+        return STORE_MISS;
+    }
+    if (!(buf = malloc(n + 1))) {
+        close(fd);
+        return STORE_MISS;
+    }
+    if (read_at(fd, want, sizeof want, MODULE_STORE_HEADER) != 0 ||
+        read_at(fd, buf, n, MODULE_STORE_HEADER + MODULE_KEY_LEN) != 0) {
+        *why = "cannot be read";
+        goto damaged;
+    }
+    auth_sha256_digest(buf, n, got);
+    if (memcmp(got, want, sizeof got) != 0) {
+        *why = "content does not match its digest";
+        goto damaged;
+    }
+    buf[n] = '\0';
+    futimens(fd, NULL); /* used now: the last to be evicted */
+    close(fd);
+    *data = buf;
+    *len = n;
     return STORE_HIT;
 damaged:
     free(buf);
@@ -260,11 +315,16 @@ static int write_all(int fd, struct iovec *iov, int n)
     return 0;
 }
 
-int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+/* Write a header (magic, the length of what follows) and the iov's bytes
+ * to a new file under a temporary name, then rename it to key's name. */
+static int write_entry(const char *dir, const uint8_t key[MODULE_KEY_LEN], const char magic[8], struct iovec *iov,
+                       int n)
 {
     static _Atomic unsigned counter;
     char path[PATH_MAX], tmp[PATH_MAX];
-    if (len > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) {
+    uint64_t body = 0;
+    for (int i = 1; i < n; i++) body += iov[i].iov_len;
+    if (body > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) {
         errno = EINVAL;
         return -1;
     }
@@ -272,14 +332,12 @@ int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const
     snprintf(tmp, sizeof tmp, "%s/%s%d-%u", dir, TMP_PREFIX, (int)getpid(), atomic_fetch_add(&counter, 1));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -1;
-    uint8_t head[MODULE_STORE_HEADER];
-    uint64_t n = len;
-    memcpy(head, MAGIC, sizeof MAGIC);
-    memcpy(head + 8, &n, 8);
-    struct iovec iov[2] = {{head, sizeof head}, {(void *)image, len}};
+    uint8_t *head = iov[0].iov_base;
+    memcpy(head, magic, sizeof MAGIC);
+    memcpy(head + 8, &body, 8);
     /* No fsync: a file cut short by a crash fails its check on read and is
      * deleted, which costs one more transfer, not a wrong module. */
-    int rc = write_all(fd, iov, 2);
+    int rc = write_all(fd, iov, n);
     int saved = errno;
     if (close(fd) != 0 && rc == 0) {
         rc = -1;
@@ -294,6 +352,29 @@ int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const
         errno = saved;
     }
     return rc;
+}
+
+int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
+{
+    uint8_t head[MODULE_STORE_HEADER];
+    if (len > MODULE_IMAGE_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct iovec iov[2] = {{head, sizeof head}, {(void *)image, len}};
+    return write_entry(dir, key, MAGIC, iov, 2);
+}
+
+int module_store_write_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *data, size_t len)
+{
+    uint8_t head[MODULE_STORE_HEADER], digest[MODULE_KEY_LEN];
+    if (len > MODULE_IMAGE_MAX - MODULE_KEY_LEN) {
+        errno = EINVAL;
+        return -1;
+    }
+    auth_sha256_digest(data, len, digest);
+    struct iovec iov[3] = {{head, sizeof head}, {digest, sizeof digest}, {(void *)data, len}};
+    return write_entry(dir, key, KEYED_MAGIC, iov, 3);
 }
 
 /* ---- eviction ----------------------------------------------------------- */

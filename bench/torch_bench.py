@@ -27,6 +27,12 @@ Workloads (their targets: docs/architecture.md, 7 Performance):
     resnet      a ResNet-18 fine-tune (bf16 autocast, SGD, batches of 64
                 224x224 images from a 4-worker DataLoader with pinned
                 memory), images/s
+Compiles made at run time (NVRTC, for cuDNN's attention in `generate`) are
+kept between runs by the driver natively (its JIT cache) and by SCUDA's
+client (its compile cache, docs/operate.md). Each run gives both sides an
+empty cache of their own under the log directory, so both start cold and
+a run does not depend on the runs before it.
+
 The raw link (TCP round trip and one-stream bandwidth, through the server's
 raw echo and sink modes) is measured from this script too, for the targets
 that are stated against it. Every workload checks its own result.
@@ -40,6 +46,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -762,6 +769,12 @@ def main():
 
     me = os.path.abspath(__file__)
     py = sys.executable
+    # Both sides' compile caches start empty (see above).
+    side_env = {}
+    for side, var in (("native", "CUDA_CACHE_PATH"), ("scuda", "SCUDA_COMPILE_CACHE")):
+        cache = os.path.join(log_dir, "compile-cache-" + side)
+        shutil.rmtree(cache, ignore_errors=True)
+        side_env[side] = dict(os.environ, **{var: cache})
     results = {}
     try:
         link = link_from_bench(args.link_json) if args.link_json else raw_link(addr, args.quick)
@@ -783,7 +796,7 @@ def main():
                 if side == "scuda":
                     cmd = [scuda, "run", "--server", addr, "--"] + cmd
                 print("torch_bench: %-10s %-6s ..." % (key, side), file=sys.stderr, end="", flush=True)
-                res, reason, err = run_worker(cmd, t)
+                res, reason, err = run_worker(cmd, t, side_env[side])
                 with open(os.path.join(log_dir, "%s.%s.log" % (key.replace("#", "-"), side)), "w") as f:
                     f.write(err or "")
                 bad = check_driver(res, side, shim_dir)

@@ -249,7 +249,9 @@ def _train(vocab, d, layers, heads, ctx, batch, warm, iters):
         opt.step()
         return loss
 
-    first = step().item()
+    t_first = time.perf_counter()
+    first = step().item()  # the first step: every first-time query, kernel choice and load
+    first_s = time.perf_counter() - t_first
     for _ in range(warm - 1):
         step()
     _sync()
@@ -262,7 +264,7 @@ def _train(vocab, d, layers, heads, ctx, batch, warm, iters):
     # Same batch every step: the loss must fall.
     if not (last == last and last < first):
         raise RuntimeError("training did not learn: loss %.4f -> %.4f" % (first, last))
-    return {"value": dt / iters * 1e3, "iters": iters, "loss_first": first, "loss_last": last}
+    return {"value": dt / iters * 1e3, "iters": iters, "loss_first": first, "loss_last": last, "first_s": first_s}
 
 
 def w_small_tf(quick, _):
@@ -722,6 +724,20 @@ def targets(name, nat, sc, link):
     return "", None
 
 
+def first_step_row(name, row):
+    """The first training step (its own table row) of a training workload:
+    target 2x native + 1 s (docs/architecture.md, 7 Performance)."""
+    nat = (row.get("native_detail") or {}).get("first_s")
+    sc = (row.get("scuda_detail") or {}).get("first_s")
+    if name not in ("small_tf", "gpt2") or nat is None or sc is None:
+        return None
+    label = dict((w[0], w[1]) for w in WORKLOADS)[name] + ", first step"
+    met = sc <= 2 * nat + 1
+    row["first_step"] = {"native_s": nat, "scuda_s": sc, "target_met": met}
+    return (label, "s", "%.2f" % nat, "%.2f" % sc, "%.2fx" % (sc / nat),
+            "<= %.2f (2x native + 1 s)  %s" % (2 * nat + 1, "met" if met else "NOT MET"))
+
+
 def main():
     ap = argparse.ArgumentParser(description="PyTorch natively and through SCUDA, with ratios.")
     ap.add_argument("--server", help="SCUDA server HOST:PORT (default: start one on loopback)")
@@ -843,6 +859,9 @@ def main():
         row["ratio"] = sc / nat if nat and sc is not None else None
         row["target"] = tgt or None
         row["target_met"] = met
+        first = first_step_row(name, row)
+        if first:
+            rows.append(first)
     title = ("workload", "unit", "native", "SCUDA", "SCUDA/nat", "target")
     w = [max(len(r[i]) for r in rows + [title]) for i in range(5)]
     line = "%%-%ds  %%-%ds  %%%ds  %%%ds  %%%ds  %%s" % tuple(w)

@@ -12,6 +12,17 @@
  * because every connection was cut, the main one resumed, goes again over
  * the main connection (again_after_resume).
  *
+ * A copy to the device in asynchronous mode from page-locked memory (the
+ * caller may not touch it before the stream's work is done, as natively)
+ * runs in the background: the announcement goes one-way, every
+ * connection's share is moved by its helper (helper 0 too), and the call
+ * returns at once; the session runs the copy, and every call after it, in
+ * program order, as the chunks land. The next user of the connections
+ * first waits for it (settle_locked) and reports a failure as above; the
+ * session reports the copy's own failure at the next synchronizing call,
+ * as for any one-way call. cuMemFreeHost and cuMemHostUnregister wait for
+ * it too (bulk_wait_background). SCUDA_BULK_BACKGROUND=0 turns it off.
+ *
  * Lock order: the mirrors' lock (coherence.c) before s->b.lock. A fetch or
  * push of mirrored memory holds the former and may stripe; so a copy
  * pushes mirrored memory before it takes s->b.lock, and the calls it makes
@@ -26,6 +37,7 @@
 #define _GNU_SOURCE
 #include "failover.h"
 #include "bulk.h"
+#include "hooks.h"
 #include "conn.h"
 #include "rpc.h"
 #include "servers.h"
@@ -51,6 +63,9 @@
 #include "../common/protocol.h"
 #include "../common/tls_records.h"
 #include "../common/transport.h"
+
+static double now_s(void);
+static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took);
 
 #define CONNECT_TIMEOUT_MS 5000
 #define JOIN_TIMEOUT_MS 5000 /* as the main connection's greeting (conn.c) */
@@ -171,11 +186,22 @@ static void *helper_main(void *arg)
         if (s->b.quit) break;
         seen = s->b.job.gen;
         struct bulk_job j = s->b.job;
-        if (index >= j.used) continue; /* not counted in s->b.moving: nothing to do */
+        /* Not counted in s->b.moving: nothing to do. Share 0 is the
+         * caller's, unless the job runs in the background. */
+        if (index >= j.used || (index == 0 && !j.background)) continue;
         pthread_mutex_unlock(&s->b.job_lock);
         if (move_share(s, index, &j) != 0) note_failure(s, index, errno);
         pthread_mutex_lock(&s->b.job_lock);
-        if (--s->b.moving == 0) pthread_cond_signal(&s->b.done_cv);
+        if (--s->b.moving > 0) continue;
+        if (j.background) {
+            s->b.background_busy = 0;
+            s->b.background_failed = s->b.failed;
+            s->b.background_took = now_s() - s->b.background_t0;
+            pthread_mutex_unlock(&s->b.job_lock);
+            conn_transfer_end(s); /* not under job_lock: conn.c's dead handler takes it */
+            pthread_mutex_lock(&s->b.job_lock);
+        }
+        pthread_cond_broadcast(&s->b.done_cv);
     }
     s->b.helpers--;
     pthread_cond_broadcast(&s->b.job_cv);
@@ -183,9 +209,11 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-/* Run a job on every connection: this thread moves connection 0's share.
- * Called with s->b.lock held. Returns 0, or -1 when it failed. */
-static int run_job(struct server *s, const struct bulk_job *j)
+/* Copies run in the background, ever (tests). */
+static _Atomic uint64_t background_copies;
+
+/* Hand job j to the movers: helpers 1.. and, in the background, helper 0. */
+static void post_job(struct server *s, const struct bulk_job *j)
 {
     conn_transfer_begin(s); /* a silent server fails the copy (conn.h) */
     pthread_mutex_lock(&s->b.job_lock);
@@ -195,8 +223,20 @@ static int run_job(struct server *s, const struct bulk_job *j)
     s->b.moving = j->used;
     s->b.failed = 0;
     s->b.last_used = j->used;
-    for (int i = 1; i < j->used; i++) pthread_cond_signal(&s->b.helper_cv[i]);
+    if (j->background) {
+        s->b.background_busy = 1;
+        s->b.background_t0 = now_s();
+        atomic_fetch_add(&background_copies, 1);
+    }
+    for (int i = j->background ? 0 : 1; i < j->used; i++) pthread_cond_signal(&s->b.helper_cv[i]);
     pthread_mutex_unlock(&s->b.job_lock);
+}
+
+/* Run a job on every connection: this thread moves connection 0's share.
+ * Called with s->b.lock held. Returns 0, or -1 when it failed. */
+static int run_job(struct server *s, const struct bulk_job *j)
+{
+    post_job(s, j);
     if (move_share(s, 0, j) != 0) note_failure(s, 0, errno);
     pthread_mutex_lock(&s->b.job_lock);
     s->b.moving--;
@@ -214,7 +254,7 @@ static void close_all(struct server *s)
 {
     pthread_mutex_lock(&s->b.job_lock);
     s->b.quit = 1;
-    for (int i = 1; i < s->b.k; i++) pthread_cond_signal(&s->b.helper_cv[i]);
+    for (int i = 0; i < s->b.k; i++) pthread_cond_signal(&s->b.helper_cv[i]);
     pthread_mutex_unlock(&s->b.job_lock);
     for (int i = 0; i < s->b.k; i++) {
         if (s->b.fd[i] >= 0) io_close(s->b.fd[i]);
@@ -401,7 +441,7 @@ static void setup_locked(struct server *s)
         if (z && !s->b.packed[i] && !(s->b.packed[i] = malloc(BULK_CHUNK_MAX))) z = 0;
         zstd &= z;
     }
-    for (int h = 1; i == k && h < k; h++) {
+    for (int h = 0; i == k && h < k; h++) {
         pthread_t t;
         pthread_mutex_lock(&s->b.job_lock);
         s->b.helpers++;
@@ -494,11 +534,57 @@ static int again_after_resume(struct server *s, CUresult *r, int cut, unsigned r
 
 /* Takes s->b.lock; returns 1 with it held when striping is on, else 0
  * (lock released). */
+/* Wait for a background job to end, and deal with its end as its caller
+ * would have. Called with s->b.lock held. */
+static void settle_locked(struct server *s)
+{
+    pthread_mutex_lock(&s->b.job_lock);
+    while (s->b.background_busy) pthread_cond_wait(&s->b.done_cv, &s->b.job_lock);
+    int failed = s->b.background_failed;
+    double took = s->b.background_took;
+    uint64_t n = s->b.job.n;
+    s->b.background_failed = 0;
+    s->b.background_took = 0;
+    pthread_mutex_unlock(&s->b.job_lock);
+    if (failed) {
+        go_off_after_failure(s);
+        tell_session_striping_ended(s, s->b.fail_index);
+    } else if (took > 0) {
+        note_rate(s, n, atomic_load(&s->b.job_wire), took);
+    }
+}
+
+void bulk_wait_background(void)
+{
+    for (int i = 0; i < SCUDA_MAX_SERVERS; i++) {
+        struct server *s = &servers[i];
+        pthread_mutex_lock(&s->b.job_lock);
+        while (s->b.background_busy) pthread_cond_wait(&s->b.done_cv, &s->b.job_lock);
+        pthread_mutex_unlock(&s->b.job_lock);
+    }
+}
+
+/* Whether a copy may run in the background: to the device, asynchronous,
+ * from page-locked memory (which the caller leaves alone until the stream
+ * is done with it), unless SCUDA_BULK_BACKGROUND=0. */
+static int may_run_in_background(enum bulk_dir dir, int mode, const void *host, size_t n)
+{
+    static _Atomic int setting = -1;
+    int on = atomic_load(&setting);
+    if (on < 0) {
+        const char *v = getenv("SCUDA_BULK_BACKGROUND");
+        on = !(v != NULL && strcmp(v, "0") == 0);
+        atomic_store(&setting, on);
+    }
+    return on && dir == BULK_TO_DEVICE && mode == COPY_ASYNC && host_memory_pinned(host, n);
+}
+
 static int begin(struct server *s, size_t n)
 {
     if (n < BULK_MIN_COPY && !(n >= BULK_MIN_COPY_TLS && over_tls(s))) return 0;
     rpc_push_mirrors(); /* not under s->b.lock: see the top of this file */
     pthread_mutex_lock(&s->b.lock);
+    settle_locked(s);
     if (conn_moves(s) != s->b.moves_seen) forget_old_server_locked(s);
     if (s->b.state == BULK_UNTRIED) setup_locked(s);
     if (s->b.state == BULK_ON) return 1;
@@ -600,9 +686,16 @@ static int bulk_copy(struct server *s, enum bulk_dir dir, uint64_t dev, void *ho
         msg_scuda_bulk_dtoh_req_put(&c.req, &m);
     }
     c.pushed = 1;
+    atomic_store(&s->b.job_wire, 0);
+    if (may_run_in_background(dir, mode, host, n)) {
+        j.background = 1;
+        *r = rpc_async(&c); /* one-way: the session reports a failure later (the top of this file) */
+        if (*r == CUDA_SUCCESS) post_job(s, &j);
+        pthread_mutex_unlock(&s->b.lock);
+        return 1;
+    }
     unsigned resumes = conn_resumes(s);
     int failed = 0;
-    atomic_store(&s->b.job_wire, 0);
     double t0 = now_s();
     *r = rpc_start(&c);
     if (*r == CUDA_SUCCESS) {
@@ -641,6 +734,8 @@ void bulk_forget_after_fork(struct server *s)
     pthread_cond_init(&s->b.done_cv, NULL);
     for (int i = 0; i < BULK_MAX_STREAMS; i++) pthread_cond_init(&s->b.helper_cv[i], NULL);
     s->b.state = BULK_OFF;
+    s->b.background_busy = 0; /* the parent's job, on the parent's threads */
+    s->b.background_failed = 0;
 }
 
 /* For `scuda bench` and the tests: bulk connections in use (0: none). */
@@ -648,10 +743,14 @@ EXPORT int scuda_client_bulk_streams(void)
 {
     struct server *s = &servers[0]; /* the tests and `scuda bench` use one server */
     pthread_mutex_lock(&s->b.lock);
+    settle_locked(s); /* a copy in the background that failed ends striping */
     int k = s->b.state == BULK_ON ? s->b.k : 0;
     pthread_mutex_unlock(&s->b.lock);
     return k;
 }
+
+/* For the tests: copies that ran in the background, ever. */
+EXPORT uint64_t scuda_client_bulk_background_copies(void) { return atomic_load(&background_copies); }
 
 /* For the tests: connections the last striped copy carried chunks on. */
 EXPORT int scuda_client_bulk_last_used(void)

@@ -50,6 +50,7 @@ struct bulk_job {
     int used; /* connections 0..used-1 carry its chunks (min(k, chunks)) */
     char *host; /* the caller's buffer (only read for BULK_TO_DEVICE) */
     unsigned policy; /* compress.h: how eagerly chunks are compressed, by whichever side sends them; 0 never */
+    int background; /* every connection's share moved by its helper; the caller returned (bulk_copy) */
 };
 
 /* The argument of helper thread `index` of server s. */
@@ -91,6 +92,11 @@ struct bulk_state {
     pthread_cond_t done_cv;
     struct bulk_job job;
     int moving; /* movers still on the job */
+    /* A background job (job.background) runs: the next user of the
+     * connections settles it first (bulk.c, settle_locked). */
+    int background_busy;
+    int background_failed; /* it failed; fail_* say where */
+    double background_t0, background_took; /* its start, and how long it took */
     int failed; /* the job failed; fail_* say where */
     int fail_index, fail_errno;
     int quit; /* helpers exit */
@@ -116,6 +122,10 @@ struct bulk_state {
 int bulk_htod(struct server *s, uint64_t dst, const void *src, size_t n, uint64_t stream, int mode, CUresult *r);
 /* The mirror image: device address src to dst. */
 int bulk_dtoh(struct server *s, void *dst, uint64_t src, size_t n, uint64_t stream, int mode, CUresult *r);
+
+/* Wait until no background copy reads host memory (cuMemFreeHost,
+ * cuMemHostUnregister: the memory is about to go). */
+void bulk_wait_background(void);
 
 /* In a forked child: the connections belong to the parent. */
 void bulk_forget_after_fork(struct server *s);

@@ -45,6 +45,10 @@ CUresult host_pinned_touch(uint64_t p);
  * CUDA_ERROR_NOT_SUPPORTED when a word is the address of registered
  * (cuMemHostRegister) memory, which the GPU cannot reach through SCUDA. */
 CUresult host_pinned_touch_words(const void *words, size_t n);
+/* 1 when [p, p + n) lies in one range of page-locked memory
+ * (cuMemHostAlloc or cuMemHostRegister): an asynchronous copy from it may
+ * read it later (bulk.c). */
+int host_memory_pinned(const void *p, size_t n);
 /* logs.c: a registration the session's driver dropped; its record goes. */
 CUresult hook_cuLogsUnregisterCallback(CUresult r, CUlogsCallbackHandle callback);
 /* async_notify.c: the same for an async notification's registration. */

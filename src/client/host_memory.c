@@ -139,9 +139,16 @@ static void mirror_release(uint64_t dev)
     rpc_async(&c);
 }
 
+int host_memory_pinned(const void *p, size_t n)
+{
+    struct host_range hr;
+    return host_range_of(p, &hr) && (size_t)(hr.base + hr.size - (const char *)p) >= n;
+}
+
 EXPORT CUresult cuMemFreeHost(void *p)
 {
     SHIM_ENTER(cuMemFreeHost, (p));
+    bulk_wait_background(); /* a copy in the background may still read it */
     struct host_range *r = remove_range(p, 1);
     if (!r) return CUDA_ERROR_INVALID_VALUE;
     if (r->mirror) {
@@ -174,6 +181,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flag
 EXPORT CUresult cuMemHostUnregister(void *p)
 {
     SHIM_ENTER(cuMemHostUnregister, (p));
+    bulk_wait_background(); /* a copy in the background may still read it */
     struct host_range *r = remove_range(p, 0);
     if (!r) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     free(r);

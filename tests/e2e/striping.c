@@ -5,8 +5,12 @@
  * that are not multiples of a chunk, in both directions, synchronous and
  * on a stream, from several threads at once; a copy followed by a kernel
  * or a copy that depends on it sees its bytes; striping off (0 or 1) still
- * works; a bulk connection killed in the middle of a copy fails that copy,
- * not the process, and later copies go over the main connection; when the
+ * works; an asynchronous copy from page-locked memory runs in the
+ * background (the call returns before its bytes are sent), in order with
+ * the calls after it, also when its memory is freed at once, and not with
+ * SCUDA_BULK_BACKGROUND=0; a bulk connection killed in the middle of a
+ * copy fails that copy (one in the background at the next synchronizing
+ * call), not the process, and later copies go over the main connection; when the
  * extra connections cannot be opened (a relay that lets one through) the
  * client says so once and copies over the main connection.
  *
@@ -54,6 +58,7 @@
 
 /* Private to the shim (src/client/bulk.c). */
 extern int scuda_client_bulk_streams(void);
+extern uint64_t scuda_client_bulk_background_copies(void);
 
 static struct h_server srv;
 /* Where the raw-protocol checks connect (the token server's for a while). */
@@ -181,6 +186,71 @@ static int order_client(void *arg)
     return 0;
 }
 
+/* ---- copies in the background ------------------------------------------------------ */
+
+/* From page-locked memory, on a stream: in the background (unless
+ * SCUDA_BULK_BACKGROUND=0, arg "off"), and every later call on the stream
+ * sees the bytes. */
+static int background_client(void *arg)
+{
+    int off = arg != NULL;
+    if (off) setenv("SCUDA_BULK_BACKGROUND", "0", 1);
+    use_streams("4");
+    h_cuda_setup();
+    enum { COPIES = 4 };
+    size_t n = 24 * MiB + 12, fill_off = 3 * MiB, fill_n = 2 * MiB;
+    uint8_t *pin[COPIES], *want[COPIES], *got = malloc(n);
+    CUdeviceptr d[COPIES], e;
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(cuMemAlloc_v2(&e, n));
+    for (int i = 0; i < COPIES; i++) {
+        CU(cuMemAllocHost_v2((void **)&pin[i], n));
+        CU(cuMemAlloc_v2(&d[i], n));
+        want[i] = malloc(n);
+        CHECK(want[i] != NULL);
+        h_pattern(pin[i], n, 300 + (uint32_t)i);
+        memcpy(want[i], pin[i], n);
+        for (size_t k = 0; k < fill_n; k += 4) memcpy(want[i] + fill_off + k, &(uint32_t){0xa110c8ed + (uint32_t)i}, 4);
+    }
+    uint64_t before = scuda_client_bulk_background_copies();
+    /* Back to back, nothing waited for: each copy, a kernel over part of
+     * it, and a device-to-device copy of the last one. */
+    for (int i = 0; i < COPIES; i++) {
+        CU(cuMemcpyHtoDAsync_v2(d[i], pin[i], n, s));
+        launch_fill(d[i] + fill_off, 0xa110c8ed + (uint32_t)i, fill_n / 4, s);
+    }
+    CU(cuMemcpyDtoDAsync_v2(e, d[COPIES - 1], n, s));
+    /* Freed at once: the free waits for the bytes to leave. */
+    CU(cuMemFreeHost(pin[0]));
+    CU(cuStreamSynchronize(s));
+    for (int i = 0; i < COPIES; i++) {
+        memset(got, 0, n);
+        CU(cuMemcpyDtoH_v2(got, d[i], n));
+        cc_expect_same(got, want[i], n, off ? "a copy not in the background" : "a copy in the background");
+    }
+    memset(got, 0, n);
+    CU(cuMemcpyDtoH_v2(got, e, n));
+    cc_expect_same(got, want[COPIES - 1], n, "a device-to-device copy after copies in the background");
+    uint64_t ran = scuda_client_bulk_background_copies() - before;
+    CHECK(off ? ran == 0 : ran == COPIES, "%llu copies in the background, expected %d", (unsigned long long)ran,
+          off ? 0 : COPIES);
+    /* Pageable memory, or a synchronous copy: never in the background. */
+    CU(cuMemcpyHtoDAsync_v2(d[1], want[1], n, s));
+    CU(cuMemcpyHtoD_v2(d[2], pin[2], n));
+    CHECK(scuda_client_bulk_background_copies() - before == ran, "a copy from pageable memory or a synchronous "
+                                                                 "one ran in the background");
+    CU(cuStreamSynchronize(s));
+    for (int i = 1; i < COPIES; i++) CU(cuMemFreeHost(pin[i]));
+    for (int i = 0; i < COPIES; i++) {
+        CU(cuMemFree_v2(d[i]));
+        free(want[i]);
+    }
+    CU(cuMemFree_v2(e));
+    free(got);
+    return 0;
+}
+
 /* ---- several threads at once ----------------------------------------------------- */
 
 static void *thread_copies(void *arg)
@@ -295,6 +365,7 @@ static int new_sockets(const unsigned long *before, int nb, int *out, int max)
 
 struct copier {
     int d2h;
+    int background; /* asynchronous copies from page-locked memory, each followed by a sync */
     CUdeviceptr d;
     uint8_t *host;
     size_t n;
@@ -312,22 +383,29 @@ static void *copy_until_error(void *arg)
     c->result = CUDA_SUCCESS;
     for (c->copies = 0; c->copies < 400 && c->result == CUDA_SUCCESS; c->copies++) {
         atomic_store(&c->started, 1);
-        c->result = c->d2h ? cuMemcpyDtoH_v2(c->host, c->d, c->n) : cuMemcpyHtoD_v2(c->d, c->host, c->n);
+        if (c->background) {
+            c->result = cuMemcpyHtoDAsync_v2(c->d, c->host, c->n, NULL);
+            if (c->result == CUDA_SUCCESS) c->result = cuStreamSynchronize(NULL);
+        } else {
+            c->result = c->d2h ? cuMemcpyDtoH_v2(c->host, c->d, c->n) : cuMemcpyHtoD_v2(c->d, c->host, c->n);
+        }
     }
     return NULL;
 }
 
+/* arg: NULL an H2D, 1 a D2H, 2 an H2D in the background. */
 static int kill_client(void *arg)
 {
-    int d2h = arg != NULL;
+    int d2h = (uintptr_t)arg == 1, background = (uintptr_t)arg == 2;
     use_streams("4");
     h_cuda_setup();
     int fds[256];
     unsigned long before[256];
     int nb = socket_fds(fds, before, 256);
 
-    struct copier c = {.d2h = d2h, .n = 48 * MiB + 5};
-    c.host = malloc(c.n);
+    struct copier c = {.d2h = d2h, .background = background, .n = 48 * MiB + 5};
+    if (background) CU(cuMemAllocHost_v2((void **)&c.host, c.n));
+    else c.host = malloc(c.n);
     uint8_t *check = malloc(c.n);
     CHECK(c.host && check);
     h_pattern(c.host, c.n, 9);
@@ -362,26 +440,32 @@ static int kill_client(void *arg)
     CU(cuMemcpyDtoH_v2(check, c.d, c.n));
     cc_expect_same(check, c.host, c.n, "a large copy after striping ended");
     CU(cuMemFree_v2(c.d));
-    free(c.host);
+    if (background) CU(cuMemFreeHost(c.host));
+    else free(c.host);
     free(check);
     return 0;
 }
 
+/* d2h: 0 an H2D, 1 a D2H, 2 an H2D in the background. */
 static void run_kill(int d2h)
 {
+    static const char *const tags[] = {"kill-h2d", "kill-d2h", "kill-h2d-background"};
+    static const char *const whats[] = {"client whose bulk connection died in an H2D",
+                                        "client whose bulk connection died in a D2H",
+                                        "client whose bulk connection died in an H2D in the background"};
     char path[512];
-    int err_fd = h_temp_file(d2h ? "kill-d2h" : "kill-h2d", path, sizeof path);
+    int err_fd = h_temp_file(tags[d2h], path, sizeof path);
     int before = h_server_log_count(&srv, "striping ends for this session");
-    pid_t pid = h_spawn(kill_client, d2h ? (void *)1 : NULL, 60, -1, err_fd);
+    pid_t pid = h_spawn(kill_client, (void *)(uintptr_t)d2h, 60, -1, err_fd);
     close(err_fd);
-    h_wait_ok(pid, 60000,
-              d2h ? "client whose bulk connection died in a D2H" : "client whose bulk connection died in an H2D");
+    h_wait_ok(pid, 60000, whats[d2h]);
     char *err = h_read_file(path, NULL);
     CHECK(strstr(err, "failed during a copy") != NULL, "the client did not say why the copy failed:\n%s", err);
     free(err);
     CHECK(h_wait_log(&srv, "striping ends for this session", before + 1, 5000) > before,
           "the session did not log the end of striping");
-    printf("ok a bulk connection killed during a %s: the copy fails, the session goes on\n", d2h ? "D2H" : "H2D");
+    static const char *const copies[] = {"an H2D", "a D2H", "an H2D in the background"};
+    printf("ok a bulk connection killed during %s: the copy fails, the session goes on\n", copies[d2h]);
 }
 
 /* ---- joins can't be forged ---------------------------------------------------------------- */
@@ -804,6 +888,9 @@ int main(void)
     printf("ok striped copies are byte-exact (sizes and offsets off the chunk grid, sync and async, pinned)\n");
     h_wait_ok(h_spawn(order_client, NULL, 60, -1, -1), 60000, "ordering");
     printf("ok a kernel or copy after a striped copy sees its bytes\n");
+    h_wait_ok(h_spawn(background_client, NULL, 60, -1, -1), 60000, "copies in the background");
+    h_wait_ok(h_spawn(background_client, "off", 60, -1, -1), 60000, "SCUDA_BULK_BACKGROUND=0");
+    printf("ok copies from page-locked memory run in the background, in order (and not when turned off)\n");
     h_wait_ok(h_spawn(threads_client, NULL, 60, -1, -1), 60000, "three threads");
     printf("ok three threads' striped copies at once\n");
     run_setting("0", 0);
@@ -812,6 +899,7 @@ int main(void)
     printf("ok striping off (0, 1) and a bad SCUDA_BULK_STREAMS: copies over the main connection\n");
     run_kill(0);
     run_kill(1);
+    run_kill(2);
     joins();
     joins_with_token();
     half_chunk();

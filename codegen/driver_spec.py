@@ -44,6 +44,10 @@ FLAGS
                     leaves the error pending (docs/architecture.md, 3.4). Its
                     generated stub ends with rpc_report_deferred().
   invalidates_memo  the client clears the memo cache after the call
+  invalidates_memo_of=P
+                    (sync) the same, for an attribute set of the function or
+                    kernel P: only what that set can change goes (memo.h,
+                    memo_invalidate_about)
   legacy            (local/manual) the pre-3.2 32-bit export is hand-written
                     too; without it that export gets LEGACY_ABI_MANUAL
   capture_begin     (sync) a stream capture began when it succeeds: the
@@ -317,10 +321,10 @@ cuFuncGetName                 local
 cuFuncGetModule               local
 cuFuncGetParamInfo            local
 cuKernelGetAttribute          manual  sends=scuda_func_attributes,cuKernelGetAttribute   # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per kernel and device
-cuKernelSetAttribute          sync    invalidates_memo  setting=val
+cuKernelSetAttribute          sync    invalidates_memo_of=kernel  setting=val
 cuKernelSetCacheConfig        sync    invalidates_memo
 cuFuncGetAttribute            manual  sends=scuda_func_attributes,cuFuncGetAttribute     # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per function
-cuFuncSetAttribute            sync    invalidates_memo  setting=value
+cuFuncSetAttribute            sync    invalidates_memo_of=hfunc  setting=value
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo

@@ -111,6 +111,7 @@ class SpecLine:
         self.out_handle = set()
         self.drops = set()
         self.setting = None    # the value parameter of an idempotent attribute set
+        self.memo_subject = None  # invalidates_memo_of=P: the handle whose memo entries the call may change
         self.used_params = set()
 
 
@@ -183,6 +184,9 @@ def load_spec():
                 sl.drops.add(t.split("=", 1)[1])
             elif t.startswith("setting="):
                 sl.setting = t.split("=", 1)[1]
+            elif t.startswith("invalidates_memo_of="):
+                sl.memo_subject = t.split("=", 1)[1]
+                sl.flags.add("invalidates_memo")
             elif t.startswith("sends="):
                 sl.sends = t.split("=", 1)[1].split(",")
             elif t.startswith("waits=") or t.startswith("waits_event="):
@@ -1047,7 +1051,9 @@ class Emitter:
         o.extend("        " + l + "\n" for l in self.client_decode(e, "&c.out"))
         o.append("        if (!wr_ok_end(&c.out))\n            r = bad_reply(\"%s\");\n    }\n" % e.name)
         o.append("    rpc_end(&c);\n")
-        if "invalidates_memo" in e.flags:
+        if e.spec is not None and e.spec.memo_subject:
+            o.append("    memo_invalidate_about(OP_%s, handle_wire_id(%s));\n" % (e.name, e.spec.memo_subject))
+        elif "invalidates_memo" in e.flags:
             o.append("    memo_invalidate_all();\n")
         if setting:
             o.append("    if (r == CUDA_SUCCESS && set_ok)\n"

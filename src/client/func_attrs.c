@@ -86,7 +86,8 @@ static void memoize_settable(const void *h, int32_t dev, const struct msg_scuda_
         wb_init(&value);
         wb_put_i32(&value, rep->values[a]);
         if (!key.oom && !value.oom)
-            memo_insert(one_attribute_op(dev >= 0), ctx, key.data, key.len, value.data, value.len, gen);
+            memo_insert_about(one_attribute_op(dev >= 0), ctx, key.data, key.len, value.data, value.len, gen,
+                              handle_wire_id(h));
         wb_free(&key);
         wb_free(&value);
     }
@@ -158,7 +159,7 @@ static CUresult one_attribute(int *value, unsigned a, const void *h, int kernel,
         wb_free(&wire);
         r = rpc_sync(&c);
         if (r == CUDA_SUCCESS) {
-            if (!key.oom) memo_insert(op, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+            if (!key.oom) memo_insert_about(op, ctx, key.data, key.len, c.out.p, c.out.left, gen, handle_wire_id(h));
             *value = (int)wr_i32(&c.out);
             if (!wr_ok_end(&c.out)) {
                 LOG_ERROR("%s: malformed reply from the server", scuda_op_name(op));

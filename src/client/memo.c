@@ -2,13 +2,18 @@
  *
  * A set-associative table: MEMO_SLOTS entries in sets of MEMO_WAYS, found by
  * a 64-bit hash of (op, ctx, key). Every entry records the generation it
- * was inserted in; memo_invalidate_all() bumps the generation, which makes
- * every entry stale at once (O(1)). One mutex guards the table: lookups are
- * a hash, a short scan and a copy of at most MEMO_MAX_VALUE bytes. */
+ * was inserted in (its epoch); memo_invalidate_all() bumps the epoch, which
+ * makes every entry stale at once (O(1)). memo_invalidate_about() drops
+ * some entries, by a scan. Both bump `generation`, which a query takes
+ * before it goes to the server: one that comes back after either does not
+ * insert. One mutex guards the table: lookups are a hash, a short scan and
+ * a copy of at most MEMO_MAX_VALUE bytes. */
 #include "memo.h"
 
 #include <pthread.h>
 #include <string.h>
+
+#include "../common/ops.gen.h"
 
 #define MEMO_WAYS 4
 #define MEMO_SETS (MEMO_SLOTS / MEMO_WAYS)
@@ -20,6 +25,7 @@ struct memo_entry {
     uint64_t hash;
     uint64_t gen;     /* 0 = empty */
     uint8_t setting;  /* an attribute setting: valid in settings_generation */
+    uint64_t subject; /* the function or kernel the value is about; 0: none known */
     uint32_t ctx;
     uint16_t op;
     uint16_t key_len;
@@ -30,7 +36,7 @@ struct memo_entry {
 
 static struct memo_entry table[MEMO_SETS][MEMO_WAYS];
 static unsigned char next_way[MEMO_SETS];
-static uint64_t generation = 1, settings_generation = 1;
+static uint64_t epoch = 1, generation = 1, settings_generation = 1;
 static struct memo_stats stats;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -40,6 +46,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    epoch++;
     generation++;
     settings_generation++;
 }
@@ -66,7 +73,7 @@ static uint64_t hash_of(uint16_t op, uint32_t ctx, const void *key, size_t key_l
 
 static int live(const struct memo_entry *e)
 {
-    return e->gen == (e->setting ? settings_generation : generation);
+    return e->gen == (e->setting ? settings_generation : epoch);
 }
 
 static int same(const struct memo_entry *e, uint64_t h, uint16_t op, uint32_t ctx, const void *key, size_t key_len)
@@ -103,7 +110,7 @@ int memo_lookup(uint16_t op, uint32_t ctx, const void *key, size_t key_len, void
 /* Store (op, ctx, key) -> value in its set (lock held): over the same key
  * or a dead entry, else over the next way in turn. */
 static void put_locked(uint64_t h, uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
-                       size_t value_len, int setting)
+                       size_t value_len, int setting, uint64_t subject)
 {
     size_t si = h & (MEMO_SETS - 1);
     struct memo_entry *set = table[si];
@@ -116,7 +123,8 @@ static void put_locked(uint64_t h, uint16_t op, uint32_t ctx, const void *key, s
     }
     e->hash = h;
     e->setting = (uint8_t)setting;
-    e->gen = setting ? settings_generation : generation;
+    e->gen = setting ? settings_generation : epoch;
+    e->subject = subject;
     e->ctx = ctx;
     e->op = op;
     e->key_len = (uint16_t)key_len;
@@ -126,16 +134,22 @@ static void put_locked(uint64_t h, uint16_t op, uint32_t ctx, const void *key, s
     stats.inserts++;
 }
 
-void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
-                 uint64_t gen)
+void memo_insert_about(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                       size_t value_len, uint64_t gen, uint64_t subject)
 {
     if (key_len > MEMO_MAX_KEY || value_len > MEMO_MAX_VALUE) return;
     pthread_once(&once, init_once);
     uint64_t h = hash_of(op, ctx, key, key_len);
     pthread_mutex_lock(&lock);
     if (gen == generation) /* else an invalidation happened while the query was in flight */
-        put_locked(h, op, ctx, key, key_len, value, value_len, 0);
+        put_locked(h, op, ctx, key, key_len, value, value_len, 0, subject);
     pthread_mutex_unlock(&lock);
+}
+
+void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
+                 uint64_t gen)
+{
+    memo_insert_about(op, ctx, key, key_len, value, value_len, gen, 0);
 }
 
 int memo_setting_is(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
@@ -155,7 +169,7 @@ void memo_setting_put(uint16_t op, uint32_t ctx, const void *key, size_t key_len
     pthread_once(&once, init_once);
     uint64_t h = hash_of(op, ctx, key, key_len);
     pthread_mutex_lock(&lock);
-    put_locked(h, op, ctx, key, key_len, value, value_len, 1);
+    put_locked(h, op, ctx, key, key_len, value, value_len, 1, 0);
     pthread_mutex_unlock(&lock);
 }
 
@@ -164,6 +178,7 @@ void memo_forget_settings(void)
     pthread_once(&once, init_once);
     pthread_mutex_lock(&lock);
     settings_generation++;
+    epoch++;
     generation++;
     stats.invalidations++;
     pthread_mutex_unlock(&lock);
@@ -173,7 +188,24 @@ void memo_invalidate_all(void)
 {
     pthread_once(&once, init_once);
     pthread_mutex_lock(&lock);
+    epoch++;
     generation++;
+    stats.invalidations++;
+    pthread_mutex_unlock(&lock);
+}
+
+void memo_invalidate_about(uint16_t set_op, uint64_t subject)
+{
+    uint16_t other = set_op == OP_cuKernelSetAttribute ? OP_cuFuncGetAttribute : OP_cuKernelGetAttribute;
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&lock);
+    generation++;
+    for (size_t si = 0; si < MEMO_SETS; si++) {
+        for (int w = 0; w < MEMO_WAYS; w++) {
+            struct memo_entry *e = &table[si][w];
+            if (live(e) && !e->setting && (e->subject == 0 || e->subject == subject || e->op == other)) e->gen = 0;
+        }
+    }
     stats.invalidations++;
     pthread_mutex_unlock(&lock);
 }

@@ -37,6 +37,18 @@ int memo_lookup(uint16_t op, uint32_t ctx, const void *key, size_t key_len, void
 void memo_insert(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value, size_t value_len,
                  uint64_t gen);
 void memo_invalidate_all(void);
+/* The same, for a value about one function or kernel (its wire id): a
+ * set of that handle's attribute drops only what it can change
+ * (memo_invalidate_about). */
+void memo_insert_about(uint16_t op, uint32_t ctx, const void *key, size_t key_len, const void *value,
+                       size_t value_len, uint64_t gen, uint64_t subject);
+/* After set_op (cuKernelSetAttribute or cuFuncSetAttribute) changed an
+ * attribute of subject: drop the values about subject, the values about
+ * no known handle (occupancy, limits), and every value of the other of
+ * the two attribute queries (a kernel's function and the kernel share
+ * attributes); values about other functions and kernels stay. Queries in
+ * flight do not insert (their gen is old). */
+void memo_invalidate_about(uint16_t set_op, uint64_t subject);
 /* The generation memo_lookup gives on a miss: for a caller that fills
  * the memo with answers it fetched some other way (func_attrs.c). */
 uint64_t memo_generation(void);

@@ -1297,7 +1297,7 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
             r = bad_reply("cuFuncSetAttribute");
     }
     rpc_end(&c);
-    memo_invalidate_all();
+    memo_invalidate_about(OP_cuFuncSetAttribute, handle_wire_id(hfunc));
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuFuncSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);
@@ -2961,7 +2961,7 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
             r = bad_reply("cuKernelSetAttribute");
     }
     rpc_end(&c);
-    memo_invalidate_all();
+    memo_invalidate_about(OP_cuKernelSetAttribute, handle_wire_id(kernel));
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);

@@ -42,28 +42,37 @@ struct held {
 };
 static struct held entries, outputs;
 
+/* Hold p; when that fails (out of memory) p is freed. Returns 0 or -1. */
 static int held_add(struct held *h, void *p)
 {
-    if (h->n == h->cap) {
+    pthread_mutex_lock(&mu);
+    int ok = h->n < h->cap;
+    if (!ok) {
         size_t c = h->cap ? h->cap * 2 : 16;
         void **items = realloc(h->items, c * sizeof *items);
-        if (!items) return -1;
-        h->items = items;
-        h->cap = c;
+        if ((ok = items != NULL)) {
+            h->items = items;
+            h->cap = c;
+        }
     }
-    h->items[h->n++] = p;
-    return 0;
+    if (ok) h->items[h->n++] = p;
+    pthread_mutex_unlock(&mu);
+    if (!ok) free(p);
+    return ok ? 0 : -1;
 }
 
 /* 1 and forgotten when p was held (drop), or 1 when it is held (!drop). */
 static int held_find(struct held *h, const void *p, int drop)
 {
-    for (size_t i = 0; i < h->n; i++) {
+    pthread_mutex_lock(&mu);
+    int found = 0;
+    for (size_t i = 0; i < h->n && !found; i++) {
         if (h->items[i] != p) continue;
         if (drop) h->items[i] = h->items[--h->n];
-        return 1;
+        found = 1;
     }
-    return 0;
+    pthread_mutex_unlock(&mu);
+    return found;
 }
 
 static void use_dir(const char *dir, uint64_t limit)
@@ -140,23 +149,14 @@ CUresult compile_cache_open(void **handle, unsigned stage, const void *input, un
     auth_sha256_update(&c, &n, sizeof n);
     auth_sha256_update(&c, input, len);
     auth_sha256_final(&c, e->key);
-    pthread_mutex_lock(&mu);
-    int ok = held_add(&entries, e) == 0;
-    pthread_mutex_unlock(&mu);
-    if (!ok) {
-        free(e);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    if (held_add(&entries, e) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     *handle = e;
     return CUDA_SUCCESS;
 }
 
 CUresult compile_cache_close(void *handle)
 {
-    pthread_mutex_lock(&mu);
-    int held = held_find(&entries, handle, 1);
-    pthread_mutex_unlock(&mu);
-    if (!held) return CUDA_ERROR_INVALID_HANDLE;
+    if (!held_find(&entries, handle, 1)) return CUDA_ERROR_INVALID_HANDLE;
     free(handle);
     return CUDA_SUCCESS;
 }
@@ -165,10 +165,7 @@ CUresult compile_cache_close(void *handle)
  * output, so each has entries of its own. */
 static int file_key(void *handle, unsigned flags, uint8_t key[MODULE_KEY_LEN])
 {
-    pthread_mutex_lock(&mu);
-    int held = held_find(&entries, handle, 0);
-    pthread_mutex_unlock(&mu);
-    if (!held) return -1;
+    if (!held_find(&entries, handle, 0)) return -1;
     const struct entry *e = handle;
     memcpy(key, e->key, MODULE_KEY_LEN);
     if (flags != 0) {
@@ -196,13 +193,7 @@ CUresult compile_cache_lookup(void *handle, unsigned flags, void **data, unsigne
         LOG_WARN("compile cache: %s/%s was damaged (%s); deleted it, the compile runs again", cache_dir, hex, why);
     }
     if (r != STORE_HIT) return CUDA_ERROR_NOT_FOUND;
-    pthread_mutex_lock(&mu);
-    int ok = held_add(&outputs, buf) == 0;
-    pthread_mutex_unlock(&mu);
-    if (!ok) {
-        free(buf);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    if (held_add(&outputs, buf) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     stats_add(STATS_COMPILE_HITS);
     *data = buf;
     *len = (unsigned)n;
@@ -227,10 +218,7 @@ CUresult compile_cache_store(void *handle, unsigned flags, const void *data, uns
 
 CUresult compile_cache_release(void *data)
 {
-    pthread_mutex_lock(&mu);
-    int held = held_find(&outputs, data, 1);
-    pthread_mutex_unlock(&mu);
-    if (!held) return CUDA_ERROR_INVALID_VALUE;
+    if (!held_find(&outputs, data, 1)) return CUDA_ERROR_INVALID_VALUE;
     free(data);
     return CUDA_SUCCESS;
 }

@@ -160,78 +160,35 @@ static const char *check_header(int fd, const struct stat *st, const char magic[
     return NULL;
 }
 
-enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t len,
-                                    void **image, const char **why)
-{
-    char path[PATH_MAX];
-    *image = NULL;
-    *why = NULL;
-    if (len > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) return STORE_MISS;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return STORE_MISS;
-    struct stat st;
-    uint64_t stored = 0;
-    uint8_t *buf = NULL;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return STORE_MISS;
-    }
-    if ((*why = check_header(fd, &st, MAGIC, &stored)) != NULL) goto damaged;
-    /* Same digest, another length: the asker is wrong, not the file. */
-    if (stored != len) {
-        close(fd);
-        return STORE_MISS;
-    }
-    if (!(buf = malloc(len + 1))) {
-        close(fd);
-        return STORE_MISS;
-    }
-    if (read_at(fd, buf, len, MODULE_STORE_HEADER) != 0) {
-        *why = "cannot be read";
-        goto damaged;
-    }
-    uint8_t digest[MODULE_KEY_LEN];
-    auth_sha256_digest(buf, len, digest);
-    if (memcmp(digest, key, MODULE_KEY_LEN) != 0) {
-        *why = "content does not match its name";
-        goto damaged;
-    }
-    buf[len] = '\0';
-    futimens(fd, NULL); /* used now: the last to be evicted */
-    close(fd);
-    *image = buf;
-    return STORE_HIT;
-damaged:
-    free(buf);
-    close(fd);
-    drop_damaged(path, &st);
-    return STORE_CORRUPT;
-}
-
-enum store_result module_store_read_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t max_len,
-                                          void **data, uint64_t *len, const char **why)
+/* Read key's file: an image's (keyed 0: want bytes, checked against
+ * key) or a keyed entry's (at most max_len bytes, checked against the
+ * digest stored before them). */
+static enum store_result read_entry(const char *dir, const uint8_t key[MODULE_KEY_LEN], int keyed, uint64_t want,
+                                    uint64_t max_len, void **data, uint64_t *len, const char **why)
 {
     char path[PATH_MAX];
     *data = NULL;
     *len = 0;
     *why = NULL;
-    if (key_path(dir, key, path, sizeof path) != 0) return STORE_MISS;
+    if (want > MODULE_IMAGE_MAX || key_path(dir, key, path, sizeof path) != 0) return STORE_MISS;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return STORE_MISS;
     struct stat st;
-    uint64_t stored = 0, n = 0;
-    uint8_t *buf = NULL, want[MODULE_KEY_LEN], got[MODULE_KEY_LEN];
+    uint64_t stored = 0, skip = keyed ? MODULE_KEY_LEN : 0, n;
+    uint8_t *buf = NULL, expect[MODULE_KEY_LEN], got[MODULE_KEY_LEN];
     if (fstat(fd, &st) != 0) {
         close(fd);
         return STORE_MISS;
     }
-    if ((*why = check_header(fd, &st, KEYED_MAGIC, &stored)) != NULL) goto damaged;
-    if (stored < MODULE_KEY_LEN) {
+    if ((*why = check_header(fd, &st, keyed ? KEYED_MAGIC : MAGIC, &stored)) != NULL) goto damaged;
+    if (stored < skip) {
         *why = "too short";
         goto damaged;
     }
-    n = stored - MODULE_KEY_LEN;
-    if (n > max_len) { /* whole and well-formed, only larger than this reader takes */
+    n = stored - skip;
+    /* Whole and well-formed, but not what the asker takes (an image's
+     * other length under the same digest: the asker is wrong, not the file). */
+    if (keyed ? n > max_len : n != want) {
         close(fd);
         return STORE_MISS;
     }
@@ -239,17 +196,21 @@ enum store_result module_store_read_keyed(const char *dir, const uint8_t key[MOD
         close(fd);
         return STORE_MISS;
     }
-    if (read_at(fd, want, sizeof want, MODULE_STORE_HEADER) != 0 ||
-        read_at(fd, buf, n, MODULE_STORE_HEADER + MODULE_KEY_LEN) != 0) {
+    if (keyed && read_at(fd, expect, sizeof expect, MODULE_STORE_HEADER) != 0) {
+        *why = "cannot be read";
+        goto damaged;
+    }
+    if (!keyed) memcpy(expect, key, sizeof expect);
+    if (read_at(fd, buf, n, MODULE_STORE_HEADER + skip) != 0) {
         *why = "cannot be read";
         goto damaged;
     }
     auth_sha256_digest(buf, n, got);
-    if (memcmp(got, want, sizeof got) != 0) {
-        *why = "content does not match its digest";
+    if (memcmp(got, expect, sizeof got) != 0) {
+        *why = keyed ? "content does not match its digest" : "content does not match its name";
         goto damaged;
     }
-    buf[n] = '\0';
+    buf[n] = '\0'; /* PTX is text */
     futimens(fd, NULL); /* used now: the last to be evicted */
     close(fd);
     *data = buf;
@@ -260,6 +221,19 @@ damaged:
     close(fd);
     drop_damaged(path, &st);
     return STORE_CORRUPT;
+}
+
+enum store_result module_store_read(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t len,
+                                    void **image, const char **why)
+{
+    uint64_t got;
+    return read_entry(dir, key, 0, len, len, image, &got, why);
+}
+
+enum store_result module_store_read_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN], uint64_t max_len,
+                                          void **data, uint64_t *len, const char **why)
+{
+    return read_entry(dir, key, 1, 0, max_len, data, len, why);
 }
 
 void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN])

@@ -50,9 +50,10 @@ static int held_add(struct held *h, void *p)
     if (!ok) {
         size_t c = h->cap ? h->cap * 2 : 16;
         void **items = realloc(h->items, c * sizeof *items);
-        if ((ok = items != NULL)) {
+        if (items != NULL) {
             h->items = items;
             h->cap = c;
+            ok = 1;
         }
     }
     if (ok) h->items[h->n++] = p;

@@ -1053,6 +1053,7 @@ class Emitter:
         o.append("    rpc_end(&c);\n")
         if e.spec is not None and e.spec.memo_subject:
             o.append("    memo_invalidate_about(OP_%s, handle_wire_id(%s));\n" % (e.name, e.spec.memo_subject))
+            o.append("    hook_attribute_set(%s);\n" % e.spec.memo_subject)
         elif "invalidates_memo" in e.flags:
             o.append("    memo_invalidate_all();\n")
         if setting:

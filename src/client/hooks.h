@@ -75,4 +75,10 @@ HOOK_MEMSET(cuMemsetD2D32_v2)
 HOOK_MEMSET(cuMemsetD2D32Async)
 #undef HOOK_MEMSET
 
+/* After an attribute set of function or kernel h (spec flag
+ * `invalidates_memo_of`), whether it succeeded or not: the limits read
+ * from its image no longer tell its dynamic shared memory's (module.c,
+ * launch.c). */
+void hook_attribute_set(const void *h);
+
 #endif

@@ -3,6 +3,7 @@
  * function's parameter layout, which the session reports at the function's
  * first launch (func_layout, module.h). */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "rpc.h"
 #include "servers.h"
 #include "shim.h"
+#include "../common/config.h"
 #include "../common/log.h"
 #include "../common/ops.gen.h"
 
@@ -92,8 +94,61 @@ static int is_cooperative(const CUlaunchAttribute *attrs, unsigned nattrs)
     return 0;
 }
 
-static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3], const unsigned block[3],
-                             unsigned shmem, int cooperative)
+/* The most threads a block of the kernel certainly may have, from the
+ * limits read from its image (0: nothing is certain). The driver's limit
+ * is the least of the device's, __launch_bounds__' and what the register
+ * file holds: registers go to a warp 256 at a time, so a kernel of r
+ * registers fits (registers per block) / (32 r rounded up to 256) warps;
+ * without a REGCOUNT record r is taken as 255, the most there is. */
+static unsigned threads_surely_allowed(const struct kernel_limits *k)
+{
+    if (!k->known || k->regs > 255) return 0;
+    unsigned regs = k->regs ? k->regs : 255;
+    unsigned per_warp = (regs * 32 + 255) / 256 * 256;
+    unsigned t = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK) / per_warp * 32;
+    unsigned device_max = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    if (t > device_max) t = device_max;
+    if (k->max_threads && k->max_threads < t) t = k->max_threads;
+    return t;
+}
+
+/* The most dynamic shared memory a launch certainly may ask for: until
+ * the program sets an attribute of the kernel, its limit is the driver's
+ * default, the device's shared memory per block less the kernel's static
+ * (0: nothing is certain). */
+static unsigned dyn_smem_surely_allowed(const struct func_desc *d)
+{
+    if (!d->limits.known || __atomic_load_n(&d->attribute_set, __ATOMIC_ACQUIRE)) return 0;
+    unsigned per_block = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    return d->limits.shared_bytes < per_block ? per_block - d->limits.shared_bytes : 0;
+}
+
+/* SCUDA_CHECK_LAUNCH_LIMITS=1: every launch the image's limits let pass
+ * is checked against the driver's attributes as well, and a launch they
+ * let pass wrongly is logged (an error): the check of those limits
+ * (tests/gpu). */
+static int check_limits_too(void)
+{
+    static _Atomic int on = -1;
+    if (atomic_load(&on) < 0) atomic_store(&on, scuda_env_on("SCUDA_CHECK_LAUNCH_LIMITS"));
+    return atomic_load(&on);
+}
+
+static void check_surely(CUfunction f, int is_kernel, const struct func_desc *d, unsigned long long threads,
+                         unsigned shmem)
+{
+    int max_threads = 0, max_dyn_smem = 0;
+    if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) &&
+        func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
+        (threads > (unsigned long long)max_threads || shmem > (unsigned)max_dyn_smem))
+        LOG_ERROR("the limits read from the image of %s let a launch of %llu threads and %u bytes of dynamic "
+                  "shared memory pass; the driver allows %d and %d (registers %u, bound %u, static shared %u)",
+                  d->name, threads, shmem, max_threads, max_dyn_smem, d->limits.regs, d->limits.max_threads,
+                  d->limits.shared_bytes);
+}
+
+static CUresult check_config(CUfunction f, int is_kernel, const struct func_desc *d, const unsigned grid[3],
+                             const unsigned block[3], unsigned shmem, int cooperative)
 {
     static const CUdevice_attribute max_block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
                                                     CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
@@ -108,10 +163,14 @@ static CUresult check_config(CUfunction f, int is_kernel, const unsigned grid[3]
     }
     int max_threads, max_dyn_smem;
     unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
-    if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) &&
+    /* Within what the image's limits allow for certain, no question is
+     * asked (a kernel's first launch would wait for one). */
+    int surely = threads <= threads_surely_allowed(&d->limits) && shmem <= dyn_smem_surely_allowed(d);
+    if (surely && check_limits_too()) check_surely(f, is_kernel, d, threads, shmem);
+    if (!surely && func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) &&
         threads > (unsigned long long)max_threads)
         return CUDA_ERROR_INVALID_VALUE;
-    if (func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
+    if (!surely && func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
         shmem > (unsigned)max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
     return cooperative ? check_cooperative(f, grid, threads, shmem) : CUDA_SUCCESS;
@@ -136,7 +195,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         if (lr != CUDA_SUCCESS) return refuse(lr, f, "its parameter layout is unknown");
     }
     if (kernelParams && extra) return refuse(CUDA_ERROR_INVALID_VALUE, f, "both kernelParams and extra");
-    CUresult r = check_config(f, is_kernel, grid, block, shmem, is_cooperative(attrs, nattrs));
+    CUresult r = check_config(f, is_kernel, d, grid, block, shmem, is_cooperative(attrs, nattrs));
     if (r != CUDA_SUCCESS) return refuse(r, f, "grid, block or shared memory out of the device's limits");
     if (nattrs > LAUNCH_MAX_ATTRS) return refuse(CUDA_ERROR_INVALID_VALUE, f, "more launch attributes than SCUDA carries");
     struct msg_launch_attr wire_attrs[LAUNCH_MAX_ATTRS];

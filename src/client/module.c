@@ -88,6 +88,12 @@ struct func_desc *func_lookup_kind(const void *h, int *is_kernel)
     return ((struct func_ref *)v)->desc;
 }
 
+void hook_attribute_set(const void *h)
+{
+    struct func_desc *d = func_lookup(h);
+    if (d) __atomic_store_n(&d->attribute_set, 1, __ATOMIC_RELEASE);
+}
+
 void func_adopt(uint64_t id, const char *name, uint32_t n, const struct msg_param_slot *layout, size_t total)
 {
     if (!id || func_lookup((const void *)(uintptr_t)id)) return;
@@ -445,7 +451,8 @@ static struct loaded *loaded_from_kernels(struct image_kernels *k, const struct 
     for (uint32_t i = 0; i < k->n; i++) {
         struct image_kernel *ik = &k->k[i];
         funcs[i] = (struct func_desc){.name = ik->name, .nparams = ik->nparams, .offset = ik->offset,
-                                      .size = ik->size, .param_bytes = ik->param_bytes, .layout_known = 1};
+                                      .size = ik->size, .param_bytes = ik->param_bytes, .layout_known = 1,
+                                      .limits = ik->limits};
         if (!funcs[i].offset) funcs[i].offset = calloc(1, 4); /* a kernel without parameters */
         if (!funcs[i].size) funcs[i].size = calloc(1, 4);
         *ik = (struct image_kernel){0};

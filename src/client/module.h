@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include "../common/image_kernels.h"
 #include "../common/messages.gen.h"
 #include <stdint.h>
 
@@ -16,12 +17,20 @@ struct func_desc {
     uint32_t *size;
     uint32_t param_bytes; /* size of the packed parameter buffer */
     int layout_known;     /* 0 until the session could tell (see func_layout) */
+    struct kernel_limits limits; /* read from the image (launch.c); known 0 when not */
+    int attribute_set;           /* an attribute of it was set: atomic (hook_attribute_set) */
 };
 
 /* The function's parameter layout, asked of the session the first time if
  * the load could not tell it (a library loaded before any context was
  * current). Returns CUDA_SUCCESS when d's layout fields are valid. */
 CUresult func_layout(const void *h, struct func_desc *d);
+
+/* Attribute a of function or kernel h (dev: a kernel's device as
+ * cuKernelGetAttribute has it, -1 for cuFuncGetAttribute's) as this
+ * process already knows it, asking nothing: 1 and *value, else 0
+ * (func_attrs.c). */
+int func_attribute_known(const void *h, int32_t dev, unsigned a, int *value);
 
 /* Layout of the function or kernel whose handle is h; NULL if unknown.
  * *is_kernel (if not NULL) tells a CUkernel from a CUfunction. */

@@ -20,6 +20,7 @@ struct known_func {
     uint32_t *offset, *size;
     uint32_t param_bytes;
     int layout_known;
+    struct kernel_limits limits;
 };
 
 struct known_image {
@@ -102,6 +103,7 @@ static struct known_func *copy_names(const struct func_desc *funcs, uint32_t n)
             free_funcs(k, i);
             return NULL;
         }
+        k[i].limits = funcs[i].limits;
         if (funcs[i].layout_known &&
             copy_layout(funcs[i].nparams, funcs[i].offset, funcs[i].size, &k[i].offset, &k[i].size) == 0) {
             k[i].nparams = funcs[i].nparams;
@@ -115,7 +117,7 @@ static struct known_func *copy_names(const struct func_desc *funcs, uint32_t n)
 /* The application's copy of a kept function: name, and layout if known. */
 static int copy_out(const struct known_func *k, struct func_desc *d)
 {
-    *d = (struct func_desc){.name = strdup(k->name)};
+    *d = (struct func_desc){.name = strdup(k->name), .limits = k->limits};
     if (!d->name) return -1;
     if (!k->layout_known) return 0;
     if (copy_layout(k->nparams, k->offset, k->size, &d->offset, &d->size) != 0) return 0; /* asked at launch */

@@ -1298,6 +1298,7 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
     }
     rpc_end(&c);
     memo_invalidate_about(OP_cuFuncSetAttribute, handle_wire_id(hfunc));
+    hook_attribute_set(hfunc);
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuFuncSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);
@@ -2962,6 +2963,7 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
     }
     rpc_end(&c);
     memo_invalidate_about(OP_cuKernelSetAttribute, handle_wire_id(kernel));
+    hook_attribute_set(kernel);
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);

@@ -29,12 +29,19 @@
 /* .nv.info records: a format byte, an attribute byte, then a 16-bit value
  * (formats 1-3) or a 16-bit length and that many bytes (format 4). */
 #define EIFMT_SVAL 4
+#define EIATTR_MAX_THREADS 0x05
 #define EIATTR_PARAM_CBANK 0x0a
+#define EIATTR_REQNTID 0x10
 #define EIATTR_KPARAM_INFO 0x17
+#define EIATTR_REGCOUNT 0x2f
 /* KPARAM_INFO: u32 index, u16 ordinal, u16 offset, u32 whose bits 18-31
  * are the size in bytes. PARAM_CBANK: u32 symbol, u16 offset, u16 size. */
 #define KPARAM_INFO_LEN 12
 #define PARAM_CBANK_LEN 8
+/* MAX_THREADS, REQNTID: u32 x, y, z. REGCOUNT (in the image's .nv.info):
+ * u32 symbol index, u32 registers per thread. */
+#define NTID_LEN 12
+#define REGCOUNT_LEN 8
 /* Kernels a reader takes on: cuBLAS-sized cubins have thousands. */
 #define KERNELS_MAX 65536u
 #define PARAMS_MAX 4096u
@@ -62,6 +69,8 @@ static const char *section_name(const struct cubin *c, const Elf64_Shdr *sh)
 struct found {
     struct image_kernel k;
     unsigned shndx;
+    uint64_t sym; /* its symbol's index, which REGCOUNT records name */
+    int shared_sections;
     int has_info, has_cbank;
     uint32_t cbank_size;
     uint32_t seen; /* parameters whose record came */
@@ -75,7 +84,7 @@ struct reading {
     size_t whylen;
 };
 
-static int add_kernel(struct reading *r, const char *name, unsigned shndx)
+static int add_kernel(struct reading *r, const char *name, unsigned shndx, uint64_t sym)
 {
     if (r->n == KERNELS_MAX) return why_fail(r->why, r->whylen, "more than %u kernels", KERNELS_MAX);
     if ((r->n & (r->n - 1)) == 0) { /* grow at powers of two */
@@ -84,7 +93,7 @@ static int add_kernel(struct reading *r, const char *name, unsigned shndx)
         r->f = g;
     }
     struct found *f = &r->f[r->n];
-    *f = (struct found){.shndx = shndx};
+    *f = (struct found){.shndx = shndx, .sym = sym, .k.limits.known = 1};
     if (!(f->k.name = strdup(name))) return why_fail(r->why, r->whylen, "out of memory");
     r->n++;
     return 0;
@@ -99,15 +108,22 @@ static int read_symbols(const struct cubin *c, const Elf64_Shdr *symtab, struct 
         if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || !(s.st_other & STO_CUDA_ENTRY)) continue;
         if (s.st_shndx == SHN_UNDEF || s.st_shndx >= c->eh.e_shnum)
             return why_fail(r->why, r->whylen, "a kernel whose code is in no ordinary section");
-        if (add_kernel(r, (const char *)c->p + names.sh_offset + s.st_name, s.st_shndx) != 0) return -1;
+        if (add_kernel(r, (const char *)c->p + names.sh_offset + s.st_name, s.st_shndx, i) != 0) return -1;
     }
     return 0;
 }
 
+/* By binary search: check_order left r->f sorted by code section,
+ * highest first, each section once. */
 static struct found *kernel_of_section(struct reading *r, uint64_t shndx)
 {
-    for (uint32_t i = 0; i < r->n; i++)
-        if (r->f[i].shndx == shndx) return &r->f[i];
+    uint32_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->f[mid].shndx == shndx) return &r->f[mid];
+        if (r->f[mid].shndx > shndx) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
@@ -136,7 +152,23 @@ static int param_record(struct found *f, const uint8_t *v, struct reading *r)
     return 0;
 }
 
-/* One kernel's .nv.info section: its parameters and their bank. */
+/* A launch bound: the product of its x, y and z; a record of another
+ * shape leaves the kernel's limits unknown. */
+static void ntid_record(struct found *f, uint16_t vlen, const uint8_t *v)
+{
+    uint32_t d[3];
+    if (vlen != NTID_LEN) {
+        f->k.limits.known = 0;
+        return;
+    }
+    memcpy(d, v, sizeof d);
+    uint64_t n = (uint64_t)d[0] * d[1] * d[2];
+    if (n == 0 || n > UINT32_MAX) f->k.limits.known = 0;
+    else if (!f->k.limits.max_threads || n < f->k.limits.max_threads) f->k.limits.max_threads = (uint32_t)n;
+}
+
+/* One kernel's .nv.info section: its parameters and their bank, and its
+ * launch bounds. */
 static int read_info(const uint8_t *d, uint64_t len, struct found *f, struct reading *r)
 {
     for (uint64_t at = 0; at < len;) {
@@ -157,17 +189,78 @@ static int read_info(const uint8_t *d, uint64_t len, struct found *f, struct rea
             memcpy(&size, v + 6, 2);
             f->has_cbank = 1;
             f->cbank_size = size;
+        } else if (fmt == EIFMT_SVAL && (attr == EIATTR_MAX_THREADS || attr == EIATTR_REQNTID)) {
+            ntid_record(f, vlen, v);
         }
         at += 4u + vlen;
     }
     return 0;
 }
 
+static int by_symbol(const void *a, const void *b)
+{
+    const struct found *x = *(struct found *const *)a, *y = *(struct found *const *)b;
+    return x->sym < y->sym ? -1 : x->sym > y->sym;
+}
+
+static struct found *kernel_of_symbol(struct found **by_sym, uint32_t n, uint64_t sym)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (by_sym[mid]->sym == sym) return by_sym[mid];
+        if (by_sym[mid]->sym < sym) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* The image's own .nv.info: each kernel's registers per thread (REGCOUNT,
+ * by symbol; device functions have records too). Records of other kinds,
+ * or malformed ones, say nothing of a launch's limits; a kernel without a
+ * record keeps regs 0. */
+static void read_regcounts(const uint8_t *d, uint64_t len, struct reading *r)
+{
+    struct found **by_sym = malloc((r->n ? r->n : 1) * sizeof *by_sym);
+    if (!by_sym) return;
+    for (uint32_t i = 0; i < r->n; i++) by_sym[i] = &r->f[i];
+    qsort(by_sym, r->n, sizeof *by_sym, by_symbol);
+    for (uint64_t at = 0; len - at >= 4;) {
+        uint8_t fmt = d[at], attr = d[at + 1];
+        uint16_t vlen = 0;
+        if (fmt == EIFMT_SVAL) memcpy(&vlen, d + at + 2, 2);
+        if (vlen > len - at - 4) break;
+        if (fmt == EIFMT_SVAL && attr == EIATTR_REGCOUNT && vlen == REGCOUNT_LEN) {
+            uint32_t rec[2];
+            memcpy(rec, d + at + 4, sizeof rec);
+            struct found *f = kernel_of_symbol(by_sym, r->n, rec[0]);
+            if (f && rec[1] > f->k.limits.regs) f->k.limits.regs = rec[1];
+        }
+        at += 4u + vlen;
+    }
+    free(by_sym);
+}
+
+/* .nv.shared.<kernel> (sh_info: the kernel's code section): its static
+ * shared memory. Two such sections leave the kernel's limits unknown. */
+static void read_shared(const Elf64_Shdr *sh, struct reading *r)
+{
+    struct found *f = kernel_of_section(r, sh->sh_info);
+    if (!f) return;
+    if (f->shared_sections++ || sh->sh_size > UINT32_MAX) f->k.limits.known = 0;
+    else f->k.limits.shared_bytes = (uint32_t)sh->sh_size;
+}
+
 static int read_infos(const struct cubin *c, struct reading *r)
 {
     for (unsigned i = 0; i < c->eh.e_shnum; i++) {
         Elf64_Shdr sh = section(c, i);
-        if (sh.sh_type != SHT_CUDA_INFO || strncmp(section_name(c, &sh), ".nv.info.", 9) != 0) continue;
+        const char *name = section_name(c, &sh);
+        if (strncmp(name, ".nv.shared.", 11) == 0 && strncmp(name, ".nv.shared.reserved.", 20) != 0)
+            read_shared(&sh, r);
+        if (sh.sh_type == SHT_CUDA_INFO && strcmp(name, ".nv.info") == 0)
+            read_regcounts(c->p + sh.sh_offset, sh.sh_size, r);
+        if (sh.sh_type != SHT_CUDA_INFO || strncmp(name, ".nv.info.", 9) != 0) continue;
         struct found *f = kernel_of_section(r, sh.sh_info);
         if (!f) continue;
         if (f->has_info++) return why_fail(r->why, r->whylen, "%s: two .nv.info sections", f->k.name);

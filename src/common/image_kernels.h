@@ -18,6 +18,10 @@
  *   layout    the .nv.info.<kernel> section's KPARAM_INFO records
  *             (ordinal, offset, size), checked against its PARAM_CBANK
  *             record (the bytes of the parameter bank).
+ *   limits    what bounds a launch's configuration (kernel_limits): the
+ *             registers per thread (the REGCOUNT records of the image's
+ *             .nv.info), __launch_bounds__ (MAX_THREADS, REQNTID) and the
+ *             size of .nv.shared.<kernel>.
  *
  * PTX is compiled by the driver at the load, and the compiler may refuse
  * it: its loads keep their round trip, and image_kernels refuses it. So
@@ -28,8 +32,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What limits a launch of a kernel (docs/architecture.md, 3.8.4): from
+ * these the client tells a configuration the driver certainly accepts
+ * without asking (launch.c). */
+struct kernel_limits {
+    uint8_t known;         /* 0: not read (the load's reply gave the kernel) */
+    uint32_t regs;         /* registers per thread; 0: no REGCOUNT record */
+    uint32_t max_threads;  /* __launch_bounds__ (x * y * z); 0: none */
+    uint32_t shared_bytes; /* .nv.shared.<kernel>: static shared memory, any reserved bytes included */
+};
+
 struct image_kernel {
     char *name;
+    struct kernel_limits limits;
     uint32_t nparams;
     uint32_t param_bytes; /* the end of the last parameter */
     uint32_t *offset, *size;

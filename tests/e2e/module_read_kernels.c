@@ -11,8 +11,12 @@
  *          reverse; a name it lacks is NOT_FOUND; each kernel launched
  *          (the stand-in's built-in kernels of those names) writes exactly
  *          what it should, a char and a long long at the offsets the
- *          cubin gives; a second load of the module is one of an image
- *          the session keeps; nothing failed at the end.
+ *          cubin gives, and none of those first launches asks for the
+ *          kernel's attributes (the limits read from the image allow
+ *          them for certain); one asking for 1 MiB of dynamic shared
+ *          memory asks, and is refused at the launch; a second load of
+ *          the module is one of an image the session keeps; nothing
+ *          failed at the end.
  *   bad    the cubin holds a kernel the PTX the session's driver loads
  *          lacks: the load returns at once, the next synchronizing call
  *          returns INVALID_IMAGE, and the server's log says what differs
@@ -137,6 +141,17 @@ static int good_client(void *arg)
     CU(cuModuleGetFunction(&add, again, "vec_add"));
     CU(cuModuleGetFunction(&copy, again, "copy_params_pair"));
     run_kernels(fill, add, copy);
+    /* Past what the image's limits allow for certain, the launch asks, and
+     * a refusal comes from the launch itself. */
+    CUdeviceptr d;
+    uint32_t value = 1;
+    unsigned long long n = 1;
+    void *args[] = {&d, &value, &n};
+    CU(cuMemAlloc_v2(&d, 64));
+    CUresult r = cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 1u << 20, NULL, args, NULL);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a launch asking for 1 MiB of dynamic shared memory returned %s",
+          h_cu_name(r));
+    CU(cuMemFree_v2(d));
     CU(cuModuleUnload(again));
     CU(cuModuleUnload(m));
     CU(cuCtxSynchronize()); /* no one-way load failed */
@@ -245,6 +260,8 @@ static void good(const struct h_server *srv)
     CHECK(h_stats_count(stats, "sync", "scuda_module_load") == 0 && h_stats_count(stats, "sync", "scuda_module_load_by_hash") == 0,
           "a load waited\n%s", stats);
     CHECK(h_stats_count(stats, "sync", "scuda_param_info") == 0, "a layout was asked for\n%s", stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_func_attributes") == 1,
+          "only the launch past the image's limits should ask for attributes\n%s", stats);
     CHECK(h_stats_count(stats, "async", "scuda_module_load_known") == 1, "the second load was not of a kept image\n%s",
           stats);
     CHECK(strstr(stats, "module loads of new images sent one-way (their kernels read here): 2"), "stats line\n%s",

@@ -3,7 +3,8 @@
  * driver's order for a module and the reverse for a library, with each
  * parameter's offset and size as the C layout of the kernel's signature
  * places them; the fatbin entry the device would load; PTX and damaged
- * cubins refused. Each image sits in a heap buffer of exactly its size,
+ * cubins refused; the launch limits of kernels with and without
+ * __launch_bounds__, static shared memory and a register cap (nvcc_limits.h). Each image sits in a heap buffer of exactly its size,
  * so the ASan build also catches a read past the end. */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -14,6 +15,7 @@
 
 #include "check.h"
 #include "nvcc_kernels.h"
+#include "nvcc_limits.h"
 #include "sample_images.h"
 #include "common/image_kernels.h"
 
@@ -241,6 +243,39 @@ static void prefixes(void)
     CHECK(accepted == 0);
 }
 
+static const struct image_kernel *named(const struct image_kernels *k, const char *name)
+{
+    for (uint32_t i = 0; i < k->n; i++)
+        if (strcmp(k->k[i].name, name) == 0) return &k->k[i];
+    printf("  no kernel %s\n", name);
+    return NULL;
+}
+
+/* What bounds a launch: __launch_bounds__' threads, the registers
+ * (REGCOUNT, under the cap where there is one), static shared memory (the
+ * 400 bytes of bounded64's array, with whatever the toolkit reserves). */
+static void limits(void)
+{
+    struct image_kernels k;
+    CHECK(read_exact(limits_cubin, sizeof limits_cubin, 90, 0, &k) == 0);
+    CHECK(k.n == 4);
+    const struct image_kernel *b64 = named(&k, "bounded64"), *b256 = named(&k, "bounded256"),
+                              *plain = named(&k, "plain"), *capped = named(&k, "capped");
+    CHECK(b64 && b256 && plain && capped);
+    if (b64 && b256 && plain && capped) {
+        CHECK(b64->limits.known && b256->limits.known && plain->limits.known && capped->limits.known);
+        CHECK(b64->limits.max_threads == 64);
+        CHECK(b256->limits.max_threads == 256);
+        CHECK(plain->limits.max_threads == 0 && capped->limits.max_threads == 0);
+        CHECK(b64->limits.regs > 0 && b256->limits.regs > 0 && plain->limits.regs > 0);
+        CHECK(capped->limits.regs > 0 && capped->limits.regs <= 40);
+        CHECK(b64->limits.shared_bytes >= 400 && b64->limits.shared_bytes <= 400 + 1024);
+        CHECK(plain->limits.shared_bytes <= 1024); /* its shared memory is all dynamic */
+        CHECK(b64->limits.shared_bytes > plain->limits.shared_bytes);
+    }
+    image_kernels_free(&k);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -249,6 +284,7 @@ int main(void)
     damaged();
     ptx();
     prefixes();
+    limits();
     printf("%d checks, %d failed\n", checks, failures);
     return failures != 0;
 }

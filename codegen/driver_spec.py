@@ -365,7 +365,7 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
 cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
 cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
 cuOccupancyMaxPotentialBlockSizeWithFlags   memo  blockSizeToDynamicSMemSize=null
-cuOccupancyMaxActiveClusters                memo  config=launch_config
+cuOccupancyMaxActiveClusters                memo  config=launch_config  guard  # src/client/occupancy.c: a function asked twice gets every cluster width at once (scuda_memo_batch)
 cuOccupancyMaxPotentialClusterSize          memo  config=launch_config
 
 # ---- streams ----------------------------------------------------------------
@@ -923,6 +923,24 @@ op scuda_func_attributes
     in i32 dev
     out i32 values[] max=FUNC_ATTR_COUNT
     out u32 known
+
+# Several calls of one query (call class memo) in one round trip
+# (src/client/occupancy.c): each request encoded as the call's own, each
+# answer its result and the outputs its own reply would carry. The
+# session runs only the ops it takes in batches (srv_memo_batch.c).
+const MEMO_BATCH_MAX      64
+
+record memo_request
+    bytes args
+
+record memo_answer
+    i32 result
+    bytes outs
+
+op scuda_memo_batch
+    in u16 op
+    in memo_request calls[] max=MEMO_BATCH_MAX
+    out memo_answer answers[] max=MEMO_BATCH_MAX
 
 # One attribute, for those that may change (cuFuncSetAttribute): the
 # encoding of the generated call these replace, answered from the client's

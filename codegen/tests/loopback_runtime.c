@@ -218,6 +218,12 @@ int hook_guard_cuDeviceGetP2PAttribute(CUresult *r, int *v, CUdevice_P2PAttribut
     (void)r, (void)v, (void)at, (void)a, (void)b;
     return 0;
 }
+int hook_guard_cuOccupancyMaxActiveClusters(CUresult *r, int *n, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)r, (void)n, (void)f, (void)c;
+    return 0;
+}
+void hook_attribute_set(const void *h) { (void)h; }
 CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
 CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }

@@ -23,6 +23,10 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr d
 /* Before the call (spec flag `guard`): nonzero when the call is answered
  * here, with *r its result. cross_server.c: what names objects of two
  * servers of a client of several (servers.h). */
+/* occupancy.c: a function asked twice gets a row of cluster widths in one
+ * round trip. */
+int hook_guard_cuOccupancyMaxActiveClusters(CUresult *r, int *numClusters, CUfunction func,
+                                            const CUlaunchConfig *config);
 int hook_guard_cuStreamWaitEvent(CUresult *r, CUstream hStream, CUevent hEvent, unsigned int Flags);
 int hook_guard_cuCtxEnablePeerAccess(CUresult *r, CUcontext peerContext, unsigned int Flags);
 int hook_guard_cuDeviceCanAccessPeer(CUresult *r, int *canAccessPeer, CUdevice dev, CUdevice peerDev);

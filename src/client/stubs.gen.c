@@ -5233,6 +5233,11 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
 EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
 {
     SHIM_ENTER(cuOccupancyMaxActiveClusters, (numClusters, func, config));
+    {
+        CUresult g_;
+        if (hook_guard_cuOccupancyMaxActiveClusters(&g_, numClusters, func, config))
+            return g_;
+    }
     if (config != NULL && config->numAttrs != 0 && config->attrs == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     wire_buf key;

@@ -1525,6 +1525,96 @@ int msg_scuda_func_attributes_rep_get(wire_reader *r, struct msg_arena *a, struc
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_memo_request(wire_buf *b, const struct msg_memo_request *m)
+{
+    wb_put_blob(b, m->args, m->args_len);
+}
+
+void msg_get_memo_request(wire_reader *r, struct msg_arena *a, struct msg_memo_request *m)
+{
+    (void)a;
+    {
+        size_t n = 0;
+        m->args = wr_blob(r, &n);
+        m->args_len = n;
+    }
+}
+
+void msg_put_memo_answer(wire_buf *b, const struct msg_memo_answer *m)
+{
+    wb_put_i32(b, m->result);
+    wb_put_blob(b, m->outs, m->outs_len);
+}
+
+void msg_get_memo_answer(wire_reader *r, struct msg_arena *a, struct msg_memo_answer *m)
+{
+    (void)a;
+    m->result = wr_i32(r);
+    {
+        size_t n = 0;
+        m->outs = wr_blob(r, &n);
+        m->outs_len = n;
+    }
+}
+
+void msg_scuda_memo_batch_req_put(wire_buf *b, const struct msg_scuda_memo_batch_req *m)
+{
+    wb_put_u16(b, m->op);
+    wb_put_u32(b, m->calls_count);
+    for (uint32_t i = 0; i < m->calls_count; i++)
+        msg_put_memo_request(b, &m->calls[i]);
+}
+
+int msg_scuda_memo_batch_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memo_batch_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->op = wr_u16(r);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_memo_request *v = NULL;
+        if (n > (uint32_t)(MEMO_BATCH_MAX) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_memo_request(r, a, &v[i]);
+        m->calls = v;
+        m->calls_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_memo_batch_rep_put(wire_buf *b, const struct msg_scuda_memo_batch_rep *m)
+{
+    wb_put_u32(b, m->answers_count);
+    for (uint32_t i = 0; i < m->answers_count; i++)
+        msg_put_memo_answer(b, &m->answers[i]);
+}
+
+int msg_scuda_memo_batch_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memo_batch_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_memo_answer *v = NULL;
+        if (n > (uint32_t)(MEMO_BATCH_MAX) || n > r->left / 12)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_memo_answer(r, a, &v[i]);
+        m->answers = v;
+        m->answers_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_cuFuncGetAttribute_req_put(wire_buf *b, const struct msg_cuFuncGetAttribute_req *m)
 {
     wb_put_u8(b, m->has_value);

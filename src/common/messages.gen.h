@@ -31,6 +31,7 @@
 #define MODULE_PIN_MAX 1073741824  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it: a larger value is safe only in a build that also appends an op (a client never reaches a server of a shorter op set, and an older client counts less) */
 #define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
 #define FUNC_ATTR_COUNT 16  /* CUfunction_attribute 0..15: what scuda_func_attributes answers */
+#define MEMO_BATCH_MAX 64
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
 #define GRAPH_MAX_UPLOADS 1048576  /* upload records of one executable graph */
@@ -786,6 +787,40 @@ struct msg_scuda_func_attributes_rep {
 };
 void msg_scuda_func_attributes_rep_put(wire_buf *b, const struct msg_scuda_func_attributes_rep *m);
 int msg_scuda_func_attributes_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_func_attributes_rep *m);
+
+/* memo_request record */
+struct msg_memo_request {
+    const void *args; /* u64 length + bytes args */
+    uint64_t args_len;
+};
+void msg_put_memo_request(wire_buf *b, const struct msg_memo_request *m);
+void msg_get_memo_request(wire_reader *r, struct msg_arena *a, struct msg_memo_request *m);
+
+/* memo_answer record */
+struct msg_memo_answer {
+    int32_t result; /* i32 result */
+    const void *outs; /* u64 length + bytes outs */
+    uint64_t outs_len;
+};
+void msg_put_memo_answer(wire_buf *b, const struct msg_memo_answer *m);
+void msg_get_memo_answer(wire_reader *r, struct msg_arena *a, struct msg_memo_answer *m);
+
+/* scuda_memo_batch request */
+struct msg_scuda_memo_batch_req {
+    uint16_t op; /* u16 op */
+    const struct msg_memo_request *calls; /* u32 count, then memo_request[] (at most MEMO_BATCH_MAX) calls */
+    uint32_t calls_count;
+};
+void msg_scuda_memo_batch_req_put(wire_buf *b, const struct msg_scuda_memo_batch_req *m);
+int msg_scuda_memo_batch_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memo_batch_req *m);
+
+/* scuda_memo_batch reply */
+struct msg_scuda_memo_batch_rep {
+    const struct msg_memo_answer *answers; /* u32 count, then memo_answer[] (at most MEMO_BATCH_MAX) answers */
+    uint32_t answers_count;
+};
+void msg_scuda_memo_batch_rep_put(wire_buf *b, const struct msg_scuda_memo_batch_rep *m);
+int msg_scuda_memo_batch_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_memo_batch_rep *m);
 
 /* cuFuncGetAttribute request */
 struct msg_cuFuncGetAttribute_req {

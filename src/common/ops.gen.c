@@ -415,6 +415,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_peer_recv] = "scuda_peer_recv",
     [OP_scuda_snapshot_ahead] = "scuda_snapshot_ahead",
     [OP_scuda_module_load_new] = "scuda_module_load_new",
+    [OP_scuda_memo_batch] = "scuda_memo_batch",
 };
 
 const char *scuda_op_name(unsigned op)

@@ -416,7 +416,8 @@ enum scuda_op {
     OP_scuda_peer_recv = 409,
     OP_scuda_snapshot_ahead = 410,
     OP_scuda_module_load_new = 411,
-    OP_COUNT = 412
+    OP_scuda_memo_batch = 412,
+    OP_COUNT = 413
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -43,6 +43,7 @@ extern CUresult srv_scuda_module_unload(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_module(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_param_info(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_func_attributes(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_memo_batch(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_create(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_add(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_link_complete(srv_call *c) __attribute__((weak));
@@ -9193,6 +9194,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_peer_recv] = {"scuda_peer_recv", srv_scuda_peer_recv, 1, 1, 0, 0},
     [OP_scuda_snapshot_ahead] = {"scuda_snapshot_ahead", srv_scuda_snapshot_ahead, 0, 0, 0, 0},
     [OP_scuda_module_load_new] = {"scuda_module_load_new", srv_scuda_module_load_new, 0, 0, 0, 0},
+    [OP_scuda_memo_batch] = {"scuda_memo_batch", srv_scuda_memo_batch, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

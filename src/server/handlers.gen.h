@@ -38,6 +38,7 @@ CUresult srv_scuda_module_unload(srv_call *c);
 CUresult srv_scuda_library_get_module(srv_call *c);
 CUresult srv_scuda_param_info(srv_call *c);
 CUresult srv_scuda_func_attributes(srv_call *c);
+CUresult srv_scuda_memo_batch(srv_call *c);
 CUresult srv_scuda_link_create(srv_call *c);
 CUresult srv_scuda_link_add(srv_call *c);
 CUresult srv_scuda_link_complete(srv_call *c);

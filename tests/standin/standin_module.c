@@ -1803,3 +1803,34 @@ CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CU
     si_leave();
     return rc;
 }
+
+/* The clusters of one configuration that fit at once, as a GPU of 132 SMs
+ * would have it for a kernel that fills an SM: 132 / (the cluster's
+ * blocks). The cluster is the configuration's attribute, else 1; a grid
+ * that is not a whole number of clusters, or more than 8 blocks in one
+ * without the function's consent (32 with it), is
+ * CUDA_ERROR_INVALID_CLUSTER_SIZE. */
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+    si_enter();
+    si_func *f = NULL;
+    CUresult rc = si_func_arg(func, &f);
+    if (!rc && (!numClusters || !config || (config->numAttrs && !config->attrs)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    unsigned dim[3] = {1, 1, 1};
+    for (unsigned i = 0; !rc && i < config->numAttrs; i++) {
+        if (config->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            continue;
+        dim[0] = config->attrs[i].value.clusterDim.x;
+        dim[1] = config->attrs[i].value.clusterDim.y;
+        dim[2] = config->attrs[i].value.clusterDim.z;
+    }
+    unsigned long long blocks = (unsigned long long)dim[0] * dim[1] * dim[2];
+    if (!rc && (blocks == 0 || config->gridDimX % dim[0] || config->gridDimY % dim[1] || config->gridDimZ % dim[2] ||
+                (blocks > 8 && !f->attrs.non_portable_cluster) || blocks > 32))
+        rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (!rc)
+        *numClusters = (int)(132 / blocks);
+    si_leave();
+    return rc;
+}

@@ -132,7 +132,7 @@ static int ask_row(CUresult *r, int *numClusters, CUfunction func, const CUlaunc
     int answered = 0;
     uint64_t gen = memo_generation();
     uint32_t ctx = shim_current_ctx_id();
-    struct msg_scuda_memo_batch_rep rep;
+    struct msg_scuda_memo_batch_rep rep = {0};
     rpc_call c;
     rpc_begin_on(&c, OP_scuda_memo_batch, server_of_handle(func));
     struct msg_scuda_memo_batch_req m = {.op = OP_cuOccupancyMaxActiveClusters, .calls = calls, .calls_count = n};

@@ -328,6 +328,19 @@ static int write_entry(const char *dir, const uint8_t key[MODULE_KEY_LEN], const
     return rc;
 }
 
+/* An image entry of this key and size is there already: the name is the
+ * image's SHA-256, so its bytes are these (a damaged copy fails its check
+ * when read, and is deleted then). Marked used now, as a write would. */
+static int image_entry_there(const char *dir, const uint8_t key[MODULE_KEY_LEN], size_t len)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (key_path(dir, key, path, sizeof path) != 0 || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size != (uint64_t)len + MODULE_STORE_HEADER)
+        return 0;
+    return utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len)
 {
     uint8_t head[MODULE_STORE_HEADER];
@@ -335,6 +348,9 @@ int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const
         errno = EINVAL;
         return -1;
     }
+    /* Clients send the bytes of images new to their session, which the
+     * cache often holds from an earlier one: no second write. */
+    if (image_entry_there(dir, key, len)) return 0;
     struct iovec iov[2] = {{head, sizeof head}, {(void *)image, len}};
     return write_entry(dir, key, MAGIC, iov, 2);
 }

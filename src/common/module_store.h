@@ -77,7 +77,8 @@ int module_store_write_keyed(const char *dir, const uint8_t key[MODULE_KEY_LEN],
  * served from a session's memory still counts for eviction). */
 void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN]);
 
-/* Store len bytes of image under key, which must be their SHA-256. Returns
+/* Store len bytes of image under key, which must be their SHA-256. An
+ * entry of that key and size already there stays (marked used). Returns
  * 0, or -1 with errno set. */
 int module_store_write(const char *dir, const uint8_t key[MODULE_KEY_LEN], const void *image, size_t len);
 

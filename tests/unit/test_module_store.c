@@ -138,9 +138,22 @@ static void test_read_write(void)
     damage(p, 0, 0);
     CHECK(module_store_read(dir, key, 1000, &img, &why) == STORE_CORRUPT && !exists(p));
 
-    /* Writing twice is harmless: the second rename replaces a twin. */
+    /* Writing twice is harmless, and the second time writes nothing: the
+     * file (its inode) stays, marked used now. */
     store('b', 64, key);
+    path_of(key, p, sizeof p);
+    struct stat first, second;
+    set_time(p, 1000);
+    CHECK(stat(p, &first) == 0);
     store('b', 64, key);
+    CHECK(stat(p, &second) == 0 && second.st_ino == first.st_ino);
+    CHECK(second.st_mtime >= first.st_mtime + 900); /* used now */
+    CHECK(module_store_read(dir, key, 64, &img, &why) == STORE_HIT);
+    free(img);
+    /* One of another size under that name is written over. */
+    damage(p, MODULE_STORE_HEADER + 10, 1);
+    store('b', 64, key);
+    CHECK(stat(p, &second) == 0 && second.st_size == MODULE_STORE_HEADER + 64);
     CHECK(module_store_read(dir, key, 64, &img, &why) == STORE_HIT);
     free(img);
 }

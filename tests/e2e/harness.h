@@ -105,6 +105,10 @@ void h_server_start(struct h_server *s, const char *tag, const struct h_server_o
 /* Stop it: SIGTERM to the group, SIGKILL after 2 s. Then fail the test if
  * the log says a session died from a signal, or a sanitizer wrote a report. */
 void h_server_stop(struct h_server *s);
+/* The same for a server one of whose sessions the test killed itself:
+ * up to `killed` deaths by signal are the test's (the parent may reap them
+ * before the stop or only at it). */
+void h_server_stop_killed(struct h_server *s, int killed);
 /* Kill the server's whole process group at once (SIGKILL), no checks. */
 void h_server_kill(struct h_server *s);
 /* The server's log so far (malloc'd, NUL-terminated; never NULL). */

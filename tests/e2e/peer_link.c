@@ -256,7 +256,7 @@ int main(void)
 
     close(fa);
     close(fb);
-    h_server_stop(&a);
+    h_server_stop_killed(&a, 1); /* A's session is the one killed above */
     h_server_stop(&b);
     free(want);
     free(got);

@@ -172,27 +172,6 @@ static CUresult one_attribute(int *value, unsigned a, const void *h, int kernel,
     return r;
 }
 
-int func_attribute_known(const void *h, int32_t dev, unsigned a, int *value)
-{
-    if (a < FUNC_ATTR_FIXED) return cached((uint64_t)(uintptr_t)h, dev, a, value);
-    if (a >= FUNC_ATTR_COUNT) return 0;
-    wire_buf key;
-    one_attribute_key(&key, a, h, dev >= 0, dev);
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t val_len = 0;
-    uint64_t gen = 0;
-    int hit = !key.oom && memo_lookup(one_attribute_op(dev >= 0), shim_current_ctx_id(), key.data, key.len, val,
-                                      &val_len, &gen);
-    wb_free(&key);
-    if (hit) {
-        wire_reader o;
-        wr_init(&o, val, val_len);
-        *value = (int)wr_i32(&o);
-        hit = wr_ok_end(&o);
-    }
-    return hit;
-}
-
 /* Attribute a of h (dev < 0: as cuFuncGetAttribute asks, of a function or
  * of a kernel used as one; else as cuKernelGetAttribute does). The batch
  * is asked for at the first query of a handle this client knows

@@ -26,12 +26,6 @@ struct func_desc {
  * current). Returns CUDA_SUCCESS when d's layout fields are valid. */
 CUresult func_layout(const void *h, struct func_desc *d);
 
-/* Attribute a of function or kernel h (dev: a kernel's device as
- * cuKernelGetAttribute has it, -1 for cuFuncGetAttribute's) as this
- * process already knows it, asking nothing: 1 and *value, else 0
- * (func_attrs.c). */
-int func_attribute_known(const void *h, int32_t dev, unsigned a, int *value);
-
 /* Layout of the function or kernel whose handle is h; NULL if unknown.
  * *is_kernel (if not NULL) tells a CUkernel from a CUfunction. */
 struct func_desc *func_lookup_kind(const void *h, int *is_kernel);

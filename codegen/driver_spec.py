@@ -68,6 +68,13 @@ FLAGS
   guard             (sync/async) the stub first calls `hook_guard_EXPORT(&r, args...)`
                     (src/client/hooks.h); when it returns nonzero the call
                     was answered by hand and the stub returns r
+  memo_miss         (memo) on a miss the stub calls
+                    `hook_memo_miss_EXPORT(&r, &key, args...)` before asking the
+                    server; nonzero: the hook answered (it memoized its own
+                    guesses with the call's, scuda_memo_batch). The request
+                    encoder is then a function of its own,
+                    `memo_key_EXPORT(wire_buf *key, args...)`, for the hook's
+                    keys of calls not yet made (src/client/hooks.h)
   out_on_error      (sync) the outputs come back when the call fails too:
                     the driver's index of the element that failed
 
@@ -365,7 +372,7 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
 cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
 cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
 cuOccupancyMaxPotentialBlockSizeWithFlags   memo  blockSizeToDynamicSMemSize=null
-cuOccupancyMaxActiveClusters                memo  config=launch_config  guard  # src/client/occupancy.c: a function asked twice gets every cluster width at once (scuda_memo_batch)
+cuOccupancyMaxActiveClusters                memo  config=launch_config  memo_miss  # src/client/occupancy.c: a function that misses twice gets every cluster width at once (scuda_memo_batch)
 cuOccupancyMaxPotentialClusterSize          memo  config=launch_config
 
 # ---- streams ----------------------------------------------------------------

@@ -218,9 +218,10 @@ int hook_guard_cuDeviceGetP2PAttribute(CUresult *r, int *v, CUdevice_P2PAttribut
     (void)r, (void)v, (void)at, (void)a, (void)b;
     return 0;
 }
-int hook_guard_cuOccupancyMaxActiveClusters(CUresult *r, int *n, CUfunction f, const CUlaunchConfig *c)
+int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *k, int *n, CUfunction f,
+                                                const CUlaunchConfig *c)
 {
-    (void)r, (void)n, (void)f, (void)c;
+    (void)r, (void)k, (void)n, (void)f, (void)c;
     return 0;
 }
 void hook_attribute_set(const void *h) { (void)h; }

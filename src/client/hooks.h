@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/wire.h"
+
 /* Before the call (spec flag `pre_hook`): a managed allocation stops being
  * mirrored before the session frees it, so no fetch can reach freed memory. */
 void hook_pre_cuMemFree(CUdeviceptr_v1 dptr);
@@ -23,10 +25,13 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr d
 /* Before the call (spec flag `guard`): nonzero when the call is answered
  * here, with *r its result. cross_server.c: what names objects of two
  * servers of a client of several (servers.h). */
-/* occupancy.c: a function asked twice gets a row of cluster widths in one
- * round trip. */
-int hook_guard_cuOccupancyMaxActiveClusters(CUresult *r, int *numClusters, CUfunction func,
-                                            const CUlaunchConfig *config);
+/* occupancy.c: a function that misses the memo twice gets a row of
+ * cluster widths in one round trip. The key (request) encoder is the
+ * generated one (spec flag memo_miss). */
+void memo_key_cuOccupancyMaxActiveClusters(wire_buf *key, int *numClusters, CUfunction func,
+                                           const CUlaunchConfig *config);
+int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *key, int *numClusters, CUfunction func,
+                                                const CUlaunchConfig *config);
 int hook_guard_cuStreamWaitEvent(CUresult *r, CUstream hStream, CUevent hEvent, unsigned int Flags);
 int hook_guard_cuCtxEnablePeerAccess(CUresult *r, CUcontext peerContext, unsigned int Flags);
 int hook_guard_cuDeviceCanAccessPeer(CUresult *r, int *canAccessPeer, CUdevice dev, CUdevice peerDev);

@@ -12,8 +12,9 @@
  * So when a function misses the memo a second time with a configuration
  * of one cluster dimension (x), the client asks for every width from 1
  * to CLUSTER_WIDTH_MAX at once, the grid kept at the same number of
- * clusters, in one scuda_memo_batch: each request encoded as the
- * generated call's own, which is also its memo key, and each answer
+ * clusters, in one scuda_memo_batch: each request encoded by the
+ * generated call's own encoder (memo_key_cuOccupancyMaxActiveClusters,
+ * spec flag memo_miss), which is also its memo key, and each answer
  * memoized under it. A function asked once pays nothing more. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,30 +36,6 @@ _Static_assert(CLUSTER_WIDTH_MAX <= MEMO_BATCH_MAX, "a row of widths is one batc
 /* The last function that missed, per slot: a second miss batches. */
 static _Atomic uint64_t missed[MISSED_SLOTS];
 
-/* The request of the generated call (stubs.gen.c), which is its memo key:
- * a change to the spec's encoding of this call shows as batched answers
- * that are never found (tests/e2e/occupancy.c). */
-static void put_request(wire_buf *b, CUfunction func, const CUlaunchConfig *config)
-{
-    wb_init(b);
-    wb_put_u8(b, 1); /* numClusters is not NULL */
-    rpc_put_handle(b, func);
-    wb_put_u8(b, 1);
-    wb_put_u32(b, config->gridDimX);
-    wb_put_u32(b, config->gridDimY);
-    wb_put_u32(b, config->gridDimZ);
-    wb_put_u32(b, config->blockDimX);
-    wb_put_u32(b, config->blockDimY);
-    wb_put_u32(b, config->blockDimZ);
-    wb_put_u32(b, config->sharedMemBytes);
-    rpc_put_handle(b, config->hStream);
-    wb_put_u32(b, config->numAttrs);
-    for (unsigned i = 0; i < config->numAttrs; i++) {
-        wb_put_u32(b, (uint32_t)config->attrs[i].id);
-        wb_put_raw(b, &config->attrs[i].value, sizeof config->attrs[i].value);
-    }
-}
-
 /* The index of the configuration's one cluster attribute, when its
  * clusters are x wide only and the grid holds a whole number of them in
  * x: a row of widths can be asked for. -1 otherwise. */
@@ -79,27 +56,9 @@ static int cluster_row(const CUlaunchConfig *config)
     return at;
 }
 
-/* The memo's answer to this very call: 1 and *numClusters. */
-static int memo_answer(int *numClusters, const wire_buf *key)
-{
-    uint8_t val[MEMO_MAX_VALUE];
-    size_t len = 0;
-    uint64_t gen;
-    if (key->oom || !memo_lookup(OP_cuOccupancyMaxActiveClusters, shim_current_ctx_id(), key->data, key->len, val, &len,
-                                 &gen))
-        return 0;
-    wire_reader o;
-    wr_init(&o, val, len);
-    int v = (int)wr_i32(&o);
-    if (!wr_ok_end(&o)) return 0;
-    *numClusters = v;
-    return 1;
-}
-
 /* Every width 1..CLUSTER_WIDTH_MAX of config's cluster (attribute `at`),
  * the grid at the same number of clusters: the requests, in keys[]. */
-static uint32_t row_requests(CUfunction func, const CUlaunchConfig *config, int at, wire_buf keys[CLUSTER_WIDTH_MAX],
-                             uint32_t *mine)
+static uint32_t row_requests(CUfunction func, const CUlaunchConfig *config, int at, wire_buf keys[CLUSTER_WIDTH_MAX])
 {
     CUlaunchAttribute attrs[LAUNCH_MAX_ATTRS];
     memcpy(attrs, config->attrs, config->numAttrs * sizeof *attrs);
@@ -111,22 +70,25 @@ static uint32_t row_requests(CUfunction func, const CUlaunchConfig *config, int 
         if ((unsigned long long)clusters * w > UINT32_MAX) break;
         v.gridDimX = clusters * w;
         attrs[at].value.clusterDim.x = w;
-        if (w == width) *mine = n;
-        put_request(&keys[n++], func, &v);
+        wb_init(&keys[n]);
+        memo_key_cuOccupancyMaxActiveClusters(&keys[n++], &(int){0}, func, &v);
     }
     return n;
 }
 
 /* Ask for the row in one round trip, memoize every answer, and give this
- * call's. 0 when the batch itself failed: the caller asks alone. */
-static int ask_row(CUresult *r, int *numClusters, CUfunction func, const CUlaunchConfig *config, int at)
+ * call's (its request: key). 0 when the batch itself failed, or did not
+ * hold this call: the caller asks alone. */
+static int ask_row(CUresult *r, int *numClusters, const wire_buf *key, CUfunction func, const CUlaunchConfig *config,
+                   int at)
 {
     wire_buf keys[CLUSTER_WIDTH_MAX];
     struct msg_memo_request calls[CLUSTER_WIDTH_MAX];
-    uint32_t mine = UINT32_MAX, n = row_requests(func, config, at, keys, &mine);
+    uint32_t mine = UINT32_MAX, n = row_requests(func, config, at, keys);
     int oom = 0;
     for (uint32_t i = 0; i < n; i++) {
         oom |= keys[i].oom;
+        if (keys[i].len == key->len && memcmp(keys[i].data, key->data, key->len) == 0) mine = i;
         calls[i] = (struct msg_memo_request){.args = keys[i].data, .args_len = keys[i].len};
     }
     int answered = 0;
@@ -161,20 +123,13 @@ static int ask_row(CUresult *r, int *numClusters, CUfunction func, const CUlaunc
     return answered;
 }
 
-int hook_guard_cuOccupancyMaxActiveClusters(CUresult *r, int *numClusters, CUfunction func, const CUlaunchConfig *config)
+int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *key, int *numClusters, CUfunction func,
+                                                const CUlaunchConfig *config)
 {
     int at = numClusters ? cluster_row(config) : -1;
     if (at < 0) return 0;
-    wire_buf key;
-    put_request(&key, func, config);
-    int hit = memo_answer(numClusters, &key);
-    wb_free(&key);
-    if (hit) {
-        *r = CUDA_SUCCESS;
-        return 1;
-    }
     uint64_t id = handle_wire_id(func);
     uint64_t slot = (id * 0x9e3779b97f4a7c15ull) >> 58;
     if (atomic_exchange(&missed[slot % MISSED_SLOTS], id) != id) return 0; /* the first miss asks alone */
-    return ask_row(r, numClusters, func, config, at);
+    return ask_row(r, numClusters, key, func, config, at);
 }

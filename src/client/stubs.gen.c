@@ -5230,36 +5230,37 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
     return r;
 }
 
+/* The request of cuOccupancyMaxActiveClusters, which is its memo key (hooks.h). */
+void memo_key_cuOccupancyMaxActiveClusters(wire_buf *key, int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+    wb_put_u8(key, numClusters != NULL);
+    rpc_put_handle(key, func);
+    wb_put_u8(key, config != NULL);
+    if (config != NULL) {
+        wb_put_u32(key, config->gridDimX);
+        wb_put_u32(key, config->gridDimY);
+        wb_put_u32(key, config->gridDimZ);
+        wb_put_u32(key, config->blockDimX);
+        wb_put_u32(key, config->blockDimY);
+        wb_put_u32(key, config->blockDimZ);
+        wb_put_u32(key, config->sharedMemBytes);
+        rpc_put_handle(key, config->hStream);
+        wb_put_u32(key, config->numAttrs);
+        for (unsigned i_ = 0; i_ < config->numAttrs; i_++) {
+            wb_put_u32(key, (uint32_t)config->attrs[i_].id);
+            wb_put_raw(key, &config->attrs[i_].value, sizeof config->attrs[i_].value);
+        }
+    }
+}
+
 EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
 {
     SHIM_ENTER(cuOccupancyMaxActiveClusters, (numClusters, func, config));
-    {
-        CUresult g_;
-        if (hook_guard_cuOccupancyMaxActiveClusters(&g_, numClusters, func, config))
-            return g_;
-    }
     if (config != NULL && config->numAttrs != 0 && config->attrs == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     wire_buf key;
     wb_init(&key);
-    wb_put_u8(&key, numClusters != NULL);
-    rpc_put_handle(&key, func);
-    wb_put_u8(&key, config != NULL);
-    if (config != NULL) {
-        wb_put_u32(&key, config->gridDimX);
-        wb_put_u32(&key, config->gridDimY);
-        wb_put_u32(&key, config->gridDimZ);
-        wb_put_u32(&key, config->blockDimX);
-        wb_put_u32(&key, config->blockDimY);
-        wb_put_u32(&key, config->blockDimZ);
-        wb_put_u32(&key, config->sharedMemBytes);
-        rpc_put_handle(&key, config->hStream);
-        wb_put_u32(&key, config->numAttrs);
-        for (unsigned i_ = 0; i_ < config->numAttrs; i_++) {
-            wb_put_u32(&key, (uint32_t)config->attrs[i_].id);
-            wb_put_raw(&key, &config->attrs[i_].value, sizeof config->attrs[i_].value);
-        }
-    }
+    memo_key_cuOccupancyMaxActiveClusters(&key, numClusters, func, config);
     uint8_t val[MEMO_MAX_VALUE];
     size_t val_len = 0;
     uint64_t gen = 0;
@@ -5271,6 +5272,13 @@ EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, 
         if (numClusters != NULL)
             *numClusters = (int)wr_i32(&o);
         return CUDA_SUCCESS;
+    }
+    {
+        CUresult g_;
+        if (!key.oom && hook_memo_miss_cuOccupancyMaxActiveClusters(&g_, &key, numClusters, func, config)) {
+            wb_free(&key);
+            return g_;
+        }
     }
     rpc_call c;
     rpc_begin_on(&c, OP_cuOccupancyMaxActiveClusters, server_of_handle(func));

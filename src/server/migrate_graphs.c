@@ -80,7 +80,7 @@ static int describe_kernel_params(CUDA_KERNEL_NODE_PARAMS p, struct node_rec *re
     rec->grid[0] = p.gridDimX, rec->grid[1] = p.gridDimY, rec->grid[2] = p.gridDimZ;
     rec->block[0] = p.blockDimX, rec->block[1] = p.blockDimY, rec->block[2] = p.blockDimZ;
     rec->shared = p.sharedMemBytes;
-    struct param_layout *lay = param_layout_dup(p.func ? (void *)p.func : (void *)p.kern, p.func ? as_kernel : 1);
+    struct param_layout *lay = param_layout_dup(p.func ? (void *)p.func : (void *)p.kern, p.func ? as_kernel : 1, NULL);
     if (!lay || lay->bytes > ARGS_MAX)
         return free(lay), snprintf(why, wl, "the driver does not tell a kernel node's parameter layout"), -1;
     uint8_t *buf = calloc(1, lay->bytes ? lay->bytes : 1);

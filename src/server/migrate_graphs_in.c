@@ -28,7 +28,7 @@ static CUresult kernel_params(struct session *s, const struct node_rec *rec, con
     if (r == CUDA_SUCCESS) r = handle_get(s, rec->kern, HK_KERNEL, &kern);
     if (r == CUDA_SUCCESS) r = handle_get(s, rec->ctx, HK_CONTEXT, &ctx);
     if (r != CUDA_SUCCESS || (!f && !kern)) return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_HANDLE;
-    struct param_layout *lay = param_layout_dup(f ? f : kern, f ? is_kernel : 1);
+    struct param_layout *lay = param_layout_dup(f ? f : kern, f ? is_kernel : 1, NULL);
     void **v = lay ? calloc(lay->n + 1, sizeof *v) : NULL;
     if (!v || lay->bytes != rec->args_len) r = CUDA_ERROR_INVALID_VALUE; /* not the kernel A described */
     for (uint32_t i = 0; r == CUDA_SUCCESS && i < lay->n; i++) v[i] = (void *)(args + lay->p[i].offset);

@@ -130,12 +130,13 @@ static const struct param_layout *layout_locked(void *h, int is_kernel, struct p
     return l;
 }
 
-struct param_layout *param_layout_dup(void *h, int is_kernel)
+struct param_layout *param_layout_dup(void *h, int is_kernel, CUresult *refused)
 {
     pthread_mutex_lock(&lock);
     struct param_layout *uncached;
-    CUresult refused;
-    const struct param_layout *l = layout_locked(h, is_kernel, &uncached, &refused);
+    CUresult why;
+    const struct param_layout *l = layout_locked(h, is_kernel, &uncached, &why);
+    if (refused) *refused = why;
     struct param_layout *copy = uncached;
     if (l && !uncached) {
         size_t size = sizeof *l + l->n * sizeof l->p[0];

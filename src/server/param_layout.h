@@ -33,7 +33,9 @@ struct param_layout {
 void param_layout_install(struct driver_table *t);
 
 /* A malloc'd copy of h's layout (free() it), or NULL when the driver
- * cannot tell it. */
-struct param_layout *param_layout_dup(void *h, int is_kernel);
+ * cannot tell it or the layout was refused: then *refused (when not NULL)
+ * is CUDA_ERROR_INVALID_IMAGE (the image's layout claims were false), else
+ * CUDA_SUCCESS. */
+struct param_layout *param_layout_dup(void *h, int is_kernel, CUresult *refused);
 
 #endif

@@ -145,8 +145,9 @@ static CUresult pack_node_params(const CUDA_KERNEL_NODE_PARAMS *p, struct msg_cu
         return CUDA_SUCCESS;
     }
     if (!p->kernelParams) return CUDA_SUCCESS;
-    struct param_layout *l = param_layout_dup(p->func ? (void *)p->func : (void *)p->kern, !p->func);
-    if (!l) return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult refused;
+    struct param_layout *l = param_layout_dup(p->func ? (void *)p->func : (void *)p->kern, !p->func, &refused);
+    if (!l) return refused != CUDA_SUCCESS ? refused : CUDA_ERROR_NOT_SUPPORTED;
     struct msg_param_slot *slots = msg_alloc(a, l->n * sizeof *slots + 1);
     uint8_t *bytes = msg_alloc(a, l->bytes + 1);
     if (slots && bytes) {

@@ -22,7 +22,11 @@ CUresult srv_scuda_memo_batch(srv_call *c)
     struct msg_scuda_memo_batch_req m;
     if (msg_scuda_memo_batch_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
     if (!batchable(m.op) || m.op >= op_table_len || !op_table[m.op].handler) {
-        LOG_WARN("scuda_memo_batch: op %u cannot be batched; refused", (unsigned)m.op);
+        /* Once a session (a process): our client never sends one, so a
+         * second is the same misbehaving client, not news. */
+        static int warned;
+        if (!warned) LOG_WARN("scuda_memo_batch: op %u cannot be batched; refused (said once)", (unsigned)m.op);
+        warned = 1;
         return CUDA_ERROR_INVALID_VALUE;
     }
     struct msg_memo_answer *answers = calloc(m.calls_count ? m.calls_count : 1, sizeof *answers);

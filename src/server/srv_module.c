@@ -491,7 +491,8 @@ CUresult srv_scuda_param_info(srv_call *c)
     int is_kernel;
     CUresult r = handle_get_function(c->s, m.func, &h, &is_kernel);
     if (r != CUDA_SUCCESS) return r;
-    struct param_layout *l = h ? param_layout_dup(h, is_kernel) : NULL;
+    struct param_layout *l = h ? param_layout_dup(h, is_kernel, &r) : NULL;
+    if (r != CUDA_SUCCESS) return r; /* its layout claims were false: every launch is refused too */
     struct msg_scuda_param_info_rep rep = {{0}};
     struct msg_param_slot *slots = l ? msg_alloc(&c->arena, l->n * sizeof *slots + 1) : NULL;
     if (l && !slots) r = CUDA_ERROR_OUT_OF_MEMORY;

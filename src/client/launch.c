@@ -63,13 +63,53 @@ static int func_attr(CUfunction f, int is_kernel, CUfunction_attribute a, int *v
     return cuCtxGetDevice(&dev) == CUDA_SUCCESS && cuKernelGetAttribute(v, a, (CUkernel)f, dev) == CUDA_SUCCESS;
 }
 
-static int dev_attr(CUdevice_attribute a)
+/* What a launch is checked against that never changes for a device, read
+ * once per device: a launch asked nine attributes of the shim before. */
+struct device_launch_limits {
+    unsigned block[3], grid[3];
+    unsigned regs_per_block, threads_per_block, smem_per_block, sm_count;
+};
+#define LIMITS_DEVICES 64
+
+static int read_device_limits(CUdevice dev, struct device_launch_limits *l)
 {
+    static const CUdevice_attribute attr[] = {
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,         CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,         CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,          CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT};
+    unsigned *field[] = {&l->block[0], &l->block[1], &l->block[2], &l->grid[0], &l->grid[1], &l->grid[2],
+                         &l->regs_per_block, &l->threads_per_block, &l->smem_per_block, &l->sm_count};
+    _Static_assert(sizeof attr / sizeof attr[0] == sizeof field / sizeof field[0], "one field per attribute");
+    int ok = 1;
+    for (size_t i = 0; i < sizeof attr / sizeof attr[0]; i++) {
+        int v = 0;
+        ok &= cuDeviceGetAttribute(&v, attr[i], dev) == CUDA_SUCCESS && v >= 0;
+        *field[i] = (unsigned)v;
+    }
+    return ok;
+}
+
+/* The current device's limits: cached once read whole (one thread fills a
+ * device's entry; a thread that finds it being filled reads its own). */
+static const struct device_launch_limits *device_limits(struct device_launch_limits *scratch)
+{
+    static struct device_launch_limits cache[LIMITS_DEVICES];
+    static _Atomic int state[LIMITS_DEVICES]; /* 0 empty, 1 being filled, 2 ready */
     CUdevice dev = 0;
-    int v = 0;
     cuCtxGetDevice(&dev);
-    cuDeviceGetAttribute(&v, a, dev);
-    return v;
+    if (dev < 0 || dev >= LIMITS_DEVICES) return read_device_limits(dev, scratch), scratch;
+    if (atomic_load_explicit(&state[dev], memory_order_acquire) == 2) return &cache[dev];
+    int empty = 0;
+    if (!atomic_compare_exchange_strong(&state[dev], &empty, 1)) return read_device_limits(dev, scratch), scratch;
+    if (!read_device_limits(dev, scratch)) { /* not kept: a later launch reads them again */
+        atomic_store_explicit(&state[dev], 0, memory_order_release);
+        return scratch;
+    }
+    cache[dev] = *scratch;
+    atomic_store_explicit(&state[dev], 2, memory_order_release);
+    return &cache[dev];
 }
 
 /* The driver rejects a bad launch configuration at the launch itself, and
@@ -77,13 +117,14 @@ static int dev_attr(CUdevice_attribute a)
  * are one-way messages, so the client makes the same checks first, from
  * cached device and function attributes. */
 /* A cooperative grid must fit on the device at once. */
-static CUresult check_cooperative(CUfunction f, const unsigned grid[3], unsigned long long threads, unsigned shmem)
+static CUresult check_cooperative(const struct device_launch_limits *lim, CUfunction f, const unsigned grid[3],
+                                  unsigned long long threads, unsigned shmem)
 {
     int per_sm = 0;
     if (cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)threads, shmem) != CUDA_SUCCESS)
         return CUDA_SUCCESS; /* the session's driver decides */
     unsigned long long blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
-    unsigned long long fit = (unsigned long long)per_sm * (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    unsigned long long fit = (unsigned long long)per_sm * lim->sm_count;
     return blocks > fit ? CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE : CUDA_SUCCESS;
 }
 
@@ -100,14 +141,13 @@ static int is_cooperative(const CUlaunchAttribute *attrs, unsigned nattrs)
  * file holds: registers go to a warp 256 at a time, so a kernel of r
  * registers fits (registers per block) / (32 r rounded up to 256) warps;
  * without a REGCOUNT record r is taken as 255, the most there is. */
-static unsigned threads_surely_allowed(const struct kernel_limits *k)
+static unsigned threads_surely_allowed(const struct device_launch_limits *lim, const struct kernel_limits *k)
 {
     if (!k->known || k->regs > 255) return 0;
     unsigned regs = k->regs ? k->regs : 255;
     unsigned per_warp = (regs * 32 + 255) / 256 * 256;
-    unsigned t = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK) / per_warp * 32;
-    unsigned device_max = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-    if (t > device_max) t = device_max;
+    unsigned t = lim->regs_per_block / per_warp * 32;
+    if (t > lim->threads_per_block) t = lim->threads_per_block;
     if (k->max_threads && k->max_threads < t) t = k->max_threads;
     return t;
 }
@@ -116,10 +156,10 @@ static unsigned threads_surely_allowed(const struct kernel_limits *k)
  * the program sets an attribute of the kernel, its limit is the driver's
  * default, the device's shared memory per block less the kernel's static
  * (0: nothing is certain). */
-static unsigned dyn_smem_surely_allowed(const struct func_desc *d)
+static unsigned dyn_smem_surely_allowed(const struct device_launch_limits *lim, const struct func_desc *d)
 {
     if (!d->limits.known || __atomic_load_n(&d->attribute_set, __ATOMIC_ACQUIRE)) return 0;
-    unsigned per_block = (unsigned)dev_attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    unsigned per_block = lim->smem_per_block;
     return d->limits.shared_bytes < per_block ? per_block - d->limits.shared_bytes : 0;
 }
 
@@ -150,22 +190,17 @@ static void check_surely(CUfunction f, int is_kernel, const struct func_desc *d,
 static CUresult check_config(CUfunction f, int is_kernel, const struct func_desc *d, const unsigned grid[3],
                              const unsigned block[3], unsigned shmem, int cooperative)
 {
-    static const CUdevice_attribute max_block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
-                                                    CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
-                                                    CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
-    static const CUdevice_attribute max_grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
-                                                   CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
-                                                   CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+    struct device_launch_limits scratch;
+    const struct device_launch_limits *lim = device_limits(&scratch);
     for (int i = 0; i < 3; i++) {
         if (grid[i] == 0 || block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
-        if (block[i] > (unsigned)dev_attr(max_block[i]) || grid[i] > (unsigned)dev_attr(max_grid[i]))
-            return CUDA_ERROR_INVALID_VALUE;
+        if (block[i] > lim->block[i] || grid[i] > lim->grid[i]) return CUDA_ERROR_INVALID_VALUE;
     }
     int max_threads, max_dyn_smem;
     unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
     /* Within what the image's limits allow for certain, no question is
      * asked (a kernel's first launch would wait for one). */
-    int surely = threads <= threads_surely_allowed(&d->limits) && shmem <= dyn_smem_surely_allowed(d);
+    int surely = threads <= threads_surely_allowed(lim, &d->limits) && shmem <= dyn_smem_surely_allowed(lim, d);
     if (surely && check_limits_too()) check_surely(f, is_kernel, d, threads, shmem);
     if (!surely && func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads) &&
         threads > (unsigned long long)max_threads)
@@ -173,7 +208,7 @@ static CUresult check_config(CUfunction f, int is_kernel, const struct func_desc
     if (!surely && func_attr(f, is_kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &max_dyn_smem) &&
         shmem > (unsigned)max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
-    return cooperative ? check_cooperative(f, grid, threads, shmem) : CUDA_SUCCESS;
+    return cooperative ? check_cooperative(lim, f, grid, threads, shmem) : CUDA_SUCCESS;
 }
 
 /* A launch the client refuses: SCUDA_LOG=debug says why, since the program

@@ -213,7 +213,8 @@ CUresult compile_cache_store(void *handle, unsigned flags, const void *data, uns
             LOG_WARN("compile cache: cannot write to %s (%s); compiles are not kept", cache_dir, strerror(errno));
         return CUDA_SUCCESS; /* the caller has its output: a cache that cannot keep it is no error */
     }
-    module_store_evict(cache_dir, cache_limit);
+    static struct store_evict_pace pace;
+    module_store_evict_paced(cache_dir, cache_limit, &pace, (uint64_t)len + MODULE_STORE_HEADER);
     return CUDA_SUCCESS;
 }
 

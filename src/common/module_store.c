@@ -427,6 +427,15 @@ static int consider(int dfd, const char *name, struct store_file **files, size_t
     return 0;
 }
 
+int module_store_evict_paced(const char *dir, uint64_t limit, struct store_evict_pace *pace, uint64_t stored)
+{
+    uint64_t since = atomic_fetch_add(&pace->unscanned, stored) + stored;
+    int first = !atomic_exchange(&pace->scanned, 1);
+    if (!first && since < limit / MODULE_STORE_SCAN_SHARE) return 0;
+    atomic_store(&pace->unscanned, 0);
+    return module_store_evict(dir, limit);
+}
+
 int module_store_evict(const char *dir, uint64_t limit)
 {
     DIR *d = opendir(dir);

@@ -93,6 +93,21 @@ int module_store_user_mark(const char *dir, const uint8_t key[MODULE_KEY_LEN], c
  * writers. Returns how many images were deleted. */
 int module_store_evict(const char *dir, uint64_t limit);
 
+/* The scan for eviction reads every file's size: after each store, it
+ * made a framework that stores thousands of small entries (cuDNN's
+ * runtime-built kernels, NVRTC's compiles) quadratic. So a process scans
+ * at its first store and then after each 1/MODULE_STORE_SCAN_SHARE of the
+ * limit it stored: the directory may pass its limit by that much per
+ * process between scans. Zero-initialized; thread-safe. */
+#define MODULE_STORE_SCAN_SHARE 16
+struct store_evict_pace {
+    _Atomic uint64_t unscanned; /* bytes stored since the last scan */
+    _Atomic int scanned;        /* this process scanned once */
+};
+/* After a store of `stored` bytes (headers included): module_store_evict
+ * when a scan is due, else nothing. Returns how many images went. */
+int module_store_evict_paced(const char *dir, uint64_t limit, struct store_evict_pace *pace, uint64_t stored);
+
 /* The eviction rule itself, apart from the directory: sorts files oldest
  * use first and returns how many from the front must go so that the rest
  * total at most limit. */

@@ -28,8 +28,7 @@ static struct {
     const char *dir;
     uint64_t disk_limit;
     int write_failed; /* a store failed: this session stores no more */
-    uint64_t unscanned; /* bytes stored since the directory was last scanned for eviction */
-    int scanned;        /* it was, once in this session */
+    struct store_evict_pace pace; /* when the directory is scanned for eviction */
     struct entry *e;
     size_t n, cap;
     uint64_t bytes, clock;
@@ -213,10 +212,6 @@ void module_cache_received(size_t len)
     pthread_mutex_unlock(&mc.lock);
 }
 
-/* The disk cache is scanned for eviction after each 1/16 of its limit
- * stored (disk_put). */
-#define EVICT_SCAN_SHARE 16
-
 /* Disk trouble (full, read-only, removed) costs transfers, never a load:
  * say so once and stop storing for the rest of the session (lookups go on). */
 static void disk_put(const uint8_t key[MODULE_KEY_LEN], const uint8_t user[MODULE_USER_TAG_LEN], const void *image,
@@ -241,18 +236,7 @@ static void disk_put(const uint8_t key[MODULE_KEY_LEN], const uint8_t user[MODUL
                      "--module-cache DIR or --module-cache off", mc.dir, strerror(err));
         return;
     }
-    /* The scan for eviction reads every file's size: after each store, it
-     * made a framework that stores thousands of small images (cuDNN's
-     * runtime-built kernels) quadratic. It runs at a session's first
-     * store and then after each EVICT_SCAN_SHARE of the limit stored, so
-     * the cache may pass its limit by that much per session between
-     * scans. */
-    pthread_mutex_lock(&mc.lock);
-    mc.unscanned += len + MODULE_STORE_HEADER;
-    int scan = !mc.scanned || mc.unscanned >= mc.disk_limit / EVICT_SCAN_SHARE;
-    if (scan) mc.unscanned = 0, mc.scanned = 1;
-    pthread_mutex_unlock(&mc.lock);
-    int evicted = scan ? module_store_evict(mc.dir, mc.disk_limit) : 0;
+    int evicted = module_store_evict_paced(mc.dir, mc.disk_limit, &mc.pace, len + MODULE_STORE_HEADER);
     if (scuda_log_enabled(SCUDA_LOG_DEBUG)) {
         char hex[2 * MODULE_KEY_LEN + 1];
         module_key_hex(key, hex);

@@ -239,6 +239,35 @@ static void test_evict(void)
     unlink(fresh);
 }
 
+/* The paced scan: at the first store, then only once 1/16 of the limit
+ * was stored since the last scan. */
+static void test_evict_paced(void)
+{
+    uint8_t k[4][MODULE_KEY_LEN];
+    char p[4][700];
+    uint64_t one = MODULE_STORE_HEADER + 100, limit = 2 * one;
+    CHECK(limit / MODULE_STORE_SCAN_SHARE < one); /* else each store below is due a scan on its own */
+    struct store_evict_pace pace = {0};
+    for (int i = 0; i < 3; i++) {
+        store((uint8_t)('a' + i), 100, k[i]);
+        path_of(k[i], p[i], sizeof p[i]);
+        set_time(p[i], 300 - 10 * i);
+    }
+    /* The first store scans: three images over a limit of two. */
+    CHECK(module_store_evict_paced(dir, limit, &pace, 1) == 1); /* the first store scans */
+    CHECK(!exists(p[0]) && exists(p[1]) && exists(p[2]));
+    store('d', 100, k[3]);
+    path_of(k[3], p[3], sizeof p[3]);
+    /* Stores of a byte each: not due until 1/16 of the limit is reached. */
+    uint64_t due = limit / MODULE_STORE_SCAN_SHARE;
+    for (uint64_t n = 1; n < due; n++)
+        CHECK(module_store_evict_paced(dir, limit, &pace, 1) == 0);
+    CHECK(exists(p[1]) && exists(p[2]) && exists(p[3])); /* nothing went between scans */
+    CHECK(module_store_evict_paced(dir, limit, &pace, 1) == 1); /* 1/16 of the limit stored: a scan */
+    CHECK(!exists(p[1]) && exists(p[2]) && exists(p[3]));
+    CHECK(module_store_evict(dir, 0) == 2);
+}
+
 static void test_prepare(const char *base)
 {
     char err[1024], p[700];
@@ -271,6 +300,7 @@ int main(void)
     test_read_write();
     test_keyed();
     test_evict();
+    test_evict_paced();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     CHECK(system(cmd) == 0);

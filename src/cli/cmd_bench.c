@@ -74,10 +74,15 @@ struct plan {
     uint64_t max_copy;    /* largest copy size */
     uint64_t copy_budget; /* bytes per copy point: reps = budget / size ... */
     int copy_max_reps;    /* ... clamped to [3, this] */
+    int alloc_n;          /* cuMemAlloc + cuMemFree pairs per size */
+    double figure_s;      /* on a slow link, about the most one figure's round trips take (plan_fit_link) */
 };
 
-static const struct plan FULL = {0, 10000, 2000, 100000, 256 * MiB, 3, 1 * GiB, 1 * GiB, 1000};
-static const struct plan QUICK = {1, 2000, 500, 20000, 256 * MiB, 3, 256 * MiB, 256 * MiB, 300};
+static const struct plan FULL = {0, 10000, 2000, 100000, 256 * MiB, 3, 1 * GiB, 1 * GiB, 1000, 1000, 10.0};
+static const struct plan QUICK = {1, 2000, 500, 20000, 256 * MiB, 3, 256 * MiB, 256 * MiB, 300, 200, 2.0};
+
+/* The fewest samples a latency figure gets however slow the link. */
+#define FIT_MIN_SAMPLES 20
 
 /* ---- results: plain data, so the native child can send them through a pipe ---- */
 
@@ -304,7 +309,7 @@ static void bench_sync(const struct driver *d, const struct plan *p, CUstream st
  * that does not cache (or a program that allocates per step) pays. */
 static void bench_alloc(const struct driver *d, const struct plan *p, const char *who, struct gpu_results *g)
 {
-    int n = p->quick ? 200 : 1000;
+    int n = p->alloc_n;
     double *v = malloc(sizeof(double) * (size_t)n);
     for (int si = 0; si < N_ALLOC_SIZES; si++) {
         struct lat *l = &g->alloc[si];
@@ -775,20 +780,41 @@ static void raw_rtt(const char *addr, const struct plan *p, struct lat *out)
     if (fd < 0) return;
     double *v = malloc(sizeof(double) * (size_t)p->rtt_n);
     uint8_t msg[16] = "scuda bench rtt", back[16];
-    int ok = v != NULL;
+    int ok = v != NULL, n = 0;
+    /* 100 pings to warm up, then rtt_n, each part bounded by time: over a
+     * WAN 2000 round trips alone took 40 s. */
+    double warm_until = now_s() + p->figure_s / 10, until = 0;
     for (int i = -100; ok && i < p->rtt_n; i++) {
         double t0 = now_s();
+        if (i < 0 && t0 > warm_until) i = 0;
+        if (i == 0 && until == 0) until = t0 + p->figure_s;
+        if (i >= FIT_MIN_SAMPLES && t0 > until) break;
         ok = io_write_full(fd, msg, sizeof msg) == 0 && io_read_full_timeout(fd, back, sizeof back, RAW_TIMEOUT_MS) == 0;
-        if (i >= 0) v[i] = (now_s() - t0) * 1e6;
+        if (i >= 0) v[i] = (now_s() - t0) * 1e6, n = i + 1;
     }
     if (!ok)
         snprintf(out->err, sizeof out->err, "raw echo: %s", v ? strerror(errno) : "out of memory");
     else if (memcmp(msg, back, sizeof msg) != 0)
         snprintf(out->err, sizeof out->err, "raw echo: the server sent back other bytes");
     else
-        lat_fill(out, v, p->rtt_n);
+        lat_fill(out, v, n);
     free(v);
     io_close(fd);
+}
+
+/* Fixed counts suit a loopback or a LAN, where a round trip takes tens of
+ * microseconds; over a WAN (20 ms) they made one run take more than five
+ * minutes. So each figure that costs a round trip a sample gets as many as
+ * fit in about p->figure_s at the link's measured round trip, at least
+ * FIT_MIN_SAMPLES (copies: 3 a batch). Nothing changes where the counts fit. */
+static void plan_fit_link(struct plan *p, double rtt_us)
+{
+    double fit = rtt_us > 0 ? p->figure_s / (rtt_us * 1e-6) : 1e9;
+    int fit_n = fit < FIT_MIN_SAMPLES ? FIT_MIN_SAMPLES : fit > 1e9 ? 1000000000 : (int)fit;
+    if (p->sync_n > fit_n) p->sync_n = fit_n;
+    if (p->alloc_n > fit_n / 2) p->alloc_n = fit_n / 2 > FIT_MIN_SAMPLES ? fit_n / 2 : FIT_MIN_SAMPLES; /* 2 calls a pair */
+    int copy_fit = fit_n / COPY_SMALL_BATCHES; /* a small copy point runs its reps COPY_SMALL_BATCHES times */
+    if (p->copy_max_reps > copy_fit) p->copy_max_reps = copy_fit > 3 ? copy_fit : 3;
 }
 
 /* One sink transfer of n bytes from buf: seconds until acknowledged, or < 0. */
@@ -1285,6 +1311,8 @@ static void usage(FILE *f)
             "                      saved by 'scuda HOST:PORT' in ~/.config/scuda/host)\n"
             "  --json FILE         also write every figure, and the ratios, to FILE\n"
             "  --quick             fewer repetitions, copies up to 256 MiB\n"
+            "                      (over a slow link each latency figure takes about 2 s,\n"
+            "                      10 s without --quick: as many samples as fit, at least 20)\n"
             "  --max-copy SIZE     copies and raw transfers up to SIZE (e.g. 1M), for a quick check\n"
             "  --native            also run the driver workloads against this machine's own\n"
             "                      libcuda.so.1 (on the GPU machine), for a native column\n"
@@ -1342,6 +1370,8 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "%s: cannot measure the link to %s: %s\n", CMD, addr, raw.rtt.err);
         return 1;
     }
+    struct plan native_plan = plan; /* natively nothing crosses the link */
+    plan_fit_link(&plan, raw.rtt.median);
     raw_bw(addr, p, &raw.bw);
     /* The streams a striped copy uses; striping off still shows what it
      * would give with the default. */
@@ -1351,7 +1381,7 @@ int cmd_bench(int argc, char **argv)
     raw_bw_k(addr, p, raw.k, &raw.bw_k);
 
     with_native = native;
-    if (native) run_native(p, &nat);
+    if (native) run_native(&native_plan, &nat);
 
     char path[PATH_MAX + 16], err[256];
     struct driver d;

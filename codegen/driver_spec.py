@@ -75,6 +75,11 @@ FLAGS
                     encoder is then a function of its own,
                     `memo_key_EXPORT(wire_buf *key, args...)`, for the hook's
                     keys of calls not yet made (src/client/hooks.h)
+  one_way_when      (sync, no outputs) the stub asks `hook_one_way_EXPORT(args...)`
+                    (src/client/hooks.h) after its other checks: nonzero when
+                    the client knows the driver accepts the call, which then
+                    goes one-way (its error, should it fail all the same, is
+                    reported as a one-way call's)
   out_on_error      (sync) the outputs come back when the call fails too:
                     the driver's index of the element that failed
 
@@ -328,10 +333,10 @@ cuFuncGetName                 local
 cuFuncGetModule               local
 cuFuncGetParamInfo            local
 cuKernelGetAttribute          manual  sends=scuda_func_attributes,cuKernelGetAttribute   # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per kernel and device
-cuKernelSetAttribute          sync    invalidates_memo_of=kernel  setting=val
+cuKernelSetAttribute          sync    invalidates_memo_of=kernel  setting=val  one_way_when  # src/client/attr_set.c
 cuKernelSetCacheConfig        sync    invalidates_memo
 cuFuncGetAttribute            manual  sends=scuda_func_attributes,cuFuncGetAttribute     # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per function
-cuFuncSetAttribute            sync    invalidates_memo_of=hfunc  setting=value
+cuFuncSetAttribute            sync    invalidates_memo_of=hfunc  setting=value  one_way_when  # src/client/attr_set.c
 cuFuncSetCacheConfig          sync    invalidates_memo
 cuFuncSetSharedMemConfig      sync    invalidates_memo
 cuFuncLoad                    sync    invalidates_memo

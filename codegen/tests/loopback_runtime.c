@@ -225,6 +225,12 @@ int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *k, 
     return 0;
 }
 void hook_attribute_set(const void *h) { (void)h; }
+int hook_one_way_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { (void)f, (void)a, (void)v; return 0; }
+int hook_one_way_cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
+{
+    (void)a, (void)v, (void)k, (void)d;
+    return 0;
+}
 CUresult hook_cuStreamQuery(CUresult r, CUstream s) { (void)s; return r; }
 CUresult hook_cuEventQuery(CUresult r, CUevent e) { (void)e; return r; }
 CUresult hook_cuEventSynchronize(CUresult r, CUevent e) { (void)e; return r; }

@@ -25,6 +25,10 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream hStream, CUdeviceptr d
 /* Before the call (spec flag `guard`): nonzero when the call is answered
  * here, with *r its result. cross_server.c: what names objects of two
  * servers of a client of several (servers.h). */
+/* attr_set.c (spec flag one_way_when): nonzero when the driver surely
+ * accepts the set, which then goes one-way. */
+int hook_one_way_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value);
+int hook_one_way_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev);
 /* occupancy.c: a function that misses the memo twice gets a row of
  * cluster widths in one round trip. The key (request) encoder is the
  * generated one (spec flag memo_miss). */

@@ -158,6 +158,8 @@ static unsigned threads_surely_allowed(const struct device_launch_limits *lim, c
  * (0: nothing is certain). */
 static unsigned dyn_smem_surely_allowed(const struct device_launch_limits *lim, const struct func_desc *d)
 {
+    int64_t set = __atomic_load_n(&d->dyn_smem_set, __ATOMIC_ACQUIRE);
+    if (set > 0) return (unsigned)(set - 1); /* the program set it, to a value the driver surely took */
     if (!d->limits.known || __atomic_load_n(&d->attribute_set, __ATOMIC_ACQUIRE)) return 0;
     unsigned per_block = lim->smem_per_block;
     return d->limits.shared_bytes < per_block ? per_block - d->limits.shared_bytes : 0;

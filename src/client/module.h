@@ -19,6 +19,8 @@ struct func_desc {
     int layout_known;     /* 0 until the session could tell (see func_layout) */
     struct kernel_limits limits; /* read from the image (launch.c); known 0 when not */
     int attribute_set;           /* an attribute of it was set: atomic (hook_attribute_set) */
+    int64_t dyn_smem_set;        /* 1 + the dynamic shared memory limit its last set surely gave it, else 0:
+                                  * atomic (attr_set.c) */
 };
 
 /* The function's parameter layout, asked of the session the first time if

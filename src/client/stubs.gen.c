@@ -1291,12 +1291,15 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
     rpc_put_handle(&c.req, hfunc);
     wb_put_u32(&c.req, (uint32_t)(attrib));
     wb_put_i32(&c.req, (int32_t)(value));
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!wr_ok_end(&c.out))
+    CUresult r;
+    if (hook_one_way_cuFuncSetAttribute(hfunc, attrib, value)) {
+        r = rpc_async(&c);
+    } else {
+        r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS && !wr_ok_end(&c.out))
             r = bad_reply("cuFuncSetAttribute");
+        rpc_end(&c);
     }
-    rpc_end(&c);
     memo_invalidate_about(OP_cuFuncSetAttribute, handle_wire_id(hfunc));
     hook_attribute_set(hfunc);
     if (r == CUDA_SUCCESS && set_ok)
@@ -2956,12 +2959,15 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
     wb_put_i32(&c.req, (int32_t)(val));
     rpc_put_handle(&c.req, kernel);
     wb_put_i32(&c.req, (int32_t)(device_local(dev)));
-    CUresult r = rpc_sync(&c);
-    if (r == CUDA_SUCCESS) {
-        if (!wr_ok_end(&c.out))
+    CUresult r;
+    if (hook_one_way_cuKernelSetAttribute(attrib, val, kernel, dev)) {
+        r = rpc_async(&c);
+    } else {
+        r = rpc_sync(&c);
+        if (r == CUDA_SUCCESS && !wr_ok_end(&c.out))
             r = bad_reply("cuKernelSetAttribute");
+        rpc_end(&c);
     }
-    rpc_end(&c);
     memo_invalidate_about(OP_cuKernelSetAttribute, handle_wire_id(kernel));
     hook_attribute_set(kernel);
     if (r == CUDA_SUCCESS && set_ok)

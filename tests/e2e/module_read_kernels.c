@@ -28,6 +28,15 @@
  *          written, logged), and another kernel of the image still
  *          works; the same for the image re-loaded (one-way) and loaded
  *          as a library (its kernel's function, and the kernel).
+ *   attrs  attribute sets the driver surely accepts go one-way
+ *          (src/client/attr_set.c): a kernel's dynamic shared memory
+ *          raised within the device's opt-in limit less its static size,
+ *          and a carveout; a launch within the raised limit then asks
+ *          nothing, and the session applied the set before it (the
+ *          attribute reads back). A value past the opt-in limit, an
+ *          attribute the client does not judge, and a kernel set for a
+ *          device that does not exist wait, and their refusals come from
+ *          the call.
  *   off    with SCUDA_READ_KERNELS=0 the same load asks by digest and
  *          then sends the bytes, as before.
  * Also: cuModuleGetLoadingMode answers the session's driver's mode, lazy
@@ -232,6 +241,53 @@ static int layout_client(void *arg)
     return 0;
 }
 
+static int attr_client(void *arg)
+{
+    (void)arg;
+    h_cuda_setup();
+    CUmodule m;
+    CUfunction fill;
+    CU(cuModuleLoadData(&m, rk_good));
+    CU(cuModuleGetFunction(&fill, m, "fill_u32"));
+    int optin = 0;
+    CU(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0));
+    CU(cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 60000)); /* one-way */
+    CU(cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));  /* one-way */
+    CU(cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 60000)); /* one-way again */
+    /* A launch within the limit the set gave: no question asked. */
+    CUdeviceptr d;
+    uint32_t value = 5, out[4] = {0};
+    unsigned long long n = 4;
+    void *args[] = {&d, &value, &n};
+    CU(cuMemAlloc_v2(&d, sizeof out));
+    CU(cuLaunchKernel(fill, 1, 1, 1, 4, 1, 1, 60000, NULL, args, NULL));
+    CU(cuMemcpyDtoH_v2(out, d, sizeof out));
+    CHECK(out[0] == 5 && out[3] == 5, "the launch with 60000 bytes of dynamic shared memory wrote %u %u", out[0],
+          out[3]);
+    int got = 0;
+    CU(cuFuncGetAttribute(&got, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fill));
+    CHECK(got == 60000, "the one-way set reads back as %d", got);
+    /* These wait, and the driver's refusal is the call's. */
+    CUresult r = cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 1);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a limit past the opt-in one returned %s", h_cu_name(r));
+    r = cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 99);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a cluster width of 99 returned %s", h_cu_name(r));
+    CUlibrary lib;
+    CUkernel k;
+    CU(cuLibraryLoadData(&lib, rk_good, NULL, NULL, 0, NULL, NULL, 0));
+    CU(cuLibraryGetKernel(&k, lib, "fill_u32"));
+    CU(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 70000, k, 0)); /* one-way */
+    r = cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 70000, k, 99);
+    CHECK(r == CUDA_ERROR_INVALID_DEVICE, "a set for device 99 returned %s", h_cu_name(r));
+    CU(cuKernelGetAttribute(&got, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, 0));
+    CHECK(got == 70000, "the kernel's one-way set reads back as %d", got);
+    CU(cuMemFree_v2(d));
+    CU(cuLibraryUnload(lib));
+    CU(cuModuleUnload(m));
+    CU(cuCtxSynchronize()); /* no one-way set failed */
+    return 0;
+}
+
 static int off_client(void *arg)
 {
     (void)arg;
@@ -292,6 +348,24 @@ static void layout(const struct h_server *srv)
     printf("ok layout: a kernel whose layout the driver contradicts is refused at every launch, and logged\n");
 }
 
+static void attrs(void)
+{
+    char *stats = run_client("read_kernels-attrs", attr_client);
+    unsigned one_way = h_stats_count(stats, "async", "cuFuncSetAttribute"),
+             waited = h_stats_count(stats, "sync", "cuFuncSetAttribute");
+    CHECK(one_way == 2 && waited == 2, "cuFuncSetAttribute: %u one-way (want 2: the limit, the carveout; the "
+          "repeat is answered here), %u waited (want 2)\n%s", one_way, waited, stats);
+    one_way = h_stats_count(stats, "async", "cuKernelSetAttribute");
+    waited = h_stats_count(stats, "sync", "cuKernelSetAttribute");
+    CHECK(one_way == 1 && waited == 1, "cuKernelSetAttribute: %u one-way, %u waited (want 1, 1)\n%s", one_way,
+          waited, stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_func_attributes") == 2,
+          "only the two read-backs (the function's, the kernel's) should ask for attributes, not the launch\n%s",
+          stats);
+    free(stats);
+    printf("ok attrs: sets the driver surely accepts go one-way, the launch within them asks nothing\n");
+}
+
 static void off(void)
 {
     setenv("SCUDA_READ_KERNELS", "0", 1);
@@ -312,6 +386,7 @@ int main(void)
     good(&srv);
     bad(&srv);
     layout(&srv);
+    attrs();
     h_server_stop(&srv);
     /* A fresh server: its cache lacks the image, so the load sends it.
      * Its driver loads eagerly, and the client is told so. */

@@ -47,16 +47,17 @@ static int least_optin_smem(void)
     return least;
 }
 
-static int device_exists(CUdevice dev)
+static int device_count(void)
 {
     int n = 0;
-    return cuDeviceGetCount(&n) == CUDA_SUCCESS && dev >= 0 && dev < n;
+    return cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
 }
 
 /* Whether the driver surely accepts attribute a = v for the function or
  * kernel h; notes a sure dynamic shared memory limit for the launch check
- * (and forgets it on any other set). */
-static int surely_accepted(const void *h, CUfunction_attribute a, int v)
+ * when it holds wherever h launches (`everywhere`), and forgets it on any
+ * other set. */
+static int surely_accepted(const void *h, CUfunction_attribute a, int v, int everywhere)
 {
     struct func_desc *d = func_lookup(h);
     if (!d) return 0; /* not a function of this process: the driver says what is wrong */
@@ -67,7 +68,7 @@ static int surely_accepted(const void *h, CUfunction_attribute a, int v)
         int optin = least_optin_smem();
         sure = optin > 0 && (uint64_t)v + d->limits.shared_bytes <= (uint64_t)optin;
     }
-    int known = sure && a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    int known = sure && everywhere && a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
     if (known || a != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) /* a carveout leaves the limit */
         __atomic_store_n(&d->dyn_smem_set, known ? (int64_t)v + 1 : 0, __ATOMIC_RELEASE);
     return sure;
@@ -75,10 +76,13 @@ static int surely_accepted(const void *h, CUfunction_attribute a, int v)
 
 int hook_one_way_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
-    return surely_accepted(hfunc, attrib, value);
+    return surely_accepted(hfunc, attrib, value, 1); /* a function is one context's, so one device's */
 }
 
 int hook_one_way_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
-    return device_exists(dev) && surely_accepted(kernel, attrib, val);
+    /* A kernel's set is for one device: the launch check may take its
+     * limit only where there is no other. */
+    int n = device_count();
+    return dev >= 0 && dev < n && surely_accepted(kernel, attrib, val, n == 1);
 }

@@ -26,7 +26,8 @@
 #include "module.h"
 
 /* The least opt-in shared memory per block of the devices the client
- * sees (read once: it never changes); 0 when it cannot be read. */
+ * sees (kept once read: it never changes); 0 when it cannot be read
+ * (then asked again next time). */
 static int least_optin_smem(void)
 {
     static _Atomic int cached = -1;
@@ -43,7 +44,7 @@ static int least_optin_smem(void)
             }
             if (dev == 0 || o < least) least = o;
         }
-    atomic_store(&cached, least);
+    if (least > 0) atomic_store(&cached, least);
     return least;
 }
 

@@ -221,6 +221,32 @@ class Ops(unittest.TestCase):
                 self.assertEqual(f.read(), text, "%s is stale: run python3 codegen/gen_driver.py" % rel)
 
 
+class HookFlags(unittest.TestCase):
+    """What the hook flags put in a stub (driver_spec.py's docstring)."""
+
+    def stub(self, name):
+        text = files()["src/client/stubs.gen.c"]
+        start = text.index("EXPORT CUresult %s(" % name)
+        return text[start:text.index("\n}\n", start)]
+
+    def test_one_way_when(self):
+        for name in ("cuFuncSetAttribute", "cuKernelSetAttribute"):
+            body = self.stub(name)
+            ask = body.index("if (hook_one_way_%s(" % name)
+            self.assertLess(body.index("memo_setting_is("), ask, "a repeated set is answered before the hook")
+            self.assertLess(ask, body.index("rpc_async(&c)"))
+            self.assertLess(body.index("rpc_async(&c)"), body.index("rpc_sync(&c)"), "the else branch waits")
+
+    def test_memo_miss(self):
+        text = files()["src/client/stubs.gen.c"]
+        self.assertIn("void memo_key_cuOccupancyMaxActiveClusters(wire_buf *key, ", text)
+        body = self.stub("cuOccupancyMaxActiveClusters")
+        self.assertIn("memo_key_cuOccupancyMaxActiveClusters(&key, ", body)
+        self.assertLess(body.index("memo_lookup("), body.index("hook_memo_miss_cuOccupancyMaxActiveClusters(&g_, &key"),
+                        "the hook is asked on a miss only")
+        self.assertLess(body.index("hook_memo_miss_"), body.index("rpc_sync(&c)"))
+
+
 class Spec(unittest.TestCase):
     def test_issue2_surface_is_covered(self):
         m = model()

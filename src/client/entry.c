@@ -139,6 +139,10 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 /* ---- the shim's private API ---------------------------------------------- */
 
+/* For bench/torch_bench.py: how many calls have waited for a reply so far
+ * (the round trips a stretch of a program paid: ask before and after it). */
+EXPORT uint64_t scuda_client_waits(void) { return rpc_wait_count(); }
+
 /* For `scuda info` and `scuda bench`: round trips of an empty call. Fills
  * rtt_us[0..iterations) in microseconds; returns 0 on success. */
 EXPORT int scuda_client_ping(double *rtt_us, int iterations)

@@ -105,9 +105,14 @@ void rpc_push_mirrors(void)
     if (push_hook) push_hook();
 }
 
+static _Atomic uint64_t sync_sent; /* calls that waited for a reply: rpc_wait_count() */
+
+uint64_t rpc_wait_count(void) { return atomic_load_explicit(&sync_sent, memory_order_relaxed); }
+
 CUresult rpc_start(rpc_call *c)
 {
     if (!c->pushed) rpc_push_mirrors();
+    atomic_fetch_add_explicit(&sync_sent, 1, memory_order_relaxed);
     stats_count(c->op, 0);
     c->stats_t0 = stats_enabled() ? stats_now_ns() : 0;
     return conn_send(c, 0);

@@ -74,6 +74,9 @@ void rpc_defer_error(CUresult r);
  * (through the hook set at cuInit: coherence.c). */
 void rpc_push_mirrors(void);
 void rpc_set_push_hook(void (*hook)(void));
+/* How many calls of this process waited for a reply (always counted: what
+ * SCUDA_STATS lists as "sync"; scuda_client_waits()). */
+uint64_t rpc_wait_count(void);
 /* How many one-way calls this process has sent (see stream_sync.c). */
 uint64_t rpc_async_count(void);
 /* The same, counting only the calling thread's. */

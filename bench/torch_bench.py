@@ -262,10 +262,12 @@ def _train(vocab, d, layers, heads, ctx, batch, warm, iters):
         return loss
 
     waits0 = _scuda_waits()
+    print_scuda_stats("before the first step")
     t_first = time.perf_counter()
     first = step().item()  # the first step: every first-time query, kernel choice and load
     first_s = time.perf_counter() - t_first
     first_waits = None if waits0 is None else _scuda_waits() - waits0
+    print_scuda_stats("after the first step")
     for _ in range(warm - 1):
         step()
     _sync()
@@ -573,16 +575,22 @@ def link_from_bench(path):
 # The parent: start workers, collect, print.
 # --------------------------------------------------------------------------
 
-def print_scuda_stats():
-    """With SCUDA_STATS=1 through SCUDA: the client's call counts on stderr
-    (its atexit handler does not run: the worker leaves with os._exit)."""
+def print_scuda_stats(mark=None):
+    """With SCUDA_STATS=1 through SCUDA: the client's call counts so far on
+    stderr (its atexit handler does not run: the worker leaves with
+    os._exit), after a line "=== scuda stats MARK" when mark is given;
+    bench/stats_diff.py subtracts two such blocks."""
     if not os.environ.get("SCUDA_STATS"):
         return
     try:
         import ctypes
-        ctypes.CDLL("libcuda.so.1").scuda_client_stats_print()
+        f = ctypes.CDLL("libcuda.so.1").scuda_client_stats_print
     except (OSError, AttributeError):
-        pass  # the real driver: nothing to print
+        return  # the real driver: nothing to print
+    if mark:
+        print("=== scuda stats %s" % mark, file=sys.stderr, flush=True)
+    sys.stderr.flush()
+    f()
 
 
 def run_worker(cmd, timeout, env=None):

@@ -77,7 +77,11 @@ static int surely_accepted(const void *h, CUfunction_attribute a, int v, int eve
 
 int hook_one_way_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
-    return surely_accepted(hfunc, attrib, value, 1); /* a function is one context's, so one device's */
+    /* A function is one context's, so one device's; a kernel passed as a
+     * function is set for the current device only. */
+    int is_kernel = 0;
+    if (!func_lookup_kind(hfunc, &is_kernel)) return 0;
+    return surely_accepted(hfunc, attrib, value, !is_kernel || device_count() == 1);
 }
 
 int hook_one_way_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)

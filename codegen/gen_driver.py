@@ -978,6 +978,9 @@ class Emitter:
     def forward(self, e):
         B = "&c.req" if e.cls != "memo" else "&key"
         miss_hook = e.cls == "memo" and "memo_miss" in e.flags
+        for flag, cls in (("memo_miss", "memo"), ("one_way_when", "sync")):
+            if flag in e.flags and e.cls != cls:
+                raise SystemExit("%s: %s applies to %s calls only, not %s" % (e.name, flag, cls, e.cls))
         o = [self.memo_key(e) if miss_hook else "",
              "EXPORT %s\n{\n" % self.decl(e), "    SHIM_ENTER(%s, (%s));\n" % (e.name, self.argnames(e))]
         if "pre_hook" in e.flags:

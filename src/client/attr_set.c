@@ -55,12 +55,11 @@ static int device_count(void)
 }
 
 /* Whether the driver surely accepts attribute a = v for the function or
- * kernel h; notes a sure dynamic shared memory limit for the launch check
- * when it holds wherever h launches (`everywhere`), and forgets it on any
- * other set. */
-static int surely_accepted(const void *h, CUfunction_attribute a, int v, int everywhere)
+ * kernel described by d (NULL: not one of this process's). Notes a sure
+ * dynamic shared memory limit for the launch check when it holds wherever
+ * the kernel launches (`everywhere`), and forgets it on any other set. */
+static int surely_accepted(struct func_desc *d, CUfunction_attribute a, int v, int everywhere)
 {
-    struct func_desc *d = func_lookup(h);
     if (!d) return 0; /* not a function of this process: the driver says what is wrong */
     int sure = 0;
     if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
@@ -80,8 +79,8 @@ int hook_one_way_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
     /* A function is one context's, so one device's; a kernel passed as a
      * function is set for the current device only. */
     int is_kernel = 0;
-    if (!func_lookup_kind(hfunc, &is_kernel)) return 0;
-    return surely_accepted(hfunc, attrib, value, !is_kernel || device_count() == 1);
+    struct func_desc *d = func_lookup_kind(hfunc, &is_kernel);
+    return surely_accepted(d, attrib, value, !is_kernel || device_count() == 1);
 }
 
 int hook_one_way_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
@@ -89,5 +88,5 @@ int hook_one_way_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
     /* A kernel's set is for one device: the launch check may take its
      * limit only where there is no other. */
     int n = device_count();
-    return dev >= 0 && dev < n && surely_accepted(kernel, attrib, val, n == 1);
+    return dev >= 0 && dev < n && surely_accepted(func_lookup(kernel), attrib, val, n == 1);
 }

@@ -303,10 +303,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
-cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
-cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
-cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
 cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
@@ -315,8 +315,8 @@ cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
 cuModuleGetSurfRef            sync    pSurfRef=existing
-cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
-cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
 cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
 cuLibraryGetKernelCount       local
@@ -894,6 +894,34 @@ op scuda_module_load_new
     in u8 names_digest[IMAGE_DIGEST_LEN] # image_kernels_digest of their names, in order
     in layout_info layouts[] max=MODULE_MAX_FUNCS # each one's, in the same order
     in bytes image bulk
+
+# The images the server's module cache holds for this client's user, most
+# recently used first, at most max of them: the session keeps each one
+# readable for its life (mapped, so that eviction cannot take it), so that
+# the client may load any of them one-way by digest
+# (scuda_module_load_held). Asked once per process and server, at the
+# first load. A second ask answers the same list.
+const MODULE_HELD_MAX     4096
+
+record held_image                      # an image the session holds for its client
+    u8 digest[32]                      # SHA-256 of the image's bytes
+    u64 image_len
+
+op scuda_module_held             blocking
+    in u32 max                         # at most this many (MODULE_HELD_MAX at most)
+    out held_image images[] max=MODULE_HELD_MAX
+
+# One-way: scuda_module_load_new for an image scuda_module_held listed,
+# named by its digest instead of carried: the session loads it from the
+# module cache, and checks the client's kernels and layouts as for
+# scuda_module_load_new.
+op scuda_module_load_held
+    in load_head head                  # no log buffers among its options: nothing comes back
+    in u8 digest[IMAGE_DIGEST_LEN]
+    in u64 image_len
+    in u32 funcs_count
+    in u8 names_digest[IMAGE_DIGEST_LEN]
+    in layout_info layouts[] max=MODULE_MAX_FUNCS
 
 op scuda_module_get_function
     in bind_by_name bind

@@ -23,6 +23,7 @@
 #include "image_digest.h"
 #include "jit_request.h"
 #include "module_known.h"
+#include "module_held.h"
 #include "memo.h"
 #include "conn.h"
 #include "context.h"
@@ -461,67 +462,99 @@ static struct loaded *loaded_from_kernels(struct image_kernels *k, const struct 
     return l;
 }
 
-/* The load's request: the names' digest and each kernel's layout, from k. */
-static int put_load_new(wire_buf *b, struct msg_scuda_module_load_new_req *m, const struct image_kernels *k)
+/* What the session checks a read image against: the digest of its
+ * kernels' names in order and each one's layout, from k. */
+struct read_claims {
+    uint8_t names_digest[AUTH_SHA256_LEN];
+    struct msg_layout_info *layouts;
+    struct msg_param_slot *slots;
+};
+
+static void claims_free(struct read_claims *cl)
+{
+    free(cl->layouts);
+    free(cl->slots);
+}
+
+static int claims_of(const struct image_kernels *k, struct read_claims *cl)
 {
     const char **names = malloc((k->n ? k->n : 1) * sizeof *names);
-    struct msg_layout_info *layouts = calloc(k->n ? k->n : 1, sizeof *layouts);
     uint32_t nslots = 0;
     for (uint32_t i = 0; i < k->n; i++) nslots += k->k[i].nparams;
-    struct msg_param_slot *slots = calloc(nslots ? nslots : 1, sizeof *slots), *at = slots;
-    int rc = names && layouts && slots ? 0 : -1;
+    cl->layouts = calloc(k->n ? k->n : 1, sizeof *cl->layouts);
+    cl->slots = calloc(nslots ? nslots : 1, sizeof *cl->slots);
+    struct msg_param_slot *at = cl->slots;
+    int rc = names && cl->layouts && cl->slots ? 0 : -1;
     for (uint32_t i = 0; rc == 0 && i < k->n; i++) {
         const struct image_kernel *ik = &k->k[i];
         names[i] = ik->name;
-        layouts[i] = (struct msg_layout_info){.known = 1, .slots = at, .slots_count = ik->nparams};
+        cl->layouts[i] = (struct msg_layout_info){.known = 1, .slots = at, .slots_count = ik->nparams};
         for (uint32_t p = 0; p < ik->nparams; p++) *at++ = (struct msg_param_slot){ik->offset[p], ik->size[p]};
     }
-    if (rc == 0) {
-        image_kernels_digest(names, k->n, m->names_digest);
-        m->layouts = layouts;
-        msg_scuda_module_load_new_req_put(b, m);
-    }
+    if (rc == 0) image_kernels_digest(names, k->n, cl->names_digest);
+    else claims_free(cl);
     free(names);
-    free(layouts);
-    free(slots);
     return rc;
 }
 
-/* A load of an image new to the session whose kernels this process reads
- * itself (image_kernels.h): one-way, with its bytes, and the session
- * checks the names against its driver's (scuda_module_load_new). Returns
- * CUDA_ERROR_NOT_FOUND when this is not such an image, and the caller
- * asks with a round trip. */
-static CUresult load_new(struct server *srv, const struct msg_load_head *head, const void *img, size_t len,
-                         struct loaded **out)
+/* The one-way request: with the image's bytes, or, when the session holds
+ * the image (held_key), by its digest (scuda_module_load_held). */
+static void put_load_new(rpc_call *c, struct server *srv, const struct msg_load_head *head, const void *img,
+                         size_t len, const uint8_t *held_key, uint32_t n, const struct read_claims *cl)
 {
-    unsigned arch = len <= LOAD_NEW_MAX && read_kernels_enabled() ? server_arch(srv) : 0;
+    if (held_key) {
+        struct msg_scuda_module_load_held_req m = {.head = *head, .image_len = len, .funcs_count = n,
+                                                   .layouts = cl->layouts, .layouts_count = n};
+        memcpy(m.digest, held_key, sizeof m.digest);
+        memcpy(m.names_digest, cl->names_digest, sizeof m.names_digest);
+        rpc_begin_on(c, OP_scuda_module_load_held, srv);
+        msg_scuda_module_load_held_req_put(&c->req, &m);
+        return;
+    }
+    struct msg_scuda_module_load_new_req m = {.head = *head, .funcs_count = n, .layouts = cl->layouts,
+                                              .layouts_count = n, .image = img, .image_len = len};
+    memcpy(m.names_digest, cl->names_digest, sizeof m.names_digest);
+    rpc_begin_on(c, OP_scuda_module_load_new, srv);
+    msg_scuda_module_load_new_req_put(&c->req, &m);
+    c->bulk = img;
+    c->bulk_len = len;
+}
+
+/* A load of an image new to the session whose kernels this process reads
+ * itself (image_kernels.h): one-way, and the session checks the names
+ * against its driver's (scuda_module_load_new). The bytes go with it,
+ * unless the session holds the image (module_held.h), which then goes by
+ * its digest (key), whatever its size. Returns CUDA_ERROR_NOT_FOUND when
+ * this is not such an image, and the caller asks with a round trip. */
+static CUresult load_new(struct server *srv, const struct msg_load_head *head, const void *img, size_t len,
+                         const uint8_t key[AUTH_SHA256_LEN], struct loaded **out)
+{
+    unsigned arch = read_kernels_enabled() ? server_arch(srv) : 0;
+    const uint8_t *held_key = arch && module_held_has(srv, key, len) ? key : NULL;
     struct image_kernels k;
+    struct read_claims cl;
     char why[256];
-    if (!arch) return CUDA_ERROR_NOT_FOUND;
+    if (!arch || (!held_key && len > LOAD_NEW_MAX)) return CUDA_ERROR_NOT_FOUND;
     if (image_kernels(img, len, arch, head->is_library, &k, why, sizeof why) != 0) {
         LOG_DEBUG("a module load waits for its reply: %s", why);
         return CUDA_ERROR_NOT_FOUND;
     }
-    struct msg_scuda_module_load_new_req m = {.head = *head, .funcs_count = k.n, .layouts_count = k.n,
-                                              .image = img, .image_len = len};
+    uint32_t n = k.n;
+    struct loaded *l = NULL;
     rpc_call c;
-    rpc_begin_on(&c, OP_scuda_module_load_new, srv);
-    int put = put_load_new(&c.req, &m, &k);
-    struct loaded *l = put == 0 ? loaded_from_kernels(&k, head) : NULL;
-    image_kernels_free(&k);
-    if (!l) {
-        rpc_end(&c);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (claims_of(&k, &cl) == 0) {
+        put_load_new(&c, srv, head, img, len, held_key, n, &cl);
+        claims_free(&cl);
+        if (!(l = loaded_from_kernels(&k, head))) rpc_end(&c);
     }
-    c.bulk = img;
-    c.bulk_len = len;
+    image_kernels_free(&k);
+    if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = rpc_async(&c);
     if (r != CUDA_SUCCESS) {
         free_loaded(l);
         return r;
     }
-    stats_add(STATS_LOADS_NEW_ONE_WAY);
+    stats_add(held_key ? STATS_LOADS_HELD_ONE_WAY : STATS_LOADS_NEW_ONE_WAY);
     *out = l;
     return CUDA_SUCCESS;
 }
@@ -591,8 +624,10 @@ static CUresult load_on(struct server *srv, const struct msg_load_head *head, co
     if (by_hash) {
         digest_of(img, len, key);
         if (!jit_wants_logs(jit)) r = load_known(srv, head, key, len, l);
-        /* New to the session: one-way too when its kernels can be read here. */
-        if (r == CUDA_ERROR_NOT_FOUND && !jit_wants_logs(jit) && (r = load_new(srv, head, img, len, l)) == CUDA_SUCCESS)
+        /* New to the session: one-way too when its kernels can be read
+         * here, by digest when the session holds it. */
+        if (r == CUDA_ERROR_NOT_FOUND && !jit_wants_logs(jit) &&
+            (r = load_new(srv, head, img, len, key, l)) == CUDA_SUCCESS)
             count_kept(module_known_note(srv->index, key, len, head->is_library, (*l)->funcs, (*l)->nfuncs));
     }
     if (r == CUDA_ERROR_NOT_FOUND) {

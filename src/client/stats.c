@@ -22,7 +22,8 @@ static void stats_print(void);
 static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
 static const char *const counter_names[STATS_COUNTERS] = {
-    "module loads sent one-way", "module loads of new images sent one-way (their kernels read here)",
+    "module loads sent one-way", "module loads of new images sent one-way with their bytes (their kernels read here)",
+    "module loads of new images sent one-way by digest (the server's module cache held them)",
     "module image hashes skipped", "function attributes answered here",
     "module images the session keeps for one-way loads",
     "module images past the session's budget for them (MODULE_PIN_MAX): their loads wait for a reply",

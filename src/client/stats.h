@@ -12,6 +12,7 @@ enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
 enum stats_counter {
     STATS_LOADS_ONE_WAY,
     STATS_LOADS_NEW_ONE_WAY, /* of images new to the session, their kernels read here (image_kernels.h) */
+    STATS_LOADS_HELD_ONE_WAY, /* of those, by digest: the server's module cache held them (module_held.h) */
     STATS_HASHES_SKIPPED,
     STATS_ATTR_HITS,
     STATS_IMAGES_KEPT,   /* images the session keeps for one-way loads (module_known.c) */

@@ -1284,6 +1284,111 @@ int msg_scuda_module_load_new_rep_get(wire_reader *r, struct msg_arena *a, struc
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_put_held_image(wire_buf *b, const struct msg_held_image *m)
+{
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->image_len);
+}
+
+void msg_get_held_image(wire_reader *r, struct msg_arena *a, struct msg_held_image *m)
+{
+    (void)a;
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->image_len = wr_u64(r);
+}
+
+void msg_scuda_module_held_req_put(wire_buf *b, const struct msg_scuda_module_held_req *m)
+{
+    wb_put_u32(b, m->max);
+}
+
+int msg_scuda_module_held_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_held_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->max = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_held_rep_put(wire_buf *b, const struct msg_scuda_module_held_rep *m)
+{
+    wb_put_u32(b, m->images_count);
+    for (uint32_t i = 0; i < m->images_count; i++)
+        msg_put_held_image(b, &m->images[i]);
+}
+
+int msg_scuda_module_held_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_held_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_held_image *v = NULL;
+        if (n > (uint32_t)(MODULE_HELD_MAX) || n > r->left / 40)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_held_image(r, a, &v[i]);
+        m->images = v;
+        m->images_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_held_req_put(wire_buf *b, const struct msg_scuda_module_load_held_req *m)
+{
+    msg_put_load_head(b, &m->head);
+    wb_put_raw(b, m->digest, sizeof m->digest);
+    wb_put_u64(b, m->image_len);
+    wb_put_u32(b, m->funcs_count);
+    wb_put_raw(b, m->names_digest, sizeof m->names_digest);
+    wb_put_u32(b, m->layouts_count);
+    for (uint32_t i = 0; i < m->layouts_count; i++)
+        msg_put_layout_info(b, &m->layouts[i]);
+}
+
+int msg_scuda_module_load_held_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_held_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    msg_get_load_head(r, a, &m->head);
+    wr_raw(r, m->digest, sizeof m->digest);
+    m->image_len = wr_u64(r);
+    m->funcs_count = wr_u32(r);
+    wr_raw(r, m->names_digest, sizeof m->names_digest);
+    {
+        uint32_t n = wr_u32(r);
+        struct msg_layout_info *v = NULL;
+        if (n > (uint32_t)(MODULE_MAX_FUNCS) || n > r->left / 5)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            msg_get_layout_info(r, a, &v[i]);
+        m->layouts = v;
+        m->layouts_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_module_load_held_rep_put(wire_buf *b, const struct msg_scuda_module_load_held_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_module_load_held_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_held_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_module_get_function_req_put(wire_buf *b, const struct msg_scuda_module_get_function_req *m)
 {
     msg_put_bind_by_name(b, &m->bind);

@@ -31,6 +31,7 @@
 #define MODULE_PIN_MAX 1073741824  /* bytes of distinct images a session keeps for scuda_module_load_known; both ends count to it: a larger value is safe only in a build that also appends an op (a client never reaches a server of a shorter op set, and an older client counts less) */
 #define FUNC_ATTR_FIXED 8  /* CUfunction_attribute 0..7 (max threads per block .. cache mode) never change */
 #define FUNC_ATTR_COUNT 16  /* CUfunction_attribute 0..15: what scuda_func_attributes answers */
+#define MODULE_HELD_MAX 4096
 #define MEMO_BATCH_MAX 64
 #define LINK_IMAGE_MAX 67108864  /* a linked image comes back in one reply */
 #define HOST_WORK_HEAD_LEN 9  /* the wire size of host_work */
@@ -665,6 +666,49 @@ struct msg_scuda_module_load_new_rep {
 };
 void msg_scuda_module_load_new_rep_put(wire_buf *b, const struct msg_scuda_module_load_new_rep *m);
 int msg_scuda_module_load_new_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_new_rep *m);
+
+/* held_image record: an image the session holds for its client */
+struct msg_held_image {
+    uint8_t digest[32]; /* u8[32] digest: SHA-256 of the image's bytes */
+    uint64_t image_len; /* u64 image_len */
+};
+void msg_put_held_image(wire_buf *b, const struct msg_held_image *m);
+void msg_get_held_image(wire_reader *r, struct msg_arena *a, struct msg_held_image *m);
+
+/* scuda_module_held request */
+struct msg_scuda_module_held_req {
+    uint32_t max; /* u32 max: at most this many (MODULE_HELD_MAX at most) */
+};
+void msg_scuda_module_held_req_put(wire_buf *b, const struct msg_scuda_module_held_req *m);
+int msg_scuda_module_held_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_held_req *m);
+
+/* scuda_module_held reply */
+struct msg_scuda_module_held_rep {
+    const struct msg_held_image *images; /* u32 count, then held_image[] (at most MODULE_HELD_MAX) images */
+    uint32_t images_count;
+};
+void msg_scuda_module_held_rep_put(wire_buf *b, const struct msg_scuda_module_held_rep *m);
+int msg_scuda_module_held_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_held_rep *m);
+
+/* scuda_module_load_held request */
+struct msg_scuda_module_load_held_req {
+    struct msg_load_head head; /* load_head head: no log buffers among its options: nothing comes back */
+    uint8_t digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] digest */
+    uint64_t image_len; /* u64 image_len */
+    uint32_t funcs_count; /* u32 funcs_count */
+    uint8_t names_digest[IMAGE_DIGEST_LEN]; /* u8[IMAGE_DIGEST_LEN] names_digest */
+    const struct msg_layout_info *layouts; /* u32 count, then layout_info[] (at most MODULE_MAX_FUNCS) layouts */
+    uint32_t layouts_count;
+};
+void msg_scuda_module_load_held_req_put(wire_buf *b, const struct msg_scuda_module_load_held_req *m);
+int msg_scuda_module_load_held_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_held_req *m);
+
+/* scuda_module_load_held reply */
+struct msg_scuda_module_load_held_rep {
+    char none; /* no fields */
+};
+void msg_scuda_module_load_held_rep_put(wire_buf *b, const struct msg_scuda_module_load_held_rep *m);
+int msg_scuda_module_load_held_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_module_load_held_rep *m);
 
 /* scuda_module_get_function request */
 struct msg_scuda_module_get_function_req {

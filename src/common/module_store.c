@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -242,7 +243,101 @@ void module_store_touch(const char *dir, const uint8_t key[MODULE_KEY_LEN])
     if (key_path(dir, key, path, sizeof path) == 0) utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
 }
 
+/* ---- images kept readable (mapped) --------------------------------------- */
+
+int module_store_map(const char *dir, const uint8_t key[MODULE_KEY_LEN], struct store_mapping *m)
+{
+    char path[PATH_MAX];
+    *m = (struct store_mapping){0};
+    if (key_path(dir, key, path, sizeof path) != 0) return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    struct stat st;
+    uint64_t stored = 0;
+    void *base = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && !check_header(fd, &st, MAGIC, &stored))
+        base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd); /* the mapping keeps the file */
+    if (base == MAP_FAILED) return -1;
+    *m = (struct store_mapping){.image = (const uint8_t *)base + MODULE_STORE_HEADER, .len = stored, .base = base,
+                                .size = (size_t)st.st_size};
+    return 0;
+}
+
+int module_store_mapping_check(const struct store_mapping *m, const uint8_t key[MODULE_KEY_LEN])
+{
+    uint8_t got[MODULE_KEY_LEN];
+    auth_sha256_digest(m->image, (size_t)m->len, got);
+    return memcmp(got, key, sizeof got) == 0;
+}
+
+void module_store_unmap(struct store_mapping *m)
+{
+    if (m->base) munmap(m->base, m->size);
+    *m = (struct store_mapping){0};
+}
+
 /* ---- users' markers ------------------------------------------------------- */
+
+struct listed_image {
+    uint8_t key[MODULE_KEY_LEN];
+    struct timespec used;
+};
+
+static int newer_first(const void *a, const void *b)
+{
+    const struct timespec *x = &((const struct listed_image *)a)->used, *y = &((const struct listed_image *)b)->used;
+    if (x->tv_sec != y->tv_sec) return x->tv_sec > y->tv_sec ? -1 : 1;
+    return x->tv_nsec > y->tv_nsec ? -1 : x->tv_nsec < y->tv_nsec;
+}
+
+/* The image digest a marker of this user (tag in hex) names, into key. */
+static int marker_of(const char *name, const char *thex, uint8_t key[MODULE_KEY_LEN])
+{
+    if (!is_marker_name(name) || memcmp(name + 2 * MODULE_KEY_LEN + 1, thex, 2 * MODULE_USER_TAG_LEN) != 0) return 0;
+    for (int i = 0; i < MODULE_KEY_LEN; i++) {
+        unsigned v;
+        if (sscanf(name + 2 * i, "%2x", &v) != 1) return 0;
+        key[i] = (uint8_t)v;
+    }
+    return 1;
+}
+
+int module_store_user_images(const char *dir, const uint8_t tag[MODULE_USER_TAG_LEN], uint8_t (*keys)[MODULE_KEY_LEN],
+                             int max)
+{
+    uint8_t t[MODULE_KEY_LEN] = {0};
+    char thex[2 * MODULE_KEY_LEN + 1];
+    memcpy(t, tag, MODULE_USER_TAG_LEN);
+    module_key_hex(t, thex);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct listed_image *found = NULL;
+    size_t n = 0, cap = 0;
+    int ok = 1;
+    for (struct dirent *e; ok && (e = readdir(d)) != NULL;) {
+        struct listed_image li;
+        struct stat st;
+        if (!marker_of(e->d_name, thex, li.key) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        li.used = st.st_mtim;
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 256;
+            struct listed_image *f = realloc(found, c * sizeof *f);
+            if (!(ok = f != NULL)) break;
+            found = f;
+            cap = c;
+        }
+        found[n++] = li;
+    }
+    closedir(d);
+    if (ok) qsort(found, n, sizeof *found, newer_first);
+    int count = 0;
+    for (size_t i = 0; ok && i < n && count < max; i++) memcpy(keys[count++], found[i].key, MODULE_KEY_LEN);
+    free(found);
+    return ok ? count : -1;
+}
 
 int module_store_user_has(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN])
 {

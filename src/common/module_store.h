@@ -88,6 +88,29 @@ int module_store_user_has(const char *dir, const uint8_t key[MODULE_KEY_LEN], co
 /* Record that this user loaded the image. Returns 0, or -1 with errno. */
 int module_store_user_mark(const char *dir, const uint8_t key[MODULE_KEY_LEN], const uint8_t tag[MODULE_USER_TAG_LEN]);
 
+/* The images the user with this tag loaded here (by their markers), most
+ * recently used first: up to max digests into keys. Returns how many, or
+ * -1 when the directory cannot be read or memory runs out. */
+int module_store_user_images(const char *dir, const uint8_t tag[MODULE_USER_TAG_LEN], uint8_t (*keys)[MODULE_KEY_LEN],
+                             int max);
+
+/* An image's file mapped read-only: while it is mapped, its bytes stay
+ * readable even if eviction deletes the file. image points at the len
+ * bytes after the header; base and size are the mapping's. */
+struct store_mapping {
+    const uint8_t *image;
+    uint64_t len;
+    void *base;
+    size_t size;
+};
+/* Map key's image file, its header checked (not yet its digest: see
+ * module_store_mapping_check). Returns 0, or -1 when it is missing or
+ * malformed. */
+int module_store_map(const char *dir, const uint8_t key[MODULE_KEY_LEN], struct store_mapping *m);
+/* 1 when the mapped bytes are the image the key names (their SHA-256). */
+int module_store_mapping_check(const struct store_mapping *m, const uint8_t key[MODULE_KEY_LEN]);
+void module_store_unmap(struct store_mapping *m);
+
 /* Delete the least recently used files until the images in dir take at
  * most limit bytes (headers included), and temporary files left by dead
  * writers. Returns how many images were deleted. */

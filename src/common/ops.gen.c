@@ -416,6 +416,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_snapshot_ahead] = "scuda_snapshot_ahead",
     [OP_scuda_module_load_new] = "scuda_module_load_new",
     [OP_scuda_memo_batch] = "scuda_memo_batch",
+    [OP_scuda_module_held] = "scuda_module_held",
+    [OP_scuda_module_load_held] = "scuda_module_load_held",
 };
 
 const char *scuda_op_name(unsigned op)

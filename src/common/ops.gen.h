@@ -417,7 +417,9 @@ enum scuda_op {
     OP_scuda_snapshot_ahead = 410,
     OP_scuda_module_load_new = 411,
     OP_scuda_memo_batch = 412,
-    OP_COUNT = 413
+    OP_scuda_module_held = 413,
+    OP_scuda_module_load_held = 414,
+    OP_COUNT = 415
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

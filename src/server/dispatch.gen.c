@@ -35,6 +35,8 @@ extern CUresult srv_scuda_module_load(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_by_hash(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_known(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_load_new(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_held(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_module_load_held(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_function(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_kernel(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_module_get_global(srv_call *c) __attribute__((weak));
@@ -9195,6 +9197,8 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_snapshot_ahead] = {"scuda_snapshot_ahead", srv_scuda_snapshot_ahead, 0, 0, 0, 0},
     [OP_scuda_module_load_new] = {"scuda_module_load_new", srv_scuda_module_load_new, 0, 0, 0, 0},
     [OP_scuda_memo_batch] = {"scuda_memo_batch", srv_scuda_memo_batch, 0, 0, 0, 0},
+    [OP_scuda_module_held] = {"scuda_module_held", srv_scuda_module_held, 1, 0, 0, 0},
+    [OP_scuda_module_load_held] = {"scuda_module_load_held", srv_scuda_module_load_held, 0, 0, 0, 0},
 };
 
 const unsigned op_table_len = OP_COUNT;

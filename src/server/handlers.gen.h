@@ -30,6 +30,8 @@ CUresult srv_scuda_module_load(srv_call *c);
 CUresult srv_scuda_module_load_by_hash(srv_call *c);
 CUresult srv_scuda_module_load_known(srv_call *c);
 CUresult srv_scuda_module_load_new(srv_call *c);
+CUresult srv_scuda_module_held(srv_call *c);
+CUresult srv_scuda_module_load_held(srv_call *c);
 CUresult srv_scuda_module_get_function(srv_call *c);
 CUresult srv_scuda_library_get_kernel(srv_call *c);
 CUresult srv_scuda_module_get_global(srv_call *c);

@@ -266,6 +266,19 @@ void module_cache_put_key(const void *image, size_t len, uint8_t key[MODULE_KEY_
     if (mc.dir) disk_put(key, user, image, len);
 }
 
+int module_cache_listing(uint8_t (*keys)[MODULE_KEY_LEN], int max)
+{
+    if (!mc.dir) return 0;
+    uint8_t user[MODULE_USER_TAG_LEN];
+    user_tag(user);
+    return module_store_user_images(mc.dir, user, keys, max);
+}
+
+int module_cache_map(const uint8_t key[MODULE_KEY_LEN], struct store_mapping *m)
+{
+    return mc.dir ? module_store_map(mc.dir, key, m) : -1;
+}
+
 void module_cache_log_summary(void)
 {
     pthread_mutex_lock(&mc.lock);

@@ -48,6 +48,14 @@ void module_cache_put(const void *image, size_t len);
  * image under). */
 void module_cache_put_key(const void *image, size_t len, uint8_t key[MODULE_KEY_LEN]);
 
+/* The images this session's user loaded here, most recently used first:
+ * up to max digests into keys (module_store_user_images). 0 without a
+ * disk store; -1 when it cannot be read. */
+int module_cache_listing(uint8_t (*keys)[MODULE_KEY_LEN], int max);
+/* Map the stored image with this digest (module_store_map); -1 without
+ * a disk store or such a file. */
+int module_cache_map(const uint8_t key[MODULE_KEY_LEN], struct store_mapping *m);
+
 /* One log line with this session's figures, when it loaded anything. */
 void module_cache_log_summary(void);
 /* The session's loads on its driver, step by step (srv_module.c): at

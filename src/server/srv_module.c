@@ -19,6 +19,7 @@
 #include "../common/image_kernels.h"
 #include "migrate_state.h"
 #include "module_cache.h"
+#include "module_held.h"
 #include "module_pins.h"
 #include "param_layout.h"
 #include "session.h"
@@ -274,13 +275,53 @@ static int same_kernels(const struct msg_load_result *res, uint32_t count, const
     return memcmp(ours, digest, sizeof ours) == 0;
 }
 
+/* A one-way load failed: the client hears r at its next observing call. */
+static CUresult one_way_load_failed(CUresult r)
+{
+    const char *name = NULL;
+    REAL(cuGetErrorName, r, &name);
+    LOG_WARN("a module load sent one-way failed (%s); the client hears it at its next synchronizing call",
+             name ? name : "an unknown error");
+    return r;
+}
+
+/* What a one-way load of an image whose kernels the client read itself
+ * claims (image_kernels.h): the kernels' count, the digest of their names
+ * in order, and each one's layout. */
+struct read_claims {
+    uint32_t funcs_count;
+    const uint8_t *names_digest;
+    uint32_t layouts_count;
+    const struct msg_layout_info *layouts;
+};
+
+/* After such a load: its driver's list must be the client's, or the
+ * client's handles and enumerations would not be the driver's: that is an
+ * error it hears at its next observing call, and the log says how to turn
+ * the reading off. The client's layouts are checked as each kernel is
+ * bound (layout_claims.h). */
+static CUresult check_claims(uint64_t id, const uint8_t key[MODULE_KEY_LEN], int kept,
+                             const struct msg_load_result *res, const struct read_claims *cl)
+{
+    if (same_kernels(res, cl->funcs_count, cl->names_digest)) {
+        if (cl->layouts_count != cl->funcs_count) {
+            LOG_WARN("a one-way module load named %u kernels and %u layouts", cl->funcs_count, cl->layouts_count);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (layout_claims_keep(id, key, kept, res->funcs_count, res->funcs, cl->layouts) != 0)
+            LOG_WARN("out of memory: the layouts the client read from a module image go unchecked");
+        return CUDA_SUCCESS;
+    }
+    LOG_WARN("the client read %u kernels from a module image and this driver lists %u%s: its own reading is wrong "
+             "for this driver; the client hears CUDA_ERROR_INVALID_IMAGE; set SCUDA_READ_KERNELS=0 on the client",
+             cl->funcs_count, res->funcs_count,
+             res->funcs_count == cl->funcs_count ? " (other names, or in another order)" : "");
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+
 /* One-way: an image new to the session, whose kernels the client read
- * itself (image_kernels.h). Loaded and kept as scuda_module_load does;
- * then its driver's list must be the client's, or the client's handles
- * and enumerations would not be the driver's: that is an error it hears
- * at its next observing call, and the log says how to turn the reading
- * off. The client's layouts are checked as each kernel is bound
- * (layout_claims.h). */
+ * itself (image_kernels.h). Loaded and kept as scuda_module_load does,
+ * then checked against the client's reading (check_claims). */
 CUresult srv_scuda_module_load_new(srv_call *c)
 {
     struct msg_scuda_module_load_new_req m;
@@ -292,26 +333,48 @@ CUresult srv_scuda_module_load_new(srv_call *c)
     int kept = 0;
     CUresult r = give_back_staging(c, load_received(c, &m.head, m.image, m.image_len, &j, &res, key, &kept));
     free_jit_logs(&j);
-    if (r != CUDA_SUCCESS) {
-        const char *name = NULL;
-        REAL(cuGetErrorName, r, &name);
-        LOG_WARN("a module load sent one-way failed (%s); the client hears it at its next synchronizing call",
-                 name ? name : "an unknown error");
-        return r;
-    }
-    if (same_kernels(&res, m.funcs_count, m.names_digest)) {
-        if (m.layouts_count != m.funcs_count) {
-            LOG_WARN("a one-way module load named %u kernels and %u layouts", m.funcs_count, m.layouts_count);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-        if (layout_claims_keep(m.head.id, key, kept, res.funcs_count, res.funcs, m.layouts) != 0)
-            LOG_WARN("out of memory: the layouts the client read from a module image go unchecked");
-        return CUDA_SUCCESS;
-    }
-    LOG_WARN("the client read %u kernels from a module image and this driver lists %u%s: its own reading is wrong "
-             "for this driver; the client hears CUDA_ERROR_INVALID_IMAGE; set SCUDA_READ_KERNELS=0 on the client",
-             m.funcs_count, res.funcs_count, res.funcs_count == m.funcs_count ? " (other names, or in another order)" : "");
-    return CUDA_ERROR_INVALID_IMAGE;
+    if (r != CUDA_SUCCESS) return one_way_load_failed(r);
+    struct read_claims cl = {m.funcs_count, m.names_digest, m.layouts_count, m.layouts};
+    return check_claims(m.head.id, key, kept, &res, &cl);
+}
+
+/* The images the module cache holds for this client's user, promised for
+ * the session's life (module_held.h). */
+CUresult srv_scuda_module_held(srv_call *c)
+{
+    struct msg_scuda_module_held_req m;
+    if (msg_scuda_module_held_req_get(&c->in, &c->arena, &m) != 0) return CUDA_ERROR_INVALID_VALUE;
+    uint32_t max = m.max < MODULE_HELD_MAX ? m.max : MODULE_HELD_MAX;
+    struct msg_held_image *images = msg_alloc(&c->arena, (size_t)max * sizeof *images + 1);
+    if (!images) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct msg_scuda_module_held_rep rep = {.images = images, .images_count = module_held_list(max, images)};
+    msg_scuda_module_held_rep_put(&c->out, &rep);
+    return CUDA_SUCCESS;
+}
+
+/* One-way: scuda_module_load_new of an image the session promised
+ * (scuda_module_held), or one it keeps, named by its digest. Kept for
+ * later one-way loads as a received image is: the client counts it. */
+CUresult srv_scuda_module_load_held(srv_call *c)
+{
+    struct msg_scuda_module_load_held_req m;
+    struct jit_options j;
+    if (msg_scuda_module_load_held_req_get(&c->in, &c->arena, &m) != 0 || m.image_len == 0 ||
+        m.image_len > MODULE_IMAGE_MAX || jit_options_from(m.head.jit, m.head.jit_count, &j) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    const void *image = module_pinned(m.digest, m.image_len);
+    if (!image) image = module_held_image(m.digest, m.image_len);
+    struct msg_load_result res = {0};
+    CUresult r = CUDA_ERROR_INVALID_IMAGE;
+    if (image) r = load_image(c, &m.head, &j, image, (size_t)m.image_len, &res);
+    else LOG_WARN("a one-way module load named an image this session did not promise its client");
+    free_jit_logs(&j);
+    if (r != CUDA_SUCCESS) return one_way_load_failed(r);
+    module_cache_hit_kept(m.digest, m.image_len);
+    module_pin(m.digest, image, (size_t)m.image_len);
+    int kept = module_pinned(m.digest, m.image_len) != NULL;
+    struct read_claims cl = {m.funcs_count, m.names_digest, m.layouts_count, m.layouts};
+    return check_claims(m.head.id, m.digest, kept, &res, &cl);
 }
 
 /* A load of an image the session may have (module_cache.h): found = 0

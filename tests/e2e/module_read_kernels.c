@@ -320,10 +320,32 @@ static void good(const struct h_server *srv)
           "only the launch past the image's limits should ask for attributes\n%s", stats);
     CHECK(h_stats_count(stats, "async", "scuda_module_load_known") == 1, "the second load was not of a kept image\n%s",
           stats);
-    CHECK(strstr(stats, "module loads of new images sent one-way (their kernels read here): 2"), "stats line\n%s",
+    CHECK(strstr(stats, "module loads of new images sent one-way with their bytes (their kernels read here): 2"), "stats line\n%s",
           stats);
     free(stats);
     printf("ok good: a module and a library of a new image loaded one-way, the driver's order, exact launches\n");
+}
+
+/* A second process of the same user: the server's module cache holds the
+ * image, and says so once (scuda_module_held), so both first loads go
+ * one-way by digest, without the bytes; the kernels run as before. */
+static void held(void)
+{
+    char *stats = run_client("read_kernels-held", good_client);
+    unsigned by_digest = h_stats_count(stats, "async", "scuda_module_load_held");
+    CHECK(by_digest == 2, "loads by digest of held images: %u (want 2: the module, the library)\n%s", by_digest,
+          stats);
+    CHECK(h_stats_count(stats, "async", "scuda_module_load_new") == 0, "an image the server held was sent\n%s",
+          stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_held") == 1, "the server's images were not asked once\n%s",
+          stats);
+    CHECK(h_stats_count(stats, "sync", "scuda_module_load") == 0 &&
+              h_stats_count(stats, "sync", "scuda_module_load_by_hash") == 0,
+          "a load waited\n%s", stats);
+    CHECK(strstr(stats, "module loads of new images sent one-way by digest (the server's module cache held them): 2"),
+          "stats line\n%s", stats);
+    free(stats);
+    printf("ok held: a new process loads the images the server's cache holds one-way, by digest\n");
 }
 
 static void bad(const struct h_server *srv)
@@ -384,6 +406,7 @@ int main(void)
     struct h_server srv;
     h_server_start(&srv, "read-kernels", NULL);
     good(&srv);
+    held();
     bad(&srv);
     layout(&srv);
     attrs();

@@ -268,6 +268,43 @@ static void test_evict_paced(void)
     CHECK(module_store_evict(dir, 0) == 2);
 }
 
+/* A user's images, most recently used first, and a mapped image that
+ * outlives its file's deletion, its digest checked. */
+static void test_user_images(void)
+{
+    const uint8_t alice[MODULE_USER_TAG_LEN] = {1, 2, 3, 4, 5, 6, 7, 8}, bob[MODULE_USER_TAG_LEN] = {9};
+    uint8_t k[3][MODULE_KEY_LEN], got[4][MODULE_KEY_LEN];
+    char p[700], hex[2 * MODULE_KEY_LEN + 1], thex[2 * MODULE_KEY_LEN + 1], marker[900];
+    uint8_t t[MODULE_KEY_LEN] = {0};
+    memcpy(t, alice, sizeof alice);
+    module_key_hex(t, thex);
+    thex[2 * MODULE_USER_TAG_LEN] = '\0';
+    for (int i = 0; i < 3; i++) {
+        store((uint8_t)('p' + i), 200 + (size_t)i, k[i]);
+        CHECK(module_store_user_mark(dir, k[i], i == 2 ? bob : alice) == 0);
+        module_key_hex(k[i], hex);
+        snprintf(marker, sizeof marker, "%s/%s.%s", dir, hex, thex);
+        if (i < 2) set_time(marker, i == 0 ? 50 : 10); /* image 1 used last */
+    }
+    CHECK(module_store_user_images(dir, alice, got, 4) == 2);
+    CHECK(memcmp(got[0], k[1], MODULE_KEY_LEN) == 0 && memcmp(got[1], k[0], MODULE_KEY_LEN) == 0);
+    CHECK(module_store_user_images(dir, alice, got, 1) == 1 && memcmp(got[0], k[1], MODULE_KEY_LEN) == 0);
+    CHECK(module_store_user_images(dir, bob, got, 4) == 1 && memcmp(got[0], k[2], MODULE_KEY_LEN) == 0);
+
+    struct store_mapping m;
+    CHECK(module_store_map(dir, k[0], &m) == 0 && m.len == 200 && m.image[0] == 'p' && m.image[199] == 'p');
+    path_of(k[0], p, sizeof p);
+    CHECK(unlink(p) == 0); /* evicted: the mapping still reads */
+    CHECK(module_store_mapping_check(&m, k[0]) && m.image[100] == 'p');
+    CHECK(!module_store_mapping_check(&m, k[1]));
+    module_store_unmap(&m);
+    CHECK(module_store_map(dir, k[0], &m) == -1 && m.base == NULL); /* gone */
+    path_of(k[1], p, sizeof p);
+    damage(p, 0, 0); /* a bad header is not mapped */
+    CHECK(module_store_map(dir, k[1], &m) == -1);
+    CHECK(module_store_evict(dir, 0) >= 1);
+}
+
 static void test_prepare(const char *base)
 {
     char err[1024], p[700];
@@ -301,6 +338,7 @@ int main(void)
     test_keyed();
     test_evict();
     test_evict_paced();
+    test_user_images();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     CHECK(system(cmd) == 0);

@@ -8,7 +8,7 @@
 # `scuda bench` measures through the same relay.
 #
 #   bench/links.sh [--out DIR] [--links "loopback lan wan"] [--quick]
-#                  [--torch LIST] [--wan-torch LIST] [--no-torch] [--deadline S]
+#                  [--torch LIST] [--wan-torch LIST] [--no-torch] [--deadline S] [--hide]
 #
 #   --out DIR       where the tables and JSON go (default: $OUT, else bench-out)
 #   --links LIST    which links (default: all three)
@@ -19,6 +19,8 @@
 #   --no-torch      only `scuda bench`
 #   --deadline S    bound each torch_bench run to S seconds (what is left is
 #                   reported SKIPPED)
+#   --hide          torch_bench's SCUDA runs under tests/gpu/hide.sh (root):
+#                   the client processes cannot see this machine's GPU
 #
 # SERVER_ARGS adds options to the server (e.g. --driver PATH).
 # Builds nothing: run after `cmake --build build`. Stops only the processes
@@ -27,7 +29,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
-OUTDIR=${OUT:-bench-out} LINKS="loopback lan wan" QUICK=() TORCH='' NO_TORCH=0 DEADLINE=()
+OUTDIR=${OUT:-bench-out} LINKS="loopback lan wan" QUICK=() TORCH='' NO_TORCH=0 DEADLINE=() HIDE=()
 WAN_TORCH=startup,launch,item,h2d,d2h,small_tf
 while (($#)); do
   case $1 in
@@ -38,7 +40,8 @@ while (($#)); do
     --wan-torch) WAN_TORCH=$2; shift ;;
     --no-torch) NO_TORCH=1 ;;
     --deadline) DEADLINE=(--deadline "$2"); shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    --hide) HIDE=(--hide) ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "links.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -65,7 +68,7 @@ for link in $LINKS; do
     | tee "$OUTDIR/$link.bench.txt" || status=1
   ((NO_TORCH)) && continue
   echo "=== $link: torch_bench"
-  python3 bench/torch_bench.py --server "$addr" "${QUICK[@]}" "${DEADLINE[@]}" ${only:+--only "$only"} \
+  python3 bench/torch_bench.py --server "$addr" "${QUICK[@]}" "${DEADLINE[@]}" "${HIDE[@]}" ${only:+--only "$only"} \
     --link-json "$OUTDIR/$link.bench.json" --json "$OUTDIR/$link.torch.json" --log-dir "$OUTDIR/$link.torch-logs" \
     | tee "$OUTDIR/$link.torch.txt" || status=1
 done

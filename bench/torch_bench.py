@@ -772,6 +772,9 @@ def main():
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     ap.add_argument("--timeout", type=float, help="seconds per workload run (default 120, 60 with --quick)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run; workloads left are SKIPPED")
+    ap.add_argument("--hide", action="store_true",
+                    help="run the SCUDA side under tests/gpu/hide.sh (root): its processes cannot see this "
+                         "machine's GPU, only the server's")
     ap.add_argument("--json", help="write every figure to this file")
     ap.add_argument("--log-dir", help="keep each worker's stderr here")
     ap.add_argument("--link-json", help="take the raw link figures from this `scuda bench --json` file "
@@ -836,6 +839,8 @@ def main():
                 cmd = [py, me, "--worker", name] + (["--quick"] if args.quick else [])
                 if side == "scuda":
                     cmd = [scuda, "run", "--server", addr, "--"] + cmd
+                    if args.hide:
+                        cmd = ["bash", os.path.join(REPO, "tests", "gpu", "hide.sh")] + cmd
                 print("torch_bench: %-10s %-6s ..." % (key, side), file=sys.stderr, end="", flush=True)
                 res, reason, err = run_worker(cmd, t, side_env[side])
                 with open(os.path.join(log_dir, "%s.%s.log" % (key.replace("#", "-"), side)), "w") as f:

@@ -200,9 +200,11 @@ cuCtxFromGreenCtx             manual  sends=scuda_ctx_from_green  # the client k
 
 # ---- device memory ----------------------------------------------------------
 cuMemAlloc                    sync
+cuMemAlloc_v2                 sync    guard          # src/client/alloc_ahead.c: over a slow link, a size asked before comes with spares (scuda_mem_alloc_ahead)
 cuMemAllocPitch               sync
 cuMemFree                     sync    pre_hook       # a bad pointer is reported by the call itself
 cuMemGetInfo                  sync
+cuMemGetInfo_v2               sync    hook           # src/client/alloc_ahead.c: the client's spares count as free
 cuMemGetAddressRange          sync
 cuMemAllocAsync               sync
 cuMemAllocFromPoolAsync       sync
@@ -1496,6 +1498,18 @@ op scuda_library_get_managed                # cuLibraryGetManaged: the address i
 
 op scuda_logs_register  any_context        # cuLogsRegisterCallback: each driver log line is host work (HOST_WORK_LOG) for the client's record
     in handle callback                 # the client's id for the registration, which names its record
+
+# cuMemAlloc over a slow link (src/client/alloc_ahead.c): `count`
+# allocations of one size in the current context, each exactly as
+# cuMemAlloc makes it; the first is the application's, the rest the
+# client keeps as spares for the next allocations of that size. The
+# first one's failure is the call's; a later one's ends the list.
+const ALLOC_AHEAD_MAX     4
+
+op scuda_mem_alloc_ahead
+    in u64 bytesize
+    in u32 count                       # 1 .. ALLOC_AHEAD_MAX
+    out dptr ptrs[] max=ALLOC_AHEAD_MAX
 
 op scuda_window_first  any_context         # cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide
     in u32 first

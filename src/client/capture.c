@@ -41,6 +41,8 @@ static _Atomic int captures_active;
 
 void capture_begun(void) { atomic_fetch_add(&captures_active, 1); }
 
+int capture_any(void) { return atomic_load(&captures_active) > 0; }
+
 void capture_ended(CUresult r)
 {
     /* cuStreamEndCapture ends the capture when it succeeds and when it

@@ -42,6 +42,9 @@ int capture_upload_source(uint64_t id, const void **src, size_t *n);
 /* Whether any upload record was made in this process (else no launch has
  * bytes to send). */
 int capture_uploads_made(void);
+/* Whether a stream capture may be going on in this process (counted as
+ * shim.h says): what must act as the driver does during one asks it. */
+int capture_any(void);
 
 /* A FRAME_HOST_WORK frame of `len` payload bytes is next on fd: copy a
  * replayed graph's bytes into client memory, or run a captured host

@@ -812,6 +812,7 @@ static int liveness_greet(struct server *s)
     uint8_t frame[FRAME_HEADER_LEN + 32];
     size_t len;
     ping_frame(s, frame, &len, 0, 0);
+    uint64_t sent_ns = now_ns();
     if (io_write_full(s->c.fd, frame, len) != 0) return -1;
     uint8_t hdr[FRAME_HEADER_LEN];
     struct frame_header h;
@@ -821,6 +822,7 @@ static int liveness_greet(struct server *s)
     if (h.op != OP_scuda_live_ping || !(h.flags & FRAME_REPLY) || h.length < 4 || h.length > sizeof buf ||
         io_read_full_timeout(s->c.fd, buf, h.length, WELCOME_TIMEOUT_MS) != 0)
         return -1;
+    atomic_store(&s->c.greet_rtt_us, (now_ns() - sent_ns) / 1000u);
     wire_reader r;
     wr_init(&r, buf + 4, h.length - 4);
     struct msg_arena arena;

@@ -48,6 +48,9 @@ struct conn_state {
     _Atomic uint64_t acked;            /* our frames the session has */
     /* Bytes on the wire, frames included (conn_wire_bytes). */
     _Atomic uint64_t bytes_sent, bytes_received;
+    /* The first heartbeat's round trip at connect: how slow the link is,
+     * for what pays only over a slow one (alloc_ahead.c). */
+    _Atomic uint64_t greet_rtt_us;
 };
 #define CONN_STATE_INIT                                                                                       \
     { .fd = -1, .recv_lock = PTHREAD_MUTEX_INITIALIZER, .resumed = PTHREAD_COND_INITIALIZER }

@@ -13,6 +13,11 @@
 
 #include "../common/wire.h"
 
+/* Allocations over a slow link (alloc_ahead.c): a spare of the size asked
+ * answers at once; the device's free memory counts the spares. */
+int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *dptr, size_t bytesize);
+CUresult hook_cuMemGetInfo_v2(CUresult r, size_t *free, size_t *total);
+
 /* Before the call (spec flag `pre_hook`): a managed allocation stops being
  * mirrored before the session frees it, so no fetch can reach freed memory. */
 void hook_pre_cuMemFree(CUdeviceptr_v1 dptr);

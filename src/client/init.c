@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc_ahead.h"
 #include "bulk.h"
 #include "capture.h"
 #include "coherence.h"
@@ -61,6 +62,13 @@ static void child_after_fork(void)
     }
 }
 
+/* A context went away: what the layers above kept about it goes too. */
+static void context_gone(CUcontext ctx)
+{
+    scuda_export_tables_context_destroyed(ctx);
+    alloc_ahead_context_gone(ctx);
+}
+
 /* The connection, rpc and stream layers call nothing above themselves
  * (the NVML shim shares them); what they must tell the layers above goes
  * through these hooks, set before the first frame can arrive. */
@@ -69,7 +77,7 @@ static void connect_layers(void)
     conn_set_host_work_handler(capture_host_deliver);
     rpc_set_push_hook(coherence_before_send);
     stream_set_synced_hook(coherence_stream_synced);
-    context_set_destroy_hook(scuda_export_tables_context_destroyed);
+    context_set_destroy_hook(context_gone);
 }
 
 /* Connect to the configured server(s), build the device list, and give

@@ -19,6 +19,7 @@ enum stats_counter {
     STATS_IMAGES_NOT_KEPT, /* images past the session's budget for them: their loads wait for a reply */
     STATS_COMPILE_SERVICE, /* compile stages asked of the compile cache: two per NVRTC compile (compile_cache.h) */
     STATS_COMPILE_HITS,    /* of them, served from the cache */
+    STATS_ALLOC_SPARES,    /* cuMemAlloc answered with a spare (alloc_ahead.c) */
     STATS_COUNTERS
 };
 

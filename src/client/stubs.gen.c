@@ -3298,6 +3298,11 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wid
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     SHIM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
+    {
+        CUresult g_;
+        if (hook_guard_cuMemAlloc_v2(&g_, dptr, bytesize))
+            return g_;
+    }
     rpc_call c;
     rpc_begin(&c, OP_cuMemAlloc_v2);
     wb_put_u8(&c.req, dptr != NULL);
@@ -3665,7 +3670,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
             r = bad_reply("cuMemGetInfo_v2");
     }
     rpc_end(&c);
-    return r;
+    return hook_cuMemGetInfo_v2(r, free, total);
 }
 
 EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)

@@ -4005,6 +4005,49 @@ int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct 
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_mem_alloc_ahead_req_put(wire_buf *b, const struct msg_scuda_mem_alloc_ahead_req *m)
+{
+    wb_put_u64(b, m->bytesize);
+    wb_put_u32(b, m->count);
+}
+
+int msg_scuda_mem_alloc_ahead_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_mem_alloc_ahead_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->bytesize = wr_u64(r);
+    m->count = wr_u32(r);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_mem_alloc_ahead_rep_put(wire_buf *b, const struct msg_scuda_mem_alloc_ahead_rep *m)
+{
+    wb_put_u32(b, m->ptrs_count);
+    for (uint32_t i = 0; i < m->ptrs_count; i++)
+        wb_put_u64(b, m->ptrs[i]);
+}
+
+int msg_scuda_mem_alloc_ahead_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_mem_alloc_ahead_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    {
+        uint32_t n = wr_u32(r);
+        uint64_t *v = NULL;
+        if (n > (uint32_t)(ALLOC_AHEAD_MAX) || n > r->left / 8)
+            r->bad = 1;
+        else if (n && !(v = msg_alloc(a, (size_t)n * sizeof *v)))
+            r->bad = 1;
+        if (r->bad)
+            n = 0;
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = wr_u64(r);
+        m->ptrs = v;
+        m->ptrs_count = n;
+    }
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m)
 {
     wb_put_u32(b, m->first);

@@ -52,6 +52,7 @@
 #define SHAREABLE_TOKEN_LEN 64
 #define SHAREABLE_MEMORY 1  /* a CUmemGenericAllocationHandle */
 #define SHAREABLE_POOL 2  /* a CUmemoryPool */
+#define ALLOC_AHEAD_MAX 4
 
 /* launch_attr record: a CUlaunchAttribute: its event handles are ids */
 struct msg_launch_attr {
@@ -1939,6 +1940,22 @@ struct msg_scuda_logs_register_rep {
 };
 void msg_scuda_logs_register_rep_put(wire_buf *b, const struct msg_scuda_logs_register_rep *m);
 int msg_scuda_logs_register_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_logs_register_rep *m);
+
+/* scuda_mem_alloc_ahead request */
+struct msg_scuda_mem_alloc_ahead_req {
+    uint64_t bytesize; /* u64 bytesize */
+    uint32_t count; /* u32 count: 1 .. ALLOC_AHEAD_MAX */
+};
+void msg_scuda_mem_alloc_ahead_req_put(wire_buf *b, const struct msg_scuda_mem_alloc_ahead_req *m);
+int msg_scuda_mem_alloc_ahead_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_mem_alloc_ahead_req *m);
+
+/* scuda_mem_alloc_ahead reply */
+struct msg_scuda_mem_alloc_ahead_rep {
+    const uint64_t *ptrs; /* u32 count, then dptr[] (at most ALLOC_AHEAD_MAX) ptrs */
+    uint32_t ptrs_count;
+};
+void msg_scuda_mem_alloc_ahead_rep_put(wire_buf *b, const struct msg_scuda_mem_alloc_ahead_rep *m);
+int msg_scuda_mem_alloc_ahead_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_mem_alloc_ahead_rep *m);
 
 /* scuda_window_first request: cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide */
 struct msg_scuda_window_first_req {

@@ -418,6 +418,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_memo_batch] = "scuda_memo_batch",
     [OP_scuda_module_held] = "scuda_module_held",
     [OP_scuda_module_load_held] = "scuda_module_load_held",
+    [OP_scuda_mem_alloc_ahead] = "scuda_mem_alloc_ahead",
 };
 
 const char *scuda_op_name(unsigned op)

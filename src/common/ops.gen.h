@@ -419,7 +419,8 @@ enum scuda_op {
     OP_scuda_memo_batch = 412,
     OP_scuda_module_held = 413,
     OP_scuda_module_load_held = 414,
-    OP_COUNT = 415
+    OP_scuda_mem_alloc_ahead = 415,
+    OP_COUNT = 416
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

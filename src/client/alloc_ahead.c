@@ -5,7 +5,7 @@
  * its segments come in few sizes (2 MiB for small blocks, 20 MiB, then
  * multiples of 2 MiB): a small transformer's first training step over a
  * 20 ms link waited for 19 allocations. So over a link whose round trip
- * (the first heartbeat's, conn.c) is at least AHEAD_RTT_MIN_US, an
+ * is at least AHEAD_RTT_MIN_US (ahead_mode), an
  * allocation the client cannot answer asks for more of its size in the
  * same round trip (scuda_mem_alloc_ahead): 2 the first time a context asks
  * for that size, ALLOC_AHEAD_MAX after that. The extra ones are spares,
@@ -24,6 +24,7 @@
  * A context that goes away takes its spares with it (the session freed
  * them with the context). SCUDA_ALLOC_AHEAD=1 turns this on whatever the
  * link, =0 off. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,11 +36,12 @@
 #include "rpc.h"
 #include "servers.h"
 #include "stats.h"
+#include "../common/clock.h"
 #include "../common/log.h"
 #include "../common/messages.gen.h"
 #include "../common/ops.gen.h"
 
-#define AHEAD_RTT_MIN_US 1000u
+#define AHEAD_RTT_MIN_US 2000u
 #define AHEAD_SIZE_MAX (64u << 20)
 #define AHEAD_SPARE_MAX (256u << 20)
 #define AHEAD_SPARES 64 /* at most this many spares at once */
@@ -67,8 +69,19 @@ static struct {
     unsigned nasked; /* a ring: the oldest is forgotten */
 } ahead = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Whether a link is slow, per server: the first heartbeat's round trip
+ * (conn.c) can only be longer than the link's (the session may still be
+ * starting), so a short one settles it; a long one is confirmed by the
+ * shortest of AHEAD_SAMPLES allocations' own round trips, made plain
+ * meanwhile. So a loaded machine's loopback does not pass for slow, and
+ * nothing about a run's addresses depends on a moment's timing there. */
+#define AHEAD_SAMPLES 3
+enum { AHEAD_OFF, AHEAD_ON, AHEAD_SAMPLING };
+static _Atomic uint64_t sample_min_us[SCUDA_MAX_SERVERS];
+static _Atomic unsigned samples[SCUDA_MAX_SERVERS];
+
 /* SCUDA_ALLOC_AHEAD: 1 on, 0 off, unset: when the link is slow. */
-static int ahead_wanted(const struct server *srv)
+static int ahead_mode(const struct server *srv)
 {
     static _Atomic int mode = -2;
     int m = atomic_load(&mode);
@@ -77,7 +90,20 @@ static int ahead_wanted(const struct server *srv)
         m = !v || !*v ? -1 : strcmp(v, "0") != 0;
         atomic_store(&mode, m);
     }
-    return m >= 0 ? m : atomic_load(&srv->c.greet_rtt_us) >= AHEAD_RTT_MIN_US;
+    if (m >= 0) return m ? AHEAD_ON : AHEAD_OFF;
+    if (atomic_load(&srv->c.greet_rtt_us) < AHEAD_RTT_MIN_US) return AHEAD_OFF;
+    if (atomic_load(&samples[srv->index]) < AHEAD_SAMPLES) return AHEAD_SAMPLING;
+    return atomic_load(&sample_min_us[srv->index]) >= AHEAD_RTT_MIN_US ? AHEAD_ON : AHEAD_OFF;
+}
+
+static void note_sample(const struct server *srv, uint64_t us)
+{
+    _Atomic uint64_t *min = &sample_min_us[srv->index];
+    uint64_t was = atomic_load(min);
+    if (us == 0) us = 1; /* 0 means no sample yet */
+    while ((was == 0 || us < was) && !atomic_compare_exchange_weak(min, &was, us)) {
+    }
+    atomic_fetch_add(&samples[srv->index], 1);
 }
 
 /* Under ahead.lock: a spare of this size in ctx, taken out. */
@@ -172,8 +198,9 @@ int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *dptr, size_t bytesize)
     CUdevice dev = 0;
     /* During a capture the driver may refuse an allocation: it decides. */
     if (!dptr || bytesize == 0 || capture_any()) return 0;
-    int wanted = ahead_wanted(server_current()) && bytesize <= AHEAD_SIZE_MAX;
-    if (!wanted && !atomic_load(&ahead.any)) return 0; /* the plain call, and its own error */
+    struct server *srv = server_current();
+    int mode = ahead_mode(srv), wanted = mode == AHEAD_ON && bytesize <= AHEAD_SIZE_MAX;
+    if (mode == AHEAD_OFF && !atomic_load(&ahead.any)) return 0; /* the plain call, and its own error */
     if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || cuCtxGetDevice(&dev) != CUDA_SUCCESS) return 0;
     pthread_mutex_lock(&ahead.lock);
     int hit = wanted && take_spare(ctx, bytesize, dptr);
@@ -186,7 +213,9 @@ int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *dptr, size_t bytesize)
     }
     CUdeviceptr got_ptrs[ALLOC_AHEAD_MAX];
     uint32_t got;
+    uint64_t t0 = now_ns();
     *r = ask_ahead(bytesize, count, got_ptrs, &got);
+    if (mode == AHEAD_SAMPLING && *r == CUDA_SUCCESS) note_sample(srv, (now_ns() - t0) / 1000u);
     /* Spares never cost the program an allocation. */
     if (*r == CUDA_ERROR_OUT_OF_MEMORY && give_back_all() > 0) *r = ask_ahead(bytesize, 1, got_ptrs, &got);
     if (*r != CUDA_SUCCESS) return 1;

@@ -34,6 +34,7 @@
 #include "capture.h"
 #include "hooks.h"
 #include "rpc.h"
+#include "failover.h"
 #include "servers.h"
 #include "stats.h"
 #include "../common/clock.h"
@@ -90,6 +91,8 @@ static int ahead_mode(const struct server *srv)
         m = !v || !*v ? -1 : strcmp(v, "0") != 0;
         atomic_store(&mode, m);
     }
+    /* With a standby, every snapshot would copy the spares too. */
+    if (failover_standby()) return AHEAD_OFF;
     if (m >= 0) return m ? AHEAD_ON : AHEAD_OFF;
     if (atomic_load(&srv->c.greet_rtt_us) < AHEAD_RTT_MIN_US) return AHEAD_OFF;
     if (atomic_load(&samples[srv->index]) < AHEAD_SAMPLES) return AHEAD_SAMPLING;

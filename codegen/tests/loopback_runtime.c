@@ -209,6 +209,9 @@ CUresult hook_cuStreamAttachMemAsync(CUresult r, CUstream s, CUdeviceptr p, size
     (void)s, (void)p, (void)n, (void)f;
     return r;
 }
+/* No spares here: every allocation is the plain call. */
+int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *p, size_t n) { (void)r, (void)p, (void)n; return 0; }
+CUresult hook_cuMemGetInfo_v2(CUresult r, size_t *f, size_t *t) { (void)f, (void)t; return r; }
 /* Guards let every call through: one server. */
 int hook_guard_cuStreamWaitEvent(CUresult *r, CUstream s, CUevent e, unsigned f) { (void)r, (void)s, (void)e, (void)f; return 0; }
 int hook_guard_cuCtxEnablePeerAccess(CUresult *r, CUcontext c, unsigned f) { (void)r, (void)c, (void)f; return 0; }

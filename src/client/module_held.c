@@ -53,7 +53,7 @@ int module_held_has(struct server *srv, const uint8_t digest[AUTH_SHA256_LEN], u
 {
     if (srv->index < 0 || srv->index >= SCUDA_MAX_SERVERS) return 0;
     struct held_list *h = &lists[srv->index];
-    struct msg_held_image probe;
+    struct msg_held_image probe = {0};
     memcpy(probe.digest, digest, AUTH_SHA256_LEN);
     pthread_mutex_lock(&held_lock);
     if (!h->asked || h->moves != resume_moves(srv)) ask(srv, h);

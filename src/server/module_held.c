@@ -59,7 +59,7 @@ uint32_t module_held_list(uint32_t max, struct msg_held_image *out)
 
 const void *module_held_image(const uint8_t key[IMAGE_DIGEST_LEN], uint64_t len)
 {
-    struct held probe, *e;
+    struct held probe = {0}, *e;
     memcpy(probe.key, key, MODULE_KEY_LEN);
     pthread_mutex_lock(&held.lock);
     e = held.n ? bsearch(&probe, held.h, held.n, sizeof *held.h, by_key) : NULL;

@@ -32,6 +32,7 @@
 
 #include "alloc_ahead.h"
 #include "capture.h"
+#include "context.h"
 #include "hooks.h"
 #include "rpc.h"
 #include "failover.h"
@@ -186,7 +187,7 @@ static int give_back_all(void)
     pthread_mutex_unlock(&ahead.lock);
     for (int i = 0; i < n; i++) {
         CUcontext was = NULL;
-        cuCtxGetCurrent(&was);
+        context_current(&was, NULL);
         if (mine[i].ctx != was) cuCtxSetCurrent(mine[i].ctx);
         CUresult r = cuMemFree_v2(mine[i].ptr);
         if (mine[i].ctx != was) cuCtxSetCurrent(was);
@@ -204,7 +205,7 @@ int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *dptr, size_t bytesize)
     struct server *srv = server_current();
     int mode = ahead_mode(srv), wanted = mode == AHEAD_ON && bytesize <= AHEAD_SIZE_MAX;
     if (mode == AHEAD_OFF && !atomic_load(&ahead.any)) return 0; /* the plain call, and its own error */
-    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || cuCtxGetDevice(&dev) != CUDA_SUCCESS) return 0;
+    if (!context_current(&ctx, &dev) || !ctx) return 0;
     pthread_mutex_lock(&ahead.lock);
     int hit = wanted && take_spare(ctx, bytesize, dptr);
     uint32_t count = hit ? 0 : wanted ? how_many(ctx, bytesize) : 1;
@@ -236,7 +237,7 @@ int hook_guard_cuMemAlloc_v2(CUresult *r, CUdeviceptr *dptr, size_t bytesize)
 CUresult hook_cuMemGetInfo_v2(CUresult r, size_t *free, size_t *total)
 {
     CUdevice dev;
-    if (r != CUDA_SUCCESS || !free || !atomic_load(&ahead.any) || cuCtxGetDevice(&dev) != CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS || !free || !atomic_load(&ahead.any) || !context_current(NULL, &dev)) return r;
     uint64_t spare = 0;
     pthread_mutex_lock(&ahead.lock);
     for (int i = 0; i < ahead.nspare; i++)

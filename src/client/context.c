@@ -157,6 +157,15 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+int context_current(CUcontext *ctx, CUdevice *dev)
+{
+    struct client_ctx *c = current();
+    if (!c) return 0;
+    if (ctx) *ctx = (CUcontext)handle_from_id(c->id);
+    if (dev) *dev = c->dev;
+    return 1;
+}
+
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     SHIM_ENTER(cuCtxSetCurrent, (ctx));

@@ -10,6 +10,12 @@
  * it. Set once, at cuInit. */
 void context_set_destroy_hook(void (*hook)(CUcontext ctx));
 
+/* The calling thread's current context and its device, as cuCtxGetCurrent
+ * and cuCtxGetDevice answer, for the library's own use: not a driver call,
+ * so SCUDA_TRACE and its trace file show only the program's calls. 0 when
+ * the thread has no current context. */
+int context_current(CUcontext *ctx, CUdevice *dev);
+
 /* A device's primary context, without a reference (export_tables.h). */
 CUresult scuda_primary_ctx_lookup(CUdevice dev, CUcontext *pctx);
 

@@ -332,7 +332,7 @@ int module_store_user_images(const char *dir, const uint8_t tag[MODULE_USER_TAG_
         found[n++] = li;
     }
     closedir(d);
-    if (ok) qsort(found, n, sizeof *found, newer_first);
+    if (ok && n > 0) qsort(found, n, sizeof *found, newer_first);
     int count = 0;
     for (size_t i = 0; ok && i < n && count < max; i++) memcpy(keys[count++], found[i].key, MODULE_KEY_LEN);
     free(found);

@@ -5,7 +5,9 @@
  * A client allocates, waits 80 ms without a driver call, frees, and makes
  * a call from a second thread. Its trace must name each call once, in
  * order, with times that rise and the two threads' ids; the tool must put
- * a gap of at least 80 ms after the allocation, before the free. */
+ * a gap of at least 80 ms after the allocation, before the free. The
+ * allocation asks for spares (SCUDA_ALLOC_AHEAD=1), whose bookkeeping
+ * must not show in the trace as calls the program never made. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -60,8 +62,10 @@ int main(void)
     char path[512];
     int fd = h_temp_file("trace-client", path, sizeof path);
     setenv("SCUDA_TRACE", "1", 1);
+    setenv("SCUDA_ALLOC_AHEAD", "1", 1);
     pid_t pid = h_spawn(traced_client, NULL, 30, -1, fd);
     unsetenv("SCUDA_TRACE");
+    unsetenv("SCUDA_ALLOC_AHEAD");
     close(fd);
     h_wait_ok_err(pid, 35000, "trace-client", path);
     char *trace = h_read_file(path, NULL);
@@ -71,6 +75,11 @@ int main(void)
     CHECK(lines_of(trace, "cuMemAlloc_v2", &t_alloc, &th_alloc) == 1, "one cuMemAlloc_v2 line\n%s", trace);
     CHECK(lines_of(trace, "cuMemFree_v2", &t_free, &th_free) == 1, "one cuMemFree_v2 line\n%s", trace);
     CHECK(lines_of(trace, "cuDeviceGetCount", &t_count, &th_count) >= 1, "a cuDeviceGetCount line\n%s", trace);
+    double t_none;
+    long th_none;
+    CHECK(lines_of(trace, "cuCtxGetCurrent", &t_none, &th_none) == 0 &&
+              lines_of(trace, "cuCtxGetDevice", &t_none, &th_none) == 0,
+          "the library's own context lookups appear as the program's calls\n%s", trace);
     CHECK(t_free - t_alloc >= 80 && t_free - t_alloc < 5000, "the free came %.3f ms after the allocation",
           t_free - t_alloc);
     CHECK(th_alloc == th_free && th_alloc == (long)pid, "the main thread's calls carry its id %ld (%ld, %ld)",

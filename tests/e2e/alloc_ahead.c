@@ -7,7 +7,7 @@
  *   - an allocation that needs the spares' memory gets it: the spares go
  *     back and it succeeds;
  *   - a destroyed context's spares are never handed out again;
- *   - without the variable, on loopback, cuMemAlloc is the plain call.
+ *   - without the variable, on loopback, no allocation takes a spare.
  * SCUDA_STATS proves what waited. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -106,10 +106,16 @@ int main(void)
     free(stats);
     printf("ok spares: later allocations of a size take spares, which count as free and go back when needed\n");
 
+    /* A loaded machine's first heartbeat can pass 2 ms: the allocations
+     * are then samples of the link, one pointer each (no spares), and the
+     * samples settle that loopback is not slow. Either way: one round
+     * trip per allocation, none answered ahead. */
     stats = h_client_stats(plain_client, NULL, 30, "plain");
-    CHECK(h_stats_count(stats, "sync", "cuMemAlloc_v2") == 3 &&
-              h_stats_count(stats, "sync", "scuda_mem_alloc_ahead") == 0,
-          "on loopback cuMemAlloc is the plain call\n%s", stats);
+    unsigned plain = h_stats_count(stats, "sync", "cuMemAlloc_v2");
+    unsigned sampled = h_stats_count(stats, "sync", "scuda_mem_alloc_ahead");
+    CHECK(plain + sampled == 3 && !strstr(stats, "answered with a spare"),
+          "on loopback each cuMemAlloc is one call of its own, none a spare (%u plain, %u samples)\n%s", plain,
+          sampled, stats);
     free(stats);
     printf("ok plain: on loopback no spares\n");
     h_server_stop(&srv);

@@ -305,10 +305,10 @@ cuMemsetD2D32Async            async   pre_hook
 # ---- modules, libraries, kernels, functions ------------------------------------
 # Module loads reply with every function and its parameter layout, so the
 # client answers the name/parameter/ownership queries itself.
-cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
-cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
-cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
-cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuModuleLoad                  manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
+cuModuleLoadData              manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
+cuModuleLoadDataEx            manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
+cuModuleLoadFatBinary         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
 cuModuleUnload                manual  invalidates_memo sends=scuda_module_unload
 cuModuleGetFunction           manual  sends=scuda_kernel_get_function,scuda_module_get_function
 cuModuleGetGlobal             manual  legacy sends=scuda_module_get_global
@@ -317,8 +317,8 @@ cuModuleGetFunctionCount      local
 cuModuleEnumerateFunctions    manual  sends=scuda_kernel_get_function,scuda_library_get_kernel,scuda_module_get_function
 cuModuleGetTexRef             sync    pTexRef=existing   # a module's texture reference: a session id (owned by the module)
 cuModuleGetSurfRef            sync    pSurfRef=existing
-cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
-cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held
+cuLibraryLoadData             manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
+cuLibraryLoadFromFile         manual  sends=scuda_module_load,scuda_module_load_by_hash,scuda_module_load_known,scuda_module_load_new,scuda_module_held,scuda_module_load_held,scuda_packed
 cuLibraryUnload               manual  invalidates_memo sends=scuda_module_unload
 cuLibraryGetKernel            manual  sends=scuda_kernel_get_function,scuda_library_get_kernel
 cuLibraryGetKernelCount       local
@@ -1510,6 +1510,16 @@ op scuda_mem_alloc_ahead
     in u64 bytesize
     in u32 count                       # 1 .. ALLOC_AHEAD_MAX
     out dptr ptrs[] max=ALLOC_AHEAD_MAX
+
+# A request sent compressed (zstd) over a slow link: a module image's
+# load (src/client/request_pack.c). The session decompresses `frame`, the
+# whole payload of a request of op `op`, and runs that request as if it
+# had come plain; so this handler answers only a packed request the
+# session could not unpack (a bad frame, a packed op inside, a size over
+# SCUDA_MAX_FRAME).
+op scuda_packed
+    in u16 op
+    in bytes frame bulk
 
 op scuda_window_first  any_context         # cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide
     in u32 first

@@ -471,6 +471,7 @@ static void setup_locked(struct server *s)
     s->b.zstd = zstd;
     s->b.copies = 0;
     s->b.link_mbps = 0; /* a new server (after a move) may sit behind another link */
+    atomic_store(&s->b.link_mbps_seen, 0);
     conn_set_dead_handler(s, on_server_dead);
     s->b.tls = over_tls(s);
     if (zstd)
@@ -658,6 +659,7 @@ static void note_rate(struct server *s, uint64_t n, uint64_t wire, double took)
     double mbps = (double)wire * 8 / took / 1e6;
     s->b.link_mbps = s->b.link_mbps > 0 ? (s->b.link_mbps + mbps) / 2 : mbps;
     if (!(s->b.link_low_mbps > 0) || s->b.link_mbps < s->b.link_low_mbps) s->b.link_low_mbps = s->b.link_mbps;
+    atomic_store(&s->b.link_mbps_seen, (uint64_t)s->b.link_mbps + 1);
     LOG_DEBUG("bulk: %llu bytes in %.1f ms, %.0f Mbit/s; the link's estimate is now %.0f Mbit/s",
               (unsigned long long)wire, took * 1e3, mbps, s->b.link_mbps);
 }
@@ -761,6 +763,8 @@ EXPORT int scuda_client_bulk_last_used(void)
     pthread_mutex_unlock(&s->b.lock);
     return used;
 }
+
+double bulk_link_mbps(struct server *s) { return (double)atomic_load(&s->b.link_mbps_seen); }
 
 /* For the tests: compressed chunks sent and received, ever, and their
  * bytes plain and on the wire; the link's estimate in Mbit/s, and the

@@ -76,6 +76,7 @@ struct bulk_state {
     double link_set; /* SCUDA_LINK_MBPS; 0: measure */
     double link_mbps; /* the link's rate, measured on striped copies sent plain; 0: not yet */
     double link_low_mbps; /* for the tests: the lowest estimate so far; 0: none */
+    _Atomic uint64_t link_mbps_seen; /* link_mbps, rounded up, for readers without the lock (bulk_link_mbps) */
     unsigned copies; /* striped copies over these connections (the first does not measure) */
     uint8_t *packed[BULK_MAX_STREAMS]; /* zstd: each connection's room for a compressed chunk */
     _Atomic uint64_t job_wire; /* the running copy's bytes on the wire */
@@ -129,5 +130,8 @@ void bulk_wait_background(void);
 
 /* In a forked child: the connections belong to the parent. */
 void bulk_forget_after_fork(struct server *s);
+/* The link's rate to s in Mbit/s as the striped copies measured it
+ * (docs/architecture.md, "Compressed copies"); 0 before a copy has. */
+double bulk_link_mbps(struct server *s);
 
 #endif

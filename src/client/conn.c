@@ -282,7 +282,7 @@ CUresult conn_send(struct rpc_call *c, int async)
     if (failover_before_send) failover_before_send(s, len); /* a full journal: a snapshot first */
     struct frame_header h = {
         .length = (uint32_t)len,
-        .op = c->op,
+        .op = c->wire_op ? c->wire_op : c->op,
         .flags = async ? FRAME_ASYNC : 0,
         .seq = atomic_fetch_add_explicit(&s->c.next_seq, 1, memory_order_relaxed),
         /* The thread's context is on one server; another server gets the

@@ -148,15 +148,6 @@ static int valid_device(CUdevice dev) { return gdev_get(&gdevs, dev) != NULL; }
 
 /* ---- current context ------------------------------------------------- */
 
-EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
-{
-    SHIM_ENTER(cuCtxGetCurrent, (pctx));
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-    struct client_ctx *c = current();
-    *pctx = c ? (CUcontext)handle_from_id(c->id) : NULL;
-    return CUDA_SUCCESS;
-}
-
 int context_current(CUcontext *ctx, CUdevice *dev)
 {
     struct client_ctx *c = current();
@@ -164,6 +155,14 @@ int context_current(CUcontext *ctx, CUdevice *dev)
     if (ctx) *ctx = (CUcontext)handle_from_id(c->id);
     if (dev) *dev = c->dev;
     return 1;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    SHIM_ENTER(cuCtxGetCurrent, (pctx));
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!context_current(pctx, NULL)) *pctx = NULL;
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
@@ -210,10 +209,7 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 {
     SHIM_ENTER(cuCtxGetDevice, (device));
     if (!device) return CUDA_ERROR_INVALID_VALUE;
-    struct client_ctx *c = current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    *device = c->dev;
-    return CUDA_SUCCESS;
+    return context_current(NULL, device) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)

@@ -24,6 +24,7 @@
 #include "jit_request.h"
 #include "module_known.h"
 #include "module_held.h"
+#include "request_pack.h"
 #include "memo.h"
 #include "conn.h"
 #include "context.h"
@@ -315,6 +316,7 @@ static void send_load(rpc_call *c, struct server *srv, const struct msg_load_hea
         msg_scuda_module_load_req_put(&c->req, &m);
         c->bulk = image;
         c->bulk_len = len;
+        request_pack(c);
     } else {
         struct msg_scuda_module_load_by_hash_req m = {.head = *head, .image_len = len};
         memcpy(m.digest, key, sizeof m.digest);
@@ -518,6 +520,7 @@ static void put_load_new(rpc_call *c, struct server *srv, const struct msg_load_
     msg_scuda_module_load_new_req_put(&c->req, &m);
     c->bulk = img;
     c->bulk_len = len;
+    request_pack(c);
 }
 
 /* A load of an image new to the session whose kernels this process reads

@@ -28,6 +28,8 @@ void rpc_begin_on(rpc_call *c, uint16_t op, struct server *srv)
     c->reply = NULL;
     c->bulk = NULL;
     c->bulk_len = 0;
+    c->bulk_owned = NULL;
+    c->wire_op = 0;
     c->sink = NULL;
     c->sink_len = 0;
     c->pushed = 0;
@@ -182,6 +184,8 @@ CUresult rpc_async(rpc_call *c)
 void rpc_end(rpc_call *c)
 {
     wb_free(&c->req);
+    free(c->bulk_owned);
+    c->bulk_owned = NULL;
     free(c->reply);
     c->reply = NULL;
     msg_arena_free(&c->arena);

@@ -43,6 +43,11 @@ typedef struct rpc_call {
      * (writev from the caller's buffer). */
     const void *bulk;
     size_t bulk_len;
+    /* Bytes the call made itself and sends (a packed request's compressed
+     * payload, request_pack.h); freed by rpc_end. */
+    void *bulk_owned;
+    /* The op the frame carries when it is not `op` (scuda_packed); 0: op. */
+    uint16_t wire_op;
     /* Optional destination for bulk reply bytes: when set, the reply's
      * trailing blob (u64 length + bytes, the last output) is received
      * straight into this buffer instead of into `reply`. */

@@ -19,7 +19,9 @@ static _Atomic uint64_t stats_wait_ns[STATS_OPS]; /* sync calls: send to reply, 
 static _Atomic int stats_on = -1; /* -1 until SCUDA_STATS is read */
 static void stats_print(void);
 
-static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images"};
+static const char *const timer_names[STATS_TIMERS] = {"hashing module images", "loading module images",
+                                                      "compressing module loads (plain bytes)",
+                                                      "module loads sent compressed (bytes on the wire)"};
 static _Atomic uint64_t timer_ns[STATS_TIMERS], timer_bytes[STATS_TIMERS], timer_count[STATS_TIMERS];
 static const char *const counter_names[STATS_COUNTERS] = {
     "module loads sent one-way", "module loads of new images sent one-way with their bytes (their kernels read here)",
@@ -69,9 +71,12 @@ static void stats_print(void)
         if (counters[k])
             fprintf(stderr, "scuda stats: %s: %llu\n", counter_names[k], (unsigned long long)counters[k]);
     for (int t = 0; t < STATS_TIMERS; t++)
-        if (timer_count[t])
+        if (timer_count[t] && timer_ns[t])
             fprintf(stderr, "scuda stats: %s: %llu times, %.1f ms, %.1f MiB\n", timer_names[t],
                     (unsigned long long)timer_count[t], (double)timer_ns[t] / 1e6, (double)timer_bytes[t] / 1048576.0);
+        else if (timer_count[t]) /* a count of bytes, not timed */
+            fprintf(stderr, "scuda stats: %s: %llu times, %.1f MiB\n", timer_names[t],
+                    (unsigned long long)timer_count[t], (double)timer_bytes[t] / 1048576.0);
     uint64_t ts = 0, ta = 0;
     for (unsigned op = 0; op < STATS_OPS; op++) ts += stats_sync[op], ta += stats_async[op];
     fprintf(stderr, "scuda stats: %llu calls waited for a reply, %llu one-way\n", (unsigned long long)ts,

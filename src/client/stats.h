@@ -7,7 +7,10 @@
 
 #include <stdint.h>
 
-enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_TIMERS };
+/* STATS_IMAGE_PACK: compressing requests that carry module images, their
+ * plain bytes; STATS_IMAGE_PACKED: those sent compressed, their bytes on
+ * the wire, no time (request_pack.h). */
+enum stats_timer { STATS_IMAGE_HASH, STATS_IMAGE_LOAD, STATS_IMAGE_PACK, STATS_IMAGE_PACKED, STATS_TIMERS };
 /* Round trips and work saved (docs/architecture.md, 3.8.1). */
 enum stats_counter {
     STATS_LOADS_ONE_WAY,

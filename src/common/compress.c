@@ -144,6 +144,36 @@ int decompress_chunk(void *dst, size_t n, const void *src, size_t zn)
     return ZSTD_isError(got) || got != n ? -1 : 0;
 }
 
+size_t compress_parts(void *dst, size_t cap, const struct iovec *parts, int n)
+{
+    struct contexts *x = contexts();
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += parts[i].iov_len;
+    if (!x || total == 0 || ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(x->c, total))) return 0;
+    ZSTD_outBuffer out = {dst, cap, 0};
+    size_t left = 1;
+    for (int i = 0; i < n; i++) {
+        ZSTD_inBuffer in = {parts[i].iov_base, parts[i].iov_len, 0};
+        ZSTD_EndDirective end = i == n - 1 ? ZSTD_e_end : ZSTD_e_continue;
+        do {
+            left = ZSTD_compressStream2(x->c, &out, &in, end);
+            if (ZSTD_isError(left) || (out.pos == out.size && (left || in.pos < in.size))) goto fail;
+        } while (end == ZSTD_e_end ? left != 0 : in.pos < in.size);
+    }
+    return out.pos < total ? out.pos : 0;
+fail:
+    /* The context keeps the unfinished frame: the next user starts anew. */
+    ZSTD_CCtx_reset(x->c, ZSTD_reset_session_only);
+    return 0;
+}
+
+size_t decompress_size(const void *src, size_t zn, size_t max)
+{
+    unsigned long long said = ZSTD_getFrameContentSize(src, zn);
+    if (said == ZSTD_CONTENTSIZE_UNKNOWN || said == ZSTD_CONTENTSIZE_ERROR || said == 0 || said > max) return 0;
+    return (size_t)said;
+}
+
 static double now_ns(void)
 {
     struct timespec t;

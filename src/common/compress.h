@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* zstd's level 1: on this kind of data (zeros, low-entropy tensors) it is
  * as fast as the negative levels and compresses better. */
@@ -66,5 +67,13 @@ size_t compress_chunk(void *dst, size_t cap, const void *src, size_t n);
 /* Decompress zn bytes into exactly n bytes at dst. Returns 0, or -1 (a
  * zstd error, or a frame of another length: never writes past dst + n). */
 int decompress_chunk(void *dst, size_t n, const void *src, size_t zn);
+
+/* Whole requests (src/client/request_pack.c): the n parts, one after the
+ * other, into one zstd frame that states their total size. Returns the
+ * compressed length, or 0 when it failed or would not be shorter. */
+size_t compress_parts(void *dst, size_t cap, const struct iovec *parts, int n);
+/* The size a zstd frame of zn bytes says it holds: 1 to max bytes, else 0
+ * (no frame, no size stated, or over max: hostile, or not ours). */
+size_t decompress_size(const void *src, size_t zn, size_t max);
 
 #endif

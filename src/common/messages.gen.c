@@ -4048,6 +4048,35 @@ int msg_scuda_mem_alloc_ahead_rep_get(wire_reader *r, struct msg_arena *a, struc
     return wr_ok_end(r) ? 0 : -1;
 }
 
+void msg_scuda_packed_req_put(wire_buf *b, const struct msg_scuda_packed_req *m)
+{
+    wb_put_u16(b, m->op);
+    wb_put_u64(b, m->frame_len); /* the bytes follow the frame (rpc_call.bulk) */
+}
+
+int msg_scuda_packed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_packed_req *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    m->op = wr_u16(r);
+    m->frame_len = wr_u64(r);
+    m->frame = a->bulk_apart ? NULL : wr_view(r, (size_t)m->frame_len);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
+void msg_scuda_packed_rep_put(wire_buf *b, const struct msg_scuda_packed_rep *m)
+{
+    (void)b;
+    (void)m;
+}
+
+int msg_scuda_packed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_packed_rep *m)
+{
+    (void)a;
+    memset(m, 0, sizeof *m);
+    return wr_ok_end(r) ? 0 : -1;
+}
+
 void msg_scuda_window_first_req_put(wire_buf *b, const struct msg_scuda_window_first_req *m)
 {
     wb_put_u32(b, m->first);

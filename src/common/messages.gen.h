@@ -1957,6 +1957,22 @@ struct msg_scuda_mem_alloc_ahead_rep {
 void msg_scuda_mem_alloc_ahead_rep_put(wire_buf *b, const struct msg_scuda_mem_alloc_ahead_rep *m);
 int msg_scuda_mem_alloc_ahead_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_mem_alloc_ahead_rep *m);
 
+/* scuda_packed request */
+struct msg_scuda_packed_req {
+    uint16_t op; /* u16 op */
+    const void *frame; /* u64 length + bytes (bulk) frame */
+    uint64_t frame_len;
+};
+void msg_scuda_packed_req_put(wire_buf *b, const struct msg_scuda_packed_req *m);
+int msg_scuda_packed_req_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_packed_req *m);
+
+/* scuda_packed reply */
+struct msg_scuda_packed_rep {
+    char none; /* no fields */
+};
+void msg_scuda_packed_rep_put(wire_buf *b, const struct msg_scuda_packed_rep *m);
+int msg_scuda_packed_rep_get(wire_reader *r, struct msg_arena *a, struct msg_scuda_packed_rep *m);
+
 /* scuda_window_first request: cuInit, client of several servers: its devices' memory windows start at window `first` (device_window.c), so no two servers' pointers collide */
 struct msg_scuda_window_first_req {
     uint32_t first; /* u32 first */

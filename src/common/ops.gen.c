@@ -419,6 +419,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_scuda_module_held] = "scuda_module_held",
     [OP_scuda_module_load_held] = "scuda_module_load_held",
     [OP_scuda_mem_alloc_ahead] = "scuda_mem_alloc_ahead",
+    [OP_scuda_packed] = "scuda_packed",
 };
 
 const char *scuda_op_name(unsigned op)

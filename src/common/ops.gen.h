@@ -420,7 +420,8 @@ enum scuda_op {
     OP_scuda_module_held = 413,
     OP_scuda_module_load_held = 414,
     OP_scuda_mem_alloc_ahead = 415,
-    OP_COUNT = 416
+    OP_scuda_packed = 416,
+    OP_COUNT = 417
 };
 
 /* The op's name ("cuStreamQuery", "scuda_ping"), or NULL when unknown. */

@@ -3,8 +3,8 @@
  * codegen/nvml_ops.txt (opset.h): entry N names the registry's first N ops. */
 #include "opset.h"
 
-const unsigned scuda_opset_driver_count = 415;
-const uint64_t scuda_opset_driver_prefix[416] = {
+const unsigned scuda_opset_driver_count = 416;
+const uint64_t scuda_opset_driver_prefix[417] = {
     0x0000000000000000ull, 0x5d3d9f4dfea9b5d2ull, 0xdc79c66b1d5ee3acull, 0x2ff009fea800ce42ull,
     0xbab80920c8812ccaull, 0x73216b04985e3257ull, 0xa6dbbf1bcc2f5997ull, 0xd5872a9ad3c8912bull,
     0x076ab0c4746d6bfdull, 0xd96d604dee10eabaull, 0xe32a3d0c27661d31ull, 0x327ab720a7aea0e1ull,
@@ -109,6 +109,7 @@ const uint64_t scuda_opset_driver_prefix[416] = {
     0xa1928dcfeb3f0751ull, 0xd38815bd9e31032bull, 0x36a2cae509264e9full, 0x72e1dddf34a32c3full,
     0xa6817e14515c5a84ull, 0x61f5359c5cfcd2c2ull, 0xf39464943411824cull, 0x03d93aa4405de149ull,
     0xb19f21045acd4cb7ull, 0x286619179380224cull, 0x71ecacafcee58197ull, 0x249dd551dc1dab04ull,
+    0xe71d8211748ce612ull,
 };
 
 const unsigned scuda_opset_nvml_count = 406;

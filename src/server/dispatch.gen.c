@@ -80,6 +80,7 @@ extern CUresult srv_scuda_shareable_import(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_library_get_managed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_logs_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_mem_alloc_ahead(srv_call *c) __attribute__((weak));
+extern CUresult srv_scuda_packed(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_window_first(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_async_register(srv_call *c) __attribute__((weak));
 extern CUresult srv_scuda_ctx_from_green(srv_call *c) __attribute__((weak));
@@ -9201,6 +9202,7 @@ const struct op_entry op_table[OP_COUNT] = {
     [OP_scuda_module_held] = {"scuda_module_held", srv_scuda_module_held, 1, 0, 0, 0},
     [OP_scuda_module_load_held] = {"scuda_module_load_held", srv_scuda_module_load_held, 0, 0, 0, 0},
     [OP_scuda_mem_alloc_ahead] = {"scuda_mem_alloc_ahead", srv_scuda_mem_alloc_ahead, 0, 0, 0, 0},
+    [OP_scuda_packed] = {"scuda_packed", srv_scuda_packed, 0, 0, 0, 10},
 };
 
 const unsigned op_table_len = OP_COUNT;

@@ -75,6 +75,7 @@ CUresult srv_scuda_shareable_import(srv_call *c);
 CUresult srv_scuda_library_get_managed(srv_call *c);
 CUresult srv_scuda_logs_register(srv_call *c);
 CUresult srv_scuda_mem_alloc_ahead(srv_call *c);
+CUresult srv_scuda_packed(srv_call *c);
 CUresult srv_scuda_window_first(srv_call *c);
 CUresult srv_scuda_async_register(srv_call *c);
 CUresult srv_scuda_ctx_from_green(srv_call *c);

@@ -9,6 +9,7 @@
  * blocking). */
 #define _GNU_SOURCE
 #include "session.h"
+#include "srv_packed.h"
 #include "srv_ipc.h"
 
 #include <dlfcn.h>
@@ -732,6 +733,22 @@ static struct pending_call *call_new(struct session *s, const struct frame_heade
 static void ask_for_ack(void);
 static int send_pong(struct session *s, int reply, uint32_t seq, int must);
 
+/* A compressed request (scuda_packed): the request inside takes its
+ * place, as if it had come plain. One that cannot be unpacked stays as
+ * it is, for srv_scuda_packed to refuse. */
+static void unpack_call(struct pending_call *p)
+{
+    uint16_t op;
+    size_t n;
+    void *plain = packed_open(p->payload, p->call.in.left, &op, &n);
+    if (!plain) return;
+    free(p->payload);
+    p->payload = plain;
+    p->call.op = op;
+    wr_init(&p->call.in, plain, n);
+    snapshot_note_op(op);
+}
+
 static struct pending_call *read_call(struct session *s)
 {
     uint8_t hdr[FRAME_HEADER_LEN];
@@ -747,7 +764,7 @@ static struct pending_call *read_call(struct session *s)
     struct pending_call *p = call_new(s, &h);
     if (!p) return NULL;
     const struct op_entry *e = op_entry_of(h.op);
-    uint32_t head_len = e ? e->bulk_head : 0;
+    uint32_t head_len = e && h.op != OP_scuda_packed ? e->bulk_head : 0;
     if (head_len && h.length > head_len + (1u << 20) && h.length <= head_len + STAGING_SIZE) {
         if (read_staged(s, p, &h, head_len) != 0) {
             free(p);
@@ -762,6 +779,7 @@ static struct pending_call *read_call(struct session *s)
         }
         p->payload = payload;
         wr_init(&p->call.in, payload, h.length);
+        if (h.op == OP_scuda_packed) unpack_call(p);
     }
     /* Read whole: it runs, whatever becomes of the connection. A caller
      * that waits for its acknowledgement (FRAME_ACK_ME) gets it from here

@@ -119,8 +119,11 @@ static void init_once_fn(void)
     shim_mode = SHIM_FAILED;
 }
 
-void shim_trace_call(const char *name)
+_Thread_local int shim_trace_depth;
+
+int shim_trace_enter(const char *name)
 {
+    if (shim_trace_depth++ > 0) return 1;
     /* when (monotonic ms) and which thread: the gaps between calls show
      * where an application's time goes */
     char line[160];
@@ -131,6 +134,7 @@ void shim_trace_call(const char *name)
         ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;
     }
+    return 1;
 }
 
 void shim_ensure_init(void) { pthread_once(&init_once, init_once_fn); }

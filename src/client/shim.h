@@ -27,19 +27,32 @@ enum shim_mode {
 
 extern volatile int shim_mode;
 static inline int shim_remote(void) { return shim_mode == SHIM_REMOTE || shim_mode == SHIM_REMOTE_TRACED; }
-/* SCUDA_TRACE=1: one stderr line per driver call, its name (a debugging
- * aid; it costs nothing otherwise, being a mode of its own). */
-void shim_trace_call(const char *name);
+/* SCUDA_TRACE=1: one stderr line per driver call the program makes (a
+ * debugging aid; it costs nothing otherwise, being a mode of its own).
+ * The library's own calls through the API, made inside an entry point,
+ * are not the program's: only the outermost entry on a thread is named.
+ * shim_trace_enter counts the thread's depth and returns 1; the cleanup
+ * of SHIM_ENTER's guard (shim_trace_leave) counts it back down on every
+ * return path. */
+extern _Thread_local int shim_trace_depth;
+int shim_trace_enter(const char *name);
+static inline void shim_trace_leave(const int *entered)
+{
+    if (__builtin_expect(*entered, 0)) shim_trace_depth--;
+}
 extern CUresult shim_init_error;            /* cuInit's result when FAILED */
 extern struct driver_table real_driver;     /* filled in PASSTHROUGH mode */
 
 /* First statement of every exported entry point. `args` is the
- * parenthesised argument list, forwarded unchanged in passthrough mode. */
+ * parenthesised argument list, forwarded unchanged in passthrough mode.
+ * It declares the trace guard, so it stands at the function's top level,
+ * once per function. */
 #define SHIM_ENTER(name, args)                                                  \
+    __attribute__((cleanup(shim_trace_leave))) int shim_traced_ = 0;            \
     do {                                                                        \
         if (__builtin_expect(shim_mode != SHIM_REMOTE, 0)) {                    \
             if (shim_mode == SHIM_REMOTE_TRACED) {                              \
-                shim_trace_call(#name);                                         \
+                shim_traced_ = shim_trace_enter(#name);                         \
                 break;                                                          \
             }                                                                   \
             if (shim_mode == SHIM_PASSTHROUGH)                                  \

@@ -7,7 +7,9 @@
  * order, with times that rise and the two threads' ids; the tool must put
  * a gap of at least 80 ms after the allocation, before the free. The
  * allocation asks for spares (SCUDA_ALLOC_AHEAD=1), whose bookkeeping
- * must not show in the trace as calls the program never made. */
+ * must not show in the trace as calls the program never made; nor must
+ * the calls cuGraphAddNode makes through the API (cuGraphAddEmptyNode):
+ * only the outermost entry is the program's. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +35,12 @@ static int traced_client(void *arg)
     CU(cuMemAlloc_v2(&d, 4096));
     h_sleep_ms(80);
     CU(cuMemFree_v2(d));
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphNodeParams empty = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
+    CU(cuGraphCreate(&g, 0));
+    CU(cuGraphAddNode_v2(&node, g, NULL, NULL, 0, &empty));
+    CU(cuGraphDestroy(g));
     pthread_t t;
     CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0);
     pthread_join(t, NULL);
@@ -80,6 +88,9 @@ int main(void)
     CHECK(lines_of(trace, "cuCtxGetCurrent", &t_none, &th_none) == 0 &&
               lines_of(trace, "cuCtxGetDevice", &t_none, &th_none) == 0,
           "the library's own context lookups appear as the program's calls\n%s", trace);
+    CHECK(lines_of(trace, "cuGraphAddNode_v2", &t_none, &th_none) == 1 &&
+              lines_of(trace, "cuGraphAddEmptyNode", &t_none, &th_none) == 0,
+          "cuGraphAddNode_v2 once, and not the cuGraphAddEmptyNode it makes\n%s", trace);
     CHECK(t_free - t_alloc >= 80 && t_free - t_alloc < 5000, "the free came %.3f ms after the allocation",
           t_free - t_alloc);
     CHECK(th_alloc == th_free && th_alloc == (long)pid, "the main thread's calls carry its id %ld (%ld, %ld)",

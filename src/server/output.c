@@ -29,7 +29,7 @@ struct capture {
     size_t dropped;
 };
 
-static struct capture captures[2]; /* [0] stdout, [1] stderr */
+static struct capture captures[2] = {{.read_fd = -1}, {.read_fd = -1}}; /* [0] stdout, [1] stderr */
 static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
 static int capture_on;
 
@@ -38,6 +38,7 @@ static void drain_locked(struct capture *c)
 {
     char tmp[65536];
     for (;;) {
+        if (c->read_fd < 0) return; /* not captured */
         ssize_t n = read(c->read_fd, tmp, sizeof tmp);
         if (n <= 0) return;
         size_t keep = (size_t)n;
@@ -71,9 +72,17 @@ static void *capture_thread(void *arg)
     }
 }
 
+/* SCUDA_SESSION_KEEPS_STDERR (sanitizer builds, CMakeLists.txt): only
+ * stdout is captured, so a sanitizer's report reaches the server's log. */
+#ifdef SCUDA_SESSION_KEEPS_STDERR
+#define CAPTURED_FDS 1
+#else
+#define CAPTURED_FDS 2
+#endif
+
 int output_capture_start(void)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < CAPTURED_FDS; i++) {
         int fds[2];
         if (pipe2(fds, O_CLOEXEC) != 0) return -1;
         fcntl(fds[0], F_SETFL, O_NONBLOCK);

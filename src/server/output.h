@@ -10,7 +10,8 @@
 
 struct session;
 
-/* Redirect fd 1 and 2 into capture pipes. Returns 0 or -1. */
+/* Redirect fd 1 and 2 into capture pipes (fd 1 only in sanitizer builds,
+ * output.c). Returns 0 or -1. */
 int output_capture_start(void);
 /* Send everything captured so far to the client (call with no lock held). */
 void output_forward(struct session *s);

@@ -61,6 +61,9 @@ FLAGS
   waits_event=P     (sync, blocking) P, the first parameter, is the event it
                     waits for: the session runs it inline when the event
                     has completed (MESSAGES: waits=)
+  func_config       a cache or shared memory configuration: before it goes
+                    out, attr_store_config_changed() (src/client/attr_store.h)
+                    stops the attribute cache for the process
   hook              (sync/async) the stub ends with `return hook_EXPORT(r, args...)`,
                     a hand-written function declared in src/client/hooks.h
   pre_hook          (sync/async) the stub first calls `hook_pre_EXPORT(args...)`
@@ -176,9 +179,9 @@ cuCtxSetLimit                 sync    invalidates_memo
 cuCtxGetApiVersion            sync
 cuCtxGetId                    local
 cuCtxGetCacheConfig           sync
-cuCtxSetCacheConfig           sync    invalidates_memo
+cuCtxSetCacheConfig           sync    invalidates_memo func_config
 cuCtxGetSharedMemConfig       sync
-cuCtxSetSharedMemConfig       sync    invalidates_memo
+cuCtxSetSharedMemConfig       sync    invalidates_memo func_config
 cuCtxGetExecAffinity          sync
 cuCtxGetDevResource           sync
 cuCtxRecordEvent              async
@@ -336,11 +339,11 @@ cuFuncGetModule               local
 cuFuncGetParamInfo            local
 cuKernelGetAttribute          manual  sends=scuda_func_attributes,cuKernelGetAttribute   # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per kernel and device
 cuKernelSetAttribute          sync    invalidates_memo_of=kernel  setting=val  one_way_when  # src/client/attr_set.c
-cuKernelSetCacheConfig        sync    invalidates_memo
+cuKernelSetCacheConfig        sync    invalidates_memo func_config
 cuFuncGetAttribute            manual  sends=scuda_func_attributes,cuFuncGetAttribute     # src/client/func_attrs.c: the fixed ones from one scuda_func_attributes per function
 cuFuncSetAttribute            sync    invalidates_memo_of=hfunc  setting=value  one_way_when  # src/client/attr_set.c
-cuFuncSetCacheConfig          sync    invalidates_memo
-cuFuncSetSharedMemConfig      sync    invalidates_memo
+cuFuncSetCacheConfig          sync    invalidates_memo func_config
+cuFuncSetSharedMemConfig      sync    invalidates_memo func_config
 cuFuncLoad                    sync    invalidates_memo
 
 # ---- run-time linking (hand-written: src/client/link.c) -----------------------

@@ -233,6 +233,7 @@ int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *k, 
     return 0;
 }
 void hook_attribute_set(const void *h) { (void)h; }
+void attr_store_config_changed(void) {}
 int hook_one_way_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { (void)f, (void)a, (void)v; return 0; }
 int hook_one_way_cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
 {

@@ -11,10 +11,13 @@
  *     never change: kept here for the process;
  *   - the others can be set (cuFuncSetAttribute): they go into the memo
  *     (memo.h) under the key of the one-attribute call, which any set
- *     clears; after that they are asked one by one, as before. */
+ *     clears; after that they are asked one by one, as before.
+ * A batch's answers are also kept on disk for later processes, which
+ * then ask nothing (attr_store.h). */
 #include <pthread.h>
 #include <string.h>
 
+#include "attr_store.h"
 #include "memo.h"
 #include "module.h"
 #include "rpc.h"
@@ -76,15 +79,15 @@ static uint16_t one_attribute_op(int kernel) { return kernel ? OP_cuKernelGetAtt
 /* The settable attributes of a batch, into the memo as their own calls
  * would have put them; `gen` from before the batch was asked for, so a set
  * meanwhile wins. */
-static void memoize_settable(const void *h, int32_t dev, const struct msg_scuda_func_attributes_rep *rep, uint64_t gen)
+static void memoize_settable(const void *h, int32_t dev, const struct attr_answers *a, uint64_t gen)
 {
     uint32_t ctx = shim_current_ctx_id();
-    for (unsigned a = FUNC_ATTR_FIXED; a < FUNC_ATTR_COUNT; a++) {
-        if (!(rep->known >> a & 1)) continue;
+    for (unsigned i = FUNC_ATTR_FIXED; i < FUNC_ATTR_COUNT; i++) {
+        if (!(a->known >> i & 1)) continue;
         wire_buf key, value;
-        one_attribute_key(&key, a, h, dev >= 0, dev);
+        one_attribute_key(&key, i, h, dev >= 0, dev);
         wb_init(&value);
-        wb_put_i32(&value, rep->values[a]);
+        wb_put_i32(&value, a->values[i]);
         if (!key.oom && !value.oom)
             memo_insert_about(one_attribute_op(dev >= 0), ctx, key.data, key.len, value.data, value.len, gen,
                               handle_wire_id(h));
@@ -93,8 +96,18 @@ static void memoize_settable(const void *h, int32_t dev, const struct msg_scuda_
     }
 }
 
-/* One round trip for all of a function's attributes. CUDA_SUCCESS also
- * when the driver refused some: those stay unknown. */
+/* A batch's answers, kept for the process: the fixed ones in the slots,
+ * the settable ones in the memo. */
+static void keep_answers(const void *h, int32_t dev, const struct attr_answers *a, uint64_t gen)
+{
+    struct fixed_attrs fresh = {.func = (uint64_t)(uintptr_t)h, .dev = dev, .known = a->known};
+    memcpy(fresh.values, a->values, sizeof fresh.values);
+    pthread_mutex_lock(&slots_lock);
+    *slot_of(fresh.func, dev) = fresh;
+    pthread_mutex_unlock(&slots_lock);
+    memoize_settable(h, dev, a, gen);
+}
+
 /* Where an attribute question goes: a kernel's of a device to that
  * device's server (a library's kernel is on every server), a function's
  * to its own server. The device travels as that server's ordinal; the
@@ -104,14 +117,15 @@ static struct server *asked(const void *h, int32_t dev)
     return dev >= 0 ? server_of_device(dev) : server_of_handle(h);
 }
 
-static CUresult fetch_all(const void *h, int32_t dev)
+/* One round trip for all of a function's attributes. CUDA_SUCCESS also
+ * when the driver refused some: those stay unknown. */
+static CUresult ask_all(const void *h, int32_t dev, struct server *srv, struct attr_answers *a)
 {
     struct msg_scuda_func_attributes_req m = {
         .func = handle_wire_id(h), .is_kernel = (uint8_t)(dev >= 0), .dev = dev >= 0 ? device_local(dev) : 0};
     struct msg_scuda_func_attributes_rep rep;
-    uint64_t gen = memo_generation();
     rpc_call c;
-    rpc_begin_on(&c, OP_scuda_func_attributes, asked(h, dev));
+    rpc_begin_on(&c, OP_scuda_func_attributes, srv);
     msg_scuda_func_attributes_req_put(&c.req, &m);
     CUresult r = rpc_sync(&c);
     if (r == CUDA_SUCCESS && (msg_scuda_func_attributes_rep_get(&c.out, &c.arena, &rep) != 0 ||
@@ -120,15 +134,33 @@ static CUresult fetch_all(const void *h, int32_t dev)
         r = CUDA_ERROR_UNKNOWN;
     }
     if (r == CUDA_SUCCESS) {
-        struct fixed_attrs fresh = {.func = (uint64_t)(uintptr_t)h, .dev = dev, .known = rep.known};
-        memcpy(fresh.values, rep.values, sizeof fresh.values);
-        pthread_mutex_lock(&slots_lock);
-        *slot_of(fresh.func, dev) = fresh;
-        pthread_mutex_unlock(&slots_lock);
-        memoize_settable(h, dev, &rep, gen);
+        a->known = rep.known;
+        memcpy(a->values, rep.values, sizeof a->values);
     }
     rpc_end(&c);
     return r;
+}
+
+/* All of a function's attributes: from the attribute cache of earlier
+ * processes when it has them (attr_store.h), else from the session, and
+ * then into that cache, unless a set began meanwhile. */
+static CUresult fetch_all(const void *h, int32_t dev)
+{
+    struct server *srv = asked(h, dev);
+    int32_t local = dev >= 0 ? device_local(dev) : -1;
+    uint8_t key[MODULE_KEY_LEN];
+    struct attr_answers a;
+    uint64_t gen = memo_generation();
+    if (attr_store_key(h, srv, local, key) && attr_store_recall(key, &a)) {
+        keep_answers(h, dev, &a, gen);
+        stats_add(STATS_ATTR_RECALLED);
+        return CUDA_SUCCESS;
+    }
+    CUresult r = ask_all(h, dev, srv, &a);
+    if (r != CUDA_SUCCESS) return r;
+    keep_answers(h, dev, &a, gen);
+    if (attr_store_key(h, srv, local, key)) attr_store_keep(key, &a);
+    return CUDA_SUCCESS;
 }
 
 /* One attribute, as the generated memo call did: from the memo, else from

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../common/wire.h"
+#include "attr_store.h" /* attr_store_config_changed (spec flag `func_config`) */
 
 /* Allocations over a slow link (alloc_ahead.c): a spare of the size asked
  * answers at once; the device's free memory counts the spares. */

@@ -50,6 +50,9 @@ struct loaded {
     int server;
     uint64_t image_len;
     uint8_t digest[AUTH_SHA256_LEN];
+    /* What makes its compiled functions what they are, on a given GPU and
+     * driver: the digest and the JIT options (func_identity). */
+    uint8_t identity[AUTH_SHA256_LEN];
     uint32_t nfuncs;
     struct func_desc *funcs;
     /* A library's module in a context (cuLibraryGetModule) shares the
@@ -605,6 +608,26 @@ static void digest_answered(struct server *srv, int missed)
     else atomic_store(&srv->digest_misses, 0);
 }
 
+/* A load's identity: the image's digest and length, and every JIT option
+ * as it travels (a register limit or an optimization level changes what
+ * the driver compiles; log buffers only make keys differ). */
+static void load_identity(const uint8_t digest[AUTH_SHA256_LEN], uint64_t len, const struct msg_load_head *head,
+                          uint8_t out[AUTH_SHA256_LEN])
+{
+    static const char domain[] = "scuda load identity 1";
+    auth_sha256 c;
+    auth_sha256_init(&c);
+    auth_sha256_update(&c, domain, sizeof domain);
+    auth_sha256_update(&c, digest, AUTH_SHA256_LEN);
+    auth_sha256_update(&c, &len, sizeof len);
+    auth_sha256_update(&c, &head->jit_count, sizeof head->jit_count);
+    for (uint32_t i = 0; i < head->jit_count; i++) {
+        auth_sha256_update(&c, &head->jit[i].option, sizeof head->jit[i].option);
+        auth_sha256_update(&c, &head->jit[i].value, sizeof head->jit[i].value);
+    }
+    auth_sha256_final(&c, out);
+}
+
 /* The load of one image on one server, under head->id. The server keeps
  * the images it has loaded (docs/architecture.md, 3.8 Modules), so the
  * first request names the image by its SHA-256 only; the bytes follow,
@@ -651,11 +674,27 @@ static CUresult load_on(struct server *srv, const struct msg_load_head *head, co
         (*l)->server = srv->index;
         (*l)->image_len = len;
         memcpy((*l)->digest, key, sizeof (*l)->digest);
+        load_identity(key, len, head, (*l)->identity);
     }
     return r;
 }
 
 static void send_unload(struct server *srv, uint64_t wire_id, int is_library);
+
+int func_identity(const void *h, auth_sha256 *c)
+{
+    uint32_t tag;
+    void *v;
+    if (!idmap_get(&objects, (uint64_t)(uintptr_t)h, &tag, &v) || (tag != TAG_FUNCTION && tag != TAG_KERNEL)) return 0;
+    const struct func_ref *ref = v;
+    const struct loaded *l = ref->owner->library ? ref->owner->library : ref->owner;
+    if (!l->has_digest) return 0;
+    uint32_t n = (uint32_t)strlen(ref->desc->name);
+    auth_sha256_update(c, l->identity, sizeof l->identity);
+    auth_sha256_update(c, &n, sizeof n);
+    auth_sha256_update(c, ref->desc->name, n);
+    return 1;
+}
 
 /* A library is context-independent: its kernels launch in a context of
  * any device, so with several servers it is loaded on each, under one id

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include "../common/auth.h"
 #include "../common/image_kernels.h"
 #include "../common/messages.gen.h"
 #include <stdint.h>
@@ -40,6 +41,10 @@ static inline struct func_desc *func_lookup(const void *h) { return func_lookup_
  * and node updates work on it too. */
 void func_adopt(uint64_t id, const char *name, uint32_t n, const struct msg_param_slot *layout, size_t total);
 
+/* For the function or kernel handle h: its load's identity (the image's
+ * digest and the JIT options) and its name, fed to c; 1, or 0 when the
+ * image was loaded without a digest (attr_store.h). */
+int func_identity(const void *h, auth_sha256 *c);
 /* 1 if library names a library this client loaded and has not unloaded. */
 int library_known(CUlibrary library);
 

@@ -31,7 +31,8 @@ static const char *const counter_names[STATS_COUNTERS] = {
     "module images past the session's budget for them (MODULE_PIN_MAX): their loads wait for a reply",
     "compile stages asked of the compile cache (NVRTC asks two per compile)",
     "compile stages served by the compile cache (not compiled again)",
-    "allocations answered with a spare allocated ahead (slow link)"};
+    "allocations answered with a spare allocated ahead (slow link)",
+    "functions whose attributes came from the client's attribute cache"};
 static _Atomic uint64_t counters[STATS_COUNTERS];
 
 int stats_enabled(void)

@@ -23,6 +23,7 @@ enum stats_counter {
     STATS_COMPILE_SERVICE, /* compile stages asked of the compile cache: two per NVRTC compile (compile_cache.h) */
     STATS_COMPILE_HITS,    /* of them, served from the cache */
     STATS_ALLOC_SPARES,    /* cuMemAlloc answered with a spare (alloc_ahead.c) */
+    STATS_ATTR_RECALLED,   /* functions whose attributes came from the attribute cache (attr_store.h) */
     STATS_COUNTERS
 };
 

@@ -565,6 +565,7 @@ EXPORT CUresult cuCtxResetPersistingL2Cache(void)
 EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 {
     SHIM_ENTER(cuCtxSetCacheConfig, (config));
+    attr_store_config_changed();
     rpc_call c;
     rpc_begin(&c, OP_cuCtxSetCacheConfig);
     wb_put_u32(&c.req, (uint32_t)(config));
@@ -613,6 +614,7 @@ EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
     SHIM_ENTER(cuCtxSetSharedMemConfig, (config));
+    attr_store_config_changed();
     rpc_call c;
     rpc_begin(&c, OP_cuCtxSetSharedMemConfig);
     wb_put_u32(&c.req, (uint32_t)(config));
@@ -1272,6 +1274,7 @@ EXPORT CUresult cuFuncLoad(CUfunction function)
 EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
     SHIM_ENTER(cuFuncSetAttribute, (hfunc, attrib, value));
+    hook_attribute_set(hfunc);
     wire_buf set_key, set_val;
     wb_init(&set_key);
     wb_init(&set_val);
@@ -1301,7 +1304,6 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
         rpc_end(&c);
     }
     memo_invalidate_about(OP_cuFuncSetAttribute, handle_wire_id(hfunc));
-    hook_attribute_set(hfunc);
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuFuncSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);
@@ -1312,6 +1314,7 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib
 EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
     SHIM_ENTER(cuFuncSetCacheConfig, (hfunc, config));
+    attr_store_config_changed();
     rpc_call c;
     rpc_begin_on(&c, OP_cuFuncSetCacheConfig, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
@@ -1329,6 +1332,7 @@ EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
     SHIM_ENTER(cuFuncSetSharedMemConfig, (hfunc, config));
+    attr_store_config_changed();
     rpc_call c;
     rpc_begin_on(&c, OP_cuFuncSetSharedMemConfig, server_of_handle(hfunc));
     rpc_put_handle(&c.req, hfunc);
@@ -2938,6 +2942,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
 EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
     SHIM_ENTER(cuKernelSetAttribute, (attrib, val, kernel, dev));
+    hook_attribute_set(kernel);
     wire_buf set_key, set_val;
     wb_init(&set_key);
     wb_init(&set_val);
@@ -2969,7 +2974,6 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
         rpc_end(&c);
     }
     memo_invalidate_about(OP_cuKernelSetAttribute, handle_wire_id(kernel));
-    hook_attribute_set(kernel);
     if (r == CUDA_SUCCESS && set_ok)
         memo_setting_put(OP_cuKernelSetAttribute, set_ctx, set_key.data, set_key.len, set_val.data, set_val.len);
     wb_free(&set_key);
@@ -2980,6 +2984,7 @@ EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
 EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
 {
     SHIM_ENTER(cuKernelSetCacheConfig, (kernel, config, dev));
+    attr_store_config_changed();
     rpc_call c;
     rpc_begin_on(&c, OP_cuKernelSetCacheConfig, server_of_device(dev));
     rpc_put_handle(&c.req, kernel);

@@ -72,16 +72,29 @@ int scuda_module_cache_default(char *out, size_t outlen)
     return cache_dir_default("modules", out, outlen);
 }
 
-int scuda_compile_cache_dir(char *out, size_t outlen)
+/* A client cache: the directory variable env names, "off" or "0" for
+ * none, else the default leaf; CUDA_CACHE_DISABLE=1 turns it off as it
+ * does the driver's own cache. */
+static int client_cache_dir(const char *env, const char *leaf, char *out, size_t outlen)
 {
-    const char *v = getenv("SCUDA_COMPILE_CACHE");
+    const char *v = getenv(env);
     if (v != NULL && v[0] != '\0') {
         if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return 0;
         int n = snprintf(out, outlen, "%s", v);
         return n < 0 || (size_t)n >= outlen ? -1 : 1;
     }
     if (scuda_env_on("CUDA_CACHE_DISABLE")) return 0;
-    return cache_dir_default("compile", out, outlen) == 0 ? 1 : -1;
+    return cache_dir_default(leaf, out, outlen) == 0 ? 1 : -1;
+}
+
+int scuda_compile_cache_dir(char *out, size_t outlen)
+{
+    return client_cache_dir("SCUDA_COMPILE_CACHE", "compile", out, outlen);
+}
+
+int scuda_attr_cache_dir(char *out, size_t outlen)
+{
+    return client_cache_dir("SCUDA_ATTR_CACHE", "attributes", out, outlen);
 }
 
 int scuda_server_list_entry(const char *list, int index, char *out, size_t outlen)

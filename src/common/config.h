@@ -66,6 +66,10 @@ int scuda_module_cache_default(char *out, size_t outlen);
  * known or the path does not fit. */
 int scuda_compile_cache_dir(char *out, size_t outlen);
 
+/* The client's store of function attributes (src/client/attr_store.h):
+ * the same rules, with env SCUDA_ATTR_CACHE and the leaf "attributes". */
+int scuda_attr_cache_dir(char *out, size_t outlen);
+
 /* The client's token: env SCUDA_TOKEN; when that is unset or empty, the
  * token in the file SCUDA_TOKEN_FILE names (token_file.h: the token alone
  * or `NAME TOKEN`; read once per process, with a warning when others can

@@ -210,6 +210,12 @@ void h_begin(const char *name, unsigned seconds)
     char state_dir[520];
     snprintf(state_dir, sizeof state_dir, "%s/%s.state", E2E_LOG_DIR, name);
     h_remove_tree(state_dir);
+    /* The clients' attribute cache (src/client/attr_store.h): the test's
+     * own, empty at its start, so what one run kept never answers the next. */
+    char attr_dir[520];
+    snprintf(attr_dir, sizeof attr_dir, "%s/%s.attributes", E2E_LOG_DIR, name);
+    h_remove_tree(attr_dir);
+    setenv("SCUDA_ATTR_CACHE", attr_dir, 1);
     alarm(seconds);
 }
 

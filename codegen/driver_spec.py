@@ -61,6 +61,11 @@ FLAGS
   waits_event=P     (sync, blocking) P, the first parameter, is the event it
                     waits for: the session runs it inline when the event
                     has completed (MESSAGES: waits=)
+  kept              (memo; one CUfunction, otherwise scalars and outputs) a
+                    miss asks the attribute cache before the session, and
+                    an answer from the session is kept there for later
+                    processes: the answer depends only on the function, its
+                    arguments and the GPU (src/client/attr_store.h)
   func_config       a cache or shared memory configuration: before it goes
                     out, attr_store_config_changed() (src/client/attr_store.h)
                     stops the attribute cache for the process
@@ -377,9 +382,9 @@ cuParamSetTexRef              sync                   # the driver checks and kee
 cuLaunchCooperativeKernelMultiDevice  unsupported    # deprecated since CUDA 11.3: one launch over several GPUs' contexts of one process
 
 # ---- occupancy --------------------------------------------------------------
-cuOccupancyAvailableDynamicSMemPerBlock               memo  dynamicSmemSize=out
-cuOccupancyMaxActiveBlocksPerMultiprocessor           memo
-cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo
+cuOccupancyAvailableDynamicSMemPerBlock               memo  dynamicSmemSize=out  kept
+cuOccupancyMaxActiveBlocksPerMultiprocessor           memo  kept
+cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags  memo  kept
 cuOccupancyMaxPotentialBlockSize            memo  blockSizeToDynamicSMemSize=null
 cuOccupancyMaxPotentialBlockSizeWithFlags   memo  blockSizeToDynamicSMemSize=null
 cuOccupancyMaxActiveClusters                memo  config=launch_config  memo_miss  # src/client/occupancy.c: a function that misses twice gets every cluster width at once (scuda_memo_batch)

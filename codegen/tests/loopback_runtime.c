@@ -234,6 +234,15 @@ int hook_memo_miss_cuOccupancyMaxActiveClusters(CUresult *r, const wire_buf *k, 
 }
 void hook_attribute_set(const void *h) { (void)h; }
 void attr_store_config_changed(void) {}
+int memo_kept_recall(uint16_t op, const void *func, const wire_buf *args, void *value, size_t *value_len)
+{
+    (void)op, (void)func, (void)args, (void)value, (void)value_len;
+    return 0;
+}
+void memo_kept_keep(uint16_t op, const void *func, const wire_buf *args, const void *value, size_t value_len)
+{
+    (void)op, (void)func, (void)args, (void)value, (void)value_len;
+}
 int hook_one_way_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { (void)f, (void)a, (void)v; return 0; }
 int hook_one_way_cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
 {

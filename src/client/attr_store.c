@@ -11,11 +11,14 @@
 #include <string.h>
 
 #include "conn.h"
+#include "memo.h"
 #include "module.h"
 #include "servers.h"
+#include "stats.h"
 #include "../common/auth.h"
 #include "../common/config.h"
 #include "../common/log.h"
+#include "../common/ops.gen.h"
 #include "../common/wire.h"
 
 static const char KEY_DOMAIN[] = "scuda function attributes 1";
@@ -97,7 +100,9 @@ static const struct device_info *model_of(const struct session_info *si, int32_t
     return &si->dev[0];
 }
 
-int attr_store_key(const void *h, const struct server *srv, int32_t dev, uint8_t key[MODULE_KEY_LEN])
+/* What h's answers on srv depend on, fed to c after the caller's domain:
+ * 1, or 0 when they are not to be kept or used (attr_store_key). */
+static int function_key(const void *h, const struct server *srv, int32_t dev, auth_sha256 *c)
 {
     char dir[PATH_MAX];
     const struct func_desc *d = func_lookup(h);
@@ -106,33 +111,52 @@ int attr_store_key(const void *h, const struct server *srv, int32_t dev, uint8_t
         return 0;
     const struct session_info *si = conn_info(srv);
     const struct device_info *model = model_of(si, dev);
-    if (!model) return 0;
-    auth_sha256 c;
-    auth_sha256_init(&c);
-    auth_sha256_update(&c, KEY_DOMAIN, sizeof KEY_DOMAIN);
-    if (!func_identity(h, &c)) return 0;
+    if (!model || !func_identity(h, c)) return 0;
     uint8_t as_kernel = dev >= 0;
     int32_t cc[2] = {model->attr_value[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR],
                      model->attr_value[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]};
-    size_t name_len = strnlen(model->name, sizeof model->name);
-    auth_sha256_update(&c, &as_kernel, 1);
-    auth_sha256_update(&c, &si->driver_version, sizeof si->driver_version);
-    auth_sha256_update(&c, cc, sizeof cc);
-    auth_sha256_update(&c, model->name, name_len);
+    auth_sha256_update(c, &as_kernel, 1);
+    auth_sha256_update(c, &si->driver_version, sizeof si->driver_version);
+    auth_sha256_update(c, cc, sizeof cc);
+    auth_sha256_update(c, model->name, strnlen(model->name, sizeof model->name));
+    return 1;
+}
+
+int attr_store_key(const void *h, const struct server *srv, int32_t dev, uint8_t key[MODULE_KEY_LEN])
+{
+    auth_sha256 c;
+    auth_sha256_init(&c);
+    auth_sha256_update(&c, KEY_DOMAIN, sizeof KEY_DOMAIN);
+    if (!function_key(h, srv, dev, &c)) return 0;
     auth_sha256_final(&c, key);
     return 1;
 }
 
-int attr_store_recall(const uint8_t key[MODULE_KEY_LEN], struct attr_answers *a)
+/* An entry's bytes under key, at most max of them (a new buffer, *len
+ * long); 0 on a miss. A damaged one is deleted and logged. */
+static int read_entry(const uint8_t key[MODULE_KEY_LEN], uint64_t max, void **data, uint64_t *len)
 {
     char dir[PATH_MAX];
-    void *data = NULL;
-    uint64_t len = 0;
     const char *why = NULL;
     if (!dir_if_on(dir)) return 0;
-    enum store_result got = module_store_read_keyed(dir, key, ENTRY_LEN, &data, &len, &why);
+    enum store_result got = module_store_read_keyed(dir, key, max, data, len, &why);
     if (got == STORE_CORRUPT) LOG_WARN("attribute cache %s: an entry was damaged (%s); it is deleted", dir, why);
-    if (got != STORE_HIT) return 0;
+    return got == STORE_HIT;
+}
+
+static void write_entry(const uint8_t key[MODULE_KEY_LEN], const wire_buf *b)
+{
+    char dir[PATH_MAX];
+    if (b->oom || !dir_if_on(dir)) return;
+    if (module_store_write_keyed(dir, key, b->data, b->len) == 0)
+        module_store_evict_paced(dir, ATTR_STORE_LIMIT, &pace, MODULE_STORE_HEADER + MODULE_KEY_LEN + b->len);
+}
+
+int attr_store_recall(const uint8_t key[MODULE_KEY_LEN], struct attr_answers *a)
+{
+    void *data = NULL;
+    uint64_t len = 0;
+    if (!read_entry(key, ENTRY_LEN, &data, &len)) return 0;
     wire_reader r;
     wr_init(&r, data, len);
     uint8_t tag[sizeof ENTRY_TAG];
@@ -149,15 +173,67 @@ int attr_store_recall(const uint8_t key[MODULE_KEY_LEN], struct attr_answers *a)
 
 void attr_store_keep(const uint8_t key[MODULE_KEY_LEN], const struct attr_answers *a)
 {
-    char dir[PATH_MAX];
-    if (!dir_if_on(dir)) return;
     wire_buf b;
     wb_init(&b);
     wb_put_raw(&b, ENTRY_TAG, sizeof ENTRY_TAG);
     wb_put_u32(&b, FUNC_ATTR_COUNT);
     wb_put_u32(&b, a->known);
     for (unsigned i = 0; i < FUNC_ATTR_COUNT; i++) wb_put_i32(&b, a->values[i]);
-    if (!b.oom && module_store_write_keyed(dir, key, b.data, b.len) == 0)
-        module_store_evict_paced(dir, ATTR_STORE_LIMIT, &pace, MODULE_STORE_HEADER + MODULE_KEY_LEN + b.len);
+    write_entry(key, &b);
+    wb_free(&b);
+}
+
+/* ---- memo answers (spec flag `kept`) ------------------------------------ */
+
+static const char KEPT_DOMAIN[] = "scuda kept answers 1";
+static const char KEPT_TAG[8] = "SCKEPT01";
+
+/* The key of op's answer for func and the other arguments (args): the
+ * op by name (numbers are a build's), the function as for its attributes. */
+static int kept_key(uint16_t op, const void *func, const wire_buf *args, uint8_t key[MODULE_KEY_LEN])
+{
+    const char *name = scuda_op_name(op);
+    auth_sha256 c;
+    auth_sha256_init(&c);
+    auth_sha256_update(&c, KEPT_DOMAIN, sizeof KEPT_DOMAIN);
+    auth_sha256_update(&c, name, strlen(name) + 1);
+    auth_sha256_update(&c, args->data, args->len);
+    if (!function_key(func, server_of_handle(func), -1, &c)) return 0;
+    auth_sha256_final(&c, key);
+    return 1;
+}
+
+int memo_kept_recall(uint16_t op, const void *func, const wire_buf *args, void *value, size_t *value_len)
+{
+    uint8_t key[MODULE_KEY_LEN];
+    void *data = NULL;
+    uint64_t len = 0;
+    if (!kept_key(op, func, args, key) || !read_entry(key, sizeof KEPT_TAG + 4 + MEMO_MAX_VALUE, &data, &len))
+        return 0;
+    wire_reader r;
+    wr_init(&r, data, len);
+    uint8_t tag[sizeof KEPT_TAG];
+    wr_raw(&r, tag, sizeof tag);
+    uint32_t n = wr_u32(&r);
+    int ok = memcmp(tag, KEPT_TAG, sizeof tag) == 0 && n <= MEMO_MAX_VALUE && r.left == n;
+    if (ok) {
+        wr_raw(&r, value, n);
+        *value_len = n;
+        stats_add(STATS_KEPT_RECALLED);
+    }
+    free(data);
+    return ok;
+}
+
+void memo_kept_keep(uint16_t op, const void *func, const wire_buf *args, const void *value, size_t value_len)
+{
+    uint8_t key[MODULE_KEY_LEN];
+    if (value_len > MEMO_MAX_VALUE || !kept_key(op, func, args, key)) return;
+    wire_buf b;
+    wb_init(&b);
+    wb_put_raw(&b, KEPT_TAG, sizeof KEPT_TAG);
+    wb_put_u32(&b, (uint32_t)value_len);
+    wb_put_raw(&b, value, value_len);
+    write_entry(key, &b);
     wb_free(&b);
 }

@@ -30,9 +30,11 @@
 #ifndef SCUDA_CLIENT_ATTR_STORE_H
 #define SCUDA_CLIENT_ATTR_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/messages.gen.h"
+#include "../common/wire.h"
 #include "../common/module_store.h"
 
 struct server;
@@ -58,6 +60,14 @@ int attr_store_recall(const uint8_t key[MODULE_KEY_LEN], struct attr_answers *a)
 /* Keep a's answers under key (the caller checked, after the answers came,
  * that attr_store_key still gives a key for h). */
 void attr_store_keep(const uint8_t key[MODULE_KEY_LEN], const struct attr_answers *a);
+
+/* Answers of memo calls that depend only on a function, their other
+ * arguments and the GPU (spec flag `kept`: occupancy per multiprocessor):
+ * the same rules, keyed by the op, the function as above, and args (the
+ * other arguments as the request encodes them). recall: 1 and the answer
+ * (at most MEMO_MAX_VALUE bytes) in value; else 0. */
+int memo_kept_recall(uint16_t op, const void *func, const wire_buf *args, void *value, size_t *value_len);
+void memo_kept_keep(uint16_t op, const void *func, const wire_buf *args, const void *value, size_t value_len);
 
 /* A cache or shared memory configuration was set (a function's, a
  * kernel's or a context's): nothing is used or kept from now on. */

@@ -32,7 +32,8 @@ static const char *const counter_names[STATS_COUNTERS] = {
     "compile stages asked of the compile cache (NVRTC asks two per compile)",
     "compile stages served by the compile cache (not compiled again)",
     "allocations answered with a spare allocated ahead (slow link)",
-    "functions whose attributes came from the client's attribute cache"};
+    "functions whose attributes came from the client's attribute cache",
+    "occupancy answers that came from the client's attribute cache"};
 static _Atomic uint64_t counters[STATS_COUNTERS];
 
 int stats_enabled(void)

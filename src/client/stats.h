@@ -24,6 +24,7 @@ enum stats_counter {
     STATS_COMPILE_HITS,    /* of them, served from the cache */
     STATS_ALLOC_SPARES,    /* cuMemAlloc answered with a spare (alloc_ahead.c) */
     STATS_ATTR_RECALLED,   /* functions whose attributes came from the attribute cache (attr_store.h) */
+    STATS_KEPT_RECALLED,   /* occupancy answers from the attribute cache (spec flag `kept`) */
     STATS_COUNTERS
 };
 

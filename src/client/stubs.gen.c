@@ -5152,6 +5152,23 @@ EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
             *dynamicSmemSize = (size_t)wr_u64(&o);
         return CUDA_SUCCESS;
     }
+    wire_buf kept;
+    wb_init(&kept);
+    wb_put_u8(&kept, dynamicSmemSize != NULL);
+    wb_put_i32(&kept, (int32_t)(numBlocks));
+    wb_put_i32(&kept, (int32_t)(blockSize));
+    if (!key.oom && !kept.oom && memo_kept_recall(OP_cuOccupancyAvailableDynamicSMemPerBlock, func, &kept, val, &val_len)) {
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (dynamicSmemSize != NULL)
+            *dynamicSmemSize = (size_t)wr_u64(&o);
+        if (wr_ok_end(&o)) {
+            memo_insert(OP_cuOccupancyAvailableDynamicSMemPerBlock, ctx, key.data, key.len, val, val_len, gen);
+            wb_free(&key);
+            wb_free(&kept);
+            return CUDA_SUCCESS;
+        }
+    }
     rpc_call c;
     rpc_begin_on(&c, OP_cuOccupancyAvailableDynamicSMemPerBlock, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
@@ -5159,13 +5176,18 @@ EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
     if (r == CUDA_SUCCESS) {
         if (!key.oom)
             memo_insert(OP_cuOccupancyAvailableDynamicSMemPerBlock, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        const uint8_t *kept_out = c.out.p;
+        size_t kept_len = c.out.left;
         if (dynamicSmemSize != NULL)
             *dynamicSmemSize = (size_t)wr_u64(&c.out);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuOccupancyAvailableDynamicSMemPerBlock");
+        else if (!kept.oom)
+            memo_kept_keep(OP_cuOccupancyAvailableDynamicSMemPerBlock, func, &kept, kept_out, kept_len);
     }
     rpc_end(&c);
     wb_free(&key);
+    wb_free(&kept);
     return r;
 }
 
@@ -5190,6 +5212,23 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfu
             *numBlocks = (int)wr_i32(&o);
         return CUDA_SUCCESS;
     }
+    wire_buf kept;
+    wb_init(&kept);
+    wb_put_u8(&kept, numBlocks != NULL);
+    wb_put_i32(&kept, (int32_t)(blockSize));
+    wb_put_u64(&kept, (uint64_t)(dynamicSMemSize));
+    if (!key.oom && !kept.oom && memo_kept_recall(OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, func, &kept, val, &val_len)) {
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (numBlocks != NULL)
+            *numBlocks = (int)wr_i32(&o);
+        if (wr_ok_end(&o)) {
+            memo_insert(OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, ctx, key.data, key.len, val, val_len, gen);
+            wb_free(&key);
+            wb_free(&kept);
+            return CUDA_SUCCESS;
+        }
+    }
     rpc_call c;
     rpc_begin_on(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
@@ -5197,13 +5236,18 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfu
     if (r == CUDA_SUCCESS) {
         if (!key.oom)
             memo_insert(OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        const uint8_t *kept_out = c.out.p;
+        size_t kept_len = c.out.left;
         if (numBlocks != NULL)
             *numBlocks = (int)wr_i32(&c.out);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        else if (!kept.oom)
+            memo_kept_keep(OP_cuOccupancyMaxActiveBlocksPerMultiprocessor, func, &kept, kept_out, kept_len);
     }
     rpc_end(&c);
     wb_free(&key);
+    wb_free(&kept);
     return r;
 }
 
@@ -5229,6 +5273,24 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
             *numBlocks = (int)wr_i32(&o);
         return CUDA_SUCCESS;
     }
+    wire_buf kept;
+    wb_init(&kept);
+    wb_put_u8(&kept, numBlocks != NULL);
+    wb_put_i32(&kept, (int32_t)(blockSize));
+    wb_put_u64(&kept, (uint64_t)(dynamicSMemSize));
+    wb_put_u32(&kept, (uint32_t)(flags));
+    if (!key.oom && !kept.oom && memo_kept_recall(OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, func, &kept, val, &val_len)) {
+        wire_reader o;
+        wr_init(&o, val, val_len);
+        if (numBlocks != NULL)
+            *numBlocks = (int)wr_i32(&o);
+        if (wr_ok_end(&o)) {
+            memo_insert(OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, ctx, key.data, key.len, val, val_len, gen);
+            wb_free(&key);
+            wb_free(&kept);
+            return CUDA_SUCCESS;
+        }
+    }
     rpc_call c;
     rpc_begin_on(&c, OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, server_of_handle(func));
     wb_put_raw(&c.req, key.data, key.len);
@@ -5236,13 +5298,18 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlo
     if (r == CUDA_SUCCESS) {
         if (!key.oom)
             memo_insert(OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, ctx, key.data, key.len, c.out.p, c.out.left, gen);
+        const uint8_t *kept_out = c.out.p;
+        size_t kept_len = c.out.left;
         if (numBlocks != NULL)
             *numBlocks = (int)wr_i32(&c.out);
         if (!wr_ok_end(&c.out))
             r = bad_reply("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+        else if (!kept.oom)
+            memo_kept_keep(OP_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, func, &kept, kept_out, kept_len);
     }
     rpc_end(&c);
     wb_free(&key);
+    wb_free(&kept);
     return r;
 }
 
@@ -5293,7 +5360,7 @@ EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, 
         CUresult g_;
         if (!key.oom && hook_memo_miss_cuOccupancyMaxActiveClusters(&g_, &key, numClusters, func, config)) {
             wb_free(&key);
-            return g_;
+                return g_;
         }
     }
     rpc_call c;

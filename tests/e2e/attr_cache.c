@@ -4,7 +4,8 @@
  * attribute cache (SCUDA_ATTR_CACHE, set by the harness):
  *
  *   first     the stand-in's fill_u32: all 16 attributes in one batch,
- *             the stand-in's values;
+ *             the stand-in's values, and two occupancy questions
+ *             (cuOccupancyMaxActiveBlocksPerMultiprocessor, WithFlags);
  *   again     a new process asks nothing and gets the same values;
  *   set       a process that sets the kernel's dynamic shared memory
  *             before asking gets the set value from the session, and
@@ -26,6 +27,7 @@
 #include "harness.h"
 
 #define RECALLED "scuda stats: functions whose attributes came from the client's attribute cache: "
+#define KEPT "scuda stats: occupancy answers that came from the client's attribute cache: "
 #define DEFAULT_DYN 49152
 
 enum step { PLAIN, SET_FIRST, CONFIG_FIRST, JIT, KERNEL };
@@ -64,6 +66,11 @@ static int attrs_client(void *arg)
         if (s == SET_FIRST) CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
         if (s == CONFIG_FIRST) CU(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED));
         for (int a = 0; a < 16; a++) CU(cuFuncGetAttribute(&v[a], (CUfunction_attribute)a, f));
+        int blocks = -1, shared_bound = -1;
+        CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 128, 0));
+        CU(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&shared_bound, f, 256, 40000, 0));
+        CHECK(blocks == 16 && shared_bound == 5, "occupancy: %d blocks of 128, %d of 256 with 40000 bytes", blocks,
+              shared_bound);
     }
     CHECK(v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] == 1024 && v[CU_FUNC_ATTRIBUTE_PTX_VERSION] == 75 &&
               v[CU_FUNC_ATTRIBUTE_BINARY_VERSION] == 90,
@@ -74,10 +81,17 @@ static int attrs_client(void *arg)
     return 0;
 }
 
-static unsigned recalled(const char *stats)
+static unsigned figure(const char *stats, const char *line)
 {
-    const char *p = strstr(stats, RECALLED);
-    return p ? (unsigned)strtoul(p + strlen(RECALLED), NULL, 10) : 0;
+    const char *p = strstr(stats, line);
+    return p ? (unsigned)strtoul(p + strlen(line), NULL, 10) : 0;
+}
+
+/* Occupancy questions that waited: the two ops'. */
+static unsigned occupancy_asked(const char *stats)
+{
+    return h_stats_count(stats, "sync", "cuOccupancyMaxActiveBlocksPerMultiprocessor") +
+           h_stats_count(stats, "sync", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
 }
 
 /* One process of step s: how many batches it asked for, how many functions
@@ -86,17 +100,23 @@ static void run(enum step s, const char *tag, unsigned *asked, unsigned *hits, c
 {
     char *stats = h_client_stats(attrs_client, &s, 30, tag);
     *asked = h_stats_count(stats, "sync", "scuda_func_attributes");
-    *hits = recalled(stats);
+    *hits = figure(stats, RECALLED);
     *out = stats;
 }
 
+/* A process of step s asks want_asked batches and finds want_hits
+ * functions in the cache; a function's two occupancy questions follow
+ * its attributes (a kernel has none). */
 static void expect(enum step s, const char *tag, unsigned want_asked, unsigned want_hits)
 {
-    unsigned asked, hits;
+    unsigned asked, hits, per = s == KERNEL ? 0 : 2;
     char *stats;
     run(s, tag, &asked, &hits, &stats);
     CHECK(asked == want_asked && hits == want_hits, "%s: %u batches asked (want %u), %u from the cache (want %u)\n%s",
           tag, asked, want_asked, hits, want_hits, stats);
+    CHECK(occupancy_asked(stats) == per * want_asked && figure(stats, KEPT) == per * want_hits,
+          "%s: %u occupancy questions asked (want %u), %u from the cache (want %u)\n%s", tag, occupancy_asked(stats),
+          per * want_asked, figure(stats, KEPT), per * want_hits, stats);
     free(stats);
     printf("ok %s\n", tag);
 }

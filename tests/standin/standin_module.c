@@ -1834,3 +1834,29 @@ CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
     si_leave();
     return rc;
 }
+
+/* The blocks of blockSize threads that fit on one SM at once, as an SM of
+ * 2048 threads, 32 blocks and 228 KiB of shared memory would have it:
+ * dynamicSMemSize only ever lowers the count. */
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize,
+                                                                     size_t dynamicSMemSize, unsigned int flags)
+{
+    si_enter();
+    si_func *f = NULL;
+    CUresult rc = si_func_arg(func, &f);
+    if (!rc && (!numBlocks || blockSize <= 0 || blockSize > 1024 || flags > 1)) rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc) {
+        size_t n = 2048 / (size_t)blockSize;
+        if (n > 32) n = 32;
+        if (dynamicSMemSize > 0 && 233472 / dynamicSMemSize < n) n = 233472 / dynamicSMemSize;
+        *numBlocks = (int)n;
+    }
+    si_leave();
+    return rc;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+                                                             size_t dynamicSMemSize)
+{
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
+}

@@ -813,12 +813,15 @@ def main():
 
     me = os.path.abspath(__file__)
     py = sys.executable
-    # Both sides' compile caches start empty (see above).
-    side_env = {}
-    for side, var in (("native", "CUDA_CACHE_PATH"), ("scuda", "SCUDA_COMPILE_CACHE")):
-        cache = os.path.join(log_dir, "compile-cache-" + side)
+    # Both sides' compile caches start empty (see above), and so does the
+    # SCUDA client's attribute cache: a run does not depend on earlier ones.
+    side_env = {side: dict(os.environ) for side in ("native", "scuda")}
+    for side, var, name in (("native", "CUDA_CACHE_PATH", "compile-cache"),
+                            ("scuda", "SCUDA_COMPILE_CACHE", "compile-cache"),
+                            ("scuda", "SCUDA_ATTR_CACHE", "attr-cache")):
+        cache = os.path.join(log_dir, name + "-" + side)
         shutil.rmtree(cache, ignore_errors=True)
-        side_env[side] = dict(os.environ, **{var: cache})
+        side_env[side][var] = cache
     results = {}
     try:
         link = link_from_bench(args.link_json) if args.link_json else raw_link(addr, args.quick)

@@ -111,12 +111,15 @@ static int function_key(const void *h, const struct server *srv, int32_t dev, au
         return 0;
     const struct session_info *si = conn_info(srv);
     const struct device_info *model = model_of(si, dev);
-    if (!model || !func_identity(h, c)) return 0;
+    /* Without the driver's build (an older server) a driver update could
+     * go unseen. */
+    if (!model || !si->driver_build[0] || !func_identity(h, c)) return 0;
     uint8_t as_kernel = dev >= 0;
     int32_t cc[2] = {model->attr_value[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR],
                      model->attr_value[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR]};
     auth_sha256_update(c, &as_kernel, 1);
     auth_sha256_update(c, &si->driver_version, sizeof si->driver_version);
+    auth_sha256_update(c, si->driver_build, strnlen(si->driver_build, sizeof si->driver_build) + 1);
     auth_sha256_update(c, cc, sizeof cc);
     auth_sha256_update(c, model->name, strnlen(model->name, sizeof model->name));
     return 1;

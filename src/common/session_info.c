@@ -38,6 +38,7 @@ void session_info_encode(wire_buf *b, const struct session_info *si)
         }
     }
     wb_put_i32(b, si->loading_mode);
+    put_fixed_str(b, si->driver_build, sizeof si->driver_build);
 }
 
 int session_info_decode(wire_reader *r, struct session_info *si)
@@ -60,6 +61,8 @@ int session_info_decode(wire_reader *r, struct session_info *si)
             di->attr_result[a] = wr_i32(r);
         }
     }
-    if (!r->bad && r->left >= 4) si->loading_mode = wr_i32(r); /* absent from an older server */
+    /* Each absent from an older server. */
+    if (!r->bad && r->left >= 4) si->loading_mode = wr_i32(r);
+    if (!r->bad && r->left > 0 && get_fixed_str(r, si->driver_build, sizeof si->driver_build) != 0) return -1;
     return r->bad ? -1 : 0;
 }

@@ -37,6 +37,11 @@ struct session_info {
      * runs with CUDA_MODULE_LOADING=EAGER); 0 from a server that does not
      * say. It travels last, so that either end may be the older. */
     int32_t loading_mode;
+    /* The driver library's file name, which carries its build
+     * ("libcuda.so.580.159.03"): two builds of one CUDA version may JIT
+     * PTX differently (the client's attribute cache keys on it). "" from a
+     * server that does not say. Travels after loading_mode. */
+    char driver_build[64];
 };
 
 void session_info_encode(wire_buf *b, const struct session_info *si);

@@ -13,6 +13,7 @@
 #include "srv_ipc.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
@@ -147,6 +148,20 @@ static void gather_device(CUdevice d, struct device_info *di)
     }
 }
 
+/* The file name of the library the driver's cuInit lives in, links
+ * resolved: an NVIDIA driver's carries its build (libcuda.so.580.159.03). */
+static void driver_build_of(void *symbol, char *out, size_t outlen)
+{
+    Dl_info info;
+    char path[PATH_MAX];
+    out[0] = '\0';
+    if (!symbol || !dladdr(symbol, &info) || !info.dli_fname || !realpath(info.dli_fname, path)) return;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n < outlen) memcpy(out, base, n + 1); /* a longer one is not said: cut, it could name another build */
+}
+
 static CUresult gather_info(struct session_info *si)
 {
     memset(si, 0, sizeof *si);
@@ -160,6 +175,7 @@ static CUresult gather_info(struct session_info *si)
     for (uint32_t d = 0; d < si->device_count; d++) gather_device((CUdevice)d, &si->dev[d]);
     CUmoduleLoadingMode mode = 0;
     if (REAL(cuModuleGetLoadingMode, &mode) == CUDA_SUCCESS) si->loading_mode = (int32_t)mode;
+    driver_build_of((void *)real.cuInit, si->driver_build, sizeof si->driver_build);
     return CUDA_SUCCESS;
 }
 

@@ -209,6 +209,8 @@ static void session_info_cases(void)
     memset(&si_in, 0, sizeof si_in);
     si_in.driver_version = 13000;
     si_in.session_pid = 1234;
+    si_in.loading_mode = 1;
+    snprintf(si_in.driver_build, sizeof si_in.driver_build, "libcuda.so.580.%u", (unsigned)below(1000));
     si_in.device_count = 1 + (uint32_t)below(3);
     for (uint32_t d = 0; d < si_in.device_count; d++) {
         snprintf(si_in.dev[d].name, sizeof si_in.dev[d].name, "Stand-in %u", d);
@@ -244,6 +246,8 @@ static void session_info_cases(void)
         EXPECT(rc == 0, "a valid session info did not decode");
         EXPECT(si_out.device_count == si_in.device_count, "device count changed");
         EXPECT(strcmp(si_out.dev[0].name, si_in.dev[0].name) == 0, "device name changed");
+        EXPECT(si_out.loading_mode == 1 && strcmp(si_out.driver_build, si_in.driver_build) == 0,
+               "loading mode or driver build changed");
     }
     if (rc == 0) {
         EXPECT(si_out.device_count <= SCUDA_MAX_DEVICES, "device count %u accepted", si_out.device_count);
@@ -253,6 +257,7 @@ static void session_info_cases(void)
             EXPECT(memchr(si_out.dev[d].pci_bus_id, 0, sizeof si_out.dev[d].pci_bus_id) != NULL,
                    "unterminated bus id");
         }
+        EXPECT(memchr(si_out.driver_build, 0, sizeof si_out.driver_build) != NULL, "unterminated driver build");
     }
     free(exact);
 

@@ -25,6 +25,9 @@ static const char KEY_DOMAIN[] = "scuda function attributes 1";
 /* An entry: this tag, the count of values, the known mask, the values. */
 static const char ENTRY_TAG[8] = "SCATTR01";
 #define ENTRY_LEN (sizeof ENTRY_TAG + 8 + 4 * FUNC_ATTR_COUNT)
+/* A kept memo answer: this tag, its length, its bytes. */
+static const char KEPT_TAG[8] = "SCKEPT01";
+#define KEPT_LEN_MAX (sizeof KEPT_TAG + 4 + MEMO_MAX_VALUE)
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -135,24 +138,154 @@ int attr_store_key(const void *h, const struct server *srv, int32_t dev, uint8_t
     return 1;
 }
 
+/* ---- entries: a memory layer, and a writer off the caller's thread ------ */
+
+/* The disk costs more than a loopback round trip (a file written, about
+ * 35 us; one read, 6 us), and cuDNN builds new kernels for every token of a
+ * generate. So what is kept goes into a table in memory at once (a
+ * function's handles come and go with cuDNN's loads, and its answers are
+ * found again there) and to the disk from a thread of its own; what that
+ * thread has not written when the program exits is written then. */
+#define ENTRY_MAX ENTRY_LEN
+_Static_assert(KEPT_LEN_MAX <= ENTRY_MAX, "a kept answer fits an entry");
+#define MEMORY_SLOTS 4096 /* direct-mapped: a slot lost is read from the disk again */
+#define PENDING_MAX 1024  /* entries not yet written; past that they are only in memory */
+
+struct entry {
+    uint8_t key[MODULE_KEY_LEN];
+    uint32_t len; /* 0: empty */
+    uint8_t bytes[ENTRY_MAX];
+};
+
+static struct entry memory[MEMORY_SLOTS];
+static struct entry pending[PENDING_MAX]; /* a ring: npending from pending_head */
+static unsigned pending_head, npending;
+static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pending_cv = PTHREAD_COND_INITIALIZER;
+static int writer_started; /* under entries_lock; a forked child starts its own */
+
+static struct entry *slot_for(const uint8_t key[MODULE_KEY_LEN])
+{
+    uint32_t h;
+    memcpy(&h, key, sizeof h); /* a SHA-256: any four bytes spread */
+    return &memory[h % MEMORY_SLOTS];
+}
+
+/* The oldest pending entry into *e (under entries_lock): 1, or 0 when none. */
+static int take_pending(struct entry *e)
+{
+    if (npending == 0) return 0;
+    *e = pending[pending_head];
+    pending_head = (pending_head + 1) % PENDING_MAX;
+    npending--;
+    return 1;
+}
+
+static void write_one(const struct entry *e)
+{
+    char dir[PATH_MAX];
+    if (!dir_if_on(dir)) return;
+    if (module_store_write_keyed(dir, e->key, e->bytes, e->len) == 0)
+        module_store_evict_paced(dir, ATTR_STORE_LIMIT, &pace, MODULE_STORE_HEADER + MODULE_KEY_LEN + e->len);
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    static struct entry e; /* one writer per process */
+    pthread_mutex_lock(&entries_lock);
+    for (;;) {
+        while (!take_pending(&e)) pthread_cond_wait(&pending_cv, &entries_lock);
+        pthread_mutex_unlock(&entries_lock);
+        write_one(&e);
+        pthread_mutex_lock(&entries_lock);
+    }
+    return NULL;
+}
+
+/* At exit: what the writer has not reached, written here. */
+static void write_pending_at_exit(void)
+{
+    static struct entry e;
+    pthread_mutex_lock(&entries_lock);
+    while (take_pending(&e)) {
+        pthread_mutex_unlock(&entries_lock);
+        write_one(&e);
+        pthread_mutex_lock(&entries_lock);
+    }
+    pthread_mutex_unlock(&entries_lock);
+}
+
+/* Across a fork the lock is held, so the child's copy is consistent; the
+ * child has no writer, and its parent writes what was pending. */
+static void before_fork(void) { pthread_mutex_lock(&entries_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&entries_lock); }
+static void after_fork_child(void)
+{
+    writer_started = 0;
+    npending = 0;
+    pthread_mutex_unlock(&entries_lock);
+}
+
+static void register_once(void)
+{
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    atexit(write_pending_at_exit);
+}
+
 /* An entry's bytes under key, at most max of them (a new buffer, *len
- * long); 0 on a miss. A damaged one is deleted and logged. */
+ * long): from memory, else from the disk (then remembered); 0 on a miss.
+ * A damaged file is deleted and logged. */
 static int read_entry(const uint8_t key[MODULE_KEY_LEN], uint64_t max, void **data, uint64_t *len)
 {
     char dir[PATH_MAX];
     const char *why = NULL;
     if (!dir_if_on(dir)) return 0;
+    pthread_mutex_lock(&entries_lock);
+    const struct entry *m = slot_for(key);
+    int hit = m->len && m->len <= max && memcmp(m->key, key, MODULE_KEY_LEN) == 0;
+    if (hit && (*data = malloc(m->len)) != NULL) {
+        memcpy(*data, m->bytes, m->len);
+        *len = m->len;
+    }
+    pthread_mutex_unlock(&entries_lock);
+    if (hit) return *data != NULL;
     enum store_result got = module_store_read_keyed(dir, key, max, data, len, &why);
     if (got == STORE_CORRUPT) LOG_WARN("attribute cache %s: an entry was damaged (%s); it is deleted", dir, why);
-    return got == STORE_HIT;
+    if (got != STORE_HIT) return 0;
+    if (*len <= ENTRY_MAX) {
+        pthread_mutex_lock(&entries_lock);
+        struct entry *slot = slot_for(key);
+        memcpy(slot->key, key, MODULE_KEY_LEN);
+        memcpy(slot->bytes, *data, *len);
+        slot->len = (uint32_t)*len;
+        pthread_mutex_unlock(&entries_lock);
+    }
+    return 1;
 }
 
+/* Keep b's bytes under key: in memory now, on the disk soon. */
 static void write_entry(const uint8_t key[MODULE_KEY_LEN], const wire_buf *b)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     char dir[PATH_MAX];
-    if (b->oom || !dir_if_on(dir)) return;
-    if (module_store_write_keyed(dir, key, b->data, b->len) == 0)
-        module_store_evict_paced(dir, ATTR_STORE_LIMIT, &pace, MODULE_STORE_HEADER + MODULE_KEY_LEN + b->len);
+    if (b->oom || b->len > ENTRY_MAX || !dir_if_on(dir)) return;
+    pthread_once(&once, register_once);
+    pthread_mutex_lock(&entries_lock);
+    struct entry *slot = slot_for(key);
+    memcpy(slot->key, key, MODULE_KEY_LEN);
+    memcpy(slot->bytes, b->data, b->len);
+    slot->len = (uint32_t)b->len;
+    if (npending < PENDING_MAX) {
+        pending[(pending_head + npending++) % PENDING_MAX] = *slot;
+        if (!writer_started) {
+            pthread_t t;
+            writer_started = pthread_create(&t, NULL, writer_main, NULL) == 0;
+            if (writer_started) pthread_detach(t);
+        }
+        pthread_cond_signal(&pending_cv);
+    }
+    pthread_mutex_unlock(&entries_lock);
 }
 
 int attr_store_recall(const uint8_t key[MODULE_KEY_LEN], struct attr_answers *a)
@@ -189,7 +322,6 @@ void attr_store_keep(const uint8_t key[MODULE_KEY_LEN], const struct attr_answer
 /* ---- memo answers (spec flag `kept`) ------------------------------------ */
 
 static const char KEPT_DOMAIN[] = "scuda kept answers 1";
-static const char KEPT_TAG[8] = "SCKEPT01";
 
 /* The key of op's answer for func and the other arguments (args): the
  * op by name (numbers are a build's), the function as for its attributes. */
@@ -211,7 +343,7 @@ int memo_kept_recall(uint16_t op, const void *func, const wire_buf *args, void *
     uint8_t key[MODULE_KEY_LEN];
     void *data = NULL;
     uint64_t len = 0;
-    if (!kept_key(op, func, args, key) || !read_entry(key, sizeof KEPT_TAG + 4 + MEMO_MAX_VALUE, &data, &len))
+    if (!kept_key(op, func, args, key) || !read_entry(key, KEPT_LEN_MAX, &data, &len))
         return 0;
     wire_reader r;
     wr_init(&r, data, len);

@@ -61,14 +61,6 @@ static void configure_from_env(void)
     use_dir(got == 1 ? dir : NULL);
 }
 
-void attr_store_configure(const char *dir)
-{
-    pthread_once(&config_once, configure_from_env);
-    pthread_mutex_lock(&mu);
-    use_dir(dir);
-    pthread_mutex_unlock(&mu);
-}
-
 void attr_store_config_changed(void) { atomic_store(&config_changed, 1); }
 
 /* The directory, when the store is on: 1 and its path in dir. */

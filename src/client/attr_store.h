@@ -73,8 +73,4 @@ void memo_kept_keep(uint16_t op, const void *func, const wire_buf *args, const v
  * kernel's or a context's): nothing is used or kept from now on. */
 void attr_store_config_changed(void);
 
-/* Use dir (created if missing), or no store with dir NULL, instead of
- * what the environment says. For tests. */
-void attr_store_configure(const char *dir);
-
 #endif

@@ -30,7 +30,6 @@ static const char KEPT_TAG[8] = "SCKEPT01";
 #define KEPT_LEN_MAX (sizeof KEPT_TAG + 4 + MEMO_MAX_VALUE)
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char store_dir[PATH_MAX];
 static int store_on;
 static struct store_evict_pace pace;
@@ -63,15 +62,13 @@ static void configure_from_env(void)
 
 void attr_store_config_changed(void) { atomic_store(&config_changed, 1); }
 
-/* The directory, when the store is on: 1 and its path in dir. */
+/* The directory, when the store is on: 1 and its path in dir (settled
+ * once, from the environment, at the first use). */
 static int dir_if_on(char dir[PATH_MAX])
 {
     pthread_once(&config_once, configure_from_env);
-    pthread_mutex_lock(&mu);
-    int on = store_on;
-    if (on) memcpy(dir, store_dir, PATH_MAX);
-    pthread_mutex_unlock(&mu);
-    return on;
+    if (store_on) memcpy(dir, store_dir, PATH_MAX);
+    return store_on;
 }
 
 static int same_model(const struct device_info *a, const struct device_info *b)

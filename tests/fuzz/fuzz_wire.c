@@ -261,6 +261,16 @@ static void session_info_cases(void)
     }
     free(exact);
 
+    /* an older server's: no driver build after the loading mode */
+    wb_init(&b);
+    session_info_encode(&b, &si_in);
+    size_t older = b.len - 8 - strlen(si_in.driver_build);
+    wire_reader o;
+    wr_init(&o, b.data, older);
+    EXPECT(session_info_decode(&o, &si_out) == 0 && si_out.driver_build[0] == '\0' && si_out.loading_mode == 1,
+           "an older server's session info");
+    wb_free(&b);
+
     /* and pure noise */
     len = below(2048);
     exact = malloc(len ? len : 1);

@@ -134,7 +134,7 @@ static CUresult ask_all(const void *h, int32_t dev, struct server *srv, struct a
         r = CUDA_ERROR_UNKNOWN;
     }
     if (r == CUDA_SUCCESS) {
-        a->known = rep.known;
+        a->known = rep.known & ((1u << FUNC_ATTR_COUNT) - 1); /* no bits for attributes it has no values of */
         memcpy(a->values, rep.values, sizeof a->values);
     }
     rpc_end(&c);
